@@ -1,0 +1,116 @@
+//! Identifiers that cross module boundaries, as newtypes whose constructor is the only way in.
+//!
+//! A `SubscriberId` is ManyChat's contact id. It is personal data in the sense of C5 (ids can be
+//! enumerated), so its `Debug` and `Display` never print the digits: log lines identify a contact
+//! by its conversation UUID instead.
+
+use std::fmt;
+
+/// ManyChat's contact id: 1 to 20 ASCII digits, kept as a string (ManyChat accepts both forms; we
+/// send it as a JSON number).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SubscriberId(String);
+
+/// Why a value is not a subscriber id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubscriberIdError {
+    #[error("subscriber_id is empty")]
+    Empty,
+    #[error("subscriber_id must be digits only")]
+    NotDigits,
+    #[error("subscriber_id is longer than 20 digits")]
+    TooLong,
+}
+
+impl SubscriberId {
+    /// Parses a contact id. Surrounding whitespace is ignored; anything but digits is refused,
+    /// which also refuses an unrendered ManyChat variable such as `{{contact.id}}`.
+    pub fn parse(raw: &str) -> Result<Self, SubscriberIdError> {
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            return Err(SubscriberIdError::Empty);
+        }
+        if !trimmed.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(SubscriberIdError::NotDigits);
+        }
+        if trimmed.len() > 20 {
+            return Err(SubscriberIdError::TooLong);
+        }
+        Ok(Self(trimmed.to_owned()))
+    }
+
+    /// The digits, for the store and the ManyChat client only. Never log this.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The id as the JSON number ManyChat's API declares. Ids too large for `u64` are sent as a
+    /// string, which ManyChat also accepts.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self.0.parse::<u64>() {
+            Ok(n) => serde_json::Value::from(n),
+            Err(_) => serde_json::Value::from(self.0.clone()),
+        }
+    }
+}
+
+impl fmt::Debug for SubscriberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SubscriberId([redacted])")
+    }
+}
+
+impl fmt::Display for SubscriberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[subscriber]")
+    }
+}
+
+/// A conversation's random UUID: the only contact identifier that may appear in a log line.
+pub type ConversationId = uuid::Uuid;
+
+/// A secret that must never be printed (`Debug` shows `[redacted]`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscriber_id_accepts_digits_and_refuses_the_rest() {
+        assert_eq!(SubscriberId::parse(" 12345 ").unwrap().as_str(), "12345");
+        assert_eq!(SubscriberId::parse(""), Err(SubscriberIdError::Empty));
+        assert_eq!(
+            SubscriberId::parse("{{contact.id}}"),
+            Err(SubscriberIdError::NotDigits)
+        );
+        assert_eq!(SubscriberId::parse("12a"), Err(SubscriberIdError::NotDigits));
+        assert_eq!(
+            SubscriberId::parse(&"9".repeat(21)),
+            Err(SubscriberIdError::TooLong)
+        );
+    }
+
+    #[test]
+    fn subscriber_id_never_prints_its_digits() {
+        let id = SubscriberId::parse("5550001").unwrap();
+        assert!(!format!("{id:?} {id}").contains("5550001"));
+        assert_eq!(id.to_json(), serde_json::json!(5550001));
+    }
+}

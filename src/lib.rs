@@ -1,0 +1,38 @@
+//! manychat-agent: an LLM sales agent behind a business's WhatsApp number, through ManyChat.
+//!
+//! # Layout, in the order a turn flows through it
+//!
+//! - [`settings`]: environment variables → typed, validated `Settings` (SYSTEM 5.2).
+//! - [`config`]: the tenant's files (prompt, catalog, rules, tools), validated whole, reloaded
+//!   on SIGHUP (SYSTEM 5.1, 5.3).
+//! - [`http`]: the route, authentication, the per-address limit, the strict inbound body,
+//!   health and readiness (SYSTEM 3.1–3.2).
+//! - [`turn`]: one turn from parsed message to outcome: gates, the race, the delivery choice
+//!   (SYSTEM 3.4, 4).
+//! - [`agent`]: the prompt and its fence, the four-step loop, AgentReply and the guardrails.
+//! - [`tools`]: tools built from `tools.json`, staging and the per-turn caps (012, 024).
+//! - [`model`]: the `Model` trait, the registry, the providers and the mocks (C2).
+//! - [`channel`]: the Dynamic Block v2 response and the channel capability limits (SYSTEM 3.3).
+//! - [`outbox`]: deferred delivery: enqueue, the worker, pacing, retries (SYSTEM 3.5).
+//! - [`manychat`]: the only module that knows ManyChat's API: client, limiter, errors, sandbox.
+//! - [`store`]: the `Store` trait and its SQLite and Postgres backends (SYSTEM 8).
+//! - [`observability`]: tracing setup and the one redaction list (C5).
+//! - [`startup`]: assembles the app from `Settings`; takes the listener and a shutdown token.
+//! - [`ids`], [`clock`]: identifiers that never print personal data; the injectable clock.
+
+pub mod agent;
+pub mod channel;
+pub mod clock;
+pub mod config;
+pub mod http;
+pub mod ids;
+
+pub mod manychat;
+pub mod model;
+pub mod observability;
+pub mod outbox;
+pub mod settings;
+pub mod startup;
+pub mod store;
+pub mod tools;
+pub mod turn;

@@ -1,0 +1,155 @@
+//! The one door to the models (C2): the `Model` trait, the provider-neutral request and response
+//! types, the registry that resolves `AGENT_MODEL`, and the providers.
+//!
+//! Only this module knows a provider's wire format. The agent loop builds a `ModelRequest` per
+//! step and reads a `ModelResponse`; it never sees OpenAI, Anthropic or Ollama JSON.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+
+/// One model call: one step of the agent loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// The cacheable static prefix: framework rules, the tenant's prompt, the catalog block.
+    /// Identical across turns of one config snapshot, so providers can cache it.
+    pub system: String,
+    /// The per-turn conversation: notices, history and the fenced contact message as user
+    /// messages, then, on steps after the first, the assistant's tool calls and their results.
+    pub messages: Vec<Message>,
+    /// Tools offered on this step. Empty means none are offered.
+    pub tools: Vec<ToolSpec>,
+    /// `Auto` on steps 1–3; `None` on the final step. Providers that cannot honour `none`
+    /// (OpenAI-compatible servers, Ollama) omit the tools instead; Anthropic sends them with
+    /// `tool_choice: none`.
+    pub tool_choice: ToolChoice,
+    /// The AgentReply JSON Schema (OpenAI strict-compatible), asked for as structured output.
+    pub output_schema: Value,
+    /// The schema's name on the wire (`agent_reply`).
+    pub output_name: String,
+    pub max_output_tokens: u32,
+    pub temperature: f32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolChoice {
+    Auto,
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// Text the server wrote for the model: notices, history, the fenced contact message.
+    User { text: String },
+    /// A previous step's answer, replayed on the next step: its text (if any) and tool calls.
+    Assistant {
+        text: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The results of the previous step's tool calls, one per call, in call order.
+    ToolResults { results: Vec<ToolResult> },
+}
+
+/// A tool as the model sees it: a name, the tenant's description, a strict JSON Schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The provider's call id, echoed back with the result.
+    pub id: String,
+    pub name: String,
+    /// The parsed arguments. A provider that returned arguments which are not a JSON object
+    /// reports them as `ToolArguments::Invalid` so the loop can answer with an error result
+    /// instead of failing the turn.
+    pub arguments: ToolArguments,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolArguments {
+    Valid(Value),
+    /// The raw text could not be parsed as a JSON object. Holds only its length: the raw text
+    /// may quote the contact.
+    Invalid { length: usize },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub name: String,
+    /// The result as JSON; providers serialise it to a string where their wire format wants one.
+    pub content: Value,
+    pub is_error: bool,
+}
+
+/// What one step returned.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ModelResponse {
+    /// Tool calls, in the order the model made them. Non-empty means the loop goes on.
+    pub tool_calls: Vec<ToolCall>,
+    /// The final structured output as text (expected: an AgentReply JSON object). `None` when
+    /// the step produced only tool calls, or nothing.
+    pub output: Option<String>,
+    pub usage: Usage,
+    pub stop: StopReason,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Input tokens served from the provider's prompt cache (a subset of `input_tokens`).
+    pub cached_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_tokens += other.cached_tokens;
+    }
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StopReason {
+    #[default]
+    Completed,
+    ToolCalls,
+    /// The output was cut at the token limit.
+    Length,
+    /// The provider refused (OpenAI `refusal`, Anthropic `stop_reason: refusal`, content filter).
+    Refused,
+}
+
+/// Why a model call failed. Carries no prompt or contact text: the body of a provider's error
+/// is summarised to its type/code, never quoted whole.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error("model provider rate-limited the request (HTTP 429)")]
+    RateLimited,
+    #[error("model provider returned HTTP {status} ({kind})")]
+    Http { status: u16, kind: String },
+    #[error("model provider unreachable: {0}")]
+    Transport(String),
+    #[error("model response could not be parsed: {0}")]
+    Malformed(String),
+    #[error("model configuration error: {0}")]
+    Config(String),
+}
+
+/// A language model, as the agent loop uses it. Implementations: the providers, and the mocks
+/// the tests and the demo use. Cancellation is by dropping the future (the race's abort).
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// `provider:model`, as recorded on the turn.
+    fn id(&self) -> &str;
+    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+}

@@ -1,0 +1,363 @@
+//! Everything the service remembers: conversations, turns, the outbox, counters.
+//!
+//! One `Store` trait, one implementation per backend (`sqlite`, `postgres`), chosen by
+//! `DATABASE_URL`. Both pass the same conformance suite (`conformance`). Time is always passed in
+//! by the caller (from `crate::clock::Clock`), never read here, so tests control it.
+//!
+//! Invariants: turns are never deleted; note text is never stored (024); an outbox row moves
+//! `pending → delivering → delivered | failed` and is claimed by one worker at a time (a lease).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::ids::{ConversationId, SubscriberId};
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(String),
+    #[error("migration failed: {0}")]
+    Migration(String),
+    #[error("unsupported DATABASE_URL scheme (expected sqlite:// or postgres://)")]
+    UnsupportedUrl,
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    pub id: ConversationId,
+    pub subscriber_id: SubscriberId,
+    pub channel: String,
+    /// Messages counted by the turn cap (018); maintained by `record_turn` for bound user turns.
+    pub turn_count: i64,
+    pub escalated_at: Option<DateTime<Utc>>,
+    pub last_message_at: Option<DateTime<Utc>>,
+    pub token_hash: Option<String>,
+    pub previous_token_hash: Option<String>,
+    pub token_issued_at: Option<DateTime<Utc>>,
+    pub token_generation: i64,
+    pub offering: Option<String>,
+    pub opening_sent_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Agent,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Agent => "agent",
+        }
+    }
+}
+
+/// A turn to record. `text` is the contact's message (user) or the reply as delivered (agent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTurn {
+    pub conversation_id: ConversationId,
+    pub role: Role,
+    pub text: String,
+    /// One of SYSTEM 4's turn outcomes; `None` on user turns.
+    pub outcome: Option<String>,
+    pub model: Option<String>,
+    /// 019: only bound turns are read as history or counted by the cap.
+    pub bound: bool,
+    /// 012: `None` when no tool was offered, `[]` when offered and none chosen.
+    pub actions: Option<Value>,
+    /// 024: successful contact reads this turn.
+    pub reads: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    pub cost_usd: f64,
+    pub latency_ms: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl NewTurn {
+    /// A contact message.
+    pub fn user(
+        conversation_id: ConversationId,
+        text: impl Into<String>,
+        bound: bool,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            conversation_id,
+            role: Role::User,
+            text: text.into(),
+            outcome: None,
+            model: None,
+            bound,
+            actions: None,
+            reads: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cached_tokens: 0,
+            cost_usd: 0.0,
+            latency_ms: 0,
+            created_at: at,
+        }
+    }
+
+    /// An agent reply with its outcome; usage and actions are filled by the caller.
+    pub fn agent(
+        conversation_id: ConversationId,
+        text: impl Into<String>,
+        outcome: &str,
+        bound: bool,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            role: Role::Agent,
+            outcome: Some(outcome.to_owned()),
+            ..Self::user(conversation_id, text, bound, at)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub id: i64,
+    /// Monotonic per store; orders turns written in the same millisecond.
+    pub seq: i64,
+    pub conversation_id: ConversationId,
+    pub role: Role,
+    pub text: String,
+    pub outcome: Option<String>,
+    pub model: Option<String>,
+    pub bound: bool,
+    pub actions: Option<Value>,
+    pub reads: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    pub cost_usd: f64,
+    pub latency_ms: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxKind {
+    Reply,
+    ContactToken,
+}
+
+impl OutboxKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxKind::Reply => "reply",
+            OutboxKind::ContactToken => "contact_token",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxStatus {
+    Pending,
+    Delivering,
+    Delivered,
+    Failed,
+}
+
+impl OutboxStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxStatus::Pending => "pending",
+            OutboxStatus::Delivering => "delivering",
+            OutboxStatus::Delivered => "delivered",
+            OutboxStatus::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewOutboxRow {
+    pub conversation_id: ConversationId,
+    pub subscriber_id: SubscriberId,
+    pub kind: OutboxKind,
+    /// `{messages, actions, turnId}` for a reply; `{generation}` for a contact token.
+    pub payload: Value,
+    pub next_attempt_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub conversation_id: ConversationId,
+    pub subscriber_id: SubscriberId,
+    pub kind: OutboxKind,
+    pub payload: Value,
+    pub status: OutboxStatus,
+    /// Attempts started so far (incremented when a row is claimed).
+    pub attempts: i32,
+    pub next_attempt_at: DateTime<Utc>,
+    pub last_error: Option<String>,
+    /// While `delivering`: when the claim lapses and another worker may take the row again.
+    pub lease_until: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub delivered_at: Option<DateTime<Utc>>,
+}
+
+/// How a worker claims rows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClaimRules {
+    pub now: DateTime<Utc>,
+    pub limit: i64,
+    /// How long a claim lasts before another worker may take the row again.
+    pub lease: Duration,
+    /// 3.5 pacing: a contact's next reply row is not due until this long after its previous
+    /// reply row was delivered.
+    pub reply_gap: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BudgetUsage {
+    pub tokens: i64,
+    pub cost_usd: f64,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `sqlite` or `postgres`, for logs and metrics.
+    fn backend(&self) -> &'static str;
+
+    /// Answers when the database does (`GET /ready`).
+    async fn ping(&self) -> Result<()>;
+
+    // --- conversations -------------------------------------------------------------------
+
+    /// The contact's conversation, created (with a fresh random UUID) on first contact.
+    async fn conversation_for(
+        &self,
+        subscriber_id: &SubscriberId,
+        channel: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Conversation>;
+
+    async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>>;
+
+    async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()>;
+
+    /// 019: replace the current token hash, keeping the previous one, and bump the generation.
+    async fn set_token(
+        &self,
+        id: ConversationId,
+        token_hash: &str,
+        issued_at: DateTime<Utc>,
+    ) -> Result<i64>;
+
+    /// Contacts with activity since `since` and no token, for `tokens backfill`.
+    async fn conversations_without_token(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<Conversation>>;
+
+    // --- turns ---------------------------------------------------------------------------
+
+    /// Records a turn and returns its id. A user turn also updates the conversation's
+    /// `last_message_at` (and, when bound, `turn_count`).
+    async fn record_turn(&self, turn: &NewTurn) -> Result<i64>;
+
+    /// 012: rewrites a turn's action record after its actions ran.
+    async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()>;
+
+    async fn turn(&self, turn_id: i64) -> Result<Option<Turn>>;
+
+    /// 018 history: the conversation's last `limit` bound turns created at or after `since`,
+    /// oldest first.
+    async fn history(
+        &self,
+        conversation_id: ConversationId,
+        since: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<Turn>>;
+
+    /// 018 turn cap: creation times of the conversation's last `limit` bound user turns,
+    /// newest first.
+    async fn recent_user_turn_times(
+        &self,
+        conversation_id: ConversationId,
+        limit: i64,
+    ) -> Result<Vec<DateTime<Utc>>>;
+
+    /// Every turn of a conversation, oldest first (tests and operators).
+    async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>>;
+
+    // --- counters --------------------------------------------------------------------------
+
+    /// Per-contact rate (4): adds one to the contact's counter for the window starting at
+    /// `window_start` and returns the new count.
+    async fn bump_rate(&self, subscriber_id: &SubscriberId, window_start: DateTime<Utc>)
+    -> Result<i64>;
+
+    async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage>;
+
+    async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()>;
+
+    // --- outbox ----------------------------------------------------------------------------
+
+    async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64>;
+
+    /// Claims up to `rules.limit` due rows for one worker, atomically: each returned row is now
+    /// `delivering` with `lease_until = now + lease` and `attempts + 1`. A row is due when it is
+    /// `pending` with `next_attempt_at <= now`, or `delivering` with an expired lease. A reply row
+    /// is never claimed while an older reply row of the same conversation is `pending` or
+    /// `delivering` (no overtaking), nor within `reply_gap` of that conversation's last delivered
+    /// reply (pacing). Rows come back oldest first.
+    async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>>;
+
+    async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()>;
+
+    /// A failed attempt that may be retried: back to `pending`, due at `next_attempt_at`.
+    async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()>;
+
+    /// The dead letter: `failed`, never claimed again.
+    async fn mark_failed(&self, id: i64, error: &str, at: DateTime<Utc>) -> Result<()>;
+
+    async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>>;
+
+    /// Reply rows of a conversation still `pending` or `delivering` (3.3's silent response).
+    async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64>;
+
+    /// Every outbox row, oldest first (tests, operators, metrics).
+    async fn outbox_rows(&self) -> Result<Vec<OutboxRow>>;
+}
+
+/// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the
+/// file (and its folder) on first run and uses WAL; `postgres://…` connects to a server.
+pub async fn connect(database_url: &str) -> Result<std::sync::Arc<dyn Store>> {
+    // Skeleton: the store helper replaces this with the dispatch to `sqlite::SqliteStore` and
+    // `postgres::PgStore` once both implement `Store`.
+    let _ = database_url;
+    Err(StoreError::UnsupportedUrl)
+}
+
+pub mod postgres;
+pub mod sqlite;
+
+#[doc(hidden)]
+pub mod conformance;
+
+/// Fresh UUID for a new conversation.
+pub fn new_conversation_id() -> Uuid {
+    Uuid::new_v4()
+}
