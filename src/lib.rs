@@ -10,24 +10,30 @@
 //! - [`turn`]: one turn from parsed message to outcome: gates, the race, the delivery choice
 //!   (SYSTEM 3.4, 4).
 //! - [`agent`]: the prompt and its fence, the four-step loop, AgentReply and the guardrails.
+//! - [`actions`]: performing staged actions and the per-turn action record (012).
 //! - [`tools`]: tools built from `tools.json`, staging and the per-turn caps (012, 024).
 //! - [`model`]: the `Model` trait, the registry, the providers and the mocks (C2).
 //! - [`channel`]: the Dynamic Block v2 response and the channel capability limits (SYSTEM 3.3).
 //! - [`outbox`]: deferred delivery: enqueue, the worker, pacing, retries (SYSTEM 3.5).
 //! - [`manychat`]: the only module that knows ManyChat's API: client, limiter, errors, sandbox.
+//! - [`metrics`]: process counters for `GET /metrics`.
 //! - [`store`]: the `Store` trait and its SQLite and Postgres backends (SYSTEM 8).
 //! - [`observability`]: tracing setup and the one redaction list (C5).
 //! - [`startup`]: assembles the app from `Settings`; takes the listener and a shutdown token.
+//! - [`cli`]: the commands of SYSTEM 5.4, called by the thin `main`.
 //! - [`ids`], [`clock`]: identifiers that never print personal data; the injectable clock.
 
+pub mod actions;
 pub mod agent;
 pub mod channel;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod http;
 pub mod ids;
 
 pub mod manychat;
+pub mod metrics;
 pub mod model;
 pub mod observability;
 pub mod outbox;

@@ -1,1 +1,97 @@
-fn main() {}
+//! The command line (SYSTEM 5.4): parse, load settings, call into the library.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use manychat_agent::cli;
+
+#[derive(Parser)]
+#[command(
+    name = "manychat-agent",
+    version,
+    about = "An LLM sales agent behind ManyChat's Dynamic Block"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve HTTP and run the background workers (the default deployment).
+    Serve,
+    /// Run the outbox worker alone, for a separate process.
+    Worker,
+    /// The embedded default: SQLite, the demo tenant, mock:demo, a local ManyChat sandbox.
+    Demo,
+    /// Tenant config commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Run a golden eval suite against a model.
+    Eval {
+        /// Folder of *.jsonl cases.
+        #[arg(long, default_value = "evals/golden")]
+        suite: PathBuf,
+        /// provider:model (default: AGENT_MODEL, else mock:demo).
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// Send a message to a running service as ManyChat would, and print the reply.
+    Simulate {
+        text: String,
+        /// The service's base URL (default: http://127.0.0.1:$PORT).
+        #[arg(long)]
+        url: Option<String>,
+        /// The contact id to send as.
+        #[arg(long, default_value = "1000001")]
+        subscriber: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate every config file and print every error at once.
+    Check,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve => cli::serve(&env).await,
+            Command::Worker => cli::worker(&env).await,
+            Command::Demo => cli::demo(&env).await,
+            Command::Config {
+                command: ConfigCommand::Check,
+            } => cli::config_check(&env),
+            Command::Eval { suite, model } => cli::eval(&env, &suite, model.as_deref()).await,
+            Command::Simulate {
+                text,
+                url,
+                subscriber,
+            } => cli::simulate(&env, &text, url.as_deref(), &subscriber).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

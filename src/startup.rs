@@ -1,1 +1,264 @@
-//! (in progress)
+//! Assembles the application from `Settings`: store, tenant config, model, ManyChat client,
+//! turn engine, router and outbox worker. Takes its listener and a shutdown token, so tests run
+//! the same app on port 0 that production runs on its port (STYLE 1, 7).
+//!
+//! Shutdown order: stop accepting and let requests in flight finish (axum's graceful shutdown),
+//! let the worker finish the batch in hand, then wait (bounded) for agent tasks that outlived
+//! their request and for post-response actions.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::Clock;
+use crate::config::{ConfigContext, ConfigErrors, ConfigHandle};
+use crate::http::{self, AppState};
+use crate::manychat::{ManyChatClient, ManyChatError, ManyChatLimiter};
+use crate::metrics::Metrics;
+use crate::model::{Model, ModelError};
+use crate::outbox::{OutboxWorker, WorkerSettings};
+use crate::settings::Settings;
+use crate::store::{self, Store, StoreError};
+use crate::turn::{TurnEngine, TurnSettings};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("tenant config is invalid:\n{0}")]
+    Config(#[from] ConfigErrors),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("model: {0}")]
+    Model(#[from] ModelError),
+    #[error("ManyChat client: {0}")]
+    ManyChat(#[from] ManyChatError),
+    #[error("{0}")]
+    Missing(String),
+    #[error("listener: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The seams tests and the demo use. Production uses `Overrides::default()`.
+#[derive(Default)]
+pub struct Overrides {
+    /// A model to use instead of resolving `AGENT_MODEL` (the scripted and hanging mocks).
+    pub model: Option<Arc<dyn Model>>,
+    /// A clock anchored elsewhere (tests).
+    pub clock: Option<Clock>,
+    /// Use `config/*.example` when the real file is absent (the demo).
+    pub allow_example_config: bool,
+    /// Run the outbox worker in the background. Tests drive it by hand instead.
+    pub manual_worker: bool,
+    /// Reload the tenant config on SIGHUP (the `serve` and `demo` commands, and the reload test).
+    pub reload_on_sighup: bool,
+}
+
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+    worker: OutboxWorker,
+    tasks: TaskTracker,
+    settings: Arc<Settings>,
+    overrides_manual_worker: bool,
+    reload_on_sighup: bool,
+}
+
+/// How the tenant config is checked against the deployment's settings (012 collisions).
+pub fn config_context(settings: &Settings, allow_examples: bool) -> ConfigContext {
+    ConfigContext {
+        reply_flow_ns: settings.manychat_reply_flow_ns.clone(),
+        reply_field: settings.manychat_reply_field.clone(),
+        token_field: settings.manychat_token_field.clone(),
+        allow_examples,
+    }
+}
+
+impl Application {
+    pub async fn build(
+        settings: Settings,
+        listener: TcpListener,
+        overrides: Overrides,
+    ) -> Result<Self, StartupError> {
+        let settings = Arc::new(settings);
+        let clock = overrides.clock.unwrap_or_default();
+        let metrics = Arc::new(Metrics::default());
+
+        let context = config_context(&settings, overrides.allow_example_config);
+        let config = Arc::new(ConfigHandle::load(&settings.config_dir, context)?);
+
+        let reply_flow_ns = settings.manychat_reply_flow_ns.clone().ok_or_else(|| {
+            StartupError::Missing(
+                "MANYCHAT_REPLY_FLOW_NS is required: deferred replies are delivered through that flow"
+                    .into(),
+            )
+        })?;
+        let api_token = settings.manychat_api_token.clone().ok_or_else(|| {
+            StartupError::Missing("MANYCHAT_API_TOKEN is required (ManyChat API key)".into())
+        })?;
+
+        let store = store::connect(&settings.database_url).await?;
+        let model = match overrides.model {
+            Some(model) => model,
+            None => {
+                let spec = settings.agent_model.clone().ok_or_else(|| {
+                    StartupError::Missing("AGENT_MODEL is required (provider:model)".into())
+                })?;
+                crate::model::registry::resolve(&spec, &settings.model_env())?
+            }
+        };
+        let manychat = ManyChatClient::new(
+            &settings.manychat_api_base,
+            &api_token,
+            ManyChatLimiter::new(),
+        )?;
+        let tasks = TaskTracker::new();
+        let turns = TurnEngine::new(
+            TurnSettings {
+                race_deadline: settings.race_deadline,
+                model_abort: settings.model_abort,
+                max_output_tokens: settings.agent_max_output_tokens,
+                temperature: settings.agent_temperature,
+            },
+            config.clone(),
+            store.clone(),
+            model,
+            manychat.clone(),
+            clock,
+            tasks.clone(),
+            metrics.clone(),
+        );
+        let worker = OutboxWorker::new(
+            store.clone(),
+            manychat,
+            clock,
+            WorkerSettings::new(
+                settings.manychat_reply_field.clone(),
+                reply_flow_ns,
+                settings.manychat_reply_gap,
+            ),
+            metrics.clone(),
+        );
+        let state = AppState {
+            turns,
+            store,
+            config,
+            metrics,
+            auth: Arc::new(http::auth::Authenticator::new(
+                settings.manychat_shared_secret.clone(),
+            )),
+            trust_proxy: Arc::new(settings.trust_proxy.clone()),
+            rate_limit: Arc::new(http::rate_limit::AddressRateLimiter::new()),
+            channel: settings.channel,
+            callback_url: format!("{}{}", settings.public_base_url, http::MESSAGE_PATH),
+            token_field: settings.manychat_token_field.clone(),
+            in_flight: Arc::new(Semaphore::new(settings.max_turns_in_flight)),
+        };
+        Ok(Self {
+            listener,
+            state,
+            worker,
+            tasks,
+            settings,
+            overrides_manual_worker: overrides.manual_worker,
+            reload_on_sighup: overrides.reload_on_sighup,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.state.store.clone()
+    }
+
+    pub fn config(&self) -> Arc<ConfigHandle> {
+        self.state.config.clone()
+    }
+
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.state.metrics.clone()
+    }
+
+    /// The outbox worker, for tests that drive it by hand (`run_once`).
+    pub fn worker(&self) -> OutboxWorker {
+        self.worker.clone()
+    }
+
+    /// Agent tasks and post-response actions still running.
+    pub fn tasks(&self) -> TaskTracker {
+        self.tasks.clone()
+    }
+
+    /// Serves until `shutdown` fires, then drains (see the module doc).
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), std::io::Error> {
+        let worker = (!self.overrides_manual_worker).then(|| {
+            let token = shutdown.clone();
+            tokio::spawn(self.worker.clone().run(token))
+        });
+        if self.reload_on_sighup {
+            spawn_reload_on_sighup(self.state.config.clone(), shutdown.clone())?;
+        }
+        let router = http::router(self.state.clone());
+        let token = shutdown.clone();
+        axum::serve(
+            self.listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move { token.cancelled().await })
+        .await?;
+        tracing::info!("stopped accepting; draining");
+        if let Some(worker) = worker {
+            let _ = worker.await;
+        }
+        self.tasks.close();
+        let bound = self.settings.model_abort + Duration::from_secs(5);
+        if tokio::time::timeout(bound, self.tasks.wait()).await.is_err() {
+            tracing::warn!("drain bound reached; abandoning tasks still running");
+        }
+        tracing::info!("shutdown complete");
+        Ok(())
+    }
+}
+
+/// SIGHUP → load → validate → swap, or keep the old config and log why (SYSTEM 5.3).
+fn spawn_reload_on_sighup(
+    config: Arc<ConfigHandle>,
+    shutdown: CancellationToken,
+) -> Result<(), std::io::Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                received = hangups.recv() => {
+                    if received.is_none() { break; }
+                    let outcome = config.reload();
+                    tracing::info!(outcome = ?outcome, "SIGHUP: tenant config reload");
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// A future that resolves on SIGTERM or Ctrl-C.
+pub async fn termination_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

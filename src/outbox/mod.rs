@@ -1,1 +1,59 @@
-//! (in progress)
+//! Deferred delivery (SYSTEM 3.5): what cannot be answered inside the race is written to the
+//! outbox and delivered by the worker as two ManyChat calls that are one delivery: the reply
+//! text into the contact's `MANYCHAT_REPLY_FIELD`, then `sendFlow` of `MANYCHAT_REPLY_FLOW_NS`.
+//!
+//! Invariants:
+//! - The outbox row is the only truth; the field is rewritten before every trigger, retries
+//!   included, and never read back. A partial delivery is a failed attempt, retried whole.
+//! - Up to `MAX_ATTEMPTS` attempts, backoff `min(300, 2^attempts)` s; 429, 5xx and network errors
+//!   retry; any other error dead-letters the row at once.
+//! - A reply's actions run once, after its first successful delivery; a dead-lettered row's
+//!   actions are recorded `dead_lettered` and never performed (012).
+//! - Pacing and order are the store's claim rules (no overtaking, gap after the previous reply)
+//!   plus the gap between the messages of one row, waited here on tokio's clock.
+//! - A database error never kills the worker; on shutdown it finishes the batch in hand.
+
+mod worker;
+
+pub use worker::{OutboxWorker, WorkerSettings};
+
+use serde::{Deserialize, Serialize};
+
+use crate::actions::StagedAction;
+
+/// Attempts before a row is dead-lettered.
+pub const MAX_ATTEMPTS: i32 = 5;
+
+/// The backoff after the `attempts`-th failed attempt: `min(300, 2^attempts)` seconds.
+pub fn backoff(attempts: i32) -> std::time::Duration {
+    let secs = 2u64.saturating_pow(attempts.clamp(0, 30) as u32).min(300);
+    std::time::Duration::from_secs(secs)
+}
+
+/// The payload of a `reply` row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplyPayload {
+    /// The messages, each delivered as one field write plus one flow trigger.
+    pub messages: Vec<String>,
+    /// Actions to perform once, after the text is delivered.
+    #[serde(default)]
+    pub actions: Vec<StagedAction>,
+    /// The agent turn whose action record the worker updates; `None` for an escalation copy
+    /// sent after an abort (no agent turn is recorded then).
+    pub turn_id: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_3_5_backoff_is_min_300_and_2_pow_attempts() {
+        assert_eq!(backoff(1).as_secs(), 2);
+        assert_eq!(backoff(4).as_secs(), 16);
+        assert_eq!(backoff(8).as_secs(), 256);
+        assert_eq!(backoff(9).as_secs(), 300);
+        assert_eq!(backoff(40).as_secs(), 300);
+    }
+}

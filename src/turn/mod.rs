@@ -1,1 +1,604 @@
-//! (in progress)
+//! One turn, from a parsed inbound message to its outcome (SYSTEM 3.4, 4, 6).
+//!
+//! The order is fixed: conversation → scripted opening → pre-model checks (escalation keywords,
+//! turn cap, per-contact rate, daily budget) → history → the contact's message is recorded →
+//! the agent runs in its own task, raced against the deadline measured from the request's
+//! arrival. Won: the reply is answered inline and its actions run after the response. Lost: the
+//! contact gets the tenant's acknowledgement now, and the agent keeps running until
+//! `MODEL_ABORT_MS`; its reply and actions go to the outbox. Aborted: no agent turn is recorded;
+//! the escalation copy goes through the outbox (C6).
+//!
+//! Invariants: nothing here knows HTTP or ManyChat's JSON; every turn that reaches the model has
+//! its contact message recorded before the model is called; an agent turn is recorded for every
+//! outcome but the abort; staged actions run only when the final reply does not escalate.
+
+mod gates;
+
+pub use gates::Denial;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+
+use crate::actions::{self, ActionStatus, StagedAction};
+use crate::agent::{self, HistoryTurn, NoTools, ThinkInput, Thought};
+use crate::clock::Clock;
+use crate::config::{ConfigHandle, TenantConfig};
+use crate::ids::{ConversationId, SubscriberId};
+use crate::manychat::ManyChatClient;
+use crate::metrics::Metrics;
+use crate::model::Model;
+use crate::outbox::ReplyPayload;
+use crate::store::{Conversation, NewOutboxRow, NewTurn, OutboxKind, Role, Store, StoreError};
+
+/// How many earlier turns the model sees (018).
+pub const HISTORY_TURNS: i64 = 10;
+
+/// The settings a turn reads; built once from `Settings` at start.
+#[derive(Debug, Clone)]
+pub struct TurnSettings {
+    /// `RACE_DEADLINE_MS`, measured from the request's arrival.
+    pub race_deadline: Duration,
+    /// `MODEL_ABORT_MS`, measured from the request's arrival; always greater than the deadline.
+    pub model_abort: Duration,
+    pub max_output_tokens: u32,
+    pub temperature: f32,
+}
+
+/// A contact message that passed the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    pub subscriber_id: SubscriberId,
+    pub text: String,
+    /// The channel ManyChat reported, if any (stored on the conversation).
+    pub channel: Option<String>,
+    /// 028: the offering the flow passed, already normalised (absent when empty or unrendered).
+    pub offering: Option<String>,
+    /// When the request arrived: the race deadline counts from here.
+    pub arrived_at: Instant,
+}
+
+/// What the HTTP layer renders, and what it runs once the response is written.
+#[derive(Debug)]
+pub struct TurnResponse {
+    /// The messages to render; empty for a silent response.
+    pub messages: Vec<String>,
+    pub after: Option<AfterResponse>,
+}
+
+/// Actions to perform after the Dynamic Block response is written (012: never before).
+#[derive(Debug)]
+pub struct AfterResponse {
+    pub conversation: ConversationId,
+    pub subscriber: SubscriberId,
+    pub turn_id: i64,
+    pub actions: Vec<StagedAction>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Everything a turn needs; cheap to clone (all shared).
+#[derive(Clone)]
+pub struct TurnEngine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: TurnSettings,
+    config: Arc<ConfigHandle>,
+    store: Arc<dyn Store>,
+    model: Arc<dyn Model>,
+    manychat: ManyChatClient,
+    clock: Clock,
+    /// Agent tasks that outlive their request (race lost) and post-response actions: shutdown
+    /// waits for them.
+    tasks: TaskTracker,
+    metrics: Arc<Metrics>,
+}
+
+impl TurnEngine {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        settings: TurnSettings,
+        config: Arc<ConfigHandle>,
+        store: Arc<dyn Store>,
+        model: Arc<dyn Model>,
+        manychat: ManyChatClient,
+        clock: Clock,
+        tasks: TaskTracker,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                settings,
+                config,
+                store,
+                model,
+                manychat,
+                clock,
+                tasks,
+                metrics,
+            }),
+        }
+    }
+
+    /// The tenant's escalation copy from the current config: what any failure answers (C6).
+    pub fn escalation_copy(&self) -> String {
+        self.inner.config.snapshot().rules.messages.escalation.clone()
+    }
+
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.inner.tasks
+    }
+
+    /// Runs one turn. An error means the turn could not be recorded; the caller answers with the
+    /// escalation copy.
+    pub async fn handle(&self, inbound: Inbound) -> Result<TurnResponse, TurnError> {
+        let inner = &self.inner;
+        let config = inner.config.snapshot();
+        let now = inner.clock.now();
+        let channel = inbound.channel.as_deref().unwrap_or("whatsapp");
+        let conversation = inner
+            .store
+            .conversation_for(&inbound.subscriber_id, channel, now)
+            .await?;
+        // 019 (contact tokens) is not enforced by this version: every turn is bound.
+        let bound = true;
+
+        if let Some(opening) = config.rules.opening_reply(&inbound.text) {
+            let opening = opening.to_owned();
+            inner
+                .store
+                .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
+                .await?;
+            inner
+                .store
+                .record_turn(&NewTurn::agent(
+                    conversation.id,
+                    &opening,
+                    "answered_scripted",
+                    bound,
+                    now,
+                ))
+                .await?;
+            inner.metrics.turn("answered_scripted");
+            tracing::info!(conversation = %conversation.id, outcome = "answered_scripted", "turn");
+            return Ok(TurnResponse {
+                messages: vec![opening],
+                after: None,
+            });
+        }
+
+        if let Some(denial) =
+            gates::precheck(inner.store.as_ref(), &config, &conversation, &inbound, now).await?
+        {
+            inner
+                .store
+                .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
+                .await?;
+            tracing::info!(
+                conversation = %conversation.id,
+                outcome = "escalated_precheck",
+                denial = denial.as_str(),
+                "turn"
+            );
+            return self
+                .escalate_inline(&config, &conversation, "escalated_precheck", bound)
+                .await;
+        }
+
+        let history = self.history(&config, &conversation).await?;
+        inner
+            .store
+            .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
+            .await?;
+
+        // A reply already queued for this contact must not be overtaken by an inline answer:
+        // this turn's reply goes through the outbox behind it, and the response is silent.
+        let queued_ahead = inner.store.pending_replies(conversation.id).await? > 0;
+
+        let job = AgentJob {
+            engine: self.clone(),
+            config: config.clone(),
+            conversation: conversation.clone(),
+            contact_text: inbound.text.clone(),
+            notices: notices(&config, &inbound),
+            history,
+            bound,
+            arrived_at: inbound.arrived_at,
+        };
+        let (answer_tx, answer_rx) = oneshot::channel();
+        let abort_at = inbound.arrived_at + inner.settings.model_abort;
+        inner.tasks.spawn(job.run(answer_tx, abort_at));
+
+        if queued_ahead {
+            drop(answer_rx);
+            inner.metrics.race_lost.inc();
+            tracing::info!(conversation = %conversation.id, "reply queued ahead; answering later");
+            return Ok(TurnResponse {
+                messages: Vec::new(),
+                after: None,
+            });
+        }
+
+        let deadline = inbound.arrived_at + inner.settings.race_deadline;
+        let mut answer_rx = answer_rx;
+        let answer = match tokio::time::timeout_at(deadline, &mut answer_rx).await {
+            Ok(Ok(answer)) => Some(answer),
+            Ok(Err(_)) => None,
+            Err(_) => {
+                // Close the channel, then take an answer that arrived at the boundary: after
+                // `close` the agent task's send fails and it takes the deferred path, so the
+                // reply is delivered exactly once.
+                answer_rx.close();
+                answer_rx.try_recv().ok()
+            }
+        };
+        match answer {
+            Some(answer) => self.settle_inline(&config, &conversation, bound, answer).await,
+            None => {
+                inner.metrics.race_lost.inc();
+                tracing::info!(conversation = %conversation.id, "race lost; acknowledging");
+                Ok(TurnResponse {
+                    messages: vec![config.rules.messages.acknowledgement.clone()],
+                    after: None,
+                })
+            }
+        }
+    }
+
+    /// Performs actions after the response was written, and records their outcome.
+    pub async fn run_after(&self, mut after: AfterResponse) {
+        actions::perform_all(
+            &self.inner.manychat,
+            &after.subscriber,
+            after.conversation,
+            &mut after.actions,
+        )
+        .await;
+        if let Err(error) = self
+            .inner
+            .store
+            .update_turn_actions(after.turn_id, &actions::record(&after.actions))
+            .await
+        {
+            tracing::error!(conversation = %after.conversation, error = %error, "could not update the action record");
+        }
+    }
+
+    async fn history(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+    ) -> Result<Vec<HistoryTurn>, StoreError> {
+        let since = self.inner.clock.now()
+            - chrono::Duration::days(i64::from(config.rules.history_days));
+        let turns = self
+            .inner
+            .store
+            .history(conversation.id, since, HISTORY_TURNS)
+            .await?;
+        Ok(turns
+            .into_iter()
+            .map(|turn| HistoryTurn {
+                actions_performed: match (&turn.role, &turn.actions) {
+                    (Role::Agent, Some(actions)) => agent::history_actions_note(actions),
+                    _ => Vec::new(),
+                },
+                role: turn.role,
+                text: turn.text,
+            })
+            .collect())
+    }
+
+    /// Records the agent turn of a race won and returns the reply to render inline.
+    async fn settle_inline(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        bound: bool,
+        answer: Answer,
+    ) -> Result<TurnResponse, TurnError> {
+        if answer.thought.reply.escalate {
+            let outcome = answer_outcome(&answer);
+            let (turn_id, handoff) = self
+                .record_escalation(config, conversation, outcome, Some(answer), bound)
+                .await?;
+            return Ok(TurnResponse {
+                messages: vec![config.rules.messages.escalation.clone()],
+                after: self.after(conversation, turn_id, handoff),
+            });
+        }
+        let turn_id = self
+            .record_answer(conversation, "answered_inline", bound, &answer)
+            .await?;
+        Ok(TurnResponse {
+            after: self.after(conversation, turn_id, answer.actions),
+            messages: answer.thought.reply.messages,
+        })
+    }
+
+    /// The deferred path: the race was lost (or a reply was queued ahead), so the reply goes to
+    /// the outbox with its actions.
+    async fn settle_deferred(&self, job: &AgentJob, answer: Answer) -> Result<(), StoreError> {
+        let conversation = &job.conversation;
+        let (messages, actions, turn_id) = if answer.thought.reply.escalate {
+            let outcome = answer_outcome(&answer);
+            let (turn_id, handoff) = self
+                .record_escalation(&job.config, conversation, outcome, Some(answer), job.bound)
+                .await?;
+            let copy = job.config.rules.messages.escalation.clone();
+            (vec![copy], handoff, turn_id)
+        } else {
+            let turn_id = self
+                .record_answer(conversation, "deferred", job.bound, &answer)
+                .await?;
+            (answer.thought.reply.messages, answer.actions, turn_id)
+        };
+        self.enqueue_reply(conversation, messages, actions, Some(turn_id))
+            .await
+    }
+
+    /// Records an answered agent turn (inline or deferred) with its usage and staged actions.
+    async fn record_answer(
+        &self,
+        conversation: &Conversation,
+        outcome: &'static str,
+        bound: bool,
+        answer: &Answer,
+    ) -> Result<i64, StoreError> {
+        let inner = &self.inner;
+        let mut turn = NewTurn::agent(
+            conversation.id,
+            answer.thought.reply.messages.join("\n\n"),
+            outcome,
+            bound,
+            inner.clock.now(),
+        );
+        self.fill_usage(&mut turn, answer);
+        turn.actions = answer
+            .thought
+            .tools_offered
+            .then(|| actions::record(&answer.actions));
+        let turn_id = inner.store.record_turn(&turn).await?;
+        self.charge_budget(answer).await;
+        inner.metrics.turn(outcome);
+        tracing::info!(
+            conversation = %conversation.id,
+            outcome,
+            steps = answer.thought.steps,
+            latency_ms = turn.latency_ms,
+            "turn"
+        );
+        Ok(turn_id)
+    }
+
+    /// An escalation answered inline without the model (pre-model checks): the tenant's copy,
+    /// `escalated_at`, the handoff actions after the response.
+    async fn escalate_inline(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        outcome: &'static str,
+        bound: bool,
+    ) -> Result<TurnResponse, TurnError> {
+        let (turn_id, handoff) = self
+            .record_escalation(config, conversation, outcome, None, bound)
+            .await?;
+        Ok(TurnResponse {
+            messages: vec![config.rules.messages.escalation.clone()],
+            after: self.after(conversation, turn_id, handoff),
+        })
+    }
+
+    fn after(
+        &self,
+        conversation: &Conversation,
+        turn_id: i64,
+        actions: Vec<StagedAction>,
+    ) -> Option<AfterResponse> {
+        let any_staged = actions
+            .iter()
+            .any(|a| a.entry.status == ActionStatus::Staged);
+        any_staged.then(|| AfterResponse {
+            conversation: conversation.id,
+            subscriber: conversation.subscriber_id.clone(),
+            turn_id,
+            actions,
+        })
+    }
+
+    /// Records an escalated agent turn and sets `escalated_at`. The turn's staged actions are
+    /// recorded `discarded` (012); the handoff actions are added as `staged` and returned for
+    /// the caller to perform after the escalation copy is delivered.
+    async fn record_escalation(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        outcome: &'static str,
+        answer: Option<Answer>,
+        bound: bool,
+    ) -> Result<(i64, Vec<StagedAction>), StoreError> {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let tools_offered = answer.as_ref().is_some_and(|a| a.thought.tools_offered);
+        let mut record = answer
+            .as_ref()
+            .map(|a| a.actions.clone())
+            .unwrap_or_default();
+        let discarded = actions::settle_staged(&mut record, ActionStatus::Discarded);
+        if discarded > 0 {
+            tracing::info!(conversation = %conversation.id, discarded, "staged actions discarded on escalation");
+        }
+        let handoff = actions::handoff_actions(config.rules.handoff.as_ref());
+        record.extend(handoff.iter().cloned());
+        let mut turn = NewTurn::agent(
+            conversation.id,
+            &config.rules.messages.escalation,
+            outcome,
+            bound,
+            now,
+        );
+        if let Some(answer) = &answer {
+            self.fill_usage(&mut turn, answer);
+            self.charge_budget(answer).await;
+        }
+        turn.actions = (tools_offered || !handoff.is_empty()).then(|| actions::record(&record));
+        let turn_id = inner.store.record_turn(&turn).await?;
+        inner.store.set_escalated(conversation.id, now).await?;
+        inner.metrics.turn(outcome);
+        tracing::info!(conversation = %conversation.id, outcome, "turn escalated");
+        Ok((turn_id, handoff))
+    }
+
+    fn fill_usage(&self, turn: &mut NewTurn, answer: &Answer) {
+        let usage = answer.thought.usage;
+        turn.model = Some(self.inner.model.id().to_owned());
+        turn.input_tokens = usage.input_tokens as i64;
+        turn.output_tokens = usage.output_tokens as i64;
+        turn.cached_tokens = usage.cached_tokens as i64;
+        turn.cost_usd = crate::model::pricing::cost_usd(self.inner.model.id(), &usage);
+        turn.latency_ms = answer.latency.as_millis() as i64;
+    }
+
+    async fn charge_budget(&self, answer: &Answer) {
+        let usage = answer.thought.usage;
+        let cost = crate::model::pricing::cost_usd(self.inner.model.id(), &usage);
+        let day = self.inner.clock.now().date_naive();
+        if let Err(error) = self
+            .inner
+            .store
+            .add_budget(day, usage.total() as i64, cost)
+            .await
+        {
+            tracing::error!(error = %error, "could not add to the daily budget");
+        }
+    }
+
+    /// MODEL_ABORT_MS: no agent turn; the escalation copy goes through the outbox (C6).
+    async fn settle_aborted(&self, job: &AgentJob) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        inner.metrics.model_aborted.inc();
+        inner.metrics.turn("aborted");
+        tracing::warn!(conversation = %job.conversation.id, "model call aborted at MODEL_ABORT_MS");
+        inner.store.set_escalated(job.conversation.id, now).await?;
+        let copy = job.config.rules.messages.escalation.clone();
+        self.enqueue_reply(&job.conversation, vec![copy], Vec::new(), None)
+            .await
+    }
+
+    async fn enqueue_reply(
+        &self,
+        conversation: &Conversation,
+        messages: Vec<String>,
+        actions: Vec<StagedAction>,
+        turn_id: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let now = self.inner.clock.now();
+        let payload = ReplyPayload {
+            messages,
+            actions,
+            turn_id,
+        };
+        let payload = serde_json::to_value(&payload)
+            .map_err(|e| StoreError::Corrupt(format!("outbox payload: {e}")))?;
+        self.inner
+            .store
+            .enqueue(&NewOutboxRow {
+                conversation_id: conversation.id,
+                subscriber_id: conversation.subscriber_id.clone(),
+                kind: OutboxKind::Reply,
+                payload,
+                next_attempt_at: now,
+                created_at: now,
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// What the agent's task hands back: the guarded thought, the actions its tools staged, and
+/// how long the turn took from arrival.
+#[derive(Debug)]
+struct Answer {
+    thought: Thought,
+    actions: Vec<StagedAction>,
+    latency: Duration,
+}
+
+/// The agent's half of a turn, run in its own task so that it outlives a lost race.
+struct AgentJob {
+    engine: TurnEngine,
+    config: Arc<TenantConfig>,
+    conversation: Conversation,
+    contact_text: String,
+    notices: Vec<String>,
+    history: Vec<HistoryTurn>,
+    bound: bool,
+    arrived_at: Instant,
+}
+
+impl AgentJob {
+    async fn run(self, answer: oneshot::Sender<Answer>, abort_at: Instant) {
+        let inner = &self.engine.inner;
+        let static_prefix = agent::static_prefix(&self.config);
+        let input = ThinkInput {
+            config: &self.config,
+            static_prefix: &static_prefix,
+            notices: self.notices.clone(),
+            history: self.history.clone(),
+            contact_text: &self.contact_text,
+            max_output_tokens: inner.settings.max_output_tokens,
+            temperature: inner.settings.temperature,
+            max_messages: 3,
+        };
+        let mut tools = NoTools;
+        let thinking = agent::think(inner.model.as_ref(), input, &mut tools);
+        let result = tokio::time::timeout_at(abort_at, thinking).await;
+        let settled = match result {
+            Ok(thought) => {
+                let result = Answer {
+                    thought,
+                    actions: Vec::new(),
+                    latency: self.arrived_at.elapsed(),
+                };
+                match answer.send(result) {
+                    Ok(()) => Ok(()),
+                    Err(answer) => self.engine.settle_deferred(&self, answer).await,
+                }
+            }
+            Err(_) => self.engine.settle_aborted(&self).await,
+        };
+        if let Err(error) = settled {
+            tracing::error!(conversation = %self.conversation.id, error = %error, "deferred turn could not be recorded");
+        }
+    }
+}
+
+/// Server notices outside the fence (SYSTEM 4): what the server knows that the model should.
+fn notices(config: &TenantConfig, inbound: &Inbound) -> Vec<String> {
+    let mut notices = Vec::new();
+    if let Some(offering) = &inbound.offering
+        && config.catalog.offerings.iter().any(|o| &o.id == offering)
+    {
+        notices.push(format!("OFFERING: {offering}"));
+    }
+    notices
+}
+
+fn answer_outcome(answer: &Answer) -> &'static str {
+    if answer.thought.error.is_some() {
+        "error"
+    } else {
+        answer.thought.reply.outcome()
+    }
+}
+

@@ -1,0 +1,275 @@
+//! The commands of SYSTEM 5.4, as library functions `main` calls. Every command first loads and
+//! validates the tenant config and refuses to run on an invalid one.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::config::ConfigHandle;
+use crate::manychat::{ManyChatClient, ManyChatLimiter};
+use crate::metrics::Metrics;
+use crate::observability::{self, LogFormat};
+use crate::outbox::{OutboxWorker, WorkerSettings};
+use crate::settings::Settings;
+use crate::startup::{self, Application, Overrides};
+
+/// A command's failure, printed by `main` as `error: …`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CliError(String);
+
+impl CliError {
+    fn new(message: impl std::fmt::Display) -> Self {
+        Self(message.to_string())
+    }
+}
+
+macro_rules! cli_error_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for CliError {
+            fn from(e: $t) -> Self { Self(e.to_string()) }
+        }
+    )*};
+}
+cli_error_from!(
+    crate::settings::SettingsError,
+    crate::startup::StartupError,
+    crate::config::ConfigErrors,
+    crate::store::StoreError,
+    crate::manychat::ManyChatError,
+    crate::model::ModelError,
+    std::io::Error
+);
+
+type CliResult = Result<ExitCode, CliError>;
+
+fn settings_from(env: &HashMap<String, String>) -> Result<Settings, CliError> {
+    Ok(Settings::from_vars(|name| env.get(name).cloned())?)
+}
+
+/// `manychat-agent serve`: HTTP and the workers in one process. Never falls back to the
+/// sandbox: without `MANYCHAT_API_TOKEN` it refuses to start.
+pub async fn serve(env: &HashMap<String, String>) -> CliResult {
+    let settings = settings_from(env)?;
+    observability::init(&settings.log_level, LogFormat::Json);
+    let address = format!("0.0.0.0:{}", settings.port);
+    let listener = TcpListener::bind(&address).await?;
+    let overrides = Overrides {
+        reload_on_sighup: true,
+        ..Overrides::default()
+    };
+    let app = Application::build(settings, listener, overrides).await?;
+    tracing::info!(port = app.port(), "serving");
+    run_until_terminated(app).await
+}
+
+async fn run_until_terminated(app: Application) -> CliResult {
+    let shutdown = CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        startup::termination_signal().await;
+        tracing::info!("termination signal received");
+        trigger.cancel();
+    });
+    app.run(shutdown).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `manychat-agent worker`: the outbox worker alone.
+pub async fn worker(env: &HashMap<String, String>) -> CliResult {
+    let settings = settings_from(env)?;
+    observability::init(&settings.log_level, LogFormat::Json);
+    let context = startup::config_context(&settings, false);
+    ConfigHandle::load(&settings.config_dir, context)?;
+    let reply_flow_ns = settings
+        .manychat_reply_flow_ns
+        .clone()
+        .ok_or_else(|| CliError::new("MANYCHAT_REPLY_FLOW_NS is required"))?;
+    let token = settings
+        .manychat_api_token
+        .clone()
+        .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
+    let store = crate::store::connect(&settings.database_url).await?;
+    let client = ManyChatClient::new(&settings.manychat_api_base, &token, ManyChatLimiter::new())?;
+    let worker = OutboxWorker::new(
+        store,
+        client,
+        Clock::system(),
+        WorkerSettings::new(
+            settings.manychat_reply_field.clone(),
+            reply_flow_ns,
+            settings.manychat_reply_gap,
+        ),
+        std::sync::Arc::new(Metrics::default()),
+    );
+    let shutdown = CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        startup::termination_signal().await;
+        trigger.cancel();
+    });
+    worker.run(shutdown).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `manychat-agent demo`: the embedded default (SYSTEM 5.5). Each part switches to the real
+/// thing when its variable is set.
+pub async fn demo(env: &HashMap<String, String>) -> CliResult {
+    let mut vars = env.clone();
+    let is_set = |vars: &HashMap<String, String>, name: &str| {
+        vars.get(name).is_some_and(|v| !v.trim().is_empty())
+    };
+    let mut defaults: Vec<(&str, String)> = vec![
+        ("AGENT_MODEL", "mock:demo".into()),
+        ("PUBLIC_BASE_URL", "https://demo.invalid".into()),
+        ("CONTACT_TOKENS_ENFORCED", "false".into()),
+        ("MANYCHAT_REPLY_FLOW_NS", "demo_reply_flow".into()),
+    ];
+    let generated_secret = (!is_set(&vars, "MANYCHAT_SHARED_SECRET")).then(random_secret);
+    if let Some(secret) = &generated_secret {
+        defaults.push(("MANYCHAT_SHARED_SECRET", secret.clone()));
+    }
+    for (name, value) in defaults {
+        if !is_set(&vars, name) {
+            vars.insert(name.to_owned(), value);
+        }
+    }
+    let shutdown = CancellationToken::new();
+    let sandbox = if is_set(&vars, "MANYCHAT_API_TOKEN") {
+        None
+    } else {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let sandbox = crate::manychat::sandbox::spawn(listener, shutdown.clone()).await;
+        vars.insert("MANYCHAT_API_TOKEN".into(), "sandbox:demo".into());
+        vars.insert("MANYCHAT_API_BASE".into(), sandbox.base_url.clone());
+        Some(sandbox)
+    };
+    let settings = settings_from(&vars)?;
+    observability::init(&settings.log_level, LogFormat::Pretty);
+    let listener = TcpListener::bind(format!("127.0.0.1:{}", settings.port)).await?;
+    let overrides = Overrides {
+        allow_example_config: true,
+        reload_on_sighup: true,
+        ..Overrides::default()
+    };
+    let port = listener.local_addr()?.port();
+    let app = Application::build(settings, listener, overrides).await?;
+    println!();
+    println!("manychat-agent demo is running on http://127.0.0.1:{port}");
+    if let Some(sandbox) = &sandbox {
+        println!(
+            "ManyChat calls go to a local sandbox at {} (printed below as [sandbox] lines).",
+            sandbox.base_url
+        );
+    }
+    let secret = generated_secret
+        .or_else(|| vars.get("MANYCHAT_SHARED_SECRET").map(|s| first_secret(s)))
+        .unwrap_or_default();
+    println!("Shared secret (shown once): {secret}");
+    println!("Try it:");
+    println!(
+        "  curl -s http://127.0.0.1:{port}/v1/channels/manychat/message \\\n    -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' \\\n    -d '{{\"subscriber_id\":\"1000001\",\"text\":\"How much is the beginner course?\"}}'"
+    );
+    println!();
+    let result = run_until_terminated(app).await;
+    shutdown.cancel();
+    result
+}
+
+fn random_secret() -> String {
+    use rand::Rng;
+    let bytes: [u8; 24] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn first_secret(list: &str) -> String {
+    list.split(',').next().unwrap_or_default().trim().to_owned()
+}
+
+/// `manychat-agent config check`: every error at once, file, JSON path and rule.
+pub fn config_check(env: &HashMap<String, String>) -> CliResult {
+    let get = |name: &str| env.get(name).filter(|v| !v.trim().is_empty()).cloned();
+    let dir = get("CONFIG_DIR").unwrap_or_else(|| "config".into());
+    let context = crate::config::ConfigContext {
+        reply_flow_ns: get("MANYCHAT_REPLY_FLOW_NS"),
+        reply_field: get("MANYCHAT_REPLY_FIELD").unwrap_or_else(|| "ai_message".into()),
+        token_field: get("MANYCHAT_TOKEN_FIELD").unwrap_or_else(|| "ai_token".into()),
+        allow_examples: false,
+    };
+    match crate::config::load_dir(Path::new(&dir), &context) {
+        Ok(config) => {
+            let tools = config.tools.as_ref().map_or(0, |t| {
+                t.flows.len() + t.tags.len() + t.fields.len() + t.notes.len()
+            });
+            println!(
+                "{dir}: valid ({} offerings, {tools} tool entries)",
+                config.catalog.offerings.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `manychat-agent eval`: runs a golden suite; non-zero exit on any failure.
+pub async fn eval(env: &HashMap<String, String>, suite: &Path, model: Option<&str>) -> CliResult {
+    let report = crate::evals::run_from_env(env, suite, model).await?;
+    println!("{report}");
+    Ok(if report.failed() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `manychat-agent simulate "text"`: posts a message as ManyChat would and prints the reply.
+pub async fn simulate(
+    env: &HashMap<String, String>,
+    text: &str,
+    url: Option<&str>,
+    subscriber: &str,
+) -> CliResult {
+    let secret = env
+        .get("MANYCHAT_SHARED_SECRET")
+        .map(|s| first_secret(s))
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| CliError::new("MANYCHAT_SHARED_SECRET is required to simulate"))?;
+    let base = match url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => format!(
+            "http://127.0.0.1:{}",
+            env.get("PORT").map_or("3000", |p| p.as_str())
+        ),
+    };
+    let response = reqwest::Client::new()
+        .post(format!("{base}{}", crate::http::MESSAGE_PATH))
+        .bearer_auth(secret)
+        .json(&serde_json::json!({"subscriber_id": subscriber, "text": text}))
+        .send()
+        .await
+        .map_err(|e| CliError::new(format!("request failed: {e}")))?;
+    let status = response.status();
+    let body: serde_json::Value = response
+        .json()
+        .await
+        .map_err(|e| CliError::new(format!("response is not JSON: {e}")))?;
+    if !status.is_success() {
+        println!("HTTP {status}: {body}");
+        return Ok(ExitCode::FAILURE);
+    }
+    let messages = body["content"]["messages"].as_array().cloned().unwrap_or_default();
+    if messages.is_empty() {
+        println!("(silent response: the reply will arrive through the outbox)");
+    }
+    for message in messages {
+        println!("{}", message["text"].as_str().unwrap_or_default());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,70 @@
+//! A JSON response body that reports when hyper has finished with it, so staged actions run
+//! only after the Dynamic Block response has been written (012 § Actions follow the text).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::oneshot;
+
+/// The body, and a receiver that resolves once the body was fully sent or dropped.
+pub fn json_with_notice(value: &serde_json::Value) -> (Response, oneshot::Receiver<()>) {
+    let (tx, rx) = oneshot::channel();
+    let bytes = Bytes::from(serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec()));
+    let body = NoticeBody {
+        bytes: Some(bytes),
+        notice: Some(tx),
+    };
+    let mut response = Body::new(body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    (response, rx)
+}
+
+struct NoticeBody {
+    bytes: Option<Bytes>,
+    notice: Option<oneshot::Sender<()>>,
+}
+
+impl http_body::Body for NoticeBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        match self.bytes.take() {
+            Some(bytes) => Poll::Ready(Some(Ok(http_body::Frame::data(bytes)))),
+            None => {
+                if let Some(notice) = self.notice.take() {
+                    let _ = notice.send(());
+                }
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match &self.bytes {
+            Some(bytes) => http_body::SizeHint::with_exact(bytes.len() as u64),
+            None => http_body::SizeHint::with_exact(0),
+        }
+    }
+}
+
+impl Drop for NoticeBody {
+    fn drop(&mut self) {
+        if let Some(notice) = self.notice.take() {
+            let _ = notice.send(());
+        }
+    }
+}

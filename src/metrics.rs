@@ -1,0 +1,71 @@
+//! Process counters, rendered as Prometheus text at `GET /metrics` (SYSTEM 3.1, beyond).
+//! Counters carry no labels derived from contacts: only outcomes, statuses and kinds.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub outbox_delivered: Counter,
+    pub outbox_retried: Counter,
+    pub outbox_dead_lettered: Counter,
+    pub race_lost: Counter,
+    pub model_aborted: Counter,
+    pub load_shed: Counter,
+    pub unauthorized: Counter,
+    pub rate_limited: Counter,
+    pub bad_requests: Counter,
+    /// Turns by outcome (SYSTEM 4's outcome names).
+    turns: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Metrics {
+    pub fn turn(&self, outcome: &'static str) {
+        if let Ok(mut turns) = self.turns.lock() {
+            *turns.entry(outcome).or_default() += 1;
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let counters = [
+            ("outbox_delivered_total", &self.outbox_delivered),
+            ("outbox_retried_total", &self.outbox_retried),
+            ("outbox_dead_lettered_total", &self.outbox_dead_lettered),
+            ("race_lost_total", &self.race_lost),
+            ("model_aborted_total", &self.model_aborted),
+            ("load_shed_total", &self.load_shed),
+            ("unauthorized_total", &self.unauthorized),
+            ("rate_limited_total", &self.rate_limited),
+            ("bad_requests_total", &self.bad_requests),
+        ];
+        for (name, counter) in counters {
+            let _ = writeln!(out, "# TYPE manychat_agent_{name} counter");
+            let _ = writeln!(out, "manychat_agent_{name} {}", counter.get());
+        }
+        let _ = writeln!(out, "# TYPE manychat_agent_turns_total counter");
+        if let Ok(turns) = self.turns.lock() {
+            for (outcome, count) in turns.iter() {
+                let _ = writeln!(
+                    out,
+                    "manychat_agent_turns_total{{outcome=\"{outcome}\"}} {count}"
+                );
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,353 @@
+//! `spawn_app()` and the fakes the suite shares.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use manychat_agent::model::Model;
+use manychat_agent::outbox::OutboxWorker;
+use manychat_agent::settings::Settings;
+use manychat_agent::startup::{Application, Overrides};
+use manychat_agent::store::{Conversation, OutboxRow, Store, Turn};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+pub const SECRET: &str = "test-secret-0123456789";
+pub const SECOND_SECRET: &str = "rotated-secret-9876543210";
+pub const REPLY_FLOW: &str = "content_reply_flow_0001";
+
+/// A valid AgentReply, as a model would return it.
+pub fn reply_json(text: &str) -> String {
+    json!({
+        "messages": [text],
+        "escalate": false,
+        "escalation_reason": null,
+        "confidence": 0.9,
+        "closing_question": null
+    })
+    .to_string()
+}
+
+/// An escalating AgentReply.
+pub fn escalation_json(reason: &str) -> String {
+    json!({
+        "messages": ["One moment."],
+        "escalate": true,
+        "escalation_reason": reason,
+        "confidence": 0.9,
+        "closing_question": null
+    })
+    .to_string()
+}
+
+pub struct TestApp {
+    pub address: String,
+    pub store: Arc<dyn Store>,
+    pub manychat: MockServer,
+    pub worker: OutboxWorker,
+    pub tasks: TaskTracker,
+    pub config_dir: PathBuf,
+    pub database_path: PathBuf,
+    pub http: reqwest::Client,
+    pub shutdown: CancellationToken,
+    pub server: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+pub struct AppOptions {
+    pub model: Arc<dyn Model>,
+    /// Extra or replaced environment variables.
+    pub env: Vec<(&'static str, String)>,
+    /// Tenant config folder to copy (default: the demo tenant's `config/*.example`).
+    pub tenant: Option<PathBuf>,
+    pub reload_on_sighup: bool,
+}
+
+impl AppOptions {
+    pub fn new(model: Arc<dyn Model>) -> Self {
+        Self {
+            model,
+            env: Vec::new(),
+            tenant: None,
+            reload_on_sighup: false,
+        }
+    }
+
+    pub fn env(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.env.push((name, value.into()));
+        self
+    }
+}
+
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Copies a tenant's config files into `dest`, dropping any `.example` suffix.
+pub fn copy_tenant(source: &Path, dest: &Path) {
+    std::fs::create_dir_all(dest).unwrap();
+    for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
+        for candidate in [name.to_owned(), format!("{name}.example")] {
+            let from = source.join(&candidate);
+            if from.exists() {
+                std::fs::copy(&from, dest.join(name)).unwrap();
+                break;
+            }
+        }
+    }
+}
+
+pub async fn spawn_app(model: Arc<dyn Model>) -> TestApp {
+    spawn_app_with(AppOptions::new(model)).await
+}
+
+pub async fn spawn_app_with(options: AppOptions) -> TestApp {
+    let manychat = MockServer::start().await;
+    manychat_accepts_everything(&manychat).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    let tenant = options
+        .tenant
+        .clone()
+        .unwrap_or_else(|| repo_path("config"));
+    copy_tenant(&tenant, &config_dir);
+    let database_path = dir.path().join("agent.db");
+
+    let mut vars: Vec<(&str, String)> = vec![
+        (
+            "MANYCHAT_SHARED_SECRET",
+            format!("{SECRET},{SECOND_SECRET}"),
+        ),
+        ("PUBLIC_BASE_URL", "https://agent.example.test".into()),
+        ("MANYCHAT_API_TOKEN", "123:test-token".into()),
+        ("MANYCHAT_API_BASE", manychat.uri()),
+        ("MANYCHAT_REPLY_FLOW_NS", REPLY_FLOW.into()),
+        ("MANYCHAT_REPLY_GAP_MS", "2000".into()),
+        ("AGENT_MODEL", "mock:scripted".into()),
+        ("CONFIG_DIR", config_dir.display().to_string()),
+        (
+            "DATABASE_URL",
+            format!("sqlite://{}", database_path.display()),
+        ),
+        ("CONTACT_TOKENS_ENFORCED", "false".into()),
+    ];
+    for (name, value) in options.env {
+        vars.retain(|(n, _)| *n != name);
+        vars.push((name, value));
+    }
+    let settings = Settings::from_vars(|name| {
+        vars.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    })
+    .expect("test settings are valid");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let overrides = Overrides {
+        model: Some(options.model),
+        manual_worker: true,
+        reload_on_sighup: options.reload_on_sighup,
+        ..Overrides::default()
+    };
+    let app = Application::build(settings, listener, overrides)
+        .await
+        .expect("app builds");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let store = app.store();
+    let worker = app.worker();
+    let tasks = app.tasks();
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let server = tokio::spawn(async move {
+        app.run(token).await.expect("server runs");
+    });
+    TestApp {
+        address,
+        store,
+        manychat,
+        worker,
+        tasks,
+        config_dir,
+        database_path,
+        http: reqwest::Client::new(),
+        shutdown,
+        server,
+        _dir: dir,
+    }
+}
+
+/// The fake ManyChat answers every call with success unless a test mounts something else.
+pub async fn manychat_accepts_everything(server: &MockServer) {
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "success"})))
+        .with_priority(u8::MAX)
+        .mount(server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/fb/subscriber/getInfo"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            json!({"status": "success", "data": {"id": "1", "tags": [], "custom_fields": []}}),
+        ))
+        .with_priority(u8::MAX)
+        .mount(server)
+        .await;
+}
+
+/// One request ManyChat received: its path and JSON body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    pub path: String,
+    pub body: Value,
+}
+
+impl TestApp {
+    pub fn message_url(&self) -> String {
+        format!("{}/v1/channels/manychat/message", self.address)
+    }
+
+    /// Posts a raw body with the first secret.
+    pub async fn post_raw(&self, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        self.http
+            .post(self.message_url())
+            .bearer_auth(SECRET)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn post_json(&self, body: &Value) -> reqwest::Response {
+        self.post_raw(body.to_string()).await
+    }
+
+    /// Sends a contact message and returns (status, JSON body).
+    pub async fn send(&self, subscriber: &str, text: &str) -> (u16, Value) {
+        let response = self
+            .post_json(&json!({"subscriber_id": subscriber, "text": text}))
+            .await;
+        let status = response.status().as_u16();
+        let body = response.json().await.unwrap_or(Value::Null);
+        (status, body)
+    }
+
+    /// Every request the fake ManyChat received, in order.
+    pub async fn manychat_requests(&self) -> Vec<Recorded> {
+        self.manychat
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| Recorded {
+                path: r.url.path().to_owned(),
+                body: serde_json::from_slice(&r.body).unwrap_or(Value::Null),
+            })
+            .collect()
+    }
+
+    pub async fn conversation(&self, subscriber: &str) -> Conversation {
+        let id = manychat_agent::ids::SubscriberId::parse(subscriber).unwrap();
+        self.store
+            .conversation_for(&id, "whatsapp", chrono::Utc::now())
+            .await
+            .unwrap()
+    }
+
+    pub async fn turns(&self, subscriber: &str) -> Vec<Turn> {
+        let conversation = self.conversation(subscriber).await;
+        self.store.turns(conversation.id).await.unwrap()
+    }
+
+    pub async fn outbox(&self) -> Vec<OutboxRow> {
+        self.store.outbox_rows().await.unwrap()
+    }
+
+    /// Waits until agent tasks and post-response actions still running have finished.
+    /// Polls in real time (not tokio's, which tests may freeze), so it works in both modes.
+    pub async fn settle(&self) {
+        for _ in 0..400 {
+            if self.tasks.is_empty() {
+                return;
+            }
+            real_pause().await;
+        }
+        panic!("tasks did not settle");
+    }
+
+    pub fn escalation_copy(&self) -> String {
+        self.rules()["messages"]["escalation"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    pub fn acknowledgement(&self) -> String {
+        self.rules()["messages"]["acknowledgement"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    pub fn rules(&self) -> Value {
+        let text = std::fs::read_to_string(self.config_dir.join("rules.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = self.server.await;
+    }
+}
+
+/// The texts of a Dynamic Block response.
+pub fn block_texts(body: &Value) -> Vec<String> {
+    body["content"]["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter_map(|m| m["text"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Freezes tokio's paused clock so that only `tokio::time::advance` moves it. A paused clock
+/// normally auto-advances whenever the runtime idles, which real IO (SQLite's worker thread, a
+/// socket) makes it do at random points; a running `spawn_blocking` task inhibits that.
+pub struct FrozenClock {
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl FrozenClock {
+    pub fn freeze() -> Self {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        tokio::task::spawn_blocking(move || {
+            let _ = wait.recv();
+        });
+        Self { release }
+    }
+}
+
+impl Drop for FrozenClock {
+    fn drop(&mut self) {
+        let _ = self.release.send(());
+    }
+}
+
+/// Gives other threads (SQLite's worker, sockets) a moment without touching tokio's clock.
+pub async fn real_pause() {
+    let _ = tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(5))).await;
+    tokio::task::yield_now().await;
+}
+
+/// Lets tasks woken by an `advance` run (the app's tasks are on the same thread).
+pub async fn let_tasks_run() {
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+}

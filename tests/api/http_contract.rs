@@ -1,0 +1,290 @@
+//! SYSTEM 3.1–3.3: route, authentication, per-address limit, strict body, Dynamic Block v2.
+
+use std::sync::Arc;
+
+use manychat_agent::model::ModelError;
+use manychat_agent::model::mock::ScriptedModel;
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+fn instant_reply(text: &str) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::replies([reply_json(text)]))
+}
+
+async fn count_rows(app: &TestApp, table: &str) -> i64 {
+    let url = format!("sqlite://{}", app.database_path.display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let count: (i64,) = sqlx::query_as(&format!("SELECT COUNT(*) FROM {table}"))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    count.0
+}
+
+#[tokio::test]
+async fn system_3_1_bad_secret_gets_401_before_the_body_is_read() {
+    let app = spawn_app(instant_reply("hi")).await;
+    let response = app
+        .http
+        .post(app.message_url())
+        .bearer_auth("wrong-secret-0000000000")
+        .body("{not json at all")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({"error": "unauthorized"})
+    );
+    let missing = app
+        .http
+        .post(app.message_url())
+        .json(&json!({"subscriber_id": "1", "text": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 401);
+    assert_eq!(count_rows(&app, "conversations").await, 0);
+    assert_eq!(count_rows(&app, "turns").await, 0);
+    assert!(app.manychat_requests().await.is_empty());
+}
+
+#[tokio::test]
+async fn system_3_1_every_configured_secret_is_accepted() {
+    let model = Arc::new(ScriptedModel::replies([
+        reply_json("one"),
+        reply_json("two"),
+    ]));
+    let app = spawn_app(model).await;
+    for secret in [SECRET, SECOND_SECRET] {
+        let response = app
+            .http
+            .post(app.message_url())
+            .bearer_auth(secret)
+            .json(&json!({"subscriber_id": "42", "text": "hello"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "secret {secret:?}");
+        let body: Value = response.json().await.unwrap();
+        // The callback carries the Authorization the caller presented (rotation keeps working).
+        assert_eq!(
+            body["content"]["external_message_callback"]["headers"]["Authorization"],
+            json!(format!("Bearer {secret}"))
+        );
+    }
+}
+
+#[tokio::test]
+async fn system_3_1_per_address_limit_has_separate_budgets_for_valid_and_invalid_secrets() {
+    let app = spawn_app(instant_reply("hi")).await;
+    let mut statuses = Vec::new();
+    for _ in 0..301 {
+        let response = app
+            .http
+            .post(app.message_url())
+            .bearer_auth("wrong-secret-0000000000")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert!(statuses[..300].iter().all(|s| *s == 401));
+    assert_eq!(statuses[300], 429);
+    // The authenticated budget is separate: a valid request from the same address still passes.
+    let (status, _) = app.send("7", "hello").await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn system_3_1_health_and_ready_answer() {
+    let app = spawn_app(instant_reply("hi")).await;
+    let health = app
+        .http
+        .get(format!("{}/health", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    let ready = app
+        .http
+        .get(format!("{}/ready", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status().as_u16(), 200);
+    let metrics = app
+        .http
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("manychat_agent_outbox_delivered_total 0"));
+}
+
+async fn expect_400(app: &TestApp, body: impl Into<reqwest::Body>, field: &str) {
+    let response = app.post_raw(body).await;
+    assert_eq!(response.status().as_u16(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"], "invalid_request");
+    assert!(
+        body["message"].as_str().unwrap_or_default().contains(field),
+        "message {body} should name {field}"
+    );
+}
+
+#[tokio::test]
+async fn system_3_2_unknown_key_is_a_400_naming_the_key() {
+    let app = spawn_app(instant_reply("hi")).await;
+    expect_400(
+        &app,
+        json!({"subscriber_id": "1", "text": "hi", "tenant": "x"}).to_string(),
+        "tenant",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn system_3_2_bad_bodies_get_specific_errors_and_record_nothing() {
+    let app = spawn_app(instant_reply("hi")).await;
+    expect_400(&app, "{\"subscriber_id\": \"1\", \"text\": ", "line").await;
+    expect_400(
+        &app,
+        json!({"subscriber_id": "1", "text": 5}).to_string(),
+        "text",
+    )
+    .await;
+    expect_400(&app, json!({"subscriber_id": "1"}).to_string(), "text").await;
+    expect_400(
+        &app,
+        json!({"subscriber_id": "{{contact.id}}", "text": "hi"}).to_string(),
+        "subscriber_id",
+    )
+    .await;
+    expect_400(
+        &app,
+        json!({"subscriber_id": "1", "text": "a".repeat(4097)}).to_string(),
+        "text",
+    )
+    .await;
+    expect_400(
+        &app,
+        json!({"subscriber_id": "1", "text": "hi", "ai_token": "t".repeat(257)}).to_string(),
+        "ai_token",
+    )
+    .await;
+    let response = app.post_raw(vec![0xff, 0xfe, 0x7b]).await;
+    assert_eq!(response.status().as_u16(), 400);
+    expect_400(&app, "[1,2]", "body").await;
+    assert_eq!(count_rows(&app, "turns").await, 0);
+}
+
+#[tokio::test]
+async fn system_3_2_body_over_64_kib_is_413() {
+    let app = spawn_app(instant_reply("hi")).await;
+    let huge = json!({"subscriber_id": "1", "text": "a".repeat(70 * 1024)}).to_string();
+    let response = app.post_raw(huge).await;
+    assert_eq!(response.status().as_u16(), 413);
+}
+
+#[tokio::test]
+async fn system_3_2_numeric_subscriber_id_is_accepted_and_bad_input_loses_nothing() {
+    let app = spawn_app(instant_reply("Our courses start monthly.")).await;
+    let response = app
+        .post_json(
+            &json!({"subscriber_id": 5550123, "text": "When do you start?",
+            "first_name": "Invented", "last_name": null, "locale": "en_US", "channel": "whatsapp"}),
+        )
+        .await;
+    assert_eq!(response.status().as_u16(), 200);
+    expect_400(
+        &app,
+        json!({"subscriber_id": "5550123"}).to_string(),
+        "text",
+    )
+    .await;
+    let turns = app.turns("5550123").await;
+    assert_eq!(turns.len(), 2, "the earlier turn is still there");
+    assert_eq!(turns[1].text, "Our courses start monthly.");
+}
+
+#[tokio::test]
+async fn system_3_3_reply_is_a_dynamic_block_v2_with_the_callback() {
+    let app = spawn_app(instant_reply("We have three courses.")).await;
+    let (status, body) = app.send("1001", "What do you offer?").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({
+            "version": "v2",
+            "content": {
+                "type": "whatsapp",
+                "messages": [{"type": "text", "text": "We have three courses."}],
+                "actions": [],
+                "external_message_callback": {
+                    "url": "https://agent.example.test/v1/channels/manychat/message",
+                    "method": "post",
+                    "headers": {"Authorization": format!("Bearer {SECRET}")},
+                    "payload": {
+                        "text": "{{last_input_text}}",
+                        "subscriber_id": "{{contact.id}}",
+                        "ai_token": "{{ai_token}}"
+                    },
+                    "timeout": 86400
+                }
+            }
+        })
+    );
+}
+
+#[tokio::test]
+async fn system_3_3_whatsapp_joins_the_messages_into_one() {
+    let output = json!({
+        "messages": ["First part.", "Second part."],
+        "escalate": false, "escalation_reason": null, "confidence": 0.9,
+        "closing_question": "Shall I send details?"
+    })
+    .to_string();
+    let app = spawn_app(Arc::new(ScriptedModel::replies([output]))).await;
+    let (_, body) = app.send("1002", "Tell me more").await;
+    assert_eq!(
+        block_texts(&body),
+        vec!["First part.\n\nSecond part.\n\nShall I send details?".to_owned()]
+    );
+    assert!(body["content"].get("quick_replies").is_none());
+}
+
+#[tokio::test]
+async fn system_3_3_a_failing_turn_answers_the_escalation_copy_never_500() {
+    let model = Arc::new(ScriptedModel::new(vec![Err(ModelError::Http {
+        status: 500,
+        kind: "server_error".into(),
+    })]));
+    let app = spawn_app(model).await;
+    let (status, body) = app.send("1003", "hello").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    let turns = app.turns("1003").await;
+    assert_eq!(turns.last().unwrap().outcome.as_deref(), Some("error"));
+    assert!(app.conversation("1003").await.escalated_at.is_some());
+}
+
+#[tokio::test]
+async fn system_3_3_model_output_that_is_not_json_fails_closed() {
+    let app = spawn_app(Arc::new(ScriptedModel::replies(["not json"]))).await;
+    let (status, body) = app.send("1004", "hello").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    let turns = app.turns("1004").await;
+    assert_eq!(
+        turns.last().unwrap().outcome.as_deref(),
+        Some("failed_validation")
+    );
+}

@@ -1,0 +1,57 @@
+//! C5: whole turns with invented personal data leave none of it in any log line.
+
+use std::sync::Arc;
+
+use manychat_agent::model::mock::ScriptedModel;
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn system_c5_no_personal_data_reaches_any_log_line() {
+    let logs = manychat_agent::observability::capture_global();
+    let phone = "+44 7700 900123";
+    let email = "zebulon.quartermaine@example.org";
+    let name = "Zebulon";
+    let surname = "Quartermaine";
+    let subscriber = "88001234567";
+    let message = format!("Hi, I'm {name} {surname}, call me on {phone} or mail {email} please");
+    let model = Arc::new(ScriptedModel::replies([
+        reply_json("Thanks, we will be in touch."),
+        escalation_json("explicit_request"),
+        "not json".to_owned(),
+    ]));
+    let app = spawn_app(model).await;
+    for _ in 0..3 {
+        let response = app
+            .post_json(&json!({"subscriber_id": subscriber, "text": message,
+                "first_name": name, "last_name": surname}))
+            .await;
+        assert_eq!(response.status().as_u16(), 200);
+    }
+    // A refused request with personal data in it.
+    let refused = app
+        .post_json(&json!({"subscriber_id": subscriber, "text": message, "phone": phone}))
+        .await;
+    assert_eq!(refused.status().as_u16(), 400);
+    app.settle().await;
+
+    let conversation = app.conversation(subscriber).await;
+    let text = logs.text();
+    assert!(
+        text.contains(&conversation.id.to_string()),
+        "the capture sees this test's turns (identified by conversation UUID)"
+    );
+    for secret in [
+        phone,
+        "7700 900123",
+        email,
+        name,
+        surname,
+        subscriber,
+        &message,
+        SECRET,
+    ] {
+        assert!(!text.contains(secret), "log lines contain {secret:?}");
+    }
+}

@@ -1,0 +1,11 @@
+//! The integration suite: the real app on port 0 with its own SQLite file, a fake ManyChat that
+//! records every request (wiremock), and the scripted or hanging model. Each test is named for
+//! the clause it proves (C8).
+
+mod helpers;
+
+mod http_contract;
+mod logs;
+mod outbox;
+mod race;
+mod reload;

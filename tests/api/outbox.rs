@@ -1,0 +1,393 @@
+//! SYSTEM 3.5 and 9 (P0): the outbox worker — success, retryable failure, dead letter,
+//! attempts exhausted, two workers, database errors, shutdown, pacing and order; 012's
+//! deferred actions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use manychat_agent::actions::{Operation, StagedAction};
+use manychat_agent::model::mock::ScriptedModel;
+use manychat_agent::store::{NewOutboxRow, NewTurn, OutboxKind, OutboxStatus};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, ResponseTemplate};
+
+use crate::helpers::*;
+
+async fn app() -> TestApp {
+    spawn_app(Arc::new(ScriptedModel::replies(Vec::<String>::new()))).await
+}
+
+/// Queues a reply row for `subscriber`, due now (by the app's clock), and returns its id.
+async fn queue(app: &TestApp, subscriber: &str, payload: Value) -> i64 {
+    let conversation = app.conversation(subscriber).await;
+    let now = chrono::Utc::now();
+    app.store
+        .enqueue(&NewOutboxRow {
+            conversation_id: conversation.id,
+            subscriber_id: conversation.subscriber_id.clone(),
+            kind: OutboxKind::Reply,
+            payload,
+            next_attempt_at: now - chrono::Duration::seconds(1),
+            created_at: now,
+        })
+        .await
+        .unwrap()
+}
+
+fn messages(texts: &[&str]) -> Value {
+    json!({"messages": texts, "actions": [], "turnId": null})
+}
+
+async fn fail_flow_with(app: &TestApp, status: u16, body: Value, times: Option<u64>) {
+    let mock = Mock::given(method("POST"))
+        .and(path("/fb/sending/sendFlow"))
+        .respond_with(ResponseTemplate::new(status).set_body_json(body))
+        .with_priority(1);
+    let mock = match times {
+        Some(n) => mock.up_to_n_times(n),
+        None => mock,
+    };
+    mock.mount(&app.manychat).await;
+}
+
+fn paths(requests: &[Recorded]) -> Vec<&str> {
+    requests.iter().map(|r| r.path.as_str()).collect()
+}
+
+#[tokio::test]
+async fn system_3_5_delivery_is_field_then_flow_per_message() {
+    let app = app().await;
+    let id = queue(&app, "3001", messages(&["Hello there."])).await;
+    assert_eq!(app.worker.run_once().await.unwrap(), 1);
+    let requests = app.manychat_requests().await;
+    assert_eq!(
+        paths(&requests),
+        vec![
+            "/fb/subscriber/setCustomFieldByName",
+            "/fb/sending/sendFlow"
+        ]
+    );
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(row.status, OutboxStatus::Delivered);
+    assert_eq!(row.attempts, 1);
+    assert!(row.delivered_at.is_some());
+}
+
+#[tokio::test]
+async fn system_3_5_retryable_failure_retries_later_and_rewrites_the_field() {
+    let app = app().await;
+    fail_flow_with(
+        &app,
+        503,
+        json!({"status": "error", "message": "unavailable"}),
+        Some(1),
+    )
+    .await;
+    let id = queue(&app, "3002", messages(&["Retry me."])).await;
+
+    app.worker.run_once().await.unwrap();
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(row.status, OutboxStatus::Pending);
+    assert_eq!(row.attempts, 1);
+    assert!(row.last_error.is_some());
+    let wait = row.next_attempt_at - chrono::Utc::now();
+    assert!(
+        wait > chrono::Duration::milliseconds(1000) && wait <= chrono::Duration::seconds(2),
+        "backoff after the first attempt is 2 s, was {wait}"
+    );
+    // Not due yet: nothing is claimed.
+    assert_eq!(app.worker.run_once().await.unwrap(), 0);
+
+    // Make it due, as the clock would.
+    sqlx_exec(
+        &app,
+        &format!("UPDATE outbox SET next_attempt_at = 0 WHERE id = {id}"),
+    )
+    .await;
+    app.worker.run_once().await.unwrap();
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(row.status, OutboxStatus::Delivered);
+    assert_eq!(row.attempts, 2);
+    let fields = app
+        .manychat_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.path == "/fb/subscriber/setCustomFieldByName")
+        .count();
+    assert_eq!(fields, 2, "the field is rewritten before every trigger");
+}
+
+async fn sqlx_exec(app: &TestApp, sql: &str) {
+    let url = format!("sqlite://{}", app.database_path.display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query(sql).execute(&pool).await.unwrap();
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn system_3_5_non_retryable_error_dead_letters_at_once() {
+    let app = app().await;
+    fail_flow_with(
+        &app,
+        400,
+        json!({"status": "error", "message": "Flow not found", "details": {"messages": []}}),
+        None,
+    )
+    .await;
+    let id = queue(&app, "3003", messages(&["Nope."])).await;
+    app.worker.run_once().await.unwrap();
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(row.status, OutboxStatus::Failed);
+    assert_eq!(row.attempts, 1);
+    sqlx_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
+    assert_eq!(
+        app.worker.run_once().await.unwrap(),
+        0,
+        "never claimed again"
+    );
+}
+
+#[tokio::test]
+async fn system_3_5_error_status_in_a_200_body_is_a_failure() {
+    let app = app().await;
+    fail_flow_with(
+        &app,
+        200,
+        json!({"status": "error", "message": "bad flow"}),
+        None,
+    )
+    .await;
+    let id = queue(&app, "3004", messages(&["Hmm."])).await;
+    app.worker.run_once().await.unwrap();
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(row.status, OutboxStatus::Failed);
+}
+
+#[tokio::test]
+async fn system_3_5_attempts_exhausted_dead_letters_after_five() {
+    let app = app().await;
+    fail_flow_with(&app, 500, json!({"status": "error"}), None).await;
+    let id = queue(&app, "3005", messages(&["Again."])).await;
+    for attempt in 1..=5 {
+        app.worker.run_once().await.unwrap();
+        let row = app.store.outbox_row(id).await.unwrap().unwrap();
+        assert_eq!(row.attempts, attempt);
+        let expected = if attempt < 5 {
+            OutboxStatus::Pending
+        } else {
+            OutboxStatus::Failed
+        };
+        assert_eq!(row.status, expected, "after attempt {attempt}");
+        sqlx_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
+    }
+    assert_eq!(app.worker.run_once().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn system_3_5_two_workers_never_deliver_one_row() {
+    let app = app().await;
+    for n in 0..12 {
+        queue(&app, &format!("31{n:02}"), messages(&["Once."])).await;
+    }
+    let first = app.worker.clone();
+    let second = app.worker.clone();
+    let (a, b) = tokio::join!(first.run_once(), second.run_once());
+    assert_eq!(
+        a.unwrap() + b.unwrap() + app.worker.run_once().await.unwrap(),
+        12
+    );
+    let flows = app
+        .manychat_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.path == "/fb/sending/sendFlow")
+        .count();
+    assert_eq!(flows, 12, "each row delivered exactly once");
+}
+
+#[tokio::test]
+async fn system_3_5_a_database_error_does_not_kill_the_worker() {
+    let app = app().await;
+    queue(&app, "3006", messages(&["Survive."])).await;
+    sqlx_exec(&app, "ALTER TABLE outbox RENAME TO outbox_away").await;
+    let token = CancellationToken::new();
+    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    // Give the worker a failing poll or two, then repair the table.
+    for _ in 0..40 {
+        real_pause().await;
+    }
+    assert!(!running.is_finished(), "the worker survives the error");
+    sqlx_exec(&app, "ALTER TABLE outbox_away RENAME TO outbox").await;
+    for _ in 0..400 {
+        if app.outbox().await[0].status == OutboxStatus::Delivered {
+            break;
+        }
+        real_pause().await;
+    }
+    assert_eq!(app.outbox().await[0].status, OutboxStatus::Delivered);
+    token.cancel();
+    running.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    let id = queue(&app, "3007", messages(&["One.", "Two."])).await;
+    let token = CancellationToken::new();
+    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    for _ in 0..400 {
+        if app.manychat_requests().await.len() == 2 {
+            break;
+        }
+        real_pause().await;
+    }
+    // Shutdown arrives while the worker waits the pacing gap before the second message.
+    token.cancel();
+    tokio::time::advance(Duration::from_millis(2000)).await;
+    running.await.unwrap();
+    assert_eq!(app.manychat_requests().await.len(), 4);
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(row.status, OutboxStatus::Delivered);
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_other() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    queue(&app, "3008", messages(&["A1.", "A2."])).await;
+    queue(&app, "3008", messages(&["B1."])).await;
+    queue(&app, "3009", messages(&["C1."])).await;
+
+    let worker = app.worker.clone();
+    let batch = tokio::spawn(async move { worker.run_once().await.unwrap() });
+    for _ in 0..400 {
+        if app.manychat_requests().await.len() == 4 {
+            break;
+        }
+        real_pause().await;
+    }
+    // A1 and C1 went out at once; A2 waits the gap; B1 is not claimed (no overtaking).
+    let texts: Vec<Value> = app
+        .manychat_requests()
+        .await
+        .iter()
+        .filter(|r| r.path == "/fb/subscriber/setCustomFieldByName")
+        .map(|r| r.body["field_value"].clone())
+        .collect();
+    assert_eq!(texts.len(), 2);
+    assert!(texts.contains(&json!("A1.")) && texts.contains(&json!("C1.")));
+
+    tokio::time::advance(Duration::from_millis(1999)).await;
+    let_tasks_run().await;
+    real_pause().await;
+    assert_eq!(
+        app.manychat_requests().await.len(),
+        4,
+        "A2 waits the full gap"
+    );
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert_eq!(batch.await.unwrap(), 2);
+    assert_eq!(app.manychat_requests().await.len(), 6);
+
+    // B1 is due only a gap after A ended.
+    assert_eq!(app.worker.run_once().await.unwrap(), 0);
+    tokio::time::advance(Duration::from_millis(2000)).await;
+    assert_eq!(app.worker.run_once().await.unwrap(), 1);
+    let last = app.manychat_requests().await;
+    assert_eq!(last[last.len() - 2].body["field_value"], json!("B1."));
+}
+
+async fn agent_turn_with_actions(app: &TestApp, subscriber: &str, actions: &[StagedAction]) -> i64 {
+    let conversation = app.conversation(subscriber).await;
+    let mut turn = NewTurn::agent(
+        conversation.id,
+        "Reply.",
+        "deferred",
+        true,
+        chrono::Utc::now(),
+    );
+    turn.actions = Some(manychat_agent::actions::record(actions));
+    app.store.record_turn(&turn).await.unwrap()
+}
+
+fn tag_action(id: &str, tag: &str) -> StagedAction {
+    StagedAction::new("add_tag", id, Operation::AddTag { tag: tag.into() })
+}
+
+#[tokio::test]
+async fn spec_012_verification_6_deferred_actions_run_once_after_the_text() {
+    let app = app().await;
+    fail_flow_with(&app, 503, json!({"status": "error"}), Some(1)).await;
+    let actions = vec![tag_action("interested", "Interested Lead")];
+    let turn_id = agent_turn_with_actions(&app, "3010", &actions).await;
+    queue(
+        &app,
+        "3010",
+        json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id}),
+    )
+    .await;
+
+    app.worker.run_once().await.unwrap();
+    assert!(
+        !app.manychat_requests()
+            .await
+            .iter()
+            .any(|r| r.path == "/fb/subscriber/addTagByName"),
+        "a failed delivery performs no action"
+    );
+    sqlx_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
+    app.worker.run_once().await.unwrap();
+    let requests = app.manychat_requests().await;
+    let order = paths(&requests);
+    assert_eq!(
+        order[order.len() - 3..],
+        [
+            "/fb/subscriber/setCustomFieldByName",
+            "/fb/sending/sendFlow",
+            "/fb/subscriber/addTagByName"
+        ]
+    );
+    assert_eq!(
+        requests.last().unwrap().body,
+        json!({"subscriber_id": 3010, "tag_name": "Interested Lead"})
+    );
+    let turn = app.store.turn(turn_id).await.unwrap().unwrap();
+    assert_eq!(
+        turn.actions,
+        Some(json!([{"tool": "add_tag", "id": "interested", "status": "performed"}]))
+    );
+    let tags = requests
+        .iter()
+        .filter(|r| r.path == "/fb/subscriber/addTagByName")
+        .count();
+    assert_eq!(tags, 1, "performed once");
+}
+
+#[tokio::test]
+async fn spec_012_verification_6_dead_lettered_row_performs_no_action() {
+    let app = app().await;
+    fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
+    let actions = vec![tag_action("interested", "Interested Lead")];
+    let turn_id = agent_turn_with_actions(&app, "3011", &actions).await;
+    queue(
+        &app,
+        "3011",
+        json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id}),
+    )
+    .await;
+    app.worker.run_once().await.unwrap();
+    assert!(
+        !app.manychat_requests()
+            .await
+            .iter()
+            .any(|r| r.path == "/fb/subscriber/addTagByName")
+    );
+    let turn = app.store.turn(turn_id).await.unwrap().unwrap();
+    assert_eq!(
+        turn.actions,
+        Some(json!([{"tool": "add_tag", "id": "interested", "status": "dead_lettered"}]))
+    );
+}

@@ -1,0 +1,188 @@
+//! SYSTEM 3.4: the race between the model and the deadline, measured from arrival, on tokio's
+//! frozen clock (no test waits real time for a deadline).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use manychat_agent::model::mock::{HangingModel, ScriptStep, ScriptedModel, reply};
+use manychat_agent::store::{NewOutboxRow, OutboxKind, OutboxStatus};
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+/// Sends a message from a separate task so the test can move the clock while it is in flight.
+fn send_in_background(
+    app: &TestApp,
+    subscriber: &'static str,
+    text: &'static str,
+) -> tokio::task::JoinHandle<(u16, Value)> {
+    let http = app.http.clone();
+    let url = app.message_url();
+    tokio::spawn(async move {
+        let response = http
+            .post(url)
+            .bearer_auth(SECRET)
+            .json(&json!({"subscriber_id": subscriber, "text": text}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    })
+}
+
+async fn until(mut condition: impl AsyncFnMut() -> bool) {
+    for _ in 0..400 {
+        if condition().await {
+            return;
+        }
+        real_pause().await;
+    }
+    panic!("condition not reached");
+}
+
+#[tokio::test]
+async fn system_3_4_race_won_replies_inline_and_records_the_turn() {
+    let app = spawn_app(Arc::new(ScriptedModel::replies([reply_json(
+        "Classes run on weekday evenings.",
+    )])))
+    .await;
+    let (status, body) = app.send("2001", "When are classes?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec!["Classes run on weekday evenings."]);
+    let turns = app.turns("2001").await;
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[0].text, "When are classes?");
+    assert_eq!(turns[1].outcome.as_deref(), Some("answered_inline"));
+    assert!(turns[1].input_tokens > 0, "usage is recorded");
+    assert!(app.outbox().await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_3_4_race_lost_acknowledges_now_and_delivers_the_reply_through_the_outbox() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
+        reply_json("The evening class has places."),
+    ))
+    .after(Duration::from_secs(9))]));
+    let app = spawn_app(model.clone()).await;
+    let request = send_in_background(&app, "2002", "Any places left?");
+    until(async || model.calls() == 1).await;
+
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (status, body) = request.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    assert!(app.outbox().await.is_empty(), "the model is still running");
+
+    // The model call was not cancelled: its answer arrives and is queued.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    until(async || !app.outbox().await.is_empty()).await;
+    app.settle().await;
+    let turns = app.turns("2002").await;
+    assert_eq!(turns.last().unwrap().outcome.as_deref(), Some("deferred"));
+
+    assert_eq!(app.worker.run_once().await.unwrap(), 1);
+    let requests = app.manychat_requests().await;
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].path, "/fb/subscriber/setCustomFieldByName");
+    assert_eq!(
+        requests[0].body,
+        json!({"subscriber_id": 2002, "field_name": "ai_message",
+               "field_value": "The evening class has places."})
+    );
+    assert_eq!(requests[1].path, "/fb/sending/sendFlow");
+    assert_eq!(
+        requests[1].body,
+        json!({"subscriber_id": 2002, "flow_ns": REPLY_FLOW})
+    );
+    assert_eq!(app.outbox().await[0].status, OutboxStatus::Delivered);
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_3_4_abort_records_no_agent_turn_and_sends_the_escalation_copy_later() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(HangingModel::new());
+    let app = spawn_app(model.clone()).await;
+    let request = send_in_background(&app, "2003", "Hello?");
+    until(async || model.calls() == 1).await;
+
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (_, body) = request.await.unwrap();
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+
+    tokio::time::advance(Duration::from_secs(22)).await;
+    until(async || !app.outbox().await.is_empty()).await;
+    app.settle().await;
+    assert_eq!(
+        model.cancelled(),
+        1,
+        "the call is aborted at MODEL_ABORT_MS"
+    );
+    let turns = app.turns("2003").await;
+    assert_eq!(turns.len(), 1, "no agent turn on abort");
+    assert!(app.conversation("2003").await.escalated_at.is_some());
+
+    app.worker.run_once().await.unwrap();
+    let requests = app.manychat_requests().await;
+    assert_eq!(
+        requests[0].body["field_value"],
+        json!(app.escalation_copy())
+    );
+    assert_eq!(requests[1].path, "/fb/sending/sendFlow");
+}
+
+#[tokio::test]
+async fn system_3_3_silent_response_when_a_reply_is_already_queued() {
+    let model = Arc::new(ScriptedModel::replies([reply_json("Second answer.")]));
+    let app = spawn_app(model).await;
+    let conversation = app.conversation("2004").await;
+    app.store
+        .enqueue(&NewOutboxRow {
+            conversation_id: conversation.id,
+            subscriber_id: conversation.subscriber_id.clone(),
+            kind: OutboxKind::Reply,
+            payload: json!({"messages": ["First answer."], "actions": [], "turnId": null}),
+            next_attempt_at: chrono::Utc::now() + chrono::Duration::minutes(5),
+            created_at: chrono::Utc::now(),
+        })
+        .await
+        .unwrap();
+    let (status, body) = app.send("2004", "And another thing").await;
+    assert_eq!(status, 200);
+    assert!(block_texts(&body).is_empty(), "silent: no overtaking");
+    assert!(body["content"]["external_message_callback"].is_object());
+    app.settle().await;
+    let rows = app.outbox().await;
+    assert_eq!(rows.len(), 2, "the new reply queues behind the first");
+    assert_eq!(rows[1].payload["messages"], json!(["Second answer."]));
+}
+
+#[tokio::test]
+async fn system_4_escalation_sends_the_copy_and_performs_the_handoff_after_the_response() {
+    let model = Arc::new(ScriptedModel::replies([escalation_json(
+        "explicit_request",
+    )]));
+    let app = spawn_app(model).await;
+    let (_, body) = app.send("2005", "Can I talk to someone?").await;
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    app.settle().await;
+    let handoff_tag = app.rules()["handoff"]["tag"].as_str().unwrap().to_owned();
+    let requests = app.manychat_requests().await;
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/fb/subscriber/addTagByName");
+    assert_eq!(
+        requests[0].body,
+        json!({"subscriber_id": 2005, "tag_name": handoff_tag})
+    );
+    let turns = app.turns("2005").await;
+    let agent = turns.last().unwrap();
+    assert_eq!(agent.outcome.as_deref(), Some("escalated_model"));
+    assert_eq!(
+        agent.actions,
+        Some(
+            json!([{"tool": "add_tag", "id": "handoff", "status": "performed", "origin": "handoff"}])
+        )
+    );
+    assert!(app.conversation("2005").await.escalated_at.is_some());
+}

@@ -1,0 +1,62 @@
+//! SYSTEM 5.3: SIGHUP reloads the tenant config through the real app; an invalid set keeps the
+//! old config in force.
+
+use std::sync::Arc;
+
+use manychat_agent::model::mock::ScriptedModel;
+use serde_json::Value;
+
+use crate::helpers::*;
+
+async fn escalation_copy_served(app: &TestApp, subscriber: &str) -> String {
+    // A keyword escalation answers without the model, with the copy in force.
+    let keyword = app.rules()["escalationKeywords"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, body) = app.send(subscriber, &format!("I want a {keyword}")).await;
+    block_texts(&body).remove(0)
+}
+
+fn send_sighup() {
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn system_5_3_sighup_swaps_a_valid_config_and_keeps_the_old_one_on_error() {
+    let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
+    let mut options = AppOptions::new(model);
+    options.reload_on_sighup = true;
+    let app = spawn_app_with(options).await;
+    let original = app.escalation_copy();
+    assert_eq!(escalation_copy_served(&app, "4001").await, original);
+
+    // An invalid set (escalation copy missing) is refused whole.
+    let mut rules: Value = app.rules();
+    let rules_path = app.config_dir.join("rules.json");
+    rules["messages"]["escalation"] = Value::String(String::new());
+    std::fs::write(&rules_path, rules.to_string()).unwrap();
+    send_sighup();
+    for _ in 0..100 {
+        real_pause().await;
+    }
+    assert_eq!(escalation_copy_served(&app, "4002").await, original);
+
+    // A valid set is swapped in.
+    rules["messages"]["escalation"] = Value::String("A colleague will take it from here.".into());
+    std::fs::write(&rules_path, rules.to_string()).unwrap();
+    send_sighup();
+    let mut served = String::new();
+    for _ in 0..400 {
+        served = escalation_copy_served(&app, "4003").await;
+        if served != original {
+            break;
+        }
+        real_pause().await;
+    }
+    assert_eq!(served, "A colleague will take it from here.");
+}
