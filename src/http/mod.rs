@@ -1,1 +1,6 @@
 //! (in progress)
+
+pub mod auth;
+pub mod client_ip;
+pub mod inbound;
+pub mod rate_limit;
