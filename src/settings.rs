@@ -26,6 +26,11 @@ pub const MIN_SECRET_CHARS: usize = 16;
 pub const MANYCHAT_LIMIT_MS: u64 = 10_000;
 /// Largest `MANYCHAT_REPLY_GAP_MS`.
 pub const MAX_REPLY_GAP_MS: u64 = 10_000;
+/// Largest `RACE_DEADLINE_MS` / `MODEL_ABORT_MS` we accept (one hour): far beyond any sensible
+/// value, and small enough that adding it to an instant can never overflow.
+pub const MAX_DURATION_MS: u64 = 3_600_000;
+/// Largest `MAX_TURNS_IN_FLIGHT` (a semaphore size; far above what one process can serve).
+pub const MAX_TURNS_IN_FLIGHT_LIMIT: u64 = 100_000;
 
 /// Validated environment settings.
 #[derive(Debug, Clone)]
@@ -134,7 +139,8 @@ impl Settings {
         let anthropic_api_key = env.string("ANTHROPIC_API_KEY").map(Secret::new);
         let anthropic_base_url = env.base_url("ANTHROPIC_BASE_URL", "https://api.anthropic.com");
         let ollama_base_url = env.base_url("OLLAMA_BASE_URL", "http://localhost:11434");
-        let agent_max_output_tokens = env.number("AGENT_MAX_OUTPUT_TOKENS", 400u32, 1);
+        let agent_max_output_tokens =
+            env.number("AGENT_MAX_OUTPUT_TOKENS", 400, 1, u64::from(u32::MAX));
         let agent_temperature = env.temperature();
 
         let manychat_shared_secrets = env.shared_secrets();
@@ -144,10 +150,7 @@ impl Settings {
         let manychat_reply_flow_ns = env.string("MANYCHAT_REPLY_FLOW_NS");
         let manychat_token_field = env.or("MANYCHAT_TOKEN_FIELD", "ai_token");
         let contact_tokens_enforced = env.boolean("CONTACT_TOKENS_ENFORCED", true);
-        let reply_gap_ms = env.number("MANYCHAT_REPLY_GAP_MS", 2000u64, 0);
-        if reply_gap_ms > MAX_REPLY_GAP_MS {
-            env.problem("MANYCHAT_REPLY_GAP_MS", "must be at most 10000");
-        }
+        let reply_gap_ms = env.number("MANYCHAT_REPLY_GAP_MS", 2000, 0, MAX_REPLY_GAP_MS);
 
         let public_base_url = env.public_base_url();
         let channel = match env.string("CHANNEL") {
@@ -160,20 +163,20 @@ impl Settings {
                 }),
         };
 
-        let race_deadline_ms = env.number("RACE_DEADLINE_MS", 8000u64, 1);
+        let race_deadline_ms = env.number("RACE_DEADLINE_MS", 8000, 1, MAX_DURATION_MS);
         if race_deadline_ms >= MANYCHAT_LIMIT_MS {
             env.problem(
                 "RACE_DEADLINE_MS",
                 "must be below 10000 (ManyChat drops the request at 10 s)",
             );
         }
-        let model_abort_ms = env.number("MODEL_ABORT_MS", 30_000u64, 1);
+        let model_abort_ms = env.number("MODEL_ABORT_MS", 30_000, 1, MAX_DURATION_MS);
         if model_abort_ms <= race_deadline_ms {
             env.problem("MODEL_ABORT_MS", "must be greater than RACE_DEADLINE_MS");
         }
 
         let database_url = Secret::new(env.or("DATABASE_URL", "sqlite://data/agent.db"));
-        let port = env.number("PORT", 3000u16, 0);
+        let port = env.number("PORT", 3000, 0, u64::from(u16::MAX));
         let trust_proxy = match env.string("TRUST_PROXY") {
             None => TrustProxy::default(),
             Some(raw) => TrustProxy::parse(&raw).unwrap_or_else(|e| {
@@ -189,7 +192,8 @@ impl Settings {
                 "must be a tracing filter, e.g. info or info,manychat_agent=debug",
             );
         }
-        let max_turns_in_flight = env.number("MAX_TURNS_IN_FLIGHT", 64usize, 1);
+        let max_turns_in_flight =
+            env.number("MAX_TURNS_IN_FLIGHT", 64, 1, MAX_TURNS_IN_FLIGHT_LIMIT);
 
         if !env.problems.is_empty() {
             return Err(SettingsError {
@@ -203,7 +207,8 @@ impl Settings {
             anthropic_api_key,
             anthropic_base_url,
             ollama_base_url,
-            agent_max_output_tokens,
+            // The ranges checked above make these conversions exact.
+            agent_max_output_tokens: u32::try_from(agent_max_output_tokens).unwrap_or(400),
             agent_temperature,
             manychat_shared_secrets,
             manychat_api_token,
@@ -218,11 +223,11 @@ impl Settings {
             race_deadline: Duration::from_millis(race_deadline_ms),
             model_abort: Duration::from_millis(model_abort_ms),
             database_url,
-            port,
+            port: u16::try_from(port).unwrap_or(3000),
             trust_proxy,
             config_dir,
             log_level,
-            max_turns_in_flight,
+            max_turns_in_flight: usize::try_from(max_turns_in_flight).unwrap_or(64),
         })
     }
 
@@ -257,21 +262,15 @@ impl Reader<'_> {
         self.string(name).unwrap_or_else(|| default.to_owned())
     }
 
-    fn number<T>(&mut self, name: &'static str, default: T, min: T) -> T
-    where
-        T: std::str::FromStr + PartialOrd + Copy + fmt::Display,
-    {
+    /// A whole number in `min..=max`; the rule names the range.
+    fn number(&mut self, name: &'static str, default: u64, min: u64, max: u64) -> u64 {
         let Some(raw) = self.string(name) else {
             return default;
         };
-        match raw.parse::<T>() {
-            Ok(n) if n >= min => n,
+        match raw.parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => n,
             _ => {
-                let max = std::any::type_name::<T>();
-                self.problem(
-                    name,
-                    &format!("must be a whole number of at least {min} (fits {max})"),
-                );
+                self.problem(name, &format!("must be a whole number from {min} to {max}"));
                 default
             }
         }
@@ -611,7 +610,7 @@ mod tests {
             &[("MANYCHAT_REPLY_GAP_MS", "10001")],
             "MANYCHAT_REPLY_GAP_MS",
         );
-        assert_eq!(p.rule, "must be at most 10000");
+        assert_eq!(p.rule, "must be a whole number from 0 to 10000");
         let s = load(&with(&[("MANYCHAT_REPLY_GAP_MS", "0")])).unwrap();
         assert_eq!(s.manychat_reply_gap, Duration::ZERO);
     }
@@ -660,7 +659,17 @@ mod tests {
 
     #[test]
     fn system_5_2_max_turns_in_flight_is_at_least_one() {
-        problem(&[("MAX_TURNS_IN_FLIGHT", "0")], "MAX_TURNS_IN_FLIGHT");
+        let p = problem(&[("MAX_TURNS_IN_FLIGHT", "0")], "MAX_TURNS_IN_FLIGHT");
+        assert_eq!(p.rule, "must be a whole number from 1 to 100000");
+    }
+
+    #[test]
+    fn system_5_2_durations_are_bounded_so_deadlines_cannot_overflow() {
+        problem(&[("MODEL_ABORT_MS", "3600001")], "MODEL_ABORT_MS");
+        problem(
+            &[("MODEL_ABORT_MS", "18446744073709551615")],
+            "MODEL_ABORT_MS",
+        );
     }
 
     #[test]

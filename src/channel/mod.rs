@@ -17,7 +17,10 @@ use std::str::FromStr;
 pub const MESSAGE_ROUTE: &str = "/v1/channels/manychat/message";
 
 /// The messaging channel this deployment answers on. One deployment serves one channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Channel {
     #[default]
     Whatsapp,
@@ -123,6 +126,15 @@ mod tests {
         assert_eq!(" Telegram ".parse::<Channel>(), Ok(Channel::Telegram));
         assert_eq!("sms".parse::<Channel>(), Err(UnknownChannel));
         assert_eq!("".parse::<Channel>(), Err(UnknownChannel));
+    }
+
+    #[test]
+    fn system_3_3_channel_serialises_as_its_lowercase_name() {
+        for c in Channel::ALL {
+            let json = serde_json::to_value(c).unwrap();
+            assert_eq!(json, serde_json::json!(c.as_str()));
+            assert_eq!(serde_json::from_value::<Channel>(json).unwrap(), c);
+        }
     }
 
     #[test]

@@ -8,14 +8,21 @@
 //! the writer, after every field, span and message has been formatted, so no call site can forget
 //! it. Call sites still log lengths and kinds rather than contact text: redaction catches
 //! identifier shapes, not names or prose.
+//!
+//! JSON lines are redacted value by value, so a line stays valid JSON: a string keeps its quotes
+//! around `[removed]`, and a number that looks like an identifier becomes the string
+//! `"[removed]"`. A line that needed no change is written byte for byte; a changed one is
+//! re-serialised (its keys then come out sorted).
 
 pub mod redact;
 
 pub use redact::redact;
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use serde_json::Value;
 use tracing::Subscriber;
 use tracing_subscriber::fmt::{self, MakeWriter};
 use tracing_subscriber::layer::SubscriberExt;
@@ -63,16 +70,18 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
-    let writer = RedactingMakeWriter::new(writer);
     match format {
         LogFormat::Json => fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .with_writer(writer)
+            .with_writer(RedactingMakeWriter::json(writer))
             .boxed(),
-        LogFormat::Pretty => fmt::layer().with_ansi(false).with_writer(writer).boxed(),
+        LogFormat::Pretty => fmt::layer()
+            .with_ansi(false)
+            .with_writer(RedactingMakeWriter::new(writer))
+            .boxed(),
     }
 }
 
@@ -80,11 +89,18 @@ where
 #[derive(Debug, Clone)]
 pub struct RedactingMakeWriter<M> {
     inner: M,
+    json: bool,
 }
 
 impl<M> RedactingMakeWriter<M> {
+    /// Redacts each event's text as a whole.
     pub fn new(inner: M) -> Self {
-        Self { inner }
+        Self { inner, json: false }
+    }
+
+    /// Redacts each event as a JSON object, value by value, keeping the line valid JSON.
+    pub fn json(inner: M) -> Self {
+        Self { inner, json: true }
     }
 }
 
@@ -92,11 +108,11 @@ impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for RedactingMakeWriter<M> {
     type Writer = RedactingWriter<M::Writer>;
 
     fn make_writer(&'a self) -> Self::Writer {
-        RedactingWriter::new(self.inner.make_writer())
+        RedactingWriter::new(self.inner.make_writer(), self.json)
     }
 
     fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> Self::Writer {
-        RedactingWriter::new(self.inner.make_writer_for(meta))
+        RedactingWriter::new(self.inner.make_writer_for(meta), self.json)
     }
 }
 
@@ -105,13 +121,15 @@ impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for RedactingMakeWriter<M> {
 pub struct RedactingWriter<W: Write> {
     buf: Vec<u8>,
     inner: W,
+    json: bool,
 }
 
 impl<W: Write> RedactingWriter<W> {
-    fn new(inner: W) -> Self {
+    fn new(inner: W, json: bool) -> Self {
         Self {
             buf: Vec::with_capacity(256),
             inner,
+            json,
         }
     }
 }
@@ -134,11 +152,61 @@ impl<W: Write> Drop for RedactingWriter<W> {
             return;
         }
         let text = String::from_utf8_lossy(&self.buf);
-        let clean = redact(&text);
+        let clean = if self.json {
+            redact_json_line(&text)
+        } else {
+            redact(&text)
+        };
         // A log line that cannot be written has nowhere to be reported; dropping it is the only
         // option that cannot loop.
         let _ = self.inner.write_all(clean.as_bytes());
         let _ = self.inner.flush();
+    }
+}
+
+/// Redacts one JSON log line value by value; falls back to whole-text redaction when the line is
+/// not JSON (which the JSON formatter never produces, but a redaction must not depend on it).
+fn redact_json_line(line: &str) -> Cow<'_, str> {
+    let Ok(mut value) = serde_json::from_str::<Value>(line.trim_end()) else {
+        return redact(line);
+    };
+    if !redact_value(&mut value) {
+        return Cow::Borrowed(line);
+    }
+    match serde_json::to_string(&value) {
+        Ok(mut out) => {
+            out.push('\n');
+            Cow::Owned(out)
+        }
+        Err(_) => redact(line),
+    }
+}
+
+/// Redacts every string and number inside `value`; true when anything changed.
+fn redact_value(value: &mut Value) -> bool {
+    match value {
+        Value::String(s) => match redact(s) {
+            Cow::Owned(clean) => {
+                *s = clean;
+                true
+            }
+            Cow::Borrowed(_) => false,
+        },
+        Value::Number(n) => {
+            if matches!(redact(&n.to_string()), Cow::Owned(_)) {
+                *value = Value::String(redact::REPLACEMENT.to_owned());
+                true
+            } else {
+                false
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |changed, v| redact_value(v) || changed),
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |changed, v| redact_value(v) || changed),
+        Value::Null | Value::Bool(_) => false,
     }
 }
 
@@ -261,6 +329,27 @@ mod tests {
         let line: serde_json::Value = serde_json::from_str(&lines[0]).expect("one JSON object");
         assert_eq!(line["email"], "[removed]");
         assert_eq!(line["conversation_id"], conversation);
+    }
+
+    #[test]
+    fn c5_json_lines_stay_valid_json_when_numbers_are_redacted() {
+        let (logs, _guard) = capture();
+        tracing::info!(order = 5_550_104_477_u64, steps = 3, "noted");
+        let lines = logs.lines();
+        assert_eq!(lines.len(), 1);
+        let line: serde_json::Value = serde_json::from_str(&lines[0]).expect("valid JSON");
+        assert_eq!(line["order"], "[removed]");
+        assert_eq!(line["steps"], 3);
+        assert_eq!(line["message"], "noted");
+        assert!(!lines[0].contains("5550104477"));
+    }
+
+    #[test]
+    fn c5_unchanged_json_lines_are_written_as_formatted() {
+        let line = "{\"b\":1,\"a\":\"ok\"}\n";
+        assert!(matches!(redact_json_line(line), Cow::Borrowed(l) if l == line));
+        let not_json = "plain jane.roe@example.test\n";
+        assert_eq!(redact_json_line(not_json), "plain [removed]\n");
     }
 
     #[test]
