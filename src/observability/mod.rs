@@ -200,12 +200,21 @@ fn redact_value(value: &mut Value) -> bool {
                 false
             }
         }
-        Value::Array(items) => items
-            .iter_mut()
-            .fold(false, |changed, v| redact_value(v) || changed),
-        Value::Object(map) => map
-            .values_mut()
-            .fold(false, |changed, v| redact_value(v) || changed),
+        // Every element is visited (no short-circuit): each one must be redacted.
+        Value::Array(items) => {
+            let mut changed = false;
+            for item in items {
+                changed |= redact_value(item);
+            }
+            changed
+        }
+        Value::Object(map) => {
+            let mut changed = false;
+            for item in map.values_mut() {
+                changed |= redact_value(item);
+            }
+            changed
+        }
         Value::Null | Value::Bool(_) => false,
     }
 }
@@ -334,6 +343,8 @@ mod tests {
     #[test]
     fn c5_json_lines_stay_valid_json_when_numbers_are_redacted() {
         let (logs, _guard) = capture();
+        let span = tracing::info_span!("turn", reference = "ref 123456");
+        let _entered = span.enter();
         tracing::info!(order = 5_550_104_477_u64, steps = 3, "noted");
         let lines = logs.lines();
         assert_eq!(lines.len(), 1);
@@ -341,6 +352,7 @@ mod tests {
         assert_eq!(line["order"], "[removed]");
         assert_eq!(line["steps"], 3);
         assert_eq!(line["message"], "noted");
+        assert_eq!(line["span"]["reference"], "ref [removed]");
         assert!(!lines[0].contains("5550104477"));
     }
 
