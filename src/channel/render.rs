@@ -1,0 +1,258 @@
+//! Rendering a reply as ManyChat's Dynamic Block v2 body (SYSTEM 3.3).
+//!
+//! Invariants:
+//! - Every body registers `external_message_callback`, silent ones included, so ManyChat sends
+//!   the contact's next message straight back to us.
+//! - On WhatsApp, which shows only the first message of a block, the messages travel as ONE text
+//!   joined by a blank line: text is never dropped. Elsewhere at most 10 messages are sent and any
+//!   overflow is folded into the tenth, again so nothing is lost.
+//! - No `quick_replies` key is ever written (quick replies are not produced by the agent, and the
+//!   key must be absent, not empty, where the channel forbids it).
+//! - `actions` is always an empty array: actions are performed by the server through the API,
+//!   not by the block.
+
+use std::fmt;
+
+use serde_json::{Value, json};
+
+use super::{Channel, MESSAGE_ROUTE};
+
+/// ManyChat keeps a registered callback for at most this many seconds; we ask for the maximum.
+const CALLBACK_TIMEOUT_SECONDS: u64 = 86_400;
+
+/// Separator between messages merged into one WhatsApp text.
+const MERGED_SEPARATOR: &str = "\n\n";
+
+/// Where ManyChat should send the contact's next message.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Callback {
+    /// `PUBLIC_BASE_URL` + the message route.
+    pub url: String,
+    /// The full `Authorization` header value the caller presented (`Bearer …`), echoed so a
+    /// rotated secret keeps working for the callback it registered.
+    pub authorization: String,
+    /// `MANYCHAT_TOKEN_FIELD`: the custom field whose ManyChat variable carries the contact token.
+    pub token_field: String,
+}
+
+impl Callback {
+    /// Builds the callback for the message route under `public_base_url` (a trailing slash on the
+    /// base is tolerated).
+    pub fn new(
+        public_base_url: &str,
+        authorization: impl Into<String>,
+        token_field: impl Into<String>,
+    ) -> Self {
+        Self {
+            url: format!("{}{}", public_base_url.trim_end_matches('/'), MESSAGE_ROUTE),
+            authorization: authorization.into(),
+            token_field: token_field.into(),
+        }
+    }
+}
+
+/// The authorization value carries a shared secret: it is never printed.
+impl fmt::Debug for Callback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Callback")
+            .field("url", &self.url)
+            .field("authorization", &"[redacted]")
+            .field("token_field", &self.token_field)
+            .finish()
+    }
+}
+
+/// Renders `messages` as a Dynamic Block v2 body for `channel`, with the callback registered.
+///
+/// An empty `messages` slice (or one holding only blank strings) renders a silent response: an
+/// empty `messages` array, callback still present. Deciding when silence is allowed is the
+/// caller's business (SYSTEM 3.3).
+pub fn render(channel: Channel, messages: &[String], callback: &Callback) -> Value {
+    let texts = shape_messages(channel, messages);
+    let rendered: Vec<Value> = texts
+        .into_iter()
+        .map(|text| json!({ "type": "text", "text": text }))
+        .collect();
+
+    let mut content = serde_json::Map::new();
+    if let Some(kind) = channel.content_type() {
+        content.insert("type".into(), Value::from(kind));
+    }
+    content.insert("messages".into(), Value::Array(rendered));
+    content.insert("actions".into(), Value::Array(Vec::new()));
+    content.insert("external_message_callback".into(), callback_body(callback));
+
+    json!({ "version": "v2", "content": Value::Object(content) })
+}
+
+fn callback_body(callback: &Callback) -> Value {
+    json!({
+        "url": callback.url,
+        "method": "post",
+        "headers": { "Authorization": callback.authorization },
+        "payload": {
+            "text": "{{last_input_text}}",
+            "subscriber_id": "{{contact.id}}",
+            "ai_token": format!("{{{{{}}}}}", callback.token_field),
+        },
+        "timeout": CALLBACK_TIMEOUT_SECONDS,
+    })
+}
+
+/// Applies the channel's message rules. Blank strings are skipped because ManyChat refuses a text
+/// message without text; they carry nothing a contact could read.
+fn shape_messages(channel: Channel, messages: &[String]) -> Vec<String> {
+    let texts: Vec<&str> = messages
+        .iter()
+        .map(String::as_str)
+        .filter(|m| !m.trim().is_empty())
+        .collect();
+    if texts.is_empty() {
+        return Vec::new();
+    }
+    if channel.shows_only_first_message() {
+        return vec![texts.join(MERGED_SEPARATOR)];
+    }
+    let max = channel.capabilities().max_messages;
+    if texts.len() <= max {
+        return texts.into_iter().map(str::to_owned).collect();
+    }
+    let mut shaped: Vec<String> = texts[..max - 1].iter().map(|t| (*t).to_owned()).collect();
+    shaped.push(texts[max - 1..].join(MERGED_SEPARATOR));
+    shaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn callback() -> Callback {
+        Callback::new(
+            "https://agent.example.test/",
+            "Bearer fixture-secret-0123456789",
+            "ai_token",
+        )
+    }
+
+    fn msgs(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn system_3_3_whatsapp_body_is_exactly_the_v2_shape() {
+        let body = render(Channel::Whatsapp, &msgs(&["Hello there."]), &callback());
+        let expected = json!({
+            "version": "v2",
+            "content": {
+                "type": "whatsapp",
+                "messages": [{ "type": "text", "text": "Hello there." }],
+                "actions": [],
+                "external_message_callback": {
+                    "url": "https://agent.example.test/v1/channels/manychat/message",
+                    "method": "post",
+                    "headers": { "Authorization": "Bearer fixture-secret-0123456789" },
+                    "payload": {
+                        "text": "{{last_input_text}}",
+                        "subscriber_id": "{{contact.id}}",
+                        "ai_token": "{{ai_token}}"
+                    },
+                    "timeout": 86400
+                }
+            }
+        });
+        assert_eq!(body, expected);
+    }
+
+    #[test]
+    fn system_3_3_whatsapp_joins_messages_with_a_blank_line_and_drops_none() {
+        let body = render(
+            Channel::Whatsapp,
+            &msgs(&["First part.", "Second part.", "A question?"]),
+            &callback(),
+        );
+        assert_eq!(
+            body["content"]["messages"],
+            json!([{ "type": "text", "text": "First part.\n\nSecond part.\n\nA question?" }])
+        );
+    }
+
+    #[test]
+    fn system_3_3_other_channels_send_separate_messages_at_most_ten() {
+        let many: Vec<String> = (1..=12).map(|i| format!("Message {i}.")).collect();
+        for channel in [Channel::Instagram, Channel::Messenger, Channel::Telegram] {
+            let body = render(channel, &many[..3], &callback());
+            let sent = body["content"]["messages"].as_array().unwrap();
+            assert_eq!(sent.len(), 3, "{channel}");
+            assert_eq!(sent[1], json!({ "type": "text", "text": "Message 2." }));
+
+            let body = render(channel, &many, &callback());
+            let sent = body["content"]["messages"].as_array().unwrap();
+            assert_eq!(sent.len(), 10, "{channel}");
+            assert_eq!(
+                sent[9]["text"],
+                json!("Message 10.\n\nMessage 11.\n\nMessage 12.")
+            );
+        }
+    }
+
+    #[test]
+    fn system_3_3_content_type_names_the_channel_and_is_absent_for_messenger() {
+        for (channel, kind) in [
+            (Channel::Whatsapp, Some("whatsapp")),
+            (Channel::Instagram, Some("instagram")),
+            (Channel::Telegram, Some("telegram")),
+            (Channel::Messenger, None),
+        ] {
+            let body = render(channel, &msgs(&["Hi."]), &callback());
+            let content = body["content"].as_object().unwrap();
+            assert_eq!(content.get("type").and_then(Value::as_str), kind);
+        }
+    }
+
+    #[test]
+    fn system_3_3_no_quick_replies_key_on_any_channel() {
+        for channel in Channel::ALL {
+            let body = render(channel, &msgs(&["Hi.", "More."]), &callback());
+            let text = body.to_string();
+            assert!(!text.contains("quick_replies"), "{channel}: {text}");
+        }
+    }
+
+    #[test]
+    fn system_3_3_silent_response_keeps_the_callback() {
+        for input in [msgs(&[]), msgs(&["", "   "])] {
+            let body = render(Channel::Whatsapp, &input, &callback());
+            assert_eq!(body["content"]["messages"], json!([]));
+            assert_eq!(body["content"]["actions"], json!([]));
+            assert_eq!(
+                body["content"]["external_message_callback"]["url"],
+                json!("https://agent.example.test/v1/channels/manychat/message")
+            );
+        }
+    }
+
+    #[test]
+    fn system_3_3_callback_echoes_the_presented_authorization_and_token_field() {
+        let cb = Callback::new(
+            "https://agent.example.test",
+            "Bearer rotated-secret-abcdefghij",
+            "contact_key",
+        );
+        let body = render(Channel::Telegram, &msgs(&["Hi."]), &cb);
+        let registered = &body["content"]["external_message_callback"];
+        let headers = registered["headers"].as_object().unwrap();
+        assert_eq!(headers.len(), 1);
+        assert_eq!(
+            headers.get("Authorization"),
+            Some(&json!("Bearer rotated-secret-abcdefghij"))
+        );
+        assert_eq!(registered["payload"]["ai_token"], json!("{{contact_key}}"));
+        assert_eq!(registered["timeout"], json!(86400));
+    }
+
+    #[test]
+    fn system_3_3_callback_debug_hides_the_secret() {
+        let printed = format!("{:?}", callback());
+        assert!(!printed.contains("fixture-secret"), "{printed}");
+    }
+}

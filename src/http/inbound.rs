@@ -1,0 +1,476 @@
+//! The inbound message body (SYSTEM 3.2): strict parsing of what ManyChat's Dynamic Block sends.
+//!
+//! Owns `InboundMessage` and `InboundError`.
+//!
+//! Invariants:
+//! - Strict: an unknown key, or a key given twice, is an error naming the key (shown only when it
+//!   is a plain identifier, so an attacker's key cannot smuggle text into a log line).
+//! - Errors name the field and the rule, never the value: `text: must be a string of at most
+//!   4096 characters`.
+//! - Names (`first_name`, `last_name`) and `locale` are accepted and dropped here; only `channel`
+//!   is kept. Nothing in this type is ever logged except lengths.
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+use serde_json::Value;
+
+use crate::ids::SubscriberId;
+
+/// Largest accepted body (SYSTEM 3.2); the router answers 413 above it.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Characters (not bytes) allowed in `text`.
+pub const MAX_TEXT_CHARS: usize = 4096;
+/// Characters allowed in `ai_token`.
+pub const MAX_TOKEN_CHARS: usize = 256;
+/// Characters allowed in `offering` / `course`.
+pub const MAX_OFFERING_CHARS: usize = 256;
+
+const KNOWN_KEYS: [&str; 9] = [
+    "subscriber_id",
+    "text",
+    "ai_token",
+    "first_name",
+    "last_name",
+    "locale",
+    "channel",
+    "offering",
+    "course",
+];
+
+/// One parsed inbound message.
+#[derive(Clone, PartialEq, Eq)]
+pub struct InboundMessage {
+    pub subscriber_id: SubscriberId,
+    /// The contact's message, as sent (media arrives as a URL).
+    pub text: String,
+    /// The contact token (019); `None` when absent or empty.
+    pub ai_token: Option<String>,
+    /// ManyChat's channel name, when sent and non-empty.
+    pub channel: Option<String>,
+    /// The offering the flow named (028): `offering`, else legacy `course`; absent when empty or
+    /// an unrendered `{{…}}`. Whether it names a catalog offering is the caller's check.
+    pub offering: Option<String>,
+}
+
+/// The body holds contact text and a token: `Debug` prints only sizes and presence.
+impl std::fmt::Debug for InboundMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboundMessage")
+            .field("subscriber_id", &self.subscriber_id)
+            .field("text_chars", &self.text.chars().count())
+            .field("ai_token", &self.ai_token.as_ref().map(|_| "[present]"))
+            .field("channel", &self.channel)
+            .field("offering", &self.offering.is_some())
+            .finish()
+    }
+}
+
+/// Why a body was refused (a 400). Display names the field and the rule, never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InboundError {
+    #[error("body: must be UTF-8")]
+    NotUtf8,
+    #[error("body: malformed JSON at line {line}, column {column}")]
+    Malformed { line: usize, column: usize },
+    #[error("body: must be a JSON object")]
+    NotObject,
+    #[error("{}: unknown key", shown(.0))]
+    UnknownKey(String),
+    #[error("{}: given more than once", shown(.0))]
+    DuplicateKey(String),
+    #[error("{field}: {rule}")]
+    Invalid {
+        field: &'static str,
+        rule: &'static str,
+    },
+}
+
+impl InboundError {
+    /// The field the error is about, when it is about one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            InboundError::UnknownKey(key) | InboundError::DuplicateKey(key) => Some(shown(key)),
+            InboundError::Invalid { field, .. } => Some(field),
+            InboundError::NotUtf8 | InboundError::Malformed { .. } | InboundError::NotObject => {
+                None
+            }
+        }
+    }
+}
+
+/// A key is repeated in an error only when it is a short plain identifier.
+fn shown(key: &str) -> &str {
+    let plain = !key.is_empty()
+        && key.len() <= 64
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+    if plain { key } else { "(unprintable key)" }
+}
+
+const SUBSCRIBER_RULE: &str = "required, a string or number of at most 20 digits";
+const TEXT_RULE: &str = "must be a string of at most 4096 characters";
+const TOKEN_RULE: &str = "must be a string of at most 256 characters";
+const NULLABLE_STRING_RULE: &str = "must be a string or null";
+const OFFERING_RULE: &str = "must be a string of at most 256 characters";
+
+impl InboundMessage {
+    /// Parses and validates a body (SYSTEM 3.2).
+    pub fn parse(body: &[u8]) -> Result<Self, InboundError> {
+        let text = std::str::from_utf8(body).map_err(|_| InboundError::NotUtf8)?;
+        // First pass: syntax (with position) and shape.
+        let value: Value = serde_json::from_str(text).map_err(|e| InboundError::Malformed {
+            line: e.line(),
+            column: e.column(),
+        })?;
+        if !value.is_object() {
+            return Err(InboundError::NotObject);
+        }
+        // Second pass keeps every key in order, so a repeated key is seen (a map would keep
+        // only the last one).
+        let Entries(entries) = serde_json::from_str(text).map_err(|e| InboundError::Malformed {
+            line: e.line(),
+            column: e.column(),
+        })?;
+
+        let mut seen: Vec<&str> = Vec::with_capacity(entries.len());
+        for (key, _) in &entries {
+            if !KNOWN_KEYS.contains(&key.as_str()) {
+                return Err(InboundError::UnknownKey(key.clone()));
+            }
+            if seen.contains(&key.as_str()) {
+                return Err(InboundError::DuplicateKey(key.clone()));
+            }
+            seen.push(key);
+        }
+        let get = |name: &str| entries.iter().find(|(key, _)| key == name).map(|(_, v)| v);
+
+        let subscriber_id = parse_subscriber(get("subscriber_id"))?;
+        let text = match get("text") {
+            Some(Value::String(s)) if s.chars().count() <= MAX_TEXT_CHARS => s.clone(),
+            _ => return Err(invalid("text", TEXT_RULE)),
+        };
+        let ai_token = match get("ai_token") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.chars().count() <= MAX_TOKEN_CHARS => {
+                Some(s.clone()).filter(|s| !s.is_empty())
+            }
+            Some(_) => return Err(invalid("ai_token", TOKEN_RULE)),
+        };
+        for name in ["first_name", "last_name", "locale"] {
+            nullable_string(name, get(name))?;
+        }
+        let channel = nullable_string("channel", get("channel"))?
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty());
+        let offering = offering("offering", get("offering"))?;
+        let course = offering_from_course(get("course"))?;
+
+        Ok(Self {
+            subscriber_id,
+            text,
+            ai_token,
+            channel,
+            offering: offering.or(course),
+        })
+    }
+}
+
+fn invalid(field: &'static str, rule: &'static str) -> InboundError {
+    InboundError::Invalid { field, rule }
+}
+
+fn parse_subscriber(value: Option<&Value>) -> Result<SubscriberId, InboundError> {
+    let raw = match value {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(n) => n.to_string(),
+            None => return Err(invalid("subscriber_id", SUBSCRIBER_RULE)),
+        },
+        _ => return Err(invalid("subscriber_id", SUBSCRIBER_RULE)),
+    };
+    SubscriberId::parse(&raw).map_err(|_| invalid("subscriber_id", SUBSCRIBER_RULE))
+}
+
+fn nullable_string<'a>(
+    field: &'static str,
+    value: Option<&'a Value>,
+) -> Result<Option<&'a str>, InboundError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(invalid(field, NULLABLE_STRING_RULE)),
+    }
+}
+
+/// `offering` (or `course`): absent when missing, null, blank or an unrendered `{{…}}`.
+fn offering(field: &'static str, value: Option<&Value>) -> Result<Option<String>, InboundError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.chars().count() <= MAX_OFFERING_CHARS => {
+            let s = s.trim();
+            if s.is_empty() || s.contains("{{") {
+                Ok(None)
+            } else {
+                Ok(Some(s.to_owned()))
+            }
+        }
+        Some(_) => Err(invalid(field, OFFERING_RULE)),
+    }
+}
+
+fn offering_from_course(value: Option<&Value>) -> Result<Option<String>, InboundError> {
+    offering("course", value)
+}
+
+/// A JSON object's entries in document order, duplicates kept.
+struct Entries(Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor;
+
+        impl<'de> Visitor<'de> for EntriesVisitor {
+            type Value = Entries;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                    entries.push((key, value));
+                }
+                Ok(Entries(entries))
+            }
+        }
+
+        deserializer.deserialize_map(EntriesVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(body: &str) -> InboundMessage {
+        InboundMessage::parse(body.as_bytes()).unwrap_or_else(|e| panic!("{body}: {e}"))
+    }
+
+    fn err(body: &[u8]) -> InboundError {
+        match InboundMessage::parse(body) {
+            Ok(_) => panic!("accepted {}", String::from_utf8_lossy(body)),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn system_3_2_minimal_body_parses() {
+        let m = ok(r#"{"subscriber_id":"5550001","text":"How much is it?"}"#);
+        assert_eq!(m.subscriber_id.as_str(), "5550001");
+        assert_eq!(m.text, "How much is it?");
+        assert_eq!(m.ai_token, None);
+        assert_eq!(m.channel, None);
+        assert_eq!(m.offering, None);
+    }
+
+    #[test]
+    fn system_3_2_subscriber_id_as_string_or_number() {
+        let table = [
+            (r#"{"subscriber_id":5550001,"text":"hi"}"#, "5550001"),
+            (r#"{"subscriber_id":" 42 ","text":"hi"}"#, "42"),
+            (
+                r#"{"subscriber_id":18446744073709551615,"text":"hi"}"#,
+                "18446744073709551615",
+            ),
+        ];
+        for (body, expected) in table {
+            assert_eq!(ok(body).subscriber_id.as_str(), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn system_3_2_full_body_keeps_only_what_it_needs() {
+        let m = ok(r#"{"subscriber_id":"7","text":"hello","ai_token":"tok_abc",
+            "first_name":"Jane","last_name":null,"locale":"en_US","channel":"whatsapp",
+            "offering":"course_a","course":"course_b"}"#);
+        assert_eq!(m.ai_token.as_deref(), Some("tok_abc"));
+        assert_eq!(m.channel.as_deref(), Some("whatsapp"));
+        assert_eq!(m.offering.as_deref(), Some("course_a"));
+        assert!(!format!("{m:?}").contains("Jane"));
+        assert!(!format!("{m:?}").contains("tok_abc"));
+        assert!(!format!("{m:?}").contains("hello"));
+    }
+
+    #[test]
+    fn system_3_2_offering_rules() {
+        let table = [
+            (r#""offering":"course_a""#, Some("course_a")),
+            (r#""course":"course_b""#, Some("course_b")),
+            (
+                r#""offering":"course_a","course":"course_b""#,
+                Some("course_a"),
+            ),
+            (r#""offering":"","course":"course_b""#, Some("course_b")),
+            (r#""offering":"{{offering}}""#, None),
+            (r#""course":"{{cuf_123}}""#, None),
+            (r#""offering":"  ""#, None),
+            (r#""offering":null"#, None),
+        ];
+        for (fields, expected) in table {
+            let body = format!(r#"{{"subscriber_id":"7","text":"hi",{fields}}}"#);
+            assert_eq!(ok(&body).offering.as_deref(), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn system_3_2_empty_ai_token_means_none() {
+        for token in [r#""""#, "null"] {
+            let body = format!(r#"{{"subscriber_id":"7","text":"hi","ai_token":{token}}}"#);
+            assert_eq!(ok(&body).ai_token, None, "{body}");
+        }
+    }
+
+    #[test]
+    fn system_3_2_text_length_counts_characters_not_bytes() {
+        let at_limit = "é".repeat(MAX_TEXT_CHARS);
+        let body = format!(r#"{{"subscriber_id":"7","text":"{at_limit}"}}"#);
+        assert_eq!(ok(&body).text.chars().count(), MAX_TEXT_CHARS);
+        let over = "a".repeat(MAX_TEXT_CHARS + 1);
+        let body = format!(r#"{{"subscriber_id":"7","text":"{over}"}}"#);
+        assert_eq!(
+            err(body.as_bytes()).to_string(),
+            "text: must be a string of at most 4096 characters"
+        );
+    }
+
+    #[test]
+    fn system_3_2_refusals_name_the_field_and_rule() {
+        let long_token = "t".repeat(MAX_TOKEN_CHARS + 1);
+        let long_offering = "o".repeat(MAX_OFFERING_CHARS + 1);
+        let table: Vec<(String, Option<&str>, &str)> = vec![
+            (
+                r#"{"subscriber_id":"7","text":"hi","extra":1}"#.into(),
+                Some("extra"),
+                "extra: unknown key",
+            ),
+            (
+                r#"{"subscriber_id":"7","text":"hi","text":"again"}"#.into(),
+                Some("text"),
+                "text: given more than once",
+            ),
+            (
+                r#"{"subscriber_id":"7","text":"hi","jane@example.test":1}"#.into(),
+                Some("(unprintable key)"),
+                "(unprintable key): unknown key",
+            ),
+            (
+                r#"{"text":"hi"}"#.into(),
+                Some("subscriber_id"),
+                "subscriber_id: required, a string or number of at most 20 digits",
+            ),
+            (
+                r#"{"subscriber_id":"{{contact.id}}","text":"hi"}"#.into(),
+                Some("subscriber_id"),
+                "subscriber_id: required, a string or number of at most 20 digits",
+            ),
+            (
+                r#"{"subscriber_id":-7,"text":"hi"}"#.into(),
+                Some("subscriber_id"),
+                "",
+            ),
+            (
+                r#"{"subscriber_id":7.5,"text":"hi"}"#.into(),
+                Some("subscriber_id"),
+                "",
+            ),
+            (
+                r#"{"subscriber_id":null,"text":"hi"}"#.into(),
+                Some("subscriber_id"),
+                "",
+            ),
+            (
+                r#"{"subscriber_id":true,"text":"hi"}"#.into(),
+                Some("subscriber_id"),
+                "",
+            ),
+            (r#"{"subscriber_id":"7"}"#.into(), Some("text"), ""),
+            (
+                r#"{"subscriber_id":"7","text":null}"#.into(),
+                Some("text"),
+                "",
+            ),
+            (r#"{"subscriber_id":"7","text":5}"#.into(), Some("text"), ""),
+            (
+                r#"{"subscriber_id":"7","text":"hi","ai_token":5}"#.into(),
+                Some("ai_token"),
+                "ai_token: must be a string of at most 256 characters",
+            ),
+            (
+                format!(r#"{{"subscriber_id":"7","text":"hi","ai_token":"{long_token}"}}"#),
+                Some("ai_token"),
+                "",
+            ),
+            (
+                r#"{"subscriber_id":"7","text":"hi","first_name":3}"#.into(),
+                Some("first_name"),
+                "first_name: must be a string or null",
+            ),
+            (
+                r#"{"subscriber_id":"7","text":"hi","channel":[]}"#.into(),
+                Some("channel"),
+                "",
+            ),
+            (
+                format!(r#"{{"subscriber_id":"7","text":"hi","offering":"{long_offering}"}}"#),
+                Some("offering"),
+                "offering: must be a string of at most 256 characters",
+            ),
+            (
+                r#"{"subscriber_id":"7","text":"hi","course":{}}"#.into(),
+                Some("course"),
+                "",
+            ),
+            (
+                r#"[{"subscriber_id":"7","text":"hi"}]"#.into(),
+                None,
+                "body: must be a JSON object",
+            ),
+            (
+                r#""just a string""#.into(),
+                None,
+                "body: must be a JSON object",
+            ),
+            (
+                "{\n  \"subscriber_id\": \"7\",\n  \"text\": \"hi\"\n  \"x\"".into(),
+                None,
+                "body: malformed JSON at line 4, column 3",
+            ),
+            ("".into(), None, ""),
+        ];
+        for (body, field, display) in table {
+            let e = err(body.as_bytes());
+            assert_eq!(e.field(), field, "{body}");
+            if !display.is_empty() {
+                assert_eq!(e.to_string(), display, "{body}");
+            }
+            assert!(!e.to_string().contains("hi\""), "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn system_3_2_non_utf8_body_is_refused() {
+        let e = err(b"{\"subscriber_id\":\"7\",\"text\":\"\xff\"}");
+        assert_eq!(e, InboundError::NotUtf8);
+        assert_eq!(e.to_string(), "body: must be UTF-8");
+    }
+
+    #[test]
+    fn c5_errors_never_quote_values() {
+        let body = r#"{"subscriber_id":"7","text":5551234567}"#;
+        let e = err(body.as_bytes());
+        assert!(!e.to_string().contains("5551234567"));
+    }
+}
