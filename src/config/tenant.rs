@@ -162,7 +162,7 @@ pub struct Learning {
     pub max_run_cost_usd: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Handoff {
     /// A ManyChat tag name added to the contact on escalation.
@@ -199,6 +199,29 @@ pub mod defaults {
 
 // ---------------------------------------------------------------------------------------------
 // tools.json (012, 024, 023–034)
+
+/// The funnel field's values, exactly and in this order (023): stages only move forward, and
+/// the order here is that direction.
+pub const FUNNEL_STAGES: [&str; 6] = [
+    "new",
+    "qualifying",
+    "nurturing",
+    "offered",
+    "prepared",
+    "link_sent",
+];
+
+/// The intent field's values, exactly (034).
+pub const INTENT_VALUES: [&str; 2] = ["not_prospect", "prospect"];
+
+/// The longest note a tenant may declare (024): fits a ManyChat text field with room to spare.
+pub const MAX_NOTE_LENGTH: u32 = 500;
+
+/// The longest a reply may wait for a flow to play (030).
+pub const MAX_SETTLE_SECONDS: u32 = 30;
+
+/// The longest nudge delay (025): past it the 24-hour window would be closing.
+pub const MAX_NUDGE_MINUTES: u32 = 1380;
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
