@@ -52,19 +52,54 @@ mod tests {
         }
     }
 
-    #[test]
-    fn system_5_1_demo_examples_satisfy_their_schemas() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    /// Validates `<dir>/<file>` for each schema, where `suffix` maps `catalog` to a file name.
+    fn assert_files_satisfy_schemas(dir: &Path, suffix: &str) {
         for (name, schema) in schemas() {
-            let file = name.replace(".schema.json", ".json.example");
-            let text = std::fs::read_to_string(dir.join(&file)).expect("example exists");
-            let instance: serde_json::Value = serde_json::from_str(&text).expect("example parses");
+            let file = name.replace(".schema.json", suffix);
+            let text = std::fs::read_to_string(dir.join(&file)).expect("config file exists");
+            let instance: serde_json::Value = serde_json::from_str(&text).expect("file parses");
             let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+            // Instance paths and error kinds only: the messages would quote file values.
             let errors: Vec<String> = validator
                 .iter_errors(&instance)
-                .map(|e| format!("{}: {e}", e.instance_path()))
+                .map(|e| e.instance_path().to_string())
                 .collect();
-            assert!(errors.is_empty(), "{file}: {errors:?}");
+            assert!(errors.is_empty(), "{file} breaks its schema at {errors:?}");
         }
+    }
+
+    #[test]
+    fn system_5_1_demo_examples_and_spanish_tenant_satisfy_their_schemas() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        assert_files_satisfy_schemas(&root.join("config"), ".json.example");
+        assert_files_satisfy_schemas(&root.join("tests/fixtures/tenant-es"), ".json");
+    }
+
+    #[test]
+    fn system_5_1_reference_config_satisfies_the_schemas() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/reference-config");
+        if !dir.exists() {
+            println!("skipped: {} is absent", dir.display());
+            return;
+        }
+        assert_files_satisfy_schemas(&dir, ".json.example");
+    }
+
+    #[test]
+    fn system_5_1_schema_refuses_an_unknown_key_and_a_bad_id() {
+        let (_, tools) = schemas()
+            .into_iter()
+            .find(|(name, _)| *name == "tools.schema.json")
+            .expect("tools schema");
+        let validator = jsonschema::validator_for(&tools).expect("schema compiles");
+        let bad = serde_json::json!({
+            "flows": [{"id": "Not An Id", "flowNs": "x", "description": "d", "colour": 1}]
+        });
+        let paths: Vec<String> = validator
+            .iter_errors(&bad)
+            .map(|e| e.instance_path().to_string())
+            .collect();
+        assert!(paths.contains(&"/flows/0".to_owned()), "{paths:?}");
+        assert!(paths.contains(&"/flows/0/id".to_owned()), "{paths:?}");
     }
 }
