@@ -577,6 +577,7 @@ fn check_values(r: &mut Report<'_>, at: &str, values: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::load::load_dir;
     use crate::config::tenant::{NoteConfig, NudgeConfig, NudgeDelay};
     use std::path::Path;
 
@@ -603,10 +604,46 @@ mod tests {
         }
     }
 
+    /// Loads the demo folder with these three files through [`load_dir`], as the service does
+    /// at start, and returns every issue (none when the set loads).
+    fn load_issues(catalog: &Catalog, rules: &Rules, tools: &ToolsConfig) -> Vec<ConfigIssue> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        std::fs::copy(
+            examples.join("prompt.md.example"),
+            dir.path().join("prompt.md"),
+        )
+        .expect("copy prompt");
+        let write = |name: &str, json: String| {
+            std::fs::write(dir.path().join(name), json).expect("write fixture");
+        };
+        write(
+            "catalog.json",
+            serde_json::to_string_pretty(catalog).expect("json"),
+        );
+        write(
+            "rules.json",
+            serde_json::to_string_pretty(rules).expect("json"),
+        );
+        write(
+            "tools.json",
+            serde_json::to_string_pretty(tools).expect("json"),
+        );
+        match load_dir(dir.path(), &ctx()) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.0,
+        }
+    }
+
+    /// The issues a load reports for this `tools.json` beside the demo catalog and rules.
     fn tool_issues(tools: &ToolsConfig, catalog: &Catalog) -> Vec<(String, String)> {
-        super::tools("tools.json", tools, Some(catalog), &ctx())
+        let (_, rules, _) = demo();
+        load_issues(catalog, &rules, tools)
             .into_iter()
-            .map(|i| (i.path, i.rule))
+            .map(|i| {
+                assert_eq!(i.file, "tools.json", "{i}");
+                (i.path, i.rule)
+            })
             .collect()
     }
 
@@ -687,6 +724,10 @@ mod tests {
             ..ctx()
         };
         assert_eq!(super::tools("tools.json", &tools, Some(&catalog), &ctx), []);
+        assert_eq!(
+            super::tools("tools.json", &tools, Some(&catalog), &super::tests::ctx()).len(),
+            1
+        );
     }
 
     #[test]
@@ -694,7 +735,8 @@ mod tests {
         let (_, mut rules, _) = demo();
         let handoff = rules.handoff.get_or_insert_with(Default::default);
         handoff.flow_ns = Some("content20260101000000_000900".to_owned());
-        let issues = super::rules("rules.json", &rules, &ctx());
+        let (catalog, _, tools) = demo();
+        let issues = load_issues(&catalog, &rules, &tools);
         assert_eq!(
             issues,
             [ConfigIssue::new(
@@ -1151,8 +1193,17 @@ mod tests {
         tools.flows[0].id = "Not An Id".to_owned();
         tools.notes[0].never_rendered = false;
         tools.fields[0].field = "ai_token".to_owned();
-        let issues = super::tools("tools.json", &tools, Some(&catalog), &ctx());
-        assert_eq!(issues.len(), 3, "{issues:?}");
+        let (_, rules, _) = demo();
+        let issues = load_issues(&catalog, &rules, &tools);
+        let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "$.flows[0].id",
+                "$.fields[0].field",
+                "$.notes[0].neverRendered"
+            ]
+        );
         assert!(issues.iter().all(|i| i.file == "tools.json"));
     }
 
