@@ -62,6 +62,14 @@ impl Default for ConfigContext {
 
 /// Loads and validates the tenant's folder. Returns every issue at once on failure.
 pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigErrors> {
+    // One clear line for a wrong CONFIG_DIR, rather than one "missing" line per file.
+    if !dir.is_dir() {
+        return Err(ConfigErrors(vec![ConfigIssue::new(
+            dir.display().to_string(),
+            "$",
+            "config folder does not exist or is not a folder (check CONFIG_DIR)",
+        )]));
+    }
     let mut issues = Vec::new();
 
     let prompt = read_required(dir, PROMPT_FILE, ctx, &mut issues).and_then(|(name, bytes)| {
@@ -409,6 +417,15 @@ mod tests {
             errors.to_string(),
             "rules.json: $: required file is missing"
         );
+    }
+
+    #[test]
+    fn system_5_2_missing_config_folder_is_one_clear_issue() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let missing = dir.path().join("no-such-folder");
+        let errors = load_dir(&missing, &ConfigContext::default()).expect_err("must fail");
+        assert_eq!(errors.len(), 1, "{errors}");
+        assert_eq!(errors.issues()[0].file, missing.display().to_string());
     }
 
     #[test]

@@ -21,7 +21,6 @@ pub mod validate;
 pub use error::{ConfigErrors, ConfigIssue};
 pub use handle::{ConfigHandle, ReloadOutcome};
 pub use load::{ConfigContext, MAX_FILE_BYTES, load_dir};
-pub use rules_match::fold;
 pub use schema::schemas;
 pub use tenant::*;
 pub use validate::is_valid_id;
