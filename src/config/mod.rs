@@ -1,6 +1,26 @@
 //! The tenant's config: `prompt.md`, `catalog.json`, `rules.json`, `tools.json` (SYSTEM 5.1).
-//! (loading, validation and reload in progress)
+//!
+//! - [`tenant`]: the files as typed values (strict: unknown keys are errors).
+//! - [`load`]: reading the folder, `.example` fallback for the demo, size limit, strict parsing.
+//! - [`validate`]: every rule beyond types, all reported at once.
+//! - [`error`]: issues naming file, JSON path and rule, never a value.
+//! - [`handle`]: the config in force and its atomic reload (5.3).
+//! - [`rules_match`]: the opening trigger and escalation keywords, matched before the model.
+//! - [`schema`]: JSON Schemas generated from the types, committed under `config/schema/`.
+//!
+//! Invariant: nothing outside this module sees a config that has not passed validation whole.
 
+pub mod error;
+pub mod handle;
+pub mod load;
+pub mod rules_match;
+pub mod schema;
 pub mod tenant;
+pub mod validate;
 
+pub use error::{ConfigErrors, ConfigIssue};
+pub use handle::{ConfigHandle, ReloadOutcome};
+pub use load::{ConfigContext, MAX_FILE_BYTES, load_dir};
+pub use schema::schemas;
 pub use tenant::*;
+pub use validate::is_valid_id;

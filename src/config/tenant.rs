@@ -5,6 +5,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// What every configured id must match (SYSTEM 5.1). Also written into the JSON Schemas so an
+/// editor flags a bad id as it is typed; `validate` enforces it.
+pub const ID_PATTERN: &str = "^[a-z0-9_-]+$";
+
 /// One consistent snapshot of the tenant's config. A turn holds an `Arc` of it from start to
 /// end, so a reload mid-turn never mixes two configs (5.3).
 #[derive(Debug, Clone, PartialEq)]
@@ -23,12 +27,19 @@ pub struct TenantConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Catalog {
+    /// The business's name as contacts know it; fills `{{businessName}}` in `prompt.md`.
+    #[schemars(length(min = 1))]
     pub business_name: String,
-    /// ISO 4217 code, e.g. `USD`.
+    /// ISO 4217 code, e.g. `USD`. Every offering's price is in this currency.
+    #[schemars(pattern("^[A-Z]{3}$"))]
     pub currency: String,
+    /// What the business sells; at least one.
+    #[schemars(length(min = 1))]
     pub offerings: Vec<Offering>,
+    /// Questions and answers the agent may rephrase.
     #[serde(default)]
     pub faq: Vec<Faq>,
+    /// Published ways to pay; a request one of these covers is answered, not escalated.
     #[serde(default)]
     pub payment_options: Vec<PaymentOption>,
 }
@@ -36,14 +47,19 @@ pub struct Catalog {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Offering {
+    /// Unique among offerings; the offering field's values and `flows[].offering` name it.
+    #[schemars(pattern(ID_PATTERN))]
     pub id: String,
     pub name: String,
     pub description: String,
     pub price: Price,
+    /// Total hours of the offering; greater than zero when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_hours: Option<f64>,
+    /// When it runs, in the tenant's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
+    /// An `https://` page about the offering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
 }
@@ -51,8 +67,10 @@ pub struct Offering {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
-    /// Minor units (cents): 45000 is 450.00.
+    /// Minor units (cents): 45000 is 450.00. Zero or more.
+    #[schemars(range(min = 0))]
     pub amount: i64,
+    /// Must equal the catalog's `currency`.
     pub currency: String,
 }
 
@@ -66,6 +84,7 @@ pub struct Faq {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PaymentOption {
+    #[schemars(pattern(ID_PATTERN))]
     pub id: String,
     pub description: String,
 }
@@ -76,19 +95,32 @@ pub struct PaymentOption {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rules {
+    /// The tenant's fixed lines (C9): required, no defaults.
     pub messages: Messages,
+    /// Below this model confidence the turn escalates as `low_confidence`. 0 to 1.
     #[serde(default = "defaults::confidence_threshold")]
+    #[schemars(range(min = 0, max = 1))]
     pub confidence_threshold: f64,
+    /// Contact messages per conversation (since the last idle gap) before escalating.
     #[serde(default = "defaults::max_turns")]
+    #[schemars(range(min = 1))]
     pub max_turns_per_conversation: u32,
+    /// A gap this long restarts the turn count.
     #[serde(default = "defaults::idle_reset_hours")]
+    #[schemars(range(min = 1))]
     pub idle_reset_hours: u32,
+    /// How far back history is read.
     #[serde(default = "defaults::history_days")]
+    #[schemars(range(min = 1))]
     pub history_days: u32,
+    /// Substrings (case- and accent-insensitive) that escalate before the model runs.
     #[serde(default)]
+    #[schemars(inner(length(min = 1)))]
     pub escalation_keywords: Vec<String>,
+    /// A scripted first reply for an exact keyword message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opening_trigger: Option<OpeningTrigger>,
+    /// Daily caps for the whole tenant; over them every turn escalates.
     #[serde(default)]
     pub budget: Budget,
     #[serde(default)]
@@ -104,9 +136,12 @@ pub struct Rules {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Messages {
     /// Sent when the race is lost: the tenant's holding line.
+    #[schemars(length(min = 1))]
     pub acknowledgement: String,
     /// Sent on every escalation and on any failure (C6).
+    #[schemars(length(min = 1))]
     pub escalation: String,
+    /// Sent when the contact sends media the agent cannot read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_fallback: Option<String>,
 }
@@ -114,15 +149,22 @@ pub struct Messages {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpeningTrigger {
+    /// Whole messages (trimmed, case-insensitive) that get the scripted `message`.
+    #[schemars(length(min = 1), inner(length(min = 1)))]
     pub keywords: Vec<String>,
+    /// Returned verbatim, without the model.
+    #[schemars(length(min = 1))]
     pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Budget {
+    /// Model tokens per day; greater than zero.
     #[serde(default = "defaults::daily_token_cap")]
+    #[schemars(range(min = 1))]
     pub daily_token_cap: u64,
+    /// Model cost per day in USD; greater than zero.
     #[serde(default = "defaults::daily_cost_cap_usd")]
     pub daily_cost_cap_usd: f64,
 }
@@ -139,7 +181,9 @@ impl Default for Budget {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RateLimit {
+    /// Turns one contact may take per hour before escalating.
     #[serde(default = "defaults::turns_per_hour")]
+    #[schemars(range(min = 1))]
     pub turns_per_subscriber_per_hour: u32,
 }
 
@@ -162,7 +206,7 @@ pub struct Learning {
     pub max_run_cost_usd: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Handoff {
     /// A ManyChat tag name added to the contact on escalation.
@@ -200,21 +244,51 @@ pub mod defaults {
 // ---------------------------------------------------------------------------------------------
 // tools.json (012, 024, 023–034)
 
+/// The funnel field's values, exactly and in this order (023): stages only move forward, and
+/// the order here is that direction.
+pub const FUNNEL_STAGES: [&str; 6] = [
+    "new",
+    "qualifying",
+    "nurturing",
+    "offered",
+    "prepared",
+    "link_sent",
+];
+
+/// The intent field's values, exactly (034).
+pub const INTENT_VALUES: [&str; 2] = ["not_prospect", "prospect"];
+
+/// The longest note a tenant may declare (024): fits a ManyChat text field with room to spare.
+pub const MAX_NOTE_LENGTH: u32 = 500;
+
+/// The longest a reply may wait for a flow to play (030).
+pub const MAX_SETTLE_SECONDS: u32 = 30;
+
+/// The longest nudge delay (025): past it the 24-hour window would be closing.
+pub const MAX_NUDGE_MINUTES: u32 = 1380;
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolsConfig {
+    /// Tenant flows the agent may send (`send_flow`).
     #[serde(default)]
     pub flows: Vec<FlowConfig>,
+    /// Tags the agent may add or remove.
     #[serde(default)]
     pub tags: Vec<TagConfig>,
+    /// Enumerated custom fields the agent may set.
     #[serde(default)]
     pub fields: Vec<FieldConfig>,
+    /// Tags and fields the agent may read but never write (024).
     #[serde(default)]
     pub readable: Readable,
+    /// Free-text note fields no flow renders (024).
     #[serde(default)]
     pub notes: Vec<NoteConfig>,
+    /// Follow-up delays the agent may schedule (025).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nudge: Option<NudgeConfig>,
+    /// Conversion events sent when the funnel reaches a stage (027).
     #[serde(default)]
     pub events: Vec<EventConfig>,
 }
@@ -229,18 +303,28 @@ pub enum FlowRole {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FlowConfig {
+    /// What the model names; unique among flows.
+    #[schemars(pattern(ID_PATTERN))]
     pub id: String,
-    /// The flow's namespace in the tenant's ManyChat account. Never shown to the model.
+    /// The flow's namespace in the tenant's ManyChat account. Never shown to the model; must
+    /// not be `MANYCHAT_REPLY_FLOW_NS` (012).
     pub flow_ns: String,
+    /// What the flow contains and when to send it: the guidance the model reads.
     pub description: String,
+    /// `payment_link` (at most one) or `opening` (at most one; sent by the server, 032).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<FlowRole>,
+    /// May be sent more than once per contact (023).
     #[serde(default)]
     pub repeatable: bool,
+    /// How long the reply waits after the flow is accepted, 0 to 30 (030).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = MAX_SETTLE_SECONDS))]
     pub settle_seconds: Option<u32>,
+    /// A funnel stage; the server sends this flow when the model records it (032).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_stage: Option<String>,
+    /// A catalog offering id this flow belongs to (028).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offering: Option<String>,
 }
@@ -248,6 +332,8 @@ pub struct FlowConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TagConfig {
+    /// What the model names; unique across `tags` and `readable.tags`.
+    #[schemars(pattern(ID_PATTERN))]
     pub id: String,
     /// The tag's name in ManyChat. Never shown to the model.
     pub tag: String,
@@ -257,15 +343,24 @@ pub struct TagConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FieldConfig {
+    /// What the model names; unique across fields, readable fields and notes.
+    #[schemars(pattern(ID_PATTERN))]
     pub id: String,
-    /// The custom field's name in ManyChat. Never shown to the model.
+    /// The custom field's name in ManyChat. Never shown to the model; must not be
+    /// `MANYCHAT_REPLY_FIELD` or `MANYCHAT_TOKEN_FIELD` (012).
     pub field: String,
+    /// The only values that may be written (no free text, 012); unique ids.
+    #[schemars(length(min = 1), inner(pattern(ID_PATTERN)))]
     pub values: Vec<String>,
     pub description: String,
+    /// The funnel field (023): values exactly new, qualifying, nurturing, offered, prepared,
+    /// link_sent. Requires an intent field.
     #[serde(default)]
     pub funnel: bool,
+    /// The intent field (034): values exactly not_prospect, prospect.
     #[serde(default)]
     pub intent: bool,
+    /// The offering field (028): values exactly the catalog's offering ids.
     #[serde(default)]
     pub offering: bool,
 }
@@ -282,11 +377,19 @@ pub struct Readable {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NoteConfig {
+    /// What the model names; unique across fields, readable fields and notes.
+    #[schemars(pattern(ID_PATTERN))]
     pub id: String,
+    /// The ManyChat text field written; distinct from every other configured field and from
+    /// the reply and token fields (024).
     pub field: String,
+    /// Longest note written, 1 to 500 characters.
+    #[schemars(range(min = 1, max = MAX_NOTE_LENGTH))]
     pub max_length: u32,
     /// Must be the literal `true` (024): the tenant's statement that no flow renders the field.
+    #[schemars(extend("const" = true))]
     pub never_rendered: bool,
+    /// Performed even when the turn escalates (the handoff summary, 024).
     #[serde(default)]
     pub on_escalation: bool,
     pub description: String,
@@ -303,14 +406,20 @@ pub struct NudgeConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NudgeDelay {
+    #[schemars(pattern(ID_PATTERN))]
     pub id: String,
+    /// 1 to 1380 minutes (the 24-hour window less a margin).
+    #[schemars(range(min = 1, max = MAX_NUDGE_MINUTES))]
     pub minutes: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EventConfig {
+    #[schemars(pattern(ID_PATTERN))]
     pub id: String,
+    /// The funnel stage whose performed write fires the event.
     pub stage: String,
+    /// The tenant flow holding ManyChat's conversion-event action.
     pub flow_ns: String,
 }

@@ -1,0 +1,85 @@
+//! What is wrong with a tenant's config, as data: one [`ConfigIssue`] per broken rule, each naming
+//! the file, a JSON path into it and the rule in a short English sentence.
+//!
+//! Invariant (C5, C9): an issue names files, keys, ids and rules, never a value from the file.
+//! Tenant files hold customer copy (prices, persona, replies), and these messages reach logs and
+//! terminals; parse errors from serde are scrubbed of quoted values before they land here.
+
+use std::fmt;
+
+/// One broken rule in one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// The file as it was read, e.g. `tools.json` or `tools.json.example`.
+    pub file: String,
+    /// A JSON path into the file, e.g. `$.flows[2].flowNs`; `$` for the whole file.
+    pub path: String,
+    /// A short English sentence naming the rule that was broken.
+    pub rule: String,
+}
+
+impl ConfigIssue {
+    pub fn new(file: impl Into<String>, path: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self {
+            file: file.into(),
+            path: path.into(),
+            rule: rule.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.file, self.path, self.rule)
+    }
+}
+
+/// Every issue found in one load, all at once, so a tenant fixes their files in one pass.
+/// Never empty when returned as an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigIssue>);
+
+impl ConfigErrors {
+    pub fn issues(&self) -> &[ConfigIssue] {
+        &self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, issue) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{issue}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_5_1_errors_display_one_line_per_issue_with_file_path_and_rule() {
+        let errors = ConfigErrors(vec![
+            ConfigIssue::new("tools.json", "$.flows[2].flowNs", "must not be empty"),
+            ConfigIssue::new("rules.json", "$", "required file is missing"),
+        ]);
+        assert_eq!(
+            errors.to_string(),
+            "tools.json: $.flows[2].flowNs: must not be empty\nrules.json: $: required file is missing"
+        );
+    }
+}

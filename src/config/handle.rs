@@ -1,0 +1,163 @@
+//! The live tenant config and its reload (SYSTEM 5.3): SIGHUP → load → validate the whole set →
+//! swap, or keep the old one and say why.
+//!
+//! Invariants:
+//! - The config in force is always one that passed validation whole; a bad reload changes
+//!   nothing.
+//! - A turn holds the `Arc` it got from [`ConfigHandle::snapshot`] to its end, so a reload never
+//!   mixes two configs within a turn.
+//! - A rejected reload logs file, path and rule only, never a value (C5, C9).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::error::ConfigErrors;
+use super::load::{ConfigContext, load_dir};
+use super::tenant::TenantConfig;
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReloadOutcome {
+    /// The new set was valid and is now in force.
+    Applied,
+    /// The new set was invalid; the previous config stays in force.
+    Rejected(ConfigErrors),
+}
+
+/// The tenant config in force, swappable atomically.
+pub struct ConfigHandle {
+    current: ArcSwap<TenantConfig>,
+    /// Where the files live; each reload reads them again from here.
+    dir: PathBuf,
+    /// The environment's names the cross-checks compare against; fixed for the process.
+    ctx: ConfigContext,
+}
+
+impl ConfigHandle {
+    /// Loads the folder once; a process must not start on an invalid config (SYSTEM 5.1).
+    pub fn load(dir: impl Into<PathBuf>, ctx: ConfigContext) -> Result<Self, ConfigErrors> {
+        let dir = dir.into();
+        let config = load_dir(&dir, &ctx)?;
+        Ok(Self::new(config, dir, ctx))
+    }
+
+    /// Wraps an already-loaded config (tests, or a caller that loaded it itself).
+    pub fn new(config: TenantConfig, dir: impl Into<PathBuf>, ctx: ConfigContext) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(config),
+            dir: dir.into(),
+            ctx,
+        }
+    }
+
+    /// The config in force, to hold for the whole of one turn.
+    pub fn snapshot(&self) -> Arc<TenantConfig> {
+        self.current.load_full()
+    }
+
+    /// Reads and validates the folder again, and swaps only if the whole set is valid. Blocking
+    /// file IO on a few small files: call it from `spawn_blocking` on a busy runtime.
+    pub fn reload(&self) -> ReloadOutcome {
+        match load_dir(&self.dir, &self.ctx) {
+            Ok(config) => {
+                self.current.store(Arc::new(config));
+                tracing::info!(dir = %self.dir.display(), "tenant config reloaded");
+                ReloadOutcome::Applied
+            }
+            Err(errors) => {
+                for issue in errors.issues() {
+                    tracing::warn!(
+                        file = %issue.file,
+                        path = %issue.path,
+                        rule = %issue.rule,
+                        "tenant config reload rejected; keeping the previous config"
+                    );
+                }
+                ReloadOutcome::Rejected(errors)
+            }
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn context(&self) -> &ConfigContext {
+        &self.ctx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn demo_copy() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
+            fs::copy(
+                examples.join(format!("{name}.example")),
+                dir.path().join(name),
+            )
+            .expect("copy example");
+        }
+        dir
+    }
+
+    #[test]
+    fn system_5_3_reload_keeps_old_config_on_invalid_set() {
+        let dir = demo_copy();
+        let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
+        let before = handle.snapshot();
+
+        // A valid prompt change alongside an invalid tools file: nothing of the set applies.
+        fs::write(
+            dir.path().join("prompt.md"),
+            "A new persona for {{businessName}}.",
+        )
+        .expect("write");
+        fs::write(dir.path().join("tools.json"), "{\"flows\": [{}]}").expect("write");
+
+        let outcome = handle.reload();
+        let ReloadOutcome::Rejected(errors) = outcome else {
+            panic!("an invalid set must be rejected, got {outcome:?}");
+        };
+        assert_eq!(errors.issues()[0].file, "tools.json");
+        assert_eq!(*handle.snapshot(), *before);
+    }
+
+    #[test]
+    fn system_5_3_reload_swaps_on_valid_set_and_held_snapshots_stay_unchanged() {
+        let dir = demo_copy();
+        let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
+        let held = handle.snapshot();
+        let old_prompt = held.prompt.clone();
+
+        fs::write(
+            dir.path().join("prompt.md"),
+            "A new persona for {{businessName}}.",
+        )
+        .expect("write");
+        assert_eq!(handle.reload(), ReloadOutcome::Applied);
+
+        let now = handle.snapshot();
+        assert_eq!(
+            now.prompt,
+            format!("A new persona for {}.", now.catalog.business_name)
+        );
+        assert_eq!(held.prompt, old_prompt, "a turn's snapshot never changes");
+    }
+
+    #[test]
+    fn system_5_1_invalid_config_refuses_to_start() {
+        let dir = demo_copy();
+        fs::remove_file(dir.path().join("catalog.json")).expect("remove");
+        let errors = ConfigHandle::load(dir.path(), ConfigContext::default())
+            .err()
+            .expect("load must fail");
+        assert_eq!(errors.issues()[0].file, "catalog.json");
+    }
+}

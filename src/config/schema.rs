@@ -1,0 +1,105 @@
+//! JSON Schemas for `catalog.json`, `rules.json` and `tools.json`, generated from the Rust types
+//! so editors can complete and check a tenant's files (SYSTEM 5.1, beyond).
+//!
+//! Invariant: the committed `config/schema/*.schema.json` equal what [`schemas`] generates; the
+//! test `config_schemas_are_in_sync` fails otherwise (run it with `UPDATE_SCHEMAS=1` to rewrite
+//! them). The schemas describe types only; the cross-checks of `validate` are not expressible
+//! in them, so a file that passes its schema can still be refused at load.
+
+use schemars::schema_for;
+
+use super::tenant::{Catalog, Rules, ToolsConfig};
+
+/// `(file name under config/schema/, schema)` for each JSON config file.
+pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
+    vec![
+        ("catalog.schema.json", schema_for!(Catalog).to_value()),
+        ("rules.schema.json", schema_for!(Rules).to_value()),
+        ("tools.schema.json", schema_for!(ToolsConfig).to_value()),
+    ]
+}
+
+/// A schema as committed: pretty JSON with a trailing newline.
+pub fn render(schema: &serde_json::Value) -> String {
+    let mut text = serde_json::to_string_pretty(schema).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn config_schemas_are_in_sync() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/schema");
+        let update = std::env::var("UPDATE_SCHEMAS").is_ok_and(|v| v == "1");
+        for (name, schema) in schemas() {
+            let path = dir.join(name);
+            let generated = render(&schema);
+            if update {
+                std::fs::create_dir_all(&dir).expect("create config/schema");
+                std::fs::write(&path, &generated).expect("write schema");
+                continue;
+            }
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                committed == generated,
+                "{} is out of date: run `UPDATE_SCHEMAS=1 cargo test --lib config_schemas_are_in_sync` and commit it",
+                path.display()
+            );
+        }
+    }
+
+    /// Validates `<dir>/<file>` for each schema, where `suffix` maps `catalog` to a file name.
+    fn assert_files_satisfy_schemas(dir: &Path, suffix: &str) {
+        for (name, schema) in schemas() {
+            let file = name.replace(".schema.json", suffix);
+            let text = std::fs::read_to_string(dir.join(&file)).expect("config file exists");
+            let instance: serde_json::Value = serde_json::from_str(&text).expect("file parses");
+            let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+            // Instance paths and error kinds only: the messages would quote file values.
+            let errors: Vec<String> = validator
+                .iter_errors(&instance)
+                .map(|e| e.instance_path().to_string())
+                .collect();
+            assert!(errors.is_empty(), "{file} breaks its schema at {errors:?}");
+        }
+    }
+
+    #[test]
+    fn system_5_1_demo_examples_and_spanish_tenant_satisfy_their_schemas() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        assert_files_satisfy_schemas(&root.join("config"), ".json.example");
+        assert_files_satisfy_schemas(&root.join("tests/fixtures/tenant-es"), ".json");
+    }
+
+    #[test]
+    fn system_5_1_reference_config_satisfies_the_schemas() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/reference-config");
+        if !dir.exists() {
+            println!("skipped: {} is absent", dir.display());
+            return;
+        }
+        assert_files_satisfy_schemas(&dir, ".json.example");
+    }
+
+    #[test]
+    fn system_5_1_schema_refuses_an_unknown_key_and_a_bad_id() {
+        let (_, tools) = schemas()
+            .into_iter()
+            .find(|(name, _)| *name == "tools.schema.json")
+            .expect("tools schema");
+        let validator = jsonschema::validator_for(&tools).expect("schema compiles");
+        let bad = serde_json::json!({
+            "flows": [{"id": "Not An Id", "flowNs": "x", "description": "d", "colour": 1}]
+        });
+        let paths: Vec<String> = validator
+            .iter_errors(&bad)
+            .map(|e| e.instance_path().to_string())
+            .collect();
+        assert!(paths.contains(&"/flows/0".to_owned()), "{paths:?}");
+        assert!(paths.contains(&"/flows/0/id".to_owned()), "{paths:?}");
+    }
+}
