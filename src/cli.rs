@@ -42,7 +42,8 @@ cli_error_from!(
     crate::store::StoreError,
     crate::manychat::ManyChatError,
     crate::model::ModelError,
-    std::io::Error
+    std::io::Error,
+    crate::observability::InitError
 );
 
 type CliResult = Result<ExitCode, CliError>;
@@ -55,7 +56,7 @@ fn settings_from(env: &HashMap<String, String>) -> Result<Settings, CliError> {
 /// sandbox: without `MANYCHAT_API_TOKEN` it refuses to start.
 pub async fn serve(env: &HashMap<String, String>) -> CliResult {
     let settings = settings_from(env)?;
-    observability::init(&settings.log_level, LogFormat::Json);
+    observability::init(&settings.log_level, LogFormat::Json)?;
     let address = format!("0.0.0.0:{}", settings.port);
     let listener = TcpListener::bind(&address).await?;
     let overrides = Overrides {
@@ -82,7 +83,7 @@ async fn run_until_terminated(app: Application) -> CliResult {
 /// `manychat-agent worker`: the outbox worker alone.
 pub async fn worker(env: &HashMap<String, String>) -> CliResult {
     let settings = settings_from(env)?;
-    observability::init(&settings.log_level, LogFormat::Json);
+    observability::init(&settings.log_level, LogFormat::Json)?;
     let context = startup::config_context(&settings, false);
     ConfigHandle::load(&settings.config_dir, context)?;
     let reply_flow_ns = settings
@@ -93,7 +94,7 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         .manychat_api_token
         .clone()
         .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
-    let store = crate::store::connect(&settings.database_url).await?;
+    let store = crate::store::connect(settings.database_url.expose()).await?;
     let client = ManyChatClient::new(&settings.manychat_api_base, &token, ManyChatLimiter::new())?;
     let worker = OutboxWorker::new(
         store,
@@ -149,7 +150,7 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
         Some(sandbox)
     };
     let settings = settings_from(&vars)?;
-    observability::init(&settings.log_level, LogFormat::Pretty);
+    observability::init(&settings.log_level, LogFormat::Pretty)?;
     let listener = TcpListener::bind(format!("127.0.0.1:{}", settings.port)).await?;
     let overrides = Overrides {
         allow_example_config: true,

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
-use crate::config::{ConfigContext, ConfigErrors, ConfigHandle};
+use crate::config::{ConfigContext, ConfigErrors, ConfigHandle, ReloadOutcome};
 use crate::http::{self, AppState};
 use crate::manychat::{ManyChatClient, ManyChatError, ManyChatLimiter};
 use crate::metrics::Metrics;
@@ -100,7 +100,7 @@ impl Application {
             StartupError::Missing("MANYCHAT_API_TOKEN is required (ManyChat API key)".into())
         })?;
 
-        let store = store::connect(&settings.database_url).await?;
+        let store = store::connect(settings.database_url.expose()).await?;
         let model = match overrides.model {
             Some(model) => model,
             None => {
@@ -148,10 +148,10 @@ impl Application {
             config,
             metrics,
             auth: Arc::new(http::auth::Authenticator::new(
-                settings.manychat_shared_secret.clone(),
+                settings.manychat_shared_secrets.clone(),
             )),
             trust_proxy: Arc::new(settings.trust_proxy.clone()),
-            rate_limit: Arc::new(http::rate_limit::AddressRateLimiter::new()),
+            rate_limit: Arc::new(http::rate_limit::RateLimiter::default()),
             channel: settings.channel,
             callback_url: format!("{}{}", settings.public_base_url, http::MESSAGE_PATH),
             token_field: settings.manychat_token_field.clone(),
@@ -238,8 +238,15 @@ fn spawn_reload_on_sighup(
                 _ = shutdown.cancelled() => break,
                 received = hangups.recv() => {
                     if received.is_none() { break; }
-                    let outcome = config.reload();
-                    tracing::info!(outcome = ?outcome, "SIGHUP: tenant config reload");
+                    let handle = config.clone();
+                    match tokio::task::spawn_blocking(move || handle.reload()).await {
+                        Ok(ReloadOutcome::Applied) => tracing::info!("SIGHUP: tenant config reloaded"),
+                        Ok(ReloadOutcome::Rejected(errors)) => tracing::warn!(
+                            issues = errors.len(),
+                            "SIGHUP: tenant config invalid; the old config stays in force"
+                        ),
+                        Err(error) => tracing::error!(error = %error, "SIGHUP: reload task failed"),
+                    }
                 }
             }
         }

@@ -45,7 +45,7 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub auth: Arc<auth::Authenticator>,
     pub trust_proxy: Arc<client_ip::TrustProxy>,
-    pub rate_limit: Arc<rate_limit::AddressRateLimiter>,
+    pub rate_limit: Arc<rate_limit::RateLimiter>,
     pub channel: Channel,
     /// `PUBLIC_BASE_URL` + the route: where ManyChat's callback sends the next message.
     pub callback_url: String,
