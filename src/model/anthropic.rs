@@ -251,3 +251,333 @@ impl Model for AnthropicModel {
         parse_response(&bytes)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use wiremock::matchers::{header as header_is, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+    use crate::model::test_support::*;
+
+    fn model_for(server: &MockServer) -> AnthropicModel {
+        AnthropicModel::new(
+            "claude-sonnet-4-5",
+            &Secret::new("sk-ant-test"),
+            &server.uri(),
+        )
+        .expect("model")
+    }
+
+    async fn answer_with(server: &MockServer, status: u16, body: Value) {
+        Mock::given(method("POST"))
+            .and(path("/v1/messages"))
+            .and(header_is("x-api-key", "sk-ant-test"))
+            .and(header_is("anthropic-version", "2023-06-01"))
+            .respond_with(ResponseTemplate::new(status).set_body_json(body))
+            .mount(server)
+            .await;
+    }
+
+    fn message(content: Value, stop_reason: &str) -> Value {
+        json!({
+            "id": "msg_01",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": null,
+            "usage": {
+                "input_tokens": 50,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 1800,
+                "output_tokens": 90
+            }
+        })
+    }
+
+    fn final_answer() -> Value {
+        message(json!([{"type": "text", "text": VALID_REPLY}]), "end_turn")
+    }
+
+    #[tokio::test]
+    async fn system_4_anthropic_tool_step_caches_the_system_block_and_sends_tools_auto_and_output_config()
+     {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        let bodies = received_bodies(&server).await;
+        assert_eq!(bodies.len(), 1, "headers and path must match");
+        assert_eq!(
+            bodies[0],
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 400,
+                "temperature": 0.3,
+                "system": [{
+                    "type": "text",
+                    "text": SYSTEM,
+                    "cache_control": {"type": "ephemeral"}
+                }],
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": CONTACT_TEXT}]}
+                ],
+                "tools": [{
+                    "name": "send_flow",
+                    "description": "Sends the course brochure.",
+                    "input_schema": send_flow_tool().parameters
+                }],
+                "tool_choice": {"type": "auto"},
+                "output_config": {
+                    "format": {"type": "json_schema", "schema": agent_reply_schema()}
+                }
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn system_4_anthropic_final_step_sends_the_tools_with_tool_choice_none() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server)
+            .step(&first_step(ToolChoice::None))
+            .await
+            .expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert_eq!(body["tool_choice"], json!({"type": "none"}));
+        assert_eq!(body["tools"][0]["name"], json!("send_flow"));
+        assert_eq!(
+            body["output_config"]["format"]["schema"],
+            agent_reply_schema()
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_step_without_tools_omits_tools_and_tool_choice() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+        let mut request = first_step(ToolChoice::None);
+        request.tools.clear();
+
+        model_for(&server).step(&request).await.expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+    }
+
+    #[tokio::test]
+    async fn system_4_anthropic_replays_tool_use_blocks_and_all_results_in_one_user_message() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+        let mut request = second_step();
+        // A server note after the results joins the same user message, after the results.
+        request.messages.push(Message::User {
+            text: "[server note]".into(),
+        });
+
+        model_for(&server).step(&request).await.expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": CONTACT_TEXT}]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "call_a", "name": "send_flow",
+                     "input": {"id": "brochure"}},
+                    {"type": "tool_use", "id": "call_b", "name": "get_contact", "input": {}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "call_a",
+                     "content": "{\"staged\":true}", "is_error": false},
+                    {"type": "tool_result", "tool_use_id": "call_b",
+                     "content": "{\"error\":\"invalid_arguments\"}", "is_error": true},
+                    {"type": "text", "text": "[server note]"}
+                ]}
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_final_answer_returns_text_and_counts_cache_reads_and_writes_as_input() {
+        let server = MockServer::start().await;
+        let mut answer = final_answer();
+        answer["usage"]["cache_creation_input_tokens"] = json!(100);
+        answer_with(&server, 200, answer).await;
+
+        let response = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(
+            response,
+            ModelResponse {
+                tool_calls: vec![],
+                output: Some(VALID_REPLY.into()),
+                usage: Usage {
+                    input_tokens: 50 + 100 + 1800,
+                    output_tokens: 90,
+                    cached_tokens: 1800
+                },
+                stop: StopReason::Completed,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_tool_use_blocks_become_calls_with_object_arguments() {
+        let server = MockServer::start().await;
+        answer_with(
+            &server,
+            200,
+            message(
+                json!([
+                    {"type": "text", "text": "Let me send that."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "send_flow",
+                     "input": {"id": "brochure"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "send_flow", "input": "oops"}
+                ]),
+                "tool_use",
+            ),
+        )
+        .await;
+
+        let response = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(response.stop, StopReason::ToolCalls);
+        assert_eq!(
+            response.tool_calls,
+            vec![
+                ToolCall {
+                    id: "toolu_1".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Valid(json!({"id": "brochure"})),
+                },
+                ToolCall {
+                    id: "toolu_2".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Invalid { length: 4 },
+                },
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_refusal_is_refused_without_output_and_max_tokens_is_length() {
+        let refused = parse_response(
+            message(json!([{"type": "text", "text": "I can't."}]), "refusal")
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(refused.stop, StopReason::Refused);
+        assert_eq!(refused.output, None);
+
+        let cut = parse_response(
+            message(
+                json!([{"type": "text", "text": "{\"messages\":"}]),
+                "max_tokens",
+            )
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(cut.stop, StopReason::Length);
+    }
+
+    #[tokio::test]
+    async fn anthropic_unknown_block_types_are_skipped() {
+        let response = parse_response(
+            message(
+                json!([
+                    {"type": "thinking", "thinking": "...", "signature": "x"},
+                    {"type": "text", "text": VALID_REPLY}
+                ]),
+                "end_turn",
+            )
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(response.output.as_deref(), Some(VALID_REPLY));
+    }
+
+    #[tokio::test]
+    async fn anthropic_429_is_rate_limited_after_one_retry() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(429)
+                    .insert_header("retry-after", "0")
+                    .set_body_json(json!({"type": "error",
+                        "error": {"type": "rate_limit_error", "message": "slow down"}})),
+            )
+            .mount(&server)
+            .await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("429");
+
+        assert_eq!(err, ModelError::RateLimited);
+        assert_eq!(received_bodies(&server).await.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn anthropic_529_overloaded_is_an_http_error_with_its_type() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(529)
+                    .insert_header("retry-after-ms", "5")
+                    .set_body_json(json!({"type": "error",
+                        "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+            )
+            .mount(&server)
+            .await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("529");
+
+        assert_eq!(
+            err,
+            ModelError::Http {
+                status: 529,
+                kind: "overloaded_error".into()
+            }
+        );
+        assert_eq!(received_bodies(&server).await.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn anthropic_malformed_body_is_malformed() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("not json at all"))
+            .mount(&server)
+            .await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("malformed");
+
+        assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
+    }
+}

@@ -314,3 +314,143 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::model::ToolChoice;
+    use crate::model::test_support::{CONTACT_TEXT, VALID_REPLY, first_step};
+
+    #[tokio::test]
+    async fn scripted_model_answers_in_order_and_records_every_request() {
+        let model = ScriptedModel::new(vec![
+            Ok(tool_calls([call(
+                "c1",
+                "send_flow",
+                json!({"id": "brochure"}),
+            )])),
+            Err(ModelError::RateLimited),
+            Ok(reply(VALID_REPLY)),
+        ]);
+        let first = first_step(ToolChoice::Auto);
+        let last = first_step(ToolChoice::None);
+
+        let a = model.step(&first).await.expect("step 1");
+        let b = model.step(&first).await;
+        let c = model.step(&last).await.expect("step 3");
+
+        assert_eq!(a.stop, StopReason::ToolCalls);
+        assert_eq!(a.tool_calls[0].name, "send_flow");
+        assert_eq!(b, Err(ModelError::RateLimited));
+        assert_eq!(c.output.as_deref(), Some(VALID_REPLY));
+        assert_eq!(model.requests(), vec![first.clone(), first, last]);
+        assert_eq!((model.calls(), model.remaining()), (3, 0));
+    }
+
+    #[tokio::test]
+    async fn scripted_model_out_of_script_is_malformed_not_a_panic() {
+        let model = ScriptedModel::replies([VALID_REPLY]);
+        let request = first_step(ToolChoice::Auto);
+        model.step(&request).await.expect("scripted");
+
+        let err = model.step(&request).await.expect_err("exhausted");
+
+        assert_eq!(err, ModelError::Malformed("script exhausted".into()));
+        assert_eq!(model.calls(), 2);
+    }
+
+    #[tokio::test]
+    async fn scripted_model_reports_usage_like_a_provider_unless_scripted() {
+        let mut priced = reply(VALID_REPLY);
+        priced.usage = Usage {
+            input_tokens: 1000,
+            output_tokens: 50,
+            cached_tokens: 800,
+        };
+        let model = ScriptedModel::new(vec![Ok(reply(VALID_REPLY)), Ok(priced)])
+            .with_id("openai:gpt-4.1-mini");
+        let request = first_step(ToolChoice::Auto);
+
+        let estimated = model.step(&request).await.expect("step").usage;
+        let scripted = model.step(&request).await.expect("step").usage;
+
+        assert!(estimated.input_tokens > 0 && estimated.output_tokens > 0);
+        assert_eq!(
+            estimated.output_tokens,
+            (VALID_REPLY.chars().count() as u64).div_ceil(4)
+        );
+        assert_eq!(scripted.cached_tokens, 800);
+        assert_eq!(model.id(), "openai:gpt-4.1-mini");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn scripted_step_delay_follows_the_paused_clock() {
+        let model = ScriptedModel::from_steps([
+            ScriptStep::ok(reply(VALID_REPLY)).after(Duration::from_secs(9)),
+            ScriptStep::ok(reply(VALID_REPLY)).after(Duration::from_secs(9)),
+        ]);
+        let request = first_step(ToolChoice::Auto);
+
+        let cut = tokio::time::timeout(Duration::from_secs(8), model.step(&request)).await;
+        assert!(cut.is_err(), "a 9 s step must lose an 8 s deadline");
+
+        let started = Instant::now();
+        let answered = model.step(&request).await.expect("answer");
+        assert_eq!(started.elapsed(), Duration::from_secs(9));
+        assert_eq!(answered.output.as_deref(), Some(VALID_REPLY));
+        // The cancelled call used up its step, as a real call would have.
+        assert_eq!((model.calls(), model.remaining()), (2, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hanging_model_is_cancelled_by_a_timeout_and_records_it() {
+        let model = HangingModel::new();
+        let request = first_step(ToolChoice::Auto);
+
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(Duration::from_secs(30), model.step(&request)).await;
+
+        assert!(outcome.is_err());
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+        assert_eq!((model.calls(), model.cancelled()), (1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hanging_model_is_not_cancelled_while_its_future_lives() {
+        let model = HangingModel::new();
+        let request = first_step(ToolChoice::Auto);
+        let mut call = model.step(&request);
+
+        let polled = tokio::time::timeout(Duration::from_secs(1), &mut call).await;
+
+        assert!(polled.is_err());
+        assert_eq!((model.calls(), model.cancelled()), (1, 0));
+        drop(call);
+        assert_eq!(model.cancelled(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn system_5_2_mock_slow_answers_a_valid_reply_after_12_seconds() {
+        let model = SlowModel::new();
+        let request = first_step(ToolChoice::Auto);
+
+        let early = tokio::time::timeout(Duration::from_millis(11_999), model.step(&request)).await;
+        assert!(early.is_err(), "no answer before 12 s");
+
+        let started = Instant::now();
+        let response = model.step(&request).await.expect("answer");
+        assert_eq!(started.elapsed(), Duration::from_secs(12));
+
+        let output = response.output.expect("output");
+        let reply: Value = serde_json::from_str(&output).expect("JSON");
+        assert_eq!(reply["escalate"], json!(false));
+        assert_eq!(reply["escalation_reason"], Value::Null);
+        assert_eq!(reply["messages"].as_array().map(Vec::len), Some(1));
+        assert!(!output.contains("pottery") && !output.contains(CONTACT_TEXT));
+        assert!(response.usage.input_tokens > 0);
+        assert_eq!(model.id(), "mock:slow");
+    }
+}

@@ -15,6 +15,8 @@ pub mod ollama;
 pub mod openai;
 pub mod pricing;
 pub mod registry;
+#[cfg(test)]
+mod test_support;
 mod transport;
 
 pub use registry::{ModelEnv, resolve};

@@ -201,3 +201,224 @@ impl Model for OllamaModel {
         parse_response(&bytes)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+    use crate::model::test_support::*;
+
+    fn model_for(server: &MockServer) -> OllamaModel {
+        OllamaModel::new("llama3.1:8b", &format!("{}/", server.uri())).expect("model")
+    }
+
+    async fn answer_with(server: &MockServer, status: u16, body: Value) {
+        Mock::given(method("POST"))
+            .and(path("/api/chat"))
+            .respond_with(ResponseTemplate::new(status).set_body_json(body))
+            .mount(server)
+            .await;
+    }
+
+    fn chat(message: Value, done_reason: &str) -> Value {
+        json!({
+            "model": "llama3.1:8b",
+            "created_at": "2026-01-01T00:00:00Z",
+            "message": message,
+            "done": true,
+            "done_reason": done_reason,
+            "total_duration": 1,
+            "prompt_eval_count": 640,
+            "eval_count": 70
+        })
+    }
+
+    fn final_answer() -> Value {
+        chat(json!({"role": "assistant", "content": VALID_REPLY}), "stop")
+    }
+
+    #[tokio::test]
+    async fn system_4_ollama_tool_step_sends_tools_format_schema_and_options_without_streaming() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        let bodies = received_bodies(&server).await;
+        assert_eq!(bodies.len(), 1);
+        assert_eq!(
+            bodies[0],
+            json!({
+                "model": "llama3.1:8b",
+                "stream": false,
+                "messages": [
+                    {"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": CONTACT_TEXT}
+                ],
+                "tools": [{
+                    "type": "function",
+                    "function": {
+                        "name": "send_flow",
+                        "description": "Sends the course brochure.",
+                        "parameters": send_flow_tool().parameters
+                    }
+                }],
+                "format": agent_reply_schema(),
+                "options": {"temperature": 0.3, "num_predict": 400}
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn system_4_ollama_final_step_omits_the_tools() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server)
+            .step(&first_step(ToolChoice::None))
+            .await
+            .expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert!(body.get("tools").is_none(), "{body}");
+        assert_eq!(body["format"], agent_reply_schema());
+    }
+
+    #[tokio::test]
+    async fn ollama_replays_tool_calls_as_objects_and_one_tool_message_per_result() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server).step(&second_step()).await.expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": CONTACT_TEXT},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"function": {"name": "send_flow", "arguments": {"id": "brochure"}}},
+                    {"function": {"name": "get_contact", "arguments": {}}}
+                ]},
+                {"role": "tool", "tool_name": "send_flow", "content": "{\"staged\":true}"},
+                {"role": "tool", "tool_name": "get_contact",
+                 "content": "{\"error\":\"invalid_arguments\"}"}
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn ollama_final_answer_reads_output_and_eval_counts_as_usage() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        let response = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(
+            response,
+            ModelResponse {
+                tool_calls: vec![],
+                output: Some(VALID_REPLY.into()),
+                usage: Usage {
+                    input_tokens: 640,
+                    output_tokens: 70,
+                    cached_tokens: 0
+                },
+                stop: StopReason::Completed,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn ollama_tool_calls_carry_object_arguments_and_get_ids_by_position() {
+        let response = parse_response(
+            chat(
+                json!({"role": "assistant", "content": "", "tool_calls": [
+                    {"function": {"name": "send_flow", "arguments": {"id": "brochure"}}},
+                    {"function": {"name": "send_flow", "arguments": 7}}
+                ]}),
+                "stop",
+            )
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("parse");
+
+        assert_eq!(response.stop, StopReason::ToolCalls);
+        assert_eq!(response.output, None);
+        assert_eq!(
+            response.tool_calls,
+            vec![
+                ToolCall {
+                    id: "call_0".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Valid(json!({"id": "brochure"})),
+                },
+                ToolCall {
+                    id: "call_1".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Invalid { length: 1 },
+                },
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn ollama_done_reason_length_is_length() {
+        let response = parse_response(
+            chat(json!({"role": "assistant", "content": "{\"mess"}), "length")
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(response.stop, StopReason::Length);
+    }
+
+    #[tokio::test]
+    async fn ollama_unknown_model_is_an_http_error_without_its_message() {
+        let server = MockServer::start().await;
+        answer_with(
+            &server,
+            404,
+            json!({"error": "model \"llama3.1:8b\" not found, try pulling it first"}),
+        )
+        .await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("404");
+
+        assert_eq!(
+            err,
+            ModelError::Http {
+                status: 404,
+                kind: "unknown".into()
+            }
+        );
+        assert_eq!(received_bodies(&server).await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn ollama_malformed_body_is_malformed() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, json!({"done": true})).await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("malformed");
+
+        assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
+    }
+}

@@ -161,3 +161,153 @@ fn require<'a>(
         ))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+    use crate::model::ToolChoice;
+    use crate::model::test_support::{VALID_REPLY, first_step, received_bodies};
+
+    fn with_keys() -> ModelEnv {
+        ModelEnv {
+            openai_api_key: Some(Secret::new("sk-openai-test")),
+            anthropic_api_key: Some(Secret::new("sk-ant-test")),
+            ..ModelEnv::default()
+        }
+    }
+
+    fn config_error(spec: &str, env: &ModelEnv) -> String {
+        match resolve(spec, env) {
+            Err(ModelError::Config(message)) => message,
+            Err(other) => panic!("expected a config error, got {other:?}"),
+            Ok(model) => panic!("expected a config error, got {}", model.id()),
+        }
+    }
+
+    #[test]
+    fn system_5_2_agent_model_resolves_each_provider_to_its_id() {
+        let env = with_keys();
+        for (spec, id) in [
+            ("openai:gpt-4.1-mini", "openai:gpt-4.1-mini"),
+            ("anthropic:claude-sonnet-4-5", "anthropic:claude-sonnet-4-5"),
+            ("ollama:llama3.1:8b", "ollama:llama3.1:8b"),
+            ("mock:demo", "mock:demo"),
+            ("mock:slow", "mock:slow"),
+        ] {
+            let model = resolve(spec, &env).expect(spec);
+            assert_eq!(model.id(), id);
+        }
+    }
+
+    #[tokio::test]
+    async fn system_5_2_ollama_spec_splits_at_the_first_colon_only() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/api/chat"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "message": {"role": "assistant", "content": VALID_REPLY},
+                "done": true, "done_reason": "stop",
+                "prompt_eval_count": 1, "eval_count": 1
+            })))
+            .mount(&server)
+            .await;
+        let env = ModelEnv {
+            ollama_base_url: server.uri(),
+            ..ModelEnv::default()
+        };
+
+        let model = resolve("ollama:llama3.1:8b", &env).expect("ollama");
+        model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(
+            received_bodies(&server).await[0]["model"],
+            json!("llama3.1:8b")
+        );
+    }
+
+    #[test]
+    fn system_5_2_missing_api_key_is_a_config_error_naming_the_variable() {
+        let env = ModelEnv::default();
+        assert!(config_error("openai:gpt-4.1-mini", &env).contains("OPENAI_API_KEY"));
+        assert!(config_error("anthropic:claude-haiku-4-5", &env).contains("ANTHROPIC_API_KEY"));
+        // Ollama and the mocks need no key.
+        assert!(resolve("ollama:llama3.1:8b", &env).is_ok());
+        assert!(resolve("mock:demo", &env).is_ok());
+    }
+
+    #[test]
+    fn system_5_2_unknown_provider_lists_the_known_ones_without_echoing_the_spec() {
+        let message = config_error("sk-pasted-secret:gpt", &with_keys());
+        for provider in PROVIDERS {
+            assert!(message.contains(provider), "{message}");
+        }
+        assert!(!message.contains("sk-pasted-secret"));
+    }
+
+    #[test]
+    fn system_5_2_malformed_specs_are_config_errors() {
+        let env = with_keys();
+        assert!(config_error("gpt-4.1-mini", &env).contains("provider:model"));
+        assert!(config_error("openai:", &env).contains("no model"));
+        let message = config_error("mock:fast", &env);
+        assert!(message.contains("mock:demo") && message.contains("mock:slow"));
+    }
+
+    #[test]
+    fn system_5_2_invalid_base_url_is_a_config_error_naming_the_variable() {
+        let env = ModelEnv {
+            openai_base_url: "api.example.test".into(),
+            ..with_keys()
+        };
+        assert!(config_error("openai:gpt-4.1", &env).contains("OPENAI_BASE_URL"));
+    }
+
+    #[test]
+    fn system_5_2_model_env_defaults_and_empty_values_count_as_unset() {
+        let vars: HashMap<&str, &str> = HashMap::from([
+            ("OPENAI_API_KEY", ""),
+            ("OPENAI_BASE_URL", "  "),
+            ("ANTHROPIC_API_KEY", "sk-ant-test"),
+            ("AGENT_MAX_OUTPUT_TOKENS", "600"),
+        ]);
+        let env =
+            ModelEnv::from_lookup(|name| vars.get(name).map(|v| v.to_string())).expect("valid");
+
+        assert_eq!(env.openai_api_key, None);
+        assert_eq!(env.openai_base_url, "https://api.openai.com/v1");
+        assert_eq!(env.anthropic_api_key, Some(Secret::new("sk-ant-test")));
+        assert_eq!(env.anthropic_base_url, "https://api.anthropic.com");
+        assert_eq!(env.ollama_base_url, "http://localhost:11434");
+        assert_eq!(env.max_output_tokens, 600);
+        assert_eq!(env.temperature, 0.3);
+    }
+
+    #[test]
+    fn system_5_2_invalid_numbers_are_refused_naming_the_variable() {
+        for (name, value) in [
+            ("AGENT_MAX_OUTPUT_TOKENS", "0"),
+            ("AGENT_MAX_OUTPUT_TOKENS", "many"),
+            ("AGENT_TEMPERATURE", "2.5"),
+            ("AGENT_TEMPERATURE", "warm"),
+        ] {
+            let err =
+                ModelEnv::from_lookup(|n| (n == name).then(|| value.to_string())).expect_err(value);
+            assert!(err.to_string().contains(name), "{err}");
+        }
+    }
+
+    #[test]
+    fn c5_model_env_debug_never_prints_a_key() {
+        let printed = format!("{:?}", with_keys());
+        assert!(!printed.contains("sk-openai-test") && !printed.contains("sk-ant-test"));
+    }
+}
