@@ -10,6 +10,7 @@
 //! - Consecutive messages of one role are merged into one message, so results of one step sit
 //!   first in a single user message, as the API requires.
 //! - A refusal's text is never returned as output.
+//! - The temperature is clamped to Anthropic's 0–1 range.
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -67,7 +68,8 @@ impl AnthropicModel {
         let mut body = json!({
             "model": self.model,
             "max_tokens": request.max_output_tokens,
-            "temperature": temperature_json(request.temperature),
+            // Anthropic accepts 0–1; AGENT_TEMPERATURE allows OpenAI's 0–2.
+            "temperature": temperature_json(request.temperature.clamp(0.0, 1.0)),
             "system": [{
                 "type": "text",
                 "text": request.system,
@@ -359,6 +361,16 @@ mod tests {
             body["output_config"]["format"]["schema"],
             agent_reply_schema()
         );
+    }
+
+    #[tokio::test]
+    async fn anthropic_temperature_above_one_is_clamped_to_its_range() {
+        let mut request = first_step(ToolChoice::Auto);
+        request.temperature = 1.5;
+        let model = AnthropicModel::new("claude-haiku-4-5", &Secret::new("k"), DEFAULT_BASE_URL)
+            .expect("model");
+
+        assert_eq!(model.request_body(&request)["temperature"], json!(1.0));
     }
 
     #[tokio::test]

@@ -179,7 +179,7 @@ impl Model for ScriptedModel {
 /// way out, and is counted.
 #[derive(Default)]
 pub struct HangingModel {
-    calls: AtomicUsize,
+    requests: Mutex<Vec<ModelRequest>>,
     cancelled: AtomicUsize,
 }
 
@@ -192,7 +192,12 @@ impl HangingModel {
 
     /// How many calls started.
     pub fn calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
+        lock(&self.requests).len()
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        lock(&self.requests).clone()
     }
 
     /// How many calls were cancelled by dropping their future.
@@ -216,8 +221,8 @@ impl Model for HangingModel {
         Self::ID
     }
 
-    async fn step(&self, _request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
+    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        lock(&self.requests).push(request.clone());
         let _guard = CancelGuard(&self.cancelled);
         std::future::pending().await
     }
@@ -416,6 +421,7 @@ mod tests {
         assert!(outcome.is_err());
         assert_eq!(started.elapsed(), Duration::from_secs(30));
         assert_eq!((model.calls(), model.cancelled()), (1, 1));
+        assert_eq!(model.requests(), vec![request]);
     }
 
     #[tokio::test(start_paused = true)]

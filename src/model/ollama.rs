@@ -385,7 +385,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn ollama_unknown_model_is_an_http_error_without_its_message() {
+    async fn c5_ollama_unknown_model_is_an_http_error_without_its_message() {
         let server = MockServer::start().await;
         answer_with(
             &server,

@@ -475,7 +475,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn openai_tool_calls_parse_valid_objects_and_keep_only_the_length_of_invalid_ones() {
+    async fn c5_openai_tool_calls_parse_valid_objects_and_keep_only_the_length_of_invalid_ones() {
         let server = MockServer::start().await;
         let bad_arguments = "{\"id\": \"brochure\""; // cut short: not JSON
         answer_with(
@@ -676,7 +676,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn openai_4xx_is_not_retried_and_never_quotes_the_error_message() {
+    async fn c5_openai_4xx_is_not_retried_and_never_quotes_the_error_message() {
         let server = MockServer::start().await;
         answer_with(
             &server,

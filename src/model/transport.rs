@@ -23,9 +23,10 @@ use super::ModelError;
 /// caller (the race's abort), not here.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A last-resort bound for callers without their own deadline (the eval command). The serving
-/// path aborts much earlier (`MODEL_ABORT_MS`).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// A last-resort bound for callers without their own deadline (the eval command, a slow local
+/// Ollama). The serving path aborts much earlier (`MODEL_ABORT_MS`, 30 s by default); this bound
+/// is far above it so that an abort is always the caller's, never a transport timeout.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The wait before the one retry when the provider does not say how long to wait.
 const DEFAULT_RETRY_WAIT: Duration = Duration::from_millis(250);
@@ -275,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn error_kind_takes_type_then_code_and_never_free_text() {
+    fn c5_error_kind_takes_type_then_code_and_never_free_text() {
         assert_eq!(
             error_kind(br#"{"error":{"type":"invalid_request_error","code":"x"}}"#),
             "invalid_request_error"
