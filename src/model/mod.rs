@@ -3,6 +3,14 @@
 //!
 //! Only this module knows a provider's wire format. The agent loop builds a `ModelRequest` per
 //! step and reads a `ModelResponse`; it never sees OpenAI, Anthropic or Ollama JSON.
+//!
+//! - [`registry`]: `AGENT_MODEL` → `Arc<dyn Model>`, and the model environment (`ModelEnv`).
+//! - [`openai`], [`anthropic`], [`ollama`]: one file per wire format; `transport` holds the HTTP
+//!   exchange they share (one retry at most, errors summarised, no bodies in logs).
+//! - [`mock`]: the scripted, hanging and slow models; [`demo`]: `mock:demo`.
+//! - [`pricing`]: USD cost of a call's usage, for the daily budget.
+//!
+//! Invariant: no error or log line from this module carries prompt, contact or provider text.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -203,4 +211,35 @@ pub trait Model: Send + Sync {
     /// `provider:model`, as recorded on the turn.
     fn id(&self) -> &str;
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn tool_arguments_accept_objects_and_blank_text_only() {
+        assert_eq!(
+            ToolArguments::from_json_text(r#"{"id":"brochure"}"#),
+            ToolArguments::Valid(json!({"id": "brochure"}))
+        );
+        assert_eq!(
+            ToolArguments::from_json_text("  "),
+            ToolArguments::Valid(json!({}))
+        );
+        assert_eq!(
+            ToolArguments::from_json_text("\"brochure\""),
+            ToolArguments::Invalid { length: 10 }
+        );
+        assert_eq!(
+            ToolArguments::from_json_value(json!(r#"{"id":"x"}"#)),
+            ToolArguments::Valid(json!({"id": "x"}))
+        );
+        assert_eq!(
+            ToolArguments::Invalid { length: 3 }.to_replay_value(),
+            json!({})
+        );
+    }
 }
