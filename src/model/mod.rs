@@ -3,11 +3,31 @@
 //!
 //! Only this module knows a provider's wire format. The agent loop builds a `ModelRequest` per
 //! step and reads a `ModelResponse`; it never sees OpenAI, Anthropic or Ollama JSON.
+//!
+//! - [`registry`]: `AGENT_MODEL` → `Arc<dyn Model>`, and the model environment (`ModelEnv`).
+//! - [`openai`], [`anthropic`], [`ollama`]: one file per wire format; `transport` holds the HTTP
+//!   exchange they share (one retry at most, errors summarised, no bodies in logs).
+//! - [`mock`]: the scripted, hanging and slow models; [`demo`]: `mock:demo`.
+//! - [`pricing`]: USD cost of a call's usage, for the daily budget.
+//!
+//! Invariant: no error or log line from this module carries prompt, contact or provider text.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod anthropic;
+pub mod demo;
+pub mod mock;
+pub mod ollama;
+pub mod openai;
+pub mod pricing;
+pub mod registry;
+#[cfg(test)]
+mod test_support;
+mod transport;
+
+pub use registry::{ModelEnv, resolve};
 
 /// One model call: one step of the agent loop.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +95,46 @@ pub enum ToolArguments {
     Valid(Value),
     /// The raw text could not be parsed as a JSON object. Holds only its length: the raw text
     /// may quote the contact.
-    Invalid { length: usize },
+    Invalid {
+        length: usize,
+    },
+}
+
+impl ToolArguments {
+    /// Parses arguments a provider sent as JSON text (OpenAI's `function.arguments`). Only a
+    /// JSON object is valid; blank text counts as `{}`, which OpenAI-compatible servers send for
+    /// a call without arguments. Anything else keeps only its length in bytes.
+    pub fn from_json_text(raw: &str) -> Self {
+        if raw.trim().is_empty() {
+            return Self::Valid(Value::Object(serde_json::Map::new()));
+        }
+        match serde_json::from_str::<Value>(raw) {
+            Ok(value @ Value::Object(_)) => Self::Valid(value),
+            _ => Self::Invalid { length: raw.len() },
+        }
+    }
+
+    /// Arguments a provider sent as a JSON value (Anthropic's `input`, Ollama's `arguments`).
+    /// A JSON string holding an object is accepted too, as some compatible servers send one.
+    pub fn from_json_value(value: Value) -> Self {
+        match value {
+            Value::Object(_) => Self::Valid(value),
+            Value::String(text) => Self::from_json_text(&text),
+            other => Self::Invalid {
+                length: other.to_string().len(),
+            },
+        }
+    }
+
+    /// The arguments as a JSON object for replaying a call to the provider. Invalid arguments
+    /// replay as `{}`: their text was never kept (it may quote the contact), and the tool result
+    /// that follows already tells the model they were refused.
+    pub fn to_replay_value(&self) -> Value {
+        match self {
+            Self::Valid(value) => value.clone(),
+            Self::Invalid { .. } => Value::Object(serde_json::Map::new()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -152,4 +211,35 @@ pub trait Model: Send + Sync {
     /// `provider:model`, as recorded on the turn.
     fn id(&self) -> &str;
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn tool_arguments_accept_objects_and_blank_text_only() {
+        assert_eq!(
+            ToolArguments::from_json_text(r#"{"id":"brochure"}"#),
+            ToolArguments::Valid(json!({"id": "brochure"}))
+        );
+        assert_eq!(
+            ToolArguments::from_json_text("  "),
+            ToolArguments::Valid(json!({}))
+        );
+        assert_eq!(
+            ToolArguments::from_json_text("\"brochure\""),
+            ToolArguments::Invalid { length: 10 }
+        );
+        assert_eq!(
+            ToolArguments::from_json_value(json!(r#"{"id":"x"}"#)),
+            ToolArguments::Valid(json!({"id": "x"}))
+        );
+        assert_eq!(
+            ToolArguments::Invalid { length: 3 }.to_replay_value(),
+            json!({})
+        );
+    }
 }

@@ -1,0 +1,595 @@
+//! Anthropic Messages API.
+//!
+//! Invariants:
+//! - The system prompt is one text block marked `cache_control: ephemeral`: it is the static
+//!   prefix (framework rules, tenant prompt, catalog), identical across turns of one config.
+//! - Structured output is asked for on every step (`output_config.format: json_schema`).
+//! - A request whose history holds `tool_use`/`tool_result` blocks must still define the tools,
+//!   so the final step (`ToolChoice::None`) sends them with `tool_choice: none`; with no tools at
+//!   all both keys are omitted.
+//! - Consecutive messages of one role are merged into one message, so results of one step sit
+//!   first in a single user message, as the API requires.
+//! - A refusal's text is never returned as output.
+//! - The temperature is clamped to Anthropic's 0–1 range.
+
+use async_trait::async_trait;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::transport::{self, temperature_json};
+use super::{
+    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
+    ToolChoice, Usage,
+};
+use crate::ids::Secret;
+
+/// The default `ANTHROPIC_BASE_URL`.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The API version this module's wire format follows.
+const API_VERSION: &str = "2023-06-01";
+
+/// A Claude model behind the Messages API.
+pub struct AnthropicModel {
+    /// `anthropic:<model>`, as recorded on the turn.
+    id: String,
+    model: String,
+    /// `{base}/v1/messages`.
+    url: String,
+    /// `x-api-key` (sensitive) and `anthropic-version`.
+    headers: HeaderMap,
+    client: reqwest::Client,
+}
+
+impl AnthropicModel {
+    /// `base_url` is `ANTHROPIC_BASE_URL` (with or without a trailing slash).
+    pub fn new(model: &str, api_key: &Secret, base_url: &str) -> Result<Self, ModelError> {
+        let base = transport::normalise_base_url(base_url, "ANTHROPIC_BASE_URL")?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            HeaderName::from_static("x-api-key"),
+            transport::secret_header(api_key.expose(), "ANTHROPIC_API_KEY")?,
+        );
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(API_VERSION),
+        );
+        Ok(Self {
+            id: format!("anthropic:{model}"),
+            model: model.to_owned(),
+            url: format!("{base}/v1/messages"),
+            headers,
+            client: transport::build_client()?,
+        })
+    }
+
+    pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": request.max_output_tokens,
+            // Anthropic accepts 0–1; AGENT_TEMPERATURE allows OpenAI's 0–2.
+            "temperature": temperature_json(request.temperature.clamp(0.0, 1.0)),
+            "system": [{
+                "type": "text",
+                "text": request.system,
+                "cache_control": {"type": "ephemeral"},
+            }],
+            "messages": messages(&request.messages),
+            "output_config": {
+                "format": {"type": "json_schema", "schema": request.output_schema},
+            },
+        });
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "name": tool.name,
+                        "description": tool.description,
+                        "input_schema": tool.parameters,
+                    })
+                })
+                .collect();
+            body["tools"] = Value::Array(tools);
+            body["tool_choice"] = match request.tool_choice {
+                ToolChoice::Auto => json!({"type": "auto"}),
+                ToolChoice::None => json!({"type": "none"}),
+            };
+        }
+        body
+    }
+}
+
+/// The conversation as Anthropic messages, consecutive same-role entries merged.
+fn messages(messages: &[Message]) -> Vec<Value> {
+    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in messages {
+        let (role, blocks) = match message {
+            Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
+            Message::Assistant { text, tool_calls } => {
+                // The API refuses an empty text block.
+                let text_block = text
+                    .as_deref()
+                    .filter(|t| !t.is_empty())
+                    .map(|t| json!({"type": "text", "text": t}));
+                let uses = tool_calls.iter().map(|call| {
+                    json!({
+                        "type": "tool_use",
+                        "id": call.id,
+                        "name": call.name,
+                        "input": call.arguments.to_replay_value(),
+                    })
+                });
+                ("assistant", text_block.into_iter().chain(uses).collect())
+            }
+            Message::ToolResults { results } => (
+                "user",
+                results
+                    .iter()
+                    .map(|result| {
+                        json!({
+                            "type": "tool_result",
+                            "tool_use_id": result.call_id,
+                            "content": result.content.to_string(),
+                            "is_error": result.is_error,
+                        })
+                    })
+                    .collect(),
+            ),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
+            _ => out.push((role, blocks)),
+        }
+    }
+    out.into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect()
+}
+
+#[derive(Deserialize)]
+struct MessagesResponse {
+    #[serde(default)]
+    content: Vec<Block>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    /// Thinking and any block type added later: not ours to read.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+/// Reads a Messages answer. serde's own messages are dropped: they can quote a value.
+pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
+    let parsed: MessagesResponse = serde_json::from_slice(bytes)
+        .map_err(|_| ModelError::Malformed("Anthropic response is not a messages object".into()))?;
+    // Anthropic's `input_tokens` excludes cache reads and writes; ours counts every input token,
+    // with the cache reads as the cached subset.
+    let usage = parsed
+        .usage
+        .map(|u| {
+            let read = u.cache_read_input_tokens.unwrap_or(0);
+            let written = u.cache_creation_input_tokens.unwrap_or(0);
+            Usage {
+                input_tokens: u.input_tokens + written + read,
+                output_tokens: u.output_tokens,
+                cached_tokens: read,
+            }
+        })
+        .unwrap_or_default();
+
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in parsed.content {
+        match block {
+            Block::Text { text: t } => text.push_str(&t),
+            Block::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                id,
+                name,
+                arguments: ToolArguments::from_json_value(input),
+            }),
+            Block::Other => {}
+        }
+    }
+
+    let stop = match parsed.stop_reason.as_deref() {
+        Some("refusal") => StopReason::Refused,
+        Some("max_tokens") => StopReason::Length,
+        _ if !tool_calls.is_empty() => StopReason::ToolCalls,
+        _ => StopReason::Completed,
+    };
+    let output = (stop != StopReason::Refused && !text.is_empty()).then_some(text);
+    Ok(ModelResponse {
+        tool_calls,
+        output,
+        usage,
+        stop,
+    })
+}
+
+#[async_trait]
+impl Model for AnthropicModel {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let body = self.request_body(request);
+        let bytes =
+            transport::post_json(&self.client, "anthropic", &self.url, &self.headers, &body)
+                .await?;
+        parse_response(&bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use wiremock::matchers::{header as header_is, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+    use crate::model::test_support::*;
+
+    fn model_for(server: &MockServer) -> AnthropicModel {
+        AnthropicModel::new(
+            "claude-sonnet-4-5",
+            &Secret::new("sk-ant-test"),
+            &server.uri(),
+        )
+        .expect("model")
+    }
+
+    async fn answer_with(server: &MockServer, status: u16, body: Value) {
+        Mock::given(method("POST"))
+            .and(path("/v1/messages"))
+            .and(header_is("x-api-key", "sk-ant-test"))
+            .and(header_is("anthropic-version", "2023-06-01"))
+            .respond_with(ResponseTemplate::new(status).set_body_json(body))
+            .mount(server)
+            .await;
+    }
+
+    fn message(content: Value, stop_reason: &str) -> Value {
+        json!({
+            "id": "msg_01",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": null,
+            "usage": {
+                "input_tokens": 50,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 1800,
+                "output_tokens": 90
+            }
+        })
+    }
+
+    fn final_answer() -> Value {
+        message(json!([{"type": "text", "text": VALID_REPLY}]), "end_turn")
+    }
+
+    #[tokio::test]
+    async fn system_4_anthropic_tool_step_caches_the_system_block_and_sends_tools_auto_and_output_config()
+     {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        let bodies = received_bodies(&server).await;
+        assert_eq!(bodies.len(), 1, "headers and path must match");
+        assert_eq!(
+            bodies[0],
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 400,
+                "temperature": 0.3,
+                "system": [{
+                    "type": "text",
+                    "text": SYSTEM,
+                    "cache_control": {"type": "ephemeral"}
+                }],
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": CONTACT_TEXT}]}
+                ],
+                "tools": [{
+                    "name": "send_flow",
+                    "description": "Sends the course brochure.",
+                    "input_schema": send_flow_tool().parameters
+                }],
+                "tool_choice": {"type": "auto"},
+                "output_config": {
+                    "format": {"type": "json_schema", "schema": agent_reply_schema()}
+                }
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn system_4_anthropic_final_step_sends_the_tools_with_tool_choice_none() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server)
+            .step(&first_step(ToolChoice::None))
+            .await
+            .expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert_eq!(body["tool_choice"], json!({"type": "none"}));
+        assert_eq!(body["tools"][0]["name"], json!("send_flow"));
+        assert_eq!(
+            body["output_config"]["format"]["schema"],
+            agent_reply_schema()
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_temperature_above_one_is_clamped_to_its_range() {
+        let mut request = first_step(ToolChoice::Auto);
+        request.temperature = 1.5;
+        let model = AnthropicModel::new("claude-haiku-4-5", &Secret::new("k"), DEFAULT_BASE_URL)
+            .expect("model");
+
+        assert_eq!(model.request_body(&request)["temperature"], json!(1.0));
+    }
+
+    #[tokio::test]
+    async fn anthropic_step_without_tools_omits_tools_and_tool_choice() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+        let mut request = first_step(ToolChoice::None);
+        request.tools.clear();
+
+        model_for(&server).step(&request).await.expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+    }
+
+    #[tokio::test]
+    async fn system_4_anthropic_replays_tool_use_blocks_and_all_results_in_one_user_message() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+        let mut request = second_step();
+        // A server note after the results joins the same user message, after the results.
+        request.messages.push(Message::User {
+            text: "[server note]".into(),
+        });
+
+        model_for(&server).step(&request).await.expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": CONTACT_TEXT}]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "call_a", "name": "send_flow",
+                     "input": {"id": "brochure"}},
+                    {"type": "tool_use", "id": "call_b", "name": "get_contact", "input": {}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "call_a",
+                     "content": "{\"staged\":true}", "is_error": false},
+                    {"type": "tool_result", "tool_use_id": "call_b",
+                     "content": "{\"error\":\"invalid_arguments\"}", "is_error": true},
+                    {"type": "text", "text": "[server note]"}
+                ]}
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_final_answer_returns_text_and_counts_cache_reads_and_writes_as_input() {
+        let server = MockServer::start().await;
+        let mut answer = final_answer();
+        answer["usage"]["cache_creation_input_tokens"] = json!(100);
+        answer_with(&server, 200, answer).await;
+
+        let response = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(
+            response,
+            ModelResponse {
+                tool_calls: vec![],
+                output: Some(VALID_REPLY.into()),
+                usage: Usage {
+                    input_tokens: 50 + 100 + 1800,
+                    output_tokens: 90,
+                    cached_tokens: 1800
+                },
+                stop: StopReason::Completed,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_tool_use_blocks_become_calls_with_object_arguments() {
+        let server = MockServer::start().await;
+        answer_with(
+            &server,
+            200,
+            message(
+                json!([
+                    {"type": "text", "text": "Let me send that."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "send_flow",
+                     "input": {"id": "brochure"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "send_flow", "input": "oops"}
+                ]),
+                "tool_use",
+            ),
+        )
+        .await;
+
+        let response = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(response.stop, StopReason::ToolCalls);
+        assert_eq!(
+            response.tool_calls,
+            vec![
+                ToolCall {
+                    id: "toolu_1".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Valid(json!({"id": "brochure"})),
+                },
+                ToolCall {
+                    id: "toolu_2".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Invalid { length: 4 },
+                },
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_refusal_is_refused_without_output_and_max_tokens_is_length() {
+        let refused = parse_response(
+            message(json!([{"type": "text", "text": "I can't."}]), "refusal")
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(refused.stop, StopReason::Refused);
+        assert_eq!(refused.output, None);
+
+        let cut = parse_response(
+            message(
+                json!([{"type": "text", "text": "{\"messages\":"}]),
+                "max_tokens",
+            )
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(cut.stop, StopReason::Length);
+    }
+
+    #[tokio::test]
+    async fn anthropic_unknown_block_types_are_skipped() {
+        let response = parse_response(
+            message(
+                json!([
+                    {"type": "thinking", "thinking": "...", "signature": "x"},
+                    {"type": "text", "text": VALID_REPLY}
+                ]),
+                "end_turn",
+            )
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(response.output.as_deref(), Some(VALID_REPLY));
+    }
+
+    #[tokio::test]
+    async fn anthropic_429_is_rate_limited_after_one_retry() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(429)
+                    .insert_header("retry-after", "0")
+                    .set_body_json(json!({"type": "error",
+                        "error": {"type": "rate_limit_error", "message": "slow down"}})),
+            )
+            .mount(&server)
+            .await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("429");
+
+        assert_eq!(err, ModelError::RateLimited);
+        assert_eq!(received_bodies(&server).await.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn anthropic_529_overloaded_is_an_http_error_with_its_type() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(529)
+                    .insert_header("retry-after-ms", "5")
+                    .set_body_json(json!({"type": "error",
+                        "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+            )
+            .mount(&server)
+            .await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("529");
+
+        assert_eq!(
+            err,
+            ModelError::Http {
+                status: 529,
+                kind: "overloaded_error".into()
+            }
+        );
+        assert_eq!(received_bodies(&server).await.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn anthropic_malformed_body_is_malformed() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("not json at all"))
+            .mount(&server)
+            .await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("malformed");
+
+        assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
+    }
+}

@@ -1,0 +1,424 @@
+//! Ollama's native chat endpoint (`POST {base}/api/chat`, no streaming).
+//!
+//! Invariants:
+//! - Ollama ignores any tool choice, so the final step (`ToolChoice::None`) omits the tools.
+//! - The AgentReply schema goes in `format` on every step; Ollama constrains decoding to it.
+//! - Tool call arguments arrive as JSON objects; calls carry no id on older servers, so one is
+//!   made from the call's position.
+//! - Ollama has no API key: a base URL is all it needs.
+
+use async_trait::async_trait;
+use reqwest::header::HeaderMap;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::transport::{self, temperature_json};
+use super::{
+    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
+    ToolChoice, Usage,
+};
+
+/// The default `OLLAMA_BASE_URL`.
+pub const DEFAULT_BASE_URL: &str = "http://localhost:11434";
+
+/// A model served by Ollama.
+pub struct OllamaModel {
+    /// `ollama:<model>`, as recorded on the turn.
+    id: String,
+    /// The model tag, which may itself hold a colon (`llama3.1:8b`).
+    model: String,
+    /// `{base}/api/chat`.
+    url: String,
+    client: reqwest::Client,
+}
+
+impl OllamaModel {
+    pub fn new(model: &str, base_url: &str) -> Result<Self, ModelError> {
+        let base = transport::normalise_base_url(base_url, "OLLAMA_BASE_URL")?;
+        Ok(Self {
+            id: format!("ollama:{model}"),
+            model: model.to_owned(),
+            url: format!("{base}/api/chat"),
+            client: transport::build_client()?,
+        })
+    }
+
+    pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
+        let mut messages = vec![json!({"role": "system", "content": request.system})];
+        for message in &request.messages {
+            append_message(&mut messages, message);
+        }
+        let mut body = json!({
+            "model": self.model,
+            "stream": false,
+            "messages": messages,
+            "format": request.output_schema,
+            "options": {
+                "temperature": temperature_json(request.temperature),
+                "num_predict": request.max_output_tokens,
+            },
+        });
+        if request.tool_choice == ToolChoice::Auto && !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parameters": tool.parameters,
+                        },
+                    })
+                })
+                .collect();
+            body["tools"] = Value::Array(tools);
+        }
+        body
+    }
+}
+
+fn append_message(out: &mut Vec<Value>, message: &Message) {
+    match message {
+        Message::User { text } => out.push(json!({"role": "user", "content": text})),
+        Message::Assistant { text, tool_calls } => {
+            let mut assistant = json!({
+                "role": "assistant",
+                "content": text.as_deref().unwrap_or(""),
+            });
+            if !tool_calls.is_empty() {
+                let calls: Vec<Value> = tool_calls
+                    .iter()
+                    .map(|call| {
+                        json!({
+                            "function": {
+                                "name": call.name,
+                                "arguments": call.arguments.to_replay_value(),
+                            },
+                        })
+                    })
+                    .collect();
+                assistant["tool_calls"] = Value::Array(calls);
+            }
+            out.push(assistant);
+        }
+        Message::ToolResults { results } => {
+            out.extend(results.iter().map(|result| {
+                json!({
+                    "role": "tool",
+                    "tool_name": result.name,
+                    "content": result.content.to_string(),
+                })
+            }));
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ChatResponse {
+    message: WireMessage,
+    #[serde(default)]
+    done_reason: Option<String>,
+    #[serde(default)]
+    prompt_eval_count: u64,
+    #[serde(default)]
+    eval_count: u64,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    content: String,
+    #[serde(default)]
+    tool_calls: Vec<WireToolCall>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+/// Reads an `/api/chat` answer. serde's own messages are dropped: they can quote a value.
+pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
+    let parsed: ChatResponse = serde_json::from_slice(bytes)
+        .map_err(|_| ModelError::Malformed("Ollama response is not a chat object".into()))?;
+    let tool_calls: Vec<ToolCall> = parsed
+        .message
+        .tool_calls
+        .into_iter()
+        .enumerate()
+        .map(|(index, call)| ToolCall {
+            id: call.id.unwrap_or_else(|| format!("call_{index}")),
+            name: call.function.name,
+            arguments: match call.function.arguments {
+                Value::Null => ToolArguments::from_json_text(""),
+                other => ToolArguments::from_json_value(other),
+            },
+        })
+        .collect();
+    let stop = if parsed.done_reason.as_deref() == Some("length") {
+        StopReason::Length
+    } else if !tool_calls.is_empty() {
+        StopReason::ToolCalls
+    } else {
+        StopReason::Completed
+    };
+    let content = parsed.message.content;
+    Ok(ModelResponse {
+        tool_calls,
+        output: (!content.trim().is_empty()).then_some(content),
+        // Ollama reports no cache figures.
+        usage: Usage {
+            input_tokens: parsed.prompt_eval_count,
+            output_tokens: parsed.eval_count,
+            cached_tokens: 0,
+        },
+        stop,
+    })
+}
+
+#[async_trait]
+impl Model for OllamaModel {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let body = self.request_body(request);
+        let bytes =
+            transport::post_json(&self.client, "ollama", &self.url, &HeaderMap::new(), &body)
+                .await?;
+        parse_response(&bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+    use crate::model::test_support::*;
+
+    fn model_for(server: &MockServer) -> OllamaModel {
+        OllamaModel::new("llama3.1:8b", &format!("{}/", server.uri())).expect("model")
+    }
+
+    async fn answer_with(server: &MockServer, status: u16, body: Value) {
+        Mock::given(method("POST"))
+            .and(path("/api/chat"))
+            .respond_with(ResponseTemplate::new(status).set_body_json(body))
+            .mount(server)
+            .await;
+    }
+
+    fn chat(message: Value, done_reason: &str) -> Value {
+        json!({
+            "model": "llama3.1:8b",
+            "created_at": "2026-01-01T00:00:00Z",
+            "message": message,
+            "done": true,
+            "done_reason": done_reason,
+            "total_duration": 1,
+            "prompt_eval_count": 640,
+            "eval_count": 70
+        })
+    }
+
+    fn final_answer() -> Value {
+        chat(json!({"role": "assistant", "content": VALID_REPLY}), "stop")
+    }
+
+    #[tokio::test]
+    async fn system_4_ollama_tool_step_sends_tools_format_schema_and_options_without_streaming() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        let bodies = received_bodies(&server).await;
+        assert_eq!(bodies.len(), 1);
+        assert_eq!(
+            bodies[0],
+            json!({
+                "model": "llama3.1:8b",
+                "stream": false,
+                "messages": [
+                    {"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": CONTACT_TEXT}
+                ],
+                "tools": [{
+                    "type": "function",
+                    "function": {
+                        "name": "send_flow",
+                        "description": "Sends the course brochure.",
+                        "parameters": send_flow_tool().parameters
+                    }
+                }],
+                "format": agent_reply_schema(),
+                "options": {"temperature": 0.3, "num_predict": 400}
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn system_4_ollama_final_step_omits_the_tools() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server)
+            .step(&first_step(ToolChoice::None))
+            .await
+            .expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert!(body.get("tools").is_none(), "{body}");
+        assert_eq!(body["format"], agent_reply_schema());
+    }
+
+    #[tokio::test]
+    async fn ollama_replays_tool_calls_as_objects_and_one_tool_message_per_result() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        model_for(&server).step(&second_step()).await.expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": CONTACT_TEXT},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"function": {"name": "send_flow", "arguments": {"id": "brochure"}}},
+                    {"function": {"name": "get_contact", "arguments": {}}}
+                ]},
+                {"role": "tool", "tool_name": "send_flow", "content": "{\"staged\":true}"},
+                {"role": "tool", "tool_name": "get_contact",
+                 "content": "{\"error\":\"invalid_arguments\"}"}
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn ollama_final_answer_reads_output_and_eval_counts_as_usage() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+
+        let response = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(
+            response,
+            ModelResponse {
+                tool_calls: vec![],
+                output: Some(VALID_REPLY.into()),
+                usage: Usage {
+                    input_tokens: 640,
+                    output_tokens: 70,
+                    cached_tokens: 0
+                },
+                stop: StopReason::Completed,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn ollama_tool_calls_carry_object_arguments_and_get_ids_by_position() {
+        let response = parse_response(
+            chat(
+                json!({"role": "assistant", "content": "", "tool_calls": [
+                    {"function": {"name": "send_flow", "arguments": {"id": "brochure"}}},
+                    {"function": {"name": "send_flow", "arguments": 7}}
+                ]}),
+                "stop",
+            )
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("parse");
+
+        assert_eq!(response.stop, StopReason::ToolCalls);
+        assert_eq!(response.output, None);
+        assert_eq!(
+            response.tool_calls,
+            vec![
+                ToolCall {
+                    id: "call_0".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Valid(json!({"id": "brochure"})),
+                },
+                ToolCall {
+                    id: "call_1".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Invalid { length: 1 },
+                },
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn ollama_done_reason_length_is_length() {
+        let response = parse_response(
+            chat(json!({"role": "assistant", "content": "{\"mess"}), "length")
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(response.stop, StopReason::Length);
+    }
+
+    #[tokio::test]
+    async fn c5_ollama_unknown_model_is_an_http_error_without_its_message() {
+        let server = MockServer::start().await;
+        answer_with(
+            &server,
+            404,
+            json!({"error": "model \"llama3.1:8b\" not found, try pulling it first"}),
+        )
+        .await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("404");
+
+        assert_eq!(
+            err,
+            ModelError::Http {
+                status: 404,
+                kind: "unknown".into()
+            }
+        );
+        assert_eq!(received_bodies(&server).await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn ollama_malformed_body_is_malformed() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, json!({"done": true})).await;
+
+        let err = model_for(&server)
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("malformed");
+
+        assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
+    }
+}

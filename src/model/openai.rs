@@ -1,0 +1,745 @@
+//! OpenAI Chat Completions, and every server that speaks it (vLLM, Groq, OpenRouter…) through
+//! `OPENAI_BASE_URL`.
+//!
+//! Invariants:
+//! - The structured output (`response_format: json_schema`, strict) is asked for on every step.
+//! - Tools go out strict, with `tool_choice: "auto"` and `parallel_tool_calls: false`
+//!   (structured outputs and parallel calls do not mix). On the final step
+//!   (`ToolChoice::None`) tools are **omitted**, not refused with `tool_choice: "none"`: several
+//!   compatible servers ignore `tool_choice` and would still call a tool.
+//! - A call's `arguments` arrive as JSON text that may be anything; only an object is valid, and
+//!   an invalid one keeps only its length.
+//! - A refusal's text is never returned as output: it is not an AgentReply.
+
+use async_trait::async_trait;
+use reqwest::header::{AUTHORIZATION, HeaderMap};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::transport::{self, temperature_json};
+use super::{
+    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
+    ToolChoice, Usage,
+};
+use crate::ids::Secret;
+
+/// The default `OPENAI_BASE_URL`.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// A model behind an OpenAI-compatible Chat Completions endpoint.
+pub struct OpenAiModel {
+    /// `openai:<model>`, as recorded on the turn.
+    id: String,
+    /// The model name sent on the wire.
+    model: String,
+    /// `{base}/chat/completions`.
+    url: String,
+    /// The `Authorization: Bearer` header, marked sensitive.
+    headers: HeaderMap,
+    client: reqwest::Client,
+}
+
+impl OpenAiModel {
+    /// `base_url` is `OPENAI_BASE_URL` (with or without a trailing slash).
+    pub fn new(model: &str, api_key: &Secret, base_url: &str) -> Result<Self, ModelError> {
+        let base = transport::normalise_base_url(base_url, "OPENAI_BASE_URL")?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            AUTHORIZATION,
+            transport::secret_header(&format!("Bearer {}", api_key.expose()), "OPENAI_API_KEY")?,
+        );
+        Ok(Self {
+            id: format!("openai:{model}"),
+            model: model.to_owned(),
+            url: format!("{base}/chat/completions"),
+            headers,
+            client: transport::build_client()?,
+        })
+    }
+
+    /// The request body for one step. Public within the module tree for tests only.
+    pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
+        let mut messages = vec![json!({"role": "system", "content": request.system})];
+        for message in &request.messages {
+            append_message(&mut messages, message);
+        }
+        let mut body = json!({
+            "model": self.model,
+            "messages": messages,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": request.output_name,
+                    "schema": request.output_schema,
+                    "strict": true,
+                },
+            },
+            "max_completion_tokens": request.max_output_tokens,
+            "temperature": temperature_json(request.temperature),
+        });
+        if request.tool_choice == ToolChoice::Auto && !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parameters": tool.parameters,
+                            "strict": true,
+                        },
+                    })
+                })
+                .collect();
+            body["tools"] = Value::Array(tools);
+            body["tool_choice"] = json!("auto");
+            body["parallel_tool_calls"] = json!(false);
+        }
+        body
+    }
+}
+
+fn append_message(out: &mut Vec<Value>, message: &Message) {
+    match message {
+        Message::User { text } => out.push(json!({"role": "user", "content": text})),
+        Message::Assistant { text, tool_calls } => {
+            let mut assistant = json!({"role": "assistant", "content": text});
+            if !tool_calls.is_empty() {
+                let calls: Vec<Value> = tool_calls
+                    .iter()
+                    .map(|call| {
+                        json!({
+                            "id": call.id,
+                            "type": "function",
+                            "function": {
+                                "name": call.name,
+                                "arguments": call.arguments.to_replay_value().to_string(),
+                            },
+                        })
+                    })
+                    .collect();
+                assistant["tool_calls"] = Value::Array(calls);
+            }
+            out.push(assistant);
+        }
+        Message::ToolResults { results } => {
+            // Chat Completions has no error flag on a tool message: the result's JSON says it.
+            out.extend(results.iter().map(|result| {
+                json!({
+                    "role": "tool",
+                    "tool_call_id": result.call_id,
+                    "content": result.content.to_string(),
+                })
+            }));
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ChatResponse {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: WireMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<WireToolCall>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    /// A JSON string per the API; some compatible servers send an object.
+    #[serde(default)]
+    arguments: Value,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+/// Reads a Chat Completions answer. serde's own messages are dropped: they can quote a value.
+pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
+    let parsed: ChatResponse = serde_json::from_slice(bytes).map_err(|_| {
+        ModelError::Malformed("OpenAI response is not a chat completion object".into())
+    })?;
+    let usage = parsed
+        .usage
+        .map(|u| Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+            cached_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+        })
+        .unwrap_or_default();
+    let choice = parsed
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| ModelError::Malformed("OpenAI response has no choices".into()))?;
+
+    let tool_calls: Vec<ToolCall> = choice
+        .message
+        .tool_calls
+        .into_iter()
+        .enumerate()
+        .map(|(index, call)| ToolCall {
+            // Some compatible servers omit the id; the loop still needs one to pair the result.
+            id: call.id.unwrap_or_else(|| format!("call_{index}")),
+            name: call.function.name,
+            arguments: match call.function.arguments {
+                Value::Null => ToolArguments::from_json_text(""),
+                other => ToolArguments::from_json_value(other),
+            },
+        })
+        .collect();
+
+    let refused = choice.message.refusal.is_some_and(|r| !r.is_empty())
+        || choice.finish_reason.as_deref() == Some("content_filter");
+    let stop = if refused {
+        StopReason::Refused
+    } else if choice.finish_reason.as_deref() == Some("length") {
+        StopReason::Length
+    } else if !tool_calls.is_empty() {
+        StopReason::ToolCalls
+    } else {
+        StopReason::Completed
+    };
+    let output = if refused {
+        None
+    } else {
+        choice.message.content.filter(|c| !c.is_empty())
+    };
+    Ok(ModelResponse {
+        tool_calls,
+        output,
+        usage,
+        stop,
+    })
+}
+
+#[async_trait]
+impl Model for OpenAiModel {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let body = self.request_body(request);
+        let bytes =
+            transport::post_json(&self.client, "openai", &self.url, &self.headers, &body).await?;
+        parse_response(&bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+    use crate::model::test_support::*;
+
+    async fn model_for(server: &MockServer) -> OpenAiModel {
+        OpenAiModel::new(
+            "gpt-4.1-mini",
+            &Secret::new("sk-test-key"),
+            &format!("{}/v1/", server.uri()),
+        )
+        .expect("model")
+    }
+
+    async fn answer_with(server: &MockServer, status: u16, body: Value) {
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ResponseTemplate::new(status).set_body_json(body))
+            .mount(server)
+            .await;
+    }
+
+    fn completion(message: Value, finish_reason: &str) -> Value {
+        json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "gpt-4.1-mini-2025-04-14",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {
+                "prompt_tokens": 1200,
+                "completion_tokens": 80,
+                "total_tokens": 1280,
+                "prompt_tokens_details": {"cached_tokens": 1024}
+            }
+        })
+    }
+
+    fn final_answer() -> Value {
+        completion(
+            json!({"role": "assistant", "content": VALID_REPLY, "refusal": null}),
+            "stop",
+        )
+    }
+
+    #[tokio::test]
+    async fn system_4_openai_tool_step_sends_strict_tools_auto_choice_and_json_schema() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+        let model = model_for(&server).await;
+
+        model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        let bodies = received_bodies(&server).await;
+        assert_eq!(bodies.len(), 1);
+        assert_eq!(
+            bodies[0],
+            json!({
+                "model": "gpt-4.1-mini",
+                "messages": [
+                    {"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": CONTACT_TEXT}
+                ],
+                "tools": [{
+                    "type": "function",
+                    "function": {
+                        "name": "send_flow",
+                        "description": "Sends the course brochure.",
+                        "parameters": send_flow_tool().parameters,
+                        "strict": true
+                    }
+                }],
+                "tool_choice": "auto",
+                "parallel_tool_calls": false,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": "agent_reply",
+                        "schema": agent_reply_schema(),
+                        "strict": true
+                    }
+                },
+                "max_completion_tokens": 400,
+                "temperature": 0.3
+            })
+        );
+        let headers = first_headers(&server).await;
+        assert_eq!(
+            header(&headers, "authorization"),
+            Some("Bearer sk-test-key")
+        );
+        assert_eq!(header(&headers, "content-type"), Some("application/json"));
+    }
+
+    #[tokio::test]
+    async fn system_4_openai_final_step_omits_tools_and_tool_choice_but_keeps_the_schema() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+        let model = model_for(&server).await;
+
+        model
+            .step(&first_step(ToolChoice::None))
+            .await
+            .expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        for key in ["tools", "tool_choice", "parallel_tool_calls"] {
+            assert!(body.get(key).is_none(), "{key} must be omitted: {body}");
+        }
+        assert_eq!(
+            body["response_format"]["json_schema"]["strict"],
+            json!(true)
+        );
+        assert_eq!(
+            body["response_format"]["json_schema"]["schema"],
+            agent_reply_schema()
+        );
+    }
+
+    #[tokio::test]
+    async fn openai_step_without_tools_sends_no_empty_tools_array() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+        let model = model_for(&server).await;
+        let mut request = first_step(ToolChoice::Auto);
+        request.tools.clear();
+
+        model.step(&request).await.expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+    }
+
+    #[tokio::test]
+    async fn system_4_openai_replays_tool_calls_as_strings_and_one_tool_message_per_result() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+        let model = model_for(&server).await;
+
+        model.step(&second_step()).await.expect("step");
+
+        let body = &received_bodies(&server).await[0];
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": CONTACT_TEXT},
+                {
+                    "role": "assistant",
+                    "content": null,
+                    "tool_calls": [
+                        {
+                            "id": "call_a",
+                            "type": "function",
+                            "function": {"name": "send_flow", "arguments": "{\"id\":\"brochure\"}"}
+                        },
+                        {
+                            "id": "call_b",
+                            "type": "function",
+                            "function": {"name": "get_contact", "arguments": "{}"}
+                        }
+                    ]
+                },
+                {"role": "tool", "tool_call_id": "call_a", "content": "{\"staged\":true}"},
+                {
+                    "role": "tool",
+                    "tool_call_id": "call_b",
+                    "content": "{\"error\":\"invalid_arguments\"}"
+                }
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn openai_final_answer_returns_output_and_usage_with_cached_tokens() {
+        let server = MockServer::start().await;
+        answer_with(&server, 200, final_answer()).await;
+        let model = model_for(&server).await;
+
+        let response = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(
+            response,
+            ModelResponse {
+                tool_calls: vec![],
+                output: Some(VALID_REPLY.into()),
+                usage: Usage {
+                    input_tokens: 1200,
+                    output_tokens: 80,
+                    cached_tokens: 1024
+                },
+                stop: StopReason::Completed,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn c5_openai_tool_calls_parse_valid_objects_and_keep_only_the_length_of_invalid_ones() {
+        let server = MockServer::start().await;
+        let bad_arguments = "{\"id\": \"brochure\""; // cut short: not JSON
+        answer_with(
+            &server,
+            200,
+            completion(
+                json!({
+                    "role": "assistant",
+                    "content": null,
+                    "tool_calls": [
+                        {"id": "call_1", "type": "function",
+                         "function": {"name": "send_flow", "arguments": "{\"id\":\"brochure\"}"}},
+                        {"id": "call_2", "type": "function",
+                         "function": {"name": "send_flow", "arguments": bad_arguments}},
+                        {"id": "call_3", "type": "function",
+                         "function": {"name": "send_flow", "arguments": "[1,2]"}}
+                    ]
+                }),
+                "tool_calls",
+            ),
+        )
+        .await;
+        let model = model_for(&server).await;
+
+        let response = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(response.stop, StopReason::ToolCalls);
+        assert_eq!(response.output, None);
+        assert_eq!(
+            response.tool_calls,
+            vec![
+                ToolCall {
+                    id: "call_1".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Valid(json!({"id": "brochure"})),
+                },
+                ToolCall {
+                    id: "call_2".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Invalid {
+                        length: bad_arguments.len()
+                    },
+                },
+                ToolCall {
+                    id: "call_3".into(),
+                    name: "send_flow".into(),
+                    arguments: ToolArguments::Invalid { length: 5 },
+                },
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn openai_refusal_is_refused_and_its_text_is_not_output() {
+        let server = MockServer::start().await;
+        answer_with(
+            &server,
+            200,
+            completion(
+                json!({"role": "assistant", "content": null, "refusal": "I can't help with that."}),
+                "stop",
+            ),
+        )
+        .await;
+        let model = model_for(&server).await;
+
+        let response = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("step");
+
+        assert_eq!(response.stop, StopReason::Refused);
+        assert_eq!(response.output, None);
+    }
+
+    #[tokio::test]
+    async fn openai_content_filter_is_refused_and_length_is_length() {
+        let filtered = parse_response(
+            completion(
+                json!({"role": "assistant", "content": "{"}),
+                "content_filter",
+            )
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(filtered.stop, StopReason::Refused);
+
+        let cut = parse_response(
+            completion(
+                json!({"role": "assistant", "content": "{\"messages\":[\"The pot"}),
+                "length",
+            )
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("parse");
+        assert_eq!(cut.stop, StopReason::Length);
+        assert_eq!(cut.output.as_deref(), Some("{\"messages\":[\"The pot"));
+    }
+
+    #[tokio::test]
+    async fn openai_429_is_retried_once_then_reported_as_rate_limited() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(429)
+                    .insert_header("retry-after-ms", "5")
+                    .set_body_json(json!({"error": {"type": "rate_limit_exceeded"}})),
+            )
+            .mount(&server)
+            .await;
+        let model = model_for(&server).await;
+
+        let err = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("429");
+
+        assert_eq!(err, ModelError::RateLimited);
+        assert_eq!(received_bodies(&server).await.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn openai_one_429_then_success_returns_the_answer() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(429).insert_header("retry-after-ms", "5"))
+            .up_to_n_times(1)
+            .mount(&server)
+            .await;
+        answer_with(&server, 200, final_answer()).await;
+        let model = model_for(&server).await;
+
+        let response = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect("retried");
+
+        assert_eq!(response.output.as_deref(), Some(VALID_REPLY));
+        let bodies = received_bodies(&server).await;
+        assert_eq!(bodies.len(), 2);
+        assert_eq!(bodies[0], bodies[1], "the retry resends the same body");
+    }
+
+    #[tokio::test]
+    async fn openai_429_asking_for_more_than_a_second_is_not_retried() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "20"))
+            .mount(&server)
+            .await;
+        let model = model_for(&server).await;
+
+        let err = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("429");
+
+        assert_eq!(err, ModelError::RateLimited);
+        assert_eq!(received_bodies(&server).await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn openai_5xx_is_retried_once_then_reports_status_and_error_type() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(503)
+                    .insert_header("retry-after-ms", "5")
+                    .set_body_json(json!({"error": {
+                        "message": "The server is overloaded.",
+                        "type": "server_error",
+                        "param": null,
+                        "code": null
+                    }})),
+            )
+            .mount(&server)
+            .await;
+        let model = model_for(&server).await;
+
+        let err = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("503");
+
+        assert_eq!(
+            err,
+            ModelError::Http {
+                status: 503,
+                kind: "server_error".into()
+            }
+        );
+        assert_eq!(received_bodies(&server).await.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn c5_openai_4xx_is_not_retried_and_never_quotes_the_error_message() {
+        let server = MockServer::start().await;
+        answer_with(
+            &server,
+            400,
+            json!({"error": {
+                "message": "Invalid value in messages[1]: How much is the pottery course?",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": null
+            }}),
+        )
+        .await;
+        let model = model_for(&server).await;
+
+        let err = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("400");
+
+        assert_eq!(
+            err,
+            ModelError::Http {
+                status: 400,
+                kind: "invalid_request_error".into()
+            }
+        );
+        assert!(!err.to_string().contains("pottery"));
+        assert_eq!(received_bodies(&server).await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn openai_malformed_body_is_malformed() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_string("{\"choices\": [oops"))
+            .mount(&server)
+            .await;
+        let model = model_for(&server).await;
+
+        let err = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("malformed");
+
+        assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn openai_response_without_choices_is_malformed() {
+        let err = parse_response(br#"{"choices": [], "usage": null}"#).expect_err("no choices");
+        assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn openai_unreachable_server_is_a_transport_error() {
+        let model =
+            OpenAiModel::new("gpt-4.1-mini", &Secret::new("k"), &closed_port_url()).expect("model");
+
+        let err = model
+            .step(&first_step(ToolChoice::Auto))
+            .await
+            .expect_err("refused");
+
+        assert!(matches!(err, ModelError::Transport(_)), "{err:?}");
+    }
+}

@@ -1,0 +1,133 @@
+//! Fixtures shared by the provider tests: requests of a fictional demo tenant and helpers to
+//! read what a wiremock server received. Compiled for tests only.
+
+use serde_json::{Value, json};
+use wiremock::MockServer;
+
+use super::{Message, ModelRequest, ToolArguments, ToolCall, ToolChoice, ToolResult, ToolSpec};
+
+pub(crate) const SYSTEM: &str = "You are the assistant of Demo Academy. Catalog: ...";
+pub(crate) const CONTACT_TEXT: &str = "<contact>How much is the pottery course?</contact>";
+
+pub(crate) fn agent_reply_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["messages", "escalate", "escalation_reason", "confidence", "closing_question"],
+        "properties": {
+            "messages": {"type": "array", "items": {"type": "string"}},
+            "escalate": {"type": "boolean"},
+            "escalation_reason": {"type": ["string", "null"]},
+            "confidence": {"type": "number"},
+            "closing_question": {"type": ["string", "null"]}
+        }
+    })
+}
+
+pub(crate) fn send_flow_tool() -> ToolSpec {
+    ToolSpec {
+        name: "send_flow".into(),
+        description: "Sends the course brochure.".into(),
+        parameters: json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["id"],
+            "properties": {"id": {"type": "string", "enum": ["brochure"]}}
+        }),
+    }
+}
+
+/// Step 1 of a turn: one user message, the tools offered with `choice`.
+pub(crate) fn first_step(choice: ToolChoice) -> ModelRequest {
+    ModelRequest {
+        system: SYSTEM.into(),
+        messages: vec![Message::User {
+            text: CONTACT_TEXT.into(),
+        }],
+        tools: vec![send_flow_tool()],
+        tool_choice: choice,
+        output_schema: agent_reply_schema(),
+        output_name: "agent_reply".into(),
+        max_output_tokens: 400,
+        temperature: 0.3,
+    }
+}
+
+/// Step 2 of a turn: the first step's two calls replayed, then their results (one an error).
+pub(crate) fn second_step() -> ModelRequest {
+    let mut request = first_step(ToolChoice::Auto);
+    request.messages.push(Message::Assistant {
+        text: None,
+        tool_calls: vec![
+            ToolCall {
+                id: "call_a".into(),
+                name: "send_flow".into(),
+                arguments: ToolArguments::Valid(json!({"id": "brochure"})),
+            },
+            ToolCall {
+                id: "call_b".into(),
+                name: "get_contact".into(),
+                arguments: ToolArguments::Invalid { length: 9 },
+            },
+        ],
+    });
+    request.messages.push(Message::ToolResults {
+        results: vec![
+            ToolResult {
+                call_id: "call_a".into(),
+                name: "send_flow".into(),
+                content: json!({"staged": true}),
+                is_error: false,
+            },
+            ToolResult {
+                call_id: "call_b".into(),
+                name: "get_contact".into(),
+                content: json!({"error": "invalid_arguments"}),
+                is_error: true,
+            },
+        ],
+    });
+    request
+}
+
+pub(crate) const VALID_REPLY: &str = r#"{"messages":["The pottery course costs 120 USD."],"escalate":false,"escalation_reason":null,"confidence":0.9,"closing_question":null}"#;
+
+/// The JSON bodies the server received, in order.
+pub(crate) async fn received_bodies(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null))
+        .collect()
+}
+
+/// The headers of the first request the server received, as (name, value) strings.
+pub(crate) async fn first_headers(server: &MockServer) -> Vec<(String, String)> {
+    let requests = server.received_requests().await.unwrap_or_default();
+    requests
+        .first()
+        .map(|r| {
+            r.headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// A port on localhost where nothing listens.
+pub(crate) fn closed_port_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let port = listener.local_addr().expect("local addr").port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
