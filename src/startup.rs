@@ -107,7 +107,7 @@ impl Application {
                 let spec = settings.agent_model.clone().ok_or_else(|| {
                     StartupError::Missing("AGENT_MODEL is required (provider:model)".into())
                 })?;
-                crate::model::registry::resolve(&spec, &settings.model_env())?
+                crate::model::resolve(&spec, &model_env(&settings))?
             }
         };
         let manychat = ManyChatClient::new(
@@ -222,6 +222,19 @@ impl Application {
         }
         tracing::info!("shutdown complete");
         Ok(())
+    }
+}
+
+/// The model providers' settings, from the validated `Settings`.
+pub fn model_env(settings: &Settings) -> crate::model::ModelEnv {
+    crate::model::ModelEnv {
+        openai_api_key: settings.openai_api_key.clone(),
+        openai_base_url: settings.openai_base_url.clone(),
+        anthropic_api_key: settings.anthropic_api_key.clone(),
+        anthropic_base_url: settings.anthropic_base_url.clone(),
+        ollama_base_url: settings.ollama_base_url.clone(),
+        max_output_tokens: settings.agent_max_output_tokens,
+        temperature: settings.agent_temperature,
     }
 }
 
