@@ -193,12 +193,19 @@ impl ManyChatClient {
             "field_name": field_name,
             "field_value": value,
         });
-        // A text value may be the reply or a note: ManyChat quoting it back must not keep it.
+        // A text value may be the reply or a note: ManyChat quoting it back, raw or JSON-escaped,
+        // must not keep it.
         let text_value = value.as_str().unwrap_or_default();
+        let escaped = if text_value.is_empty() {
+            String::new()
+        } else {
+            let quoted = value.to_string();
+            quoted[1..quoted.len() - 1].to_owned()
+        };
         self.post(
             Endpoint::SetCustomFieldByName,
             &body,
-            &[sub.as_str(), text_value],
+            &[sub.as_str(), text_value, &escaped],
         )
         .await
     }
@@ -705,6 +712,19 @@ mod tests {
         assert!(!shown.contains(SUB), "{shown}");
         assert!(!shown.contains("Hello Alex"), "{shown}");
         assert!(shown.contains("rejected value"), "{shown}");
+
+        let escaping = server_answering(
+            400,
+            json!({"status": "error", "message": "bad value \"Line \\\"one\\\"\\nHello Alex\""}),
+        )
+        .await;
+        let error = client_for(&escaping.uri())
+            .set_field(&sub(), "ai_message", &json!("Line \"one\"\nHello Alex"))
+            .await
+            .expect_err("refused");
+        let shown = format!("{error} {error:?}");
+        assert!(!shown.contains("Hello Alex"), "{shown}");
+        assert!(shown.contains("bad value"), "{shown}");
     }
 
     #[tokio::test]
@@ -750,6 +770,87 @@ mod tests {
             "the request waited for a slot: {:?}",
             started.elapsed()
         );
+    }
+
+    /// Collects everything the fmt layer writes, without timestamps (digits in a timestamp could
+    /// match an identifier by chance).
+    #[derive(Clone, Default)]
+    struct CapturedLogs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for CapturedLogs {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// One success, one refusal quoting the id and the text, and one getInfo of the fixture.
+    async fn exercise_every_log_path() {
+        let ok = success_server().await;
+        client_for(&ok.uri())
+            .set_field(&sub(), "ai_message", &json!("Hello Alex, see you"))
+            .await
+            .expect("set");
+        let refusing = server_answering(
+            400,
+            json!({"status": "error", "message": "Subscriber 5550001: 'Hello Alex, see you'"}),
+        )
+        .await;
+        client_for(&refusing.uri())
+            .set_field(&sub(), "ai_message", &json!("Hello Alex, see you"))
+            .await
+            .expect_err("refused");
+        let info = server_answering(200, full_get_info_fixture()).await;
+        client_for(&info.uri())
+            .get_contact(&sub(), Duration::from_millis(1500))
+            .await
+            .expect("read");
+    }
+
+    #[tokio::test]
+    async fn c5_client_logs_carry_endpoint_sizes_status_and_kind_only() {
+        let logs = CapturedLogs::default();
+        let writer = logs.clone();
+        // Only this crate's events: a library's (hyper prints the server's port) could match an
+        // identifier's digits by chance.
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("manychat_agent=trace"))
+            .without_time()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        // A callsite first reached by a parallel test without a subscriber can cache "never"
+        // while this one is being installed; once every callsite is registered, rebuilding the
+        // cache makes the second pass deterministic.
+        exercise_every_log_path().await;
+        tracing::callsite::rebuild_interest_cache();
+        logs.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        exercise_every_log_path().await;
+        drop(guard);
+
+        let text =
+            String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+        assert!(text.contains("setCustomFieldByName"), "{text}");
+        assert!(text.contains("http_4xx"), "{text}");
+        assert!(text.contains("getInfo"), "{text}");
+        assert!(text.contains("request_bytes"), "{text}");
+        let forbidden = [
+            SUB,
+            "Hello Alex",
+            TOKEN,
+            "not-a-real-token",
+            "subscriber_id=",
+        ];
+        for needle in forbidden.iter().chain(INVENTED_IDENTIFIERS.iter()) {
+            assert!(!text.contains(needle), "{needle} in the logs: {text}");
+        }
     }
 
     #[test]

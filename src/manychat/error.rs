@@ -4,8 +4,8 @@
 //! - No variant carries a subscriber id, a token, a request body or a URL (the getInfo URL holds
 //!   the subscriber id), so an error can be logged whole (C5).
 //! - ManyChat's own error message is kept because it is what an operator needs ("tag not
-//!   found"), but only after [`scrub_message`] removed the values the request carried, long digit
-//!   runs and control characters, and bounded it to [`MAX_MESSAGE_CHARS`] characters.
+//!   found"), but only after [`scrub_message`] removed the subscriber id and text value the
+//!   request carried, long digit runs and control characters, and bounded it to [`MAX_MESSAGE_CHARS`] characters.
 //! - [`ManyChatError::is_retryable`] is the single classification the outbox uses (SYSTEM 3.5):
 //!   429, 5xx, network and timeout retry; any other 4xx, an error in a 200 body and an
 //!   undecodable body fail at once.
@@ -90,7 +90,8 @@ impl ManyChatError {
 }
 
 /// Makes ManyChat's error message safe to keep: every non-empty `values` string (the subscriber
-/// id, the tag, field or flow name and a text field value the request carried) and every digit
+/// id and a text field value the request carried; configured names stay, an operator needs
+/// them) and every digit
 /// run of [`LONG_DIGIT_RUN`] or more is replaced, control characters and runs of whitespace become
 /// one space, and the result is cut to [`MAX_MESSAGE_CHARS`] characters.
 pub fn scrub_message(raw: &str, values: &[&str]) -> String {

@@ -193,9 +193,13 @@ impl AppState {
 }
 
 /// A value as the demo prints it: text in quotes with its line breaks kept, so a reply reads
-/// as the contact would see it; other values as JSON.
-fn display_value(value: &Value) -> String {
+/// as the contact would see it; other values as JSON. A field named like a token (the contact
+/// token of 019 is a credential) shows only its length.
+fn display_value(field: &str, value: &Value) -> String {
     match value {
+        Value::String(text) if field.to_ascii_lowercase().contains("token") => {
+            format!("[token, {} chars]", text.chars().count())
+        }
         Value::String(text) => format!("\"{text}\""),
         other => other.to_string(),
     }
@@ -291,7 +295,7 @@ async fn set_field(
     };
     println!(
         "[sandbox] setCustomFieldByName {field} = {}",
-        display_value(&value)
+        display_value(&field, &value)
     );
     lock(&state.contacts)
         .entry(key)
@@ -540,6 +544,19 @@ mod tests {
         assert_eq!(data["phone"], Value::Null);
         assert_eq!(data["email"], Value::Null);
         assert_eq!(data["whatsapp_phone"], Value::Null);
+    }
+
+    #[test]
+    fn system_5_5_sandbox_display_shows_text_but_hides_a_token_value() {
+        assert_eq!(
+            display_value("ai_message", &json!("Line one\n\nLine two")),
+            "\"Line one\n\nLine two\""
+        );
+        assert_eq!(display_value("seats", &json!(3)), "3");
+        assert_eq!(
+            display_value("ai_token", &json!("c2VjcmV0LXRva2VuLXZhbHVl")),
+            "[token, 24 chars]"
+        );
     }
 
     #[test]
