@@ -196,16 +196,19 @@ impl ManyChatClient {
         // A text value may be the reply or a note: ManyChat quoting it back, raw or JSON-escaped,
         // must not keep it.
         let text_value = value.as_str().unwrap_or_default();
-        let escaped = if text_value.is_empty() {
+        let quoted = if text_value.is_empty() {
             String::new()
         } else {
-            let quoted = value.to_string();
-            quoted[1..quoted.len() - 1].to_owned()
+            value.to_string()
         };
+        let escaped = quoted
+            .strip_prefix('"')
+            .and_then(|q| q.strip_suffix('"'))
+            .unwrap_or_default();
         self.post(
             Endpoint::SetCustomFieldByName,
             &body,
-            &[sub.as_str(), text_value, &escaped],
+            &[sub.as_str(), text_value, escaped],
         )
         .await
     }
