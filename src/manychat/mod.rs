@@ -1,1 +1,26 @@
-//! (in progress)
+//! The only module that knows ManyChat's API and its JSON (SYSTEM 3.5, 5.5; 012; 024).
+//!
+//! - [`limiter`]: the one token bucket every ManyChat request waits on (10/s, burst 5), on
+//!   tokio's clock.
+//! - [`error`]: [`ManyChatError`], its retry classification and its log label.
+//! - [`client`]: [`ManyChatClient`], the five calls (sendFlow, addTagByName, removeTagByName,
+//!   setCustomFieldByName, getInfo).
+//! - [`contact`]: [`ContactRecord`], getInfo reduced to tag names and custom field values.
+//! - [`sandbox`]: the in-process fake ManyChat the demo runs against.
+//!
+//! Architecture invariants: nothing outside this module builds a ManyChat URL or body or reads a
+//! ManyChat response; every request passes the shared limiter; a subscriber's identifiers (name,
+//! phone, email, …) never leave [`contact`]; no log line or error carries a body, an id or the
+//! token.
+
+pub mod client;
+pub mod contact;
+pub mod error;
+pub mod limiter;
+pub mod sandbox;
+
+pub use client::{ManyChatClient, REQUEST_TIMEOUT};
+pub use contact::ContactRecord;
+pub use error::ManyChatError;
+pub use limiter::ManyChatLimiter;
+pub use sandbox::{Sandbox, SandboxRequest};

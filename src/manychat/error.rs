@@ -1,0 +1,212 @@
+//! `ManyChatError`: every way a ManyChat request can fail, and whether trying again can help.
+//!
+//! Invariants:
+//! - No variant carries a subscriber id, a token, a request body or a URL (the getInfo URL holds
+//!   the subscriber id), so an error can be logged whole (C5).
+//! - ManyChat's own error message is kept because it is what an operator needs ("tag not
+//!   found"), but only after [`scrub_message`] removed the subscriber id and text value the
+//!   request carried, long digit runs and control characters, and bounded it to [`MAX_MESSAGE_CHARS`] characters.
+//! - [`ManyChatError::is_retryable`] is the single classification the outbox uses (SYSTEM 3.5):
+//!   429, 5xx, network and timeout retry; any other 4xx, an error in a 200 body and an
+//!   undecodable body fail at once.
+
+use std::time::Duration;
+
+/// The longest ManyChat error message kept, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 200;
+
+/// Digit runs at least this long are replaced in ManyChat's messages: they are the shape of a
+/// subscriber id or a phone number, never of an explanation.
+const LONG_DIGIT_RUN: usize = 6;
+
+/// What replaces a scrubbed value in a ManyChat error message.
+const SCRUBBED: &str = "[redacted]";
+
+/// A ManyChat request that did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManyChatError {
+    /// A 4xx other than 429 (ManyChat's error envelope comes with HTTP 400), or an unexpected
+    /// non-success status such as a redirect.
+    #[error("ManyChat answered HTTP {status}: {message}")]
+    Http { status: u16, message: String },
+    /// A 2xx whose body says `"status": "error"`: ManyChat refused the request.
+    #[error("ManyChat reported an error (HTTP {status}): {message}")]
+    Api { status: u16, message: String },
+    /// HTTP 429.
+    #[error("ManyChat rate limited the request (HTTP 429)")]
+    RateLimited,
+    /// HTTP 5xx.
+    #[error("ManyChat server error (HTTP {status})")]
+    Server { status: u16 },
+    /// The request did not complete at the transport level (refused, reset, DNS, TLS).
+    #[error("network error talking to ManyChat ({0})")]
+    Network(&'static str),
+    /// No answer within the request's timeout.
+    #[error("ManyChat did not answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+    /// A success status whose body is not ManyChat's success envelope.
+    #[error("ManyChat's response could not be decoded ({0})")]
+    Decode(&'static str),
+    /// The client could not be built (an API token that is not a valid header value, a base URL
+    /// that is not http(s)).
+    #[error("invalid ManyChat client configuration: {0}")]
+    Config(&'static str),
+}
+
+impl ManyChatError {
+    /// Whether the same request may succeed later (SYSTEM 3.5): 429, 5xx, network and timeout.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::RateLimited | Self::Server { .. } | Self::Network(_) | Self::Timeout(_) => true,
+            Self::Http { .. } | Self::Api { .. } | Self::Decode(_) | Self::Config(_) => false,
+        }
+    }
+
+    /// A fixed label for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Http { status, .. } if (400..500).contains(status) => "http_4xx",
+            Self::Http { .. } => "http_other",
+            Self::Api { .. } => "api_error",
+            Self::RateLimited => "rate_limited",
+            Self::Server { .. } => "http_5xx",
+            Self::Network(_) => "network",
+            Self::Timeout(_) => "timeout",
+            Self::Decode(_) => "decode",
+            Self::Config(_) => "config",
+        }
+    }
+
+    /// The HTTP status ManyChat answered with, when it answered.
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            Self::Http { status, .. } | Self::Api { status, .. } | Self::Server { status } => {
+                Some(*status)
+            }
+            Self::RateLimited => Some(429),
+            Self::Network(_) | Self::Timeout(_) | Self::Decode(_) | Self::Config(_) => None,
+        }
+    }
+}
+
+/// Makes ManyChat's error message safe to keep: every non-empty `values` string (the subscriber
+/// id and a text field value the request carried; configured names stay, an operator needs
+/// them) and every digit
+/// run of [`LONG_DIGIT_RUN`] or more is replaced, control characters and runs of whitespace become
+/// one space, and the result is cut to [`MAX_MESSAGE_CHARS`] characters.
+pub fn scrub_message(raw: &str, values: &[&str]) -> String {
+    let mut text = raw.to_owned();
+    // Longest first, so a value that contains another is replaced whole.
+    let mut values: Vec<&str> = values.iter().copied().filter(|v| !v.is_empty()).collect();
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    for value in values {
+        text = text.replace(value, SCRUBBED);
+    }
+
+    let mut out = String::with_capacity(text.len().min(MAX_MESSAGE_CHARS * 4));
+    let mut digits = String::new();
+    let mut pending_space = false;
+    let flush_digits = |out: &mut String, digits: &mut String| {
+        if digits.len() >= LONG_DIGIT_RUN {
+            out.push_str(SCRUBBED);
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if pending_space && !out.is_empty() {
+                out.push(' ');
+            }
+            pending_space = false;
+            digits.push(c);
+            continue;
+        }
+        flush_digits(&mut out, &mut digits);
+        if c.is_whitespace() || c.is_control() {
+            pending_space = true;
+            continue;
+        }
+        if pending_space && !out.is_empty() {
+            out.push(' ');
+        }
+        pending_space = false;
+        out.push(c);
+    }
+    flush_digits(&mut out, &mut digits);
+
+    if out.chars().count() > MAX_MESSAGE_CHARS {
+        out = out.chars().take(MAX_MESSAGE_CHARS - 1).collect();
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_3_5_retry_classification_per_error_kind() {
+        let table = [
+            (
+                ManyChatError::Http {
+                    status: 400,
+                    message: String::new(),
+                },
+                false,
+                "http_4xx",
+            ),
+            (
+                ManyChatError::Api {
+                    status: 200,
+                    message: String::new(),
+                },
+                false,
+                "api_error",
+            ),
+            (ManyChatError::RateLimited, true, "rate_limited"),
+            (ManyChatError::Server { status: 502 }, true, "http_5xx"),
+            (ManyChatError::Network("connect"), true, "network"),
+            (
+                ManyChatError::Timeout(Duration::from_secs(10)),
+                true,
+                "timeout",
+            ),
+            (ManyChatError::Decode("not json"), false, "decode"),
+            (ManyChatError::Config("token"), false, "config"),
+        ];
+        for (error, retryable, kind) in table {
+            assert_eq!(error.is_retryable(), retryable, "{kind}");
+            assert_eq!(error.kind(), kind);
+        }
+    }
+
+    #[test]
+    fn c5_scrub_removes_request_values_and_long_digit_runs() {
+        let scrubbed = scrub_message(
+            "Subscriber 987654321 has no field ai_message with value \"Hello Alex\"",
+            &["987654321", "Hello Alex", ""],
+        );
+        assert!(!scrubbed.contains("987654321"));
+        assert!(!scrubbed.contains("Hello Alex"));
+        assert!(scrubbed.contains("has no field ai_message"));
+
+        let phone = scrub_message("Phone +1 5550142 invalid, code 3011", &[]);
+        assert!(!phone.contains("5550142"), "{phone}");
+        assert!(
+            phone.contains("3011"),
+            "short codes are kept for operators: {phone}"
+        );
+    }
+
+    #[test]
+    fn system_3_5_error_message_is_bounded_to_200_chars_and_one_line() {
+        let long = format!("Bad\nrequest\t{}", "x".repeat(500));
+        let scrubbed = scrub_message(&long, &[]);
+        assert_eq!(scrubbed.chars().count(), MAX_MESSAGE_CHARS);
+        assert!(scrubbed.starts_with("Bad request x"));
+        assert!(!scrubbed.contains('\n') && !scrubbed.contains('\t'));
+    }
+}

@@ -1,0 +1,577 @@
+//! An in-process fake ManyChat for `manychat-agent demo` (SYSTEM 5.5): a newcomer has no
+//! ManyChat account, so the demo points the real [`ManyChatClient`](super::ManyChatClient) at this
+//! server and shows what would have been sent.
+//!
+//! It implements the five endpoints the client calls with ManyChat's success envelopes, keeps
+//! each subscriber's tags and custom field values in memory so getInfo reflects earlier writes,
+//! prints each accepted call to stdout (the demo's display, not a log), and answers
+//! `GET /sandbox/requests` with every accepted call as JSON.
+//!
+//! Invariants:
+//! - The contact getInfo returns is invented ("Demo Contact", no phone, no email); nothing real
+//!   is stored or returned.
+//! - A request ManyChat would refuse (no bearer token, missing or mistyped keys) gets ManyChat's
+//!   error envelope with HTTP 400 (401 for the token) and is neither recorded nor printed.
+//! - The server stops when the shutdown token is cancelled.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header::AUTHORIZATION};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// One accepted call, as the demo shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxRequest {
+    /// ManyChat's name for the call (`sendFlow`, `addTagByName`, `getInfo`, …).
+    pub endpoint: String,
+    /// The request's JSON body; for getInfo, its query as an object.
+    pub body: Value,
+}
+
+/// A running sandbox.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    /// Where to point `MANYCHAT_API_BASE` (`http://127.0.0.1:<port>`).
+    pub base_url: String,
+    /// Every accepted call, in arrival order.
+    pub requests: Arc<Mutex<Vec<SandboxRequest>>>,
+}
+
+/// What the sandbox remembers about one subscriber.
+#[derive(Default)]
+struct ContactState {
+    tags: BTreeSet<String>,
+    fields: BTreeMap<String, Value>,
+}
+
+#[derive(Clone)]
+struct AppState {
+    requests: Arc<Mutex<Vec<SandboxRequest>>>,
+    contacts: Arc<Mutex<HashMap<String, ContactState>>>,
+}
+
+/// A poisoned lock only means another handler panicked mid-update; the demo's data is still
+/// worth showing.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Serves the sandbox on `listener` until `shutdown` is cancelled.
+pub async fn spawn(listener: TcpListener, shutdown: CancellationToken) -> std::io::Result<Sandbox> {
+    let address = listener.local_addr()?;
+    let base_url = base_url_for(address);
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let state = AppState {
+        requests: requests.clone(),
+        contacts: Arc::new(Mutex::new(HashMap::new())),
+    };
+    let app = router(state);
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error_kind = ?e.kind(), "manychat sandbox stopped with an error");
+        }
+    });
+    Ok(Sandbox { base_url, requests })
+}
+
+/// A listener bound to every interface is reached through loopback.
+fn base_url_for(address: SocketAddr) -> String {
+    let ip = match address.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
+        ip if ip.is_unspecified() => "[::1]".to_owned(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    };
+    format!("http://{ip}:{}", address.port())
+}
+
+fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/fb/sending/sendFlow", post(send_flow))
+        .route("/fb/subscriber/addTagByName", post(add_tag))
+        .route("/fb/subscriber/removeTagByName", post(remove_tag))
+        .route("/fb/subscriber/setCustomFieldByName", post(set_field))
+        .route("/fb/subscriber/getInfo", get(get_info))
+        .route("/sandbox/requests", get(list_requests))
+        .with_state(state)
+}
+
+/// A request ManyChat would refuse, answered with its error envelope.
+struct Refusal {
+    status: StatusCode,
+    message: String,
+}
+
+fn refuse(status: StatusCode, message: impl Into<String>) -> Refusal {
+    Refusal {
+        status,
+        message: message.into(),
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "status": "error",
+            "message": self.message,
+            "details": {"messages": [{"message": self.message}]},
+        });
+        (self.status, Json(body)).into_response()
+    }
+}
+
+fn success() -> Response {
+    Json(json!({"status": "success"})).into_response()
+}
+
+/// ManyChat wants `Authorization: Bearer <key>`; the sandbox accepts any non-empty key.
+fn authorized(headers: &HeaderMap) -> Result<(), Refusal> {
+    let presented = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|key| !key.trim().is_empty());
+    if presented {
+        Ok(())
+    } else {
+        Err(refuse(StatusCode::UNAUTHORIZED, "Wrong format token"))
+    }
+}
+
+/// `subscriber_id` as ManyChat takes it: a number or a digit string.
+fn subscriber_key(body: &Value) -> Result<String, Refusal> {
+    match body.get("subscriber_id") {
+        Some(Value::Number(n)) if n.is_u64() => Ok(n.to_string()),
+        Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(s.clone())
+        }
+        _ => Err(refuse(
+            StatusCode::BAD_REQUEST,
+            "subscriber_id is required and must be an integer",
+        )),
+    }
+}
+
+fn required_str<'a>(body: &'a Value, key: &str) -> Result<&'a str, Refusal> {
+    match body.get(key).and_then(Value::as_str) {
+        Some(value) if !value.is_empty() => Ok(value),
+        _ => Err(refuse(
+            StatusCode::BAD_REQUEST,
+            format!("{key} is required and must be a string"),
+        )),
+    }
+}
+
+/// The body as JSON, or ManyChat's 400. Parsed by hand so a bad body gets the envelope, not
+/// axum's plain-text rejection.
+fn json_body(bytes: &[u8]) -> Result<Value, Refusal> {
+    serde_json::from_slice(bytes)
+        .map_err(|_| refuse(StatusCode::BAD_REQUEST, "request body is not valid JSON"))
+}
+
+impl AppState {
+    fn record(&self, endpoint: &str, body: Value) {
+        lock(&self.requests).push(SandboxRequest {
+            endpoint: endpoint.to_owned(),
+            body,
+        });
+    }
+}
+
+/// A value as the demo prints it: text in quotes with its line breaks kept, so a reply reads
+/// as the contact would see it; other values as JSON. A field named like a token (the contact
+/// token of 019 is a credential) shows only its length.
+fn display_value(field: &str, value: &Value) -> String {
+    match value {
+        Value::String(text) if field.to_ascii_lowercase().contains("token") => {
+            format!("[token, {} chars]", text.chars().count())
+        }
+        Value::String(text) => format!("\"{text}\""),
+        other => other.to_string(),
+    }
+}
+
+async fn send_flow(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    bytes: axum::body::Bytes,
+) -> Response {
+    let accepted = (|| {
+        authorized(&headers)?;
+        let body = json_body(&bytes)?;
+        subscriber_key(&body)?;
+        let flow_ns = required_str(&body, "flow_ns")?.to_owned();
+        Ok::<_, Refusal>((body, flow_ns))
+    })();
+    match accepted {
+        Ok((body, flow_ns)) => {
+            println!("[sandbox] sendFlow {flow_ns}");
+            state.record("sendFlow", body);
+            success()
+        }
+        Err(refused) => refused.into_response(),
+    }
+}
+
+async fn add_tag(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    bytes: axum::body::Bytes,
+) -> Response {
+    change_tag(&state, &headers, &bytes, true)
+}
+
+async fn remove_tag(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    bytes: axum::body::Bytes,
+) -> Response {
+    change_tag(&state, &headers, &bytes, false)
+}
+
+fn change_tag(state: &AppState, headers: &HeaderMap, bytes: &[u8], add: bool) -> Response {
+    let accepted = (|| {
+        authorized(headers)?;
+        let body = json_body(bytes)?;
+        let key = subscriber_key(&body)?;
+        let tag = required_str(&body, "tag_name")?.to_owned();
+        Ok::<_, Refusal>((body, key, tag))
+    })();
+    let (body, key, tag) = match accepted {
+        Ok(accepted) => accepted,
+        Err(refused) => return refused.into_response(),
+    };
+    let endpoint = if add {
+        "addTagByName"
+    } else {
+        "removeTagByName"
+    };
+    {
+        let mut contacts = lock(&state.contacts);
+        let contact = contacts.entry(key).or_default();
+        if add {
+            contact.tags.insert(tag.clone());
+        } else {
+            contact.tags.remove(&tag);
+        }
+    }
+    println!("[sandbox] {endpoint} {tag}");
+    state.record(endpoint, body);
+    success()
+}
+
+async fn set_field(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    bytes: axum::body::Bytes,
+) -> Response {
+    let accepted = (|| {
+        authorized(&headers)?;
+        let body = json_body(&bytes)?;
+        let key = subscriber_key(&body)?;
+        let field = required_str(&body, "field_name")?.to_owned();
+        let Some(value) = body.get("field_value").cloned() else {
+            return Err(refuse(StatusCode::BAD_REQUEST, "field_value is required"));
+        };
+        Ok::<_, Refusal>((body, key, field, value))
+    })();
+    let (body, key, field, value) = match accepted {
+        Ok(accepted) => accepted,
+        Err(refused) => return refused.into_response(),
+    };
+    println!(
+        "[sandbox] setCustomFieldByName {field} = {}",
+        display_value(&field, &value)
+    );
+    lock(&state.contacts)
+        .entry(key)
+        .or_default()
+        .fields
+        .insert(field, value);
+    state.record("setCustomFieldByName", body);
+    success()
+}
+
+#[derive(Deserialize)]
+struct GetInfoQuery {
+    subscriber_id: Option<String>,
+}
+
+async fn get_info(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<GetInfoQuery>,
+) -> Response {
+    if let Err(refused) = authorized(&headers) {
+        return refused.into_response();
+    }
+    let key = match query.subscriber_id {
+        Some(id) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => id,
+        _ => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "subscriber_id is required and must be an integer",
+            )
+            .into_response();
+        }
+    };
+    let (tags, fields) = {
+        let contacts = lock(&state.contacts);
+        match contacts.get(&key) {
+            Some(contact) => (
+                contact.tags.iter().cloned().collect::<Vec<_>>(),
+                contact
+                    .fields
+                    .iter()
+                    .map(|(n, v)| (n.clone(), v.clone()))
+                    .collect::<Vec<_>>(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        }
+    };
+    println!(
+        "[sandbox] getInfo ({} tags, {} custom fields)",
+        tags.len(),
+        fields.len()
+    );
+    state.record("getInfo", json!({"subscriber_id": key}));
+    Json(json!({"status": "success", "data": invented_contact(&key, &tags, &fields)}))
+        .into_response()
+}
+
+/// The invented subscriber getInfo returns: ManyChat's shape, no real data.
+fn invented_contact(key: &str, tags: &[String], fields: &[(String, Value)]) -> Value {
+    let custom_fields: Vec<Value> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, (name, value))| {
+            json!({
+                "id": i + 1,
+                "name": name,
+                "type": field_type(value),
+                "description": "",
+                "value": value,
+            })
+        })
+        .collect();
+    let tags: Vec<Value> = tags
+        .iter()
+        .enumerate()
+        .map(|(i, name)| json!({"id": i + 1, "name": name}))
+        .collect();
+    json!({
+        "id": key,
+        "page_id": "0",
+        "first_name": "Demo",
+        "last_name": "Contact",
+        "name": "Demo Contact",
+        "gender": null,
+        "profile_pic": null,
+        "locale": "en_US",
+        "language": "English",
+        "timezone": "UTC",
+        "live_chat_url": null,
+        "last_input_text": null,
+        "optin_phone": false,
+        "phone": null,
+        "optin_email": false,
+        "email": null,
+        "subscribed": null,
+        "last_interaction": null,
+        "last_seen": null,
+        "whatsapp_phone": null,
+        "optin_whatsapp": false,
+        "custom_fields": custom_fields,
+        "tags": tags,
+    })
+}
+
+/// ManyChat's custom field type for a value.
+fn field_type(value: &Value) -> &'static str {
+    match value {
+        Value::Number(_) => "number",
+        Value::Bool(_) => "boolean",
+        _ => "text",
+    }
+}
+
+async fn list_requests(State(state): State<AppState>) -> Json<Vec<SandboxRequest>> {
+    Json(lock(&state.requests).clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{Secret, SubscriberId};
+    use crate::manychat::{ManyChatClient, ManyChatLimiter};
+    use std::time::Duration;
+
+    async fn start() -> (Sandbox, CancellationToken) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let shutdown = CancellationToken::new();
+        let sandbox = spawn(listener, shutdown.clone()).await.expect("sandbox");
+        (sandbox, shutdown)
+    }
+
+    fn client(sandbox: &Sandbox) -> ManyChatClient {
+        ManyChatClient::new(
+            &sandbox.base_url,
+            &Secret::new("sandbox-token"),
+            ManyChatLimiter::new(),
+        )
+        .expect("client")
+    }
+
+    #[tokio::test]
+    async fn system_5_5_sandbox_round_trip_set_field_add_tag_then_getinfo_shows_them() {
+        let (sandbox, shutdown) = start().await;
+        let client = client(&sandbox);
+        let sub = SubscriberId::parse("1000001").expect("id");
+        let other = SubscriberId::parse("1000002").expect("id");
+
+        client
+            .set_field(&sub, "ai_message", &json!("A reply from the demo tenant."))
+            .await
+            .expect("field set");
+        client.add_tag(&sub, "demo-lead").await.expect("tagged");
+        client.add_tag(&sub, "to-remove").await.expect("tagged");
+        client
+            .remove_tag(&sub, "to-remove")
+            .await
+            .expect("untagged");
+        client
+            .send_flow(&sub, "content_demo_reply")
+            .await
+            .expect("flow sent");
+
+        let record = client
+            .get_contact(&sub, Duration::from_millis(1500))
+            .await
+            .expect("read");
+        assert_eq!(record.tags, vec!["demo-lead"]);
+        assert_eq!(
+            record.fields,
+            vec![(
+                "ai_message".to_owned(),
+                json!("A reply from the demo tenant.")
+            )]
+        );
+        let stranger = client
+            .get_contact(&other, Duration::from_millis(1500))
+            .await
+            .expect("read");
+        assert!(stranger.tags.is_empty() && stranger.fields.is_empty());
+
+        let listed: Vec<SandboxRequest> =
+            reqwest::get(format!("{}/sandbox/requests", sandbox.base_url))
+                .await
+                .expect("listed")
+                .json()
+                .await
+                .expect("JSON");
+        let endpoints: Vec<&str> = listed.iter().map(|r| r.endpoint.as_str()).collect();
+        assert_eq!(
+            endpoints,
+            vec![
+                "setCustomFieldByName",
+                "addTagByName",
+                "addTagByName",
+                "removeTagByName",
+                "sendFlow",
+                "getInfo",
+                "getInfo"
+            ]
+        );
+        assert_eq!(
+            listed[0].body,
+            json!({"subscriber_id": 1000001, "field_name": "ai_message",
+                   "field_value": "A reply from the demo tenant."})
+        );
+        assert_eq!(*lock(&sandbox.requests), listed);
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn system_5_5_sandbox_answers_like_manychat_to_a_bad_request() {
+        let (sandbox, shutdown) = start().await;
+        let http = reqwest::Client::new();
+        let url = format!("{}/fb/sending/sendFlow", sandbox.base_url);
+
+        let unauthenticated = http
+            .post(&url)
+            .json(&json!({"subscriber_id": 1, "flow_ns": "content1"}))
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(unauthenticated.status(), 401);
+
+        let missing_flow = http
+            .post(&url)
+            .bearer_auth("sandbox-token")
+            .json(&json!({"subscriber_id": 1}))
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(missing_flow.status(), 400);
+        let body: Value = missing_flow.json().await.expect("JSON");
+        assert_eq!(body["status"], "error");
+
+        assert!(
+            lock(&sandbox.requests).is_empty(),
+            "refused calls are not recorded"
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn system_5_5_sandbox_invented_contact_has_no_phone_or_email() {
+        let data = invented_contact("42", &[], &[]);
+        assert_eq!(data["name"], "Demo Contact");
+        assert_eq!(data["phone"], Value::Null);
+        assert_eq!(data["email"], Value::Null);
+        assert_eq!(data["whatsapp_phone"], Value::Null);
+    }
+
+    #[test]
+    fn system_5_5_sandbox_display_shows_text_but_hides_a_token_value() {
+        assert_eq!(
+            display_value("ai_message", &json!("Line one\n\nLine two")),
+            "\"Line one\n\nLine two\""
+        );
+        assert_eq!(display_value("seats", &json!(3)), "3");
+        assert_eq!(
+            display_value("ai_token", &json!("c2VjcmV0LXRva2VuLXZhbHVl")),
+            "[token, 24 chars]"
+        );
+    }
+
+    #[test]
+    fn sandbox_base_url_reaches_an_unspecified_address_through_loopback() {
+        assert_eq!(
+            base_url_for("0.0.0.0:8080".parse().expect("addr")),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            base_url_for("[::]:8080".parse().expect("addr")),
+            "http://[::1]:8080"
+        );
+        assert_eq!(
+            base_url_for("127.0.0.1:9".parse().expect("addr")),
+            "http://127.0.0.1:9"
+        );
+    }
+}
