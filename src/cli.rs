@@ -144,7 +144,7 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
         None
     } else {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let sandbox = crate::manychat::sandbox::spawn(listener, shutdown.clone()).await;
+        let sandbox = crate::manychat::sandbox::spawn(listener, shutdown.clone()).await?;
         vars.insert("MANYCHAT_API_TOKEN".into(), "sandbox:demo".into());
         vars.insert("MANYCHAT_API_BASE".into(), sandbox.base_url.clone());
         Some(sandbox)
