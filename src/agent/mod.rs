@@ -1,1 +1,4 @@
 //! (in progress)
+pub mod fence;
+pub mod prompt;
+pub mod reply;
