@@ -394,6 +394,37 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn spec_012_loop_answer_at_every_step_count() {
+        for tool_steps in 0..=3u32 {
+            let mut script: Vec<_> = (0..tool_steps)
+                .map(|i| calls(vec![call(&format!("c{i}"), "add_tag", json!({}))]))
+                .collect();
+            script.push(answer("{}"));
+            let model = ScriptedModel::new(script);
+            let mut host = RecordingHost::default();
+            let r = run_loop(&model, base(), &mut host).await;
+            assert_eq!(
+                r.output,
+                Ok(Some("{}".to_owned())),
+                "{tool_steps} tool steps"
+            );
+            assert_eq!(r.steps, tool_steps + 1);
+            assert_eq!(host.called.len() as u32, tool_steps);
+            assert_eq!(r.usage.input_tokens, 100 * u64::from(tool_steps + 1));
+            let reqs = model.requests();
+            let last = reqs.last().unwrap();
+            if tool_steps < 3 {
+                // Answered while tools were still offered, with the tool history so far.
+                assert_eq!(last.tool_choice, ToolChoice::Auto);
+                assert_eq!(last.messages.len(), 1 + 2 * tool_steps as usize);
+            } else {
+                assert_eq!(last.tool_choice, ToolChoice::None);
+                assert_eq!(last.messages, base().messages);
+            }
+        }
+    }
+
+    #[tokio::test]
     async fn spec_012_loop_step_4_without_output_is_none() {
         let model = ScriptedModel::new(vec![
             calls(vec![call("c1", "add_tag", json!({}))]),
@@ -455,6 +486,51 @@ pub(crate) mod tests {
         assert_eq!(r.output, Err(ModelError::RateLimited));
         assert_eq!(r.steps, 2);
         assert_eq!(r.usage, usage(100, 10));
+    }
+
+    /// A host whose tools run out after the first step (e.g. its only tool hit a cap).
+    struct NarrowingHost {
+        inner: RecordingHost,
+    }
+
+    #[async_trait]
+    impl ToolHost for NarrowingHost {
+        fn specs(&self) -> Vec<ToolSpec> {
+            if self.inner.called.is_empty() {
+                self.inner.specs()
+            } else {
+                Vec::new()
+            }
+        }
+        async fn call(&mut self, call: &ToolCall) -> Value {
+            self.inner.call(call).await
+        }
+        fn final_note(&self) -> Option<String> {
+            Some("staged: add_tag interested_intro".into())
+        }
+    }
+
+    #[tokio::test]
+    async fn spec_012_a_step_with_no_tools_left_is_a_final_step() {
+        let model = ScriptedModel::new(vec![
+            calls(vec![call("c1", "add_tag", json!({}))]),
+            answer("{}"),
+        ]);
+        let mut host = NarrowingHost {
+            inner: RecordingHost::default(),
+        };
+        let r = run_loop(&model, base(), &mut host).await;
+        assert_eq!(r.steps, 2);
+        assert!(r.tools_offered);
+        let reqs = model.requests();
+        assert_eq!(reqs[1].tool_choice, ToolChoice::None);
+        assert!(reqs[1].tools.is_empty());
+        // No tool history without tools: the base messages and the server note only.
+        assert_eq!(reqs[1].messages.len(), 2);
+        assert_eq!(reqs[1].messages[0], base().messages[0]);
+        assert!(
+            matches!(&reqs[1].messages[1], Message::User { text } if text.starts_with("SERVER NOTE (final step"))
+        );
     }
 
     #[tokio::test]
