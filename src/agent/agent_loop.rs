@@ -1,0 +1,554 @@
+//! The bounded tool loop (012 § The loop is bounded at four steps, 024, ADR-0016).
+//!
+//! Invariants:
+//! - At most [`MAX_STEPS`] model calls per turn.
+//! - Steps 1–3 offer the host's tools with `tool_choice: auto`; a step that makes tool calls is
+//!   answered with one result per call, in call order, and the loop goes on; a step without tool
+//!   calls ends the loop with its output.
+//! - The final step (step 4, or any step on which the host offers no tool) carries the turn's
+//!   original messages only, never tool calls or results (providers refuse tool history without
+//!   tools), plus the host's server note; `tool_choice` is `none` and any tool call it makes is
+//!   ignored.
+//! - The loop never performs a write: that is the host's business (it stages). No IO here but
+//!   the `Model` and `ToolHost` traits.
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::model::{
+    Message, Model, ModelError, ModelRequest, ToolArguments, ToolCall, ToolChoice, ToolResult,
+    ToolSpec, Usage,
+};
+
+use super::prompt::final_step_note;
+
+/// Model calls per turn (012, 024: read, act, read again, reply).
+pub const MAX_STEPS: u32 = 4;
+
+/// The tools of one turn, as the loop sees them. Implemented by the tools module (staging,
+/// caps, the contact read) and by [`NoTools`].
+#[async_trait]
+pub trait ToolHost: Send {
+    /// Tools offered on steps 1–3 (empty = none). Asked before every step, so a host may narrow
+    /// the set as the turn goes on.
+    fn specs(&self) -> Vec<ToolSpec>;
+    /// Runs (stages, or for a read performs) one call and returns its result for the model.
+    async fn call(&mut self, call: &ToolCall) -> Value;
+    /// The final step's server note: what was staged, sent or refused this turn and the last
+    /// successful read with its notes fenced. `None` when there is nothing to say.
+    fn final_note(&self) -> Option<String>;
+}
+
+/// A turn without tools (no `tools.json`, or a turn that may not use them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoTools;
+
+#[async_trait]
+impl ToolHost for NoTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+    async fn call(&mut self, _call: &ToolCall) -> Value {
+        // Never offered, so only a misbehaving model gets here.
+        json!({"error": "no tools are available"})
+    }
+    fn final_note(&self) -> Option<String> {
+        None
+    }
+}
+
+/// What the loop produced.
+#[derive(Debug)]
+pub struct LoopResult {
+    /// The last step's output (`Ok(None)`: no output, which the caller fails closed on), or the
+    /// model error that ended the loop.
+    pub output: Result<Option<String>, ModelError>,
+    /// Summed over every step, including a failed one's predecessors.
+    pub usage: Usage,
+    /// Model calls made, including one that failed.
+    pub steps: u32,
+    /// Whether any step offered tools (the turn's `actions` record is `null` otherwise).
+    pub tools_offered: bool,
+}
+
+/// Runs the loop. `base` carries the system prompt, the turn's messages, the output schema and
+/// the sampling settings; its `tools` and `tool_choice` are set here on every step.
+pub async fn run_loop(
+    model: &dyn Model,
+    base: ModelRequest,
+    tools: &mut dyn ToolHost,
+) -> LoopResult {
+    let mut usage = Usage::default();
+    let mut tools_offered = false;
+    let mut messages = base.messages.clone();
+
+    for step in 1..=MAX_STEPS {
+        let specs = tools.specs();
+        let is_final = step == MAX_STEPS || specs.is_empty();
+
+        let request = if is_final {
+            let mut final_messages = base.messages.clone();
+            if let Some(note) = tools.final_note() {
+                final_messages.push(final_step_note(&note));
+            }
+            ModelRequest {
+                messages: final_messages,
+                tools: specs,
+                tool_choice: ToolChoice::None,
+                ..base.clone()
+            }
+        } else {
+            tools_offered = true;
+            ModelRequest {
+                messages: messages.clone(),
+                tools: specs,
+                tool_choice: ToolChoice::Auto,
+                ..base.clone()
+            }
+        };
+
+        let response = match model.step(&request).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(step, error = %e, "model step failed");
+                return LoopResult {
+                    output: Err(e),
+                    usage,
+                    steps: step,
+                    tools_offered,
+                };
+            }
+        };
+        usage.add(response.usage);
+
+        if is_final || response.tool_calls.is_empty() {
+            if is_final && !response.tool_calls.is_empty() {
+                tracing::info!(
+                    step,
+                    calls = response.tool_calls.len(),
+                    "final step made tool calls; ignored"
+                );
+            }
+            return LoopResult {
+                output: Ok(response.output),
+                usage,
+                steps: step,
+                tools_offered,
+            };
+        }
+
+        let mut results = Vec::with_capacity(response.tool_calls.len());
+        for call in &response.tool_calls {
+            let result = match &call.arguments {
+                ToolArguments::Invalid { .. } => ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: json!({"error": "invalid arguments"}),
+                    is_error: true,
+                },
+                ToolArguments::Valid(_) => ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: tools.call(call).await,
+                    is_error: false,
+                },
+            };
+            results.push(result);
+        }
+        tracing::debug!(step, calls = results.len(), "tool step");
+        messages.push(Message::Assistant {
+            text: response.output,
+            tool_calls: response.tool_calls,
+        });
+        messages.push(Message::ToolResults { results });
+    }
+
+    // The final step always returns above; this is reached only if MAX_STEPS were zero.
+    LoopResult {
+        output: Ok(None),
+        usage,
+        steps: MAX_STEPS,
+        tools_offered,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::model::{ModelResponse, StopReason};
+
+    /// A scripted model: canned responses in order, every request recorded.
+    pub(crate) struct ScriptedModel {
+        responses: Mutex<Vec<Result<ModelResponse, ModelError>>>,
+        pub(crate) requests: Mutex<Vec<ModelRequest>>,
+    }
+
+    impl ScriptedModel {
+        pub(crate) fn new(mut responses: Vec<Result<ModelResponse, ModelError>>) -> Self {
+            responses.reverse();
+            Self {
+                responses: Mutex::new(responses),
+                requests: Mutex::new(Vec::new()),
+            }
+        }
+        pub(crate) fn requests(&self) -> Vec<ModelRequest> {
+            self.requests.lock().unwrap().clone()
+        }
+    }
+
+    #[async_trait]
+    impl Model for ScriptedModel {
+        fn id(&self) -> &str {
+            "mock:scripted"
+        }
+        async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+            self.requests.lock().unwrap().push(request.clone());
+            self.responses
+                .lock()
+                .unwrap()
+                .pop()
+                .unwrap_or_else(|| Err(ModelError::Malformed("script exhausted".into())))
+        }
+    }
+
+    pub(crate) fn usage(i: u64, o: u64) -> Usage {
+        Usage {
+            input_tokens: i,
+            output_tokens: o,
+            cached_tokens: 0,
+        }
+    }
+
+    pub(crate) fn answer(text: &str) -> Result<ModelResponse, ModelError> {
+        Ok(ModelResponse {
+            tool_calls: vec![],
+            output: Some(text.to_owned()),
+            usage: usage(100, 10),
+            stop: StopReason::Completed,
+        })
+    }
+
+    pub(crate) fn calls(calls: Vec<ToolCall>) -> Result<ModelResponse, ModelError> {
+        Ok(ModelResponse {
+            tool_calls: calls,
+            output: None,
+            usage: usage(100, 10),
+            stop: StopReason::ToolCalls,
+        })
+    }
+
+    pub(crate) fn call(id: &str, name: &str, args: Value) -> ToolCall {
+        ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: ToolArguments::Valid(args),
+        }
+    }
+
+    /// A host with one tool that records its calls and answers `{staged: true, n}`.
+    #[derive(Default)]
+    pub(crate) struct RecordingHost {
+        pub(crate) called: Vec<String>,
+        pub(crate) note: Option<String>,
+    }
+
+    #[async_trait]
+    impl ToolHost for RecordingHost {
+        fn specs(&self) -> Vec<ToolSpec> {
+            vec![ToolSpec {
+                name: "add_tag".into(),
+                description: "Tag the contact.".into(),
+                parameters: json!({"type": "object", "properties": {"id": {"type": "string", "enum": ["interested_intro"]}},
+                    "required": ["id"], "additionalProperties": false}),
+            }]
+        }
+        async fn call(&mut self, call: &ToolCall) -> Value {
+            self.called.push(call.id.clone());
+            json!({"staged": true, "n": self.called.len()})
+        }
+        fn final_note(&self) -> Option<String> {
+            self.note.clone()
+        }
+    }
+
+    pub(crate) fn base() -> ModelRequest {
+        ModelRequest {
+            system: "SYSTEM".into(),
+            messages: vec![Message::User {
+                text: "turn".into(),
+            }],
+            tools: vec![],
+            tool_choice: ToolChoice::Auto,
+            output_schema: json!({"type": "object"}),
+            output_name: "agent_reply".into(),
+            max_output_tokens: 400,
+            temperature: 0.3,
+        }
+    }
+
+    #[tokio::test]
+    async fn spec_012_loop_answer_on_step_1() {
+        let model = ScriptedModel::new(vec![answer("{}")]);
+        let mut host = RecordingHost::default();
+        let r = run_loop(&model, base(), &mut host).await;
+        assert_eq!(r.output, Ok(Some("{}".to_owned())));
+        assert_eq!(r.steps, 1);
+        assert!(r.tools_offered);
+        assert_eq!(r.usage, usage(100, 10));
+        let reqs = model.requests();
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(reqs[0].tool_choice, ToolChoice::Auto);
+        assert_eq!(reqs[0].tools.len(), 1);
+        assert_eq!(reqs[0].messages, base().messages);
+        assert_eq!(reqs[0].system, "SYSTEM");
+        assert_eq!(reqs[0].output_name, "agent_reply");
+    }
+
+    #[tokio::test]
+    async fn spec_012_loop_tool_call_then_answer() {
+        let model = ScriptedModel::new(vec![
+            calls(vec![
+                call("c1", "add_tag", json!({"id": "interested_intro"})),
+                call("c2", "add_tag", json!({"id": "interested_intro"})),
+            ]),
+            answer("{\"ok\":1}"),
+        ]);
+        let mut host = RecordingHost::default();
+        let r = run_loop(&model, base(), &mut host).await;
+        assert_eq!(r.output, Ok(Some("{\"ok\":1}".to_owned())));
+        assert_eq!(r.steps, 2);
+        assert_eq!(r.usage, usage(200, 20));
+        assert_eq!(host.called, vec!["c1", "c2"]);
+        let reqs = model.requests();
+        assert_eq!(reqs[1].tool_choice, ToolChoice::Auto);
+        let m = &reqs[1].messages;
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0], base().messages[0]);
+        assert!(matches!(&m[1], Message::Assistant { tool_calls, .. } if tool_calls.len() == 2));
+        let Message::ToolResults { results } = &m[2] else {
+            panic!("expected tool results, got {:?}", m[2]);
+        };
+        assert_eq!(results.len(), 2);
+        assert_eq!(results[0].call_id, "c1");
+        assert_eq!(results[0].content, json!({"staged": true, "n": 1}));
+        assert!(!results[0].is_error);
+        assert_eq!(results[1].call_id, "c2");
+        assert_eq!(results[1].content, json!({"staged": true, "n": 2}));
+    }
+
+    #[tokio::test]
+    async fn spec_012_loop_is_bounded_at_four_steps_final_has_no_tool_history() {
+        let model = ScriptedModel::new(vec![
+            calls(vec![call(
+                "c1",
+                "add_tag",
+                json!({"id": "interested_intro"}),
+            )]),
+            calls(vec![call(
+                "c2",
+                "add_tag",
+                json!({"id": "interested_intro"}),
+            )]),
+            calls(vec![call(
+                "c3",
+                "add_tag",
+                json!({"id": "interested_intro"}),
+            )]),
+            // The final step tries yet another call, with an answer beside it.
+            Ok(ModelResponse {
+                tool_calls: vec![call("c4", "add_tag", json!({"id": "interested_intro"}))],
+                output: Some("{\"final\":true}".into()),
+                usage: usage(100, 10),
+                stop: StopReason::ToolCalls,
+            }),
+            answer("never requested"),
+        ]);
+        let mut host = RecordingHost {
+            note: Some("staged: add_tag interested_intro".into()),
+            ..Default::default()
+        };
+        let r = run_loop(&model, base(), &mut host).await;
+        assert_eq!(r.steps, 4);
+        assert_eq!(r.output, Ok(Some("{\"final\":true}".to_owned())));
+        assert_eq!(r.usage, usage(400, 40));
+        // The fourth step's call is ignored: the host saw three.
+        assert_eq!(host.called, vec!["c1", "c2", "c3"]);
+        let reqs = model.requests();
+        assert_eq!(reqs.len(), 4);
+        assert_eq!(reqs[2].messages.len(), 5); // base + 2 × (assistant, results)
+        let last = &reqs[3];
+        assert_eq!(last.tool_choice, ToolChoice::None);
+        assert_eq!(last.tools, host.specs());
+        assert_eq!(
+            last.messages,
+            vec![
+                base().messages[0].clone(),
+                Message::User {
+                    text: "SERVER NOTE (final step, system-authored): staged: add_tag interested_intro"
+                        .into()
+                },
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn spec_012_loop_answer_at_every_step_count() {
+        for tool_steps in 0..=3u32 {
+            let mut script: Vec<_> = (0..tool_steps)
+                .map(|i| calls(vec![call(&format!("c{i}"), "add_tag", json!({}))]))
+                .collect();
+            script.push(answer("{}"));
+            let model = ScriptedModel::new(script);
+            let mut host = RecordingHost::default();
+            let r = run_loop(&model, base(), &mut host).await;
+            assert_eq!(
+                r.output,
+                Ok(Some("{}".to_owned())),
+                "{tool_steps} tool steps"
+            );
+            assert_eq!(r.steps, tool_steps + 1);
+            assert_eq!(host.called.len() as u32, tool_steps);
+            assert_eq!(r.usage.input_tokens, 100 * u64::from(tool_steps + 1));
+            let reqs = model.requests();
+            let last = reqs.last().unwrap();
+            if tool_steps < 3 {
+                // Answered while tools were still offered, with the tool history so far.
+                assert_eq!(last.tool_choice, ToolChoice::Auto);
+                assert_eq!(last.messages.len(), 1 + 2 * tool_steps as usize);
+            } else {
+                assert_eq!(last.tool_choice, ToolChoice::None);
+                assert_eq!(last.messages, base().messages);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn spec_012_loop_step_4_without_output_is_none() {
+        let model = ScriptedModel::new(vec![
+            calls(vec![call("c1", "add_tag", json!({}))]),
+            calls(vec![call("c2", "add_tag", json!({}))]),
+            calls(vec![call("c3", "add_tag", json!({}))]),
+            calls(vec![call("c4", "add_tag", json!({}))]),
+        ]);
+        let mut host = RecordingHost::default();
+        let r = run_loop(&model, base(), &mut host).await;
+        assert_eq!(r.output, Ok(None));
+        assert_eq!(r.steps, 4);
+        // No note from the host: the final step carries the base messages alone.
+        assert_eq!(model.requests()[3].messages, base().messages);
+    }
+
+    #[tokio::test]
+    async fn spec_012_loop_step_without_tool_calls_or_output_is_none() {
+        let model = ScriptedModel::new(vec![Ok(ModelResponse::default())]);
+        let r = run_loop(&model, base(), &mut RecordingHost::default()).await;
+        assert_eq!(r.output, Ok(None));
+        assert_eq!(r.steps, 1);
+    }
+
+    #[tokio::test]
+    async fn spec_012_invalid_tool_arguments_get_an_error_result_without_calling_the_host() {
+        let model = ScriptedModel::new(vec![
+            calls(vec![
+                ToolCall {
+                    id: "bad".into(),
+                    name: "add_tag".into(),
+                    arguments: ToolArguments::Invalid { length: 12 },
+                },
+                call("good", "add_tag", json!({"id": "interested_intro"})),
+            ]),
+            answer("{}"),
+        ]);
+        let mut host = RecordingHost::default();
+        let r = run_loop(&model, base(), &mut host).await;
+        assert_eq!(r.steps, 2);
+        assert_eq!(host.called, vec!["good"]);
+        let reqs = model.requests();
+        let Message::ToolResults { results } = &reqs[1].messages[2] else {
+            panic!("expected tool results");
+        };
+        assert_eq!(results[0].call_id, "bad");
+        assert_eq!(results[0].content, json!({"error": "invalid arguments"}));
+        assert!(results[0].is_error);
+        assert_eq!(results[1].call_id, "good");
+        assert!(!results[1].is_error);
+    }
+
+    #[tokio::test]
+    async fn spec_012_model_error_ends_the_loop_with_err_and_usage_so_far() {
+        let model = ScriptedModel::new(vec![
+            calls(vec![call("c1", "add_tag", json!({}))]),
+            Err(ModelError::RateLimited),
+        ]);
+        let r = run_loop(&model, base(), &mut RecordingHost::default()).await;
+        assert_eq!(r.output, Err(ModelError::RateLimited));
+        assert_eq!(r.steps, 2);
+        assert_eq!(r.usage, usage(100, 10));
+    }
+
+    /// A host whose tools run out after the first step (e.g. its only tool hit a cap).
+    struct NarrowingHost {
+        inner: RecordingHost,
+    }
+
+    #[async_trait]
+    impl ToolHost for NarrowingHost {
+        fn specs(&self) -> Vec<ToolSpec> {
+            if self.inner.called.is_empty() {
+                self.inner.specs()
+            } else {
+                Vec::new()
+            }
+        }
+        async fn call(&mut self, call: &ToolCall) -> Value {
+            self.inner.call(call).await
+        }
+        fn final_note(&self) -> Option<String> {
+            Some("staged: add_tag interested_intro".into())
+        }
+    }
+
+    #[tokio::test]
+    async fn spec_012_a_step_with_no_tools_left_is_a_final_step() {
+        let model = ScriptedModel::new(vec![
+            calls(vec![call("c1", "add_tag", json!({}))]),
+            answer("{}"),
+        ]);
+        let mut host = NarrowingHost {
+            inner: RecordingHost::default(),
+        };
+        let r = run_loop(&model, base(), &mut host).await;
+        assert_eq!(r.steps, 2);
+        assert!(r.tools_offered);
+        let reqs = model.requests();
+        assert_eq!(reqs[1].tool_choice, ToolChoice::None);
+        assert!(reqs[1].tools.is_empty());
+        // No tool history without tools: the base messages and the server note only.
+        assert_eq!(reqs[1].messages.len(), 2);
+        assert_eq!(reqs[1].messages[0], base().messages[0]);
+        assert!(
+            matches!(&reqs[1].messages[1], Message::User { text } if text.starts_with("SERVER NOTE (final step"))
+        );
+    }
+
+    #[tokio::test]
+    async fn spec_012_no_tools_is_a_single_final_step() {
+        let model = ScriptedModel::new(vec![Ok(ModelResponse {
+            // A model that calls a tool it was never offered is ignored.
+            tool_calls: vec![call("x", "add_tag", json!({}))],
+            output: Some("{}".into()),
+            usage: usage(100, 10),
+            stop: StopReason::Completed,
+        })]);
+        let r = run_loop(&model, base(), &mut NoTools).await;
+        assert_eq!(r.output, Ok(Some("{}".to_owned())));
+        assert_eq!(r.steps, 1);
+        assert!(!r.tools_offered);
+        let reqs = model.requests();
+        assert!(reqs[0].tools.is_empty());
+        assert_eq!(reqs[0].tool_choice, ToolChoice::None);
+        assert_eq!(reqs[0].messages, base().messages);
+    }
+}

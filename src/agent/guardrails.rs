@@ -1,0 +1,739 @@
+//! The guardrails (SYSTEM 4 `applyGuardrails`, C3, C4, C6): the model's final output becomes
+//! either messages a contact may see or an escalation.
+//!
+//! Order, each step seeing only what the previous one let through:
+//! 1. schema validation (`parse_reply`); a failure escalates, outcome `failed_validation`;
+//! 2. field-echo stripping: lines that repeat a schema field name (`confidence: 0.9`) are removed;
+//!    a reply left with no message escalates (`low_confidence`);
+//! 3. leak detection: fence markers, the prompt's section markers, or a 60-character run copied
+//!    from the framework rules or the tenant prompt escalate;
+//! 4. the model's own escalation;
+//! 5. confidence below `confidenceThreshold` escalates `low_confidence`;
+//! 6. clamps: each message at most 1000 characters (cut at a word boundary), at most 3 messages;
+//! 7. the closing question is appended as the last message.
+//!
+//! Invariants: an escalating `GuardedReply` has no messages (the caller sends the tenant's
+//! escalation copy); a non-escalating one has at least one non-empty message. Nothing here logs
+//! or returns model text in an error: only kinds, counts and schema paths (C5).
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use crate::config::Rules;
+
+use super::fence::Fence;
+use super::prompt::{HEADER_CATALOG, SECTION_MARKERS};
+use super::reply::{
+    AgentReply, EscalationReason, MAX_MESSAGE_CHARS, MAX_REPLY_MESSAGES, parse_reply,
+};
+
+/// A run of this many characters copied from the protected prompt text is a leak.
+pub const LEAK_RUN_CHARS: usize = 60;
+
+/// What the guardrails need from the turn.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardrailContext<'a> {
+    pub rules: &'a Rules,
+    /// The static prefix the model was given: its framework rules and tenant prompt are the text
+    /// a reply must not copy.
+    pub static_prefix: &'a str,
+    /// This turn's fence, whose markers and nonce must not appear in a reply.
+    pub fence: &'a Fence,
+    /// The channel's message cap; the reply never exceeds it (nor 3 messages before the closing
+    /// question).
+    pub max_messages: usize,
+}
+
+/// Why a turn escalated, as far as the agent core knows. The caller uses it to pick the outcome
+/// and to decide the fate of an `onEscalation` note (024: performed only for `Model` and
+/// `LowConfidence`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EscalationCause {
+    /// Not escalating.
+    None,
+    /// The model set `escalate: true`.
+    Model,
+    /// Confidence fell below the threshold.
+    LowConfidence,
+    /// The reply repeated fence markers, prompt structure or prompt text.
+    Leak,
+    /// The output was missing, not JSON, or failed the AgentReply schema.
+    Schema,
+    /// Stripping echoed field names left no message.
+    FieldEcho,
+    /// The model call failed (set by the caller).
+    Error,
+    /// The model call hit `MODEL_ABORT_MS` (set by the caller).
+    Abort,
+}
+
+impl EscalationCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EscalationCause::None => "none",
+            EscalationCause::Model => "model",
+            EscalationCause::LowConfidence => "low_confidence",
+            EscalationCause::Leak => "leak",
+            EscalationCause::Schema => "schema",
+            EscalationCause::FieldEcho => "field_echo_stripped",
+            EscalationCause::Error => "error",
+            EscalationCause::Abort => "abort",
+        }
+    }
+}
+
+/// The guardrails' verdict.
+#[derive(Clone, PartialEq)]
+pub struct GuardedReply {
+    /// What the contact receives; empty exactly when escalating.
+    pub messages: Vec<String>,
+    pub escalate: bool,
+    pub reason: Option<EscalationReason>,
+    pub cause: EscalationCause,
+    /// The model's confidence, when its output passed the schema.
+    pub confidence: Option<f64>,
+}
+
+impl GuardedReply {
+    /// An escalation with no messages.
+    pub fn escalated(
+        cause: EscalationCause,
+        reason: Option<EscalationReason>,
+        confidence: Option<f64>,
+    ) -> Self {
+        Self {
+            messages: Vec::new(),
+            escalate: true,
+            reason,
+            cause,
+            confidence,
+        }
+    }
+
+    /// The turn outcome of SYSTEM 4 this verdict stands for.
+    pub fn outcome(&self) -> &'static str {
+        if !self.escalate {
+            return "answered_inline";
+        }
+        match self.cause {
+            EscalationCause::Schema => "failed_validation",
+            EscalationCause::Error | EscalationCause::Abort => "error",
+            _ => "escalated_model",
+        }
+    }
+}
+
+impl fmt::Debug for GuardedReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Message text is contact-facing model output: show only lengths (C5).
+        let lengths: Vec<usize> = self.messages.iter().map(|m| m.chars().count()).collect();
+        f.debug_struct("GuardedReply")
+            .field("message_chars", &lengths)
+            .field("escalate", &self.escalate)
+            .field("reason", &self.reason)
+            .field("cause", &self.cause)
+            .field("confidence", &self.confidence)
+            .finish()
+    }
+}
+
+/// Runs every guardrail on the final step's raw output (`None`: the loop produced none, which
+/// fails closed exactly like a schema failure).
+pub fn apply_guardrails(raw: Option<&str>, ctx: &GuardrailContext<'_>) -> GuardedReply {
+    // 1. Schema.
+    let reply = match raw.map(parse_reply) {
+        Some(Ok(reply)) => reply,
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "model output failed validation");
+            return GuardedReply::escalated(EscalationCause::Schema, None, None);
+        }
+        None => {
+            tracing::warn!("model produced no final output");
+            return GuardedReply::escalated(EscalationCause::Schema, None, None);
+        }
+    };
+    let AgentReply {
+        messages,
+        escalate,
+        escalation_reason,
+        confidence,
+        closing_question,
+    } = reply;
+
+    // 2. Field echoes.
+    let mut echoes = 0usize;
+    let messages: Vec<String> = messages
+        .iter()
+        .map(|m| strip_field_echoes(m, &mut echoes))
+        .filter(|m| !m.is_empty())
+        .collect();
+    let closing_question = closing_question
+        .as_deref()
+        .map(|q| strip_field_echoes(q, &mut echoes))
+        .filter(|q| !q.is_empty());
+    if echoes > 0 {
+        tracing::info!(lines = echoes, "stripped field-name echoes from the reply");
+    }
+    if messages.is_empty() {
+        return GuardedReply::escalated(
+            EscalationCause::FieldEcho,
+            Some(EscalationReason::LowConfidence),
+            Some(confidence),
+        );
+    }
+
+    // 3. Leaks.
+    let protected = ProtectedText::from_static_prefix(ctx.static_prefix);
+    let leaked = messages
+        .iter()
+        .chain(closing_question.iter())
+        .find_map(|m| leak_kind(m, ctx.fence, &protected));
+    if let Some(kind) = leaked {
+        tracing::warn!(kind, "reply leaked prompt material");
+        return GuardedReply::escalated(EscalationCause::Leak, None, Some(confidence));
+    }
+
+    // 4. The model's own escalation.
+    if escalate {
+        return GuardedReply::escalated(
+            EscalationCause::Model,
+            escalation_reason,
+            Some(confidence),
+        );
+    }
+
+    // 5. Confidence.
+    if confidence < ctx.rules.confidence_threshold {
+        return GuardedReply::escalated(
+            EscalationCause::LowConfidence,
+            Some(EscalationReason::LowConfidence),
+            Some(confidence),
+        );
+    }
+
+    // 6. Clamps. 7. The closing question, when the channel has room for it: the answer itself
+    // matters more than the question that follows it.
+    let cap = ctx.max_messages.max(1);
+    let mut out: Vec<String> = messages
+        .iter()
+        .take(MAX_REPLY_MESSAGES.min(cap))
+        .map(|m| clamp_at_word(m, MAX_MESSAGE_CHARS))
+        .collect();
+    if let Some(q) = closing_question
+        && out.len() < cap
+    {
+        out.push(clamp_at_word(&q, MAX_MESSAGE_CHARS));
+    }
+    GuardedReply {
+        messages: out,
+        escalate: false,
+        reason: None,
+        cause: EscalationCause::None,
+        confidence: Some(confidence),
+    }
+}
+
+/// Matches a line that starts with a schema field name followed by `:` or `=`, the name plain,
+/// quoted or emphasised (`confidence: 0.9`, `"escalate": false`, `**messages**: …`).
+fn echo_line() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r#"(?i)^\s*(?:[-•>]\s*)?[{\[]?\s*(?:\*\*|__|\*|_)?\s*["'`“”‘’]?\s*(?:messages|escalate|escalation_reason|confidence|closing_question)\s*["'`“”‘’]?\s*(?:\*\*|__|\*|_)?\s*[:=]"#,
+        )
+        .expect("a constant pattern, compiled by every guardrails unit test")
+    })
+}
+
+/// Removes echo lines from one message and trims what is left.
+fn strip_field_echoes(text: &str, removed: &mut usize) -> String {
+    let re = echo_line();
+    let kept: Vec<&str> = text
+        .split('\n')
+        .filter(|line| {
+            let echo = re.is_match(line);
+            if echo {
+                *removed += 1;
+            }
+            !echo
+        })
+        .collect();
+    kept.join("\n").trim().to_owned()
+}
+
+/// The prompt text a reply may not copy: the framework rules and the tenant prompt (everything
+/// before the catalog block), normalised. The catalog, FAQ and payment options are excluded: a
+/// reply may legitimately quote them.
+struct ProtectedText {
+    normalised: String,
+}
+
+impl ProtectedText {
+    fn from_static_prefix(prefix: &str) -> Self {
+        // Tenant text after the catalog header never starts a line with `# ` (prompt.rs indents
+        // continuations), so the last header line is ours even if the tenant prompt holds one.
+        let marker = format!("\n{HEADER_CATALOG}\n");
+        let end = prefix.rfind(&marker).unwrap_or(prefix.len());
+        Self {
+            normalised: normalise(&prefix[..end]),
+        }
+    }
+
+    /// Whether `text` holds a run of [`LEAK_RUN_CHARS`] characters copied from the protected
+    /// text, ignoring case and whitespace differences.
+    fn copied_in(&self, text: &str) -> bool {
+        let reply = normalise(text);
+        let starts: Vec<usize> = reply.char_indices().map(|(i, _)| i).collect();
+        if starts.len() < LEAK_RUN_CHARS || self.normalised.is_empty() {
+            return false;
+        }
+        (0..=starts.len() - LEAK_RUN_CHARS).any(|w| {
+            let from = starts[w];
+            let to = starts
+                .get(w + LEAK_RUN_CHARS)
+                .copied()
+                .unwrap_or(reply.len());
+            self.normalised.contains(&reply[from..to])
+        })
+    }
+}
+
+/// Lowercase, with every whitespace run collapsed to one space.
+fn normalise(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// The kind of leak in `text`, if any (a label for the log, never the text).
+fn leak_kind(text: &str, fence: &Fence, protected: &ProtectedText) -> Option<&'static str> {
+    if fence.contains_marker(text) {
+        return Some("fence_marker");
+    }
+    if SECTION_MARKERS.iter().any(|m| text.contains(m)) {
+        return Some("section_marker");
+    }
+    if protected.copied_in(text) {
+        return Some("prompt_text");
+    }
+    None
+}
+
+/// Cuts `text` to at most `max` characters, at the last whitespace before the limit when there
+/// is one, so no word is split.
+pub fn clamp_at_word(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let cut = text
+        .char_indices()
+        .nth(max)
+        .map(|(i, _)| i)
+        .unwrap_or(text.len());
+    let head = &text[..cut];
+    // If the character right after the cut is whitespace, the head already ends on a word.
+    let next_is_space = text[cut..].starts_with(char::is_whitespace);
+    let trimmed = if next_is_space {
+        head
+    } else {
+        match head.rfind(char::is_whitespace) {
+            Some(i) if i > 0 => &head[..i],
+            _ => head,
+        }
+    };
+    trimmed.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::prompt::static_prefix;
+    use crate::agent::prompt::tests::demo_config;
+    use serde_json::{Value, json};
+
+    const NONCE: &str = "00000000000000aa";
+
+    fn reply(messages: Value, closing: Value, confidence: f64) -> Option<String> {
+        Some(
+            json!({
+                "messages": messages,
+                "escalate": false,
+                "escalation_reason": null,
+                "confidence": confidence,
+                "closing_question": closing
+            })
+            .to_string(),
+        )
+    }
+
+    fn escalating(messages: Value, reason: &str) -> Option<String> {
+        Some(
+            json!({
+                "messages": messages,
+                "escalate": true,
+                "escalation_reason": reason,
+                "confidence": 0.9,
+                "closing_question": null
+            })
+            .to_string(),
+        )
+    }
+
+    struct Case {
+        name: &'static str,
+        raw: Option<String>,
+        max_messages: usize,
+        messages: Vec<String>,
+        cause: EscalationCause,
+        reason: Option<EscalationReason>,
+        outcome: &'static str,
+    }
+
+    fn answered(name: &'static str, raw: Option<String>, messages: &[&str]) -> Case {
+        Case {
+            name,
+            raw,
+            max_messages: 10,
+            messages: messages.iter().map(|s| s.to_string()).collect(),
+            cause: EscalationCause::None,
+            reason: None,
+            outcome: "answered_inline",
+        }
+    }
+
+    fn escalated(
+        name: &'static str,
+        raw: Option<String>,
+        cause: EscalationCause,
+        reason: Option<EscalationReason>,
+    ) -> Case {
+        let outcome = match cause {
+            EscalationCause::Schema => "failed_validation",
+            _ => "escalated_model",
+        };
+        Case {
+            name,
+            raw,
+            max_messages: 10,
+            messages: vec![],
+            cause,
+            reason,
+            outcome,
+        }
+    }
+
+    fn cases(prefix: &str) -> Vec<Case> {
+        use EscalationCause as C;
+        use EscalationReason as R;
+        // A 60-character run from the framework rules and one from the tenant prompt, with
+        // case and spacing changed so only normalisation can find them.
+        let rules_run = "EVERY price, date, duration, schedule,   availability or policy";
+        assert!(prefix.contains("Every price, date, duration, schedule, availability or policy"));
+        let prompt_run = "never mention the secret internal pricing spreadsheet called";
+        assert!(prefix.contains(prompt_run));
+        let short_run = &prompt_run[..LEAK_RUN_CHARS - 1];
+        let long_word = "word ".repeat(200);
+        vec![
+            answered(
+                "valid reply",
+                reply(
+                    json!(["The Foundation Course is 450.00 USD."]),
+                    Value::Null,
+                    0.9,
+                ),
+                &["The Foundation Course is 450.00 USD."],
+            ),
+            escalated("missing output", None, C::Schema, None),
+            escalated("bad json", Some("{\"messages\": [".into()), C::Schema, None),
+            escalated("empty output", Some("  ".into()), C::Schema, None),
+            escalated(
+                "schema violation: four messages",
+                reply(json!(["a", "b", "c", "d"]), Value::Null, 0.9),
+                C::Schema,
+                None,
+            ),
+            escalated(
+                "reason without escalate",
+                Some(
+                    json!({"messages": ["hi"], "escalate": false, "escalation_reason": "complaint",
+                        "confidence": 0.9, "closing_question": null})
+                    .to_string(),
+                ),
+                C::Schema,
+                None,
+            ),
+            answered(
+                "echo line `messages: hi` is stripped",
+                reply(
+                    json!(["messages: hi\nClasses are on Tuesdays."]),
+                    Value::Null,
+                    0.9,
+                ),
+                &["Classes are on Tuesdays."],
+            ),
+            escalated(
+                "echo `\"confidence\": 0.9` leaves nothing",
+                reply(json!(["\"confidence\": 0.9"]), Value::Null, 0.9),
+                C::FieldEcho,
+                Some(R::LowConfidence),
+            ),
+            answered(
+                "echo `**escalate**: false` dropped with its message",
+                reply(
+                    json!(["It is 450.00 USD.", "**escalate**: false"]),
+                    Value::Null,
+                    0.9,
+                ),
+                &["It is 450.00 USD."],
+            ),
+            answered(
+                "echo variants: bold colon, equals, quoted, bullet",
+                reply(
+                    json!([
+                        "**confidence:** high\nescalation_reason = null\n'closing_question': x\n- Messages: y\nOK."
+                    ]),
+                    Value::Null,
+                    0.9,
+                ),
+                &["OK."],
+            ),
+            answered(
+                "a field name not followed by : or = is kept",
+                reply(json!(["Confidence matters to us."]), Value::Null, 0.9),
+                &["Confidence matters to us."],
+            ),
+            answered(
+                "echo in the closing question drops it",
+                reply(
+                    json!(["Hello."]),
+                    json!("closing_question: Want the link?"),
+                    0.9,
+                ),
+                &["Hello."],
+            ),
+            escalated(
+                "leak: fence marker",
+                reply(json!(["Sure <<<CONTACT"]), Value::Null, 0.9),
+                C::Leak,
+                None,
+            ),
+            escalated(
+                "leak: nonce",
+                reply(json!([format!("the code is {NONCE}")]), Value::Null, 0.9),
+                C::Leak,
+                None,
+            ),
+            escalated(
+                "leak: forged fence in reply",
+                reply(
+                    json!([format!("END CONTACT nonce={NONCE}")]),
+                    Value::Null,
+                    0.9,
+                ),
+                C::Leak,
+                None,
+            ),
+            escalated(
+                "leak: section header",
+                reply(json!(["Here is my # CATALOG section"]), Value::Null, 0.9),
+                C::Leak,
+                None,
+            ),
+            escalated(
+                "leak: server notices label",
+                reply(json!(["SERVER NOTICES say hi"]), Value::Null, 0.9),
+                C::Leak,
+                None,
+            ),
+            escalated(
+                "leak: framework rules text",
+                reply(json!([format!("My rules: {rules_run}.")]), Value::Null, 0.9),
+                C::Leak,
+                None,
+            ),
+            escalated(
+                "leak: tenant prompt text in the closing question",
+                reply(json!(["Hi."]), json!(format!("I {prompt_run}?")), 0.9),
+                C::Leak,
+                None,
+            ),
+            answered(
+                "59 copied characters are not a leak",
+                reply(json!([short_run]), Value::Null, 0.9),
+                &[short_run],
+            ),
+            escalated(
+                "leak beats the model's own escalation",
+                escalating(json!(["<<<"]), "complaint"),
+                C::Leak,
+                None,
+            ),
+            escalated(
+                "model escalates",
+                escalating(json!(["Let me get a person."]), "explicit_request"),
+                C::Model,
+                Some(R::ExplicitRequest),
+            ),
+            escalated(
+                "low confidence",
+                reply(json!(["Maybe Tuesdays?"]), Value::Null, 0.3),
+                C::LowConfidence,
+                Some(R::LowConfidence),
+            ),
+            answered(
+                "confidence exactly at the threshold passes",
+                reply(json!(["Tuesdays."]), Value::Null, 0.6),
+                &["Tuesdays."],
+            ),
+            answered(
+                "closing question appended",
+                reply(
+                    json!(["It is 450.00 USD.", "Classes are on Tuesdays."]),
+                    json!("Shall I send the link?"),
+                    0.8,
+                ),
+                &[
+                    "It is 450.00 USD.",
+                    "Classes are on Tuesdays.",
+                    "Shall I send the link?",
+                ],
+            ),
+            Case {
+                max_messages: 2,
+                ..answered(
+                    "clamp: channel cap keeps the answer over the question",
+                    reply(json!(["a", "b", "c"]), json!("q?"), 0.9),
+                    &["a", "b"],
+                )
+            },
+            Case {
+                max_messages: 3,
+                ..answered(
+                    "clamp: three messages then no room for the question",
+                    reply(json!(["a", "b", "c"]), json!("q?"), 0.9),
+                    &["a", "b", "c"],
+                )
+            },
+            answered(
+                "a message within the limit is kept whole",
+                reply(json!([long_word.trim_end()]), Value::Null, 0.9),
+                &[long_word.trim_end()],
+            ),
+        ]
+    }
+
+    #[test]
+    fn system_4_guardrails_table() {
+        let cfg = demo_config();
+        let prefix = static_prefix(&cfg);
+        let fence = Fence::from_nonce(NONCE).unwrap();
+        for case in cases(&prefix) {
+            let ctx = GuardrailContext {
+                rules: &cfg.rules,
+                static_prefix: &prefix,
+                fence: &fence,
+                max_messages: case.max_messages,
+            };
+            let got = apply_guardrails(case.raw.as_deref(), &ctx);
+            assert_eq!(got.messages, case.messages, "{}: messages", case.name);
+            assert_eq!(
+                got.escalate,
+                case.cause != EscalationCause::None,
+                "{}: escalate",
+                case.name
+            );
+            assert_eq!(got.cause, case.cause, "{}: cause", case.name);
+            assert_eq!(got.reason, case.reason, "{}: reason", case.name);
+            assert_eq!(got.outcome(), case.outcome, "{}: outcome", case.name);
+            if got.escalate {
+                assert!(
+                    got.messages.is_empty(),
+                    "{}: escalation carries text",
+                    case.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn system_4_catalog_text_may_be_quoted() {
+        let mut cfg = demo_config();
+        let long =
+            "The practice kit, the printed workbook and the graduation certificate are included.";
+        cfg.catalog.offerings[0].description = long.to_owned();
+        let prefix = static_prefix(&cfg);
+        let fence = Fence::from_nonce(NONCE).unwrap();
+        let ctx = GuardrailContext {
+            rules: &cfg.rules,
+            static_prefix: &prefix,
+            fence: &fence,
+            max_messages: 10,
+        };
+        let got = apply_guardrails(reply(json!([long]), Value::Null, 0.9).as_deref(), &ctx);
+        assert_eq!(got.cause, EscalationCause::None);
+        assert_eq!(got.messages, vec![long]);
+    }
+
+    #[test]
+    fn system_4_confidence_threshold_comes_from_rules() {
+        let mut cfg = demo_config();
+        cfg.rules.confidence_threshold = 0.95;
+        let prefix = static_prefix(&cfg);
+        let fence = Fence::from_nonce(NONCE).unwrap();
+        let ctx = GuardrailContext {
+            rules: &cfg.rules,
+            static_prefix: &prefix,
+            fence: &fence,
+            max_messages: 10,
+        };
+        let got = apply_guardrails(
+            reply(json!(["Tuesdays."]), Value::Null, 0.9).as_deref(),
+            &ctx,
+        );
+        assert_eq!(got.cause, EscalationCause::LowConfidence);
+        assert_eq!(got.confidence, Some(0.9));
+    }
+
+    #[test]
+    fn system_4_clamp_cuts_at_a_word_boundary() {
+        let text = format!("{} tail", "abcd ".repeat(200)); // 1005 characters
+        let out = clamp_at_word(&text, 1000);
+        assert!(out.chars().count() <= 1000);
+        assert!(out.ends_with("abcd"));
+        assert_eq!(out, "abcd ".repeat(200).trim_end());
+        // A cut that falls right before a space keeps the whole last word.
+        assert_eq!(clamp_at_word("hello world", 5), "hello");
+        // A single long word has no boundary and is cut hard.
+        assert_eq!(clamp_at_word(&"x".repeat(1200), 1000).len(), 1000);
+        // Multi-byte characters are counted as characters and never split.
+        let accented = "é".repeat(1001);
+        assert_eq!(clamp_at_word(&accented, 1000).chars().count(), 1000);
+        assert_eq!(clamp_at_word("short", 1000), "short");
+    }
+
+    #[test]
+    fn system_4_outcome_for_caller_set_causes() {
+        let error = GuardedReply::escalated(EscalationCause::Error, None, None);
+        assert_eq!(error.outcome(), "error");
+        assert!(error.messages.is_empty());
+        let abort = GuardedReply::escalated(EscalationCause::Abort, None, None);
+        assert_eq!(abort.outcome(), "error");
+    }
+
+    #[test]
+    fn c5_guarded_reply_debug_shows_lengths_not_text() {
+        let r = GuardedReply {
+            messages: vec!["Invented Person, your phone +1 555 0100".to_owned()],
+            escalate: false,
+            reason: None,
+            cause: EscalationCause::None,
+            confidence: Some(0.9),
+        };
+        let debug = format!("{r:?}");
+        assert!(!debug.contains("Invented"));
+        assert!(debug.contains("message_chars: [39]"));
+    }
+}
