@@ -266,10 +266,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<i64>;
 
     /// Contacts with activity since `since` and no token, for `tokens backfill`.
-    async fn conversations_without_token(
-        &self,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<Conversation>>;
+    async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>>;
 
     // --- turns ---------------------------------------------------------------------------
 
@@ -306,8 +303,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Per-contact rate (4): adds one to the contact's counter for the window starting at
     /// `window_start` and returns the new count.
-    async fn bump_rate(&self, subscriber_id: &SubscriberId, window_start: DateTime<Utc>)
-    -> Result<i64>;
+    async fn bump_rate(
+        &self,
+        subscriber_id: &SubscriberId,
+        window_start: DateTime<Utc>,
+    ) -> Result<i64>;
 
     async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage>;
 
@@ -345,12 +345,18 @@ pub trait Store: Send + Sync + 'static {
 /// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the
 /// file (and its folder) on first run and uses WAL; `postgres://…` connects to a server.
 pub async fn connect(database_url: &str) -> Result<std::sync::Arc<dyn Store>> {
-    // Skeleton: the store helper replaces this with the dispatch to `sqlite::SqliteStore` and
-    // `postgres::PgStore` once both implement `Store`.
-    let _ = database_url;
-    Err(StoreError::UnsupportedUrl)
+    if database_url.starts_with("sqlite:") {
+        let store = sqlite::SqliteStore::connect(database_url).await?;
+        Ok(std::sync::Arc::new(store))
+    } else if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
+        let store = postgres::PgStore::connect(database_url).await?;
+        Ok(std::sync::Arc::new(store))
+    } else {
+        Err(StoreError::UnsupportedUrl)
+    }
 }
 
+mod common;
 pub mod postgres;
 pub mod sqlite;
 
