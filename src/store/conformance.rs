@@ -148,6 +148,38 @@ pub async fn unknown_ids_read_as_none_and_updates_fail(store: &dyn Store) {
     assert!(store.mark_failed(i64::MAX, "e", t0()).await.is_err());
 }
 
+/// C5: a failing write's error names what failed, never the values it carried.
+pub async fn errors_carry_no_personal_data(store: &dyn Store) {
+    let stranger = Uuid::new_v4();
+    let subscriber = SubscriberId::parse("5550009876").expect("digits");
+    let turn = NewTurn::user(stranger, "Invented message from 5550009876", true, t0());
+    let turn_error = store
+        .record_turn(&turn)
+        .await
+        .expect_err("a turn of an unknown conversation is refused");
+    let row = NewOutboxRow {
+        conversation_id: stranger,
+        subscriber_id: subscriber,
+        kind: OutboxKind::Reply,
+        payload: json!({"messages": ["Invented reply to 5550009876"]}),
+        next_attempt_at: t0(),
+        created_at: t0(),
+    };
+    let outbox_error = store
+        .enqueue(&row)
+        .await
+        .expect_err("a row of an unknown conversation is refused");
+    for error in [turn_error, outbox_error] {
+        let text = format!("{error} {error:?}");
+        assert!(!text.contains("5550009876"), "no id or text in: {text}");
+        assert!(!text.contains("Invented"), "no message text in: {text}");
+        assert!(
+            !text.contains(&stranger.to_string()),
+            "no bound uuid in: {text}"
+        );
+    }
+}
+
 pub async fn timestamps_are_kept_to_the_millisecond(store: &dyn Store) {
     let precise = t0() + chrono::Duration::nanoseconds(1_234_567_891);
     let conversation = store
@@ -921,6 +953,7 @@ pub async fn pending_replies_counts_replies_not_yet_delivered(store: &dyn Store)
 pub async fn run_all(store: &dyn Store) {
     ping_answers(store).await;
     unknown_ids_read_as_none_and_updates_fail(store).await;
+    errors_carry_no_personal_data(store).await;
     timestamps_are_kept_to_the_millisecond(store).await;
     conversation_created_once_with_random_uuid(store).await;
     conversation_first_contacts_racing_create_one_row(store).await;
@@ -1011,6 +1044,7 @@ mod tests {
     conformance!(
         ping_answers,
         unknown_ids_read_as_none_and_updates_fail,
+        errors_carry_no_personal_data,
         timestamps_are_kept_to_the_millisecond,
         conversation_created_once_with_random_uuid,
         conversation_first_contacts_racing_create_one_row,

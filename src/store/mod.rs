@@ -367,3 +367,31 @@ pub mod conformance;
 pub fn new_conversation_id() -> Uuid {
     Uuid::new_v4()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn system_5_2_database_url_picks_the_backend() {
+        assert!(matches!(
+            connect("mysql://localhost/agent").await,
+            Err(StoreError::UnsupportedUrl)
+        ));
+
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let sqlite = connect(&format!("sqlite://{}/agent.db", dir.path().display()))
+            .await
+            .expect("connect to SQLite");
+        assert_eq!(sqlite.backend(), "sqlite");
+
+        // An option only the Postgres driver parses (and refuses) proves the Postgres backend
+        // was chosen, without a network round trip.
+        for url in [
+            "postgres://agent@127.0.0.1/agent?sslmode=bogus",
+            "postgresql://agent@127.0.0.1/agent?sslmode=bogus",
+        ] {
+            assert!(matches!(connect(url).await, Err(StoreError::Database(_))));
+        }
+    }
+}

@@ -27,6 +27,9 @@ use crate::ids::{ConversationId, SubscriberId};
 
 /// Enough for the inbound path, the outbox worker and the nudge worker of one replica.
 const MAX_CONNECTIONS: u32 = 10;
+/// A caller waiting longer than this for a connection has lost its 10-second budget anyway
+/// (C7): failing lets it escalate instead (C6). sqlx's default is 30 s.
+const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, escalated_at, \
      last_message_at, token_hash, previous_token_hash, token_issued_at, token_generation, \
@@ -58,6 +61,7 @@ impl PgStore {
     async fn connect_with(options: PgConnectOptions, max_connections: u32) -> Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
         sqlx::migrate!("migrations/postgres").run(&pool).await?;

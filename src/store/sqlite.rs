@@ -566,3 +566,61 @@ impl Store for SqliteStore {
         rows.iter().map(outbox_from).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn system_8_sqlite_file_and_folder_created_on_first_run_with_wal() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("nested").join("data").join("agent.db");
+        let url = format!("sqlite://{}", path.display());
+        let store = SqliteStore::connect(&url).await.expect("connect");
+        assert!(path.is_file(), "the file and its folders exist");
+
+        let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&store.pool)
+            .await
+            .expect("journal_mode");
+        assert_eq!(journal, "wal");
+        let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(&store.pool)
+            .await
+            .expect("foreign_keys");
+        assert_eq!(foreign_keys, 1);
+        let busy_ms: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+            .fetch_one(&store.pool)
+            .await
+            .expect("busy_timeout");
+        assert_eq!(busy_ms, 5000);
+    }
+
+    #[tokio::test]
+    async fn system_9_migrations_rerun_on_reopen_and_keep_data() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let url = format!("sqlite://{}/agent.db", dir.path().display());
+        let subscriber = SubscriberId::parse("5550001").expect("digits");
+        let at = DateTime::from_timestamp_millis(1_770_000_000_000).expect("an instant");
+        let first = SqliteStore::connect(&url).await.expect("connect");
+        let created = first
+            .conversation_for(&subscriber, "whatsapp", at)
+            .await
+            .expect("conversation_for");
+        first.pool.close().await;
+
+        let reopened = SqliteStore::connect(&url).await.expect("reconnect");
+        assert_eq!(
+            reopened.conversation(created.id).await.expect("read"),
+            Some(created)
+        );
+    }
+
+    #[tokio::test]
+    async fn system_8_in_memory_database_needs_no_folder() {
+        let store = SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("connect");
+        store.ping().await.expect("ping");
+    }
+}
