@@ -734,6 +734,74 @@ pub async fn outbox_two_workers_never_claim_one_row(a: &dyn Store, b: &dyn Store
     settle(a, &conversations).await;
 }
 
+/// Two workers (two stores) drain 6 contacts × 3 replies, delivering each row as soon as they
+/// claim it. Every contact's replies are claimed in the order written, each only after the
+/// previous one was delivered, whichever worker holds it (3.5: the order holds across replicas).
+pub async fn outbox_two_workers_keep_each_contacts_order(a: &dyn Store, b: &dyn Store) {
+    let mut conversations = Vec::new();
+    let mut written: Vec<(ConversationId, i64)> = Vec::new();
+    for c in 0..6 {
+        let conversation = fresh_conversation(a).await;
+        conversations.push(conversation.id);
+        for r in 0..3 {
+            let id = enqueue(a, reply_row(&conversation, at_s(0), c * 10 + r)).await;
+            written.push((conversation.id, id));
+        }
+    }
+    let total = written.len();
+    let log = std::sync::Mutex::new(Vec::<(ConversationId, i64)>::new());
+    async fn drain_in_order(
+        store: &dyn Store,
+        log: &std::sync::Mutex<Vec<(ConversationId, i64)>>,
+        total: usize,
+    ) {
+        let no_gap = |now| ClaimRules {
+            reply_gap: Duration::ZERO,
+            ..rules(now, 2)
+        };
+        for _ in 0..10_000 {
+            if log.lock().map(|l| l.len()).unwrap_or(total) >= total {
+                return;
+            }
+            let batch = store.claim_outbox(no_gap(at_s(1))).await.expect("claim");
+            for row in batch {
+                log.lock()
+                    .expect("the log lock")
+                    .push((row.conversation_id, row.id));
+                store
+                    .mark_delivered(row.id, at_s(1))
+                    .await
+                    .expect("mark_delivered");
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the outbox was not drained");
+    }
+    tokio::join!(
+        drain_in_order(a, &log, total),
+        drain_in_order(b, &log, total)
+    );
+    let log = log.into_inner().expect("the log");
+    assert_eq!(log.len(), total, "every row claimed exactly once");
+    for conversation in &conversations {
+        let claimed: Vec<i64> = log
+            .iter()
+            .filter(|(c, _)| c == conversation)
+            .map(|(_, id)| *id)
+            .collect();
+        let expected: Vec<i64> = written
+            .iter()
+            .filter(|(c, _)| c == conversation)
+            .map(|(_, id)| *id)
+            .collect();
+        assert_eq!(
+            claimed, expected,
+            "a contact's replies in the order written"
+        );
+    }
+    settle(a, &conversations).await;
+}
+
 pub async fn outbox_no_overtaking_within_a_conversation(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     let first = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
@@ -974,6 +1042,7 @@ pub async fn run_all(store: &dyn Store) {
     outbox_row_not_due_before_next_attempt_at(store).await;
     outbox_claims_at_most_limit_oldest_first(store).await;
     outbox_two_workers_never_claim_one_row(store, store).await;
+    outbox_two_workers_keep_each_contacts_order(store, store).await;
     outbox_no_overtaking_within_a_conversation(store).await;
     outbox_contact_token_rows_are_not_held_behind_replies(store).await;
     outbox_pacing_gap_after_delivery(store).await;
@@ -1086,6 +1155,15 @@ mod tests {
         super::outbox_two_workers_never_claim_one_row(&first, &second).await;
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_outbox_two_workers_keep_each_contacts_order() {
+        let (dir, first) = sqlite_store().await;
+        let second = SqliteStore::connect(&sqlite_url(&dir))
+            .await
+            .expect("a second store on the same file");
+        super::outbox_two_workers_keep_each_contacts_order(&first, &second).await;
+    }
+
     /// Two replicas on one Postgres schema: two stores, two pools.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_outbox_two_workers_never_claim_one_row() {
@@ -1094,5 +1172,14 @@ mod tests {
             .await
             .expect("two stores on one schema");
         super::outbox_two_workers_never_claim_one_row(&first, &second).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_outbox_two_workers_keep_each_contacts_order() {
+        let Some(url) = postgres_url() else { return };
+        let (first, second) = connect_isolated_pair(&url)
+            .await
+            .expect("two stores on one schema");
+        super::outbox_two_workers_keep_each_contacts_order(&first, &second).await;
     }
 }
