@@ -18,6 +18,7 @@ use serde_json::Value;
 use sqlx::Row;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
 };
 use uuid::Uuid;
 
@@ -58,6 +59,9 @@ impl SqliteStore {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(BUSY_TIMEOUT)
+            // FULL (SQLite's default, made explicit): a committed outbox row or turn survives a
+            // power cut, which NORMAL does not promise in WAL mode.
+            .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true);
 
         let file = options.get_filename();
@@ -73,8 +77,24 @@ impl SqliteStore {
             .max_connections(MAX_CONNECTIONS)
             .connect_with(options)
             .await?;
-        sqlx::migrate!("migrations/sqlite").run(&pool).await?;
+        migrate(&pool).await?;
         Ok(Self { pool })
+    }
+}
+
+/// Runs the embedded migrations. sqlx takes no lock on SQLite, so two processes opening a fresh
+/// file together (`serve` beside `worker`) can both decide a migration is missing; the loser's
+/// transaction fails once the winner's commits ("table already exists") and rolls back. Running
+/// again then finds the migration applied, so a failure is retried a few times before it counts.
+async fn migrate(pool: &SqlitePool) -> Result<()> {
+    let migrator = sqlx::migrate!("migrations/sqlite");
+    let mut attempts_left = 3;
+    loop {
+        match migrator.run(pool).await {
+            Ok(()) => return Ok(()),
+            Err(_) if attempts_left > 1 => attempts_left -= 1,
+            Err(err) => return Err(err.into()),
+        }
     }
 }
 
@@ -614,6 +634,18 @@ mod tests {
             reopened.conversation(created.id).await.expect("read"),
             Some(created)
         );
+    }
+
+    /// `serve` and `worker` started together on one fresh file both come up.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn system_5_4_two_processes_opening_a_fresh_file_both_start() {
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let url = format!("sqlite://{}/agent.db", dir.path().display());
+            let (a, b) = tokio::join!(SqliteStore::connect(&url), SqliteStore::connect(&url));
+            a.expect("the first opener starts");
+            b.expect("the second opener starts");
+        }
     }
 
     #[tokio::test]
