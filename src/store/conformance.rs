@@ -1,1 +1,1185 @@
-//! (in progress)
+//! The one conformance suite every `Store` backend passes (SYSTEM 8).
+//!
+//! Each case is a `pub async fn` over `&dyn Store` that proves one documented behaviour of the
+//! trait and panics, naming what broke, when the backend disagrees. `run_all` runs every case on
+//! one store; the `#[cfg(test)]` module below runs each case on a fresh SQLite file and, when
+//! `TEST_DATABASE_URL` is set, on a fresh Postgres schema, one test per case per backend.
+//!
+//! Invariants: cases share nothing but the store, so they run in any order on one store. Each
+//! case uses fresh contacts (random subscriber ids) and leaves no outbox row it created `pending`
+//! or `delivering` (`settle`), so a later case's claims see only its own rows. Times are fixed
+//! instants, never the wall clock. All data is invented.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{
+    BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxKind, OutboxRow,
+    OutboxStatus, Role, Store,
+};
+use crate::ids::{ConversationId, SubscriberId};
+
+const LEASE: Duration = Duration::from_secs(60);
+const GAP: Duration = Duration::from_secs(2);
+
+/// A fixed instant on a whole second, so every backend stores it exactly.
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 2, 9, 0, 0)
+        .single()
+        .expect("a valid fixed instant")
+}
+
+fn at_ms(offset_ms: i64) -> DateTime<Utc> {
+    t0() + chrono::Duration::milliseconds(offset_ms)
+}
+
+fn at_s(offset_s: i64) -> DateTime<Utc> {
+    at_ms(offset_s * 1000)
+}
+
+/// A random 15-digit contact id, so cases never meet each other's contacts.
+fn fresh_subscriber() -> SubscriberId {
+    let n = Uuid::new_v4().as_u128() % 900_000_000_000_000 + 100_000_000_000_000;
+    SubscriberId::parse(&n.to_string()).expect("digits are a subscriber id")
+}
+
+async fn fresh_conversation(store: &dyn Store) -> Conversation {
+    store
+        .conversation_for(&fresh_subscriber(), "whatsapp", t0())
+        .await
+        .expect("conversation_for")
+}
+
+fn rules(now: DateTime<Utc>, limit: i64) -> ClaimRules {
+    ClaimRules {
+        now,
+        limit,
+        lease: LEASE,
+        reply_gap: GAP,
+    }
+}
+
+fn reply_row(conversation: &Conversation, due: DateTime<Utc>, marker: i64) -> NewOutboxRow {
+    NewOutboxRow {
+        conversation_id: conversation.id,
+        subscriber_id: conversation.subscriber_id.clone(),
+        kind: OutboxKind::Reply,
+        payload: json!({"messages": [format!("Invented reply {marker}")], "actions": [], "turnId": marker}),
+        next_attempt_at: due,
+        created_at: due,
+    }
+}
+
+fn token_row(conversation: &Conversation, due: DateTime<Utc>) -> NewOutboxRow {
+    NewOutboxRow {
+        kind: OutboxKind::ContactToken,
+        payload: json!({"generation": 1}),
+        ..reply_row(conversation, due, 0)
+    }
+}
+
+async fn enqueue(store: &dyn Store, row: NewOutboxRow) -> i64 {
+    store.enqueue(&row).await.expect("enqueue")
+}
+
+async fn claim(store: &dyn Store, rules: ClaimRules) -> Vec<i64> {
+    store
+        .claim_outbox(rules)
+        .await
+        .expect("claim_outbox")
+        .iter()
+        .map(|row| row.id)
+        .collect()
+}
+
+async fn row(store: &dyn Store, id: i64) -> OutboxRow {
+    store
+        .outbox_row(id)
+        .await
+        .expect("outbox_row")
+        .expect("the row exists")
+}
+
+/// Dead-letters every unfinished row of these conversations, so no later case claims them.
+async fn settle(store: &dyn Store, conversations: &[ConversationId]) {
+    for row in store.outbox_rows().await.expect("outbox_rows") {
+        let unfinished = matches!(row.status, OutboxStatus::Pending | OutboxStatus::Delivering);
+        if unfinished && conversations.contains(&row.conversation_id) {
+            store
+                .mark_failed(row.id, "settled by the conformance suite", t0())
+                .await
+                .expect("mark_failed");
+        }
+    }
+}
+
+async fn record(store: &dyn Store, turn: NewTurn) -> i64 {
+    store.record_turn(&turn).await.expect("record_turn")
+}
+
+// --- store --------------------------------------------------------------------------------------
+
+pub async fn ping_answers(store: &dyn Store) {
+    store.ping().await.expect("ping");
+    assert!(["sqlite", "postgres"].contains(&store.backend()));
+}
+
+pub async fn unknown_ids_read_as_none_and_updates_fail(store: &dyn Store) {
+    assert_eq!(
+        store.conversation(Uuid::new_v4()).await.expect("read"),
+        None
+    );
+    assert_eq!(store.turn(i64::MAX).await.expect("read"), None);
+    assert_eq!(store.outbox_row(i64::MAX).await.expect("read"), None);
+    assert!(store.set_escalated(Uuid::new_v4(), t0()).await.is_err());
+    assert!(store.set_token(Uuid::new_v4(), "h", t0()).await.is_err());
+    assert!(
+        store
+            .update_turn_actions(i64::MAX, &json!([]))
+            .await
+            .is_err()
+    );
+    assert!(store.mark_delivered(i64::MAX, t0()).await.is_err());
+    assert!(store.mark_retry(i64::MAX, t0(), "e").await.is_err());
+    assert!(store.mark_failed(i64::MAX, "e", t0()).await.is_err());
+}
+
+/// C5: a failing write's error names what failed, never the values it carried.
+pub async fn errors_carry_no_personal_data(store: &dyn Store) {
+    let stranger = Uuid::new_v4();
+    let subscriber = SubscriberId::parse("5550009876").expect("digits");
+    let turn = NewTurn::user(stranger, "Invented message from 5550009876", true, t0());
+    let turn_error = store
+        .record_turn(&turn)
+        .await
+        .expect_err("a turn of an unknown conversation is refused");
+    let row = NewOutboxRow {
+        conversation_id: stranger,
+        subscriber_id: subscriber,
+        kind: OutboxKind::Reply,
+        payload: json!({"messages": ["Invented reply to 5550009876"]}),
+        next_attempt_at: t0(),
+        created_at: t0(),
+    };
+    let outbox_error = store
+        .enqueue(&row)
+        .await
+        .expect_err("a row of an unknown conversation is refused");
+    for error in [turn_error, outbox_error] {
+        let text = format!("{error} {error:?}");
+        assert!(!text.contains("5550009876"), "no id or text in: {text}");
+        assert!(!text.contains("Invented"), "no message text in: {text}");
+        assert!(
+            !text.contains(&stranger.to_string()),
+            "no bound uuid in: {text}"
+        );
+    }
+}
+
+pub async fn timestamps_are_kept_to_the_millisecond(store: &dyn Store) {
+    let precise = t0() + chrono::Duration::nanoseconds(1_234_567_891);
+    let conversation = store
+        .conversation_for(&fresh_subscriber(), "whatsapp", precise)
+        .await
+        .expect("conversation_for");
+    assert_eq!(conversation.created_at, at_ms(1234));
+    let id = enqueue(store, reply_row(&conversation, precise, 1)).await;
+    assert_eq!(row(store, id).await.next_attempt_at, at_ms(1234));
+    settle(store, &[conversation.id]).await;
+}
+
+// --- conversations ----------------------------------------------------------------------------
+
+pub async fn conversation_created_once_with_random_uuid(store: &dyn Store) {
+    let subscriber = fresh_subscriber();
+    let first = store
+        .conversation_for(&subscriber, "whatsapp", t0())
+        .await
+        .expect("conversation_for");
+    assert_eq!(first.id.get_version_num(), 4, "a random (v4) UUID");
+    assert_eq!(first.subscriber_id, subscriber);
+    assert_eq!(first.channel, "whatsapp");
+    assert_eq!(first.turn_count, 0);
+    assert_eq!(first.token_generation, 0);
+    assert_eq!(first.token_hash, None);
+    assert_eq!(first.previous_token_hash, None);
+    assert_eq!(first.token_issued_at, None);
+    assert_eq!(first.escalated_at, None);
+    assert_eq!(first.last_message_at, None);
+    assert_eq!(first.offering, None);
+    assert_eq!(first.opening_sent_at, None);
+    assert_eq!(first.created_at, t0());
+    assert_eq!(first.updated_at, t0());
+
+    let again = store
+        .conversation_for(&subscriber, "instagram", at_s(60))
+        .await
+        .expect("conversation_for");
+    assert_eq!(
+        again, first,
+        "the second contact finds the first row unchanged"
+    );
+
+    let other = fresh_conversation(store).await;
+    assert_ne!(other.id, first.id);
+    assert_eq!(
+        store.conversation(first.id).await.expect("conversation"),
+        Some(first)
+    );
+}
+
+pub async fn conversation_first_contacts_racing_create_one_row(store: &dyn Store) {
+    let subscriber = fresh_subscriber();
+    let (a, b) = tokio::join!(
+        store.conversation_for(&subscriber, "whatsapp", t0()),
+        store.conversation_for(&subscriber, "whatsapp", t0()),
+    );
+    assert_eq!(a.expect("first").id, b.expect("second").id);
+}
+
+pub async fn escalation_time_is_recorded(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    store
+        .set_escalated(conversation.id, at_s(30))
+        .await
+        .expect("set_escalated");
+    let stored = store
+        .conversation(conversation.id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(stored.escalated_at, Some(at_s(30)));
+    assert_eq!(stored.updated_at, at_s(30));
+}
+
+pub async fn token_rotation_keeps_previous(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let first = store
+        .set_token(conversation.id, "hash-one", at_s(10))
+        .await
+        .expect("set_token");
+    assert_eq!(first, 1);
+    let stored = store
+        .conversation(conversation.id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(stored.token_hash.as_deref(), Some("hash-one"));
+    assert_eq!(stored.previous_token_hash, None);
+    assert_eq!(stored.token_issued_at, Some(at_s(10)));
+    assert_eq!(stored.token_generation, 1);
+
+    let second = store
+        .set_token(conversation.id, "hash-two", at_s(20))
+        .await
+        .expect("set_token");
+    assert_eq!(second, 2);
+    let stored = store
+        .conversation(conversation.id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(stored.token_hash.as_deref(), Some("hash-two"));
+    assert_eq!(stored.previous_token_hash.as_deref(), Some("hash-one"));
+    assert_eq!(stored.token_issued_at, Some(at_s(20)));
+    assert_eq!(stored.token_generation, 2);
+}
+
+pub async fn conversations_without_token_lists_recent_contacts_only(store: &dyn Store) {
+    let since = at_s(3600);
+    let recent = fresh_conversation(store).await;
+    record(store, NewTurn::user(recent.id, "Hello", true, at_s(3700))).await;
+    let tokened = fresh_conversation(store).await;
+    record(store, NewTurn::user(tokened.id, "Hello", true, at_s(3700))).await;
+    store
+        .set_token(tokened.id, "hash", at_s(3701))
+        .await
+        .expect("set_token");
+    let old = fresh_conversation(store).await;
+    record(store, NewTurn::user(old.id, "Hello", true, at_s(60))).await;
+
+    let listed: Vec<ConversationId> = store
+        .conversations_without_token(since)
+        .await
+        .expect("conversations_without_token")
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert!(
+        listed.contains(&recent.id),
+        "a recent contact without a token is listed"
+    );
+    assert!(
+        !listed.contains(&tokened.id),
+        "a contact with a token is not"
+    );
+    assert!(
+        !listed.contains(&old.id),
+        "a contact silent since before `since` is not"
+    );
+}
+
+// --- turns ------------------------------------------------------------------------------------
+
+pub async fn user_turn_updates_last_message_and_bound_count(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let read = || async {
+        store
+            .conversation(conversation.id)
+            .await
+            .expect("read")
+            .expect("exists")
+    };
+
+    record(store, NewTurn::user(conversation.id, "Hi", true, at_s(10))).await;
+    let after_bound = read().await;
+    assert_eq!(after_bound.turn_count, 1);
+    assert_eq!(after_bound.last_message_at, Some(at_s(10)));
+
+    record(
+        store,
+        NewTurn::user(conversation.id, "Hi again", false, at_s(20)),
+    )
+    .await;
+    let after_unbound = read().await;
+    assert_eq!(
+        after_unbound.turn_count, 1,
+        "an unbound turn is not counted"
+    );
+    assert_eq!(after_unbound.last_message_at, Some(at_s(20)));
+
+    record(
+        store,
+        NewTurn::agent(
+            conversation.id,
+            "Invented answer",
+            "answered_inline",
+            true,
+            at_s(30),
+        ),
+    )
+    .await;
+    let after_agent = read().await;
+    assert_eq!(
+        after_agent.turn_count, 1,
+        "an agent turn is not a contact message"
+    );
+    assert_eq!(after_agent.last_message_at, Some(at_s(20)));
+}
+
+pub async fn turn_round_trips_every_field(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let turn = NewTurn {
+        model: Some("mock:demo".to_owned()),
+        actions: Some(json!([{"tool": "add_tag", "id": "lead", "status": "staged"}])),
+        reads: 1,
+        input_tokens: 1200,
+        output_tokens: 80,
+        cached_tokens: 1024,
+        cost_usd: 0.0125,
+        latency_ms: 2345,
+        ..NewTurn::agent(conversation.id, "Invented reply", "deferred", true, at_s(5))
+    };
+    let id = record(store, turn.clone()).await;
+    let stored = store.turn(id).await.expect("turn").expect("exists");
+    assert_eq!(stored.id, id);
+    assert_eq!(stored.conversation_id, turn.conversation_id);
+    assert_eq!(stored.role, Role::Agent);
+    assert_eq!(stored.text, turn.text);
+    assert_eq!(stored.outcome.as_deref(), Some("deferred"));
+    assert_eq!(stored.model, turn.model);
+    assert!(stored.bound);
+    assert_eq!(stored.actions, turn.actions);
+    assert_eq!(stored.reads, 1);
+    assert_eq!(stored.input_tokens, 1200);
+    assert_eq!(stored.output_tokens, 80);
+    assert_eq!(stored.cached_tokens, 1024);
+    assert_eq!(stored.cost_usd, 0.0125);
+    assert_eq!(stored.latency_ms, 2345);
+    assert_eq!(stored.created_at, at_s(5));
+
+    let user_id = record(
+        store,
+        NewTurn::user(conversation.id, "Invented question", false, at_s(6)),
+    )
+    .await;
+    let user = store.turn(user_id).await.expect("turn").expect("exists");
+    assert_eq!(user.role, Role::User);
+    assert_eq!(user.outcome, None);
+    assert!(!user.bound);
+    assert!(user.seq > stored.seq, "seq grows with every turn");
+}
+
+pub async fn turn_seq_orders_turns_in_the_same_millisecond(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let same = at_s(7);
+    let first = record(store, NewTurn::user(conversation.id, "first", true, same)).await;
+    let second = record(
+        store,
+        NewTurn::agent(conversation.id, "second", "answered_inline", true, same),
+    )
+    .await;
+    let turns = store.turns(conversation.id).await.expect("turns");
+    assert_eq!(
+        turns.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![first, second]
+    );
+    assert!(turns[0].seq < turns[1].seq);
+    let history = store
+        .history(conversation.id, t0(), 10)
+        .await
+        .expect("history");
+    assert_eq!(
+        history.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![first, second]
+    );
+}
+
+pub async fn turn_actions_null_vs_empty_vs_updated(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let none_offered = record(
+        store,
+        NewTurn::agent(conversation.id, "a", "answered_inline", true, at_s(1)),
+    )
+    .await;
+    let none_chosen = record(
+        store,
+        NewTurn {
+            actions: Some(json!([])),
+            ..NewTurn::agent(conversation.id, "b", "answered_inline", true, at_s(2))
+        },
+    )
+    .await;
+    let read = |id| async move { store.turn(id).await.expect("turn").expect("exists").actions };
+    assert_eq!(read(none_offered).await, None, "no tool offered stays NULL");
+    assert_eq!(
+        read(none_chosen).await,
+        Some(json!([])),
+        "offered, none chosen is []"
+    );
+
+    let performed =
+        json!([{"tool": "set_field", "id": "stage", "value": "qualifying", "status": "performed"}]);
+    store
+        .update_turn_actions(none_chosen, &performed)
+        .await
+        .expect("update_turn_actions");
+    assert_eq!(read(none_chosen).await, Some(performed));
+    assert_eq!(read(none_offered).await, None, "other turns are untouched");
+}
+
+pub async fn history_is_bound_only_oldest_first_within_window_and_limit(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let since = at_s(100);
+    // Before the window: excluded even though bound.
+    record(store, NewTurn::user(conversation.id, "old", true, at_s(99))).await;
+    let mut inside = Vec::new();
+    for i in 0..5 {
+        let user = record(
+            store,
+            NewTurn::user(conversation.id, format!("q{i}"), true, at_s(100 + 10 * i)),
+        )
+        .await;
+        let agent = record(
+            store,
+            NewTurn::agent(
+                conversation.id,
+                format!("a{i}"),
+                "answered_inline",
+                true,
+                at_s(101 + 10 * i),
+            ),
+        )
+        .await;
+        inside.push(user);
+        inside.push(agent);
+    }
+    // Unbound and other contacts' turns never enter history.
+    record(
+        store,
+        NewTurn::user(conversation.id, "unbound", false, at_s(200)),
+    )
+    .await;
+    record(store, NewTurn::user(other.id, "elsewhere", true, at_s(150))).await;
+
+    let history = store
+        .history(conversation.id, since, 4)
+        .await
+        .expect("history");
+    let ids: Vec<i64> = history.iter().map(|t| t.id).collect();
+    assert_eq!(
+        ids,
+        inside[6..].to_vec(),
+        "the last 4 bound turns, oldest first"
+    );
+    assert!(history.iter().all(|t| t.bound));
+
+    let all = store
+        .history(conversation.id, since, 100)
+        .await
+        .expect("history");
+    assert_eq!(all.iter().map(|t| t.id).collect::<Vec<_>>(), inside);
+    assert_eq!(
+        all[0].created_at, since,
+        "a turn exactly at `since` is inside"
+    );
+}
+
+pub async fn turn_cap_times_newest_first(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    for i in 0..4 {
+        record(
+            store,
+            NewTurn::user(conversation.id, "q", true, at_s(10 * i)),
+        )
+        .await;
+        record(
+            store,
+            NewTurn::agent(
+                conversation.id,
+                "a",
+                "answered_inline",
+                true,
+                at_s(10 * i + 1),
+            ),
+        )
+        .await;
+    }
+    record(
+        store,
+        NewTurn::user(conversation.id, "unbound", false, at_s(100)),
+    )
+    .await;
+
+    let times = store
+        .recent_user_turn_times(conversation.id, 3)
+        .await
+        .expect("recent_user_turn_times");
+    assert_eq!(times, vec![at_s(30), at_s(20), at_s(10)]);
+    let all = store
+        .recent_user_turn_times(conversation.id, 50)
+        .await
+        .expect("recent_user_turn_times");
+    assert_eq!(all, vec![at_s(30), at_s(20), at_s(10), at_s(0)]);
+}
+
+pub async fn turns_lists_every_turn_oldest_first(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let b = record(store, NewTurn::user(conversation.id, "b", false, at_s(20))).await;
+    let a = record(store, NewTurn::user(conversation.id, "a", true, at_s(10))).await;
+    let c = record(
+        store,
+        NewTurn::agent(conversation.id, "c", "escalated_precheck", false, at_s(30)),
+    )
+    .await;
+    let turns = store.turns(conversation.id).await.expect("turns");
+    assert_eq!(
+        turns.iter().map(|t| t.id).collect::<Vec<_>>(),
+        vec![a, b, c]
+    );
+}
+
+// --- counters ---------------------------------------------------------------------------------
+
+pub async fn rate_counter_counts_per_window(store: &dyn Store) {
+    let contact = fresh_subscriber();
+    let neighbour = fresh_subscriber();
+    let window = at_s(3600);
+    for expected in 1..=3 {
+        assert_eq!(
+            store.bump_rate(&contact, window).await.expect("bump"),
+            expected
+        );
+    }
+    assert_eq!(
+        store.bump_rate(&neighbour, window).await.expect("bump"),
+        1,
+        "per contact"
+    );
+    assert_eq!(
+        store.bump_rate(&contact, at_s(7200)).await.expect("bump"),
+        1,
+        "per window"
+    );
+    assert_eq!(
+        store.bump_rate(&contact, at_s(7200)).await.expect("bump"),
+        2
+    );
+}
+
+pub async fn budget_accumulates_per_day(store: &dyn Store) {
+    // A random day, so reruns on one store start from zero.
+    let offset = (Uuid::new_v4().as_u128() % 100_000) as u64;
+    let day = NaiveDate::from_ymd_opt(2000, 1, 1)
+        .and_then(|d| d.checked_add_days(chrono::Days::new(offset)))
+        .expect("a valid day");
+    let next = day.succ_opt().expect("a next day");
+    assert_eq!(
+        store.budget(day).await.expect("budget"),
+        BudgetUsage::default()
+    );
+
+    store.add_budget(day, 1000, 0.25).await.expect("add_budget");
+    store.add_budget(day, 500, 0.5).await.expect("add_budget");
+    let usage = store.budget(day).await.expect("budget");
+    assert_eq!(usage.tokens, 1500);
+    assert!((usage.cost_usd - 0.75).abs() < 1e-9);
+
+    store.add_budget(next, 7, 0.01).await.expect("add_budget");
+    assert_eq!(
+        store.budget(day).await.expect("budget").tokens,
+        1500,
+        "days are separate"
+    );
+    assert_eq!(store.budget(next).await.expect("budget").tokens, 7);
+}
+
+// --- outbox -----------------------------------------------------------------------------------
+
+pub async fn outbox_enqueue_stores_a_pending_row(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let new = reply_row(&conversation, at_s(5), 42);
+    let id = enqueue(store, new.clone()).await;
+    let stored = row(store, id).await;
+    assert_eq!(stored.conversation_id, conversation.id);
+    assert_eq!(stored.subscriber_id, conversation.subscriber_id);
+    assert_eq!(stored.kind, OutboxKind::Reply);
+    assert_eq!(stored.payload, new.payload);
+    assert_eq!(stored.status, OutboxStatus::Pending);
+    assert_eq!(stored.attempts, 0);
+    assert_eq!(stored.next_attempt_at, at_s(5));
+    assert_eq!(stored.last_error, None);
+    assert_eq!(stored.lease_until, None);
+    assert_eq!(stored.created_at, at_s(5));
+    assert_eq!(stored.delivered_at, None);
+    assert!(store.outbox_rows().await.expect("rows").contains(&stored));
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn outbox_claim_leases_and_counts_the_attempt(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let claimed = store.claim_outbox(rules(at_s(1), 10)).await.expect("claim");
+    assert_eq!(claimed.len(), 1);
+    let claimed = &claimed[0];
+    assert_eq!(claimed.id, id);
+    assert_eq!(claimed.status, OutboxStatus::Delivering);
+    assert_eq!(claimed.attempts, 1);
+    assert_eq!(claimed.lease_until, Some(at_s(61)));
+    assert_eq!(
+        &row(store, id).await,
+        claimed,
+        "the returned row is what is stored"
+    );
+    assert!(
+        claim(store, rules(at_s(2), 10)).await.is_empty(),
+        "a leased row is not due"
+    );
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn outbox_row_not_due_before_next_attempt_at(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let id = enqueue(store, reply_row(&conversation, at_s(10), 1)).await;
+    assert!(claim(store, rules(at_ms(9_999), 10)).await.is_empty());
+    assert_eq!(claim(store, rules(at_s(10), 10)).await, vec![id]);
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn outbox_claims_at_most_limit_oldest_first(store: &dyn Store) {
+    let mut conversations = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let conversation = fresh_conversation(store).await;
+        ids.push(enqueue(store, reply_row(&conversation, at_s(0), i)).await);
+        conversations.push(conversation.id);
+    }
+    assert_eq!(claim(store, rules(at_s(1), 2)).await, ids[..2].to_vec());
+    assert_eq!(claim(store, rules(at_s(1), 2)).await, ids[2..].to_vec());
+    settle(store, &conversations).await;
+}
+
+/// Two stores (two pools: two workers) claim concurrently over 20 due rows of 20 contacts,
+/// each taking small batches until nothing is left. Every row is claimed exactly once.
+pub async fn outbox_two_workers_never_claim_one_row(a: &dyn Store, b: &dyn Store) {
+    let mut conversations = Vec::new();
+    let mut expected = HashSet::new();
+    for i in 0..20 {
+        let conversation = fresh_conversation(a).await;
+        expected.insert(enqueue(a, reply_row(&conversation, at_s(0), i)).await);
+        conversations.push(conversation.id);
+    }
+    async fn drain(store: &dyn Store) -> Vec<i64> {
+        let mut all = Vec::new();
+        loop {
+            let batch = claim(store, rules(at_s(1), 3)).await;
+            if batch.is_empty() {
+                return all;
+            }
+            all.extend(batch);
+            tokio::task::yield_now().await;
+        }
+    }
+    let (from_a, from_b) = tokio::join!(drain(a), drain(b));
+    let mut seen = HashSet::new();
+    for id in from_a.iter().chain(&from_b) {
+        assert!(seen.insert(*id), "row {id} was claimed twice");
+    }
+    assert_eq!(seen, expected, "every due row was claimed");
+    settle(a, &conversations).await;
+}
+
+/// Two workers (two stores) drain 6 contacts × 3 replies, delivering each row as soon as they
+/// claim it. Every contact's replies are claimed in the order written, each only after the
+/// previous one was delivered, whichever worker holds it (3.5: the order holds across replicas).
+pub async fn outbox_two_workers_keep_each_contacts_order(a: &dyn Store, b: &dyn Store) {
+    let mut conversations = Vec::new();
+    let mut written: Vec<(ConversationId, i64)> = Vec::new();
+    for c in 0..6 {
+        let conversation = fresh_conversation(a).await;
+        conversations.push(conversation.id);
+        for r in 0..3 {
+            let id = enqueue(a, reply_row(&conversation, at_s(0), c * 10 + r)).await;
+            written.push((conversation.id, id));
+        }
+    }
+    let total = written.len();
+    let log = std::sync::Mutex::new(Vec::<(ConversationId, i64)>::new());
+    async fn drain_in_order(
+        store: &dyn Store,
+        log: &std::sync::Mutex<Vec<(ConversationId, i64)>>,
+        total: usize,
+    ) {
+        let no_gap = |now| ClaimRules {
+            reply_gap: Duration::ZERO,
+            ..rules(now, 2)
+        };
+        for _ in 0..10_000 {
+            if log.lock().map(|l| l.len()).unwrap_or(total) >= total {
+                return;
+            }
+            let batch = store.claim_outbox(no_gap(at_s(1))).await.expect("claim");
+            for row in batch {
+                log.lock()
+                    .expect("the log lock")
+                    .push((row.conversation_id, row.id));
+                store
+                    .mark_delivered(row.id, at_s(1))
+                    .await
+                    .expect("mark_delivered");
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the outbox was not drained");
+    }
+    tokio::join!(
+        drain_in_order(a, &log, total),
+        drain_in_order(b, &log, total)
+    );
+    let log = log.into_inner().expect("the log");
+    assert_eq!(log.len(), total, "every row claimed exactly once");
+    for conversation in &conversations {
+        let claimed: Vec<i64> = log
+            .iter()
+            .filter(|(c, _)| c == conversation)
+            .map(|(_, id)| *id)
+            .collect();
+        let expected: Vec<i64> = written
+            .iter()
+            .filter(|(c, _)| c == conversation)
+            .map(|(_, id)| *id)
+            .collect();
+        assert_eq!(
+            claimed, expected,
+            "a contact's replies in the order written"
+        );
+    }
+    settle(a, &conversations).await;
+}
+
+pub async fn outbox_no_overtaking_within_a_conversation(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let first = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let second = enqueue(store, reply_row(&conversation, at_s(0), 2)).await;
+
+    assert_eq!(
+        claim(store, rules(at_s(1), 10)).await,
+        vec![first],
+        "one reply at a time"
+    );
+    assert!(
+        claim(store, rules(at_s(2), 10)).await.is_empty(),
+        "the newer reply waits while the older is delivering"
+    );
+    store
+        .mark_retry(first, at_s(30), "http 503")
+        .await
+        .expect("mark_retry");
+    assert!(
+        claim(store, rules(at_s(10), 10)).await.is_empty(),
+        "the newer reply waits while the older is pending, even when the older is not due"
+    );
+    assert_eq!(claim(store, rules(at_s(30), 10)).await, vec![first]);
+    store
+        .mark_delivered(first, at_s(31))
+        .await
+        .expect("mark_delivered");
+    assert_eq!(claim(store, rules(at_s(40), 10)).await, vec![second]);
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn outbox_contact_token_rows_are_not_held_behind_replies(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let reply = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    assert_eq!(claim(store, rules(at_s(1), 10)).await, vec![reply]);
+    let token = enqueue(store, token_row(&conversation, at_s(1))).await;
+    assert_eq!(claim(store, rules(at_s(2), 10)).await, vec![token]);
+    store
+        .mark_delivered(reply, at_s(3))
+        .await
+        .expect("mark_delivered");
+    let second_token = enqueue(store, token_row(&conversation, at_s(3))).await;
+    assert_eq!(
+        claim(store, rules(at_ms(3_001), 10)).await,
+        vec![second_token],
+        "pacing applies to replies only"
+    );
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn outbox_pacing_gap_after_delivery(store: &dyn Store) {
+    let paced = fresh_conversation(store).await;
+    let neighbour = fresh_conversation(store).await;
+    let first = enqueue(store, reply_row(&paced, at_s(0), 1)).await;
+    let second = enqueue(store, reply_row(&paced, at_s(0), 2)).await;
+    assert_eq!(claim(store, rules(at_s(1), 10)).await, vec![first]);
+    store
+        .mark_delivered(first, at_s(5))
+        .await
+        .expect("mark_delivered");
+    let other = enqueue(store, reply_row(&neighbour, at_s(5), 3)).await;
+
+    let gap_ms = GAP.as_millis() as i64;
+    assert_eq!(
+        claim(store, rules(at_ms(5_000 + gap_ms - 1), 10)).await,
+        vec![other],
+        "within the gap only another contact's reply is due"
+    );
+    assert_eq!(
+        claim(store, rules(at_ms(5_000 + gap_ms), 10)).await,
+        vec![second],
+        "the next reply is due exactly one gap after the delivery"
+    );
+    settle(store, &[paced.id, neighbour.id]).await;
+}
+
+pub async fn outbox_expired_lease_is_reclaimed(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let first = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    enqueue(store, reply_row(&conversation, at_s(0), 2)).await;
+    let lease = |now| ClaimRules {
+        lease: Duration::from_secs(30),
+        ..rules(now, 10)
+    };
+    assert_eq!(claim(store, lease(at_s(0))).await, vec![first]);
+    assert!(
+        claim(store, lease(at_ms(29_999))).await.is_empty(),
+        "the lease holds"
+    );
+    let reclaimed = store.claim_outbox(lease(at_s(30))).await.expect("claim");
+    assert_eq!(
+        reclaimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![first],
+        "the expired row is taken again, and still holds back the newer reply"
+    );
+    assert_eq!(reclaimed[0].attempts, 2);
+    assert_eq!(reclaimed[0].lease_until, Some(at_s(60)));
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn outbox_failed_row_is_never_claimed_again(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let first = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let second = enqueue(store, reply_row(&conversation, at_s(0), 2)).await;
+    assert_eq!(claim(store, rules(at_s(1), 10)).await, vec![first]);
+    store
+        .mark_failed(first, "http 400", at_s(2))
+        .await
+        .expect("mark_failed");
+    let failed = row(store, first).await;
+    assert_eq!(failed.status, OutboxStatus::Failed);
+    assert_eq!(failed.last_error.as_deref(), Some("http 400"));
+    assert_eq!(failed.lease_until, None);
+    assert_eq!(failed.delivered_at, None);
+
+    assert_eq!(
+        claim(store, rules(at_s(3), 10)).await,
+        vec![second],
+        "a dead letter does not hold back the contact's next reply"
+    );
+    store
+        .mark_delivered(second, at_s(4))
+        .await
+        .expect("mark_delivered");
+    assert!(
+        !claim(store, rules(at_s(86_400 * 365), 10))
+            .await
+            .contains(&first),
+        "never claimed again, however late"
+    );
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn outbox_retry_due_later(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
+    store
+        .mark_retry(id, at_s(4), "http 503")
+        .await
+        .expect("mark_retry");
+    let retried = row(store, id).await;
+    assert_eq!(retried.status, OutboxStatus::Pending);
+    assert_eq!(retried.next_attempt_at, at_s(4));
+    assert_eq!(retried.last_error.as_deref(), Some("http 503"));
+    assert_eq!(retried.lease_until, None);
+    assert_eq!(retried.attempts, 1);
+
+    assert!(claim(store, rules(at_ms(3_999), 10)).await.is_empty());
+    let again = store.claim_outbox(rules(at_s(4), 10)).await.expect("claim");
+    assert_eq!(again.iter().map(|r| r.id).collect::<Vec<_>>(), vec![id]);
+    assert_eq!(again[0].attempts, 2);
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn outbox_last_error_is_bounded(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    store
+        .mark_retry(id, at_s(4), &"é".repeat(5000))
+        .await
+        .expect("mark_retry");
+    let stored = row(store, id).await.last_error.expect("an error is kept");
+    assert_eq!(stored.chars().count(), super::common::MAX_ERROR_CHARS);
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn outbox_delivered_row_is_done(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
+    store
+        .mark_delivered(id, at_s(3))
+        .await
+        .expect("mark_delivered");
+    let delivered = row(store, id).await;
+    assert_eq!(delivered.status, OutboxStatus::Delivered);
+    assert_eq!(delivered.delivered_at, Some(at_s(3)));
+    assert_eq!(delivered.lease_until, None);
+    assert!(!claim(store, rules(at_s(86_400), 10)).await.contains(&id));
+    settle(store, &[conversation.id]).await;
+}
+
+pub async fn pending_replies_counts_replies_not_yet_delivered(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let count = || async {
+        store
+            .pending_replies(conversation.id)
+            .await
+            .expect("pending_replies")
+    };
+    assert_eq!(count().await, 0);
+    let first = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let second = enqueue(store, reply_row(&conversation, at_s(0), 2)).await;
+    enqueue(store, token_row(&conversation, at_s(0))).await;
+    enqueue(store, reply_row(&other, at_s(0), 3)).await;
+    assert_eq!(count().await, 2, "replies only, this contact only");
+
+    let claimed = claim(store, rules(at_s(1), 10)).await;
+    assert!(claimed.contains(&first));
+    assert_eq!(count().await, 2, "a delivering reply is still queued");
+    store
+        .mark_delivered(first, at_s(2))
+        .await
+        .expect("mark_delivered");
+    assert_eq!(count().await, 1);
+    store
+        .mark_failed(second, "http 400", at_s(2))
+        .await
+        .expect("mark_failed");
+    assert_eq!(count().await, 0);
+    settle(store, &[conversation.id, other.id]).await;
+}
+
+/// Every case on one store, in sequence. The two-worker case uses the store as both workers.
+pub async fn run_all(store: &dyn Store) {
+    ping_answers(store).await;
+    unknown_ids_read_as_none_and_updates_fail(store).await;
+    errors_carry_no_personal_data(store).await;
+    timestamps_are_kept_to_the_millisecond(store).await;
+    conversation_created_once_with_random_uuid(store).await;
+    conversation_first_contacts_racing_create_one_row(store).await;
+    escalation_time_is_recorded(store).await;
+    token_rotation_keeps_previous(store).await;
+    conversations_without_token_lists_recent_contacts_only(store).await;
+    user_turn_updates_last_message_and_bound_count(store).await;
+    turn_round_trips_every_field(store).await;
+    turn_seq_orders_turns_in_the_same_millisecond(store).await;
+    turn_actions_null_vs_empty_vs_updated(store).await;
+    history_is_bound_only_oldest_first_within_window_and_limit(store).await;
+    turn_cap_times_newest_first(store).await;
+    turns_lists_every_turn_oldest_first(store).await;
+    rate_counter_counts_per_window(store).await;
+    budget_accumulates_per_day(store).await;
+    outbox_enqueue_stores_a_pending_row(store).await;
+    outbox_claim_leases_and_counts_the_attempt(store).await;
+    outbox_row_not_due_before_next_attempt_at(store).await;
+    outbox_claims_at_most_limit_oldest_first(store).await;
+    outbox_two_workers_never_claim_one_row(store, store).await;
+    outbox_two_workers_keep_each_contacts_order(store, store).await;
+    outbox_no_overtaking_within_a_conversation(store).await;
+    outbox_contact_token_rows_are_not_held_behind_replies(store).await;
+    outbox_pacing_gap_after_delivery(store).await;
+    outbox_expired_lease_is_reclaimed(store).await;
+    outbox_failed_row_is_never_claimed_again(store).await;
+    outbox_retry_due_later(store).await;
+    outbox_last_error_is_bounded(store).await;
+    outbox_delivered_row_is_done(store).await;
+    pending_replies_counts_replies_not_yet_delivered(store).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::postgres::{PgStore, connect_isolated, connect_isolated_pair};
+    use super::super::sqlite::SqliteStore;
+
+    /// A fresh SQLite file in its own folder (kept alive by the returned guard). The file sits
+    /// in a subfolder that does not exist yet, which also proves the folder is created.
+    async fn sqlite_store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let url = sqlite_url(&dir);
+        let store = SqliteStore::connect(&url).await.expect("connect to SQLite");
+        (dir, store)
+    }
+
+    fn sqlite_url(dir: &tempfile::TempDir) -> String {
+        format!("sqlite://{}/data/agent.db", dir.path().display())
+    }
+
+    fn postgres_url() -> Option<String> {
+        match std::env::var("TEST_DATABASE_URL") {
+            Ok(url) if !url.is_empty() => Some(url),
+            _ => {
+                eprintln!("skipped: TEST_DATABASE_URL is not set, Postgres not tested");
+                None
+            }
+        }
+    }
+
+    async fn postgres_store() -> Option<PgStore> {
+        let url = postgres_url()?;
+        Some(connect_isolated(&url).await.expect("connect to Postgres"))
+    }
+
+    macro_rules! conformance {
+        ($($case:ident),* $(,)?) => {
+            mod sqlite {
+                $(
+                    #[tokio::test]
+                    async fn $case() {
+                        let (_dir, store) = super::sqlite_store().await;
+                        super::super::$case(&store).await;
+                    }
+                )*
+            }
+            mod postgres {
+                $(
+                    #[tokio::test]
+                    async fn $case() {
+                        let Some(store) = super::postgres_store().await else { return };
+                        super::super::$case(&store).await;
+                    }
+                )*
+            }
+        };
+    }
+
+    conformance!(
+        ping_answers,
+        unknown_ids_read_as_none_and_updates_fail,
+        errors_carry_no_personal_data,
+        timestamps_are_kept_to_the_millisecond,
+        conversation_created_once_with_random_uuid,
+        conversation_first_contacts_racing_create_one_row,
+        escalation_time_is_recorded,
+        token_rotation_keeps_previous,
+        conversations_without_token_lists_recent_contacts_only,
+        user_turn_updates_last_message_and_bound_count,
+        turn_round_trips_every_field,
+        turn_seq_orders_turns_in_the_same_millisecond,
+        turn_actions_null_vs_empty_vs_updated,
+        history_is_bound_only_oldest_first_within_window_and_limit,
+        turn_cap_times_newest_first,
+        turns_lists_every_turn_oldest_first,
+        rate_counter_counts_per_window,
+        budget_accumulates_per_day,
+        outbox_enqueue_stores_a_pending_row,
+        outbox_claim_leases_and_counts_the_attempt,
+        outbox_row_not_due_before_next_attempt_at,
+        outbox_claims_at_most_limit_oldest_first,
+        outbox_no_overtaking_within_a_conversation,
+        outbox_contact_token_rows_are_not_held_behind_replies,
+        outbox_pacing_gap_after_delivery,
+        outbox_expired_lease_is_reclaimed,
+        outbox_failed_row_is_never_claimed_again,
+        outbox_retry_due_later,
+        outbox_last_error_is_bounded,
+        outbox_delivered_row_is_done,
+        pending_replies_counts_replies_not_yet_delivered,
+        run_all,
+    );
+
+    /// Two processes on one SQLite file: two stores, two pools.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_outbox_two_workers_never_claim_one_row() {
+        let (dir, first) = sqlite_store().await;
+        let second = SqliteStore::connect(&sqlite_url(&dir))
+            .await
+            .expect("a second store on the same file");
+        super::outbox_two_workers_never_claim_one_row(&first, &second).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_outbox_two_workers_keep_each_contacts_order() {
+        let (dir, first) = sqlite_store().await;
+        let second = SqliteStore::connect(&sqlite_url(&dir))
+            .await
+            .expect("a second store on the same file");
+        super::outbox_two_workers_keep_each_contacts_order(&first, &second).await;
+    }
+
+    /// Two replicas on one Postgres schema: two stores, two pools.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_outbox_two_workers_never_claim_one_row() {
+        let Some(url) = postgres_url() else { return };
+        let (first, second) = connect_isolated_pair(&url)
+            .await
+            .expect("two stores on one schema");
+        super::outbox_two_workers_never_claim_one_row(&first, &second).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_outbox_two_workers_keep_each_contacts_order() {
+        let Some(url) = postgres_url() else { return };
+        let (first, second) = connect_isolated_pair(&url)
+            .await
+            .expect("two stores on one schema");
+        super::outbox_two_workers_keep_each_contacts_order(&first, &second).await;
+    }
+}

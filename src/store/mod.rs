@@ -266,10 +266,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<i64>;
 
     /// Contacts with activity since `since` and no token, for `tokens backfill`.
-    async fn conversations_without_token(
-        &self,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<Conversation>>;
+    async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>>;
 
     // --- turns ---------------------------------------------------------------------------
 
@@ -306,8 +303,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Per-contact rate (4): adds one to the contact's counter for the window starting at
     /// `window_start` and returns the new count.
-    async fn bump_rate(&self, subscriber_id: &SubscriberId, window_start: DateTime<Utc>)
-    -> Result<i64>;
+    async fn bump_rate(
+        &self,
+        subscriber_id: &SubscriberId,
+        window_start: DateTime<Utc>,
+    ) -> Result<i64>;
 
     async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage>;
 
@@ -345,12 +345,18 @@ pub trait Store: Send + Sync + 'static {
 /// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the
 /// file (and its folder) on first run and uses WAL; `postgres://…` connects to a server.
 pub async fn connect(database_url: &str) -> Result<std::sync::Arc<dyn Store>> {
-    // Skeleton: the store helper replaces this with the dispatch to `sqlite::SqliteStore` and
-    // `postgres::PgStore` once both implement `Store`.
-    let _ = database_url;
-    Err(StoreError::UnsupportedUrl)
+    if database_url.starts_with("sqlite:") {
+        let store = sqlite::SqliteStore::connect(database_url).await?;
+        Ok(std::sync::Arc::new(store))
+    } else if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
+        let store = postgres::PgStore::connect(database_url).await?;
+        Ok(std::sync::Arc::new(store))
+    } else {
+        Err(StoreError::UnsupportedUrl)
+    }
 }
 
+mod common;
 pub mod postgres;
 pub mod sqlite;
 
@@ -360,4 +366,32 @@ pub mod conformance;
 /// Fresh UUID for a new conversation.
 pub fn new_conversation_id() -> Uuid {
     Uuid::new_v4()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn system_5_2_database_url_picks_the_backend() {
+        assert!(matches!(
+            connect("mysql://localhost/agent").await,
+            Err(StoreError::UnsupportedUrl)
+        ));
+
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let sqlite = connect(&format!("sqlite://{}/agent.db", dir.path().display()))
+            .await
+            .expect("connect to SQLite");
+        assert_eq!(sqlite.backend(), "sqlite");
+
+        // An option only the Postgres driver parses (and refuses) proves the Postgres backend
+        // was chosen, without a network round trip.
+        for url in [
+            "postgres://agent@127.0.0.1/agent?sslmode=bogus",
+            "postgresql://agent@127.0.0.1/agent?sslmode=bogus",
+        ] {
+            assert!(matches!(connect(url).await, Err(StoreError::Database(_))));
+        }
+    }
 }

@@ -1,8 +1,563 @@
-//! (in progress)
-use super::{Result, StoreError};
-pub struct PgStore;
+//! The server backend, for several replicas: Postgres with native types (`uuid`, `timestamptz`,
+//! `jsonb`, `date`).
+//!
+//! Owns the Postgres dialect of every `Store` operation and the test helper that gives each test
+//! its own schema.
+//!
+//! Invariants: migrations run on connect; `claim_outbox` locks the rows it takes with
+//! `FOR UPDATE SKIP LOCKED` inside one transaction, so concurrent workers on any replica never
+//! take one row; timestamps are written truncated to the millisecond, so both backends read back
+//! the same values.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::types::Json;
+
+use super::common::{self, after, before, bounded_error, not_found, to_millis};
+use super::{
+    BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxRow, Result, Role, Store,
+    StoreError, Turn,
+};
+use crate::ids::{ConversationId, SubscriberId};
+
+/// Enough for the inbound path, the outbox worker and the nudge worker of one replica.
+const MAX_CONNECTIONS: u32 = 10;
+/// A caller waiting longer than this for a connection has lost its 10-second budget anyway
+/// (C7): failing lets it escalate instead (C6). sqlx's default is 30 s.
+const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, escalated_at, \
+     last_message_at, token_hash, previous_token_hash, token_issued_at, token_generation, \
+     offering, opening_sent_at, created_at, updated_at";
+
+const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model, bound, \
+     actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at";
+
+const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
+     attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at";
+
+/// `OUTBOX_COLUMNS` but `id`, which `claim_outbox`'s `UPDATE … FROM due` must qualify.
+const CLAIMED_COLUMNS: &str = "conversation_id, subscriber_id, kind, payload, status, \
+     attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at";
+
+/// The Postgres store. Cheap to clone: it is a handle on one connection pool.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
 impl PgStore {
-    pub async fn connect(_url: &str) -> Result<Self> {
-        Err(StoreError::UnsupportedUrl)
+    /// Connects to `url` (`postgres://…`) and runs the migrations.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let options = PgConnectOptions::from_str(url)?;
+        Self::connect_with(options, MAX_CONNECTIONS).await
+    }
+
+    async fn connect_with(options: PgConnectOptions, max_connections: u32) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("migrations/postgres").run(&pool).await?;
+        Ok(Self { pool })
+    }
+}
+
+/// Tests only: a store in a fresh schema `test_<uuid>` of the database `url` names, so tests
+/// running in parallel never share tables. The schema is left behind.
+#[doc(hidden)]
+pub async fn connect_isolated(url: &str) -> Result<PgStore> {
+    let (options, schema) = fresh_schema(url).await?;
+    PgStore::connect_with(options.options([("search_path", schema.as_str())]), 4).await
+}
+
+/// Tests only: two stores (two pools, as two replicas would have) on one fresh schema.
+#[doc(hidden)]
+pub async fn connect_isolated_pair(url: &str) -> Result<(PgStore, PgStore)> {
+    let (options, schema) = fresh_schema(url).await?;
+    let options = options.options([("search_path", schema.as_str())]);
+    let first = PgStore::connect_with(options.clone(), 4).await?;
+    let second = PgStore::connect_with(options, 4).await?;
+    Ok((first, second))
+}
+
+async fn fresh_schema(url: &str) -> Result<(PgConnectOptions, String)> {
+    let schema = format!("test_{}", uuid::Uuid::new_v4().simple());
+    let options = PgConnectOptions::from_str(url)?;
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.clone())
+        .await?;
+    // The name is generated above from hex digits, so formatting it into DDL is safe.
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&pool)
+        .await?;
+    pool.close().await;
+    Ok((options, schema))
+}
+
+fn conversation_from(row: &PgRow) -> Result<Conversation> {
+    Ok(Conversation {
+        id: row.try_get("id")?,
+        subscriber_id: common::subscriber(row.try_get::<&str, _>("subscriber_id")?)?,
+        channel: row.try_get("channel")?,
+        turn_count: row.try_get("turn_count")?,
+        escalated_at: row.try_get("escalated_at")?,
+        last_message_at: row.try_get("last_message_at")?,
+        token_hash: row.try_get("token_hash")?,
+        previous_token_hash: row.try_get("previous_token_hash")?,
+        token_issued_at: row.try_get("token_issued_at")?,
+        token_generation: row.try_get("token_generation")?,
+        offering: row.try_get("offering")?,
+        opening_sent_at: row.try_get("opening_sent_at")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn turn_from(row: &PgRow) -> Result<Turn> {
+    let actions: Option<Json<Value>> = row.try_get("actions")?;
+    Ok(Turn {
+        id: row.try_get("id")?,
+        seq: row.try_get("seq")?,
+        conversation_id: row.try_get("conversation_id")?,
+        role: common::role(row.try_get::<&str, _>("role")?)?,
+        text: row.try_get("text")?,
+        outcome: row.try_get("outcome")?,
+        model: row.try_get("model")?,
+        bound: row.try_get("bound")?,
+        actions: actions.map(|Json(value)| value),
+        reads: row.try_get("reads")?,
+        input_tokens: row.try_get("input_tokens")?,
+        output_tokens: row.try_get("output_tokens")?,
+        cached_tokens: row.try_get("cached_tokens")?,
+        cost_usd: row.try_get("cost_usd")?,
+        latency_ms: row.try_get("latency_ms")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn outbox_from(row: &PgRow) -> Result<OutboxRow> {
+    let Json(payload): Json<Value> = row.try_get("payload")?;
+    Ok(OutboxRow {
+        id: row.try_get("id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        subscriber_id: common::subscriber(row.try_get::<&str, _>("subscriber_id")?)?,
+        kind: common::outbox_kind(row.try_get::<&str, _>("kind")?)?,
+        payload,
+        status: common::outbox_status(row.try_get::<&str, _>("status")?)?,
+        attempts: row.try_get("attempts")?,
+        next_attempt_at: row.try_get("next_attempt_at")?,
+        last_error: row.try_get("last_error")?,
+        lease_until: row.try_get("lease_until")?,
+        created_at: row.try_get("created_at")?,
+        delivered_at: row.try_get("delivered_at")?,
+    })
+}
+
+impl PgStore {
+    async fn find_conversation_by_subscriber(
+        &self,
+        subscriber_id: &SubscriberId,
+    ) -> Result<Option<Conversation>> {
+        let row = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = $1"
+        ))
+        .bind(subscriber_id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(conversation_from).transpose()
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn conversation_for(
+        &self,
+        subscriber_id: &SubscriberId,
+        channel: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Conversation> {
+        // The common case, a returning contact, is one read; the insert only on first contact.
+        if let Some(found) = self.find_conversation_by_subscriber(subscriber_id).await? {
+            return Ok(found);
+        }
+        // Two first messages racing: the loser's insert does nothing and both read the winner.
+        sqlx::query(
+            "INSERT INTO conversations (id, subscriber_id, channel, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $4) ON CONFLICT (subscriber_id) DO NOTHING",
+        )
+        .bind(super::new_conversation_id())
+        .bind(subscriber_id.as_str())
+        .bind(channel)
+        .bind(to_millis(now))
+        .execute(&self.pool)
+        .await?;
+        self.find_conversation_by_subscriber(subscriber_id)
+            .await?
+            .ok_or_else(|| StoreError::Database("conversation vanished after insert".to_owned()))
+    }
+
+    async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
+        let row = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(conversation_from).transpose()
+    }
+
+    async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE conversations SET escalated_at = $1, updated_at = $1 WHERE id = $2",
+        )
+        .bind(to_millis(at))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("conversation"));
+        }
+        Ok(())
+    }
+
+    async fn set_token(
+        &self,
+        id: ConversationId,
+        token_hash: &str,
+        issued_at: DateTime<Utc>,
+    ) -> Result<i64> {
+        // One statement: the right-hand sides read the row as it was, so the old current hash
+        // becomes the previous one.
+        let generation: Option<i64> = sqlx::query_scalar(
+            "UPDATE conversations SET previous_token_hash = token_hash, token_hash = $1, \
+             token_issued_at = $2, token_generation = token_generation + 1, updated_at = $2 \
+             WHERE id = $3 RETURNING token_generation",
+        )
+        .bind(token_hash)
+        .bind(to_millis(issued_at))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        generation.ok_or_else(|| not_found("conversation"))
+    }
+
+    async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations \
+             WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= $1 \
+             ORDER BY created_at, id"
+        ))
+        .bind(to_millis(since))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(conversation_from).collect()
+    }
+
+    async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
+        let at = to_millis(turn.created_at);
+        let mut tx = self.pool.begin().await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
+             reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+        )
+        .bind(turn.conversation_id)
+        .bind(turn.role.as_str())
+        .bind(&turn.text)
+        .bind(&turn.outcome)
+        .bind(&turn.model)
+        .bind(turn.bound)
+        .bind(turn.actions.as_ref().map(Json))
+        .bind(turn.reads)
+        .bind(turn.input_tokens)
+        .bind(turn.output_tokens)
+        .bind(turn.cached_tokens)
+        .bind(turn.cost_usd)
+        .bind(turn.latency_ms)
+        .bind(at)
+        .fetch_one(&mut *tx)
+        .await?;
+        if turn.role == Role::User {
+            // GREATEST ignores NULL, so the first message sets the time.
+            sqlx::query(
+                "UPDATE conversations SET last_message_at = GREATEST(last_message_at, $1), \
+                 turn_count = turn_count + $2, updated_at = $1 WHERE id = $3",
+            )
+            .bind(at)
+            .bind(i64::from(turn.bound))
+            .bind(turn.conversation_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
+        let done = sqlx::query("UPDATE turns SET actions = $1 WHERE id = $2")
+            .bind(Json(actions))
+            .bind(turn_id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("turn"));
+        }
+        Ok(())
+    }
+
+    async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
+        let row = sqlx::query(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = $1"))
+            .bind(turn_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(turn_from).transpose()
+    }
+
+    async fn history(
+        &self,
+        conversation_id: ConversationId,
+        since: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<Turn>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TURN_COLUMNS} FROM (\
+                 SELECT {TURN_COLUMNS} FROM turns \
+                 WHERE conversation_id = $1 AND bound AND created_at >= $2 \
+                 ORDER BY created_at DESC, seq DESC LIMIT $3\
+             ) AS recent ORDER BY created_at, seq"
+        ))
+        .bind(conversation_id)
+        .bind(to_millis(since))
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(turn_from).collect()
+    }
+
+    async fn recent_user_turn_times(
+        &self,
+        conversation_id: ConversationId,
+        limit: i64,
+    ) -> Result<Vec<DateTime<Utc>>> {
+        let times: Vec<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT created_at FROM turns \
+             WHERE conversation_id = $1 AND bound AND role = 'user' \
+             ORDER BY created_at DESC, seq DESC LIMIT $2",
+        )
+        .bind(conversation_id)
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(times)
+    }
+
+    async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 ORDER BY created_at, seq"
+        ))
+        .bind(conversation_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(turn_from).collect()
+    }
+
+    async fn bump_rate(
+        &self,
+        subscriber_id: &SubscriberId,
+        window_start: DateTime<Utc>,
+    ) -> Result<i64> {
+        let window_start = to_millis(window_start);
+        let count: i64 = sqlx::query_scalar(
+            "INSERT INTO rate_counters (subscriber_id, window_start, count) VALUES ($1, $2, 1) \
+             ON CONFLICT (subscriber_id, window_start) \
+             DO UPDATE SET count = rate_counters.count + 1 RETURNING count",
+        )
+        .bind(subscriber_id.as_str())
+        .bind(window_start)
+        .fetch_one(&self.pool)
+        .await?;
+        if count == 1 {
+            // A new window began: the contact's older windows will never be read again, and a
+            // subscriber id is personal data, so they go (once per window, not per turn).
+            sqlx::query("DELETE FROM rate_counters WHERE subscriber_id = $1 AND window_start < $2")
+                .bind(subscriber_id.as_str())
+                .bind(window_start)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(count)
+    }
+
+    async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage> {
+        let row: Option<(i64, f64)> =
+            sqlx::query_as("SELECT tokens, cost_usd FROM budget_counters WHERE day = $1")
+                .bind(day)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row
+            .map(|(tokens, cost_usd)| BudgetUsage { tokens, cost_usd })
+            .unwrap_or_default())
+    }
+
+    async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES ($1, $2, $3) \
+             ON CONFLICT (day) DO UPDATE SET tokens = budget_counters.tokens + excluded.tokens, \
+             cost_usd = budget_counters.cost_usd + excluded.cost_usd",
+        )
+        .bind(day)
+        .bind(tokens)
+        .bind(cost_usd)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
+             next_attempt_at, created_at) VALUES ($1, $2, $3, $4, 'pending', $5, $6) \
+             RETURNING id",
+        )
+        .bind(row.conversation_id)
+        .bind(row.subscriber_id.as_str())
+        .bind(row.kind.as_str())
+        .bind(Json(&row.payload))
+        .bind(to_millis(row.next_attempt_at))
+        .bind(to_millis(row.created_at))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(id)
+    }
+
+    async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>> {
+        // SKIP LOCKED: a row another worker is claiming right now is passed over, not waited
+        // for. A blocked newer reply stays blocked even when the older one is locked, because
+        // the NOT EXISTS still sees the older row as pending or delivering.
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(&format!(
+            "WITH due AS (\
+                 SELECT o.id FROM outbox o \
+                 WHERE ((o.status = 'pending' AND o.next_attempt_at <= $2) \
+                        OR (o.status = 'delivering' AND o.lease_until <= $2)) \
+                   AND (o.kind <> 'reply' OR (\
+                        NOT EXISTS (SELECT 1 FROM outbox p \
+                                    WHERE p.conversation_id = o.conversation_id \
+                                      AND p.kind = 'reply' AND p.id < o.id \
+                                      AND p.status IN ('pending', 'delivering')) \
+                        AND NOT EXISTS (SELECT 1 FROM outbox d \
+                                    WHERE d.conversation_id = o.conversation_id \
+                                      AND d.kind = 'reply' AND d.status = 'delivered' \
+                                      AND d.delivered_at > $3))) \
+                 ORDER BY o.id LIMIT $4 \
+                 FOR UPDATE SKIP LOCKED) \
+             UPDATE outbox SET status = 'delivering', lease_until = $1, \
+                 attempts = outbox.attempts + 1 \
+             FROM due WHERE outbox.id = due.id \
+             RETURNING outbox.id, {CLAIMED_COLUMNS}"
+        ))
+        .bind(to_millis(after(rules.now, rules.lease)))
+        .bind(to_millis(rules.now))
+        .bind(to_millis(before(rules.now, rules.reply_gap)))
+        .bind(rules.limit.max(0))
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut claimed = rows.iter().map(outbox_from).collect::<Result<Vec<_>>>()?;
+        // RETURNING has no defined order.
+        claimed.sort_by_key(|row| row.id);
+        Ok(claimed)
+    }
+
+    async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'delivered', delivered_at = $1, lease_until = NULL \
+             WHERE id = $2",
+        )
+        .bind(to_millis(at))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'pending', next_attempt_at = $1, last_error = $2, \
+             lease_until = NULL WHERE id = $3",
+        )
+        .bind(to_millis(next_attempt_at))
+        .bind(bounded_error(error))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn mark_failed(&self, id: i64, error: &str, at: DateTime<Utc>) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'failed', last_error = $1, failed_at = $2, \
+             lease_until = NULL WHERE id = $3",
+        )
+        .bind(bounded_error(error))
+        .bind(to_millis(at))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(outbox_from).transpose()
+    }
+
+    async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64> {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM outbox WHERE conversation_id = $1 AND kind = 'reply' \
+             AND status IN ('pending', 'delivering')",
+        )
+        .bind(conversation_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(count)
+    }
+
+    async fn outbox_rows(&self) -> Result<Vec<OutboxRow>> {
+        let rows = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(outbox_from).collect()
     }
 }

@@ -1,8 +1,658 @@
-//! (in progress)
-use super::{Result, StoreError};
-pub struct SqliteStore;
+//! The embedded backend: one SQLite file in WAL mode, the default `DATABASE_URL`.
+//!
+//! Owns the SQLite dialect of every `Store` operation. Timestamps are stored as unix
+//! milliseconds (INTEGER), JSON as TEXT written by `serde_json`.
+//!
+//! Invariants: the file and its folder are created on first run; migrations run on connect;
+//! every write that must be atomic against another worker on the same file is a single
+//! statement or one transaction (a single `UPDATE … RETURNING` takes SQLite's write lock before
+//! it reads, so two processes never claim one outbox row); `busy_timeout` makes a writer wait
+//! for the lock rather than fail.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use uuid::Uuid;
+
+use super::common::{self, after, before, bounded_error, not_found};
+use super::{
+    BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxRow, Result, Role, Store,
+    StoreError, Turn,
+};
+use crate::ids::{ConversationId, SubscriberId};
+
+/// Small: SQLite has one writer at a time, so more connections only add readers.
+const MAX_CONNECTIONS: u32 = 4;
+/// How long a writer waits for another writer's lock before the statement fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, escalated_at, \
+     last_message_at, token_hash, previous_token_hash, token_issued_at, token_generation, \
+     offering, opening_sent_at, created_at, updated_at";
+
+const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model, bound, \
+     actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at";
+
+const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
+     attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at";
+
+/// The SQLite store. Cheap to clone: it is a handle on one connection pool.
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
 impl SqliteStore {
-    pub async fn connect(_url: &str) -> Result<Self> {
-        Err(StoreError::UnsupportedUrl)
+    /// Opens (creating on first run) the file `url` names, e.g. `sqlite://data/agent.db`, and
+    /// runs the migrations. `sqlite::memory:` opens a private in-memory database.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Database(common::describe(&e)))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(BUSY_TIMEOUT)
+            // FULL (SQLite's default, made explicit): a committed outbox row or turn survives a
+            // power cut, which NORMAL does not promise in WAL mode.
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true);
+
+        let file = options.get_filename();
+        // In-memory databases are named `file:…` by sqlx and have no folder to create.
+        let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
+        if let Some(parent) = parent.filter(|_| !file.to_string_lossy().starts_with("file:")) {
+            tokio::fs::create_dir_all(parent).await.map_err(|e| {
+                StoreError::Database(format!("cannot create the database folder: {}", e.kind()))
+            })?;
+        }
+
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await?;
+        migrate(&pool).await?;
+        Ok(Self { pool })
+    }
+}
+
+/// Runs the embedded migrations. sqlx takes no lock on SQLite, so two processes opening a fresh
+/// file together (`serve` beside `worker`) can both decide a migration is missing; the loser's
+/// transaction fails once the winner's commits ("table already exists") and rolls back. Running
+/// again then finds the migration applied, so a failure is retried a few times before it counts.
+async fn migrate(pool: &SqlitePool) -> Result<()> {
+    let migrator = sqlx::migrate!("migrations/sqlite");
+    let mut attempts_left = 3;
+    loop {
+        match migrator.run(pool).await {
+            Ok(()) => return Ok(()),
+            Err(_) if attempts_left > 1 => attempts_left -= 1,
+            Err(err) => return Err(err.into()),
+        }
+    }
+}
+
+fn ms(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+fn time(raw: i64) -> Result<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(raw)
+        .ok_or_else(|| StoreError::Corrupt("timestamp out of range".to_owned()))
+}
+
+fn opt_time(raw: Option<i64>) -> Result<Option<DateTime<Utc>>> {
+    raw.map(time).transpose()
+}
+
+fn json_text(value: &Value) -> Result<String> {
+    serde_json::to_string(value)
+        .map_err(|_| StoreError::Database("cannot serialise a JSON value".to_owned()))
+}
+
+fn json(raw: &str) -> Result<Value> {
+    serde_json::from_str(raw).map_err(|_| StoreError::Corrupt("invalid stored JSON".to_owned()))
+}
+
+fn uuid(raw: &str) -> Result<Uuid> {
+    Uuid::parse_str(raw).map_err(|_| StoreError::Corrupt("invalid conversation id".to_owned()))
+}
+
+fn day_key(day: NaiveDate) -> String {
+    day.format("%Y-%m-%d").to_string()
+}
+
+fn conversation_from(row: &SqliteRow) -> Result<Conversation> {
+    Ok(Conversation {
+        id: uuid(row.try_get::<&str, _>("id")?)?,
+        subscriber_id: common::subscriber(row.try_get::<&str, _>("subscriber_id")?)?,
+        channel: row.try_get("channel")?,
+        turn_count: row.try_get("turn_count")?,
+        escalated_at: opt_time(row.try_get("escalated_at")?)?,
+        last_message_at: opt_time(row.try_get("last_message_at")?)?,
+        token_hash: row.try_get("token_hash")?,
+        previous_token_hash: row.try_get("previous_token_hash")?,
+        token_issued_at: opt_time(row.try_get("token_issued_at")?)?,
+        token_generation: row.try_get("token_generation")?,
+        offering: row.try_get("offering")?,
+        opening_sent_at: opt_time(row.try_get("opening_sent_at")?)?,
+        created_at: time(row.try_get("created_at")?)?,
+        updated_at: time(row.try_get("updated_at")?)?,
+    })
+}
+
+fn turn_from(row: &SqliteRow) -> Result<Turn> {
+    let actions: Option<&str> = row.try_get("actions")?;
+    Ok(Turn {
+        id: row.try_get("id")?,
+        seq: row.try_get("seq")?,
+        conversation_id: uuid(row.try_get::<&str, _>("conversation_id")?)?,
+        role: common::role(row.try_get::<&str, _>("role")?)?,
+        text: row.try_get("text")?,
+        outcome: row.try_get("outcome")?,
+        model: row.try_get("model")?,
+        bound: row.try_get("bound")?,
+        actions: actions.map(json).transpose()?,
+        reads: row.try_get("reads")?,
+        input_tokens: row.try_get("input_tokens")?,
+        output_tokens: row.try_get("output_tokens")?,
+        cached_tokens: row.try_get("cached_tokens")?,
+        cost_usd: row.try_get("cost_usd")?,
+        latency_ms: row.try_get("latency_ms")?,
+        created_at: time(row.try_get("created_at")?)?,
+    })
+}
+
+fn outbox_from(row: &SqliteRow) -> Result<OutboxRow> {
+    Ok(OutboxRow {
+        id: row.try_get("id")?,
+        conversation_id: uuid(row.try_get::<&str, _>("conversation_id")?)?,
+        subscriber_id: common::subscriber(row.try_get::<&str, _>("subscriber_id")?)?,
+        kind: common::outbox_kind(row.try_get::<&str, _>("kind")?)?,
+        payload: json(row.try_get::<&str, _>("payload")?)?,
+        status: common::outbox_status(row.try_get::<&str, _>("status")?)?,
+        attempts: row.try_get("attempts")?,
+        next_attempt_at: time(row.try_get("next_attempt_at")?)?,
+        last_error: row.try_get("last_error")?,
+        lease_until: opt_time(row.try_get("lease_until")?)?,
+        created_at: time(row.try_get("created_at")?)?,
+        delivered_at: opt_time(row.try_get("delivered_at")?)?,
+    })
+}
+
+impl SqliteStore {
+    async fn find_conversation_by_subscriber(
+        &self,
+        subscriber_id: &SubscriberId,
+    ) -> Result<Option<Conversation>> {
+        let row = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = ?"
+        ))
+        .bind(subscriber_id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(conversation_from).transpose()
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn conversation_for(
+        &self,
+        subscriber_id: &SubscriberId,
+        channel: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Conversation> {
+        // The common case, a returning contact, is one read; the insert only on first contact.
+        if let Some(found) = self.find_conversation_by_subscriber(subscriber_id).await? {
+            return Ok(found);
+        }
+        // Two first messages racing: the loser's insert does nothing and both read the winner.
+        sqlx::query(
+            "INSERT INTO conversations (id, subscriber_id, channel, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?) ON CONFLICT (subscriber_id) DO NOTHING",
+        )
+        .bind(super::new_conversation_id().to_string())
+        .bind(subscriber_id.as_str())
+        .bind(channel)
+        .bind(ms(now))
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?;
+        self.find_conversation_by_subscriber(subscriber_id)
+            .await?
+            .ok_or_else(|| StoreError::Database("conversation vanished after insert".to_owned()))
+    }
+
+    async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
+        let row = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?"
+        ))
+        .bind(id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(conversation_from).transpose()
+    }
+
+    async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
+        let done =
+            sqlx::query("UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?")
+                .bind(ms(at))
+                .bind(ms(at))
+                .bind(id.to_string())
+                .execute(&self.pool)
+                .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("conversation"));
+        }
+        Ok(())
+    }
+
+    async fn set_token(
+        &self,
+        id: ConversationId,
+        token_hash: &str,
+        issued_at: DateTime<Utc>,
+    ) -> Result<i64> {
+        // One statement: the right-hand sides read the row as it was, so the old current hash
+        // becomes the previous one.
+        let generation: Option<i64> = sqlx::query_scalar(
+            "UPDATE conversations SET previous_token_hash = token_hash, token_hash = ?, \
+             token_issued_at = ?, token_generation = token_generation + 1, updated_at = ? \
+             WHERE id = ? RETURNING token_generation",
+        )
+        .bind(token_hash)
+        .bind(ms(issued_at))
+        .bind(ms(issued_at))
+        .bind(id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        generation.ok_or_else(|| not_found("conversation"))
+    }
+
+    async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations \
+             WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= ? \
+             ORDER BY created_at, id"
+        ))
+        .bind(ms(since))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(conversation_from).collect()
+    }
+
+    async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
+        let actions = turn.actions.as_ref().map(json_text).transpose()?;
+        let mut tx = self.pool.begin().await?;
+        // `seq` is the next integer after the largest: SQLite runs one writer at a time, and
+        // the unique index makes the MAX a single lookup.
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO turns (seq, conversation_id, role, text, outcome, model, bound, \
+             actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
+             created_at) \
+             VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM turns), \
+                     ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             RETURNING id",
+        )
+        .bind(turn.conversation_id.to_string())
+        .bind(turn.role.as_str())
+        .bind(&turn.text)
+        .bind(&turn.outcome)
+        .bind(&turn.model)
+        .bind(turn.bound)
+        .bind(actions)
+        .bind(turn.reads)
+        .bind(turn.input_tokens)
+        .bind(turn.output_tokens)
+        .bind(turn.cached_tokens)
+        .bind(turn.cost_usd)
+        .bind(turn.latency_ms)
+        .bind(ms(turn.created_at))
+        .fetch_one(&mut *tx)
+        .await?;
+        if turn.role == Role::User {
+            sqlx::query(
+                "UPDATE conversations SET \
+                 last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
+                 turn_count = turn_count + ?2, \
+                 updated_at = ?1 \
+                 WHERE id = ?3",
+            )
+            .bind(ms(turn.created_at))
+            .bind(i64::from(turn.bound))
+            .bind(turn.conversation_id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
+        let done = sqlx::query("UPDATE turns SET actions = ? WHERE id = ?")
+            .bind(json_text(actions)?)
+            .bind(turn_id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("turn"));
+        }
+        Ok(())
+    }
+
+    async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
+        let row = sqlx::query(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?"))
+            .bind(turn_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(turn_from).transpose()
+    }
+
+    async fn history(
+        &self,
+        conversation_id: ConversationId,
+        since: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<Turn>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TURN_COLUMNS} FROM (\
+                 SELECT {TURN_COLUMNS} FROM turns \
+                 WHERE conversation_id = ? AND bound = 1 AND created_at >= ? \
+                 ORDER BY created_at DESC, seq DESC LIMIT ?\
+             ) ORDER BY created_at, seq"
+        ))
+        .bind(conversation_id.to_string())
+        .bind(ms(since))
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(turn_from).collect()
+    }
+
+    async fn recent_user_turn_times(
+        &self,
+        conversation_id: ConversationId,
+        limit: i64,
+    ) -> Result<Vec<DateTime<Utc>>> {
+        let times: Vec<i64> = sqlx::query_scalar(
+            "SELECT created_at FROM turns \
+             WHERE conversation_id = ? AND bound = 1 AND role = 'user' \
+             ORDER BY created_at DESC, seq DESC LIMIT ?",
+        )
+        .bind(conversation_id.to_string())
+        .bind(limit.max(0))
+        .fetch_all(&self.pool)
+        .await?;
+        times.into_iter().map(time).collect()
+    }
+
+    async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? ORDER BY created_at, seq"
+        ))
+        .bind(conversation_id.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(turn_from).collect()
+    }
+
+    async fn bump_rate(
+        &self,
+        subscriber_id: &SubscriberId,
+        window_start: DateTime<Utc>,
+    ) -> Result<i64> {
+        let count: i64 = sqlx::query_scalar(
+            "INSERT INTO rate_counters (subscriber_id, window_start, count) VALUES (?, ?, 1) \
+             ON CONFLICT (subscriber_id, window_start) DO UPDATE SET count = count + 1 \
+             RETURNING count",
+        )
+        .bind(subscriber_id.as_str())
+        .bind(ms(window_start))
+        .fetch_one(&self.pool)
+        .await?;
+        if count == 1 {
+            // A new window began: the contact's older windows will never be read again, and a
+            // subscriber id is personal data, so they go (once per window, not per turn).
+            sqlx::query("DELETE FROM rate_counters WHERE subscriber_id = ? AND window_start < ?")
+                .bind(subscriber_id.as_str())
+                .bind(ms(window_start))
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(count)
+    }
+
+    async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage> {
+        let row: Option<(i64, f64)> =
+            sqlx::query_as("SELECT tokens, cost_usd FROM budget_counters WHERE day = ?")
+                .bind(day_key(day))
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row
+            .map(|(tokens, cost_usd)| BudgetUsage { tokens, cost_usd })
+            .unwrap_or_default())
+    }
+
+    async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES (?, ?, ?) \
+             ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens, \
+             cost_usd = cost_usd + excluded.cost_usd",
+        )
+        .bind(day_key(day))
+        .bind(tokens)
+        .bind(cost_usd)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
+             next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?) RETURNING id",
+        )
+        .bind(row.conversation_id.to_string())
+        .bind(row.subscriber_id.as_str())
+        .bind(row.kind.as_str())
+        .bind(json_text(&row.payload)?)
+        .bind(ms(row.next_attempt_at))
+        .bind(ms(row.created_at))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(id)
+    }
+
+    async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>> {
+        // One statement, so SQLite takes its write lock before reading: a second worker on the
+        // same file waits (busy_timeout) and then sees these rows as `delivering`. The
+        // `IN (SELECT …)` is evaluated once, before any row changes.
+        let rows = sqlx::query(&format!(
+            "UPDATE outbox SET status = 'delivering', lease_until = ?1, attempts = attempts + 1 \
+             WHERE id IN (\
+                 SELECT o.id FROM outbox o \
+                 WHERE ((o.status = 'pending' AND o.next_attempt_at <= ?2) \
+                        OR (o.status = 'delivering' AND o.lease_until <= ?2)) \
+                   AND (o.kind <> 'reply' OR (\
+                        NOT EXISTS (SELECT 1 FROM outbox p \
+                                    WHERE p.conversation_id = o.conversation_id \
+                                      AND p.kind = 'reply' AND p.id < o.id \
+                                      AND p.status IN ('pending', 'delivering')) \
+                        AND NOT EXISTS (SELECT 1 FROM outbox d \
+                                    WHERE d.conversation_id = o.conversation_id \
+                                      AND d.kind = 'reply' AND d.status = 'delivered' \
+                                      AND d.delivered_at > ?3))) \
+                 ORDER BY o.id LIMIT ?4) \
+             RETURNING {OUTBOX_COLUMNS}"
+        ))
+        .bind(ms(after(rules.now, rules.lease)))
+        .bind(ms(rules.now))
+        .bind(ms(before(rules.now, rules.reply_gap)))
+        .bind(rules.limit.max(0))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut claimed = rows.iter().map(outbox_from).collect::<Result<Vec<_>>>()?;
+        // RETURNING has no defined order.
+        claimed.sort_by_key(|row| row.id);
+        Ok(claimed)
+    }
+
+    async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'delivered', delivered_at = ?, lease_until = NULL \
+             WHERE id = ?",
+        )
+        .bind(ms(at))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'pending', next_attempt_at = ?, last_error = ?, \
+             lease_until = NULL WHERE id = ?",
+        )
+        .bind(ms(next_attempt_at))
+        .bind(bounded_error(error))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn mark_failed(&self, id: i64, error: &str, at: DateTime<Utc>) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'failed', last_error = ?, failed_at = ?, \
+             lease_until = NULL WHERE id = ?",
+        )
+        .bind(bounded_error(error))
+        .bind(ms(at))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
+        let row = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(outbox_from).transpose()
+    }
+
+    async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64> {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM outbox WHERE conversation_id = ? AND kind = 'reply' \
+             AND status IN ('pending', 'delivering')",
+        )
+        .bind(conversation_id.to_string())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(count)
+    }
+
+    async fn outbox_rows(&self) -> Result<Vec<OutboxRow>> {
+        let rows = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(outbox_from).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn system_8_sqlite_file_and_folder_created_on_first_run_with_wal() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("nested").join("data").join("agent.db");
+        let url = format!("sqlite://{}", path.display());
+        let store = SqliteStore::connect(&url).await.expect("connect");
+        assert!(path.is_file(), "the file and its folders exist");
+
+        let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&store.pool)
+            .await
+            .expect("journal_mode");
+        assert_eq!(journal, "wal");
+        let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(&store.pool)
+            .await
+            .expect("foreign_keys");
+        assert_eq!(foreign_keys, 1);
+        let busy_ms: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+            .fetch_one(&store.pool)
+            .await
+            .expect("busy_timeout");
+        assert_eq!(busy_ms, 5000);
+    }
+
+    #[tokio::test]
+    async fn system_9_migrations_rerun_on_reopen_and_keep_data() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let url = format!("sqlite://{}/agent.db", dir.path().display());
+        let subscriber = SubscriberId::parse("5550001").expect("digits");
+        let at = DateTime::from_timestamp_millis(1_770_000_000_000).expect("an instant");
+        let first = SqliteStore::connect(&url).await.expect("connect");
+        let created = first
+            .conversation_for(&subscriber, "whatsapp", at)
+            .await
+            .expect("conversation_for");
+        first.pool.close().await;
+
+        let reopened = SqliteStore::connect(&url).await.expect("reconnect");
+        assert_eq!(
+            reopened.conversation(created.id).await.expect("read"),
+            Some(created)
+        );
+    }
+
+    /// `serve` and `worker` started together on one fresh file both come up.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn system_5_4_two_processes_opening_a_fresh_file_both_start() {
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().expect("a temporary folder");
+            let url = format!("sqlite://{}/agent.db", dir.path().display());
+            let (a, b) = tokio::join!(SqliteStore::connect(&url), SqliteStore::connect(&url));
+            a.expect("the first opener starts");
+            b.expect("the second opener starts");
+        }
+    }
+
+    #[tokio::test]
+    async fn system_8_in_memory_database_needs_no_folder() {
+        let store = SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("connect");
+        store.ping().await.expect("ping");
     }
 }

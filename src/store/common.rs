@@ -1,0 +1,146 @@
+//! What both backends share: turning driver errors into `StoreError` without data, reading the
+//! stored enum names back, and the time arithmetic of claims.
+//!
+//! Invariant (C5): no text built here contains a bound value or a stored value. Driver messages
+//! are kept only where they cannot quote one (SQLite's name schema objects, never values);
+//! Postgres errors are reduced to their SQLSTATE, constraint and table.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::{OutboxKind, OutboxStatus, Role, StoreError};
+use crate::ids::SubscriberId;
+
+/// `last_error` is an operator's hint, not a log: it is bounded so a runaway upstream body
+/// cannot grow a row without limit.
+pub(super) const MAX_ERROR_CHARS: usize = 1000;
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        StoreError::Database(describe(&err))
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(err: sqlx::migrate::MigrateError) -> Self {
+        use sqlx::migrate::MigrateError;
+        let text = match &err {
+            MigrateError::Execute(inner) | MigrateError::ExecuteMigration(inner, _) => {
+                describe(inner)
+            }
+            // The remaining variants name versions and checksums only.
+            other => other.to_string(),
+        };
+        StoreError::Migration(text)
+    }
+}
+
+/// A description of a driver error that carries no bound or stored value.
+pub(super) fn describe(err: &sqlx::Error) -> String {
+    use sqlx::error::ErrorKind;
+    match err {
+        sqlx::Error::Database(db) => {
+            let kind = match db.kind() {
+                ErrorKind::UniqueViolation => "unique violation",
+                ErrorKind::ForeignKeyViolation => "foreign key violation",
+                ErrorKind::NotNullViolation => "not-null violation",
+                ErrorKind::CheckViolation => "check violation",
+                _ => "database error",
+            };
+            let mut text = kind.to_owned();
+            if let Some(code) = db.code() {
+                text.push_str(&format!(" (code {code})"));
+            }
+            if let Some(constraint) = db.constraint() {
+                text.push_str(&format!(" on constraint {constraint}"));
+            }
+            if let Some(table) = db.table() {
+                text.push_str(&format!(" on table {table}"));
+            }
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                text.push_str(&format!(": {}", db.message()));
+            }
+            text
+        }
+        sqlx::Error::Io(io) => format!("i/o error: {}", io.kind()),
+        sqlx::Error::PoolTimedOut => "timed out waiting for a database connection".to_owned(),
+        sqlx::Error::PoolClosed => "the connection pool is closed".to_owned(),
+        sqlx::Error::RowNotFound => "row not found".to_owned(),
+        sqlx::Error::ColumnNotFound(column) => format!("column not found: {column}"),
+        sqlx::Error::ColumnDecode { index, .. } => format!("cannot decode column {index}"),
+        sqlx::Error::Decode(_) => "cannot decode a value".to_owned(),
+        sqlx::Error::Encode(_) => "cannot encode a value".to_owned(),
+        sqlx::Error::Configuration(_) => "invalid database configuration".to_owned(),
+        sqlx::Error::Tls(_) => "tls error".to_owned(),
+        sqlx::Error::Protocol(_) => "protocol error".to_owned(),
+        sqlx::Error::WorkerCrashed => "the database worker crashed".to_owned(),
+        sqlx::Error::Migrate(_) => "migration error".to_owned(),
+        _ => "database driver error".to_owned(),
+    }
+}
+
+/// The error for an update that matched no row: a caller holding an id the store never issued.
+pub(super) fn not_found(what: &'static str) -> StoreError {
+    StoreError::Database(format!("no {what} with this id"))
+}
+
+pub(super) fn role(raw: &str) -> Result<Role, StoreError> {
+    match raw {
+        "user" => Ok(Role::User),
+        "agent" => Ok(Role::Agent),
+        _ => Err(StoreError::Corrupt("unknown turn role".to_owned())),
+    }
+}
+
+pub(super) fn outbox_kind(raw: &str) -> Result<OutboxKind, StoreError> {
+    match raw {
+        "reply" => Ok(OutboxKind::Reply),
+        "contact_token" => Ok(OutboxKind::ContactToken),
+        _ => Err(StoreError::Corrupt("unknown outbox kind".to_owned())),
+    }
+}
+
+pub(super) fn outbox_status(raw: &str) -> Result<OutboxStatus, StoreError> {
+    match raw {
+        "pending" => Ok(OutboxStatus::Pending),
+        "delivering" => Ok(OutboxStatus::Delivering),
+        "delivered" => Ok(OutboxStatus::Delivered),
+        "failed" => Ok(OutboxStatus::Failed),
+        _ => Err(StoreError::Corrupt("unknown outbox status".to_owned())),
+    }
+}
+
+pub(super) fn subscriber(raw: &str) -> Result<SubscriberId, StoreError> {
+    SubscriberId::parse(raw).map_err(|_| StoreError::Corrupt("invalid subscriber id".to_owned()))
+}
+
+/// `at + d`, saturating: a lease too long to represent lasts forever rather than failing.
+pub(super) fn after(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(d)
+        .ok()
+        .and_then(|d| at.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// `at - d`, saturating.
+pub(super) fn before(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(d)
+        .ok()
+        .and_then(|d| at.checked_sub_signed(d))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// Both backends keep time to the millisecond (SQLite stores unix milliseconds), so a value
+/// written to either reads back the same and comparisons agree across backends.
+pub(super) fn to_millis(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at)
+}
+
+/// `last_error` bounded to [`MAX_ERROR_CHARS`] characters.
+pub(super) fn bounded_error(error: &str) -> &str {
+    match error.char_indices().nth(MAX_ERROR_CHARS) {
+        Some((cut, _)) => &error[..cut],
+        None => error,
+    }
+}
