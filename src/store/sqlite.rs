@@ -54,8 +54,7 @@ impl SqliteStore {
     /// Opens (creating on first run) the file `url` names, e.g. `sqlite://data/agent.db`, and
     /// runs the migrations. `sqlite::memory:` opens a private in-memory database.
     pub async fn connect(url: &str) -> Result<Self> {
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| StoreError::Database(common::describe(&e)))?
+        let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(BUSY_TIMEOUT)
