@@ -6,6 +6,8 @@
 //!
 //! Invariants: turns are never deleted; note text is never stored (024); an outbox row moves
 //! `pending → delivering → delivered | failed` and is claimed by one worker at a time (a lease).
+//! Both backends keep timestamps to the millisecond (what SQLite stores), and no error they
+//! return quotes a stored or bound value (C5).
 
 use std::time::Duration;
 

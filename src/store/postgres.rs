@@ -20,7 +20,7 @@ use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
 use super::{
-    BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxRow, Result, Role, Store,
+    BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxRow, Result, Store,
     StoreError, Turn,
 };
 use crate::ids::{ConversationId, SubscriberId};
@@ -271,12 +271,20 @@ impl Store for PgStore {
     }
 
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
-        let at = to_millis(turn.created_at);
-        let mut tx = self.pool.begin().await?;
+        // One statement, so one round trip and atomic: the insert and, for a user turn, the
+        // conversation's `last_message_at` (GREATEST ignores its NULL) and bound count.
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
-             reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+            "WITH inserted AS (\
+                 INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
+                 reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
+                 created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+                 RETURNING id), \
+             touched AS (\
+                 UPDATE conversations SET last_message_at = GREATEST(last_message_at, $14), \
+                 turn_count = turn_count + CASE WHEN $6 THEN 1 ELSE 0 END, updated_at = $14 \
+                 WHERE id = $1 AND $2 = 'user') \
+             SELECT id FROM inserted",
         )
         .bind(turn.conversation_id)
         .bind(turn.role.as_str())
@@ -291,22 +299,9 @@ impl Store for PgStore {
         .bind(turn.cached_tokens)
         .bind(turn.cost_usd)
         .bind(turn.latency_ms)
-        .bind(at)
-        .fetch_one(&mut *tx)
+        .bind(to_millis(turn.created_at))
+        .fetch_one(&self.pool)
         .await?;
-        if turn.role == Role::User {
-            // GREATEST ignores NULL, so the first message sets the time.
-            sqlx::query(
-                "UPDATE conversations SET last_message_at = GREATEST(last_message_at, $1), \
-                 turn_count = turn_count + $2, updated_at = $1 WHERE id = $3",
-            )
-            .bind(at)
-            .bind(i64::from(turn.bound))
-            .bind(turn.conversation_id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
         Ok(id)
     }
 

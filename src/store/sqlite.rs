@@ -54,8 +54,7 @@ impl SqliteStore {
     /// Opens (creating on first run) the file `url` names, e.g. `sqlite://data/agent.db`, and
     /// runs the migrations. `sqlite::memory:` opens a private in-memory database.
     pub async fn connect(url: &str) -> Result<Self> {
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| StoreError::Database(common::describe(&e)))?
+        let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(BUSY_TIMEOUT)
@@ -299,10 +298,9 @@ impl Store for SqliteStore {
 
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
         let actions = turn.actions.as_ref().map(json_text).transpose()?;
-        let mut tx = self.pool.begin().await?;
         // `seq` is the next integer after the largest: SQLite runs one writer at a time, and
         // the unique index makes the MAX a single lookup.
-        let id: i64 = sqlx::query_scalar(
+        let insert = sqlx::query_scalar::<_, i64>(
             "INSERT INTO turns (seq, conversation_id, role, text, outcome, model, bound, \
              actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
              created_at) \
@@ -323,23 +321,25 @@ impl Store for SqliteStore {
         .bind(turn.cached_tokens)
         .bind(turn.cost_usd)
         .bind(turn.latency_ms)
-        .bind(ms(turn.created_at))
-        .fetch_one(&mut *tx)
-        .await?;
-        if turn.role == Role::User {
-            sqlx::query(
-                "UPDATE conversations SET \
-                 last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
-                 turn_count = turn_count + ?2, \
-                 updated_at = ?1 \
-                 WHERE id = ?3",
-            )
-            .bind(ms(turn.created_at))
-            .bind(i64::from(turn.bound))
-            .bind(turn.conversation_id.to_string())
-            .execute(&mut *tx)
-            .await?;
+        .bind(ms(turn.created_at));
+        if turn.role == Role::Agent {
+            // A single statement is atomic on its own; no transaction to pay for.
+            return Ok(insert.fetch_one(&self.pool).await?);
         }
+        let mut tx = self.pool.begin().await?;
+        let id = insert.fetch_one(&mut *tx).await?;
+        sqlx::query(
+            "UPDATE conversations SET \
+             last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
+             turn_count = turn_count + ?2, \
+             updated_at = ?1 \
+             WHERE id = ?3",
+        )
+        .bind(ms(turn.created_at))
+        .bind(i64::from(turn.bound))
+        .bind(turn.conversation_id.to_string())
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(id)
     }
