@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod demo;
 
 /// One model call: one step of the agent loop.
 #[derive(Debug, Clone, PartialEq)]
