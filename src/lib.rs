@@ -17,6 +17,7 @@
 //! - [`manychat`]: the only module that knows ManyChat's API: client, limiter, errors, sandbox.
 //! - [`store`]: the `Store` trait and its SQLite and Postgres backends (SYSTEM 8).
 //! - [`observability`]: tracing setup and the one redaction list (C5).
+//! - [`evals`]: golden eval cases, their checks and the `eval` report (SYSTEM 9).
 //! - [`startup`]: assembles the app from `Settings`; takes the listener and a shutdown token.
 //! - [`ids`], [`clock`]: identifiers that never print personal data; the injectable clock.
 
@@ -24,6 +25,7 @@ pub mod agent;
 pub mod channel;
 pub mod clock;
 pub mod config;
+pub mod evals;
 pub mod http;
 pub mod ids;
 

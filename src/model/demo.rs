@@ -473,9 +473,11 @@ fn after_flow(
                 || r.content.get("staged") == Some(&Value::Bool(true)))
     });
 
+    // The offering the reply is about: the one the message named, else the one the chosen
+    // flow belongs to (its id or the tool's guidance line for it names the offering).
     let one = match targets {
         [one] => Some(*one),
-        _ => None,
+        _ => flow_offering(request, catalog),
     };
     if accepted {
         let what = match (wants_link, one) {
@@ -499,6 +501,44 @@ fn after_flow(
             reply
         }
         None => Reply::escalate(Reason::LowConfidence, 0.3),
+    }
+}
+
+/// The single offering named by the flow this turn asked to send, if exactly one is.
+fn flow_offering<'a>(request: &ModelRequest, catalog: &'a CatalogView) -> Option<&'a OfferingLine> {
+    let flow = request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => {
+                tool_calls.iter().find(|c| c.name == "send_flow")
+            }
+            _ => None,
+        })
+        .and_then(|call| match &call.arguments {
+            ToolArguments::Valid(args) => args
+                .as_object()?
+                .values()
+                .find_map(Value::as_str)
+                .map(str::to_owned),
+            ToolArguments::Invalid { .. } => None,
+        })?;
+    let guidance: Vec<&str> = request
+        .tools
+        .iter()
+        .filter(|t| t.name == "send_flow")
+        .flat_map(|t| t.description.lines())
+        .filter(|line| line.contains(flow.as_str()))
+        .collect();
+    let text = fold(&format!(
+        "{} {}",
+        flow.replace(['_', '-'], " "),
+        guidance.join(" ")
+    ));
+    match catalog.mentioned(&text).as_slice() {
+        [one] => Some(*one),
+        _ => None,
     }
 }
 
