@@ -104,6 +104,11 @@ enum Decision {
     Reply(Reply),
 }
 
+/// The first matching rule wins: unreadable message, injection, bot question, the escalation
+/// intents (person, complaint, payment reported, haggling), the non-English fallback, discount,
+/// flow (a call, or the answer once its result is back), price, schedule, payment options, FAQ,
+/// overview, one named offering, greeting, and finally `out_of_scope`. The escalation intents
+/// come before every answer, so "I paid 450 and want my money back" is escalated, not priced.
 fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Decision {
     let Some(raw) = turn.contact.as_deref() else {
         // No fenced message means the prompt is not in the shared format: do not guess.
@@ -933,408 +938,151 @@ fn is_counter_offer(raw: &str, folded: &str) -> bool {
     raw.chars().any(|c| c.is_ascii_digit()) && (raw.contains('%') || has(folded, COUNTER_OFFER))
 }
 
+// The phrase lists below are matched against `fold`ed text: lowercase, accents removed,
+// punctuation turned into spaces ("I've paid" is "i ve paid", "pagué" is "pague"), whole words
+// only. They mix English with a few Spanish and Portuguese phrases for the escalation intents.
+
+#[rustfmt::skip]
 const INJECTION: &[&str] = &[
-    "ignore previous",
-    "ignore all",
-    "ignore the above",
-    "ignore your",
-    "ignore any",
-    "disregard",
-    "system prompt",
-    "your prompt",
-    "your instructions",
-    "hidden rules",
-    "your rules",
-    "you are now",
-    "reveal",
-    "jailbreak",
-    "developer mode",
-    "repeat everything",
-    "everything above",
-    "text above",
-    "word for word",
-    "verbatim",
-    "print your",
-    "pretend you",
-    "act as",
-    "ignora",
-    "ignore las",
-    "instrucciones",
-    "instrucoes",
-    "muestrame tu",
-    "prompt del sistema",
-    "prompt do sistema",
+    "ignore previous", "ignore all", "ignore the above", "ignore your", "ignore any", "disregard",
+    "system prompt", "your prompt", "your instructions", "hidden rules", "your rules",
+    "you are now", "reveal", "jailbreak", "developer mode", "repeat everything",
+    "everything above", "text above", "word for word", "verbatim", "print your", "pretend you",
+    "act as", "ignora", "ignore las", "instrucciones", "instrucoes", "muestrame tu",
+    "prompt del sistema", "prompt do sistema",
 ];
 
+#[rustfmt::skip]
 const BOT_QUESTION: &[&str] = &[
-    "are you a bot",
-    "are you a robot",
-    "are you human",
-    "are you a human",
-    "are you real",
-    "are you an ai",
-    "are you a real person",
-    "is this a bot",
-    "is this a robot",
-    "am i talking to a bot",
-    "am i talking to a robot",
-    "am i talking to a machine",
-    "am i talking to a person",
-    "am i talking to a human",
-    "eres un bot",
-    "eres un robot",
-    "eres humano",
-    "eres una persona",
-    "voce e um robo",
-    "voce e um bot",
-    "voce e humano",
+    "are you a bot", "are you a robot", "are you human", "are you a human", "are you real",
+    "are you an ai", "are you a real person", "is this a bot", "is this a robot",
+    "am i talking to a bot", "am i talking to a robot", "am i talking to a machine",
+    "am i talking to a person", "am i talking to a human", "eres un bot", "eres un robot",
+    "eres humano", "eres una persona", "voce e um robo", "voce e um bot", "voce e humano",
     "e um robo",
 ];
 
+#[rustfmt::skip]
 const PERSON_REQUEST: &[&str] = &[
-    "human",
-    "real person",
-    "a person",
-    "talk to someone",
-    "speak to someone",
-    "speak with someone",
-    "talk to somebody",
-    "someone real",
-    "manager",
-    "operator",
-    "representative",
-    "staff member",
-    "live agent",
-    "real agent",
-    "una persona",
-    "con alguien",
-    "hablar con",
-    "asesor",
-    "asesora",
-    "uma pessoa",
-    "com alguem",
-    "falar com",
-    "atendente",
+    "human", "real person", "a person", "talk to someone", "speak to someone",
+    "speak with someone", "talk to somebody", "someone real", "manager", "operator",
+    "representative", "staff member", "live agent", "real agent", "una persona", "con alguien",
+    "hablar con", "asesor", "asesora", "uma pessoa", "com alguem", "falar com", "atendente",
     "humano",
 ];
 
+#[rustfmt::skip]
 const COMPLAINT: &[&str] = &[
-    "disappointed",
-    "disappointing",
-    "terrible",
-    "awful",
-    "horrible",
-    "unhappy",
-    "not happy",
-    "worst",
-    "complain",
-    "complaining",
-    "complaint",
-    "refund",
-    "money back",
-    "angry",
-    "furious",
-    "rude",
-    "unacceptable",
-    "scam",
-    "rip off",
-    "ripoff",
-    "waste of time",
-    "waste of money",
-    "dissatisfied",
-    "bad service",
-    "poor service",
-    "queja",
-    "reclamo",
-    "reclamacion",
-    "decepcionado",
-    "decepcionada",
-    "insatisfecho",
-    "insatisfecha",
-    "reembolso",
-    "devolucion",
-    "estafa",
-    "pesimo",
-    "pesima",
-    "reclamacao",
-    "insatisfeito",
-    "insatisfeita",
-    "dinheiro de volta",
-    "perda de tempo",
-    "pessimo",
-    "pessima",
+    "disappointed", "disappointing", "terrible", "awful", "horrible", "unhappy", "not happy",
+    "worst", "complain", "complaining", "complaint", "refund", "money back", "angry", "furious",
+    "rude", "unacceptable", "scam", "rip off", "ripoff", "waste of time", "waste of money",
+    "dissatisfied", "bad service", "poor service", "queja", "reclamo", "reclamacion",
+    "decepcionado", "decepcionada", "insatisfecho", "insatisfecha", "reembolso", "devolucion",
+    "estafa", "pesimo", "pesima", "reclamacao", "insatisfeito", "insatisfeita",
+    "dinheiro de volta", "perda de tempo", "pessimo", "pessima",
 ];
 
+#[rustfmt::skip]
 const PAYMENT_REPORTED: &[&str] = &[
-    "i paid",
-    "i ve paid",
-    "i have paid",
-    "already paid",
-    "just paid",
-    "paid already",
-    "made the payment",
-    "made a payment",
-    "payment done",
-    "payment is done",
-    "payment sent",
-    "sent the payment",
-    "sent the money",
-    "sent you the money",
-    "transferred",
-    "did the transfer",
-    "transfer is done",
-    "receipt",
-    "proof of payment",
-    "ya pague",
-    "pague",
-    "hice el pago",
-    "hice la transferencia",
-    "transferi",
-    "comprobante",
-    "paguei",
-    "fiz o pagamento",
-    "fiz a transferencia",
-    "comprovante",
+    "i paid", "i ve paid", "i have paid", "already paid", "just paid", "paid already",
+    "made the payment", "made a payment", "payment done", "payment is done", "payment sent",
+    "sent the payment", "sent the money", "sent you the money", "transferred", "did the transfer",
+    "transfer is done", "receipt", "proof of payment", "ya pague", "pague", "hice el pago",
+    "hice la transferencia", "transferi", "comprobante", "paguei", "fiz o pagamento",
+    "fiz a transferencia", "comprovante",
 ];
 
+#[rustfmt::skip]
 const HAGGLE: &[&str] = &[
-    "negotiate",
-    "negotiation",
-    "haggle",
-    "best price",
-    "better price",
-    "lower the price",
-    "lower price",
-    "price match",
-    "match the price",
-    "match their price",
-    "last price",
-    "final price",
-    "special price",
-    "negociar",
-    "regatear",
+    "negotiate", "negotiation", "haggle", "best price", "better price", "lower the price",
+    "lower price", "price match", "match the price", "match their price", "last price",
+    "final price", "special price", "negociar", "regatear",
 ];
 
+#[rustfmt::skip]
 const COUNTER_OFFER: &[&str] = &[
-    "would you take",
-    "will you take",
-    "would you accept",
-    "will you accept",
-    "i ll pay",
-    "i will pay",
-    "i can pay",
-    "i can only pay",
-    "i could pay",
-    "how about",
-    "do it for",
-    "for only",
-    "off",
-    "percent",
-    "te doy",
-    "te pago",
-    "eu pago",
+    "would you take", "will you take", "would you accept", "will you accept", "i ll pay",
+    "i will pay", "i can pay", "i can only pay", "i could pay", "how about", "do it for",
+    "for only", "off", "percent", "te doy", "te pago", "eu pago",
 ];
 
+#[rustfmt::skip]
 const DISCOUNT: &[&str] = &[
-    "discount",
-    "discounts",
-    "cheaper",
-    "deal",
-    "deals",
-    "promo",
-    "promotion",
-    "promotions",
-    "coupon",
-    "voucher",
-    "expensive",
-    "afford",
-    "sale",
-    "special offer",
-    "any offers",
-    "reduced",
+    "discount", "discounts", "cheaper", "deal", "deals", "promo", "promotion", "promotions",
+    "coupon", "voucher", "expensive", "afford", "sale", "special offer", "any offers", "reduced",
 ];
 
+#[rustfmt::skip]
 const PRICE: &[&str] = &[
     "price", "prices", "pricing", "cost", "costs", "how much", "fee", "fees", "tuition", "rate",
     "rates", "cuanto", "cuesta", "cuestan", "precio", "precios", "quanto", "custa", "preco",
     "valor",
 ];
 
+#[rustfmt::skip]
 const SCHEDULE: &[&str] = &[
-    "when",
-    "schedule",
-    "schedules",
-    "timetable",
-    "what time",
-    "which days",
-    "what days",
-    "dates",
-    "date",
-    "start",
-    "starts",
-    "how long",
-    "duration",
-    "hours",
+    "when", "schedule", "schedules", "timetable", "what time", "which days", "what days", "dates",
+    "date", "start", "starts", "how long", "duration", "hours",
 ];
 
+#[rustfmt::skip]
 const PAYMENT_QUESTION: &[&str] = &[
-    "payment options",
-    "payment option",
-    "payment plan",
-    "payment plans",
-    "payment methods",
-    "instalment",
-    "instalments",
-    "installment",
-    "installments",
-    "pay in",
-    "ways to pay",
-    "how can i pay",
-    "how do i pay",
-    "pay monthly",
-    "monthly payments",
-    "deposit",
-    "financing",
+    "payment options", "payment option", "payment plan", "payment plans", "payment methods",
+    "instalment", "instalments", "installment", "installments", "pay in", "ways to pay",
+    "how can i pay", "how do i pay", "pay monthly", "monthly payments", "deposit", "financing",
 ];
 
+#[rustfmt::skip]
 const LINK_REQUEST: &[&str] = &[
-    "link",
-    "enrol",
-    "enroll",
-    "enrolment",
-    "enrollment",
-    "sign up",
-    "sign me up",
-    "register",
-    "registration",
-    "book a spot",
-    "book a place",
-    "reserve",
-    "checkout",
+    "link", "book", "booking", "enrol", "enroll", "enrolment", "enrollment", "sign up",
+    "sign me up", "register", "registration", "book a spot", "book a place", "reserve", "checkout",
 ];
 
+#[rustfmt::skip]
 const MATERIAL_REQUEST: &[&str] = &[
-    "brochure",
-    "syllabus",
-    "details",
-    "more info",
-    "more information",
-    "send me",
-    "something to read",
-    "pdf",
-    "curriculum",
-    "programme",
-    "info pack",
+    "brochure", "syllabus", "details", "more info", "more information", "send me",
+    "something to read", "pdf", "curriculum", "programme", "info pack",
 ];
 
+#[rustfmt::skip]
 const FLOW_LINK_WORDS: &[&str] = &[
-    "link",
-    "payment",
-    "pay",
-    "enrol",
-    "enroll",
-    "enrolment",
-    "checkout",
-    "sign",
+    "link", "booking", "payment", "pay", "enrol", "enroll", "enrolment", "checkout", "sign",
 ];
 
+#[rustfmt::skip]
 const FLOW_MATERIAL_WORDS: &[&str] = &[
-    "brochure",
-    "syllabus",
-    "details",
-    "pdf",
-    "read",
-    "program",
-    "programme",
-    "information",
-    "info",
-    "curriculum",
+    "brochure", "syllabus", "details", "pdf", "read", "program", "programme", "information",
+    "info", "curriculum",
 ];
 
+#[rustfmt::skip]
 const OVERVIEW: &[&str] = &[
-    "what courses",
-    "which courses",
-    "what classes",
-    "which classes",
-    "what do you offer",
-    "what do you have",
-    "what can i take",
-    "your courses",
-    "your classes",
-    "options",
+    "what courses", "which courses", "what classes", "which classes", "what do you offer",
+    "what do you have", "what can i take", "your courses", "your classes", "options",
 ];
 
+#[rustfmt::skip]
 const GREETING: &[&str] = &[
-    "hi",
-    "hello",
-    "hey",
-    "hiya",
-    "howdy",
-    "greetings",
-    "good morning",
-    "good afternoon",
+    "hi", "hello", "hey", "hiya", "howdy", "greetings", "good morning", "good afternoon",
     "good evening",
 ];
 
+#[rustfmt::skip]
 const NON_ENGLISH: &[&str] = &[
-    "hola",
-    "quiero",
-    "cuanto",
-    "cuesta",
-    "precio",
-    "gracias",
-    "por favor",
-    "necesito",
-    "puedo",
-    "tengo",
-    "usted",
-    "curso",
-    "cursos",
-    "clases",
-    "ola",
-    "oi",
-    "obrigado",
-    "obrigada",
-    "quanto",
-    "custa",
-    "preco",
-    "voce",
-    "quero",
-    "estou",
-    "posso",
-    "bonjour",
-    "combien",
-    "merci",
-    "pour",
-    "vous",
-    "con",
-    "para",
-    "muy",
-    "muito",
-    "que",
-    "una",
-    "uma",
+    "hola", "quiero", "cuanto", "cuesta", "precio", "gracias", "por favor", "necesito", "puedo",
+    "tengo", "usted", "curso", "cursos", "clases", "ola", "oi", "obrigado", "obrigada", "quanto",
+    "custa", "preco", "voce", "quero", "estou", "posso", "bonjour", "combien", "merci", "pour",
+    "vous", "con", "para", "muy", "muito", "que", "una", "uma",
 ];
 
 /// Name words too common to single out one offering.
+#[rustfmt::skip]
 const GENERIC_NAME_WORDS: &[&str] = &[
-    "course",
-    "courses",
-    "class",
-    "classes",
-    "workshop",
-    "program",
-    "programme",
-    "session",
-    "lesson",
-    "lessons",
-    "with",
-    "from",
-    "level",
-    "pack",
-    "plan",
+    "course", "courses", "class", "classes", "workshop", "program", "programme", "session",
+    "lesson", "lessons", "with", "from", "level", "pack", "plan",
 ];
 
+#[rustfmt::skip]
 const STOP_WORDS: &[&str] = &[
     "what", "when", "where", "which", "with", "that", "this", "your", "have", "does", "there",
     "they", "from", "about", "would", "could", "should", "will", "into", "them", "then", "than",
@@ -1696,16 +1444,18 @@ mod tests {
 
     #[tokio::test]
     async fn spec_032_enrol_request_sends_the_payment_link_flow_with_contact_asked() {
-        let req = request(
+        for text in [
             "I want to enrol, send me the link",
-            vec![send_flow_tool()],
-            true,
-        );
-        let response = DemoModel::new().step(&req).await.unwrap();
-        assert_eq!(
-            response.tool_calls[0].arguments,
-            ToolArguments::Valid(json!({"flow": "enrol_link", "contactAsked": true}))
-        );
+            "How do I book a place?",
+        ] {
+            let req = request(text, vec![send_flow_tool()], true);
+            let response = DemoModel::new().step(&req).await.unwrap();
+            assert_eq!(
+                response.tool_calls[0].arguments,
+                ToolArguments::Valid(json!({"flow": "enrol_link", "contactAsked": true})),
+                "for {text:?}"
+            );
+        }
     }
 
     #[tokio::test]
