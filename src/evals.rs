@@ -68,6 +68,22 @@ pub struct EvalHistoryTurn {
     pub actions: Vec<String>,
 }
 
+impl EvalHistoryTurn {
+    /// The turn's actions as the history note of 012 lists them, `<tool> <id>` (a `set_field`
+    /// value is dropped: the note names ids only). This is what `agent::HistoryTurn`'s
+    /// `actions_performed` holds.
+    pub fn performed_actions(&self) -> Vec<String> {
+        self.actions
+            .iter()
+            .map(|a| {
+                let (tool, rest) = a.split_once(':').unwrap_or((a.as_str(), ""));
+                let id = rest.split_once('=').map_or(rest, |(id, _)| id);
+                format!("{tool} {id}").trim_end().to_owned()
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EvalRole {
@@ -757,7 +773,28 @@ mod tests {
         assert_eq!(cases[1].history[1].role, EvalRole::Agent);
         assert_eq!(cases[1].history[1].actions, ["send_flow:brochure"]);
         assert_eq!(cases[1].expect.actions, Some(vec![]));
+        assert_eq!(
+            cases[1].history[1].performed_actions(),
+            ["send_flow brochure"]
+        );
         assert_eq!(cases[0].expect.actions, None);
+    }
+
+    #[test]
+    fn spec_012_history_actions_render_as_the_history_note_names_them() {
+        let turn = EvalHistoryTurn {
+            role: EvalRole::Agent,
+            text: "ok".into(),
+            actions: strings(&[
+                "send_flow:intro_brochure",
+                "set_field:stage=offered",
+                "add_tag:x",
+            ]),
+        };
+        assert_eq!(
+            turn.performed_actions(),
+            ["send_flow intro_brochure", "set_field stage", "add_tag x"]
+        );
     }
 
     #[test]
@@ -1302,11 +1339,7 @@ mod golden {
                     EvalRole::Agent => format!(
                         "agent: {} [actions performed: {}]",
                         fence(&h.text),
-                        h.actions
-                            .iter()
-                            .map(|a| a.replacen(':', " ", 1))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        h.performed_actions().join(", ")
                     ),
                 })
                 .collect::<Vec<_>>()

@@ -718,13 +718,23 @@ impl CatalogView {
                         o.description.push_str(trimmed);
                     }
                 }
+                // Multi-line answers and descriptions continue on indented lines.
                 Section::Faq => {
+                    let continues = line.starts_with([' ', '\t']) && !trimmed.is_empty();
                     if let Some(q) = trimmed.strip_prefix("Q:") {
                         view.faq.push((q.trim().to_owned(), String::new()));
                     } else if let Some(a) = trimmed.strip_prefix("A:")
                         && let Some(last) = view.faq.last_mut()
                     {
                         last.1 = a.trim().to_owned();
+                    } else if continues && let Some(last) = view.faq.last_mut() {
+                        let part = if last.1.is_empty() {
+                            &mut last.0
+                        } else {
+                            &mut last.1
+                        };
+                        part.push(' ');
+                        part.push_str(trimmed);
                     }
                 }
                 Section::Payment => {
@@ -733,6 +743,12 @@ impl CatalogView {
                     {
                         view.payment_options
                             .push((id.trim().to_owned(), description.trim().to_owned()));
+                    } else if line.starts_with([' ', '\t'])
+                        && !trimmed.is_empty()
+                        && let Some(last) = view.payment_options.last_mut()
+                    {
+                        last.1.push(' ');
+                        last.1.push_str(trimmed);
                     }
                 }
                 Section::Other => {}
@@ -1511,5 +1527,25 @@ mod tests {
         assert_eq!(view.offerings[2].schedule, None);
         assert_eq!(view.faq.len(), 2);
         assert_eq!(view.payment_options[1].0, "deposit");
+    }
+
+    #[test]
+    fn multi_line_answers_and_empty_sections_are_parsed() {
+        let system = "# CATALOG\nbusiness: B\n- offering a: A | price 1.00 USD\n\n\
+            # FAQ\nQ: Is it\n   outdoors?\nA: Yes, on the\n   lake.\n\n# PAYMENT OPTIONS\n(none)\n";
+        let view = CatalogView::parse(system);
+        assert_eq!(
+            view.faq,
+            [("Is it outdoors?".to_owned(), "Yes, on the lake.".to_owned())]
+        );
+        assert!(view.payment_options.is_empty());
+        let view = CatalogView::parse(
+            "# PAYMENT OPTIONS\n- x: one\n  two\n# CATALOG\n\
+            # PAYMENT OPTIONS\n- split: Two parts,\n  no surcharge.\n",
+        );
+        assert_eq!(
+            view.payment_options,
+            [("split".to_owned(), "Two parts, no surcharge.".to_owned())]
+        );
     }
 }
