@@ -2,7 +2,7 @@
 //! the golden evals run with no provider, no key and no network (SYSTEM 5.5, 9).
 //!
 //! It behaves like a careful agent for any tenant whose prompt follows the shared prompt format
-//! (`briefs/prompt-format.md`): it reads the offerings, prices, FAQ and payment options from the
+//! (the one `agent::prompt` renders): it reads the offerings, prices, FAQ and payment options from the
 //! `# CATALOG`, `# FAQ` and `# PAYMENT OPTIONS` sections of `request.system`, finds the current
 //! contact message as the last fenced `<<<CONTACT nonce=…>>>` block of the first user message,
 //! and answers with an AgentReply JSON string. No tenant text is written here.
@@ -17,8 +17,10 @@
 //!   the link, picks a value from the tool's own enum, and once tool results are present it
 //!   answers saying what it is sending (spec 012 § the model is told an action was staged).
 //! - Usage is reported as characters / 4, so token and cost budgets move as with a provider.
+//! - Asked whether it is a bot, it says yes and offers a person without escalating (SYSTEM 4),
+//!   so the honest answer reaches the contact instead of being replaced by the escalation copy.
 //!
-//! The handful of English sentences below ("I'm sending you…", "Here is what we offer") are demo
+//! The handful of English sentences below ("Our prices:", "I'm sending you…") are demo
 //! scaffolding for a stand-in model, not tenant copy (C9): a real model writes in the tenant's
 //! voice from `prompt.md`, and every escalation is replaced by the tenant's `messages.escalation`
 //! in the guardrails.
@@ -26,10 +28,11 @@
 //! Language choice: the mock cannot write Spanish or Portuguese. A non-English message (a few
 //! common Spanish/Portuguese/French words, or any non-ASCII letter) still gets the escalation
 //! intents (person, complaint, payment reported, haggling), detected with multilingual keywords,
-//! and the injection refusal; a price question naming an offering is answered with that
-//! offering's catalog price line in English (the figures are language-neutral); anything else
-//! escalates `out_of_scope`, so a person who speaks the language takes over instead of the
-//! contact getting a reply in a language they did not write in.
+//! and the injection refusal; a bot question escalates `explicit_request`; a price question
+//! naming an offering is answered with that offering's catalog price line in English (the
+//! figures are language-neutral); anything else escalates `out_of_scope`, so a person who speaks
+//! the language takes over instead of the contact getting a reply in a language they did not
+//! write in.
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
@@ -387,16 +390,13 @@ fn choose_flow(spec: &ToolSpec, targets: &[&OfferingLine], wants_link: bool) -> 
             .collect::<Vec<_>>()
             .join(" ");
         let text = fold(&format!("{} {}", flow.replace(['_', '-'], " "), about));
-        let is_link = has(&text, FLOW_LINK_WORDS);
+        // A link request considers only link flows, and a request for material never sends
+        // the payment link; among the candidates, the named offering's flow wins.
+        if has(&text, FLOW_LINK_WORDS) != wants_link {
+            continue;
+        }
         let mut score = 0;
-        if wants_link && is_link {
-            score += 2;
-        }
-        if !wants_link && is_link {
-            // A brochure request must never send the payment link.
-            score -= 5;
-        }
-        if !wants_link && has(&text, FLOW_MATERIAL_WORDS) {
+        if wants_link || has(&text, FLOW_MATERIAL_WORDS) {
             score += 2;
         }
         if targets.iter().any(|o| o.is_named_in(&text)) {
@@ -961,7 +961,7 @@ fn is_counter_offer(raw: &str, folded: &str) -> bool {
 #[rustfmt::skip]
 const INJECTION: &[&str] = &[
     "ignore previous", "ignore all", "ignore the above", "ignore your", "ignore any", "disregard",
-    "system prompt", "your prompt", "your instructions", "hidden rules", "your rules",
+    "system prompt", "your prompt", "your instructions", "hidden rules",
     "you are now", "reveal", "jailbreak", "developer mode", "repeat everything",
     "everything above", "text above", "word for word", "verbatim", "print your", "pretend you",
     "act as", "ignora", "ignore las", "instrucciones", "instrucoes", "muestrame tu",
@@ -1062,7 +1062,7 @@ const MATERIAL_REQUEST: &[&str] = &[
 
 #[rustfmt::skip]
 const FLOW_LINK_WORDS: &[&str] = &[
-    "link", "booking", "payment", "pay", "enrol", "enroll", "enrolment", "checkout", "sign",
+    "link", "booking", "payment", "enrol", "enroll", "enrolment", "checkout", "sign",
 ];
 
 #[rustfmt::skip]
@@ -1472,6 +1472,20 @@ mod tests {
                 "for {text:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn link_request_naming_an_offering_sends_the_link_not_its_brochure() {
+        let req = request(
+            "I want to enrol in River Runner, send me the link",
+            vec![send_flow_tool()],
+            true,
+        );
+        let response = DemoModel::new().step(&req).await.unwrap();
+        assert_eq!(
+            response.tool_calls[0].arguments,
+            ToolArguments::Valid(json!({"flow": "enrol_link", "contactAsked": true}))
+        );
     }
 
     #[tokio::test]
