@@ -15,7 +15,7 @@
 //! - Price checking follows the prompt format: a catalog price is `amount / 10^d` with `d = 0`
 //!   for JPY, KRW, CLP, VND and ISK, else 2.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -172,7 +172,8 @@ pub fn load_suite(dir: &Path) -> Result<Vec<EvalCase>, EvalError> {
     }
 
     let mut cases = Vec::new();
-    let mut seen: Vec<(String, String, usize)> = Vec::new();
+    // Each id with the place it first appeared, to name both places of a duplicate.
+    let mut seen: HashMap<String, (String, usize)> = HashMap::new();
     for path in files {
         let body = std::fs::read_to_string(&path).map_err(|source| EvalError::Io {
             path: path.clone(),
@@ -191,13 +192,13 @@ pub fn load_suite(dir: &Path) -> Result<Vec<EvalCase>, EvalError> {
             };
             let case: EvalCase = serde_json::from_str(raw).map_err(|e| fail(describe(&e)))?;
             validate(&case).map_err(fail)?;
-            if let Some((_, first_file, first_line)) = seen.iter().find(|(id, ..)| *id == case.id) {
+            if let Some((first_file, first_line)) = seen.get(&case.id) {
                 return Err(fail(format!(
                     "duplicate id `{}` (first at {first_file}:{first_line})",
                     case.id
                 )));
             }
-            seen.push((case.id.clone(), file.clone(), line));
+            seen.insert(case.id.clone(), (file.clone(), line));
             cases.push(case);
         }
     }
