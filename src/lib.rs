@@ -19,6 +19,7 @@
 //! - [`metrics`]: process counters for `GET /metrics`.
 //! - [`store`]: the `Store` trait and its SQLite and Postgres backends (SYSTEM 8).
 //! - [`observability`]: tracing setup and the one redaction list (C5).
+//! - [`evals`]: golden eval cases, their checks and the `eval` report (SYSTEM 9).
 //! - [`startup`]: assembles the app from `Settings`; takes the listener and a shutdown token.
 //! - [`cli`]: the commands of SYSTEM 5.4, called by the thin `main`.
 //! - [`ids`], [`clock`]: identifiers that never print personal data; the injectable clock.
@@ -29,6 +30,7 @@ pub mod channel;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod evals;
 pub mod http;
 pub mod ids;
 
