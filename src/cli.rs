@@ -43,7 +43,8 @@ cli_error_from!(
     crate::manychat::ManyChatError,
     crate::model::ModelError,
     std::io::Error,
-    crate::observability::InitError
+    crate::observability::InitError,
+    crate::evals::EvalError
 );
 
 type CliResult = Result<ExitCode, CliError>;
@@ -221,7 +222,7 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
 
 /// `manychat-agent eval`: runs a golden suite; non-zero exit on any failure.
 pub async fn eval(env: &HashMap<String, String>, suite: &Path, model: Option<&str>) -> CliResult {
-    let report = crate::evals::run_from_env(env, suite, model).await?;
+    let report = crate::evals::runner::run(env, suite, model).await?;
     println!("{report}");
     Ok(if report.failed() == 0 {
         ExitCode::SUCCESS
@@ -265,7 +266,10 @@ pub async fn simulate(
         println!("HTTP {status}: {body}");
         return Ok(ExitCode::FAILURE);
     }
-    let messages = body["content"]["messages"].as_array().cloned().unwrap_or_default();
+    let messages = body["content"]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if messages.is_empty() {
         println!("(silent response: the reply will arrive through the outbox)");
     }

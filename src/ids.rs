@@ -100,7 +100,10 @@ mod tests {
             SubscriberId::parse("{{contact.id}}"),
             Err(SubscriberIdError::NotDigits)
         );
-        assert_eq!(SubscriberId::parse("12a"), Err(SubscriberIdError::NotDigits));
+        assert_eq!(
+            SubscriberId::parse("12a"),
+            Err(SubscriberIdError::NotDigits)
+        );
         assert_eq!(
             SubscriberId::parse(&"9".repeat(21)),
             Err(SubscriberIdError::TooLong)

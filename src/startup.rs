@@ -217,7 +217,10 @@ impl Application {
         }
         self.tasks.close();
         let bound = self.settings.model_abort + Duration::from_secs(5);
-        if tokio::time::timeout(bound, self.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(bound, self.tasks.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("drain bound reached; abandoning tasks still running");
         }
         tracing::info!("shutdown complete");

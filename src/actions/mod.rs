@@ -142,7 +142,9 @@ pub async fn perform_all(
             Operation::SendFlow { flow_ns } => client.send_flow(subscriber, flow_ns).await,
             Operation::AddTag { tag } => client.add_tag(subscriber, tag).await,
             Operation::RemoveTag { tag } => client.remove_tag(subscriber, tag).await,
-            Operation::SetField { field, value } => client.set_field(subscriber, field, value).await,
+            Operation::SetField { field, value } => {
+                client.set_field(subscriber, field, value).await
+            }
         };
         match result {
             Ok(()) => action.entry.status = ActionStatus::Performed,

@@ -142,7 +142,10 @@ async fn message(
         Ok(message) => message,
         Err(e) => {
             state.metrics.bad_requests.inc();
-            tracing::info!(field = e.field().unwrap_or("body"), "inbound request refused");
+            tracing::info!(
+                field = e.field().unwrap_or("body"),
+                "inbound request refused"
+            );
             return error(
                 StatusCode::BAD_REQUEST,
                 json!({"error": "invalid_request", "field": e.field(), "message": e.to_string()}),

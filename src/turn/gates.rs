@@ -67,7 +67,11 @@ pub(super) async fn precheck(
 
 /// 018: the contact's messages since the last gap of at least `idle`, counting the message now
 /// arriving. `earlier` holds earlier message times, newest first.
-pub fn messages_since_idle_gap(now: DateTime<Utc>, earlier: &[DateTime<Utc>], idle: Duration) -> i64 {
+pub fn messages_since_idle_gap(
+    now: DateTime<Utc>,
+    earlier: &[DateTime<Utc>],
+    idle: Duration,
+) -> i64 {
     let mut count = 1;
     let mut later = now;
     for &at in earlier {

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::actions::{self, ActionStatus, StagedAction};
-use crate::agent::{self, HistoryTurn, NoTools, ThinkInput, Thought};
+use crate::agent::{self, HistoryTurn, ThinkInput, Thought};
 use crate::clock::Clock;
 use crate::config::{ConfigHandle, TenantConfig};
 use crate::ids::{ConversationId, SubscriberId};
@@ -33,6 +33,7 @@ use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::ReplyPayload;
 use crate::store::{Conversation, NewOutboxRow, NewTurn, OutboxKind, Role, Store, StoreError};
+use crate::tools::TurnTools;
 
 /// How many earlier turns the model sees (018).
 pub const HISTORY_TURNS: i64 = 10;
@@ -131,7 +132,13 @@ impl TurnEngine {
 
     /// The tenant's escalation copy from the current config: what any failure answers (C6).
     pub fn escalation_copy(&self) -> String {
-        self.inner.config.snapshot().rules.messages.escalation.clone()
+        self.inner
+            .config
+            .snapshot()
+            .rules
+            .messages
+            .escalation
+            .clone()
     }
 
     pub fn tasks(&self) -> &TaskTracker {
@@ -242,7 +249,10 @@ impl TurnEngine {
             }
         };
         match answer {
-            Some(answer) => self.settle_inline(&config, &conversation, bound, answer).await,
+            Some(answer) => {
+                self.settle_inline(&config, &conversation, bound, answer)
+                    .await
+            }
             None => {
                 inner.metrics.race_lost.inc();
                 tracing::info!(conversation = %conversation.id, "race lost; acknowledging");
@@ -278,8 +288,8 @@ impl TurnEngine {
         config: &TenantConfig,
         conversation: &Conversation,
     ) -> Result<Vec<HistoryTurn>, StoreError> {
-        let since = self.inner.clock.now()
-            - chrono::Duration::days(i64::from(config.rules.history_days));
+        let since =
+            self.inner.clock.now() - chrono::Duration::days(i64::from(config.rules.history_days));
         let turns = self
             .inner
             .store
@@ -560,14 +570,14 @@ impl AgentJob {
             temperature: inner.settings.temperature,
             max_messages: 3,
         };
-        let mut tools = NoTools;
+        let mut tools = TurnTools::new(self.config.clone());
         let thinking = agent::think(inner.model.as_ref(), input, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
         let settled = match result {
             Ok(thought) => {
                 let result = Answer {
                     thought,
-                    actions: Vec::new(),
+                    actions: tools.into_actions(),
                     latency: self.arrived_at.elapsed(),
                 };
                 match answer.send(result) {
@@ -601,4 +611,3 @@ fn answer_outcome(answer: &Answer) -> &'static str {
         answer.thought.reply.outcome()
     }
 }
-

@@ -297,9 +297,10 @@ impl TestApp {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// Stops the app and waits until it has drained.
     pub async fn stop(self) {
         self.shutdown.cancel();
-        let _ = self.server.await;
+        self.server.await.expect("server stops cleanly");
     }
 }
 

@@ -78,8 +78,10 @@ async fn system_3_1_every_configured_secret_is_accepted() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn system_3_1_per_address_limit_has_separate_budgets_for_valid_and_invalid_secrets() {
+    // Frozen: all 301 requests arrive within the same instant of the limiter's minute.
+    let _frozen = FrozenClock::freeze();
     let app = spawn_app(instant_reply("hi")).await;
     let mut statuses = Vec::new();
     for _ in 0..301 {
@@ -287,4 +289,20 @@ async fn system_3_3_model_output_that_is_not_json_fails_closed() {
         turns.last().unwrap().outcome.as_deref(),
         Some("failed_validation")
     );
+}
+
+#[tokio::test]
+async fn system_3_3_other_channels_keep_messages_apart_and_name_their_type() {
+    let output = json!({
+        "messages": ["First part.", "Second part."],
+        "escalate": false, "escalation_reason": null, "confidence": 0.9,
+        "closing_question": null
+    })
+    .to_string();
+    let options =
+        AppOptions::new(Arc::new(ScriptedModel::replies([output]))).env("CHANNEL", "telegram");
+    let app = spawn_app_with(options).await;
+    let (_, body) = app.send("1005", "Tell me more").await;
+    assert_eq!(body["content"]["type"], "telegram");
+    assert_eq!(block_texts(&body), vec!["First part.", "Second part."]);
 }

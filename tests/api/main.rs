@@ -9,3 +9,4 @@ mod logs;
 mod outbox;
 mod race;
 mod reload;
+mod shutdown;

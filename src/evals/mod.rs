@@ -15,6 +15,8 @@
 //! - Price checking follows the prompt format: a catalog price is `amount / 10^d` with `d = 0`
 //!   for JPY, KRW, CLP, VND and ISK, else 2.
 
+pub mod runner;
+
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
@@ -146,6 +148,9 @@ pub enum EvalError {
         line: usize,
         message: String,
     },
+    /// The runner could not start: config, model or settings.
+    #[error("{0}")]
+    Setup(String),
     #[error("{0} holds no *.jsonl file")]
     Empty(PathBuf),
 }

@@ -1,0 +1,153 @@
+//! `manychat-agent eval`: runs a golden suite through the same agent a turn uses — the scripted
+//! opening and escalation keywords first, then the prompt, the four-step loop with the tenant's
+//! tools (staged, never performed), and the guardrails — and reports each case.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{EvalCase, EvalError, EvalReport, EvalRole, Observation};
+use crate::actions::ActionStatus;
+use crate::agent::{self, HistoryTurn, ThinkInput};
+use crate::config::{ConfigContext, TenantConfig};
+use crate::model::{Model, ModelEnv};
+use crate::store::Role;
+use crate::tools::TurnTools;
+
+/// Loads the tenant config (`CONFIG_DIR`, examples allowed) and the model (`--model`, else
+/// `AGENT_MODEL`, else `mock:demo`), then runs every case of `suite`.
+pub async fn run(
+    env: &HashMap<String, String>,
+    suite: &Path,
+    model: Option<&str>,
+) -> Result<EvalReport, EvalError> {
+    let get = |name: &str| env.get(name).filter(|v| !v.trim().is_empty()).cloned();
+    let dir = get("CONFIG_DIR").unwrap_or_else(|| "config".into());
+    let context = ConfigContext {
+        reply_flow_ns: get("MANYCHAT_REPLY_FLOW_NS"),
+        allow_examples: true,
+        ..ConfigContext::default()
+    };
+    let config = crate::config::load_dir(Path::new(&dir), &context)
+        .map_err(|e| EvalError::Setup(format!("tenant config is invalid:\n{e}")))?;
+    let spec = model
+        .map(str::to_owned)
+        .or_else(|| get("AGENT_MODEL"))
+        .unwrap_or_else(|| "mock:demo".into());
+    let model_env =
+        ModelEnv::from_lookup(|name| get(name)).map_err(|e| EvalError::Setup(e.to_string()))?;
+    let model =
+        crate::model::resolve(&spec, &model_env).map_err(|e| EvalError::Setup(e.to_string()))?;
+    let cases = super::load_suite(suite)?;
+    Ok(run_cases(&cases, Arc::new(config), model, &model_env).await)
+}
+
+/// Runs `cases` against `model` for the tenant `config`.
+pub async fn run_cases(
+    cases: &[EvalCase],
+    config: Arc<TenantConfig>,
+    model: Arc<dyn Model>,
+    env: &ModelEnv,
+) -> EvalReport {
+    let static_prefix = agent::static_prefix(&config);
+    let probes_source = static_prefix
+        .split(agent::prompt::HEADER_CATALOG)
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let probes = super::leak_probes(&probes_source);
+    let catalog = config.catalog.clone();
+    super::run_suite(cases, &catalog, &probes, |case| {
+        let case = case.clone();
+        let config = config.clone();
+        let model = model.clone();
+        let static_prefix = static_prefix.clone();
+        let (max_output_tokens, temperature) = (env.max_output_tokens, env.temperature);
+        async move {
+            observe(
+                &case,
+                config,
+                model.as_ref(),
+                &static_prefix,
+                max_output_tokens,
+                temperature,
+            )
+            .await
+        }
+    })
+    .await
+}
+
+async fn observe(
+    case: &EvalCase,
+    config: Arc<TenantConfig>,
+    model: &dyn Model,
+    static_prefix: &str,
+    max_output_tokens: u32,
+    temperature: f32,
+) -> Observation {
+    let started = Instant::now();
+    if let Some(opening) = config.rules.opening_reply(&case.text) {
+        return Observation {
+            messages: vec![opening.to_owned()],
+            ..Observation::default()
+        };
+    }
+    if config.rules.escalation_keyword_hit(&case.text) {
+        return Observation {
+            escalate: true,
+            ..Observation::default()
+        };
+    }
+    let history = case
+        .history
+        .iter()
+        .map(|turn| HistoryTurn {
+            role: match turn.role {
+                EvalRole::Contact => Role::User,
+                EvalRole::Agent => Role::Agent,
+            },
+            text: turn.text.clone(),
+            actions_performed: turn.performed_actions(),
+        })
+        .collect();
+    let mut tools = TurnTools::new(config.clone());
+    let thought = agent::think(
+        model,
+        ThinkInput {
+            config: &config,
+            static_prefix,
+            notices: Vec::new(),
+            history,
+            contact_text: &case.text,
+            max_output_tokens,
+            temperature,
+            max_messages: 3,
+        },
+        &mut tools,
+    )
+    .await;
+    // An escalated turn performs nothing: its staged actions would be discarded.
+    let actions = if thought.reply.escalate {
+        Vec::new()
+    } else {
+        tools
+            .into_actions()
+            .into_iter()
+            .filter(|a| a.entry.status == ActionStatus::Staged)
+            .map(|a| match a.entry.value {
+                Some(value) => format!("{}:{}={}", a.entry.tool, a.entry.id, value),
+                None => format!("{}:{}", a.entry.tool, a.entry.id),
+            })
+            .collect()
+    };
+    Observation {
+        escalate: thought.reply.escalate,
+        reason: thought.reply.reason.map(|r| r.as_str().to_owned()),
+        messages: thought.reply.messages.clone(),
+        actions,
+        latency_ms: started.elapsed().as_millis() as u64,
+        cost_usd: crate::model::pricing::cost_usd(model.id(), &thought.usage),
+    }
+}
