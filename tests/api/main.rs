@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod cli;
 mod http_contract;
 mod logs;
 mod outbox;

@@ -11,9 +11,9 @@ use crate::helpers::*;
 #[tokio::test(start_paused = true)]
 async fn shutdown_lets_a_turn_in_flight_finish_and_then_stops_accepting() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(reply_json(
-        "Still answered.",
-    )))
+    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
+        reply_json("Still answered."),
+    ))
     .after(Duration::from_secs(2))]));
     let app = spawn_app(model.clone()).await;
     let http = app.http.clone();
