@@ -174,7 +174,7 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
     println!("Shared secret (shown once): {secret}");
     println!("Try it:");
     println!(
-        "  curl -s http://127.0.0.1:{port}/v1/channels/manychat/message \\\n    -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' \\\n    -d '{{\"subscriber_id\":\"1000001\",\"text\":\"How much is the beginner course?\"}}'"
+        "  curl -s http://127.0.0.1:{port}/v1/channels/manychat/message \\\n    -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' \\\n    -d '{{\"subscriber_id\":\"1000001\",\"text\":\"How much are your courses?\"}}'"
     );
     println!();
     let result = run_until_terminated(app).await;
