@@ -5,6 +5,7 @@
 mod helpers;
 
 mod cli;
+mod gates;
 mod http_contract;
 mod logs;
 mod outbox;

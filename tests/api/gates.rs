@@ -1,0 +1,158 @@
+//! SYSTEM 4 and 018: the scripted opening and the pre-model checks, in order, through the real
+//! app; 005: a non-English tenant runs unchanged; 018: history reaches the next prompt.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use manychat_agent::model::mock::ScriptedModel;
+use serde_json::Value;
+
+use crate::helpers::*;
+
+/// A copy of the demo tenant with `rules.json` edited.
+fn tenant_with_rules(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tenant(&repo_path("config"), dir.path());
+    let path = dir.path().join("rules.json");
+    let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut rules);
+    std::fs::write(&path, rules.to_string()).unwrap();
+    let tenant = dir.path().to_path_buf();
+    (dir, tenant)
+}
+
+fn replies(n: usize) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::replies(
+        (0..n).map(|i| reply_json(&format!("Answer {i}."))),
+    ))
+}
+
+async fn last_outcome(app: &TestApp, subscriber: &str) -> String {
+    app.turns(subscriber)
+        .await
+        .last()
+        .and_then(|t| t.outcome.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn system_4_scripted_opening_is_answered_verbatim_without_the_model() {
+    let model = replies(1);
+    let app = spawn_app(model.clone()).await;
+    let rules = app.rules();
+    let keyword = rules["openingTrigger"]["keywords"][0].as_str().unwrap();
+    let message = rules["openingTrigger"]["message"].as_str().unwrap();
+    let (_, body) = app
+        .send("6001", &format!("  {}  ", keyword.to_uppercase()))
+        .await;
+    assert_eq!(block_texts(&body), vec![message.to_owned()]);
+    assert_eq!(model.calls(), 0);
+    let turns = app.turns("6001").await;
+    assert_eq!(turns[1].outcome.as_deref(), Some("answered_scripted"));
+    assert_eq!(turns[1].input_tokens + turns[1].output_tokens, 0);
+    // A message that merely contains the keyword goes to the model.
+    app.send("6001", &format!("tell me about {keyword} please")).await;
+    assert_eq!(model.calls(), 1);
+}
+
+#[tokio::test]
+async fn system_4_escalation_keyword_escalates_before_the_model_ignoring_case_and_accents() {
+    let model = replies(1);
+    let app = spawn_app(model.clone()).await;
+    let keyword = app.rules()["escalationKeywords"][0]
+        .as_str()
+        .unwrap()
+        .to_uppercase();
+    let (_, body) = app
+        .send("6002", &format!("I would like a {keyword} now"))
+        .await;
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    assert_eq!(model.calls(), 0);
+    assert_eq!(last_outcome(&app, "6002").await, "escalated_precheck");
+    assert!(app.conversation("6002").await.escalated_at.is_some());
+}
+
+#[tokio::test]
+async fn system_018_turn_cap_escalates_before_the_model() {
+    let (_dir, tenant) = tenant_with_rules(|r| r["maxTurnsPerConversation"] = 2.into());
+    let model = replies(3);
+    let mut options = AppOptions::new(model.clone());
+    options.tenant = Some(tenant);
+    let app = spawn_app_with(options).await;
+    app.send("6003", "first").await;
+    app.send("6003", "second").await;
+    let (_, body) = app.send("6003", "third").await;
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    assert_eq!(model.calls(), 2);
+    assert_eq!(last_outcome(&app, "6003").await, "escalated_precheck");
+}
+
+#[tokio::test]
+async fn system_4_per_contact_hourly_rate_is_counted_in_the_store() {
+    let (_dir, tenant) = tenant_with_rules(|r| {
+        r["rateLimit"]["turnsPerSubscriberPerHour"] = 2.into();
+    });
+    let model = replies(3);
+    let mut options = AppOptions::new(model.clone());
+    options.tenant = Some(tenant);
+    let app = spawn_app_with(options).await;
+    app.send("6004", "one").await;
+    app.send("6004", "two").await;
+    let (_, body) = app.send("6004", "three").await;
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    assert_eq!(model.calls(), 2);
+    // Another contact has its own budget.
+    let (_, other) = app.send("6005", "hello").await;
+    assert_eq!(block_texts(&other), vec!["Answer 2."]);
+}
+
+#[tokio::test]
+async fn system_4_daily_token_budget_escalates_before_the_model() {
+    let (_dir, tenant) = tenant_with_rules(|r| r["budget"]["dailyTokenCap"] = 10.into());
+    let model = replies(2);
+    let mut options = AppOptions::new(model.clone());
+    options.tenant = Some(tenant);
+    let app = spawn_app_with(options).await;
+    let (_, first) = app.send("6006", "hello").await;
+    assert_eq!(block_texts(&first), vec!["Answer 0."]);
+    let (_, second) = app.send("6007", "hello again").await;
+    assert_eq!(block_texts(&second), vec![app.escalation_copy()]);
+    assert_eq!(model.calls(), 1, "the budget is spent: no model call");
+}
+
+#[tokio::test]
+async fn system_018_history_carries_earlier_turns_outside_the_current_fence() {
+    let model = replies(2);
+    let app = spawn_app(model.clone()).await;
+    app.send("6008", "Do you have evening classes?").await;
+    app.send("6008", "And on weekends?").await;
+    let requests = model.requests();
+    let Some(manychat_agent::model::Message::User { text }) = requests[1].messages.first() else {
+        panic!("first message is the turn's user message");
+    };
+    let history = text.split("CONTACT MESSAGE").next().unwrap();
+    assert!(history.contains("Do you have evening classes?"));
+    assert!(history.contains("Answer 0."));
+    assert!(!history.contains("And on weekends?"));
+}
+
+#[tokio::test]
+async fn system_005_a_non_english_tenant_runs_unchanged() {
+    let model = Arc::new(ScriptedModel::replies([reply_json("Claro, hay plazas.")]));
+    let mut options = AppOptions::new(model.clone());
+    options.tenant = Some(repo_path("tests/fixtures/tenant-es"));
+    let app = spawn_app_with(options).await;
+    let prompt = std::fs::read_to_string(repo_path("tests/fixtures/tenant-es/prompt.md")).unwrap();
+    let (_, body) = app.send("6009", "¿Quedan plazas?").await;
+    assert_eq!(block_texts(&body), vec!["Claro, hay plazas."]);
+    let first_line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap();
+    let first_line = first_line.split("{{").next().unwrap();
+    assert!(model.requests()[0].system.contains(first_line.trim()));
+
+    let keyword = app.rules()["escalationKeywords"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, escalated) = app.send("6010", &keyword).await;
+    assert_eq!(block_texts(&escalated), vec![app.escalation_copy()]);
+}
