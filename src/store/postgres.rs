@@ -20,8 +20,8 @@ use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
 use super::{
-    BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxRow, Result, Store,
-    StoreError, Turn,
+    BudgetUsage, ClaimRules, Conversation, ConversationLock, NewOutboxRow, NewTurn, OutboxRow,
+    Result, Store, StoreError, Turn,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -185,6 +185,28 @@ impl Store for PgStore {
     async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    async fn lock_conversation(&self, id: ConversationId) -> Result<ConversationLock> {
+        // Polls with the non-blocking form: each query is short, so a waiter that is given up
+        // (the caller's deadline) never leaves a lock behind on a pooled connection, and waiting
+        // holds no connection. Arrival order within a process is the in-process queue's.
+        let key = advisory_key(id);
+        loop {
+            let mut connection = self.pool.acquire().await?;
+            let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                .bind(key)
+                .fetch_one(&mut *connection)
+                .await?;
+            if locked {
+                return Ok(ConversationLock::holding(AdvisoryLock {
+                    connection: Some(connection),
+                    key,
+                }));
+            }
+            drop(connection);
+            tokio::time::sleep(LOCK_POLL).await;
+        }
     }
 
     async fn conversation_for(
@@ -554,5 +576,48 @@ impl Store for PgStore {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(outbox_from).collect()
+    }
+}
+
+/// How often a waiting turn asks for its conversation's advisory lock again.
+const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The advisory-lock key of a conversation: its UUID's first eight bytes. Collisions only make
+/// two conversations wait for each other, never break an order.
+fn advisory_key(id: ConversationId) -> i64 {
+    let bytes = id.as_bytes();
+    let mut key = [0u8; 8];
+    key.copy_from_slice(&bytes[..8]);
+    i64::from_be_bytes(key)
+}
+
+/// A session advisory lock on a pooled connection. Released on drop: the unlock runs in a task
+/// (drop cannot await); if that is impossible the connection is closed, which releases it too.
+struct AdvisoryLock {
+    connection: Option<sqlx::pool::PoolConnection<sqlx::Postgres>>,
+    key: i64,
+}
+
+impl Drop for AdvisoryLock {
+    fn drop(&mut self) {
+        let Some(mut connection) = self.connection.take() else {
+            return;
+        };
+        let key = self.key;
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
+                        .bind(key)
+                        .execute(&mut *connection)
+                        .await;
+                    if unlocked.is_err() {
+                        // Closing the session releases every lock it holds.
+                        let _ = connection.close().await;
+                    }
+                });
+            }
+            Err(_) => drop(connection.detach()),
+        }
     }
 }

@@ -24,8 +24,8 @@ use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
 use super::{
-    BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxRow, Result, Role, Store,
-    StoreError, Turn,
+    BudgetUsage, ClaimRules, Conversation, ConversationLock, NewOutboxRow, NewTurn, OutboxRow,
+    Result, Role, Store, StoreError, Turn,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -209,6 +209,11 @@ impl Store for SqliteStore {
     async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    async fn lock_conversation(&self, _id: ConversationId) -> Result<ConversationLock> {
+        // One process owns a SQLite file: the in-process queue orders its turns.
+        Ok(ConversationLock::local())
     }
 
     async fn conversation_for(

@@ -13,8 +13,10 @@
 //! outcome but the abort; staged actions run only when the final reply does not escalate.
 
 mod gates;
+mod order;
 
 pub use gates::Denial;
+pub use order::{TurnGuard, TurnOrder};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,6 +104,8 @@ struct Inner {
     /// waits for them.
     tasks: TaskTracker,
     metrics: Arc<Metrics>,
+    /// 037: one turn at a time per conversation.
+    order: TurnOrder,
 }
 
 impl TurnEngine {
@@ -120,6 +124,7 @@ impl TurnEngine {
             inner: Arc::new(Inner {
                 settings,
                 config,
+                order: TurnOrder::new(store.clone()),
                 store,
                 model,
                 manychat,
@@ -150,55 +155,89 @@ impl TurnEngine {
     pub async fn handle(&self, inbound: Inbound) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
         let config = inner.config.snapshot();
-        let now = inner.clock.now();
         let channel = inbound.channel.as_deref().unwrap_or("whatsapp");
         let conversation = inner
             .store
-            .conversation_for(&inbound.subscriber_id, channel, now)
+            .conversation_for(&inbound.subscriber_id, channel, inner.clock.now())
             .await?;
-        // 019 (contact tokens) is not enforced by this version: every turn is bound.
+        // 019 (contact tokens) is not enforced by this version: every turn is bound, so every
+        // turn takes its place in the conversation's order (037).
         let bound = true;
-
-        if let Some(opening) = config.rules.opening_reply(&inbound.text) {
-            let opening = opening.to_owned();
-            inner
-                .store
-                .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
-                .await?;
-            inner
-                .store
-                .record_turn(&NewTurn::agent(
-                    conversation.id,
-                    &opening,
-                    "answered_scripted",
-                    bound,
-                    now,
-                ))
-                .await?;
-            inner.metrics.turn("answered_scripted");
-            tracing::info!(conversation = %conversation.id, outcome = "answered_scripted", "turn");
-            return Ok(TurnResponse {
-                messages: vec![opening],
-                after: None,
-            });
+        if !bound {
+            return self
+                .run(inbound, config, conversation, bound, None, Mode::Inline)
+                .await;
         }
 
-        if let Some(denial) =
-            gates::precheck(inner.store.as_ref(), &config, &conversation, &inbound, now).await?
-        {
-            inner
-                .store
-                .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
-                .await?;
-            tracing::info!(
-                conversation = %conversation.id,
-                outcome = "escalated_precheck",
-                denial = denial.as_str(),
-                "turn"
-            );
-            return self
-                .escalate_inline(&config, &conversation, "escalated_precheck", bound)
-                .await;
+        // 037: wait for the conversation's earlier turns, in arrival order. The wait counts
+        // against the deadline; a turn that cannot start in time answers silently and runs later
+        // in the waiting task, replying through the outbox.
+        let (start_tx, mut start_rx) = oneshot::channel();
+        let waiting = WaitingTurn {
+            engine: self.clone(),
+            inbound: inbound.clone(),
+            config: config.clone(),
+            conversation: conversation.clone(),
+            bound,
+        };
+        inner.tasks.spawn(waiting.wait(start_tx));
+        let deadline = inbound.arrived_at + inner.settings.race_deadline;
+        let started = match tokio::time::timeout_at(deadline, &mut start_rx).await {
+            Ok(Ok(started)) => Some(started),
+            Ok(Err(_)) => None,
+            Err(_) => {
+                // Same hand-over as the race below: after `close` the waiting task keeps the
+                // turn and runs it later.
+                start_rx.close();
+                start_rx.try_recv().ok()
+            }
+        };
+        match started {
+            Some(Ok(guard)) => {
+                self.run(
+                    inbound,
+                    config,
+                    conversation,
+                    bound,
+                    Some(guard),
+                    Mode::Inline,
+                )
+                .await
+            }
+            Some(Err(error)) => Err(error.into()),
+            None => {
+                inner.metrics.race_lost.inc();
+                tracing::info!(
+                    conversation = %conversation.id,
+                    "previous turn still running at the deadline; answering later"
+                );
+                Ok(TurnResponse {
+                    messages: Vec::new(),
+                    after: None,
+                })
+            }
+        }
+    }
+
+    /// Runs a turn that holds its place in the conversation's order (or needs none). `Inline`
+    /// answers through the response; `Deferred` (the response was already sent) queues every
+    /// reply in the outbox before giving up its place, so the next turn cannot overtake it.
+    async fn run(
+        &self,
+        inbound: Inbound,
+        config: Arc<TenantConfig>,
+        conversation: Conversation,
+        bound: bool,
+        guard: Option<TurnGuard>,
+        mode: Mode,
+    ) -> Result<TurnResponse, TurnError> {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let response = self
+            .run_gates(&inbound, &config, &conversation, bound, now)
+            .await?;
+        if let Some(response) = response {
+            return self.deliver(&conversation, response, mode, guard).await;
         }
 
         let history = self.history(&config, &conversation).await?;
@@ -209,7 +248,8 @@ impl TurnEngine {
 
         // A reply already queued for this contact must not be overtaken by an inline answer:
         // this turn's reply goes through the outbox behind it, and the response is silent.
-        let queued_ahead = inner.store.pending_replies(conversation.id).await? > 0;
+        let queued_ahead =
+            mode == Mode::Deferred || inner.store.pending_replies(conversation.id).await? > 0;
 
         let job = AgentJob {
             engine: self.clone(),
@@ -220,6 +260,7 @@ impl TurnEngine {
             history,
             bound,
             arrived_at: inbound.arrived_at,
+            guard,
         };
         let (answer_tx, answer_rx) = oneshot::channel();
         let abort_at = inbound.arrived_at + inner.settings.model_abort;
@@ -262,6 +303,88 @@ impl TurnEngine {
                 })
             }
         }
+    }
+
+    /// The scripted opening, then the pre-model checks. `Some` is the turn's whole answer.
+    async fn run_gates(
+        &self,
+        inbound: &Inbound,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        bound: bool,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<TurnResponse>, TurnError> {
+        let inner = &self.inner;
+        if let Some(opening) = config.rules.opening_reply(&inbound.text) {
+            let opening = opening.to_owned();
+            inner
+                .store
+                .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
+                .await?;
+            inner
+                .store
+                .record_turn(&NewTurn::agent(
+                    conversation.id,
+                    &opening,
+                    "answered_scripted",
+                    bound,
+                    now,
+                ))
+                .await?;
+            inner.metrics.turn("answered_scripted");
+            tracing::info!(conversation = %conversation.id, outcome = "answered_scripted", "turn");
+            return Ok(Some(TurnResponse {
+                messages: vec![opening],
+                after: None,
+            }));
+        }
+
+        if let Some(denial) =
+            gates::precheck(inner.store.as_ref(), config, conversation, inbound, now).await?
+        {
+            inner
+                .store
+                .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
+                .await?;
+            tracing::info!(
+                conversation = %conversation.id,
+                outcome = "escalated_precheck",
+                denial = denial.as_str(),
+                "turn"
+            );
+            return self
+                .escalate_inline(config, conversation, "escalated_precheck", bound)
+                .await
+                .map(Some);
+        }
+
+        Ok(None)
+    }
+
+    /// Hands a turn's answer over: inline through the response, or (deferred) into the outbox
+    /// before the turn gives up its place in the conversation's order.
+    async fn deliver(
+        &self,
+        conversation: &Conversation,
+        response: TurnResponse,
+        mode: Mode,
+        guard: Option<TurnGuard>,
+    ) -> Result<TurnResponse, TurnError> {
+        if mode == Mode::Inline || response.messages.is_empty() {
+            drop(guard);
+            return Ok(response);
+        }
+        let (actions, turn_id) = match response.after {
+            Some(after) => (after.actions, Some(after.turn_id)),
+            None => (Vec::new(), None),
+        };
+        self.enqueue_reply(conversation, response.messages, actions, turn_id)
+            .await?;
+        drop(guard);
+        Ok(TurnResponse {
+            messages: Vec::new(),
+            after: None,
+        })
     }
 
     /// Performs actions after the response was written, and records their outcome.
@@ -337,7 +460,9 @@ impl TurnEngine {
 
     /// The deferred path: the race was lost (or a reply was queued ahead), so the reply goes to
     /// the outbox with its actions.
-    async fn settle_deferred(&self, job: &AgentJob, answer: Answer) -> Result<(), StoreError> {
+    async fn settle_deferred(&self, job: &AgentJob, mut answer: Answer) -> Result<(), StoreError> {
+        // Held until the reply is queued, so the conversation's next turn queues behind it.
+        let _guard = answer.guard.take();
         let conversation = &job.conversation;
         let (messages, actions, turn_id) = if answer.thought.reply.escalate {
             let outcome = answer_outcome(&answer);
@@ -535,6 +660,92 @@ impl TurnEngine {
     }
 }
 
+/// How a turn's answer leaves: through the HTTP response, or (the response already sent) through
+/// the outbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Inline,
+    Deferred,
+}
+
+/// A turn waiting for its conversation's earlier turns (037).
+struct WaitingTurn {
+    engine: TurnEngine,
+    inbound: Inbound,
+    config: Arc<TenantConfig>,
+    conversation: Conversation,
+    bound: bool,
+}
+
+impl WaitingTurn {
+    /// Waits for the turn's place; hands it to the request if it is still waiting, otherwise
+    /// runs the turn itself with its replies queued. Abandons the wait after
+    /// `MODEL_ABORT_MS + RACE_DEADLINE_MS`, recording the message and queueing the escalation
+    /// copy (C6: nothing is lost, a person takes over).
+    async fn wait(self, start: oneshot::Sender<Result<TurnGuard, StoreError>>) {
+        let inner = &self.engine.inner;
+        let abandon_at =
+            self.inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
+        let acquired =
+            tokio::time::timeout_at(abandon_at, inner.order.acquire(self.conversation.id)).await;
+        let result = match acquired {
+            Ok(Ok(guard)) => match start.send(Ok(guard)) {
+                Ok(()) => return,
+                Err(Ok(guard)) => {
+                    self.engine
+                        .run(
+                            self.inbound,
+                            self.config,
+                            self.conversation.clone(),
+                            self.bound,
+                            Some(guard),
+                            Mode::Deferred,
+                        )
+                        .await
+                }
+                Err(Err(_)) => return,
+            },
+            Ok(Err(error)) => match start.send(Err(error)) {
+                Ok(()) => return,
+                Err(Err(error)) => Err(error.into()),
+                Err(Ok(_)) => return,
+            },
+            Err(_) => {
+                tracing::warn!(conversation = %self.conversation.id, "turn wait expired");
+                self.expired().await.map(|()| TurnResponse {
+                    messages: Vec::new(),
+                    after: None,
+                })
+            }
+        };
+        if let Err(error) = result {
+            tracing::error!(conversation = %self.conversation.id, error = %error, "turn that waited could not run");
+        }
+    }
+
+    async fn expired(&self) -> Result<(), TurnError> {
+        let engine = &self.engine;
+        let now = engine.inner.clock.now();
+        engine
+            .inner
+            .store
+            .record_turn(&NewTurn::user(
+                self.conversation.id,
+                &self.inbound.text,
+                self.bound,
+                now,
+            ))
+            .await?;
+        let response = engine
+            .escalate_inline(&self.config, &self.conversation, "error", self.bound)
+            .await?;
+        engine
+            .deliver(&self.conversation, response, Mode::Deferred, None)
+            .await?;
+        Ok(())
+    }
+}
+
 /// What the agent's task hands back: the guarded thought, the actions its tools staged, and
 /// how long the turn took from arrival.
 #[derive(Debug)]
@@ -542,6 +753,8 @@ struct Answer {
     thought: Thought,
     actions: Vec<StagedAction>,
     latency: Duration,
+    /// The turn's place in its conversation's order, released once the answer is settled.
+    guard: Option<TurnGuard>,
 }
 
 /// The agent's half of a turn, run in its own task so that it outlives a lost race.
@@ -554,10 +767,11 @@ struct AgentJob {
     history: Vec<HistoryTurn>,
     bound: bool,
     arrived_at: Instant,
+    guard: Option<TurnGuard>,
 }
 
 impl AgentJob {
-    async fn run(self, answer: oneshot::Sender<Answer>, abort_at: Instant) {
+    async fn run(mut self, answer: oneshot::Sender<Answer>, abort_at: Instant) {
         let inner = &self.engine.inner;
         let static_prefix = agent::static_prefix(&self.config);
         let input = ThinkInput {
@@ -579,6 +793,7 @@ impl AgentJob {
                     thought,
                     actions: tools.into_actions(),
                     latency: self.arrived_at.elapsed(),
+                    guard: self.guard.take(),
                 };
                 match answer.send(result) {
                     Ok(()) => Ok(()),

@@ -51,7 +51,8 @@ async fn system_4_scripted_opening_is_answered_verbatim_without_the_model() {
     assert_eq!(turns[1].outcome.as_deref(), Some("answered_scripted"));
     assert_eq!(turns[1].input_tokens + turns[1].output_tokens, 0);
     // A message that merely contains the keyword goes to the model.
-    app.send("6001", &format!("tell me about {keyword} please")).await;
+    app.send("6001", &format!("tell me about {keyword} please"))
+        .await;
     assert_eq!(model.calls(), 1);
 }
 

@@ -8,6 +8,7 @@ mod cli;
 mod gates;
 mod http_contract;
 mod logs;
+mod order;
 mod outbox;
 mod race;
 mod reload;
