@@ -244,6 +244,8 @@ async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
         }
         real_pause().await;
     }
+    // The gap is a relative sleep: let the worker reach it before the clock moves.
+    settle_worker().await;
     // Shutdown arrives while the worker waits the pacing gap before the second message.
     token.cancel();
     tokio::time::advance(Duration::from_millis(2000)).await;
@@ -269,6 +271,7 @@ async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_ot
         }
         real_pause().await;
     }
+    settle_worker().await;
     // A1 and C1 went out at once; A2 waits the gap; B1 is not claimed (no overtaking).
     let texts: Vec<Value> = app
         .manychat_requests()
@@ -304,6 +307,15 @@ async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_ot
     assert_eq!(app.worker.run_once().await.unwrap(), 1);
     let last = app.manychat_requests().await;
     assert_eq!(last[last.len() - 2].body["field_value"], json!("B1."));
+}
+
+/// The fake ManyChat counts a request before its response reaches the worker; give the worker
+/// (real) time to take the response and start its next relative sleep, so that advancing the
+/// frozen clock moves past that sleep's deadline.
+async fn settle_worker() {
+    for _ in 0..40 {
+        real_pause().await;
+    }
 }
 
 async fn agent_turn_with_actions(app: &TestApp, subscriber: &str, actions: &[StagedAction]) -> i64 {
