@@ -1,5 +1,9 @@
 //! The outbox worker: claims due rows, delivers them, and settles each row and its turn's
 //! action record. `run_once` processes one batch and is what tests drive by hand.
+//!
+//! Two kinds of row: `reply` (field write + flow trigger per message, then the actions) and
+//! `contact_token` (019: one write of the token field, skipped when a newer token generation
+//! has superseded the row; see `crate::tokens::service`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
