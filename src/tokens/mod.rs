@@ -2,7 +2,7 @@
 //! deciding when to issue again. [`service`] writes them to ManyChat (inline or through the
 //! outbox) and runs `tokens backfill`.
 //!
-//! A token is 32 random bytes from the operating system's CSPRNG (via `rand`'s thread RNG),
+//! A token is 32 random bytes from a CSPRNG (`rand`'s thread RNG, seeded by the operating system),
 //! base64url without padding (43 characters). The contact's ManyChat custom field
 //! (`MANYCHAT_TOKEN_FIELD`) holds it; ManyChat presents it back as `ai_token`.
 //!
