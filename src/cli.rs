@@ -105,7 +105,8 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
             settings.manychat_reply_field.clone(),
             reply_flow_ns,
             settings.manychat_reply_gap,
-        ),
+        )
+        .with_token_field(settings.manychat_token_field.clone()),
         std::sync::Arc::new(Metrics::default()),
     );
     let shutdown = CancellationToken::new();
@@ -218,6 +219,57 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// `manychat-agent tokens backfill [--check]` (019): issues a token to every contact active in
+/// the last 30 days that has none, writing each to ManyChat (a failed write is queued for the
+/// outbox worker of `serve` or `worker`). Idempotent: a second run finds nobody lacking a token.
+/// With `check`, writes nothing: prints how many contacts lack a token and exits 1 if any, 0 if
+/// none.
+pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliResult {
+    let settings = settings_from(env)?;
+    let context = startup::config_context(&settings, false);
+    ConfigHandle::load(&settings.config_dir, context)?;
+    let store = crate::store::connect(settings.database_url.expose()).await?;
+    let clock = Clock::system();
+    if check {
+        // The check makes no ManyChat request, so it needs no API token.
+        let lacking = crate::tokens::lacking(store.as_ref(), clock.now())
+            .await
+            .map_err(|e| CliError::new(e.to_string()))?
+            .len();
+        println!("{lacking} recent contacts have no token");
+        return Ok(if lacking == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    observability::init(&settings.log_level, LogFormat::Json)?;
+    let api_token = settings
+        .manychat_api_token
+        .clone()
+        .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
+    let client = ManyChatClient::new(
+        &settings.manychat_api_base,
+        &api_token,
+        ManyChatLimiter::new(),
+    )?;
+    let service = crate::tokens::TokenService::new(
+        store,
+        client,
+        settings.manychat_token_field.clone(),
+        clock,
+    );
+    let report = service
+        .backfill()
+        .await
+        .map_err(|e| CliError::new(e.to_string()))?;
+    println!(
+        "issued {} tokens: {} written, {} queued for the outbox worker",
+        report.issued, report.written, report.queued
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `manychat-agent eval`: runs a golden suite; non-zero exit on any failure.

@@ -15,6 +15,8 @@
 //! - [`model`]: the `Model` trait, the registry, the providers and the mocks (C2).
 //! - [`channel`]: the Dynamic Block v2 response and the channel capability limits (SYSTEM 3.3).
 //! - [`outbox`]: deferred delivery: enqueue, the worker, pacing, retries (SYSTEM 3.5).
+//! - [`tokens`]: contact tokens (019): issue, bind a request to its history, write to ManyChat
+//!   inline or through the outbox, backfill.
 //! - [`manychat`]: the only module that knows ManyChat's API: client, limiter, errors, sandbox.
 //! - [`metrics`]: process counters for `GET /metrics`.
 //! - [`store`]: the `Store` trait and its SQLite and Postgres backends (SYSTEM 8).
@@ -42,5 +44,6 @@ pub mod outbox;
 pub mod settings;
 pub mod startup;
 pub mod store;
+pub mod tokens;
 pub mod tools;
 pub mod turn;

@@ -50,6 +50,21 @@ enum Command {
         #[arg(long, default_value = "1000001")]
         subscriber: String,
     },
+    /// Contact token commands (019).
+    Tokens {
+        #[command(subcommand)]
+        command: TokensCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokensCommand {
+    /// Issue tokens to recent contacts (last 30 days) that have none. Idempotent.
+    Backfill {
+        /// Write nothing: print how many recent contacts lack a token; exit 1 if any.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -85,6 +100,9 @@ fn main() -> ExitCode {
                 url,
                 subscriber,
             } => cli::simulate(&env, &text, url.as_deref(), &subscriber).await,
+            Command::Tokens {
+                command: TokensCommand::Backfill { check },
+            } => cli::tokens_backfill(&env, check).await,
         }
     });
     match result {

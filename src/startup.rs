@@ -139,7 +139,8 @@ impl Application {
                 settings.manychat_reply_field.clone(),
                 reply_flow_ns,
                 settings.manychat_reply_gap,
-            ),
+            )
+            .with_token_field(settings.manychat_token_field.clone()),
             metrics.clone(),
         );
         let state = AppState {

@@ -1,5 +1,9 @@
 //! The outbox worker: claims due rows, delivers them, and settles each row and its turn's
 //! action record. `run_once` processes one batch and is what tests drive by hand.
+//!
+//! Two kinds of row: `reply` (field write + flow trigger per message, then the actions) and
+//! `contact_token` (019: one write of the token field, skipped when a newer token generation
+//! has superseded the row; see `crate::tokens::service`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +17,7 @@ use crate::clock::Clock;
 use crate::manychat::{ManyChatClient, ManyChatError};
 use crate::metrics::Metrics;
 use crate::store::{ClaimRules, OutboxKind, OutboxRow, Store, StoreError};
+use crate::tokens::{self, TokenPayload};
 
 /// What the worker needs from the settings.
 #[derive(Debug, Clone)]
@@ -29,6 +34,8 @@ pub struct WorkerSettings {
     pub batch_size: i64,
     /// How long a claim lasts; longer than the slowest row (3 messages × gap + request timeouts).
     pub lease: Duration,
+    /// `MANYCHAT_TOKEN_FIELD`: the per-contact custom field a `contact_token` row writes (019).
+    pub token_field: String,
 }
 
 impl WorkerSettings {
@@ -40,7 +47,14 @@ impl WorkerSettings {
             poll_interval: Duration::from_secs(1),
             batch_size: 10,
             lease: Duration::from_secs(180),
+            token_field: "ai_token".to_owned(),
         }
+    }
+
+    /// Sets `MANYCHAT_TOKEN_FIELD` (the default is its documented default, `ai_token`).
+    pub fn with_token_field(mut self, token_field: impl Into<String>) -> Self {
+        self.token_field = token_field.into();
+        self
     }
 }
 
@@ -57,6 +71,9 @@ pub struct OutboxWorker {
 enum AttemptError {
     ManyChat(ManyChatError),
     BadPayload(String),
+    /// The store could not answer a question the delivery depends on; retried like a network
+    /// error.
+    Store(StoreError),
 }
 
 impl OutboxWorker {
@@ -184,17 +201,61 @@ impl OutboxWorker {
         Ok(())
     }
 
+    /// 019: writes a `contact_token` row's token into the contact's token field, unless the
+    /// conversation has moved to a newer generation since (the row is then superseded: settled
+    /// as delivered without a request, so an old token never overwrites a newer one). See
+    /// `crate::tokens::service` for why the row holds the plain token.
     async fn deliver_token(&self, row: &OutboxRow) -> Result<(), AttemptError> {
-        Err(AttemptError::BadPayload(format!(
-            "contact_token rows are not delivered by this version (row {})",
-            row.id
-        )))
+        let payload: TokenPayload = serde_json::from_value(row.payload.clone())
+            // serde's message may quote the offending value: name the row only.
+            .map_err(|_| AttemptError::BadPayload("contact_token payload is malformed".into()))?;
+        let conversation = self
+            .store
+            .conversation(row.conversation_id)
+            .await
+            .map_err(AttemptError::Store)?
+            .ok_or_else(|| {
+                AttemptError::BadPayload("contact_token row names no conversation".into())
+            })?;
+        if conversation.token_generation != payload.generation {
+            tracing::info!(
+                conversation = %row.conversation_id,
+                row = row.id,
+                generation = payload.generation,
+                current_generation = conversation.token_generation,
+                "contact token superseded by a newer one; not written"
+            );
+            return Ok(());
+        }
+        let current = conversation.token_hash.as_deref().unwrap_or_default();
+        if !tokens::matches(&payload.token, current) {
+            return Err(AttemptError::BadPayload(
+                "contact_token row does not match the conversation's current token".into(),
+            ));
+        }
+        self.manychat
+            .set_field(
+                &row.subscriber_id,
+                &self.settings.token_field,
+                &serde_json::Value::String(payload.token),
+            )
+            .await
+            .map_err(AttemptError::ManyChat)?;
+        tracing::info!(
+            conversation = %row.conversation_id,
+            row = row.id,
+            generation = payload.generation,
+            attempt = row.attempts,
+            "deferred contact token written"
+        );
+        Ok(())
     }
 
     async fn record_failure(&self, row: &OutboxRow, error: AttemptError) -> Result<(), StoreError> {
         let (retryable, message, kind) = match &error {
             AttemptError::ManyChat(e) => (e.is_retryable(), e.to_string(), e.kind()),
             AttemptError::BadPayload(m) => (false, m.clone(), "bad_payload"),
+            AttemptError::Store(e) => (true, e.to_string(), "store"),
         };
         if retryable && row.attempts < MAX_ATTEMPTS {
             let due = self.clock.now()

@@ -195,7 +195,8 @@ pub struct NewOutboxRow {
     pub conversation_id: ConversationId,
     pub subscriber_id: SubscriberId,
     pub kind: OutboxKind,
-    /// `{messages, actions, turnId}` for a reply; `{generation}` for a contact token.
+    /// `{messages, actions, turnId}` for a reply; `{generation, token}` for a contact token
+    /// (`crate::tokens::TokenPayload`).
     pub payload: Value,
     pub next_attempt_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,

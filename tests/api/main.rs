@@ -13,3 +13,4 @@ mod outbox;
 mod race;
 mod reload;
 mod shutdown;
+mod tokens;

@@ -1,0 +1,274 @@
+//! Issuing a contact token and getting it into the contact's ManyChat field (019): inline,
+//! beside the model call, or later through the outbox; and `tokens backfill`.
+//!
+//! # Why the outbox row carries the plain token
+//!
+//! The database keeps only hashes, so a retry needs the plain value from somewhere. The options
+//! were (a) keep the plain token in the `contact_token` row, or (b) keep only the generation and
+//! issue yet another token when the worker runs. (b) rotates the hashes a second time: the
+//! contact's last delivered token drops out of "previous" before the new one has reached
+//! ManyChat, so every request in between, and every one after a failed retry, is unbound. (a)
+//! keeps the contact bound throughout (the token they hold stays "previous" until the new one
+//! lands), so we chose (a), bounded as follows:
+//! - A row is written only when the inline write failed or ran out of time, never on the normal
+//!   path, so the plain token rests in the database only for contacts whose write failed.
+//! - The outbox is server-side, in the same database as the history the token guards: anyone who
+//!   can read the row can already read the history, so the row reveals nothing the token
+//!   protects (the same reasoning 024 applies to note text in reply rows).
+//! - A row is **superseded** when the conversation has moved to a newer generation: the worker
+//!   then marks it delivered without writing, so an old token never overwrites a newer one. It
+//!   also refuses a row whose token does not hash to the current hash.
+//! - The token is never logged, never in an error message (the ManyChat client scrubs the value
+//!   from ManyChat's error text, so `last_error` cannot hold it), and [`TokenPayload`]'s `Debug`
+//!   is redacted.
+//!
+//! Residual: delivered and dead-lettered rows keep their payload, because the store has no call
+//! to rewrite one. A token in a delivered row is the one already in the contact's field; one in
+//! a superseded row stops matching at the next rotation.
+//!
+//! Concurrency: two unbound requests of one contact racing past [`super::should_issue`] can issue
+//! two generations; whichever write lands last is the contact's token and still matches (current
+//! or previous), and the older row, if any, is superseded.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+
+use super::{Binding, issue, should_issue};
+use crate::clock::Clock;
+use crate::manychat::{ManyChatClient, ManyChatError};
+use crate::store::{Conversation, NewOutboxRow, OutboxKind, Store, StoreError};
+
+/// `tokens backfill` issues tokens to contacts active within this window.
+pub const BACKFILL_WINDOW: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The token could not be stored or its retry could not be queued. Nothing reached ManyChat
+    /// unrecorded: either no hash was stored, or the write failed and only the queueing did.
+    #[error("contact token: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Where an issued token ended up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IssueOutcome {
+    /// Written to the contact's token field.
+    Written { generation: i64 },
+    /// The write failed or was not done in time: the outbox row `row` will write it.
+    Queued { generation: i64, row: i64 },
+}
+
+/// The payload of a `contact_token` outbox row (see the module doc for why it holds the token).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenPayload {
+    /// The conversation's `token_generation` this token was issued as; a row whose generation
+    /// is no longer the conversation's is superseded.
+    pub generation: i64,
+    /// The plain token to write.
+    pub token: String,
+}
+
+impl fmt::Debug for TokenPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenPayload")
+            .field("generation", &self.generation)
+            .field("token", &"[redacted]")
+            .finish()
+    }
+}
+
+/// What `tokens backfill` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BackfillReport {
+    /// Contacts issued a token.
+    pub issued: usize,
+    /// Of those, tokens already in the contact's field.
+    pub written: usize,
+    /// Of those, tokens left to the outbox worker.
+    pub queued: usize,
+}
+
+/// Issues tokens and writes them to ManyChat. Cloning is cheap.
+#[derive(Clone)]
+pub struct TokenService {
+    store: Arc<dyn Store>,
+    manychat: ManyChatClient,
+    /// `MANYCHAT_TOKEN_FIELD`: the contact custom field that holds the token.
+    token_field: Arc<str>,
+    /// Stamps `token_issued_at` and the outbox row, and drives the hourly reissue limit.
+    clock: Clock,
+}
+
+impl fmt::Debug for TokenService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenService")
+            .field("token_field", &self.token_field)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenService {
+    pub fn new(
+        store: Arc<dyn Store>,
+        manychat: ManyChatClient,
+        token_field: impl Into<String>,
+        clock: Clock,
+    ) -> Self {
+        Self {
+            store,
+            manychat,
+            token_field: Arc::from(token_field.into()),
+            clock,
+        }
+    }
+
+    /// What the turn calls once it has classified the request: when [`should_issue`] says so,
+    /// starts [`TokenService::start`] and returns its handle; otherwise `None`. The turn need
+    /// not await the handle: the task queues its own retry and is tracked by `tasks`, so a
+    /// graceful shutdown waits for it.
+    pub fn after_request(
+        &self,
+        tasks: &TaskTracker,
+        conversation: &Conversation,
+        binding: &Binding,
+        deadline: Instant,
+    ) -> Option<JoinHandle<Result<IssueOutcome, TokenError>>> {
+        should_issue(conversation, binding, self.clock.now())
+            .then(|| self.start(tasks, conversation.clone(), deadline))
+    }
+
+    /// Issues a token in a task that runs beside the model call: the write to ManyChat gets
+    /// until `deadline` (the response time); if it fails or is not done by then, the task
+    /// queues a `contact_token` row and the outbox worker writes it.
+    pub fn start(
+        &self,
+        tasks: &TaskTracker,
+        conversation: Conversation,
+        deadline: Instant,
+    ) -> JoinHandle<Result<IssueOutcome, TokenError>> {
+        let service = self.clone();
+        tasks.spawn(async move {
+            let outcome = service.issue_until(&conversation, Some(deadline)).await;
+            if let Err(error) = &outcome {
+                tracing::error!(
+                    conversation = %conversation.id,
+                    error = %error,
+                    "contact token could not be issued"
+                );
+            }
+            outcome
+        })
+    }
+
+    /// Issues a token and writes it, waiting as long as the write takes (the ManyChat client's
+    /// own timeout bounds it); a failed write is queued to the outbox.
+    pub async fn issue_and_write(
+        &self,
+        conversation: &Conversation,
+    ) -> Result<IssueOutcome, TokenError> {
+        self.issue_until(conversation, None).await
+    }
+
+    /// Issue → store the hash (the old current becomes previous) → write the plain token to
+    /// the token field; on failure, or at `deadline`, queue the write.
+    async fn issue_until(
+        &self,
+        conversation: &Conversation,
+        deadline: Option<Instant>,
+    ) -> Result<IssueOutcome, TokenError> {
+        let issued = issue();
+        let issued_at = self.clock.now();
+        let generation = self
+            .store
+            .set_token(conversation.id, &issued.hash, issued_at)
+            .await?;
+        let value = Value::String(issued.token.expose().to_owned());
+        let write = self
+            .manychat
+            .set_field(&conversation.subscriber_id, &self.token_field, &value);
+        let written = match deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline, write).await {
+                Ok(result) => result.map_err(|e| e.kind()),
+                Err(_) => Err("deadline"),
+            },
+            None => write.await.map_err(|e: ManyChatError| e.kind()),
+        };
+        match written {
+            Ok(()) => {
+                tracing::info!(
+                    conversation = %conversation.id,
+                    generation,
+                    "contact token issued and written"
+                );
+                Ok(IssueOutcome::Written { generation })
+            }
+            Err(reason) => {
+                let now = self.clock.now();
+                let payload = TokenPayload {
+                    generation,
+                    token: issued.token.expose().to_owned(),
+                };
+                let row = self
+                    .store
+                    .enqueue(&NewOutboxRow {
+                        conversation_id: conversation.id,
+                        subscriber_id: conversation.subscriber_id.clone(),
+                        kind: OutboxKind::ContactToken,
+                        payload: serde_json::json!({
+                            "generation": payload.generation,
+                            "token": payload.token,
+                        }),
+                        next_attempt_at: now,
+                        created_at: now,
+                    })
+                    .await?;
+                tracing::warn!(
+                    conversation = %conversation.id,
+                    generation,
+                    row,
+                    reason,
+                    "contact token write left to the outbox"
+                );
+                Ok(IssueOutcome::Queued { generation, row })
+            }
+        }
+    }
+
+    /// `tokens backfill`: issues a token to every contact [`lacking`] one.
+    /// Idempotent: a contact issued a token is not lacking one any more, so a second run
+    /// issues nothing. A store error stops the run; running it again resumes.
+    pub async fn backfill(&self) -> Result<BackfillReport, TokenError> {
+        let mut report = BackfillReport::default();
+        for conversation in lacking(self.store.as_ref(), self.clock.now()).await? {
+            match self.issue_and_write(&conversation).await? {
+                IssueOutcome::Written { .. } => report.written += 1,
+                IssueOutcome::Queued { .. } => report.queued += 1,
+            }
+            report.issued += 1;
+        }
+        tracing::info!(
+            issued = report.issued,
+            written = report.written,
+            queued = report.queued,
+            "tokens backfill finished"
+        );
+        Ok(report)
+    }
+}
+
+/// Contacts active within [`BACKFILL_WINDOW`] before `now` that have no token.
+pub async fn lacking(
+    store: &dyn Store,
+    now: DateTime<Utc>,
+) -> Result<Vec<Conversation>, TokenError> {
+    let window = chrono::Duration::from_std(BACKFILL_WINDOW).unwrap_or(chrono::Duration::MAX);
+    Ok(store.conversations_without_token(now - window).await?)
+}
