@@ -122,6 +122,7 @@ impl Application {
                 model_abort: settings.model_abort,
                 max_output_tokens: settings.agent_max_output_tokens,
                 temperature: settings.agent_temperature,
+                contact_tokens_enforced: settings.contact_tokens_enforced,
             },
             config.clone(),
             store.clone(),
@@ -130,6 +131,7 @@ impl Application {
             clock,
             tasks.clone(),
             metrics.clone(),
+            settings.manychat_token_field.clone(),
         );
         let worker = OutboxWorker::new(
             store.clone(),

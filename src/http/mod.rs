@@ -167,6 +167,7 @@ async fn message(
     let inbound = Inbound {
         subscriber_id: message.subscriber_id,
         text: message.text,
+        ai_token: message.ai_token,
         channel: message.channel,
         offering: message.offering,
         arrived_at,

@@ -32,6 +32,7 @@ pub(super) async fn precheck(
     config: &TenantConfig,
     conversation: &Conversation,
     inbound: &Inbound,
+    bound: bool,
     now: DateTime<Utc>,
 ) -> Result<Option<Denial>, StoreError> {
     let rules = &config.rules;
@@ -39,13 +40,17 @@ pub(super) async fn precheck(
         return Ok(Some(Denial::EscalationKeyword));
     }
 
-    let max_turns = i64::from(rules.max_turns_per_conversation);
-    let earlier = store
-        .recent_user_turn_times(conversation.id, max_turns + 1)
-        .await?;
-    let idle = Duration::hours(i64::from(rules.idle_reset_hours));
-    if messages_since_idle_gap(now, &earlier, idle) > max_turns {
-        return Ok(Some(Denial::TurnCap));
+    // 018: the cap counts bound messages; an unbound one is neither counted nor capped (the
+    // per-contact rate below still applies to it).
+    if bound {
+        let max_turns = i64::from(rules.max_turns_per_conversation);
+        let earlier = store
+            .recent_user_turn_times(conversation.id, max_turns + 1)
+            .await?;
+        let idle = Duration::hours(i64::from(rules.idle_reset_hours));
+        if messages_since_idle_gap(now, &earlier, idle) > max_turns {
+            return Ok(Some(Denial::TurnCap));
+        }
     }
 
     let window_start = hour_start(now);

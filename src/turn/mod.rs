@@ -35,6 +35,7 @@ use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::ReplyPayload;
 use crate::store::{Conversation, NewOutboxRow, NewTurn, OutboxKind, Role, Store, StoreError};
+use crate::tokens::{self, TokenService};
 use crate::tools::TurnTools;
 
 /// How many earlier turns the model sees (018).
@@ -49,6 +50,8 @@ pub struct TurnSettings {
     pub model_abort: Duration,
     pub max_output_tokens: u32,
     pub temperature: f32,
+    /// `CONTACT_TOKENS_ENFORCED` (019): false lets a request without a token read history.
+    pub contact_tokens_enforced: bool,
 }
 
 /// A contact message that passed the HTTP layer.
@@ -58,6 +61,8 @@ pub struct Inbound {
     pub text: String,
     /// The channel ManyChat reported, if any (stored on the conversation).
     pub channel: Option<String>,
+    /// 019: the token the request presented, if any.
+    pub ai_token: Option<String>,
     /// 028: the offering the flow passed, already normalised (absent when empty or unrendered).
     pub offering: Option<String>,
     /// When the request arrived: the race deadline counts from here.
@@ -106,6 +111,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     /// 037: one turn at a time per conversation.
     order: TurnOrder,
+    /// 019: issues and writes contact tokens beside the model call.
+    tokens: TokenService,
 }
 
 impl TurnEngine {
@@ -119,12 +126,14 @@ impl TurnEngine {
         clock: Clock,
         tasks: TaskTracker,
         metrics: Arc<Metrics>,
+        token_field: String,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 settings,
                 config,
                 order: TurnOrder::new(store.clone()),
+                tokens: TokenService::new(store.clone(), manychat.clone(), token_field, clock),
                 store,
                 model,
                 manychat,
@@ -160,9 +169,17 @@ impl TurnEngine {
             .store
             .conversation_for(&inbound.subscriber_id, channel, inner.clock.now())
             .await?;
-        // 019 (contact tokens) is not enforced by this version: every turn is bound, so every
-        // turn takes its place in the conversation's order (037).
-        let bound = true;
+        // 019: a request whose token matches (or a contact with none yet) is bound: it reads and
+        // extends history. The token write runs beside the model call.
+        let binding = tokens::bind(&conversation, inbound.ai_token.as_deref());
+        let bound = tokens::reads_history(&binding, inner.settings.contact_tokens_enforced);
+        inner.tokens.after_request(
+            &inner.tasks,
+            &conversation,
+            &binding,
+            inbound.arrived_at + inner.settings.race_deadline,
+        );
+        // 037: unbound turns neither wait nor block.
         if !bound {
             return self
                 .run(inbound, config, conversation, bound, None, Mode::Inline)
@@ -240,7 +257,12 @@ impl TurnEngine {
             return self.deliver(&conversation, response, mode, guard).await;
         }
 
-        let history = self.history(&config, &conversation).await?;
+        // An unbound turn is answered from its own message only (019).
+        let history = if bound {
+            self.history(&config, &conversation).await?
+        } else {
+            Vec::new()
+        };
         inner
             .store
             .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
@@ -339,8 +361,15 @@ impl TurnEngine {
             }));
         }
 
-        if let Some(denial) =
-            gates::precheck(inner.store.as_ref(), config, conversation, inbound, now).await?
+        if let Some(denial) = gates::precheck(
+            inner.store.as_ref(),
+            config,
+            conversation,
+            inbound,
+            bound,
+            now,
+        )
+        .await?
         {
             inner
                 .store

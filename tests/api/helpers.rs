@@ -235,8 +235,18 @@ impl TestApp {
         (status, body)
     }
 
-    /// Every request the fake ManyChat received, in order.
+    /// The requests the fake ManyChat received, in order, leaving out contact-token writes
+    /// (019: a contact's first turn writes its token beside the model call).
     pub async fn manychat_requests(&self) -> Vec<Recorded> {
+        self.all_manychat_requests()
+            .await
+            .into_iter()
+            .filter(|r| r.body["field_name"] != "ai_token")
+            .collect()
+    }
+
+    /// Every request the fake ManyChat received, in order.
+    pub async fn all_manychat_requests(&self) -> Vec<Recorded> {
         self.manychat
             .received_requests()
             .await

@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod binding;
 mod cli;
 mod gates;
 mod http_contract;

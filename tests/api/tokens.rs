@@ -104,7 +104,7 @@ async fn system_019_issued_token_is_written_to_the_token_field_and_only_its_hash
         .unwrap();
     assert_eq!(outcome, IssueOutcome::Written { generation: 1 });
 
-    let requests = app.manychat_requests().await;
+    let requests = app.all_manychat_requests().await;
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].path, SET_FIELD);
     assert_eq!(requests[0].body["subscriber_id"], json!(7100001));
@@ -164,7 +164,7 @@ async fn system_019_failed_write_is_queued_and_the_worker_writes_it_to_the_token
     assert_eq!(writes[0], writes[1], "the worker writes the same token");
     let stored = reload(app.store.as_ref(), &conversation).await;
     assert_eq!(stored.token_hash, Some(tokens::hash(&writes[1])));
-    let last = app.manychat_requests().await.pop().unwrap();
+    let last = app.all_manychat_requests().await.pop().unwrap();
     assert_eq!(last.body["subscriber_id"], json!(7100002));
     assert_eq!(
         last.body["field_name"], "contact_key",

@@ -1,0 +1,133 @@
+//! 019 at the turn: which requests read and extend history, and when tokens are (re)issued.
+
+use std::sync::Arc;
+
+use manychat_agent::model::Message;
+use manychat_agent::model::mock::ScriptedModel;
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+async fn enforced_app(replies: usize) -> (TestApp, Arc<ScriptedModel>) {
+    let model = Arc::new(ScriptedModel::replies(
+        (0..replies).map(|i| reply_json(&format!("Answer {i}."))),
+    ));
+    let app =
+        spawn_app_with(AppOptions::new(model.clone()).env("CONTACT_TOKENS_ENFORCED", "true")).await;
+    (app, model)
+}
+
+async fn send_with_token(
+    app: &TestApp,
+    subscriber: &str,
+    text: &str,
+    token: Option<&str>,
+) -> Value {
+    let mut body = json!({"subscriber_id": subscriber, "text": text});
+    if let Some(token) = token {
+        body["ai_token"] = json!(token);
+    }
+    app.post_json(&body).await.json().await.unwrap()
+}
+
+/// The tokens written to the contact's token field so far.
+async fn written_tokens(app: &TestApp) -> Vec<String> {
+    app.all_manychat_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.body["field_name"] == "ai_token")
+        .filter_map(|r| r.body["field_value"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn prompt_of(model: &ScriptedModel, call: usize) -> String {
+    match model.requests()[call].messages.first() {
+        Some(Message::User { text }) => text.clone(),
+        _ => String::new(),
+    }
+}
+
+#[tokio::test]
+async fn system_019_first_turn_issues_a_token_written_to_the_field_and_stored_as_a_hash() {
+    let (app, _) = enforced_app(1).await;
+    send_with_token(&app, "8001", "Hello", None).await;
+    app.settle().await;
+    let tokens = written_tokens(&app).await;
+    assert_eq!(tokens.len(), 1);
+    let conversation = app.conversation("8001").await;
+    assert_eq!(
+        conversation.token_hash.as_deref(),
+        Some(manychat_agent::tokens::hash(&tokens[0]).as_str())
+    );
+    assert!(app.turns("8001").await.iter().all(|t| t.bound));
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_019_current_token_reads_history_and_a_wrong_one_is_answered_alone() {
+    let _frozen = FrozenClock::freeze();
+    let (app, model) = enforced_app(4).await;
+    send_with_token(&app, "8002", "My first question", None).await;
+    app.settle().await;
+    let token = written_tokens(&app).await.remove(0);
+
+    send_with_token(&app, "8002", "Second, with my token", Some(&token)).await;
+    assert!(
+        prompt_of(&model, 1).contains("My first question"),
+        "bound: reads history"
+    );
+
+    let wrong = "x".repeat(43);
+    send_with_token(&app, "8002", "Third, with a forged token", Some(&wrong)).await;
+    app.settle().await;
+    let third = prompt_of(&model, 2);
+    assert!(
+        !third.contains("My first question"),
+        "unbound: its own message only"
+    );
+    let turns = app.turns("8002").await;
+    let forged = turns
+        .iter()
+        .find(|t| t.text == "Third, with a forged token")
+        .unwrap();
+    assert!(!forged.bound, "stored unbound");
+    // The token was issued minutes ago: an unbound request reissues at most hourly.
+    assert_eq!(
+        written_tokens(&app).await.len(),
+        1,
+        "no reissue within the hour"
+    );
+    tokio::time::advance(std::time::Duration::from_secs(61 * 60)).await;
+    send_with_token(&app, "8002", "Fourth, forged again", Some(&wrong)).await;
+    app.settle().await;
+    assert_eq!(
+        written_tokens(&app).await.len(),
+        2,
+        "reissued after an hour"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_019_previous_token_still_binds_after_a_reissue() {
+    let _frozen = FrozenClock::freeze();
+    let (app, model) = enforced_app(3).await;
+    send_with_token(&app, "8003", "Opening question", None).await;
+    app.settle().await;
+    let first = written_tokens(&app).await.remove(0);
+    tokio::time::advance(std::time::Duration::from_secs(61 * 60)).await;
+    // A missing token is unbound and triggers a reissue; the first token becomes "previous".
+    send_with_token(&app, "8003", "No token this time", None).await;
+    app.settle().await;
+    assert_eq!(written_tokens(&app).await.len(), 2);
+    send_with_token(&app, "8003", "Back with the first token", Some(&first)).await;
+    assert!(prompt_of(&model, 2).contains("Opening question"));
+}
+
+#[tokio::test]
+async fn system_019_flag_off_lets_a_missing_token_read_history() {
+    let model = Arc::new(ScriptedModel::replies([reply_json("A."), reply_json("B.")]));
+    let app = spawn_app(model.clone()).await; // CONTACT_TOKENS_ENFORCED=false in spawn_app
+    send_with_token(&app, "8004", "Earlier message", None).await;
+    send_with_token(&app, "8004", "Later message", None).await;
+    assert!(prompt_of(&model, 1).contains("Earlier message"));
+    assert!(app.turns("8004").await.iter().all(|t| t.bound));
+}
