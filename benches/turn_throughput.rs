@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use axum::Router;
 use axum::routing::post;
-use manychat_agent::model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, Usage};
+use manychat_agent::model::{
+    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
+    Usage,
+};
 use manychat_agent::settings::Settings;
 use manychat_agent::startup::{Application, Overrides};
 use serde_json::{Value, json};
@@ -21,14 +24,51 @@ use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "bench-secret-0123456789";
 
-struct InstantModel;
+/// An instant model. With `tools`, its first step stages three actions (a flow, a tag, a field)
+/// and its second answers: a tool turn of two model steps.
+struct InstantModel {
+    tools: bool,
+}
 
 #[async_trait]
 impl Model for InstantModel {
     fn id(&self) -> &str {
         "mock:instant"
     }
-    async fn step(&self, _request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let first_step = !request
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::ToolResults { .. }));
+        if self.tools && first_step && !request.tools.is_empty() {
+            let call = |id: &str, name: &str, arguments: Value| ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: ToolArguments::Valid(arguments),
+            };
+            return Ok(ModelResponse {
+                tool_calls: vec![
+                    call(
+                        "1",
+                        "send_flow",
+                        json!({"flow": "wheel_basics_guide", "contactAsked": true}),
+                    ),
+                    call("2", "add_tag", json!({"tag": "interested_wheel"})),
+                    call(
+                        "3",
+                        "set_field",
+                        json!({"field": "clay_experience", "value": "none"}),
+                    ),
+                ],
+                output: None,
+                usage: Usage {
+                    input_tokens: 1200,
+                    output_tokens: 60,
+                    cached_tokens: 1000,
+                },
+                stop: StopReason::ToolCalls,
+            });
+        }
         Ok(ModelResponse {
             tool_calls: Vec::new(),
             output: Some(
@@ -109,6 +149,63 @@ async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
     }
 }
 
+/// Starts the real app (SQLite file, demo tenant) with an instant model; returns its route URL.
+async fn start_app(
+    dir: &std::path::Path,
+    name: &str,
+    manychat_base: &str,
+    tools: bool,
+    shutdown: &CancellationToken,
+) -> String {
+    let config = dir.join(format!("config-{name}"));
+    std::fs::create_dir_all(&config).unwrap();
+    for file in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
+        let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config")
+            .join(format!("{file}.example"));
+        if from.exists() {
+            std::fs::copy(from, config.join(file)).unwrap();
+        }
+    }
+    let vars = [
+        ("MANYCHAT_SHARED_SECRET", SECRET.to_owned()),
+        ("PUBLIC_BASE_URL", "https://bench.example.test".to_owned()),
+        ("MANYCHAT_API_TOKEN", "1:bench".to_owned()),
+        ("MANYCHAT_API_BASE", manychat_base.to_owned()),
+        ("MANYCHAT_REPLY_FLOW_NS", "bench_reply_flow".to_owned()),
+        ("CONFIG_DIR", config.display().to_string()),
+        (
+            "DATABASE_URL",
+            format!("sqlite://{}", dir.join(format!("{name}.db")).display()),
+        ),
+        ("MAX_TURNS_IN_FLIGHT", "1024".to_owned()),
+        ("TRUST_PROXY", "loopback".to_owned()),
+        ("CONTACT_TOKENS_ENFORCED", "false".to_owned()),
+    ];
+    let settings = Settings::from_vars(|name| {
+        vars.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let overrides = Overrides {
+        model: Some(Arc::new(InstantModel { tools })),
+        manual_worker: true,
+        ..Overrides::default()
+    };
+    let app = Application::build(settings, listener, overrides)
+        .await
+        .unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/v1/channels/manychat/message",
+        app.port()
+    );
+    let token = shutdown.clone();
+    tokio::spawn(async move { app.run(token).await.unwrap() });
+    url
+}
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -141,61 +238,24 @@ fn main() {
         );
         tokio::spawn(async move { axum::serve(listener, bare).await.unwrap() });
 
-        // The real app: SQLite file, demo tenant, instant model.
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("config");
-        std::fs::create_dir_all(&config).unwrap();
-        for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
-            let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("config")
-                .join(format!("{name}.example"));
-            if from.exists() {
-                std::fs::copy(from, config.join(name)).unwrap();
-            }
-        }
-        let vars = [
-            ("MANYCHAT_SHARED_SECRET", SECRET.to_owned()),
-            ("PUBLIC_BASE_URL", "https://bench.example.test".to_owned()),
-            ("MANYCHAT_API_TOKEN", "1:bench".to_owned()),
-            ("MANYCHAT_API_BASE", "http://127.0.0.1:9".to_owned()),
-            ("MANYCHAT_REPLY_FLOW_NS", "bench_reply_flow".to_owned()),
-            ("CONFIG_DIR", config.display().to_string()),
-            (
-                "DATABASE_URL",
-                format!("sqlite://{}", dir.path().join("bench.db").display()),
-            ),
-            ("MAX_TURNS_IN_FLIGHT", "1024".to_owned()),
-            ("TRUST_PROXY", "loopback".to_owned()),
-            ("LOG_LEVEL", "error".to_owned()),
-        ];
-        let settings = Settings::from_vars(|name| {
-            vars.iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.clone())
-        })
-        .unwrap();
+        // A fake ManyChat that accepts every call (token writes, actions).
+        let fake = Router::new().fallback(|| async { axum::Json(json!({"status": "success"})) });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let overrides = Overrides {
-            model: Some(Arc::new(InstantModel)),
-            manual_worker: true,
-            ..Overrides::default()
-        };
-        let app = Application::build(settings, listener, overrides)
-            .await
-            .unwrap();
-        let app_url = format!(
-            "http://127.0.0.1:{}/v1/channels/manychat/message",
-            app.port()
-        );
+        let manychat_base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, fake).await.unwrap() });
+
+        let dir = tempfile::tempdir().unwrap();
         let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        tokio::spawn(async move { app.run(token).await.unwrap() });
+        let plain_url = start_app(dir.path(), "plain", &manychat_base, false, &shutdown).await;
+        let tool_url = start_app(dir.path(), "tools", &manychat_base, true, &shutdown).await;
 
         // Warm up both, then measure.
         drive(bare_url.clone(), 200, concurrency).await;
-        drive(app_url.clone(), 200, concurrency).await;
+        drive(plain_url.clone(), 200, concurrency).await;
+        drive(tool_url.clone(), 200, concurrency).await;
         let bare = drive(bare_url, requests, concurrency).await;
-        let real = drive(app_url, requests, concurrency).await;
+        let real = drive(plain_url, requests, concurrency).await;
+        let tools = drive(tool_url, requests, concurrency).await;
         println!("requests={requests} concurrency={concurrency}");
         println!(
             "bare handler : {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms",
@@ -210,8 +270,20 @@ fn main() {
             real.p99.as_secs_f64() * 1e3
         );
         println!(
-            "ratio        : {:.1}% of the bare handler's throughput",
-            100.0 * real.rps / bare.rps
+            "tool turn    : {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  (2 model steps, 3 staged actions performed after the response)",
+            tools.rps,
+            tools.p50.as_secs_f64() * 1e3,
+            tools.p99.as_secs_f64() * 1e3
+        );
+        println!(
+            "ratio        : plain turn {:.1}% of the bare handler's throughput; tool turn {:.1}% of the plain turn's",
+            100.0 * real.rps / bare.rps,
+            100.0 * tools.rps / real.rps
+        );
+        println!(
+            "added cost   : plain turn +{:.2} ms p50 over bare; tool turn +{:.2} ms p50 over plain",
+            (real.p50.as_secs_f64() - bare.p50.as_secs_f64()) * 1e3,
+            (tools.p50.as_secs_f64() - real.p50.as_secs_f64()) * 1e3
         );
         shutdown.cancel();
     });

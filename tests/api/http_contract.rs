@@ -306,3 +306,70 @@ async fn system_3_3_other_channels_keep_messages_apart_and_name_their_type() {
     assert_eq!(body["content"]["type"], "telegram");
     assert_eq!(block_texts(&body), vec!["First part.", "Second part."]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn system_017_trust_proxy_counts_the_forwarded_client_and_ignores_it_otherwise() {
+    let _frozen = FrozenClock::freeze();
+    let options = AppOptions::new(instant_reply("hi")).env("TRUST_PROXY", "loopback");
+    let app = spawn_app_with(options).await;
+    let refused = async |client: &str| {
+        let mut last = 0;
+        for _ in 0..301 {
+            last = app
+                .http
+                .post(app.message_url())
+                .bearer_auth("wrong-secret-0000000000")
+                .header("x-forwarded-for", client)
+                .body("{}")
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
+        }
+        last
+    };
+    assert_eq!(
+        refused("203.0.113.7").await,
+        429,
+        "the forwarded client's budget is spent"
+    );
+    // Another client behind the same trusted proxy has its own budget.
+    let other = app
+        .http
+        .post(app.message_url())
+        .bearer_auth("wrong-secret-0000000000")
+        .header("x-forwarded-for", "203.0.113.8")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 401);
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_017_forwarded_header_from_an_untrusted_peer_is_ignored() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app(instant_reply("hi")).await; // TRUST_PROXY empty
+    for n in 0..300 {
+        app.http
+            .post(app.message_url())
+            .bearer_auth("wrong-secret-0000000000")
+            .header("x-forwarded-for", format!("203.0.113.{}", n % 200))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+    }
+    // Rotating the header does not buy a fresh budget: the peer address is what counts.
+    let response = app
+        .http
+        .post(app.message_url())
+        .bearer_auth("wrong-secret-0000000000")
+        .header("x-forwarded-for", "198.51.100.1")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 429);
+}
