@@ -248,7 +248,7 @@ async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
     settle_worker().await;
     // Shutdown arrives while the worker waits the pacing gap before the second message.
     token.cancel();
-    tokio::time::advance(Duration::from_millis(2000)).await;
+    advance_until(async || running.is_finished()).await;
     running.await.unwrap();
     assert_eq!(app.manychat_requests().await.len(), 4);
     let row = app.store.outbox_row(id).await.unwrap().unwrap();
@@ -291,13 +291,7 @@ async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_ot
         4,
         "A2 waits the full gap"
     );
-    tokio::time::advance(Duration::from_millis(1)).await;
-    for _ in 0..400 {
-        if batch.is_finished() {
-            break;
-        }
-        real_pause().await;
-    }
+    advance_until(async || batch.is_finished()).await;
     assert_eq!(batch.await.unwrap(), 2);
     assert_eq!(app.manychat_requests().await.len(), 6);
 
@@ -316,6 +310,20 @@ async fn settle_worker() {
     for _ in 0..40 {
         real_pause().await;
     }
+}
+
+/// Moves the frozen clock in small steps until `done`: a relative sleep registered a little
+/// late (the worker runs on real IO) is still passed, without any real-time wait deciding the
+/// outcome.
+async fn advance_until(mut done: impl AsyncFnMut() -> bool) {
+    for _ in 0..500 {
+        if done().await {
+            return;
+        }
+        tokio::time::advance(Duration::from_millis(10)).await;
+        real_pause().await;
+    }
+    panic!("not done after 5 s of tokio time");
 }
 
 async fn agent_turn_with_actions(app: &TestApp, subscriber: &str, actions: &[StagedAction]) -> i64 {
