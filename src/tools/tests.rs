@@ -66,7 +66,7 @@ fn spec<'a>(specs: &'a [ToolSpec], name: &str) -> &'a ToolSpec {
 
 #[test]
 fn spec_012_verification_1_parameter_schema_rejects_an_unconfigured_id() {
-    let specs = build_specs(&demo_tools());
+    let specs = build_specs(&demo_tools(), true);
     let cases = [
         (
             "send_flow",
@@ -94,14 +94,17 @@ fn spec_012_verification_1_a_tool_with_an_empty_list_is_not_offered() {
         flows: vec![flow("brochure")],
         ..ToolsConfig::default()
     };
-    let names: Vec<String> = build_specs(&tools).into_iter().map(|s| s.name).collect();
+    let names: Vec<String> = build_specs(&tools, true)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
     assert_eq!(names, vec!["send_flow"]);
-    assert!(build_specs(&ToolsConfig::default()).is_empty());
+    assert!(build_specs(&ToolsConfig::default(), true).is_empty());
 }
 
 #[test]
 fn spec_012_the_model_sees_ids_and_descriptions_never_manychat_names() {
-    let rendered = serde_json::to_string(&build_specs(&demo_tools())).unwrap();
+    let rendered = serde_json::to_string(&build_specs(&demo_tools(), true)).unwrap();
     assert!(rendered.contains("brochure") && rendered.contains("The brochure flow."));
     for hidden in [
         "content_brochure_ns",
@@ -127,14 +130,14 @@ fn spec_023_link_sent_is_not_in_the_models_enum() {
         intent: false,
         offering: false,
     });
-    let specs = build_specs(&tools);
+    let specs = build_specs(&tools, true);
     let values = &spec(&specs, "set_field").parameters["properties"]["value"]["enum"];
     assert!(!values.as_array().unwrap().contains(&json!("link_sent")));
 }
 
 #[tokio::test]
 async fn spec_012_verification_2_execute_stages_and_returns_staged_true() {
-    let mut tools = TurnTools::new(config(demo_tools()));
+    let mut tools = TurnTools::without_reads(config(demo_tools()));
     let result = tools
         .call(&call(
             "send_flow",
@@ -155,7 +158,7 @@ async fn spec_012_verification_2_execute_stages_and_returns_staged_true() {
 
 #[tokio::test]
 async fn spec_012_verification_4_ninth_action_is_dropped_over_the_cap() {
-    let mut tools = TurnTools::new(config(demo_tools()));
+    let mut tools = TurnTools::without_reads(config(demo_tools()));
     for n in 0..8 {
         let result = tools
             .call(&call("add_tag", json!({"tag": format!("tag_{n}")})))
@@ -176,7 +179,7 @@ async fn spec_012_verification_4_ninth_action_is_dropped_over_the_cap() {
 
 #[tokio::test]
 async fn spec_012_identical_actions_are_staged_once_in_the_models_order() {
-    let mut tools = TurnTools::new(config(demo_tools()));
+    let mut tools = TurnTools::without_reads(config(demo_tools()));
     tools.call(&call("add_tag", json!({"tag": "tag_2"}))).await;
     tools
         .call(&call(
@@ -196,7 +199,7 @@ async fn spec_012_identical_actions_are_staged_once_in_the_models_order() {
 
 #[tokio::test]
 async fn spec_012_set_field_value_must_belong_to_its_field() {
-    let mut tools = TurnTools::new(config(demo_tools()));
+    let mut tools = TurnTools::without_reads(config(demo_tools()));
     let result = tools
         .call(&call(
             "set_field",
