@@ -11,3 +11,4 @@ mod outbox;
 mod race;
 mod reload;
 mod shutdown;
+mod tools;
