@@ -57,6 +57,9 @@ pub struct TestApp {
     _dir: tempfile::TempDir,
 }
 
+/// An edit of the copied tenant config folder.
+pub type ConfigEdit = Box<dyn FnOnce(&Path) + Send>;
+
 pub struct AppOptions {
     pub model: Arc<dyn Model>,
     /// Extra or replaced environment variables.
@@ -65,7 +68,7 @@ pub struct AppOptions {
     pub tenant: Option<PathBuf>,
     pub reload_on_sighup: bool,
     /// Edits the copied tenant config folder before the app starts.
-    pub edit: Option<Box<dyn FnOnce(&Path) + Send>>,
+    pub edit: Option<ConfigEdit>,
 }
 
 impl AppOptions {
