@@ -335,4 +335,73 @@ mod tests {
         assert_eq!(actions[0].entry.status, ActionStatus::Performed);
         assert_eq!(actions[1].entry.status, ActionStatus::Discarded);
     }
+
+    fn note(id: &str, on_escalation: bool) -> StagedAction {
+        StagedAction::new(
+            "write_note",
+            id,
+            Operation::WriteNote {
+                field: format!("note_{id}"),
+                text: NoteText::clean("Wants a person to call back.", 100).unwrap(),
+                on_escalation,
+            },
+        )
+    }
+
+    fn turn_actions() -> Vec<StagedAction> {
+        vec![
+            StagedAction::new("add_tag", "a", Operation::AddTag { tag: "a".into() }),
+            note("goal", false),
+            note("handoff_summary", true),
+        ]
+    }
+
+    #[test]
+    fn spec_024_on_escalation_note_survives_model_and_confidence_escalations_only() {
+        use EscalationCause::*;
+        for (cause, kept) in [
+            (Model, true),
+            (LowConfidence, true),
+            (Leak, false),
+            (Schema, false),
+            (FieldEcho, false),
+            (Error, false),
+            (Abort, false),
+        ] {
+            let mut actions = turn_actions();
+            let discarded = settle_on_escalation(&mut actions, cause);
+            let statuses: Vec<ActionStatus> = actions.iter().map(|a| a.entry.status).collect();
+            let summary = if kept {
+                ActionStatus::Staged
+            } else {
+                ActionStatus::Discarded
+            };
+            assert_eq!(
+                statuses,
+                vec![ActionStatus::Discarded, ActionStatus::Discarded, summary],
+                "{cause:?}"
+            );
+            assert_eq!(discarded, if kept { 2 } else { 3 }, "{cause:?}");
+            assert_eq!(actions[1].operation, Operation::Cleared, "{cause:?}");
+            assert_eq!(
+                matches!(actions[2].operation, Operation::WriteNote { .. }),
+                kept,
+                "{cause:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn spec_024_a_note_quoted_in_an_error_becomes_note() {
+        let text = NoteText::clean("She said \"bowls\" twice", 100).unwrap();
+        let message = format!(
+            "value {} rejected; raw: {}",
+            serde_json::to_string(text.as_str()).unwrap(),
+            text.as_str()
+        );
+        assert_eq!(
+            without_note(&message, &text),
+            "value \"[note]\" rejected; raw: [note]"
+        );
+    }
 }
