@@ -238,15 +238,20 @@ async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
     let id = queue(&app, "3007", messages(&["One.", "Two."])).await;
     let token = CancellationToken::new();
     let running = tokio::spawn(app.worker.clone().run(token.clone()));
-    for _ in 0..400 {
-        if app.manychat_requests().await.len() == 2 {
-            break;
-        }
+    // Wait as long as it takes: giving up early would cancel before the worker sleeps, and the
+    // frozen clock would then never wake it.
+    while app.manychat_requests().await.len() < 2 {
         real_pause().await;
     }
     // Shutdown arrives while the worker waits the pacing gap before the second message.
     token.cancel();
-    tokio::time::advance(Duration::from_millis(2000)).await;
+    // The second request is recorded before the worker reaches its pacing sleep, so the clock
+    // is moved in steps until the worker is done rather than once (which could precede the
+    // sleep and leave it waiting on a frozen clock).
+    while !running.is_finished() {
+        tokio::time::advance(Duration::from_millis(250)).await;
+        real_pause().await;
+    }
     running.await.unwrap();
     assert_eq!(app.manychat_requests().await.len(), 4);
     let row = app.store.outbox_row(id).await.unwrap().unwrap();
