@@ -10,12 +10,22 @@
 //! Invariants: each action gets exactly one attempt, in staged order, through the shared
 //! ManyChat client and its limiter; a failure is logged at warn with the tool, the configured id
 //! and the ManyChat error kind, never retried (012 § A failed action is logged, never retried).
+//! A note's text is never in an entry, a log line or an error (an error quoting it has it
+//! replaced by `[note]`), and an action settled without being performed forgets its request
+//! ([`Operation::Cleared`]), so a discarded note's text does not outlive its turn in an outbox row.
+//! On an escalation only an `onEscalation` note of a model or confidence escalation stays
+//! staged ([`settle_on_escalation`], 024 § A handoff summary survives).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::agent::EscalationCause;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
+use crate::tools::NoteText;
+
+/// What replaces a note's text in an error message (024).
+pub const NOTE_PLACEHOLDER: &str = "[note]";
 
 /// What became of an action (012's status table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,10 +73,31 @@ pub struct ActionEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Operation {
-    SendFlow { flow_ns: String },
-    AddTag { tag: String },
-    RemoveTag { tag: String },
-    SetField { field: String, value: Value },
+    SendFlow {
+        flow_ns: String,
+    },
+    AddTag {
+        tag: String,
+    },
+    RemoveTag {
+        tag: String,
+    },
+    SetField {
+        field: String,
+        value: Value,
+    },
+    /// write_note (024): a setCustomFieldByName of cleaned text on the note's field; the write
+    /// replaces the field's value.
+    WriteNote {
+        field: String,
+        text: NoteText,
+        /// The note is `onEscalation`: it survives a model or confidence escalation.
+        #[serde(default)]
+        on_escalation: bool,
+    },
+    /// An action that will never be performed (discarded, dropped over the cap, dead-lettered):
+    /// its request is forgotten.
+    Cleared,
 }
 
 /// An action as staged: its record entry and the request that performs it.
@@ -95,6 +126,22 @@ impl StagedAction {
     pub fn with_origin(mut self, origin: &str) -> Self {
         self.entry.origin = Some(origin.to_owned());
         self
+    }
+
+    /// Settles an action that will not be performed with `status`, forgetting its request.
+    pub fn settle_unperformed(&mut self, status: ActionStatus) {
+        self.entry.status = status;
+        self.operation = Operation::Cleared;
+    }
+
+    fn survives_escalation(&self) -> bool {
+        matches!(
+            self.operation,
+            Operation::WriteNote {
+                on_escalation: true,
+                ..
+            }
+        )
     }
 }
 
@@ -145,37 +192,94 @@ pub async fn perform_all(
             Operation::SetField { field, value } => {
                 client.set_field(subscriber, field, value).await
             }
+            Operation::WriteNote { field, text, .. } => {
+                let value = Value::String(text.as_str().to_owned());
+                client.set_field(subscriber, field, &value).await
+            }
+            Operation::Cleared => {
+                // Only a corrupt record can hold a staged action without a request.
+                tracing::warn!(conversation = %conversation, tool = %action.entry.tool, "staged action has no request; skipped");
+                action.entry.status = ActionStatus::Failed;
+                action.entry.error = Some("no request was staged".to_owned());
+                continue;
+            }
         };
         match result {
             Ok(()) => action.entry.status = ActionStatus::Performed,
             Err(error) => {
+                let message = match &action.operation {
+                    Operation::WriteNote { text, .. } => without_note(&error.to_string(), text),
+                    _ => error.to_string(),
+                };
                 tracing::warn!(
                     conversation = %conversation,
                     tool = %action.entry.tool,
                     id = %action.entry.id,
                     error_kind = error.kind(),
-                    error = %error,
+                    error = %message,
                     "action failed; not retried"
                 );
                 action.entry.status = ActionStatus::Failed;
-                action.entry.error = Some(error.to_string());
+                action.entry.error = Some(message);
             }
         }
     }
 }
 
+/// `message` with every quote of the note's text (raw or JSON-escaped) replaced by `[note]`.
+pub fn without_note(message: &str, text: &NoteText) -> String {
+    let raw = text.as_str();
+    let escaped = serde_json::to_string(raw).unwrap_or_default();
+    let escaped = escaped
+        .strip_prefix('"')
+        .and_then(|e| e.strip_suffix('"'))
+        .unwrap_or_default();
+    let mut out = message.to_owned();
+    for quoted in [raw, escaped] {
+        if !quoted.is_empty() {
+            out = out.replace(quoted, NOTE_PLACEHOLDER);
+        }
+    }
+    out
+}
+
 /// Marks every still-staged action with `status` (discarded on escalation, dead_lettered with
-/// its outbox row). Returns how many changed.
+/// its outbox row), forgetting its request. Returns how many changed.
 pub fn settle_staged(actions: &mut [StagedAction], status: ActionStatus) -> usize {
     let mut changed = 0;
     for action in actions
         .iter_mut()
         .filter(|a| a.entry.status == ActionStatus::Staged)
     {
-        action.entry.status = status;
+        action.settle_unperformed(status);
         changed += 1;
     }
     changed
+}
+
+/// Settles a turn's staged actions when it escalates (012 § Guardrails run before any action is
+/// performed, 024 § A handoff summary survives): a `write_note` on an `onEscalation` note stays
+/// `staged`, to be performed after the escalation message, when the model or the confidence
+/// threshold escalated; every other staged action is `discarded`, and on any other cause (leak,
+/// schema, field echo, error) so is the note. Returns how many were discarded. An abort records
+/// no agent turn, so it never reaches here; it is treated like an error all the same.
+pub fn settle_on_escalation(actions: &mut [StagedAction], cause: EscalationCause) -> usize {
+    let handoff_cause = matches!(
+        cause,
+        EscalationCause::Model | EscalationCause::LowConfidence
+    );
+    let mut discarded = 0;
+    for action in actions
+        .iter_mut()
+        .filter(|a| a.entry.status == ActionStatus::Staged)
+    {
+        if handoff_cause && action.survives_escalation() {
+            continue;
+        }
+        action.settle_unperformed(ActionStatus::Discarded);
+        discarded += 1;
+    }
+    discarded
 }
 
 /// The `turns.actions` JSON for a list of actions.
@@ -230,5 +334,74 @@ mod tests {
         assert_eq!(settle_staged(&mut actions, ActionStatus::Discarded), 1);
         assert_eq!(actions[0].entry.status, ActionStatus::Performed);
         assert_eq!(actions[1].entry.status, ActionStatus::Discarded);
+    }
+
+    fn note(id: &str, on_escalation: bool) -> StagedAction {
+        StagedAction::new(
+            "write_note",
+            id,
+            Operation::WriteNote {
+                field: format!("note_{id}"),
+                text: NoteText::clean("Wants a person to call back.", 100).unwrap(),
+                on_escalation,
+            },
+        )
+    }
+
+    fn turn_actions() -> Vec<StagedAction> {
+        vec![
+            StagedAction::new("add_tag", "a", Operation::AddTag { tag: "a".into() }),
+            note("goal", false),
+            note("handoff_summary", true),
+        ]
+    }
+
+    #[test]
+    fn spec_024_on_escalation_note_survives_model_and_confidence_escalations_only() {
+        use EscalationCause::*;
+        for (cause, kept) in [
+            (Model, true),
+            (LowConfidence, true),
+            (Leak, false),
+            (Schema, false),
+            (FieldEcho, false),
+            (Error, false),
+            (Abort, false),
+        ] {
+            let mut actions = turn_actions();
+            let discarded = settle_on_escalation(&mut actions, cause);
+            let statuses: Vec<ActionStatus> = actions.iter().map(|a| a.entry.status).collect();
+            let summary = if kept {
+                ActionStatus::Staged
+            } else {
+                ActionStatus::Discarded
+            };
+            assert_eq!(
+                statuses,
+                vec![ActionStatus::Discarded, ActionStatus::Discarded, summary],
+                "{cause:?}"
+            );
+            assert_eq!(discarded, if kept { 2 } else { 3 }, "{cause:?}");
+            assert_eq!(actions[1].operation, Operation::Cleared, "{cause:?}");
+            assert_eq!(
+                matches!(actions[2].operation, Operation::WriteNote { .. }),
+                kept,
+                "{cause:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn spec_024_a_note_quoted_in_an_error_becomes_note() {
+        let text = NoteText::clean("She said \"bowls\" twice", 100).unwrap();
+        let message = format!(
+            "value {} rejected; raw: {}",
+            serde_json::to_string(text.as_str()).unwrap(),
+            text.as_str()
+        );
+        assert_eq!(
+            without_note(&message, &text),
+            "value \"[note]\" rejected; raw: [note]"
+        );
     }
 }

@@ -112,7 +112,7 @@ async fn observe(
             actions_performed: turn.performed_actions(),
         })
         .collect();
-    let mut tools = TurnTools::new(config.clone());
+    let mut tools = TurnTools::without_reads(config.clone());
     let thought = agent::think(
         model,
         ThinkInput {

@@ -68,3 +68,46 @@ impl Drop for NoticeBody {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+
+    use http_body::Body as _;
+
+    use super::*;
+
+    fn body() -> (NoticeBody, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let body = NoticeBody {
+            bytes: Some(Bytes::from_static(b"{\"version\":\"v2\"}")),
+            notice: Some(tx),
+        };
+        (body, rx)
+    }
+
+    #[tokio::test]
+    async fn spec_012_verification_6_notice_fires_only_after_the_last_frame_is_taken() {
+        let (mut body, mut notice) = body();
+        let mut body = Pin::new(&mut body);
+        assert!(notice.try_recv().is_err(), "nothing sent yet");
+        let frame = poll_fn(|cx| body.as_mut().poll_frame(cx)).await;
+        let data = frame.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&data[..], b"{\"version\":\"v2\"}");
+        assert!(
+            notice.try_recv().is_err(),
+            "the data frame is out, but hyper has not finished with the body"
+        );
+        assert!(body.is_end_stream());
+        assert!(poll_fn(|cx| body.as_mut().poll_frame(cx)).await.is_none());
+        assert_eq!(notice.try_recv(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn spec_012_verification_6_notice_fires_when_the_body_is_dropped_unsent() {
+        let (body, mut notice) = body();
+        assert!(notice.try_recv().is_err());
+        drop(body);
+        assert_eq!(notice.try_recv(), Ok(()));
+    }
+}

@@ -1,53 +1,141 @@
-//! The agent's tools, built from `tools.json` for one turn (spec 012).
+//! The agent's tools for one turn (spec 012, 024, ADR-0016).
+//!
+//! - [`specs`]: the tool specs built from `tools.json`.
+//! - [`notes`]: [`NoteText`], the cleaned and bounded text of a note.
+//! - [`contact`]: the get_contact result, a whitelist of the contact's record.
 //!
 //! Each tool's parameters are enums of configured ids (strict JSON Schema), so the model can
 //! only name what the tenant configured; a tool whose list is empty is not offered. The model
 //! sees ids and descriptions, never a flow namespace, tag or field name. No tool takes a
 //! subscriber: a `TurnTools` belongs to one turn and its actions land on that turn's contact.
 //!
-//! `execute` stages: it records an action and answers `{"staged": true}`; no ManyChat request is
-//! made during the model call. At most `MAX_ACTIONS` actions per turn (the next answers
-//! `{"staged": false}` and is recorded `dropped_over_cap`); identical actions are staged once;
-//! actions keep the model's order.
+//! Invariants:
+//! - Every write stages: `execute` records an action and answers `{"staged": true}`; no ManyChat
+//!   request is made for a write during the model call. At most [`MAX_ACTIONS`] actions per
+//!   turn (the next answers `{"staged": false}` and is recorded `dropped_over_cap`); identical
+//!   actions are staged once; a second note for the same note id replaces the first in its
+//!   slot (a write replaces, 024); actions keep the model's order.
+//! - get_contact is the one tool performed when called (ADR-0016), only on a turn that reads
+//!   history, at most [`MAX_READS`] requests per turn, each bounded by [`READ_TIMEOUT`]; a
+//!   failure, a timeout or a third call answers `{"available": false}` and the turn goes on.
+//!   Note values come back inside the turn's fence, the same one the prompt uses.
+//! - Note text is cleaned when staged, so the outbox holds only what the field will; it is
+//!   never in a result, the record, the final note or a log line.
+
+mod contact;
+mod notes;
+mod specs;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::actions::{ActionStatus, Operation, StagedAction};
-use crate::agent::ToolHost;
-use crate::config::{FieldConfig, FlowRole, TenantConfig, ToolsConfig};
+use crate::agent::{Fence, ToolHost};
+use crate::config::{FlowRole, TenantConfig, ToolsConfig};
+use crate::ids::{ConversationId, SubscriberId};
+use crate::manychat::ManyChatClient;
 use crate::model::{ToolArguments, ToolCall, ToolSpec};
+
+pub use contact::{OTHER_VALUE, contact_view};
+pub use notes::NoteText;
+pub use specs::build_specs;
 
 /// 024 § The loop grows: at most eight actions per turn.
 pub const MAX_ACTIONS: usize = 8;
 
-/// The funnel stage only the server writes (023): never in the model's enum.
-const SERVER_ONLY_STAGE: &str = "link_sent";
+/// 024: a turn reads the contact at most twice.
+pub const MAX_READS: u32 = 2;
 
-/// The tools of one turn, and what they staged.
+/// 024: one read's timeout, limiter wait included, so one slow read cannot consume the race.
+pub const READ_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// What a turn's tools need from the turn.
+pub struct ToolContext {
+    /// The turn's config snapshot.
+    pub config: Arc<TenantConfig>,
+    /// The shared client (and its limiter) a read goes through.
+    pub manychat: ManyChatClient,
+    /// The turn's contact: the only one its tools read or write (C4, C5).
+    pub subscriber: SubscriberId,
+    /// For log lines: the one contact identifier a log may carry.
+    pub conversation: ConversationId,
+    /// The turn reads history (019: bound, or tokens not enforced); only then is get_contact
+    /// offered, since notes hold the contact's words.
+    pub reads_history: bool,
+    /// The turn's fence: the prompt and a read's note values must share it.
+    pub fence: Fence,
+}
+
+/// What a read needs: present only on a turn that may read.
+struct Reader {
+    manychat: ManyChatClient,
+    subscriber: SubscriberId,
+    conversation: ConversationId,
+}
+
+/// The tools of one turn, and what they staged and read.
 pub struct TurnTools {
     config: Arc<TenantConfig>,
     specs: Vec<ToolSpec>,
     actions: Vec<StagedAction>,
     refused: Vec<String>,
+    reader: Option<Reader>,
+    fence: Fence,
+    /// Reads that made a request (the cap counts these).
+    read_attempts: u32,
+    /// Reads that succeeded (`turns.reads`).
+    reads: u32,
+    /// The last successful read's result, for the final step's note.
+    last_read: Option<Value>,
 }
 
 impl TurnTools {
-    pub fn new(config: Arc<TenantConfig>) -> Self {
-        let specs = config.tools.as_ref().map(build_specs).unwrap_or_default();
+    /// The tools of an agent turn.
+    pub fn new(context: ToolContext) -> Self {
+        let reader = context.reads_history.then(|| Reader {
+            manychat: context.manychat,
+            subscriber: context.subscriber,
+            conversation: context.conversation,
+        });
+        Self::build(context.config, reader, context.fence)
+    }
+
+    /// Tools that stage and never make a request, so get_contact is not offered (the eval
+    /// runner: tools are staged, never performed).
+    pub fn without_reads(config: Arc<TenantConfig>) -> Self {
+        Self::build(config, None, Fence::new())
+    }
+
+    fn build(config: Arc<TenantConfig>, reader: Option<Reader>, fence: Fence) -> Self {
+        let specs = config
+            .tools
+            .as_ref()
+            .map(|tools| build_specs(tools, reader.is_some()))
+            .unwrap_or_default();
         Self {
             config,
             specs,
             actions: Vec::new(),
             refused: Vec::new(),
+            reader,
+            fence,
+            read_attempts: 0,
+            reads: 0,
+            last_read: None,
         }
     }
 
     /// Whether any tool is offered this turn (012: `turns.actions` is null otherwise).
     pub fn offered(&self) -> bool {
         !self.specs.is_empty()
+    }
+
+    /// Successful contact reads this turn (`turns.reads`).
+    pub fn reads(&self) -> u32 {
+        self.reads
     }
 
     /// Every action the model staged, in its order, including those dropped over the cap.
@@ -59,8 +147,9 @@ impl TurnTools {
         self.config.tools.as_ref()
     }
 
-    /// Resolves a call to the action it stages, or a refusal the model is told about.
-    fn resolve(&self, name: &str, args: &Value) -> Result<StagedAction, String> {
+    /// Resolves a write to the action it stages, `Ok(None)` for a note left empty by cleaning,
+    /// or a refusal the model is told about.
+    fn resolve(&self, name: &str, args: &Value) -> Result<Option<StagedAction>, String> {
         let tools = self.tools().ok_or("no tools are configured")?;
         let arg = |key: &str| args.get(key).and_then(Value::as_str);
         match name {
@@ -71,13 +160,13 @@ impl TurnTools {
                     .iter()
                     .find(|f| f.id == id && f.role != Some(FlowRole::Opening))
                     .ok_or("unknown flow id")?;
-                Ok(StagedAction::new(
+                Ok(Some(StagedAction::new(
                     "send_flow",
                     &flow.id,
                     Operation::SendFlow {
                         flow_ns: flow.flow_ns.clone(),
                     },
-                ))
+                )))
             }
             "add_tag" | "remove_tag" => {
                 let id = arg("tag").ok_or("tag is required")?;
@@ -95,7 +184,7 @@ impl TurnTools {
                         tag: tag.tag.clone(),
                     }
                 };
-                Ok(StagedAction::new(name, &tag.id, operation))
+                Ok(Some(StagedAction::new(name, &tag.id, operation)))
             }
             "set_field" => {
                 let id = arg("field").ok_or("field is required")?;
@@ -105,7 +194,7 @@ impl TurnTools {
                     .iter()
                     .find(|f| f.id == id)
                     .ok_or("unknown field id")?;
-                if !model_values(field).any(|v| v == value) {
+                if !specs::model_values(field).any(|v| v == value) {
                     return Err(format!("value is not one of {}'s values", field.id));
                 }
                 let mut action = StagedAction::new(
@@ -117,13 +206,48 @@ impl TurnTools {
                     },
                 );
                 action.entry.value = Some(value.to_owned());
-                Ok(action)
+                Ok(Some(action))
+            }
+            "write_note" => {
+                let id = arg("note").ok_or("note is required")?;
+                let raw = arg("text").ok_or("text is required")?;
+                let note = tools
+                    .notes
+                    .iter()
+                    .find(|n| n.id == id)
+                    .ok_or("unknown note id")?;
+                let Some(text) = NoteText::clean(raw, note.max_length as usize) else {
+                    return Ok(None);
+                };
+                let mut action = StagedAction::new(
+                    "write_note",
+                    &note.id,
+                    Operation::WriteNote {
+                        field: note.field.clone(),
+                        text: text.clone(),
+                        on_escalation: note.on_escalation,
+                    },
+                );
+                action.entry.length = Some(text.chars());
+                Ok(Some(action))
             }
             _ => Err("unknown tool".into()),
         }
     }
 
     fn stage(&mut self, action: StagedAction) -> Value {
+        let live = |a: &&mut StagedAction| a.entry.status != ActionStatus::DroppedOverCap;
+        // A write replaces (024): a later note for the same note takes the earlier one's slot.
+        if action.entry.tool == "write_note"
+            && let Some(earlier) = self
+                .actions
+                .iter_mut()
+                .filter(live)
+                .find(|a| a.entry.tool == "write_note" && a.entry.id == action.entry.id)
+        {
+            *earlier = action;
+            return json!({"staged": true});
+        }
         let same = |a: &StagedAction| {
             a.entry.tool == action.entry.tool
                 && a.entry.id == action.entry.id
@@ -140,7 +264,7 @@ impl TurnTools {
             .count();
         if counted >= MAX_ACTIONS {
             let mut dropped = action;
-            dropped.entry.status = ActionStatus::DroppedOverCap;
+            dropped.settle_unperformed(ActionStatus::DroppedOverCap);
             self.refused.push(format!(
                 "{} {} (over the {MAX_ACTIONS}-action limit)",
                 dropped.entry.tool, dropped.entry.id
@@ -150,6 +274,41 @@ impl TurnTools {
         }
         self.actions.push(action);
         json!({"staged": true})
+    }
+
+    /// get_contact: performed now, through the shared client, within the read cap.
+    async fn read(&mut self) -> Value {
+        let unavailable = json!({"available": false});
+        let (Some(reader), Some(tools)) = (&self.reader, self.config.tools.as_ref()) else {
+            // Not offered on this turn: only a misbehaving model gets here.
+            return unavailable;
+        };
+        if self.read_attempts >= MAX_READS {
+            self.refused
+                .push(format!("get_contact (over the {MAX_READS}-read limit)"));
+            return unavailable;
+        }
+        self.read_attempts += 1;
+        match reader
+            .manychat
+            .get_contact(&reader.subscriber, READ_TIMEOUT)
+            .await
+        {
+            Ok(record) => {
+                let view = contact_view(tools, &record, &self.fence);
+                self.reads += 1;
+                self.last_read = Some(view.clone());
+                view
+            }
+            Err(error) => {
+                tracing::warn!(
+                    conversation = %reader.conversation,
+                    error_kind = error.kind(),
+                    "contact read failed; the turn goes on without it"
+                );
+                unavailable
+            }
+        }
     }
 }
 
@@ -166,8 +325,16 @@ impl ToolHost for TurnTools {
                 return json!({"staged": false, "error": "invalid arguments"});
             }
         };
+        if call.name == "get_contact" {
+            return self.read().await;
+        }
         match self.resolve(&call.name, args) {
-            Ok(action) => self.stage(action),
+            Ok(Some(action)) => self.stage(action),
+            Ok(None) => {
+                self.refused
+                    .push(format!("{} (empty after cleaning)", call.name));
+                json!({"staged": false})
+            }
             Err(reason) => {
                 self.refused.push(format!("{} ({reason})", call.name));
                 json!({"staged": false, "error": reason})
@@ -176,7 +343,7 @@ impl ToolHost for TurnTools {
     }
 
     fn final_note(&self) -> Option<String> {
-        if self.actions.is_empty() && self.refused.is_empty() {
+        if self.actions.is_empty() && self.refused.is_empty() && self.last_read.is_none() {
             return None;
         }
         let staged: Vec<String> = self
@@ -195,115 +362,18 @@ impl ToolHost for TurnTools {
                 items.join(", ")
             }
         };
-        Some(format!(
+        let mut note = format!(
             "staged this turn (not yet performed): {}; refused: {}",
             list(&staged),
             list(&self.refused)
-        ))
-    }
-}
-
-/// A field's values as the model may set them: the funnel's server-only stage is left out.
-fn model_values(field: &FieldConfig) -> impl Iterator<Item = &str> {
-    field
-        .values
-        .iter()
-        .map(String::as_str)
-        .filter(move |v| !(field.funnel && *v == SERVER_ONLY_STAGE))
-}
-
-fn described(items: impl Iterator<Item = (String, String)>) -> String {
-    items
-        .map(|(id, description)| format!("- {id}: {description}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn strict_object(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false
-    })
-}
-
-/// The tool specs a config offers (012 § Six tools; get_contact and write_note come with 024).
-pub fn build_specs(tools: &ToolsConfig) -> Vec<ToolSpec> {
-    let mut specs = Vec::new();
-    let flows: Vec<_> = tools
-        .flows
-        .iter()
-        .filter(|f| f.role != Some(FlowRole::Opening))
-        .collect();
-    if !flows.is_empty() {
-        let ids: Vec<&str> = flows.iter().map(|f| f.id.as_str()).collect();
-        specs.push(ToolSpec {
-            name: "send_flow".into(),
-            description: format!(
-                "Send one of the business's prepared flows to the contact, after your reply. \
-                 Say what you are sending; never claim it has arrived. Flows:\n{}",
-                described(flows.iter().map(|f| (f.id.clone(), f.description.clone())))
-            ),
-            parameters: strict_object(
-                json!({
-                    "flow": {"type": "string", "enum": ids},
-                    "contactAsked": {
-                        "type": "boolean",
-                        "description": "true only when this turn's message asked for it"
-                    }
-                }),
-                &["flow", "contactAsked"],
-            ),
-        });
-    }
-    if !tools.tags.is_empty() {
-        let ids: Vec<&str> = tools.tags.iter().map(|t| t.id.as_str()).collect();
-        let list = described(
-            tools
-                .tags
-                .iter()
-                .map(|t| (t.id.clone(), t.description.clone())),
         );
-        for (name, verb) in [("add_tag", "Add"), ("remove_tag", "Remove")] {
-            specs.push(ToolSpec {
-                name: name.into(),
-                description: format!("{verb} a tag on the contact. Tags:\n{list}"),
-                parameters: strict_object(
-                    json!({"tag": {"type": "string", "enum": ids}}),
-                    &["tag"],
-                ),
-            });
+        if let Some(read) = &self.last_read {
+            // The read as the tool returned it: its notes are still inside the fence.
+            note.push_str("; last contact read: ");
+            note.push_str(&read.to_string());
         }
+        Some(note)
     }
-    if !tools.fields.is_empty() {
-        let ids: Vec<&str> = tools.fields.iter().map(|f| f.id.as_str()).collect();
-        let mut values: Vec<&str> = tools.fields.iter().flat_map(model_values).collect();
-        values.sort_unstable();
-        values.dedup();
-        let list = described(tools.fields.iter().map(|f| {
-            let allowed: Vec<&str> = model_values(f).collect();
-            (
-                f.id.clone(),
-                format!("{} Values: {}.", f.description, allowed.join(", ")),
-            )
-        }));
-        specs.push(ToolSpec {
-            name: "set_field".into(),
-            description: format!(
-                "Record one of the listed values in a field of the contact's record. Use only a \
-                 value listed for that field. Fields:\n{list}"
-            ),
-            parameters: strict_object(
-                json!({
-                    "field": {"type": "string", "enum": ids},
-                    "value": {"type": "string", "enum": values}
-                }),
-                &["field", "value"],
-            ),
-        });
-    }
-    specs
 }
 
 #[cfg(test)]

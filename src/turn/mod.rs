@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::actions::{self, ActionStatus, StagedAction};
-use crate::agent::{self, HistoryTurn, ThinkInput, Thought};
+use crate::agent::{self, EscalationCause, HistoryTurn, ThinkInput, Thought};
 use crate::clock::Clock;
 use crate::config::{ConfigHandle, TenantConfig};
 use crate::ids::{ConversationId, SubscriberId};
@@ -36,7 +36,7 @@ use crate::model::Model;
 use crate::outbox::ReplyPayload;
 use crate::store::{Conversation, NewOutboxRow, NewTurn, OutboxKind, Role, Store, StoreError};
 use crate::tokens::{self, TokenService};
-use crate::tools::TurnTools;
+use crate::tools::{ToolContext, TurnTools};
 
 /// How many earlier turns the model sees (018).
 pub const HISTORY_TURNS: i64 = 10;
@@ -580,8 +580,10 @@ impl TurnEngine {
     }
 
     /// Records an escalated agent turn and sets `escalated_at`. The turn's staged actions are
-    /// recorded `discarded` (012); the handoff actions are added as `staged` and returned for
-    /// the caller to perform after the escalation copy is delivered.
+    /// recorded `discarded` (012) but for an `onEscalation` note of a model or confidence
+    /// escalation (024), which stays `staged`; the handoff actions are added as `staged`. The
+    /// whole record is returned for the caller to perform what is staged after the escalation
+    /// copy is delivered, and to write back in full.
     async fn record_escalation(
         &self,
         config: &TenantConfig,
@@ -597,12 +599,16 @@ impl TurnEngine {
             .as_ref()
             .map(|a| a.actions.clone())
             .unwrap_or_default();
-        let discarded = actions::settle_staged(&mut record, ActionStatus::Discarded);
+        let cause = answer
+            .as_ref()
+            .map_or(EscalationCause::None, |a| a.thought.reply.cause);
+        let discarded = actions::settle_on_escalation(&mut record, cause);
         if discarded > 0 {
             tracing::info!(conversation = %conversation.id, discarded, "staged actions discarded on escalation");
         }
         let handoff = actions::handoff_actions(config.rules.handoff.as_ref());
-        record.extend(handoff.iter().cloned());
+        let has_handoff = !handoff.is_empty();
+        record.extend(handoff);
         let mut turn = NewTurn::agent(
             conversation.id,
             &config.rules.messages.escalation,
@@ -614,12 +620,12 @@ impl TurnEngine {
             self.fill_usage(&mut turn, answer);
             self.charge_budget(answer).await;
         }
-        turn.actions = (tools_offered || !handoff.is_empty()).then(|| actions::record(&record));
+        turn.actions = (tools_offered || has_handoff).then(|| actions::record(&record));
         let turn_id = inner.store.record_turn(&turn).await?;
         inner.store.set_escalated(conversation.id, now).await?;
         inner.metrics.turn(outcome);
         tracing::info!(conversation = %conversation.id, outcome, "turn escalated");
-        Ok((turn_id, handoff))
+        Ok((turn_id, record))
     }
 
     fn fill_usage(&self, turn: &mut NewTurn, answer: &Answer) {
@@ -630,6 +636,7 @@ impl TurnEngine {
         turn.cached_tokens = usage.cached_tokens as i64;
         turn.cost_usd = crate::model::pricing::cost_usd(self.inner.model.id(), &usage);
         turn.latency_ms = answer.latency.as_millis() as i64;
+        turn.reads = i64::from(answer.reads);
     }
 
     async fn charge_budget(&self, answer: &Answer) {
@@ -784,6 +791,8 @@ struct Answer {
     latency: Duration,
     /// The turn's place in its conversation's order, released once the answer is settled.
     guard: Option<TurnGuard>,
+    /// 024: successful contact reads this turn.
+    reads: u32,
 }
 
 /// The agent's half of a turn, run in its own task so that it outlives a lost race.
@@ -813,13 +822,24 @@ impl AgentJob {
             temperature: inner.settings.temperature,
             max_messages: 3,
         };
-        let mut tools = TurnTools::new(self.config.clone());
-        let thinking = agent::think(inner.model.as_ref(), input, &mut tools);
+        let fence = agent::Fence::new();
+        let mut tools = TurnTools::new(ToolContext {
+            config: self.config.clone(),
+            manychat: inner.manychat.clone(),
+            subscriber: self.conversation.subscriber_id.clone(),
+            conversation: self.conversation.id,
+            // 024: only a turn that reads history may read the contact.
+            reads_history: self.bound,
+            fence: fence.clone(),
+        });
+        let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
         let settled = match result {
             Ok(thought) => {
+                let reads = tools.reads();
                 let result = Answer {
                     thought,
+                    reads,
                     actions: tools.into_actions(),
                     latency: self.arrived_at.elapsed(),
                     guard: self.guard.take(),

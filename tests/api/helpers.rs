@@ -57,6 +57,9 @@ pub struct TestApp {
     _dir: tempfile::TempDir,
 }
 
+/// An edit of the copied tenant config folder.
+pub type ConfigEdit = Box<dyn FnOnce(&Path) + Send>;
+
 pub struct AppOptions {
     pub model: Arc<dyn Model>,
     /// Extra or replaced environment variables.
@@ -64,6 +67,8 @@ pub struct AppOptions {
     /// Tenant config folder to copy (default: the demo tenant's `config/*.example`).
     pub tenant: Option<PathBuf>,
     pub reload_on_sighup: bool,
+    /// Edits the copied tenant config folder before the app starts.
+    pub edit: Option<ConfigEdit>,
 }
 
 impl AppOptions {
@@ -73,7 +78,13 @@ impl AppOptions {
             env: Vec::new(),
             tenant: None,
             reload_on_sighup: false,
+            edit: None,
         }
+    }
+
+    pub fn edit(mut self, edit: impl FnOnce(&Path) + Send + 'static) -> Self {
+        self.edit = Some(Box::new(edit));
+        self
     }
 
     pub fn env(mut self, name: &'static str, value: impl Into<String>) -> Self {
@@ -115,6 +126,9 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         .clone()
         .unwrap_or_else(|| repo_path("config"));
     copy_tenant(&tenant, &config_dir);
+    if let Some(edit) = options.edit {
+        edit(&config_dir);
+    }
     let database_path = dir.path().join("agent.db");
 
     let mut vars: Vec<(&str, String)> = vec![

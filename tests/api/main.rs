@@ -15,3 +15,4 @@ mod race;
 mod reload;
 mod shutdown;
 mod tokens;
+mod tools;
