@@ -72,10 +72,23 @@ impl SqliteStore {
             })?;
         }
 
-        let pool = SqlitePoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .connect_with(options)
-            .await?;
+        // Two processes opening a fresh file together race to switch it to WAL, which SQLite
+        // answers with "database is locked" without waiting: try again a few times.
+        let mut attempt: u64 = 0;
+        let pool = loop {
+            attempt += 1;
+            match SqlitePoolOptions::new()
+                .max_connections(MAX_CONNECTIONS)
+                .connect_with(options.clone())
+                .await
+            {
+                Ok(pool) => break pool,
+                Err(_) if attempt < 8 => {
+                    tokio::time::sleep(std::time::Duration::from_millis(25 * attempt)).await;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        };
         migrate(&pool).await?;
         Ok(Self { pool })
     }
@@ -87,11 +100,16 @@ impl SqliteStore {
 /// again then finds the migration applied, so a failure is retried a few times before it counts.
 async fn migrate(pool: &SqlitePool) -> Result<()> {
     let migrator = sqlx::migrate!("migrations/sqlite");
-    let mut attempts_left = 3;
+    let mut attempt: u64 = 0;
     loop {
+        attempt += 1;
         match migrator.run(pool).await {
             Ok(()) => return Ok(()),
-            Err(_) if attempts_left > 1 => attempts_left -= 1,
+            // The winner may still be creating `_sqlx_migrations` or committing: wait a little
+            // longer each time before looking again.
+            Err(_) if attempt < 8 => {
+                tokio::time::sleep(std::time::Duration::from_millis(25 * attempt)).await;
+            }
             Err(err) => return Err(err.into()),
         }
     }

@@ -302,6 +302,19 @@ impl TestApp {
         panic!("tasks did not settle");
     }
 
+    /// `settle` for tests on a frozen clock: moves tokio's clock in small steps while tasks are
+    /// pending, so work that waits on it (the ManyChat rate limiter after a burst) can finish.
+    pub async fn settle_advancing(&self) {
+        for _ in 0..400 {
+            if self.tasks.is_empty() {
+                return;
+            }
+            tokio::time::advance(Duration::from_millis(10)).await;
+            real_pause().await;
+        }
+        panic!("tasks did not settle");
+    }
+
     pub fn escalation_copy(&self) -> String {
         self.rules()["messages"]["escalation"]
             .as_str()
@@ -375,4 +388,37 @@ pub async fn let_tasks_run() {
     for _ in 0..50 {
         tokio::task::yield_now().await;
     }
+}
+
+/// Sends a message from a separate task, so a test can move the clock while it is in flight.
+pub fn send_in_background(
+    app: &TestApp,
+    subscriber: &str,
+    text: &str,
+) -> tokio::task::JoinHandle<(u16, Value)> {
+    let http = app.http.clone();
+    let url = app.message_url();
+    let body = json!({"subscriber_id": subscriber, "text": text});
+    tokio::spawn(async move {
+        let response = http
+            .post(url)
+            .bearer_auth(SECRET)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    })
+}
+
+/// Polls `condition` in real time (tokio's clock may be frozen) until it holds.
+pub async fn until(mut condition: impl AsyncFnMut() -> bool) {
+    for _ in 0..600 {
+        if condition().await {
+            return;
+        }
+        real_pause().await;
+    }
+    panic!("condition not reached");
 }

@@ -10,33 +10,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-fn send_in_background(
-    app: &TestApp,
-    subscriber: &'static str,
-    text: &'static str,
-) -> tokio::task::JoinHandle<Value> {
-    let http = app.http.clone();
-    let url = app.message_url();
-    tokio::spawn(async move {
-        let response = http
-            .post(url)
-            .bearer_auth(SECRET)
-            .json(&json!({"subscriber_id": subscriber, "text": text}))
-            .send()
-            .await
-            .unwrap();
-        response.json().await.unwrap_or(Value::Null)
-    })
-}
-
-async fn until(mut condition: impl AsyncFnMut() -> bool) {
-    for _ in 0..600 {
-        if condition().await {
-            return;
-        }
-        real_pause().await;
-    }
-    panic!("condition not reached");
+fn send(app: &TestApp, subscriber: &str, text: &str) -> tokio::task::JoinHandle<Value> {
+    let request = send_in_background(app, subscriber, text);
+    tokio::spawn(async move { request.await.unwrap().1 })
 }
 
 fn user_text(model: &ScriptedModel, call: usize) -> String {
@@ -54,9 +30,9 @@ async fn system_037_a_second_message_waits_for_the_first_turn_and_sees_its_reply
         ScriptStep::ok(reply(reply_json("Second answer."))),
     ]));
     let app = spawn_app(model.clone()).await;
-    let first = send_in_background(&app, "7001", "First question");
+    let first = send(&app, "7001", "First question");
     until(async || model.calls() == 1).await;
-    let second = send_in_background(&app, "7001", "Second question");
+    let second = send(&app, "7001", "Second question");
     for _ in 0..50 {
         real_pause().await;
     }
@@ -101,9 +77,9 @@ async fn system_037_a_turn_that_cannot_start_by_its_deadline_answers_silently_an
         ScriptStep::ok(reply(reply_json("Second answer."))),
     ]));
     let app = spawn_app(model.clone()).await;
-    let first = send_in_background(&app, "7002", "First question");
+    let first = send(&app, "7002", "First question");
     until(async || model.calls() == 1).await;
-    let second = send_in_background(&app, "7002", "Second question");
+    let second = send(&app, "7002", "Second question");
     for _ in 0..50 {
         real_pause().await;
     }
@@ -158,9 +134,9 @@ async fn system_037_order_holds_across_two_instances_sharing_postgres() {
         spawn_app_with(AppOptions::new(first_model.clone()).env("DATABASE_URL", url.clone())).await;
     let two = spawn_app_with(AppOptions::new(second_model.clone()).env("DATABASE_URL", url)).await;
 
-    let first = send_in_background(&one, "7003", "Question to the first instance");
+    let first = send(&one, "7003", "Question to the first instance");
     until(async || first_model.calls() == 1).await;
-    let second = send_in_background(&two, "7003", "Question to the second instance");
+    let second = send(&two, "7003", "Question to the second instance");
     assert_eq!(
         block_texts(&first.await.unwrap()),
         vec!["Answer from the first instance."]

@@ -6,40 +6,9 @@ use std::time::Duration;
 
 use manychat_agent::model::mock::{HangingModel, ScriptStep, ScriptedModel, reply};
 use manychat_agent::store::{NewOutboxRow, OutboxKind, OutboxStatus};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::helpers::*;
-
-/// Sends a message from a separate task so the test can move the clock while it is in flight.
-fn send_in_background(
-    app: &TestApp,
-    subscriber: &'static str,
-    text: &'static str,
-) -> tokio::task::JoinHandle<(u16, Value)> {
-    let http = app.http.clone();
-    let url = app.message_url();
-    tokio::spawn(async move {
-        let response = http
-            .post(url)
-            .bearer_auth(SECRET)
-            .json(&json!({"subscriber_id": subscriber, "text": text}))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
-    })
-}
-
-async fn until(mut condition: impl AsyncFnMut() -> bool) {
-    for _ in 0..400 {
-        if condition().await {
-            return;
-        }
-        real_pause().await;
-    }
-    panic!("condition not reached");
-}
 
 #[tokio::test]
 async fn system_3_4_race_won_replies_inline_and_records_the_turn() {

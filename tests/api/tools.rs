@@ -280,25 +280,25 @@ async fn spec_012_verification_3_each_escalation_path_performs_nothing() {
     assert_eq!(app.manychat_requests().await, vec![]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn spec_012_verification_3_an_aborted_turn_performs_nothing() {
+    let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::from_steps(vec![
         ScriptStep::ok(tool_calls([
             add_tag("interested_wheel"),
             write_note("handoff_summary", "Asked to book; wants a person."),
         ])),
-        ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(30)),
+        ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(60)),
     ]));
-    let app = spawn_app_with(
-        AppOptions::new(model)
-            .env("RACE_DEADLINE_MS", "100")
-            .env("MODEL_ABORT_MS", "300")
-            .edit(without_handoff),
-    )
-    .await;
-    let (status, body) = app.send("5110", "Can I book?").await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_handoff)).await;
+    let request = send_in_background(&app, "5110", "Can I book?");
+    until(async || model.calls() == 2).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (status, body) = request.await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    tokio::time::advance(Duration::from_secs(22)).await;
+    until(async || !app.outbox().await.is_empty()).await;
     app.settle().await;
     assert!(
         app.turns("5110").await.iter().all(|t| t.outcome.is_none()),
@@ -449,8 +449,9 @@ async fn refuse(app: &TestApp, endpoint: &str, message: &str) {
         .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn spec_012_verification_9_each_status_is_written_on_its_path() {
+    let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::from_steps(vec![
         // Inline: performed and failed.
         ScriptStep::ok(tool_calls([
@@ -466,13 +467,13 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
         ScriptStep::ok(answer("All sent.")),
         // Deferred: the race is lost, the actions wait for the worker.
         ScriptStep::ok(tool_calls([set_field("clay_experience", "some")])),
-        ScriptStep::ok(answer("Later.")).after(Duration::from_millis(1200)),
+        ScriptStep::ok(answer("Later.")).after(Duration::from_secs(9)),
     ]));
-    let app = spawn_app_with(AppOptions::new(model).env("RACE_DEADLINE_MS", "800")).await;
+    let app = spawn_app(model.clone()).await;
     refuse(&app, REMOVE_TAG, "Tag not found").await;
 
     app.send("5500", "The wheel course").await;
-    app.settle().await;
+    app.settle_advancing().await;
     let turn = agent_turn(&app, "5500").await;
     assert_eq!(
         turn.actions,
@@ -484,7 +485,7 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
     );
 
     app.send("5501", "I want a person").await;
-    app.settle().await;
+    app.settle_advancing().await;
     let turn = agent_turn(&app, "5501").await;
     assert_eq!(turn.outcome.as_deref(), Some("escalated_model"));
     assert_eq!(
@@ -496,13 +497,19 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
     );
 
     app.send("5502", "Everything please").await;
-    app.settle().await;
+    app.settle_advancing().await;
     let turn = agent_turn(&app, "5502").await;
     assert_eq!(statuses(&turn)[8].1, "dropped_over_cap");
 
-    let (_, body) = app.send("5503", "Some clay, yes").await;
+    let calls = model.calls();
+    let request = send_in_background(&app, "5503", "Some clay, yes");
+    until(async || model.calls() == calls + 2).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (_, body) = request.await.unwrap();
     assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
-    app.settle().await;
+    tokio::time::advance(Duration::from_secs(1)).await;
+    until(async || !app.outbox().await.is_empty()).await;
+    app.settle_advancing().await;
     let turn = agent_turn(&app, "5503").await;
     assert_eq!(turn.outcome.as_deref(), Some("deferred"));
     assert_eq!(statuses(&turn), pairs(&[("clay_experience", "staged")]));
@@ -705,22 +712,34 @@ async fn spec_024_verification_2_notes_inside_the_fence_tags_and_fields_outside(
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn spec_024_verification_3_read_timeout_returns_unavailable_and_the_turn_replies() {
-    // The read's timeout runs on tokio's clock, but the fake ManyChat's delay is real: this test
-    // waits the 1.5 s for real.
+    // The read's timeout runs on tokio's (frozen) clock; the fake ManyChat never answers in time.
+    let _frozen = FrozenClock::freeze();
     let model = steps(vec![tool_calls([get_contact(1)]), answer("Happy to help.")]);
     let app = spawn_app(model.clone()).await;
-    serve_get_info(&app, get_info_fixture(), Duration::from_millis(4000)).await;
-    let started = std::time::Instant::now();
-    let (status, body) = app.send("5900", "Hi").await;
+    serve_get_info(&app, get_info_fixture(), Duration::from_secs(60)).await;
+    let request = send_in_background(&app, "5900", "Hi");
+    until(async || {
+        app.manychat_requests()
+            .await
+            .iter()
+            .any(|r| r.path == GET_INFO)
+    })
+    .await;
+    for _ in 0..20 {
+        real_pause().await;
+    }
+    assert!(!request.is_finished(), "the turn waits for the read");
+    tokio::time::advance(Duration::from_millis(1499)).await;
+    for _ in 0..20 {
+        real_pause().await;
+    }
+    assert_eq!(model.calls(), 1, "still waiting just before 1500 ms");
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let (status, body) = request.await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(block_texts(&body), vec!["Happy to help."]);
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(1450) && waited < Duration::from_millis(3500),
-        "gave up at 1500 ms: {waited:?}"
-    );
     assert_eq!(
         tool_results(&model.requests()[1]),
         vec![json!({"available": false})]
@@ -873,24 +892,24 @@ async fn spec_024_verification_7_on_escalation_note_performed_after_escalation_m
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn spec_024_verification_7_deferred_escalation_carries_the_note_behind_the_message() {
+    let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::from_steps(vec![
         ScriptStep::ok(tool_calls([write_note(
             "handoff_summary",
             "Wants a private lesson.",
         )])),
-        ScriptStep::ok(reply(escalation_json("explicit_request")))
-            .after(Duration::from_millis(1200)),
+        ScriptStep::ok(reply(escalation_json("explicit_request"))).after(Duration::from_secs(9)),
     ]));
-    let app = spawn_app_with(
-        AppOptions::new(model)
-            .env("RACE_DEADLINE_MS", "800")
-            .edit(without_handoff),
-    )
-    .await;
-    let (_, body) = app.send("6200", "Private lessons?").await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_handoff)).await;
+    let request = send_in_background(&app, "6200", "Private lessons?");
+    until(async || model.calls() == 2).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (_, body) = request.await.unwrap();
     assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    until(async || !app.outbox().await.is_empty()).await;
     app.settle().await;
     let turn = agent_turn(&app, "6200").await;
     assert_eq!(statuses(&turn), pairs(&[("handoff_summary", "staged")]));
@@ -909,23 +928,23 @@ async fn spec_024_verification_7_deferred_escalation_carries_the_note_behind_the
     assert_eq!(statuses(&turn), pairs(&[("handoff_summary", "performed")]));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn spec_024_verification_7_abort_never_performs_the_note() {
+    let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::from_steps(vec![
         ScriptStep::ok(tool_calls([write_note(
             "handoff_summary",
             "Wants a private lesson.",
         )])),
-        ScriptStep::ok(reply(escalation_json("explicit_request"))).after(Duration::from_secs(30)),
+        ScriptStep::ok(reply(escalation_json("explicit_request"))).after(Duration::from_secs(60)),
     ]));
-    let app = spawn_app_with(
-        AppOptions::new(model)
-            .env("RACE_DEADLINE_MS", "100")
-            .env("MODEL_ABORT_MS", "300")
-            .edit(without_handoff),
-    )
-    .await;
-    app.send("6300", "Private lessons?").await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_handoff)).await;
+    let request = send_in_background(&app, "6300", "Private lessons?");
+    until(async || model.calls() == 2).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    request.await.unwrap();
+    tokio::time::advance(Duration::from_secs(22)).await;
+    until(async || !app.outbox().await.is_empty()).await;
     app.settle().await;
     assert!(app.turns("6300").await.iter().all(|t| t.outcome.is_none()));
     app.worker.run_once().await.unwrap();
