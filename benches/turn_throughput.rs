@@ -24,10 +24,18 @@ use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "bench-secret-0123456789";
 
-/// An instant model. With `tools`, its first step stages three actions (a flow, a tag, a field)
-/// and its second answers: a tool turn of two model steps.
+/// An instant model. `Tools`: its first step stages three actions (a flow, a tag, a field) and
+/// its second answers. `Read`: its first step reads the contact, its second answers. Both are
+/// turns of two model steps.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Plain,
+    Tools,
+    Read,
+}
+
 struct InstantModel {
-    tools: bool,
+    kind: Kind,
 }
 
 #[async_trait]
@@ -40,7 +48,23 @@ impl Model for InstantModel {
             .messages
             .iter()
             .any(|m| matches!(m, Message::ToolResults { .. }));
-        if self.tools && first_step && !request.tools.is_empty() {
+        if self.kind == Kind::Read && first_step {
+            return Ok(ModelResponse {
+                tool_calls: vec![ToolCall {
+                    id: "1".into(),
+                    name: "get_contact".into(),
+                    arguments: ToolArguments::Valid(json!({})),
+                }],
+                output: None,
+                usage: Usage {
+                    input_tokens: 1200,
+                    output_tokens: 20,
+                    cached_tokens: 1000,
+                },
+                stop: StopReason::ToolCalls,
+            });
+        }
+        if self.kind == Kind::Tools && first_step && !request.tools.is_empty() {
             let call = |id: &str, name: &str, arguments: Value| ToolCall {
                 id: id.into(),
                 name: name.into(),
@@ -154,7 +178,7 @@ async fn start_app(
     dir: &std::path::Path,
     name: &str,
     manychat_base: &str,
-    tools: bool,
+    kind: Kind,
     shutdown: &CancellationToken,
 ) -> String {
     let config = dir.join(format!("config-{name}"));
@@ -190,7 +214,7 @@ async fn start_app(
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let overrides = Overrides {
-        model: Some(Arc::new(InstantModel { tools })),
+        model: Some(Arc::new(InstantModel { kind })),
         manual_worker: true,
         ..Overrides::default()
     };
@@ -239,23 +263,37 @@ fn main() {
         tokio::spawn(async move { axum::serve(listener, bare).await.unwrap() });
 
         // A fake ManyChat that accepts every call (token writes, actions).
-        let fake = Router::new().fallback(|| async { axum::Json(json!({"status": "success"})) });
+        // getInfo answers after 50 ms, like a real ManyChat read.
+        let fake = Router::new()
+            .route(
+                "/fb/subscriber/getInfo",
+                axum::routing::get(|| async {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    axum::Json(json!({"status": "success", "data": {"id": "1",
+                        "tags": [{"id": 1, "name": "interested-wheel"}],
+                        "custom_fields": [{"id": 1, "name": "clay_experience", "value": "some"}]}}))
+                }),
+            )
+            .fallback(|| async { axum::Json(json!({"status": "success"})) });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let manychat_base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, fake).await.unwrap() });
 
         let dir = tempfile::tempdir().unwrap();
         let shutdown = CancellationToken::new();
-        let plain_url = start_app(dir.path(), "plain", &manychat_base, false, &shutdown).await;
-        let tool_url = start_app(dir.path(), "tools", &manychat_base, true, &shutdown).await;
+        let plain_url = start_app(dir.path(), "plain", &manychat_base, Kind::Plain, &shutdown).await;
+        let tool_url = start_app(dir.path(), "tools", &manychat_base, Kind::Tools, &shutdown).await;
+        let read_url = start_app(dir.path(), "read", &manychat_base, Kind::Read, &shutdown).await;
 
         // Warm up both, then measure.
         drive(bare_url.clone(), 200, concurrency).await;
         drive(plain_url.clone(), 200, concurrency).await;
         drive(tool_url.clone(), 200, concurrency).await;
+        drive(read_url.clone(), 200, concurrency).await;
         let bare = drive(bare_url, requests, concurrency).await;
         let real = drive(plain_url, requests, concurrency).await;
         let tools = drive(tool_url, requests, concurrency).await;
+        let read = drive(read_url, requests, concurrency).await;
         println!("requests={requests} concurrency={concurrency}");
         println!(
             "bare handler : {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms",
@@ -279,6 +317,16 @@ fn main() {
             "ratio        : plain turn {:.1}% of the bare handler's throughput; tool turn {:.1}% of the plain turn's",
             100.0 * real.rps / bare.rps,
             100.0 * tools.rps / real.rps
+        );
+        println!(
+            "read turn    : {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  (2 model steps, one getInfo answered in 50 ms)",
+            read.rps,
+            read.p50.as_secs_f64() * 1e3,
+            read.p99.as_secs_f64() * 1e3
+        );
+        println!(
+            "read wait    : read turn p50 - tool turn p50 = {:.2} ms (the getInfo delay is 50 ms)",
+            (read.p50.as_secs_f64() - tools.p50.as_secs_f64()) * 1e3
         );
         println!(
             "added cost   : plain turn +{:.2} ms p50 over bare; tool turn +{:.2} ms p50 over plain",
