@@ -150,3 +150,68 @@ async fn system_037_order_holds_across_two_instances_sharing_postgres() {
         "the second instance waited for the first turn and read its reply"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
+    let Ok(base) = std::env::var("TEST_DATABASE_URL") else {
+        eprintln!("skipped: TEST_DATABASE_URL is not set, the abandon bound is not tested");
+        return;
+    };
+    let _frozen = FrozenClock::freeze();
+    let schema = format!("order_{}", uuid::Uuid::new_v4().simple());
+    let admin = sqlx::PgPool::connect(&base).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options[search_path]={schema}");
+    let model = Arc::new(ScriptedModel::replies([reply_json("Never used.")]));
+    let app = spawn_app_with(AppOptions::new(model.clone()).env("DATABASE_URL", url)).await;
+
+    // Another replica holds this conversation's turn lock and never lets go.
+    let conversation = app.conversation("7004").await;
+    let mut holder = admin.acquire().await.unwrap();
+    let key = i64::from_be_bytes(conversation.id.as_bytes()[..8].try_into().unwrap());
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(key)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let request = send(&app, "7004", "Is anyone there?");
+    // The request has arrived once the contact's first token write (019) reaches ManyChat.
+    until(async || {
+        app.all_manychat_requests()
+            .await
+            .iter()
+            .any(|r| r.body["field_name"] == "ai_token")
+    })
+    .await;
+    for _ in 0..8 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        real_pause().await;
+    }
+    let body = request.await.unwrap();
+    assert!(block_texts(&body).is_empty(), "silent at the deadline");
+    assert!(
+        app.turns("7004").await.is_empty(),
+        "nothing recorded while waiting"
+    );
+
+    // MODEL_ABORT_MS + RACE_DEADLINE_MS = 38 s after arrival, the wait is abandoned.
+    for _ in 0..31 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        real_pause().await;
+    }
+    until(async || !app.outbox().await.is_empty()).await;
+    app.settle().await;
+    assert_eq!(model.calls(), 0);
+    let turns = app.turns("7004").await;
+    assert_eq!(turns[0].text, "Is anyone there?", "the message is not lost");
+    assert_eq!(
+        app.outbox().await[0].payload["messages"],
+        json!([app.escalation_copy()])
+    );
+    drop(holder);
+}
