@@ -124,12 +124,14 @@ impl SqliteStore {
                 .max_connections(READ_CONNECTIONS)
                 .connect_with(options)
                 .await?;
+            migrate(&pool).await?;
             (pool.clone(), pool)
         } else {
             let writer = SqlitePoolOptions::new()
                 .max_connections(1)
                 .connect_with(options.clone())
                 .await?;
+            // Migrations run on the writer, before any reader opens.
             migrate(&writer).await?;
             let readers = SqlitePoolOptions::new()
                 .max_connections(READ_CONNECTIONS)
@@ -137,9 +139,6 @@ impl SqliteStore {
                 .await?;
             (writer, readers)
         };
-        if in_memory {
-            migrate(&pool).await?;
-        }
         let (writes, queue) = mpsc::channel(WRITE_QUEUE);
         tokio::spawn(run_writer(writer, queue));
         Ok(Self { pool, writes })
