@@ -4,33 +4,55 @@
 //! milliseconds (INTEGER), JSON as TEXT written by `serde_json`.
 //!
 //! Invariants: the file and its folder are created on first run; migrations run on connect;
-//! every write that must be atomic against another worker on the same file is a single
-//! statement or one transaction (a single `UPDATE … RETURNING` takes SQLite's write lock before
-//! it reads, so two processes never claim one outbox row); `busy_timeout` makes a writer wait
-//! for the lock rather than fail.
+//! `busy_timeout` makes a writer wait for another process's lock rather than fail.
+//!
+//! Writes and reads take different paths (see docs/PERFORMANCE.md for the measurements):
+//! - every write goes to one in-process **writer task** that owns the only writing connection.
+//!   Writers therefore queue in memory instead of meeting SQLite's busy handler (which sleeps
+//!   in milliseconds), and the task **commits in groups**: the writes that queued while the
+//!   previous commit was syncing run in one `BEGIN IMMEDIATE` transaction, each inside its own
+//!   savepoint, and share one fsync. A caller is answered only after that COMMIT returned, so
+//!   `synchronous = FULL` still means "acknowledged ⇒ on disk". A write that fails is rolled
+//!   back to its savepoint alone; a COMMIT that fails fails every write of the group.
+//! - reads use a separate small pool: WAL lets them run beside the writer, and each read sees
+//!   every write already acknowledged (a read starts after the COMMIT it follows).
+//! - each write method is one job, so its statements are atomic together (one savepoint); a
+//!   job that must be atomic against another process on the same file (`claim_outbox`) is
+//!   safe because `BEGIN IMMEDIATE` takes SQLite's write lock before the job reads.
+//! - an in-memory database (tests) has no second file handle to share, so reads and the writer
+//!   use one pool there.
 
+use std::any::Any;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;
-use sqlx::Row;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
 };
+use sqlx::{Executor, Row};
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::common::{self, after, before, bounded_error, not_found};
+use super::common::{self, after, before, bounded_error, describe, not_found};
 use super::{
     BudgetUsage, ClaimRules, Conversation, ConversationLock, NewOutboxRow, NewTurn, OutboxRow,
     Result, Role, Store, StoreError, Turn,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
-/// Small: SQLite has one writer at a time, so more connections only add readers.
-const MAX_CONNECTIONS: u32 = 4;
+/// Read connections. Writes never use them: they have their own connection in the writer task.
+const READ_CONNECTIONS: u32 = 4;
+/// At most this many queued writes share one transaction, so one group's latency stays bounded.
+const MAX_GROUP: usize = 64;
+/// Writes waiting for the writer task before `write` itself waits (back-pressure, not a limit).
+const WRITE_QUEUE: usize = 1024;
 /// How long a writer waits for another writer's lock before the statement fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -44,11 +66,34 @@ const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model
 const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
      attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at";
 
-/// The SQLite store. Cheap to clone: it is a handle on one connection pool.
+/// The SQLite store. Cheap to clone: a handle on the read pool and the writer task's queue.
 #[derive(Clone)]
 pub struct SqliteStore {
+    /// Reads only.
     pool: SqlitePool,
+    writes: mpsc::Sender<Job>,
 }
+
+/// What a write job hands back: whether its statements succeeded, and its typed result boxed.
+type JobOutput = (bool, Box<dyn Any + Send>);
+type JobRun = Box<
+    dyn for<'c> FnOnce(
+            &'c mut SqliteConnection,
+        ) -> Pin<Box<dyn Future<Output = JobOutput> + Send + 'c>>
+        + Send,
+>;
+/// The answer the writer task sends once the group's fate is known: the job's own boxed
+/// `Result<T>`, or the error that undid the whole group.
+type JobReply = std::result::Result<Box<dyn Any + Send>, StoreError>;
+
+/// One write method's statements, run by the writer task inside the group transaction.
+struct Job {
+    run: JobRun,
+    reply: oneshot::Sender<JobReply>,
+}
+
+/// A write method's body: statements on the writer's connection, inside the group transaction.
+type WriteFuture<'c, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'c>>;
 
 impl SqliteStore {
     /// Opens (creating on first run) the file `url` names, e.g. `sqlite://data/agent.db`, and
@@ -72,25 +117,182 @@ impl SqliteStore {
             })?;
         }
 
-        // Two processes opening a fresh file together race to switch it to WAL, which SQLite
-        // answers with "database is locked" without waiting: try again a few times.
-        let mut attempt: u64 = 0;
-        let pool = loop {
-            attempt += 1;
-            match SqlitePoolOptions::new()
-                .max_connections(MAX_CONNECTIONS)
-                .connect_with(options.clone())
-                .await
-            {
-                Ok(pool) => break pool,
-                Err(_) if attempt < 8 => {
-                    tokio::time::sleep(std::time::Duration::from_millis(25 * attempt)).await;
+        let in_memory = file.to_string_lossy().starts_with("file:");
+        let (writer, pool) = if in_memory {
+            // One pool, so the writer and the readers see the same (shared-cache) database.
+            let pool = SqlitePoolOptions::new()
+                .max_connections(READ_CONNECTIONS)
+                .connect_with(options)
+                .await?;
+            migrate(&pool).await?;
+            (pool.clone(), pool)
+        } else {
+            // Two processes opening a fresh file together race to switch it to WAL, which
+            // SQLite answers with "database is locked" without waiting: try again a few times.
+            let mut attempt: u64 = 0;
+            let writer = loop {
+                attempt += 1;
+                match SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(options.clone())
+                    .await
+                {
+                    Ok(writer) => break writer,
+                    Err(_) if attempt < 8 => {
+                        tokio::time::sleep(std::time::Duration::from_millis(25 * attempt)).await;
+                    }
+                    Err(err) => return Err(err.into()),
                 }
-                Err(err) => return Err(err.into()),
-            }
+            };
+            // Migrations run on the writer, before any reader opens.
+            migrate(&writer).await?;
+            let readers = SqlitePoolOptions::new()
+                .max_connections(READ_CONNECTIONS)
+                .connect_with(options)
+                .await?;
+            (writer, readers)
         };
-        migrate(&pool).await?;
-        Ok(Self { pool })
+        let (writes, queue) = mpsc::channel(WRITE_QUEUE);
+        tokio::spawn(run_writer(writer, queue));
+        Ok(Self { pool, writes })
+    }
+
+    /// Runs `job` on the writer task and answers once the group it ran in has committed.
+    async fn write<T, F>(&self, job: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> WriteFuture<'c, T> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let run: JobRun = Box::new(move |conn| {
+            Box::pin(async move {
+                let result = job(conn).await;
+                (result.is_ok(), Box::new(result) as Box<dyn Any + Send>)
+            })
+        });
+        self.writes
+            .send(Job { run, reply })
+            .await
+            .map_err(|_| writer_gone())?;
+        let output = answer.await.map_err(|_| writer_gone())??;
+        match output.downcast::<Result<T>>() {
+            Ok(result) => *result,
+            Err(_) => Err(StoreError::Database(
+                "the writer answered with an unexpected type".to_owned(),
+            )),
+        }
+    }
+}
+
+fn writer_gone() -> StoreError {
+    StoreError::Database("the database writer is not running".to_owned())
+}
+
+/// The writer task: takes every queued write (up to `MAX_GROUP`) and commits them together.
+/// It ends when every store handle is dropped.
+async fn run_writer(pool: SqlitePool, mut queue: mpsc::Receiver<Job>) {
+    let mut group: VecDeque<Job> = VecDeque::new();
+    loop {
+        if group.is_empty() {
+            match queue.recv().await {
+                Some(job) => group.push_back(job),
+                None => return,
+            }
+        }
+        while group.len() < MAX_GROUP {
+            match queue.try_recv() {
+                Ok(job) => group.push_back(job),
+                Err(_) => break,
+            }
+        }
+        match pool.acquire().await {
+            Ok(mut conn) => run_group(&mut conn, &mut group).await,
+            Err(err) => {
+                tracing::error!(error = %describe(&err), "the database writer has no connection");
+                for job in group.drain(..) {
+                    let _ = job.reply.send(Err(StoreError::from(&err)));
+                }
+            }
+        }
+    }
+}
+
+impl From<&sqlx::Error> for StoreError {
+    fn from(err: &sqlx::Error) -> Self {
+        StoreError::Database(describe(err))
+    }
+}
+
+/// Runs the jobs of `group` in one transaction, one savepoint each, and answers them after the
+/// COMMIT. Jobs left in `group` (the transaction broke before they ran) go in the next group.
+async fn run_group(conn: &mut SqliteConnection, group: &mut VecDeque<Job>) {
+    // The control statements ride together in one call (one round trip to the connection's
+    // thread each): measured, those round trips, not the fsync, were most of a group's time.
+    // IMMEDIATE: the write lock is taken before any job reads, so a job's read-then-write
+    // (`claim_outbox`, `MAX(seq) + 1`) cannot interleave with another process's writer.
+    if let Err(err) = conn.execute("BEGIN IMMEDIATE; SAVEPOINT job").await {
+        // BEGIN may have succeeded before SAVEPOINT failed; nothing ran, so undo it all.
+        let _ = conn.execute("ROLLBACK").await;
+        for job in group.drain(..) {
+            let _ = job.reply.send(Err(StoreError::from(&err)));
+        }
+        return;
+    }
+    let mut ran: Vec<(oneshot::Sender<JobReply>, bool, Box<dyn Any + Send>)> = Vec::new();
+    let mut broken: Option<sqlx::Error> = None;
+    while let Some(job) = group.pop_front() {
+        // Every job starts inside a fresh savepoint named `job`.
+        let fresh = if ran.is_empty() {
+            Ok(())
+        } else {
+            conn.execute("RELEASE job; SAVEPOINT job").await.map(|_| ())
+        };
+        if let Err(err) = fresh {
+            group.push_front(job);
+            broken = Some(err);
+            break;
+        }
+        let (ok, output) = (job.run)(&mut *conn).await;
+        // Undo a failed job alone; the group's other writes stand.
+        let undone = if ok {
+            Ok(())
+        } else {
+            conn.execute("ROLLBACK TO job").await.map(|_| ())
+        };
+        ran.push((job.reply, ok, output));
+        if let Err(err) = undone {
+            broken = Some(err);
+            break;
+        }
+    }
+    let failure = match broken {
+        Some(err) => Some(err),
+        None => conn.execute("RELEASE job; COMMIT").await.err(),
+    };
+    match failure {
+        None => {
+            for (reply, _, output) in ran {
+                let _ = reply.send(Ok(output));
+            }
+        }
+        Some(err) => {
+            // SQLite may already have rolled back; a second ROLLBACK failing changes nothing.
+            let _ = conn.execute("ROLLBACK").await;
+            tracing::warn!(
+                error = %describe(&err),
+                writes = ran.len(),
+                "a group of database writes did not commit"
+            );
+            for (reply, ok, output) in ran {
+                // A job that had failed already carries its own error.
+                let answer = if ok {
+                    Err(StoreError::from(&err))
+                } else {
+                    Ok(output)
+                };
+                let _ = reply.send(answer);
+            }
+        }
     }
 }
 
@@ -245,20 +447,36 @@ impl Store for SqliteStore {
             return Ok(found);
         }
         // Two first messages racing: the loser's insert does nothing and both read the winner.
-        sqlx::query(
-            "INSERT INTO conversations (id, subscriber_id, channel, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?) ON CONFLICT (subscriber_id) DO NOTHING",
-        )
-        .bind(super::new_conversation_id().to_string())
-        .bind(subscriber_id.as_str())
-        .bind(channel)
-        .bind(ms(now))
-        .bind(ms(now))
-        .execute(&self.pool)
-        .await?;
-        self.find_conversation_by_subscriber(subscriber_id)
-            .await?
-            .ok_or_else(|| StoreError::Database("conversation vanished after insert".to_owned()))
+        let subscriber = subscriber_id.as_str().to_owned();
+        let channel = channel.to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO conversations (id, subscriber_id, channel, created_at, \
+                     updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (subscriber_id) DO NOTHING",
+                )
+                .bind(super::new_conversation_id().to_string())
+                .bind(&subscriber)
+                .bind(&channel)
+                .bind(ms(now))
+                .bind(ms(now))
+                .execute(&mut *conn)
+                .await?;
+                let row = sqlx::query(&format!(
+                    "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = ?"
+                ))
+                .bind(&subscriber)
+                .fetch_optional(&mut *conn)
+                .await?;
+                row.as_ref()
+                    .map(conversation_from)
+                    .transpose()?
+                    .ok_or_else(|| {
+                        StoreError::Database("conversation vanished after insert".to_owned())
+                    })
+            })
+        })
+        .await
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
@@ -272,17 +490,23 @@ impl Store for SqliteStore {
     }
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
-        let done =
-            sqlx::query("UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?")
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?",
+                )
                 .bind(ms(at))
                 .bind(ms(at))
                 .bind(id.to_string())
-                .execute(&self.pool)
+                .execute(&mut *conn)
                 .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("conversation"));
-        }
-        Ok(())
+                if done.rows_affected() == 0 {
+                    return Err(not_found("conversation"));
+                }
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn set_token(
@@ -293,18 +517,24 @@ impl Store for SqliteStore {
     ) -> Result<i64> {
         // One statement: the right-hand sides read the row as it was, so the old current hash
         // becomes the previous one.
-        let generation: Option<i64> = sqlx::query_scalar(
-            "UPDATE conversations SET previous_token_hash = token_hash, token_hash = ?, \
-             token_issued_at = ?, token_generation = token_generation + 1, updated_at = ? \
-             WHERE id = ? RETURNING token_generation",
-        )
-        .bind(token_hash)
-        .bind(ms(issued_at))
-        .bind(ms(issued_at))
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
-        generation.ok_or_else(|| not_found("conversation"))
+        let token_hash = token_hash.to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let generation: Option<i64> = sqlx::query_scalar(
+                    "UPDATE conversations SET previous_token_hash = token_hash, token_hash = ?, \
+                     token_issued_at = ?, token_generation = token_generation + 1, \
+                     updated_at = ? WHERE id = ? RETURNING token_generation",
+                )
+                .bind(&token_hash)
+                .bind(ms(issued_at))
+                .bind(ms(issued_at))
+                .bind(id.to_string())
+                .fetch_optional(&mut *conn)
+                .await?;
+                generation.ok_or_else(|| not_found("conversation"))
+            })
+        })
+        .await
     }
 
     async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
@@ -321,62 +551,72 @@ impl Store for SqliteStore {
 
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
         let actions = turn.actions.as_ref().map(json_text).transpose()?;
-        // `seq` is the next integer after the largest: SQLite runs one writer at a time, and
-        // the unique index makes the MAX a single lookup.
-        let insert = sqlx::query_scalar::<_, i64>(
-            "INSERT INTO turns (seq, conversation_id, role, text, outcome, model, bound, \
-             actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
-             created_at) \
-             VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM turns), \
-                     ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-             RETURNING id",
-        )
-        .bind(turn.conversation_id.to_string())
-        .bind(turn.role.as_str())
-        .bind(&turn.text)
-        .bind(&turn.outcome)
-        .bind(&turn.model)
-        .bind(turn.bound)
-        .bind(actions)
-        .bind(turn.reads)
-        .bind(turn.input_tokens)
-        .bind(turn.output_tokens)
-        .bind(turn.cached_tokens)
-        .bind(turn.cost_usd)
-        .bind(turn.latency_ms)
-        .bind(ms(turn.created_at));
-        if turn.role == Role::Agent {
-            // A single statement is atomic on its own; no transaction to pay for.
-            return Ok(insert.fetch_one(&self.pool).await?);
-        }
-        let mut tx = self.pool.begin().await?;
-        let id = insert.fetch_one(&mut *tx).await?;
-        sqlx::query(
-            "UPDATE conversations SET \
-             last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
-             turn_count = turn_count + ?2, \
-             updated_at = ?1 \
-             WHERE id = ?3",
-        )
-        .bind(ms(turn.created_at))
-        .bind(i64::from(turn.bound))
-        .bind(turn.conversation_id.to_string())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(id)
+        let turn = turn.clone();
+        // One job: the insert and the conversation update commit together (one savepoint).
+        self.write(move |conn| {
+            Box::pin(async move {
+                // `seq` is the next integer after the largest: one writer runs at a time, and
+                // the unique index makes the MAX a single lookup.
+                let id = sqlx::query_scalar::<_, i64>(
+                    "INSERT INTO turns (seq, conversation_id, role, text, outcome, model, bound, \
+                     actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, \
+                     latency_ms, created_at) \
+                     VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM turns), \
+                             ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                     RETURNING id",
+                )
+                .bind(turn.conversation_id.to_string())
+                .bind(turn.role.as_str())
+                .bind(&turn.text)
+                .bind(&turn.outcome)
+                .bind(&turn.model)
+                .bind(turn.bound)
+                .bind(actions)
+                .bind(turn.reads)
+                .bind(turn.input_tokens)
+                .bind(turn.output_tokens)
+                .bind(turn.cached_tokens)
+                .bind(turn.cost_usd)
+                .bind(turn.latency_ms)
+                .bind(ms(turn.created_at))
+                .fetch_one(&mut *conn)
+                .await?;
+                if turn.role == Role::User {
+                    sqlx::query(
+                        "UPDATE conversations SET \
+                         last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
+                         turn_count = turn_count + ?2, \
+                         updated_at = ?1 \
+                         WHERE id = ?3",
+                    )
+                    .bind(ms(turn.created_at))
+                    .bind(i64::from(turn.bound))
+                    .bind(turn.conversation_id.to_string())
+                    .execute(&mut *conn)
+                    .await?;
+                }
+                Ok(id)
+            })
+        })
+        .await
     }
 
     async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
-        let done = sqlx::query("UPDATE turns SET actions = ? WHERE id = ?")
-            .bind(json_text(actions)?)
-            .bind(turn_id)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("turn"));
-        }
-        Ok(())
+        let actions = json_text(actions)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query("UPDATE turns SET actions = ? WHERE id = ?")
+                    .bind(&actions)
+                    .bind(turn_id)
+                    .execute(&mut *conn)
+                    .await?;
+                if done.rows_affected() == 0 {
+                    return Err(not_found("turn"));
+                }
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
@@ -440,25 +680,34 @@ impl Store for SqliteStore {
         subscriber_id: &SubscriberId,
         window_start: DateTime<Utc>,
     ) -> Result<i64> {
-        let count: i64 = sqlx::query_scalar(
-            "INSERT INTO rate_counters (subscriber_id, window_start, count) VALUES (?, ?, 1) \
-             ON CONFLICT (subscriber_id, window_start) DO UPDATE SET count = count + 1 \
-             RETURNING count",
-        )
-        .bind(subscriber_id.as_str())
-        .bind(ms(window_start))
-        .fetch_one(&self.pool)
-        .await?;
-        if count == 1 {
-            // A new window began: the contact's older windows will never be read again, and a
-            // subscriber id is personal data, so they go (once per window, not per turn).
-            sqlx::query("DELETE FROM rate_counters WHERE subscriber_id = ? AND window_start < ?")
-                .bind(subscriber_id.as_str())
+        let subscriber = subscriber_id.as_str().to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let count: i64 = sqlx::query_scalar(
+                    "INSERT INTO rate_counters (subscriber_id, window_start, count) \
+                     VALUES (?, ?, 1) ON CONFLICT (subscriber_id, window_start) \
+                     DO UPDATE SET count = count + 1 RETURNING count",
+                )
+                .bind(&subscriber)
                 .bind(ms(window_start))
-                .execute(&self.pool)
+                .fetch_one(&mut *conn)
                 .await?;
-        }
-        Ok(count)
+                if count == 1 {
+                    // A new window began: the contact's older windows will never be read
+                    // again, and a subscriber id is personal data, so they go (once per
+                    // window, not per turn).
+                    sqlx::query(
+                        "DELETE FROM rate_counters WHERE subscriber_id = ? AND window_start < ?",
+                    )
+                    .bind(&subscriber)
+                    .bind(ms(window_start))
+                    .execute(&mut *conn)
+                    .await?;
+                }
+                Ok(count)
+            })
+        })
+        .await
     }
 
     async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage> {
@@ -473,40 +722,57 @@ impl Store for SqliteStore {
     }
 
     async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES (?, ?, ?) \
-             ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens, \
-             cost_usd = cost_usd + excluded.cost_usd",
-        )
-        .bind(day_key(day))
-        .bind(tokens)
-        .bind(cost_usd)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES (?, ?, ?) \
+                     ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens, \
+                     cost_usd = cost_usd + excluded.cost_usd",
+                )
+                .bind(day_key(day))
+                .bind(tokens)
+                .bind(cost_usd)
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
-             next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?) RETURNING id",
-        )
-        .bind(row.conversation_id.to_string())
-        .bind(row.subscriber_id.as_str())
-        .bind(row.kind.as_str())
-        .bind(json_text(&row.payload)?)
-        .bind(ms(row.next_attempt_at))
-        .bind(ms(row.created_at))
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(id)
+        let payload = json_text(&row.payload)?;
+        let conversation_id = row.conversation_id.to_string();
+        let subscriber = row.subscriber_id.as_str().to_owned();
+        let kind = row.kind.as_str();
+        let (next_attempt_at, created_at) = (ms(row.next_attempt_at), ms(row.created_at));
+        self.write(move |conn| {
+            Box::pin(async move {
+                let id: i64 = sqlx::query_scalar(
+                    "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
+                     next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?) \
+                     RETURNING id",
+                )
+                .bind(&conversation_id)
+                .bind(&subscriber)
+                .bind(kind)
+                .bind(&payload)
+                .bind(next_attempt_at)
+                .bind(created_at)
+                .fetch_one(&mut *conn)
+                .await?;
+                Ok(id)
+            })
+        })
+        .await
     }
 
     async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>> {
-        // One statement, so SQLite takes its write lock before reading: a second worker on the
-        // same file waits (busy_timeout) and then sees these rows as `delivering`. The
-        // `IN (SELECT …)` is evaluated once, before any row changes.
-        let rows = sqlx::query(&format!(
+        // On the writer, whose group transaction began IMMEDIATE: SQLite's write lock is held
+        // before this reads, so a second worker on the same file waits (busy_timeout) and then
+        // sees these rows as `delivering`. The `IN (SELECT …)` is evaluated once, before any
+        // row changes.
+        let sql = format!(
             "UPDATE outbox SET status = 'delivering', lease_until = ?1, attempts = attempts + 1 \
              WHERE id IN (\
                  SELECT o.id FROM outbox o \
@@ -523,13 +789,20 @@ impl Store for SqliteStore {
                                       AND d.delivered_at > ?3))) \
                  ORDER BY o.id LIMIT ?4) \
              RETURNING {OUTBOX_COLUMNS}"
-        ))
-        .bind(ms(after(rules.now, rules.lease)))
-        .bind(ms(rules.now))
-        .bind(ms(before(rules.now, rules.reply_gap)))
-        .bind(rules.limit.max(0))
-        .fetch_all(&self.pool)
-        .await?;
+        );
+        let rows = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query(&sql)
+                        .bind(ms(after(rules.now, rules.lease)))
+                        .bind(ms(rules.now))
+                        .bind(ms(before(rules.now, rules.reply_gap)))
+                        .bind(rules.limit.max(0))
+                        .fetch_all(&mut *conn)
+                        .await?)
+                })
+            })
+            .await?;
         let mut claimed = rows.iter().map(outbox_from).collect::<Result<Vec<_>>>()?;
         // RETURNING has no defined order.
         claimed.sort_by_key(|row| row.id);
@@ -537,50 +810,67 @@ impl Store for SqliteStore {
     }
 
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE outbox SET status = 'delivered', delivered_at = ?, lease_until = NULL \
-             WHERE id = ?",
-        )
-        .bind(ms(at))
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("outbox row"));
-        }
-        Ok(())
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE outbox SET status = 'delivered', delivered_at = ?, lease_until = NULL \
+                         WHERE id = ?",
+                )
+                .bind(ms(at))
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Err(not_found("outbox row"));
+                }
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE outbox SET status = 'pending', next_attempt_at = ?, last_error = ?, \
-             lease_until = NULL WHERE id = ?",
-        )
-        .bind(ms(next_attempt_at))
-        .bind(bounded_error(error))
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("outbox row"));
-        }
-        Ok(())
+        let error = bounded_error(error).to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE outbox SET status = 'pending', next_attempt_at = ?, last_error = ?, \
+                         lease_until = NULL WHERE id = ?",
+                )
+                .bind(ms(next_attempt_at))
+                .bind(&error)
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Err(not_found("outbox row"));
+                }
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn mark_failed(&self, id: i64, error: &str, at: DateTime<Utc>) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE outbox SET status = 'failed', last_error = ?, failed_at = ?, \
-             lease_until = NULL WHERE id = ?",
-        )
-        .bind(bounded_error(error))
-        .bind(ms(at))
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("outbox row"));
-        }
-        Ok(())
+        let error = bounded_error(error).to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE outbox SET status = 'failed', last_error = ?, failed_at = ?, \
+                         lease_until = NULL WHERE id = ?",
+                )
+                .bind(&error)
+                .bind(ms(at))
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Err(not_found("outbox row"));
+                }
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
@@ -677,5 +967,100 @@ mod tests {
             .await
             .expect("connect");
         store.ping().await.expect("ping");
+    }
+
+    fn instant() -> DateTime<Utc> {
+        DateTime::from_timestamp_millis(1_770_000_000_000).expect("an instant")
+    }
+
+    /// Writes that queue together commit together; one that fails (here a turn for a
+    /// conversation that does not exist) is undone alone and the others stand.
+    #[tokio::test]
+    async fn system_8_a_failed_write_among_concurrent_writes_undoes_only_itself() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let url = format!("sqlite://{}/agent.db", dir.path().display());
+        let store = SqliteStore::connect(&url).await.expect("connect");
+        let subscriber = SubscriberId::parse("5550002").expect("digits");
+        let conversation = store
+            .conversation_for(&subscriber, "whatsapp", instant())
+            .await
+            .expect("conversation_for");
+        let unknown = super::super::new_conversation_id();
+
+        let mut writes = tokio::task::JoinSet::new();
+        for n in 0..10 {
+            let store = store.clone();
+            let turn = NewTurn::user(conversation.id, format!("message {n}"), true, instant());
+            writes.spawn(async move { store.record_turn(&turn).await.is_ok() });
+        }
+        {
+            let store = store.clone();
+            let orphan = NewTurn::user(unknown, "orphan", true, instant());
+            writes.spawn(async move { store.record_turn(&orphan).await.is_ok() });
+        }
+        let mut succeeded = 0;
+        while let Some(done) = writes.join_next().await {
+            succeeded += usize::from(done.expect("the write task finished"));
+        }
+
+        assert_eq!(succeeded, 10, "only the orphan turn fails");
+        assert_eq!(store.turns(conversation.id).await.expect("turns").len(), 10);
+        assert!(store.turns(unknown).await.expect("turns").is_empty());
+        let reread = store
+            .conversation(conversation.id)
+            .await
+            .expect("read")
+            .expect("the conversation exists");
+        assert_eq!(
+            reread.turn_count, 10,
+            "each user turn's update committed with it"
+        );
+        // The writer still serves writes after a failure.
+        store
+            .add_budget(instant().date_naive(), 5, 0.01)
+            .await
+            .expect("a later write");
+        assert_eq!(
+            store
+                .budget(instant().date_naive())
+                .await
+                .expect("budget")
+                .tokens,
+            5
+        );
+    }
+
+    /// A write is acknowledged only after its group committed: another process on the same
+    /// file (a separate store, its own connections) reads it as soon as the call returns.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn system_8_every_acknowledged_write_is_visible_to_another_process() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let url = format!("sqlite://{}/agent.db", dir.path().display());
+        let store = SqliteStore::connect(&url).await.expect("connect");
+        let other = SqliteStore::connect(&url)
+            .await
+            .expect("connect a second time");
+        let subscriber = SubscriberId::parse("5550003").expect("digits");
+        let conversation = store
+            .conversation_for(&subscriber, "whatsapp", instant())
+            .await
+            .expect("conversation_for");
+
+        let mut writes = tokio::task::JoinSet::new();
+        for n in 0..24 {
+            let (store, other) = (store.clone(), other.clone());
+            let turn = NewTurn::user(conversation.id, format!("message {n}"), true, instant());
+            writes.spawn(async move {
+                let id = store.record_turn(&turn).await.expect("record_turn");
+                let seen = other.turn(id).await.expect("read from the other store");
+                seen.map(|t| t.text) == Some(turn.text)
+            });
+        }
+        while let Some(done) = writes.join_next().await {
+            assert!(
+                done.expect("the write task finished"),
+                "an acknowledged turn is readable elsewhere"
+            );
+        }
     }
 }
