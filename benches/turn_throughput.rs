@@ -191,6 +191,13 @@ async fn start_app(
             std::fs::copy(from, config.join(file)).unwrap();
         }
     }
+    // The demo tenant's daily budget (1M tokens) would be spent after ~800 instant turns and
+    // every later turn would escalate before the model: lift it so every turn is a real turn.
+    let rules_path = config.join("rules.json");
+    let mut rules: Value =
+        serde_json::from_str(&std::fs::read_to_string(&rules_path).unwrap()).unwrap();
+    rules["budget"] = json!({"dailyTokenCap": 1_000_000_000_000u64, "dailyCostCapUsd": 1_000_000});
+    std::fs::write(&rules_path, rules.to_string()).unwrap();
     let vars = [
         ("MANYCHAT_SHARED_SECRET", SECRET.to_owned()),
         ("PUBLIC_BASE_URL", "https://bench.example.test".to_owned()),
