@@ -113,6 +113,10 @@ struct Inner {
     order: TurnOrder,
     /// 019: issues and writes contact tokens beside the model call.
     tokens: TokenService,
+    /// The static prompt prefix of the config snapshot it was built from: built once per
+    /// snapshot, not per turn, so providers' prompt caches see identical bytes and the hot path
+    /// does not rebuild it.
+    prefix: std::sync::Mutex<Option<(Arc<TenantConfig>, Arc<str>)>>,
 }
 
 impl TurnEngine {
@@ -133,6 +137,7 @@ impl TurnEngine {
                 settings,
                 config,
                 order: TurnOrder::new(store.clone()),
+                prefix: std::sync::Mutex::new(None),
                 tokens: TokenService::new(store.clone(), manychat.clone(), token_field, clock),
                 store,
                 model,
@@ -414,6 +419,23 @@ impl TurnEngine {
             messages: Vec::new(),
             after: None,
         })
+    }
+
+    /// `agent::static_prefix` of `config`, cached for the snapshot in force.
+    fn static_prefix(&self, config: &Arc<TenantConfig>) -> Arc<str> {
+        let mut cached = self
+            .inner
+            .prefix
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((snapshot, prefix)) = cached.as_ref()
+            && Arc::ptr_eq(snapshot, config)
+        {
+            return prefix.clone();
+        }
+        let prefix: Arc<str> = Arc::from(agent::static_prefix(config));
+        *cached = Some((config.clone(), prefix.clone()));
+        prefix
     }
 
     /// Performs actions after the response was written, and records their outcome.
@@ -811,7 +833,7 @@ struct AgentJob {
 impl AgentJob {
     async fn run(mut self, answer: oneshot::Sender<Answer>, abort_at: Instant) {
         let inner = &self.engine.inner;
-        let static_prefix = agent::static_prefix(&self.config);
+        let static_prefix = self.engine.static_prefix(&self.config);
         let input = ThinkInput {
             config: &self.config,
             static_prefix: &static_prefix,
