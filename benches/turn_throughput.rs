@@ -125,7 +125,23 @@ struct Measured {
     p99: Duration,
 }
 
+/// CPU time (user + system) this process has used so far, from /proc/self/stat (Linux).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Fields 14 and 15 of the file (utime, stime) are 12 and 13 after the name; 100 ticks/s.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
 async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
+    let cpu_before = cpu_time();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency)
         .build()
@@ -166,6 +182,12 @@ async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
     let elapsed = started.elapsed();
     latencies.sort();
     let pick = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    let cpu = cpu_time() - cpu_before;
+    eprintln!(
+        "cpu per request {:.0} us ({:.2} cores)",
+        cpu.as_secs_f64() * 1e6 / latencies.len() as f64,
+        cpu.as_secs_f64() / elapsed.as_secs_f64()
+    );
     Measured {
         rps: latencies.len() as f64 / elapsed.as_secs_f64(),
         p50: pick(0.50),
@@ -333,6 +355,11 @@ fn main() {
 
         let bare = drive(bare_url, requests, concurrency).await;
         let real = drive(plain_url, requests, concurrency).await;
+        if std::env::var("BENCH_ONLY_PLAIN").is_ok() {
+            println!("bare {:.0} plain {:.0} p50 {:.2} ms ratio {:.1}%", bare.rps, real.rps, real.p50.as_secs_f64()*1e3, 100.0*real.rps/bare.rps);
+            shutdown.cancel();
+            return;
+        }
         let tools = drive(tool_url.clone(), requests, concurrency).await;
         // ManyChat allows 10 getInfo per second per key, and every request goes through the
         // service's shared limiter: the read turns are paced under that limit (one at a time,

@@ -1,9 +1,9 @@
-//! What both backends share: turning driver errors into `StoreError` without data, reading the
-//! stored enum names back, and the time arithmetic of claims.
+//! What both backends share: turning sqlx (Postgres) errors into `StoreError` without data,
+//! reading the stored enum names back, and the time arithmetic of claims. (SQLite's driver
+//! errors are described in `sqlite.rs`.)
 //!
-//! Invariant (C5): no text built here contains a bound value or a stored value. Driver messages
-//! are kept only where they cannot quote one (SQLite's name schema objects, never values);
-//! Postgres errors are reduced to their SQLSTATE, constraint and table.
+//! Invariant (C5): no text built here contains a bound value or a stored value: Postgres errors
+//! are reduced to their SQLSTATE, constraint and table.
 
 use std::time::Duration;
 
@@ -57,9 +57,6 @@ pub(super) fn describe(err: &sqlx::Error) -> String {
             }
             if let Some(table) = db.table() {
                 text.push_str(&format!(" on table {table}"));
-            }
-            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
-                text.push_str(&format!(": {}", db.message()));
             }
             text
         }

@@ -3,58 +3,63 @@
 //! Owns the SQLite dialect of every `Store` operation. Timestamps are stored as unix
 //! milliseconds (INTEGER), JSON as TEXT written by `serde_json`.
 //!
-//! Invariants: the file and its folder are created on first run; migrations run on connect;
-//! `busy_timeout` makes a writer wait for another process's lock rather than fail.
+//! # One thread owns the connection
 //!
-//! Writes and reads take different paths (see docs/PERFORMANCE.md for the measurements):
-//! - every write goes to one in-process **writer task** that owns the only writing connection.
-//!   Writers therefore queue in memory instead of meeting SQLite's busy handler (which sleeps
-//!   in milliseconds), and the task **commits in groups**: the writes that queued while the
-//!   previous commit was syncing run in one `BEGIN IMMEDIATE` transaction, each inside its own
-//!   savepoint, and share one fsync. A caller is answered only after that COMMIT returned, so
-//!   `synchronous = FULL` still means "acknowledged ⇒ on disk". A write that fails is rolled
-//!   back to its savepoint alone; a COMMIT that fails fails every write of the group.
-//! - reads use a separate small pool: WAL lets them run beside the writer, and each read sees
-//!   every write already acknowledged (a read starts after the COMMIT it follows).
-//! - each write method is one job, so its statements are atomic together (one savepoint); a
-//!   job that must be atomic against another process on the same file (`claim_outbox`) is
-//!   safe because `BEGIN IMMEDIATE` takes SQLite's write lock before the job reads.
-//! - an in-memory database (tests) has no second file handle to share, so reads and the writer
-//!   use one pool there.
+//! Every call is a job run on one dedicated OS thread that owns the process's only SQLite
+//! connection (see docs/PERFORMANCE.md for the measurements that led here). SQLite is a
+//! synchronous library: run on its own thread, a job's statements execute back to back from a
+//! warm page cache and a cache of prepared statements, with one hand-over to the thread and one
+//! answer per call, rather than one cross-thread round trip per statement.
+//!
+//! - **Writes commit in groups.** The thread takes every job that queued while it was busy
+//!   (up to `MAX_GROUP` writes), runs the writes in one `BEGIN IMMEDIATE` transaction, each
+//!   inside its own savepoint, and answers each only after COMMIT returned. So
+//!   `synchronous = FULL` still means "acknowledged ⇒ on disk", and one fsync serves the whole
+//!   group. A write that fails is rolled back to its savepoint alone; a COMMIT that fails fails
+//!   every write of the group.
+//! - **Reads run before the group**, outside its transaction, and are answered at once: they
+//!   see every write already acknowledged, never one that might still roll back.
+//! - Each write method is one job, so its statements are atomic together (one savepoint). A job
+//!   that must be atomic against another process on the same file (`claim_outbox`) is safe
+//!   because `BEGIN IMMEDIATE` takes SQLite's write lock before the job reads; `busy_timeout`
+//!   makes the thread wait for another process's lock rather than fail.
+//!
+//! Invariants: the file and its folder are created on first run; migrations run on connect,
+//! once, even when two processes open a fresh file together; the thread ends when the last
+//! handle on the store is dropped.
 
-use std::any::Any;
-use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
-use std::str::FromStr;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
+use rusqlite::{Connection, Row, params};
 use serde_json::Value;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
-};
-use sqlx::{Executor, Row};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::common::{self, after, before, bounded_error, describe, not_found};
+use super::common::{self, after, before, bounded_error, not_found};
 use super::{
     BudgetUsage, ClaimRules, Conversation, ConversationLock, NewOutboxRow, NewTurn, OutboxRow,
     Result, Role, Store, StoreError, Turn,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
-/// Read connections. Writes never use them: they have their own connection in the writer task.
-const READ_CONNECTIONS: u32 = 4;
 /// At most this many queued writes share one transaction, so one group's latency stays bounded.
 const MAX_GROUP: usize = 64;
-/// Writes waiting for the writer task before `write` itself waits (back-pressure, not a limit).
-const WRITE_QUEUE: usize = 1024;
-/// How long a writer waits for another writer's lock before the statement fails.
+/// How long a writer waits for another process's lock before the statement fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Prepared statements kept per connection: every statement this module runs fits.
+const STATEMENT_CACHE: usize = 64;
+
+/// The schema, in order. `every_migration_file_is_listed` keeps this list and
+/// `migrations/sqlite/` in step.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "init",
+    include_str!("../../migrations/sqlite/0001_init.sql"),
+)];
 
 const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, escalated_at, \
      last_message_at, token_hash, previous_token_hash, token_issued_at, token_generation, \
@@ -66,254 +71,393 @@ const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model
 const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
      attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at";
 
-/// The SQLite store. Cheap to clone: a handle on the read pool and the writer task's queue.
+/// The SQLite store. Cheap to clone: a handle on the database thread's queue.
 #[derive(Clone)]
 pub struct SqliteStore {
-    /// Reads only.
-    pool: SqlitePool,
-    writes: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Job>,
 }
 
-/// What a write job hands back: whether its statements succeeded, and its typed result boxed.
-type JobOutput = (bool, Box<dyn Any + Send>);
-type JobRun = Box<
-    dyn for<'c> FnOnce(
-            &'c mut SqliteConnection,
-        ) -> Pin<Box<dyn Future<Output = JobOutput> + Send + 'c>>
-        + Send,
->;
-/// The answer the writer task sends once the group's fate is known: the job's own boxed
-/// `Result<T>`, or the error that undid the whole group.
-type JobReply = std::result::Result<Box<dyn Any + Send>, StoreError>;
+/// How a write job's caller is answered once the group's fate is known (`Err`: the group did
+/// not commit).
+type Answer = Box<dyn FnOnce(std::result::Result<(), StoreError>) + Send>;
 
-/// One write method's statements, run by the writer task inside the group transaction.
-struct Job {
-    run: JobRun,
-    reply: oneshot::Sender<JobReply>,
+/// A write waiting for the database thread.
+trait WriteJob: Send {
+    /// Runs the job's statements inside the group transaction: whether they succeeded, and how
+    /// to answer once the group committed or failed.
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Answer);
+    /// Answers without running (the group's transaction could not begin).
+    fn fail(self: Box<Self>, error: StoreError);
 }
 
-/// A write method's body: statements on the writer's connection, inside the group transaction.
-type WriteFuture<'c, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'c>>;
+struct PendingWrite<T, F> {
+    job: F,
+    reply: oneshot::Sender<Result<T>>,
+}
+
+impl<T, F> WriteJob for PendingWrite<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Answer) {
+        let PendingWrite { job, reply } = *self;
+        let result = job(conn);
+        let ok = result.is_ok();
+        let answer: Answer = Box::new(move |group| {
+            let _ = reply.send(match group {
+                // A job that had failed already carries its own error.
+                Err(error) if ok => Err(error),
+                _ => result,
+            });
+        });
+        (ok, answer)
+    }
+
+    fn fail(self: Box<Self>, error: StoreError) {
+        let _ = self.reply.send(Err(error));
+    }
+}
+
+enum Job {
+    /// Runs outside any transaction and answers its caller itself.
+    Read(Box<dyn FnOnce(&Connection) + Send>),
+    /// Runs inside the group transaction; answered after COMMIT.
+    Write(Box<dyn WriteJob>),
+}
+
+/// Where the database lives, from `DATABASE_URL`.
+#[derive(Debug, Clone, PartialEq)]
+enum Location {
+    File(PathBuf),
+    Memory,
+}
+
+fn location(url: &str) -> Result<Location> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .ok_or(StoreError::UnsupportedUrl)?;
+    if rest.contains('?') {
+        return Err(StoreError::Database(
+            "DATABASE_URL: options after `?` are not supported for SQLite".to_owned(),
+        ));
+    }
+    match rest {
+        ":memory:" => Ok(Location::Memory),
+        "" => Err(StoreError::Database(
+            "DATABASE_URL: the SQLite URL names no file".to_owned(),
+        )),
+        path => Ok(Location::File(PathBuf::from(path))),
+    }
+}
 
 impl SqliteStore {
     /// Opens (creating on first run) the file `url` names, e.g. `sqlite://data/agent.db`, and
     /// runs the migrations. `sqlite::memory:` opens a private in-memory database.
     pub async fn connect(url: &str) -> Result<Self> {
-        let options = SqliteConnectOptions::from_str(url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(BUSY_TIMEOUT)
-            // FULL (SQLite's default, made explicit): a committed outbox row or turn survives a
-            // power cut, which NORMAL does not promise in WAL mode.
-            .synchronous(SqliteSynchronous::Full)
-            .foreign_keys(true);
-
-        let file = options.get_filename();
-        // In-memory databases are named `file:…` by sqlx and have no folder to create.
-        let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
-        if let Some(parent) = parent.filter(|_| !file.to_string_lossy().starts_with("file:")) {
+        let location = location(url)?;
+        if let Location::File(path) = &location
+            && let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        {
             tokio::fs::create_dir_all(parent).await.map_err(|e| {
                 StoreError::Database(format!("cannot create the database folder: {}", e.kind()))
             })?;
         }
-
-        let in_memory = file.to_string_lossy().starts_with("file:");
-        let (writer, pool) = if in_memory {
-            // One pool, so the writer and the readers see the same (shared-cache) database.
-            let pool = SqlitePoolOptions::new()
-                .max_connections(READ_CONNECTIONS)
-                .connect_with(options)
-                .await?;
-            migrate(&pool).await?;
-            (pool.clone(), pool)
-        } else {
-            // Two processes opening a fresh file together race to switch it to WAL, which
-            // SQLite answers with "database is locked" without waiting: try again a few times.
-            let mut attempt: u64 = 0;
-            let writer = loop {
-                attempt += 1;
-                match SqlitePoolOptions::new()
-                    .max_connections(1)
-                    .connect_with(options.clone())
-                    .await
-                {
-                    Ok(writer) => break writer,
-                    Err(_) if attempt < 8 => {
-                        tokio::time::sleep(std::time::Duration::from_millis(25 * attempt)).await;
-                    }
-                    Err(err) => return Err(err.into()),
-                }
-            };
-            // Migrations run on the writer, before any reader opens.
-            migrate(&writer).await?;
-            let readers = SqlitePoolOptions::new()
-                .max_connections(READ_CONNECTIONS)
-                .connect_with(options)
-                .await?;
-            (writer, readers)
-        };
-        let (writes, queue) = mpsc::channel(WRITE_QUEUE);
-        tokio::spawn(run_writer(writer, queue));
-        Ok(Self { pool, writes })
+        // Opening may wait on another process (the WAL switch, migrations): off the runtime.
+        let conn = tokio::task::spawn_blocking(move || open(&location))
+            .await
+            .map_err(|_| StoreError::Database("the database opener panicked".to_owned()))??;
+        let (jobs, queue) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("sqlite".to_owned())
+            .spawn(move || run(conn, queue))
+            .map_err(|e| {
+                StoreError::Database(format!("cannot start the database thread: {}", e.kind()))
+            })?;
+        Ok(Self { jobs })
     }
 
-    /// Runs `job` on the writer task and answers once the group it ran in has committed.
+    /// Runs `job` on the database thread, outside any transaction.
+    async fn read<T, F>(&self, job: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job = Job::Read(Box::new(move |conn| {
+            let _ = reply.send(job(conn));
+        }));
+        self.jobs.send(job).map_err(|_| thread_gone())?;
+        answer.await.map_err(|_| thread_gone())?
+    }
+
+    /// Runs `job` inside the next group transaction and answers once that group committed.
     async fn write<T, F>(&self, job: F) -> Result<T>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut SqliteConnection) -> WriteFuture<'c, T> + Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let run: JobRun = Box::new(move |conn| {
-            Box::pin(async move {
-                let result = job(conn).await;
-                (result.is_ok(), Box::new(result) as Box<dyn Any + Send>)
-            })
-        });
-        self.writes
-            .send(Job { run, reply })
-            .await
-            .map_err(|_| writer_gone())?;
-        let output = answer.await.map_err(|_| writer_gone())??;
-        match output.downcast::<Result<T>>() {
-            Ok(result) => *result,
-            Err(_) => Err(StoreError::Database(
-                "the writer answered with an unexpected type".to_owned(),
-            )),
-        }
+        let job = Job::Write(Box::new(PendingWrite { job, reply }));
+        self.jobs.send(job).map_err(|_| thread_gone())?;
+        answer.await.map_err(|_| thread_gone())?
     }
 }
 
-fn writer_gone() -> StoreError {
-    StoreError::Database("the database writer is not running".to_owned())
+fn thread_gone() -> StoreError {
+    StoreError::Database("the database thread is not running".to_owned())
 }
 
-/// The writer task: takes every queued write (up to `MAX_GROUP`) and commits them together.
-/// It ends when every store handle is dropped.
-async fn run_writer(pool: SqlitePool, mut queue: mpsc::Receiver<Job>) {
-    let mut group: VecDeque<Job> = VecDeque::new();
-    loop {
-        if group.is_empty() {
-            match queue.recv().await {
-                Some(job) => group.push_back(job),
-                None => return,
+impl From<rusqlite::Error> for StoreError {
+    fn from(err: rusqlite::Error) -> Self {
+        StoreError::Database(describe(&err))
+    }
+}
+
+/// A description of a driver error that carries no bound or stored value (C5): SQLite's own
+/// messages name schema objects (tables, columns, constraints), never values; everything else
+/// is reduced to its kind.
+fn describe(err: &rusqlite::Error) -> String {
+    use rusqlite::ErrorCode;
+    match err {
+        rusqlite::Error::SqliteFailure(failure, message) => {
+            let kind = match failure.code {
+                ErrorCode::ConstraintViolation => "constraint violation",
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => "database is locked",
+                ErrorCode::DiskFull => "disk full",
+                ErrorCode::SystemIoFailure => "i/o error",
+                ErrorCode::ReadOnly => "database is read-only",
+                ErrorCode::CannotOpen => "cannot open the database file",
+                ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => "database file is corrupt",
+                _ => "database error",
+            };
+            let mut text = format!("{kind} (code {})", failure.extended_code);
+            if let Some(message) = message {
+                text.push_str(": ");
+                text.push_str(message);
             }
+            text
         }
-        while group.len() < MAX_GROUP {
-            match queue.try_recv() {
-                Ok(job) => group.push_back(job),
-                Err(_) => break,
-            }
+        rusqlite::Error::QueryReturnedNoRows => "row not found".to_owned(),
+        rusqlite::Error::InvalidColumnType(index, ..) => format!("cannot decode column {index}"),
+        rusqlite::Error::FromSqlConversionFailure(index, ..) => {
+            format!("cannot decode column {index}")
         }
-        match pool.acquire().await {
-            Ok(mut conn) => run_group(&mut conn, &mut group).await,
-            Err(err) => {
-                tracing::error!(error = %describe(&err), "the database writer has no connection");
-                for job in group.drain(..) {
-                    let _ = job.reply.send(Err(StoreError::from(&err)));
-                }
-            }
+        rusqlite::Error::IntegralValueOutOfRange(index, _) => {
+            format!("column {index} is out of range")
         }
+        rusqlite::Error::InvalidColumnIndex(index) => format!("no column {index}"),
+        rusqlite::Error::InvalidColumnName(name) => format!("no column {name}"),
+        rusqlite::Error::InvalidParameterCount(..) => "wrong number of parameters".to_owned(),
+        rusqlite::Error::ToSqlConversionFailure(_) => "cannot encode a value".to_owned(),
+        rusqlite::Error::InvalidPath(_) => "invalid database path".to_owned(),
+        _ => "database driver error".to_owned(),
     }
 }
 
-impl From<&sqlx::Error> for StoreError {
-    fn from(err: &sqlx::Error) -> Self {
-        StoreError::Database(describe(err))
-    }
-}
-
-/// Runs the jobs of `group` in one transaction, one savepoint each, and answers them after the
-/// COMMIT. Jobs left in `group` (the transaction broke before they ran) go in the next group.
-async fn run_group(conn: &mut SqliteConnection, group: &mut VecDeque<Job>) {
-    // The control statements ride together in one call (one round trip to the connection's
-    // thread each): measured, those round trips, not the fsync, were most of a group's time.
-    // IMMEDIATE: the write lock is taken before any job reads, so a job's read-then-write
-    // (`claim_outbox`, `MAX(seq) + 1`) cannot interleave with another process's writer.
-    if let Err(err) = conn.execute("BEGIN IMMEDIATE; SAVEPOINT job").await {
-        // BEGIN may have succeeded before SAVEPOINT failed; nothing ran, so undo it all.
-        let _ = conn.execute("ROLLBACK").await;
-        for job in group.drain(..) {
-            let _ = job.reply.send(Err(StoreError::from(&err)));
-        }
-        return;
-    }
-    let mut ran: Vec<(oneshot::Sender<JobReply>, bool, Box<dyn Any + Send>)> = Vec::new();
-    let mut broken: Option<sqlx::Error> = None;
-    while let Some(job) = group.pop_front() {
-        // Every job starts inside a fresh savepoint named `job`.
-        let fresh = if ran.is_empty() {
-            Ok(())
-        } else {
-            conn.execute("RELEASE job; SAVEPOINT job").await.map(|_| ())
-        };
-        if let Err(err) = fresh {
-            group.push_front(job);
-            broken = Some(err);
-            break;
-        }
-        let (ok, output) = (job.run)(&mut *conn).await;
-        // Undo a failed job alone; the group's other writes stand.
-        let undone = if ok {
-            Ok(())
-        } else {
-            conn.execute("ROLLBACK TO job").await.map(|_| ())
-        };
-        ran.push((job.reply, ok, output));
-        if let Err(err) = undone {
-            broken = Some(err);
-            break;
-        }
-    }
-    let failure = match broken {
-        Some(err) => Some(err),
-        None => conn.execute("RELEASE job; COMMIT").await.err(),
+/// Opens the connection, sets it up and runs the migrations.
+fn open(location: &Location) -> Result<Connection> {
+    let conn = match location {
+        Location::Memory => Connection::open_in_memory()?,
+        Location::File(path) => open_file(path)?,
     };
-    match failure {
-        None => {
-            for (reply, _, output) in ran {
-                let _ = reply.send(Ok(output));
-            }
-        }
-        Some(err) => {
-            // SQLite may already have rolled back; a second ROLLBACK failing changes nothing.
-            let _ = conn.execute("ROLLBACK").await;
-            tracing::warn!(
-                error = %describe(&err),
-                writes = ran.len(),
-                "a group of database writes did not commit"
-            );
-            for (reply, ok, output) in ran {
-                // A job that had failed already carries its own error.
-                let answer = if ok {
-                    Err(StoreError::from(&err))
-                } else {
-                    Ok(output)
-                };
-                let _ = reply.send(answer);
-            }
-        }
-    }
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // FULL (SQLite's default, made explicit): a committed outbox row or turn survives a power
+    // cut, which NORMAL does not promise in WAL mode.
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
+    migrate(&conn)?;
+    Ok(conn)
 }
 
-/// Runs the embedded migrations. sqlx takes no lock on SQLite, so two processes opening a fresh
-/// file together (`serve` beside `worker`) can both decide a migration is missing; the loser's
-/// transaction fails once the winner's commits ("table already exists") and rolls back. Running
-/// again then finds the migration applied, so a failure is retried a few times before it counts.
-async fn migrate(pool: &SqlitePool) -> Result<()> {
-    let migrator = sqlx::migrate!("migrations/sqlite");
+/// Opens a file in WAL mode. Two processes opening a fresh file together race to switch it to
+/// WAL, which SQLite answers with "database is locked" without waiting: try again a few times.
+fn open_file(path: &Path) -> Result<Connection> {
     let mut attempt: u64 = 0;
     loop {
         attempt += 1;
-        match migrator.run(pool).await {
-            Ok(()) => return Ok(()),
-            // The winner may still be creating `_sqlx_migrations` or committing: wait a little
-            // longer each time before looking again.
-            Err(_) if attempt < 8 => {
-                tokio::time::sleep(std::time::Duration::from_millis(25 * attempt)).await;
+        let opened = Connection::open(path).and_then(|conn| {
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+            Ok((conn, mode))
+        });
+        match opened {
+            Ok((conn, mode)) if mode.eq_ignore_ascii_case("wal") => return Ok(conn),
+            Ok(_) => {
+                return Err(StoreError::Database(
+                    "the database file cannot use WAL mode".to_owned(),
+                ));
             }
+            Err(_) if attempt < 8 => std::thread::sleep(Duration::from_millis(25 * attempt)),
             Err(err) => return Err(err.into()),
         }
+    }
+}
+
+/// Applies the migrations not yet applied, in one `BEGIN IMMEDIATE` transaction: a second
+/// process opening the file at the same time waits for the first and then finds them applied.
+/// A file created by an earlier build (which kept its bookkeeping in `_sqlx_migrations`) is
+/// adopted as it is.
+fn migrate(conn: &Connection) -> Result<()> {
+    let failed = |err: rusqlite::Error| StoreError::Migration(describe(&err));
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(failed)?;
+    let applied = (|| -> rusqlite::Result<()> {
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (\
+                 version INTEGER PRIMARY KEY NOT NULL, \
+                 description TEXT NOT NULL, \
+                 applied_at INTEGER NOT NULL)",
+        )?;
+        let earlier_build: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master \
+             WHERE type = 'table' AND name = '_sqlx_migrations')",
+            [],
+            |r| r.get(0),
+        )?;
+        if earlier_build {
+            conn.execute(
+                "INSERT OR IGNORE INTO schema_migrations (version, description, applied_at) \
+                 SELECT version, description, 0 FROM _sqlx_migrations WHERE success = 1",
+                [],
+            )?;
+        }
+        for (version, description, sql) in MIGRATIONS {
+            let done: bool = conn.query_row(
+                "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?)",
+                [version],
+                |r| r.get(0),
+            )?;
+            if done {
+                continue;
+            }
+            conn.execute_batch(sql)?;
+            conn.execute(
+                "INSERT INTO schema_migrations (version, description, applied_at) \
+                 VALUES (?, ?, ?)",
+                params![version, description, Utc::now().timestamp_millis()],
+            )?;
+        }
+        Ok(())
+    })();
+    match applied {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(failed),
+        Err(err) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(failed(err))
+        }
+    }
+}
+
+/// The database thread: takes every queued job, answers the reads, commits the writes as one
+/// group. Ends when every store handle is dropped.
+fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
+    let mut writes = Vec::new();
+    loop {
+        let Ok(first) = queue.recv() else { return };
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Read(read) => read(&conn),
+                Job::Write(write) => writes.push(write),
+            }
+            if writes.len() < MAX_GROUP {
+                next = queue.try_recv().ok();
+            }
+        }
+        if !writes.is_empty() {
+            run_group(&conn, &mut writes);
+        }
+    }
+}
+
+/// Runs `writes` in one transaction, one savepoint each, and answers them after the COMMIT.
+/// Writes left in `writes` (the transaction broke before they ran) go in the next group.
+fn run_group(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
+    // IMMEDIATE: the write lock is taken before any job reads, so a job's read-then-write
+    // (`claim_outbox`, `MAX(seq) + 1`) cannot interleave with another process's writer.
+    if let Err(err) = execute(conn, "BEGIN IMMEDIATE") {
+        let error = StoreError::from(err);
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for write in writes.drain(..) {
+            write.fail(clone_error(&error));
+        }
+        return;
+    }
+    let mut ran: Vec<(bool, Answer)> = Vec::with_capacity(writes.len());
+    let mut broken: Option<StoreError> = None;
+    let mut queue = std::mem::take(writes).into_iter();
+    for write in queue.by_ref() {
+        if let Err(err) = execute(conn, "SAVEPOINT job") {
+            broken = Some(err.into());
+            writes.push(write);
+            break;
+        }
+        let (ok, answer) = write.run(conn);
+        // Undo a failed job alone; the group's other writes stand. A failure that ended the
+        // whole transaction (SQLite rolls back by itself on some errors) breaks the group.
+        let undone = if ok {
+            execute(conn, "RELEASE job")
+        } else if conn.is_autocommit() {
+            Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                Some("the transaction was rolled back".to_owned()),
+            ))
+        } else {
+            execute(conn, "ROLLBACK TO job").and_then(|()| execute(conn, "RELEASE job"))
+        };
+        ran.push((ok, answer));
+        if let Err(err) = undone {
+            broken = Some(err.into());
+            break;
+        }
+    }
+    writes.extend(queue);
+    let failure = match broken {
+        Some(error) => Some(error),
+        None => execute(conn, "COMMIT").err().map(StoreError::from),
+    };
+    match failure {
+        None => {
+            for (_, answer) in ran {
+                answer(Ok(()));
+            }
+        }
+        Some(error) => {
+            // SQLite may already have rolled back; a second ROLLBACK failing changes nothing.
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            tracing::warn!(
+                error = %error,
+                writes = ran.len(),
+                "a group of database writes did not commit"
+            );
+            for (_, answer) in ran {
+                answer(Err(clone_error(&error)));
+            }
+        }
+    }
+    // Writes the broken transaction never reached run in a group of their own.
+    if !writes.is_empty() {
+        run_group(conn, writes);
+    }
+}
+
+/// A cached control statement (`BEGIN`, `SAVEPOINT`, …): no parsing on the hot path.
+fn execute(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
+}
+
+fn clone_error(error: &StoreError) -> StoreError {
+    match error {
+        StoreError::Database(text) => StoreError::Database(text.clone()),
+        StoreError::Migration(text) => StoreError::Migration(text.clone()),
+        StoreError::UnsupportedUrl => StoreError::UnsupportedUrl,
+        StoreError::Corrupt(text) => StoreError::Corrupt(text.clone()),
     }
 }
 
@@ -347,77 +491,129 @@ fn day_key(day: NaiveDate) -> String {
     day.format("%Y-%m-%d").to_string()
 }
 
-fn conversation_from(row: &SqliteRow) -> Result<Conversation> {
+/// A TEXT column read without copying.
+fn text<'r>(row: &'r Row<'_>, index: usize) -> Result<&'r str> {
+    Ok(row
+        .get_ref(index)?
+        .as_str()
+        .map_err(rusqlite::Error::from)?)
+}
+
+/// Columns in the order of `CONVERSATION_COLUMNS`.
+fn conversation_from(row: &Row<'_>) -> Result<Conversation> {
     Ok(Conversation {
-        id: uuid(row.try_get::<&str, _>("id")?)?,
-        subscriber_id: common::subscriber(row.try_get::<&str, _>("subscriber_id")?)?,
-        channel: row.try_get("channel")?,
-        turn_count: row.try_get("turn_count")?,
-        escalated_at: opt_time(row.try_get("escalated_at")?)?,
-        last_message_at: opt_time(row.try_get("last_message_at")?)?,
-        token_hash: row.try_get("token_hash")?,
-        previous_token_hash: row.try_get("previous_token_hash")?,
-        token_issued_at: opt_time(row.try_get("token_issued_at")?)?,
-        token_generation: row.try_get("token_generation")?,
-        offering: row.try_get("offering")?,
-        opening_sent_at: opt_time(row.try_get("opening_sent_at")?)?,
-        created_at: time(row.try_get("created_at")?)?,
-        updated_at: time(row.try_get("updated_at")?)?,
+        id: uuid(text(row, 0)?)?,
+        subscriber_id: common::subscriber(text(row, 1)?)?,
+        channel: row.get(2)?,
+        turn_count: row.get(3)?,
+        escalated_at: opt_time(row.get(4)?)?,
+        last_message_at: opt_time(row.get(5)?)?,
+        token_hash: row.get(6)?,
+        previous_token_hash: row.get(7)?,
+        token_issued_at: opt_time(row.get(8)?)?,
+        token_generation: row.get(9)?,
+        offering: row.get(10)?,
+        opening_sent_at: opt_time(row.get(11)?)?,
+        created_at: time(row.get(12)?)?,
+        updated_at: time(row.get(13)?)?,
     })
 }
 
-fn turn_from(row: &SqliteRow) -> Result<Turn> {
-    let actions: Option<&str> = row.try_get("actions")?;
+/// Columns in the order of `TURN_COLUMNS`.
+fn turn_from(row: &Row<'_>) -> Result<Turn> {
+    let actions: Option<&str> = row
+        .get_ref(8)?
+        .as_str_or_null()
+        .map_err(rusqlite::Error::from)?;
     Ok(Turn {
-        id: row.try_get("id")?,
-        seq: row.try_get("seq")?,
-        conversation_id: uuid(row.try_get::<&str, _>("conversation_id")?)?,
-        role: common::role(row.try_get::<&str, _>("role")?)?,
-        text: row.try_get("text")?,
-        outcome: row.try_get("outcome")?,
-        model: row.try_get("model")?,
-        bound: row.try_get("bound")?,
+        id: row.get(0)?,
+        seq: row.get(1)?,
+        conversation_id: uuid(text(row, 2)?)?,
+        role: common::role(text(row, 3)?)?,
+        text: row.get(4)?,
+        outcome: row.get(5)?,
+        model: row.get(6)?,
+        bound: row.get(7)?,
         actions: actions.map(json).transpose()?,
-        reads: row.try_get("reads")?,
-        input_tokens: row.try_get("input_tokens")?,
-        output_tokens: row.try_get("output_tokens")?,
-        cached_tokens: row.try_get("cached_tokens")?,
-        cost_usd: row.try_get("cost_usd")?,
-        latency_ms: row.try_get("latency_ms")?,
-        created_at: time(row.try_get("created_at")?)?,
+        reads: row.get(9)?,
+        input_tokens: row.get(10)?,
+        output_tokens: row.get(11)?,
+        cached_tokens: row.get(12)?,
+        cost_usd: row.get(13)?,
+        latency_ms: row.get(14)?,
+        created_at: time(row.get(15)?)?,
     })
 }
 
-fn outbox_from(row: &SqliteRow) -> Result<OutboxRow> {
+/// Columns in the order of `OUTBOX_COLUMNS`.
+fn outbox_from(row: &Row<'_>) -> Result<OutboxRow> {
     Ok(OutboxRow {
-        id: row.try_get("id")?,
-        conversation_id: uuid(row.try_get::<&str, _>("conversation_id")?)?,
-        subscriber_id: common::subscriber(row.try_get::<&str, _>("subscriber_id")?)?,
-        kind: common::outbox_kind(row.try_get::<&str, _>("kind")?)?,
-        payload: json(row.try_get::<&str, _>("payload")?)?,
-        status: common::outbox_status(row.try_get::<&str, _>("status")?)?,
-        attempts: row.try_get("attempts")?,
-        next_attempt_at: time(row.try_get("next_attempt_at")?)?,
-        last_error: row.try_get("last_error")?,
-        lease_until: opt_time(row.try_get("lease_until")?)?,
-        created_at: time(row.try_get("created_at")?)?,
-        delivered_at: opt_time(row.try_get("delivered_at")?)?,
+        id: row.get(0)?,
+        conversation_id: uuid(text(row, 1)?)?,
+        subscriber_id: common::subscriber(text(row, 2)?)?,
+        kind: common::outbox_kind(text(row, 3)?)?,
+        payload: json(text(row, 4)?)?,
+        status: common::outbox_status(text(row, 5)?)?,
+        attempts: row.get(6)?,
+        next_attempt_at: time(row.get(7)?)?,
+        last_error: row.get(8)?,
+        lease_until: opt_time(row.get(9)?)?,
+        created_at: time(row.get(10)?)?,
+        delivered_at: opt_time(row.get(11)?)?,
     })
 }
 
-impl SqliteStore {
-    async fn find_conversation_by_subscriber(
-        &self,
-        subscriber_id: &SubscriberId,
-    ) -> Result<Option<Conversation>> {
-        let row = sqlx::query(&format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = ?"
-        ))
-        .bind(subscriber_id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(conversation_from).transpose()
+/// Runs a cached query and maps every row (a mapping error stops at the first bad row).
+fn query_all<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    map: impl Fn(&Row<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let mut rows = statement.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(map(row)?);
     }
+    Ok(out)
+}
+
+/// Runs a cached query and maps its first row, if any.
+fn query_one<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    map: impl Fn(&Row<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let mut rows = statement.query(params)?;
+    match rows.next()? {
+        Some(row) => map(row).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Runs a cached statement that must change a row; `what` names the row for the error.
+fn update_one(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    what: &'static str,
+) -> Result<()> {
+    match conn.prepare_cached(sql)?.execute(params)? {
+        0 => Err(not_found(what)),
+        _ => Ok(()),
+    }
+}
+
+fn conversation_by_subscriber(conn: &Connection, subscriber: &str) -> Result<Option<Conversation>> {
+    query_one(
+        conn,
+        &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = ?"),
+        [subscriber],
+        conversation_from,
+    )
 }
 
 #[async_trait]
@@ -427,8 +623,12 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        self.read(|conn| {
+            conn.prepare_cached("SELECT 1")?
+                .query_row([], |r| r.get::<_, i64>(0))?;
+            Ok(())
+        })
+        .await
     }
 
     async fn lock_conversation(&self, _id: ConversationId) -> Result<ConversationLock> {
@@ -443,68 +643,55 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<Conversation> {
         // The common case, a returning contact, is one read; the insert only on first contact.
-        if let Some(found) = self.find_conversation_by_subscriber(subscriber_id).await? {
+        let subscriber = subscriber_id.as_str().to_owned();
+        let lookup = subscriber.clone();
+        if let Some(found) = self
+            .read(move |conn| conversation_by_subscriber(conn, &lookup))
+            .await?
+        {
             return Ok(found);
         }
         // Two first messages racing: the loser's insert does nothing and both read the winner.
-        let subscriber = subscriber_id.as_str().to_owned();
         let channel = channel.to_owned();
         self.write(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO conversations (id, subscriber_id, channel, created_at, \
-                     updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (subscriber_id) DO NOTHING",
-                )
-                .bind(super::new_conversation_id().to_string())
-                .bind(&subscriber)
-                .bind(&channel)
-                .bind(ms(now))
-                .bind(ms(now))
-                .execute(&mut *conn)
-                .await?;
-                let row = sqlx::query(&format!(
-                    "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = ?"
-                ))
-                .bind(&subscriber)
-                .fetch_optional(&mut *conn)
-                .await?;
-                row.as_ref()
-                    .map(conversation_from)
-                    .transpose()?
-                    .ok_or_else(|| {
-                        StoreError::Database("conversation vanished after insert".to_owned())
-                    })
+            conn.prepare_cached(
+                "INSERT INTO conversations (id, subscriber_id, channel, created_at, updated_at) \
+                 VALUES (?, ?, ?, ?, ?) ON CONFLICT (subscriber_id) DO NOTHING",
+            )?
+            .execute(params![
+                super::new_conversation_id().to_string(),
+                subscriber,
+                channel,
+                ms(now),
+                ms(now)
+            ])?;
+            conversation_by_subscriber(conn, &subscriber)?.ok_or_else(|| {
+                StoreError::Database("conversation vanished after insert".to_owned())
             })
         })
         .await
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
-        let row = sqlx::query(&format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?"
-        ))
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(conversation_from).transpose()
+        self.read(move |conn| {
+            query_one(
+                conn,
+                &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?"),
+                [id.to_string()],
+                conversation_from,
+            )
+        })
+        .await
     }
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
         self.write(move |conn| {
-            Box::pin(async move {
-                let done = sqlx::query(
-                    "UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?",
-                )
-                .bind(ms(at))
-                .bind(ms(at))
-                .bind(id.to_string())
-                .execute(&mut *conn)
-                .await?;
-                if done.rows_affected() == 0 {
-                    return Err(not_found("conversation"));
-                }
-                Ok(())
-            })
+            update_one(
+                conn,
+                "UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?",
+                params![ms(at), ms(at), id.to_string()],
+                "conversation",
+            )
         })
         .await
     }
@@ -519,34 +706,33 @@ impl Store for SqliteStore {
         // becomes the previous one.
         let token_hash = token_hash.to_owned();
         self.write(move |conn| {
-            Box::pin(async move {
-                let generation: Option<i64> = sqlx::query_scalar(
-                    "UPDATE conversations SET previous_token_hash = token_hash, token_hash = ?, \
-                     token_issued_at = ?, token_generation = token_generation + 1, \
-                     updated_at = ? WHERE id = ? RETURNING token_generation",
-                )
-                .bind(&token_hash)
-                .bind(ms(issued_at))
-                .bind(ms(issued_at))
-                .bind(id.to_string())
-                .fetch_optional(&mut *conn)
-                .await?;
-                generation.ok_or_else(|| not_found("conversation"))
-            })
+            query_one(
+                conn,
+                "UPDATE conversations SET previous_token_hash = token_hash, token_hash = ?, \
+                 token_issued_at = ?, token_generation = token_generation + 1, \
+                 updated_at = ? WHERE id = ? RETURNING token_generation",
+                params![token_hash, ms(issued_at), ms(issued_at), id.to_string()],
+                |row| Ok(row.get::<_, i64>(0)?),
+            )?
+            .ok_or_else(|| not_found("conversation"))
         })
         .await
     }
 
     async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations \
-             WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= ? \
-             ORDER BY created_at, id"
-        ))
-        .bind(ms(since))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(conversation_from).collect()
+        self.read(move |conn| {
+            query_all(
+                conn,
+                &format!(
+                    "SELECT {CONVERSATION_COLUMNS} FROM conversations \
+                     WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= ? \
+                     ORDER BY created_at, id"
+                ),
+                [ms(since)],
+                conversation_from,
+            )
+        })
+        .await
     }
 
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
@@ -554,49 +740,51 @@ impl Store for SqliteStore {
         let turn = turn.clone();
         // One job: the insert and the conversation update commit together (one savepoint).
         self.write(move |conn| {
-            Box::pin(async move {
-                // `seq` is the next integer after the largest: one writer runs at a time, and
-                // the unique index makes the MAX a single lookup.
-                let id = sqlx::query_scalar::<_, i64>(
+            // `seq` is the next integer after the largest: one writer runs at a time, and the
+            // unique index makes the MAX a single lookup.
+            let id: i64 = conn
+                .prepare_cached(
                     "INSERT INTO turns (seq, conversation_id, role, text, outcome, model, bound, \
                      actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, \
                      latency_ms, created_at) \
                      VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM turns), \
                              ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
                      RETURNING id",
-                )
-                .bind(turn.conversation_id.to_string())
-                .bind(turn.role.as_str())
-                .bind(&turn.text)
-                .bind(&turn.outcome)
-                .bind(&turn.model)
-                .bind(turn.bound)
-                .bind(actions)
-                .bind(turn.reads)
-                .bind(turn.input_tokens)
-                .bind(turn.output_tokens)
-                .bind(turn.cached_tokens)
-                .bind(turn.cost_usd)
-                .bind(turn.latency_ms)
-                .bind(ms(turn.created_at))
-                .fetch_one(&mut *conn)
-                .await?;
-                if turn.role == Role::User {
-                    sqlx::query(
-                        "UPDATE conversations SET \
-                         last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
-                         turn_count = turn_count + ?2, \
-                         updated_at = ?1 \
-                         WHERE id = ?3",
-                    )
-                    .bind(ms(turn.created_at))
-                    .bind(i64::from(turn.bound))
-                    .bind(turn.conversation_id.to_string())
-                    .execute(&mut *conn)
-                    .await?;
-                }
-                Ok(id)
-            })
+                )?
+                .query_row(
+                    params![
+                        turn.conversation_id.to_string(),
+                        turn.role.as_str(),
+                        turn.text,
+                        turn.outcome,
+                        turn.model,
+                        turn.bound,
+                        actions,
+                        turn.reads,
+                        turn.input_tokens,
+                        turn.output_tokens,
+                        turn.cached_tokens,
+                        turn.cost_usd,
+                        turn.latency_ms,
+                        ms(turn.created_at),
+                    ],
+                    |row| row.get(0),
+                )?;
+            if turn.role == Role::User {
+                conn.prepare_cached(
+                    "UPDATE conversations SET \
+                     last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
+                     turn_count = turn_count + ?2, \
+                     updated_at = ?1 \
+                     WHERE id = ?3",
+                )?
+                .execute(params![
+                    ms(turn.created_at),
+                    i64::from(turn.bound),
+                    turn.conversation_id.to_string()
+                ])?;
+            }
+            Ok(id)
         })
         .await
     }
@@ -604,27 +792,26 @@ impl Store for SqliteStore {
     async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
         let actions = json_text(actions)?;
         self.write(move |conn| {
-            Box::pin(async move {
-                let done = sqlx::query("UPDATE turns SET actions = ? WHERE id = ?")
-                    .bind(&actions)
-                    .bind(turn_id)
-                    .execute(&mut *conn)
-                    .await?;
-                if done.rows_affected() == 0 {
-                    return Err(not_found("turn"));
-                }
-                Ok(())
-            })
+            update_one(
+                conn,
+                "UPDATE turns SET actions = ? WHERE id = ?",
+                params![actions, turn_id],
+                "turn",
+            )
         })
         .await
     }
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
-        let row = sqlx::query(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?"))
-            .bind(turn_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(turn_from).transpose()
+        self.read(move |conn| {
+            query_one(
+                conn,
+                &format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?"),
+                [turn_id],
+                turn_from,
+            )
+        })
+        .await
     }
 
     async fn history(
@@ -633,19 +820,21 @@ impl Store for SqliteStore {
         since: DateTime<Utc>,
         limit: i64,
     ) -> Result<Vec<Turn>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {TURN_COLUMNS} FROM (\
-                 SELECT {TURN_COLUMNS} FROM turns \
-                 WHERE conversation_id = ? AND bound = 1 AND created_at >= ? \
-                 ORDER BY created_at DESC, seq DESC LIMIT ?\
-             ) ORDER BY created_at, seq"
-        ))
-        .bind(conversation_id.to_string())
-        .bind(ms(since))
-        .bind(limit.max(0))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(turn_from).collect()
+        self.read(move |conn| {
+            query_all(
+                conn,
+                &format!(
+                    "SELECT {TURN_COLUMNS} FROM (\
+                         SELECT {TURN_COLUMNS} FROM turns \
+                         WHERE conversation_id = ? AND bound = 1 AND created_at >= ? \
+                         ORDER BY created_at DESC, seq DESC LIMIT ?\
+                     ) ORDER BY created_at, seq"
+                ),
+                params![conversation_id.to_string(), ms(since), limit.max(0)],
+                turn_from,
+            )
+        })
+        .await
     }
 
     async fn recent_user_turn_times(
@@ -653,26 +842,32 @@ impl Store for SqliteStore {
         conversation_id: ConversationId,
         limit: i64,
     ) -> Result<Vec<DateTime<Utc>>> {
-        let times: Vec<i64> = sqlx::query_scalar(
-            "SELECT created_at FROM turns \
-             WHERE conversation_id = ? AND bound = 1 AND role = 'user' \
-             ORDER BY created_at DESC, seq DESC LIMIT ?",
-        )
-        .bind(conversation_id.to_string())
-        .bind(limit.max(0))
-        .fetch_all(&self.pool)
-        .await?;
-        times.into_iter().map(time).collect()
+        self.read(move |conn| {
+            query_all(
+                conn,
+                "SELECT created_at FROM turns \
+                 WHERE conversation_id = ? AND bound = 1 AND role = 'user' \
+                 ORDER BY created_at DESC, seq DESC LIMIT ?",
+                params![conversation_id.to_string(), limit.max(0)],
+                |row| time(row.get(0)?),
+            )
+        })
+        .await
     }
 
     async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? ORDER BY created_at, seq"
-        ))
-        .bind(conversation_id.to_string())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(turn_from).collect()
+        self.read(move |conn| {
+            query_all(
+                conn,
+                &format!(
+                    "SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? \
+                     ORDER BY created_at, seq"
+                ),
+                [conversation_id.to_string()],
+                turn_from,
+            )
+        })
+        .await
     }
 
     async fn bump_rate(
@@ -682,60 +877,54 @@ impl Store for SqliteStore {
     ) -> Result<i64> {
         let subscriber = subscriber_id.as_str().to_owned();
         self.write(move |conn| {
-            Box::pin(async move {
-                let count: i64 = sqlx::query_scalar(
+            let count: i64 = conn
+                .prepare_cached(
                     "INSERT INTO rate_counters (subscriber_id, window_start, count) \
                      VALUES (?, ?, 1) ON CONFLICT (subscriber_id, window_start) \
                      DO UPDATE SET count = count + 1 RETURNING count",
-                )
-                .bind(&subscriber)
-                .bind(ms(window_start))
-                .fetch_one(&mut *conn)
-                .await?;
-                if count == 1 {
-                    // A new window began: the contact's older windows will never be read
-                    // again, and a subscriber id is personal data, so they go (once per
-                    // window, not per turn).
-                    sqlx::query(
-                        "DELETE FROM rate_counters WHERE subscriber_id = ? AND window_start < ?",
-                    )
-                    .bind(&subscriber)
-                    .bind(ms(window_start))
-                    .execute(&mut *conn)
-                    .await?;
-                }
-                Ok(count)
-            })
+                )?
+                .query_row(params![subscriber, ms(window_start)], |row| row.get(0))?;
+            if count == 1 {
+                // A new window began: the contact's older windows will never be read again,
+                // and a subscriber id is personal data, so they go (once per window, not per
+                // turn).
+                conn.prepare_cached(
+                    "DELETE FROM rate_counters WHERE subscriber_id = ? AND window_start < ?",
+                )?
+                .execute(params![subscriber, ms(window_start)])?;
+            }
+            Ok(count)
         })
         .await
     }
 
     async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage> {
-        let row: Option<(i64, f64)> =
-            sqlx::query_as("SELECT tokens, cost_usd FROM budget_counters WHERE day = ?")
-                .bind(day_key(day))
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row
-            .map(|(tokens, cost_usd)| BudgetUsage { tokens, cost_usd })
+        self.read(move |conn| {
+            Ok(query_one(
+                conn,
+                "SELECT tokens, cost_usd FROM budget_counters WHERE day = ?",
+                [day_key(day)],
+                |row| {
+                    Ok(BudgetUsage {
+                        tokens: row.get(0)?,
+                        cost_usd: row.get(1)?,
+                    })
+                },
+            )?
             .unwrap_or_default())
+        })
+        .await
     }
 
     async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()> {
         self.write(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES (?, ?, ?) \
-                     ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens, \
-                     cost_usd = cost_usd + excluded.cost_usd",
-                )
-                .bind(day_key(day))
-                .bind(tokens)
-                .bind(cost_usd)
-                .execute(&mut *conn)
-                .await?;
-                Ok(())
-            })
+            conn.prepare_cached(
+                "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES (?, ?, ?) \
+                 ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens, \
+                 cost_usd = cost_usd + excluded.cost_usd",
+            )?
+            .execute(params![day_key(day), tokens, cost_usd])?;
+            Ok(())
         })
         .await
     }
@@ -747,63 +936,65 @@ impl Store for SqliteStore {
         let kind = row.kind.as_str();
         let (next_attempt_at, created_at) = (ms(row.next_attempt_at), ms(row.created_at));
         self.write(move |conn| {
-            Box::pin(async move {
-                let id: i64 = sqlx::query_scalar(
+            Ok(conn
+                .prepare_cached(
                     "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
                      next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?) \
                      RETURNING id",
-                )
-                .bind(&conversation_id)
-                .bind(&subscriber)
-                .bind(kind)
-                .bind(&payload)
-                .bind(next_attempt_at)
-                .bind(created_at)
-                .fetch_one(&mut *conn)
-                .await?;
-                Ok(id)
-            })
+                )?
+                .query_row(
+                    params![
+                        conversation_id,
+                        subscriber,
+                        kind,
+                        payload,
+                        next_attempt_at,
+                        created_at
+                    ],
+                    |row| row.get(0),
+                )?)
         })
         .await
     }
 
     async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>> {
-        // On the writer, whose group transaction began IMMEDIATE: SQLite's write lock is held
-        // before this reads, so a second worker on the same file waits (busy_timeout) and then
-        // sees these rows as `delivering`. The `IN (SELECT …)` is evaluated once, before any
-        // row changes.
-        let sql = format!(
-            "UPDATE outbox SET status = 'delivering', lease_until = ?1, attempts = attempts + 1 \
-             WHERE id IN (\
-                 SELECT o.id FROM outbox o \
-                 WHERE ((o.status = 'pending' AND o.next_attempt_at <= ?2) \
-                        OR (o.status = 'delivering' AND o.lease_until <= ?2)) \
-                   AND (o.kind <> 'reply' OR (\
-                        NOT EXISTS (SELECT 1 FROM outbox p \
-                                    WHERE p.conversation_id = o.conversation_id \
-                                      AND p.kind = 'reply' AND p.id < o.id \
-                                      AND p.status IN ('pending', 'delivering')) \
-                        AND NOT EXISTS (SELECT 1 FROM outbox d \
-                                    WHERE d.conversation_id = o.conversation_id \
-                                      AND d.kind = 'reply' AND d.status = 'delivered' \
-                                      AND d.delivered_at > ?3))) \
-                 ORDER BY o.id LIMIT ?4) \
-             RETURNING {OUTBOX_COLUMNS}"
-        );
-        let rows = self
+        // A write: the group transaction began IMMEDIATE, so SQLite's write lock is held before
+        // this reads, and a second worker on the same file waits (busy_timeout) and then sees
+        // these rows as `delivering`. The `IN (SELECT …)` is evaluated once, before any row
+        // changes.
+        let mut claimed = self
             .write(move |conn| {
-                Box::pin(async move {
-                    Ok(sqlx::query(&sql)
-                        .bind(ms(after(rules.now, rules.lease)))
-                        .bind(ms(rules.now))
-                        .bind(ms(before(rules.now, rules.reply_gap)))
-                        .bind(rules.limit.max(0))
-                        .fetch_all(&mut *conn)
-                        .await?)
-                })
+                query_all(
+                    conn,
+                    &format!(
+                        "UPDATE outbox SET status = 'delivering', lease_until = ?1, \
+                         attempts = attempts + 1 \
+                         WHERE id IN (\
+                             SELECT o.id FROM outbox o \
+                             WHERE ((o.status = 'pending' AND o.next_attempt_at <= ?2) \
+                                    OR (o.status = 'delivering' AND o.lease_until <= ?2)) \
+                               AND (o.kind <> 'reply' OR (\
+                                    NOT EXISTS (SELECT 1 FROM outbox p \
+                                        WHERE p.conversation_id = o.conversation_id \
+                                          AND p.kind = 'reply' AND p.id < o.id \
+                                          AND p.status IN ('pending', 'delivering')) \
+                                    AND NOT EXISTS (SELECT 1 FROM outbox d \
+                                        WHERE d.conversation_id = o.conversation_id \
+                                          AND d.kind = 'reply' AND d.status = 'delivered' \
+                                          AND d.delivered_at > ?3))) \
+                             ORDER BY o.id LIMIT ?4) \
+                         RETURNING {OUTBOX_COLUMNS}"
+                    ),
+                    params![
+                        ms(after(rules.now, rules.lease)),
+                        ms(rules.now),
+                        ms(before(rules.now, rules.reply_gap)),
+                        rules.limit.max(0)
+                    ],
+                    outbox_from,
+                )
             })
             .await?;
-        let mut claimed = rows.iter().map(outbox_from).collect::<Result<Vec<_>>>()?;
         // RETURNING has no defined order.
         claimed.sort_by_key(|row| row.id);
         Ok(claimed)
@@ -811,20 +1002,13 @@ impl Store for SqliteStore {
 
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
         self.write(move |conn| {
-            Box::pin(async move {
-                let done = sqlx::query(
-                    "UPDATE outbox SET status = 'delivered', delivered_at = ?, lease_until = NULL \
-                         WHERE id = ?",
-                )
-                .bind(ms(at))
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
-                if done.rows_affected() == 0 {
-                    return Err(not_found("outbox row"));
-                }
-                Ok(())
-            })
+            update_one(
+                conn,
+                "UPDATE outbox SET status = 'delivered', delivered_at = ?, lease_until = NULL \
+                 WHERE id = ?",
+                params![ms(at), id],
+                "outbox row",
+            )
         })
         .await
     }
@@ -832,21 +1016,13 @@ impl Store for SqliteStore {
     async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()> {
         let error = bounded_error(error).to_owned();
         self.write(move |conn| {
-            Box::pin(async move {
-                let done = sqlx::query(
-                    "UPDATE outbox SET status = 'pending', next_attempt_at = ?, last_error = ?, \
-                         lease_until = NULL WHERE id = ?",
-                )
-                .bind(ms(next_attempt_at))
-                .bind(&error)
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
-                if done.rows_affected() == 0 {
-                    return Err(not_found("outbox row"));
-                }
-                Ok(())
-            })
+            update_one(
+                conn,
+                "UPDATE outbox SET status = 'pending', next_attempt_at = ?, last_error = ?, \
+                 lease_until = NULL WHERE id = ?",
+                params![ms(next_attempt_at), error, id],
+                "outbox row",
+            )
         })
         .await
     }
@@ -854,55 +1030,68 @@ impl Store for SqliteStore {
     async fn mark_failed(&self, id: i64, error: &str, at: DateTime<Utc>) -> Result<()> {
         let error = bounded_error(error).to_owned();
         self.write(move |conn| {
-            Box::pin(async move {
-                let done = sqlx::query(
-                    "UPDATE outbox SET status = 'failed', last_error = ?, failed_at = ?, \
-                         lease_until = NULL WHERE id = ?",
-                )
-                .bind(&error)
-                .bind(ms(at))
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
-                if done.rows_affected() == 0 {
-                    return Err(not_found("outbox row"));
-                }
-                Ok(())
-            })
+            update_one(
+                conn,
+                "UPDATE outbox SET status = 'failed', last_error = ?, failed_at = ?, \
+                 lease_until = NULL WHERE id = ?",
+                params![error, ms(at), id],
+                "outbox row",
+            )
         })
         .await
     }
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
-        let row = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = ?"))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(outbox_from).transpose()
+        self.read(move |conn| {
+            query_one(
+                conn,
+                &format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = ?"),
+                [id],
+                outbox_from,
+            )
+        })
+        .await
     }
 
     async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64> {
-        let count: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM outbox WHERE conversation_id = ? AND kind = 'reply' \
-             AND status IN ('pending', 'delivering')",
-        )
-        .bind(conversation_id.to_string())
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(count)
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM outbox WHERE conversation_id = ? AND kind = 'reply' \
+                     AND status IN ('pending', 'delivering')",
+                )?
+                .query_row([conversation_id.to_string()], |row| row.get(0))?)
+        })
+        .await
     }
 
     async fn outbox_rows(&self) -> Result<Vec<OutboxRow>> {
-        let rows = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id"))
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(outbox_from).collect()
+        self.read(|conn| {
+            query_all(
+                conn,
+                &format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id"),
+                [],
+                outbox_from,
+            )
+        })
+        .await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads a pragma on the store's own connection.
+    async fn pragma<T: rusqlite::types::FromSql + Send + 'static>(
+        store: &SqliteStore,
+        name: &'static str,
+    ) -> T {
+        store
+            .read(move |conn| Ok(conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))?))
+            .await
+            .expect("a pragma")
+    }
 
     #[tokio::test]
     async fn system_8_sqlite_file_and_folder_created_on_first_run_with_wal() {
@@ -912,21 +1101,57 @@ mod tests {
         let store = SqliteStore::connect(&url).await.expect("connect");
         assert!(path.is_file(), "the file and its folders exist");
 
-        let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
-            .fetch_one(&store.pool)
-            .await
-            .expect("journal_mode");
-        assert_eq!(journal, "wal");
-        let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
-            .fetch_one(&store.pool)
-            .await
-            .expect("foreign_keys");
-        assert_eq!(foreign_keys, 1);
-        let busy_ms: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
-            .fetch_one(&store.pool)
-            .await
-            .expect("busy_timeout");
-        assert_eq!(busy_ms, 5000);
+        assert_eq!(pragma::<String>(&store, "journal_mode").await, "wal");
+        assert_eq!(pragma::<i64>(&store, "foreign_keys").await, 1);
+        assert_eq!(pragma::<i64>(&store, "busy_timeout").await, 5000);
+        // 2 = FULL: an acknowledged write is on disk.
+        assert_eq!(pragma::<i64>(&store, "synchronous").await, 2);
+    }
+
+    #[test]
+    fn system_5_2_sqlite_urls_name_a_file_or_memory() {
+        assert_eq!(
+            location("sqlite://data/agent.db").expect("relative"),
+            Location::File(PathBuf::from("data/agent.db"))
+        );
+        assert_eq!(
+            location("sqlite:///var/lib/agent.db").expect("absolute"),
+            Location::File(PathBuf::from("/var/lib/agent.db"))
+        );
+        assert_eq!(
+            location("sqlite:agent.db").expect("short form"),
+            Location::File(PathBuf::from("agent.db"))
+        );
+        assert_eq!(
+            location("sqlite::memory:").expect("memory"),
+            Location::Memory
+        );
+        for bad in ["sqlite://", "sqlite://data/agent.db?mode=ro"] {
+            let error = location(bad).expect_err(bad).to_string();
+            assert!(error.contains("DATABASE_URL"), "{error}");
+        }
+    }
+
+    #[test]
+    fn system_8_every_migration_file_is_listed() {
+        let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
+        let mut files: Vec<String> = std::fs::read_dir(folder)
+            .expect("the migrations folder")
+            .map(|entry| {
+                entry
+                    .expect("an entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter(|name| name.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let listed: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|(version, description, _)| format!("{version:04}_{description}.sql"))
+            .collect();
+        assert_eq!(files, listed);
     }
 
     #[tokio::test]
@@ -940,13 +1165,45 @@ mod tests {
             .conversation_for(&subscriber, "whatsapp", at)
             .await
             .expect("conversation_for");
-        first.pool.close().await;
+        drop(first);
 
         let reopened = SqliteStore::connect(&url).await.expect("reconnect");
         assert_eq!(
             reopened.conversation(created.id).await.expect("read"),
             Some(created)
         );
+        let versions: i64 = reopened
+            .read(|conn| {
+                Ok(conn.query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))?)
+            })
+            .await
+            .expect("bookkeeping");
+        assert_eq!(versions, MIGRATIONS.len() as i64, "each migration once");
+    }
+
+    /// A file written by an earlier build, whose migrations were recorded in
+    /// `_sqlx_migrations`, opens with its data and is not migrated twice.
+    #[tokio::test]
+    async fn system_9_a_file_from_an_earlier_build_is_adopted() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("agent.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(MIGRATIONS[0].2).expect("the schema");
+            conn.execute_batch(
+                "CREATE TABLE _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT \
+                 NOT NULL, installed_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, success \
+                 BOOLEAN NOT NULL, checksum BLOB NOT NULL, execution_time BIGINT NOT NULL); \
+                 INSERT INTO _sqlx_migrations VALUES (1, 'init', CURRENT_TIMESTAMP, 1, x'00', 1); \
+                 INSERT INTO budget_counters (day, tokens, cost_usd) VALUES ('2026-01-10', 7, 0);",
+            )
+            .expect("an earlier build's file");
+        }
+        let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("the earlier file opens");
+        let day = NaiveDate::from_ymd_opt(2026, 1, 10).expect("a day");
+        assert_eq!(store.budget(day).await.expect("budget").tokens, 7);
     }
 
     /// `serve` and `worker` started together on one fresh file both come up.
@@ -1015,7 +1272,7 @@ mod tests {
             reread.turn_count, 10,
             "each user turn's update committed with it"
         );
-        // The writer still serves writes after a failure.
+        // The thread still serves writes after a failure.
         store
             .add_budget(instant().date_naive(), 5, 0.01)
             .await
@@ -1031,7 +1288,7 @@ mod tests {
     }
 
     /// A write is acknowledged only after its group committed: another process on the same
-    /// file (a separate store, its own connections) reads it as soon as the call returns.
+    /// file (a separate store, its own connection) reads it as soon as the call returns.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn system_8_every_acknowledged_write_is_visible_to_another_process() {
         let dir = tempfile::tempdir().expect("a temporary folder");

@@ -13,14 +13,12 @@ fn instant_reply(text: &str) -> Arc<ScriptedModel> {
 }
 
 async fn count_rows(app: &TestApp, table: &str) -> i64 {
-    let url = format!("sqlite://{}", app.database_path.display());
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let count: (i64,) = sqlx::query_as(&format!("SELECT COUNT(*) FROM {table}"))
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    count.0
+    // A second connection on the file, as an operator's sqlite3 shell would open it.
+    let conn = rusqlite::Connection::open(&app.database_path).unwrap();
+    conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+        row.get(0)
+    })
+    .unwrap()
 }
 
 #[tokio::test]

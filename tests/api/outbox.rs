@@ -101,7 +101,7 @@ async fn system_3_5_retryable_failure_retries_later_and_rewrites_the_field() {
     assert_eq!(app.worker.run_once().await.unwrap(), 0);
 
     // Make it due, as the clock would.
-    sqlx_exec(
+    sql_exec(
         &app,
         &format!("UPDATE outbox SET next_attempt_at = 0 WHERE id = {id}"),
     )
@@ -119,11 +119,12 @@ async fn system_3_5_retryable_failure_retries_later_and_rewrites_the_field() {
     assert_eq!(fields, 2, "the field is rewritten before every trigger");
 }
 
-async fn sqlx_exec(app: &TestApp, sql: &str) {
-    let url = format!("sqlite://{}", app.database_path.display());
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    sqlx::query(sql).execute(&pool).await.unwrap();
-    pool.close().await;
+/// Changes the file behind the app's back, as an operator's sqlite3 shell would.
+async fn sql_exec(app: &TestApp, sql: &str) {
+    let conn = rusqlite::Connection::open(&app.database_path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    conn.execute_batch(sql).unwrap();
 }
 
 #[tokio::test]
@@ -141,7 +142,7 @@ async fn system_3_5_non_retryable_error_dead_letters_at_once() {
     let row = app.store.outbox_row(id).await.unwrap().unwrap();
     assert_eq!(row.status, OutboxStatus::Failed);
     assert_eq!(row.attempts, 1);
-    sqlx_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
+    sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
     assert_eq!(
         app.worker.run_once().await.unwrap(),
         0,
@@ -180,7 +181,7 @@ async fn system_3_5_attempts_exhausted_dead_letters_after_five() {
             OutboxStatus::Failed
         };
         assert_eq!(row.status, expected, "after attempt {attempt}");
-        sqlx_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
+        sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
     }
     assert_eq!(app.worker.run_once().await.unwrap(), 0);
 }
@@ -211,7 +212,7 @@ async fn system_3_5_two_workers_never_deliver_one_row() {
 async fn system_3_5_a_database_error_does_not_kill_the_worker() {
     let app = app().await;
     queue(&app, "3006", messages(&["Survive."])).await;
-    sqlx_exec(&app, "ALTER TABLE outbox RENAME TO outbox_away").await;
+    sql_exec(&app, "ALTER TABLE outbox RENAME TO outbox_away").await;
     let token = CancellationToken::new();
     let running = tokio::spawn(app.worker.clone().run(token.clone()));
     // Give the worker a failing poll or two, then repair the table.
@@ -219,7 +220,7 @@ async fn system_3_5_a_database_error_does_not_kill_the_worker() {
         real_pause().await;
     }
     assert!(!running.is_finished(), "the worker survives the error");
-    sqlx_exec(&app, "ALTER TABLE outbox_away RENAME TO outbox").await;
+    sql_exec(&app, "ALTER TABLE outbox_away RENAME TO outbox").await;
     for _ in 0..400 {
         if app.outbox().await[0].status == OutboxStatus::Delivered {
             break;
@@ -364,7 +365,7 @@ async fn spec_012_verification_6_deferred_actions_run_once_after_the_text() {
             .any(|r| r.path == "/fb/subscriber/addTagByName"),
         "a failed delivery performs no action"
     );
-    sqlx_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
+    sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
     app.worker.run_once().await.unwrap();
     let requests = app.manychat_requests().await;
     let order = paths(&requests);
