@@ -12,6 +12,8 @@
 //! - The loop never performs a write: that is the host's business (it stages). No IO here but
 //!   the `Model` and `ToolHost` traits.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -31,7 +33,7 @@ pub const MAX_STEPS: u32 = 4;
 pub trait ToolHost: Send {
     /// Tools offered on steps 1–3 (empty = none). Asked before every step, so a host may narrow
     /// the set as the turn goes on.
-    fn specs(&self) -> Vec<ToolSpec>;
+    fn specs(&self) -> Arc<[ToolSpec]>;
     /// Runs (stages, or for a read performs) one call and returns its result for the model.
     async fn call(&mut self, call: &ToolCall) -> Value;
     /// The final step's server note: what was staged, sent or refused this turn and the last
@@ -45,8 +47,8 @@ pub struct NoTools;
 
 #[async_trait]
 impl ToolHost for NoTools {
-    fn specs(&self) -> Vec<ToolSpec> {
-        Vec::new()
+    fn specs(&self) -> Arc<[ToolSpec]> {
+        Arc::from([])
     }
     async fn call(&mut self, _call: &ToolCall) -> Value {
         // Never offered, so only a misbehaving model gets here.
@@ -256,13 +258,13 @@ pub(crate) mod tests {
 
     #[async_trait]
     impl ToolHost for RecordingHost {
-        fn specs(&self) -> Vec<ToolSpec> {
-            vec![ToolSpec {
+        fn specs(&self) -> Arc<[ToolSpec]> {
+            Arc::from([ToolSpec {
                 name: "add_tag".into(),
                 description: "Tag the contact.".into(),
                 parameters: json!({"type": "object", "properties": {"id": {"type": "string", "enum": ["interested_intro"]}},
                     "required": ["id"], "additionalProperties": false}),
-            }]
+            }])
         }
         async fn call(&mut self, call: &ToolCall) -> Value {
             self.called.push(call.id.clone());
@@ -279,9 +281,9 @@ pub(crate) mod tests {
             messages: vec![Message::User {
                 text: "turn".into(),
             }],
-            tools: vec![],
+            tools: Arc::from([]),
             tool_choice: ToolChoice::Auto,
-            output_schema: json!({"type": "object"}),
+            output_schema: Arc::new(json!({"type": "object"})),
             output_name: "agent_reply".into(),
             max_output_tokens: 400,
             temperature: 0.3,
@@ -302,7 +304,7 @@ pub(crate) mod tests {
         assert_eq!(reqs[0].tool_choice, ToolChoice::Auto);
         assert_eq!(reqs[0].tools.len(), 1);
         assert_eq!(reqs[0].messages, base().messages);
-        assert_eq!(reqs[0].system, "SYSTEM");
+        assert_eq!(&*reqs[0].system, "SYSTEM");
         assert_eq!(reqs[0].output_name, "agent_reply");
     }
 
@@ -495,11 +497,11 @@ pub(crate) mod tests {
 
     #[async_trait]
     impl ToolHost for NarrowingHost {
-        fn specs(&self) -> Vec<ToolSpec> {
+        fn specs(&self) -> Arc<[ToolSpec]> {
             if self.inner.called.is_empty() {
                 self.inner.specs()
             } else {
-                Vec::new()
+                Arc::from([])
             }
         }
         async fn call(&mut self, call: &ToolCall) -> Value {

@@ -16,8 +16,10 @@
 //! escalation copy); a non-escalating one has at least one non-empty message. Nothing here logs
 //! or returns model text in an error: only kinds, counts and schema paths (C5).
 
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::OnceLock;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use regex::Regex;
 
@@ -185,7 +187,7 @@ pub fn apply_guardrails(raw: Option<&str>, ctx: &GuardrailContext<'_>) -> Guarde
     }
 
     // 3. Leaks.
-    let protected = ProtectedText::from_static_prefix(ctx.static_prefix);
+    let protected = ProtectedText::of(ctx.static_prefix);
     let leaked = messages
         .iter()
         .chain(closing_question.iter())
@@ -266,18 +268,46 @@ fn strip_field_echoes(text: &str, removed: &mut usize) -> String {
 /// The prompt text a reply may not copy: the framework rules and the tenant prompt (everything
 /// before the catalog block), normalised. The catalog, FAQ and payment options are excluded: a
 /// reply may legitimately quote them.
+///
+/// Built once per static prefix (that is, per config snapshot) and kept: every window of
+/// [`LEAK_RUN_CHARS`] characters is hashed up front, so checking a reply costs one lookup per
+/// window of the reply rather than a search of the whole prompt per window.
 struct ProtectedText {
     normalised: String,
+    hasher: RandomState,
+    /// The hash of every [`LEAK_RUN_CHARS`]-character window of `normalised`.
+    windows: HashSet<u64>,
 }
 
 impl ProtectedText {
+    /// The protected text of `prefix`, from the cache when it was built for the same prefix.
+    fn of(prefix: &str) -> Arc<Self> {
+        static CACHE: Mutex<Option<(Arc<str>, Arc<ProtectedText>)>> = Mutex::new(None);
+        let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached, protected)) = cache.as_ref()
+            && cached.as_ref() == prefix
+        {
+            return protected.clone();
+        }
+        let protected = Arc::new(Self::from_static_prefix(prefix));
+        *cache = Some((Arc::from(prefix), protected.clone()));
+        protected
+    }
+
     fn from_static_prefix(prefix: &str) -> Self {
         // Tenant text after the catalog header never starts a line with `# ` (prompt.rs indents
         // continuations), so the last header line is ours even if the tenant prompt holds one.
         let marker = format!("\n{HEADER_CATALOG}\n");
         let end = prefix.rfind(&marker).unwrap_or(prefix.len());
+        let normalised = normalise(&prefix[..end]);
+        let hasher = RandomState::new();
+        let windows = windows(&normalised)
+            .map(|window| hasher.hash_one(window))
+            .collect();
         Self {
-            normalised: normalise(&prefix[..end]),
+            normalised,
+            hasher,
+            windows,
         }
     }
 
@@ -285,19 +315,24 @@ impl ProtectedText {
     /// text, ignoring case and whitespace differences.
     fn copied_in(&self, text: &str) -> bool {
         let reply = normalise(text);
-        let starts: Vec<usize> = reply.char_indices().map(|(i, _)| i).collect();
-        if starts.len() < LEAK_RUN_CHARS || self.normalised.is_empty() {
-            return false;
-        }
-        (0..=starts.len() - LEAK_RUN_CHARS).any(|w| {
-            let from = starts[w];
-            let to = starts
-                .get(w + LEAK_RUN_CHARS)
-                .copied()
-                .unwrap_or(reply.len());
-            self.normalised.contains(&reply[from..to])
+        windows(&reply).any(|window| {
+            // A hash match is confirmed on the text itself, so a collision cannot escalate.
+            self.windows.contains(&self.hasher.hash_one(window)) && self.normalised.contains(window)
         })
     }
+}
+
+/// Every run of [`LEAK_RUN_CHARS`] consecutive characters of `text` (none when it is shorter).
+fn windows(text: &str) -> impl Iterator<Item = &str> {
+    let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    let count = (starts.len() + 1).saturating_sub(LEAK_RUN_CHARS);
+    (0..count).map(move |w| {
+        let to = starts
+            .get(w + LEAK_RUN_CHARS)
+            .copied()
+            .unwrap_or(text.len());
+        &text[starts[w]..to]
+    })
 }
 
 /// Lowercase, with every whitespace run collapsed to one space.
@@ -350,6 +385,21 @@ pub fn clamp_at_word(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The protected text is cached per prefix: a new snapshot's prompt is never checked against
+    /// the previous one's.
+    #[test]
+    fn system_4_leak_check_follows_the_prefix_it_is_given() {
+        let pottery = "You help a pottery studio. Never reveal the wholesale clay supplier or \
+                       the kiln firing schedule to anyone who asks.";
+        let bakery = "You help a bakery. Always answer in short sentences and never mention \
+                      ingredients that are not on the published list.";
+        let copied = "Never reveal the wholesale clay supplier or the kiln firing schedule";
+        assert!(ProtectedText::of(pottery).copied_in(copied));
+        assert!(!ProtectedText::of(bakery).copied_in(copied));
+        assert!(ProtectedText::of(pottery).copied_in(copied));
+        assert!(!ProtectedText::of(pottery).copied_in("The kiln is fired on Fridays."));
+    }
     use crate::agent::prompt::static_prefix;
     use crate::agent::prompt::tests::demo_config;
     use serde_json::{Value, json};

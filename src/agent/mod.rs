@@ -27,6 +27,8 @@ pub use prompt::{
 };
 pub use reply::{AgentReply, EscalationReason, ReplyError, agent_reply_schema, parse_reply};
 
+use std::sync::Arc;
+
 use crate::config::TenantConfig;
 use crate::model::{Model, ModelError, ModelRequest, ToolChoice, Usage};
 
@@ -39,7 +41,7 @@ pub struct ThinkInput<'a> {
     pub config: &'a TenantConfig,
     /// `static_prefix(config)`, computed once per snapshot so the provider cache sees identical
     /// bytes.
-    pub static_prefix: &'a str,
+    pub static_prefix: Arc<str>,
     /// Server notices (`FUNNEL:`, `INTENT:`, `OFFERING:`, staged actions), outside the fence.
     pub notices: Vec<String>,
     /// The bound history already selected by the caller (018: last 10 within `historyDays`).
@@ -78,9 +80,9 @@ pub async fn think_with_fence(
     tools: &mut dyn ToolHost,
 ) -> Thought {
     let base = ModelRequest {
-        system: input.static_prefix.to_owned(),
+        system: input.static_prefix.clone(),
         messages: turn_messages(&input.notices, &input.history, input.contact_text, fence),
-        tools: Vec::new(),
+        tools: Arc::from([]),
         tool_choice: ToolChoice::Auto,
         output_schema: agent_reply_schema().clone(),
         output_name: OUTPUT_NAME.to_owned(),
@@ -93,7 +95,7 @@ pub async fn think_with_fence(
         Ok(raw) => {
             let ctx = GuardrailContext {
                 rules: &input.config.rules,
-                static_prefix: input.static_prefix,
+                static_prefix: &input.static_prefix,
                 fence,
                 max_messages: input.max_messages,
             };
@@ -144,7 +146,7 @@ mod tests {
     fn input<'a>(cfg: &'a TenantConfig, prefix: &'a str, text: &'a str) -> ThinkInput<'a> {
         ThinkInput {
             config: cfg,
-            static_prefix: prefix,
+            static_prefix: prefix.into(),
             notices: vec!["OFFERING: foundation".into()],
             history: vec![HistoryTurn {
                 role: Role::User,
@@ -178,7 +180,7 @@ mod tests {
         assert_eq!(t.usage, usage(100, 10));
 
         let req = &model.requests()[0];
-        assert_eq!(req.system, prefix);
+        assert_eq!(&*req.system, prefix);
         assert_eq!(&req.output_schema, agent_reply_schema());
         assert_eq!(req.output_name, "agent_reply");
         assert_eq!(req.max_output_tokens, 400);

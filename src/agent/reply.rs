@@ -85,9 +85,9 @@ pub enum ReplyError {
 }
 
 /// The AgentReply JSON Schema in OpenAI strict form, built once per process.
-pub fn agent_reply_schema() -> &'static Value {
-    static SCHEMA: OnceLock<Value> = OnceLock::new();
-    SCHEMA.get_or_init(build_schema)
+pub fn agent_reply_schema() -> &'static std::sync::Arc<Value> {
+    static SCHEMA: OnceLock<std::sync::Arc<Value>> = OnceLock::new();
+    SCHEMA.get_or_init(|| std::sync::Arc::new(build_schema()))
 }
 
 /// The compiled validator for [`agent_reply_schema`]. The schema is a constant of this crate, so

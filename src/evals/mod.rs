@@ -1401,13 +1401,13 @@ mod golden {
             .into_iter()
             .collect();
         let mut request = ModelRequest {
-            system: system_prompt(tenant),
+            system: system_prompt(tenant).into(),
             messages: vec![Message::User {
                 text: user_prompt(case),
             }],
-            tools: vec![],
+            tools: std::sync::Arc::from([]),
             tool_choice: ToolChoice::Auto,
-            output_schema: json!({}),
+            output_schema: std::sync::Arc::new(json!({})),
             output_name: "agent_reply".into(),
             max_output_tokens: 400,
             temperature: 0.3,
@@ -1416,7 +1416,11 @@ mod golden {
         let mut output = None;
         for step in 1..=4 {
             let last = step == 4;
-            request.tools = if last { vec![] } else { tools.clone() };
+            request.tools = if last {
+                std::sync::Arc::from([])
+            } else {
+                std::sync::Arc::from(tools.clone())
+            };
             request.tool_choice = if last {
                 ToolChoice::None
             } else {

@@ -117,7 +117,7 @@ async fn observe(
         model,
         ThinkInput {
             config: &config,
-            static_prefix,
+            static_prefix: static_prefix.into(),
             notices: Vec::new(),
             history,
             contact_text: &case.text,

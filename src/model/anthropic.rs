@@ -72,12 +72,12 @@ impl AnthropicModel {
             "temperature": temperature_json(request.temperature.clamp(0.0, 1.0)),
             "system": [{
                 "type": "text",
-                "text": request.system,
+                "text": &*request.system,
                 "cache_control": {"type": "ephemeral"},
             }],
             "messages": messages(&request.messages),
             "output_config": {
-                "format": {"type": "json_schema", "schema": request.output_schema},
+                "format": {"type": "json_schema", "schema": &*request.output_schema},
             },
         });
         if !request.tools.is_empty() {
@@ -378,7 +378,7 @@ mod tests {
         let server = MockServer::start().await;
         answer_with(&server, 200, final_answer()).await;
         let mut request = first_step(ToolChoice::None);
-        request.tools.clear();
+        request.tools = std::sync::Arc::from([]);
 
         model_for(&server).step(&request).await.expect("step");
 

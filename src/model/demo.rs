@@ -1182,7 +1182,7 @@ mod tests {
 
     fn request(text: &str, tools: Vec<ToolSpec>, payment_options: bool) -> ModelRequest {
         ModelRequest {
-            system: system_prompt(payment_options),
+            system: system_prompt(payment_options).into(),
             messages: vec![Message::User {
                 text: user_prompt(text, &[]),
             }],
@@ -1191,8 +1191,8 @@ mod tests {
             } else {
                 ToolChoice::Auto
             },
-            tools,
-            output_schema: json!({}),
+            tools: tools.into(),
+            output_schema: std::sync::Arc::new(json!({})),
             output_name: "agent_reply".into(),
             max_output_tokens: 400,
             temperature: 0.3,

@@ -12,6 +12,8 @@
 //!
 //! Invariant: no error or log line from this module carries prompt, contact or provider text.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -33,19 +35,21 @@ pub use registry::{ModelEnv, resolve};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
     /// The cacheable static prefix: framework rules, the tenant's prompt, the catalog block.
-    /// Identical across turns of one config snapshot, so providers can cache it.
-    pub system: String,
+    /// Identical across turns of one config snapshot, so providers can cache it. Shared, not
+    /// copied, between a turn's steps.
+    pub system: Arc<str>,
     /// The per-turn conversation: notices, history and the fenced contact message as user
     /// messages, then, on steps after the first, the assistant's tool calls and their results.
     pub messages: Vec<Message>,
-    /// Tools offered on this step. Empty means none are offered.
-    pub tools: Vec<ToolSpec>,
+    /// Tools offered on this step. Empty means none are offered. Built once per config
+    /// snapshot and shared.
+    pub tools: Arc<[ToolSpec]>,
     /// `Auto` on steps 1–3; `None` on the final step. Providers that cannot honour `none`
     /// (OpenAI-compatible servers, Ollama) omit the tools instead; Anthropic sends them with
     /// `tool_choice: none`.
     pub tool_choice: ToolChoice,
     /// The AgentReply JSON Schema (OpenAI strict-compatible), asked for as structured output.
-    pub output_schema: Value,
+    pub output_schema: Arc<Value>,
     /// The schema's name on the wire (`agent_reply`).
     pub output_name: String,
     pub max_output_tokens: u32,

@@ -44,7 +44,7 @@ impl OllamaModel {
     }
 
     pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
-        let mut messages = vec![json!({"role": "system", "content": request.system})];
+        let mut messages = vec![json!({"role": "system", "content": &*request.system})];
         for message in &request.messages {
             append_message(&mut messages, message);
         }
@@ -52,7 +52,7 @@ impl OllamaModel {
             "model": self.model,
             "stream": false,
             "messages": messages,
-            "format": request.output_schema,
+            "format": &*request.output_schema,
             "options": {
                 "temperature": temperature_json(request.temperature),
                 "num_predict": request.max_output_tokens,

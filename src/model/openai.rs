@@ -59,7 +59,7 @@ impl OpenAiModel {
 
     /// The request body for one step. Public within the module tree for tests only.
     pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
-        let mut messages = vec![json!({"role": "system", "content": request.system})];
+        let mut messages = vec![json!({"role": "system", "content": &*request.system})];
         for message in &request.messages {
             append_message(&mut messages, message);
         }
@@ -70,7 +70,7 @@ impl OpenAiModel {
                 "type": "json_schema",
                 "json_schema": {
                     "name": request.output_name,
-                    "schema": request.output_schema,
+                    "schema": &*request.output_schema,
                     "strict": true,
                 },
             },
@@ -400,7 +400,7 @@ mod tests {
         answer_with(&server, 200, final_answer()).await;
         let model = model_for(&server).await;
         let mut request = first_step(ToolChoice::Auto);
-        request.tools.clear();
+        request.tools = std::sync::Arc::from([]);
 
         model.step(&request).await.expect("step");
 

@@ -44,9 +44,9 @@ pub(crate) fn first_step(choice: ToolChoice) -> ModelRequest {
         messages: vec![Message::User {
             text: CONTACT_TEXT.into(),
         }],
-        tools: vec![send_flow_tool()],
+        tools: std::sync::Arc::from([send_flow_tool()]),
         tool_choice: choice,
-        output_schema: agent_reply_schema(),
+        output_schema: std::sync::Arc::new(agent_reply_schema()),
         output_name: "agent_reply".into(),
         max_output_tokens: 400,
         temperature: 0.3,

@@ -26,7 +26,7 @@ mod contact;
 mod notes;
 mod specs;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -76,10 +76,43 @@ struct Reader {
     conversation: ConversationId,
 }
 
+/// The specs of `config`'s tools, with or without `get_contact`: built once per config snapshot
+/// (they depend on nothing else) and shared by every turn of that snapshot. The cache holds the
+/// snapshot it was built from, so a pointer comparison cannot mistake a new snapshot for it.
+fn snapshot_specs(config: &Arc<TenantConfig>, offer_read: bool) -> Arc<[ToolSpec]> {
+    struct Built {
+        config: Arc<TenantConfig>,
+        with_read: Arc<[ToolSpec]>,
+        without_read: Arc<[ToolSpec]>,
+    }
+    static CACHE: Mutex<Option<Built>> = Mutex::new(None);
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    let built = match cache.take() {
+        Some(built) if Arc::ptr_eq(&built.config, config) => built,
+        _ => {
+            let build = |offer_read| match &config.tools {
+                Some(tools) => Arc::from(build_specs(tools, offer_read)),
+                None => Arc::from([]),
+            };
+            Built {
+                config: config.clone(),
+                with_read: build(true),
+                without_read: build(false),
+            }
+        }
+    };
+    let specs = match offer_read {
+        true => built.with_read.clone(),
+        false => built.without_read.clone(),
+    };
+    *cache = Some(built);
+    specs
+}
+
 /// The tools of one turn, and what they staged and read.
 pub struct TurnTools {
     config: Arc<TenantConfig>,
-    specs: Vec<ToolSpec>,
+    specs: Arc<[ToolSpec]>,
     actions: Vec<StagedAction>,
     refused: Vec<String>,
     reader: Option<Reader>,
@@ -110,11 +143,7 @@ impl TurnTools {
     }
 
     fn build(config: Arc<TenantConfig>, reader: Option<Reader>, fence: Fence) -> Self {
-        let specs = config
-            .tools
-            .as_ref()
-            .map(|tools| build_specs(tools, reader.is_some()))
-            .unwrap_or_default();
+        let specs = snapshot_specs(&config, reader.is_some());
         Self {
             config,
             specs,
@@ -314,7 +343,7 @@ impl TurnTools {
 
 #[async_trait]
 impl ToolHost for TurnTools {
-    fn specs(&self) -> Vec<ToolSpec> {
+    fn specs(&self) -> Arc<[ToolSpec]> {
         self.specs.clone()
     }
 

@@ -1,12 +1,16 @@
 //! The pre-model checks (SYSTEM 4, 018), in order: escalation keywords, the turn cap with its
 //! idle reset, the per-contact hourly rate (counted in the store), the daily token and cost
 //! budget. Any denial escalates without calling the model (`escalated_precheck`).
+//!
+//! The checks are pure: the turn reads what they need from the store in one round, and counts
+//! the message against the hourly rate only once the first two checks have passed (a message
+//! stopped by a keyword or the cap is not counted).
 
 use chrono::{DateTime, Duration, Timelike, Utc};
 
 use super::Inbound;
 use crate::config::TenantConfig;
-use crate::store::{Conversation, Store, StoreError};
+use crate::store::BudgetUsage;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Denial {
@@ -27,47 +31,42 @@ impl Denial {
     }
 }
 
-pub(super) async fn precheck(
-    store: &dyn Store,
+/// The checks that come before the message counts against the hourly rate: escalation keywords,
+/// then the turn cap (018). `earlier` holds the contact's earlier bound message times, newest
+/// first (empty for an unbound turn: the cap neither counts nor stops it).
+pub(super) fn before_rate(
     config: &TenantConfig,
-    conversation: &Conversation,
     inbound: &Inbound,
     bound: bool,
+    earlier: &[DateTime<Utc>],
     now: DateTime<Utc>,
-) -> Result<Option<Denial>, StoreError> {
+) -> Option<Denial> {
     let rules = &config.rules;
     if rules.escalation_keyword_hit(&inbound.text) {
-        return Ok(Some(Denial::EscalationKeyword));
+        return Some(Denial::EscalationKeyword);
     }
-
-    // 018: the cap counts bound messages; an unbound one is neither counted nor capped (the
-    // per-contact rate below still applies to it).
-    if bound {
-        let max_turns = i64::from(rules.max_turns_per_conversation);
-        let earlier = store
-            .recent_user_turn_times(conversation.id, max_turns + 1)
-            .await?;
-        let idle = Duration::hours(i64::from(rules.idle_reset_hours));
-        if messages_since_idle_gap(now, &earlier, idle) > max_turns {
-            return Ok(Some(Denial::TurnCap));
-        }
+    let idle = Duration::hours(i64::from(rules.idle_reset_hours));
+    if bound
+        && messages_since_idle_gap(now, earlier, idle) > i64::from(rules.max_turns_per_conversation)
+    {
+        return Some(Denial::TurnCap);
     }
+    None
+}
 
-    let window_start = hour_start(now);
-    let count = store
-        .bump_rate(&inbound.subscriber_id, window_start)
-        .await?;
+/// The checks after it: the per-contact hourly rate (`count`, this message included), then the
+/// daily token and cost budget (`spent` so far today).
+pub(super) fn after_rate(config: &TenantConfig, count: i64, spent: BudgetUsage) -> Option<Denial> {
+    let rules = &config.rules;
     if count > i64::from(rules.rate_limit.turns_per_subscriber_per_hour) {
-        return Ok(Some(Denial::RateLimit));
+        return Some(Denial::RateLimit);
     }
-
-    let spent = store.budget(now.date_naive()).await?;
     if spent.tokens >= rules.budget.daily_token_cap as i64
         || spent.cost_usd >= rules.budget.daily_cost_cap_usd
     {
-        return Ok(Some(Denial::Budget));
+        return Some(Denial::Budget);
     }
-    Ok(None)
+    None
 }
 
 /// 018: the contact's messages since the last gap of at least `idle`, counting the message now
@@ -89,7 +88,8 @@ pub fn messages_since_idle_gap(
     count
 }
 
-fn hour_start(now: DateTime<Utc>) -> DateTime<Utc> {
+/// The hourly rate window `now` falls in.
+pub(super) fn hour_start(now: DateTime<Utc>) -> DateTime<Utc> {
     now.with_minute(0)
         .and_then(|t| t.with_second(0))
         .and_then(|t| t.with_nanosecond(0))

@@ -1,8 +1,9 @@
 //! One turn, from a parsed inbound message to its outcome (SYSTEM 3.4, 4, 6).
 //!
-//! The order is fixed: conversation → scripted opening → pre-model checks (escalation keywords,
-//! turn cap, per-contact rate, daily budget) → history → the contact's message is recorded →
-//! the agent runs in its own task, raced against the deadline measured from the request's
+//! The order is fixed: conversation → scripted opening → one round of reads (earlier message
+//! times, today's spend, history, queued replies) → escalation keywords and the turn cap → the
+//! contact's message is recorded (and counted against the hourly rate) → the per-contact rate
+//! and the daily budget → the agent runs in its own task, raced against the deadline measured from the request's
 //! arrival. Won: the reply is answered inline and its actions run after the response. Lost: the
 //! contact gets the tenant's acknowledgement now, and the agent keeps running until
 //! `MODEL_ABORT_MS`; its reply and actions go to the outbox. Aborted: no agent turn is recorded;
@@ -255,28 +256,76 @@ impl TurnEngine {
     ) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
         let now = inner.clock.now();
-        let response = self
-            .run_gates(&inbound, &config, &conversation, bound, now)
-            .await?;
-        if let Some(response) = response {
+        if let Some(response) = self
+            .scripted_opening(&inbound, &config, &conversation, bound, now)
+            .await?
+        {
             return self.deliver(&conversation, response, mode, guard).await;
         }
 
-        // An unbound turn is answered from its own message only (019).
-        let history = if bound {
-            self.history(&config, &conversation).await?
-        } else {
-            Vec::new()
+        // Everything the checks and the prompt read, in one round: the contact's earlier
+        // message times (turn cap), today's spend, history (an unbound turn is answered from its
+        // own message only, 019), and whether a reply is already queued for the contact.
+        let store = inner.store.as_ref();
+        let (earlier, spent, history, queued) = tokio::try_join!(
+            async {
+                match bound {
+                    true => {
+                        let cap = i64::from(config.rules.max_turns_per_conversation);
+                        store.recent_user_turn_times(conversation.id, cap + 1).await
+                    }
+                    false => Ok(Vec::new()),
+                }
+            },
+            store.budget(now.date_naive()),
+            async {
+                match bound {
+                    true => self.history(&config, &conversation).await,
+                    false => Ok(Vec::new()),
+                }
+            },
+            async {
+                match mode {
+                    Mode::Deferred => Ok(0),
+                    Mode::Inline => store.pending_replies(conversation.id).await,
+                }
+            },
+        )?;
+
+        // The contact's message is recorded whatever the checks decide; it counts against the
+        // hourly rate once keywords and the cap have let it through (both written together, so
+        // they normally share one commit).
+        let message = NewTurn::user(conversation.id, &inbound.text, bound, now);
+        let denial = match gates::before_rate(&config, &inbound, bound, &earlier, now) {
+            Some(denial) => {
+                store.record_turn(&message).await?;
+                Some(denial)
+            }
+            None => {
+                let window = gates::hour_start(now);
+                let (_, count) = tokio::try_join!(
+                    store.record_turn(&message),
+                    store.bump_rate(&inbound.subscriber_id, window)
+                )?;
+                gates::after_rate(&config, count, spent)
+            }
         };
-        inner
-            .store
-            .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
-            .await?;
+        if let Some(denial) = denial {
+            tracing::info!(
+                conversation = %conversation.id,
+                outcome = "escalated_precheck",
+                denial = denial.as_str(),
+                "turn"
+            );
+            let response = self
+                .escalate_inline(&config, &conversation, "escalated_precheck", bound)
+                .await?;
+            return self.deliver(&conversation, response, mode, guard).await;
+        }
 
         // A reply already queued for this contact must not be overtaken by an inline answer:
         // this turn's reply goes through the outbox behind it, and the response is silent.
-        let queued_ahead =
-            mode == Mode::Deferred || inner.store.pending_replies(conversation.id).await? > 0;
+        let queued_ahead = mode == Mode::Deferred || queued > 0;
 
         let job = AgentJob {
             engine: self.clone(),
@@ -332,8 +381,8 @@ impl TurnEngine {
         }
     }
 
-    /// The scripted opening, then the pre-model checks. `Some` is the turn's whole answer.
-    async fn run_gates(
+    /// The scripted opening (before any check): `Some` is the turn's whole answer.
+    async fn scripted_opening(
         &self,
         inbound: &Inbound,
         config: &TenantConfig,
@@ -342,57 +391,30 @@ impl TurnEngine {
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Option<TurnResponse>, TurnError> {
         let inner = &self.inner;
-        if let Some(opening) = config.rules.opening_reply(&inbound.text) {
-            let opening = opening.to_owned();
-            inner
-                .store
-                .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
-                .await?;
-            inner
-                .store
-                .record_turn(&NewTurn::agent(
-                    conversation.id,
-                    &opening,
-                    "answered_scripted",
-                    bound,
-                    now,
-                ))
-                .await?;
-            inner.metrics.turn("answered_scripted");
-            tracing::info!(conversation = %conversation.id, outcome = "answered_scripted", "turn");
-            return Ok(Some(TurnResponse {
-                messages: vec![opening],
-                after: None,
-            }));
-        }
-
-        if let Some(denial) = gates::precheck(
-            inner.store.as_ref(),
-            config,
-            conversation,
-            inbound,
-            bound,
-            now,
-        )
-        .await?
-        {
-            inner
-                .store
-                .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
-                .await?;
-            tracing::info!(
-                conversation = %conversation.id,
-                outcome = "escalated_precheck",
-                denial = denial.as_str(),
-                "turn"
-            );
-            return self
-                .escalate_inline(config, conversation, "escalated_precheck", bound)
-                .await
-                .map(Some);
-        }
-
-        Ok(None)
+        let Some(opening) = config.rules.opening_reply(&inbound.text) else {
+            return Ok(None);
+        };
+        let opening = opening.to_owned();
+        inner
+            .store
+            .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
+            .await?;
+        inner
+            .store
+            .record_turn(&NewTurn::agent(
+                conversation.id,
+                &opening,
+                "answered_scripted",
+                bound,
+                now,
+            ))
+            .await?;
+        inner.metrics.turn("answered_scripted");
+        tracing::info!(conversation = %conversation.id, outcome = "answered_scripted", "turn");
+        Ok(Some(TurnResponse {
+            messages: vec![opening],
+            after: None,
+        }))
     }
 
     /// Hands a turn's answer over: inline through the response, or (deferred) into the outbox
@@ -553,8 +575,10 @@ impl TurnEngine {
             .thought
             .tools_offered
             .then(|| actions::record(&answer.actions));
-        let turn_id = inner.store.record_turn(&turn).await?;
-        self.charge_budget(answer).await;
+        // The turn and its charge are written together (they normally share one commit).
+        let (turn_id, ()) =
+            tokio::join!(inner.store.record_turn(&turn), self.charge_budget(answer));
+        let turn_id = turn_id?;
         inner.metrics.turn(outcome);
         tracing::info!(
             conversation = %conversation.id,
@@ -640,11 +664,20 @@ impl TurnEngine {
         );
         if let Some(answer) = &answer {
             self.fill_usage(&mut turn, answer);
-            self.charge_budget(answer).await;
         }
         turn.actions = (tools_offered || has_handoff).then(|| actions::record(&record));
-        let turn_id = inner.store.record_turn(&turn).await?;
-        inner.store.set_escalated(conversation.id, now).await?;
+        // The turn, `escalated_at` and the charge are written together (normally one commit).
+        let (turn_id, escalated, ()) = tokio::join!(
+            inner.store.record_turn(&turn),
+            inner.store.set_escalated(conversation.id, now),
+            async {
+                if let Some(answer) = &answer {
+                    self.charge_budget(answer).await;
+                }
+            }
+        );
+        let turn_id = turn_id?;
+        escalated?;
         inner.metrics.turn(outcome);
         tracing::info!(conversation = %conversation.id, outcome, "turn escalated");
         Ok((turn_id, record))
@@ -836,7 +869,7 @@ impl AgentJob {
         let static_prefix = self.engine.static_prefix(&self.config);
         let input = ThinkInput {
             config: &self.config,
-            static_prefix: &static_prefix,
+            static_prefix,
             notices: self.notices.clone(),
             history: self.history.clone(),
             contact_text: &self.contact_text,
