@@ -55,21 +55,42 @@ const STATEMENT_CACHE: usize = 64;
 
 /// The schema, in order. `every_migration_file_is_listed` keeps this list and
 /// `migrations/sqlite/` in step.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "init",
-    include_str!("../../migrations/sqlite/0001_init.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "init",
+        include_str!("../../migrations/sqlite/0001_init.sql"),
+    ),
+    (
+        2,
+        "lean_write_path",
+        include_str!("../../migrations/sqlite/0002_lean_write_path.sql"),
+    ),
+];
 
-const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, escalated_at, \
-     last_message_at, token_hash, previous_token_hash, token_issued_at, token_generation, \
-     offering, opening_sent_at, created_at, updated_at";
+// Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
+// the hot path, and the statement cache is keyed by the same `&'static str` every time.
+macro_rules! conversation_columns {
+    () => {
+        "id, subscriber_id, channel, turn_count, escalated_at, last_message_at, token_hash, \
+         previous_token_hash, token_issued_at, token_generation, offering, opening_sent_at, \
+         created_at, updated_at"
+    };
+}
 
-const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model, bound, \
-     actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at";
+macro_rules! turn_columns {
+    () => {
+        "id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
+         input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at"
+    };
+}
 
-const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
-     attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at";
+macro_rules! outbox_columns {
+    () => {
+        "id, conversation_id, subscriber_id, kind, payload, status, attempts, next_attempt_at, \
+         last_error, lease_until, created_at, delivered_at"
+    };
+}
 
 /// The SQLite store. Cheap to clone: a handle on the database thread's queue.
 #[derive(Clone)]
@@ -266,7 +287,10 @@ fn open(location: &Location) -> Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // FULL (SQLite's default, made explicit): a committed outbox row or turn survives a power
     // cut, which NORMAL does not promise in WAL mode.
-    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
+    // Savepoint journals (one per write job) stay in memory rather than in temporary files.
+    conn.execute_batch(
+        "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+    )?;
     migrate(&conn)?;
     Ok(conn)
 }
@@ -499,7 +523,7 @@ fn text<'r>(row: &'r Row<'_>, index: usize) -> Result<&'r str> {
         .map_err(rusqlite::Error::from)?)
 }
 
-/// Columns in the order of `CONVERSATION_COLUMNS`.
+/// Columns in the order of `conversation_columns!`.
 fn conversation_from(row: &Row<'_>) -> Result<Conversation> {
     Ok(Conversation {
         id: uuid(text(row, 0)?)?,
@@ -519,7 +543,7 @@ fn conversation_from(row: &Row<'_>) -> Result<Conversation> {
     })
 }
 
-/// Columns in the order of `TURN_COLUMNS`.
+/// Columns in the order of `turn_columns!`.
 fn turn_from(row: &Row<'_>) -> Result<Turn> {
     let actions: Option<&str> = row
         .get_ref(8)?
@@ -545,7 +569,7 @@ fn turn_from(row: &Row<'_>) -> Result<Turn> {
     })
 }
 
-/// Columns in the order of `OUTBOX_COLUMNS`.
+/// Columns in the order of `outbox_columns!`.
 fn outbox_from(row: &Row<'_>) -> Result<OutboxRow> {
     Ok(OutboxRow {
         id: row.get(0)?,
@@ -610,7 +634,11 @@ fn update_one(
 fn conversation_by_subscriber(conn: &Connection, subscriber: &str) -> Result<Option<Conversation>> {
     query_one(
         conn,
-        &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = ?"),
+        concat!(
+            "SELECT ",
+            conversation_columns!(),
+            " FROM conversations WHERE subscriber_id = ?"
+        ),
         [subscriber],
         conversation_from,
     )
@@ -676,7 +704,11 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             query_one(
                 conn,
-                &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?"),
+                concat!(
+                    "SELECT ",
+                    conversation_columns!(),
+                    " FROM conversations WHERE id = ?"
+                ),
                 [id.to_string()],
                 conversation_from,
             )
@@ -723,8 +755,10 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             query_all(
                 conn,
-                &format!(
-                    "SELECT {CONVERSATION_COLUMNS} FROM conversations \
+                concat!(
+                    "SELECT ",
+                    conversation_columns!(),
+                    " FROM conversations \
                      WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= ? \
                      ORDER BY created_at, id"
                 ),
@@ -806,7 +840,7 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             query_one(
                 conn,
-                &format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?"),
+                concat!("SELECT ", turn_columns!(), " FROM turns WHERE id = ?"),
                 [turn_id],
                 turn_from,
             )
@@ -823,9 +857,13 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             query_all(
                 conn,
-                &format!(
-                    "SELECT {TURN_COLUMNS} FROM (\
-                         SELECT {TURN_COLUMNS} FROM turns \
+                concat!(
+                    "SELECT ",
+                    turn_columns!(),
+                    " FROM (\
+                         SELECT ",
+                    turn_columns!(),
+                    " FROM turns \
                          WHERE conversation_id = ? AND bound = 1 AND created_at >= ? \
                          ORDER BY created_at DESC, seq DESC LIMIT ?\
                      ) ORDER BY created_at, seq"
@@ -859,8 +897,10 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             query_all(
                 conn,
-                &format!(
-                    "SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = ? \
+                concat!(
+                    "SELECT ",
+                    turn_columns!(),
+                    " FROM turns WHERE conversation_id = ? \
                      ORDER BY created_at, seq"
                 ),
                 [conversation_id.to_string()],
@@ -966,7 +1006,7 @@ impl Store for SqliteStore {
             .write(move |conn| {
                 query_all(
                     conn,
-                    &format!(
+                    concat!(
                         "UPDATE outbox SET status = 'delivering', lease_until = ?1, \
                          attempts = attempts + 1 \
                          WHERE id IN (\
@@ -983,7 +1023,8 @@ impl Store for SqliteStore {
                                           AND d.kind = 'reply' AND d.status = 'delivered' \
                                           AND d.delivered_at > ?3))) \
                              ORDER BY o.id LIMIT ?4) \
-                         RETURNING {OUTBOX_COLUMNS}"
+                         RETURNING ",
+                        outbox_columns!()
                     ),
                     params![
                         ms(after(rules.now, rules.lease)),
@@ -1045,7 +1086,7 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             query_one(
                 conn,
-                &format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = ?"),
+                concat!("SELECT ", outbox_columns!(), " FROM outbox WHERE id = ?"),
                 [id],
                 outbox_from,
             )
@@ -1069,7 +1110,7 @@ impl Store for SqliteStore {
         self.read(|conn| {
             query_all(
                 conn,
-                &format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id"),
+                concat!("SELECT ", outbox_columns!(), " FROM outbox ORDER BY id"),
                 [],
                 outbox_from,
             )
@@ -1106,6 +1147,8 @@ mod tests {
         assert_eq!(pragma::<i64>(&store, "busy_timeout").await, 5000);
         // 2 = FULL: an acknowledged write is on disk.
         assert_eq!(pragma::<i64>(&store, "synchronous").await, 2);
+        // 2 = MEMORY: savepoint journals never touch a temporary file.
+        assert_eq!(pragma::<i64>(&store, "temp_store").await, 2);
     }
 
     #[test]
