@@ -18,8 +18,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxKind, OutboxRow,
-    OutboxStatus, Role, Store,
+    BudgetCharge, BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxKind,
+    OutboxRow, OutboxStatus, Role, Store, TurnContext, TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -639,6 +639,223 @@ pub async fn budget_accumulates_per_day(store: &dyn Store) {
     assert_eq!(store.budget(next).await.expect("budget").tokens, 7);
 }
 
+/// A random day, so reruns on one store start from zero.
+fn fresh_day() -> NaiveDate {
+    let offset = (Uuid::new_v4().as_u128() % 100_000) as u64;
+    NaiveDate::from_ymd_opt(2000, 1, 1)
+        .and_then(|d| d.checked_add_days(chrono::Days::new(offset)))
+        .expect("a valid day")
+}
+
+// --- a turn's units of work -------------------------------------------------------------------
+
+/// `turn_context` answers exactly what the four separate reads answer, and nothing it was not
+/// asked for.
+pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let day = fresh_day();
+    for i in 0..4 {
+        record(
+            store,
+            NewTurn::user(conversation.id, format!("q{i}"), true, at_s(10 * i)),
+        )
+        .await;
+        record(
+            store,
+            NewTurn::agent(
+                conversation.id,
+                format!("a{i}"),
+                "answered_inline",
+                true,
+                at_s(10 * i + 1),
+            ),
+        )
+        .await;
+    }
+    record(
+        store,
+        NewTurn::user(conversation.id, "unbound", false, at_s(50)),
+    )
+    .await;
+    enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    store.add_budget(day, 42, 0.5).await.expect("add_budget");
+
+    let query = TurnContextQuery {
+        conversation_id: conversation.id,
+        cap_limit: Some(3),
+        history: Some((at_s(5), 4)),
+        day,
+    };
+    let context = store.turn_context(query).await.expect("turn_context");
+    let expected = TurnContext {
+        earlier_user_turns: store
+            .recent_user_turn_times(conversation.id, 3)
+            .await
+            .expect("times"),
+        history: store
+            .history(conversation.id, at_s(5), 4)
+            .await
+            .expect("history"),
+        spent: store.budget(day).await.expect("budget"),
+        queued_replies: store
+            .pending_replies(conversation.id)
+            .await
+            .expect("pending"),
+    };
+    assert_eq!(context, expected);
+    assert_eq!(context.earlier_user_turns.len(), 3);
+    assert_eq!(context.history.len(), 4);
+    assert_eq!(context.spent.tokens, 42);
+    assert_eq!(context.queued_replies, 1);
+
+    let unasked = store
+        .turn_context(TurnContextQuery {
+            cap_limit: None,
+            history: None,
+            ..query
+        })
+        .await
+        .expect("turn_context");
+    assert!(unasked.earlier_user_turns.is_empty() && unasked.history.is_empty());
+    assert_eq!(unasked.spent, expected.spent);
+    settle(store, &[conversation.id]).await;
+}
+
+/// `record_message` records the contact's message as `record_turn` does and counts it against
+/// the hourly window only when given one.
+pub async fn record_message_records_and_counts_the_rate_window(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let window = at_s(3600);
+    let (first, count) = store
+        .record_message(
+            &NewTurn::user(conversation.id, "hello", true, at_s(3601)),
+            &conversation.subscriber_id,
+            Some(window),
+        )
+        .await
+        .expect("record_message");
+    assert_eq!(count, Some(1));
+    let (second, count) = store
+        .record_message(
+            &NewTurn::user(conversation.id, "again", true, at_s(3602)),
+            &conversation.subscriber_id,
+            Some(window),
+        )
+        .await
+        .expect("record_message");
+    assert_eq!(count, Some(2));
+    let (_, uncounted) = store
+        .record_message(
+            &NewTurn::user(conversation.id, "stopped", true, at_s(3603)),
+            &conversation.subscriber_id,
+            None,
+        )
+        .await
+        .expect("record_message");
+    assert_eq!(uncounted, None);
+    assert_eq!(
+        store
+            .bump_rate(&conversation.subscriber_id, window)
+            .await
+            .expect("bump"),
+        3,
+        "the uncounted message left the window alone"
+    );
+    let turns = store.turns(conversation.id).await.expect("turns");
+    assert_eq!(turns.len(), 3);
+    assert_eq!((turns[0].id, turns[1].id), (first, second));
+    let reread = store
+        .conversation(conversation.id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(reread.turn_count, 3);
+    assert_eq!(reread.last_message_at, Some(at_s(3603)));
+}
+
+/// `record_reply` records the agent turn, charges the day's budget and marks the escalation,
+/// each only when asked.
+pub async fn record_reply_charges_and_escalates_when_asked(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let day = fresh_day();
+    let mut reply = NewTurn::agent(
+        conversation.id,
+        "Classes run weekly.",
+        "answered_inline",
+        true,
+        at_s(1),
+    );
+    reply.input_tokens = 100;
+    let answered = store
+        .record_reply(
+            &reply,
+            Some(BudgetCharge {
+                day,
+                tokens: 120,
+                cost_usd: 0.25,
+            }),
+            None,
+        )
+        .await
+        .expect("record_reply");
+    let usage = store.budget(day).await.expect("budget");
+    assert_eq!(usage.tokens, 120);
+    assert!((usage.cost_usd - 0.25).abs() < 1e-9);
+    let unescalated = store
+        .conversation(conversation.id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(unescalated.escalated_at, None);
+
+    let copy = NewTurn::agent(
+        conversation.id,
+        "A person will reply.",
+        "escalated_precheck",
+        true,
+        at_s(2),
+    );
+    let escalated = store
+        .record_reply(&copy, None, Some(at_s(2)))
+        .await
+        .expect("record_reply");
+    assert_eq!(
+        store.budget(day).await.expect("budget").tokens,
+        120,
+        "no charge"
+    );
+    let reread = store
+        .conversation(conversation.id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(reread.escalated_at, Some(at_s(2)));
+    let stored = store.turn(answered).await.expect("turn").expect("stored");
+    assert_eq!(stored.input_tokens, 100);
+    assert!(escalated > answered);
+
+    // An unknown conversation fails the whole write: no charge is left behind.
+    let orphan = NewTurn::agent(
+        super::new_conversation_id(),
+        "x",
+        "answered_inline",
+        true,
+        at_s(3),
+    );
+    let charge = BudgetCharge {
+        day,
+        tokens: 5,
+        cost_usd: 0.0,
+    };
+    assert!(
+        store
+            .record_reply(&orphan, Some(charge), None)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.budget(day).await.expect("budget").tokens, 120);
+}
+
 // --- outbox -----------------------------------------------------------------------------------
 
 pub async fn outbox_enqueue_stores_a_pending_row(store: &dyn Store) {
@@ -1052,6 +1269,9 @@ pub async fn run_all(store: &dyn Store) {
     outbox_last_error_is_bounded(store).await;
     outbox_delivered_row_is_done(store).await;
     pending_replies_counts_replies_not_yet_delivered(store).await;
+    turn_context_matches_the_separate_reads(store).await;
+    record_message_records_and_counts_the_rate_window(store).await;
+    record_reply_charges_and_escalates_when_asked(store).await;
 }
 
 #[cfg(test)]
@@ -1142,6 +1362,9 @@ mod tests {
         outbox_last_error_is_bounded,
         outbox_delivered_row_is_done,
         pending_replies_counts_replies_not_yet_delivered,
+        turn_context_matches_the_separate_reads,
+        record_message_records_and_counts_the_rate_window,
+        record_reply_charges_and_escalates_when_asked,
         run_all,
     );
 

@@ -238,6 +238,40 @@ pub struct BudgetUsage {
     pub cost_usd: f64,
 }
 
+/// What a turn reads before its checks, asked for in one call (`Store::turn_context`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TurnContextQuery {
+    pub conversation_id: ConversationId,
+    /// 018 turn cap: read the last `limit` bound user message times (`None`: not read).
+    pub cap_limit: Option<i64>,
+    /// 018 history: read the last `limit` bound turns created at or after `since` (`None`: not
+    /// read).
+    pub history: Option<(DateTime<Utc>, i64)>,
+    /// The day whose spend is read (the daily budget).
+    pub day: NaiveDate,
+}
+
+/// The answer to a [`TurnContextQuery`]: what `recent_user_turn_times`, `history`, `budget` and
+/// `pending_replies` would answer (empty where not asked).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TurnContext {
+    /// Newest first.
+    pub earlier_user_turns: Vec<DateTime<Utc>>,
+    /// Oldest first.
+    pub history: Vec<Turn>,
+    pub spent: BudgetUsage,
+    /// Reply rows of the conversation not yet delivered.
+    pub queued_replies: i64,
+}
+
+/// What an agent turn adds to its day's budget.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetCharge {
+    pub day: NaiveDate,
+    pub tokens: i64,
+    pub cost_usd: f64,
+}
+
 /// Held while a turn of one conversation runs (037); dropping it lets the next turn start.
 /// On Postgres it holds a session advisory lock, so the order holds across replicas; on SQLite
 /// (one process) the in-process queue in `turn::order` is the whole mechanism.
@@ -373,6 +407,78 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every outbox row, oldest first (tests, operators, metrics).
     async fn outbox_rows(&self) -> Result<Vec<OutboxRow>>;
+
+    // --- a turn's units of work ------------------------------------------------------------
+    //
+    // Each is what the separate calls above do together; a backend may answer it in one round
+    // trip (SQLite: one job on its database thread, one savepoint for the writes). The defaults
+    // compose the separate calls.
+
+    /// Everything a turn reads before its checks.
+    async fn turn_context(&self, query: TurnContextQuery) -> Result<TurnContext> {
+        let (earlier_user_turns, history, spent, queued_replies) = tokio::try_join!(
+            async {
+                match query.cap_limit {
+                    Some(limit) => {
+                        self.recent_user_turn_times(query.conversation_id, limit)
+                            .await
+                    }
+                    None => Ok(Vec::new()),
+                }
+            },
+            async {
+                match query.history {
+                    Some((since, limit)) => self.history(query.conversation_id, since, limit).await,
+                    None => Ok(Vec::new()),
+                }
+            },
+            self.budget(query.day),
+            self.pending_replies(query.conversation_id),
+        )?;
+        Ok(TurnContext {
+            earlier_user_turns,
+            history,
+            spent,
+            queued_replies,
+        })
+    }
+
+    /// Records a contact message (`record_turn`) and, when `rate_window` is given, counts it
+    /// against that hourly window (`bump_rate`, for the conversation's subscriber). Returns the
+    /// turn's id and the window's new count.
+    async fn record_message(
+        &self,
+        turn: &NewTurn,
+        subscriber_id: &SubscriberId,
+        rate_window: Option<DateTime<Utc>>,
+    ) -> Result<(i64, Option<i64>)> {
+        let id = self.record_turn(turn).await?;
+        let count = match rate_window {
+            Some(window) => Some(self.bump_rate(subscriber_id, window).await?),
+            None => None,
+        };
+        Ok((id, count))
+    }
+
+    /// Records an agent turn (`record_turn`), adds `charge` to its day's budget
+    /// (`add_budget`) and, when `escalated_at` is given, marks the conversation escalated
+    /// (`set_escalated`). Returns the turn's id.
+    async fn record_reply(
+        &self,
+        turn: &NewTurn,
+        charge: Option<BudgetCharge>,
+        escalated_at: Option<DateTime<Utc>>,
+    ) -> Result<i64> {
+        let id = self.record_turn(turn).await?;
+        if let Some(charge) = charge {
+            self.add_budget(charge.day, charge.tokens, charge.cost_usd)
+                .await?;
+        }
+        if let Some(at) = escalated_at {
+            self.set_escalated(turn.conversation_id, at).await?;
+        }
+        Ok(id)
+    }
 }
 
 /// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the

@@ -17,8 +17,9 @@
 //!   `synchronous = FULL` still means "acknowledged ⇒ on disk", and one fsync serves the whole
 //!   group. A write that fails is rolled back to its savepoint alone; a COMMIT that fails fails
 //!   every write of the group.
-//! - **Reads run before the group**, outside its transaction, and are answered at once: they
-//!   see every write already acknowledged, never one that might still roll back.
+//! - **Reads run before the group**, together in one read transaction outside the group's,
+//!   and are answered at once: they see every write already acknowledged, never one that might
+//!   still roll back.
 //! - Each write method is one job, so its statements are atomic together (one savepoint). A job
 //!   that must be atomic against another process on the same file (`claim_outbox`) is safe
 //!   because `BEGIN IMMEDIATE` takes SQLite's write lock before the job reads; `busy_timeout`
@@ -41,8 +42,8 @@ use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
 use super::{
-    BudgetUsage, ClaimRules, Conversation, ConversationLock, NewOutboxRow, NewTurn, OutboxRow,
-    Result, Role, Store, StoreError, Turn,
+    BudgetCharge, BudgetUsage, ClaimRules, Conversation, ConversationLock, NewOutboxRow, NewTurn,
+    OutboxRow, Result, Role, Store, StoreError, Turn, TurnContext, TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -140,9 +141,12 @@ where
     }
 }
 
+/// A read waiting for the database thread; it answers its caller itself.
+type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+
 enum Job {
-    /// Runs outside any transaction and answers its caller itself.
-    Read(Box<dyn FnOnce(&Connection) + Send>),
+    /// Runs outside the group's transaction and answers its caller itself.
+    Read(ReadJob),
     /// Runs inside the group transaction; answered after COMMIT.
     Write(Box<dyn WriteJob>),
 }
@@ -376,22 +380,38 @@ fn migrate(conn: &Connection) -> Result<()> {
 /// The database thread: takes every queued job, answers the reads, commits the writes as one
 /// group. Ends when every store handle is dropped.
 fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
+    let mut reads = Vec::new();
     let mut writes = Vec::new();
     loop {
         let Ok(first) = queue.recv() else { return };
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
-                Job::Read(read) => read(&conn),
+                Job::Read(read) => reads.push(read),
                 Job::Write(write) => writes.push(write),
             }
             if writes.len() < MAX_GROUP {
                 next = queue.try_recv().ok();
             }
         }
+        if !reads.is_empty() {
+            run_reads(&conn, &mut reads);
+        }
         if !writes.is_empty() {
             run_group(&conn, &mut writes);
         }
+    }
+}
+
+/// Runs `reads` in one read transaction: one snapshot of what is committed, and one WAL read
+/// lock for all of them instead of one per statement.
+fn run_reads(conn: &Connection, reads: &mut Vec<ReadJob>) {
+    let began = execute(conn, "BEGIN").is_ok();
+    for read in reads.drain(..) {
+        read(conn);
+    }
+    if began && !conn.is_autocommit() {
+        let _ = execute(conn, "COMMIT");
     }
 }
 
@@ -644,6 +664,154 @@ fn conversation_by_subscriber(conn: &Connection, subscriber: &str) -> Result<Opt
     )
 }
 
+fn set_escalated_in(conn: &Connection, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
+    update_one(
+        conn,
+        "UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?",
+        params![ms(at), ms(at), id.to_string()],
+        "conversation",
+    )
+}
+
+/// Inserts a turn; a user turn also moves the conversation's `last_message_at` and (bound)
+/// `turn_count`.
+fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Result<i64> {
+    // `seq` is the next integer after the largest: one writer runs at a time, and the unique
+    // index makes the MAX a single lookup.
+    let id: i64 = conn
+        .prepare_cached(
+            "INSERT INTO turns (seq, conversation_id, role, text, outcome, model, bound, \
+             actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
+             created_at) \
+             VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM turns), \
+                     ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             RETURNING id",
+        )?
+        .query_row(
+            params![
+                turn.conversation_id.to_string(),
+                turn.role.as_str(),
+                turn.text,
+                turn.outcome,
+                turn.model,
+                turn.bound,
+                actions,
+                turn.reads,
+                turn.input_tokens,
+                turn.output_tokens,
+                turn.cached_tokens,
+                turn.cost_usd,
+                turn.latency_ms,
+                ms(turn.created_at),
+            ],
+            |row| row.get(0),
+        )?;
+    if turn.role == Role::User {
+        conn.prepare_cached(
+            "UPDATE conversations SET \
+             last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
+             turn_count = turn_count + ?2, \
+             updated_at = ?1 \
+             WHERE id = ?3",
+        )?
+        .execute(params![
+            ms(turn.created_at),
+            i64::from(turn.bound),
+            turn.conversation_id.to_string()
+        ])?;
+    }
+    Ok(id)
+}
+
+fn history_in(
+    conn: &Connection,
+    conversation_id: ConversationId,
+    since: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<Turn>> {
+    query_all(
+        conn,
+        concat!(
+            "SELECT ",
+            turn_columns!(),
+            " FROM (SELECT ",
+            turn_columns!(),
+            " FROM turns WHERE conversation_id = ? AND bound = 1 AND created_at >= ? \
+             ORDER BY created_at DESC, seq DESC LIMIT ?) ORDER BY created_at, seq"
+        ),
+        params![conversation_id.to_string(), ms(since), limit.max(0)],
+        turn_from,
+    )
+}
+
+fn recent_user_turn_times_in(
+    conn: &Connection,
+    conversation_id: ConversationId,
+    limit: i64,
+) -> Result<Vec<DateTime<Utc>>> {
+    query_all(
+        conn,
+        "SELECT created_at FROM turns \
+         WHERE conversation_id = ? AND bound = 1 AND role = 'user' \
+         ORDER BY created_at DESC, seq DESC LIMIT ?",
+        params![conversation_id.to_string(), limit.max(0)],
+        |row| time(row.get(0)?),
+    )
+}
+
+fn bump_rate_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>) -> Result<i64> {
+    let count: i64 = conn
+        .prepare_cached(
+            "INSERT INTO rate_counters (subscriber_id, window_start, count) \
+             VALUES (?, ?, 1) ON CONFLICT (subscriber_id, window_start) \
+             DO UPDATE SET count = count + 1 RETURNING count",
+        )?
+        .query_row(params![subscriber, ms(window_start)], |row| row.get(0))?;
+    if count == 1 {
+        // A new window began: the contact's older windows will never be read again, and a
+        // subscriber id is personal data, so they go (once per window, not per turn).
+        conn.prepare_cached(
+            "DELETE FROM rate_counters WHERE subscriber_id = ? AND window_start < ?",
+        )?
+        .execute(params![subscriber, ms(window_start)])?;
+    }
+    Ok(count)
+}
+
+fn budget_in(conn: &Connection, day: NaiveDate) -> Result<BudgetUsage> {
+    Ok(query_one(
+        conn,
+        "SELECT tokens, cost_usd FROM budget_counters WHERE day = ?",
+        [day_key(day)],
+        |row| {
+            Ok(BudgetUsage {
+                tokens: row.get(0)?,
+                cost_usd: row.get(1)?,
+            })
+        },
+    )?
+    .unwrap_or_default())
+}
+
+fn add_budget_in(conn: &Connection, charge: BudgetCharge) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES (?, ?, ?) \
+         ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens, \
+         cost_usd = cost_usd + excluded.cost_usd",
+    )?
+    .execute(params![day_key(charge.day), charge.tokens, charge.cost_usd])?;
+    Ok(())
+}
+
+fn pending_replies_in(conn: &Connection, conversation_id: ConversationId) -> Result<i64> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM outbox WHERE conversation_id = ? AND kind = 'reply' \
+             AND status IN ('pending', 'delivering')",
+        )?
+        .query_row([conversation_id.to_string()], |row| row.get(0))?)
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
@@ -717,15 +885,7 @@ impl Store for SqliteStore {
     }
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
-        self.write(move |conn| {
-            update_one(
-                conn,
-                "UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?",
-                params![ms(at), ms(at), id.to_string()],
-                "conversation",
-            )
-        })
-        .await
+        self.write(move |conn| set_escalated_in(conn, id, at)).await
     }
 
     async fn set_token(
@@ -773,54 +933,8 @@ impl Store for SqliteStore {
         let actions = turn.actions.as_ref().map(json_text).transpose()?;
         let turn = turn.clone();
         // One job: the insert and the conversation update commit together (one savepoint).
-        self.write(move |conn| {
-            // `seq` is the next integer after the largest: one writer runs at a time, and the
-            // unique index makes the MAX a single lookup.
-            let id: i64 = conn
-                .prepare_cached(
-                    "INSERT INTO turns (seq, conversation_id, role, text, outcome, model, bound, \
-                     actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, \
-                     latency_ms, created_at) \
-                     VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM turns), \
-                             ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-                     RETURNING id",
-                )?
-                .query_row(
-                    params![
-                        turn.conversation_id.to_string(),
-                        turn.role.as_str(),
-                        turn.text,
-                        turn.outcome,
-                        turn.model,
-                        turn.bound,
-                        actions,
-                        turn.reads,
-                        turn.input_tokens,
-                        turn.output_tokens,
-                        turn.cached_tokens,
-                        turn.cost_usd,
-                        turn.latency_ms,
-                        ms(turn.created_at),
-                    ],
-                    |row| row.get(0),
-                )?;
-            if turn.role == Role::User {
-                conn.prepare_cached(
-                    "UPDATE conversations SET \
-                     last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
-                     turn_count = turn_count + ?2, \
-                     updated_at = ?1 \
-                     WHERE id = ?3",
-                )?
-                .execute(params![
-                    ms(turn.created_at),
-                    i64::from(turn.bound),
-                    turn.conversation_id.to_string()
-                ])?;
-            }
-            Ok(id)
-        })
-        .await
+        self.write(move |conn| insert_turn(conn, &turn, actions.as_deref()))
+            .await
     }
 
     async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
@@ -854,25 +968,8 @@ impl Store for SqliteStore {
         since: DateTime<Utc>,
         limit: i64,
     ) -> Result<Vec<Turn>> {
-        self.read(move |conn| {
-            query_all(
-                conn,
-                concat!(
-                    "SELECT ",
-                    turn_columns!(),
-                    " FROM (\
-                         SELECT ",
-                    turn_columns!(),
-                    " FROM turns \
-                         WHERE conversation_id = ? AND bound = 1 AND created_at >= ? \
-                         ORDER BY created_at DESC, seq DESC LIMIT ?\
-                     ) ORDER BY created_at, seq"
-                ),
-                params![conversation_id.to_string(), ms(since), limit.max(0)],
-                turn_from,
-            )
-        })
-        .await
+        self.read(move |conn| history_in(conn, conversation_id, since, limit))
+            .await
     }
 
     async fn recent_user_turn_times(
@@ -880,17 +977,8 @@ impl Store for SqliteStore {
         conversation_id: ConversationId,
         limit: i64,
     ) -> Result<Vec<DateTime<Utc>>> {
-        self.read(move |conn| {
-            query_all(
-                conn,
-                "SELECT created_at FROM turns \
-                 WHERE conversation_id = ? AND bound = 1 AND role = 'user' \
-                 ORDER BY created_at DESC, seq DESC LIMIT ?",
-                params![conversation_id.to_string(), limit.max(0)],
-                |row| time(row.get(0)?),
-            )
-        })
-        .await
+        self.read(move |conn| recent_user_turn_times_in(conn, conversation_id, limit))
+            .await
     }
 
     async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>> {
@@ -916,57 +1004,21 @@ impl Store for SqliteStore {
         window_start: DateTime<Utc>,
     ) -> Result<i64> {
         let subscriber = subscriber_id.as_str().to_owned();
-        self.write(move |conn| {
-            let count: i64 = conn
-                .prepare_cached(
-                    "INSERT INTO rate_counters (subscriber_id, window_start, count) \
-                     VALUES (?, ?, 1) ON CONFLICT (subscriber_id, window_start) \
-                     DO UPDATE SET count = count + 1 RETURNING count",
-                )?
-                .query_row(params![subscriber, ms(window_start)], |row| row.get(0))?;
-            if count == 1 {
-                // A new window began: the contact's older windows will never be read again,
-                // and a subscriber id is personal data, so they go (once per window, not per
-                // turn).
-                conn.prepare_cached(
-                    "DELETE FROM rate_counters WHERE subscriber_id = ? AND window_start < ?",
-                )?
-                .execute(params![subscriber, ms(window_start)])?;
-            }
-            Ok(count)
-        })
-        .await
+        self.write(move |conn| bump_rate_in(conn, &subscriber, window_start))
+            .await
     }
 
     async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage> {
-        self.read(move |conn| {
-            Ok(query_one(
-                conn,
-                "SELECT tokens, cost_usd FROM budget_counters WHERE day = ?",
-                [day_key(day)],
-                |row| {
-                    Ok(BudgetUsage {
-                        tokens: row.get(0)?,
-                        cost_usd: row.get(1)?,
-                    })
-                },
-            )?
-            .unwrap_or_default())
-        })
-        .await
+        self.read(move |conn| budget_in(conn, day)).await
     }
 
     async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()> {
-        self.write(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES (?, ?, ?) \
-                 ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens, \
-                 cost_usd = cost_usd + excluded.cost_usd",
-            )?
-            .execute(params![day_key(day), tokens, cost_usd])?;
-            Ok(())
-        })
-        .await
+        let charge = BudgetCharge {
+            day,
+            tokens,
+            cost_usd,
+        };
+        self.write(move |conn| add_budget_in(conn, charge)).await
     }
 
     async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
@@ -1095,13 +1147,68 @@ impl Store for SqliteStore {
     }
 
     async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64> {
+        self.read(move |conn| pending_replies_in(conn, conversation_id))
+            .await
+    }
+
+    async fn turn_context(&self, query: TurnContextQuery) -> Result<TurnContext> {
+        // One job: the four reads run back to back on the database thread.
         self.read(move |conn| {
-            Ok(conn
-                .prepare_cached(
-                    "SELECT COUNT(*) FROM outbox WHERE conversation_id = ? AND kind = 'reply' \
-                     AND status IN ('pending', 'delivering')",
-                )?
-                .query_row([conversation_id.to_string()], |row| row.get(0))?)
+            Ok(TurnContext {
+                earlier_user_turns: match query.cap_limit {
+                    Some(limit) => recent_user_turn_times_in(conn, query.conversation_id, limit)?,
+                    None => Vec::new(),
+                },
+                history: match query.history {
+                    Some((since, limit)) => history_in(conn, query.conversation_id, since, limit)?,
+                    None => Vec::new(),
+                },
+                spent: budget_in(conn, query.day)?,
+                queued_replies: pending_replies_in(conn, query.conversation_id)?,
+            })
+        })
+        .await
+    }
+
+    async fn record_message(
+        &self,
+        turn: &NewTurn,
+        subscriber_id: &SubscriberId,
+        rate_window: Option<DateTime<Utc>>,
+    ) -> Result<(i64, Option<i64>)> {
+        let actions = turn.actions.as_ref().map(json_text).transpose()?;
+        let turn = turn.clone();
+        let subscriber = subscriber_id.as_str().to_owned();
+        // One job, one savepoint: the message and its count commit together.
+        self.write(move |conn| {
+            let id = insert_turn(conn, &turn, actions.as_deref())?;
+            let count = match rate_window {
+                Some(window) => Some(bump_rate_in(conn, &subscriber, window)?),
+                None => None,
+            };
+            Ok((id, count))
+        })
+        .await
+    }
+
+    async fn record_reply(
+        &self,
+        turn: &NewTurn,
+        charge: Option<BudgetCharge>,
+        escalated_at: Option<DateTime<Utc>>,
+    ) -> Result<i64> {
+        let actions = turn.actions.as_ref().map(json_text).transpose()?;
+        let turn = turn.clone();
+        // One job, one savepoint: the reply, its charge and the escalation commit together.
+        self.write(move |conn| {
+            let id = insert_turn(conn, &turn, actions.as_deref())?;
+            if let Some(charge) = charge {
+                add_budget_in(conn, charge)?;
+            }
+            if let Some(at) = escalated_at {
+                set_escalated_in(conn, turn.conversation_id, at)?;
+            }
+            Ok(id)
         })
         .await
     }

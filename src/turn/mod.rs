@@ -35,7 +35,10 @@ use crate::manychat::ManyChatClient;
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::ReplyPayload;
-use crate::store::{Conversation, NewOutboxRow, NewTurn, OutboxKind, Role, Store, StoreError};
+use crate::store::{
+    BudgetCharge, Conversation, NewOutboxRow, NewTurn, OutboxKind, Role, Store, StoreError,
+    TurnContextQuery,
+};
 use crate::tokens::{self, TokenService};
 use crate::tools::{ToolContext, TurnTools};
 
@@ -263,53 +266,39 @@ impl TurnEngine {
             return self.deliver(&conversation, response, mode, guard).await;
         }
 
-        // Everything the checks and the prompt read, in one round: the contact's earlier
-        // message times (turn cap), today's spend, history (an unbound turn is answered from its
-        // own message only, 019), and whether a reply is already queued for the contact.
+        // Everything the checks and the prompt read, in one call: the contact's earlier
+        // message times (turn cap), history (an unbound turn is answered from its own message
+        // only, 019), today's spend, and whether a reply is already queued for the contact.
         let store = inner.store.as_ref();
-        let (earlier, spent, history, queued) = tokio::try_join!(
-            async {
-                match bound {
-                    true => {
-                        let cap = i64::from(config.rules.max_turns_per_conversation);
-                        store.recent_user_turn_times(conversation.id, cap + 1).await
-                    }
-                    false => Ok(Vec::new()),
-                }
-            },
-            store.budget(now.date_naive()),
-            async {
-                match bound {
-                    true => self.history(&config, &conversation).await,
-                    false => Ok(Vec::new()),
-                }
-            },
-            async {
-                match mode {
-                    Mode::Deferred => Ok(0),
-                    Mode::Inline => store.pending_replies(conversation.id).await,
-                }
-            },
-        )?;
+        let history_since = now - chrono::Duration::days(i64::from(config.rules.history_days));
+        let context = store
+            .turn_context(TurnContextQuery {
+                conversation_id: conversation.id,
+                cap_limit: bound.then(|| i64::from(config.rules.max_turns_per_conversation) + 1),
+                history: bound.then_some((history_since, HISTORY_TURNS)),
+                day: now.date_naive(),
+            })
+            .await?;
 
         // The contact's message is recorded whatever the checks decide; it counts against the
-        // hourly rate once keywords and the cap have let it through (both written together, so
-        // they normally share one commit).
+        // hourly rate once keywords and the cap have let it through (one write either way).
         let message = NewTurn::user(conversation.id, &inbound.text, bound, now);
-        let denial = match gates::before_rate(&config, &inbound, bound, &earlier, now) {
-            Some(denial) => {
-                store.record_turn(&message).await?;
-                Some(denial)
-            }
-            None => {
-                let window = gates::hour_start(now);
-                let (_, count) = tokio::try_join!(
-                    store.record_turn(&message),
-                    store.bump_rate(&inbound.subscriber_id, window)
-                )?;
-                gates::after_rate(&config, count, spent)
-            }
-        };
+        let denial =
+            match gates::before_rate(&config, &inbound, bound, &context.earlier_user_turns, now) {
+                Some(denial) => {
+                    store
+                        .record_message(&message, &inbound.subscriber_id, None)
+                        .await?;
+                    Some(denial)
+                }
+                None => {
+                    let window = gates::hour_start(now);
+                    let (_, count) = store
+                        .record_message(&message, &inbound.subscriber_id, Some(window))
+                        .await?;
+                    gates::after_rate(&config, count.unwrap_or(0), context.spent)
+                }
+            };
         if let Some(denial) = denial {
             tracing::info!(
                 conversation = %conversation.id,
@@ -325,7 +314,7 @@ impl TurnEngine {
 
         // A reply already queued for this contact must not be overtaken by an inline answer:
         // this turn's reply goes through the outbox behind it, and the response is silent.
-        let queued_ahead = mode == Mode::Deferred || queued > 0;
+        let queued_ahead = mode == Mode::Deferred || context.queued_replies > 0;
 
         let job = AgentJob {
             engine: self.clone(),
@@ -333,7 +322,7 @@ impl TurnEngine {
             conversation: conversation.clone(),
             contact_text: inbound.text.clone(),
             notices: notices(&config, &inbound),
-            history,
+            history: history_turns(context.history),
             bound,
             arrived_at: inbound.arrived_at,
             guard,
@@ -479,31 +468,6 @@ impl TurnEngine {
         }
     }
 
-    async fn history(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-    ) -> Result<Vec<HistoryTurn>, StoreError> {
-        let since =
-            self.inner.clock.now() - chrono::Duration::days(i64::from(config.rules.history_days));
-        let turns = self
-            .inner
-            .store
-            .history(conversation.id, since, HISTORY_TURNS)
-            .await?;
-        Ok(turns
-            .into_iter()
-            .map(|turn| HistoryTurn {
-                actions_performed: match (&turn.role, &turn.actions) {
-                    (Role::Agent, Some(actions)) => agent::history_actions_note(actions),
-                    _ => Vec::new(),
-                },
-                role: turn.role,
-                text: turn.text,
-            })
-            .collect())
-    }
-
     /// Records the agent turn of a race won and returns the reply to render inline.
     async fn settle_inline(
         &self,
@@ -575,10 +539,11 @@ impl TurnEngine {
             .thought
             .tools_offered
             .then(|| actions::record(&answer.actions));
-        // The turn and its charge are written together (they normally share one commit).
-        let (turn_id, ()) =
-            tokio::join!(inner.store.record_turn(&turn), self.charge_budget(answer));
-        let turn_id = turn_id?;
+        // The turn and its charge, in one write.
+        let turn_id = inner
+            .store
+            .record_reply(&turn, Some(self.charge(answer)), None)
+            .await?;
         inner.metrics.turn(outcome);
         tracing::info!(
             conversation = %conversation.id,
@@ -666,18 +631,9 @@ impl TurnEngine {
             self.fill_usage(&mut turn, answer);
         }
         turn.actions = (tools_offered || has_handoff).then(|| actions::record(&record));
-        // The turn, `escalated_at` and the charge are written together (normally one commit).
-        let (turn_id, escalated, ()) = tokio::join!(
-            inner.store.record_turn(&turn),
-            inner.store.set_escalated(conversation.id, now),
-            async {
-                if let Some(answer) = &answer {
-                    self.charge_budget(answer).await;
-                }
-            }
-        );
-        let turn_id = turn_id?;
-        escalated?;
+        // The turn, its charge and `escalated_at`, in one write.
+        let charge = answer.as_ref().map(|answer| self.charge(answer));
+        let turn_id = inner.store.record_reply(&turn, charge, Some(now)).await?;
         inner.metrics.turn(outcome);
         tracing::info!(conversation = %conversation.id, outcome, "turn escalated");
         Ok((turn_id, record))
@@ -694,17 +650,13 @@ impl TurnEngine {
         turn.reads = i64::from(answer.reads);
     }
 
-    async fn charge_budget(&self, answer: &Answer) {
+    /// What an answered turn adds to today's budget: its tokens and their cost.
+    fn charge(&self, answer: &Answer) -> BudgetCharge {
         let usage = answer.thought.usage;
-        let cost = crate::model::pricing::cost_usd(self.inner.model.id(), &usage);
-        let day = self.inner.clock.now().date_naive();
-        if let Err(error) = self
-            .inner
-            .store
-            .add_budget(day, usage.total() as i64, cost)
-            .await
-        {
-            tracing::error!(error = %error, "could not add to the daily budget");
+        BudgetCharge {
+            day: self.inner.clock.now().date_naive(),
+            tokens: usage.total() as i64,
+            cost_usd: crate::model::pricing::cost_usd(self.inner.model.id(), &usage),
         }
     }
 
@@ -910,6 +862,21 @@ impl AgentJob {
             tracing::error!(conversation = %self.conversation.id, error = %error, "deferred turn could not be recorded");
         }
     }
+}
+
+/// The model's view of stored history turns (018): text, role, and what an agent turn performed.
+fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> {
+    turns
+        .into_iter()
+        .map(|turn| HistoryTurn {
+            actions_performed: match (&turn.role, &turn.actions) {
+                (Role::Agent, Some(actions)) => agent::history_actions_note(actions),
+                _ => Vec::new(),
+            },
+            role: turn.role,
+            text: turn.text,
+        })
+        .collect()
 }
 
 /// Server notices outside the fence (SYSTEM 4): what the server knows that the model should.
