@@ -1,4 +1,4 @@
--- Fewer pages written per turn (docs/PERFORMANCE.md).
+-- The turn's write and read paths made leaner (docs/PERFORMANCE.md).
 --
 -- `conversations_last_message_at` was never used: `tokens backfill` filters on
 -- COALESCE(last_message_at, created_at), which no index on the column serves, while every
@@ -27,3 +27,9 @@ INSERT INTO rate_counters_new (subscriber_id, window_start, count)
     SELECT subscriber_id, window_start, count FROM rate_counters;
 DROP TABLE rate_counters;
 ALTER TABLE rate_counters_new RENAME TO rate_counters;
+
+-- History and the turn cap read a conversation's newest turns by (created_at, seq): with seq in
+-- the index they are read in index order and stop at their LIMIT, with no sort, however long
+-- the conversation.
+DROP INDEX IF EXISTS turns_conversation_created;
+CREATE INDEX turns_conversation_created ON turns (conversation_id, created_at, seq);

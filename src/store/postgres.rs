@@ -621,3 +621,34 @@ impl Drop for AdvisoryLock {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file in `migrations/postgres` is embedded and applied on connect (a file added
+    /// without a rebuild would otherwise be missing from the binary).
+    #[tokio::test]
+    async fn system_8_every_postgres_migration_file_is_applied() {
+        let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
+            eprintln!("skipped: TEST_DATABASE_URL is not set, Postgres not tested");
+            return;
+        };
+        let store = connect_isolated(&url).await.expect("connect to Postgres");
+        let applied: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&store.pool)
+                .await
+                .expect("the migrations table");
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/postgres");
+        let files = std::fs::read_dir(folder)
+            .expect("the migrations folder")
+            .filter(|entry| {
+                entry
+                    .as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".sql"))
+            })
+            .count();
+        assert_eq!(applied, files as i64);
+    }
+}
