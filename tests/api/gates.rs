@@ -107,6 +107,36 @@ async fn system_4_per_contact_hourly_rate_is_counted_in_the_store() {
     assert_eq!(block_texts(&other), vec!["Answer 2."]);
 }
 
+/// SYSTEM 4's order: a message the escalation keywords already stopped never reaches the rate
+/// check, so it is not counted against the contact's hour.
+#[tokio::test]
+async fn system_4_a_message_stopped_before_the_rate_check_is_not_counted() {
+    let (_dir, tenant) = tenant_with_rules(|r| {
+        r["rateLimit"]["turnsPerSubscriberPerHour"] = 2.into();
+    });
+    let model = replies(2);
+    let mut options = AppOptions::new(model.clone());
+    options.tenant = Some(tenant);
+    let app = spawn_app_with(options).await;
+    let keyword = app.rules()["escalationKeywords"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.send("6008", &format!("{keyword} please")).await;
+    assert_eq!(last_outcome(&app, "6008").await, "escalated_precheck");
+    let (_, one) = app.send("6008", "one").await;
+    let (_, two) = app.send("6008", "two").await;
+    assert_eq!(block_texts(&one), vec!["Answer 0."]);
+    assert_eq!(
+        block_texts(&two),
+        vec!["Answer 1."],
+        "the keyword message was not counted"
+    );
+    let (_, three) = app.send("6008", "three").await;
+    assert_eq!(block_texts(&three), vec![app.escalation_copy()]);
+    assert_eq!(model.calls(), 2);
+}
+
 #[tokio::test]
 async fn system_4_daily_token_budget_escalates_before_the_model() {
     let (_dir, tenant) = tenant_with_rules(|r| r["budget"]["dailyTokenCap"] = 10.into());
