@@ -11,7 +11,7 @@
 //! no turn stops at the turn cap or the hourly rate: every measured turn reaches the model. CPU per request is the whole process's (client included).
 //!
 //! Run: `cargo bench --bench turn_throughput` (optionally `BENCH_REQUESTS=8000
-//! BENCH_CONCURRENCY=8,32,64`).
+//! BENCH_CONCURRENCY=8,32,64`; `BENCH_TOOLS=0` stops after the plain turns, e.g. for profiling).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -404,6 +404,11 @@ fn main() {
                 100.0 * plain.rps / bare.rps,
                 (plain.p50.as_secs_f64() - bare.p50.as_secs_f64()) * 1e3
             );
+        }
+
+        if std::env::var("BENCH_TOOLS").is_ok_and(|v| v == "0") {
+            shutdown.cancel();
+            return;
         }
 
         // The tool turn at the first concurrency. Its actions run after each response through
