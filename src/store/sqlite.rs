@@ -435,8 +435,15 @@ fn run_group(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
     let mut queue = std::mem::take(writes).into_iter();
     for write in queue.by_ref() {
         if let Err(err) = execute(conn, "SAVEPOINT job") {
-            broken = Some(err.into());
-            writes.push(write);
+            let error = StoreError::from(err);
+            // The first job of a group that cannot even start is failed rather than retried,
+            // so every group makes progress; later ones get a fresh group.
+            if ran.is_empty() {
+                write.fail(clone_error(&error));
+            } else {
+                writes.push(write);
+            }
+            broken = Some(error);
             break;
         }
         let (ok, answer) = write.run(conn);
