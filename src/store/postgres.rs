@@ -88,18 +88,52 @@ pub async fn connect_isolated_pair(url: &str) -> Result<(PgStore, PgStore)> {
 }
 
 async fn fresh_schema(url: &str) -> Result<(PgConnectOptions, String)> {
-    let schema = format!("test_{}", uuid::Uuid::new_v4().simple());
-    let options = PgConnectOptions::from_str(url)?;
+    let schema = create_test_schema(url).await?;
+    Ok((PgConnectOptions::from_str(url)?, schema))
+}
+
+/// Tests only: creates a fresh, empty schema and returns its name. Its name carries its
+/// creation time, and test schemas more than an hour old (left by earlier runs; tests do not
+/// drop theirs) are dropped first, so a shared test database does not fill up run after run.
+#[doc(hidden)]
+pub async fn create_test_schema(url: &str) -> Result<String> {
+    const STALE_SECS: u64 = 3600;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let schema = format!("test_{now}_{}", uuid::Uuid::new_v4().simple());
     let pool = PgPoolOptions::new()
         .max_connections(1)
-        .connect_with(options.clone())
+        .connect_with(PgConnectOptions::from_str(url)?)
         .await?;
-    // The name is generated above from hex digits, so formatting it into DDL is safe.
+    // Earlier builds named them `test_<uuid>` / `order_<uuid>`, without a time: all stale.
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT nspname::text FROM pg_namespace \
+         WHERE nspname ~ '^(test|order)_[0-9a-f]{32}$' OR nspname ~ '^test_[0-9]+_[0-9a-f]{32}$'",
+    )
+    .fetch_all(&pool)
+    .await?;
+    for name in names {
+        let created = name
+            .strip_prefix("test_")
+            .and_then(|rest| rest.split_once('_'))
+            .and_then(|(secs, _)| secs.parse::<u64>().ok());
+        if created.is_some_and(|secs| secs + STALE_SECS > now) {
+            continue;
+        }
+        // The name matched the patterns above (letters, digits, `_`): safe in DDL. Another
+        // run may be dropping the same one: its failure changes nothing.
+        let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+            .execute(&pool)
+            .await;
+    }
+    // The name is generated above from digits and hex, so formatting it into DDL is safe.
     sqlx::query(&format!("CREATE SCHEMA {schema}"))
         .execute(&pool)
         .await?;
     pool.close().await;
-    Ok((options, schema))
+    Ok(schema)
 }
 
 fn conversation_from(row: &PgRow) -> Result<Conversation> {

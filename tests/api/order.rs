@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use manychat_agent::model::Message;
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
+use manychat_agent::store::postgres::create_test_schema;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
@@ -112,13 +113,7 @@ async fn system_037_order_holds_across_two_instances_sharing_postgres() {
         eprintln!("skipped: TEST_DATABASE_URL is not set, two-instance order not tested");
         return;
     };
-    let schema = format!("order_{}", uuid::Uuid::new_v4().simple());
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&admin)
-        .await
-        .unwrap();
-    admin.close().await;
+    let schema = create_test_schema(&base).await.unwrap();
     let separator = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{separator}options[search_path]={schema}");
 
@@ -158,12 +153,8 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
         return;
     };
     let _frozen = FrozenClock::freeze();
-    let schema = format!("order_{}", uuid::Uuid::new_v4().simple());
+    let schema = create_test_schema(&base).await.unwrap();
     let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&admin)
-        .await
-        .unwrap();
     let separator = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{separator}options[search_path]={schema}");
     let model = Arc::new(ScriptedModel::replies([reply_json("Never used.")]));
