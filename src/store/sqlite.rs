@@ -124,7 +124,7 @@ where
 {
     fn run(self: Box<Self>, conn: &Connection) -> (bool, Answer) {
         let PendingWrite { job, reply } = *self;
-        let result = job(conn);
+        let result = contained(|| job(conn));
         let ok = result.is_ok();
         let answer: Answer = Box::new(move |group| {
             let _ = reply.send(match group {
@@ -211,7 +211,7 @@ impl SqliteStore {
     {
         let (reply, answer) = oneshot::channel();
         let job = Job::Read(Box::new(move |conn| {
-            let _ = reply.send(job(conn));
+            let _ = reply.send(contained(|| job(conn)));
         }));
         self.jobs.send(job).map_err(|_| thread_gone())?;
         answer.await.map_err(|_| thread_gone())?
@@ -228,6 +228,16 @@ impl SqliteStore {
         self.jobs.send(job).map_err(|_| thread_gone())?;
         answer.await.map_err(|_| thread_gone())?
     }
+}
+
+/// Runs a job so that a panic inside it becomes that job's error instead of ending the database
+/// thread (which would fail every later call). A write that panicked is rolled back to its
+/// savepoint like any failed write.
+fn contained<T>(job: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).unwrap_or_else(|_| {
+        tracing::error!("a database job panicked");
+        Err(StoreError::Database("a database job panicked".to_owned()))
+    })
 }
 
 fn thread_gone() -> StoreError {
@@ -1442,6 +1452,42 @@ mod tests {
                 .tokens,
             5
         );
+    }
+
+    /// A job that panics fails alone: the thread keeps serving reads and writes.
+    #[tokio::test]
+    async fn system_8_a_panicking_job_does_not_stop_the_database_thread() {
+        let store = SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("connect");
+        let read = store
+            .read(|_| -> Result<()> { panic!("a bug in a read") })
+            .await;
+        assert!(read.is_err());
+        let write = store
+            .write(|conn| -> Result<()> {
+                add_budget_in(
+                    conn,
+                    BudgetCharge {
+                        day: instant().date_naive(),
+                        tokens: 9,
+                        cost_usd: 0.0,
+                    },
+                )?;
+                panic!("a bug after a statement")
+            })
+            .await;
+        assert!(write.is_err());
+        assert_eq!(
+            store
+                .budget(instant().date_naive())
+                .await
+                .expect("budget")
+                .tokens,
+            0,
+            "the panicking write was rolled back"
+        );
+        store.ping().await.expect("the thread still answers");
     }
 
     /// A write is acknowledged only after its group committed: another process on the same
