@@ -1202,6 +1202,58 @@ pub async fn outbox_delivered_row_is_done(store: &dyn Store) {
     settle(store, &[conversation.id]).await;
 }
 
+/// 019: a settled `contact_token` row keeps no plain token (delivered or dead-lettered); a row
+/// waiting for its retry keeps it, and reply rows are left as they are.
+pub async fn settled_contact_token_rows_keep_no_token(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let with_token = |token: &str| NewOutboxRow {
+        payload: json!({"generation": 1, "token": token}),
+        ..token_row(&conversation, at_s(0))
+    };
+    let delivered = enqueue(store, with_token("tok-delivered-0000")).await;
+    let failed = enqueue(store, with_token("tok-failed-0000")).await;
+    let retried = enqueue(store, with_token("tok-retried-0000")).await;
+    let reply = enqueue(store, reply_row(&conversation, at_s(0), 7)).await;
+    let claimed = claim(store, rules(at_s(1), 10)).await;
+    assert!(
+        [delivered, failed, retried, reply]
+            .iter()
+            .all(|id| claimed.contains(id))
+    );
+    store
+        .mark_delivered(delivered, at_s(2))
+        .await
+        .expect("mark_delivered");
+    store
+        .mark_failed(failed, "http 400", at_s(2))
+        .await
+        .expect("mark_failed");
+    store
+        .mark_retry(retried, at_s(10), "http 503")
+        .await
+        .expect("mark_retry");
+    store
+        .mark_delivered(reply, at_s(2))
+        .await
+        .expect("mark_delivered");
+
+    assert_eq!(
+        row(store, delivered).await.payload,
+        json!({"generation": 1})
+    );
+    assert_eq!(row(store, failed).await.payload, json!({"generation": 1}));
+    assert_eq!(
+        row(store, retried).await.payload["token"],
+        json!("tok-retried-0000"),
+        "a retry still needs its token"
+    );
+    assert_eq!(
+        row(store, reply).await.payload,
+        reply_row(&conversation, at_s(0), 7).payload
+    );
+    settle(store, &[conversation.id]).await;
+}
+
 pub async fn pending_replies_counts_replies_not_yet_delivered(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     let other = fresh_conversation(store).await;
@@ -1269,6 +1321,7 @@ pub async fn run_all(store: &dyn Store) {
     outbox_last_error_is_bounded(store).await;
     outbox_delivered_row_is_done(store).await;
     pending_replies_counts_replies_not_yet_delivered(store).await;
+    settled_contact_token_rows_keep_no_token(store).await;
     turn_context_matches_the_separate_reads(store).await;
     record_message_records_and_counts_the_rate_window(store).await;
     record_reply_charges_and_escalates_when_asked(store).await;
@@ -1362,6 +1415,7 @@ mod tests {
         outbox_last_error_is_bounded,
         outbox_delivered_row_is_done,
         pending_replies_counts_replies_not_yet_delivered,
+        settled_contact_token_rows_keep_no_token,
         turn_context_matches_the_separate_reads,
         record_message_records_and_counts_the_rate_window,
         record_reply_charges_and_escalates_when_asked,

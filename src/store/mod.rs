@@ -392,12 +392,15 @@ pub trait Store: Send + Sync + 'static {
     /// reply (pacing). Rows come back oldest first.
     async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>>;
 
+    /// Settles a row as delivered. A `contact_token` row's plain token is removed from its
+    /// payload (019: it rests in the database only while a write awaits retry).
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()>;
 
     /// A failed attempt that may be retried: back to `pending`, due at `next_attempt_at`.
     async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()>;
 
-    /// The dead letter: `failed`, never claimed again.
+    /// The dead letter: `failed`, never claimed again. A `contact_token` row's plain token is
+    /// removed from its payload, as on delivery.
     async fn mark_failed(&self, id: i64, error: &str, at: DateTime<Utc>) -> Result<()>;
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>>;

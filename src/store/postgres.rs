@@ -539,7 +539,8 @@ impl Store for PgStore {
 
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
         let done = sqlx::query(
-            "UPDATE outbox SET status = 'delivered', delivered_at = $1, lease_until = NULL \
+            "UPDATE outbox SET status = 'delivered', delivered_at = $1, lease_until = NULL, \
+             payload = CASE WHEN kind = 'contact_token' THEN payload - 'token' ELSE payload END \
              WHERE id = $2",
         )
         .bind(to_millis(at))
@@ -571,7 +572,9 @@ impl Store for PgStore {
     async fn mark_failed(&self, id: i64, error: &str, at: DateTime<Utc>) -> Result<()> {
         let done = sqlx::query(
             "UPDATE outbox SET status = 'failed', last_error = $1, failed_at = $2, \
-             lease_until = NULL WHERE id = $3",
+             lease_until = NULL, \
+             payload = CASE WHEN kind = 'contact_token' THEN payload - 'token' ELSE payload END \
+             WHERE id = $3",
         )
         .bind(bounded_error(error))
         .bind(to_millis(at))

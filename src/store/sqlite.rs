@@ -1114,8 +1114,9 @@ impl Store for SqliteStore {
         self.write(move |conn| {
             update_one(
                 conn,
-                "UPDATE outbox SET status = 'delivered', delivered_at = ?, lease_until = NULL \
-                 WHERE id = ?",
+                "UPDATE outbox SET status = 'delivered', delivered_at = ?, lease_until = NULL, \
+                 payload = CASE WHEN kind = 'contact_token' THEN json_remove(payload, '$.token') \
+                 ELSE payload END WHERE id = ?",
                 params![ms(at), id],
                 "outbox row",
             )
@@ -1143,7 +1144,9 @@ impl Store for SqliteStore {
             update_one(
                 conn,
                 "UPDATE outbox SET status = 'failed', last_error = ?, failed_at = ?, \
-                 lease_until = NULL WHERE id = ?",
+                 lease_until = NULL, \
+                 payload = CASE WHEN kind = 'contact_token' THEN json_remove(payload, '$.token') \
+                 ELSE payload END WHERE id = ?",
                 params![error, ms(at), id],
                 "outbox row",
             )

@@ -21,10 +21,10 @@
 //! - The token is never logged, never in an error message (the ManyChat client scrubs the value
 //!   from ManyChat's error text, so `last_error` cannot hold it), and [`TokenPayload`]'s `Debug`
 //!   is redacted.
-//!
-//! Residual: delivered and dead-lettered rows keep their payload, because the store has no call
-//! to rewrite one. A token in a delivered row is the one already in the contact's field; one in
-//! a superseded row stops matching at the next rotation.
+//! - Once the row is settled (delivered, superseded or dead-lettered) the store removes the
+//!   token from its payload, keeping only the generation (`Store::mark_delivered`,
+//!   `Store::mark_failed`): the plain token rests in the database only while a write awaits its
+//!   retry.
 //!
 //! Concurrency: two unbound requests of one contact racing past [`super::should_issue`] can issue
 //! two generations; whichever write lands last is the contact's token and still matches (current

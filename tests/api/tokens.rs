@@ -154,6 +154,11 @@ async fn system_019_failed_write_is_queued_and_the_worker_writes_it_to_the_token
     assert_eq!(app.worker.run_once().await.unwrap(), 1);
     let delivered = app.store.outbox_row(row).await.unwrap().unwrap();
     assert_eq!(delivered.status, OutboxStatus::Delivered);
+    assert_eq!(
+        delivered.payload,
+        json!({"generation": 1}),
+        "the delivered row keeps no token"
+    );
 
     let writes = written_tokens(&app, "contact_key").await;
     assert_eq!(
