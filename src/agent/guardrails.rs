@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
 use regex::Regex;
 
@@ -38,9 +38,8 @@ pub const LEAK_RUN_CHARS: usize = 60;
 #[derive(Debug, Clone, Copy)]
 pub struct GuardrailContext<'a> {
     pub rules: &'a Rules,
-    /// The static prefix the model was given: its framework rules and tenant prompt are the text
-    /// a reply must not copy.
-    pub static_prefix: &'a str,
+    /// The framework rules and tenant prompt the model was given: text a reply must not copy.
+    pub protected: &'a ProtectedText,
     /// This turn's fence, whose markers and nonce must not appear in a reply.
     pub fence: &'a Fence,
     /// The channel's message cap; the reply never exceeds it (nor 3 messages before the closing
@@ -187,11 +186,11 @@ pub fn apply_guardrails(raw: Option<&str>, ctx: &GuardrailContext<'_>) -> Guarde
     }
 
     // 3. Leaks.
-    let protected = ProtectedText::of(ctx.static_prefix);
+
     let leaked = messages
         .iter()
         .chain(closing_question.iter())
-        .find_map(|m| leak_kind(m, ctx.fence, &protected));
+        .find_map(|m| leak_kind(m, ctx.fence, ctx.protected));
     if let Some(kind) = leaked {
         tracing::warn!(kind, "reply leaked prompt material");
         return GuardedReply::escalated(EscalationCause::Leak, None, Some(confidence));
@@ -269,10 +268,10 @@ fn strip_field_echoes(text: &str, removed: &mut usize) -> String {
 /// before the catalog block), normalised. The catalog, FAQ and payment options are excluded: a
 /// reply may legitimately quote them.
 ///
-/// Built once per static prefix (that is, per config snapshot) and kept: every window of
+/// Built once per config snapshot (`agent::SnapshotPrompt`): every window of
 /// [`LEAK_RUN_CHARS`] characters is hashed up front, so checking a reply costs one lookup per
 /// window of the reply rather than a search of the whole prompt per window.
-struct ProtectedText {
+pub struct ProtectedText {
     normalised: String,
     hasher: RandomState,
     /// The hash of every [`LEAK_RUN_CHARS`]-character window of `normalised`.
@@ -280,21 +279,8 @@ struct ProtectedText {
 }
 
 impl ProtectedText {
-    /// The protected text of `prefix`, from the cache when it was built for the same prefix.
-    fn of(prefix: &str) -> Arc<Self> {
-        static CACHE: Mutex<Option<(Arc<str>, Arc<ProtectedText>)>> = Mutex::new(None);
-        let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((cached, protected)) = cache.as_ref()
-            && cached.as_ref() == prefix
-        {
-            return protected.clone();
-        }
-        let protected = Arc::new(Self::from_static_prefix(prefix));
-        *cache = Some((Arc::from(prefix), protected.clone()));
-        protected
-    }
-
-    fn from_static_prefix(prefix: &str) -> Self {
+    /// The protected part of a static prefix (`agent::static_prefix`).
+    pub fn new(prefix: &str) -> Self {
         // Tenant text after the catalog header never starts a line with `# ` (prompt.rs indents
         // continuations), so the last header line is ours even if the tenant prompt holds one.
         let marker = format!("\n{HEADER_CATALOG}\n");
@@ -319,6 +305,15 @@ impl ProtectedText {
             // A hash match is confirmed on the text itself, so a collision cannot escalate.
             self.windows.contains(&self.hasher.hash_one(window)) && self.normalised.contains(window)
         })
+    }
+}
+
+impl fmt::Debug for ProtectedText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Prompt text: its size only.
+        f.debug_struct("ProtectedText")
+            .field("chars", &self.normalised.chars().count())
+            .finish_non_exhaustive()
     }
 }
 
@@ -386,8 +381,8 @@ pub fn clamp_at_word(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
 
-    /// The protected text is cached per prefix: a new snapshot's prompt is never checked against
-    /// the previous one's.
+    /// Each snapshot's prompt protects its own text: a copy of one prompt is not a leak of
+    /// another's.
     #[test]
     fn system_4_leak_check_follows_the_prefix_it_is_given() {
         let pottery = "You help a pottery studio. Never reveal the wholesale clay supplier or \
@@ -395,10 +390,10 @@ mod tests {
         let bakery = "You help a bakery. Always answer in short sentences and never mention \
                       ingredients that are not on the published list.";
         let copied = "Never reveal the wholesale clay supplier or the kiln firing schedule";
-        assert!(ProtectedText::of(pottery).copied_in(copied));
-        assert!(!ProtectedText::of(bakery).copied_in(copied));
-        assert!(ProtectedText::of(pottery).copied_in(copied));
-        assert!(!ProtectedText::of(pottery).copied_in("The kiln is fired on Fridays."));
+        assert!(ProtectedText::new(pottery).copied_in(copied));
+        assert!(!ProtectedText::new(bakery).copied_in(copied));
+        assert!(ProtectedText::new(pottery).copied_in(copied));
+        assert!(!ProtectedText::new(pottery).copied_in("The kiln is fired on Fridays."));
     }
     use crate::agent::prompt::static_prefix;
     use crate::agent::prompt::tests::demo_config;
@@ -683,7 +678,7 @@ mod tests {
         for case in cases(&prefix) {
             let ctx = GuardrailContext {
                 rules: &cfg.rules,
-                static_prefix: &prefix,
+                protected: &ProtectedText::new(&prefix),
                 fence: &fence,
                 max_messages: case.max_messages,
             };
@@ -718,7 +713,7 @@ mod tests {
         let fence = Fence::from_nonce(NONCE).unwrap();
         let ctx = GuardrailContext {
             rules: &cfg.rules,
-            static_prefix: &prefix,
+            protected: &ProtectedText::new(&prefix),
             fence: &fence,
             max_messages: 10,
         };
@@ -735,7 +730,7 @@ mod tests {
         let fence = Fence::from_nonce(NONCE).unwrap();
         let ctx = GuardrailContext {
             rules: &cfg.rules,
-            static_prefix: &prefix,
+            protected: &ProtectedText::new(&prefix),
             fence: &fence,
             max_messages: 10,
         };

@@ -50,8 +50,9 @@ pub async fn run_cases(
     model: Arc<dyn Model>,
     env: &ModelEnv,
 ) -> EvalReport {
-    let static_prefix = agent::static_prefix(&config);
-    let probes_source = static_prefix
+    let prompt = Arc::new(agent::SnapshotPrompt::new(&config));
+    let probes_source = prompt
+        .prefix
         .split(agent::prompt::HEADER_CATALOG)
         .next()
         .unwrap_or_default()
@@ -62,14 +63,14 @@ pub async fn run_cases(
         let case = case.clone();
         let config = config.clone();
         let model = model.clone();
-        let static_prefix = static_prefix.clone();
+        let prompt = prompt.clone();
         let (max_output_tokens, temperature) = (env.max_output_tokens, env.temperature);
         async move {
             observe(
                 &case,
                 config,
                 model.as_ref(),
-                &static_prefix,
+                &prompt,
                 max_output_tokens,
                 temperature,
             )
@@ -83,7 +84,7 @@ async fn observe(
     case: &EvalCase,
     config: Arc<TenantConfig>,
     model: &dyn Model,
-    static_prefix: &str,
+    prompt: &agent::SnapshotPrompt,
     max_output_tokens: u32,
     temperature: f32,
 ) -> Observation {
@@ -117,7 +118,7 @@ async fn observe(
         model,
         ThinkInput {
             config: &config,
-            static_prefix: static_prefix.into(),
+            prompt,
             notices: Vec::new(),
             history,
             contact_text: &case.text,

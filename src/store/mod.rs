@@ -272,6 +272,17 @@ pub struct BudgetCharge {
     pub cost_usd: f64,
 }
 
+impl BudgetCharge {
+    /// What `turn` spent (its input and output tokens and their cost), on its own day (UTC).
+    pub fn of(turn: &NewTurn) -> Self {
+        Self {
+            day: turn.created_at.date_naive(),
+            tokens: turn.input_tokens + turn.output_tokens,
+            cost_usd: turn.cost_usd,
+        }
+    }
+}
+
 /// Held while a turn of one conversation runs (037); dropping it lets the next turn start.
 /// On Postgres it holds a session advisory lock, so the order holds across replicas; on SQLite
 /// (one process) the in-process queue in `turn::order` is the whole mechanism.

@@ -690,6 +690,26 @@ fn set_escalated_in(conn: &Connection, id: ConversationId, at: DateTime<Utc>) ->
     )
 }
 
+/// A turn ready for the database thread: owned, its actions serialised on the caller's side
+/// (off the serial thread).
+struct TurnRow {
+    turn: NewTurn,
+    actions: Option<String>,
+}
+
+impl TurnRow {
+    fn of(turn: &NewTurn) -> Result<Self> {
+        Ok(Self {
+            actions: turn.actions.as_ref().map(json_text).transpose()?,
+            turn: turn.clone(),
+        })
+    }
+
+    fn insert(&self, conn: &Connection) -> Result<i64> {
+        insert_turn(conn, &self.turn, self.actions.as_deref())
+    }
+}
+
 /// Inserts a turn; a user turn also moves the conversation's `last_message_at` and (bound)
 /// `turn_count`.
 fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Result<i64> {
@@ -947,11 +967,9 @@ impl Store for SqliteStore {
     }
 
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
-        let actions = turn.actions.as_ref().map(json_text).transpose()?;
-        let turn = turn.clone();
+        let row = TurnRow::of(turn)?;
         // One job: the insert and the conversation update commit together (one savepoint).
-        self.write(move |conn| insert_turn(conn, &turn, actions.as_deref()))
-            .await
+        self.write(move |conn| row.insert(conn)).await
     }
 
     async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
@@ -1196,12 +1214,11 @@ impl Store for SqliteStore {
         subscriber_id: &SubscriberId,
         rate_window: Option<DateTime<Utc>>,
     ) -> Result<(i64, Option<i64>)> {
-        let actions = turn.actions.as_ref().map(json_text).transpose()?;
-        let turn = turn.clone();
+        let row = TurnRow::of(turn)?;
         let subscriber = subscriber_id.as_str().to_owned();
         // One job, one savepoint: the message and its count commit together.
         self.write(move |conn| {
-            let id = insert_turn(conn, &turn, actions.as_deref())?;
+            let id = row.insert(conn)?;
             let count = match rate_window {
                 Some(window) => Some(bump_rate_in(conn, &subscriber, window)?),
                 None => None,
@@ -1217,16 +1234,15 @@ impl Store for SqliteStore {
         charge: Option<BudgetCharge>,
         escalated_at: Option<DateTime<Utc>>,
     ) -> Result<i64> {
-        let actions = turn.actions.as_ref().map(json_text).transpose()?;
-        let turn = turn.clone();
+        let row = TurnRow::of(turn)?;
         // One job, one savepoint: the reply, its charge and the escalation commit together.
         self.write(move |conn| {
-            let id = insert_turn(conn, &turn, actions.as_deref())?;
+            let id = row.insert(conn)?;
             if let Some(charge) = charge {
                 add_budget_in(conn, charge)?;
             }
             if let Some(at) = escalated_at {
-                set_escalated_in(conn, turn.conversation_id, at)?;
+                set_escalated_in(conn, row.turn.conversation_id, at)?;
             }
             Ok(id)
         })

@@ -26,7 +26,7 @@ mod contact;
 mod notes;
 mod specs;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -67,6 +67,8 @@ pub struct ToolContext {
     pub reads_history: bool,
     /// The turn's fence: the prompt and a read's note values must share it.
     pub fence: Fence,
+    /// The snapshot's tool specs (`ToolSpecs::new(&config)`, built once per snapshot).
+    pub specs: ToolSpecs,
 }
 
 /// What a read needs: present only on a turn that may read.
@@ -76,37 +78,32 @@ struct Reader {
     conversation: ConversationId,
 }
 
-/// The specs of `config`'s tools, with or without `get_contact`: built once per config snapshot
-/// (they depend on nothing else) and shared by every turn of that snapshot. The cache holds the
-/// snapshot it was built from, so a pointer comparison cannot mistake a new snapshot for it.
-fn snapshot_specs(config: &Arc<TenantConfig>, offer_read: bool) -> Arc<[ToolSpec]> {
-    struct Built {
-        config: Arc<TenantConfig>,
-        with_read: Arc<[ToolSpec]>,
-        without_read: Arc<[ToolSpec]>,
-    }
-    static CACHE: Mutex<Option<Built>> = Mutex::new(None);
-    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-    let built = match cache.take() {
-        Some(built) if Arc::ptr_eq(&built.config, config) => built,
-        _ => {
-            let build = |offer_read| match &config.tools {
-                Some(tools) => Arc::from(build_specs(tools, offer_read)),
-                None => Arc::from([]),
-            };
-            Built {
-                config: config.clone(),
-                with_read: build(true),
-                without_read: build(false),
-            }
+/// The specs of a config snapshot's tools, with and without `get_contact`. They depend on the
+/// snapshot alone, so the turn engine builds them once per snapshot and every turn shares them.
+#[derive(Debug, Clone)]
+pub struct ToolSpecs {
+    with_read: Arc<[ToolSpec]>,
+    without_read: Arc<[ToolSpec]>,
+}
+
+impl ToolSpecs {
+    pub fn new(config: &TenantConfig) -> Self {
+        let build = |offer_read| match &config.tools {
+            Some(tools) => Arc::from(build_specs(tools, offer_read)),
+            None => Arc::from([]),
+        };
+        Self {
+            with_read: build(true),
+            without_read: build(false),
         }
-    };
-    let specs = match offer_read {
-        true => built.with_read.clone(),
-        false => built.without_read.clone(),
-    };
-    *cache = Some(built);
-    specs
+    }
+
+    fn offered(&self, offer_read: bool) -> Arc<[ToolSpec]> {
+        match offer_read {
+            true => self.with_read.clone(),
+            false => self.without_read.clone(),
+        }
+    }
 }
 
 /// The tools of one turn, and what they staged and read.
@@ -133,17 +130,23 @@ impl TurnTools {
             subscriber: context.subscriber,
             conversation: context.conversation,
         });
-        Self::build(context.config, reader, context.fence)
+        let specs = context.specs.offered(reader.is_some());
+        Self::build(context.config, specs, reader, context.fence)
     }
 
     /// Tools that stage and never make a request, so get_contact is not offered (the eval
     /// runner: tools are staged, never performed).
     pub fn without_reads(config: Arc<TenantConfig>) -> Self {
-        Self::build(config, None, Fence::new())
+        let specs = ToolSpecs::new(&config).offered(false);
+        Self::build(config, specs, None, Fence::new())
     }
 
-    fn build(config: Arc<TenantConfig>, reader: Option<Reader>, fence: Fence) -> Self {
-        let specs = snapshot_specs(&config, reader.is_some());
+    fn build(
+        config: Arc<TenantConfig>,
+        specs: Arc<[ToolSpec]>,
+        reader: Option<Reader>,
+        fence: Fence,
+    ) -> Self {
         Self {
             config,
             specs,

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::actions::{self, ActionStatus, StagedAction};
-use crate::agent::{self, EscalationCause, HistoryTurn, ThinkInput, Thought};
+use crate::agent::{self, EscalationCause, HistoryTurn, SnapshotPrompt, ThinkInput, Thought};
 use crate::clock::Clock;
 use crate::config::{ConfigHandle, TenantConfig};
 use crate::ids::{ConversationId, SubscriberId};
@@ -40,7 +40,7 @@ use crate::store::{
     TurnContextQuery,
 };
 use crate::tokens::{self, TokenService};
-use crate::tools::{ToolContext, TurnTools};
+use crate::tools::{ToolContext, ToolSpecs, TurnTools};
 
 /// How many earlier turns the model sees (018).
 pub const HISTORY_TURNS: i64 = 10;
@@ -117,10 +117,17 @@ struct Inner {
     order: TurnOrder,
     /// 019: issues and writes contact tokens beside the model call.
     tokens: TokenService,
-    /// The static prompt prefix of the config snapshot it was built from: built once per
-    /// snapshot, not per turn, so providers' prompt caches see identical bytes and the hot path
-    /// does not rebuild it.
-    prefix: std::sync::Mutex<Option<(Arc<TenantConfig>, Arc<str>)>>,
+    /// What the turn derives from the config snapshot in force (prompt prefix, leak-check
+    /// text, tool specs): built once per snapshot, not per turn, so providers' prompt caches see
+    /// identical bytes and the hot path does not rebuild them.
+    derived: std::sync::Mutex<Option<Arc<Derived>>>,
+}
+
+/// What a config snapshot implies for every turn under it.
+struct Derived {
+    config: Arc<TenantConfig>,
+    prompt: SnapshotPrompt,
+    tools: ToolSpecs,
 }
 
 impl TurnEngine {
@@ -141,7 +148,7 @@ impl TurnEngine {
                 settings,
                 config,
                 order: TurnOrder::new(store.clone()),
-                prefix: std::sync::Mutex::new(None),
+                derived: std::sync::Mutex::new(None),
                 tokens: TokenService::new(store.clone(), manychat.clone(), token_field, clock),
                 store,
                 model,
@@ -432,21 +439,26 @@ impl TurnEngine {
         })
     }
 
-    /// `agent::static_prefix` of `config`, cached for the snapshot in force.
-    fn static_prefix(&self, config: &Arc<TenantConfig>) -> Arc<str> {
+    /// What this engine derives from `config`, built once per snapshot: the snapshot in force is
+    /// kept with it, so a pointer comparison cannot mistake a new snapshot for the old one.
+    fn derived(&self, config: &Arc<TenantConfig>) -> Arc<Derived> {
         let mut cached = self
             .inner
-            .prefix
+            .derived
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((snapshot, prefix)) = cached.as_ref()
-            && Arc::ptr_eq(snapshot, config)
+        if let Some(derived) = cached.as_ref()
+            && Arc::ptr_eq(&derived.config, config)
         {
-            return prefix.clone();
+            return derived.clone();
         }
-        let prefix: Arc<str> = Arc::from(agent::static_prefix(config));
-        *cached = Some((config.clone(), prefix.clone()));
-        prefix
+        let derived = Arc::new(Derived {
+            config: config.clone(),
+            prompt: SnapshotPrompt::new(config),
+            tools: ToolSpecs::new(config),
+        });
+        *cached = Some(derived.clone());
+        derived
     }
 
     /// Performs actions after the response was written, and records their outcome.
@@ -542,7 +554,7 @@ impl TurnEngine {
         // The turn and its charge, in one write.
         let turn_id = inner
             .store
-            .record_reply(&turn, Some(self.charge(answer)), None)
+            .record_reply(&turn, Some(BudgetCharge::of(&turn)), None)
             .await?;
         inner.metrics.turn(outcome);
         tracing::info!(
@@ -632,7 +644,7 @@ impl TurnEngine {
         }
         turn.actions = (tools_offered || has_handoff).then(|| actions::record(&record));
         // The turn, its charge and `escalated_at`, in one write.
-        let charge = answer.as_ref().map(|answer| self.charge(answer));
+        let charge = answer.is_some().then(|| BudgetCharge::of(&turn));
         let turn_id = inner.store.record_reply(&turn, charge, Some(now)).await?;
         inner.metrics.turn(outcome);
         tracing::info!(conversation = %conversation.id, outcome, "turn escalated");
@@ -648,16 +660,6 @@ impl TurnEngine {
         turn.cost_usd = crate::model::pricing::cost_usd(self.inner.model.id(), &usage);
         turn.latency_ms = answer.latency.as_millis() as i64;
         turn.reads = i64::from(answer.reads);
-    }
-
-    /// What an answered turn adds to today's budget: its tokens and their cost.
-    fn charge(&self, answer: &Answer) -> BudgetCharge {
-        let usage = answer.thought.usage;
-        BudgetCharge {
-            day: self.inner.clock.now().date_naive(),
-            tokens: usage.total() as i64,
-            cost_usd: crate::model::pricing::cost_usd(self.inner.model.id(), &usage),
-        }
     }
 
     /// MODEL_ABORT_MS: no agent turn; the escalation copy goes through the outbox (C6).
@@ -818,10 +820,10 @@ struct AgentJob {
 impl AgentJob {
     async fn run(mut self, answer: oneshot::Sender<Answer>, abort_at: Instant) {
         let inner = &self.engine.inner;
-        let static_prefix = self.engine.static_prefix(&self.config);
+        let derived = self.engine.derived(&self.config);
         let input = ThinkInput {
             config: &self.config,
-            static_prefix,
+            prompt: &derived.prompt,
             notices: self.notices.clone(),
             history: self.history.clone(),
             contact_text: &self.contact_text,
@@ -838,6 +840,7 @@ impl AgentJob {
             // 024: only a turn that reads history may read the contact.
             reads_history: self.bound,
             fence: fence.clone(),
+            specs: derived.tools.clone(),
         });
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
