@@ -131,6 +131,8 @@ struct Measured {
     p99: Duration,
     /// Process CPU time (user + system) per request, client included.
     cpu_per_request: Duration,
+    /// CPU time of the SQLite database thread per request (zero for the bare handler).
+    db_cpu_per_request: Duration,
 }
 
 /// Contacts each client worker cycles over: enough that, at 8000 requests per phase, no contact
@@ -143,7 +145,27 @@ fn subscriber(worker: usize, n: usize) -> usize {
 
 /// CPU time (user + system) this process has used so far, from /proc/self/stat (Linux).
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    stat_cpu(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
+}
+
+/// CPU time used so far by this process's threads named `sqlite` (the store's database
+/// thread; every app the benchmark starts has one).
+fn db_cpu_time() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == "sqlite")
+        })
+        .map(|task| {
+            stat_cpu(&std::fs::read_to_string(task.path().join("stat")).unwrap_or_default())
+        })
+        .sum()
+}
+
+fn stat_cpu(stat: &str) -> Duration {
     let after_name = stat.rsplit(')').next().unwrap_or("");
     let fields: Vec<&str> = after_name.split_whitespace().collect();
     let ticks = |i: usize| {
@@ -158,6 +180,7 @@ fn cpu_time() -> Duration {
 
 async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
     let cpu_before = cpu_time();
+    let db_cpu_before = db_cpu_time();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency)
         .build()
@@ -199,11 +222,13 @@ async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
     latencies.sort();
     let pick = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     let cpu = cpu_time() - cpu_before;
+    let db_cpu = db_cpu_time() - db_cpu_before;
     Measured {
         rps: latencies.len() as f64 / elapsed.as_secs_f64(),
         p50: pick(0.50),
         p99: pick(0.99),
         cpu_per_request: cpu / latencies.len() as u32,
+        db_cpu_per_request: db_cpu / latencies.len() as u32,
     }
 }
 
@@ -318,6 +343,7 @@ async fn drive_paced(url: String, requests: usize) -> Measured {
         p50: pick(0.50),
         p99: pick(0.99),
         cpu_per_request: Duration::ZERO,
+        db_cpu_per_request: Duration::ZERO,
     }
 }
 
@@ -384,14 +410,18 @@ fn main() {
         drive(bare_url.clone(), 2000, widest).await;
         warm_up(&plain_url, widest).await;
 
-        println!("requests={requests} per line; cpu is the whole process's per request, client included");
+        println!(
+            "requests={requests} per line; cpu is the whole process's per request, client \
+             included; db is the SQLite thread's share of it"
+        );
         let line = |what: &str, c: usize, m: &Measured| {
             println!(
-                "{what:<12} c={c:<3} {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  cpu {:>4} us/req",
+                "{what:<12} c={c:<3} {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  cpu {:>4} us/req  db {:>4} us/req",
                 m.rps,
                 m.p50.as_secs_f64() * 1e3,
                 m.p99.as_secs_f64() * 1e3,
-                m.cpu_per_request.as_micros()
+                m.cpu_per_request.as_micros(),
+                m.db_cpu_per_request.as_micros()
             );
         };
         for &c in &concurrencies {

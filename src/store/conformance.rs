@@ -18,8 +18,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    BudgetCharge, BudgetUsage, ClaimRules, Conversation, NewOutboxRow, NewTurn, OutboxKind,
-    OutboxRow, OutboxStatus, Role, Store, TurnContext, TurnContextQuery,
+    BudgetCharge, BudgetUsage, ClaimRules, Conversation, Exchange, NewOutboxRow, NewTurn,
+    OutboxKind, OutboxRow, OutboxStatus, Role, Store, TurnContext, TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -679,14 +679,25 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
     .await;
     enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
     store.add_budget(day, 42, 0.5).await.expect("add_budget");
+    let window = at_s(3600);
+    for _ in 0..2 {
+        store
+            .bump_rate(&conversation.subscriber_id, window)
+            .await
+            .expect("bump");
+    }
 
     let query = TurnContextQuery {
         conversation_id: conversation.id,
         cap_limit: Some(3),
         history: Some((at_s(5), 4)),
         day,
+        rate: Some((conversation.subscriber_id.clone(), window)),
     };
-    let context = store.turn_context(query).await.expect("turn_context");
+    let context = store
+        .turn_context(query.clone())
+        .await
+        .expect("turn_context");
     let expected = TurnContext {
         earlier_user_turns: store
             .recent_user_turn_times(conversation.id, 3)
@@ -701,159 +712,199 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
             .pending_replies(conversation.id)
             .await
             .expect("pending"),
+        rate_count: store
+            .rate_count(&conversation.subscriber_id, window)
+            .await
+            .expect("rate"),
     };
     assert_eq!(context, expected);
     assert_eq!(context.earlier_user_turns.len(), 3);
     assert_eq!(context.history.len(), 4);
     assert_eq!(context.spent.tokens, 42);
     assert_eq!(context.queued_replies, 1);
+    assert_eq!(context.rate_count, 2);
 
     let unasked = store
         .turn_context(TurnContextQuery {
             cap_limit: None,
             history: None,
+            rate: None,
             ..query
         })
         .await
         .expect("turn_context");
     assert!(unasked.earlier_user_turns.is_empty() && unasked.history.is_empty());
+    assert_eq!(unasked.rate_count, 0);
     assert_eq!(unasked.spent, expected.spent);
     settle(store, &[conversation.id]).await;
 }
 
-/// `record_message` records the contact's message as `record_turn` does and counts it against
-/// the hourly window only when given one.
-pub async fn record_message_records_and_counts_the_rate_window(store: &dyn Store) {
+/// `rate_count` reads a window's count without changing it: 0 before anything is counted.
+pub async fn rate_count_reads_the_window(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
-    let window = at_s(3600);
-    let (first, count) = store
-        .record_message(
-            &NewTurn::user(conversation.id, "hello", true, at_s(3601)),
-            &conversation.subscriber_id,
-            Some(window),
-        )
-        .await
-        .expect("record_message");
-    assert_eq!(count, Some(1));
-    let (second, count) = store
-        .record_message(
-            &NewTurn::user(conversation.id, "again", true, at_s(3602)),
-            &conversation.subscriber_id,
-            Some(window),
-        )
-        .await
-        .expect("record_message");
-    assert_eq!(count, Some(2));
-    let (_, uncounted) = store
-        .record_message(
-            &NewTurn::user(conversation.id, "stopped", true, at_s(3603)),
-            &conversation.subscriber_id,
-            None,
-        )
-        .await
-        .expect("record_message");
-    assert_eq!(uncounted, None);
+    let subscriber = &conversation.subscriber_id;
+    let window = at_s(7200);
+    assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 0);
+    store.bump_rate(subscriber, window).await.expect("bump");
+    store.bump_rate(subscriber, window).await.expect("bump");
+    assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 2);
+    assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 2);
     assert_eq!(
         store
-            .bump_rate(&conversation.subscriber_id, window)
+            .rate_count(subscriber, at_s(3600))
             .await
-            .expect("bump"),
-        3,
-        "the uncounted message left the window alone"
+            .expect("rate"),
+        0,
+        "another window"
     );
-    let turns = store.turns(conversation.id).await.expect("turns");
-    assert_eq!(turns.len(), 3);
-    assert_eq!((turns[0].id, turns[1].id), (first, second));
-    let reread = store
-        .conversation(conversation.id)
-        .await
-        .expect("read")
-        .expect("exists");
-    assert_eq!(reread.turn_count, 3);
-    assert_eq!(reread.last_message_at, Some(at_s(3603)));
 }
 
-/// `record_reply` records the agent turn, charges the day's budget and marks the escalation,
-/// each only when asked.
-pub async fn record_reply_charges_and_escalates_when_asked(store: &dyn Store) {
+/// `record_exchange` writes the message, its count, the reply, the charge and the escalation,
+/// each only when asked, in that order (the message before its reply).
+pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
+    let subscriber = &conversation.subscriber_id;
     let day = fresh_day();
+    let window = at_s(3600);
+
+    let message = NewTurn::user(conversation.id, "When are classes?", true, at_s(3601));
     let mut reply = NewTurn::agent(
         conversation.id,
         "Classes run weekly.",
         "answered_inline",
         true,
-        at_s(1),
+        at_s(3601),
     );
     reply.input_tokens = 100;
     let answered = store
-        .record_reply(
-            &reply,
-            Some(BudgetCharge {
+        .record_exchange(Exchange {
+            message: &message,
+            rate: Some((subscriber, window)),
+            reply: Some(&reply),
+            charge: Some(BudgetCharge {
                 day,
                 tokens: 120,
                 cost_usd: 0.25,
             }),
-            None,
-        )
+            escalated_at: None,
+        })
         .await
-        .expect("record_reply");
+        .expect("record_exchange");
+    let reply_id = answered.reply.expect("a reply id");
+    assert!(reply_id > answered.message);
+    assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 1);
     let usage = store.budget(day).await.expect("budget");
     assert_eq!(usage.tokens, 120);
     assert!((usage.cost_usd - 0.25).abs() < 1e-9);
-    let unescalated = store
+    let after_answer = store
         .conversation(conversation.id)
         .await
         .expect("read")
         .expect("exists");
-    assert_eq!(unescalated.escalated_at, None);
+    assert_eq!(after_answer.escalated_at, None);
+    assert_eq!(after_answer.turn_count, 1);
+    assert_eq!(after_answer.last_message_at, Some(at_s(3601)));
 
+    // A message stopped before the rate check, with the escalation copy: not counted, not
+    // charged, the conversation marked escalated.
+    let stopped = NewTurn::user(conversation.id, "stop", true, at_s(3602));
     let copy = NewTurn::agent(
         conversation.id,
         "A person will reply.",
         "escalated_precheck",
         true,
-        at_s(2),
+        at_s(3602),
     );
-    let escalated = store
-        .record_reply(&copy, None, Some(at_s(2)))
+    store
+        .record_exchange(Exchange {
+            message: &stopped,
+            rate: None,
+            reply: Some(&copy),
+            charge: None,
+            escalated_at: Some(at_s(3602)),
+        })
         .await
-        .expect("record_reply");
-    assert_eq!(
-        store.budget(day).await.expect("budget").tokens,
-        120,
-        "no charge"
-    );
-    let reread = store
+        .expect("record_exchange");
+    assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 1);
+    assert_eq!(store.budget(day).await.expect("budget").tokens, 120);
+    let escalated = store
         .conversation(conversation.id)
         .await
         .expect("read")
         .expect("exists");
-    assert_eq!(reread.escalated_at, Some(at_s(2)));
-    let stored = store.turn(answered).await.expect("turn").expect("stored");
-    assert_eq!(stored.input_tokens, 100);
-    assert!(escalated > answered);
+    assert_eq!(escalated.escalated_at, Some(at_s(3602)));
+    assert_eq!(escalated.turn_count, 2);
 
-    // An unknown conversation fails the whole write: no charge is left behind.
+    // A message with no reply (an aborted model call): the message alone.
+    let alone = NewTurn::user(conversation.id, "hello?", true, at_s(3603));
+    let ids = store
+        .record_exchange(Exchange {
+            message: &alone,
+            rate: Some((subscriber, window)),
+            reply: None,
+            charge: None,
+            escalated_at: None,
+        })
+        .await
+        .expect("record_exchange");
+    assert_eq!(ids.reply, None);
+    assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 2);
+
+    let turns = store.turns(conversation.id).await.expect("turns");
+    let stored: Vec<(Role, &str)> = turns.iter().map(|t| (t.role, t.text.as_str())).collect();
+    assert_eq!(
+        stored,
+        vec![
+            (Role::User, "When are classes?"),
+            (Role::Agent, "Classes run weekly."),
+            (Role::User, "stop"),
+            (Role::Agent, "A person will reply."),
+            (Role::User, "hello?"),
+        ]
+    );
+    assert_eq!((turns[0].id, turns[1].id), (answered.message, reply_id));
+    assert_eq!(turns[1].input_tokens, 100);
+}
+
+/// The exchange is one transaction: a reply that cannot be written takes its message, count and
+/// charge with it.
+pub async fn record_exchange_is_all_or_nothing(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let subscriber = &conversation.subscriber_id;
+    let day = fresh_day();
+    let window = at_s(3600);
+    let message = NewTurn::user(conversation.id, "hi", true, at_s(3601));
+    // A reply for a conversation that does not exist breaks the foreign key.
     let orphan = NewTurn::agent(
         super::new_conversation_id(),
         "x",
         "answered_inline",
         true,
-        at_s(3),
+        at_s(3601),
     );
-    let charge = BudgetCharge {
-        day,
-        tokens: 5,
-        cost_usd: 0.0,
-    };
+    let failed = store
+        .record_exchange(Exchange {
+            message: &message,
+            rate: Some((subscriber, window)),
+            reply: Some(&orphan),
+            charge: Some(BudgetCharge {
+                day,
+                tokens: 5,
+                cost_usd: 0.0,
+            }),
+            escalated_at: None,
+        })
+        .await;
+    assert!(failed.is_err());
     assert!(
         store
-            .record_reply(&orphan, Some(charge), None)
+            .turns(conversation.id)
             .await
-            .is_err()
+            .expect("turns")
+            .is_empty()
     );
-    assert_eq!(store.budget(day).await.expect("budget").tokens, 120);
+    assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 0);
+    assert_eq!(store.budget(day).await.expect("budget").tokens, 0);
 }
 
 // --- outbox -----------------------------------------------------------------------------------
@@ -1323,8 +1374,9 @@ pub async fn run_all(store: &dyn Store) {
     pending_replies_counts_replies_not_yet_delivered(store).await;
     settled_contact_token_rows_keep_no_token(store).await;
     turn_context_matches_the_separate_reads(store).await;
-    record_message_records_and_counts_the_rate_window(store).await;
-    record_reply_charges_and_escalates_when_asked(store).await;
+    rate_count_reads_the_window(store).await;
+    record_exchange_writes_what_it_is_given(store).await;
+    record_exchange_is_all_or_nothing(store).await;
 }
 
 #[cfg(test)]
@@ -1417,8 +1469,9 @@ mod tests {
         pending_replies_counts_replies_not_yet_delivered,
         settled_contact_token_rows_keep_no_token,
         turn_context_matches_the_separate_reads,
-        record_message_records_and_counts_the_rate_window,
-        record_reply_charges_and_escalates_when_asked,
+        rate_count_reads_the_window,
+        record_exchange_writes_what_it_is_given,
+        record_exchange_is_all_or_nothing,
         run_all,
     );
 

@@ -239,7 +239,7 @@ pub struct BudgetUsage {
 }
 
 /// What a turn reads before its checks, asked for in one call (`Store::turn_context`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TurnContextQuery {
     pub conversation_id: ConversationId,
     /// 018 turn cap: read the last `limit` bound user message times (`None`: not read).
@@ -249,10 +249,12 @@ pub struct TurnContextQuery {
     pub history: Option<(DateTime<Utc>, i64)>,
     /// The day whose spend is read (the daily budget).
     pub day: NaiveDate,
+    /// The contact and the hourly window whose count is read (`None`: not read).
+    pub rate: Option<(SubscriberId, DateTime<Utc>)>,
 }
 
-/// The answer to a [`TurnContextQuery`]: what `recent_user_turn_times`, `history`, `budget` and
-/// `pending_replies` would answer (empty where not asked).
+/// The answer to a [`TurnContextQuery`]: what `recent_user_turn_times`, `history`, `budget`,
+/// `pending_replies` and `rate_count` would answer (empty or zero where not asked).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TurnContext {
     /// Newest first.
@@ -262,6 +264,31 @@ pub struct TurnContext {
     pub spent: BudgetUsage,
     /// Reply rows of the conversation not yet delivered.
     pub queued_replies: i64,
+    /// Messages already counted in the contact's current hourly window.
+    pub rate_count: i64,
+}
+
+/// A turn's record, written once its outcome is known (`Store::record_exchange`): the contact's
+/// message and the agent's reply, with what they count and charge.
+#[derive(Debug, Clone, Copy)]
+pub struct Exchange<'a> {
+    /// The contact's message (a user turn).
+    pub message: &'a NewTurn,
+    /// Counts the message against this contact's hourly window (`None`: not counted).
+    pub rate: Option<(&'a SubscriberId, DateTime<Utc>)>,
+    /// The agent turn; `None` when the turn records no reply (a model call aborted).
+    pub reply: Option<&'a NewTurn>,
+    /// Added to its day's budget.
+    pub charge: Option<BudgetCharge>,
+    /// Marks the message's conversation escalated at this time.
+    pub escalated_at: Option<DateTime<Utc>>,
+}
+
+/// The ids `record_exchange` gave the turns it wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExchangeIds {
+    pub message: i64,
+    pub reply: Option<i64>,
 }
 
 /// What an agent turn adds to its day's budget.
@@ -387,6 +414,14 @@ pub trait Store: Send + Sync + 'static {
         window_start: DateTime<Utc>,
     ) -> Result<i64>;
 
+    /// Per-contact rate (4): the contact's count for the window starting at `window_start`
+    /// (0 when nothing was counted in it).
+    async fn rate_count(
+        &self,
+        subscriber_id: &SubscriberId,
+        window_start: DateTime<Utc>,
+    ) -> Result<i64>;
+
     async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage>;
 
     async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()>;
@@ -430,7 +465,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Everything a turn reads before its checks.
     async fn turn_context(&self, query: TurnContextQuery) -> Result<TurnContext> {
-        let (earlier_user_turns, history, spent, queued_replies) = tokio::try_join!(
+        let (earlier_user_turns, history, spent, queued_replies, rate_count) = tokio::try_join!(
             async {
                 match query.cap_limit {
                     Some(limit) => {
@@ -448,50 +483,43 @@ pub trait Store: Send + Sync + 'static {
             },
             self.budget(query.day),
             self.pending_replies(query.conversation_id),
+            async {
+                match &query.rate {
+                    Some((subscriber, window)) => self.rate_count(subscriber, *window).await,
+                    None => Ok(0),
+                }
+            },
         )?;
         Ok(TurnContext {
             earlier_user_turns,
             history,
             spent,
             queued_replies,
+            rate_count,
         })
     }
 
-    /// Records a contact message (`record_turn`) and, when `rate_window` is given, counts it
-    /// against that hourly window (`bump_rate`, for the conversation's subscriber). Returns the
-    /// turn's id and the window's new count.
-    async fn record_message(
-        &self,
-        turn: &NewTurn,
-        subscriber_id: &SubscriberId,
-        rate_window: Option<DateTime<Utc>>,
-    ) -> Result<(i64, Option<i64>)> {
-        let id = self.record_turn(turn).await?;
-        let count = match rate_window {
-            Some(window) => Some(self.bump_rate(subscriber_id, window).await?),
+    /// Records a turn's exchange: the message (`record_turn`), its count in the hourly window
+    /// (`bump_rate`), the reply (`record_turn`), the charge (`add_budget`) and the escalation
+    /// (`set_escalated`), each when given, in that order.
+    async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {
+        let message = self.record_turn(exchange.message).await?;
+        if let Some((subscriber, window)) = exchange.rate {
+            self.bump_rate(subscriber, window).await?;
+        }
+        let reply = match exchange.reply {
+            Some(reply) => Some(self.record_turn(reply).await?),
             None => None,
         };
-        Ok((id, count))
-    }
-
-    /// Records an agent turn (`record_turn`), adds `charge` to its day's budget
-    /// (`add_budget`) and, when `escalated_at` is given, marks the conversation escalated
-    /// (`set_escalated`). Returns the turn's id.
-    async fn record_reply(
-        &self,
-        turn: &NewTurn,
-        charge: Option<BudgetCharge>,
-        escalated_at: Option<DateTime<Utc>>,
-    ) -> Result<i64> {
-        let id = self.record_turn(turn).await?;
-        if let Some(charge) = charge {
+        if let Some(charge) = exchange.charge {
             self.add_budget(charge.day, charge.tokens, charge.cost_usd)
                 .await?;
         }
-        if let Some(at) = escalated_at {
-            self.set_escalated(turn.conversation_id, at).await?;
+        if let Some(at) = exchange.escalated_at {
+            self.set_escalated(exchange.message.conversation_id, at)
+                .await?;
         }
-        Ok(id)
+        Ok(ExchangeIds { message, reply })
     }
 }
 

@@ -20,8 +20,8 @@ use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
 use super::{
-    BudgetUsage, ClaimRules, Conversation, ConversationLock, NewOutboxRow, NewTurn, OutboxRow,
-    Result, Store, StoreError, Turn,
+    BudgetUsage, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds, NewOutboxRow,
+    NewTurn, OutboxRow, Result, Store, StoreError, Turn,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -280,17 +280,7 @@ impl Store for PgStore {
     }
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE conversations SET escalated_at = $1, updated_at = $1 WHERE id = $2",
-        )
-        .bind(to_millis(at))
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("conversation"));
-        }
-        Ok(())
+        set_escalated_in(&self.pool, id, at).await
     }
 
     async fn set_token(
@@ -327,38 +317,7 @@ impl Store for PgStore {
     }
 
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
-        // One statement, so one round trip and atomic: the insert and, for a user turn, the
-        // conversation's `last_message_at` (GREATEST ignores its NULL) and bound count.
-        let id: i64 = sqlx::query_scalar(
-            "WITH inserted AS (\
-                 INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
-                 reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
-                 created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
-                 RETURNING id), \
-             touched AS (\
-                 UPDATE conversations SET last_message_at = GREATEST(last_message_at, $14), \
-                 turn_count = turn_count + CASE WHEN $6 THEN 1 ELSE 0 END, updated_at = $14 \
-                 WHERE id = $1 AND $2 = 'user') \
-             SELECT id FROM inserted",
-        )
-        .bind(turn.conversation_id)
-        .bind(turn.role.as_str())
-        .bind(&turn.text)
-        .bind(&turn.outcome)
-        .bind(&turn.model)
-        .bind(turn.bound)
-        .bind(turn.actions.as_ref().map(Json))
-        .bind(turn.reads)
-        .bind(turn.input_tokens)
-        .bind(turn.output_tokens)
-        .bind(turn.cached_tokens)
-        .bind(turn.cost_usd)
-        .bind(turn.latency_ms)
-        .bind(to_millis(turn.created_at))
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(id)
+        insert_turn(&self.pool, turn).await
     }
 
     async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
@@ -434,26 +393,26 @@ impl Store for PgStore {
         subscriber_id: &SubscriberId,
         window_start: DateTime<Utc>,
     ) -> Result<i64> {
-        let window_start = to_millis(window_start);
-        let count: i64 = sqlx::query_scalar(
-            "INSERT INTO rate_counters (subscriber_id, window_start, count) VALUES ($1, $2, 1) \
-             ON CONFLICT (subscriber_id, window_start) \
-             DO UPDATE SET count = rate_counters.count + 1 RETURNING count",
+        // Two statements when a window begins: in one transaction.
+        let mut tx = self.pool.begin().await?;
+        let count = bump_rate_in(&mut tx, subscriber_id, window_start).await?;
+        tx.commit().await?;
+        Ok(count)
+    }
+
+    async fn rate_count(
+        &self,
+        subscriber_id: &SubscriberId,
+        window_start: DateTime<Utc>,
+    ) -> Result<i64> {
+        let count: Option<i64> = sqlx::query_scalar(
+            "SELECT count FROM rate_counters WHERE subscriber_id = $1 AND window_start = $2",
         )
         .bind(subscriber_id.as_str())
-        .bind(window_start)
-        .fetch_one(&self.pool)
+        .bind(to_millis(window_start))
+        .fetch_optional(&self.pool)
         .await?;
-        if count == 1 {
-            // A new window began: the contact's older windows will never be read again, and a
-            // subscriber id is personal data, so they go (once per window, not per turn).
-            sqlx::query("DELETE FROM rate_counters WHERE subscriber_id = $1 AND window_start < $2")
-                .bind(subscriber_id.as_str())
-                .bind(window_start)
-                .execute(&self.pool)
-                .await?;
-        }
-        Ok(count)
+        Ok(count.unwrap_or(0))
     }
 
     async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage> {
@@ -468,17 +427,7 @@ impl Store for PgStore {
     }
 
     async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES ($1, $2, $3) \
-             ON CONFLICT (day) DO UPDATE SET tokens = budget_counters.tokens + excluded.tokens, \
-             cost_usd = budget_counters.cost_usd + excluded.cost_usd",
-        )
-        .bind(day)
-        .bind(tokens)
-        .bind(cost_usd)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        add_budget_in(&self.pool, day, tokens, cost_usd).await
     }
 
     async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
@@ -614,6 +563,127 @@ impl Store for PgStore {
             .await?;
         rows.iter().map(outbox_from).collect()
     }
+
+    async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {
+        // One transaction: the turn is stored whole or not at all, as on SQLite.
+        let mut tx = self.pool.begin().await?;
+        let message = insert_turn(&mut *tx, exchange.message).await?;
+        if let Some((subscriber, window)) = exchange.rate {
+            bump_rate_in(&mut tx, subscriber, window).await?;
+        }
+        let reply = match exchange.reply {
+            Some(reply) => Some(insert_turn(&mut *tx, reply).await?),
+            None => None,
+        };
+        if let Some(charge) = exchange.charge {
+            add_budget_in(&mut *tx, charge.day, charge.tokens, charge.cost_usd).await?;
+        }
+        if let Some(at) = exchange.escalated_at {
+            set_escalated_in(&mut *tx, exchange.message.conversation_id, at).await?;
+        }
+        tx.commit().await?;
+        Ok(ExchangeIds { message, reply })
+    }
+}
+
+// The writes a turn's exchange shares with the single calls, on a pool or in a transaction.
+
+async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -> Result<i64> {
+    // One statement, so one round trip and atomic: the insert and, for a user turn, the
+    // conversation's `last_message_at` (GREATEST ignores its NULL) and bound count.
+    let id: i64 = sqlx::query_scalar(
+        "WITH inserted AS (\
+             INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
+             reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
+             created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+             RETURNING id), \
+         touched AS (\
+             UPDATE conversations SET last_message_at = GREATEST(last_message_at, $14), \
+             turn_count = turn_count + CASE WHEN $6 THEN 1 ELSE 0 END, updated_at = $14 \
+             WHERE id = $1 AND $2 = 'user') \
+         SELECT id FROM inserted",
+    )
+    .bind(turn.conversation_id)
+    .bind(turn.role.as_str())
+    .bind(&turn.text)
+    .bind(&turn.outcome)
+    .bind(&turn.model)
+    .bind(turn.bound)
+    .bind(turn.actions.as_ref().map(Json))
+    .bind(turn.reads)
+    .bind(turn.input_tokens)
+    .bind(turn.output_tokens)
+    .bind(turn.cached_tokens)
+    .bind(turn.cost_usd)
+    .bind(turn.latency_ms)
+    .bind(to_millis(turn.created_at))
+    .fetch_one(db)
+    .await?;
+    Ok(id)
+}
+
+async fn bump_rate_in(
+    tx: &mut sqlx::PgConnection,
+    subscriber_id: &SubscriberId,
+    window_start: DateTime<Utc>,
+) -> Result<i64> {
+    let window_start = to_millis(window_start);
+    let count: i64 = sqlx::query_scalar(
+        "INSERT INTO rate_counters (subscriber_id, window_start, count) VALUES ($1, $2, 1) \
+         ON CONFLICT (subscriber_id, window_start) \
+         DO UPDATE SET count = rate_counters.count + 1 RETURNING count",
+    )
+    .bind(subscriber_id.as_str())
+    .bind(window_start)
+    .fetch_one(&mut *tx)
+    .await?;
+    if count == 1 {
+        // A new window began: the contact's older windows will never be read again, and a
+        // subscriber id is personal data, so they go (once per window, not per turn).
+        sqlx::query("DELETE FROM rate_counters WHERE subscriber_id = $1 AND window_start < $2")
+            .bind(subscriber_id.as_str())
+            .bind(window_start)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(count)
+}
+
+async fn add_budget_in(
+    db: impl sqlx::PgExecutor<'_>,
+    day: NaiveDate,
+    tokens: i64,
+    cost_usd: f64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES ($1, $2, $3) \
+         ON CONFLICT (day) DO UPDATE SET tokens = budget_counters.tokens + excluded.tokens, \
+         cost_usd = budget_counters.cost_usd + excluded.cost_usd",
+    )
+    .bind(day)
+    .bind(tokens)
+    .bind(cost_usd)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+async fn set_escalated_in(
+    db: impl sqlx::PgExecutor<'_>,
+    id: ConversationId,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    let done =
+        sqlx::query("UPDATE conversations SET escalated_at = $1, updated_at = $1 WHERE id = $2")
+            .bind(to_millis(at))
+            .bind(id)
+            .execute(db)
+            .await?;
+    if done.rows_affected() == 0 {
+        return Err(not_found("conversation"));
+    }
+    Ok(())
 }
 
 /// How often a waiting turn asks for its conversation's advisory lock again.

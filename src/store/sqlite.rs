@@ -42,8 +42,9 @@ use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
 use super::{
-    BudgetCharge, BudgetUsage, ClaimRules, Conversation, ConversationLock, NewOutboxRow, NewTurn,
-    OutboxRow, Result, Role, Store, StoreError, Turn, TurnContext, TurnContextQuery,
+    BudgetCharge, BudgetUsage, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
+    NewOutboxRow, NewTurn, OutboxRow, Result, Role, Store, StoreError, Turn, TurnContext,
+    TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -815,6 +816,16 @@ fn bump_rate_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>
     Ok(count)
 }
 
+fn rate_count_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>) -> Result<i64> {
+    Ok(query_one(
+        conn,
+        "SELECT count FROM rate_counters WHERE subscriber_id = ? AND window_start = ?",
+        params![subscriber, ms(window_start)],
+        |row| Ok(row.get(0)?),
+    )?
+    .unwrap_or(0))
+}
+
 fn budget_in(conn: &Connection, day: NaiveDate) -> Result<BudgetUsage> {
     Ok(query_one(
         conn,
@@ -1043,6 +1054,16 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn rate_count(
+        &self,
+        subscriber_id: &SubscriberId,
+        window_start: DateTime<Utc>,
+    ) -> Result<i64> {
+        let subscriber = subscriber_id.as_str().to_owned();
+        self.read(move |conn| rate_count_in(conn, &subscriber, window_start))
+            .await
+    }
+
     async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage> {
         self.read(move |conn| budget_in(conn, day)).await
     }
@@ -1190,7 +1211,7 @@ impl Store for SqliteStore {
     }
 
     async fn turn_context(&self, query: TurnContextQuery) -> Result<TurnContext> {
-        // One job: the four reads run back to back on the database thread.
+        // One job: the reads run back to back on the database thread.
         self.read(move |conn| {
             Ok(TurnContext {
                 earlier_user_turns: match query.cap_limit {
@@ -1203,48 +1224,44 @@ impl Store for SqliteStore {
                 },
                 spent: budget_in(conn, query.day)?,
                 queued_replies: pending_replies_in(conn, query.conversation_id)?,
+                rate_count: match &query.rate {
+                    Some((subscriber, window)) => {
+                        rate_count_in(conn, subscriber.as_str(), *window)?
+                    }
+                    None => 0,
+                },
             })
         })
         .await
     }
 
-    async fn record_message(
-        &self,
-        turn: &NewTurn,
-        subscriber_id: &SubscriberId,
-        rate_window: Option<DateTime<Utc>>,
-    ) -> Result<(i64, Option<i64>)> {
-        let row = TurnRow::of(turn)?;
-        let subscriber = subscriber_id.as_str().to_owned();
-        // One job, one savepoint: the message and its count commit together.
+    async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {
+        let message = TurnRow::of(exchange.message)?;
+        let reply = exchange.reply.map(TurnRow::of).transpose()?;
+        let rate = exchange
+            .rate
+            .map(|(subscriber, window)| (subscriber.as_str().to_owned(), window));
+        let (charge, escalated_at) = (exchange.charge, exchange.escalated_at);
+        // One job, one savepoint: the whole exchange commits or none of it does.
         self.write(move |conn| {
-            let id = row.insert(conn)?;
-            let count = match rate_window {
-                Some(window) => Some(bump_rate_in(conn, &subscriber, window)?),
+            let message_id = message.insert(conn)?;
+            if let Some((subscriber, window)) = &rate {
+                bump_rate_in(conn, subscriber, *window)?;
+            }
+            let reply_id = match &reply {
+                Some(reply) => Some(reply.insert(conn)?),
                 None => None,
             };
-            Ok((id, count))
-        })
-        .await
-    }
-
-    async fn record_reply(
-        &self,
-        turn: &NewTurn,
-        charge: Option<BudgetCharge>,
-        escalated_at: Option<DateTime<Utc>>,
-    ) -> Result<i64> {
-        let row = TurnRow::of(turn)?;
-        // One job, one savepoint: the reply, its charge and the escalation commit together.
-        self.write(move |conn| {
-            let id = row.insert(conn)?;
             if let Some(charge) = charge {
                 add_budget_in(conn, charge)?;
             }
             if let Some(at) = escalated_at {
-                set_escalated_in(conn, row.turn.conversation_id, at)?;
+                set_escalated_in(conn, message.turn.conversation_id, at)?;
             }
-            Ok(id)
+            Ok(ExchangeIds {
+                message: message_id,
+                reply: reply_id,
+            })
         })
         .await
     }

@@ -1,17 +1,18 @@
 //! One turn, from a parsed inbound message to its outcome (SYSTEM 3.4, 4, 6).
 //!
 //! The order is fixed: conversation → scripted opening → one round of reads (earlier message
-//! times, today's spend, history, queued replies) → escalation keywords and the turn cap → the
-//! contact's message is recorded (and counted against the hourly rate) → the per-contact rate
-//! and the daily budget → the agent runs in its own task, raced against the deadline measured from the request's
-//! arrival. Won: the reply is answered inline and its actions run after the response. Lost: the
-//! contact gets the tenant's acknowledgement now, and the agent keeps running until
-//! `MODEL_ABORT_MS`; its reply and actions go to the outbox. Aborted: no agent turn is recorded;
-//! the escalation copy goes through the outbox (C6).
+//! times, today's spend, history, queued replies, the hourly count) → escalation keywords, the
+//! turn cap, the per-contact rate and the daily budget → the agent runs in its own task, raced
+//! against the deadline measured from the request's arrival. Won: the reply is answered inline
+//! and its actions run after the response. Lost: the contact gets the tenant's acknowledgement
+//! now, and the agent keeps running until `MODEL_ABORT_MS`; its reply and actions go to the
+//! outbox. Aborted: no agent turn is recorded; the escalation copy goes through the outbox (C6).
 //!
-//! Invariants: nothing here knows HTTP or ManyChat's JSON; every turn that reaches the model has
-//! its contact message recorded before the model is called; an agent turn is recorded for every
-//! outcome but the abort; staged actions run only when the final reply does not escalate.
+//! Invariants: nothing here knows HTTP or ManyChat's JSON; a turn is recorded whole in one
+//! write (`Store::record_exchange`: the contact's message, its count, the reply, the charge,
+//! the escalation) once its outcome is known, and an inline answer leaves only after that write
+//! committed; an agent turn is recorded for every outcome but the abort; staged actions run only
+//! when the final reply does not escalate.
 
 mod gates;
 mod order;
@@ -36,8 +37,8 @@ use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::ReplyPayload;
 use crate::store::{
-    BudgetCharge, Conversation, NewOutboxRow, NewTurn, OutboxKind, Role, Store, StoreError,
-    TurnContextQuery,
+    BudgetCharge, Conversation, Exchange, NewOutboxRow, NewTurn, OutboxKind, Role, Store,
+    StoreError, TurnContextQuery,
 };
 use crate::tokens::{self, TokenService};
 use crate::tools::{ToolContext, ToolSpecs, TurnTools};
@@ -276,34 +277,32 @@ impl TurnEngine {
         // Everything the checks and the prompt read, in one call: the contact's earlier
         // message times (turn cap), history (an unbound turn is answered from its own message
         // only, 019), today's spend, and whether a reply is already queued for the contact.
-        let store = inner.store.as_ref();
         let history_since = now - chrono::Duration::days(i64::from(config.rules.history_days));
-        let context = store
+        let window = gates::hour_start(now);
+        let context = inner
+            .store
             .turn_context(TurnContextQuery {
                 conversation_id: conversation.id,
                 cap_limit: bound.then(|| i64::from(config.rules.max_turns_per_conversation) + 1),
                 history: bound.then_some((history_since, HISTORY_TURNS)),
                 day: now.date_naive(),
+                rate: Some((conversation.subscriber_id.clone(), window)),
             })
             .await?;
 
-        // The contact's message is recorded whatever the checks decide; it counts against the
-        // hourly rate once keywords and the cap have let it through (one write either way).
-        let message = NewTurn::user(conversation.id, &inbound.text, bound, now);
+        // The contact's message is recorded with the turn's outcome, whatever the checks
+        // decide; it counts against the hourly rate once keywords and the cap have let it
+        // through. The rate check counts it now: the contact's earlier turns have settled (037).
+        let mut message = Message {
+            turn: NewTurn::user(conversation.id, &inbound.text, bound, now),
+            rate_window: None,
+        };
         let denial =
             match gates::before_rate(&config, &inbound, bound, &context.earlier_user_turns, now) {
-                Some(denial) => {
-                    store
-                        .record_message(&message, &inbound.subscriber_id, None)
-                        .await?;
-                    Some(denial)
-                }
+                Some(denial) => Some(denial),
                 None => {
-                    let window = gates::hour_start(now);
-                    let (_, count) = store
-                        .record_message(&message, &inbound.subscriber_id, Some(window))
-                        .await?;
-                    gates::after_rate(&config, count.unwrap_or(0), context.spent)
+                    message.rate_window = Some(window);
+                    gates::after_rate(&config, context.rate_count + 1, context.spent)
                 }
             };
         if let Some(denial) = denial {
@@ -314,7 +313,13 @@ impl TurnEngine {
                 "turn"
             );
             let response = self
-                .escalate_inline(&config, &conversation, "escalated_precheck", bound)
+                .escalate_inline(
+                    &config,
+                    &conversation,
+                    &message,
+                    "escalated_precheck",
+                    bound,
+                )
                 .await?;
             return self.deliver(&conversation, response, mode, guard).await;
         }
@@ -333,6 +338,7 @@ impl TurnEngine {
             bound,
             arrived_at: inbound.arrived_at,
             guard,
+            message: Some(message),
         };
         let (answer_tx, answer_rx) = oneshot::channel();
         let abort_at = inbound.arrived_at + inner.settings.model_abort;
@@ -391,19 +397,12 @@ impl TurnEngine {
             return Ok(None);
         };
         let opening = opening.to_owned();
-        inner
-            .store
-            .record_turn(&NewTurn::user(conversation.id, &inbound.text, bound, now))
-            .await?;
-        inner
-            .store
-            .record_turn(&NewTurn::agent(
-                conversation.id,
-                &opening,
-                "answered_scripted",
-                bound,
-                now,
-            ))
+        let message = Message {
+            turn: NewTurn::user(conversation.id, &inbound.text, bound, now),
+            rate_window: None,
+        };
+        let reply = NewTurn::agent(conversation.id, &opening, "answered_scripted", bound, now);
+        self.record(conversation, &message, Some(&reply), None, None)
             .await?;
         inner.metrics.turn("answered_scripted");
         tracing::info!(conversation = %conversation.id, outcome = "answered_scripted", "turn");
@@ -491,7 +490,14 @@ impl TurnEngine {
         if answer.thought.reply.escalate {
             let outcome = answer_outcome(&answer);
             let (turn_id, handoff) = self
-                .record_escalation(config, conversation, outcome, Some(answer), bound)
+                .record_escalation(
+                    config,
+                    conversation,
+                    &answer.message,
+                    outcome,
+                    Some(&answer),
+                    bound,
+                )
                 .await?;
             return Ok(TurnResponse {
                 messages: vec![config.rules.messages.escalation.clone()],
@@ -516,7 +522,14 @@ impl TurnEngine {
         let (messages, actions, turn_id) = if answer.thought.reply.escalate {
             let outcome = answer_outcome(&answer);
             let (turn_id, handoff) = self
-                .record_escalation(&job.config, conversation, outcome, Some(answer), job.bound)
+                .record_escalation(
+                    &job.config,
+                    conversation,
+                    &answer.message,
+                    outcome,
+                    Some(&answer),
+                    job.bound,
+                )
                 .await?;
             let copy = job.config.rules.messages.escalation.clone();
             (vec![copy], handoff, turn_id)
@@ -551,10 +564,15 @@ impl TurnEngine {
             .thought
             .tools_offered
             .then(|| actions::record(&answer.actions));
-        // The turn and its charge, in one write.
-        let turn_id = inner
-            .store
-            .record_reply(&turn, Some(BudgetCharge::of(&turn)), None)
+        // The message, the reply and its charge, in one write.
+        let turn_id = self
+            .record(
+                conversation,
+                &answer.message,
+                Some(&turn),
+                Some(BudgetCharge::of(&turn)),
+                None,
+            )
             .await?;
         inner.metrics.turn(outcome);
         tracing::info!(
@@ -573,11 +591,12 @@ impl TurnEngine {
         &self,
         config: &TenantConfig,
         conversation: &Conversation,
+        message: &Message,
         outcome: &'static str,
         bound: bool,
     ) -> Result<TurnResponse, TurnError> {
         let (turn_id, handoff) = self
-            .record_escalation(config, conversation, outcome, None, bound)
+            .record_escalation(config, conversation, message, outcome, None, bound)
             .await?;
         Ok(TurnResponse {
             messages: vec![config.rules.messages.escalation.clone()],
@@ -611,20 +630,16 @@ impl TurnEngine {
         &self,
         config: &TenantConfig,
         conversation: &Conversation,
+        message: &Message,
         outcome: &'static str,
-        answer: Option<Answer>,
+        answer: Option<&Answer>,
         bound: bool,
     ) -> Result<(i64, Vec<StagedAction>), StoreError> {
         let inner = &self.inner;
         let now = inner.clock.now();
-        let tools_offered = answer.as_ref().is_some_and(|a| a.thought.tools_offered);
-        let mut record = answer
-            .as_ref()
-            .map(|a| a.actions.clone())
-            .unwrap_or_default();
-        let cause = answer
-            .as_ref()
-            .map_or(EscalationCause::None, |a| a.thought.reply.cause);
+        let tools_offered = answer.is_some_and(|a| a.thought.tools_offered);
+        let mut record = answer.map(|a| a.actions.clone()).unwrap_or_default();
+        let cause = answer.map_or(EscalationCause::None, |a| a.thought.reply.cause);
         let discarded = actions::settle_on_escalation(&mut record, cause);
         if discarded > 0 {
             tracing::info!(conversation = %conversation.id, discarded, "staged actions discarded on escalation");
@@ -639,13 +654,15 @@ impl TurnEngine {
             bound,
             now,
         );
-        if let Some(answer) = &answer {
+        if let Some(answer) = answer {
             self.fill_usage(&mut turn, answer);
         }
         turn.actions = (tools_offered || has_handoff).then(|| actions::record(&record));
-        // The turn, its charge and `escalated_at`, in one write.
+        // The message, the reply, its charge and `escalated_at`, in one write.
         let charge = answer.is_some().then(|| BudgetCharge::of(&turn));
-        let turn_id = inner.store.record_reply(&turn, charge, Some(now)).await?;
+        let turn_id = self
+            .record(conversation, message, Some(&turn), charge, Some(now))
+            .await?;
         inner.metrics.turn(outcome);
         tracing::info!(conversation = %conversation.id, outcome, "turn escalated");
         Ok((turn_id, record))
@@ -663,16 +680,45 @@ impl TurnEngine {
     }
 
     /// MODEL_ABORT_MS: no agent turn; the escalation copy goes through the outbox (C6).
-    async fn settle_aborted(&self, job: &AgentJob) -> Result<(), StoreError> {
+    async fn settle_aborted(&self, job: &AgentJob, message: &Message) -> Result<(), StoreError> {
         let inner = &self.inner;
         let now = inner.clock.now();
         inner.metrics.model_aborted.inc();
         inner.metrics.turn("aborted");
         tracing::warn!(conversation = %job.conversation.id, "model call aborted at MODEL_ABORT_MS");
-        inner.store.set_escalated(job.conversation.id, now).await?;
+        // The message and the escalation, in one write; no agent turn.
+        self.record(&job.conversation, message, None, None, Some(now))
+            .await?;
         let copy = job.config.rules.messages.escalation.clone();
         self.enqueue_reply(&job.conversation, vec![copy], Vec::new(), None)
             .await
+    }
+
+    /// Writes the turn's exchange: the contact's message (counted against its hourly window
+    /// when the checks let it that far), the reply if any, the charge, the escalation. Returns
+    /// the reply's id (the message's when there is no reply).
+    async fn record(
+        &self,
+        conversation: &Conversation,
+        message: &Message,
+        reply: Option<&NewTurn>,
+        charge: Option<BudgetCharge>,
+        escalated_at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<i64, StoreError> {
+        let ids = self
+            .inner
+            .store
+            .record_exchange(Exchange {
+                message: &message.turn,
+                rate: message
+                    .rate_window
+                    .map(|window| (&conversation.subscriber_id, window)),
+                reply,
+                charge,
+                escalated_at,
+            })
+            .await?;
+        Ok(ids.reply.unwrap_or(ids.message))
     }
 
     async fn enqueue_reply(
@@ -771,18 +817,18 @@ impl WaitingTurn {
     async fn expired(&self) -> Result<(), TurnError> {
         let engine = &self.engine;
         let now = engine.inner.clock.now();
-        engine
-            .inner
-            .store
-            .record_turn(&NewTurn::user(
-                self.conversation.id,
-                &self.inbound.text,
-                self.bound,
-                now,
-            ))
-            .await?;
+        let message = Message {
+            turn: NewTurn::user(self.conversation.id, &self.inbound.text, self.bound, now),
+            rate_window: None,
+        };
         let response = engine
-            .escalate_inline(&self.config, &self.conversation, "error", self.bound)
+            .escalate_inline(
+                &self.config,
+                &self.conversation,
+                &message,
+                "error",
+                self.bound,
+            )
             .await?;
         engine
             .deliver(&self.conversation, response, Mode::Deferred, None)
@@ -802,6 +848,17 @@ struct Answer {
     guard: Option<TurnGuard>,
     /// 024: successful contact reads this turn.
     reads: u32,
+    /// The contact's message, recorded with the answer.
+    message: Message,
+}
+
+/// The contact's message, recorded together with the turn's outcome (one write, so a turn is
+/// stored whole or not at all).
+#[derive(Debug, Clone)]
+struct Message {
+    turn: NewTurn,
+    /// The hourly window it counts against; `None` when a keyword or the cap stopped it first.
+    rate_window: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The agent's half of a turn, run in its own task so that it outlives a lost race.
@@ -815,6 +872,8 @@ struct AgentJob {
     bound: bool,
     arrived_at: Instant,
     guard: Option<TurnGuard>,
+    /// Taken by whoever records the turn: the answer, or the abort.
+    message: Option<Message>,
 }
 
 impl AgentJob {
@@ -844,6 +903,9 @@ impl AgentJob {
         });
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
+        let Some(message) = self.message.take() else {
+            return;
+        };
         let settled = match result {
             Ok(thought) => {
                 let reads = tools.reads();
@@ -853,13 +915,14 @@ impl AgentJob {
                     actions: tools.into_actions(),
                     latency: self.arrived_at.elapsed(),
                     guard: self.guard.take(),
+                    message,
                 };
                 match answer.send(result) {
                     Ok(()) => Ok(()),
                     Err(answer) => self.engine.settle_deferred(&self, answer).await,
                 }
             }
-            Err(_) => self.engine.settle_aborted(&self).await,
+            Err(_) => self.engine.settle_aborted(&self, &message).await,
         };
         if let Err(error) = settled {
             tracing::error!(conversation = %self.conversation.id, error = %error, "deferred turn could not be recorded");

@@ -281,6 +281,17 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Makes `subscriber` a contact that already holds a token (019), so its turns write none
+    /// beside the model call: for tests that move the clock past the deadline while a turn
+    /// runs, where a token write still in flight would be queued to the outbox too.
+    pub async fn returning_contact(&self, subscriber: &str) {
+        let conversation = self.conversation(subscriber).await;
+        self.store
+            .set_token(conversation.id, &"0".repeat(64), chrono::Utc::now())
+            .await
+            .unwrap();
+    }
+
     pub async fn turns(&self, subscriber: &str) -> Vec<Turn> {
         let conversation = self.conversation(subscriber).await;
         self.store.turns(conversation.id).await.unwrap()

@@ -35,6 +35,7 @@ async fn system_3_4_race_lost_acknowledges_now_and_delivers_the_reply_through_th
     ))
     .after(Duration::from_secs(9))]));
     let app = spawn_app(model.clone()).await;
+    app.returning_contact("2002").await;
     let request = send_in_background(&app, "2002", "Any places left?");
     until(async || model.calls() == 1).await;
 

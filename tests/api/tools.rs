@@ -291,6 +291,7 @@ async fn spec_012_verification_3_an_aborted_turn_performs_nothing() {
         ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(60)),
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_handoff)).await;
+    app.returning_contact("5110").await;
     let request = send_in_background(&app, "5110", "Can I book?");
     until(async || model.calls() == 2).await;
     tokio::time::advance(Duration::from_secs(8)).await;
