@@ -68,6 +68,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lean_write_path",
         include_str!("../../migrations/sqlite/0002_lean_write_path.sql"),
     ),
+    (
+        3,
+        "turns_without_sequence",
+        include_str!("../../migrations/sqlite/0003_turns_without_sequence.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -306,6 +311,7 @@ fn open(location: &Location) -> Result<Connection> {
     conn.execute_batch(
         "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
     )?;
+
     migrate(&conn)?;
     Ok(conn)
 }
@@ -714,15 +720,15 @@ impl TurnRow {
 /// Inserts a turn; a user turn also moves the conversation's `last_message_at` and (bound)
 /// `turn_count`.
 fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Result<i64> {
-    // `seq` is the next integer after the largest: one writer runs at a time, and the unique
-    // index makes the MAX a single lookup.
+    // `id` and `seq` are both the next integer after the largest id: the group's transaction
+    // holds the write lock, and the largest rowid is one seek.
     let id: i64 = conn
         .prepare_cached(
-            "INSERT INTO turns (seq, conversation_id, role, text, outcome, model, bound, \
+            "WITH next (id) AS (SELECT COALESCE(MAX(id), 0) + 1 FROM turns) \
+             INSERT INTO turns (id, seq, conversation_id, role, text, outcome, model, bound, \
              actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
              created_at) \
-             VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM turns), \
-                     ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             SELECT id, id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM next \
              RETURNING id",
         )?
         .query_row(
@@ -1407,6 +1413,55 @@ mod tests {
             .expect("the earlier file opens");
         let day = NaiveDate::from_ymd_opt(2026, 1, 10).expect("a day");
         assert_eq!(store.budget(day).await.expect("budget").tokens, 7);
+    }
+
+    /// Migration 0003 rebuilds `turns`: a file with turns from before keeps them, in order,
+    /// and new turns get the next id (and `seq` equal to it).
+    #[tokio::test]
+    async fn system_9_turns_written_before_migration_3_are_kept_in_order() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("agent.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(MIGRATIONS[0].2).expect("migration 1");
+            conn.execute_batch(MIGRATIONS[1].2).expect("migration 2");
+            conn.execute_batch(
+                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL, \
+                 description TEXT NOT NULL, applied_at INTEGER NOT NULL); \
+                 INSERT INTO schema_migrations VALUES (1, 'init', 0), (2, 'lean_write_path', 0); \
+                 INSERT INTO conversations (id, subscriber_id, channel, created_at, updated_at) \
+                 VALUES ('00000000-0000-4000-8000-000000000001', '42', 'whatsapp', 0, 0); \
+                 INSERT INTO turns (seq, conversation_id, role, text, bound, created_at) VALUES \
+                 (1, '00000000-0000-4000-8000-000000000001', 'user', 'first', 1, 1000), \
+                 (2, '00000000-0000-4000-8000-000000000001', 'agent', 'second', 1, 1000);",
+            )
+            .expect("a file at migration 2 with two turns");
+        }
+        let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("the file migrates");
+        let conversation = store
+            .conversation_for(
+                &SubscriberId::parse("42").expect("an id"),
+                "whatsapp",
+                instant(),
+            )
+            .await
+            .expect("the conversation is kept");
+        let id = store
+            .record_turn(&NewTurn::user(conversation.id, "third", true, instant()))
+            .await
+            .expect("a new turn");
+        let turns = store.turns(conversation.id).await.expect("turns");
+        let kept: Vec<(i64, i64, &str)> = turns
+            .iter()
+            .map(|t| (t.id, t.seq, t.text.as_str()))
+            .collect();
+        assert_eq!(
+            kept,
+            vec![(1, 1, "first"), (2, 2, "second"), (3, 3, "third")]
+        );
+        assert_eq!(id, 3);
     }
 
     /// `serve` and `worker` started together on one fresh file both come up.
