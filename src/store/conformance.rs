@@ -688,14 +688,13 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
     }
 
     let query = TurnContextQuery {
-        conversation_id: conversation.id,
         cap_limit: Some(3),
         history: Some((at_s(5), 4)),
         day,
-        rate: Some((conversation.subscriber_id.clone(), window)),
+        rate_window: Some(window),
     };
     let context = store
-        .turn_context(query.clone())
+        .turn_context(&conversation, query)
         .await
         .expect("turn_context");
     let expected = TurnContext {
@@ -725,17 +724,78 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
     assert_eq!(context.rate_count, 2);
 
     let unasked = store
-        .turn_context(TurnContextQuery {
-            cap_limit: None,
-            history: None,
-            rate: None,
-            ..query
-        })
+        .turn_context(
+            &conversation,
+            TurnContextQuery {
+                cap_limit: None,
+                history: None,
+                rate_window: None,
+                ..query
+            },
+        )
         .await
         .expect("turn_context");
     assert!(unasked.earlier_user_turns.is_empty() && unasked.history.is_empty());
     assert_eq!(unasked.rate_count, 0);
     assert_eq!(unasked.spent, expected.spent);
+    settle(store, &[conversation.id]).await;
+}
+
+/// `returning_contact` answers the contact's conversation with what `turn_context` answers for
+/// it, and nothing (creating nothing) for a contact never seen.
+pub async fn returning_contact_reads_conversation_and_context_together(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let day = fresh_day();
+    record(
+        store,
+        NewTurn::user(conversation.id, "earlier", true, at_s(10)),
+    )
+    .await;
+    store
+        .bump_rate(&conversation.subscriber_id, at_s(0))
+        .await
+        .expect("bump");
+    let query = TurnContextQuery {
+        cap_limit: Some(5),
+        history: Some((at_s(0), 10)),
+        day,
+        rate_window: Some(at_s(0)),
+    };
+    let (found, context) = store
+        .returning_contact(&conversation.subscriber_id, query)
+        .await
+        .expect("returning_contact")
+        .expect("a returning contact");
+    assert_eq!(
+        Some(found),
+        store.conversation(conversation.id).await.expect("read")
+    );
+    assert_eq!(
+        context,
+        store
+            .turn_context(&conversation, query)
+            .await
+            .expect("turn_context")
+    );
+    assert_eq!(context.history.len(), 1);
+    assert_eq!(context.rate_count, 1);
+
+    let stranger = fresh_subscriber();
+    assert!(
+        store
+            .returning_contact(&stranger, query)
+            .await
+            .expect("returning_contact")
+            .is_none()
+    );
+    assert_eq!(
+        store
+            .conversation_by_subscriber(&stranger)
+            .await
+            .expect("lookup"),
+        None,
+        "nothing is created"
+    );
     settle(store, &[conversation.id]).await;
 }
 
@@ -1374,6 +1434,7 @@ pub async fn run_all(store: &dyn Store) {
     pending_replies_counts_replies_not_yet_delivered(store).await;
     settled_contact_token_rows_keep_no_token(store).await;
     turn_context_matches_the_separate_reads(store).await;
+    returning_contact_reads_conversation_and_context_together(store).await;
     rate_count_reads_the_window(store).await;
     record_exchange_writes_what_it_is_given(store).await;
     record_exchange_is_all_or_nothing(store).await;
@@ -1469,6 +1530,7 @@ mod tests {
         pending_replies_counts_replies_not_yet_delivered,
         settled_contact_token_rows_keep_no_token,
         turn_context_matches_the_separate_reads,
+        returning_contact_reads_conversation_and_context_together,
         rate_count_reads_the_window,
         record_exchange_writes_what_it_is_given,
         record_exchange_is_all_or_nothing,

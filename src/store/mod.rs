@@ -238,10 +238,10 @@ pub struct BudgetUsage {
     pub cost_usd: f64,
 }
 
-/// What a turn reads before its checks, asked for in one call (`Store::turn_context`).
-#[derive(Debug, Clone, PartialEq)]
+/// What a turn reads before its checks about its conversation, asked for in one call
+/// (`Store::turn_context`, `Store::returning_contact`).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TurnContextQuery {
-    pub conversation_id: ConversationId,
     /// 018 turn cap: read the last `limit` bound user message times (`None`: not read).
     pub cap_limit: Option<i64>,
     /// 018 history: read the last `limit` bound turns created at or after `since` (`None`: not
@@ -249,8 +249,8 @@ pub struct TurnContextQuery {
     pub history: Option<(DateTime<Utc>, i64)>,
     /// The day whose spend is read (the daily budget).
     pub day: NaiveDate,
-    /// The contact and the hourly window whose count is read (`None`: not read).
-    pub rate: Option<(SubscriberId, DateTime<Utc>)>,
+    /// The hourly window whose count is read for the conversation's contact (`None`: not read).
+    pub rate_window: Option<DateTime<Utc>>,
 }
 
 /// The answer to a [`TurnContextQuery`]: what `recent_user_turn_times`, `history`, `budget`,
@@ -266,6 +266,17 @@ pub struct TurnContext {
     pub queued_replies: i64,
     /// Messages already counted in the contact's current hourly window.
     pub rate_count: i64,
+}
+
+impl TurnContext {
+    /// The context of an unbound turn (019): no history and no cap times, the rest unchanged.
+    pub fn unbound(self) -> Self {
+        Self {
+            earlier_user_turns: Vec::new(),
+            history: Vec::new(),
+            ..self
+        }
+    }
 }
 
 /// A turn's record, written once its outcome is known (`Store::record_exchange`): the contact's
@@ -348,6 +359,12 @@ pub trait Store: Send + Sync + 'static {
     /// process sharing the database (Postgres), and holds that until the lock is dropped.
     async fn lock_conversation(&self, id: ConversationId) -> Result<ConversationLock>;
 
+    /// True when one process owns the database (SQLite), so `lock_conversation` adds nothing to
+    /// the in-process turn order and a turn may take its place before it knows its conversation.
+    fn single_process(&self) -> bool {
+        false
+    }
+
     // --- conversations -------------------------------------------------------------------
 
     /// The contact's conversation, created (with a fresh random UUID) on first contact.
@@ -359,6 +376,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Conversation>;
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>>;
+
+    /// The contact's conversation if it has one (nothing is created).
+    async fn conversation_by_subscriber(
+        &self,
+        subscriber_id: &SubscriberId,
+    ) -> Result<Option<Conversation>>;
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()>;
 
@@ -464,28 +487,29 @@ pub trait Store: Send + Sync + 'static {
     // compose the separate calls.
 
     /// Everything a turn reads before its checks.
-    async fn turn_context(&self, query: TurnContextQuery) -> Result<TurnContext> {
+    async fn turn_context(
+        &self,
+        conversation: &Conversation,
+        query: TurnContextQuery,
+    ) -> Result<TurnContext> {
         let (earlier_user_turns, history, spent, queued_replies, rate_count) = tokio::try_join!(
             async {
                 match query.cap_limit {
-                    Some(limit) => {
-                        self.recent_user_turn_times(query.conversation_id, limit)
-                            .await
-                    }
+                    Some(limit) => self.recent_user_turn_times(conversation.id, limit).await,
                     None => Ok(Vec::new()),
                 }
             },
             async {
                 match query.history {
-                    Some((since, limit)) => self.history(query.conversation_id, since, limit).await,
+                    Some((since, limit)) => self.history(conversation.id, since, limit).await,
                     None => Ok(Vec::new()),
                 }
             },
             self.budget(query.day),
-            self.pending_replies(query.conversation_id),
+            self.pending_replies(conversation.id),
             async {
-                match &query.rate {
-                    Some((subscriber, window)) => self.rate_count(subscriber, *window).await,
+                match query.rate_window {
+                    Some(window) => self.rate_count(&conversation.subscriber_id, window).await,
                     None => Ok(0),
                 }
             },
@@ -497,6 +521,20 @@ pub trait Store: Send + Sync + 'static {
             queued_replies,
             rate_count,
         })
+    }
+
+    /// A returning contact's conversation and its turn context, in one call: `None` for a
+    /// contact never seen (nothing is created).
+    async fn returning_contact(
+        &self,
+        subscriber_id: &SubscriberId,
+        query: TurnContextQuery,
+    ) -> Result<Option<(Conversation, TurnContext)>> {
+        let Some(conversation) = self.conversation_by_subscriber(subscriber_id).await? else {
+            return Ok(None);
+        };
+        let context = self.turn_context(&conversation, query).await?;
+        Ok(Some((conversation, context)))
     }
 
     /// Records a turn's exchange: the message (`record_turn`), its count in the hourly window

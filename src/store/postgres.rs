@@ -269,6 +269,13 @@ impl Store for PgStore {
             .ok_or_else(|| StoreError::Database("conversation vanished after insert".to_owned()))
     }
 
+    async fn conversation_by_subscriber(
+        &self,
+        subscriber_id: &SubscriberId,
+    ) -> Result<Option<Conversation>> {
+        self.find_conversation_by_subscriber(subscriber_id).await
+    }
+
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
         let row = sqlx::query(&format!(
             "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1"

@@ -832,6 +832,30 @@ fn rate_count_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc
     .unwrap_or(0))
 }
 
+fn turn_context_in(
+    conn: &Connection,
+    conversation_id: ConversationId,
+    subscriber: &SubscriberId,
+    query: TurnContextQuery,
+) -> Result<TurnContext> {
+    Ok(TurnContext {
+        earlier_user_turns: match query.cap_limit {
+            Some(limit) => recent_user_turn_times_in(conn, conversation_id, limit)?,
+            None => Vec::new(),
+        },
+        history: match query.history {
+            Some((since, limit)) => history_in(conn, conversation_id, since, limit)?,
+            None => Vec::new(),
+        },
+        spent: budget_in(conn, query.day)?,
+        queued_replies: pending_replies_in(conn, conversation_id)?,
+        rate_count: match query.rate_window {
+            Some(window) => rate_count_in(conn, subscriber.as_str(), window)?,
+            None => 0,
+        },
+    })
+}
+
 fn budget_in(conn: &Connection, day: NaiveDate) -> Result<BudgetUsage> {
     Ok(query_one(
         conn,
@@ -884,6 +908,19 @@ impl Store for SqliteStore {
     async fn lock_conversation(&self, _id: ConversationId) -> Result<ConversationLock> {
         // One process owns a SQLite file: the in-process queue orders its turns.
         Ok(ConversationLock::local())
+    }
+
+    fn single_process(&self) -> bool {
+        true
+    }
+
+    async fn conversation_by_subscriber(
+        &self,
+        subscriber_id: &SubscriberId,
+    ) -> Result<Option<Conversation>> {
+        let subscriber = subscriber_id.as_str().to_owned();
+        self.read(move |conn| conversation_by_subscriber(conn, &subscriber))
+            .await
     }
 
     async fn conversation_for(
@@ -1216,27 +1253,30 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn turn_context(&self, query: TurnContextQuery) -> Result<TurnContext> {
+    async fn turn_context(
+        &self,
+        conversation: &Conversation,
+        query: TurnContextQuery,
+    ) -> Result<TurnContext> {
+        let (id, subscriber) = (conversation.id, conversation.subscriber_id.clone());
         // One job: the reads run back to back on the database thread.
+        self.read(move |conn| turn_context_in(conn, id, &subscriber, query))
+            .await
+    }
+
+    async fn returning_contact(
+        &self,
+        subscriber_id: &SubscriberId,
+        query: TurnContextQuery,
+    ) -> Result<Option<(Conversation, TurnContext)>> {
+        let subscriber = subscriber_id.clone();
+        // One job: the conversation and everything its turn reads.
         self.read(move |conn| {
-            Ok(TurnContext {
-                earlier_user_turns: match query.cap_limit {
-                    Some(limit) => recent_user_turn_times_in(conn, query.conversation_id, limit)?,
-                    None => Vec::new(),
-                },
-                history: match query.history {
-                    Some((since, limit)) => history_in(conn, query.conversation_id, since, limit)?,
-                    None => Vec::new(),
-                },
-                spent: budget_in(conn, query.day)?,
-                queued_replies: pending_replies_in(conn, query.conversation_id)?,
-                rate_count: match &query.rate {
-                    Some((subscriber, window)) => {
-                        rate_count_in(conn, subscriber.as_str(), *window)?
-                    }
-                    None => 0,
-                },
-            })
+            let Some(conversation) = conversation_by_subscriber(conn, subscriber.as_str())? else {
+                return Ok(None);
+            };
+            let context = turn_context_in(conn, conversation.id, &subscriber, query)?;
+            Ok(Some((conversation, context)))
         })
         .await
     }

@@ -23,6 +23,7 @@ pub use order::{TurnGuard, TurnOrder};
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
@@ -38,13 +39,25 @@ use crate::model::Model;
 use crate::outbox::ReplyPayload;
 use crate::store::{
     BudgetCharge, Conversation, Exchange, NewOutboxRow, NewTurn, OutboxKind, Role, Store,
-    StoreError, TurnContextQuery,
+    StoreError, TurnContext, TurnContextQuery,
 };
 use crate::tokens::{self, TokenService};
 use crate::tools::{ToolContext, ToolSpecs, TurnTools};
 
 /// How many earlier turns the model sees (018).
 pub const HISTORY_TURNS: i64 = 10;
+
+/// What a turn at `now` reads before its checks: the cap's and history's reads only when it is
+/// bound (019), today's spend, and the contact's count in this hour's window.
+fn context_query(config: &TenantConfig, bound: bool, now: DateTime<Utc>) -> TurnContextQuery {
+    let history_since = now - chrono::Duration::days(i64::from(config.rules.history_days));
+    TurnContextQuery {
+        cap_limit: bound.then(|| i64::from(config.rules.max_turns_per_conversation) + 1),
+        history: bound.then_some((history_since, HISTORY_TURNS)),
+        day: now.date_naive(),
+        rate_window: Some(gates::hour_start(now)),
+    }
+}
 
 /// The settings a turn reads; built once from `Settings` at start.
 #[derive(Debug, Clone)]
@@ -181,6 +194,44 @@ impl TurnEngine {
     pub async fn handle(&self, inbound: Inbound) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
         let config = inner.config.snapshot();
+        // 037, uncontended (the common case): with the contact's place taken at once, the
+        // conversation and everything the turn reads come in one call.
+        if let Some(guard) = inner.order.try_acquire(&inbound.subscriber_id) {
+            let now = inner.clock.now();
+            let query = context_query(&config, true, now);
+            if let Some((conversation, context)) = inner
+                .store
+                .returning_contact(&inbound.subscriber_id, query)
+                .await?
+            {
+                let binding = tokens::bind(&conversation, inbound.ai_token.as_deref());
+                let bound = tokens::reads_history(&binding, inner.settings.contact_tokens_enforced);
+                inner.tokens.after_request(
+                    &inner.tasks,
+                    &conversation,
+                    &binding,
+                    inbound.arrived_at + inner.settings.race_deadline,
+                );
+                // An unbound turn neither waits nor blocks, and reads no history.
+                let (guard, context) = if bound {
+                    (Some(guard), context)
+                } else {
+                    (None, context.unbound())
+                };
+                return self
+                    .run(
+                        inbound,
+                        config,
+                        conversation,
+                        bound,
+                        guard,
+                        Mode::Inline,
+                        Some((now, context)),
+                    )
+                    .await;
+            }
+            // A first contact: the conversation is created below.
+        }
         let channel = inbound.channel.as_deref().unwrap_or("whatsapp");
         let conversation = inner
             .store
@@ -199,7 +250,15 @@ impl TurnEngine {
         // 037: unbound turns neither wait nor block.
         if !bound {
             return self
-                .run(inbound, config, conversation, bound, None, Mode::Inline)
+                .run(
+                    inbound,
+                    config,
+                    conversation,
+                    bound,
+                    None,
+                    Mode::Inline,
+                    None,
+                )
                 .await;
         }
 
@@ -235,6 +294,7 @@ impl TurnEngine {
                     bound,
                     Some(guard),
                     Mode::Inline,
+                    None,
                 )
                 .await
             }
@@ -256,6 +316,8 @@ impl TurnEngine {
     /// Runs a turn that holds its place in the conversation's order (or needs none). `Inline`
     /// answers through the response; `Deferred` (the response was already sent) queues every
     /// reply in the outbox before giving up its place, so the next turn cannot overtake it.
+    /// `context` is what the turn read already, with the time it was read for.
+    #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
         inbound: Inbound,
@@ -264,9 +326,12 @@ impl TurnEngine {
         bound: bool,
         guard: Option<TurnGuard>,
         mode: Mode,
+        context: Option<(DateTime<Utc>, TurnContext)>,
     ) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
-        let now = inner.clock.now();
+        let now = context
+            .as_ref()
+            .map_or_else(|| inner.clock.now(), |(at, _)| *at);
         if let Some(response) = self
             .scripted_opening(&inbound, &config, &conversation, bound, now)
             .await?
@@ -276,19 +341,18 @@ impl TurnEngine {
 
         // Everything the checks and the prompt read, in one call: the contact's earlier
         // message times (turn cap), history (an unbound turn is answered from its own message
-        // only, 019), today's spend, and whether a reply is already queued for the contact.
-        let history_since = now - chrono::Duration::days(i64::from(config.rules.history_days));
+        // only, 019), today's spend, whether a reply is already queued for the contact, and
+        // the contact's count this hour.
+        let context = match context {
+            Some((_, context)) => context,
+            None => {
+                inner
+                    .store
+                    .turn_context(&conversation, context_query(&config, bound, now))
+                    .await?
+            }
+        };
         let window = gates::hour_start(now);
-        let context = inner
-            .store
-            .turn_context(TurnContextQuery {
-                conversation_id: conversation.id,
-                cap_limit: bound.then(|| i64::from(config.rules.max_turns_per_conversation) + 1),
-                history: bound.then_some((history_since, HISTORY_TURNS)),
-                day: now.date_naive(),
-                rate: Some((conversation.subscriber_id.clone(), window)),
-            })
-            .await?;
 
         // The contact's message is recorded with the turn's outcome, whatever the checks
         // decide; it counts against the hourly rate once keywords and the cap have let it
@@ -777,8 +841,13 @@ impl WaitingTurn {
         let inner = &self.engine.inner;
         let abandon_at =
             self.inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
-        let acquired =
-            tokio::time::timeout_at(abandon_at, inner.order.acquire(self.conversation.id)).await;
+        let acquired = tokio::time::timeout_at(
+            abandon_at,
+            inner
+                .order
+                .acquire(&self.conversation.subscriber_id, self.conversation.id),
+        )
+        .await;
         let result = match acquired {
             Ok(Ok(guard)) => match start.send(Ok(guard)) {
                 Ok(()) => return,
@@ -791,6 +860,7 @@ impl WaitingTurn {
                             self.bound,
                             Some(guard),
                             Mode::Deferred,
+                            None,
                         )
                         .await
                 }

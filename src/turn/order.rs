@@ -1,8 +1,10 @@
 //! One turn at a time per contact (037): a turn that enters history starts only after the
 //! contact's previous such turn has settled, in arrival order.
 //!
-//! Within a process, a fair (FIFO) async mutex per conversation gives arrival order; the store's
+//! Within a process, a fair (FIFO) async mutex per contact gives arrival order; the store's
 //! `lock_conversation` then extends the exclusion across processes (a Postgres advisory lock).
+//! When one process owns the database (SQLite) the mutex is the whole mechanism, and a turn that
+//! finds its contact's mutex free takes it at once, before it has read its conversation.
 //! The guard is held until the turn has settled: its reply recorded inline, or queued in the
 //! outbox. Entries of idle conversations are pruned, so memory follows active conversations.
 
@@ -11,14 +13,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::OwnedMutexGuard;
 
-use crate::ids::ConversationId;
+use crate::ids::{ConversationId, SubscriberId};
 use crate::store::{ConversationLock, Store, StoreError};
 
 /// Prune the map when it grows past this many conversations.
 const PRUNE_AT: usize = 1024;
 
 pub struct TurnOrder {
-    queues: Mutex<HashMap<ConversationId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Keyed by contact: a contact has one conversation, and the key is known before it is read.
+    queues: Mutex<HashMap<SubscriberId, Arc<tokio::sync::Mutex<()>>>>,
     store: Arc<dyn Store>,
 }
 
@@ -38,19 +41,41 @@ impl TurnOrder {
     }
 
     /// Waits for the conversation's earlier turns, in arrival order.
-    pub async fn acquire(&self, conversation: ConversationId) -> Result<TurnGuard, StoreError> {
-        let queue = {
-            let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-            if queues.len() >= PRUNE_AT {
-                queues.retain(|_, queue| Arc::strong_count(queue) > 1);
-            }
-            queues.entry(conversation).or_default().clone()
-        };
-        let local = queue.lock_owned().await;
+    pub async fn acquire(
+        &self,
+        subscriber: &SubscriberId,
+        conversation: ConversationId,
+    ) -> Result<TurnGuard, StoreError> {
+        let local = self.queue(subscriber).lock_owned().await;
         let store = self.store.lock_conversation(conversation).await?;
         Ok(TurnGuard {
             _store: store,
             _local: local,
         })
+    }
+
+    /// The contact's place at once, if no earlier turn of theirs is running or waiting and one
+    /// process owns the database; `None` otherwise (the caller waits with `acquire`). The
+    /// mutex is fair: it is free only when nobody is queued for it.
+    pub fn try_acquire(&self, subscriber: &SubscriberId) -> Option<TurnGuard> {
+        if !self.store.single_process() {
+            return None;
+        }
+        let local = self.queue(subscriber).try_lock_owned().ok()?;
+        Some(TurnGuard {
+            _store: ConversationLock::local(),
+            _local: local,
+        })
+    }
+
+    fn queue(&self, subscriber: &SubscriberId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        if queues.len() >= PRUNE_AT {
+            queues.retain(|_, queue| Arc::strong_count(queue) > 1);
+        }
+        if let Some(queue) = queues.get(subscriber) {
+            return queue.clone();
+        }
+        queues.entry(subscriber.clone()).or_default().clone()
     }
 }
