@@ -2,8 +2,9 @@
 //!
 //! The order is fixed: conversation → scripted opening → one round of reads (earlier message
 //! times, today's spend, history, queued replies, the hourly count) → escalation keywords, the
-//! turn cap, the per-contact rate and the daily budget → the agent runs in its own task, raced
-//! against the deadline measured from the request's arrival. Won: the reply is answered inline
+//! turn cap, the per-contact rate and the daily budget → the agent runs, raced against the
+//! deadline measured from the request's arrival (in the request while it waits, in a task of its
+//! own once it stops waiting: `detach`). Won: the reply is answered inline
 //! and its actions run after the response. Lost: the contact gets the tenant's acknowledgement
 //! now, and the agent keeps running until `MODEL_ABORT_MS`; its reply and actions go to the
 //! outbox. Aborted: no agent turn is recorded; the escalation copy goes through the outbox (C6).
@@ -14,9 +15,11 @@
 //! committed; an agent turn is recorded for every outcome but the abort; staged actions run only
 //! when the final reply does not escalate.
 
+mod detach;
 mod gates;
 mod order;
 
+use detach::Detachable;
 pub use gates::Denial;
 pub use order::{TurnGuard, TurnOrder};
 
@@ -406,10 +409,13 @@ impl TurnEngine {
         };
         let (answer_tx, answer_rx) = oneshot::channel();
         let abort_at = inbound.arrived_at + inner.settings.model_abort;
-        inner.tasks.spawn(job.run(answer_tx, abort_at));
+        // The agent runs in this request while it waits (3.4), and in a task of its own once
+        // the request stops waiting: at the deadline, or if the request is dropped.
+        let mut agent = Detachable::new(&inner.tasks, job.run(answer_tx, abort_at));
 
         if queued_ahead {
             drop(answer_rx);
+            drop(agent);
             inner.metrics.race_lost.inc();
             tracing::info!(conversation = %conversation.id, "reply queued ahead; answering later");
             return Ok(TurnResponse {
@@ -420,7 +426,10 @@ impl TurnEngine {
 
         let deadline = inbound.arrived_at + inner.settings.race_deadline;
         let mut answer_rx = answer_rx;
-        let answer = match tokio::time::timeout_at(deadline, &mut answer_rx).await {
+        let answer = match agent
+            .wait(tokio::time::timeout_at(deadline, &mut answer_rx))
+            .await
+        {
             Ok(Ok(answer)) => Some(answer),
             Ok(Err(_)) => None,
             Err(_) => {
@@ -431,6 +440,7 @@ impl TurnEngine {
                 answer_rx.try_recv().ok()
             }
         };
+        drop(agent);
         match answer {
             Some(answer) => {
                 self.settle_inline(&config, &conversation, bound, answer)
