@@ -74,6 +74,9 @@ type Bucket = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<To
 #[derive(Clone)]
 pub struct ManyChatLimiter {
     bucket: Arc<Bucket>,
+    /// Waiters queue here (a fair mutex) and only the one at the head watches the bucket: a
+    /// backlog of N requests costs one wake-up per slot, not N, and is served in arrival order.
+    queue: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl ManyChatLimiter {
@@ -82,11 +85,14 @@ impl ManyChatLimiter {
         let quota = Quota::per_second(PER_SECOND).allow_burst(BURST);
         Self {
             bucket: Arc::new(RateLimiter::direct_with_clock(quota, TokioClock)),
+            queue: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
     /// Waits until one more request may be sent, then takes its slot.
     pub async fn acquire(&self) {
+        // A waiter given up (its caller's deadline passed) leaves the queue when dropped.
+        let _head = self.queue.lock().await;
         loop {
             match self.bucket.check() {
                 Ok(()) => return,
@@ -161,6 +167,32 @@ mod tests {
             start.elapsed() >= Duration::from_millis(100),
             "a clone draws from the same bucket"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn system_3_5_limiter_serves_waiters_in_arrival_order() {
+        let limiter = ManyChatLimiter::new();
+        for _ in 0..5 {
+            limiter.acquire().await;
+        }
+        let served = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for n in 0..12 {
+            let limiter = limiter.clone();
+            let served = served.clone();
+            waiters.push(tokio::spawn(async move {
+                limiter.acquire().await;
+                served.lock().unwrap().push(n);
+            }));
+            // Each waiter is queued before the next arrives.
+            for _ in 0..5 {
+                tokio::task::yield_now().await;
+            }
+        }
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        assert_eq!(*served.lock().unwrap(), (0..12).collect::<Vec<_>>());
     }
 
     #[tokio::test(start_paused = true)]
