@@ -312,12 +312,9 @@ fn open(location: &Location) -> Result<Connection> {
     // than SQLite's 1000: a page rewritten by many commits is copied once per checkpoint, so
     // rarer checkpoints copy fewer pages per write (measured: about a tenth less database-thread
     // time per turn than 1000; 8000 saved little more and made the pauses longer).
-    // A 16 MiB page cache (SQLite's default is 2 MiB): the pages the turn path reads (indexes
-    // of recent conversations, the newest turns) stay in memory instead of being read back
-    // from the file.
     conn.execute_batch(concat!(
         "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; ",
-        "PRAGMA wal_autocheckpoint = 4000; PRAGMA cache_size = -16384;"
+        "PRAGMA wal_autocheckpoint = 4000;"
     ))?;
 
     migrate(&conn)?;
