@@ -73,6 +73,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turns_without_sequence",
         include_str!("../../migrations/sqlite/0003_turns_without_sequence.sql"),
     ),
+    (
+        4,
+        "outbox_open_replies",
+        include_str!("../../migrations/sqlite/0004_outbox_open_replies.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
