@@ -12,15 +12,16 @@
 //! answer per call, rather than one cross-thread round trip per statement.
 //!
 //! - **Writes commit in groups.** The thread takes every job that queued while it was busy
-//!   (up to `MAX_GROUP` writes), runs the writes in one `BEGIN IMMEDIATE` transaction, each
-//!   inside its own savepoint, and answers each only after COMMIT returned. So
-//!   `synchronous = FULL` still means "acknowledged ⇒ on disk", and one fsync serves the whole
-//!   group. A write that fails is rolled back to its savepoint alone; a COMMIT that fails fails
+//!   (up to `MAX_GROUP` writes), runs the writes in one `BEGIN IMMEDIATE` transaction, and
+//!   answers each only after COMMIT returned. So `synchronous = FULL` still means
+//!   "acknowledged ⇒ on disk", and one fsync serves the whole group. A write that fails is
+//!   undone alone: the group is rolled back and run again with a savepoint per job (so a job
+//!   may run twice; jobs are `Fn` and touch nothing but the database). A COMMIT that fails fails
 //!   every write of the group.
 //! - **Reads run before the group**, together in one read transaction outside the group's,
 //!   and are answered at once: they see every write already acknowledged, never one that might
 //!   still roll back.
-//! - Each write method is one job, so its statements are atomic together (one savepoint). A job
+//! - Each write method is one job, so its statements are atomic together. A job
 //!   that must be atomic against another process on the same file (`claim_outbox`) is safe
 //!   because `BEGIN IMMEDIATE` takes SQLite's write lock before the job reads; `busy_timeout`
 //!   makes the thread wait for another process's lock rather than fail.
@@ -110,45 +111,42 @@ pub struct SqliteStore {
     jobs: mpsc::Sender<Job>,
 }
 
-/// How a write job's caller is answered once the group's fate is known (`Err`: the group did
-/// not commit).
-type Answer = Box<dyn FnOnce(std::result::Result<(), StoreError>) + Send>;
-
 /// A write waiting for the database thread.
 trait WriteJob: Send {
-    /// Runs the job's statements inside the group transaction: whether they succeeded, and how
-    /// to answer once the group committed or failed.
-    fn run(self: Box<Self>, conn: &Connection) -> (bool, Answer);
-    /// Answers without running (the group's transaction could not begin).
-    fn fail(self: Box<Self>, error: StoreError);
+    /// Runs the job's statements inside the group transaction and keeps the result (replacing
+    /// the one of an earlier attempt that was rolled back): whether they succeeded.
+    fn attempt(&mut self, conn: &Connection) -> bool;
+    /// Answers the caller once the group's fate is known (`Err`: the group did not commit).
+    fn settle(self: Box<Self>, group: std::result::Result<(), StoreError>);
 }
 
 struct PendingWrite<T, F> {
     job: F,
+    result: Option<Result<T>>,
     reply: oneshot::Sender<Result<T>>,
 }
 
 impl<T, F> WriteJob for PendingWrite<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    F: Fn(&Connection) -> Result<T> + Send + 'static,
 {
-    fn run(self: Box<Self>, conn: &Connection) -> (bool, Answer) {
-        let PendingWrite { job, reply } = *self;
-        let result = contained(|| job(conn));
+    fn attempt(&mut self, conn: &Connection) -> bool {
+        let result = contained(|| (self.job)(conn));
         let ok = result.is_ok();
-        let answer: Answer = Box::new(move |group| {
-            let _ = reply.send(match group {
-                // A job that had failed already carries its own error.
-                Err(error) if ok => Err(error),
-                _ => result,
-            });
-        });
-        (ok, answer)
+        self.result = Some(result);
+        ok
     }
 
-    fn fail(self: Box<Self>, error: StoreError) {
-        let _ = self.reply.send(Err(error));
+    fn settle(self: Box<Self>, group: std::result::Result<(), StoreError>) {
+        let answer = match (group, self.result) {
+            (Ok(()), Some(result)) => result,
+            // A job that failed carries its own error, whatever became of the group.
+            (_, Some(Err(own))) => Err(own),
+            (Err(error), _) => Err(error),
+            (Ok(()), None) => Err(StoreError::Database("the write did not run".to_owned())),
+        };
+        let _ = self.reply.send(answer);
     }
 }
 
@@ -229,13 +227,19 @@ impl SqliteStore {
     }
 
     /// Runs `job` inside the next group transaction and answers once that group committed.
+    /// `job` may run twice: a group in which a write failed is rolled back and run again, each
+    /// write in its own savepoint.
     async fn write<T, F>(&self, job: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        F: Fn(&Connection) -> Result<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let job = Job::Write(Box::new(PendingWrite { job, reply }));
+        let job = Job::Write(Box::new(PendingWrite {
+            job,
+            result: None,
+            reply,
+        }));
         self.jobs.send(job).map_err(|_| thread_gone())?;
         answer.await.map_err(|_| thread_gone())?
     }
@@ -442,38 +446,80 @@ fn run_reads(conn: &Connection, reads: &mut Vec<ReadJob>) {
     }
 }
 
-/// Runs `writes` in one transaction, one savepoint each, and answers them after the COMMIT.
-/// Writes left in `writes` (the transaction broke before they ran) go in the next group.
+/// Runs `writes` in one transaction and answers them after the COMMIT. They run straight in the
+/// transaction first (a savepoint per job would copy every page each job touches into a
+/// sub-journal); if one fails, that attempt is rolled back and the group runs again with a
+/// savepoint per job, so the failed job is undone alone.
 fn run_group(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
     // IMMEDIATE: the write lock is taken before any job reads, so a job's read-then-write
-    // (`claim_outbox`, `MAX(seq) + 1`) cannot interleave with another process's writer.
-    if let Err(err) = execute(conn, "BEGIN IMMEDIATE") {
-        let error = StoreError::from(err);
-        if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
+    // (`claim_outbox`, `MAX(id) + 1`) cannot interleave with another process's writer.
+    if let Err(err) = begin_group(conn) {
         for write in writes.drain(..) {
-            write.fail(clone_error(&error));
+            write.settle(Err(clone_error(&err)));
         }
         return;
     }
-    let mut ran: Vec<(bool, Answer)> = Vec::with_capacity(writes.len());
+    if writes.iter_mut().all(|write| write.attempt(conn)) {
+        let committed = execute(conn, "COMMIT").map_err(StoreError::from);
+        if committed.is_err() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        if let Err(error) = &committed {
+            tracing::warn!(error = %error, writes = writes.len(), "a group of database writes did not commit");
+        }
+        for write in writes.drain(..) {
+            write.settle(committed.as_ref().map(|_| ()).map_err(clone_error));
+        }
+        return;
+    }
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    if writes.len() == 1 {
+        // The failed job was the whole group: it answers with its own error.
+        for write in writes.drain(..) {
+            write.settle(Err(StoreError::Database("the write failed".to_owned())));
+        }
+        return;
+    }
+    run_group_isolated(conn, writes);
+}
+
+fn begin_group(conn: &Connection) -> std::result::Result<(), StoreError> {
+    execute(conn, "BEGIN IMMEDIATE").map_err(|err| {
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        StoreError::from(err)
+    })
+}
+
+/// `run_group` once a job failed: one savepoint per job, a failed job undone alone. Writes left
+/// in `writes` (the transaction broke before they ran) go in a group of their own.
+fn run_group_isolated(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
+    if let Err(err) = begin_group(conn) {
+        for write in writes.drain(..) {
+            write.settle(Err(clone_error(&err)));
+        }
+        return;
+    }
+    let mut ran: Vec<Box<dyn WriteJob>> = Vec::with_capacity(writes.len());
     let mut broken: Option<StoreError> = None;
     let mut queue = std::mem::take(writes).into_iter();
-    for write in queue.by_ref() {
+    for mut write in queue.by_ref() {
         if let Err(err) = execute(conn, "SAVEPOINT job") {
             let error = StoreError::from(err);
             // The first job of a group that cannot even start is failed rather than retried,
             // so every group makes progress; later ones get a fresh group.
             if ran.is_empty() {
-                write.fail(clone_error(&error));
+                write.settle(Err(clone_error(&error)));
             } else {
                 writes.push(write);
             }
             broken = Some(error);
             break;
         }
-        let (ok, answer) = write.run(conn);
+        let ok = write.attempt(conn);
         // Undo a failed job alone; the group's other writes stand. A failure that ended the
         // whole transaction (SQLite rolls back by itself on some errors) breaks the group.
         let undone = if ok {
@@ -486,7 +532,7 @@ fn run_group(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
         } else {
             execute(conn, "ROLLBACK TO job").and_then(|()| execute(conn, "RELEASE job"))
         };
-        ran.push((ok, answer));
+        ran.push(write);
         if let Err(err) = undone {
             broken = Some(err.into());
             break;
@@ -499,8 +545,8 @@ fn run_group(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
     };
     match failure {
         None => {
-            for (_, answer) in ran {
-                answer(Ok(()));
+            for write in ran {
+                write.settle(Ok(()));
             }
         }
         Some(error) => {
@@ -513,14 +559,14 @@ fn run_group(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
                 writes = ran.len(),
                 "a group of database writes did not commit"
             );
-            for (_, answer) in ran {
-                answer(Err(clone_error(&error)));
+            for write in ran {
+                write.settle(Err(clone_error(&error)));
             }
         }
     }
     // Writes the broken transaction never reached run in a group of their own.
     if !writes.is_empty() {
-        run_group(conn, writes);
+        run_group_isolated(conn, writes);
     }
 }
 
