@@ -207,14 +207,7 @@ impl TurnEngine {
                 .returning_contact(&inbound.subscriber_id, query)
                 .await?
             {
-                let binding = tokens::bind(&conversation, inbound.ai_token.as_deref());
-                let bound = tokens::reads_history(&binding, inner.settings.contact_tokens_enforced);
-                inner.tokens.after_request(
-                    &inner.tasks,
-                    &conversation,
-                    &binding,
-                    inbound.arrived_at + inner.settings.race_deadline,
-                );
+                let bound = self.bind(&conversation, &inbound);
                 // An unbound turn neither waits nor blocks, and reads no history.
                 let (guard, context) = if bound {
                     (Some(guard), context)
@@ -240,16 +233,7 @@ impl TurnEngine {
             .store
             .conversation_for(&inbound.subscriber_id, channel, inner.clock.now())
             .await?;
-        // 019: a request whose token matches (or a contact with none yet) is bound: it reads and
-        // extends history. The token write runs beside the model call.
-        let binding = tokens::bind(&conversation, inbound.ai_token.as_deref());
-        let bound = tokens::reads_history(&binding, inner.settings.contact_tokens_enforced);
-        inner.tokens.after_request(
-            &inner.tasks,
-            &conversation,
-            &binding,
-            inbound.arrived_at + inner.settings.race_deadline,
-        );
+        let bound = self.bind(&conversation, &inbound);
         // 037: unbound turns neither wait nor block.
         if !bound {
             return self
@@ -314,6 +298,21 @@ impl TurnEngine {
                 })
             }
         }
+    }
+
+    /// 019: whether the request is bound (it reads and extends history: its token matches, or
+    /// the contact has none yet). Starts the token write, beside the model call, when the
+    /// contact needs a token.
+    fn bind(&self, conversation: &Conversation, inbound: &Inbound) -> bool {
+        let inner = &self.inner;
+        let binding = tokens::bind(conversation, inbound.ai_token.as_deref());
+        inner.tokens.after_request(
+            &inner.tasks,
+            conversation,
+            &binding,
+            inbound.arrived_at + inner.settings.race_deadline,
+        );
+        tokens::reads_history(&binding, inner.settings.contact_tokens_enforced)
     }
 
     /// Runs a turn that holds its place in the conversation's order (or needs none). `Inline`
