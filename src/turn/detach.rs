@@ -26,24 +26,50 @@ impl Detachable {
 
     /// Polls the work while waiting for `until`, and answers `until`'s output. Work that ends
     /// first is done; work still running when `until` answers keeps its place here until the
-    /// `Detachable` is dropped, and then runs on in the task tracker.
+    /// `Detachable` is dropped, and then runs on in the task tracker. Work that panics ends
+    /// there, as it would in a task of its own: the panic does not reach the request.
     pub async fn wait<T>(&mut self, until: impl Future<Output = T>) -> T {
         let mut until = std::pin::pin!(until);
         std::future::poll_fn(|cx| {
             if let Poll::Ready(value) = until.as_mut().poll(cx) {
                 return Poll::Ready(value);
             }
-            if let Some(work) = self.work.as_mut()
-                && work.as_mut().poll(cx).is_ready()
-            {
-                self.work = None;
-                // The work may have settled what `until` waits for.
-                return until.as_mut().poll(cx);
+            if let Some(work) = self.work.as_mut() {
+                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    work.as_mut().poll(cx)
+                }));
+                let ended = match polled {
+                    Ok(poll) => poll.is_ready(),
+                    Err(_) => {
+                        tracing::error!("the agent panicked");
+                        true
+                    }
+                };
+                if ended {
+                    self.work = None;
+                    // The work may have settled what `until` waits for.
+                    return until.as_mut().poll(cx);
+                }
             }
             Poll::Pending
         })
         .await
     }
+}
+
+/// Runs `future` to its end, or to a panic inside it: `None` then, and the panic goes no
+/// further (a bug in one turn answers that turn with the escalation copy; it does not drop the
+/// request's connection).
+pub(super) async fn caught<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(Poll::Ready(value)) => Poll::Ready(Some(value)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
+        }
+    })
+    .await
 }
 
 impl Drop for Detachable {
@@ -95,6 +121,20 @@ mod tests {
         tasks.close();
         tasks.wait().await;
         assert!(finished.load(Ordering::SeqCst), "and finished there");
+    }
+
+    #[tokio::test]
+    async fn system_3_3_work_that_panics_does_not_take_the_request_with_it() {
+        let tasks = TaskTracker::new();
+        let (tx, rx) = oneshot::channel::<u8>();
+        let mut work = Detachable::new(&tasks, async move {
+            let _keep = tx;
+            panic!("a bug in the agent");
+        });
+        // The sender went with the panic: the request sees a closed channel, not the panic.
+        assert!(work.wait(rx).await.is_err());
+        drop(work);
+        assert!(tasks.is_empty(), "nothing is left to run");
     }
 
     #[tokio::test(start_paused = true)]

@@ -111,6 +111,10 @@ pub struct AfterResponse {
 pub enum TurnError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A bug: something in the turn panicked. The turn ends there; the caller answers with the
+    /// escalation copy.
+    #[error("the turn panicked")]
+    Panicked,
 }
 
 /// Everything a turn needs; cheap to clone (all shared).
@@ -192,9 +196,18 @@ impl TurnEngine {
         &self.inner.tasks
     }
 
-    /// Runs one turn. An error means the turn could not be recorded; the caller answers with the
-    /// escalation copy.
+    /// Runs one turn. An error means the turn could not be recorded (or hit a bug); the caller
+    /// answers with the escalation copy.
     pub async fn handle(&self, inbound: Inbound) -> Result<TurnResponse, TurnError> {
+        detach::caught(self.handle_turn(inbound))
+            .await
+            .unwrap_or_else(|| {
+                tracing::error!("a turn panicked");
+                Err(TurnError::Panicked)
+            })
+    }
+
+    async fn handle_turn(&self, inbound: Inbound) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
         let config = inner.config.snapshot();
         // 037, uncontended (the common case): with the contact's place taken at once, the
@@ -430,7 +443,9 @@ impl TurnEngine {
             .await
         {
             Ok(Ok(answer)) => Some(answer),
-            Ok(Err(_)) => None,
+            // The agent ended before the deadline without answering: it panicked (a bug; the
+            // abort comes after the deadline). The contact is handed to a person.
+            Ok(Err(_)) => return Err(TurnError::Panicked),
             Err(_) => {
                 // Close the channel, then take an answer that arrived at the boundary: after
                 // `close` the agent task's send fails and it takes the deferred path, so the

@@ -156,3 +156,33 @@ async fn system_4_escalation_sends_the_copy_and_performs_the_handoff_after_the_r
     );
     assert!(app.conversation("2005").await.escalated_at.is_some());
 }
+
+/// A model (or anything in the agent) that panics is a bug; the contact still gets the tenant's
+/// escalation copy with a 200, not a dropped connection or a holding line nobody follows up.
+#[tokio::test]
+async fn system_3_3_a_turn_that_panics_answers_the_escalation_copy() {
+    struct PanickingModel;
+
+    #[async_trait::async_trait]
+    impl manychat_agent::model::Model for PanickingModel {
+        fn id(&self) -> &str {
+            "mock:panicking"
+        }
+
+        async fn step(
+            &self,
+            _request: &manychat_agent::model::ModelRequest,
+        ) -> Result<manychat_agent::model::ModelResponse, manychat_agent::model::ModelError>
+        {
+            panic!("a bug in a provider adapter");
+        }
+    }
+
+    let app = spawn_app(Arc::new(PanickingModel)).await;
+    let (status, body) = app.send("2009", "When are classes?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    // The service goes on answering.
+    let (status, _) = app.send("2010", "Hello?").await;
+    assert_eq!(status, 200);
+}
