@@ -15,7 +15,8 @@
 //!
 //! Run: `cargo bench --bench turn_throughput` (optionally `BENCH_REQUESTS=8000
 //! BENCH_CONCURRENCY=8,32,64 BENCH_ROUNDS=3`; `BENCH_TOOLS=0` stops after the plain turns,
-//! e.g. for profiling).
+//! e.g. for profiling; `BENCH_DATABASE=memory` runs the apps on an in-memory database, the
+//! ceiling of the durable file, for comparison only).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -286,7 +287,13 @@ async fn start_app(
         ("CONFIG_DIR", config.display().to_string()),
         (
             "DATABASE_URL",
-            format!("sqlite://{}", dir.join(format!("{name}.db")).display()),
+            // BENCH_DATABASE=memory: the ceiling of the durable file (no file, no WAL, no fsync,
+            // nothing durable), for comparison only.
+            if std::env::var("BENCH_DATABASE").is_ok_and(|v| v == "memory") {
+                "sqlite::memory:".to_owned()
+            } else {
+                format!("sqlite://{}", dir.join(format!("{name}.db")).display())
+            },
         ),
         ("MAX_TURNS_IN_FLIGHT", "1024".to_owned()),
         ("TRUST_PROXY", "loopback".to_owned()),
