@@ -117,6 +117,28 @@ async fn settle(store: &dyn Store, conversations: &[ConversationId]) {
     }
 }
 
+/// `count` bound exchanges: message `q{i}` at 10·i s, its answer `a{i}` a second later.
+async fn record_exchanges(store: &dyn Store, conversation: &Conversation, count: i64) {
+    for i in 0..count {
+        record(
+            store,
+            NewTurn::user(conversation.id, format!("q{i}"), true, at_s(10 * i)),
+        )
+        .await;
+        record(
+            store,
+            NewTurn::agent(
+                conversation.id,
+                format!("a{i}"),
+                "answered_inline",
+                true,
+                at_s(10 * i + 1),
+            ),
+        )
+        .await;
+    }
+}
+
 async fn record(store: &dyn Store, turn: NewTurn) -> i64 {
     store.record_turn(&turn).await.expect("record_turn")
 }
@@ -532,24 +554,7 @@ pub async fn history_is_bound_only_oldest_first_within_window_and_limit(store: &
 
 pub async fn turn_cap_times_newest_first(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
-    for i in 0..4 {
-        record(
-            store,
-            NewTurn::user(conversation.id, "q", true, at_s(10 * i)),
-        )
-        .await;
-        record(
-            store,
-            NewTurn::agent(
-                conversation.id,
-                "a",
-                "answered_inline",
-                true,
-                at_s(10 * i + 1),
-            ),
-        )
-        .await;
-    }
+    record_exchanges(store, &conversation, 4).await;
     record(
         store,
         NewTurn::user(conversation.id, "unbound", false, at_s(100)),
@@ -654,24 +659,7 @@ fn fresh_day() -> NaiveDate {
 pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     let day = fresh_day();
-    for i in 0..4 {
-        record(
-            store,
-            NewTurn::user(conversation.id, format!("q{i}"), true, at_s(10 * i)),
-        )
-        .await;
-        record(
-            store,
-            NewTurn::agent(
-                conversation.id,
-                format!("a{i}"),
-                "answered_inline",
-                true,
-                at_s(10 * i + 1),
-            ),
-        )
-        .await;
-    }
+    record_exchanges(store, &conversation, 4).await;
     record(
         store,
         NewTurn::user(conversation.id, "unbound", false, at_s(50)),

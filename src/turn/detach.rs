@@ -17,7 +17,14 @@ pub struct Detachable {
 }
 
 impl Detachable {
+    /// Work that panics ends there, as it would in a task of its own: the panic reaches
+    /// neither the request polling it nor the task it moves to.
     pub fn new(tasks: &TaskTracker, work: impl Future<Output = ()> + Send + 'static) -> Self {
+        let work = async move {
+            if caught(work).await.is_none() {
+                tracing::error!("the agent panicked");
+            }
+        };
         Self {
             work: Some(Box::pin(work)),
             tasks: tasks.clone(),
@@ -26,30 +33,19 @@ impl Detachable {
 
     /// Polls the work while waiting for `until`, and answers `until`'s output. Work that ends
     /// first is done; work still running when `until` answers keeps its place here until the
-    /// `Detachable` is dropped, and then runs on in the task tracker. Work that panics ends
-    /// there, as it would in a task of its own: the panic does not reach the request.
+    /// `Detachable` is dropped, and then runs on in the task tracker.
     pub async fn wait<T>(&mut self, until: impl Future<Output = T>) -> T {
         let mut until = std::pin::pin!(until);
         std::future::poll_fn(|cx| {
             if let Poll::Ready(value) = until.as_mut().poll(cx) {
                 return Poll::Ready(value);
             }
-            if let Some(work) = self.work.as_mut() {
-                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    work.as_mut().poll(cx)
-                }));
-                let ended = match polled {
-                    Ok(poll) => poll.is_ready(),
-                    Err(_) => {
-                        tracing::error!("the agent panicked");
-                        true
-                    }
-                };
-                if ended {
-                    self.work = None;
-                    // The work may have settled what `until` waits for.
-                    return until.as_mut().poll(cx);
-                }
+            if let Some(work) = self.work.as_mut()
+                && work.as_mut().poll(cx).is_ready()
+            {
+                self.work = None;
+                // The work may have settled what `until` waits for.
+                return until.as_mut().poll(cx);
             }
             Poll::Pending
         })
