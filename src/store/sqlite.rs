@@ -773,15 +773,21 @@ impl TurnRow {
 /// `turn_count`.
 fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Result<i64> {
     // `id` and `seq` are both the next integer after the largest id: the group's transaction
-    // holds the write lock, and the largest rowid is one seek.
+    // holds the write lock, and the largest rowid is one seek. It is read by a statement of its
+    // own: an INSERT … SELECT that reads its own table buffers the selected row in a temporary
+    // B-tree first (opened, filled and torn down on every insert), which cost more than the
+    // insert itself.
+    let id: i64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(id), 0) + 1 FROM turns")?
+        .query_row([], |row| row.get(0))?;
     conn.prepare_cached(
-        "WITH next (id) AS (SELECT COALESCE(MAX(id), 0) + 1 FROM turns) \
-         INSERT INTO turns (id, seq, conversation_id, role, text, outcome, model, bound, \
+        "INSERT INTO turns (id, seq, conversation_id, role, text, outcome, model, bound, \
          actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
          created_at) \
-         SELECT id, id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM next",
+         VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     )?
     .execute(params![
+        id,
         turn.conversation_id.to_string(),
         turn.role.as_str(),
         turn.text,
@@ -797,8 +803,6 @@ fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Resu
         turn.latency_ms,
         ms(turn.created_at),
     ])?;
-    // The statement's own insert (the UPDATE below is another statement): read before it.
-    let id = conn.last_insert_rowid();
     if turn.role == Role::User {
         conn.prepare_cached(
             "UPDATE conversations SET \
@@ -854,15 +858,21 @@ fn recent_user_turn_times_in(
     )
 }
 
-fn bump_rate_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>) -> Result<i64> {
-    let count: i64 = conn
+/// Counts one message in the contact's hourly window. No RETURNING: SQLite buffers a RETURNING
+/// statement's rows in a temporary B-tree, opened and torn down on every call; the caller that
+/// needs the count reads it with `rate_count_in`.
+fn bump_rate_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>) -> Result<()> {
+    let counted = conn
         .prepare_cached(
-            "INSERT INTO rate_counters (subscriber_id, window_start, count) \
-             VALUES (?, ?, 1) ON CONFLICT (subscriber_id, window_start) \
-             DO UPDATE SET count = count + 1 RETURNING count",
+            "UPDATE rate_counters SET count = count + 1 \
+             WHERE subscriber_id = ? AND window_start = ?",
         )?
-        .query_row(params![subscriber, ms(window_start)], |row| row.get(0))?;
-    if count == 1 {
+        .execute(params![subscriber, ms(window_start)])?;
+    if counted == 0 {
+        conn.prepare_cached(
+            "INSERT INTO rate_counters (subscriber_id, window_start, count) VALUES (?, ?, 1)",
+        )?
+        .execute(params![subscriber, ms(window_start)])?;
         // A new window began: the contact's older windows will never be read again, and a
         // subscriber id is personal data, so they go (once per window, not per turn).
         conn.prepare_cached(
@@ -870,7 +880,7 @@ fn bump_rate_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>
         )?
         .execute(params![subscriber, ms(window_start)])?;
     }
-    Ok(count)
+    Ok(())
 }
 
 fn rate_count_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>) -> Result<i64> {
@@ -1144,8 +1154,11 @@ impl Store for SqliteStore {
         window_start: DateTime<Utc>,
     ) -> Result<i64> {
         let subscriber = subscriber_id.as_str().to_owned();
-        self.write(move |conn| bump_rate_in(conn, &subscriber, window_start))
-            .await
+        self.write(move |conn| {
+            bump_rate_in(conn, &subscriber, window_start)?;
+            rate_count_in(conn, &subscriber, window_start)
+        })
+        .await
     }
 
     async fn rate_count(
@@ -1178,23 +1191,21 @@ impl Store for SqliteStore {
         let kind = row.kind.as_str();
         let (next_attempt_at, created_at) = (ms(row.next_attempt_at), ms(row.created_at));
         self.write(move |conn| {
-            Ok(conn
-                .prepare_cached(
-                    "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
-                     next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?) \
-                     RETURNING id",
-                )?
-                .query_row(
-                    params![
-                        conversation_id,
-                        subscriber,
-                        kind,
-                        payload,
-                        next_attempt_at,
-                        created_at
-                    ],
-                    |row| row.get(0),
-                )?)
+            // The new id from the connection rather than RETURNING, which buffers its row in a
+            // temporary B-tree.
+            conn.prepare_cached(
+                "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
+                 next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+            )?
+            .execute(params![
+                conversation_id,
+                subscriber,
+                kind,
+                payload,
+                next_attempt_at,
+                created_at
+            ])?;
+            Ok(conn.last_insert_rowid())
         })
         .await
     }
