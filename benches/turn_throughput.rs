@@ -45,6 +45,9 @@ enum Kind {
     Read,
 }
 
+/// The instant model's final reply.
+const REPLY_JSON: &str = r#"{"messages":["Classes run on weekday evenings."],"escalate":false,"escalation_reason":null,"confidence":0.9,"closing_question":null}"#;
+
 struct InstantModel {
     kind: Kind,
 }
@@ -106,11 +109,8 @@ impl Model for InstantModel {
         }
         Ok(ModelResponse {
             tool_calls: Vec::new(),
-            output: Some(
-                json!({"messages": ["Classes run on weekday evenings."], "escalate": false,
-                    "escalation_reason": null, "confidence": 0.9, "closing_question": null})
-                .to_string(),
-            ),
+            // What a provider's client hands over: the reply's JSON text, one string.
+            output: Some(REPLY_JSON.to_owned()),
             usage: Usage {
                 input_tokens: 1200,
                 output_tokens: 40,

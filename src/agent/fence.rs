@@ -8,6 +8,7 @@
 //!   otherwise join its neighbours into a new `<<<`.
 //! - The nonce is 16 lowercase hex characters, new for every turn.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// Opens and closes every marker.
@@ -53,9 +54,14 @@ impl Fence {
 
     /// Removes every `<<<` and `>>>` from `text`, repeating until none is left.
     pub fn strip_markers(text: &str) -> String {
-        let mut out = text.to_owned();
+        Self::stripped(text).into_owned()
+    }
+
+    /// [`Self::strip_markers`], borrowing the text when it holds no marker (the common case).
+    fn stripped(text: &str) -> Cow<'_, str> {
+        let mut out = Cow::Borrowed(text);
         while out.contains(OPEN) || out.contains(CLOSE) {
-            out = out.replace(OPEN, "").replace(CLOSE, "");
+            out = Cow::Owned(out.replace(OPEN, "").replace(CLOSE, ""));
         }
         out
     }
@@ -63,32 +69,35 @@ impl Fence {
     /// The fenced block for the current contact message: the markers on their own lines around
     /// the stripped text.
     pub fn wrap(&self, text: &str) -> String {
-        format!(
-            "{}\n{}\n{}",
-            self.open_marker(),
-            Self::strip_markers(text),
-            self.close_marker()
-        )
+        self.fenced(&Self::stripped(text), "\n")
     }
 
     /// The fence on one line, for a history entry: line breaks in the text become spaces so one
     /// turn stays one line.
     pub fn wrap_inline(&self, text: &str) -> String {
-        format!(
-            "{} {} {}",
-            self.open_marker(),
-            one_line(&Self::strip_markers(text)),
-            self.close_marker()
-        )
+        self.fenced(&one_line(&Self::stripped(text)), " ")
+    }
+
+    /// `text` between the markers, each marker separated from it by `separator`; one
+    /// allocation.
+    fn fenced(&self, text: &str, separator: &str) -> String {
+        let (open, close) = (self.open_marker(), self.close_marker());
+        let mut out =
+            String::with_capacity(open.len() + close.len() + text.len() + 2 * separator.len());
+        for part in [open.as_str(), separator, text, separator, close.as_str()] {
+            out.push_str(part);
+        }
+        out
     }
 
     /// True when `text` carries anything fence-like: a marker, the marker's keyword, or this
     /// turn's nonce. Used by the guardrails to catch a reply that echoes the prompt's structure.
     pub fn contains_marker(&self, text: &str) -> bool {
-        text.contains(OPEN)
-            || text.contains(CLOSE)
-            || text.to_ascii_lowercase().contains("contact nonce")
-            || text.to_ascii_lowercase().contains(&self.nonce)
+        if text.contains(OPEN) || text.contains(CLOSE) {
+            return true;
+        }
+        let lower = text.to_ascii_lowercase();
+        lower.contains("contact nonce") || lower.contains(&self.nonce)
     }
 }
 
@@ -100,15 +109,16 @@ impl fmt::Debug for Fence {
 }
 
 /// Collapses every run of line breaks (and the spaces around them) into one space.
-pub(crate) fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> Cow<'_, str> {
     if !text.contains(['\n', '\r']) {
-        return text.to_owned();
+        return Cow::Borrowed(text);
     }
     text.split(['\n', '\r'])
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
+        .into()
 }
 
 #[cfg(test)]

@@ -231,7 +231,14 @@ pub fn turn_messages(
     contact_text: &str,
     fence: &Fence,
 ) -> Vec<Message> {
-    let mut text = String::new();
+    // Sized once: labels and markers fit in the slack, so the text is not regrown per line.
+    let texts: usize = notices.iter().map(String::len).sum::<usize>()
+        + history
+            .iter()
+            .map(|turn| turn.text.len() + 64)
+            .sum::<usize>()
+        + contact_text.len();
+    let mut text = String::with_capacity(texts + 256);
     text.push_str(LABEL_NOTICES);
     text.push('\n');
     let notices: Vec<&String> = notices.iter().filter(|n| !n.trim().is_empty()).collect();

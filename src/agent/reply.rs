@@ -122,14 +122,20 @@ pub fn parse_reply(text: &str) -> Result<AgentReply, ReplyError> {
             violations: vec!["schema could not be compiled".to_owned()],
         });
     };
-    let violations: Vec<String> = validator
-        .iter_errors(&value)
-        .map(|e| {
-            let path = e.instance_path().as_str();
-            let path = if path.is_empty() { "/" } else { path };
-            format!("{path}: {}", e.kind().keyword())
-        })
-        .collect();
+    // The common case, a valid reply, asks only yes or no; the violations are listed when
+    // there are some.
+    let violations: Vec<String> = if validator.is_valid(&value) {
+        Vec::new()
+    } else {
+        validator
+            .iter_errors(&value)
+            .map(|e| {
+                let path = e.instance_path().as_str();
+                let path = if path.is_empty() { "/" } else { path };
+                format!("{path}: {}", e.kind().keyword())
+            })
+            .collect()
+    };
     if !violations.is_empty() {
         return Err(ReplyError::Schema { violations });
     }

@@ -8,7 +8,7 @@
 
 pub mod render;
 
-pub use render::{Callback, render};
+pub use render::{Callback, DynamicBlock, render};
 
 use std::fmt;
 use std::str::FromStr;

@@ -11,9 +11,10 @@
 //! - `actions` is always an empty array: actions are performed by the server through the API,
 //!   not by the block.
 
+use std::borrow::Cow;
 use std::fmt;
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::{Channel, MESSAGE_ROUTE};
 
@@ -67,41 +68,108 @@ impl fmt::Debug for Callback {
 /// An empty `messages` slice (or one holding only blank strings) renders a silent response: an
 /// empty `messages` array, callback still present. Deciding when silence is allowed is the
 /// caller's business (SYSTEM 3.3).
-pub fn render(channel: Channel, messages: &[String], callback: &Callback) -> Value {
-    let texts = shape_messages(channel, messages);
-    let rendered: Vec<Value> = texts
-        .into_iter()
-        .map(|text| json!({ "type": "text", "text": text }))
-        .collect();
-
-    let mut content = serde_json::Map::new();
-    if let Some(kind) = channel.content_type() {
-        content.insert("type".into(), Value::from(kind));
+///
+/// The body is a typed value that borrows the callback and serialises straight to bytes: every
+/// response carries it, and building a `serde_json::Value` tree first cost dozens of allocations
+/// per response.
+pub fn render<'a>(
+    channel: Channel,
+    messages: &'a [String],
+    callback: &'a Callback,
+) -> DynamicBlock<'a> {
+    DynamicBlock {
+        version: "v2",
+        content: Content {
+            kind: channel.content_type(),
+            messages: shape_messages(channel, messages)
+                .into_iter()
+                .map(|text| TextMessage { kind: "text", text })
+                .collect(),
+            actions: [],
+            external_message_callback: CallbackBody {
+                url: &callback.url,
+                method: "post",
+                headers: CallbackHeaders {
+                    authorization: &callback.authorization,
+                },
+                payload: CallbackPayload {
+                    text: "{{last_input_text}}",
+                    subscriber_id: "{{contact.id}}",
+                    ai_token: TokenVariable(&callback.token_field),
+                },
+                timeout: CALLBACK_TIMEOUT_SECONDS,
+            },
+        },
     }
-    content.insert("messages".into(), Value::Array(rendered));
-    content.insert("actions".into(), Value::Array(Vec::new()));
-    content.insert("external_message_callback".into(), callback_body(callback));
-
-    json!({ "version": "v2", "content": Value::Object(content) })
 }
 
-fn callback_body(callback: &Callback) -> Value {
-    json!({
-        "url": callback.url,
-        "method": "post",
-        "headers": { "Authorization": callback.authorization },
-        "payload": {
-            "text": "{{last_input_text}}",
-            "subscriber_id": "{{contact.id}}",
-            "ai_token": format!("{{{{{}}}}}", callback.token_field),
-        },
-        "timeout": CALLBACK_TIMEOUT_SECONDS,
-    })
+/// A Dynamic Block v2 response body (SYSTEM 3.3), ready to serialise.
+#[derive(Debug, Serialize)]
+pub struct DynamicBlock<'a> {
+    version: &'static str,
+    content: Content<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct Content<'a> {
+    /// Absent, not null, where the channel takes no type (Messenger).
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    messages: Vec<TextMessage<'a>>,
+    /// Always empty: actions are performed through the API, not by the block.
+    actions: [(); 0],
+    external_message_callback: CallbackBody<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct TextMessage<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: Cow<'a, str>,
+}
+
+#[derive(Debug, Serialize)]
+struct CallbackBody<'a> {
+    url: &'a str,
+    method: &'static str,
+    headers: CallbackHeaders<'a>,
+    payload: CallbackPayload<'a>,
+    timeout: u64,
+}
+
+#[derive(Serialize)]
+struct CallbackHeaders<'a> {
+    #[serde(rename = "Authorization")]
+    authorization: &'a str,
+}
+
+/// The header carries a shared secret: it is never printed.
+impl fmt::Debug for CallbackHeaders<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CallbackHeaders { authorization: [redacted] }")
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct CallbackPayload<'a> {
+    text: &'static str,
+    subscriber_id: &'static str,
+    ai_token: TokenVariable<'a>,
+}
+
+/// `{{field}}`: ManyChat substitutes the contact's value of the token field.
+#[derive(Debug)]
+struct TokenVariable<'a>(&'a str);
+
+impl Serialize for TokenVariable<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_args!("{{{{{}}}}}", self.0))
+    }
 }
 
 /// Applies the channel's message rules. Blank strings are skipped because ManyChat refuses a text
 /// message without text; they carry nothing a contact could read.
-fn shape_messages(channel: Channel, messages: &[String]) -> Vec<String> {
+fn shape_messages(channel: Channel, messages: &[String]) -> Vec<Cow<'_, str>> {
     let texts: Vec<&str> = messages
         .iter()
         .map(String::as_str)
@@ -111,20 +179,38 @@ fn shape_messages(channel: Channel, messages: &[String]) -> Vec<String> {
         return Vec::new();
     }
     if channel.shows_only_first_message() {
-        return vec![texts.join(MERGED_SEPARATOR)];
+        return vec![joined(&texts)];
     }
     let max = channel.capabilities().max_messages;
     if texts.len() <= max {
-        return texts.into_iter().map(str::to_owned).collect();
+        return texts.into_iter().map(Cow::Borrowed).collect();
     }
-    let mut shaped: Vec<String> = texts[..max - 1].iter().map(|t| (*t).to_owned()).collect();
-    shaped.push(texts[max - 1..].join(MERGED_SEPARATOR));
+    let mut shaped: Vec<Cow<'_, str>> =
+        texts[..max - 1].iter().map(|t| Cow::Borrowed(*t)).collect();
+    shaped.push(joined(&texts[max - 1..]));
     shaped
+}
+
+/// One text of several, separated by a blank line; a single text is not copied.
+fn joined<'a>(texts: &[&'a str]) -> Cow<'a, str> {
+    match texts {
+        [one] => Cow::Borrowed(one),
+        _ => Cow::Owned(texts.join(MERGED_SEPARATOR)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
+
+    /// The body exactly as it goes on the wire, as JSON to assert on.
+    fn render(channel: Channel, messages: &[String], callback: &Callback) -> Value {
+        let bytes = serde_json::to_vec(&super::render(channel, messages, callback))
+            .expect("a body serialises");
+        serde_json::from_slice(&bytes).expect("the body is JSON")
+    }
 
     fn callback() -> Callback {
         Callback::new(

@@ -39,15 +39,41 @@ impl Rules {
     }
 
     /// Whether any escalation keyword occurs in the message, case- and accent-insensitively.
+    /// A turn uses the snapshot's [`EscalationKeywords`], folded once.
     pub fn escalation_keyword_hit(&self, text: &str) -> bool {
+        EscalationKeywords::new(self).hit(text)
+    }
+}
+
+/// A snapshot's escalation keywords, folded once (accents and case), ready to match messages.
+#[derive(Debug, Clone, Default)]
+pub struct EscalationKeywords {
+    folded: Vec<String>,
+}
+
+impl EscalationKeywords {
+    pub fn new(rules: &Rules) -> Self {
+        Self {
+            folded: rules
+                .escalation_keywords
+                .iter()
+                .map(|keyword| fold(keyword).trim().to_owned())
+                // An empty keyword would match everything; validation refuses it, and this
+                // guard keeps a hand-built `Rules` from escalating every turn.
+                .filter(|keyword| !keyword.is_empty())
+                .collect(),
+        }
+    }
+
+    /// Whether any keyword occurs in the message, case- and accent-insensitively.
+    pub fn hit(&self, text: &str) -> bool {
+        if self.folded.is_empty() {
+            return false;
+        }
         let message = fold(text);
-        self.escalation_keywords.iter().any(|keyword| {
-            let keyword = fold(keyword);
-            let keyword = keyword.trim();
-            // An empty keyword would match everything; validation refuses it, and this guard
-            // keeps a hand-built `Rules` from escalating every turn.
-            !keyword.is_empty() && message.contains(keyword)
-        })
+        self.folded
+            .iter()
+            .any(|keyword| message.contains(keyword.as_str()))
     }
 }
 

@@ -119,20 +119,23 @@ impl InboundMessage {
     /// Parses and validates a body (SYSTEM 3.2).
     pub fn parse(body: &[u8]) -> Result<Self, InboundError> {
         let text = std::str::from_utf8(body).map_err(|_| InboundError::NotUtf8)?;
-        // First pass: syntax (with position) and shape.
-        let value: Value = serde_json::from_str(text).map_err(|e| InboundError::Malformed {
+        // One pass keeps every key in order, so a repeated key is seen (a map would keep only
+        // the last one). Only a body that is not an object is parsed again, to tell a syntax
+        // error (with its position) from valid JSON of the wrong shape.
+        let malformed = |e: serde_json::Error| InboundError::Malformed {
             line: e.line(),
             column: e.column(),
-        })?;
-        if !value.is_object() {
-            return Err(InboundError::NotObject);
-        }
-        // Second pass keeps every key in order, so a repeated key is seen (a map would keep
-        // only the last one).
-        let Entries(entries) = serde_json::from_str(text).map_err(|e| InboundError::Malformed {
-            line: e.line(),
-            column: e.column(),
-        })?;
+        };
+        let entries = match serde_json::from_str::<Entries>(text) {
+            Ok(Entries(entries)) => entries,
+            Err(e) if e.classify() == serde_json::error::Category::Data => {
+                return Err(match serde_json::from_str::<Value>(text) {
+                    Ok(_) => InboundError::NotObject,
+                    Err(e) => malformed(e),
+                });
+            }
+            Err(e) => return Err(malformed(e)),
+        };
 
         let mut seen: Vec<&str> = Vec::with_capacity(entries.len());
         for (key, _) in &entries {
@@ -442,6 +445,13 @@ mod tests {
                 r#""just a string""#.into(),
                 None,
                 "body: must be a JSON object",
+            ),
+            // Not an object and not JSON either: the syntax error, with its position, is the
+            // more useful answer.
+            (
+                "[1,\n 2".into(),
+                None,
+                "body: malformed JSON at line 2, column 2",
             ),
             (
                 "{\n  \"subscriber_id\": \"7\",\n  \"text\": \"hi\"\n  \"x\"".into(),

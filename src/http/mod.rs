@@ -19,7 +19,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
@@ -176,7 +176,7 @@ async fn message(
         Ok(turn) => {
             let rendered = channel::render(state.channel, &turn.messages, &callback);
             match turn.after {
-                None => axum::Json(rendered).into_response(),
+                None => block_response(&rendered),
                 Some(after) => {
                     // Actions run once the response has been written (012): the body tells
                     // us when hyper has taken its last byte.
@@ -207,10 +207,22 @@ fn too_large() -> Response {
 /// The tenant's escalation copy as a Dynamic Block, or `{"error":"internal"}` if even that
 /// cannot be rendered (SYSTEM 3.3).
 fn escalation_response(state: &AppState, callback: &Callback) -> Response {
-    let copy = state.turns.escalation_copy();
-    let rendered = channel::render(state.channel, &[copy], callback);
-    if rendered.is_null() {
-        return error(StatusCode::OK, json!({"error": "internal"}));
+    let copy = [state.turns.escalation_copy()];
+    block_response(&channel::render(state.channel, &copy, callback))
+}
+
+/// A rendered Dynamic Block as a 200 response; `{"error":"internal"}` in the (so far
+/// impossible) case that it does not serialise, never a 500 (SYSTEM 3.3).
+fn block_response(block: &channel::DynamicBlock<'_>) -> Response {
+    match serde_json::to_vec(block) {
+        Ok(bytes) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => error(StatusCode::OK, json!({"error": "internal"})),
     }
-    axum::Json(rendered).into_response()
 }

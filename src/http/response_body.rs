@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::oneshot;
 
 /// The body, and a receiver that resolves once the body was fully sent or dropped.
-pub fn json_with_notice(value: &serde_json::Value) -> (Response, oneshot::Receiver<()>) {
+pub fn json_with_notice(value: &impl serde::Serialize) -> (Response, oneshot::Receiver<()>) {
     let (tx, rx) = oneshot::channel();
     let bytes = Bytes::from(serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec()));
     let body = NoticeBody {

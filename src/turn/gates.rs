@@ -10,6 +10,7 @@ use chrono::{DateTime, Duration, Timelike, Utc};
 
 use super::Inbound;
 use crate::config::TenantConfig;
+use crate::config::rules_match::EscalationKeywords;
 use crate::store::BudgetUsage;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,13 +37,14 @@ impl Denial {
 /// first (empty for an unbound turn: the cap neither counts nor stops it).
 pub(super) fn before_rate(
     config: &TenantConfig,
+    keywords: &EscalationKeywords,
     inbound: &Inbound,
     bound: bool,
     earlier: &[DateTime<Utc>],
     now: DateTime<Utc>,
 ) -> Option<Denial> {
     let rules = &config.rules;
-    if rules.escalation_keyword_hit(&inbound.text) {
+    if keywords.hit(&inbound.text) {
         return Some(Denial::EscalationKeyword);
     }
     let idle = Duration::hours(i64::from(rules.idle_reset_hours));

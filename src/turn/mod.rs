@@ -34,6 +34,7 @@ use tokio_util::task::TaskTracker;
 use crate::actions::{self, ActionStatus, StagedAction};
 use crate::agent::{self, EscalationCause, HistoryTurn, SnapshotPrompt, ThinkInput, Thought};
 use crate::clock::Clock;
+use crate::config::rules_match::EscalationKeywords;
 use crate::config::{ConfigHandle, TenantConfig};
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
@@ -149,6 +150,7 @@ struct Derived {
     config: Arc<TenantConfig>,
     prompt: SnapshotPrompt,
     tools: ToolSpecs,
+    keywords: EscalationKeywords,
 }
 
 impl TurnEngine {
@@ -376,14 +378,21 @@ impl TurnEngine {
             turn: NewTurn::user(conversation.id, &inbound.text, bound, now),
             rate_window: None,
         };
-        let denial =
-            match gates::before_rate(&config, &inbound, bound, &context.earlier_user_turns, now) {
-                Some(denial) => Some(denial),
-                None => {
-                    message.rate_window = Some(window);
-                    gates::after_rate(&config, context.rate_count + 1, context.spent)
-                }
-            };
+        let keywords = &self.derived(&config).keywords;
+        let denial = match gates::before_rate(
+            &config,
+            keywords,
+            &inbound,
+            bound,
+            &context.earlier_user_turns,
+            now,
+        ) {
+            Some(denial) => Some(denial),
+            None => {
+                message.rate_window = Some(window);
+                gates::after_rate(&config, context.rate_count + 1, context.spent)
+            }
+        };
         if let Some(denial) = denial {
             tracing::info!(
                 conversation = %conversation.id,
@@ -543,6 +552,7 @@ impl TurnEngine {
             config: config.clone(),
             prompt: SnapshotPrompt::new(config),
             tools: ToolSpecs::new(config),
+            keywords: EscalationKeywords::new(&config.rules),
         });
         *cached = Some(derived.clone());
         derived
