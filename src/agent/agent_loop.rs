@@ -82,32 +82,26 @@ pub async fn run_loop(
 ) -> LoopResult {
     let mut usage = Usage::default();
     let mut tools_offered = false;
-    let mut messages = base.messages.clone();
+    // One request, changed in place from step to step: its messages grow by each step's tool
+    // exchange, and the final step goes back to the turn's own messages plus the server's note.
+    let turn_messages = base.messages.len();
+    let mut request = base;
 
     for step in 1..=MAX_STEPS {
         let specs = tools.specs();
         let is_final = step == MAX_STEPS || specs.is_empty();
+        request.tools = specs;
 
-        let request = if is_final {
-            let mut final_messages = base.messages.clone();
+        if is_final {
+            request.messages.truncate(turn_messages);
             if let Some(note) = tools.final_note() {
-                final_messages.push(final_step_note(&note));
+                request.messages.push(final_step_note(&note));
             }
-            ModelRequest {
-                messages: final_messages,
-                tools: specs,
-                tool_choice: ToolChoice::None,
-                ..base.clone()
-            }
+            request.tool_choice = ToolChoice::None;
         } else {
             tools_offered = true;
-            ModelRequest {
-                messages: messages.clone(),
-                tools: specs,
-                tool_choice: ToolChoice::Auto,
-                ..base.clone()
-            }
-        };
+            request.tool_choice = ToolChoice::Auto;
+        }
 
         let response = match model.step(&request).await {
             Ok(r) => r,
@@ -158,11 +152,11 @@ pub async fn run_loop(
             results.push(result);
         }
         tracing::debug!(step, calls = results.len(), "tool step");
-        messages.push(Message::Assistant {
+        request.messages.push(Message::Assistant {
             text: response.output,
             tool_calls: response.tool_calls,
         });
-        messages.push(Message::ToolResults { results });
+        request.messages.push(Message::ToolResults { results });
     }
 
     // The final step always returns above; this is reached only if MAX_STEPS were zero.

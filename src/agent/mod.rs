@@ -59,9 +59,9 @@ pub struct ThinkInput<'a> {
     /// The snapshot's prompt, built once per snapshot.
     pub prompt: &'a SnapshotPrompt,
     /// Server notices (`FUNNEL:`, `INTENT:`, `OFFERING:`, staged actions), outside the fence.
-    pub notices: Vec<String>,
+    pub notices: &'a [String],
     /// The bound history already selected by the caller (018: last 10 within `historyDays`).
-    pub history: Vec<HistoryTurn>,
+    pub history: &'a [HistoryTurn],
     pub contact_text: &'a str,
     pub max_output_tokens: u32,
     pub temperature: f32,
@@ -97,7 +97,7 @@ pub async fn think_with_fence(
 ) -> Thought {
     let base = ModelRequest {
         system: input.prompt.prefix.clone(),
-        messages: turn_messages(&input.notices, &input.history, input.contact_text, fence),
+        messages: turn_messages(input.notices, input.history, input.contact_text, fence),
         tools: Arc::from([]),
         tool_choice: ToolChoice::Auto,
         output_schema: agent_reply_schema().clone(),
@@ -159,6 +159,9 @@ mod tests {
         .to_string()
     }
 
+    static NOTICES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    static HISTORY: std::sync::OnceLock<Vec<HistoryTurn>> = std::sync::OnceLock::new();
+
     fn input<'a>(
         cfg: &'a TenantConfig,
         prompt: &'a SnapshotPrompt,
@@ -167,12 +170,14 @@ mod tests {
         ThinkInput {
             config: cfg,
             prompt,
-            notices: vec!["OFFERING: foundation".into()],
-            history: vec![HistoryTurn {
-                role: Role::User,
-                text: "hello".into(),
-                actions_performed: vec![],
-            }],
+            notices: NOTICES.get_or_init(|| vec!["OFFERING: foundation".into()]),
+            history: HISTORY.get_or_init(|| {
+                vec![HistoryTurn {
+                    role: Role::User,
+                    text: "hello".into(),
+                    actions_performed: vec![],
+                }]
+            }),
             contact_text: text,
             max_output_tokens: 400,
             temperature: 0.3,

@@ -24,19 +24,20 @@ const CALLBACK_TIMEOUT_SECONDS: u64 = 86_400;
 /// Separator between messages merged into one WhatsApp text.
 const MERGED_SEPARATOR: &str = "\n\n";
 
-/// Where ManyChat should send the contact's next message.
+/// Where ManyChat should send the contact's next message. Borrowed for a request (the handler
+/// lends its settings and the caller's header); owned when built by [`Callback::new`].
 #[derive(Clone, PartialEq, Eq)]
-pub struct Callback {
+pub struct Callback<'a> {
     /// `PUBLIC_BASE_URL` + the message route.
-    pub url: String,
+    pub url: Cow<'a, str>,
     /// The full `Authorization` header value the caller presented (`Bearer …`), echoed so a
     /// rotated secret keeps working for the callback it registered.
-    pub authorization: String,
+    pub authorization: Cow<'a, str>,
     /// `MANYCHAT_TOKEN_FIELD`: the custom field whose ManyChat variable carries the contact token.
-    pub token_field: String,
+    pub token_field: Cow<'a, str>,
 }
 
-impl Callback {
+impl Callback<'static> {
     /// Builds the callback for the message route under `public_base_url` (a trailing slash on the
     /// base is tolerated).
     pub fn new(
@@ -45,15 +46,15 @@ impl Callback {
         token_field: impl Into<String>,
     ) -> Self {
         Self {
-            url: format!("{}{}", public_base_url.trim_end_matches('/'), MESSAGE_ROUTE),
-            authorization: authorization.into(),
-            token_field: token_field.into(),
+            url: format!("{}{}", public_base_url.trim_end_matches('/'), MESSAGE_ROUTE).into(),
+            authorization: Cow::Owned(authorization.into()),
+            token_field: Cow::Owned(token_field.into()),
         }
     }
 }
 
 /// The authorization value carries a shared secret: it is never printed.
-impl fmt::Debug for Callback {
+impl fmt::Debug for Callback<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Callback")
             .field("url", &self.url)
@@ -75,7 +76,7 @@ impl fmt::Debug for Callback {
 pub fn render<'a>(
     channel: Channel,
     messages: &'a [String],
-    callback: &'a Callback,
+    callback: &'a Callback<'_>,
 ) -> DynamicBlock<'a> {
     DynamicBlock {
         version: "v2",
@@ -206,13 +207,13 @@ mod tests {
     use super::*;
 
     /// The body exactly as it goes on the wire, as JSON to assert on.
-    fn render(channel: Channel, messages: &[String], callback: &Callback) -> Value {
+    fn render(channel: Channel, messages: &[String], callback: &Callback<'_>) -> Value {
         let bytes = serde_json::to_vec(&super::render(channel, messages, callback))
             .expect("a body serialises");
         serde_json::from_slice(&bytes).expect("the body is JSON")
     }
 
-    fn callback() -> Callback {
+    fn callback() -> Callback<'static> {
         Callback::new(
             "https://agent.example.test/",
             "Bearer fixture-secret-0123456789",

@@ -101,7 +101,7 @@ async fn observe(
             ..Observation::default()
         };
     }
-    let history = case
+    let history: Vec<HistoryTurn> = case
         .history
         .iter()
         .map(|turn| HistoryTurn {
@@ -119,8 +119,8 @@ async fn observe(
         ThinkInput {
             config: &config,
             prompt,
-            notices: Vec::new(),
-            history,
+            notices: &[],
+            history: &history,
             contact_text: &case.text,
             max_output_tokens,
             temperature,

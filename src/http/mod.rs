@@ -62,14 +62,15 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
-        .with_state(state)
+        // Shared, not cloned per request: the state holds strings.
+        .with_state(Arc::new(state))
 }
 
 async fn health() -> impl IntoResponse {
     axum::Json(json!({"status": "ok"}))
 }
 
-async fn ready(State(state): State<AppState>) -> Response {
+async fn ready(State(state): State<Arc<AppState>>) -> Response {
     match state.store.ping().await {
         Ok(()) => axum::Json(json!({"status": "ready"})).into_response(),
         Err(error) => {
@@ -83,7 +84,7 @@ async fn ready(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),
@@ -96,7 +97,7 @@ fn error(status: StatusCode, body: serde_json::Value) -> Response {
 }
 
 async fn message(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
@@ -120,8 +121,7 @@ async fn message(
     // working for conversations already in progress.
     let authorization = authorization
         .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+        .unwrap_or_default();
 
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -154,9 +154,9 @@ async fn message(
     };
 
     let callback = Callback {
-        url: state.callback_url.clone(),
-        authorization,
-        token_field: state.token_field.clone(),
+        url: state.callback_url.as_str().into(),
+        authorization: authorization.into(),
+        token_field: state.token_field.as_str().into(),
     };
     let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
         state.metrics.load_shed.inc();
@@ -206,7 +206,7 @@ fn too_large() -> Response {
 
 /// The tenant's escalation copy as a Dynamic Block, or `{"error":"internal"}` if even that
 /// cannot be rendered (SYSTEM 3.3).
-fn escalation_response(state: &AppState, callback: &Callback) -> Response {
+fn escalation_response(state: &AppState, callback: &Callback<'_>) -> Response {
     let copy = [state.turns.escalation_copy()];
     block_response(&channel::render(state.channel, &copy, callback))
 }
@@ -214,7 +214,7 @@ fn escalation_response(state: &AppState, callback: &Callback) -> Response {
 /// A rendered Dynamic Block as a 200 response; `{"error":"internal"}` in the (so far
 /// impossible) case that it does not serialise, never a 500 (SYSTEM 3.3).
 fn block_response(block: &channel::DynamicBlock<'_>) -> Response {
-    match serde_json::to_vec(block) {
+    match response_body::to_json(block) {
         Ok(bytes) => (
             [(
                 header::CONTENT_TYPE,

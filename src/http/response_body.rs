@@ -9,10 +9,18 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::oneshot;
 
+/// A response body's JSON, written into a buffer sized for a Dynamic Block (about 600 bytes
+/// with one message), so it is not regrown several times on the way.
+pub fn to_json(value: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(1024);
+    serde_json::to_writer(&mut bytes, value)?;
+    Ok(bytes)
+}
+
 /// The body, and a receiver that resolves once the body was fully sent or dropped.
 pub fn json_with_notice(value: &impl serde::Serialize) -> (Response, oneshot::Receiver<()>) {
     let (tx, rx) = oneshot::channel();
-    let bytes = Bytes::from(serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec()));
+    let bytes = Bytes::from(to_json(value).unwrap_or_else(|_| b"{}".to_vec()));
     let body = NoticeBody {
         bytes: Some(bytes),
         notice: Some(tx),

@@ -36,7 +36,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
-use rusqlite::{Connection, Row, params};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{Connection, Row, ToSql, params};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -744,9 +745,27 @@ fn set_escalated_in(conn: &Connection, id: ConversationId, at: DateTime<Utc>) ->
     update_one(
         conn,
         "UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?",
-        params![ms(at), ms(at), id.to_string()],
+        params![ms(at), ms(at), IdText::of(id)],
         "conversation",
     )
+}
+
+/// A conversation id as the TEXT it is stored under (hyphenated, lowercase: its `Display`),
+/// formatted on the stack: ids are bound by every turn's reads and writes.
+struct IdText([u8; uuid::fmt::Hyphenated::LENGTH]);
+
+impl IdText {
+    fn of(id: ConversationId) -> Self {
+        let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
+        id.as_hyphenated().encode_lower(&mut text);
+        Self(text)
+    }
+}
+
+impl ToSql for IdText {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(ValueRef::Text(&self.0)))
+    }
 }
 
 /// A turn ready for the database thread: owned, its actions serialised on the caller's side
@@ -788,7 +807,7 @@ fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Resu
     )?
     .execute(params![
         id,
-        turn.conversation_id.to_string(),
+        IdText::of(turn.conversation_id),
         turn.role.as_str(),
         turn.text,
         turn.outcome,
@@ -814,7 +833,7 @@ fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Resu
         .execute(params![
             ms(turn.created_at),
             i64::from(turn.bound),
-            turn.conversation_id.to_string()
+            IdText::of(turn.conversation_id)
         ])?;
     }
     Ok(id)
@@ -836,7 +855,7 @@ fn history_in(
             " FROM turns WHERE conversation_id = ? AND bound = 1 AND created_at >= ? \
              ORDER BY created_at DESC, seq DESC LIMIT ?"
         ),
-        params![conversation_id.to_string(), ms(since), limit.max(0)],
+        params![IdText::of(conversation_id), ms(since), limit.max(0)],
         turn_from,
     )?;
     turns.reverse();
@@ -853,7 +872,7 @@ fn recent_user_turn_times_in(
         "SELECT created_at FROM turns \
          WHERE conversation_id = ? AND bound = 1 AND role = 'user' \
          ORDER BY created_at DESC, seq DESC LIMIT ?",
-        params![conversation_id.to_string(), limit.max(0)],
+        params![IdText::of(conversation_id), limit.max(0)],
         |row| time(row.get(0)?),
     )
 }
@@ -948,7 +967,7 @@ fn pending_replies_in(conn: &Connection, conversation_id: ConversationId) -> Res
             "SELECT COUNT(*) FROM outbox WHERE conversation_id = ? AND kind = 'reply' \
              AND status IN ('pending', 'delivering')",
         )?
-        .query_row([conversation_id.to_string()], |row| row.get(0))?)
+        .query_row([IdText::of(conversation_id)], |row| row.get(0))?)
 }
 
 #[async_trait]
@@ -1029,7 +1048,7 @@ impl Store for SqliteStore {
                     conversation_columns!(),
                     " FROM conversations WHERE id = ?"
                 ),
-                [id.to_string()],
+                [IdText::of(id)],
                 conversation_from,
             )
         })
@@ -1055,7 +1074,7 @@ impl Store for SqliteStore {
                 "UPDATE conversations SET previous_token_hash = token_hash, token_hash = ?, \
                  token_issued_at = ?, token_generation = token_generation + 1, \
                  updated_at = ? WHERE id = ? RETURNING token_generation",
-                params![token_hash, ms(issued_at), ms(issued_at), id.to_string()],
+                params![token_hash, ms(issued_at), ms(issued_at), IdText::of(id)],
                 |row| Ok(row.get::<_, i64>(0)?),
             )?
             .ok_or_else(|| not_found("conversation"))
@@ -1141,7 +1160,7 @@ impl Store for SqliteStore {
                     " FROM turns WHERE conversation_id = ? \
                      ORDER BY created_at, seq"
                 ),
-                [conversation_id.to_string()],
+                [IdText::of(conversation_id)],
                 turn_from,
             )
         })
@@ -1186,7 +1205,7 @@ impl Store for SqliteStore {
 
     async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
         let payload = json_text(&row.payload)?;
-        let conversation_id = row.conversation_id.to_string();
+        let conversation_id = IdText::of(row.conversation_id);
         let subscriber = row.subscriber_id.as_str().to_owned();
         let kind = row.kind.as_str();
         let (next_attempt_at, created_at) = (ms(row.next_attempt_at), ms(row.created_at));

@@ -987,8 +987,8 @@ impl AgentJob {
         let input = ThinkInput {
             config: &self.config,
             prompt: &derived.prompt,
-            notices: self.notices.clone(),
-            history: self.history.clone(),
+            notices: &self.notices,
+            history: &self.history,
             contact_text: &self.contact_text,
             max_output_tokens: inner.settings.max_output_tokens,
             temperature: inner.settings.temperature,
