@@ -731,11 +731,7 @@ fn update_one(
 fn conversation_by_subscriber(conn: &Connection, subscriber: &str) -> Result<Option<Conversation>> {
     query_one(
         conn,
-        concat!(
-            "SELECT ",
-            conversation_columns!(),
-            " FROM conversations WHERE subscriber_id = ?"
-        ),
+        CONVERSATION_BY_SUBSCRIBER,
         [subscriber],
         conversation_from,
     )
@@ -744,11 +740,103 @@ fn conversation_by_subscriber(conn: &Connection, subscriber: &str) -> Result<Opt
 fn set_escalated_in(conn: &Connection, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
     update_one(
         conn,
-        "UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?",
+        SET_ESCALATED,
         params![ms(at), ms(at), IdText::of(id)],
         "conversation",
     )
 }
+
+// The statements every turn runs (its one read and its one write), named so that a test can
+// hold them to the rule that keeps the database thread's work per turn small: none opens a
+// temporary B-tree (no RETURNING, no INSERT … SELECT from the table written, no ORDER BY the
+// index does not already give). Each such table is allocated, filled and torn down per call.
+
+/// The id (and seq) of the next turn.
+const NEXT_TURN_ID: &str = "SELECT COALESCE(MAX(id), 0) + 1 FROM turns";
+
+/// A turn, its id chosen by `NEXT_TURN_ID`.
+const INSERT_TURN: &str = "INSERT INTO turns \
+    (id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
+    input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at) \
+    VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+
+/// A user turn moves its conversation's `last_message_at` and (bound) `turn_count`.
+const TOUCH_CONVERSATION: &str = "UPDATE conversations SET \
+    last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
+    turn_count = turn_count + ?2, \
+    updated_at = ?1 \
+    WHERE id = ?3";
+
+/// A conversation's newest bound turns since a time, newest first (index order).
+const HISTORY: &str = concat!(
+    "SELECT ",
+    turn_columns!(),
+    " FROM turns WHERE conversation_id = ? AND bound = 1 AND created_at >= ? \
+    ORDER BY created_at DESC, seq DESC LIMIT ?"
+);
+
+/// A contact's latest bound message times, newest first (from the index alone).
+const CAP_TIMES: &str = "SELECT created_at FROM turns \
+    WHERE conversation_id = ? AND bound = 1 AND role = 'user' \
+    ORDER BY created_at DESC, seq DESC LIMIT ?";
+
+/// One more message in a window already begun.
+const COUNT_RATE: &str = "UPDATE rate_counters SET count = count + 1 \
+    WHERE subscriber_id = ? AND window_start = ?";
+
+/// A window's first message.
+const BEGIN_RATE_WINDOW: &str =
+    "INSERT INTO rate_counters (subscriber_id, window_start, count) VALUES (?, ?, 1)";
+
+/// A contact's windows before the current one.
+const DROP_OLD_RATE_WINDOWS: &str =
+    "DELETE FROM rate_counters WHERE subscriber_id = ? AND window_start < ?";
+
+/// A contact's messages counted in a window.
+const RATE_COUNT: &str =
+    "SELECT count FROM rate_counters WHERE subscriber_id = ? AND window_start = ?";
+
+/// A day's spend.
+const BUDGET: &str = "SELECT tokens, cost_usd FROM budget_counters WHERE day = ?";
+
+/// A turn's charge against its day.
+const ADD_BUDGET: &str = "INSERT INTO budget_counters (day, tokens, cost_usd) \
+    VALUES (?, ?, ?) ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens, \
+    cost_usd = cost_usd + excluded.cost_usd";
+
+/// A contact's reply rows still to deliver (through `outbox_open_replies`).
+const QUEUED_REPLIES: &str = "SELECT COUNT(*) FROM outbox \
+    WHERE conversation_id = ? AND kind = 'reply' AND status IN ('pending', 'delivering')";
+
+/// An escalating turn marks its conversation.
+const SET_ESCALATED: &str =
+    "UPDATE conversations SET escalated_at = ?, updated_at = ? WHERE id = ?";
+
+/// A contact's conversation.
+const CONVERSATION_BY_SUBSCRIBER: &str = concat!(
+    "SELECT ",
+    conversation_columns!(),
+    " FROM conversations WHERE subscriber_id = ?"
+);
+
+/// Everything a returning contact's turn runs, for the test below.
+#[cfg(test)]
+const TURN_STATEMENTS: &[&str] = &[
+    NEXT_TURN_ID,
+    INSERT_TURN,
+    TOUCH_CONVERSATION,
+    HISTORY,
+    CAP_TIMES,
+    COUNT_RATE,
+    BEGIN_RATE_WINDOW,
+    DROP_OLD_RATE_WINDOWS,
+    RATE_COUNT,
+    BUDGET,
+    ADD_BUDGET,
+    QUEUED_REPLIES,
+    SET_ESCALATED,
+    CONVERSATION_BY_SUBSCRIBER,
+];
 
 /// A conversation id as the TEXT it is stored under (hyphenated, lowercase: its `Display`),
 /// formatted on the stack: ids are bound by every turn's reads and writes.
@@ -797,15 +885,9 @@ fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Resu
     // B-tree first (opened, filled and torn down on every insert), which cost more than the
     // insert itself.
     let id: i64 = conn
-        .prepare_cached("SELECT COALESCE(MAX(id), 0) + 1 FROM turns")?
+        .prepare_cached(NEXT_TURN_ID)?
         .query_row([], |row| row.get(0))?;
-    conn.prepare_cached(
-        "INSERT INTO turns (id, seq, conversation_id, role, text, outcome, model, bound, \
-         actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
-         created_at) \
-         VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )?
-    .execute(params![
+    conn.prepare_cached(INSERT_TURN)?.execute(params![
         id,
         IdText::of(turn.conversation_id),
         turn.role.as_str(),
@@ -823,14 +905,7 @@ fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Resu
         ms(turn.created_at),
     ])?;
     if turn.role == Role::User {
-        conn.prepare_cached(
-            "UPDATE conversations SET \
-             last_message_at = MAX(COALESCE(last_message_at, ?1), ?1), \
-             turn_count = turn_count + ?2, \
-             updated_at = ?1 \
-             WHERE id = ?3",
-        )?
-        .execute(params![
+        conn.prepare_cached(TOUCH_CONVERSATION)?.execute(params![
             ms(turn.created_at),
             i64::from(turn.bound),
             IdText::of(turn.conversation_id)
@@ -849,12 +924,7 @@ fn history_in(
     // in SQL, which would sort them again in a temporary table.
     let mut turns = query_all(
         conn,
-        concat!(
-            "SELECT ",
-            turn_columns!(),
-            " FROM turns WHERE conversation_id = ? AND bound = 1 AND created_at >= ? \
-             ORDER BY created_at DESC, seq DESC LIMIT ?"
-        ),
+        HISTORY,
         params![IdText::of(conversation_id), ms(since), limit.max(0)],
         turn_from,
     )?;
@@ -869,9 +939,7 @@ fn recent_user_turn_times_in(
 ) -> Result<Vec<DateTime<Utc>>> {
     query_all(
         conn,
-        "SELECT created_at FROM turns \
-         WHERE conversation_id = ? AND bound = 1 AND role = 'user' \
-         ORDER BY created_at DESC, seq DESC LIMIT ?",
+        CAP_TIMES,
         params![IdText::of(conversation_id), limit.max(0)],
         |row| time(row.get(0)?),
     )
@@ -882,22 +950,15 @@ fn recent_user_turn_times_in(
 /// needs the count reads it with `rate_count_in`.
 fn bump_rate_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>) -> Result<()> {
     let counted = conn
-        .prepare_cached(
-            "UPDATE rate_counters SET count = count + 1 \
-             WHERE subscriber_id = ? AND window_start = ?",
-        )?
+        .prepare_cached(COUNT_RATE)?
         .execute(params![subscriber, ms(window_start)])?;
     if counted == 0 {
-        conn.prepare_cached(
-            "INSERT INTO rate_counters (subscriber_id, window_start, count) VALUES (?, ?, 1)",
-        )?
-        .execute(params![subscriber, ms(window_start)])?;
+        conn.prepare_cached(BEGIN_RATE_WINDOW)?
+            .execute(params![subscriber, ms(window_start)])?;
         // A new window began: the contact's older windows will never be read again, and a
         // subscriber id is personal data, so they go (once per window, not per turn).
-        conn.prepare_cached(
-            "DELETE FROM rate_counters WHERE subscriber_id = ? AND window_start < ?",
-        )?
-        .execute(params![subscriber, ms(window_start)])?;
+        conn.prepare_cached(DROP_OLD_RATE_WINDOWS)?
+            .execute(params![subscriber, ms(window_start)])?;
     }
     Ok(())
 }
@@ -905,7 +966,7 @@ fn bump_rate_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>
 fn rate_count_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>) -> Result<i64> {
     Ok(query_one(
         conn,
-        "SELECT count FROM rate_counters WHERE subscriber_id = ? AND window_start = ?",
+        RATE_COUNT,
         params![subscriber, ms(window_start)],
         |row| Ok(row.get(0)?),
     )?
@@ -937,36 +998,27 @@ fn turn_context_in(
 }
 
 fn budget_in(conn: &Connection, day: NaiveDate) -> Result<BudgetUsage> {
-    Ok(query_one(
-        conn,
-        "SELECT tokens, cost_usd FROM budget_counters WHERE day = ?",
-        [day_key(day)],
-        |row| {
-            Ok(BudgetUsage {
-                tokens: row.get(0)?,
-                cost_usd: row.get(1)?,
-            })
-        },
-    )?
+    Ok(query_one(conn, BUDGET, [day_key(day)], |row| {
+        Ok(BudgetUsage {
+            tokens: row.get(0)?,
+            cost_usd: row.get(1)?,
+        })
+    })?
     .unwrap_or_default())
 }
 
 fn add_budget_in(conn: &Connection, charge: BudgetCharge) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO budget_counters (day, tokens, cost_usd) VALUES (?, ?, ?) \
-         ON CONFLICT (day) DO UPDATE SET tokens = tokens + excluded.tokens, \
-         cost_usd = cost_usd + excluded.cost_usd",
-    )?
-    .execute(params![day_key(charge.day), charge.tokens, charge.cost_usd])?;
+    conn.prepare_cached(ADD_BUDGET)?.execute(params![
+        day_key(charge.day),
+        charge.tokens,
+        charge.cost_usd
+    ])?;
     Ok(())
 }
 
 fn pending_replies_in(conn: &Connection, conversation_id: ConversationId) -> Result<i64> {
     Ok(conn
-        .prepare_cached(
-            "SELECT COUNT(*) FROM outbox WHERE conversation_id = ? AND kind = 'reply' \
-             AND status IN ('pending', 'delivering')",
-        )?
+        .prepare_cached(QUEUED_REPLIES)?
         .query_row([IdText::of(conversation_id)], |row| row.get(0))?)
 }
 
@@ -1436,6 +1488,38 @@ mod tests {
         assert_eq!(pragma::<i64>(&store, "synchronous").await, 2);
         // 2 = MEMORY: savepoint journals never touch a temporary file.
         assert_eq!(pragma::<i64>(&store, "temp_store").await, 2);
+    }
+
+    #[tokio::test]
+    async fn system_8_a_turns_statements_open_no_temporary_btree() {
+        let store = SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("connect");
+        let plans = store
+            .read(|conn| {
+                let mut plans = Vec::new();
+                for sql in TURN_STATEMENTS {
+                    let mut explain = conn.prepare(&format!("EXPLAIN {sql}"))?;
+                    // The plan does not depend on the values: run it with none bound.
+                    let mut rows = explain.raw_query();
+                    let mut opcodes = Vec::new();
+                    while let Some(row) = rows.next()? {
+                        opcodes.push(row.get::<_, String>(1)?);
+                    }
+                    plans.push((*sql, opcodes));
+                }
+                Ok(plans)
+            })
+            .await
+            .expect("every statement compiles");
+        for (sql, opcodes) in plans {
+            for temporary in ["OpenEphemeral", "OpenAutoindex", "SorterOpen"] {
+                assert!(
+                    !opcodes.iter().any(|op| op == temporary),
+                    "{temporary} in the plan of: {sql}"
+                );
+            }
+        }
     }
 
     #[test]
