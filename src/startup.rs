@@ -156,7 +156,7 @@ impl Application {
             trust_proxy: Arc::new(settings.trust_proxy.clone()),
             rate_limit: Arc::new(http::rate_limit::RateLimiter::default()),
             channel: settings.channel,
-            callback_url: format!("{}{}", settings.public_base_url, http::MESSAGE_PATH),
+            callback_url: crate::channel::callback_url(&settings.public_base_url),
             token_field: settings.manychat_token_field.clone(),
             in_flight: Arc::new(Semaphore::new(settings.max_turns_in_flight)),
         };

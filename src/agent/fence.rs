@@ -14,6 +14,11 @@ use std::fmt;
 /// Opens and closes every marker.
 const OPEN: &str = "<<<";
 const CLOSE: &str = ">>>";
+/// What the markers say before the nonce.
+const OPEN_LABEL: &str = "CONTACT nonce=";
+const CLOSE_LABEL: &str = "END CONTACT nonce=";
+/// A marker's length without its nonce, at most.
+const MARKER_SLACK: usize = OPEN.len() + CLOSE_LABEL.len() + CLOSE.len();
 
 /// One turn's fence.
 #[derive(Clone, PartialEq, Eq)]
@@ -44,12 +49,24 @@ impl Fence {
 
     /// The opening marker line, e.g. `<<<CONTACT nonce=0123456789abcdef>>>`.
     pub fn open_marker(&self) -> String {
-        format!("{OPEN}CONTACT nonce={}{CLOSE}", self.nonce)
+        self.marker(OPEN_LABEL)
     }
 
     /// The closing marker line, e.g. `<<<END CONTACT nonce=0123456789abcdef>>>`.
     pub fn close_marker(&self) -> String {
-        format!("{OPEN}END CONTACT nonce={}{CLOSE}", self.nonce)
+        self.marker(CLOSE_LABEL)
+    }
+
+    fn marker(&self, label: &str) -> String {
+        let mut out = String::with_capacity(MARKER_SLACK + self.nonce.len());
+        self.push_marker(&mut out, label);
+        out
+    }
+
+    fn push_marker(&self, out: &mut String, label: &str) {
+        for part in [OPEN, label, self.nonce.as_str(), CLOSE] {
+            out.push_str(part);
+        }
     }
 
     /// Removes every `<<<` and `>>>` from `text`, repeating until none is left.
@@ -81,12 +98,14 @@ impl Fence {
     /// `text` between the markers, each marker separated from it by `separator`; one
     /// allocation.
     fn fenced(&self, text: &str, separator: &str) -> String {
-        let (open, close) = (self.open_marker(), self.close_marker());
-        let mut out =
-            String::with_capacity(open.len() + close.len() + text.len() + 2 * separator.len());
-        for part in [open.as_str(), separator, text, separator, close.as_str()] {
+        let mut out = String::with_capacity(
+            2 * (MARKER_SLACK + self.nonce.len() + separator.len()) + text.len(),
+        );
+        self.push_marker(&mut out, OPEN_LABEL);
+        for part in [separator, text, separator] {
             out.push_str(part);
         }
+        self.push_marker(&mut out, CLOSE_LABEL);
         out
     }
 

@@ -8,7 +8,7 @@
 
 pub mod render;
 
-pub use render::{Callback, DynamicBlock, render};
+pub use render::{Callback, DynamicBlock, callback_url, render};
 
 use std::fmt;
 use std::str::FromStr;

@@ -24,33 +24,23 @@ const CALLBACK_TIMEOUT_SECONDS: u64 = 86_400;
 /// Separator between messages merged into one WhatsApp text.
 const MERGED_SEPARATOR: &str = "\n\n";
 
-/// Where ManyChat should send the contact's next message. Borrowed for a request (the handler
-/// lends its settings and the caller's header); owned when built by [`Callback::new`].
-#[derive(Clone, PartialEq, Eq)]
+/// Where ManyChat should send the contact's next message: borrowed for one response from the
+/// handler's settings and the caller's header.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Callback<'a> {
-    /// `PUBLIC_BASE_URL` + the message route.
-    pub url: Cow<'a, str>,
+    /// `PUBLIC_BASE_URL` + the message route ([`callback_url`]).
+    pub url: &'a str,
     /// The full `Authorization` header value the caller presented (`Bearer …`), echoed so a
     /// rotated secret keeps working for the callback it registered.
-    pub authorization: Cow<'a, str>,
+    pub authorization: &'a str,
     /// `MANYCHAT_TOKEN_FIELD`: the custom field whose ManyChat variable carries the contact token.
-    pub token_field: Cow<'a, str>,
+    pub token_field: &'a str,
 }
 
-impl Callback<'static> {
-    /// Builds the callback for the message route under `public_base_url` (a trailing slash on the
-    /// base is tolerated).
-    pub fn new(
-        public_base_url: &str,
-        authorization: impl Into<String>,
-        token_field: impl Into<String>,
-    ) -> Self {
-        Self {
-            url: format!("{}{}", public_base_url.trim_end_matches('/'), MESSAGE_ROUTE).into(),
-            authorization: Cow::Owned(authorization.into()),
-            token_field: Cow::Owned(token_field.into()),
-        }
-    }
+/// The message route under `public_base_url` (a trailing slash on the base is tolerated): where
+/// every callback points.
+pub fn callback_url(public_base_url: &str) -> String {
+    format!("{}{}", public_base_url.trim_end_matches('/'), MESSAGE_ROUTE)
 }
 
 /// The authorization value carries a shared secret: it is never printed.
@@ -88,15 +78,15 @@ pub fn render<'a>(
                 .collect(),
             actions: [],
             external_message_callback: CallbackBody {
-                url: &callback.url,
+                url: callback.url,
                 method: "post",
                 headers: CallbackHeaders {
-                    authorization: &callback.authorization,
+                    authorization: callback.authorization,
                 },
                 payload: CallbackPayload {
                     text: "{{last_input_text}}",
                     subscriber_id: "{{contact.id}}",
-                    ai_token: TokenVariable(&callback.token_field),
+                    ai_token: TokenVariable(callback.token_field),
                 },
                 timeout: CALLBACK_TIMEOUT_SECONDS,
             },
@@ -214,11 +204,18 @@ mod tests {
     }
 
     fn callback() -> Callback<'static> {
-        Callback::new(
-            "https://agent.example.test/",
-            "Bearer fixture-secret-0123456789",
-            "ai_token",
-        )
+        Callback {
+            url: "https://agent.example.test/v1/channels/manychat/message",
+            authorization: "Bearer fixture-secret-0123456789",
+            token_field: "ai_token",
+        }
+    }
+
+    #[test]
+    fn system_3_3_callback_url_is_the_message_route_under_the_public_base() {
+        for base in ["https://agent.example.test", "https://agent.example.test/"] {
+            assert_eq!(callback_url(base), callback().url, "{base}");
+        }
     }
 
     fn msgs(items: &[&str]) -> Vec<String> {
@@ -320,11 +317,11 @@ mod tests {
 
     #[test]
     fn system_3_3_callback_echoes_the_presented_authorization_and_token_field() {
-        let cb = Callback::new(
-            "https://agent.example.test",
-            "Bearer rotated-secret-abcdefghij",
-            "contact_key",
-        );
+        let cb = Callback {
+            authorization: "Bearer rotated-secret-abcdefghij",
+            token_field: "contact_key",
+            ..callback()
+        };
         let body = render(Channel::Telegram, &msgs(&["Hi."]), &cb);
         let registered = &body["content"]["external_message_callback"];
         let headers = registered["headers"].as_object().unwrap();

@@ -32,7 +32,7 @@ use crate::store::Store;
 use crate::turn::{Inbound, TurnEngine};
 
 /// The route ManyChat's Dynamic Block calls.
-pub const MESSAGE_PATH: &str = "/v1/channels/manychat/message";
+pub const MESSAGE_PATH: &str = channel::MESSAGE_ROUTE;
 /// SYSTEM 3.2: the inbound body limit.
 pub const BODY_LIMIT: usize = 64 * 1024;
 
@@ -154,9 +154,9 @@ async fn message(
     };
 
     let callback = Callback {
-        url: state.callback_url.as_str().into(),
-        authorization: authorization.into(),
-        token_field: state.token_field.as_str().into(),
+        url: &state.callback_url,
+        authorization,
+        token_field: &state.token_field,
     };
     let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
         state.metrics.load_shed.inc();

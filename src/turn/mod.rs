@@ -378,10 +378,11 @@ impl TurnEngine {
             turn: NewTurn::user(conversation.id, &inbound.text, bound, now),
             rate_window: None,
         };
-        let keywords = &self.derived(&config).keywords;
+        // What the snapshot derives (keywords, prompt, tool specs), looked up once per turn.
+        let derived = self.derived(&config);
         let denial = match gates::before_rate(
             &config,
-            keywords,
+            &derived.keywords,
             &inbound,
             bound,
             &context.earlier_user_turns,
@@ -418,7 +419,7 @@ impl TurnEngine {
 
         let job = AgentJob {
             engine: self.clone(),
-            config: config.clone(),
+            derived,
             conversation: conversation.clone(),
             contact_text: inbound.text.clone(),
             notices: notices(&config, &inbound),
@@ -621,7 +622,7 @@ impl TurnEngine {
             let outcome = answer_outcome(&answer);
             let (turn_id, handoff) = self
                 .record_escalation(
-                    &job.config,
+                    &job.derived.config,
                     conversation,
                     &answer.message,
                     outcome,
@@ -629,7 +630,7 @@ impl TurnEngine {
                     job.bound,
                 )
                 .await?;
-            let copy = job.config.rules.messages.escalation.clone();
+            let copy = job.derived.config.rules.messages.escalation.clone();
             (vec![copy], handoff, turn_id)
         } else {
             let turn_id = self
@@ -787,7 +788,7 @@ impl TurnEngine {
         // The message and the escalation, in one write; no agent turn.
         self.record(&job.conversation, message, None, None, Some(now))
             .await?;
-        let copy = job.config.rules.messages.escalation.clone();
+        let copy = job.derived.config.rules.messages.escalation.clone();
         self.enqueue_reply(&job.conversation, vec![copy], Vec::new(), None)
             .await
     }
@@ -968,7 +969,8 @@ struct Message {
 /// The agent's half of a turn, run in its own task so that it outlives a lost race.
 struct AgentJob {
     engine: TurnEngine,
-    config: Arc<TenantConfig>,
+    /// The turn's config snapshot and what it derives.
+    derived: Arc<Derived>,
     conversation: Conversation,
     contact_text: String,
     notices: Vec<String>,
@@ -983,9 +985,9 @@ struct AgentJob {
 impl AgentJob {
     async fn run(mut self, answer: oneshot::Sender<Answer>, abort_at: Instant) {
         let inner = &self.engine.inner;
-        let derived = self.engine.derived(&self.config);
+        let derived = &self.derived;
         let input = ThinkInput {
-            config: &self.config,
+            config: &derived.config,
             prompt: &derived.prompt,
             notices: &self.notices,
             history: &self.history,
@@ -996,7 +998,7 @@ impl AgentJob {
         };
         let fence = agent::Fence::new();
         let mut tools = TurnTools::new(ToolContext {
-            config: self.config.clone(),
+            config: derived.config.clone(),
             manychat: inner.manychat.clone(),
             subscriber: self.conversation.subscriber_id.clone(),
             conversation: self.conversation.id,
