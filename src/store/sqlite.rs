@@ -50,12 +50,13 @@ use super::{
 };
 use crate::ids::{ConversationId, SubscriberId};
 
+mod db;
+use db::Db;
+
 /// At most this many queued writes share one transaction, so one group's latency stays bounded.
 const MAX_GROUP: usize = 64;
 /// How long a writer waits for another process's lock before the statement fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// Prepared statements kept per connection: every statement this module runs fits.
-const STATEMENT_CACHE: usize = 64;
 
 /// The schema, in order. `every_migration_file_is_listed` keeps this list and
 /// `migrations/sqlite/` in step.
@@ -116,7 +117,7 @@ pub struct SqliteStore {
 trait WriteJob: Send {
     /// Runs the job's statements inside the group transaction and keeps the result (replacing
     /// the one of an earlier attempt that was rolled back): whether they succeeded.
-    fn attempt(&mut self, conn: &Connection) -> bool;
+    fn attempt(&mut self, conn: &Db<'_>) -> bool;
     /// Answers the caller once the group's fate is known (`Err`: the group did not commit).
     fn settle(self: Box<Self>, group: std::result::Result<(), StoreError>);
 }
@@ -130,9 +131,9 @@ struct PendingWrite<T, F> {
 impl<T, F> WriteJob for PendingWrite<T, F>
 where
     T: Send + 'static,
-    F: Fn(&Connection) -> Result<T> + Send + 'static,
+    F: Fn(&Db<'_>) -> Result<T> + Send + 'static,
 {
-    fn attempt(&mut self, conn: &Connection) -> bool {
+    fn attempt(&mut self, conn: &Db<'_>) -> bool {
         let result = contained(|| (self.job)(conn));
         let ok = result.is_ok();
         self.result = Some(result);
@@ -152,7 +153,7 @@ where
 }
 
 /// A read waiting for the database thread; it answers its caller itself.
-type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+type ReadJob = Box<dyn FnOnce(&Db<'_>) + Send>;
 
 enum Job {
     /// Runs outside the group's transaction and answers its caller itself.
@@ -217,7 +218,7 @@ impl SqliteStore {
     async fn read<T, F>(&self, job: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        F: FnOnce(&Db<'_>) -> Result<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Job::Read(Box::new(move |conn| {
@@ -233,7 +234,7 @@ impl SqliteStore {
     async fn write<T, F>(&self, job: F) -> Result<T>
     where
         T: Send + 'static,
-        F: Fn(&Connection) -> Result<T> + Send + 'static,
+        F: Fn(&Db<'_>) -> Result<T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Job::Write(Box::new(PendingWrite {
@@ -313,7 +314,6 @@ fn open(location: &Location) -> Result<Connection> {
         Location::Memory => Connection::open_in_memory()?,
         Location::File(path) => open_file(path)?,
     };
-    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // FULL (SQLite's default, made explicit): a committed outbox row or turn survives a power
     // cut, which NORMAL does not promise in WAL mode.
@@ -408,6 +408,7 @@ fn migrate(conn: &Connection) -> Result<()> {
 /// The database thread: takes every queued job, answers the reads, commits the writes as one
 /// group. Ends when every store handle is dropped.
 fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
+    let db = Db::new(&conn);
     let mut reads = Vec::new();
     let mut writes = Vec::new();
     loop {
@@ -423,17 +424,17 @@ fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
             }
         }
         if !reads.is_empty() {
-            run_reads(&conn, &mut reads);
+            run_reads(&db, &mut reads);
         }
         if !writes.is_empty() {
-            run_group(&conn, &mut writes);
+            run_group(&db, &mut writes);
         }
     }
 }
 
 /// Runs `reads` in one read transaction: one snapshot of what is committed, and one WAL read
 /// lock for all of them instead of one per statement.
-fn run_reads(conn: &Connection, reads: &mut Vec<ReadJob>) {
+fn run_reads(conn: &Db<'_>, reads: &mut Vec<ReadJob>) {
     let began = execute(conn, "BEGIN").is_ok();
     for read in reads.drain(..) {
         read(conn);
@@ -447,7 +448,7 @@ fn run_reads(conn: &Connection, reads: &mut Vec<ReadJob>) {
 /// transaction first (a savepoint per job would copy every page each job touches into a
 /// sub-journal); if one fails, that attempt is rolled back and the group runs again with a
 /// savepoint per job, so the failed job is undone alone.
-fn run_group(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
+fn run_group(conn: &Db<'_>, writes: &mut Vec<Box<dyn WriteJob>>) {
     // IMMEDIATE: the write lock is taken before any job reads, so a job's read-then-write
     // (`claim_outbox`, `MAX(id) + 1`) cannot interleave with another process's writer.
     if let Err(err) = begin_group(conn) {
@@ -482,7 +483,7 @@ fn run_group(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
     run_group_isolated(conn, writes);
 }
 
-fn begin_group(conn: &Connection) -> std::result::Result<(), StoreError> {
+fn begin_group(conn: &Db<'_>) -> std::result::Result<(), StoreError> {
     execute(conn, "BEGIN IMMEDIATE").map_err(|err| {
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
@@ -493,7 +494,7 @@ fn begin_group(conn: &Connection) -> std::result::Result<(), StoreError> {
 
 /// `run_group` once a job failed: one savepoint per job, a failed job undone alone. Writes left
 /// in `writes` (the transaction broke before they ran) go in a group of their own.
-fn run_group_isolated(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
+fn run_group_isolated(conn: &Db<'_>, writes: &mut Vec<Box<dyn WriteJob>>) {
     if let Err(err) = begin_group(conn) {
         for write in writes.drain(..) {
             write.settle(Err(clone_error(&err)));
@@ -568,7 +569,7 @@ fn run_group_isolated(conn: &Connection, writes: &mut Vec<Box<dyn WriteJob>>) {
 }
 
 /// A cached control statement (`BEGIN`, `SAVEPOINT`, …): no parsing on the hot path.
-fn execute(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+fn execute(conn: &Db<'_>, sql: &'static str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([])?;
     Ok(())
 }
@@ -686,8 +687,8 @@ fn outbox_from(row: &Row<'_>) -> Result<OutboxRow> {
 
 /// Runs a cached query and maps every row (a mapping error stops at the first bad row).
 fn query_all<T>(
-    conn: &Connection,
-    sql: &str,
+    conn: &Db<'_>,
+    sql: &'static str,
     params: impl rusqlite::Params,
     map: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<T>> {
@@ -702,8 +703,8 @@ fn query_all<T>(
 
 /// Runs a cached query and maps its first row, if any.
 fn query_one<T>(
-    conn: &Connection,
-    sql: &str,
+    conn: &Db<'_>,
+    sql: &'static str,
     params: impl rusqlite::Params,
     map: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Option<T>> {
@@ -717,8 +718,8 @@ fn query_one<T>(
 
 /// Runs a cached statement that must change a row; `what` names the row for the error.
 fn update_one(
-    conn: &Connection,
-    sql: &str,
+    conn: &Db<'_>,
+    sql: &'static str,
     params: impl rusqlite::Params,
     what: &'static str,
 ) -> Result<()> {
@@ -728,7 +729,7 @@ fn update_one(
     }
 }
 
-fn conversation_by_subscriber(conn: &Connection, subscriber: &str) -> Result<Option<Conversation>> {
+fn conversation_by_subscriber(conn: &Db<'_>, subscriber: &str) -> Result<Option<Conversation>> {
     query_one(
         conn,
         CONVERSATION_BY_SUBSCRIBER,
@@ -737,7 +738,7 @@ fn conversation_by_subscriber(conn: &Connection, subscriber: &str) -> Result<Opt
     )
 }
 
-fn set_escalated_in(conn: &Connection, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
+fn set_escalated_in(conn: &Db<'_>, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
     update_one(
         conn,
         SET_ESCALATED,
@@ -871,14 +872,14 @@ impl TurnRow {
         })
     }
 
-    fn insert(&self, conn: &Connection) -> Result<i64> {
+    fn insert(&self, conn: &Db<'_>) -> Result<i64> {
         insert_turn(conn, &self.turn, self.actions.as_deref())
     }
 }
 
 /// Inserts a turn; a user turn also moves the conversation's `last_message_at` and (bound)
 /// `turn_count`.
-fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Result<i64> {
+fn insert_turn(conn: &Db<'_>, turn: &NewTurn, actions: Option<&str>) -> Result<i64> {
     // `id` and `seq` are both the next integer after the largest id: the group's transaction
     // holds the write lock, and the largest rowid is one seek. It is read by a statement of its
     // own: an INSERT … SELECT that reads its own table buffers the selected row in a temporary
@@ -915,7 +916,7 @@ fn insert_turn(conn: &Connection, turn: &NewTurn, actions: Option<&str>) -> Resu
 }
 
 fn history_in(
-    conn: &Connection,
+    conn: &Db<'_>,
     conversation_id: ConversationId,
     since: DateTime<Utc>,
     limit: i64,
@@ -933,7 +934,7 @@ fn history_in(
 }
 
 fn recent_user_turn_times_in(
-    conn: &Connection,
+    conn: &Db<'_>,
     conversation_id: ConversationId,
     limit: i64,
 ) -> Result<Vec<DateTime<Utc>>> {
@@ -948,7 +949,7 @@ fn recent_user_turn_times_in(
 /// Counts one message in the contact's hourly window. No RETURNING: SQLite buffers a RETURNING
 /// statement's rows in a temporary B-tree, opened and torn down on every call; the caller that
 /// needs the count reads it with `rate_count_in`.
-fn bump_rate_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>) -> Result<()> {
+fn bump_rate_in(conn: &Db<'_>, subscriber: &str, window_start: DateTime<Utc>) -> Result<()> {
     let counted = conn
         .prepare_cached(COUNT_RATE)?
         .execute(params![subscriber, ms(window_start)])?;
@@ -963,7 +964,7 @@ fn bump_rate_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>
     Ok(())
 }
 
-fn rate_count_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc>) -> Result<i64> {
+fn rate_count_in(conn: &Db<'_>, subscriber: &str, window_start: DateTime<Utc>) -> Result<i64> {
     Ok(query_one(
         conn,
         RATE_COUNT,
@@ -974,7 +975,7 @@ fn rate_count_in(conn: &Connection, subscriber: &str, window_start: DateTime<Utc
 }
 
 fn turn_context_in(
-    conn: &Connection,
+    conn: &Db<'_>,
     conversation_id: ConversationId,
     subscriber: &SubscriberId,
     query: TurnContextQuery,
@@ -997,7 +998,7 @@ fn turn_context_in(
     })
 }
 
-fn budget_in(conn: &Connection, day: NaiveDate) -> Result<BudgetUsage> {
+fn budget_in(conn: &Db<'_>, day: NaiveDate) -> Result<BudgetUsage> {
     Ok(query_one(conn, BUDGET, [day_key(day)], |row| {
         Ok(BudgetUsage {
             tokens: row.get(0)?,
@@ -1007,7 +1008,7 @@ fn budget_in(conn: &Connection, day: NaiveDate) -> Result<BudgetUsage> {
     .unwrap_or_default())
 }
 
-fn add_budget_in(conn: &Connection, charge: BudgetCharge) -> Result<()> {
+fn add_budget_in(conn: &Db<'_>, charge: BudgetCharge) -> Result<()> {
     conn.prepare_cached(ADD_BUDGET)?.execute(params![
         day_key(charge.day),
         charge.tokens,
@@ -1016,7 +1017,7 @@ fn add_budget_in(conn: &Connection, charge: BudgetCharge) -> Result<()> {
     Ok(())
 }
 
-fn pending_replies_in(conn: &Connection, conversation_id: ConversationId) -> Result<i64> {
+fn pending_replies_in(conn: &Db<'_>, conversation_id: ConversationId) -> Result<i64> {
     Ok(conn
         .prepare_cached(QUEUED_REPLIES)?
         .query_row([IdText::of(conversation_id)], |row| row.get(0))?)
