@@ -610,7 +610,10 @@ fn uuid(raw: &str) -> Result<Uuid> {
 }
 
 fn day_key(day: NaiveDate) -> String {
-    day.format("%Y-%m-%d").to_string()
+    // `Display` is ISO 8601 (`YYYY-MM-DD`) for every year a budget can fall in, written without
+    // parsing a format string on every call (the database thread reads and writes a day's
+    // spend on every turn).
+    day.to_string()
 }
 
 /// A TEXT column read without copying.
@@ -1521,6 +1524,13 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn system_8_budget_days_are_stored_as_iso_dates() {
+        let day = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).expect("a date");
+        assert_eq!(day_key(day(2026, 1, 5)), "2026-01-05");
+        assert_eq!(day_key(day(2026, 11, 30)), "2026-11-30");
     }
 
     #[test]
