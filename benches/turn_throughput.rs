@@ -138,6 +138,9 @@ struct Measured {
     cpu_per_request: Duration,
     /// CPU time of the SQLite database thread per request (zero for the bare handler).
     db_cpu_per_request: Duration,
+    /// Bytes this process caused to be written to the disk, per request (`write_bytes` of
+    /// /proc/self/io: what the kernel's writeback sent for this process's files).
+    disk_bytes_per_request: u64,
 }
 
 /// Contacts each client worker cycles over: enough that, at 8000 requests per line and three
@@ -171,6 +174,16 @@ fn db_cpu_time() -> Duration {
         .sum()
 }
 
+/// Bytes this process has caused to be written to storage so far (Linux).
+fn disk_written() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("write_bytes: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn stat_cpu(stat: &str) -> Duration {
     let after_name = stat.rsplit(')').next().unwrap_or("");
     let fields: Vec<&str> = after_name.split_whitespace().collect();
@@ -187,6 +200,7 @@ fn stat_cpu(stat: &str) -> Duration {
 async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
     let cpu_before = cpu_time();
     let db_cpu_before = db_cpu_time();
+    let disk_before = disk_written();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency)
         .build()
@@ -229,12 +243,14 @@ async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
     let pick = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     let cpu = cpu_time() - cpu_before;
     let db_cpu = db_cpu_time() - db_cpu_before;
+    let disk = disk_written().saturating_sub(disk_before);
     Measured {
         rps: latencies.len() as f64 / elapsed.as_secs_f64(),
         p50: pick(0.50),
         p99: pick(0.99),
         cpu_per_request: cpu / latencies.len() as u32,
         db_cpu_per_request: db_cpu / latencies.len() as u32,
+        disk_bytes_per_request: disk / latencies.len() as u64,
     }
 }
 
@@ -356,6 +372,7 @@ async fn drive_paced(url: String, requests: usize) -> Measured {
         p99: pick(0.99),
         cpu_per_request: Duration::ZERO,
         db_cpu_per_request: Duration::ZERO,
+        disk_bytes_per_request: 0,
     }
 }
 
@@ -428,12 +445,13 @@ fn main() {
         );
         let line = |what: &str, c: usize, m: &Measured| {
             println!(
-                "{what:<12} c={c:<3} {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  cpu {:>4} us/req  db {:>4} us/req",
+                "{what:<12} c={c:<3} {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  cpu {:>4} us/req  db {:>4} us/req  disk {:>5.1} KiB/req",
                 m.rps,
                 m.p50.as_secs_f64() * 1e3,
                 m.p99.as_secs_f64() * 1e3,
                 m.cpu_per_request.as_micros(),
-                m.db_cpu_per_request.as_micros()
+                m.db_cpu_per_request.as_micros(),
+                m.disk_bytes_per_request as f64 / 1024.0
             );
         };
         // The machine is noisy (the bare handler alone moves by a third between runs): each

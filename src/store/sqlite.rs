@@ -6,7 +6,8 @@
 //! # One thread owns the connection
 //!
 //! Every call is a job run on one dedicated OS thread that owns the process's only SQLite
-//! connection (see docs/PERFORMANCE.md for the measurements that led here). SQLite is a
+//! connection that reads or writes rows (see docs/PERFORMANCE.md for the measurements that led
+//! here; a file's second connection, in `checkpoint`, only copies the WAL into the file). SQLite is a
 //! synchronous library: run on its own thread, a job's statements execute back to back from a
 //! warm page cache and a cache of prepared statements, with one hand-over to the thread and one
 //! answer per call, rather than one cross-thread round trip per statement.
@@ -50,7 +51,9 @@ use super::{
 };
 use crate::ids::{ConversationId, SubscriberId};
 
+mod checkpoint;
 mod db;
+use checkpoint::Checkpoints;
 use db::Db;
 
 /// At most this many queued writes share one transaction, so one group's latency stays bounded.
@@ -201,13 +204,24 @@ impl SqliteStore {
             })?;
         }
         // Opening may wait on another process (the WAL switch, migrations): off the runtime.
-        let conn = tokio::task::spawn_blocking(move || open(&location))
-            .await
-            .map_err(|_| StoreError::Database("the database opener panicked".to_owned()))??;
+        let (conn, checkpoints) = tokio::task::spawn_blocking(move || {
+            let conn = open(&location)?;
+            let checkpoints = match &location {
+                // The database thread's own checkpoints become a backstop (see `checkpoint`).
+                Location::File(path) => {
+                    conn.pragma_update(None, "wal_autocheckpoint", checkpoint::BACKSTOP_PAGES)?;
+                    Some(Checkpoints::start(path)?)
+                }
+                Location::Memory => None,
+            };
+            Ok::<_, StoreError>((conn, checkpoints))
+        })
+        .await
+        .map_err(|_| StoreError::Database("the database opener panicked".to_owned()))??;
         let (jobs, queue) = mpsc::channel();
         std::thread::Builder::new()
             .name("sqlite".to_owned())
-            .spawn(move || run(conn, queue))
+            .spawn(move || run(conn, queue, checkpoints))
             .map_err(|e| {
                 StoreError::Database(format!("cannot start the database thread: {}", e.kind()))
             })?;
@@ -406,8 +420,9 @@ fn migrate(conn: &Connection) -> Result<()> {
 }
 
 /// The database thread: takes every queued job, answers the reads, commits the writes as one
-/// group. Ends when every store handle is dropped.
-fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
+/// group, and tells the checkpoint thread (a file's) that the WAL grew. Ends when every store
+/// handle is dropped, and ends the checkpoint thread with it.
+fn run(conn: Connection, queue: mpsc::Receiver<Job>, checkpoints: Option<Checkpoints>) {
     let db = Db::new(&conn);
     let mut reads = Vec::new();
     let mut writes = Vec::new();
@@ -428,6 +443,9 @@ fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
         }
         if !writes.is_empty() {
             run_group(&db, &mut writes);
+            if let Some(checkpoints) = &checkpoints {
+                checkpoints.wrote();
+            }
         }
     }
 }
@@ -1492,6 +1510,11 @@ mod tests {
         assert_eq!(pragma::<i64>(&store, "synchronous").await, 2);
         // 2 = MEMORY: savepoint journals never touch a temporary file.
         assert_eq!(pragma::<i64>(&store, "temp_store").await, 2);
+        // The database thread checkpoints only as a backstop; its own thread does the rest.
+        assert_eq!(
+            pragma::<i64>(&store, "wal_autocheckpoint").await,
+            checkpoint::BACKSTOP_PAGES
+        );
     }
 
     #[tokio::test]
@@ -1829,5 +1852,80 @@ mod tests {
                 "an acknowledged turn is readable elsewhere"
             );
         }
+    }
+
+    /// Whether the database file alone (as after losing its WAL) holds `subscriber`'s
+    /// conversation: read from a copy, so the store's own files are not touched. A copy torn by
+    /// a checkpoint in progress counts as not yet.
+    fn database_file_holds(path: &Path, subscriber: &str) -> bool {
+        let copy = tempfile::tempdir().expect("a temporary folder");
+        let copied = copy.path().join("copy.db");
+        if std::fs::copy(path, &copied).is_err() {
+            return false;
+        }
+        Connection::open(&copied)
+            .and_then(|conn| {
+                conn.query_row(
+                    "SELECT COUNT(*) FROM conversations WHERE subscriber_id = ?",
+                    [subscriber],
+                    |row| row.get::<_, i64>(0),
+                )
+            })
+            .is_ok_and(|count| count == 1)
+    }
+
+    /// Polls `done` every 10 ms for up to 5 s (real time: the checkpoint thread is an OS
+    /// thread; this waits for its effect, it proves no timeout).
+    fn eventually(mut done: impl FnMut() -> bool) -> bool {
+        for _ in 0..500 {
+            if done() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// The checkpoint thread copies commits into the database file while the store is open:
+    /// one small write is far below the database thread's own backstop, so only the
+    /// checkpoint thread can have copied it.
+    #[tokio::test]
+    async fn system_8_commits_reach_the_database_file_while_the_store_runs() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("agent.db");
+        let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("connect");
+        assert!(!database_file_holds(&path, "5550004"), "not written yet");
+        let subscriber = SubscriberId::parse("5550004").expect("digits");
+        store
+            .conversation_for(&subscriber, "whatsapp", instant())
+            .await
+            .expect("conversation_for");
+        assert!(
+            eventually(|| database_file_holds(&path, "5550004")),
+            "the acknowledged write was checkpointed into the database file"
+        );
+    }
+
+    /// Dropping the last handle ends both threads: their connections close, and the last one
+    /// to close checkpoints the rest and removes the WAL file.
+    #[tokio::test]
+    async fn system_8_the_store_closes_its_connections_when_dropped() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("agent.db");
+        let wal = dir.path().join("agent.db-wal");
+        let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("connect");
+        let subscriber = SubscriberId::parse("5550005").expect("digits");
+        store
+            .conversation_for(&subscriber, "whatsapp", instant())
+            .await
+            .expect("conversation_for");
+        assert!(wal.exists(), "the WAL exists while the store is open");
+        drop(store);
+        assert!(eventually(|| !wal.exists()), "the WAL was removed on close");
+        assert!(database_file_holds(&path, "5550005"));
     }
 }
