@@ -197,23 +197,79 @@ fn stat_cpu(stat: &str) -> Duration {
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
+/// What one stretch of requests measured, before it is combined with others.
+struct Slice {
+    latencies: Vec<Duration>,
+    elapsed: Duration,
+    cpu: Duration,
+    db_cpu: Duration,
+    disk: u64,
+}
+
+impl Measured {
+    /// Combines slices measured at different times into one line: requests over the slices'
+    /// summed time, percentiles over all their latencies.
+    fn of(slices: Vec<Slice>) -> Self {
+        let mut latencies: Vec<Duration> = Vec::new();
+        let (mut elapsed, mut cpu, mut db_cpu, mut disk) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
+        for slice in slices {
+            latencies.extend(slice.latencies);
+            elapsed += slice.elapsed;
+            cpu += slice.cpu;
+            db_cpu += slice.db_cpu;
+            disk += slice.disk;
+        }
+        latencies.sort();
+        let count = latencies.len().max(1);
+        let pick = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(count - 1)];
+        Measured {
+            rps: latencies.len() as f64 / elapsed.as_secs_f64(),
+            p50: pick(0.50),
+            p99: pick(0.99),
+            cpu_per_request: cpu / count as u32,
+            db_cpu_per_request: db_cpu / count as u32,
+            disk_bytes_per_request: disk / count as u64,
+        }
+    }
+}
+
+/// A client keeping up to `concurrency` connections open between requests (and slices).
+fn client(concurrency: usize) -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency)
+        .build()
+        .unwrap()
+}
+
 async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
+    let client = client(concurrency);
+    Measured::of(vec![
+        drive_slice(&client, &url, requests, concurrency, 0).await,
+    ])
+}
+
+/// `requests` requests from `concurrency` workers; worker `w`'s `i`-th request is its
+/// `first + i`-th message (which picks its contact and client address).
+async fn drive_slice(
+    client: &reqwest::Client,
+    url: &str,
+    requests: usize,
+    concurrency: usize,
+    first: usize,
+) -> Slice {
     let cpu_before = cpu_time();
     let db_cpu_before = db_cpu_time();
     let disk_before = disk_written();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(concurrency)
-        .build()
-        .unwrap();
     let started = Instant::now();
     let per_worker = requests / concurrency;
     let mut workers = tokio::task::JoinSet::new();
     for worker in 0..concurrency {
         let client = client.clone();
-        let url = url.clone();
+        let url = url.to_owned();
         workers.spawn(async move {
             let mut latencies = Vec::with_capacity(per_worker);
-            for n in 0..per_worker {
+            for n in first..first + per_worker {
                 // Many contacts, each writing several times: realistic per-contact history.
                 let subscriber = subscriber(worker, n);
                 let sent = Instant::now();
@@ -238,19 +294,12 @@ async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
     while let Some(result) = workers.join_next().await {
         latencies.extend(result.unwrap());
     }
-    let elapsed = started.elapsed();
-    latencies.sort();
-    let pick = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    let cpu = cpu_time() - cpu_before;
-    let db_cpu = db_cpu_time() - db_cpu_before;
-    let disk = disk_written().saturating_sub(disk_before);
-    Measured {
-        rps: latencies.len() as f64 / elapsed.as_secs_f64(),
-        p50: pick(0.50),
-        p99: pick(0.99),
-        cpu_per_request: cpu / latencies.len() as u32,
-        db_cpu_per_request: db_cpu / latencies.len() as u32,
-        disk_bytes_per_request: disk / latencies.len() as u64,
+    Slice {
+        latencies,
+        elapsed: started.elapsed(),
+        cpu: cpu_time() - cpu_before,
+        db_cpu: db_cpu_time() - db_cpu_before,
+        disk: disk_written().saturating_sub(disk_before),
     }
 }
 
@@ -363,17 +412,13 @@ async fn drive_paced(url: String, requests: usize) -> Measured {
         latencies.push(sent.elapsed());
         tokio::time::sleep_until(next.into()).await;
     }
-    let elapsed = started.elapsed();
-    latencies.sort();
-    let pick = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    Measured {
-        rps: latencies.len() as f64 / elapsed.as_secs_f64(),
-        p50: pick(0.50),
-        p99: pick(0.99),
-        cpu_per_request: Duration::ZERO,
-        db_cpu_per_request: Duration::ZERO,
-        disk_bytes_per_request: 0,
-    }
+    Measured::of(vec![Slice {
+        latencies,
+        elapsed: started.elapsed(),
+        cpu: Duration::ZERO,
+        db_cpu: Duration::ZERO,
+        disk: 0,
+    }])
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -458,12 +503,22 @@ fn main() {
         // round measures the bare handler and the turn back to back, and the summary is the
         // median round.
         let rounds = env_usize("BENCH_ROUNDS", 3).max(1);
+        let slices = env_usize("BENCH_SLICES", 8).max(1);
         let mut summary = Vec::new();
         for &c in &concurrencies {
             let mut ratios = Vec::new();
             for round in 1..=rounds {
-                let bare = drive(bare_url.clone(), requests, c).await;
-                let plain = drive(plain_url.clone(), requests, c).await;
+                // The two alternate in slices, so that a change in the machine's speed during
+                // the round falls on both rather than on one.
+                // Each keeps its connections open from slice to slice.
+                let (bare_client, plain_client) = (client(c), client(c));
+                let (mut bare, mut plain) = (Vec::new(), Vec::new());
+                for slice in 0..slices {
+                    let (first, count) = (slice * (requests / slices / c), requests / slices);
+                    bare.push(drive_slice(&bare_client, &bare_url, count, c, first).await);
+                    plain.push(drive_slice(&plain_client, &plain_url, count, c, first).await);
+                }
+                let (bare, plain) = (Measured::of(bare), Measured::of(plain));
                 println!("round {round}");
                 line("bare handler", c, &bare);
                 line("plain turn", c, &plain);
