@@ -513,6 +513,8 @@ fn main() {
                 // Each keeps its connections open from slice to slice.
                 let (bare_client, plain_client) = (client(c), client(c));
                 let (mut bare, mut plain) = (Vec::new(), Vec::new());
+                // At least one request per worker in every slice.
+                let slices = slices.min(requests / c).max(1);
                 for slice in 0..slices {
                     let (first, count) = (slice * (requests / slices / c), requests / slices);
                     bare.push(drive_slice(&bare_client, &bare_url, count, c, first).await);
