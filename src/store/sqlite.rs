@@ -8,9 +8,9 @@
 //! Every call is a job run on one dedicated OS thread that owns the process's only SQLite
 //! connection that reads or writes rows (see docs/PERFORMANCE.md for the measurements that led
 //! here; a file's second connection, in `checkpoint`, only copies the WAL into the file).
-//! SQLite is a synchronous library: run on its own thread, a job's statements execute back to back from a
-//! warm page cache and a cache of prepared statements, with one hand-over to the thread and one
-//! answer per call, rather than one cross-thread round trip per statement.
+//! SQLite is a synchronous library: run on its own thread, a job's statements execute back to
+//! back from a warm page cache and a cache of prepared statements, with one hand-over to the
+//! thread and one answer per call, rather than one cross-thread round trip per statement.
 //!
 //! - **Writes commit in groups.** The thread takes every job that queued while it was busy
 //!   (up to `MAX_GROUP` writes), runs the writes in one `BEGIN IMMEDIATE` transaction, and
