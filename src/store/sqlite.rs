@@ -332,8 +332,8 @@ fn open(location: &Location) -> Result<Connection> {
     // FULL (SQLite's default, made explicit): a committed outbox row or turn survives a power
     // cut, which NORMAL does not promise in WAL mode.
     // Savepoint journals (a group in which a write failed runs again, one savepoint per job)
-    // stay in memory rather than in temporary files. Checkpoints stay at SQLite's default
-    // (every 1000 WAL pages): rarer ones bought no throughput here and lengthened the pauses.
+    // stay in memory rather than in temporary files. A file's checkpoints are set up by
+    // `connect` (the `checkpoint` module); an in-memory database has none.
     conn.execute_batch(
         "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
     )?;
