@@ -19,9 +19,9 @@
 //! no turn stops at the turn cap or the hourly rate: every measured turn reaches the model.
 //! CPU per request is the whole process's (client included); `db` is the SQLite thread's share.
 //!
-//! Run: `cargo bench --bench turn_throughput` (optionally `BENCH_REQUESTS=8000
-//! BENCH_CONCURRENCY=8,32,64 BENCH_ROUNDS=3 BENCH_SLICES=8`, the defaults; `BENCH_TOOLS=0` stops after the plain turns,
-//! e.g. for profiling; `BENCH_DATABASE=memory` runs the apps on an in-memory database, the
+//! Run: `cargo bench --bench turn_throughput` (optionally, with their defaults,
+//! `BENCH_REQUESTS=8000 BENCH_CONCURRENCY=8,32,64 BENCH_ROUNDS=3 BENCH_SLICES=8`;
+//! `BENCH_TOOLS=0` stops after the plain turns, e.g. for profiling; `BENCH_DATABASE=memory` runs the apps on an in-memory database, the
 //! ceiling of the durable file, for comparison only).
 
 use std::sync::Arc;
@@ -298,8 +298,8 @@ async fn drive_slice(
                     .bearer_auth(SECRET)
                     // Behind a trusted proxy, as in production: the per-address limit (300
                     // per minute) applies per client address, not to the benchmark's loopback.
-                    // Each contact has its own address (as each phone has its own ManyChat
-                    // request), so no run is long enough to meet the limit.
+                    // Each contact sends from an address of its own, so no run is long enough
+                    // to meet the limit.
                     .header("x-forwarded-for", address_of(subscriber))
                     .json(&json!({"subscriber_id": subscriber.to_string(), "text": "When are classes?"}))
                     .send()
@@ -590,7 +590,8 @@ fn main() {
             println!("  {line}");
         }
         // "Every turn durably recorded": each answered turn's message and reply are in the
-        // database file (an inline answer leaves only after its write committed).
+        // database, read through a connection of the benchmark's own (an inline answer leaves
+        // only after its write committed).
         if !std::env::var("BENCH_DATABASE").is_ok_and(|v| v == "memory") {
             let (messages, replies) = recorded_turns(&dir.path().join("plain.db"));
             let answered = plain_answered as i64;
