@@ -21,8 +21,9 @@
 //!
 //! Run: `cargo bench --bench turn_throughput` (optionally, with their defaults,
 //! `BENCH_REQUESTS=8000 BENCH_CONCURRENCY=8,32,64 BENCH_ROUNDS=3 BENCH_SLICES=8`;
-//! `BENCH_TOOLS=0` stops after the plain turns, e.g. for profiling; `BENCH_DATABASE=memory` runs the apps on an in-memory database, the
-//! ceiling of the durable file, for comparison only).
+//! `BENCH_TOOLS=0` stops after the plain turns, e.g. for profiling; `BENCH_DATABASE=memory`
+//! runs the apps on an in-memory database, the ceiling of the durable file, for comparison
+//! only).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
