@@ -345,6 +345,12 @@ async fn warm_up(url: &str, concurrency: usize) -> usize {
     answered
 }
 
+/// `BENCH_DATABASE=memory`: the apps run on `sqlite::memory:` (nothing durable, nothing to
+/// count afterwards).
+fn in_memory() -> bool {
+    std::env::var("BENCH_DATABASE").is_ok_and(|v| v == "memory")
+}
+
 /// The contact messages and agent replies recorded in the app database at `path`.
 fn recorded_turns(path: &std::path::Path) -> (i64, i64) {
     let conn = rusqlite::Connection::open(path).unwrap();
@@ -396,7 +402,7 @@ async fn start_app(
             "DATABASE_URL",
             // BENCH_DATABASE=memory: the ceiling of the durable file (no file, no WAL, no fsync,
             // nothing durable), for comparison only.
-            if std::env::var("BENCH_DATABASE").is_ok_and(|v| v == "memory") {
+            if in_memory() {
                 "sqlite::memory:".to_owned()
             } else {
                 format!("sqlite://{}", dir.join(format!("{name}.db")).display())
@@ -593,7 +599,7 @@ fn main() {
         // "Every turn durably recorded": each answered turn's message and reply are in the
         // database, read through a connection of the benchmark's own (an inline answer leaves
         // only after its write committed).
-        if !std::env::var("BENCH_DATABASE").is_ok_and(|v| v == "memory") {
+        if !in_memory() {
             let (messages, replies) = recorded_turns(&dir.path().join("plain.db"));
             let answered = plain_answered as i64;
             println!(
