@@ -11,6 +11,7 @@
 //!   (SYSTEM 3.4, 4).
 //! - [`agent`]: the prompt and its fence, the four-step loop, AgentReply and the guardrails.
 //! - [`actions`]: performing staged actions and the per-turn action record (012).
+//! - [`escalation`]: why a contact was handed to a person: recorded, logged, counted.
 //! - [`tools`]: tools built from `tools.json`, staging and the per-turn caps (012, 024).
 //! - [`model`]: the `Model` trait, the registry, the providers and the mocks (C2).
 //! - [`channel`]: the Dynamic Block v2 response and the channel capability limits (SYSTEM 3.3).
@@ -32,6 +33,7 @@ pub mod channel;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod escalation;
 pub mod evals;
 pub mod http;
 pub mod ids;

@@ -31,12 +31,22 @@ pub struct Metrics {
     pub bad_requests: Counter,
     /// Turns by outcome (SYSTEM 4's outcome names).
     turns: Mutex<BTreeMap<&'static str, u64>>,
+    /// Escalations by reason (`crate::escalation::Escalation`).
+    escalations: Mutex<BTreeMap<&'static str, u64>>,
+    /// Handoffs (tag and/or flow) ManyChat refused for good.
+    pub handoff_failed: Counter,
 }
 
 impl Metrics {
     pub fn turn(&self, outcome: &'static str) {
         if let Ok(mut turns) = self.turns.lock() {
             *turns.entry(outcome).or_default() += 1;
+        }
+    }
+
+    pub fn escalation(&self, reason: crate::escalation::Escalation) {
+        if let Ok(mut escalations) = self.escalations.lock() {
+            *escalations.entry(reason.as_str()).or_default() += 1;
         }
     }
 
@@ -52,6 +62,7 @@ impl Metrics {
             ("unauthorized_total", &self.unauthorized),
             ("rate_limited_total", &self.rate_limited),
             ("bad_requests_total", &self.bad_requests),
+            ("handoff_failed_total", &self.handoff_failed),
         ];
         for (name, counter) in counters {
             let _ = writeln!(out, "# TYPE manychat_agent_{name} counter");
@@ -63,6 +74,15 @@ impl Metrics {
                 let _ = writeln!(
                     out,
                     "manychat_agent_turns_total{{outcome=\"{outcome}\"}} {count}"
+                );
+            }
+        }
+        let _ = writeln!(out, "# TYPE manychat_agent_escalations_total counter");
+        if let Ok(escalations) = self.escalations.lock() {
+            for (reason, count) in escalations.iter() {
+                let _ = writeln!(
+                    out,
+                    "manychat_agent_escalations_total{{reason=\"{reason}\"}} {count}"
                 );
             }
         }

@@ -206,6 +206,10 @@ impl Application {
         if self.reload_on_sighup {
             spawn_reload_on_sighup(self.state.config.clone(), shutdown.clone())?;
         }
+        // Replies a stopped process promised and did not give (issue 13).
+        if let Err(error) = self.state.turns.recover_promises().await {
+            tracing::error!(error = %error, "could not look for interrupted turns");
+        }
         let router = http::router(self.state.clone());
         let token = shutdown.clone();
         axum::serve(

@@ -185,43 +185,59 @@ pub async fn perform_all(
         .iter_mut()
         .filter(|a| a.entry.status == ActionStatus::Staged)
     {
-        let result = match &action.operation {
-            Operation::SendFlow { flow_ns } => client.send_flow(subscriber, flow_ns).await,
-            Operation::AddTag { tag } => client.add_tag(subscriber, tag).await,
-            Operation::RemoveTag { tag } => client.remove_tag(subscriber, tag).await,
-            Operation::SetField { field, value } => {
-                client.set_field(subscriber, field, value).await
-            }
-            Operation::WriteNote { field, text, .. } => {
-                let value = Value::String(text.as_str().to_owned());
-                client.set_field(subscriber, field, &value).await
-            }
-            Operation::Cleared => {
-                // Only a corrupt record can hold a staged action without a request.
-                tracing::warn!(conversation = %conversation, tool = %action.entry.tool, "staged action has no request; skipped");
-                action.entry.status = ActionStatus::Failed;
-                action.entry.error = Some("no request was staged".to_owned());
-                continue;
-            }
-        };
-        match result {
-            Ok(()) => action.entry.status = ActionStatus::Performed,
-            Err(error) => {
-                let message = match &action.operation {
-                    Operation::WriteNote { text, .. } => without_note(&error.to_string(), text),
-                    _ => error.to_string(),
-                };
-                tracing::warn!(
-                    conversation = %conversation,
-                    tool = %action.entry.tool,
-                    id = %action.entry.id,
-                    error_kind = error.kind(),
-                    error = %message,
-                    "action failed; not retried"
-                );
-                action.entry.status = ActionStatus::Failed;
-                action.entry.error = Some(message);
-            }
+        if let Err(error) = perform_one(client, subscriber, conversation, action).await {
+            tracing::warn!(
+                conversation = %conversation,
+                tool = %action.entry.tool,
+                id = %action.entry.id,
+                error_kind = error.kind(),
+                error = %action.entry.error.as_deref().unwrap_or_default(),
+                "action failed; not retried"
+            );
+        }
+    }
+}
+
+/// Performs one action and settles its status: `performed`, or `failed` with the error (a
+/// note's text replaced by `[note]`). The ManyChat error is returned so that a caller that
+/// retries (the handoff, issue 13) can tell a passing failure from a refusal.
+pub async fn perform_one(
+    client: &ManyChatClient,
+    subscriber: &SubscriberId,
+    conversation: ConversationId,
+    action: &mut StagedAction,
+) -> Result<(), crate::manychat::ManyChatError> {
+    let result = match &action.operation {
+        Operation::SendFlow { flow_ns } => client.send_flow(subscriber, flow_ns).await,
+        Operation::AddTag { tag } => client.add_tag(subscriber, tag).await,
+        Operation::RemoveTag { tag } => client.remove_tag(subscriber, tag).await,
+        Operation::SetField { field, value } => client.set_field(subscriber, field, value).await,
+        Operation::WriteNote { field, text, .. } => {
+            let value = Value::String(text.as_str().to_owned());
+            client.set_field(subscriber, field, &value).await
+        }
+        Operation::Cleared => {
+            // Only a corrupt record can hold a staged action without a request.
+            tracing::warn!(conversation = %conversation, tool = %action.entry.tool, "staged action has no request; skipped");
+            action.entry.status = ActionStatus::Failed;
+            action.entry.error = Some("no request was staged".to_owned());
+            return Ok(());
+        }
+    };
+    match result {
+        Ok(()) => {
+            action.entry.status = ActionStatus::Performed;
+            action.entry.error = None;
+            Ok(())
+        }
+        Err(error) => {
+            let message = match &action.operation {
+                Operation::WriteNote { text, .. } => without_note(&error.to_string(), text),
+                _ => error.to_string(),
+            };
+            action.entry.status = ActionStatus::Failed;
+            action.entry.error = Some(message);
+            Err(error)
         }
     }
 }

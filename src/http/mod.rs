@@ -158,9 +158,18 @@ async fn message(
         authorization,
         token_field: &state.token_field,
     };
-    let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         state.metrics.load_shed.inc();
         tracing::warn!("load shed: too many turns in flight");
+        // Recorded and handed to a person (issue 13), not only answered with the copy.
+        state
+            .turns
+            .shed(
+                &message.subscriber_id,
+                &message.text,
+                message.channel.as_deref(),
+            )
+            .await;
         return escalation_response(&state, &callback);
     };
 
@@ -172,7 +181,7 @@ async fn message(
         offering: message.offering,
         arrived_at,
     };
-    match state.turns.handle(inbound).await {
+    match state.turns.handle(inbound, Some(Arc::new(permit))).await {
         Ok(turn) => {
             let rendered = channel::render(state.channel, &turn.messages, &callback);
             match turn.after {

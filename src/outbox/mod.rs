@@ -13,8 +13,10 @@
 //!   plus the gap between the messages of one row, waited here on tokio's clock.
 //! - A database error never kills the worker; on shutdown it finishes the batch in hand.
 
+pub mod handoff;
 mod worker;
 
+pub use handoff::{HandoffPayload, Handoffs};
 pub use worker::{OutboxWorker, WorkerSettings};
 
 use serde::{Deserialize, Serialize};
@@ -40,8 +42,36 @@ pub struct ReplyPayload {
     #[serde(default)]
     pub actions: Vec<StagedAction>,
     /// The agent turn whose action record the worker updates; `None` for an escalation copy
-    /// sent after an abort (no agent turn is recorded then).
+    /// sent after an abort (no agent turn is recorded then). A row written with its turn gets
+    /// the turn's id from the store.
     pub turn_id: Option<i64>,
+    /// Set while the row is a promise (3.4, issue 13): the reply owed after an acknowledgement
+    /// or a silent response, holding the escalation copy until the turn keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promise: Option<PromiseNote>,
+}
+
+impl ReplyPayload {
+    /// A reply of `messages` alone (no actions, its turn filled in by the store).
+    pub fn of(messages: Vec<String>) -> Self {
+        Self {
+            messages,
+            actions: Vec::new(),
+            turn_id: None,
+            promise: None,
+        }
+    }
+}
+
+/// What a promise row remembers so that a restarted process can run its turn again. The
+/// contact's message is the row's `turnId` (no reply is recorded with a promise).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromiseNote {
+    /// When the turn's `MODEL_ABORT_MS` window ends (wall clock).
+    pub abort_at: chrono::DateTime<chrono::Utc>,
+    /// Whether the turn reads and extends history (019).
+    pub bound: bool,
 }
 
 #[cfg(test)]

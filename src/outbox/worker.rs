@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{MAX_ATTEMPTS, ReplyPayload, backoff};
+use super::{Handoffs, MAX_ATTEMPTS, ReplyPayload, backoff};
 use crate::actions::{self, ActionStatus};
 use crate::clock::Clock;
 use crate::manychat::{ManyChatClient, ManyChatError};
@@ -65,6 +65,7 @@ pub struct OutboxWorker {
     clock: Clock,
     settings: Arc<WorkerSettings>,
     metrics: Arc<Metrics>,
+    handoffs: Handoffs,
 }
 
 /// Why one attempt at a row failed.
@@ -85,6 +86,7 @@ impl OutboxWorker {
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
+            handoffs: Handoffs::new(store.clone(), manychat.clone(), clock, metrics.clone()),
             store,
             manychat,
             clock,
@@ -146,6 +148,8 @@ impl OutboxWorker {
         let result = match row.kind {
             OutboxKind::Reply => self.deliver_reply(&row).await,
             OutboxKind::ContactToken => self.deliver_token(&row).await,
+            // Retried on its own terms (see `handoff`): it settles itself.
+            OutboxKind::Handoff => return self.handoffs.perform(&row).await,
         };
         let settled = match result {
             Ok(()) => {

@@ -94,6 +94,7 @@ pub(super) fn outbox_kind(raw: &str) -> Result<OutboxKind, StoreError> {
     match raw {
         "reply" => Ok(OutboxKind::Reply),
         "contact_token" => Ok(OutboxKind::ContactToken),
+        "handoff" => Ok(OutboxKind::Handoff),
         _ => Err(StoreError::Corrupt("unknown outbox kind".to_owned())),
     }
 }

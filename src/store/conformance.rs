@@ -835,6 +835,7 @@ pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
                 cost_usd: 0.25,
             }),
             escalated_at: None,
+            ..Exchange::of(&message)
         })
         .await
         .expect("record_exchange");
@@ -870,6 +871,7 @@ pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
             reply: Some(&copy),
             charge: None,
             escalated_at: Some(at_s(3602)),
+            ..Exchange::of(&stopped)
         })
         .await
         .expect("record_exchange");
@@ -892,6 +894,7 @@ pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
             reply: None,
             charge: None,
             escalated_at: None,
+            ..Exchange::of(&message)
         })
         .await
         .expect("record_exchange");
@@ -941,6 +944,7 @@ pub async fn record_exchange_is_all_or_nothing(store: &dyn Store) {
                 cost_usd: 0.0,
             }),
             escalated_at: None,
+            ..Exchange::of(&message)
         })
         .await;
     assert!(failed.is_err());

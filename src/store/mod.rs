@@ -25,6 +25,9 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub enum StoreError {
     #[error("database error: {0}")]
     Database(String),
+    /// A promise's reply row was taken by the outbox (its fallback) before the turn kept it.
+    #[error("the promise lapsed: its fallback was already taken")]
+    PromiseLapsed,
     #[error("migration failed: {0}")]
     Migration(String),
     #[error("unsupported DATABASE_URL scheme (expected sqlite:// or postgres://)")]
@@ -89,6 +92,8 @@ pub struct NewTurn {
     pub cost_usd: f64,
     pub latency_ms: i64,
     pub created_at: DateTime<Utc>,
+    /// Why the turn handed its contact to a person (`EscalationReason`); `None` when it did not.
+    pub escalation_reason: Option<String>,
 }
 
 impl NewTurn {
@@ -114,6 +119,7 @@ impl NewTurn {
             cost_usd: 0.0,
             latency_ms: 0,
             created_at: at,
+            escalation_reason: None,
         }
     }
 
@@ -152,6 +158,7 @@ pub struct Turn {
     pub cost_usd: f64,
     pub latency_ms: i64,
     pub created_at: DateTime<Utc>,
+    pub escalation_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +166,10 @@ pub struct Turn {
 pub enum OutboxKind {
     Reply,
     ContactToken,
+    /// The tenant's handoff (a tag and/or a flow) after an escalation: performed like a reply is
+    /// delivered (retried, taken over after a crash), never before an earlier reply of its
+    /// contact.
+    Handoff,
 }
 
 impl OutboxKind {
@@ -166,6 +177,7 @@ impl OutboxKind {
         match self {
             OutboxKind::Reply => "reply",
             OutboxKind::ContactToken => "contact_token",
+            OutboxKind::Handoff => "handoff",
         }
     }
 }
@@ -280,11 +292,17 @@ impl TurnContext {
 }
 
 /// A turn's record, written once its outcome is known (`Store::record_exchange`): the contact's
-/// message and the agent's reply, with what they count and charge.
+/// message and the agent's reply, with what they count and charge, and the outbox rows that
+/// carry what is owed to the contact. Also the promise a lost race makes before its
+/// acknowledgement (the message and the owed reply's rows, no reply yet), and the write that
+/// keeps that promise later.
 #[derive(Debug, Clone, Copy)]
 pub struct Exchange<'a> {
-    /// The contact's message (a user turn).
+    /// The contact's message (a user turn). Inserted unless `recorded` names it; when it is
+    /// already recorded, only its `escalation_reason` is written (if any).
     pub message: &'a NewTurn,
+    /// The message's id when an earlier write (a promise) recorded it already.
+    pub recorded: Option<i64>,
     /// Counts the message against this contact's hourly window (`None`: not counted).
     pub rate: Option<(&'a SubscriberId, DateTime<Utc>)>,
     /// The agent turn; `None` when the turn records no reply (a model call aborted).
@@ -293,13 +311,60 @@ pub struct Exchange<'a> {
     pub charge: Option<BudgetCharge>,
     /// Marks the message's conversation escalated at this time.
     pub escalated_at: Option<DateTime<Utc>>,
+    /// Outbox rows to insert, in order. A reply or handoff row (inserted, or kept by `keep`)
+    /// whose payload's `turnId` is null gets the id of the reply recorded here, or of the
+    /// message when there is no reply.
+    pub outbox: &'a [NewOutboxRow],
+    /// A promise this exchange keeps (see [`KeepPromise`]).
+    pub keep: Option<KeepPromise<'a>>,
 }
 
-/// The ids `record_exchange` gave the turns it wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+impl<'a> Exchange<'a> {
+    /// An exchange of `message` alone: nothing counted, charged, queued or kept.
+    pub fn of(message: &'a NewTurn) -> Self {
+        Self {
+            message,
+            recorded: None,
+            rate: None,
+            reply: None,
+            charge: None,
+            escalated_at: None,
+            outbox: &[],
+            keep: None,
+        }
+    }
+}
+
+/// The ids `record_exchange` gave the rows it wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExchangeIds {
     pub message: i64,
     pub reply: Option<i64>,
+    /// The inserted outbox rows, in the order given.
+    pub outbox: Vec<i64>,
+}
+
+/// The outbox rows of a promise (3.4, issue 13): what a turn that answered without its reply
+/// (an acknowledgement or a silent response) owes the contact. Both rows are written before the
+/// response leaves, `pending` and due when the turn's abort window ends, holding the fallback:
+/// the escalation copy (`reply`) and the tenant's handoff (`handoff`). A live turn keeps the
+/// promise before then; if the process died, the outbox delivers the fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromiseRows {
+    pub reply: i64,
+    pub handoff: i64,
+}
+
+/// How an exchange keeps a promise: the reply row gets `payload` (or keeps its fallback when
+/// `None`) and is due at `due`; the handoff row is due at `due` too when `handoff`, otherwise
+/// removed. Fails with [`StoreError::PromiseLapsed`] (and writes nothing) when the reply row is
+/// no longer `pending`: the outbox took the fallback already.
+#[derive(Debug, Clone, Copy)]
+pub struct KeepPromise<'a> {
+    pub rows: PromiseRows,
+    pub payload: Option<&'a Value>,
+    pub due: DateTime<Utc>,
+    pub handoff: bool,
 }
 
 /// What an agent turn adds to its day's budget.
@@ -537,28 +602,22 @@ pub trait Store: Send + Sync + 'static {
         Ok(Some((conversation, context)))
     }
 
-    /// Records a turn's exchange: the message (`record_turn`), its count in the hourly window
-    /// (`bump_rate`), the reply (`record_turn`), the charge (`add_budget`) and the escalation
-    /// (`set_escalated`), each when given, in that order.
-    async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {
-        let message = self.record_turn(exchange.message).await?;
-        if let Some((subscriber, window)) = exchange.rate {
-            self.bump_rate(subscriber, window).await?;
-        }
-        let reply = match exchange.reply {
-            Some(reply) => Some(self.record_turn(reply).await?),
-            None => None,
-        };
-        if let Some(charge) = exchange.charge {
-            self.add_budget(charge.day, charge.tokens, charge.cost_usd)
-                .await?;
-        }
-        if let Some(at) = exchange.escalated_at {
-            self.set_escalated(exchange.message.conversation_id, at)
-                .await?;
-        }
-        Ok(ExchangeIds { message, reply })
-    }
+    /// Records a turn's exchange in one transaction: the message (unless already recorded),
+    /// its count in the hourly window, the reply, the charge, the escalation, the outbox rows,
+    /// and the promise it keeps; all or nothing.
+    async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds>;
+
+    /// Claims one `pending` row by id for this caller (as `claim_outbox` would, whatever its
+    /// due time): `None` when it is no longer pending (a worker took it, or it was removed).
+    async fn claim_outbox_row(
+        &self,
+        id: i64,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<Option<OutboxRow>>;
+
+    /// The `pending` rows of a kind, oldest first (promises to recover at start).
+    async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>>;
 }
 
 /// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the

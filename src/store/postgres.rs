@@ -10,6 +10,7 @@
 //! the same values.
 
 use std::str::FromStr;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -20,8 +21,8 @@ use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
 use super::{
-    BudgetUsage, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds, NewOutboxRow,
-    NewTurn, OutboxRow, Result, Store, StoreError, Turn,
+    BudgetUsage, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds, KeepPromise,
+    NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Store, StoreError, Turn,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -36,7 +37,8 @@ const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, esca
      offering, opening_sent_at, created_at, updated_at";
 
 const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model, bound, \
-     actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at";
+     actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
+     escalation_reason";
 
 const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
      attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at";
@@ -174,6 +176,7 @@ fn turn_from(row: &PgRow) -> Result<Turn> {
         cost_usd: row.try_get("cost_usd")?,
         latency_ms: row.try_get("latency_ms")?,
         created_at: row.try_get("created_at")?,
+        escalation_reason: row.try_get("escalation_reason")?,
     })
 }
 
@@ -438,20 +441,36 @@ impl Store for PgStore {
     }
 
     async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
-             next_attempt_at, created_at) VALUES ($1, $2, $3, $4, 'pending', $5, $6) \
-             RETURNING id",
-        )
-        .bind(row.conversation_id)
-        .bind(row.subscriber_id.as_str())
-        .bind(row.kind.as_str())
-        .bind(Json(&row.payload))
-        .bind(to_millis(row.next_attempt_at))
-        .bind(to_millis(row.created_at))
-        .fetch_one(&self.pool)
+        insert_outbox(&self.pool, row, None).await
+    }
+
+    async fn claim_outbox_row(
+        &self,
+        id: i64,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<Option<OutboxRow>> {
+        let row = sqlx::query(&format!(
+            "UPDATE outbox SET status = 'delivering', lease_until = $1, \
+             attempts = attempts + 1 WHERE id = $2 AND status = 'pending' \
+             RETURNING {OUTBOX_COLUMNS}"
+        ))
+        .bind(to_millis(after(now, lease)))
+        .bind(id)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(id)
+        row.as_ref().map(outbox_from).transpose()
+    }
+
+    async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE status = 'pending' AND kind = $1 \
+             ORDER BY id"
+        ))
+        .bind(kind.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(outbox_from).collect()
     }
 
     async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>> {
@@ -464,15 +483,16 @@ impl Store for PgStore {
                  SELECT o.id FROM outbox o \
                  WHERE ((o.status = 'pending' AND o.next_attempt_at <= $2) \
                         OR (o.status = 'delivering' AND o.lease_until <= $2)) \
-                   AND (o.kind <> 'reply' OR (\
+                   AND (o.kind = 'contact_token' OR \
                         NOT EXISTS (SELECT 1 FROM outbox p \
                                     WHERE p.conversation_id = o.conversation_id \
                                       AND p.kind = 'reply' AND p.id < o.id \
-                                      AND p.status IN ('pending', 'delivering')) \
-                        AND NOT EXISTS (SELECT 1 FROM outbox d \
+                                      AND p.status IN ('pending', 'delivering'))) \
+                   AND (o.kind <> 'reply' OR \
+                        NOT EXISTS (SELECT 1 FROM outbox d \
                                     WHERE d.conversation_id = o.conversation_id \
                                       AND d.kind = 'reply' AND d.status = 'delivered' \
-                                      AND d.delivered_at > $3))) \
+                                      AND d.delivered_at > $3)) \
                  ORDER BY o.id LIMIT $4 \
                  FOR UPDATE SKIP LOCKED) \
              UPDATE outbox SET status = 'delivering', lease_until = $1, \
@@ -574,7 +594,19 @@ impl Store for PgStore {
     async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {
         // One transaction: the turn is stored whole or not at all, as on SQLite.
         let mut tx = self.pool.begin().await?;
-        let message = insert_turn(&mut *tx, exchange.message).await?;
+        let message = match exchange.recorded {
+            Some(id) => {
+                if let Some(reason) = &exchange.message.escalation_reason {
+                    sqlx::query("UPDATE turns SET escalation_reason = $1 WHERE id = $2")
+                        .bind(reason)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                id
+            }
+            None => insert_turn(&mut *tx, exchange.message).await?,
+        };
         if let Some((subscriber, window)) = exchange.rate {
             bump_rate_in(&mut tx, subscriber, window).await?;
         }
@@ -588,9 +620,87 @@ impl Store for PgStore {
         if let Some(at) = exchange.escalated_at {
             set_escalated_in(&mut *tx, exchange.message.conversation_id, at).await?;
         }
+        let mut outbox = Vec::with_capacity(exchange.outbox.len());
+        for row in exchange.outbox {
+            outbox.push(insert_outbox(&mut *tx, row, Some(reply.unwrap_or(message))).await?);
+        }
+        if let Some(keep) = exchange.keep {
+            keep_promise_in(&mut tx, keep, reply.unwrap_or(message)).await?;
+        }
         tx.commit().await?;
-        Ok(ExchangeIds { message, reply })
+        Ok(ExchangeIds {
+            message,
+            reply,
+            outbox,
+        })
     }
+}
+
+/// Inserts an outbox row; a reply or handoff row without a `turnId` gets `turn` (see
+/// `Exchange`).
+async fn insert_outbox(
+    db: impl sqlx::PgExecutor<'_>,
+    row: &NewOutboxRow,
+    turn: Option<i64>,
+) -> Result<i64> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
+         next_attempt_at, created_at) VALUES ($1, $2, $3, \
+         CASE WHEN $3 <> 'contact_token' AND $7::BIGINT IS NOT NULL \
+              AND jsonb_typeof($4::JSONB -> 'turnId') IS DISTINCT FROM 'number' \
+         THEN jsonb_set($4::JSONB, '{turnId}', to_jsonb($7::BIGINT)) ELSE $4::JSONB END, \
+         'pending', $5, $6) \
+         RETURNING id",
+    )
+    .bind(row.conversation_id)
+    .bind(row.subscriber_id.as_str())
+    .bind(row.kind.as_str())
+    .bind(Json(&row.payload))
+    .bind(to_millis(row.next_attempt_at))
+    .bind(to_millis(row.created_at))
+    .bind(turn)
+    .fetch_one(db)
+    .await?;
+    Ok(id)
+}
+
+/// Keeps a promise inside the exchange's transaction (see [`KeepPromise`]); a new payload
+/// without a `turnId` gets `turn`.
+async fn keep_promise_in(
+    tx: &mut sqlx::PgConnection,
+    keep: KeepPromise<'_>,
+    turn: i64,
+) -> Result<()> {
+    let kept = sqlx::query(
+        "UPDATE outbox SET payload = CASE \
+             WHEN $1::JSONB IS NULL THEN payload \
+             WHEN $4::BIGINT IS NOT NULL \
+                  AND jsonb_typeof($1::JSONB -> 'turnId') IS DISTINCT FROM 'number' \
+             THEN jsonb_set($1::JSONB, '{turnId}', to_jsonb($4::BIGINT)) ELSE $1::JSONB END, \
+         next_attempt_at = $2 WHERE id = $3 AND status = 'pending'",
+    )
+    .bind(keep.payload.map(Json))
+    .bind(to_millis(keep.due))
+    .bind(keep.rows.reply)
+    .bind(turn)
+    .execute(&mut *tx)
+    .await?;
+    if kept.rows_affected() == 0 {
+        return Err(StoreError::PromiseLapsed);
+    }
+    if keep.handoff {
+        sqlx::query("UPDATE outbox SET next_attempt_at = $1 WHERE id = $2 AND status = 'pending'")
+            .bind(to_millis(keep.due))
+            .bind(keep.rows.handoff)
+            .execute(&mut *tx)
+            .await?;
+    } else {
+        sqlx::query("DELETE FROM outbox WHERE id = $1 AND status = 'pending'")
+            .bind(keep.rows.handoff)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
 }
 
 // The writes a turn's exchange shares with the single calls, on a pool or in a transaction.
@@ -602,8 +712,8 @@ async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -> Result<i6
         "WITH inserted AS (\
              INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
              reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
-             created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+             created_at, escalation_reason) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
              RETURNING id), \
          touched AS (\
              UPDATE conversations SET last_message_at = GREATEST(last_message_at, $14), \
@@ -625,6 +735,7 @@ async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -> Result<i6
     .bind(turn.cost_usd)
     .bind(turn.latency_ms)
     .bind(to_millis(turn.created_at))
+    .bind(&turn.escalation_reason)
     .fetch_one(db)
     .await?;
     Ok(id)

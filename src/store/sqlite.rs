@@ -46,8 +46,8 @@ use uuid::Uuid;
 use super::common::{self, after, before, bounded_error, not_found};
 use super::{
     BudgetCharge, BudgetUsage, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
-    NewOutboxRow, NewTurn, OutboxRow, Result, Role, Store, StoreError, Turn, TurnContext,
-    TurnContextQuery,
+    KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, PromiseRows, Result, Role, Store,
+    StoreError, Turn, TurnContext, TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -84,6 +84,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "outbox_open_replies",
         include_str!("../../migrations/sqlite/0004_outbox_open_replies.sql"),
     ),
+    (
+        5,
+        "durable_promises",
+        include_str!("../../migrations/sqlite/0005_durable_promises.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -99,7 +104,8 @@ macro_rules! conversation_columns {
 macro_rules! turn_columns {
     () => {
         "id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
-         input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at"
+         input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
+         escalation_reason"
     };
 }
 
@@ -598,6 +604,7 @@ fn clone_error(error: &StoreError) -> StoreError {
         StoreError::Migration(text) => StoreError::Migration(text.clone()),
         StoreError::UnsupportedUrl => StoreError::UnsupportedUrl,
         StoreError::Corrupt(text) => StoreError::Corrupt(text.clone()),
+        StoreError::PromiseLapsed => StoreError::PromiseLapsed,
     }
 }
 
@@ -685,6 +692,7 @@ fn turn_from(row: &Row<'_>) -> Result<Turn> {
         cost_usd: row.get(13)?,
         latency_ms: row.get(14)?,
         created_at: time(row.get(15)?)?,
+        escalation_reason: row.get(16)?,
     })
 }
 
@@ -779,8 +787,9 @@ const NEXT_TURN_ID: &str = "SELECT COALESCE(MAX(id), 0) + 1 FROM turns";
 /// A turn, its id chosen by `NEXT_TURN_ID`.
 const INSERT_TURN: &str = "INSERT INTO turns \
     (id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
-    input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at) \
-    VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+    input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
+    escalation_reason) \
+    VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
 /// A user turn moves its conversation's `last_message_at` and (bound) `turn_count`.
 const TOUCH_CONVERSATION: &str = "UPDATE conversations SET \
@@ -898,6 +907,97 @@ impl TurnRow {
     }
 }
 
+/// An outbox row ready for the database thread (its payload serialised on the caller's side).
+struct OutboxInsert {
+    conversation_id: IdText,
+    subscriber: String,
+    kind: OutboxKind,
+    payload: String,
+    next_attempt_at: i64,
+    created_at: i64,
+}
+
+impl OutboxInsert {
+    fn of(row: &NewOutboxRow) -> Result<Self> {
+        Ok(Self {
+            conversation_id: IdText::of(row.conversation_id),
+            subscriber: row.subscriber_id.as_str().to_owned(),
+            kind: row.kind,
+            payload: json_text(&row.payload)?,
+            next_attempt_at: ms(row.next_attempt_at),
+            created_at: ms(row.created_at),
+        })
+    }
+
+    /// Inserts the row; a reply or handoff row without a `turnId` gets `turn` (see `Exchange`).
+    fn insert(&self, conn: &Db<'_>, turn: Option<i64>) -> Result<i64> {
+        // The new id from the connection rather than RETURNING, which buffers its row in a
+        // temporary B-tree.
+        conn.prepare_cached(
+            "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
+             next_attempt_at, created_at) VALUES (?1, ?2, ?3, \
+             CASE WHEN ?3 <> 'contact_token' AND ?7 IS NOT NULL \
+                  AND json_extract(?4, '$.turnId') IS NULL \
+             THEN json_set(?4, '$.turnId', ?7) ELSE ?4 END, 'pending', ?5, ?6)",
+        )?
+        .execute(params![
+            self.conversation_id,
+            self.subscriber,
+            self.kind.as_str(),
+            self.payload,
+            self.next_attempt_at,
+            self.created_at,
+            turn,
+        ])?;
+        Ok(conn.last_insert_rowid())
+    }
+}
+
+/// A [`KeepPromise`] ready for the database thread.
+struct KeptPromise {
+    rows: PromiseRows,
+    payload: Option<String>,
+    due: i64,
+    handoff: bool,
+}
+
+impl KeptPromise {
+    fn of(keep: KeepPromise<'_>) -> Result<Self> {
+        Ok(Self {
+            rows: keep.rows,
+            payload: keep.payload.map(json_text).transpose()?,
+            due: ms(keep.due),
+            handoff: keep.handoff,
+        })
+    }
+
+    /// Keeps the promise; a new payload without a `turnId` gets `turn`.
+    fn write(&self, conn: &Db<'_>, turn: i64) -> Result<()> {
+        let kept = conn
+            .prepare_cached(
+                "UPDATE outbox SET payload = CASE \
+                     WHEN ?1 IS NULL THEN payload \
+                     WHEN ?4 IS NOT NULL AND json_extract(?1, '$.turnId') IS NULL \
+                     THEN json_set(?1, '$.turnId', ?4) ELSE ?1 END, \
+                 next_attempt_at = ?2 WHERE id = ?3 AND status = 'pending'",
+            )?
+            .execute(params![self.payload, self.due, self.rows.reply, turn])?;
+        if kept == 0 {
+            return Err(StoreError::PromiseLapsed);
+        }
+        if self.handoff {
+            conn.prepare_cached(
+                "UPDATE outbox SET next_attempt_at = ?1 WHERE id = ?2 AND status = 'pending'",
+            )?
+            .execute(params![self.due, self.rows.handoff])?;
+        } else {
+            conn.prepare_cached("DELETE FROM outbox WHERE id = ?1 AND status = 'pending'")?
+                .execute(params![self.rows.handoff])?;
+        }
+        Ok(())
+    }
+}
+
 /// Inserts a turn; a user turn also moves the conversation's `last_message_at` and (bound)
 /// `turn_count`.
 fn insert_turn(conn: &Db<'_>, turn: &NewTurn, actions: Option<&str>) -> Result<i64> {
@@ -925,6 +1025,7 @@ fn insert_turn(conn: &Db<'_>, turn: &NewTurn, actions: Option<&str>) -> Result<i
         turn.cost_usd,
         turn.latency_ms,
         ms(turn.created_at),
+        turn.escalation_reason,
     ])?;
     if turn.role == Role::User {
         conn.prepare_cached(TOUCH_CONVERSATION)?.execute(params![
@@ -1278,29 +1379,8 @@ impl Store for SqliteStore {
     }
 
     async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
-        let payload = json_text(&row.payload)?;
-        let conversation_id = IdText::of(row.conversation_id);
-        let subscriber = row.subscriber_id.as_str().to_owned();
-        let kind = row.kind.as_str();
-        let (next_attempt_at, created_at) = (ms(row.next_attempt_at), ms(row.created_at));
-        self.write(move |conn| {
-            // The new id from the connection rather than RETURNING, which buffers its row in a
-            // temporary B-tree.
-            conn.prepare_cached(
-                "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
-                 next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-            )?
-            .execute(params![
-                conversation_id,
-                subscriber,
-                kind,
-                payload,
-                next_attempt_at,
-                created_at
-            ])?;
-            Ok(conn.last_insert_rowid())
-        })
-        .await
+        let row = OutboxInsert::of(row)?;
+        self.write(move |conn| row.insert(conn, None)).await
     }
 
     async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>> {
@@ -1319,15 +1399,16 @@ impl Store for SqliteStore {
                              SELECT o.id FROM outbox o \
                              WHERE ((o.status = 'pending' AND o.next_attempt_at <= ?2) \
                                     OR (o.status = 'delivering' AND o.lease_until <= ?2)) \
-                               AND (o.kind <> 'reply' OR (\
+                               AND (o.kind = 'contact_token' OR \
                                     NOT EXISTS (SELECT 1 FROM outbox p \
                                         WHERE p.conversation_id = o.conversation_id \
                                           AND p.kind = 'reply' AND p.id < o.id \
-                                          AND p.status IN ('pending', 'delivering')) \
-                                    AND NOT EXISTS (SELECT 1 FROM outbox d \
+                                          AND p.status IN ('pending', 'delivering'))) \
+                               AND (o.kind <> 'reply' OR \
+                                    NOT EXISTS (SELECT 1 FROM outbox d \
                                         WHERE d.conversation_id = o.conversation_id \
                                           AND d.kind = 'reply' AND d.status = 'delivered' \
-                                          AND d.delivered_at > ?3))) \
+                                          AND d.delivered_at > ?3)) \
                              ORDER BY o.id LIMIT ?4) \
                          RETURNING ",
                         outbox_columns!()
@@ -1345,6 +1426,43 @@ impl Store for SqliteStore {
         // RETURNING has no defined order.
         claimed.sort_by_key(|row| row.id);
         Ok(claimed)
+    }
+
+    async fn claim_outbox_row(
+        &self,
+        id: i64,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<Option<OutboxRow>> {
+        self.write(move |conn| {
+            query_one(
+                conn,
+                concat!(
+                    "UPDATE outbox SET status = 'delivering', lease_until = ?1, \
+                     attempts = attempts + 1 WHERE id = ?2 AND status = 'pending' RETURNING ",
+                    outbox_columns!()
+                ),
+                params![ms(after(now, lease)), id],
+                outbox_from,
+            )
+        })
+        .await
+    }
+
+    async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>> {
+        self.read(move |conn| {
+            query_all(
+                conn,
+                concat!(
+                    "SELECT ",
+                    outbox_columns!(),
+                    " FROM outbox WHERE status = 'pending' AND kind = ? ORDER BY id"
+                ),
+                [kind.as_str()],
+                outbox_from,
+            )
+        })
+        .await
     }
 
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
@@ -1438,14 +1556,34 @@ impl Store for SqliteStore {
 
     async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {
         let message = TurnRow::of(exchange.message)?;
+        let recorded = exchange.recorded;
         let reply = exchange.reply.map(TurnRow::of).transpose()?;
         let rate = exchange
             .rate
             .map(|(subscriber, window)| (subscriber.as_str().to_owned(), window));
         let (charge, escalated_at) = (exchange.charge, exchange.escalated_at);
+        let outbox = exchange
+            .outbox
+            .iter()
+            .map(OutboxInsert::of)
+            .collect::<Result<Vec<_>>>()?;
+        let keep = exchange.keep.map(KeptPromise::of).transpose()?;
         // One job, one savepoint: the whole exchange commits or none of it does.
         self.write(move |conn| {
-            let message_id = message.insert(conn)?;
+            let message_id = match recorded {
+                Some(id) => {
+                    if let Some(reason) = &message.turn.escalation_reason {
+                        update_one(
+                            conn,
+                            "UPDATE turns SET escalation_reason = ? WHERE id = ?",
+                            params![reason, id],
+                            "turn",
+                        )?;
+                    }
+                    id
+                }
+                None => message.insert(conn)?,
+            };
             if let Some((subscriber, window)) = &rate {
                 bump_rate_in(conn, subscriber, *window)?;
             }
@@ -1459,9 +1597,17 @@ impl Store for SqliteStore {
             if let Some(at) = escalated_at {
                 set_escalated_in(conn, message.turn.conversation_id, at)?;
             }
+            let outbox = outbox
+                .iter()
+                .map(|row| row.insert(conn, Some(reply_id.unwrap_or(message_id))))
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(keep) = &keep {
+                keep.write(conn, reply_id.unwrap_or(message_id))?;
+            }
             Ok(ExchangeIds {
                 message: message_id,
                 reply: reply_id,
+                outbox,
             })
         })
         .await

@@ -22,6 +22,17 @@ pub enum Denial {
 }
 
 impl Denial {
+    /// The escalation reason this denial records.
+    pub fn escalation(self) -> crate::escalation::Escalation {
+        use crate::escalation::Escalation;
+        match self {
+            Denial::EscalationKeyword => Escalation::Keyword,
+            Denial::TurnCap => Escalation::TurnCap,
+            Denial::RateLimit => Escalation::RateLimit,
+            Denial::Budget => Escalation::Budget,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Denial::EscalationKeyword => "escalation_keyword",

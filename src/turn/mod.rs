@@ -15,13 +15,16 @@
 //! committed; an agent turn is recorded for every outcome but the abort; staged actions run only
 //! when the final reply does not escalate.
 
+mod budget;
 mod detach;
 mod gates;
 mod order;
+mod record;
 
 use detach::Detachable;
 pub use gates::Denial;
 pub use order::{TurnGuard, TurnOrder};
+use record::{Message, Outcome, Promise};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,14 +39,14 @@ use crate::agent::{self, EscalationCause, HistoryTurn, SnapshotPrompt, ThinkInpu
 use crate::clock::Clock;
 use crate::config::rules_match::EscalationKeywords;
 use crate::config::{ConfigHandle, TenantConfig};
+use crate::escalation::Escalation;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
 use crate::metrics::Metrics;
 use crate::model::Model;
-use crate::outbox::ReplyPayload;
+use crate::outbox::{Handoffs, ReplyPayload};
 use crate::store::{
-    BudgetCharge, Conversation, Exchange, NewOutboxRow, NewTurn, OutboxKind, Role, Store,
-    StoreError, TurnContext, TurnContextQuery,
+    BudgetCharge, Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery,
 };
 use crate::tokens::{self, TokenService};
 use crate::tools::{ToolContext, ToolSpecs, TurnTools};
@@ -91,12 +94,26 @@ pub struct Inbound {
     pub arrived_at: Instant,
 }
 
+/// A turn's place under `MAX_TURNS_IN_FLIGHT`, shared by the request and the agent it starts:
+/// given back when the last holder ends.
+pub type InFlight = Arc<tokio::sync::OwnedSemaphorePermit>;
+
 /// What the HTTP layer renders, and what it runs once the response is written.
 #[derive(Debug)]
 pub struct TurnResponse {
     /// The messages to render; empty for a silent response.
     pub messages: Vec<String>,
     pub after: Option<AfterResponse>,
+}
+
+impl TurnResponse {
+    /// No messages (3.3: the reply comes later, through the outbox).
+    pub fn silent() -> Self {
+        Self {
+            messages: Vec::new(),
+            after: None,
+        }
+    }
 }
 
 /// Actions to perform after the Dynamic Block response is written (012: never before).
@@ -106,6 +123,10 @@ pub struct AfterResponse {
     pub subscriber: SubscriberId,
     pub turn_id: i64,
     pub actions: Vec<StagedAction>,
+    /// An escalation's handoff: its row, performed after the actions, and its entries, listed
+    /// after the actions' in the record until the row's outcome replaces them.
+    pub handoff_row: Option<i64>,
+    pub handoff: Vec<StagedAction>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +160,10 @@ struct Inner {
     order: TurnOrder,
     /// 019: issues and writes contact tokens beside the model call.
     tokens: TokenService,
+    /// What the turns in flight may still spend today (issue 13 item 6).
+    budget: Arc<budget::BudgetLedger>,
+    /// Performs an inline escalation's handoff once its response is written.
+    handoffs: Handoffs,
     /// What the turn derives from the config snapshot in force (prompt prefix, leak-check
     /// text, tool specs): built once per snapshot, not per turn, so providers' prompt caches see
     /// identical bytes and the hot path does not rebuild them.
@@ -173,6 +198,8 @@ impl TurnEngine {
                 order: TurnOrder::new(store.clone()),
                 derived: std::sync::Mutex::new(None),
                 tokens: TokenService::new(store.clone(), manychat.clone(), token_field, clock),
+                budget: Arc::default(),
+                handoffs: Handoffs::new(store.clone(), manychat.clone(), clock, metrics.clone()),
                 store,
                 model,
                 manychat,
@@ -199,9 +226,15 @@ impl TurnEngine {
     }
 
     /// Runs one turn. An error means the turn could not be recorded (or hit a bug); the caller
-    /// answers with the escalation copy.
-    pub async fn handle(&self, inbound: Inbound) -> Result<TurnResponse, TurnError> {
-        detach::caught(self.handle_turn(inbound))
+    /// answers with the escalation copy. `in_flight` is the turn's place under
+    /// `MAX_TURNS_IN_FLIGHT`: it is held until the turn's model call ends, also after the
+    /// response was sent (issue 13 item 6).
+    pub async fn handle(
+        &self,
+        inbound: Inbound,
+        in_flight: Option<InFlight>,
+    ) -> Result<TurnResponse, TurnError> {
+        detach::caught(self.handle_turn(inbound, in_flight))
             .await
             .unwrap_or_else(|| {
                 tracing::error!("a turn panicked");
@@ -209,7 +242,11 @@ impl TurnEngine {
             })
     }
 
-    async fn handle_turn(&self, inbound: Inbound) -> Result<TurnResponse, TurnError> {
+    async fn handle_turn(
+        &self,
+        inbound: Inbound,
+        in_flight: Option<InFlight>,
+    ) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
         let config = inner.config.snapshot();
         // 037, uncontended (the common case): with the contact's place taken at once, the
@@ -229,17 +266,14 @@ impl TurnEngine {
                 } else {
                     (None, context.unbound())
                 };
-                return self
-                    .run(
-                        inbound,
-                        config,
-                        conversation,
-                        bound,
-                        guard,
-                        Mode::Inline,
-                        Some((now, context)),
-                    )
-                    .await;
+                let start = Start {
+                    guard,
+                    mode: Mode::Inline,
+                    context: Some((now, context)),
+                    promise: None,
+                    in_flight,
+                };
+                return self.run(inbound, config, conversation, bound, start).await;
             }
             // A first contact: the conversation is created below.
         }
@@ -251,29 +285,23 @@ impl TurnEngine {
         let bound = self.bind(&conversation, &inbound);
         // 037: unbound turns neither wait nor block.
         if !bound {
-            return self
-                .run(
-                    inbound,
-                    config,
-                    conversation,
-                    bound,
-                    None,
-                    Mode::Inline,
-                    None,
-                )
-                .await;
+            let start = Start::inline(None, in_flight);
+            return self.run(inbound, config, conversation, bound, start).await;
         }
 
         // 037: wait for the conversation's earlier turns, in arrival order. The wait counts
         // against the deadline; a turn that cannot start in time answers silently and runs later
         // in the waiting task, replying through the outbox.
         let (start_tx, mut start_rx) = oneshot::channel();
+        let (promise_tx, promise_rx) = oneshot::channel();
         let waiting = WaitingTurn {
             engine: self.clone(),
             inbound: inbound.clone(),
             config: config.clone(),
             conversation: conversation.clone(),
             bound,
+            promised: promise_rx,
+            in_flight: in_flight.clone(),
         };
         inner.tasks.spawn(waiting.wait(start_tx));
         let deadline = inbound.arrived_at + inner.settings.race_deadline;
@@ -289,29 +317,64 @@ impl TurnEngine {
         };
         match started {
             Some(Ok(guard)) => {
-                self.run(
-                    inbound,
-                    config,
-                    conversation,
-                    bound,
-                    Some(guard),
-                    Mode::Inline,
-                    None,
-                )
-                .await
+                drop(promise_tx);
+                let start = Start::inline(Some(guard), in_flight);
+                self.run(inbound, config, conversation, bound, start).await
             }
             Some(Err(error)) => Err(error.into()),
             None => {
+                // The silent response promises a reply: the message and the fallback are
+                // written first, and handed to the waiting task (which waits for them).
+                let message = Message::new(NewTurn::user(
+                    conversation.id,
+                    &inbound.text,
+                    bound,
+                    inner.clock.now(),
+                ));
+                let abort_at =
+                    inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
+                self.promise_before_response(
+                    &config,
+                    &conversation,
+                    &message,
+                    abort_at,
+                    promise_tx,
+                )
+                .await?;
                 inner.metrics.race_lost.inc();
                 tracing::info!(
                     conversation = %conversation.id,
                     "previous turn still running at the deadline; answering later"
                 );
-                Ok(TurnResponse {
-                    messages: Vec::new(),
-                    after: None,
-                })
+                Ok(TurnResponse::silent())
             }
+        }
+    }
+
+    /// Writes a promise in a task of its own (a request dropped mid-write cannot leave it half
+    /// known) and hands it to whoever settles the turn; waits for the write. The response that
+    /// promises a reply leaves only after the promise is on disk.
+    async fn promise_before_response(
+        &self,
+        config: &Arc<TenantConfig>,
+        conversation: &Conversation,
+        message: &Message,
+        abort_at: Instant,
+        settler: oneshot::Sender<Option<Promise>>,
+    ) -> Result<(), TurnError> {
+        let engine = self.clone();
+        let (config, conversation, message) =
+            (config.clone(), conversation.clone(), message.clone());
+        let write = self.inner.tasks.spawn(async move {
+            let written = engine
+                .promise(&config, &conversation, &message, abort_at)
+                .await;
+            let _ = settler.send(written.as_ref().ok().copied());
+            written.map(|_| ())
+        });
+        match write.await {
+            Ok(written) => Ok(written?),
+            Err(_) => Err(TurnError::Panicked),
         }
     }
 
@@ -333,27 +396,33 @@ impl TurnEngine {
     /// Runs a turn that holds its place in the conversation's order (or needs none). `Inline`
     /// answers through the response; `Deferred` (the response was already sent) queues every
     /// reply in the outbox before giving up its place, so the next turn cannot overtake it.
-    /// `context` is what the turn read already, with the time it was read for.
-    #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
         inbound: Inbound,
         config: Arc<TenantConfig>,
         conversation: Conversation,
         bound: bool,
-        guard: Option<TurnGuard>,
-        mode: Mode,
-        context: Option<(DateTime<Utc>, TurnContext)>,
+        start: Start,
     ) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
+        let Start {
+            guard,
+            mode,
+            context,
+            promise,
+            in_flight,
+        } = start;
         let now = context
             .as_ref()
             .map_or_else(|| inner.clock.now(), |(at, _)| *at);
+        let mut message = Message::new(NewTurn::user(conversation.id, &inbound.text, bound, now));
+        message.promise = promise;
         if let Some(response) = self
-            .scripted_opening(&inbound, &config, &conversation, bound, now)
+            .scripted_opening(&inbound, &config, &conversation, &message, mode)
             .await?
         {
-            return self.deliver(&conversation, response, mode, guard).await;
+            drop(guard);
+            return Ok(response);
         }
 
         // Everything the checks and the prompt read, in one call: the contact's earlier
@@ -374,12 +443,10 @@ impl TurnEngine {
         // The contact's message is recorded with the turn's outcome, whatever the checks
         // decide; it counts against the hourly rate once keywords and the cap have let it
         // through. The rate check counts it now: the contact's earlier turns have settled (037).
-        let mut message = Message {
-            turn: NewTurn::user(conversation.id, &inbound.text, bound, now),
-            rate_window: None,
-        };
         // What the snapshot derives (keywords, prompt, tool specs), looked up once per turn.
         let derived = self.derived(&config);
+        let history = history_turns(context.history);
+        let mut reservation = None;
         let denial = match gates::before_rate(
             &config,
             &derived.keywords,
@@ -391,31 +458,52 @@ impl TurnEngine {
             Some(denial) => Some(denial),
             None => {
                 message.rate_window = Some(window);
-                gates::after_rate(&config, context.rate_count + 1, context.spent)
+                gates::after_rate(&config, context.rate_count + 1, context.spent).or_else(|| {
+                    // Issue 13 item 6: what the turns in flight may spend counts too.
+                    let estimate = budget::estimate(
+                        inner.model.id(),
+                        derived.prompt.prefix.len()
+                            + inbound.text.len()
+                            + history.iter().map(|t| t.text.len()).sum::<usize>(),
+                        inner.settings.max_output_tokens,
+                    );
+                    reservation =
+                        inner
+                            .budget
+                            .reserve(&config, now.date_naive(), context.spent, estimate);
+                    reservation.is_none().then_some(Denial::Budget)
+                })
             }
         };
         if let Some(denial) = denial {
-            tracing::info!(
-                conversation = %conversation.id,
-                outcome = "escalated_precheck",
-                denial = denial.as_str(),
-                "turn"
-            );
             let response = self
-                .escalate_inline(
+                .escalate_without_model(
                     &config,
                     &conversation,
                     &message,
                     "escalated_precheck",
-                    bound,
+                    denial.escalation(),
+                    mode,
                 )
                 .await?;
-            return self.deliver(&conversation, response, mode, guard).await;
+            drop(guard);
+            return Ok(response);
         }
 
         // A reply already queued for this contact must not be overtaken by an inline answer:
         // this turn's reply goes through the outbox behind it, and the response is silent.
         let queued_ahead = mode == Mode::Deferred || context.queued_replies > 0;
+        let abort_at = inbound.arrived_at + inner.settings.model_abort;
+        if queued_ahead && message.promise.is_none() {
+            message.promise = Some(
+                self.promise(&config, &conversation, &message, abort_at)
+                    .await?,
+            );
+        }
+        // On a lost race the request writes the promise while the agent still runs; the agent
+        // takes it from here before it settles.
+        let (promise_tx, promise_rx) = oneshot::channel();
+        let lost_race_message = (!queued_ahead).then(|| message.clone());
 
         let job = AgentJob {
             engine: self.clone(),
@@ -423,14 +511,16 @@ impl TurnEngine {
             conversation: conversation.clone(),
             contact_text: inbound.text.clone(),
             notices: notices(&config, &inbound),
-            history: history_turns(context.history),
+            history,
             bound,
             arrived_at: inbound.arrived_at,
             guard,
             message: Some(message),
+            promised: (!queued_ahead).then_some(promise_rx),
+            _reservation: reservation,
+            _in_flight: in_flight,
         };
         let (answer_tx, answer_rx) = oneshot::channel();
-        let abort_at = inbound.arrived_at + inner.settings.model_abort;
         // The agent runs in this request while it waits (3.4), and in a task of its own once
         // the request stops waiting: at the deadline, or if the request is dropped.
         let mut agent = Detachable::new(&inner.tasks, job.run(answer_tx, abort_at));
@@ -440,10 +530,7 @@ impl TurnEngine {
             drop(agent);
             inner.metrics.race_lost.inc();
             tracing::info!(conversation = %conversation.id, "reply queued ahead; answering later");
-            return Ok(TurnResponse {
-                messages: Vec::new(),
-                after: None,
-            });
+            return Ok(TurnResponse::silent());
         }
 
         let deadline = inbound.arrived_at + inner.settings.race_deadline;
@@ -464,13 +551,20 @@ impl TurnEngine {
                 answer_rx.try_recv().ok()
             }
         };
-        drop(agent);
         match answer {
             Some(answer) => {
-                self.settle_inline(&config, &conversation, bound, answer)
-                    .await
+                drop(agent);
+                self.settle_inline(&config, &conversation, answer).await
             }
             None => {
+                // The acknowledgement promises a reply: the promise is on disk before it
+                // leaves (the agent, not polled meanwhile, waits for it before it settles).
+                let message = lost_race_message.expect("kept for a lost race");
+                let written = self
+                    .promise_before_response(&config, &conversation, &message, abort_at, promise_tx)
+                    .await;
+                drop(agent);
+                written?;
                 inner.metrics.race_lost.inc();
                 tracing::info!(conversation = %conversation.id, "race lost; acknowledging");
                 Ok(TurnResponse {
@@ -487,53 +581,42 @@ impl TurnEngine {
         inbound: &Inbound,
         config: &TenantConfig,
         conversation: &Conversation,
-        bound: bool,
-        now: chrono::DateTime<chrono::Utc>,
+        message: &Message,
+        mode: Mode,
     ) -> Result<Option<TurnResponse>, TurnError> {
         let inner = &self.inner;
         let Some(opening) = config.rules.opening_reply(&inbound.text) else {
             return Ok(None);
         };
         let opening = opening.to_owned();
-        let message = Message {
-            turn: NewTurn::user(conversation.id, &inbound.text, bound, now),
-            rate_window: None,
-        };
-        let reply = NewTurn::agent(conversation.id, &opening, "answered_scripted", bound, now);
-        self.record(conversation, &message, Some(&reply), None, None)
-            .await?;
+        let bound = message.turn.bound;
+        let reply = NewTurn::agent(
+            conversation.id,
+            &opening,
+            "answered_scripted",
+            bound,
+            message.turn.created_at,
+        );
+        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload::of(vec![opening.clone()]));
+        self.record(
+            conversation,
+            message,
+            Outcome {
+                reply: Some(&reply),
+                deferred,
+                ..Outcome::default()
+            },
+        )
+        .await?;
         inner.metrics.turn("answered_scripted");
         tracing::info!(conversation = %conversation.id, outcome = "answered_scripted", "turn");
-        Ok(Some(TurnResponse {
-            messages: vec![opening],
-            after: None,
+        Ok(Some(match mode {
+            Mode::Inline => TurnResponse {
+                messages: vec![opening],
+                after: None,
+            },
+            Mode::Deferred => TurnResponse::silent(),
         }))
-    }
-
-    /// Hands a turn's answer over: inline through the response, or (deferred) into the outbox
-    /// before the turn gives up its place in the conversation's order.
-    async fn deliver(
-        &self,
-        conversation: &Conversation,
-        response: TurnResponse,
-        mode: Mode,
-        guard: Option<TurnGuard>,
-    ) -> Result<TurnResponse, TurnError> {
-        if mode == Mode::Inline || response.messages.is_empty() {
-            drop(guard);
-            return Ok(response);
-        }
-        let (actions, turn_id) = match response.after {
-            Some(after) => (after.actions, Some(after.turn_id)),
-            None => (Vec::new(), None),
-        };
-        self.enqueue_reply(conversation, response.messages, actions, turn_id)
-            .await?;
-        drop(guard);
-        Ok(TurnResponse {
-            messages: Vec::new(),
-            after: None,
-        })
     }
 
     /// What this engine derives from `config`, built once per snapshot: the snapshot in force is
@@ -559,22 +642,29 @@ impl TurnEngine {
         derived
     }
 
-    /// Performs actions after the response was written, and records their outcome.
+    /// Performs actions after the response was written, records their outcome, then performs
+    /// the handoff (its own outbox row, retried by the worker if this attempt fails).
     pub async fn run_after(&self, mut after: AfterResponse) {
-        actions::perform_all(
-            &self.inner.manychat,
-            &after.subscriber,
-            after.conversation,
-            &mut after.actions,
-        )
-        .await;
-        if let Err(error) = self
-            .inner
-            .store
-            .update_turn_actions(after.turn_id, &actions::record(&after.actions))
-            .await
-        {
-            tracing::error!(conversation = %after.conversation, error = %error, "could not update the action record");
+        if !after.actions.is_empty() {
+            actions::perform_all(
+                &self.inner.manychat,
+                &after.subscriber,
+                after.conversation,
+                &mut after.actions,
+            )
+            .await;
+            after.actions.append(&mut after.handoff);
+            if let Err(error) = self
+                .inner
+                .store
+                .update_turn_actions(after.turn_id, &actions::record(&after.actions))
+                .await
+            {
+                tracing::error!(conversation = %after.conversation, error = %error, "could not update the action record");
+            }
+        }
+        if let Some(row) = after.handoff_row {
+            self.inner.handoffs.deliver_now(row).await;
         }
     }
 
@@ -583,79 +673,53 @@ impl TurnEngine {
         &self,
         config: &TenantConfig,
         conversation: &Conversation,
-        bound: bool,
         answer: Answer,
     ) -> Result<TurnResponse, TurnError> {
         if answer.thought.reply.escalate {
-            let outcome = answer_outcome(&answer);
-            let (turn_id, handoff) = self
-                .record_escalation(
-                    config,
-                    conversation,
-                    &answer.message,
-                    outcome,
-                    Some(&answer),
-                    bound,
-                )
-                .await?;
-            return Ok(TurnResponse {
-                messages: vec![config.rules.messages.escalation.clone()],
-                after: self.after(conversation, turn_id, handoff),
-            });
+            return Ok(self
+                .escalate_answer(config, conversation, &answer, Mode::Inline)
+                .await?);
         }
         let turn_id = self
-            .record_answer(conversation, "answered_inline", bound, &answer)
+            .record_answer(conversation, "answered_inline", &answer, Mode::Inline)
             .await?;
         Ok(TurnResponse {
-            after: self.after(conversation, turn_id, answer.actions),
+            after: after_response(conversation, turn_id, answer.actions, None, Vec::new()),
             messages: answer.thought.reply.messages,
         })
     }
 
     /// The deferred path: the race was lost (or a reply was queued ahead), so the reply goes to
-    /// the outbox with its actions.
+    /// the outbox with its actions, keeping the turn's promise.
     async fn settle_deferred(&self, job: &AgentJob, mut answer: Answer) -> Result<(), StoreError> {
         // Held until the reply is queued, so the conversation's next turn queues behind it.
         let _guard = answer.guard.take();
         let conversation = &job.conversation;
-        let (messages, actions, turn_id) = if answer.thought.reply.escalate {
-            let outcome = answer_outcome(&answer);
-            let (turn_id, handoff) = self
-                .record_escalation(
-                    &job.derived.config,
-                    conversation,
-                    &answer.message,
-                    outcome,
-                    Some(&answer),
-                    job.bound,
-                )
+        if answer.thought.reply.escalate {
+            self.escalate_answer(&job.derived.config, conversation, &answer, Mode::Deferred)
                 .await?;
-            let copy = job.derived.config.rules.messages.escalation.clone();
-            (vec![copy], handoff, turn_id)
         } else {
-            let turn_id = self
-                .record_answer(conversation, "deferred", job.bound, &answer)
+            self.record_answer(conversation, "deferred", &answer, Mode::Deferred)
                 .await?;
-            (answer.thought.reply.messages, answer.actions, turn_id)
-        };
-        self.enqueue_reply(conversation, messages, actions, Some(turn_id))
-            .await
+        }
+        Ok(())
     }
 
-    /// Records an answered agent turn (inline or deferred) with its usage and staged actions.
+    /// Records an answered agent turn (inline or deferred) with its usage and staged actions;
+    /// deferred, its reply and actions go to the outbox in the same write.
     async fn record_answer(
         &self,
         conversation: &Conversation,
         outcome: &'static str,
-        bound: bool,
         answer: &Answer,
+        mode: Mode,
     ) -> Result<i64, StoreError> {
         let inner = &self.inner;
         let mut turn = NewTurn::agent(
             conversation.id,
             answer.thought.reply.messages.join("\n\n"),
             outcome,
-            bound,
+            answer.message.turn.bound,
             inner.clock.now(),
         );
         self.fill_usage(&mut turn, answer);
@@ -663,14 +727,21 @@ impl TurnEngine {
             .thought
             .tools_offered
             .then(|| actions::record(&answer.actions));
-        // The message, the reply and its charge, in one write.
-        let turn_id = self
+        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
+            actions: answer.actions.clone(),
+            ..ReplyPayload::of(answer.thought.reply.messages.clone())
+        });
+        // The message, the reply and its charge (and, deferred, the outbox row), in one write.
+        let recorded = self
             .record(
                 conversation,
                 &answer.message,
-                Some(&turn),
-                Some(BudgetCharge::of(&turn)),
-                None,
+                Outcome {
+                    reply: Some(&turn),
+                    charge: Some(BudgetCharge::of(&turn)),
+                    deferred,
+                    ..Outcome::default()
+                },
             )
             .await?;
         inner.metrics.turn(outcome);
@@ -681,61 +752,69 @@ impl TurnEngine {
             latency_ms = turn.latency_ms,
             "turn"
         );
-        Ok(turn_id)
+        Ok(recorded.turn_id)
     }
 
-    /// An escalation answered inline without the model (pre-model checks): the tenant's copy,
-    /// `escalated_at`, the handoff actions after the response.
-    async fn escalate_inline(
+    /// An escalation decided without the model (pre-model checks, an expired wait): the
+    /// tenant's copy, inline or through the outbox, and the handoff.
+    async fn escalate_without_model(
         &self,
         config: &TenantConfig,
         conversation: &Conversation,
         message: &Message,
         outcome: &'static str,
-        bound: bool,
+        reason: Escalation,
+        mode: Mode,
     ) -> Result<TurnResponse, TurnError> {
-        let (turn_id, handoff) = self
-            .record_escalation(config, conversation, message, outcome, None, bound)
-            .await?;
-        Ok(TurnResponse {
-            messages: vec![config.rules.messages.escalation.clone()],
-            after: self.after(conversation, turn_id, handoff),
-        })
+        Ok(self
+            .record_escalation(config, conversation, message, outcome, reason, None, mode)
+            .await?)
     }
 
-    fn after(
+    /// An escalating answer of the model or the guardrails.
+    async fn escalate_answer(
         &self,
+        config: &TenantConfig,
         conversation: &Conversation,
-        turn_id: i64,
-        actions: Vec<StagedAction>,
-    ) -> Option<AfterResponse> {
-        let any_staged = actions
-            .iter()
-            .any(|a| a.entry.status == ActionStatus::Staged);
-        any_staged.then(|| AfterResponse {
-            conversation: conversation.id,
-            subscriber: conversation.subscriber_id.clone(),
-            turn_id,
-            actions,
-        })
+        answer: &Answer,
+        mode: Mode,
+    ) -> Result<TurnResponse, StoreError> {
+        let reply = &answer.thought.reply;
+        let reason = if answer.thought.error.is_some() {
+            Escalation::Error
+        } else {
+            Escalation::of_reply(reply.cause, reply.reason)
+        };
+        let outcome = answer_outcome(answer);
+        self.record_escalation(
+            config,
+            conversation,
+            &answer.message,
+            outcome,
+            reason,
+            Some(answer),
+            mode,
+        )
+        .await
     }
 
-    /// Records an escalated agent turn and sets `escalated_at`. The turn's staged actions are
-    /// recorded `discarded` (012) but for an `onEscalation` note of a model or confidence
-    /// escalation (024), which stays `staged`; the handoff actions are added as `staged`. The
-    /// whole record is returned for the caller to perform what is staged after the escalation
-    /// copy is delivered, and to write back in full.
+    /// Records an escalated agent turn, sets `escalated_at`, and queues the handoff. The turn's
+    /// staged actions are recorded `discarded` (012) but for an `onEscalation` note of a model
+    /// or confidence escalation (024), which stays `staged` and is performed after the copy;
+    /// the handoff actions are listed on the record as `staged` and performed from their own
+    /// outbox row. Inline, the response carries the copy; deferred, the outbox does.
+    #[allow(clippy::too_many_arguments)]
     async fn record_escalation(
         &self,
         config: &TenantConfig,
         conversation: &Conversation,
         message: &Message,
         outcome: &'static str,
+        reason: Escalation,
         answer: Option<&Answer>,
-        bound: bool,
-    ) -> Result<(i64, Vec<StagedAction>), StoreError> {
-        let inner = &self.inner;
-        let now = inner.clock.now();
+        mode: Mode,
+    ) -> Result<TurnResponse, StoreError> {
+        let now = self.inner.clock.now();
         let tools_offered = answer.is_some_and(|a| a.thought.tools_offered);
         let mut record = answer.map(|a| a.actions.clone()).unwrap_or_default();
         let cause = answer.map_or(EscalationCause::None, |a| a.thought.reply.cause);
@@ -743,28 +822,52 @@ impl TurnEngine {
         if discarded > 0 {
             tracing::info!(conversation = %conversation.id, discarded, "staged actions discarded on escalation");
         }
-        let handoff = actions::handoff_actions(config.rules.handoff.as_ref());
-        let has_handoff = !handoff.is_empty();
-        record.extend(handoff);
-        let mut turn = NewTurn::agent(
-            conversation.id,
-            &config.rules.messages.escalation,
-            outcome,
-            bound,
-            now,
-        );
+        let handoff = self.handoff_for(config, conversation, now);
+        let copy = &config.rules.messages.escalation;
+        let mut turn = NewTurn::agent(conversation.id, copy, outcome, message.turn.bound, now);
+        turn.escalation_reason = Some(reason.as_str().to_owned());
         if let Some(answer) = answer {
             self.fill_usage(&mut turn, answer);
         }
-        turn.actions = (tools_offered || has_handoff).then(|| actions::record(&record));
-        // The message, the reply, its charge and `escalated_at`, in one write.
+        let mut listed = record.clone();
+        listed.extend(handoff.iter().cloned());
+        turn.actions = (tools_offered || !handoff.is_empty()).then(|| actions::record(&listed));
+        // What survives (an onEscalation note) follows the copy, like a reply's actions; the
+        // handoff's outcome is written into the record by its own row.
+        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
+            actions: record.clone(),
+            ..ReplyPayload::of(vec![copy.clone()])
+        });
+        // The message, the reply, its charge, `escalated_at` and the handoff, in one write.
         let charge = answer.is_some().then(|| BudgetCharge::of(&turn));
-        let turn_id = self
-            .record(conversation, message, Some(&turn), charge, Some(now))
+        let recorded = self
+            .record(
+                conversation,
+                message,
+                Outcome {
+                    reply: Some(&turn),
+                    charge,
+                    escalated_at: Some(now),
+                    deferred,
+                    handoff: handoff.clone(),
+                    inline: mode == Mode::Inline,
+                },
+            )
             .await?;
-        inner.metrics.turn(outcome);
-        tracing::info!(conversation = %conversation.id, outcome, "turn escalated");
-        Ok((turn_id, record))
+        self.escalated(conversation, outcome, reason);
+        Ok(match mode {
+            Mode::Inline => TurnResponse {
+                messages: vec![copy.clone()],
+                after: after_response(
+                    conversation,
+                    recorded.turn_id,
+                    record,
+                    recorded.handoff_row,
+                    handoff,
+                ),
+            },
+            Mode::Deferred => TurnResponse::silent(),
+        })
     }
 
     fn fill_usage(&self, turn: &mut NewTurn, answer: &Answer) {
@@ -778,76 +881,53 @@ impl TurnEngine {
         turn.reads = i64::from(answer.reads);
     }
 
-    /// MODEL_ABORT_MS: no agent turn; the escalation copy goes through the outbox (C6).
+    /// MODEL_ABORT_MS: no agent turn; the escalation copy and the handoff go through the
+    /// outbox (C6), the message records why.
     async fn settle_aborted(&self, job: &AgentJob, message: &Message) -> Result<(), StoreError> {
         let inner = &self.inner;
         let now = inner.clock.now();
         inner.metrics.model_aborted.inc();
-        inner.metrics.turn("aborted");
         tracing::warn!(conversation = %job.conversation.id, "model call aborted at MODEL_ABORT_MS");
-        // The message and the escalation, in one write; no agent turn.
-        self.record(&job.conversation, message, None, None, Some(now))
-            .await?;
-        let copy = job.derived.config.rules.messages.escalation.clone();
-        self.enqueue_reply(&job.conversation, vec![copy], Vec::new(), None)
-            .await
-    }
-
-    /// Writes the turn's exchange: the contact's message (counted against its hourly window
-    /// when the checks let it that far), the reply if any, the charge, the escalation. Returns
-    /// the reply's id (the message's when there is no reply).
-    async fn record(
-        &self,
-        conversation: &Conversation,
-        message: &Message,
-        reply: Option<&NewTurn>,
-        charge: Option<BudgetCharge>,
-        escalated_at: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> Result<i64, StoreError> {
-        let ids = self
-            .inner
-            .store
-            .record_exchange(Exchange {
-                message: &message.turn,
-                rate: message
-                    .rate_window
-                    .map(|window| (&conversation.subscriber_id, window)),
-                reply,
-                charge,
-                escalated_at,
-            })
-            .await?;
-        Ok(ids.reply.unwrap_or(ids.message))
-    }
-
-    async fn enqueue_reply(
-        &self,
-        conversation: &Conversation,
-        messages: Vec<String>,
-        actions: Vec<StagedAction>,
-        turn_id: Option<i64>,
-    ) -> Result<(), StoreError> {
-        let now = self.inner.clock.now();
-        let payload = ReplyPayload {
-            messages,
-            actions,
-            turn_id,
-        };
-        let payload = serde_json::to_value(&payload)
-            .map_err(|e| StoreError::Corrupt(format!("outbox payload: {e}")))?;
-        self.inner
-            .store
-            .enqueue(&NewOutboxRow {
-                conversation_id: conversation.id,
-                subscriber_id: conversation.subscriber_id.clone(),
-                kind: OutboxKind::Reply,
-                payload,
-                next_attempt_at: now,
-                created_at: now,
-            })
-            .await?;
+        let config = &job.derived.config;
+        let mut message = message.clone();
+        message.turn.escalation_reason = Some(Escalation::Aborted.as_str().to_owned());
+        self.record(
+            &job.conversation,
+            &message,
+            Outcome {
+                escalated_at: Some(now),
+                deferred: Some(ReplyPayload::of(vec![
+                    config.rules.messages.escalation.clone(),
+                ])),
+                handoff: self.handoff_for(config, &job.conversation, now),
+                ..Outcome::default()
+            },
+        )
+        .await?;
+        self.escalated(&job.conversation, "aborted", Escalation::Aborted);
         Ok(())
     }
+}
+
+/// The turn's actions to perform once its response is written, if there are any.
+fn after_response(
+    conversation: &Conversation,
+    turn_id: i64,
+    actions: Vec<StagedAction>,
+    handoff_row: Option<i64>,
+    handoff: Vec<StagedAction>,
+) -> Option<AfterResponse> {
+    let any_staged = actions
+        .iter()
+        .any(|a| a.entry.status == ActionStatus::Staged);
+    (any_staged || handoff_row.is_some()).then(|| AfterResponse {
+        conversation: conversation.id,
+        subscriber: conversation.subscriber_id.clone(),
+        turn_id,
+        actions: if any_staged { actions } else { Vec::new() },
+        handoff_row,
+        handoff,
+    })
 }
 
 /// How a turn's answer leaves: through the HTTP response, or (the response already sent) through
@@ -858,6 +938,30 @@ enum Mode {
     Deferred,
 }
 
+/// What a turn starts with.
+struct Start {
+    /// Its place in the conversation's order (none for an unbound turn).
+    guard: Option<TurnGuard>,
+    mode: Mode,
+    /// What the turn read already, with the time it was read for.
+    context: Option<(DateTime<Utc>, TurnContext)>,
+    /// The promise its response made already (a turn that could not start in time).
+    promise: Option<Promise>,
+    in_flight: Option<InFlight>,
+}
+
+impl Start {
+    fn inline(guard: Option<TurnGuard>, in_flight: Option<InFlight>) -> Self {
+        Self {
+            guard,
+            mode: Mode::Inline,
+            context: None,
+            promise: None,
+            in_flight,
+        }
+    }
+}
+
 /// A turn waiting for its conversation's earlier turns (037).
 struct WaitingTurn {
     engine: TurnEngine,
@@ -865,6 +969,9 @@ struct WaitingTurn {
     config: Arc<TenantConfig>,
     conversation: Conversation,
     bound: bool,
+    /// The promise the request wrote when it stopped waiting (`None`: it could not).
+    promised: oneshot::Receiver<Option<Promise>>,
+    in_flight: Option<InFlight>,
 }
 
 impl WaitingTurn {
@@ -872,7 +979,7 @@ impl WaitingTurn {
     /// runs the turn itself with its replies queued. Abandons the wait after
     /// `MODEL_ABORT_MS + RACE_DEADLINE_MS`, recording the message and queueing the escalation
     /// copy (C6: nothing is lost, a person takes over).
-    async fn wait(self, start: oneshot::Sender<Result<TurnGuard, StoreError>>) {
+    async fn wait(mut self, start: oneshot::Sender<Result<TurnGuard, StoreError>>) {
         let inner = &self.engine.inner;
         let abandon_at =
             self.inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
@@ -887,15 +994,21 @@ impl WaitingTurn {
             Ok(Ok(guard)) => match start.send(Ok(guard)) {
                 Ok(()) => return,
                 Err(Ok(guard)) => {
+                    let promise = (&mut self.promised).await.ok().flatten();
+                    let start = Start {
+                        guard: Some(guard),
+                        mode: Mode::Deferred,
+                        context: None,
+                        promise,
+                        in_flight: self.in_flight,
+                    };
                     self.engine
                         .run(
                             self.inbound,
                             self.config,
                             self.conversation.clone(),
                             self.bound,
-                            Some(guard),
-                            Mode::Deferred,
-                            None,
+                            start,
                         )
                         .await
                 }
@@ -908,10 +1021,8 @@ impl WaitingTurn {
             },
             Err(_) => {
                 tracing::warn!(conversation = %self.conversation.id, "turn wait expired");
-                self.expired().await.map(|()| TurnResponse {
-                    messages: Vec::new(),
-                    after: None,
-                })
+                let promise = (&mut self.promised).await.ok().flatten();
+                self.expired(promise).await.map(|()| TurnResponse::silent())
             }
         };
         if let Err(error) = result {
@@ -919,24 +1030,25 @@ impl WaitingTurn {
         }
     }
 
-    async fn expired(&self) -> Result<(), TurnError> {
+    async fn expired(&self, promise: Option<Promise>) -> Result<(), TurnError> {
         let engine = &self.engine;
         let now = engine.inner.clock.now();
-        let message = Message {
-            turn: NewTurn::user(self.conversation.id, &self.inbound.text, self.bound, now),
-            rate_window: None,
-        };
-        let response = engine
-            .escalate_inline(
+        let mut message = Message::new(NewTurn::user(
+            self.conversation.id,
+            &self.inbound.text,
+            self.bound,
+            now,
+        ));
+        message.promise = promise;
+        engine
+            .escalate_without_model(
                 &self.config,
                 &self.conversation,
                 &message,
                 "error",
-                self.bound,
+                Escalation::WaitExpired,
+                Mode::Deferred,
             )
-            .await?;
-        engine
-            .deliver(&self.conversation, response, Mode::Deferred, None)
             .await?;
         Ok(())
     }
@@ -957,15 +1069,6 @@ struct Answer {
     message: Message,
 }
 
-/// The contact's message, recorded together with the turn's outcome (one write, so a turn is
-/// stored whole or not at all).
-#[derive(Debug, Clone)]
-struct Message {
-    turn: NewTurn,
-    /// The hourly window it counts against; `None` when a keyword or the cap stopped it first.
-    rate_window: Option<chrono::DateTime<chrono::Utc>>,
-}
-
 /// The agent's half of a turn, run in its own task so that it outlives a lost race.
 struct AgentJob {
     engine: TurnEngine,
@@ -980,6 +1083,13 @@ struct AgentJob {
     guard: Option<TurnGuard>,
     /// Taken by whoever records the turn: the answer, or the abort.
     message: Option<Message>,
+    /// The promise of a lost race, sent by the request once written; awaited before the job
+    /// settles on the deferred path (`None`: the message carries its promise already, or the
+    /// race cannot be lost).
+    promised: Option<oneshot::Receiver<Option<Promise>>>,
+    /// Given back when the job ends (issue 13 item 6).
+    _reservation: Option<budget::Reservation>,
+    _in_flight: Option<InFlight>,
 }
 
 impl AgentJob {
@@ -1025,13 +1135,36 @@ impl AgentJob {
                 };
                 match answer.send(result) {
                     Ok(()) => Ok(()),
-                    Err(answer) => self.engine.settle_deferred(&self, answer).await,
+                    Err(mut answer) => {
+                        answer.message.promise = self.promised(answer.message.promise).await;
+                        self.engine.settle_deferred(&self, answer).await
+                    }
                 }
             }
-            Err(_) => self.engine.settle_aborted(&self, &message).await,
+            Err(_) => {
+                let mut message = message;
+                message.promise = self.promised(message.promise).await;
+                self.engine.settle_aborted(&self, &message).await
+            }
         };
-        if let Err(error) = settled {
-            tracing::error!(conversation = %self.conversation.id, error = %error, "deferred turn could not be recorded");
+        match settled {
+            Ok(()) => {}
+            Err(StoreError::PromiseLapsed) => tracing::warn!(
+                conversation = %self.conversation.id,
+                "the turn finished after its promise lapsed; the contact got the escalation copy"
+            ),
+            Err(error) => {
+                tracing::error!(conversation = %self.conversation.id, error = %error, "deferred turn could not be recorded")
+            }
+        }
+    }
+
+    /// The promise the deferred path keeps: the message's own, or the one the request wrote.
+    async fn promised(&mut self, own: Option<Promise>) -> Option<Promise> {
+        match (own, self.promised.take()) {
+            (Some(promise), _) => Some(promise),
+            (None, Some(written)) => written.await.ok().flatten(),
+            (None, None) => None,
         }
     }
 }

@@ -185,9 +185,14 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     }
     let body = request.await.unwrap();
     assert!(block_texts(&body).is_empty(), "silent at the deadline");
-    assert!(
-        app.turns("7004").await.is_empty(),
-        "nothing recorded while waiting"
+    // Issue 13: the silent response is a promise, on disk before it left.
+    let turns = app.turns("7004").await;
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0].text, "Is anyone there?", "the message is not lost");
+    assert_eq!(
+        app.outbox().await.len(),
+        2,
+        "the owed reply and its handoff"
     );
 
     // MODEL_ABORT_MS + RACE_DEADLINE_MS = 38 s after arrival, the wait is abandoned.
@@ -195,14 +200,17 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
         tokio::time::advance(Duration::from_secs(1)).await;
         real_pause().await;
     }
-    until(async || !app.outbox().await.is_empty()).await;
+    until(async || app.turns("7004").await.len() == 2).await;
     app.settle().await;
     assert_eq!(model.calls(), 0);
     let turns = app.turns("7004").await;
-    assert_eq!(turns[0].text, "Is anyone there?", "the message is not lost");
+    assert_eq!(turns.len(), 2, "the message is recorded once");
+    assert_eq!(turns[1].escalation_reason.as_deref(), Some("wait_expired"));
+    let outbox = app.outbox().await;
     assert_eq!(
-        app.outbox().await[0].payload["messages"],
+        outbox[0].payload["messages"],
         json!([app.escalation_copy()])
     );
+    assert!(outbox[0].next_attempt_at <= turns[1].created_at, "due now");
     drop(holder);
 }

@@ -43,12 +43,36 @@ async fn system_3_4_race_lost_acknowledges_now_and_delivers_the_reply_through_th
     let (status, body) = request.await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
-    assert!(app.outbox().await.is_empty(), "the model is still running");
+    // Issue 13: the acknowledgement is a promise, on disk before it left: the message, and
+    // the owed reply holding the escalation copy until the model answers.
+    assert_eq!(
+        app.turns("2002").await.last().unwrap().text,
+        "Any places left?"
+    );
+    let promised = app.outbox().await;
+    assert_eq!(promised.len(), 2, "the owed reply and its fallback handoff");
+    assert_eq!(promised[0].payload["messages"][0], app.escalation_copy());
+    assert!(
+        promised[0].next_attempt_at > promised[0].created_at + chrono::Duration::seconds(20),
+        "not due before the model call's abort window ends"
+    );
 
-    // The model call was not cancelled: its answer arrives and is queued.
+    // The model call was not cancelled: its answer arrives and keeps the promise.
     tokio::time::advance(Duration::from_secs(1)).await;
-    until(async || !app.outbox().await.is_empty()).await;
+    until(async || {
+        app.turns("2002")
+            .await
+            .last()
+            .is_some_and(|t| t.outcome.as_deref() == Some("deferred"))
+    })
+    .await;
     app.settle().await;
+    let kept = app.outbox().await;
+    assert_eq!(kept.len(), 1, "the fallback handoff is gone");
+    assert_eq!(
+        kept[0].payload["messages"][0],
+        "The evening class has places."
+    );
     let turns = app.turns("2002").await;
     assert_eq!(turns.last().unwrap().outcome.as_deref(), Some("deferred"));
 

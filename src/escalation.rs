@@ -1,0 +1,88 @@
+//! Why a contact was handed to a person (issue 13: the escalation reason is recorded on the
+//! turn, logged, and counted by reason in `/metrics`).
+//!
+//! One closed list, so the record, the log line and the metric use the same words (a model's
+//! escalation is recorded under the reason it gave: `complaint`, `price_negotiation`, …). The turn's
+//! `outcome` says how it ended (`escalated_precheck`, `escalated`, `error`, …); the reason says
+//! why.
+
+use crate::agent::{EscalationCause, EscalationReason};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Escalation {
+    /// The message matched one of `rules.escalationKeywords`.
+    Keyword,
+    /// The conversation reached `rules.maxTurnsPerConversation`.
+    TurnCap,
+    /// The contact passed its hourly rate.
+    RateLimit,
+    /// Today's token or cost budget is spent (or reserved by turns in flight).
+    Budget,
+    /// The model asked for a person, for the reason it gave (SYSTEM 4's list), if any.
+    Model(Option<EscalationReason>),
+    /// The reply's confidence fell below the threshold.
+    LowConfidence,
+    /// The reply repeated the prompt or its fence.
+    Leak,
+    /// The model's output failed the AgentReply schema.
+    Schema,
+    /// Stripping echoed field names left nothing to send.
+    FieldEcho,
+    /// The model call (or the turn) failed.
+    Error,
+    /// The model call hit `MODEL_ABORT_MS`.
+    Aborted,
+    /// Too many turns were in flight (`MAX_TURNS_IN_FLIGHT`).
+    LoadShed,
+    /// The turn waited for the contact's earlier turns until its wait expired.
+    WaitExpired,
+    /// The process that owed the contact a reply stopped before giving it; the outbox
+    /// delivered the fallback.
+    Interrupted,
+    /// The contact's reply could not be delivered (its outbox row was dead-lettered).
+    DeadLettered,
+}
+
+impl Escalation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Escalation::Keyword => "escalation_keyword",
+            Escalation::TurnCap => "turn_cap",
+            Escalation::RateLimit => "rate_limit",
+            Escalation::Budget => "budget",
+            Escalation::Model(Some(reason)) => reason.as_str(),
+            Escalation::Model(None) => "model",
+            Escalation::LowConfidence => "low_confidence",
+            Escalation::Leak => "leak",
+            Escalation::Schema => "schema",
+            Escalation::FieldEcho => "field_echo_stripped",
+            Escalation::Error => "error",
+            Escalation::Aborted => "abort",
+            Escalation::LoadShed => "load_shed",
+            Escalation::WaitExpired => "wait_expired",
+            Escalation::Interrupted => "interrupted",
+            Escalation::DeadLettered => "dead_lettered",
+        }
+    }
+
+    /// The reason behind a guarded reply that escalates (`model`: the reason the model gave);
+    /// `Error` for a cause that should not escalate (`None`), so a caller's mistake still
+    /// records something true.
+    pub fn of_reply(cause: EscalationCause, model: Option<EscalationReason>) -> Self {
+        match cause {
+            EscalationCause::Model => Escalation::Model(model),
+            EscalationCause::LowConfidence => Escalation::LowConfidence,
+            EscalationCause::Leak => Escalation::Leak,
+            EscalationCause::Schema => Escalation::Schema,
+            EscalationCause::FieldEcho => Escalation::FieldEcho,
+            EscalationCause::Abort => Escalation::Aborted,
+            EscalationCause::Error | EscalationCause::None => Escalation::Error,
+        }
+    }
+}
+
+impl std::fmt::Display for Escalation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

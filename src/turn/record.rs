@@ -1,0 +1,467 @@
+//! How a turn is written down, and what it owes the contact (issue 13: every promise the
+//! service makes is durable).
+//!
+//! A turn is recorded in one write once its outcome is known: the contact's message, its count,
+//! the reply, the charge, `escalated_at`, and the outbox rows that carry what the contact is
+//! still owed (a deferred reply, the handoff). A turn that answers before its reply exists (the
+//! acknowledgement of a lost race, a silent response) first writes a **promise**: the message
+//! and two `pending` rows holding the fallback (the escalation copy and the handoff), due when
+//! the turn's abort window ends. The turn's later write keeps the promise (the reply row gets
+//! the real reply, due now; the fallback handoff goes). If the process dies in between, the
+//! outbox delivers the fallback when it falls due; a process that owns its database (SQLite)
+//! runs such a turn again at start while its abort window lasts (`recover_promises`).
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use super::{AgentJob, TurnEngine, history_turns};
+use crate::actions::{self, StagedAction};
+use crate::config::TenantConfig;
+use crate::escalation::Escalation;
+use crate::ids::SubscriberId;
+use crate::outbox::{HandoffPayload, PromiseNote, ReplyPayload};
+use crate::store::{
+    BudgetCharge, Conversation, Exchange, KeepPromise, NewOutboxRow, NewTurn, OutboxKind,
+    PromiseRows, StoreError,
+};
+
+/// How long after its abort window a promise's fallback falls due: a live turn has settled by
+/// then (it is cut off at `MODEL_ABORT_MS` and its write takes milliseconds).
+const PROMISE_MARGIN: chrono::Duration = chrono::Duration::seconds(15);
+
+/// How long an inline escalation's handoff row waits for the worker: the request performs it
+/// as soon as its response is written; the worker takes it only if that did not happen.
+const INLINE_HANDOFF_GRACE: chrono::Duration = chrono::Duration::seconds(10);
+
+/// The contact's message, recorded together with the turn's outcome (one write, so a turn is
+/// stored whole or not at all), or earlier by a promise.
+#[derive(Debug, Clone)]
+pub(super) struct Message {
+    pub turn: NewTurn,
+    /// The hourly window it counts against; `None` when a keyword or the cap stopped it first.
+    pub rate_window: Option<DateTime<Utc>>,
+    /// Set once a promise recorded the message.
+    pub promise: Option<Promise>,
+}
+
+impl Message {
+    pub fn new(turn: NewTurn) -> Self {
+        Self {
+            turn,
+            rate_window: None,
+            promise: None,
+        }
+    }
+}
+
+/// A promise written for this turn (see the module doc).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Promise {
+    pub message_id: i64,
+    pub rows: PromiseRows,
+    /// Whether the promise counted the message against its hourly window already.
+    pub counted: bool,
+}
+
+/// What a turn's write holds beside its message.
+#[derive(Debug, Default)]
+pub(super) struct Outcome<'a> {
+    pub reply: Option<&'a NewTurn>,
+    pub charge: Option<BudgetCharge>,
+    pub escalated_at: Option<DateTime<Utc>>,
+    /// Deferred: the messages and actions the outbox delivers (into the promise's row when
+    /// there is one).
+    pub deferred: Option<ReplyPayload>,
+    /// The handoff's actions (an escalation): written as a `handoff` row.
+    pub handoff: Vec<StagedAction>,
+    /// The handoff follows an inline response: the request performs it once the response is
+    /// written, the worker only after a grace period.
+    pub inline: bool,
+}
+
+/// What the write gave back.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Recorded {
+    /// The reply's id (the message's when there is no reply).
+    pub turn_id: i64,
+    pub handoff_row: Option<i64>,
+}
+
+impl TurnEngine {
+    /// Writes the turn: its message (unless a promise did), the outcome, and what it owes.
+    pub(super) async fn record(
+        &self,
+        conversation: &Conversation,
+        message: &Message,
+        outcome: Outcome<'_>,
+    ) -> Result<Recorded, StoreError> {
+        let now = self.inner.clock.now();
+        let deferred = outcome
+            .deferred
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("outbox payload: {e}")))?;
+        let mut rows = Vec::new();
+        let mut keep = None;
+        match (message.promise, deferred.as_ref()) {
+            (Some(promise), payload) => {
+                keep = Some(KeepPromise {
+                    rows: promise.rows,
+                    payload,
+                    due: now,
+                    handoff: false,
+                });
+            }
+            (None, Some(payload)) => rows.push(outbox_row(
+                conversation,
+                OutboxKind::Reply,
+                payload.clone(),
+                now,
+                now,
+            )),
+            (None, None) => {}
+        }
+        let has_handoff = !outcome.handoff.is_empty();
+        if has_handoff {
+            let payload = HandoffPayload {
+                actions: outcome.handoff,
+                turn_id: None,
+                fallback: false,
+            };
+            let due = if outcome.inline {
+                now + INLINE_HANDOFF_GRACE
+            } else {
+                now
+            };
+            rows.push(outbox_row(
+                conversation,
+                OutboxKind::Handoff,
+                to_value(&payload)?,
+                due,
+                now,
+            ));
+        }
+        let counted = message.promise.is_some_and(|p| p.counted);
+        let ids = self
+            .inner
+            .store
+            .record_exchange(Exchange {
+                message: &message.turn,
+                recorded: message.promise.map(|p| p.message_id),
+                rate: message
+                    .rate_window
+                    .filter(|_| !counted)
+                    .map(|window| (&conversation.subscriber_id, window)),
+                reply: outcome.reply,
+                charge: outcome.charge,
+                escalated_at: outcome.escalated_at,
+                outbox: &rows,
+                keep,
+            })
+            .await?;
+        Ok(Recorded {
+            turn_id: ids.reply.unwrap_or(ids.message),
+            handoff_row: has_handoff.then(|| ids.outbox.last().copied()).flatten(),
+        })
+    }
+
+    /// Records `message` with a promise (see the module doc) before a response that does not
+    /// carry the reply. `abort_at` ends the turn's window.
+    pub(super) async fn promise(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        message: &Message,
+        abort_at: Instant,
+    ) -> Result<Promise, StoreError> {
+        let now = self.inner.clock.now();
+        let left = abort_at.saturating_duration_since(Instant::now());
+        let abort_at = now + chrono::Duration::from_std(left).unwrap_or(chrono::Duration::zero());
+        let due = abort_at + PROMISE_MARGIN;
+        let reply = ReplyPayload {
+            messages: vec![config.rules.messages.escalation.clone()],
+            actions: Vec::new(),
+            turn_id: None,
+            promise: Some(PromiseNote {
+                abort_at,
+                bound: message.turn.bound,
+            }),
+        };
+        let handoff = HandoffPayload {
+            actions: self.handoff_for(config, conversation, now),
+            turn_id: None,
+            fallback: true,
+        };
+        let rows = [
+            outbox_row(conversation, OutboxKind::Reply, to_value(&reply)?, due, now),
+            outbox_row(
+                conversation,
+                OutboxKind::Handoff,
+                to_value(&handoff)?,
+                due,
+                now,
+            ),
+        ];
+        let ids = self
+            .inner
+            .store
+            .record_exchange(Exchange {
+                rate: message
+                    .rate_window
+                    .map(|window| (&conversation.subscriber_id, window)),
+                outbox: &rows,
+                ..Exchange::of(&message.turn)
+            })
+            .await?;
+        let [reply, handoff] = ids.outbox[..] else {
+            return Err(StoreError::Corrupt("a promise wrote no rows".to_owned()));
+        };
+        Ok(Promise {
+            message_id: ids.message,
+            rows: PromiseRows { reply, handoff },
+            counted: message.rate_window.is_some(),
+        })
+    }
+
+    /// The tenant's handoff for an escalation now, unless this contact was handed over within
+    /// the idle-reset window already (issue 13: a contact escalating again and again in a burst
+    /// is not tagged again each time; after an idle gap a new escalation hands it over anew).
+    pub(super) fn handoff_for(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        now: DateTime<Utc>,
+    ) -> Vec<StagedAction> {
+        let window = chrono::Duration::hours(i64::from(config.rules.idle_reset_hours));
+        if conversation
+            .escalated_at
+            .is_some_and(|at| now - at < window)
+        {
+            return Vec::new();
+        }
+        actions::handoff_actions(config.rules.handoff.as_ref())
+    }
+
+    /// Counts and logs an escalation (one line per escalated turn).
+    pub(super) fn escalated(
+        &self,
+        conversation: &Conversation,
+        outcome: &'static str,
+        reason: Escalation,
+    ) {
+        self.inner.metrics.turn(outcome);
+        self.inner.metrics.escalation(reason);
+        tracing::info!(
+            conversation = %conversation.id,
+            outcome,
+            reason = reason.as_str(),
+            "turn escalated"
+        );
+    }
+
+    /// A load-shed message (3.3 beyond): recorded with the escalation copy and handed to a
+    /// person (the handoff row is performed by the worker), so the contact is not forgotten.
+    /// Reads and writes nothing else: the service is overloaded.
+    pub async fn shed(&self, subscriber: &SubscriberId, text: &str, channel: Option<&str>) {
+        if let Err(error) = self.record_shed(subscriber, text, channel).await {
+            tracing::error!(error = %error, "load-shed message could not be recorded");
+        }
+    }
+
+    async fn record_shed(
+        &self,
+        subscriber: &SubscriberId,
+        text: &str,
+        channel: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let config = inner.config.snapshot();
+        let now = inner.clock.now();
+        let conversation = inner
+            .store
+            .conversation_for(subscriber, channel.unwrap_or("whatsapp"), now)
+            .await?;
+        // Unbound: it neither enters history nor counts for the cap (it was never answered).
+        let message = Message::new(NewTurn::user(conversation.id, text, false, now));
+        let mut reply = NewTurn::agent(
+            conversation.id,
+            &config.rules.messages.escalation,
+            "escalated_precheck",
+            false,
+            now,
+        );
+        reply.escalation_reason = Some(Escalation::LoadShed.as_str().to_owned());
+        let handoff = self.handoff_for(&config, &conversation, now);
+        reply.actions = (!handoff.is_empty()).then(|| actions::record(&handoff));
+        self.record(
+            &conversation,
+            &message,
+            Outcome {
+                reply: Some(&reply),
+                escalated_at: Some(now),
+                handoff,
+                inline: true,
+                ..Outcome::default()
+            },
+        )
+        .await?;
+        self.escalated(&conversation, "escalated_precheck", Escalation::LoadShed);
+        Ok(())
+    }
+
+    /// At start, on a store one process owns (SQLite): every promise a stopped process left
+    /// whose abort window still lasts is run again, its reply going through the outbox.
+    /// Promises past their window are left to the outbox, which delivers their fallback when it
+    /// falls due. Returns how many turns were started again.
+    pub async fn recover_promises(&self) -> Result<usize, StoreError> {
+        let inner = &self.inner;
+        if !inner.store.single_process() {
+            // Several replicas may share the database: a pending promise may be a live
+            // turn's. Its fallback is delivered when it falls due.
+            return Ok(0);
+        }
+        let now = inner.clock.now();
+        let replies = inner.store.pending_outbox(OutboxKind::Reply).await?;
+        let handoffs = inner.store.pending_outbox(OutboxKind::Handoff).await?;
+        let mut started = 0;
+        for row in replies {
+            let Ok(payload) = serde_json::from_value::<ReplyPayload>(row.payload.clone()) else {
+                continue;
+            };
+            let (Some(note), Some(message_id)) = (payload.promise, payload.turn_id) else {
+                continue;
+            };
+            if note.abort_at <= now {
+                continue;
+            }
+            let Some(handoff) = handoffs.iter().find(|h| {
+                h.conversation_id == row.conversation_id
+                    && serde_json::from_value::<HandoffPayload>(h.payload.clone())
+                        .is_ok_and(|p| p.fallback && p.turn_id == Some(message_id))
+            }) else {
+                continue;
+            };
+            let promise = Promise {
+                message_id,
+                rows: PromiseRows {
+                    reply: row.id,
+                    handoff: handoff.id,
+                },
+                counted: true,
+            };
+            let left = (note.abort_at - now).to_std().unwrap_or_default();
+            let engine = self.clone();
+            inner.tasks.spawn(async move {
+                if let Err(error) = engine
+                    .run_again(
+                        row.conversation_id,
+                        promise,
+                        note.bound,
+                        Instant::now() + left,
+                    )
+                    .await
+                {
+                    tracing::error!(error = %error, "an interrupted turn could not run again");
+                }
+            });
+            started += 1;
+        }
+        if started > 0 {
+            tracing::warn!(
+                turns = started,
+                "running turns a stopped process left unanswered"
+            );
+        }
+        Ok(started)
+    }
+
+    /// Runs an interrupted turn again from its recorded message; its reply keeps the promise.
+    async fn run_again(
+        &self,
+        conversation_id: crate::ids::ConversationId,
+        promise: Promise,
+        bound: bool,
+        abort_at: Instant,
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let store = &inner.store;
+        let (Some(conversation), Some(message)) = (
+            store.conversation(conversation_id).await?,
+            store.turn(promise.message_id).await?,
+        ) else {
+            return Ok(());
+        };
+        let guard = if bound {
+            Some(
+                inner
+                    .order
+                    .acquire(&conversation.subscriber_id, conversation.id)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        let config = inner.config.snapshot();
+        let history = if bound {
+            let since =
+                message.created_at - chrono::Duration::days(i64::from(config.rules.history_days));
+            let mut turns = store
+                .history(conversation.id, since, super::HISTORY_TURNS + 1)
+                .await?;
+            turns.retain(|t| t.id < promise.message_id);
+            let skip = turns.len().saturating_sub(super::HISTORY_TURNS as usize);
+            turns.drain(..skip);
+            turns
+        } else {
+            Vec::new()
+        };
+        let mut turn = NewTurn::user(conversation.id, &message.text, bound, message.created_at);
+        turn.escalation_reason = None;
+        let job = AgentJob {
+            engine: self.clone(),
+            derived: self.derived(&config),
+            contact_text: message.text,
+            notices: Vec::new(),
+            history: history_turns(history),
+            bound,
+            arrived_at: Instant::now(),
+            guard,
+            conversation,
+            message: Some(Message {
+                turn,
+                rate_window: None,
+                promise: Some(promise),
+            }),
+            promised: None,
+            _reservation: None,
+            _in_flight: None,
+        };
+        let (answer, unanswered) = tokio::sync::oneshot::channel();
+        // Nobody waits for the answer: the job takes the deferred path.
+        drop(unanswered);
+        job.run(answer, abort_at).await;
+        Ok(())
+    }
+}
+
+fn outbox_row(
+    conversation: &Conversation,
+    kind: OutboxKind,
+    payload: serde_json::Value,
+    due: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> NewOutboxRow {
+    NewOutboxRow {
+        conversation_id: conversation.id,
+        subscriber_id: conversation.subscriber_id.clone(),
+        kind,
+        payload,
+        next_attempt_at: due,
+        created_at: now,
+    }
+}
+
+fn to_value(payload: &impl serde::Serialize) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(payload).map_err(|e| StoreError::Corrupt(format!("outbox payload: {e}")))
+}
