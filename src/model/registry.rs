@@ -351,6 +351,49 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn issue_20_agent_temperature_reaches_an_unknown_model_only_when_set() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": VALID_REPLY}}]
+            })))
+            .mount(&server)
+            .await;
+        for (set, sent) in [(None, None), (Some(0.3), Some(json!(0.3)))] {
+            let env = ModelEnv {
+                openai_base_url: format!("{}/v1", server.uri()),
+                temperature: set,
+                ..with_keys()
+            };
+            let model = resolve("openai:compatible-local-model", &env).expect("resolve");
+            model
+                .step(&first_step(ToolChoice::Auto))
+                .await
+                .expect("step");
+            let bodies = received_bodies(&server).await;
+            assert_eq!(bodies.last().unwrap().get("temperature"), sent.as_ref());
+        }
+    }
+
+    #[test]
+    fn issue_13_operator_price_is_registered_for_the_resolved_model() {
+        let price = pricing::Price {
+            input: 0.3,
+            cached_input: 0.3,
+            output: 0.9,
+        };
+        let env = ModelEnv {
+            price: Some(price),
+            ..with_keys()
+        };
+        let model = resolve("openai:registry-priced-model", &env).expect("resolve");
+        assert_eq!(pricing::price_of(model.id()), Some(price));
+        assert!(pricing::require_price(model.id(), 5.0).is_ok());
+    }
+
     #[test]
     fn c5_model_env_debug_never_prints_a_key() {
         let printed = format!("{:?}", with_keys());

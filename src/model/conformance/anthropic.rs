@@ -420,6 +420,39 @@ async fn issue_20_anthropic_turn_passes_a_fake_that_refuses_what_anthropic_refus
     );
 }
 
+#[tokio::test]
+async fn issue_20_anthropic_turn_through_the_http_route_passes_a_fake_that_refuses_what_anthropic_refuses()
+ {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(RefusesWhatTheApiRefuses {
+            check: request_problems,
+            error_body,
+            ok: official_message(
+                json!([{"type": "text", "text": super::route::route_reply()}]),
+                "end_turn",
+            ),
+        })
+        .mount(&server)
+        .await;
+    let provider: Arc<dyn Model> = Arc::new(model("claude-haiku-4-5", &server.uri()));
+
+    let (status, body) = super::route::answer_through_the_route(provider).await;
+
+    assert_eq!(status, 200);
+    assert_eq!(
+        super::route::block_texts(&body),
+        vec![super::route::ROUTE_REPLY_TEXT]
+    );
+    let received = server.received_requests().await.unwrap_or_default();
+    assert!(!received.is_empty(), "the model was called");
+    for request in received {
+        let sent: Value = serde_json::from_slice(&request.body).expect("json");
+        assert!(request_problems(&sent).is_empty(), "{sent}");
+    }
+}
+
 #[test]
 fn issue_20_anthropic_official_response_shapes_parse() {
     // Text with cache reads; thinking blocks (adaptive thinking models) are skipped.

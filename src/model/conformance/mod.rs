@@ -14,6 +14,7 @@ use wiremock::{Request, Respond, ResponseTemplate};
 pub(crate) mod anthropic;
 mod ollama;
 pub(crate) mod openai;
+mod route;
 
 /// Every keyword used in a JSON Schema, with its value, walking `properties`, `$defs`, `items`
 /// and `anyOf` (property names are not keywords).

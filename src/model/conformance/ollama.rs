@@ -266,6 +266,38 @@ async fn issue_20_ollama_turn_passes_a_fake_that_refuses_what_cannot_work() {
     assert_eq!(refused.status(), 400);
 }
 
+#[tokio::test]
+async fn issue_20_ollama_turn_through_the_http_route_passes_a_fake_that_refuses_what_cannot_work() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/chat"))
+        .respond_with(RefusesWhatTheApiRefuses {
+            check: request_problems,
+            error_body,
+            ok: official_chat(
+                json!({"role": "assistant", "content": super::route::route_reply()}),
+                "stop",
+            ),
+        })
+        .mount(&server)
+        .await;
+    let provider: Arc<dyn Model> = Arc::new(model(&server.uri()));
+
+    let (status, body) = super::route::answer_through_the_route(provider).await;
+
+    assert_eq!(status, 200);
+    assert_eq!(
+        super::route::block_texts(&body),
+        vec![super::route::ROUTE_REPLY_TEXT]
+    );
+    let received = server.received_requests().await.unwrap_or_default();
+    assert!(!received.is_empty(), "the model was called");
+    for request in received {
+        let sent: Value = serde_json::from_slice(&request.body).expect("json");
+        assert!(request_problems(&sent).is_empty(), "{sent}");
+    }
+}
+
 #[test]
 fn issue_20_ollama_official_response_shapes_parse() {
     // api.md "Chat request (with tools)" response shape: empty content, tool calls with

@@ -472,6 +472,36 @@ async fn issue_20_openai_turn_passes_a_fake_that_refuses_what_openai_refuses() {
     );
 }
 
+#[tokio::test]
+async fn issue_20_openai_turn_through_the_http_route_passes_a_fake_that_refuses_what_openai_refuses()
+ {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(RefusesWhatTheApiRefuses {
+            check: request_problems,
+            error_body,
+            ok: official_answer(&super::route::route_reply()),
+        })
+        .mount(&server)
+        .await;
+    let provider: Arc<dyn Model> = Arc::new(model("gpt-5.4-mini", &server.uri()));
+
+    let (status, body) = super::route::answer_through_the_route(provider).await;
+
+    assert_eq!(status, 200);
+    assert_eq!(
+        super::route::block_texts(&body),
+        vec![super::route::ROUTE_REPLY_TEXT]
+    );
+    let received = server.received_requests().await.unwrap_or_default();
+    assert!(!received.is_empty(), "the model was called");
+    for request in received {
+        let sent: Value = serde_json::from_slice(&request.body).expect("json");
+        assert!(request_problems(&sent).is_empty(), "{sent}");
+    }
+}
+
 #[test]
 fn issue_20_openai_official_response_shapes_parse() {
     // spec "Default" example shape: text, cached tokens in prompt_tokens_details.
