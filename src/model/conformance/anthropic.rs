@@ -314,8 +314,11 @@ fn model(name: &str, base: &str) -> AnthropicModel {
 }
 
 fn steps() -> Vec<ModelRequest> {
+    // The real AgentReply schema (every local bound in it) and the demo tenant's real tools.
+    let tools = super::demo_tenant_tools();
     let real = |mut request: ModelRequest| {
         request.output_schema = Arc::clone(agent_reply_schema());
+        request.tools = Arc::clone(&tools);
         request
     };
     vec![

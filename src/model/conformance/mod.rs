@@ -16,6 +16,21 @@ mod ollama;
 pub(crate) mod openai;
 mod route;
 
+/// The tools a turn of the demo tenant offers (`config/*.example`), as the agent builds them:
+/// the conformance checks run on the real specs, not only on a fixture.
+pub(crate) fn demo_tenant_tools() -> std::sync::Arc<[crate::model::ToolSpec]> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let context = crate::config::ConfigContext {
+        allow_examples: true,
+        ..crate::config::ConfigContext::default()
+    };
+    let config = crate::config::load_dir(&dir, &context).expect("the demo tenant loads");
+    let tools = config.tools.as_ref().expect("the demo tenant has tools");
+    let specs = crate::tools::build_specs(tools, true);
+    assert!(!specs.is_empty(), "the demo tenant offers tools");
+    std::sync::Arc::from(specs)
+}
+
 /// Every keyword used in a JSON Schema, with its value, walking `properties`, `$defs`, `items`
 /// and `anyOf` (property names are not keywords).
 pub(crate) fn schema_keywords(schema: &Value) -> Vec<(String, Value)> {
