@@ -19,6 +19,7 @@ use tracing_subscriber::EnvFilter;
 use crate::channel::Channel;
 use crate::http::client_ip::TrustProxy;
 use crate::ids::Secret;
+use crate::model::pricing::{self, Price};
 
 /// Shortest accepted shared secret, in characters.
 pub const MIN_SECRET_CHARS: usize = 16;
@@ -43,7 +44,14 @@ pub struct Settings {
     pub anthropic_base_url: String,
     pub ollama_base_url: String,
     pub agent_max_output_tokens: u32,
-    pub agent_temperature: f32,
+    /// `AGENT_TEMPERATURE`; `None` when unset, so that a model whose capabilities are unknown is
+    /// sent a temperature only when the operator chose one. Turns use
+    /// [`Settings::temperature_or_default`].
+    pub agent_temperature: Option<f32>,
+    /// `AGENT_PRICE_INPUT_PER_MTOK`, `AGENT_PRICE_OUTPUT_PER_MTOK` and optionally
+    /// `AGENT_PRICE_CACHED_INPUT_PER_MTOK`: the model's price when the built-in table has none
+    /// (or to override it), USD per million tokens.
+    pub agent_price: Option<Price>,
     /// `MANYCHAT_SHARED_SECRET`: one or more, so a secret can be rotated without editing flows.
     pub manychat_shared_secrets: Vec<Secret>,
     pub manychat_api_token: Option<Secret>,
@@ -142,6 +150,7 @@ impl Settings {
         let agent_max_output_tokens =
             env.number("AGENT_MAX_OUTPUT_TOKENS", 400, 1, u64::from(u32::MAX));
         let agent_temperature = env.temperature();
+        let agent_price = env.price();
 
         let manychat_shared_secrets = env.shared_secrets();
         let manychat_api_token = env.string("MANYCHAT_API_TOKEN").map(Secret::new);
@@ -210,6 +219,7 @@ impl Settings {
             // The ranges checked above make these conversions exact.
             agent_max_output_tokens: u32::try_from(agent_max_output_tokens).unwrap_or(400),
             agent_temperature,
+            agent_price,
             manychat_shared_secrets,
             manychat_api_token,
             manychat_api_base,
@@ -229,6 +239,12 @@ impl Settings {
             log_level,
             max_turns_in_flight: usize::try_from(max_turns_in_flight).unwrap_or(64),
         })
+    }
+
+    /// The temperature turns ask for: `AGENT_TEMPERATURE`, or its default (0.3).
+    pub fn temperature_or_default(&self) -> f32 {
+        self.agent_temperature
+            .unwrap_or(crate::model::ModelEnv::DEFAULT_TEMPERATURE)
     }
 
     /// `AGENT_MODEL`, for the commands that call a model (`serve`).
@@ -288,15 +304,27 @@ impl Reader<'_> {
         }
     }
 
-    fn temperature(&mut self) -> f32 {
-        let Some(raw) = self.string("AGENT_TEMPERATURE") else {
-            return 0.3;
-        };
+    /// `None` when unset: unset and set-to-the-default are told apart (issue 20).
+    fn temperature(&mut self) -> Option<f32> {
+        let raw = self.string("AGENT_TEMPERATURE")?;
         match raw.parse::<f32>() {
-            Ok(t) if t.is_finite() && (0.0..=2.0).contains(&t) => t,
+            Ok(t) if t.is_finite() && (0.0..=2.0).contains(&t) => Some(t),
             _ => {
                 self.problem("AGENT_TEMPERATURE", "must be a number from 0 to 2");
-                0.3
+                None
+            }
+        }
+    }
+
+    /// The operator's model price (`AGENT_PRICE_*`); each problem names its variable.
+    fn price(&mut self) -> Option<Price> {
+        match pricing::operator_price_from(|name| (self.lookup)(name)) {
+            Ok(price) => price,
+            Err(problems) => {
+                for p in problems {
+                    self.problem(p.variable, &p.rule);
+                }
+                None
             }
         }
     }
@@ -406,7 +434,9 @@ mod tests {
         assert_eq!(s.anthropic_base_url, "https://api.anthropic.com");
         assert_eq!(s.ollama_base_url, "http://localhost:11434");
         assert_eq!(s.agent_max_output_tokens, 400);
-        assert!((s.agent_temperature - 0.3).abs() < f32::EPSILON);
+        assert_eq!(s.agent_temperature, None);
+        assert!((s.temperature_or_default() - 0.3).abs() < f32::EPSILON);
+        assert_eq!(s.agent_price, None);
         assert_eq!(s.manychat_shared_secrets, vec![Secret::new(SECRET_A)]);
         assert_eq!(s.manychat_api_token, None);
         assert_eq!(s.manychat_api_base, "https://api.manychat.com");
@@ -438,6 +468,9 @@ mod tests {
             ("OLLAMA_BASE_URL", "http://ollama.example.test:11434"),
             ("AGENT_MAX_OUTPUT_TOKENS", "800"),
             ("AGENT_TEMPERATURE", "0"),
+            ("AGENT_PRICE_INPUT_PER_MTOK", "0.5"),
+            ("AGENT_PRICE_OUTPUT_PER_MTOK", "2"),
+            ("AGENT_PRICE_CACHED_INPUT_PER_MTOK", "0.05"),
             ("MANYCHAT_SHARED_SECRET", &format!("{SECRET_A}, {SECRET_B}")),
             ("MANYCHAT_API_TOKEN", "mc-fixture-token"),
             ("MANYCHAT_API_BASE", "https://manychat.example.test"),
@@ -465,7 +498,15 @@ mod tests {
         assert_eq!(s.anthropic_base_url, "https://anthropic.example.test");
         assert_eq!(s.ollama_base_url, "http://ollama.example.test:11434");
         assert_eq!(s.agent_max_output_tokens, 800);
-        assert_eq!(s.agent_temperature, 0.0);
+        assert_eq!(s.agent_temperature, Some(0.0));
+        assert_eq!(
+            s.agent_price,
+            Some(Price {
+                input: 0.5,
+                cached_input: 0.05,
+                output: 2.0
+            })
+        );
         assert_eq!(
             s.manychat_shared_secrets,
             vec![Secret::new(SECRET_A), Secret::new(SECRET_B)]
@@ -648,6 +689,43 @@ mod tests {
         }
         problem(&[("AGENT_TEMPERATURE", "warm")], "AGENT_TEMPERATURE");
         problem(&[("AGENT_TEMPERATURE", "NaN")], "AGENT_TEMPERATURE");
+    }
+
+    #[test]
+    fn issue_13_price_variables_are_validated_with_every_other_problem() {
+        let err = load(&with(&[
+            ("AGENT_PRICE_INPUT_PER_MTOK", "cheap"),
+            ("AGENT_PRICE_CACHED_INPUT_PER_MTOK", "0.1"),
+            ("PORT", "x"),
+        ]))
+        .unwrap_err();
+        for variable in [
+            "AGENT_PRICE_INPUT_PER_MTOK",
+            "AGENT_PRICE_OUTPUT_PER_MTOK",
+            "PORT",
+        ] {
+            assert!(err.problem(variable).is_some(), "{variable}: {err}");
+        }
+        assert!(
+            err.problem("AGENT_PRICE_OUTPUT_PER_MTOK")
+                .unwrap()
+                .rule
+                .contains("AGENT_PRICE_INPUT_PER_MTOK")
+        );
+        problem(
+            &[
+                ("AGENT_PRICE_INPUT_PER_MTOK", "1"),
+                ("AGENT_PRICE_OUTPUT_PER_MTOK", "-2"),
+            ],
+            "AGENT_PRICE_OUTPUT_PER_MTOK",
+        );
+    }
+
+    #[test]
+    fn issue_20_unset_temperature_is_told_apart_from_one_set_to_the_default() {
+        assert_eq!(load(&base()).unwrap().agent_temperature, None);
+        let s = load(&with(&[("AGENT_TEMPERATURE", "0.3")])).unwrap();
+        assert_eq!(s.agent_temperature, Some(0.3));
     }
 
     #[test]

@@ -110,6 +110,11 @@ impl Application {
                 crate::model::resolve(&spec, &model_env(&settings))?
             }
         };
+        // A USD cap the model's calls are never priced against would not cap (issue 13).
+        crate::model::pricing::require_price(
+            model.id(),
+            config.snapshot().rules.budget.daily_cost_cap_usd,
+        )?;
         let manychat = ManyChatClient::new(
             &settings.manychat_api_base,
             &api_token,
@@ -121,7 +126,7 @@ impl Application {
                 race_deadline: settings.race_deadline,
                 model_abort: settings.model_abort,
                 max_output_tokens: settings.agent_max_output_tokens,
-                temperature: settings.agent_temperature,
+                temperature: settings.temperature_or_default(),
                 contact_tokens_enforced: settings.contact_tokens_enforced,
             },
             config.clone(),
@@ -245,6 +250,7 @@ pub fn model_env(settings: &Settings) -> crate::model::ModelEnv {
         ollama_base_url: settings.ollama_base_url.clone(),
         max_output_tokens: settings.agent_max_output_tokens,
         temperature: settings.agent_temperature,
+        price: settings.agent_price,
     }
 }
 

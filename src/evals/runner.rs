@@ -64,7 +64,8 @@ pub async fn run_cases(
         let config = config.clone();
         let model = model.clone();
         let prompt = prompt.clone();
-        let (max_output_tokens, temperature) = (env.max_output_tokens, env.temperature);
+        let (max_output_tokens, temperature) =
+            (env.max_output_tokens, env.temperature_or_default());
         async move {
             observe(
                 &case,

@@ -3,24 +3,28 @@
 //! Invariants:
 //! - The system prompt is one text block marked `cache_control: ephemeral`: it is the static
 //!   prefix (framework rules, tenant prompt, catalog), identical across turns of one config.
-//! - Structured output is asked for on every step (`output_config.format: json_schema`).
+//! - Structured output is asked for on every step (`output_config.format: json_schema`) of a
+//!   model that has it, with Anthropic's wire copy of the schema (`wire_schema::for_anthropic`:
+//!   no numeric or length bounds, which Anthropic answers with a 400; they stay enforced locally).
 //! - A request whose history holds `tool_use`/`tool_result` blocks must still define the tools,
 //!   so the final step (`ToolChoice::None`) sends them with `tool_choice: none`; with no tools at
 //!   all both keys are omitted.
 //! - Consecutive messages of one role are merged into one message, so results of one step sit
 //!   first in a single user message, as the API requires.
 //! - A refusal's text is never returned as output.
-//! - The temperature is clamped to Anthropic's 0–1 range.
+//! - `temperature` is sent only as the model's capabilities allow (never from Claude Opus 4.7
+//!   on), clamped to Anthropic's 0–1 range.
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::transport::{self, temperature_json};
+use super::capabilities::{self, Capabilities};
+use super::transport::{self, null_as_default, temperature_json};
 use super::{
     Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
-    ToolChoice, Usage,
+    ToolChoice, Usage, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -40,6 +44,9 @@ pub struct AnthropicModel {
     /// `x-api-key` (sensitive) and `anthropic-version`.
     headers: HeaderMap,
     client: reqwest::Client,
+    capabilities: Capabilities,
+    /// Whether the operator set `AGENT_TEMPERATURE` (an unknown model gets it only then).
+    operator_temperature: bool,
 }
 
 impl AnthropicModel {
@@ -61,25 +68,43 @@ impl AnthropicModel {
             url: format!("{base}/v1/messages"),
             headers,
             client: transport::build_client()?,
+            capabilities: capabilities::of("anthropic", model),
+            operator_temperature: false,
         })
+    }
+
+    /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
+    pub fn with_operator_temperature(mut self, set: bool) -> Self {
+        self.operator_temperature = set;
+        self
     }
 
     pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
         let mut body = json!({
             "model": self.model,
             "max_tokens": request.max_output_tokens,
-            // Anthropic accepts 0–1; AGENT_TEMPERATURE allows OpenAI's 0–2.
-            "temperature": temperature_json(request.temperature.clamp(0.0, 1.0)),
             "system": [{
                 "type": "text",
                 "text": &*request.system,
                 "cache_control": {"type": "ephemeral"},
             }],
             "messages": messages(&request.messages),
-            "output_config": {
-                "format": {"type": "json_schema", "schema": &*request.output_schema},
-            },
         });
+        // Anthropic accepts 0–1 (the capability's range); AGENT_TEMPERATURE allows OpenAI's 0–2.
+        if let Some(temperature) = self
+            .capabilities
+            .wire_temperature(request.temperature, self.operator_temperature)
+        {
+            body["temperature"] = temperature_json(temperature);
+        }
+        if self.capabilities.structured_output {
+            body["output_config"] = json!({
+                "format": {
+                    "type": "json_schema",
+                    "schema": wire_schema::for_anthropic(&request.output_schema),
+                },
+            });
+        }
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
                 .tools
@@ -154,7 +179,7 @@ fn messages(messages: &[Message]) -> Vec<Value> {
 
 #[derive(Deserialize)]
 struct MessagesResponse {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     content: Vec<Block>,
     #[serde(default)]
     stop_reason: Option<String>,
@@ -338,7 +363,10 @@ mod tests {
                 }],
                 "tool_choice": {"type": "auto"},
                 "output_config": {
-                    "format": {"type": "json_schema", "schema": agent_reply_schema()}
+                    "format": {
+                        "type": "json_schema",
+                        "schema": wire_schema::for_anthropic(&agent_reply_schema())
+                    }
                 }
             })
         );
@@ -359,7 +387,7 @@ mod tests {
         assert_eq!(body["tools"][0]["name"], json!("send_flow"));
         assert_eq!(
             body["output_config"]["format"]["schema"],
-            agent_reply_schema()
+            wire_schema::for_anthropic(&agent_reply_schema())
         );
     }
 

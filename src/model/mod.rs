@@ -8,7 +8,9 @@
 //! - [`openai`], [`anthropic`], [`ollama`]: one file per wire format; `transport` holds the HTTP
 //!   exchange they share (one retry at most, errors summarised, no bodies in logs).
 //! - [`mock`]: the scripted, hanging and slow models; [`demo`]: `mock:demo`.
-//! - [`pricing`]: USD cost of a call's usage, for the daily budget.
+//! - [`capabilities`]: what each model family accepts (temperature, structured output, bounds);
+//!   [`wire_schema`]: the AgentReply schema as each provider's structured output takes it.
+//! - [`pricing`]: USD cost of a call's usage, for the daily budget; the operator's price.
 //!
 //! Invariant: no error or log line from this module carries prompt, contact or provider text.
 
@@ -19,6 +21,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod anthropic;
+pub mod capabilities;
+#[cfg(test)]
+mod conformance;
 pub mod demo;
 pub mod mock;
 pub mod ollama;
@@ -28,6 +33,7 @@ pub mod registry;
 #[cfg(test)]
 mod test_support;
 mod transport;
+pub mod wire_schema;
 
 pub use registry::{ModelEnv, resolve};
 
@@ -48,11 +54,15 @@ pub struct ModelRequest {
     /// (OpenAI-compatible servers, Ollama) omit the tools instead; Anthropic sends them with
     /// `tool_choice: none`.
     pub tool_choice: ToolChoice,
-    /// The AgentReply JSON Schema (OpenAI strict-compatible), asked for as structured output.
+    /// The AgentReply JSON Schema with every local bound, asked for as structured output. Each
+    /// provider sends its own wire copy of it (`wire_schema`); the bounds it cannot send stay
+    /// enforced when the output is parsed.
     pub output_schema: Arc<Value>,
     /// The schema's name on the wire (`agent_reply`).
     pub output_name: String,
     pub max_output_tokens: u32,
+    /// The deployment's temperature (`AGENT_TEMPERATURE` or its default). A provider sends it
+    /// only as its model's capabilities allow (`capabilities::Capabilities::wire_temperature`).
     pub temperature: f32,
 }
 

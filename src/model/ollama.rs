@@ -2,9 +2,12 @@
 //!
 //! Invariants:
 //! - Ollama ignores any tool choice, so the final step (`ToolChoice::None`) omits the tools.
-//! - The AgentReply schema goes in `format` on every step; Ollama constrains decoding to it.
-//! - Tool call arguments arrive as JSON objects; calls carry no id on older servers, so one is
-//!   made from the call's position.
+//! - The AgentReply schema goes in `format` only on a step that offers no tools: Ollama
+//!   constrains every token to `format`, so a model given both could never emit a tool call.
+//!   The final, tool-less step carries it.
+//! - Tool call arguments arrive as JSON objects. A call's `id`, when Ollama sends one, is echoed
+//!   on the replayed call and as the result's `tool_call_id`; older servers send none, so one is
+//!   made from the call's position and never sent back.
 //! - Ollama has no API key: a base URL is all it needs.
 
 use async_trait::async_trait;
@@ -12,11 +15,16 @@ use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::transport::{self, temperature_json};
+use super::capabilities::{self, Capabilities};
+use super::transport::{self, null_as_default, temperature_json};
 use super::{
     Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
-    ToolChoice, Usage,
+    ToolChoice, Usage, wire_schema,
 };
+
+/// The prefix of an id made from a call's position, for a call Ollama sent without one. Such an
+/// id is ours, not Ollama's: it is never sent back.
+const POSITIONAL_ID_PREFIX: &str = "ollama-call-";
 
 /// The default `OLLAMA_BASE_URL`.
 pub const DEFAULT_BASE_URL: &str = "http://localhost:11434";
@@ -30,6 +38,9 @@ pub struct OllamaModel {
     /// `{base}/api/chat`.
     url: String,
     client: reqwest::Client,
+    capabilities: Capabilities,
+    /// Whether the operator set `AGENT_TEMPERATURE`.
+    operator_temperature: bool,
 }
 
 impl OllamaModel {
@@ -40,7 +51,15 @@ impl OllamaModel {
             model: model.to_owned(),
             url: format!("{base}/api/chat"),
             client: transport::build_client()?,
+            capabilities: capabilities::of("ollama", model),
+            operator_temperature: false,
         })
+    }
+
+    /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
+    pub fn with_operator_temperature(mut self, set: bool) -> Self {
+        self.operator_temperature = set;
+        self
     }
 
     pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
@@ -48,17 +67,24 @@ impl OllamaModel {
         for message in &request.messages {
             append_message(&mut messages, message);
         }
+        let mut options = json!({"num_predict": request.max_output_tokens});
+        if let Some(temperature) = self
+            .capabilities
+            .wire_temperature(request.temperature, self.operator_temperature)
+        {
+            options["temperature"] = temperature_json(temperature);
+        }
         let mut body = json!({
             "model": self.model,
             "stream": false,
             "messages": messages,
-            "format": &*request.output_schema,
-            "options": {
-                "temperature": temperature_json(request.temperature),
-                "num_predict": request.max_output_tokens,
-            },
+            "options": options,
         });
-        if request.tool_choice == ToolChoice::Auto && !request.tools.is_empty() {
+        let offers_tools = request.tool_choice == ToolChoice::Auto && !request.tools.is_empty();
+        if !offers_tools && self.capabilities.structured_output {
+            body["format"] = wire_schema::for_ollama(&request.output_schema);
+        }
+        if offers_tools {
             let tools: Vec<Value> = request
                 .tools
                 .iter()
@@ -91,12 +117,16 @@ fn append_message(out: &mut Vec<Value>, message: &Message) {
                 let calls: Vec<Value> = tool_calls
                     .iter()
                     .map(|call| {
-                        json!({
+                        let mut replayed = json!({
                             "function": {
                                 "name": call.name,
                                 "arguments": call.arguments.to_replay_value(),
                             },
-                        })
+                        });
+                        if let Some(id) = ollama_id(&call.id) {
+                            replayed["id"] = json!(id);
+                        }
+                        replayed
                     })
                     .collect();
                 assistant["tool_calls"] = Value::Array(calls);
@@ -105,14 +135,23 @@ fn append_message(out: &mut Vec<Value>, message: &Message) {
         }
         Message::ToolResults { results } => {
             out.extend(results.iter().map(|result| {
-                json!({
+                let mut message = json!({
                     "role": "tool",
                     "tool_name": result.name,
                     "content": result.content.to_string(),
-                })
+                });
+                if let Some(id) = ollama_id(&result.call_id) {
+                    message["tool_call_id"] = json!(id);
+                }
+                message
             }));
         }
     }
+}
+
+/// The call id Ollama gave, or `None` for one we made from the call's position.
+fn ollama_id(id: &str) -> Option<&str> {
+    (!id.starts_with(POSITIONAL_ID_PREFIX) && !id.is_empty()).then_some(id)
 }
 
 #[derive(Deserialize)]
@@ -120,17 +159,17 @@ struct ChatResponse {
     message: WireMessage,
     #[serde(default)]
     done_reason: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     prompt_eval_count: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     eval_count: u64,
 }
 
 #[derive(Deserialize)]
 struct WireMessage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     content: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     tool_calls: Vec<WireToolCall>,
 }
 
@@ -158,7 +197,10 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
         .into_iter()
         .enumerate()
         .map(|(index, call)| ToolCall {
-            id: call.id.unwrap_or_else(|| format!("call_{index}")),
+            id: call
+                .id
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(|| format!("{POSITIONAL_ID_PREFIX}{index}")),
             name: call.function.name,
             arguments: match call.function.arguments {
                 Value::Null => ToolArguments::from_json_text(""),
@@ -241,7 +283,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn system_4_ollama_tool_step_sends_tools_format_schema_and_options_without_streaming() {
+    async fn issue_20_ollama_tool_step_sends_tools_and_options_without_format_or_streaming() {
         let server = MockServer::start().await;
         answer_with(&server, 200, final_answer()).await;
 
@@ -269,7 +311,6 @@ mod tests {
                         "parameters": send_flow_tool().parameters
                     }
                 }],
-                "format": agent_reply_schema(),
                 "options": {"temperature": 0.3, "num_predict": 400}
             })
         );
@@ -304,11 +345,13 @@ mod tests {
                 {"role": "system", "content": SYSTEM},
                 {"role": "user", "content": CONTACT_TEXT},
                 {"role": "assistant", "content": "", "tool_calls": [
-                    {"function": {"name": "send_flow", "arguments": {"id": "brochure"}}},
-                    {"function": {"name": "get_contact", "arguments": {}}}
+                    {"id": "call_a",
+                     "function": {"name": "send_flow", "arguments": {"id": "brochure"}}},
+                    {"id": "call_b", "function": {"name": "get_contact", "arguments": {}}}
                 ]},
-                {"role": "tool", "tool_name": "send_flow", "content": "{\"staged\":true}"},
-                {"role": "tool", "tool_name": "get_contact",
+                {"role": "tool", "tool_name": "send_flow", "tool_call_id": "call_a",
+                 "content": "{\"staged\":true}"},
+                {"role": "tool", "tool_name": "get_contact", "tool_call_id": "call_b",
                  "content": "{\"error\":\"invalid_arguments\"}"}
             ])
         );
@@ -360,12 +403,12 @@ mod tests {
             response.tool_calls,
             vec![
                 ToolCall {
-                    id: "call_0".into(),
+                    id: "ollama-call-0".into(),
                     name: "send_flow".into(),
                     arguments: ToolArguments::Valid(json!({"id": "brochure"})),
                 },
                 ToolCall {
-                    id: "call_1".into(),
+                    id: "ollama-call-1".into(),
                     name: "send_flow".into(),
                     arguments: ToolArguments::Invalid { length: 1 },
                 },

@@ -2,7 +2,11 @@
 //! `OPENAI_BASE_URL`.
 //!
 //! Invariants:
-//! - The structured output (`response_format: json_schema`, strict) is asked for on every step.
+//! - The structured output (`response_format: json_schema`, strict) is asked for on every step
+//!   of a model that has it, with OpenAI's wire copy of the schema (`wire_schema::for_openai`).
+//! - `temperature` is sent only as the model's capabilities allow (`capabilities`): never to a
+//!   reasoning model, only when the operator set one for a model the registry does not know.
+//!   The token bound is always `max_completion_tokens`.
 //! - Tools go out strict, with `tool_choice: "auto"` and `parallel_tool_calls: false`
 //!   (structured outputs and parallel calls do not mix). On the final step
 //!   (`ToolChoice::None`) tools are **omitted**, not refused with `tool_choice: "none"`: several
@@ -10,16 +14,19 @@
 //! - A call's `arguments` arrive as JSON text that may be anything; only an object is valid, and
 //!   an invalid one keeps only its length.
 //! - A refusal's text is never returned as output: it is not an AgentReply.
+//! - Compatible servers are read tolerantly: `tool_calls: null`, no `usage`, `content: null`
+//!   beside tool calls.
 
 use async_trait::async_trait;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::transport::{self, temperature_json};
+use super::capabilities::{self, Capabilities};
+use super::transport::{self, null_as_default, temperature_json};
 use super::{
     Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
-    ToolChoice, Usage,
+    ToolChoice, Usage, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -37,6 +44,9 @@ pub struct OpenAiModel {
     /// The `Authorization: Bearer` header, marked sensitive.
     headers: HeaderMap,
     client: reqwest::Client,
+    capabilities: Capabilities,
+    /// Whether the operator set `AGENT_TEMPERATURE` (an unknown model gets it only then).
+    operator_temperature: bool,
 }
 
 impl OpenAiModel {
@@ -54,7 +64,15 @@ impl OpenAiModel {
             url: format!("{base}/chat/completions"),
             headers,
             client: transport::build_client()?,
+            capabilities: capabilities::of("openai", model),
+            operator_temperature: false,
         })
+    }
+
+    /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
+    pub fn with_operator_temperature(mut self, set: bool) -> Self {
+        self.operator_temperature = set;
+        self
     }
 
     /// The request body for one step. Public within the module tree for tests only.
@@ -66,17 +84,27 @@ impl OpenAiModel {
         let mut body = json!({
             "model": self.model,
             "messages": messages,
-            "response_format": {
+            "max_completion_tokens": request.max_output_tokens,
+        });
+        if self.capabilities.structured_output {
+            body["response_format"] = json!({
                 "type": "json_schema",
                 "json_schema": {
                     "name": request.output_name,
-                    "schema": &*request.output_schema,
+                    "schema": wire_schema::for_openai(
+                        &request.output_schema,
+                        self.capabilities.schema_bounds,
+                    ),
                     "strict": true,
                 },
-            },
-            "max_completion_tokens": request.max_output_tokens,
-            "temperature": temperature_json(request.temperature),
-        });
+            });
+        }
+        if let Some(temperature) = self
+            .capabilities
+            .wire_temperature(request.temperature, self.operator_temperature)
+        {
+            body["temperature"] = temperature_json(temperature);
+        }
         if request.tool_choice == ToolChoice::Auto && !request.tools.is_empty() {
             let tools: Vec<Value> = request
                 .tools
@@ -139,7 +167,7 @@ fn append_message(out: &mut Vec<Value>, message: &Message) {
 
 #[derive(Deserialize)]
 struct ChatResponse {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     choices: Vec<Choice>,
     #[serde(default)]
     usage: Option<WireUsage>,
@@ -158,7 +186,8 @@ struct WireMessage {
     content: Option<String>,
     #[serde(default)]
     refusal: Option<String>,
-    #[serde(default)]
+    /// Some compatible servers send `null` for "no calls".
+    #[serde(default, deserialize_with = "null_as_default")]
     tool_calls: Vec<WireToolCall>,
 }
 
@@ -179,9 +208,9 @@ struct WireFunction {
 
 #[derive(Deserialize)]
 struct WireUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     prompt_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     completion_tokens: u64,
     #[serde(default)]
     prompt_tokens_details: Option<PromptDetails>,

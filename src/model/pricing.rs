@@ -1,69 +1,161 @@
 //! What a model call cost, in US dollars, for the daily cost cap (SYSTEM 4, pre-model checks).
 //!
-//! A small table of list prices per million tokens for a few well-known models. A model that is
-//! not in the table (another provider's model, a local Ollama model, any `mock:`) costs 0: for
-//! it the daily budget is enforced by its token cap alone.
+//! A model's price comes from, in order:
+//! 1. the operator: `AGENT_PRICE_INPUT_PER_MTOK`, `AGENT_PRICE_OUTPUT_PER_MTOK` and optionally
+//!    `AGENT_PRICE_CACHED_INPUT_PER_MTOK` (USD per million tokens), registered for the resolved
+//!    model when the registry builds it ([`set_operator_price`]);
+//! 2. the list prices below, for the current models of OpenAI and Anthropic;
+//! 3. providers that bill nothing per token: every `mock:` model, and Ollama (the operator's own
+//!    hardware).
+//!
+//! A model with none of these has no price, and `serve` refuses to start with it while a USD
+//! cap is configured ([`require_price`], issue 13 item 6): a cap it could never reach would
+//! silently not cap.
 //!
 //! Matching: the id is `provider:model` as `Model::id` returns it, or a bare model name. The
 //! provider, when given, must be the table's; the name must equal the table's or add only a date
 //! snapshot suffix (`gpt-4.1-mini-2025-04-14`, `claude-haiku-4-5-20251001`), so that a different
-//! model sharing a prefix (`gpt-4.1-nano`) is never priced as its sibling.
+//! model sharing a prefix (`gpt-4.1-nano`, `claude-opus-4-5` next to `claude-opus-4`) is never
+//! priced as its sibling.
 
-use super::Usage;
+use std::sync::RwLock;
+
+use super::{ModelError, Usage};
 
 /// USD per million tokens.
-struct Price {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    pub input: f64,
+    /// Input tokens served from the prompt cache.
+    pub cached_input: f64,
+    pub output: f64,
+}
+
+impl Price {
+    const FREE: Price = Price {
+        input: 0.0,
+        cached_input: 0.0,
+        output: 0.0,
+    };
+}
+
+/// The operator's price variables (USD per million tokens).
+pub const PRICE_INPUT_VAR: &str = "AGENT_PRICE_INPUT_PER_MTOK";
+pub const PRICE_OUTPUT_VAR: &str = "AGENT_PRICE_OUTPUT_PER_MTOK";
+pub const PRICE_CACHED_INPUT_VAR: &str = "AGENT_PRICE_CACHED_INPUT_PER_MTOK";
+
+/// Largest price per million tokens we accept: far above any list price, small enough that a
+/// typo of several orders of magnitude is caught.
+const MAX_PRICE_PER_MTOK: f64 = 10_000.0;
+
+struct Listed {
+    provider: &'static str,
+    model: &'static str,
+    price: Price,
+}
+
+const fn listed(
     provider: &'static str,
     model: &'static str,
     input: f64,
-    /// Input tokens served from the prompt cache.
     cached_input: f64,
     output: f64,
+) -> Listed {
+    Listed {
+        provider,
+        model,
+        price: Price {
+            input,
+            cached_input,
+            output,
+        },
+    }
 }
 
-/// List prices as published by the providers (standard tier). Anthropic's cache writes cost
-/// more than plain input; they are priced as plain input here, a small underestimate.
-const PRICES: &[Price] = &[
-    Price {
-        provider: "openai",
-        model: "gpt-4.1",
-        input: 2.00,
-        cached_input: 0.50,
-        output: 8.00,
-    },
-    Price {
-        provider: "openai",
-        model: "gpt-4.1-mini",
-        input: 0.40,
-        cached_input: 0.10,
-        output: 1.60,
-    },
-    Price {
-        provider: "openai",
-        model: "gpt-4o-mini",
-        input: 0.15,
-        cached_input: 0.075,
-        output: 0.60,
-    },
-    Price {
-        provider: "anthropic",
-        model: "claude-sonnet-4-5",
-        input: 3.00,
-        cached_input: 0.30,
-        output: 15.00,
-    },
-    Price {
-        provider: "anthropic",
-        model: "claude-haiku-4-5",
-        input: 1.00,
-        cached_input: 0.10,
-        output: 5.00,
-    },
+/// List prices, standard tier, USD per million tokens: input, cached input, output.
+///
+/// Sources, as published on 2026-12-01 (rates change; an operator with other rates sets the
+/// `AGENT_PRICE_*` variables):
+/// - OpenAI: the API pricing page (openai.com/api/pricing), "Standard" rates for context under
+///   270K tokens. Models listed in OpenAI's OpenAPI spec (`ModelIdsShared`) without a published
+///   rate we could confirm (the `gpt-5.6-*` tiers, `gpt-5.2`, fine-tuned models) are left out and
+///   need the operator's price.
+/// - Anthropic: platform.claude.com/docs/en/about-claude/pricing and each model's overview page;
+///   "Cache Hits & Refreshes" is the cached input rate. Cache writes cost more than plain input
+///   (1.25× for 5 minutes); they are priced as plain input here, a small underestimate. Claude
+///   Haiku 5.5 is priced by prompt length; its band for prompts up to 100K tokens is used (a
+///   turn's prompt is far below it).
+const PRICES: &[Listed] = &[
+    listed("openai", "gpt-5.5", 5.00, 0.50, 30.00),
+    listed("openai", "gpt-5.4", 2.50, 0.25, 15.00),
+    listed("openai", "gpt-5.4-mini", 0.75, 0.075, 4.50),
+    listed("openai", "gpt-5.4-nano", 0.20, 0.02, 1.25),
+    listed("openai", "gpt-5.1", 1.25, 0.125, 10.00),
+    listed("openai", "gpt-5", 1.25, 0.125, 10.00),
+    listed("openai", "gpt-5-mini", 0.25, 0.025, 2.00),
+    listed("openai", "gpt-5-nano", 0.05, 0.005, 0.40),
+    listed("openai", "gpt-4.1", 2.00, 0.50, 8.00),
+    listed("openai", "gpt-4.1-mini", 0.40, 0.10, 1.60),
+    listed("openai", "gpt-4.1-nano", 0.10, 0.025, 0.40),
+    listed("openai", "gpt-4o", 2.50, 1.25, 10.00),
+    listed("openai", "gpt-4o-mini", 0.15, 0.075, 0.60),
+    listed("openai", "o3", 2.00, 0.50, 8.00),
+    listed("openai", "o4-mini", 1.10, 0.275, 4.40),
+    listed("anthropic", "claude-fable-5-1", 10.00, 0.25, 50.00),
+    listed("anthropic", "claude-opus-5-5", 4.00, 0.20, 20.00),
+    listed("anthropic", "claude-sonnet-5-5", 2.00, 0.10, 10.00),
+    listed("anthropic", "claude-haiku-5-5", 0.10, 0.01, 0.50),
+    listed("anthropic", "claude-opus-5", 5.00, 0.50, 25.00),
+    listed("anthropic", "claude-sonnet-5", 2.00, 0.20, 10.00),
+    listed("anthropic", "claude-opus-4-8", 5.00, 0.50, 25.00),
+    listed("anthropic", "claude-opus-4-7", 5.00, 0.50, 25.00),
+    listed("anthropic", "claude-opus-4-6", 5.00, 0.50, 25.00),
+    listed("anthropic", "claude-opus-4-5", 5.00, 0.50, 25.00),
+    listed("anthropic", "claude-sonnet-4-6", 3.00, 0.30, 15.00),
+    listed("anthropic", "claude-sonnet-4-5", 3.00, 0.30, 15.00),
+    listed("anthropic", "claude-haiku-4-5", 1.00, 0.10, 5.00),
+    listed("anthropic", "claude-opus-4-1", 15.00, 1.50, 75.00),
+    listed("anthropic", "claude-opus-4", 15.00, 1.50, 75.00),
+    listed("anthropic", "claude-sonnet-4", 3.00, 0.30, 15.00),
+    listed("anthropic", "claude-3-5-haiku", 0.80, 0.08, 4.00),
 ];
 
-/// The cost of `usage` on `model_id`; 0 for a model the table does not know.
+/// Providers that bill nothing per token.
+const FREE_PROVIDERS: &[&str] = &["mock", "ollama"];
+
+/// Prices the operator gave, by model id. Written at start by the registry (one model per
+/// process in production; tests use distinct ids), read on every charge.
+static OPERATOR_PRICES: RwLock<Vec<(String, Price)>> = RwLock::new(Vec::new());
+
+/// Registers the operator's price for `model_id`; it wins over the list price.
+pub fn set_operator_price(model_id: &str, price: Price) {
+    let mut prices = OPERATOR_PRICES
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    prices.retain(|(id, _)| id != model_id);
+    prices.push((model_id.to_owned(), price));
+}
+
+/// The price of `model_id`, or `None` when nothing prices it.
+pub fn price_of(model_id: &str) -> Option<Price> {
+    let operator = OPERATOR_PRICES
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .iter()
+        .find(|(id, _)| id == model_id)
+        .map(|(_, price)| *price);
+    operator.or_else(|| listed_price(model_id)).or_else(|| {
+        let provider = model_id.split_once(':').map(|(p, _)| p);
+        provider
+            .is_some_and(|p| FREE_PROVIDERS.contains(&p))
+            .then_some(Price::FREE)
+    })
+}
+
+/// The cost of `usage` on `model_id`; 0 for a model nothing prices (`serve` refuses such a
+/// model while a USD cap is set, see [`require_price`]).
 pub fn cost_usd(model_id: &str, usage: &Usage) -> f64 {
-    let Some(price) = find(model_id) else {
+    let Some(price) = price_of(model_id) else {
         return 0.0;
     };
     // Cached tokens are a subset of input tokens; guard against a provider reporting more.
@@ -75,26 +167,118 @@ pub fn cost_usd(model_id: &str, usage: &Usage) -> f64 {
         / 1_000_000.0
 }
 
-fn find(model_id: &str) -> Option<&'static Price> {
+/// Refuses a model with no known price while a USD cap is configured (issue 13, item 6): the
+/// cap would never be reached, so the budget would silently not cap. The error names the model
+/// and the two fixes.
+pub fn require_price(model_id: &str, daily_cost_cap_usd: f64) -> Result<(), ModelError> {
+    let capped = daily_cost_cap_usd.is_finite() && daily_cost_cap_usd > 0.0;
+    if !capped || price_of(model_id).is_some() {
+        return Ok(());
+    }
+    Err(ModelError::Config(format!(
+        "AGENT_MODEL {model_id} has no known price, so budget.dailyCostCapUsd \
+         ({daily_cost_cap_usd} USD) could never stop it. Give its price in USD per million \
+         tokens with {PRICE_INPUT_VAR} and {PRICE_OUTPUT_VAR} (and optionally \
+         {PRICE_CACHED_INPUT_VAR}), or choose a model from the price table (see README, \"Models\")"
+    )))
+}
+
+/// One price variable that failed its rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PriceProblem {
+    pub variable: &'static str,
+    pub rule: String,
+}
+
+/// Reads the operator's price through `lookup` (blank counts as unset). `Ok(None)` when no price
+/// variable is set. Every problem is returned at once, each naming its variable.
+pub fn operator_price_from(
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Price>, Vec<PriceProblem>> {
+    let get = |name: &str| {
+        lookup(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let mut problems = Vec::new();
+    let mut read = |variable: &'static str| -> Option<f64> {
+        let raw = get(variable)?;
+        match raw.parse::<f64>() {
+            Ok(n) if n.is_finite() && (0.0..=MAX_PRICE_PER_MTOK).contains(&n) => Some(n),
+            _ => {
+                problems.push(PriceProblem {
+                    variable,
+                    rule: format!(
+                        "must be a price in USD per million tokens, from 0 to {MAX_PRICE_PER_MTOK}"
+                    ),
+                });
+                None
+            }
+        }
+    };
+    let input = read(PRICE_INPUT_VAR);
+    let output = read(PRICE_OUTPUT_VAR);
+    let cached = read(PRICE_CACHED_INPUT_VAR);
+    let set = |name| get(name).is_some();
+    let any_set = set(PRICE_INPUT_VAR) || set(PRICE_OUTPUT_VAR) || set(PRICE_CACHED_INPUT_VAR);
+    if any_set {
+        for (variable, present) in [
+            (PRICE_INPUT_VAR, set(PRICE_INPUT_VAR)),
+            (PRICE_OUTPUT_VAR, set(PRICE_OUTPUT_VAR)),
+        ] {
+            if !present {
+                problems.push(PriceProblem {
+                    variable,
+                    rule: format!(
+                        "required when any AGENT_PRICE_* variable is set ({PRICE_INPUT_VAR} and \
+                         {PRICE_OUTPUT_VAR} give the price together)"
+                    ),
+                });
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(match (input, output) {
+        (Some(input), Some(output)) => Some(Price {
+            input,
+            // Without a cache rate, cached tokens cost what input costs: never an undercharge.
+            cached_input: cached.unwrap_or(input),
+            output,
+        }),
+        _ => None,
+    })
+}
+
+fn listed_price(model_id: &str) -> Option<Price> {
     let (provider, name) = match model_id.split_once(':') {
         Some((provider, name)) => (Some(provider), name),
         None => (None, model_id),
     };
-    PRICES.iter().find(|price| {
-        provider.is_none_or(|p| p == price.provider)
-            && name
-                .strip_prefix(price.model)
-                .is_some_and(is_snapshot_suffix)
-    })
+    PRICES
+        .iter()
+        .find(|listed| {
+            provider.is_none_or(|p| p == listed.provider)
+                && name
+                    .strip_prefix(listed.model)
+                    .is_some_and(is_snapshot_suffix)
+        })
+        .map(|listed| listed.price)
 }
 
-/// Empty, or `-` followed by a date: digits and dashes only.
+/// Empty, or a date snapshot: `-YYYYMMDD` (Anthropic) or `-YYYY-MM-DD` (OpenAI). Nothing else,
+/// so `claude-opus-4-5` is not read as a snapshot of `claude-opus-4`.
 fn is_snapshot_suffix(rest: &str) -> bool {
-    rest.is_empty()
-        || rest.strip_prefix('-').is_some_and(|date| {
-            date.starts_with(|c: char| c.is_ascii_digit())
-                && date.bytes().all(|b| b.is_ascii_digit() || b == b'-')
-        })
+    let Some(date) = rest.strip_prefix('-') else {
+        return rest.is_empty();
+    };
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    if digits(date, 8) {
+        return true;
+    }
+    let parts: Vec<&str> = date.split('-').collect();
+    matches!(parts.as_slice(), [y, m, d] if digits(y, 4) && digits(m, 2) && digits(d, 2))
 }
 
 #[cfg(test)]
@@ -128,26 +312,141 @@ mod tests {
         assert!(close(cost_usd("openai:gpt-4.1", &u), 2.00));
         assert!(close(cost_usd("openai:gpt-4.1-mini", &u), 0.40));
         assert!(close(cost_usd("gpt-4.1-mini-2025-04-14", &u), 0.40));
+        assert!(close(cost_usd("openai:gpt-4.1-nano", &u), 0.10));
         assert!(close(
             cost_usd("anthropic:claude-haiku-4-5-20251001", &u),
             1.00
         ));
-        assert_eq!(cost_usd("openai:gpt-4.1-nano", &u), 0.0);
+        // A version suffix is not a date: claude-opus-4-5 is not claude-opus-4.
+        assert!(close(cost_usd("anthropic:claude-opus-4-5", &u), 5.00));
+        assert!(close(
+            cost_usd("anthropic:claude-opus-4-20250514", &u),
+            15.00
+        ));
+        assert!(close(cost_usd("anthropic:claude-opus-5-5", &u), 4.00));
+        assert!(close(cost_usd("openai:gpt-5.4-mini-2026-03-17", &u), 0.75));
+        assert_eq!(price_of("openai:gpt-4.1-nano-x"), None);
     }
 
     #[test]
-    fn pricing_unknown_models_mocks_and_other_providers_cost_nothing() {
+    fn issue_20_price_table_covers_the_current_models_of_each_provider() {
+        for id in [
+            "openai:gpt-5.5",
+            "openai:gpt-5.4",
+            "openai:gpt-5.4-mini",
+            "openai:gpt-5.4-nano",
+            "openai:gpt-5-mini",
+            "openai:gpt-4.1-mini",
+            "openai:o4-mini",
+            "anthropic:claude-opus-5-5",
+            "anthropic:claude-sonnet-5-5",
+            "anthropic:claude-haiku-5-5",
+            "anthropic:claude-fable-5-1",
+            "anthropic:claude-sonnet-4-6",
+            "anthropic:claude-haiku-4-5",
+            "ollama:llama3.1:8b",
+        ] {
+            assert!(price_of(id).is_some(), "{id} has no price");
+        }
+    }
+
+    #[test]
+    fn pricing_mocks_and_ollama_are_free_and_unknown_models_have_no_price() {
         let u = usage(1_000_000, 0, 1_000_000);
         assert_eq!(cost_usd("mock:demo", &u), 0.0);
         assert_eq!(cost_usd("mock:slow", &u), 0.0);
-        assert_eq!(cost_usd("ollama:llama3.1:8b", &u), 0.0);
-        assert_eq!(cost_usd("ollama:gpt-4.1", &u), 0.0);
-        assert_eq!(cost_usd("openai:some-future-model", &u), 0.0);
+        assert_eq!(price_of("mock:scripted"), Some(Price::FREE));
+        assert_eq!(price_of("ollama:llama3.1:8b"), Some(Price::FREE));
+        // Ollama serves its own models: a listed name there is still free.
+        assert_eq!(price_of("ollama:gpt-4.1"), Some(Price::FREE));
+        assert_eq!(price_of("openai:some-future-model"), None);
+        assert_eq!(price_of("anthropic:claude-future-9"), None);
     }
 
     #[test]
     fn pricing_never_charges_more_cached_tokens_than_input_tokens() {
         let cost = cost_usd("openai:gpt-4.1", &usage(100, 500, 0));
         assert!(close(cost, 100.0 * 0.50 / 1_000_000.0), "{cost}");
+    }
+
+    #[test]
+    fn issue_13_unpriced_model_with_a_usd_cap_is_refused_naming_the_model_and_the_fix() {
+        let err = require_price("openai:pricing-test-unlisted", 5.0).expect_err("refused");
+        let text = err.to_string();
+        for part in [
+            "openai:pricing-test-unlisted",
+            "budget.dailyCostCapUsd",
+            PRICE_INPUT_VAR,
+            PRICE_OUTPUT_VAR,
+            "price table",
+        ] {
+            assert!(text.contains(part), "{part} missing: {text}");
+        }
+        assert!(require_price("openai:gpt-5.4-mini", 5.0).is_ok());
+        assert!(require_price("mock:demo", 5.0).is_ok());
+        assert!(require_price("ollama:llama3.1:8b", 5.0).is_ok());
+        // Without a cap there is nothing to enforce.
+        assert!(require_price("openai:pricing-test-unlisted", 0.0).is_ok());
+    }
+
+    #[test]
+    fn issue_13_operator_price_prices_an_unlisted_model_and_wins_over_the_table() {
+        let id = "openai:pricing-test-operator";
+        assert!(require_price(id, 5.0).is_err());
+        set_operator_price(
+            id,
+            Price {
+                input: 1.0,
+                cached_input: 0.5,
+                output: 2.0,
+            },
+        );
+        assert!(require_price(id, 5.0).is_ok());
+        let cost = cost_usd(id, &usage(1_000_000, 500_000, 1_000_000));
+        assert!(close(cost, 0.5 + 0.25 + 2.0), "{cost}");
+    }
+
+    #[test]
+    fn issue_13_operator_price_variables_are_read_together_and_validated() {
+        let read = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            operator_price_from(move |name| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.clone())
+            })
+        };
+        assert_eq!(read(&[]), Ok(None));
+        assert_eq!(
+            read(&[(PRICE_INPUT_VAR, "0.5"), (PRICE_OUTPUT_VAR, " 2 ")]),
+            Ok(Some(Price {
+                input: 0.5,
+                cached_input: 0.5,
+                output: 2.0
+            }))
+        );
+        assert_eq!(
+            read(&[
+                (PRICE_INPUT_VAR, "0.5"),
+                (PRICE_OUTPUT_VAR, "2"),
+                (PRICE_CACHED_INPUT_VAR, "0.05")
+            ])
+            .unwrap()
+            .unwrap()
+            .cached_input,
+            0.05
+        );
+        let problems = read(&[(PRICE_INPUT_VAR, "cheap"), (PRICE_CACHED_INPUT_VAR, "-1")])
+            .expect_err("refused");
+        let variables: Vec<&str> = problems.iter().map(|p| p.variable).collect();
+        assert_eq!(
+            variables,
+            vec![PRICE_INPUT_VAR, PRICE_CACHED_INPUT_VAR, PRICE_OUTPUT_VAR]
+        );
+        assert!(read(&[(PRICE_OUTPUT_VAR, "NaN"), (PRICE_INPUT_VAR, "1")]).is_err());
     }
 }

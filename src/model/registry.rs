@@ -7,12 +7,16 @@
 //!   unknown provider is a `Config` error listing the known ones. Both are found at start, never
 //!   on a contact's turn.
 //! - Secrets are held as `Secret`, so `ModelEnv`'s `Debug` never prints a key.
+//! - The built provider knows what its model accepts (`capabilities`) and whether the operator
+//!   set `AGENT_TEMPERATURE`; an operator's price (`AGENT_PRICE_*`) is registered for the model's
+//!   id (`pricing::set_operator_price`).
 
 use std::sync::Arc;
 
 use super::demo::DemoModel;
 use super::mock::SlowModel;
-use super::{Model, ModelError, anthropic, ollama, openai};
+use super::pricing::{self, Price};
+use super::{Model, ModelError, anthropic, capabilities, ollama, openai};
 use crate::ids::Secret;
 
 /// The providers `resolve` knows, as listed in its error.
@@ -23,8 +27,9 @@ pub const MOCKS: &[&str] = &["demo", "slow"];
 
 /// The model-related environment (SYSTEM 5.2).
 ///
-/// `max_output_tokens` and `temperature` are not used by `resolve`: the agent copies them into
-/// every `ModelRequest`, so all providers get them from one place.
+/// `max_output_tokens` and the temperature's value are copied by the agent into every
+/// `ModelRequest`, so all providers get them from one place; `resolve` reads only whether a
+/// temperature was set, which decides whether a model of unknown capabilities is sent one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelEnv {
     pub openai_api_key: Option<Secret>,
@@ -33,7 +38,11 @@ pub struct ModelEnv {
     pub anthropic_base_url: String,
     pub ollama_base_url: String,
     pub max_output_tokens: u32,
-    pub temperature: f32,
+    /// `AGENT_TEMPERATURE`; `None` when unset (the requests then carry
+    /// [`ModelEnv::DEFAULT_TEMPERATURE`], sent only to models known to accept it).
+    pub temperature: Option<f32>,
+    /// `AGENT_PRICE_*`: the operator's price for the model, USD per million tokens.
+    pub price: Option<Price>,
 }
 
 impl ModelEnv {
@@ -59,16 +68,26 @@ impl ModelEnv {
                 })?,
         };
         let temperature = match get("AGENT_TEMPERATURE") {
-            None => defaults.temperature,
-            Some(raw) => raw
-                .trim()
-                .parse::<f32>()
-                .ok()
-                .filter(|t| (0.0..=2.0).contains(t))
-                .ok_or_else(|| {
-                    ModelError::Config("AGENT_TEMPERATURE must be a number from 0 to 2".into())
-                })?,
+            None => None,
+            Some(raw) => Some(
+                raw.trim()
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|t| (0.0..=2.0).contains(t))
+                    .ok_or_else(|| {
+                        ModelError::Config("AGENT_TEMPERATURE must be a number from 0 to 2".into())
+                    })?,
+            ),
         };
+        let price = pricing::operator_price_from(&lookup).map_err(|problems| {
+            ModelError::Config(
+                problems
+                    .iter()
+                    .map(|p| format!("{} {}", p.variable, p.rule))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })?;
         Ok(Self {
             openai_api_key: get("OPENAI_API_KEY").map(Secret::new),
             openai_base_url: get("OPENAI_BASE_URL").unwrap_or(defaults.openai_base_url),
@@ -77,7 +96,13 @@ impl ModelEnv {
             ollama_base_url: get("OLLAMA_BASE_URL").unwrap_or(defaults.ollama_base_url),
             max_output_tokens,
             temperature,
+            price,
         })
+    }
+
+    /// The temperature the requests carry: `AGENT_TEMPERATURE`, or its default.
+    pub fn temperature_or_default(&self) -> f32 {
+        self.temperature.unwrap_or(Self::DEFAULT_TEMPERATURE)
     }
 }
 
@@ -91,14 +116,34 @@ impl Default for ModelEnv {
             anthropic_base_url: anthropic::DEFAULT_BASE_URL.to_owned(),
             ollama_base_url: ollama::DEFAULT_BASE_URL.to_owned(),
             max_output_tokens: Self::DEFAULT_MAX_OUTPUT_TOKENS,
-            temperature: Self::DEFAULT_TEMPERATURE,
+            temperature: None,
+            price: None,
         }
     }
 }
 
 /// The model `spec` names (`AGENT_MODEL`), built from `env`.
 pub fn resolve(spec: &str, env: &ModelEnv) -> Result<Arc<dyn Model>, ModelError> {
+    let model = build(spec, env)?;
+    if let Some(price) = env.price {
+        pricing::set_operator_price(model.id(), price);
+    }
+    if env.temperature.is_some()
+        && let Some((provider, name)) = model.id().split_once(':')
+        && provider != "mock"
+        && capabilities::of(provider, name).temperature == capabilities::Temperature::NotAccepted
+    {
+        tracing::warn!(
+            model = model.id(),
+            "AGENT_TEMPERATURE is not sent: this model accepts only its default temperature"
+        );
+    }
+    Ok(model)
+}
+
+fn build(spec: &str, env: &ModelEnv) -> Result<Arc<dyn Model>, ModelError> {
     let spec = spec.trim();
+    let operator_temperature = env.temperature.is_some();
     let Some((provider, model)) = spec.split_once(':') else {
         return Err(ModelError::Config(
             "AGENT_MODEL must be provider:model, e.g. openai:gpt-4.1-mini".into(),
@@ -112,24 +157,22 @@ pub fn resolve(spec: &str, env: &ModelEnv) -> Result<Arc<dyn Model>, ModelError>
     match provider {
         "openai" => {
             let key = require(&env.openai_api_key, "OPENAI_API_KEY", provider)?;
-            Ok(Arc::new(openai::OpenAiModel::new(
-                model,
-                key,
-                &env.openai_base_url,
-            )?))
+            Ok(Arc::new(
+                openai::OpenAiModel::new(model, key, &env.openai_base_url)?
+                    .with_operator_temperature(operator_temperature),
+            ))
         }
         "anthropic" => {
             let key = require(&env.anthropic_api_key, "ANTHROPIC_API_KEY", provider)?;
-            Ok(Arc::new(anthropic::AnthropicModel::new(
-                model,
-                key,
-                &env.anthropic_base_url,
-            )?))
+            Ok(Arc::new(
+                anthropic::AnthropicModel::new(model, key, &env.anthropic_base_url)?
+                    .with_operator_temperature(operator_temperature),
+            ))
         }
-        "ollama" => Ok(Arc::new(ollama::OllamaModel::new(
-            model,
-            &env.ollama_base_url,
-        )?)),
+        "ollama" => Ok(Arc::new(
+            ollama::OllamaModel::new(model, &env.ollama_base_url)?
+                .with_operator_temperature(operator_temperature),
+        )),
         "mock" => match model {
             "demo" => Ok(Arc::new(DemoModel::new())),
             "slow" => Ok(Arc::new(SlowModel::new())),
@@ -288,7 +331,9 @@ mod tests {
         assert_eq!(env.anthropic_base_url, "https://api.anthropic.com");
         assert_eq!(env.ollama_base_url, "http://localhost:11434");
         assert_eq!(env.max_output_tokens, 600);
-        assert_eq!(env.temperature, 0.3);
+        assert_eq!(env.temperature, None);
+        assert_eq!(env.temperature_or_default(), 0.3);
+        assert_eq!(env.price, None);
     }
 
     #[test]
@@ -298,11 +343,55 @@ mod tests {
             ("AGENT_MAX_OUTPUT_TOKENS", "many"),
             ("AGENT_TEMPERATURE", "2.5"),
             ("AGENT_TEMPERATURE", "warm"),
+            ("AGENT_PRICE_INPUT_PER_MTOK", "cheap"),
         ] {
             let err =
                 ModelEnv::from_lookup(|n| (n == name).then(|| value.to_string())).expect_err(value);
             assert!(err.to_string().contains(name), "{err}");
         }
+    }
+
+    #[tokio::test]
+    async fn issue_20_agent_temperature_reaches_an_unknown_model_only_when_set() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": VALID_REPLY}}]
+            })))
+            .mount(&server)
+            .await;
+        for (set, sent) in [(None, None), (Some(0.3), Some(json!(0.3)))] {
+            let env = ModelEnv {
+                openai_base_url: format!("{}/v1", server.uri()),
+                temperature: set,
+                ..with_keys()
+            };
+            let model = resolve("openai:compatible-local-model", &env).expect("resolve");
+            model
+                .step(&first_step(ToolChoice::Auto))
+                .await
+                .expect("step");
+            let bodies = received_bodies(&server).await;
+            assert_eq!(bodies.last().unwrap().get("temperature"), sent.as_ref());
+        }
+    }
+
+    #[test]
+    fn issue_13_operator_price_is_registered_for_the_resolved_model() {
+        let price = pricing::Price {
+            input: 0.3,
+            cached_input: 0.3,
+            output: 0.9,
+        };
+        let env = ModelEnv {
+            price: Some(price),
+            ..with_keys()
+        };
+        let model = resolve("openai:registry-priced-model", &env).expect("resolve");
+        assert_eq!(pricing::price_of(model.id()), Some(price));
+        assert!(pricing::require_price(model.id(), 5.0).is_ok());
     }
 
     #[test]

@@ -205,6 +205,17 @@ fn transport_error(error: reqwest::Error) -> ModelError {
     ModelError::Transport(kind.into())
 }
 
+/// Reads a field that a compatible server may send as `null` as its default (an empty list,
+/// zero): `#[serde(default, deserialize_with = "null_as_default")]`.
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
+    let value: Option<T> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(value.unwrap_or_default())
+}
+
 /// A temperature as the JSON number a person would write: `0.3f32` widened to `f64` would print
 /// as `0.30000001192092896`.
 pub(crate) fn temperature_json(temperature: f32) -> Value {

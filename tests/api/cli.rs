@@ -82,3 +82,39 @@ fn system_5_2_serve_refuses_to_start_naming_the_variable() {
     }
     assert!(!errors.contains("zq9-tiny"), "a secret is never echoed");
 }
+
+/// Issue 13, item 6: a model with no known price under a USD cap would never be capped, so
+/// `serve` refuses to start, naming the model and the price variables that fix it.
+#[test]
+fn issue_13_serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(&repo_path("config"), &config);
+    let output = binary()
+        .arg("serve")
+        .env_clear()
+        .env("CONFIG_DIR", &config)
+        .env("MANYCHAT_SHARED_SECRET", "fixture-secret-aaaaaaaa")
+        .env("PUBLIC_BASE_URL", "https://agent.example.test")
+        .env("MANYCHAT_API_TOKEN", "123:test-token")
+        .env("MANYCHAT_REPLY_FLOW_NS", "content_reply_flow_9999")
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", dir.path().join("agent.db").display()),
+        )
+        .env("PORT", "0")
+        .env("AGENT_MODEL", "openai:gpt-unlisted-test")
+        .env("OPENAI_API_KEY", "sk-fixture")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let errors = String::from_utf8_lossy(&output.stderr);
+    for part in [
+        "openai:gpt-unlisted-test",
+        "budget.dailyCostCapUsd",
+        "AGENT_PRICE_INPUT_PER_MTOK",
+        "AGENT_PRICE_OUTPUT_PER_MTOK",
+    ] {
+        assert!(errors.contains(part), "{part} missing: {errors}");
+    }
+}

@@ -1,0 +1,511 @@
+//! Anthropic Messages, checked against Anthropic's published request types and documentation.
+//! Sources, named per rule: "SDK params" is `MessageCreateParams` and the block/tool param types
+//! of the official Python SDK (github.com/anthropics/anthropic-sdk-python, generated from
+//! Anthropic's OpenAPI spec; snapshot of 2026-08-07); "SO guide" is
+//! platform.claude.com/docs/en/build-with-claude/structured-outputs; "tool use guide" is
+//! platform.claude.com/docs/en/agents-and-tools/tool-use/implement-tool-use; "errors" is
+//! platform.claude.com/docs/en/api/errors.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer};
+
+use super::{RefusesWhatTheApiRefuses, missing_keys, schema_keywords, unknown_keys};
+use crate::agent::agent_reply_schema;
+use crate::ids::Secret;
+use crate::model::anthropic::{AnthropicModel, parse_response};
+use crate::model::test_support::*;
+use crate::model::wire_schema::ANTHROPIC_FORMATS;
+use crate::model::{Model, ModelRequest, StopReason, ToolArguments, ToolChoice};
+
+/// SDK params `MessageCreateParams`: every documented body field.
+const REQUEST_FIELDS: &[&str] = &[
+    "max_tokens",
+    "messages",
+    "model",
+    "cache_control",
+    "container",
+    "inference_geo",
+    "metadata",
+    "output_config",
+    "service_tier",
+    "stop_sequences",
+    "stream",
+    "system",
+    "temperature",
+    "thinking",
+    "tool_choice",
+    "tools",
+    "top_k",
+    "top_p",
+];
+
+/// Models that no longer take sampling parameters: Claude Opus 4.7 migration guide ("sampling
+/// parameters removed") and the Opus 5.5 migration guide ("What every request must satisfy").
+fn refuses_sampling(model: &str) -> bool {
+    [
+        "claude-opus-4-7",
+        "claude-opus-4-8",
+        "claude-opus-5",
+        "claude-sonnet-5",
+        "claude-haiku-5",
+        "claude-fable",
+        "claude-mythos",
+    ]
+    .iter()
+    .any(|p| model.starts_with(p))
+}
+
+/// Models without structured outputs: SO guide (available from the 4.5 generation on).
+fn lacks_structured_output(model: &str) -> bool {
+    let newer = [
+        "claude-opus-4-5",
+        "claude-opus-4-6",
+        "claude-sonnet-4-5",
+        "claude-sonnet-4-6",
+        "claude-haiku-4-5",
+    ];
+    let older = ["claude-opus-4", "claude-sonnet-4", "claude-3"];
+    older.iter().any(|p| model.starts_with(p))
+        && !newer.iter().any(|p| model.starts_with(p))
+        && !refuses_sampling(model)
+}
+
+/// SO guide, "JSON Schema limitations": the supported features, and `description`/`title`,
+/// which the official SDK's schema transform keeps.
+pub(crate) fn schema_keyword_allowed(keyword: &str, value: &Value) -> bool {
+    match keyword {
+        "type" => value.is_string(),
+        "properties" | "required" | "items" | "enum" | "const" | "anyOf" | "allOf" | "$ref"
+        | "$defs" | "definitions" | "default" | "description" | "title" => true,
+        "additionalProperties" => value == &json!(false),
+        "format" => value
+            .as_str()
+            .is_some_and(|f| ANTHROPIC_FORMATS.contains(&f)),
+        "minItems" => matches!(value.as_u64(), Some(0 | 1)),
+        _ => false,
+    }
+}
+
+/// SDK params `ToolParam.name` / tool use guide: `^[a-zA-Z0-9_-]{1,64}$`.
+fn valid_tool_name(name: &Value) -> bool {
+    name.as_str().is_some_and(|n| {
+        (1..=64).contains(&n.len())
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
+}
+
+fn block_problems(block: &Value, at: &str) -> Vec<String> {
+    // SDK params `TextBlockParam`, `ToolUseBlockParam`, `ToolResultBlockParam`.
+    let (allowed, required): (&[&str], &[&str]) = match block["type"].as_str() {
+        Some("text") => (
+            &["type", "text", "cache_control", "citations"],
+            &["type", "text"],
+        ),
+        Some("tool_use") => (
+            &["type", "id", "name", "input", "cache_control"],
+            &["type", "id", "name", "input"],
+        ),
+        Some("tool_result") => (
+            &[
+                "type",
+                "tool_use_id",
+                "content",
+                "is_error",
+                "cache_control",
+            ],
+            &["type", "tool_use_id"],
+        ),
+        _ => return vec![format!("{at}.type: not a block type we should send")],
+    };
+    let mut problems = unknown_keys(block, allowed, at);
+    problems.extend(missing_keys(block, required, at));
+    if block["type"] == json!("text") && block["text"].as_str().is_some_and(str::is_empty) {
+        problems.push(format!("{at}.text: text content blocks must be non-empty"));
+    }
+    if block["type"] == json!("tool_use") && !block["input"].is_object() {
+        problems.push(format!("{at}.input: an object"));
+    }
+    problems
+}
+
+/// Everything the documentation says is wrong with a Messages request body.
+pub(crate) fn request_problems(body: &Value) -> Vec<String> {
+    let mut problems = unknown_keys(body, REQUEST_FIELDS, "body");
+    problems.extend(missing_keys(
+        body,
+        &["model", "max_tokens", "messages"],
+        "body",
+    ));
+    let model = body["model"].as_str().unwrap_or_default();
+
+    // SDK params `temperature`: 0.0 to 1.0; none at all for models without sampling parameters.
+    if let Some(temperature) = body.get("temperature") {
+        if !temperature
+            .as_f64()
+            .is_some_and(|t| (0.0..=1.0).contains(&t))
+        {
+            problems.push("temperature: a number from 0 to 1".into());
+        }
+        if refuses_sampling(model) {
+            problems.push(format!("temperature: not supported by {model}"));
+        }
+    }
+    if !body["max_tokens"].is_u64() {
+        problems.push("max_tokens: an integer".into());
+    }
+
+    // SDK params `system`: a string or text blocks.
+    if let Some(system) = body.get("system")
+        && !system.is_string()
+    {
+        for (i, block) in system.as_array().into_iter().flatten().enumerate() {
+            let at = format!("system[{i}]");
+            if block["type"] != json!("text") {
+                problems.push(format!("{at}: only text blocks"));
+            }
+            problems.extend(block_problems(block, &at));
+        }
+    }
+
+    // SDK params `MessageParam`: role user or assistant, content text or blocks.
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let mut uses_tools = false;
+    for (i, message) in messages.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        problems.extend(unknown_keys(message, &["role", "content"], &at));
+        if !matches!(message["role"].as_str(), Some("user" | "assistant")) {
+            problems.push(format!("{at}.role: user or assistant"));
+        }
+        let blocks = message["content"].as_array().cloned().unwrap_or_default();
+        for (j, block) in blocks.iter().enumerate() {
+            problems.extend(block_problems(block, &format!("{at}.content[{j}]")));
+        }
+        // Tool use guide: every tool_use is answered in the next (user) message, whose
+        // tool_result blocks come first.
+        let use_ids: Vec<&Value> = blocks
+            .iter()
+            .filter(|b| b["type"] == json!("tool_use"))
+            .map(|b| &b["id"])
+            .collect();
+        if !use_ids.is_empty() {
+            uses_tools = true;
+            let next = messages
+                .get(i + 1)
+                .map(|m| m["content"].clone())
+                .unwrap_or_default();
+            let next_blocks = next.as_array().cloned().unwrap_or_default();
+            let leading: Vec<&Value> = next_blocks
+                .iter()
+                .take_while(|b| b["type"] == json!("tool_result"))
+                .map(|b| &b["tool_use_id"])
+                .collect();
+            for id in use_ids {
+                if !leading.contains(&id) {
+                    problems.push(format!(
+                        "{at}: tool_use {id} has no tool_result first in the next message"
+                    ));
+                }
+            }
+        }
+    }
+
+    // SDK params `ToolParam`.
+    let tools = body["tools"].as_array().cloned().unwrap_or_default();
+    for (i, tool) in tools.iter().enumerate() {
+        let at = format!("tools[{i}]");
+        problems.extend(unknown_keys(
+            tool,
+            &[
+                "name",
+                "description",
+                "input_schema",
+                "cache_control",
+                "strict",
+                "type",
+                "input_examples",
+            ],
+            &at,
+        ));
+        problems.extend(missing_keys(tool, &["name", "input_schema"], &at));
+        if !valid_tool_name(&tool["name"]) {
+            problems.push(format!("{at}.name: ^[a-zA-Z0-9_-]{{1,64}}$"));
+        }
+        if tool["input_schema"]["type"] != json!("object") {
+            problems.push(format!("{at}.input_schema.type: object"));
+        }
+    }
+    // Tool use guide: a conversation holding tool_use/tool_result blocks must define tools.
+    if uses_tools && tools.is_empty() {
+        problems.push("tools: required when the messages hold tool_use blocks".into());
+    }
+    // SDK params `ToolChoiceParam`.
+    if let Some(choice) = body.get("tool_choice") {
+        match choice["type"].as_str() {
+            Some("auto" | "any" | "none") => problems.extend(unknown_keys(
+                choice,
+                &["type", "disable_parallel_tool_use"],
+                "tool_choice",
+            )),
+            Some("tool") => problems.extend(missing_keys(choice, &["name"], "tool_choice")),
+            _ => problems.push("tool_choice.type: auto, any, none or tool".into()),
+        }
+    }
+
+    // SDK params `OutputConfigParam` / `JSONOutputFormatParam`, and the SO guide's limits.
+    if let Some(config) = body.get("output_config") {
+        problems.extend(unknown_keys(config, &["effort", "format"], "output_config"));
+        if let Some(format) = config.get("format") {
+            problems.extend(unknown_keys(
+                format,
+                &["type", "schema"],
+                "output_config.format",
+            ));
+            if format["type"] != json!("json_schema") {
+                problems.push("output_config.format.type: json_schema".into());
+            }
+            if lacks_structured_output(model) {
+                problems.push(format!("output_config.format: not supported by {model}"));
+            }
+            for (keyword, value) in schema_keywords(&format["schema"]) {
+                if !schema_keyword_allowed(&keyword, &value) {
+                    problems.push(format!(
+                        "output_format.schema: property '{keyword}' is not supported"
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Errors page: `{"type": "error", "error": {"type": "invalid_request_error", "message"}}`.
+pub(crate) fn error_body(problems: &[String]) -> Value {
+    json!({"type": "error",
+           "error": {"type": "invalid_request_error", "message": problems.join("; ")},
+           "request_id": "req_conformance"})
+}
+
+/// A Messages response in the documented shape (Messages API reference, "Response").
+fn official_message(content: Value, stop_reason: &str) -> Value {
+    json!({
+        "id": "msg_conformance",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": null,
+        "usage": {
+            "input_tokens": 40,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 1900,
+            "output_tokens": 70,
+            "service_tier": "standard"
+        }
+    })
+}
+
+fn model(name: &str, base: &str) -> AnthropicModel {
+    AnthropicModel::new(name, &Secret::new("sk-ant-test"), base).expect("model")
+}
+
+fn steps() -> Vec<ModelRequest> {
+    // The real AgentReply schema (every local bound in it) and the demo tenant's real tools.
+    let tools = super::demo_tenant_tools();
+    let real = |mut request: ModelRequest| {
+        request.output_schema = Arc::clone(agent_reply_schema());
+        request.tools = Arc::clone(&tools);
+        request
+    };
+    vec![
+        real(first_step(ToolChoice::Auto)),
+        real(second_step()),
+        real(first_step(ToolChoice::None)),
+    ]
+}
+
+#[test]
+fn issue_20_anthropic_requests_conform_field_by_field_for_every_model_family() {
+    for name in [
+        "claude-sonnet-4-5",
+        "claude-haiku-4-5-20251001",
+        "claude-opus-5-5",
+        "claude-sonnet-5-5",
+        "claude-sonnet-4-20250514",
+        "claude-future-9",
+    ] {
+        for operator_temperature in [false, true] {
+            let provider = model(name, "https://api.anthropic.com")
+                .with_operator_temperature(operator_temperature);
+            for (i, step) in steps().iter().enumerate() {
+                let body = provider.request_body(step);
+                let problems = request_problems(&body);
+                assert!(problems.is_empty(), "{name} step {i}: {problems:?}\n{body}");
+            }
+        }
+    }
+}
+
+#[test]
+fn issue_20_anthropic_fake_refuses_the_bounded_schema_every_old_request_carried() {
+    let mut body =
+        model("claude-sonnet-4-5", "https://api.anthropic.com").request_body(&steps()[0]);
+    body["output_config"]["format"]["schema"] = (**agent_reply_schema()).clone();
+    let problems = request_problems(&body);
+    for keyword in ["maxItems", "maxLength", "minimum", "maximum"] {
+        assert!(
+            problems.iter().any(|p| p.contains(&format!("'{keyword}'"))),
+            "{keyword}: {problems:?}"
+        );
+    }
+    let mut body = model("claude-opus-5-5", "https://api.anthropic.com").request_body(&steps()[0]);
+    body["temperature"] = json!(0.3);
+    assert!(
+        request_problems(&body)
+            .iter()
+            .any(|p| p.starts_with("temperature"))
+    );
+}
+
+#[tokio::test]
+async fn issue_20_anthropic_turn_passes_a_fake_that_refuses_what_anthropic_refuses() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .and(header("anthropic-version", "2023-06-01"))
+        .respond_with(RefusesWhatTheApiRefuses {
+            check: request_problems,
+            error_body,
+            ok: official_message(json!([{"type": "text", "text": VALID_REPLY}]), "end_turn"),
+        })
+        .mount(&server)
+        .await;
+    for name in [
+        "claude-sonnet-4-5",
+        "claude-opus-5-5",
+        "claude-sonnet-4-20250514",
+    ] {
+        let provider = model(name, &server.uri()).with_operator_temperature(true);
+        for step in steps() {
+            let response = provider
+                .step(&step)
+                .await
+                .expect("the fake accepts the request");
+            assert_eq!(response.output.as_deref(), Some(VALID_REPLY), "{name}");
+        }
+    }
+    let refused = reqwest::Client::new()
+        .post(format!("{}/v1/messages", server.uri()))
+        .header("anthropic-version", "2023-06-01")
+        .json(
+            &json!({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [],
+                      "output_config": {"format": {"type": "json_schema",
+                          "schema": {"type": "number", "minimum": 0}}}}),
+        )
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(refused.status(), 400);
+    let err = crate::model::transport::status_error(
+        refused.status(),
+        &refused.bytes().await.expect("body"),
+    );
+    assert_eq!(
+        err,
+        crate::model::ModelError::Http {
+            status: 400,
+            kind: "invalid_request_error".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn issue_20_anthropic_turn_through_the_http_route_passes_a_fake_that_refuses_what_anthropic_refuses()
+ {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(RefusesWhatTheApiRefuses {
+            check: request_problems,
+            error_body,
+            ok: official_message(
+                json!([{"type": "text", "text": super::route::route_reply()}]),
+                "end_turn",
+            ),
+        })
+        .mount(&server)
+        .await;
+    let provider: Arc<dyn Model> = Arc::new(model("claude-haiku-4-5", &server.uri()));
+
+    let (status, body) = super::route::answer_through_the_route(provider).await;
+
+    assert_eq!(status, 200);
+    assert_eq!(
+        super::route::block_texts(&body),
+        vec![super::route::ROUTE_REPLY_TEXT]
+    );
+    let received = server.received_requests().await.unwrap_or_default();
+    assert!(!received.is_empty(), "the model was called");
+    for request in received {
+        let sent: Value = serde_json::from_slice(&request.body).expect("json");
+        assert!(request_problems(&sent).is_empty(), "{sent}");
+    }
+}
+
+#[test]
+fn issue_20_anthropic_official_response_shapes_parse() {
+    // Text with cache reads; thinking blocks (adaptive thinking models) are skipped.
+    let answer = official_message(
+        json!([
+            {"type": "thinking", "thinking": "…", "signature": "sig"},
+            {"type": "text", "text": VALID_REPLY}
+        ]),
+        "end_turn",
+    );
+    let parsed = parse_response(answer.to_string().as_bytes()).expect("parse");
+    assert_eq!(parsed.output.as_deref(), Some(VALID_REPLY));
+    assert_eq!(parsed.usage.cached_tokens, 1900);
+    assert_eq!(parsed.usage.input_tokens, 1940);
+
+    // Several tool_use blocks in one message, one with empty input.
+    let calls = official_message(
+        json!([
+            {"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": "toolu_01", "name": "send_flow", "input": {"id": "brochure"}},
+            {"type": "tool_use", "id": "toolu_02", "name": "get_contact", "input": {}}
+        ]),
+        "tool_use",
+    );
+    let parsed = parse_response(calls.to_string().as_bytes()).expect("parse");
+    assert_eq!(parsed.stop, StopReason::ToolCalls);
+    assert_eq!(parsed.tool_calls.len(), 2);
+    assert_eq!(
+        parsed.tool_calls[1].arguments,
+        ToolArguments::Valid(json!({}))
+    );
+
+    // SO guide, "Invalid outputs": refusal and max_tokens.
+    let refusal = official_message(json!([{"type": "text", "text": "I can't"}]), "refusal");
+    let parsed = parse_response(refusal.to_string().as_bytes()).expect("parse");
+    assert_eq!((parsed.stop, parsed.output), (StopReason::Refused, None));
+    let cut = official_message(json!([{"type": "text", "text": "{\"mess"}]), "max_tokens");
+    assert_eq!(
+        parse_response(cut.to_string().as_bytes()).unwrap().stop,
+        StopReason::Length
+    );
+}
+
+#[test]
+fn issue_20_anthropic_compatible_absent_usage_and_null_content_parse() {
+    let mut answer = official_message(json!([{"type": "text", "text": VALID_REPLY}]), "end_turn");
+    answer.as_object_mut().unwrap().remove("usage");
+    let parsed = parse_response(answer.to_string().as_bytes()).expect("no usage");
+    assert_eq!(parsed.usage.total(), 0);
+    answer["content"] = Value::Null;
+    let parsed = parse_response(answer.to_string().as_bytes()).expect("content null");
+    assert_eq!(parsed.output, None);
+}

@@ -1,0 +1,104 @@
+//! Provider conformance (issue 20): each provider's requests checked against the request shape
+//! its official documentation publishes, and its official response shapes parsed. Test-only.
+//!
+//! The rules are not our own expectations of what we send: each module writes, in its own
+//! words, what the provider's documentation says a request may and must hold, and names the
+//! document and section each rule comes from. The same rules drive a fake server that answers
+//! what the real API answers: 400, in the provider's documented error shape, to a request the
+//! real API refuses; a documented success otherwise. A turn then runs through the provider's
+//! real HTTP code against that fake.
+
+use serde_json::Value;
+use wiremock::{Request, Respond, ResponseTemplate};
+
+pub(crate) mod anthropic;
+mod ollama;
+pub(crate) mod openai;
+mod route;
+
+/// The tools a turn of the demo tenant offers (`config/*.example`), as the agent builds them:
+/// the conformance checks run on the real specs, not only on a fixture.
+pub(crate) fn demo_tenant_tools() -> std::sync::Arc<[crate::model::ToolSpec]> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let context = crate::config::ConfigContext {
+        allow_examples: true,
+        ..crate::config::ConfigContext::default()
+    };
+    let config = crate::config::load_dir(&dir, &context).expect("the demo tenant loads");
+    let tools = config.tools.as_ref().expect("the demo tenant has tools");
+    let specs = crate::tools::build_specs(tools, true);
+    assert!(!specs.is_empty(), "the demo tenant offers tools");
+    std::sync::Arc::from(specs)
+}
+
+/// Every keyword used in a JSON Schema, with its value, walking `properties`, `$defs`, `items`
+/// and `anyOf` (property names are not keywords).
+pub(crate) fn schema_keywords(schema: &Value) -> Vec<(String, Value)> {
+    fn walk(node: &Value, out: &mut Vec<(String, Value)>) {
+        let Some(obj) = node.as_object() else {
+            return;
+        };
+        for (keyword, value) in obj {
+            out.push((keyword.clone(), value.clone()));
+            match keyword.as_str() {
+                "properties" | "$defs" => {
+                    for child in value.as_object().into_iter().flat_map(|m| m.values()) {
+                        walk(child, out);
+                    }
+                }
+                "items" => walk(value, out),
+                "anyOf" | "allOf" => {
+                    for branch in value.as_array().into_iter().flatten() {
+                        walk(branch, out);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, &mut out);
+    out
+}
+
+/// The keys of `object` that `allowed` does not list, as `<at>.<key>` problems.
+pub(crate) fn unknown_keys(object: &Value, allowed: &[&str], at: &str) -> Vec<String> {
+    object
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.keys())
+        .filter(|k| !allowed.contains(&k.as_str()))
+        .map(|k| format!("{at}.{k}: not a documented field"))
+        .collect()
+}
+
+/// The keys `required` lists that `object` lacks.
+pub(crate) fn missing_keys(object: &Value, required: &[&str], at: &str) -> Vec<String> {
+    required
+        .iter()
+        .filter(|k| object.get(**k).is_none())
+        .map(|k| format!("{at}.{k}: required"))
+        .collect()
+}
+
+/// A fake provider: answers 400 with the provider's documented error body when `check` finds a
+/// problem in the request body, and `ok` otherwise. It records nothing itself (wiremock does).
+pub(crate) struct RefusesWhatTheApiRefuses {
+    pub check: fn(&Value) -> Vec<String>,
+    pub error_body: fn(&[String]) -> Value,
+    pub ok: Value,
+}
+
+impl Respond for RefusesWhatTheApiRefuses {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let problems = match serde_json::from_slice::<Value>(&request.body) {
+            Ok(body) => (self.check)(&body),
+            Err(_) => vec!["body: not JSON".to_owned()],
+        };
+        if problems.is_empty() {
+            ResponseTemplate::new(200).set_body_json(self.ok.clone())
+        } else {
+            ResponseTemplate::new(400).set_body_json((self.error_body)(&problems))
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! A contact's message through the service's real HTTP route (`POST
+//! /v1/channels/manychat/message`), answered by a real provider client talking to a fake that
+//! refuses what the provider's API refuses. ManyChat is a wiremock fake that accepts everything.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::model::Model;
+use crate::settings::Settings;
+use crate::startup::{Application, Overrides};
+
+const SECRET: &str = "conformance-secret-0123456789";
+
+/// The reply the provider fakes return: grounded, confident, no price (no guardrail trips).
+pub(crate) const ROUTE_REPLY_TEXT: &str = "Our pottery course starts on Monday.";
+
+pub(crate) fn route_reply() -> String {
+    json!({
+        "messages": [ROUTE_REPLY_TEXT],
+        "escalate": false,
+        "escalation_reason": null,
+        "confidence": 0.95,
+        "closing_question": null
+    })
+    .to_string()
+}
+
+/// Starts the app with `model`, sends one contact message and returns the status and body.
+pub(crate) async fn answer_through_the_route(model: Arc<dyn Model>) -> (u16, Value) {
+    let manychat = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "success"})))
+        .mount(&manychat)
+        .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config_dir = dir.path().join("config");
+    std::fs::create_dir_all(&config_dir).expect("config dir");
+    let repo_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
+        std::fs::copy(
+            repo_config.join(format!("{name}.example")),
+            config_dir.join(name),
+        )
+        .expect("copy the demo tenant");
+    }
+    let vars: Vec<(&str, String)> = vec![
+        ("MANYCHAT_SHARED_SECRET", SECRET.into()),
+        ("PUBLIC_BASE_URL", "https://agent.example.test".into()),
+        ("MANYCHAT_API_TOKEN", "123:test-token".into()),
+        ("MANYCHAT_API_BASE", manychat.uri()),
+        ("MANYCHAT_REPLY_FLOW_NS", "content_reply_flow_0001".into()),
+        ("AGENT_MODEL", model.id().to_owned()),
+        ("CONFIG_DIR", config_dir.display().to_string()),
+        (
+            "DATABASE_URL",
+            format!("sqlite://{}", dir.path().join("agent.db").display()),
+        ),
+        ("CONTACT_TOKENS_ENFORCED", "false".into()),
+    ];
+    let settings = Settings::from_vars(|name| {
+        vars.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    })
+    .expect("settings");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let overrides = Overrides {
+        model: Some(model),
+        manual_worker: true,
+        ..Overrides::default()
+    };
+    let app = Application::build(settings, listener, overrides)
+        .await
+        .expect("app builds");
+    let url = format!(
+        "http://127.0.0.1:{}/v1/channels/manychat/message",
+        app.port()
+    );
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let server = tokio::spawn(async move { app.run(token).await });
+    let response = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(SECRET)
+        .json(&json!({"subscriber_id": "1000001", "text": "When does the pottery course start?"}))
+        .send()
+        .await
+        .expect("request sent");
+    let status = response.status().as_u16();
+    let body = response.json().await.unwrap_or(Value::Null);
+    shutdown.cancel();
+    let _ = server.await;
+    (status, body)
+}
+
+/// The texts of the Dynamic Block answer.
+pub(crate) fn block_texts(body: &Value) -> Vec<String> {
+    body["content"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["text"].as_str().map(str::to_owned))
+        .collect()
+}
