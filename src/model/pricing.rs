@@ -74,14 +74,18 @@ const fn listed(
 
 /// List prices, standard tier, USD per million tokens: input, cached input, output.
 ///
-/// Sources, as published on 2026-12-01 (rates change; an operator with other rates sets the
-/// `AGENT_PRICE_*` variables):
+/// Where these come from, read on 2026-12-01, and how sure we are (rates change; an operator
+/// whose rates differ, or who wants certainty, sets the `AGENT_PRICE_*` variables):
 /// - OpenAI: the API pricing page (openai.com/api/pricing), "Standard" rates for context under
-///   270K tokens. Models listed in OpenAI's OpenAPI spec (`ModelIdsShared`) without a published
-///   rate we could confirm (the `gpt-5.6-*` tiers, `gpt-5.2`, fine-tuned models) are left out and
-///   need the operator's price.
+///   270K tokens. Only some rows were read from that page itself: the gpt-5.4/5.5 rates come
+///   from third-party articles quoting it, and the gpt-4.x, gpt-5/5.1 and o-series rates are
+///   the long-standing list prices, not re-read. Models listed in OpenAI's OpenAPI spec
+///   (`ModelIdsShared`) without a rate we could confirm (the `gpt-5.6-*` tiers, `gpt-5.2`,
+///   fine-tuned models) are left out and need the operator's price.
 /// - Anthropic: platform.claude.com/docs/en/about-claude/pricing and each model's overview page;
-///   "Cache Hits & Refreshes" is the cached input rate. Cache writes cost more than plain input
+///   "Cache Hits & Refreshes" is the cached input rate. Opus 4.x and earlier were read from the
+///   pricing page; the 5.x and Fable rows from the models' pages as quoted in search results,
+///   some cache-read rates from third-party changelogs. Cache writes cost more than plain input
 ///   (1.25× for 5 minutes); they are priced as plain input here, a small underestimate. Claude
 ///   Haiku 5.5 is priced by prompt length; its band for prompts up to 100K tokens is used (a
 ///   turn's prompt is far below it).
