@@ -27,7 +27,7 @@ use crate::store::{
 
 /// How long after its abort window a promise's fallback falls due: a live turn has settled by
 /// then (it is cut off at `MODEL_ABORT_MS` and its write takes milliseconds).
-const PROMISE_MARGIN: chrono::Duration = chrono::Duration::seconds(15);
+const PROMISE_MARGIN: chrono::Duration = chrono::Duration::seconds(5);
 
 /// How long an inline escalation's handoff row waits for the worker: the request performs it
 /// as soon as its response is written; the worker takes it only if that did not happen.

@@ -1,0 +1,318 @@
+//! Issue 13: every promise the service makes is durable. The process is killed with SIGKILL
+//! after it acknowledged a message and restarted; the contact still gets an answer. These run
+//! the real binary, so they wait on real events (bounded polls), never on fixed sleeps.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::MockServer;
+
+use crate::helpers::*;
+
+/// A `serve` process of the real binary on a tenant folder and database of its own.
+struct Served {
+    child: Child,
+    port: u16,
+}
+
+impl Served {
+    fn start(dir: &Path, manychat: &MockServer, extra: &[(&str, &str)]) -> Self {
+        let port = free_port();
+        let mut env: HashMap<String, String> = HashMap::from([
+            (
+                "CONFIG_DIR".into(),
+                dir.join("config").display().to_string(),
+            ),
+            (
+                "DATABASE_URL".into(),
+                format!("sqlite://{}", dir.join("agent.db").display()),
+            ),
+            ("MANYCHAT_SHARED_SECRET".into(), SECRET.into()),
+            (
+                "PUBLIC_BASE_URL".into(),
+                "https://agent.example.test".into(),
+            ),
+            ("MANYCHAT_API_TOKEN".into(), "123:test-token".into()),
+            ("MANYCHAT_API_BASE".into(), manychat.uri()),
+            (
+                "MANYCHAT_REPLY_FLOW_NS".into(),
+                "content20250101_reply".into(),
+            ),
+            ("MANYCHAT_REPLY_GAP_MS".into(), "0".into()),
+            ("PORT".into(), port.to_string()),
+            ("RUST_LOG".into(), "warn".into()),
+        ]);
+        for (name, value) in extra {
+            env.insert((*name).into(), (*value).into());
+        }
+        let child = Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+            .arg("serve")
+            .env_clear()
+            .envs(env)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the binary starts");
+        Self { child, port }
+    }
+
+    async fn ready(&self) {
+        let client = reqwest::Client::new();
+        for _ in 0..400 {
+            let health = client
+                .get(format!("http://127.0.0.1:{}/health", self.port))
+                .send()
+                .await;
+            if health.is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the service did not start");
+    }
+
+    async fn send(&self, subscriber: &str, text: &str) -> Value {
+        reqwest::Client::new()
+            .post(format!(
+                "http://127.0.0.1:{}/v1/channels/manychat/message",
+                self.port
+            ))
+            .bearer_auth(SECRET)
+            .json(&json!({"subscriber_id": subscriber, "text": text}))
+            .send()
+            .await
+            .expect("an answer")
+            .json()
+            .await
+            .expect("a JSON answer")
+    }
+
+    /// SIGKILL: nothing is flushed, drained or settled.
+    fn kill(mut self) {
+        self.child.kill().expect("killed");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn tenant() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tenant(&repo_path("config"), &dir.path().join("config"));
+    dir
+}
+
+fn rules(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("config/rules.json")).unwrap()).unwrap()
+}
+
+/// The texts ManyChat was asked to put in the reply field, in order.
+async fn reply_field_writes(manychat: &MockServer) -> Vec<String> {
+    manychat
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path() == "/fb/subscriber/setCustomFieldByName")
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .filter(|b| b["field_name"] == "ai_message")
+        .filter_map(|b| b["field_value"].as_str().map(str::to_owned))
+        .collect()
+}
+
+async fn tagged(manychat: &MockServer) -> Vec<String> {
+    manychat
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path() == "/fb/subscriber/addTagByName")
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .filter_map(|b| b["tag_name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Polls (real time, bounded) until `condition` holds.
+async fn eventually(mut condition: impl AsyncFnMut() -> bool, what: &str) {
+    for _ in 0..1200 {
+        if condition().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+#[tokio::test]
+async fn issue_13_item_1_killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
+    let dir = tenant();
+    let manychat = MockServer::start().await;
+    manychat_accepts_everything(&manychat).await;
+    let rules = rules(dir.path());
+
+    // The model answers after 12 s; the deadline is 0.3 s: the contact is acknowledged.
+    let first = Served::start(
+        dir.path(),
+        &manychat,
+        &[
+            ("AGENT_MODEL", "mock:slow"),
+            ("RACE_DEADLINE_MS", "300"),
+            ("MODEL_ABORT_MS", "60000"),
+        ],
+    );
+    first.ready().await;
+    let body = first.send("8801", "When are the evening classes?").await;
+    assert_eq!(
+        block_texts(&body),
+        vec![
+            rules["messages"]["acknowledgement"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        ]
+    );
+    first.kill();
+    assert!(
+        reply_field_writes(&manychat).await.is_empty(),
+        "nothing was sent before the kill"
+    );
+
+    // Restarted (a fast model now): the promise's window lasts, so the turn runs again and its
+    // answer reaches the contact through the outbox.
+    let second = Served::start(
+        dir.path(),
+        &manychat,
+        &[("AGENT_MODEL", "mock:demo"), ("MODEL_ABORT_MS", "60000")],
+    );
+    second.ready().await;
+    eventually(
+        async || !reply_field_writes(&manychat).await.is_empty(),
+        "the owed reply is delivered",
+    )
+    .await;
+    let writes = reply_field_writes(&manychat).await;
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_ne!(
+        writes[0],
+        rules["messages"]["escalation"].as_str().unwrap(),
+        "the model's answer, not the fallback"
+    );
+    assert!(
+        tagged(&manychat).await.is_empty(),
+        "no handoff: the turn was answered"
+    );
+    drop(second);
+
+    let store = manychat_agent::store::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("agent.db").display()
+    ))
+    .await
+    .unwrap();
+    let conversation = store
+        .conversation_by_subscriber(&manychat_agent::ids::SubscriberId::parse("8801").unwrap())
+        .await
+        .unwrap()
+        .expect("the contact is known");
+    let turns = store.turns(conversation.id).await.unwrap();
+    let kinds: Vec<_> = turns
+        .iter()
+        .map(|t| (t.role.as_str(), t.outcome.clone()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![("user", None), ("agent", Some("deferred".to_owned()))],
+        "the message recorded once, and its answer"
+    );
+}
+
+#[tokio::test]
+async fn issue_13_item_1_killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_and_the_handoff()
+ {
+    let dir = tenant();
+    let manychat = MockServer::start().await;
+    manychat_accepts_everything(&manychat).await;
+    let rules = rules(dir.path());
+
+    let first = Served::start(
+        dir.path(),
+        &manychat,
+        &[
+            ("AGENT_MODEL", "mock:slow"),
+            ("RACE_DEADLINE_MS", "300"),
+            ("MODEL_ABORT_MS", "1500"),
+        ],
+    );
+    first.ready().await;
+    let body = first.send("8802", "Do you have parking?").await;
+    assert_eq!(block_texts(&body).len(), 1, "acknowledged");
+    first.kill();
+
+    // The promise on disk says when its window ends; the restart comes after that.
+    let store = manychat_agent::store::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("agent.db").display()
+    ))
+    .await
+    .unwrap();
+    let promise = store.outbox_rows().await.unwrap();
+    let window_ends: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(promise[0].payload["promise"]["abortAt"].clone())
+            .expect("the owed reply is a promise");
+    drop(store);
+    eventually(
+        async || chrono::Utc::now() > window_ends,
+        "the abort window ends",
+    )
+    .await;
+
+    // Restarted once the window has closed: the promise's fallback is delivered by the outbox
+    // (the escalation copy, then the handoff tag) and the message records why.
+    let second = Served::start(dir.path(), &manychat, &[("AGENT_MODEL", "mock:demo")]);
+    second.ready().await;
+    eventually(
+        async || !tagged(&manychat).await.is_empty(),
+        "the handoff is performed",
+    )
+    .await;
+    assert_eq!(
+        reply_field_writes(&manychat).await,
+        vec![rules["messages"]["escalation"].as_str().unwrap().to_owned()]
+    );
+    assert_eq!(
+        tagged(&manychat).await,
+        vec![rules["handoff"]["tag"].as_str().unwrap().to_owned()]
+    );
+    drop(second);
+
+    let store = manychat_agent::store::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("agent.db").display()
+    ))
+    .await
+    .unwrap();
+    let conversation = store
+        .conversation_by_subscriber(&manychat_agent::ids::SubscriberId::parse("8802").unwrap())
+        .await
+        .unwrap()
+        .expect("the contact is known");
+    assert!(conversation.escalated_at.is_some());
+    let turns = store.turns(conversation.id).await.unwrap();
+    assert_eq!(turns.len(), 1, "no agent turn: the model never answered");
+    assert_eq!(turns[0].escalation_reason.as_deref(), Some("interrupted"));
+}
