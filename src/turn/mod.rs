@@ -763,7 +763,10 @@ impl TurnEngine {
             .record(conversation, message, Some(&turn), charge, Some(now))
             .await?;
         inner.metrics.turn(outcome);
-        tracing::info!(conversation = %conversation.id, outcome, "turn escalated");
+        // An escalation without a model answer was logged by its caller, with its reason.
+        if answer.is_some() {
+            tracing::info!(conversation = %conversation.id, outcome, "turn escalated");
+        }
         Ok((turn_id, record))
     }
 
