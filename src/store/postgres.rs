@@ -61,12 +61,30 @@ impl PgStore {
     }
 
     async fn connect_with(options: PgConnectOptions, max_connections: u32) -> Result<Self> {
-        let pool = PgPoolOptions::new()
+        let pool = match PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
-            .map_err(|e| StoreError::Database(connect_failure(&e)))?;
+        {
+            Ok(pool) => pool,
+            // The pool retries a refused or failed connection until its timeout and then
+            // reports only the timeout: one direct attempt says why.
+            Err(sqlx::Error::PoolTimedOut) => {
+                use sqlx::Connection;
+                let direct = tokio::time::timeout(
+                    ACQUIRE_TIMEOUT,
+                    sqlx::PgConnection::connect_with(&options),
+                )
+                .await;
+                let why = match direct {
+                    Ok(Err(error)) => connect_failure(&error),
+                    _ => connect_failure(&sqlx::Error::PoolTimedOut),
+                };
+                return Err(StoreError::Database(why));
+            }
+            Err(error) => return Err(StoreError::Database(connect_failure(&error))),
+        };
         sqlx::migrate!("migrations/postgres").run(&pool).await?;
         Ok(Self { pool })
     }
