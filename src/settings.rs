@@ -267,6 +267,15 @@ impl Settings {
                 "DATABASE_URL",
                 "must start with sqlite:// (a file) or postgres:// (a server)",
             );
+        } else if let Some(folder) = crate::store::missing_sqlite_folder(database_url.expose()) {
+            env.problem(
+                "DATABASE_URL",
+                &format!(
+                    "the folder {} does not exist (create it, or correct the path; only the \
+                     default data/ is created)",
+                    folder.display()
+                ),
+            );
         }
         let port = env.number("PORT", 3000, 0, u64::from(u16::MAX));
         let bind_address = match env.string("BIND_ADDRESS") {
@@ -898,6 +907,19 @@ mod tests {
         let text = err.to_string();
         assert!(text.starts_with("invalid environment:"), "{text}");
         assert!(text.contains("\n  PORT: "), "{text}");
+    }
+
+    #[test]
+    fn issue_19_item_2_a_sqlite_folder_that_does_not_exist_is_reported_at_start() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let missing = dir.path().join("no-such-folder");
+        let url = format!("sqlite://{}/agent.db", missing.display());
+        let p = problem(&[("DATABASE_URL", &url)], "DATABASE_URL");
+        assert!(p.rule.contains("does not exist"), "{p}");
+        let url = format!("sqlite://{}/agent.db", dir.path().display());
+        assert!(load(&with(&[("DATABASE_URL", &url)])).is_ok());
+        // The default folder is created by the store, so it is no problem here.
+        assert!(load(&with(&[("DATABASE_URL", "sqlite://data/agent.db")])).is_ok());
     }
 
     #[test]

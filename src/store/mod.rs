@@ -595,6 +595,22 @@ pub fn is_supported_url(url: &str) -> bool {
     url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
+/// For a SQLite `url` whose folder does not exist (and is not the default `data/`, which is
+/// created), that folder: `connect` would refuse it. Lets the start-up checks report it with
+/// every other problem.
+pub fn missing_sqlite_folder(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    if rest.is_empty() || rest == ":memory:" || rest.contains('?') {
+        return None;
+    }
+    let parent = std::path::Path::new(rest)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())?;
+    (parent != std::path::Path::new("data") && !parent.is_dir()).then(|| parent.to_path_buf())
+}
+
 /// Which database `url` names, for an error: the SQLite file, or the Postgres database, server
 /// and role. Never the password or the options (which may carry one).
 pub fn describe_database(url: &str) -> String {
