@@ -404,10 +404,12 @@ fn parse_json<T: DeserializeOwned>(
     let mut removed: Vec<(Vec<Step>, usize)> = Vec::new();
     // Keys removed from objects (object path as written, key).
     let mut removed_keys: Vec<(Vec<Step>, String)> = Vec::new();
-    let mut pending = Some(steps);
+    // Paths (as the document now stands) where a stand-in value was written.
+    let mut stood_in: Vec<Vec<Step>> = Vec::new();
+    let mut pending = Some((steps, first.inner().to_string()));
     while issues.len() - before < MAX_TYPE_ISSUES {
-        let current = match pending.take() {
-            Some(steps) => steps,
+        let (current, message) = match pending.take() {
+            Some(first) => first,
             None => match serde_path_to_error::deserialize::<_, T>(&raw) {
                 Ok(value) => {
                     return Parsed {
@@ -423,18 +425,32 @@ fn parse_json<T: DeserializeOwned>(
                     };
                     let as_written = as_written(&steps, &removed);
                     let message = err.inner().to_string();
-                    // "missing field" where this loop removed that very field: a consequence
-                    // of setting aside, not a problem of the file.
+                    // "missing field" where this loop removed that very field, or inside an
+                    // empty stand-in object it wrote: a consequence of setting aside, not a
+                    // problem of the file.
                     let ours = missing_field(&message).is_some_and(|key| {
                         removed_keys.contains(&(as_written.clone(), key.to_owned()))
+                            || stood_in.contains(&steps)
                     });
                     if !ours {
                         push_type_issue(file, &as_written, &message, issues);
                     }
-                    steps
+                    (steps, message)
                 }
             },
         };
+        // A value of the wrong type is replaced by a stand-in of the right type, so that the
+        // entry holding it keeps its place (other rules refer to entries: the funnel field, an
+        // offering). Where no stand-in fits, or one already failed here, the member is removed.
+        if !stood_in.contains(&current)
+            && let Some(stand_in) = stand_in_for(&message)
+            && let Some(node) = navigate(&mut raw, &current)
+        {
+            *node = stand_in;
+            set_aside.push(json_path_of(&as_written(&current, &removed)));
+            stood_in.push(current);
+            continue;
+        }
         // The first error's path is as written already (nothing was removed yet).
         let Some((last, parent)) = current.split_last() else {
             break;
@@ -467,6 +483,35 @@ fn parse_json<T: DeserializeOwned>(
         set_aside,
         raw: Some(written),
     }
+}
+
+/// A value of the type a type error expected (`invalid type: …, expected u32` → `0`), to stand
+/// in for the wrong one; `None` for an enumeration or anything else without an obvious empty
+/// value.
+fn stand_in_for(message: &str) -> Option<serde_json::Value> {
+    use serde_json::{Value, json};
+    let rest = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))?;
+    let (_, expected) = rest.split_once(", expected ")?;
+    let value = match expected.split_whitespace().next().unwrap_or_default() {
+        "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" | "isize" => {
+            json!(0)
+        }
+        "f32" | "f64" => json!(0.0),
+        "struct" | "map" => Value::Object(serde_json::Map::new()),
+        "sequence" => Value::Array(Vec::new()),
+        "string" => json!(""),
+        "boolean" | "bool" => json!(false),
+        _ => match expected.split(" at line").next().unwrap_or_default() {
+            "a string" => json!(""),
+            "a sequence" => Value::Array(Vec::new()),
+            "a map" => Value::Object(serde_json::Map::new()),
+            "a boolean" => json!(false),
+            _ => return None,
+        },
+    };
+    Some(value)
 }
 
 fn step(segment: &serde_path_to_error::Segment) -> Option<Step> {
@@ -1124,5 +1169,37 @@ mod tests {
         for issue in errors.issues() {
             assert!(!spec_label.is_match(&issue.rule), "{issue}");
         }
+    }
+
+    #[test]
+    fn issue_19_item_3_a_type_error_in_an_entry_raises_no_false_alarm_about_it() {
+        // The funnel field's values have the wrong type: the field keeps its place, so the
+        // flows and events that refer to the funnel are not reported as lacking one.
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compat-config");
+        let dir = tempfile::tempdir().expect("temp dir");
+        for name in [PROMPT_FILE, CATALOG_FILE, RULES_FILE, TOOLS_FILE] {
+            fs::copy(
+                fixture.join(format!("{name}.example")),
+                dir.path().join(name),
+            )
+            .expect("copy");
+        }
+        let tools = fs::read_to_string(dir.path().join(TOOLS_FILE)).expect("read");
+        let mut tools: serde_json::Value = serde_json::from_str(&tools).expect("json");
+        let funnel = tools["fields"]
+            .as_array()
+            .and_then(|fields| fields.iter().position(|f| f["funnel"] == true))
+            .expect("a funnel field");
+        tools["fields"][funnel]["values"] = serde_json::json!("new");
+        write(&dir, TOOLS_FILE, &tools.to_string());
+        let errors = load_err(&dir);
+        assert_eq!(
+            errors.issues(),
+            [ConfigIssue::new(
+                TOOLS_FILE,
+                format!("$.fields[{funnel}].values"),
+                "must be a list ([…]), not a string"
+            )]
+        );
     }
 }
