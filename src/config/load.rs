@@ -3,7 +3,11 @@
 //!
 //! Invariants:
 //! - A load returns a complete, valid [`TenantConfig`] or every issue found, never a partial
-//!   config. Each file is parsed even when another failed, so one run reports them all.
+//!   config. Each file is parsed even when another failed, and a value of the wrong type is
+//!   reported and set aside (replaced by a stand-in, or removed) so that the rest of its file is
+//!   still parsed, validated and cross-checked: one run reports them all.
+//! - Issues are in plain words (`must be a whole number, 0 or more, not a string`), not serde's.
+//! - A UTF-8 byte order mark at the start of a file is ignored.
 //! - `<name>.example` is read only when the plain file is absent and the caller allows examples
 //!   (the demo from a fresh checkout, § 5.5); a real deployment never runs on example data by
 //!   accident.
