@@ -54,11 +54,9 @@ pub async fn bind(address: SocketAddr) -> Result<TcpListener, StartupError> {
                 "port {} is already in use by another process (stop it, or set PORT)",
                 address.port()
             ),
-            ErrorKind::PermissionDenied => format!(
-                "permission denied (ports below 1024 need privileges; use PORT={} or above \
-                 behind a reverse proxy)",
-                1024
-            ),
+            ErrorKind::PermissionDenied => "permission denied (ports below 1024 need privileges: \
+                 use a higher PORT behind a reverse proxy)"
+                .to_owned(),
             ErrorKind::AddrNotAvailable => {
                 "the address is not one of this machine's (check BIND_ADDRESS)".to_owned()
             }
