@@ -14,7 +14,7 @@ use crate::manychat::{ManyChatClient, ManyChatLimiter};
 use crate::metrics::Metrics;
 use crate::observability::{self, LogFormat};
 use crate::outbox::{OutboxWorker, WorkerSettings};
-use crate::settings::Settings;
+use crate::settings::{Needs, Settings};
 use crate::startup::{self, Application, Overrides};
 
 /// A command's failure, printed by `main` as `error: …`.
@@ -53,13 +53,48 @@ fn settings_from(env: &HashMap<String, String>) -> Result<Settings, CliError> {
     Ok(Settings::from_vars(|name| env.get(name).cloned())?)
 }
 
+/// The settings for a command that `needs` what it names. On failure the error lists every
+/// environment problem and, since the tenant config is checked next anyway, every config
+/// issue too: one run shows everything to fix.
+fn settings_for(env: &HashMap<String, String>, needs: Needs) -> Result<Settings, CliError> {
+    Settings::for_command(needs, |name| env.get(name).cloned()).map_err(|problems| {
+        let mut message = problems.to_string();
+        if let Err(issues) = crate::config::load_dir(Path::new(&config_dir(env)), &context(env)) {
+            message.push_str(&format!("\ntenant config is invalid:\n{issues}"));
+        }
+        CliError(message)
+    })
+}
+
+/// `CONFIG_DIR`, read the way `Settings` reads it, for when the settings did not load.
+fn config_dir(env: &HashMap<String, String>) -> String {
+    env_value(env, "CONFIG_DIR").unwrap_or_else(|| "config".into())
+}
+
+/// A variable, empty counting as unset.
+fn env_value(env: &HashMap<String, String>, name: &str) -> Option<String> {
+    env.get(name)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// How the tenant config is checked against the environment, read straight from it.
+fn context(env: &HashMap<String, String>) -> crate::config::ConfigContext {
+    crate::config::ConfigContext {
+        reply_flow_ns: env_value(env, "MANYCHAT_REPLY_FLOW_NS"),
+        reply_field: env_value(env, "MANYCHAT_REPLY_FIELD").unwrap_or_else(|| "ai_message".into()),
+        token_field: env_value(env, "MANYCHAT_TOKEN_FIELD").unwrap_or_else(|| "ai_token".into()),
+        allow_examples: false,
+    }
+}
+
 /// `manychat-agent serve`: HTTP and the workers in one process. Never falls back to the
 /// sandbox: without `MANYCHAT_API_TOKEN` it refuses to start.
 pub async fn serve(env: &HashMap<String, String>) -> CliResult {
-    let settings = settings_from(env)?;
+    let settings = settings_for(env, Needs::SERVE)?;
     observability::init(&settings.log_level, LogFormat::Json)?;
-    let address = format!("0.0.0.0:{}", settings.port);
-    let listener = TcpListener::bind(&address).await?;
+    let address = std::net::SocketAddr::new(settings.bind_address, settings.port);
+    let listener = startup::bind(address).await?;
     let overrides = Overrides {
         reload_on_sighup: true,
         ..Overrides::default()
@@ -83,7 +118,7 @@ async fn run_until_terminated(app: Application) -> CliResult {
 
 /// `manychat-agent worker`: the outbox worker alone.
 pub async fn worker(env: &HashMap<String, String>) -> CliResult {
-    let settings = settings_from(env)?;
+    let settings = settings_for(env, Needs::WORKER)?;
     observability::init(&settings.log_level, LogFormat::Json)?;
     let context = startup::config_context(&settings, false);
     ConfigHandle::load(&settings.config_dir, context)?;
@@ -193,16 +228,14 @@ fn first_secret(list: &str) -> String {
     list.split(',').next().unwrap_or_default().trim().to_owned()
 }
 
-/// `manychat-agent config check`: every error at once, file, JSON path and rule.
+/// `manychat-agent config check`: every error at once, file, JSON path and rule. Without
+/// `MANYCHAT_REPLY_FLOW_NS` it says that the check against the reply flow was skipped.
 pub fn config_check(env: &HashMap<String, String>) -> CliResult {
-    let get = |name: &str| env.get(name).filter(|v| !v.trim().is_empty()).cloned();
-    let dir = get("CONFIG_DIR").unwrap_or_else(|| "config".into());
-    let context = crate::config::ConfigContext {
-        reply_flow_ns: get("MANYCHAT_REPLY_FLOW_NS"),
-        reply_field: get("MANYCHAT_REPLY_FIELD").unwrap_or_else(|| "ai_message".into()),
-        token_field: get("MANYCHAT_TOKEN_FIELD").unwrap_or_else(|| "ai_token".into()),
-        allow_examples: false,
-    };
+    let dir = config_dir(env);
+    let context = context(env);
+    let skipped = context.reply_flow_ns.is_none().then_some(
+        "not checked: that no configured flow is the reply flow (MANYCHAT_REPLY_FLOW_NS is not set)",
+    );
     match crate::config::load_dir(Path::new(&dir), &context) {
         Ok(config) => {
             let tools = config.tools.as_ref().map_or(0, |t| {
@@ -212,10 +245,16 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
                 "{dir}: valid ({} offerings, {tools} tool entries)",
                 config.catalog.offerings.len()
             );
+            if let Some(skipped) = skipped {
+                println!("{skipped}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(errors) => {
             eprintln!("{errors}");
+            if let Some(skipped) = skipped {
+                eprintln!("{skipped}");
+            }
             Ok(ExitCode::FAILURE)
         }
     }
@@ -227,7 +266,12 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
 /// With `check`, writes nothing: prints how many contacts lack a token and exits 1 if any, 0 if
 /// none.
 pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliResult {
-    let settings = settings_from(env)?;
+    let needs = if check {
+        Needs::DATABASE_ONLY
+    } else {
+        Needs::TOKENS_BACKFILL
+    };
+    let settings = settings_for(env, needs)?;
     let context = startup::config_context(&settings, false);
     ConfigHandle::load(&settings.config_dir, context)?;
     let store = crate::store::connect(settings.database_url.expose()).await?;

@@ -74,6 +74,8 @@ pub struct Settings {
     /// `DATABASE_URL`; a secret because a Postgres URL may carry a password.
     pub database_url: Secret,
     pub port: u16,
+    /// `BIND_ADDRESS`: the address `serve` listens on; `127.0.0.1` behind a local reverse proxy.
+    pub bind_address: std::net::IpAddr,
     pub trust_proxy: TrustProxy,
     pub config_dir: PathBuf,
     /// A valid `EnvFilter` directive.
@@ -118,6 +120,59 @@ impl SettingsError {
     }
 }
 
+/// Which of the variables that have no default a command needs. Each command asks only for
+/// what it uses, and every problem (missing or invalid) is reported in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    /// Answers ManyChat's requests: `MANYCHAT_SHARED_SECRET` and `PUBLIC_BASE_URL`.
+    pub channel: bool,
+    /// Calls a model: `AGENT_MODEL`, and the key of the provider it names.
+    pub model: bool,
+    /// Calls ManyChat's API: `MANYCHAT_API_TOKEN`.
+    pub manychat_api: bool,
+    /// Delivers deferred replies: `MANYCHAT_REPLY_FLOW_NS`.
+    pub reply_flow: bool,
+}
+
+impl Needs {
+    /// `serve`: everything.
+    pub const SERVE: Self = Self {
+        channel: true,
+        model: true,
+        manychat_api: true,
+        reply_flow: true,
+    };
+    /// `worker`: delivers the outbox; answers no request and calls no model.
+    pub const WORKER: Self = Self {
+        channel: false,
+        model: false,
+        manychat_api: true,
+        reply_flow: true,
+    };
+    /// `tokens backfill`: writes tokens to ManyChat.
+    pub const TOKENS_BACKFILL: Self = Self {
+        channel: false,
+        model: false,
+        manychat_api: true,
+        reply_flow: false,
+    };
+    /// `tokens backfill --check`: reads the database only.
+    pub const DATABASE_ONLY: Self = Self {
+        channel: false,
+        model: false,
+        manychat_api: false,
+        reply_flow: false,
+    };
+    /// What [`Settings::from_vars`] requires: the channel's two (the tests' and the demo's
+    /// apps supply the rest, or a model of their own).
+    pub const CHANNEL: Self = Self {
+        channel: true,
+        model: false,
+        manychat_api: false,
+        reply_flow: false,
+    };
+}
+
 /// `AGENT_MODEL` is missing where a model is needed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("AGENT_MODEL: required (provider:model, e.g. mock:demo)")]
@@ -129,8 +184,19 @@ impl Settings {
         Self::from_vars(|name| std::env::var(name).ok())
     }
 
-    /// Reads settings through `lookup` (tests pass a map).
+    /// Reads settings through `lookup` (tests pass a map), requiring the channel's variables
+    /// ([`Needs::CHANNEL`]).
     pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        Self::for_command(Needs::CHANNEL, lookup)
+    }
+
+    /// Reads settings through `lookup` for a command that `needs` what it names: a variable it
+    /// needs and lacks is a problem reported with every other one; a variable it does not need
+    /// is still checked when set, so a shared environment file is wrong in one place only.
+    pub fn for_command(
+        needs: Needs,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingsError> {
         let mut env = Reader {
             lookup: &lookup,
             problems: Vec::new(),
@@ -151,17 +217,36 @@ impl Settings {
             env.number("AGENT_MAX_OUTPUT_TOKENS", 400, 1, u64::from(u32::MAX));
         let agent_temperature = env.temperature();
         let agent_price = env.price();
+        if needs.model {
+            env.model_and_key(
+                agent_model.as_deref(),
+                openai_api_key.is_some(),
+                anthropic_api_key.is_some(),
+            );
+        }
 
-        let manychat_shared_secrets = env.shared_secrets();
+        let manychat_shared_secrets = env.shared_secrets(needs.channel);
         let manychat_api_token = env.string("MANYCHAT_API_TOKEN").map(Secret::new);
+        if needs.manychat_api && manychat_api_token.is_none() {
+            env.problem(
+                "MANYCHAT_API_TOKEN",
+                "required, the ManyChat API key (ManyChat: Settings → API)",
+            );
+        }
         let manychat_api_base = env.base_url("MANYCHAT_API_BASE", "https://api.manychat.com");
         let manychat_reply_field = env.or("MANYCHAT_REPLY_FIELD", "ai_message");
         let manychat_reply_flow_ns = env.string("MANYCHAT_REPLY_FLOW_NS");
+        if needs.reply_flow && manychat_reply_flow_ns.is_none() {
+            env.problem(
+                "MANYCHAT_REPLY_FLOW_NS",
+                "required, the namespace of the flow that sends deferred replies",
+            );
+        }
         let manychat_token_field = env.or("MANYCHAT_TOKEN_FIELD", "ai_token");
         let contact_tokens_enforced = env.boolean("CONTACT_TOKENS_ENFORCED", true);
         let reply_gap_ms = env.number("MANYCHAT_REPLY_GAP_MS", 2000, 0, MAX_REPLY_GAP_MS);
 
-        let public_base_url = env.public_base_url();
+        let public_base_url = env.public_base_url(needs.channel);
         let channel = match env.string("CHANNEL") {
             None => Channel::default(),
             Some(raw) => raw
@@ -185,7 +270,33 @@ impl Settings {
         }
 
         let database_url = Secret::new(env.or("DATABASE_URL", "sqlite://data/agent.db"));
+        if !crate::store::is_supported_url(database_url.expose()) {
+            // The value is not echoed: a Postgres URL may carry a password.
+            env.problem(
+                "DATABASE_URL",
+                "must start with sqlite:// (a file) or postgres:// (a server)",
+            );
+        } else if let Some(folder) = crate::store::missing_sqlite_folder(database_url.expose()) {
+            env.problem(
+                "DATABASE_URL",
+                &format!(
+                    "the folder {} does not exist (create it, or correct the path; only the \
+                     default data/ is created)",
+                    folder.display()
+                ),
+            );
+        }
         let port = env.number("PORT", 3000, 0, u64::from(u16::MAX));
+        let bind_address = match env.string("BIND_ADDRESS") {
+            None => std::net::IpAddr::from([0, 0, 0, 0]),
+            Some(raw) => raw.parse().unwrap_or_else(|_| {
+                env.problem(
+                    "BIND_ADDRESS",
+                    "must be an IP address, e.g. 0.0.0.0 or 127.0.0.1",
+                );
+                std::net::IpAddr::from([0, 0, 0, 0])
+            }),
+        };
         let trust_proxy = match env.string("TRUST_PROXY") {
             None => TrustProxy::default(),
             Some(raw) => TrustProxy::parse(&raw).unwrap_or_else(|e| {
@@ -234,6 +345,7 @@ impl Settings {
             model_abort: Duration::from_millis(model_abort_ms),
             database_url,
             port: u16::try_from(port).unwrap_or(3000),
+            bind_address,
             trust_proxy,
             config_dir,
             log_level,
@@ -329,6 +441,52 @@ impl Reader<'_> {
         }
     }
 
+    /// `AGENT_MODEL` for a command that calls a model: present, a known provider (and mock),
+    /// and the provider's key set. Found here, with every other problem, rather than when the
+    /// model is built after the database has been opened.
+    fn model_and_key(&mut self, spec: Option<&str>, openai_key: bool, anthropic_key: bool) {
+        use crate::model::registry::{MOCKS, PROVIDERS};
+        const NAME: &str = "AGENT_MODEL";
+        let Some(spec) = spec else {
+            self.problem(
+                NAME,
+                "required, provider:model, e.g. openai:gpt-4.1-mini or mock:demo",
+            );
+            return;
+        };
+        // A spec without a colon was reported by the caller.
+        let Some((provider, model)) = spec.split_once(':') else {
+            return;
+        };
+        if model.is_empty() {
+            self.problem(NAME, "names no model after the provider");
+            return;
+        }
+        // The provider is not echoed: a mistyped spec may hold a pasted key.
+        match provider {
+            "openai" if !openai_key => self.problem(
+                "OPENAI_API_KEY",
+                "required when AGENT_MODEL's provider is openai",
+            ),
+            "anthropic" if !anthropic_key => self.problem(
+                "ANTHROPIC_API_KEY",
+                "required when AGENT_MODEL's provider is anthropic",
+            ),
+            "mock" if !MOCKS.contains(&model) => {
+                let known: Vec<String> = MOCKS.iter().map(|m| format!("mock:{m}")).collect();
+                self.problem(
+                    NAME,
+                    &format!("names an unknown mock model; known: {}", known.join(", ")),
+                );
+            }
+            known if PROVIDERS.contains(&known) => {}
+            _ => self.problem(
+                NAME,
+                &format!("names an unknown provider; known: {}", PROVIDERS.join(", ")),
+            ),
+        }
+    }
+
     /// An http(s) base URL, stored without a trailing slash.
     fn base_url(&mut self, name: &'static str, default: &str) -> String {
         let value = self.or(name, default);
@@ -343,10 +501,12 @@ impl Reader<'_> {
         }
     }
 
-    fn public_base_url(&mut self) -> String {
+    fn public_base_url(&mut self, required: bool) -> String {
         const NAME: &str = "PUBLIC_BASE_URL";
         let Some(value) = self.string(NAME) else {
-            self.problem(NAME, "required, an https:// URL");
+            if required {
+                self.problem(NAME, "required, an https:// URL");
+            }
             return String::new();
         };
         match reqwest::Url::parse(&value) {
@@ -366,10 +526,12 @@ impl Reader<'_> {
         }
     }
 
-    fn shared_secrets(&mut self) -> Vec<Secret> {
+    fn shared_secrets(&mut self, required: bool) -> Vec<Secret> {
         const NAME: &str = "MANYCHAT_SHARED_SECRET";
         let Some(raw) = self.string(NAME) else {
-            self.problem(NAME, "required, one or more comma-separated secrets");
+            if required {
+                self.problem(NAME, "required, one or more comma-separated secrets");
+            }
             return Vec::new();
         };
         let secrets: Vec<&str> = raw.split(',').map(str::trim).collect();
@@ -451,6 +613,7 @@ mod tests {
         assert_eq!(s.model_abort, Duration::from_millis(30_000));
         assert_eq!(s.database_url.expose(), "sqlite://data/agent.db");
         assert_eq!(s.port, 3000);
+        assert_eq!(s.bind_address.to_string(), "0.0.0.0");
         assert!(s.trust_proxy.is_empty());
         assert_eq!(s.config_dir, PathBuf::from("config"));
         assert_eq!(s.log_level, "info");
@@ -822,6 +985,19 @@ mod tests {
         let text = err.to_string();
         assert!(text.starts_with("invalid environment:"), "{text}");
         assert!(text.contains("\n  PORT: "), "{text}");
+    }
+
+    #[test]
+    fn issue_19_item_2_a_sqlite_folder_that_does_not_exist_is_reported_at_start() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let missing = dir.path().join("no-such-folder");
+        let url = format!("sqlite://{}/agent.db", missing.display());
+        let p = problem(&[("DATABASE_URL", &url)], "DATABASE_URL");
+        assert!(p.rule.contains("does not exist"), "{p}");
+        let url = format!("sqlite://{}/agent.db", dir.path().display());
+        assert!(load(&with(&[("DATABASE_URL", &url)])).is_ok());
+        // The default folder is created by the store, so it is no problem here.
+        assert!(load(&with(&[("DATABASE_URL", "sqlite://data/agent.db")])).is_ok());
     }
 
     #[test]

@@ -30,7 +30,8 @@ use crate::turn::{TurnEngine, TurnSettings};
 pub enum StartupError {
     #[error("tenant config is invalid:\n{0}")]
     Config(#[from] ConfigErrors),
-    #[error("store: {0}")]
+    /// The store names the database and what failed.
+    #[error("{0}")]
     Store(#[from] StoreError),
     #[error("model: {0}")]
     Model(#[from] ModelError),
@@ -40,6 +41,29 @@ pub enum StartupError {
     Missing(String),
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot listen on {address}: {reason}")]
+    Listen { address: SocketAddr, reason: String },
+}
+
+/// Binds the HTTP listener, naming the address and, for the common failures, the cause.
+pub async fn bind(address: SocketAddr) -> Result<TcpListener, StartupError> {
+    use std::io::ErrorKind;
+    TcpListener::bind(address).await.map_err(|error| {
+        let reason = match error.kind() {
+            ErrorKind::AddrInUse => format!(
+                "port {} is already in use by another process (stop it, or set PORT)",
+                address.port()
+            ),
+            ErrorKind::PermissionDenied => "permission denied (ports below 1024 need privileges: \
+                 use a higher PORT behind a reverse proxy)"
+                .to_owned(),
+            ErrorKind::AddrNotAvailable => {
+                "the address is not one of this machine's (check BIND_ADDRESS)".to_owned()
+            }
+            other => other.to_string(),
+        };
+        StartupError::Listen { address, reason }
+    })
 }
 
 /// The seams tests and the demo use. Production uses `Overrides::default()`.
@@ -221,9 +245,14 @@ impl Application {
             self.listener,
             router.into_make_service_with_connect_info::<SocketAddr>(),
         )
-        .with_graceful_shutdown(async move { token.cancelled().await })
+        .with_graceful_shutdown(async move {
+            token.cancelled().await;
+            // Logged when the listener stops, not when the last connection has closed: requests
+            // in flight (and idle keep-alive connections) may take seconds to finish.
+            tracing::info!("stopped accepting; finishing requests in flight");
+        })
         .await?;
-        tracing::info!("stopped accepting; draining");
+        tracing::info!("requests in flight finished; draining the worker and agent tasks");
         if let Some(worker) = worker {
             let _ = worker.await;
         }

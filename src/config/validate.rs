@@ -285,7 +285,7 @@ pub fn tools(
     // A stage reference (flows[].onStage, events[].stage) needs a funnel field to refer to.
     let check_stage = |r: &mut Report<'_>, path: String, stage: &str| {
         if funnel_field.is_none() {
-            r.push(path, "requires a funnel field in fields[] (023)");
+            r.push(path, "requires a funnel field in fields[]");
         } else if !FUNNEL_STAGES.contains(&stage) {
             r.push(
                 path,
@@ -327,7 +327,7 @@ pub fn tools(
                 if intent_field.is_none() {
                     r.push(
                         format!("{at}.role"),
-                        "an opening flow requires an intent field in fields[] (034)",
+                        "an opening flow requires an intent field in fields[]",
                     );
                 }
             }
@@ -414,7 +414,7 @@ pub fn tools(
                     r.push(
                         format!("{at}.values"),
                         format!(
-                            "a funnel field's values must be exactly {} in that order (023)",
+                            "a funnel field's values must be exactly {} in that order",
                             FUNNEL_STAGES.join(", ")
                         ),
                     );
@@ -422,7 +422,7 @@ pub fn tools(
                 if intent_field.is_none() {
                     r.push(
                         format!("{at}.funnel"),
-                        "a funnel field requires an intent field in fields[] (034)",
+                        "a funnel field requires an intent field in fields[]",
                     );
                 }
             }
@@ -438,7 +438,7 @@ pub fn tools(
                     r.push(
                         format!("{at}.values"),
                         format!(
-                            "an intent field's values must be exactly {} (034)",
+                            "an intent field's values must be exactly {}",
                             INTENT_VALUES.join(", ")
                         ),
                     );
@@ -458,7 +458,7 @@ pub fn tools(
                     if values != catalog_ids {
                         r.push(
                             format!("{at}.values"),
-                            "an offering field's values must be exactly the catalog's offering ids (028)",
+                            "an offering field's values must be exactly the catalog's offering ids",
                         );
                     }
                 }
@@ -482,28 +482,25 @@ pub fn tools(
         if enum_fields.iter().any(|f| same_name(f, &note.field)) {
             r.push(
                 format!("{at}.field"),
-                "must not equal any fields[].field or readable.fields[].field (024)",
+                "must not equal any fields[].field or readable.fields[].field",
             );
         }
         if tools.notes[..i]
             .iter()
             .any(|n| same_name(&n.field, &note.field))
         {
-            r.push(
-                format!("{at}.field"),
-                "must not equal another note's field (024)",
-            );
+            r.push(format!("{at}.field"), "must not equal another note's field");
         }
         if !note.never_rendered {
             r.push(
                 format!("{at}.neverRendered"),
-                "must be true: the tenant's statement that no flow renders this field (024)",
+                "must be true: the tenant's statement that no flow renders this field",
             );
         }
         if !(1..=MAX_NOTE_LENGTH).contains(&note.max_length) {
             r.push(
                 format!("{at}.maxLength"),
-                format!("must be between 1 and {MAX_NOTE_LENGTH} (024)"),
+                format!("must be between 1 and {MAX_NOTE_LENGTH}"),
             );
         }
         r.non_empty(format!("{at}.description"), &note.description);
@@ -519,7 +516,7 @@ pub fn tools(
             if !(1..=MAX_NUDGE_MINUTES).contains(&delay.minutes) {
                 r.push(
                     format!("{at}.minutes"),
-                    format!("must be between 1 and {MAX_NUDGE_MINUTES} (025)"),
+                    format!("must be between 1 and {MAX_NUDGE_MINUTES}"),
                 );
             }
         }
@@ -762,10 +759,7 @@ mod tests {
         tools.notes[1].max_length = 501;
         assert_eq!(
             tool_issues(&tools, &catalog),
-            [issue(
-                "$.notes[1].maxLength",
-                "must be between 1 and 500 (024)"
-            )]
+            [issue("$.notes[1].maxLength", "must be between 1 and 500")]
         );
         tools.notes[1].max_length = 500;
         assert_eq!(tool_issues(&tools, &catalog), []);
@@ -784,7 +778,7 @@ mod tests {
             tool_issues(&with_enum, &catalog),
             [issue(
                 "$.notes[0].field",
-                "must not equal any fields[].field or readable.fields[].field (024)"
+                "must not equal any fields[].field or readable.fields[].field"
             )]
         );
 
@@ -794,7 +788,7 @@ mod tests {
             tool_issues(&with_note, &catalog),
             [issue(
                 "$.notes[1].field",
-                "must not equal another note's field (024)"
+                "must not equal another note's field"
             )]
         );
 
@@ -880,7 +874,7 @@ mod tests {
             tool_issues(&tools, &catalog),
             [issue(
                 &format!("$.fields[{funnel}].values"),
-                "a funnel field's values must be exactly new, qualifying, nurturing, offered, prepared, link_sent in that order (023)"
+                "a funnel field's values must be exactly new, qualifying, nurturing, offered, prepared, link_sent in that order"
             )]
         );
     }
@@ -968,7 +962,7 @@ mod tests {
             tool_issues(&tools, &catalog),
             [issue(
                 &format!("$.fields[{at}].values"),
-                "an offering field's values must be exactly the catalog's offering ids (028)"
+                "an offering field's values must be exactly the catalog's offering ids"
             )]
         );
         tools.fields[at].values = catalog
@@ -1011,14 +1005,8 @@ mod tests {
         assert_eq!(
             issues,
             [
-                issue(
-                    "$.flows[0].onStage",
-                    "requires a funnel field in fields[] (023)"
-                ),
-                issue(
-                    "$.events[0].stage",
-                    "requires a funnel field in fields[] (023)"
-                ),
+                issue("$.flows[0].onStage", "requires a funnel field in fields[]"),
+                issue("$.events[0].stage", "requires a funnel field in fields[]"),
             ]
         );
     }

@@ -621,16 +621,82 @@ pub trait Store: Send + Sync + 'static {
 }
 
 /// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the
-/// file (and its folder) on first run and uses WAL; `postgres://…` connects to a server.
+/// file on first run and uses WAL (its folder must exist, except the default `data/`, which is
+/// created); `postgres://…` connects to a server. An error names the database (never the
+/// password) and says what failed.
 pub async fn connect(database_url: &str) -> Result<std::sync::Arc<dyn Store>> {
-    if database_url.starts_with("sqlite:") {
-        let store = sqlite::SqliteStore::connect(database_url).await?;
-        Ok(std::sync::Arc::new(store))
+    let opened: Result<std::sync::Arc<dyn Store>> = if database_url.starts_with("sqlite:") {
+        sqlite::SqliteStore::connect(database_url)
+            .await
+            .map(|store| std::sync::Arc::new(store) as _)
     } else if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        let store = postgres::PgStore::connect(database_url).await?;
-        Ok(std::sync::Arc::new(store))
+        postgres::PgStore::connect(database_url)
+            .await
+            .map(|store| std::sync::Arc::new(store) as _)
     } else {
-        Err(StoreError::UnsupportedUrl)
+        return Err(StoreError::UnsupportedUrl);
+    };
+    opened.map_err(|error| {
+        let database = describe_database(database_url);
+        match error {
+            StoreError::Database(reason) => {
+                StoreError::Database(format!("cannot open {database}: {reason}"))
+            }
+            StoreError::Migration(reason) => StoreError::Migration(format!("{database}: {reason}")),
+            other => other,
+        }
+    })
+}
+
+/// Whether `DATABASE_URL` names a backend this build has (`sqlite:`, `postgres://`,
+/// `postgresql://`).
+pub fn is_supported_url(url: &str) -> bool {
+    url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// For a SQLite `url` whose folder does not exist (and is not the default `data/`, which is
+/// created), that folder: `connect` would refuse it. Lets the start-up checks report it with
+/// every other problem.
+pub fn missing_sqlite_folder(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    if rest.is_empty() || rest == ":memory:" || rest.contains('?') {
+        return None;
+    }
+    let parent = std::path::Path::new(rest)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())?;
+    (parent != std::path::Path::new("data") && !parent.is_dir()).then(|| parent.to_path_buf())
+}
+
+/// Which database `url` names, for an error: the SQLite file, or the Postgres database, server
+/// and role. Never the password or the options (which may carry one).
+pub fn describe_database(url: &str) -> String {
+    if let Some(rest) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        let path = rest.split('?').next().unwrap_or_default();
+        return format!("the SQLite database {path}");
+    }
+    match reqwest::Url::parse(url) {
+        Ok(parsed) => {
+            let server = match parsed.host_str() {
+                Some(host) if !host.is_empty() => {
+                    format!("{host}:{}", parsed.port().unwrap_or(5432))
+                }
+                _ => "the local socket".to_owned(),
+            };
+            let name = parsed.path().trim_start_matches('/');
+            let name = if name.is_empty() { "(default)" } else { name };
+            let role = match parsed.username() {
+                "" => String::new(),
+                user => format!(" as role {user}"),
+            };
+            format!("the PostgreSQL database {name} on {server}{role}")
+        }
+        Err(_) => "the PostgreSQL database (DATABASE_URL does not parse as a URL)".to_owned(),
     }
 }
 
@@ -649,6 +715,42 @@ pub fn new_conversation_id() -> Uuid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_19_item_2_a_database_is_named_without_its_password() {
+        assert_eq!(
+            describe_database(
+                "postgres://agent:pw-fixture@db.example.test:6543/sales?sslmode=require"
+            ),
+            "the PostgreSQL database sales on db.example.test:6543 as role agent"
+        );
+        assert_eq!(
+            describe_database("sqlite://data/agent.db"),
+            "the SQLite database data/agent.db"
+        );
+    }
+
+    /// A role the server refuses (SQLSTATE 28000) is said in plain words, naming the database
+    /// and the role, never the password.
+    #[tokio::test]
+    #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+    async fn issue_19_item_2_a_refused_role_is_named_in_plain_words() {
+        let base = std::env::var("TEST_DATABASE_URL")
+            .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL");
+        let mut url = reqwest::Url::parse(&base).expect("TEST_DATABASE_URL parses");
+        url.set_username("issue19_no_such_role").expect("a user");
+        url.set_password(Some("pw-fixture-hidden"))
+            .expect("a password");
+        let error = connect(url.as_str())
+            .await
+            .err()
+            .expect("an unknown role is refused");
+        let text = error.to_string();
+        assert!(text.contains("refused the role"), "{text}");
+        assert!(text.contains("28000"), "{text}");
+        assert!(text.contains("issue19_no_such_role"), "{text}");
+        assert!(!text.contains("pw-fixture-hidden"), "{text}");
+    }
 
     #[tokio::test]
     async fn system_5_2_database_url_picks_the_backend() {

@@ -171,6 +171,21 @@ enum Job {
     Write(Box<dyn WriteJob>),
 }
 
+/// The folder of the default `DATABASE_URL` (`sqlite://data/agent.db`): the only one created.
+const DEFAULT_FOLDER: &str = "data";
+
+/// An I/O error's kind in plain words, for opening errors.
+fn plain_io(kind: std::io::ErrorKind) -> String {
+    use std::io::ErrorKind;
+    match kind {
+        ErrorKind::PermissionDenied => "permission denied (check the owner and mode)".to_owned(),
+        ErrorKind::NotFound => "not found".to_owned(),
+        ErrorKind::ReadOnlyFilesystem => "the file system is read-only".to_owned(),
+        ErrorKind::StorageFull => "the disk is full".to_owned(),
+        other => other.to_string(),
+    }
+}
+
 /// Where the database lives, from `DATABASE_URL`.
 #[derive(Debug, Clone, PartialEq)]
 enum Location {
@@ -200,14 +215,36 @@ fn location(url: &str) -> Result<Location> {
 impl SqliteStore {
     /// Opens (creating on first run) the file `url` names, e.g. `sqlite://data/agent.db`, and
     /// runs the migrations. `sqlite::memory:` opens a private in-memory database.
+    ///
+    /// The file's folder must exist: a mistyped path would otherwise start the service on a new,
+    /// empty database while the real one sits elsewhere. Only the default folder, `data/`, is
+    /// created on first run.
     pub async fn connect(url: &str) -> Result<Self> {
         let location = location(url)?;
         if let Location::File(path) = &location
             && let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
         {
-            tokio::fs::create_dir_all(parent).await.map_err(|e| {
-                StoreError::Database(format!("cannot create the database folder: {}", e.kind()))
-            })?;
+            if parent == Path::new(DEFAULT_FOLDER) {
+                tokio::fs::create_dir_all(parent).await.map_err(|e| {
+                    StoreError::Database(format!(
+                        "cannot create the folder {DEFAULT_FOLDER}/: {}",
+                        plain_io(e.kind())
+                    ))
+                })?;
+            } else if !tokio::fs::metadata(parent).await.is_ok_and(|m| m.is_dir()) {
+                return Err(StoreError::Database(format!(
+                    "the folder {} does not exist (create it, or correct DATABASE_URL; only the \
+                     default {DEFAULT_FOLDER}/ is created)",
+                    parent.display()
+                )));
+            }
+        }
+        if let Location::File(path) = &location
+            && tokio::fs::metadata(path).await.is_ok_and(|m| m.is_dir())
+        {
+            return Err(StoreError::Database(
+                "the path names a folder, not a file".to_owned(),
+            ));
         }
         // Opening may wait on another process (the WAL switch, migrations): off the runtime.
         let (conn, checkpoints) = tokio::task::spawn_blocking(move || {
@@ -1642,12 +1679,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn system_8_sqlite_file_and_folder_created_on_first_run_with_wal() {
+    async fn system_8_sqlite_file_created_on_first_run_with_wal() {
         let dir = tempfile::tempdir().expect("a temporary folder");
-        let path = dir.path().join("nested").join("data").join("agent.db");
+        let path = dir.path().join("agent.db");
         let url = format!("sqlite://{}", path.display());
         let store = SqliteStore::connect(&url).await.expect("connect");
-        assert!(path.is_file(), "the file and its folders exist");
+        assert!(path.is_file(), "the file exists");
 
         assert_eq!(pragma::<String>(&store, "journal_mode").await, "wal");
         assert_eq!(pragma::<i64>(&store, "foreign_keys").await, 1);
@@ -1661,6 +1698,22 @@ mod tests {
             pragma::<i64>(&store, "wal_autocheckpoint").await,
             checkpoint::BACKSTOP_PAGES
         );
+    }
+
+    /// A mistyped path must not start the service on a new, empty database.
+    #[tokio::test]
+    async fn issue_19_item_2_missing_database_directory_is_refused() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let folder = dir.path().join("no-such-folder");
+        let url = format!("sqlite://{}/agent.db", folder.display());
+        let error = crate::store::connect(&url)
+            .await
+            .err()
+            .expect("a missing folder is refused");
+        let text = error.to_string();
+        assert!(text.contains(&folder.display().to_string()), "{text}");
+        assert!(text.contains("does not exist"), "{text}");
+        assert!(!folder.exists(), "nothing was created");
     }
 
     #[tokio::test]

@@ -118,3 +118,154 @@ fn issue_13_serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
         assert!(errors.contains(part), "{part} missing: {errors}");
     }
 }
+
+/// `serve` with nothing set names every missing variable in one run.
+#[test]
+fn issue_19_item_1_serve_with_nothing_set_lists_every_problem_at_once() {
+    let empty = tempfile::tempdir().unwrap();
+    let output = binary()
+        .arg("serve")
+        .env_clear()
+        .current_dir(empty.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let errors = String::from_utf8_lossy(&output.stderr);
+    for variable in [
+        "MANYCHAT_SHARED_SECRET",
+        "PUBLIC_BASE_URL",
+        "MANYCHAT_REPLY_FLOW_NS",
+        "MANYCHAT_API_TOKEN",
+        "AGENT_MODEL",
+    ] {
+        assert!(
+            errors.contains(variable),
+            "{variable} missing from:\n{errors}"
+        );
+    }
+    // The tenant config's problem is in the same run.
+    assert!(errors.contains("CONFIG_DIR"), "{errors}");
+
+    // A bad DATABASE_URL scheme and a provider without its key, in the same run too; the
+    // password in the URL is not echoed.
+    let output = binary()
+        .arg("serve")
+        .env_clear()
+        .current_dir(empty.path())
+        .env("AGENT_MODEL", "openai:gpt-4.1-mini")
+        .env(
+            "DATABASE_URL",
+            "mysql://agent:pw-fixture-hidden@db.example.test/agent",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let errors = String::from_utf8_lossy(&output.stderr);
+    for variable in ["OPENAI_API_KEY", "DATABASE_URL", "MANYCHAT_SHARED_SECRET"] {
+        assert!(
+            errors.contains(variable),
+            "{variable} missing from:\n{errors}"
+        );
+    }
+    assert!(!errors.contains("pw-fixture-hidden"), "{errors}");
+}
+
+/// `worker` and `tokens backfill --check` ask only for what they use.
+#[test]
+fn issue_19_item_1_commands_require_only_the_variables_they_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(&repo_path("config"), &config);
+    let database = format!("sqlite://{}/agent.db", dir.path().display());
+
+    let output = binary()
+        .arg("worker")
+        .env_clear()
+        .env("CONFIG_DIR", &config)
+        .env("DATABASE_URL", &database)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let errors = String::from_utf8_lossy(&output.stderr);
+    for needed in ["MANYCHAT_API_TOKEN", "MANYCHAT_REPLY_FLOW_NS"] {
+        assert!(errors.contains(needed), "{needed} missing from:\n{errors}");
+    }
+    for unused in ["MANYCHAT_SHARED_SECRET", "PUBLIC_BASE_URL", "AGENT_MODEL"] {
+        assert!(
+            !errors.contains(unused),
+            "worker asked for {unused}:\n{errors}"
+        );
+    }
+
+    let output = binary()
+        .args(["tokens", "backfill", "--check"])
+        .env_clear()
+        .env("CONFIG_DIR", &config)
+        .env("DATABASE_URL", &database)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("0 recent contacts have no token"),
+        "{output:?}"
+    );
+}
+
+/// A busy port is named, with what to do about it.
+#[test]
+fn issue_19_item_2_a_busy_port_is_named() {
+    let busy = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(&repo_path("config"), &config);
+    let output = binary()
+        .arg("serve")
+        .env_clear()
+        .env("CONFIG_DIR", &config)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}/agent.db", dir.path().display()),
+        )
+        .env("MANYCHAT_SHARED_SECRET", "fixture-secret-aaaaaaaa")
+        .env("PUBLIC_BASE_URL", "https://agent.example.test")
+        .env("MANYCHAT_API_TOKEN", "mc-fixture-token")
+        .env("MANYCHAT_REPLY_FLOW_NS", "content20260101000000_000900")
+        .env("AGENT_MODEL", "mock:demo")
+        .env("PORT", port.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let errors = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        errors.contains(&format!("port {port} is already in use")),
+        "{errors}"
+    );
+}
+
+/// `config check` without MANYCHAT_REPLY_FLOW_NS says which check it could not make.
+#[test]
+fn issue_19_item_3_config_check_says_the_reply_flow_check_was_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tenant(&repo_path("config"), dir.path());
+    let output = binary()
+        .args(["config", "check"])
+        .env_clear()
+        .env("CONFIG_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.contains("valid"), "{printed}");
+    assert!(printed.contains("not checked"), "{printed}");
+    assert!(printed.contains("MANYCHAT_REPLY_FLOW_NS"), "{printed}");
+
+    let output = binary()
+        .args(["config", "check"])
+        .env_clear()
+        .env("CONFIG_DIR", dir.path())
+        .env("MANYCHAT_REPLY_FLOW_NS", "content20260101000000_000900")
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("not checked"));
+}

@@ -55,3 +55,31 @@ async fn system_c5_no_personal_data_reaches_any_log_line() {
         assert!(!text.contains(secret), "log lines contain {secret:?}");
     }
 }
+
+/// A message stopped before the model (here by an escalation keyword) is one log line, which
+/// names why.
+#[tokio::test]
+async fn issue_19_item_11_one_line_per_pre_model_escalation() {
+    let logs = manychat_agent::observability::capture_global();
+    let model = Arc::new(ScriptedModel::replies([reply_json("Unused.")]));
+    let app = spawn_app(model.clone()).await;
+    let keyword = app.rules()["escalationKeywords"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.send("6801", &format!("please, {keyword}")).await;
+    app.settle().await;
+    assert_eq!(model.calls(), 0);
+    let conversation = app.conversation("6801").await.id.to_string();
+    let escalation_lines: Vec<String> = logs
+        .lines()
+        .into_iter()
+        .filter(|line| line.contains(&conversation) && line.contains("escalated_precheck"))
+        .collect();
+    assert_eq!(escalation_lines.len(), 1, "{escalation_lines:#?}");
+    // Issue 13 item 3: the line names the escalation reason.
+    assert!(
+        escalation_lines[0].contains("escalation_keyword"),
+        "{escalation_lines:#?}"
+    );
+}

@@ -52,3 +52,58 @@ async fn shutdown_lets_a_turn_in_flight_finish_and_then_stops_accepting() {
         .await;
     assert!(refused.is_err(), "no longer accepting");
 }
+
+/// "stopped accepting" is logged when the listener stops, before the request still in flight
+/// has been answered, not once every connection has closed.
+#[tokio::test(start_paused = true)]
+async fn issue_19_item_11_stopped_accepting_is_logged_when_it_happens() {
+    let _frozen = FrozenClock::freeze();
+    let (logs, _guard) = manychat_agent::observability::capture_with_format(
+        manychat_agent::observability::LogFormat::Json,
+    );
+    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
+        reply_json("Answered while stopping."),
+    ))
+    .after(Duration::from_secs(2))]));
+    let app = spawn_app(model.clone()).await;
+    let http = app.http.clone();
+    let url = app.message_url();
+    let in_flight = tokio::spawn(async move {
+        http.post(url)
+            .bearer_auth(SECRET)
+            .json(&json!({"subscriber_id": "5002", "text": "One more question"}))
+            .send()
+            .await
+            .unwrap()
+    });
+    for _ in 0..400 {
+        if model.calls() == 1 {
+            break;
+        }
+        real_pause().await;
+    }
+    app.shutdown.cancel();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    for _ in 0..400 {
+        if in_flight.is_finished() {
+            break;
+        }
+        real_pause().await;
+    }
+    assert_eq!(in_flight.await.unwrap().status().as_u16(), 200);
+    app.stop().await;
+
+    let lines = logs.lines();
+    let position = |needle: &str| {
+        lines
+            .iter()
+            .position(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in {lines:#?}"))
+    };
+    let stopped = position("stopped accepting");
+    let answered = position("answered_inline");
+    assert!(
+        stopped < answered,
+        "stopped accepting (line {stopped}) is logged before the turn in flight is answered (line {answered})"
+    );
+}
