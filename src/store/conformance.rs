@@ -18,8 +18,9 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    BudgetCharge, BudgetUsage, ClaimRules, Conversation, Exchange, NewOutboxRow, NewTurn,
-    OutboxKind, OutboxRow, OutboxStatus, Role, Store, TurnContext, TurnContextQuery,
+    BudgetCharge, BudgetUsage, ClaimRules, Conversation, Exchange, KeepPromise, NewOutboxRow,
+    NewTurn, OutboxKind, OutboxRow, OutboxStatus, PromiseRows, Role, Store, StoreError,
+    TurnContext, TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -917,6 +918,211 @@ pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
     assert_eq!(turns[1].input_tokens, 100);
 }
 
+/// Issue 13: a promise (the message and two pending rows, no reply) is kept by a later exchange
+/// in one transaction: the message is not written again, the reply row gets the reply and its
+/// turn's id and falls due, the fallback handoff goes; a handoff row written with an escalated
+/// turn carries that turn's id.
+pub async fn record_exchange_keeps_a_promise(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let message = NewTurn::user(conversation.id, "Any places left?", true, at_s(100));
+    let fallback = |kind, payload| NewOutboxRow {
+        conversation_id: conversation.id,
+        subscriber_id: conversation.subscriber_id.clone(),
+        kind,
+        payload,
+        next_attempt_at: at_s(200),
+        created_at: at_s(100),
+    };
+    let rows = [
+        fallback(
+            OutboxKind::Reply,
+            json!({"messages": ["A person will reply."], "actions": [], "turnId": null}),
+        ),
+        fallback(
+            OutboxKind::Handoff,
+            json!({"actions": [], "turnId": null, "fallback": true}),
+        ),
+    ];
+    let promised = store
+        .record_exchange(Exchange {
+            outbox: &rows,
+            ..Exchange::of(&message)
+        })
+        .await
+        .expect("the promise is written");
+    let [reply_row, handoff_row] = promised.outbox[..] else {
+        panic!("two rows: {:?}", promised.outbox);
+    };
+    let stored = store.outbox_row(reply_row).await.unwrap().unwrap();
+    assert_eq!(
+        stored.payload["turnId"],
+        json!(promised.message),
+        "the message's id"
+    );
+    assert_eq!(stored.next_attempt_at, at_s(200));
+
+    let answer = NewTurn::agent(conversation.id, "Two places.", "deferred", true, at_s(105));
+    let payload = json!({"messages": ["Two places."], "actions": [], "turnId": null});
+    let kept = store
+        .record_exchange(Exchange {
+            recorded: Some(promised.message),
+            reply: Some(&answer),
+            keep: Some(KeepPromise {
+                rows: PromiseRows {
+                    reply: reply_row,
+                    handoff: handoff_row,
+                },
+                payload: Some(&payload),
+                due: at_s(105),
+                handoff: false,
+            }),
+            ..Exchange::of(&message)
+        })
+        .await
+        .expect("the promise is kept");
+    assert_eq!(kept.message, promised.message);
+    let turns = store.turns(conversation.id).await.unwrap();
+    assert_eq!(turns.len(), 2, "the message is not written twice");
+    let stored = store.outbox_row(reply_row).await.unwrap().unwrap();
+    assert_eq!(stored.payload["messages"], json!(["Two places."]));
+    assert_eq!(stored.payload["turnId"], json!(kept.reply.unwrap()));
+    assert_eq!(stored.next_attempt_at, at_s(105));
+    assert_eq!(
+        store.outbox_row(handoff_row).await.unwrap(),
+        None,
+        "removed"
+    );
+
+    // Kept twice: the row is no longer the promise's (here: claimed and delivered).
+    store.mark_delivered(reply_row, at_s(106)).await.unwrap();
+    let lapsed = store
+        .record_exchange(Exchange {
+            recorded: Some(promised.message),
+            reply: Some(&answer),
+            keep: Some(KeepPromise {
+                rows: PromiseRows {
+                    reply: reply_row,
+                    handoff: handoff_row,
+                },
+                payload: None,
+                due: at_s(107),
+                handoff: true,
+            }),
+            ..Exchange::of(&message)
+        })
+        .await;
+    assert!(
+        matches!(lapsed, Err(StoreError::PromiseLapsed)),
+        "{lapsed:?}"
+    );
+    assert_eq!(
+        store.turns(conversation.id).await.unwrap().len(),
+        2,
+        "a lapsed promise writes nothing"
+    );
+
+    // An escalated turn's handoff row names the turn.
+    let stop = NewTurn::user(conversation.id, "stop", true, at_s(110));
+    let mut copy = NewTurn::agent(
+        conversation.id,
+        "A person will reply.",
+        "escalated",
+        true,
+        at_s(110),
+    );
+    copy.escalation_reason = Some("complaint".to_owned());
+    let handoff = [NewOutboxRow {
+        kind: OutboxKind::Handoff,
+        payload: json!({"actions": [], "turnId": null}),
+        ..rows[1].clone()
+    }];
+    let escalated = store
+        .record_exchange(Exchange {
+            reply: Some(&copy),
+            escalated_at: Some(at_s(110)),
+            outbox: &handoff,
+            ..Exchange::of(&stop)
+        })
+        .await
+        .unwrap();
+    let row = store
+        .outbox_row(escalated.outbox[0])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.kind, OutboxKind::Handoff);
+    assert_eq!(row.payload["turnId"], json!(escalated.reply.unwrap()));
+    let last = store.turns(conversation.id).await.unwrap().pop().unwrap();
+    assert_eq!(last.escalation_reason.as_deref(), Some("complaint"));
+    // And a claim by id takes a pending row once.
+    let claimed = store
+        .claim_outbox_row(row.id, at_s(111), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(claimed.map(|r| r.status), Some(OutboxStatus::Delivering));
+    assert!(
+        store
+            .claim_outbox_row(row.id, at_s(111), Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// Issue 13: a handoff row waits behind an earlier open reply of its contact (its text comes
+/// first), as a reply does.
+pub async fn outbox_handoff_waits_behind_an_open_reply(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let row = |kind, payload| NewOutboxRow {
+        conversation_id: conversation.id,
+        subscriber_id: conversation.subscriber_id.clone(),
+        kind,
+        payload,
+        next_attempt_at: at_s(10),
+        created_at: at_s(10),
+    };
+    let reply = store
+        .enqueue(&row(
+            OutboxKind::Reply,
+            json!({"messages": ["hi"], "actions": [], "turnId": null}),
+        ))
+        .await
+        .unwrap();
+    let handoff = store
+        .enqueue(&row(
+            OutboxKind::Handoff,
+            json!({"actions": [], "turnId": null}),
+        ))
+        .await
+        .unwrap();
+    let rules = ClaimRules {
+        now: at_s(20),
+        limit: 10,
+        lease: Duration::from_secs(60),
+        reply_gap: Duration::ZERO,
+    };
+    let first: Vec<i64> = store
+        .claim_outbox(rules)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(first, vec![reply], "the handoff waits for the reply");
+    store.mark_delivered(reply, at_s(21)).await.unwrap();
+    let second: Vec<i64> = store
+        .claim_outbox(ClaimRules {
+            now: at_s(22),
+            ..rules
+        })
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(second, vec![handoff]);
+}
+
 /// The exchange is one transaction: a reply that cannot be written takes its message, count and
 /// charge with it.
 pub async fn record_exchange_is_all_or_nothing(store: &dyn Store) {
@@ -1430,6 +1636,8 @@ pub async fn run_all(store: &dyn Store) {
     rate_count_reads_the_window(store).await;
     record_exchange_writes_what_it_is_given(store).await;
     record_exchange_is_all_or_nothing(store).await;
+    record_exchange_keeps_a_promise(store).await;
+    outbox_handoff_waits_behind_an_open_reply(store).await;
 }
 
 #[cfg(test)]
@@ -1527,6 +1735,8 @@ mod tests {
         rate_count_reads_the_window,
         record_exchange_writes_what_it_is_given,
         record_exchange_is_all_or_nothing,
+        record_exchange_keeps_a_promise,
+        outbox_handoff_waits_behind_an_open_reply,
         run_all,
     );
 

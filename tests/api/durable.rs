@@ -316,3 +316,204 @@ async fn issue_13_item_1_killed_and_restarted_after_the_abort_window_the_contact
     assert_eq!(turns.len(), 1, "no agent turn: the model never answered");
     assert_eq!(turns[0].escalation_reason.as_deref(), Some("interrupted"));
 }
+
+// --- in-process: the handoff, load shedding, the escalation reason, the in-flight bound ----
+
+use std::sync::Arc;
+
+use manychat_agent::model::mock::{HangingModel, ScriptStep, ScriptedModel, reply};
+use manychat_agent::store::{OutboxKind, OutboxStatus};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, ResponseTemplate};
+
+fn tag_requests(requests: &[Recorded]) -> usize {
+    requests
+        .iter()
+        .filter(|r| r.path == "/fb/subscriber/addTagByName")
+        .count()
+}
+
+fn handoff_tag(app: &TestApp) -> String {
+    app.rules()["handoff"]["tag"].as_str().unwrap().to_owned()
+}
+
+fn keyword(app: &TestApp) -> String {
+    app.rules()["escalationKeywords"][0]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_2_a_failed_handoff_is_retried_through_the_outbox() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::replies([reply_json("Unused.")]));
+    let app = spawn_app(model).await;
+    // ManyChat refuses the first tag with a server error, then accepts.
+    Mock::given(method("POST"))
+        .and(path("/fb/subscriber/addTagByName"))
+        .respond_with(
+            ResponseTemplate::new(500)
+                .set_body_json(json!({"status": "error", "message": "Internal error"})),
+        )
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+
+    let (status, body) = app
+        .send("9101", &format!("I want a {}", keyword(&app)))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    app.settle().await;
+    assert_eq!(tag_requests(&app.manychat_requests().await), 1);
+    let outbox = app.outbox().await;
+    let handoff = outbox
+        .iter()
+        .find(|r| r.kind == OutboxKind::Handoff)
+        .expect("the handoff is an outbox row");
+    assert_eq!(handoff.status, OutboxStatus::Pending, "kept for a retry");
+    assert_eq!(handoff.attempts, 1);
+
+    // Due after the backoff: the worker tags the contact.
+    tokio::time::advance(Duration::from_secs(3)).await;
+    app.worker.run_once().await.unwrap();
+    let requests = app.manychat_requests().await;
+    assert_eq!(tag_requests(&requests), 2);
+    assert_eq!(requests.last().unwrap().body["tag_name"], handoff_tag(&app));
+    let handoff = app.store.outbox_row(handoff.id).await.unwrap().unwrap();
+    assert_eq!(handoff.status, OutboxStatus::Delivered);
+    let turns = app.turns("9101").await;
+    let record = turns.last().unwrap().actions.clone().expect("a record");
+    assert_eq!(record[0]["origin"], "handoff");
+    assert_eq!(record[0]["status"], "performed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_2_a_contact_handed_off_is_not_tagged_again_within_the_idle_window() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::replies([reply_json("Unused.")]));
+    let app = spawn_app(model).await;
+    let keyword = keyword(&app);
+    for _ in 0..3 {
+        let (_, body) = app.send("9102", &format!("{keyword} please")).await;
+        assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+        app.settle().await;
+    }
+    assert_eq!(
+        tag_requests(&app.manychat_requests().await),
+        1,
+        "one handoff for the burst"
+    );
+    let turns = app.turns("9102").await;
+    let escalated: Vec<_> = turns
+        .iter()
+        .filter(|t| t.escalation_reason.is_some())
+        .collect();
+    assert_eq!(escalated.len(), 3, "every escalation is still recorded");
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_3_the_escalation_reason_is_recorded_logged_and_counted() {
+    let _frozen = FrozenClock::freeze();
+    let logs = manychat_agent::observability::capture_global();
+    let model = Arc::new(ScriptedModel::replies([escalation_json("complaint")]));
+    let app = spawn_app(model).await;
+    app.send("9103", &format!("{} now", keyword(&app))).await;
+    app.send("9104", "This is not what I ordered").await;
+    app.settle().await;
+
+    let reasons = |turns: Vec<manychat_agent::store::Turn>| {
+        turns
+            .into_iter()
+            .filter_map(|t| t.escalation_reason)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(reasons(app.turns("9103").await), vec!["escalation_keyword"]);
+    assert_eq!(reasons(app.turns("9104").await), vec!["complaint"]);
+
+    let conversation = app.conversation("9104").await.id.to_string();
+    assert!(
+        logs.lines()
+            .iter()
+            .any(|l| l.contains(&conversation) && l.contains("complaint")),
+        "the escalation's log line names its reason"
+    );
+    let metrics = app
+        .http
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for reason in ["escalation_keyword", "complaint"] {
+        assert!(
+            metrics.contains(&format!(
+                "manychat_agent_escalations_total{{reason=\"{reason}\"}} 1"
+            )),
+            "{metrics}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_2_a_load_shed_contact_is_recorded_and_handed_off() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(HangingModel::new());
+    let app = spawn_app_with(AppOptions::new(model.clone()).env("MAX_TURNS_IN_FLIGHT", "1")).await;
+    let busy = send_in_background(&app, "9105", "First question");
+    until(async || model.calls() == 1).await;
+
+    let (status, body) = app.send("9106", "Second question").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    let turns = app.turns("9106").await;
+    assert_eq!(
+        turns.len(),
+        2,
+        "the message and the escalation are recorded"
+    );
+    assert_eq!(turns[0].text, "Second question");
+    assert_eq!(turns[1].escalation_reason.as_deref(), Some("load_shed"));
+    assert!(app.conversation("9106").await.escalated_at.is_some());
+
+    // The handoff row falls due after its grace period; the worker tags the contact.
+    tokio::time::advance(Duration::from_secs(11)).await;
+    app.worker.run_once().await.unwrap();
+    let requests = app.manychat_requests().await;
+    assert_eq!(tag_requests(&requests), 1);
+    drop(busy);
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_6_a_turn_still_computing_after_a_lost_race_counts_against_the_bound() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::from_steps([
+        ScriptStep::ok(reply(reply_json("Late answer."))).after(Duration::from_secs(20)),
+        ScriptStep::ok(reply(reply_json("Never reached."))),
+    ]));
+    let app = spawn_app_with(AppOptions::new(model.clone()).env("MAX_TURNS_IN_FLIGHT", "1")).await;
+    let first = send_in_background(&app, "9107", "Slow question");
+    until(async || model.calls() == 1).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (_, body) = first.await.unwrap();
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()], "race lost");
+
+    // The first turn's model call still runs: a second contact is shed, not a 65th call.
+    let (_, body) = app.send("9108", "Another question").await;
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    assert_eq!(
+        model.calls(),
+        1,
+        "no second model call while the first runs"
+    );
+
+    // Once the first call ends, its place is free again.
+    tokio::time::advance(Duration::from_secs(13)).await;
+    app.settle().await;
+    let (_, body) = app.send("9109", "A third question").await;
+    assert_eq!(block_texts(&body), vec!["Never reached.".to_owned()]);
+}
