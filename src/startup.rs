@@ -152,6 +152,7 @@ impl Application {
                 max_output_tokens: settings.agent_max_output_tokens,
                 temperature: settings.temperature_or_default(),
                 contact_tokens_enforced: settings.contact_tokens_enforced,
+                channel: settings.channel,
             },
             config.clone(),
             store.clone(),

@@ -8,7 +8,7 @@
 
 pub mod render;
 
-pub use render::{Callback, DynamicBlock, callback_url, render};
+pub use render::{Callback, DynamicBlock, callback_url, deferred_messages, render};
 
 use std::fmt;
 use std::str::FromStr;

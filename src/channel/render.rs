@@ -182,6 +182,16 @@ fn shape_messages(channel: Channel, messages: &[String]) -> Vec<Cow<'_, str>> {
     shaped
 }
 
+/// The messages of a reply delivered later through the outbox, shaped as the channel shows them
+/// (issue 21): on WhatsApp one text (one field write and one flow trigger instead of one per
+/// message, as inline), elsewhere at most the channel's number of messages.
+pub fn deferred_messages(channel: Channel, messages: Vec<String>) -> Vec<String> {
+    shape_messages(channel, &messages)
+        .into_iter()
+        .map(Cow::into_owned)
+        .collect()
+}
+
 /// One text of several, separated by a blank line; a single text is not copied.
 fn joined<'a>(texts: &[&'a str]) -> Cow<'a, str> {
     match texts {
@@ -258,6 +268,16 @@ mod tests {
             body["content"]["messages"],
             json!([{ "type": "text", "text": "First part.\n\nSecond part.\n\nA question?" }])
         );
+    }
+
+    #[test]
+    fn issue_21_item_4_a_deferred_whatsapp_reply_is_one_message() {
+        let three = msgs(&["One.", "Two.", "Three."]);
+        assert_eq!(
+            deferred_messages(Channel::Whatsapp, three.clone()),
+            vec!["One.\n\nTwo.\n\nThree.".to_owned()]
+        );
+        assert_eq!(deferred_messages(Channel::Telegram, three.clone()), three);
     }
 
     #[test]

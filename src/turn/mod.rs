@@ -77,6 +77,8 @@ pub struct TurnSettings {
     pub temperature: f32,
     /// `CONTACT_TOKENS_ENFORCED` (019): false lets a request without a token read history.
     pub contact_tokens_enforced: bool,
+    /// `CHANNEL`: how a deferred reply's messages are shaped (one on WhatsApp).
+    pub channel: crate::channel::Channel,
 }
 
 /// A contact message that passed the HTTP layer.

@@ -98,8 +98,11 @@ impl TurnEngine {
         let now = self.inner.clock.now();
         let deferred = outcome
             .deferred
-            .as_ref()
-            .map(serde_json::to_value)
+            .map(|mut reply| {
+                let channel = self.inner.settings.channel;
+                reply.messages = crate::channel::deferred_messages(channel, reply.messages);
+                serde_json::to_value(reply)
+            })
             .transpose()
             .map_err(|e| StoreError::Corrupt(format!("outbox payload: {e}")))?;
         let mut rows = Vec::new();

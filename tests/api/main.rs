@@ -6,6 +6,7 @@ mod helpers;
 
 mod binding;
 mod cli;
+mod deferred_channel;
 mod durable;
 mod gates;
 mod http_contract;
