@@ -1486,7 +1486,9 @@ impl Store for SqliteStore {
 
     async fn forget_contact(&self, subscriber_id: &SubscriberId) -> Result<Forgotten> {
         let subscriber = subscriber_id.as_str().to_owned();
-        // One job, one savepoint: the contact is erased whole or not at all.
+        // One job, one savepoint: the contact is erased whole or not at all. The newest turns'
+        // ids may be given again (`NEXT_TURN_ID`): what referred to them (the contact's outbox
+        // rows) goes with them.
         self.write(move |conn| {
             let conversation_id = conversation_by_subscriber(conn, &subscriber)?.map(|c| c.id);
             let mut deleted = Vec::with_capacity(CONTACT_TABLES.len());
