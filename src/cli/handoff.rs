@@ -97,7 +97,7 @@ async fn precheck(
         return Some(format!(
             "the turn cap, more than {cap} messages without a {idle_hours}-hour pause \
              (rules.json maxTurnsPerConversation); write as a new contact (simulate without \
-             --subscriber), or reset the demo's data (README, Operations)"
+             --subscriber), or reset the demo's data (README, The two commands)"
         ));
     }
     let hour = at.duration_trunc(TimeDelta::hours(1)).ok()?;
