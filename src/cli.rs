@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +17,9 @@ use crate::observability::{self, LogFormat};
 use crate::outbox::{OutboxWorker, WorkerSettings};
 use crate::settings::{Needs, Settings};
 use crate::startup::{self, Application, Overrides};
+use crate::store::Store;
+
+mod handoff;
 
 /// A command's failure, printed by `main` as `error: …`.
 #[derive(Debug, thiserror::Error)]
@@ -99,9 +103,23 @@ pub async fn serve(env: &HashMap<String, String>) -> CliResult {
         reload_on_sighup: true,
         ..Overrides::default()
     };
+    let retention_days = settings.retention_days;
     let app = Application::build(settings, listener, overrides).await?;
+    let _retention = spawn_retention(app.store(), retention_days);
     tracing::info!(port = app.port(), "serving");
     run_until_terminated(app).await
+}
+
+/// Runs retention hourly (the first pass a minute after start) until the guard drops.
+fn spawn_retention(store: Arc<dyn Store>, days: Option<u32>) -> tokio_util::sync::DropGuard {
+    let stop = CancellationToken::new();
+    tokio::spawn(crate::retention::run_periodically(
+        store,
+        Clock::system(),
+        days,
+        stop.clone(),
+    ));
+    stop.drop_guard()
 }
 
 async fn run_until_terminated(app: Application) -> CliResult {
@@ -131,6 +149,7 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         .clone()
         .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
     let store = crate::store::connect(settings.database_url.expose()).await?;
+    let _retention = spawn_retention(store.clone(), settings.retention_days);
     let client = ManyChatClient::new(&settings.manychat_api_base, &token, ManyChatLimiter::new())?;
     let worker = OutboxWorker::new(
         store,
@@ -171,9 +190,12 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
     if let Some(secret) = &generated_secret {
         defaults.push(("MANYCHAT_SHARED_SECRET", secret.clone()));
     }
+    // What the banner says the demo relaxes: only the defaults it applied.
+    let mut relaxed: Vec<&str> = Vec::new();
     for (name, value) in defaults {
         if !is_set(&vars, name) {
             vars.insert(name.to_owned(), value);
+            relaxed.push(name);
         }
     }
     let shutdown = CancellationToken::new();
@@ -195,27 +217,147 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
         ..Overrides::default()
     };
     let port = listener.local_addr()?.port();
+    let database = sqlite_path(settings.database_url.expose()).map(str::to_owned);
+    let retention_days = settings.retention_days;
     let app = Application::build(settings, listener, overrides).await?;
-    println!();
-    println!("manychat-agent demo is running on http://127.0.0.1:{port}");
-    if let Some(sandbox) = &sandbox {
-        println!(
-            "ManyChat calls go to a local sandbox at {} (printed below as [sandbox] lines).",
-            sandbox.base_url
-        );
-    }
+    let _retention = spawn_retention(app.store(), retention_days);
     let secret = generated_secret
+        .clone()
         .or_else(|| vars.get("MANYCHAT_SHARED_SECRET").map(|s| first_secret(s)))
         .unwrap_or_default();
-    println!("Shared secret (shown once): {secret}");
-    println!("Try it:");
-    println!(
-        "  curl -s http://127.0.0.1:{port}/v1/channels/manychat/message \\\n    -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' \\\n    -d '{{\"subscriber_id\":\"1000001\",\"text\":\"How much are your courses?\"}}'"
-    );
-    println!();
+    let banner = DemoBanner {
+        port,
+        sandbox: sandbox.as_ref().map(|s| s.base_url.clone()),
+        relaxed,
+        secret,
+        secret_generated: generated_secret.is_some(),
+        subscriber: random_subscriber(),
+        database,
+        turn_cap: {
+            let rules = &app.config().snapshot().rules;
+            (rules.max_turns_per_conversation, rules.idle_reset_hours)
+        },
+    };
+    println!("\n{banner}");
     let result = run_until_terminated(app).await;
     shutdown.cancel();
     result
+}
+
+/// What `demo` prints once it listens: where it runs, what it relaxes, and how to try it.
+struct DemoBanner {
+    port: u16,
+    sandbox: Option<String>,
+    /// The variables the demo set to its own defaults.
+    relaxed: Vec<&'static str>,
+    secret: String,
+    secret_generated: bool,
+    /// A new contact at each start, so a restarted demo never inherits a handed-off contact.
+    subscriber: String,
+    /// The SQLite file, when the demo keeps its data in one.
+    database: Option<String>,
+    /// `rules.maxTurnsPerConversation` and `rules.idleResetHours`.
+    turn_cap: (u32, u32),
+}
+
+impl std::fmt::Display for DemoBanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let port = self.port;
+        writeln!(
+            f,
+            "manychat-agent demo is running on http://127.0.0.1:{port}"
+        )?;
+        if let Some(sandbox) = &self.sandbox {
+            writeln!(
+                f,
+                "ManyChat calls go to a local sandbox at {sandbox} (printed below as [sandbox] lines)."
+            )?;
+        }
+        let relaxations: Vec<&str> = self
+            .relaxed
+            .iter()
+            .filter_map(|name| match *name {
+                "CONTACT_TOKENS_ENFORCED" => Some(
+                    "contact tokens are not enforced: a request without its contact's token \
+                     still reads the contact's history (CONTACT_TOKENS_ENFORCED=false)",
+                ),
+                "MANYCHAT_SHARED_SECRET" => Some(
+                    "the shared secret is generated anew at each start \
+                     (set MANYCHAT_SHARED_SECRET to keep one)",
+                ),
+                "AGENT_MODEL" => Some(
+                    "the model is mock:demo, offline and scripted (set AGENT_MODEL for a real one)",
+                ),
+                "PUBLIC_BASE_URL" => {
+                    Some("PUBLIC_BASE_URL is a placeholder (https://demo.invalid)")
+                }
+                _ => None,
+            })
+            .collect();
+        if !relaxations.is_empty() {
+            writeln!(f, "The demo relaxes what `serve` enforces:")?;
+            for line in relaxations {
+                writeln!(f, "  - {line}")?;
+            }
+        }
+        let secret = &self.secret;
+        if self.secret_generated {
+            writeln!(f, "Shared secret (new at each start): {secret}")?;
+        } else {
+            writeln!(f, "Shared secret: the first of MANYCHAT_SHARED_SECRET")?;
+        }
+        let subscriber = &self.subscriber;
+        writeln!(
+            f,
+            "Try it as a new contact (subscriber {subscriber}, a new one at each start):"
+        )?;
+        writeln!(
+            f,
+            "  curl -s http://127.0.0.1:{port}/v1/channels/manychat/message \\\n    \
+             -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' \\\n    \
+             -d '{{\"subscriber_id\":\"{subscriber}\",\"text\":\"How much are your courses?\"}}'"
+        )?;
+        let url = match port {
+            3000 => String::new(),
+            _ => format!(" --url http://127.0.0.1:{port}"),
+        };
+        writeln!(
+            f,
+            "  MANYCHAT_SHARED_SECRET={secret} manychat-agent simulate{url} \"How much are your courses?\""
+        )?;
+        let (cap, idle) = self.turn_cap;
+        writeln!(
+            f,
+            "After {cap} messages without a {idle}-hour pause a contact is handed to a person \
+             (the turn cap); simulate says why when a reply is the handoff copy."
+        )?;
+        match &self.database {
+            Some(path) => writeln!(
+                f,
+                "Its data lives in {path}: stop the demo and delete that file (with its -wal and \
+                 -shm files) to start afresh, or `manychat-agent forget <subscriber_id>` one contact."
+            ),
+            None => writeln!(
+                f,
+                "Its data lives in DATABASE_URL: `manychat-agent forget <subscriber_id>` erases one contact."
+            ),
+        }
+    }
+}
+
+/// A random 15-digit contact id, for a contact never seen before.
+fn random_subscriber() -> String {
+    use rand::Rng;
+    rand::rng()
+        .random_range(100_000_000_000_000u64..1_000_000_000_000_000)
+        .to_string()
+}
+
+/// The file a `sqlite:` `DATABASE_URL` names (`None` for Postgres or an in-memory database).
+fn sqlite_path(url: &str) -> Option<&str> {
+    url.strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .filter(|path| *path != ":memory:" && !path.is_empty())
 }
 
 fn random_secret() -> String {
@@ -316,10 +458,14 @@ pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliR
     Ok(ExitCode::SUCCESS)
 }
 
-/// `manychat-agent eval`: runs a golden suite; non-zero exit on any failure.
+/// `manychat-agent eval`: runs a golden suite; non-zero exit on any failure. Says first which
+/// model it runs (never the mock unless asked), prints each case as it finishes, and runs
+/// `runner::CONCURRENCY` cases at a time.
 pub async fn eval(env: &HashMap<String, String>, suite: &Path, model: Option<&str>) -> CliResult {
-    let report = crate::evals::runner::run(env, suite, model).await?;
-    println!("{report}");
+    let run = crate::evals::runner::prepare(env, suite, model).await?;
+    println!("{}", run.announcement());
+    let report = run.run(|result| println!("{result}")).await;
+    println!("{}", report.summary());
     Ok(if report.failed() == 0 {
         ExitCode::SUCCESS
     } else {
@@ -328,17 +474,27 @@ pub async fn eval(env: &HashMap<String, String>, suite: &Path, model: Option<&st
 }
 
 /// `manychat-agent simulate "text"`: posts a message as ManyChat would and prints the reply.
+/// Without `--subscriber` it writes as a new contact each run. When the reply hands the contact
+/// to a person and the service's database is at hand (the demo's SQLite file), it says why.
 pub async fn simulate(
     env: &HashMap<String, String>,
     text: &str,
     url: Option<&str>,
-    subscriber: &str,
+    subscriber: Option<&str>,
 ) -> CliResult {
     let secret = env
         .get("MANYCHAT_SHARED_SECRET")
         .map(|s| first_secret(s))
         .filter(|s| !s.is_empty())
         .ok_or_else(|| CliError::new("MANYCHAT_SHARED_SECRET is required to simulate"))?;
+    let subscriber = match subscriber {
+        Some(raw) => parse_subscriber(raw)?,
+        None => {
+            let fresh = random_subscriber();
+            println!("(a new contact: pass --subscriber {fresh} to continue this conversation)");
+            parse_subscriber(&fresh)?
+        }
+    };
     let base = match url {
         Some(url) => url.trim_end_matches('/').to_owned(),
         None => format!(
@@ -349,7 +505,7 @@ pub async fn simulate(
     let response = reqwest::Client::new()
         .post(format!("{base}{}", crate::http::MESSAGE_PATH))
         .bearer_auth(secret)
-        .json(&serde_json::json!({"subscriber_id": subscriber, "text": text}))
+        .json(&serde_json::json!({"subscriber_id": subscriber.as_str(), "text": text}))
         .send()
         .await
         .map_err(|e| CliError::new(format!("request failed: {e}")))?;
@@ -372,5 +528,83 @@ pub async fn simulate(
     for message in messages {
         println!("{}", message["text"].as_str().unwrap_or_default());
     }
+    if let Some(why) = handoff::explain(env, &subscriber).await {
+        println!("({why})");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_subscriber(raw: &str) -> Result<crate::ids::SubscriberId, CliError> {
+    crate::ids::SubscriberId::parse(raw).map_err(|e| {
+        CliError::new(format!(
+            "{e}: a ManyChat subscriber id is the contact's digits"
+        ))
+    })
+}
+
+/// The store `DATABASE_URL` names, for the commands that read or change what a running service
+/// stored. A SQLite file that does not exist is an error rather than a new empty database.
+pub(crate) async fn existing_store(
+    env: &HashMap<String, String>,
+) -> Result<Arc<dyn Store>, CliError> {
+    let url = env
+        .get("DATABASE_URL")
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .unwrap_or(crate::settings::DEFAULT_DATABASE_URL);
+    if let Some(path) = sqlite_path(url)
+        && !Path::new(path).is_file()
+    {
+        return Err(CliError::new(format!(
+            "DATABASE_URL: no SQLite database at {path}"
+        )));
+    }
+    Ok(crate::store::connect(url).await?)
+}
+
+/// `manychat-agent forget <subscriber_id>` (issue 13): erases one contact, every row about it in
+/// one transaction, and prints what each table lost (counts only). A contact not found is said
+/// so and is not an error: erasing twice is safe.
+pub async fn forget(env: &HashMap<String, String>, subscriber: &str) -> CliResult {
+    let subscriber = parse_subscriber(subscriber)?;
+    let store = existing_store(env).await?;
+    // On Postgres a turn of this contact running on a replica finishes before the erasure.
+    let _turns_wait = match store.conversation_by_subscriber(&subscriber).await? {
+        Some(conversation) => Some(store.lock_conversation(conversation.id).await?),
+        None => None,
+    };
+    let forgotten = store.forget_contact(&subscriber).await?;
+    let counts: Vec<String> = forgotten
+        .deleted
+        .iter()
+        .map(|(table, rows)| format!("{table} {rows}"))
+        .collect();
+    match (forgotten.found(), forgotten.conversation_id) {
+        (false, _) => println!(
+            "contact not found: nothing is stored for this subscriber id \
+             (never seen, or already forgotten)"
+        ),
+        (true, Some(id)) => println!(
+            "forgot conversation {id}; rows deleted: {}",
+            counts.join(", ")
+        ),
+        (true, None) => println!("forgot the contact; rows deleted: {}", counts.join(", ")),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `manychat-agent retention run`: one retention pass now (`serve` and `worker` run one hourly).
+pub async fn retention_run(env: &HashMap<String, String>) -> CliResult {
+    let days = crate::settings::retention_days_from_vars(|name| env.get(name).cloned())?;
+    let Some(days) = days else {
+        println!("retention is off (RETENTION_DAYS=off): nothing cleared");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let store = existing_store(env).await?;
+    let cleared = crate::retention::run_once(store.as_ref(), days, Clock::system().now()).await?;
+    println!(
+        "older than {days} days: text cleared from {} turns, {} settled outbox rows deleted",
+        cleared.turns, cleared.outbox_rows
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -40,21 +40,38 @@ enum Command {
         #[arg(long)]
         model: Option<String>,
     },
-    /// Send a message to a running service as ManyChat would, and print the reply.
+    /// Send a message to a running service as ManyChat would, and print the reply (and, when
+    /// the service's database is reachable, why a turn was handed off).
     Simulate {
         text: String,
         /// The service's base URL (default: http://127.0.0.1:$PORT).
         #[arg(long)]
         url: Option<String>,
-        /// The contact id to send as.
-        #[arg(long, default_value = "1000001")]
-        subscriber: String,
+        /// The contact id to send as (default: a new contact at each run).
+        #[arg(long)]
+        subscriber: Option<String>,
     },
     /// Contact token commands (019).
     Tokens {
         #[command(subcommand)]
         command: TokensCommand,
     },
+    /// Erase one contact: its conversation, turns, outbox, nudge and rate rows, at once.
+    Forget {
+        /// The contact's ManyChat subscriber id (digits).
+        subscriber_id: String,
+    },
+    /// Retention commands (RETENTION_DAYS).
+    Retention {
+        #[command(subcommand)]
+        command: RetentionCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RetentionCommand {
+    /// Clear now the text of turns older than RETENTION_DAYS (serve and worker do it hourly).
+    Run,
 }
 
 #[derive(Subcommand)]
@@ -99,10 +116,14 @@ fn main() -> ExitCode {
                 text,
                 url,
                 subscriber,
-            } => cli::simulate(&env, &text, url.as_deref(), &subscriber).await,
+            } => cli::simulate(&env, &text, url.as_deref(), subscriber.as_deref()).await,
             Command::Tokens {
                 command: TokensCommand::Backfill { check },
             } => cli::tokens_backfill(&env, check).await,
+            Command::Forget { subscriber_id } => cli::forget(&env, &subscriber_id).await,
+            Command::Retention {
+                command: RetentionCommand::Run,
+            } => cli::retention_run(&env).await,
         }
     });
     match result {

@@ -82,6 +82,32 @@ pub struct Settings {
     pub log_level: String,
     /// **Beyond:** turns allowed in flight before new ones are shed with the escalation copy.
     pub max_turns_in_flight: usize,
+    /// `RETENTION_DAYS`: turns older than this many days lose their text (`None`: `off`).
+    pub retention_days: Option<u32>,
+}
+
+/// `RETENTION_DAYS` when unset.
+pub const DEFAULT_RETENTION_DAYS: u32 = 90;
+/// Largest `RETENTION_DAYS` (a hundred years).
+pub const MAX_RETENTION_DAYS: u32 = 36_500;
+/// `DATABASE_URL` when unset.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/agent.db";
+
+/// `RETENTION_DAYS` alone, for the commands that need nothing else (`retention run`).
+pub fn retention_days_from_vars(
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Option<u32>, SettingsError> {
+    let mut env = Reader {
+        lookup: &lookup,
+        problems: Vec::new(),
+    };
+    let days = env.retention_days();
+    match env.problems.is_empty() {
+        true => Ok(days),
+        false => Err(SettingsError {
+            problems: env.problems,
+        }),
+    }
 }
 
 /// One variable that failed its rule.
@@ -314,6 +340,7 @@ impl Settings {
         }
         let max_turns_in_flight =
             env.number("MAX_TURNS_IN_FLIGHT", 64, 1, MAX_TURNS_IN_FLIGHT_LIMIT);
+        let retention_days = env.retention_days();
 
         if !env.problems.is_empty() {
             return Err(SettingsError {
@@ -350,6 +377,7 @@ impl Settings {
             config_dir,
             log_level,
             max_turns_in_flight: usize::try_from(max_turns_in_flight).unwrap_or(64),
+            retention_days,
         })
     }
 
@@ -522,6 +550,30 @@ impl Reader<'_> {
                     "must be an https:// URL (ManyChat calls only HTTPS, and TLS is the only replay protection)",
                 );
                 String::new()
+            }
+        }
+    }
+
+    /// `RETENTION_DAYS`: a whole number of days, or `off`. Zero is refused rather than read as
+    /// either "keep nothing" or "off": the operator says which.
+    fn retention_days(&mut self) -> Option<u32> {
+        const NAME: &str = "RETENTION_DAYS";
+        let Some(raw) = self.string(NAME) else {
+            return Some(DEFAULT_RETENTION_DAYS);
+        };
+        if raw.eq_ignore_ascii_case("off") {
+            return None;
+        }
+        match raw.parse::<u32>() {
+            Ok(days) if (1..=MAX_RETENTION_DAYS).contains(&days) => Some(days),
+            _ => {
+                self.problem(
+                    NAME,
+                    &format!(
+                        "must be a whole number of days from 1 to {MAX_RETENTION_DAYS}, or off"
+                    ),
+                );
+                Some(DEFAULT_RETENTION_DAYS)
             }
         }
     }
@@ -959,6 +1011,33 @@ mod tests {
             &[("MANYCHAT_API_BASE", "ftp://x.example.test")],
             "MANYCHAT_API_BASE",
         );
+    }
+
+    #[test]
+    fn issue_13_item_10_retention_days_defaults_to_90_and_accepts_off() {
+        assert_eq!(load(&base()).unwrap().retention_days, Some(90));
+        for (raw, expected) in [
+            ("30", Some(30)),
+            ("off", None),
+            ("OFF", None),
+            ("1", Some(1)),
+        ] {
+            let s = load(&with(&[("RETENTION_DAYS", raw)])).unwrap();
+            assert_eq!(s.retention_days, expected, "{raw}");
+        }
+        for raw in ["0", "-1", "2.5", "forever", "36501"] {
+            let p = problem(&[("RETENTION_DAYS", raw)], "RETENTION_DAYS");
+            assert_eq!(
+                p.rule, "must be a whole number of days from 1 to 36500, or off",
+                "{raw}"
+            );
+        }
+        // Reported with every other problem, and alone for the commands that need only it.
+        let err = load(&HashMap::from([("RETENTION_DAYS", "0".to_owned())])).unwrap_err();
+        assert!(err.problem("RETENTION_DAYS").is_some());
+        assert!(err.problem("PUBLIC_BASE_URL").is_some());
+        assert_eq!(retention_days_from_vars(|_| None), Ok(Some(90)));
+        assert!(retention_days_from_vars(|_| Some("0".to_owned())).is_err());
     }
 
     #[test]

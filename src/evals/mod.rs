@@ -614,14 +614,36 @@ impl EvalReport {
     }
 }
 
+impl fmt::Display for CaseResult {
+    /// The case's report line: `PASS id (ms)` or `FAIL id: failures`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.passed() {
+            write!(f, "PASS {} ({} ms)", self.id, self.latency_ms)
+        } else {
+            write!(f, "FAIL {}: {}", self.id, self.failures.join("; "))
+        }
+    }
+}
+
+impl EvalReport {
+    /// The totals, without the case lines (printed as each case finished).
+    pub fn summary(&self) -> String {
+        format!(
+            "{} cases: {} passed, {} failed\nlatency p50 {} ms, p95 {} ms\ntotal cost ${:.6}",
+            self.results.len(),
+            self.passed(),
+            self.failed(),
+            self.latency_percentile(50),
+            self.latency_percentile(95),
+            self.total_cost_usd()
+        )
+    }
+}
+
 impl fmt::Display for EvalReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for r in &self.results {
-            if r.passed() {
-                writeln!(f, "PASS {} ({} ms)", r.id, r.latency_ms)?;
-            } else {
-                writeln!(f, "FAIL {}: {}", r.id, r.failures.join("; "))?;
-            }
+            writeln!(f, "{r}")?;
         }
         writeln!(
             f,
@@ -652,17 +674,64 @@ where
     F: Fn(&EvalCase) -> Fut,
     Fut: Future<Output = Observation>,
 {
-    let mut results = Vec::with_capacity(cases.len());
-    for case in cases {
-        let obs = run(case).await;
-        results.push(CaseResult {
+    run_suite_concurrently(cases, catalog, leak_probes, 1, run, |_| {}).await
+}
+
+/// Runs the cases through `run`, at most `concurrency` at a time (a slow model's suite takes a
+/// fraction of the time; each case's latency is its own call's), judges each observation, and
+/// hands each result to `finished` as soon as its case is judged. The report keeps suite order.
+pub async fn run_suite_concurrently<F, Fut>(
+    cases: &[EvalCase],
+    catalog: &Catalog,
+    leak_probes: &[String],
+    concurrency: usize,
+    run: F,
+    mut finished: impl FnMut(&CaseResult),
+) -> EvalReport
+where
+    F: Fn(&EvalCase) -> Fut,
+    Fut: Future<Output = Observation>,
+{
+    use std::pin::Pin;
+    use std::task::Poll;
+
+    let mut waiting = cases.iter().enumerate();
+    let mut running: Vec<(usize, Pin<Box<Fut>>)> = Vec::new();
+    let mut results: Vec<Option<CaseResult>> = vec![None; cases.len()];
+    loop {
+        while running.len() < concurrency.max(1) {
+            let Some((index, case)) = waiting.next() else {
+                break;
+            };
+            running.push((index, Box::pin(run(case))));
+        }
+        if running.is_empty() {
+            break;
+        }
+        // The first of the running cases to finish (a handful: each is polled when woken).
+        let (slot, obs) = std::future::poll_fn(|cx| {
+            for (slot, (_, case)) in running.iter_mut().enumerate() {
+                if let Poll::Ready(obs) = case.as_mut().poll(cx) {
+                    return Poll::Ready((slot, obs));
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        let (index, _) = running.swap_remove(slot);
+        let case = &cases[index];
+        let result = CaseResult {
             id: case.id.clone(),
             failures: check(case, &obs, catalog, leak_probes),
             latency_ms: obs.latency_ms,
             cost_usd: obs.cost_usd,
-        });
+        };
+        finished(&result);
+        results[index] = Some(result);
     }
-    EvalReport { results }
+    EvalReport {
+        results: results.into_iter().flatten().collect(),
+    }
 }
 
 #[cfg(test)]
@@ -1121,7 +1190,62 @@ mod tests {
         assert!(text.contains("20 cases: 19 passed, 1 failed"), "{text}");
         assert!(text.contains("latency p50 100 ms, p95 190 ms"), "{text}");
         assert!(text.ends_with("total cost $0.020000"), "{text}");
+        assert!(text.ends_with(&report.summary()), "{text}");
         assert_eq!(EvalReport::default().latency_percentile(95), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_19_item_6_slow_cases_run_four_at_a_time_and_are_reported_as_they_finish() {
+        let cases: Vec<EvalCase> = (1..=7)
+            .map(|i| EvalCase {
+                id: format!("c{i}"),
+                ..case(expect(true))
+            })
+            .collect();
+        let started = tokio::time::Instant::now();
+        let in_flight = std::cell::Cell::new(0usize);
+        let most_in_flight = std::cell::Cell::new(0usize);
+        let mut finished = Vec::new();
+        let report = run_suite_concurrently(
+            &cases,
+            &catalog(),
+            &[],
+            4,
+            |c: &EvalCase| {
+                // Case c1 is the slowest: the others finish first.
+                let seconds = if c.id == "c1" { 25 } else { 10 };
+                let (in_flight, most_in_flight) = (&in_flight, &most_in_flight);
+                async move {
+                    in_flight.set(in_flight.get() + 1);
+                    most_in_flight.set(most_in_flight.get().max(in_flight.get()));
+                    tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+                    in_flight.set(in_flight.get() - 1);
+                    Observation {
+                        escalate: true,
+                        latency_ms: seconds * 1000,
+                        ..Observation::default()
+                    }
+                }
+            },
+            |result| finished.push((result.id.clone(), started.elapsed().as_secs())),
+        )
+        .await;
+        assert_eq!(most_in_flight.get(), 4, "bounded at four");
+        // One after another 85 s; four at a time, the suite ends when the slow case does.
+        assert_eq!(started.elapsed().as_secs(), 25);
+        assert_eq!(finished.len(), 7);
+        assert_eq!(
+            finished[0].1, 10,
+            "the first result is handed over when it finishes"
+        );
+        assert_eq!(finished.last(), Some(&("c1".to_owned(), 25)));
+        let ids: Vec<&str> = report.results.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["c1", "c2", "c3", "c4", "c5", "c6", "c7"],
+            "suite order"
+        );
+        assert_eq!(report.failed(), 0);
     }
 }
 

@@ -3,11 +3,11 @@
 //! tools (staged, never performed), and the guardrails — and reports each case.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{EvalCase, EvalError, EvalReport, EvalRole, Observation};
+use super::{CaseResult, EvalCase, EvalError, EvalReport, EvalRole, Observation};
 use crate::actions::ActionStatus;
 use crate::agent::{self, HistoryTurn, ThinkInput};
 use crate::config::{ConfigContext, TenantConfig};
@@ -15,14 +15,48 @@ use crate::model::{Model, ModelEnv};
 use crate::store::Role;
 use crate::tools::TurnTools;
 
-/// Loads the tenant config (`CONFIG_DIR`, examples allowed) and the model (`--model`, else
-/// `AGENT_MODEL`, else `mock:demo`), then runs every case of `suite`.
-pub async fn run(
+/// How many cases run at once: a slow model's suite takes a fraction of the time, and four
+/// calls at once stay within any provider's rate limits.
+pub const CONCURRENCY: usize = 4;
+
+/// Where the model of a run came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelSource {
+    Flag,
+    AgentModel,
+}
+
+/// A suite ready to run: the tenant config, the model and the cases, loaded and checked.
+pub struct PreparedRun {
+    /// `provider:model`.
+    pub model_spec: String,
+    pub model_source: ModelSource,
+    pub suite: PathBuf,
+    cases: Vec<EvalCase>,
+    config: Arc<TenantConfig>,
+    model: Arc<dyn Model>,
+    model_env: ModelEnv,
+}
+
+/// Loads the tenant config (`CONFIG_DIR`, examples allowed), the model (`--model`, else
+/// `AGENT_MODEL`; with neither the run is refused, never silently on the mock) and the cases.
+pub async fn prepare(
     env: &HashMap<String, String>,
     suite: &Path,
     model: Option<&str>,
-) -> Result<EvalReport, EvalError> {
+) -> Result<PreparedRun, EvalError> {
     let get = |name: &str| env.get(name).filter(|v| !v.trim().is_empty()).cloned();
+    let (model_spec, model_source) = match (model, get("AGENT_MODEL")) {
+        (Some(flag), _) => (flag.to_owned(), ModelSource::Flag),
+        (None, Some(variable)) => (variable, ModelSource::AgentModel),
+        (None, None) => {
+            return Err(EvalError::Setup(
+                "no model to evaluate: set AGENT_MODEL or pass --model provider:model \
+                 (--model mock:demo runs the offline demo model, as CI does)"
+                    .to_owned(),
+            ));
+        }
+    };
     let dir = get("CONFIG_DIR").unwrap_or_else(|| "config".into());
     let context = ConfigContext {
         reply_flow_ns: get("MANYCHAT_REPLY_FLOW_NS"),
@@ -31,16 +65,57 @@ pub async fn run(
     };
     let config = crate::config::load_dir(Path::new(&dir), &context)
         .map_err(|e| EvalError::Setup(format!("tenant config is invalid:\n{e}")))?;
-    let spec = model
-        .map(str::to_owned)
-        .or_else(|| get("AGENT_MODEL"))
-        .unwrap_or_else(|| "mock:demo".into());
     let model_env =
         ModelEnv::from_lookup(|name| get(name)).map_err(|e| EvalError::Setup(e.to_string()))?;
-    let model =
-        crate::model::resolve(&spec, &model_env).map_err(|e| EvalError::Setup(e.to_string()))?;
+    let model = crate::model::resolve(&model_spec, &model_env)
+        .map_err(|e| EvalError::Setup(e.to_string()))?;
     let cases = super::load_suite(suite)?;
-    Ok(run_cases(&cases, Arc::new(config), model, &model_env).await)
+    Ok(PreparedRun {
+        model_spec,
+        model_source,
+        suite: suite.to_owned(),
+        cases,
+        config: Arc::new(config),
+        model,
+        model_env,
+    })
+}
+
+impl PreparedRun {
+    /// The line `eval` prints first: which model, from where, on which suite.
+    pub fn announcement(&self) -> String {
+        let source = match self.model_source {
+            ModelSource::Flag => "--model",
+            ModelSource::AgentModel => "AGENT_MODEL",
+        };
+        format!(
+            "eval: model {} (from {source}), suite {}, {} cases, up to {CONCURRENCY} at a time",
+            self.model_spec,
+            self.suite.display(),
+            self.cases.len()
+        )
+    }
+
+    /// Runs every case, handing each result to `finished` as its case ends.
+    pub async fn run(&self, finished: impl FnMut(&CaseResult)) -> EvalReport {
+        run_cases_reporting(
+            &self.cases,
+            self.config.clone(),
+            self.model.clone(),
+            &self.model_env,
+            finished,
+        )
+        .await
+    }
+}
+
+/// [`prepare`], then every case of `suite`.
+pub async fn run(
+    env: &HashMap<String, String>,
+    suite: &Path,
+    model: Option<&str>,
+) -> Result<EvalReport, EvalError> {
+    Ok(prepare(env, suite, model).await?.run(|_| {}).await)
 }
 
 /// Runs `cases` against `model` for the tenant `config`.
@@ -49,6 +124,17 @@ pub async fn run_cases(
     config: Arc<TenantConfig>,
     model: Arc<dyn Model>,
     env: &ModelEnv,
+) -> EvalReport {
+    run_cases_reporting(cases, config, model, env, |_| {}).await
+}
+
+/// Runs `cases`, [`CONCURRENCY`] at a time, handing each result to `finished` as its case ends.
+pub async fn run_cases_reporting(
+    cases: &[EvalCase],
+    config: Arc<TenantConfig>,
+    model: Arc<dyn Model>,
+    env: &ModelEnv,
+    finished: impl FnMut(&CaseResult),
 ) -> EvalReport {
     let prompt = Arc::new(agent::SnapshotPrompt::new(&config));
     let probes_source = prompt
@@ -59,7 +145,7 @@ pub async fn run_cases(
         .to_owned();
     let probes = super::leak_probes(&probes_source);
     let catalog = config.catalog.clone();
-    super::run_suite(cases, &catalog, &probes, |case| {
+    let run = |case: &EvalCase| {
         let case = case.clone();
         let config = config.clone();
         let model = model.clone();
@@ -77,8 +163,8 @@ pub async fn run_cases(
             )
             .await
         }
-    })
-    .await
+    };
+    super::run_suite_concurrently(cases, &catalog, &probes, CONCURRENCY, run, finished).await
 }
 
 async fn observe(

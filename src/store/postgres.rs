@@ -21,8 +21,9 @@ use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
 use super::{
-    BudgetUsage, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds, KeepPromise,
-    NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Store, StoreError, Turn,
+    BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
+    Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Store,
+    StoreError, Turn,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -698,6 +699,67 @@ impl Store for PgStore {
             outbox,
         })
     }
+
+    async fn forget_contact(&self, subscriber_id: &SubscriberId) -> Result<Forgotten> {
+        // One transaction: the contact is erased whole or not at all. The conversation row is
+        // locked first, so a first message racing the erasure waits for it.
+        let mut tx = self.pool.begin().await?;
+        let conversation_id: Option<ConversationId> =
+            sqlx::query_scalar("SELECT id FROM conversations WHERE subscriber_id = $1 FOR UPDATE")
+                .bind(subscriber_id.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+        let mut deleted = Vec::with_capacity(CONTACT_TABLES.len());
+        for &(table, column) in CONTACT_TABLES {
+            // Both names come from the constant list, never from input.
+            let sql = format!("DELETE FROM {table} WHERE {column} = $1");
+            let done = match (column, conversation_id) {
+                ("conversation_id", Some(id)) => {
+                    Some(sqlx::query(&sql).bind(id).execute(&mut *tx).await?)
+                }
+                ("conversation_id", None) => None,
+                _ => Some(
+                    sqlx::query(&sql)
+                        .bind(subscriber_id.as_str())
+                        .execute(&mut *tx)
+                        .await?,
+                ),
+            };
+            deleted.push((table, done.map_or(0, |done| done.rows_affected())));
+        }
+        tx.commit().await?;
+        Ok(Forgotten {
+            conversation_id,
+            deleted,
+        })
+    }
+
+    async fn clear_turn_text_before(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE turns SET text = '' WHERE id IN \
+             (SELECT id FROM turns WHERE text <> '' AND created_at < $1 LIMIT $2)",
+        )
+        .bind(to_millis(before))
+        .bind(limit.max(0))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn delete_settled_outbox_before(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
+        // A settled row's `next_attempt_at` is never before its creation, so it bounds the scan
+        // through `outbox_status_due`.
+        let done = sqlx::query(
+            "DELETE FROM outbox WHERE id IN \
+             (SELECT id FROM outbox WHERE status IN ('delivered', 'failed') \
+              AND next_attempt_at < $1 AND created_at < $1 LIMIT $2)",
+        )
+        .bind(to_millis(before))
+        .bind(limit.max(0))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
 }
 
 /// Inserts an outbox row; a reply or handoff row without a `turnId` gets `turn` (see
@@ -938,5 +1000,100 @@ mod tests {
             })
             .count();
         assert_eq!(applied, files as i64);
+    }
+
+    /// Issue 13 item 10: `forget_contact` deletes from every table that names a contact. A table
+    /// added later with a `conversation_id` or `subscriber_id` column fails this test until it is
+    /// listed in `CONTACT_TABLES`.
+    #[tokio::test]
+    async fn issue_13_item_10_forget_covers_every_table_that_names_a_contact() {
+        let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
+            eprintln!("skipped: TEST_DATABASE_URL is not set, Postgres not tested");
+            return;
+        };
+        let store = connect_isolated(&url).await.expect("connect to Postgres");
+        let schema: Vec<(String, String)> = sqlx::query_as(
+            "SELECT table_name::text, column_name::text FROM information_schema.columns \
+             WHERE table_schema = current_schema() \
+             AND column_name IN ('conversation_id', 'subscriber_id') ORDER BY 1, 2",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .expect("the schema");
+        let listed: Vec<&str> = CONTACT_TABLES.iter().map(|(table, _)| *table).collect();
+        for (table, column) in &schema {
+            assert!(
+                listed.contains(&table.as_str()),
+                "{table}.{column} names a contact, but forget_contact leaves it: \
+                 add {table} to store::CONTACT_TABLES"
+            );
+        }
+        for (table, column) in CONTACT_TABLES {
+            assert!(
+                schema.contains(&((*table).to_owned(), (*column).to_owned())),
+                "CONTACT_TABLES names {table}.{column}, which the schema lacks"
+            );
+        }
+
+        // A contact with a row in every such table (a nudge has no store call yet: inserted here).
+        let at = DateTime::from_timestamp_millis(1_770_000_000_000).expect("an instant");
+        let subscriber = SubscriberId::parse("5550010").expect("digits");
+        let conversation = store
+            .conversation_for(&subscriber, "whatsapp", at)
+            .await
+            .expect("conversation_for");
+        let message = NewTurn::user(conversation.id, "Invented question", true, at);
+        store
+            .record_exchange(Exchange {
+                message: &message,
+                rate: Some((&subscriber, at)),
+                reply: None,
+                charge: None,
+                escalated_at: None,
+                ..Exchange::of(&message)
+            })
+            .await
+            .expect("record_exchange");
+        store
+            .enqueue(&NewOutboxRow {
+                conversation_id: conversation.id,
+                subscriber_id: subscriber.clone(),
+                kind: super::super::OutboxKind::Reply,
+                payload: serde_json::json!({"messages": ["Invented reply"]}),
+                next_attempt_at: at,
+                created_at: at,
+            })
+            .await
+            .expect("enqueue");
+        sqlx::query(
+            "INSERT INTO nudges (conversation_id, delay_id, due_at, status, created_at, \
+             updated_at) VALUES ($1, 'invented', $2, 'pending', $2, $2)",
+        )
+        .bind(conversation.id)
+        .bind(at)
+        .execute(&store.pool)
+        .await
+        .expect("a nudge");
+
+        let forgotten = store.forget_contact(&subscriber).await.expect("forget");
+        assert!(
+            forgotten.deleted.iter().all(|(_, rows)| *rows > 0),
+            "a row deleted from every contact table: {forgotten:?}"
+        );
+        for (table, column) in schema {
+            // Compared as text, so one query serves uuid and text columns.
+            let left: i64 = sqlx::query_scalar(&format!(
+                "SELECT COUNT(*) FROM {table} WHERE {column}::text = $1"
+            ))
+            .bind(if column == "conversation_id" {
+                conversation.id.to_string()
+            } else {
+                subscriber.as_str().to_owned()
+            })
+            .fetch_one(&store.pool)
+            .await
+            .expect("a count");
+            assert_eq!(left, 0, "rows of the contact left in {table}");
+        }
     }
 }

@@ -45,9 +45,9 @@ use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
 use super::{
-    BudgetCharge, BudgetUsage, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
-    KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, PromiseRows, Result, Role, Store,
-    StoreError, Turn, TurnContext, TurnContextQuery,
+    BudgetCharge, BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock,
+    Exchange, ExchangeIds, Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow,
+    PromiseRows, Result, Role, Store, StoreError, Turn, TurnContext, TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -88,6 +88,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         5,
         "durable_promises",
         include_str!("../../migrations/sqlite/0005_durable_promises.sql"),
+    ),
+    (
+        7,
+        "turns_text_kept",
+        include_str!("../../migrations/sqlite/0007_turns_text_kept.sql"),
     ),
 ];
 
@@ -1661,7 +1666,65 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn forget_contact(&self, subscriber_id: &SubscriberId) -> Result<Forgotten> {
+        let subscriber = subscriber_id.as_str().to_owned();
+        // One job, one savepoint: the contact is erased whole or not at all. The newest turns'
+        // ids may be given again (`NEXT_TURN_ID`): what referred to them (the contact's outbox
+        // rows) goes with them.
+        self.write(move |conn| {
+            let conversation_id = conversation_by_subscriber(conn, &subscriber)?.map(|c| c.id);
+            let mut deleted = Vec::with_capacity(CONTACT_TABLES.len());
+            for &(table, column) in CONTACT_TABLES {
+                // Both names come from the constant list, never from input.
+                let sql = format!("DELETE FROM {table} WHERE {column} = ?");
+                let rows = match (column, conversation_id) {
+                    ("conversation_id", Some(id)) => conn.execute(&sql, [IdText::of(id)])?,
+                    ("conversation_id", None) => 0,
+                    _ => conn.execute(&sql, [subscriber.as_str()])?,
+                };
+                deleted.push((table, rows as u64));
+            }
+            Ok(Forgotten {
+                conversation_id,
+                deleted,
+            })
+        })
+        .await
+    }
+
+    async fn clear_turn_text_before(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
+        let (before, limit) = (ms(before), limit.max(0));
+        self.write(move |conn| {
+            let cleared = conn
+                .prepare_cached(CLEAR_OLD_TURN_TEXT)?
+                .execute(params![before, limit])?;
+            Ok(cleared as u64)
+        })
+        .await
+    }
+
+    async fn delete_settled_outbox_before(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
+        let (before, limit) = (ms(before), limit.max(0));
+        self.write(move |conn| {
+            let deleted = conn
+                .prepare_cached(DELETE_OLD_SETTLED_OUTBOX)?
+                .execute(params![before, limit])?;
+            Ok(deleted as u64)
+        })
+        .await
+    }
 }
+
+/// Retention: the oldest turns that still have text, emptied (`turns_text_kept` finds them).
+const CLEAR_OLD_TURN_TEXT: &str = "UPDATE turns SET text = '' WHERE id IN \
+     (SELECT id FROM turns WHERE text <> '' AND created_at < ?1 LIMIT ?2)";
+
+/// Retention: settled outbox rows created before the period. A settled row's `next_attempt_at`
+/// is never before its creation, so it bounds the scan through `outbox_status_due`.
+const DELETE_OLD_SETTLED_OUTBOX: &str = "DELETE FROM outbox WHERE id IN \
+     (SELECT id FROM outbox WHERE status IN ('delivered', 'failed') \
+      AND next_attempt_at < ?1 AND created_at < ?1 LIMIT ?2)";
 
 #[cfg(test)]
 mod tests {
@@ -2126,5 +2189,150 @@ mod tests {
         drop(store);
         assert!(eventually(|| !wal.exists()), "the WAL was removed on close");
         assert!(database_file_holds(&path, "5550005"));
+    }
+
+    /// Retention reads only the rows it is about to change, through an index: the turns that
+    /// still have text by age, the settled outbox rows by due time. A scan of the whole table
+    /// would hold the database thread longer as the history grows.
+    #[tokio::test]
+    async fn issue_13_item_10_retention_reads_through_an_index() {
+        let store = SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("connect");
+        let plans = store
+            .read(|conn| {
+                let mut plans = Vec::new();
+                for sql in [CLEAR_OLD_TURN_TEXT, DELETE_OLD_SETTLED_OUTBOX] {
+                    let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                    let mut rows = explain.raw_query();
+                    let mut details = Vec::new();
+                    while let Some(row) = rows.next()? {
+                        details.push(row.get::<_, String>(3)?);
+                    }
+                    plans.push(details.join("; "));
+                }
+                Ok(plans)
+            })
+            .await
+            .expect("every statement compiles");
+        assert!(
+            plans[0].contains("USING INDEX turns_text_kept (created_at<?)"),
+            "{}",
+            plans[0]
+        );
+        assert!(
+            plans[1].contains("USING INDEX outbox_status_due (status=? AND next_attempt_at<?)"),
+            "{}",
+            plans[1]
+        );
+    }
+
+    /// The tables of the schema with a column that names a contact, as (table, column).
+    async fn contact_columns(store: &SqliteStore) -> Vec<(String, String)> {
+        store
+            .read(|conn| {
+                let mut statement = conn.prepare(
+                    "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p \
+                     WHERE m.type = 'table' AND p.name IN ('conversation_id', 'subscriber_id') \
+                     ORDER BY 1, 2",
+                )?;
+                let rows = statement
+                    .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                    .collect::<rusqlite::Result<Vec<(String, String)>>>()?;
+                Ok(rows)
+            })
+            .await
+            .expect("the schema")
+    }
+
+    /// Issue 13 item 10: `forget_contact` deletes from every table that names a contact. A table
+    /// added later with a `conversation_id` or `subscriber_id` column fails this test until it is
+    /// listed in `CONTACT_TABLES`.
+    #[tokio::test]
+    async fn issue_13_item_10_forget_covers_every_table_that_names_a_contact() {
+        let store = SqliteStore::connect("sqlite::memory:")
+            .await
+            .expect("a store");
+        let schema = contact_columns(&store).await;
+        let listed: Vec<&str> = CONTACT_TABLES.iter().map(|(table, _)| *table).collect();
+        for (table, column) in &schema {
+            assert!(
+                listed.contains(&table.as_str()),
+                "{table}.{column} names a contact, but forget_contact leaves it: \
+                 add {table} to store::CONTACT_TABLES"
+            );
+        }
+        for (table, column) in CONTACT_TABLES {
+            assert!(
+                schema.contains(&((*table).to_owned(), (*column).to_owned())),
+                "CONTACT_TABLES names {table}.{column}, which the schema lacks"
+            );
+        }
+
+        // A contact with a row in every such table (a nudge has no store call yet: inserted here).
+        let subscriber = SubscriberId::parse("5550010").expect("digits");
+        let conversation = store
+            .conversation_for(&subscriber, "whatsapp", instant())
+            .await
+            .expect("conversation_for");
+        let message = NewTurn::user(conversation.id, "Invented question", true, instant());
+        store
+            .record_exchange(Exchange {
+                message: &message,
+                rate: Some((&subscriber, instant())),
+                reply: None,
+                charge: None,
+                escalated_at: None,
+                ..Exchange::of(&message)
+            })
+            .await
+            .expect("record_exchange");
+        store
+            .enqueue(&NewOutboxRow {
+                conversation_id: conversation.id,
+                subscriber_id: subscriber.clone(),
+                kind: super::super::OutboxKind::Reply,
+                payload: serde_json::json!({"messages": ["Invented reply"]}),
+                next_attempt_at: instant(),
+                created_at: instant(),
+            })
+            .await
+            .expect("enqueue");
+        let id = conversation.id.to_string();
+        store
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO nudges (conversation_id, delay_id, due_at, status, created_at, \
+                     updated_at) VALUES (?, 'invented', 0, 'pending', 0, 0)",
+                    [&id],
+                )?;
+                Ok(())
+            })
+            .await
+            .expect("a nudge");
+
+        let forgotten = store.forget_contact(&subscriber).await.expect("forget");
+        assert!(
+            forgotten.deleted.iter().all(|(_, rows)| *rows > 0),
+            "a row deleted from every contact table: {forgotten:?}"
+        );
+        for (table, column) in schema {
+            let value = if column == "conversation_id" {
+                conversation.id.to_string()
+            } else {
+                subscriber.as_str().to_owned()
+            };
+            let left: i64 = store
+                .read(move |conn| {
+                    Ok(conn.query_row(
+                        &format!("SELECT COUNT(*) FROM {table} WHERE {column} = ?"),
+                        [&value],
+                        |row| row.get(0),
+                    )?)
+                })
+                .await
+                .expect("a count");
+            assert_eq!(left, 0, "rows of the contact left in a table");
+        }
     }
 }

@@ -269,3 +269,364 @@ fn issue_19_item_3_config_check_says_the_reply_flow_check_was_skipped() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&output.stdout).contains("not checked"));
 }
+
+/// A SQLite file holding two contacts, as a running service would have left it: returns the
+/// `DATABASE_URL` and the first contact's conversation.
+async fn database_with_two_contacts(
+    dir: &std::path::Path,
+) -> (String, manychat_agent::store::Conversation) {
+    use manychat_agent::ids::SubscriberId;
+    use manychat_agent::store::{NewOutboxRow, NewTurn, OutboxKind};
+    let url = format!("sqlite://{}/agent.db", dir.display());
+    let store = manychat_agent::store::connect(&url).await.unwrap();
+    let now = chrono::Utc::now();
+    let mut first = None;
+    for subscriber in ["5550101", "5550102"] {
+        let subscriber = SubscriberId::parse(subscriber).unwrap();
+        let conversation = store
+            .conversation_for(&subscriber, "whatsapp", now)
+            .await
+            .unwrap();
+        let old = now - chrono::Duration::days(100);
+        store
+            .record_turn(&NewTurn::user(
+                conversation.id,
+                "Invented private question",
+                true,
+                old,
+            ))
+            .await
+            .unwrap();
+        store
+            .record_turn(&NewTurn::agent(
+                conversation.id,
+                "Invented private answer",
+                "answered_inline",
+                true,
+                now,
+            ))
+            .await
+            .unwrap();
+        store.bump_rate(&subscriber, now).await.unwrap();
+        store
+            .enqueue(&NewOutboxRow {
+                conversation_id: conversation.id,
+                subscriber_id: subscriber.clone(),
+                kind: OutboxKind::Reply,
+                payload: serde_json::json!({"messages": ["Invented private answer"]}),
+                next_attempt_at: now,
+                created_at: now,
+            })
+            .await
+            .unwrap();
+        first.get_or_insert(conversation);
+    }
+    (url, first.unwrap())
+}
+
+fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn issue_13_item_10_forget_erases_one_contact_and_prints_counts_never_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, contact) = database_with_two_contacts(dir.path()).await;
+    let forget = |id: &str| {
+        binary()
+            .args(["forget", id])
+            .env_clear()
+            .env("DATABASE_URL", &url)
+            .output()
+            .unwrap()
+    };
+
+    let output = forget("5550101");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let printed = stdout(&output);
+    assert_eq!(
+        printed.trim(),
+        format!(
+            "forgot conversation {}; rows deleted: turns 2, outbox 1, nudges 0, \
+             rate_counters 1, conversations 1",
+            contact.id
+        )
+    );
+    assert!(!printed.contains("Invented"), "never the text");
+
+    let store = manychat_agent::store::connect(&url).await.unwrap();
+    assert_eq!(store.conversation(contact.id).await.unwrap(), None);
+    assert!(store.turns(contact.id).await.unwrap().is_empty());
+    let rows = store.outbox_rows().await.unwrap();
+    assert_eq!(rows.len(), 1, "the other contact's row stays");
+    assert_ne!(rows[0].conversation_id, contact.id);
+
+    // Again: not found, said plainly, and not a failure (erasing twice is safe).
+    let output = forget("5550101");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(
+        stdout(&output).starts_with("contact not found"),
+        "{output:?}"
+    );
+
+    // A bad id is refused, naming the rule.
+    let output = forget("55501O1");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(stderr(&output).contains("digits"), "{output:?}");
+
+    // A database that does not exist is not created empty.
+    let missing = dir.path().join("elsewhere/agent.db");
+    let output = binary()
+        .args(["forget", "5550102"])
+        .env_clear()
+        .env("DATABASE_URL", format!("sqlite://{}", missing.display()))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(stderr(&output).contains("no SQLite database"), "{output:?}");
+    assert!(!missing.exists());
+}
+
+#[tokio::test]
+async fn issue_13_item_10_retention_run_clears_old_text_and_is_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, contact) = database_with_two_contacts(dir.path()).await;
+    let retention = |days: Option<&str>| {
+        let mut command = binary();
+        command
+            .args(["retention", "run"])
+            .env_clear()
+            .env("DATABASE_URL", &url);
+        if let Some(days) = days {
+            command.env("RETENTION_DAYS", days);
+        }
+        command.output().unwrap()
+    };
+
+    let output = retention(Some("0"));
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(stderr(&output).contains("RETENTION_DAYS: must be a whole number of days"));
+    let output = retention(Some("off"));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).contains("retention is off"), "{output:?}");
+
+    // The default, 90 days: each contact's 100-day-old message loses its text.
+    let output = retention(None);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        stdout(&output).trim(),
+        "older than 90 days: text cleared from 2 turns, 0 settled outbox rows deleted"
+    );
+    let store = manychat_agent::store::connect(&url).await.unwrap();
+    let turns = store.turns(contact.id).await.unwrap();
+    assert_eq!(turns[0].text, "");
+    assert_eq!(turns[0].role, manychat_agent::store::Role::User);
+    assert_eq!(turns[1].text, "Invented private answer");
+}
+
+#[test]
+fn issue_19_item_6_eval_refuses_without_a_model_and_names_the_model_first() {
+    let output = binary()
+        .arg("eval")
+        .env_clear()
+        .env("CONFIG_DIR", repo_path("config"))
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(repo_path(""))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("AGENT_MODEL") && errors.contains("--model mock:demo"),
+        "{errors}"
+    );
+    assert!(stdout(&output).is_empty(), "no case ran on a silent mock");
+
+    let output = binary()
+        .args(["eval", "--model", "mock:demo"])
+        .env_clear()
+        .env("CONFIG_DIR", repo_path("config"))
+        .current_dir(repo_path(""))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let printed = stdout(&output);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert!(
+        lines[0].starts_with("eval: model mock:demo (from --model), suite evals/golden, "),
+        "{printed}"
+    );
+    assert!(
+        lines[1].starts_with("PASS "),
+        "each case as it finishes: {printed}"
+    );
+    let cases = lines.iter().filter(|l| l.starts_with("PASS ")).count();
+    assert!(
+        printed.contains(&format!("{cases} cases: {cases} passed, 0 failed")),
+        "{printed}"
+    );
+}
+
+/// A running `demo` (stopped when dropped) and the banner it printed.
+struct Demo {
+    child: std::process::Child,
+    banner: String,
+    port: u16,
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_demo(config_dir: &std::path::Path, database: &str) -> Demo {
+    use std::io::BufRead;
+    let mut child = binary()
+        .arg("demo")
+        .env_clear()
+        .env("CONFIG_DIR", config_dir)
+        .env("DATABASE_URL", database)
+        .env("PORT", "0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (lines, banner_lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut banner = String::new();
+    let mut demo = Demo {
+        child,
+        banner: String::new(),
+        port: 0,
+    };
+    loop {
+        let line = banner_lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no banner: {banner}"));
+        banner.push_str(&line);
+        banner.push('\n');
+        if line.starts_with("Its data lives in") {
+            break;
+        }
+    }
+    let port = banner
+        .split("running on http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("a port in {banner}"));
+    demo.banner = banner;
+    demo.port = port;
+    demo
+}
+
+/// The subscriber id in the banner's curl line.
+fn banner_subscriber(banner: &str) -> String {
+    let id = banner
+        .split("\"subscriber_id\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("a subscriber in {banner}"));
+    assert!(
+        id.len() == 15 && id.bytes().all(|b| b.is_ascii_digit()),
+        "{id}"
+    );
+    assert!(banner.contains(&format!("subscriber {id}, a new one at each start")));
+    id.to_owned()
+}
+
+fn secret_of(banner: &str) -> String {
+    banner
+        .split("Shared secret (new at each start): ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("a secret in {banner}"))
+        .to_owned()
+}
+
+#[test]
+fn issue_19_items_4_and_5_the_demo_says_what_it_relaxes_and_never_wedges() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(&repo_path("config"), &config);
+    let rules_path = config.join("rules.json");
+    let mut rules: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rules_path).unwrap()).unwrap();
+    rules["maxTurnsPerConversation"] = serde_json::json!(1);
+    std::fs::write(&rules_path, rules.to_string()).unwrap();
+    let database_path = dir.path().join("demo.db");
+    let database = format!("sqlite://{}", database_path.display());
+
+    let first = start_demo(&config, &database);
+    let banner = &first.banner;
+    for promise in [
+        "contact tokens are not enforced",
+        "the shared secret is generated anew at each start",
+        "Shared secret (new at each start): ",
+        "After 1 messages without a 24-hour pause a contact is handed to a person",
+        &format!("Its data lives in {}", database_path.display()),
+    ] {
+        assert!(banner.contains(promise), "{promise:?} in {banner}");
+    }
+    assert!(!banner.contains("shown once"), "{banner}");
+    let subscriber = banner_subscriber(banner);
+    assert_ne!(subscriber, "1000001");
+    let secret = secret_of(banner);
+
+    let simulate = |args: &[&str]| {
+        binary()
+            .arg("simulate")
+            .args(args)
+            .args(["--url", &format!("http://127.0.0.1:{}", first.port)])
+            .env_clear()
+            .env("MANYCHAT_SHARED_SECRET", &secret)
+            .env("DATABASE_URL", &database)
+            .env("CONFIG_DIR", &config)
+            .output()
+            .unwrap()
+    };
+    // Without --subscriber: a new contact each run, answered, and named so it can go on.
+    for _ in 0..2 {
+        let output = simulate(&["How much are your courses?"]);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let printed = stdout(&output);
+        assert!(
+            printed.starts_with("(a new contact: pass --subscriber "),
+            "{printed}"
+        );
+        assert!(!printed.contains("handed to a person"), "{printed}");
+    }
+    // One contact past the cap (1 here): the second reply is the handoff copy, and says why.
+    let output = simulate(&["--subscriber", "5550201", "How much are your courses?"]);
+    assert!(
+        !stdout(&output).contains("handed to a person"),
+        "{output:?}"
+    );
+    let output = simulate(&["--subscriber", "5550201", "And the schedule?"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let printed = stdout(&output);
+    assert!(
+        printed.contains("(handed to a person before the model ran: the turn cap"),
+        "{printed}"
+    );
+    drop(first);
+
+    // A restart: a new secret and a new subscriber in the banner.
+    let second = start_demo(&config, &database);
+    assert_ne!(secret_of(&second.banner), secret);
+    assert_ne!(banner_subscriber(&second.banner), subscriber);
+}

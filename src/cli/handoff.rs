@@ -1,0 +1,146 @@
+//! Why `simulate`'s reply was the handoff copy (issue 19): read back from the service's database,
+//! the demo's SQLite file by default, so the service logs no contact data to say it.
+//!
+//! The response carries only the copy; the turn's record says how it ended, and for a check
+//! before the model (`escalated_precheck`) the stored counters say which check, taken in the
+//! order the turn takes them: escalation keywords, the turn cap, the hourly rate, the budget.
+//! Best effort: without the database, or for a reply still on its way, it says nothing.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+
+use crate::config::{ConfigContext, TenantConfig};
+use crate::ids::SubscriberId;
+use crate::store::{Role, Store};
+
+/// One line on why the contact's latest reply handed it to a person, or `None`.
+pub(super) async fn explain(
+    env: &HashMap<String, String>,
+    subscriber: &SubscriberId,
+) -> Option<String> {
+    let store = super::existing_store(env).await.ok()?;
+    let conversation = store.conversation_by_subscriber(subscriber).await.ok()??;
+    let turns = store.turns(conversation.id).await.ok()?;
+    let reply = turns.last().filter(|turn| turn.role == Role::Agent)?;
+    let outcome = reply.outcome.as_deref()?;
+    if !outcome.starts_with("escalated") {
+        return None;
+    }
+    if outcome != "escalated_precheck" {
+        return Some(format!(
+            "handed to a person: the turn ended {outcome} (see the service's log line for this \
+             conversation, {})",
+            conversation.id
+        ));
+    }
+    let message = turns.iter().rev().find(|turn| turn.role == Role::User)?;
+    let why = match tenant_config(env) {
+        Some(config) => {
+            precheck(
+                store.as_ref(),
+                &config,
+                &conversation.id,
+                subscriber,
+                &message.text,
+                message.bound,
+                message.created_at,
+            )
+            .await
+        }
+        None => None,
+    };
+    Some(format!(
+        "handed to a person before the model ran: {}",
+        why.unwrap_or_else(|| {
+            "a keyword, the turn cap, the hourly rate or the daily budget".to_owned()
+        })
+    ))
+}
+
+/// The tenant config as the demo loads it (`CONFIG_DIR`, the examples allowed).
+fn tenant_config(env: &HashMap<String, String>) -> Option<TenantConfig> {
+    let dir = env
+        .get("CONFIG_DIR")
+        .filter(|v| !v.trim().is_empty())
+        .map_or("config", |v| v.as_str());
+    let context = ConfigContext {
+        allow_examples: true,
+        ..ConfigContext::default()
+    };
+    crate::config::load_dir(Path::new(dir), &context).ok()
+}
+
+/// Which pre-model check stopped the message sent at `at`.
+async fn precheck(
+    store: &dyn Store,
+    config: &TenantConfig,
+    conversation: &crate::ids::ConversationId,
+    subscriber: &SubscriberId,
+    text: &str,
+    bound: bool,
+    at: DateTime<Utc>,
+) -> Option<String> {
+    let rules = &config.rules;
+    if rules.escalation_keyword_hit(text) {
+        return Some("the message holds one of rules.json's escalationKeywords".to_owned());
+    }
+    let cap = rules.max_turns_per_conversation;
+    let idle_hours = rules.idle_reset_hours;
+    let times = store
+        .recent_user_turn_times(*conversation, i64::from(cap) + 1)
+        .await
+        .ok()?;
+    let run = messages_without_pause(&times, TimeDelta::hours(i64::from(idle_hours)));
+    if bound && run > u64::from(cap) {
+        return Some(format!(
+            "the turn cap, more than {cap} messages without a {idle_hours}-hour pause \
+             (rules.json maxTurnsPerConversation); write as a new contact (simulate without \
+             --subscriber), or reset the demo's data (README, The two commands)"
+        ));
+    }
+    let hour = at.duration_trunc(TimeDelta::hours(1)).ok()?;
+    let count = store.rate_count(subscriber, hour).await.ok()?;
+    let limit = rules.rate_limit.turns_per_subscriber_per_hour;
+    if count > i64::from(limit) {
+        return Some(format!(
+            "the hourly rate, {count} messages this hour \
+             (rules.json rateLimit.turnsPerSubscriberPerHour is {limit})"
+        ));
+    }
+    let spent = store.budget(at.date_naive()).await.ok()?;
+    if spent.tokens >= i64::try_from(rules.budget.daily_token_cap).unwrap_or(i64::MAX)
+        || spent.cost_usd >= rules.budget.daily_cost_cap_usd
+    {
+        return Some("today's token or cost budget is spent (rules.json budget)".to_owned());
+    }
+    None
+}
+
+/// The messages at the head of `times` (newest first) with no gap of `idle` between them.
+fn messages_without_pause(times: &[DateTime<Utc>], idle: TimeDelta) -> u64 {
+    let mut run = u64::from(!times.is_empty());
+    for pair in times.windows(2) {
+        if pair[0] - pair[1] >= idle {
+            break;
+        }
+        run += 1;
+    }
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pause_of_the_idle_gap_ends_the_run() {
+        let at = |h: i64| DateTime::<Utc>::UNIX_EPOCH + TimeDelta::hours(h);
+        let idle = TimeDelta::hours(24);
+        assert_eq!(messages_without_pause(&[], idle), 0);
+        assert_eq!(messages_without_pause(&[at(50), at(49), at(48)], idle), 3);
+        assert_eq!(messages_without_pause(&[at(50), at(49), at(25)], idle), 2);
+        assert_eq!(messages_without_pause(&[at(50), at(26), at(25)], idle), 1);
+    }
+}
