@@ -210,7 +210,9 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
     };
     let settings = settings_from(&vars)?;
     observability::init(&settings.log_level, LogFormat::Pretty)?;
-    let listener = TcpListener::bind(format!("127.0.0.1:{}", settings.port)).await?;
+    // Like `serve`, a busy port is named with what to do about it.
+    let listener =
+        startup::bind(std::net::SocketAddr::from(([127, 0, 0, 1], settings.port))).await?;
     let overrides = Overrides {
         allow_example_config: true,
         reload_on_sighup: true,
