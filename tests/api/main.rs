@@ -7,6 +7,7 @@ mod helpers;
 mod binding;
 mod cli;
 mod gates;
+mod hardening;
 mod http_contract;
 mod logs;
 mod order;
