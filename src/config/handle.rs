@@ -257,6 +257,8 @@ mod tests {
 
         // The stuck read returns late: its result is not swapped in.
         release.send(()).unwrap();
+        // Waits (at most a second, in 1 ms steps) for the blocking thread to finish its read:
+        // a thread, not a timer, so tokio's clock cannot stand in for it.
         for _ in 0..1000 {
             if !handle.reading.load(Ordering::Acquire) {
                 break;
