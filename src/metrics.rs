@@ -29,6 +29,10 @@ pub struct Metrics {
     pub unauthorized: Counter,
     pub rate_limited: Counter,
     pub bad_requests: Counter,
+    /// Connections closed on accept: their address was at `HTTP_MAX_CONNECTIONS_PER_ADDRESS`.
+    pub connections_refused: Counter,
+    /// Connections closed by the header or idle timeout.
+    pub connections_timed_out: Counter,
     /// Turns by outcome (SYSTEM 4's outcome names).
     turns: Mutex<BTreeMap<&'static str, u64>>,
     /// Escalations by reason (`crate::escalation::Escalation`).
@@ -63,6 +67,8 @@ impl Metrics {
             ("rate_limited_total", &self.rate_limited),
             ("bad_requests_total", &self.bad_requests),
             ("handoff_failed_total", &self.handoff_failed),
+            ("connections_refused_total", &self.connections_refused),
+            ("connections_timed_out_total", &self.connections_timed_out),
         ];
         for (name, counter) in counters {
             let _ = writeln!(out, "# TYPE manychat_agent_{name} counter");

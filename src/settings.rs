@@ -18,6 +18,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::channel::Channel;
 use crate::http::client_ip::TrustProxy;
+use crate::http::server::ConnectionLimits;
 use crate::ids::Secret;
 use crate::model::pricing::{self, Price};
 
@@ -32,6 +33,8 @@ pub const MAX_REPLY_GAP_MS: u64 = 10_000;
 pub const MAX_DURATION_MS: u64 = 3_600_000;
 /// Largest `MAX_TURNS_IN_FLIGHT` (a semaphore size; far above what one process can serve).
 pub const MAX_TURNS_IN_FLIGHT_LIMIT: u64 = 100_000;
+/// Largest `HTTP_MAX_CONNECTIONS` / `HTTP_MAX_CONNECTIONS_PER_ADDRESS`.
+pub const MAX_CONNECTIONS_LIMIT: u64 = 1_000_000;
 
 /// Validated environment settings.
 #[derive(Debug, Clone)]
@@ -84,6 +87,11 @@ pub struct Settings {
     pub max_turns_in_flight: usize,
     /// `RETENTION_DAYS`: turns older than this many days lose their text (`None`: `off`).
     pub retention_days: Option<u32>,
+    /// `HTTP_HEADER_TIMEOUT_MS`, `HTTP_IDLE_TIMEOUT_MS`, `HTTP_BODY_TIMEOUT_MS`,
+    /// `HTTP_MAX_CONNECTIONS`, `HTTP_MAX_CONNECTIONS_PER_ADDRESS` (issue 13 item 7).
+    pub connections: ConnectionLimits,
+    /// `METRICS_TOKEN`: when set, `GET /metrics` requires it as a bearer token.
+    pub metrics_token: Option<Secret>,
 }
 
 /// `RETENTION_DAYS` when unset.
@@ -341,6 +349,8 @@ impl Settings {
         let max_turns_in_flight =
             env.number("MAX_TURNS_IN_FLIGHT", 64, 1, MAX_TURNS_IN_FLIGHT_LIMIT);
         let retention_days = env.retention_days();
+        let connections = env.connection_limits();
+        let metrics_token = env.metrics_token();
 
         if !env.problems.is_empty() {
             return Err(SettingsError {
@@ -378,6 +388,8 @@ impl Settings {
             log_level,
             max_turns_in_flight: usize::try_from(max_turns_in_flight).unwrap_or(64),
             retention_days,
+            connections,
+            metrics_token,
         })
     }
 
@@ -576,6 +588,56 @@ impl Reader<'_> {
                 Some(DEFAULT_RETENTION_DAYS)
             }
         }
+    }
+
+    fn connection_limits(&mut self) -> ConnectionLimits {
+        let defaults = ConnectionLimits::default();
+        let mut millis = |name: &'static str, default: Duration| {
+            let ms = u64::try_from(default.as_millis()).unwrap_or(MAX_DURATION_MS);
+            Duration::from_millis(self.number(name, ms, 1, MAX_DURATION_MS))
+        };
+        let header_timeout = millis("HTTP_HEADER_TIMEOUT_MS", defaults.header_timeout);
+        let idle_timeout = millis("HTTP_IDLE_TIMEOUT_MS", defaults.idle_timeout);
+        let body_timeout = millis("HTTP_BODY_TIMEOUT_MS", defaults.body_timeout);
+        let max_connections = self.number(
+            "HTTP_MAX_CONNECTIONS",
+            defaults.max_connections as u64,
+            1,
+            MAX_CONNECTIONS_LIMIT,
+        );
+        let max_connections_per_address = self.number(
+            "HTTP_MAX_CONNECTIONS_PER_ADDRESS",
+            defaults.max_connections_per_address as u64,
+            1,
+            MAX_CONNECTIONS_LIMIT,
+        );
+        if max_connections_per_address > max_connections {
+            self.problem(
+                "HTTP_MAX_CONNECTIONS_PER_ADDRESS",
+                "must not exceed HTTP_MAX_CONNECTIONS",
+            );
+        }
+        // The ranges checked above make these conversions exact.
+        ConnectionLimits {
+            header_timeout,
+            idle_timeout,
+            body_timeout,
+            max_connections: usize::try_from(max_connections).unwrap_or(defaults.max_connections),
+            max_connections_per_address: usize::try_from(max_connections_per_address)
+                .unwrap_or(defaults.max_connections_per_address),
+        }
+    }
+
+    fn metrics_token(&mut self) -> Option<Secret> {
+        const NAME: &str = "METRICS_TOKEN";
+        let token = self.string(NAME)?;
+        if token.chars().count() < MIN_SECRET_CHARS || token.contains(char::is_whitespace) {
+            self.problem(
+                NAME,
+                &format!("must be at least {MIN_SECRET_CHARS} characters, without whitespace"),
+            );
+        }
+        Some(Secret::new(token))
     }
 
     fn shared_secrets(&mut self, required: bool) -> Vec<Secret> {
@@ -1077,6 +1139,72 @@ mod tests {
         assert!(load(&with(&[("DATABASE_URL", &url)])).is_ok());
         // The default folder is created by the store, so it is no problem here.
         assert!(load(&with(&[("DATABASE_URL", "sqlite://data/agent.db")])).is_ok());
+    }
+
+    #[test]
+    fn issue_13_item_7_connection_limits_have_defaults_and_are_read_and_checked() {
+        let s = load(&base()).unwrap();
+        assert_eq!(s.connections, ConnectionLimits::default());
+        assert_eq!(s.connections.header_timeout, Duration::from_secs(10));
+        assert_eq!(s.connections.idle_timeout, Duration::from_secs(75));
+        assert_eq!(s.connections.body_timeout, Duration::from_secs(10));
+        assert_eq!(s.connections.max_connections, 1024);
+        assert_eq!(s.connections.max_connections_per_address, 256);
+        let s = load(&with(&[
+            ("HTTP_HEADER_TIMEOUT_MS", "2000"),
+            ("HTTP_IDLE_TIMEOUT_MS", "90000"),
+            ("HTTP_BODY_TIMEOUT_MS", "3000"),
+            ("HTTP_MAX_CONNECTIONS", "50"),
+            ("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "50"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            s.connections,
+            ConnectionLimits {
+                header_timeout: Duration::from_secs(2),
+                idle_timeout: Duration::from_secs(90),
+                body_timeout: Duration::from_secs(3),
+                max_connections: 50,
+                max_connections_per_address: 50,
+            }
+        );
+        // Every problem at once, each naming its variable.
+        let err = load(&with(&[
+            ("HTTP_HEADER_TIMEOUT_MS", "0"),
+            ("HTTP_IDLE_TIMEOUT_MS", "soon"),
+            ("HTTP_BODY_TIMEOUT_MS", "3600001"),
+            ("HTTP_MAX_CONNECTIONS", "10"),
+            ("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "11"),
+        ]))
+        .unwrap_err();
+        for variable in [
+            "HTTP_HEADER_TIMEOUT_MS",
+            "HTTP_IDLE_TIMEOUT_MS",
+            "HTTP_BODY_TIMEOUT_MS",
+            "HTTP_MAX_CONNECTIONS_PER_ADDRESS",
+        ] {
+            assert!(err.problem(variable).is_some(), "{variable}: {err}");
+        }
+        assert_eq!(
+            err.problem("HTTP_MAX_CONNECTIONS_PER_ADDRESS")
+                .unwrap()
+                .rule,
+            "must not exceed HTTP_MAX_CONNECTIONS"
+        );
+        problem(&[("HTTP_MAX_CONNECTIONS", "0")], "HTTP_MAX_CONNECTIONS");
+    }
+
+    #[test]
+    fn issue_13_item_9_metrics_token_is_optional_and_long_enough() {
+        assert_eq!(load(&base()).unwrap().metrics_token, None);
+        let s = load(&with(&[("METRICS_TOKEN", "metrics-token-0123456789")])).unwrap();
+        assert_eq!(
+            s.metrics_token,
+            Some(Secret::new("metrics-token-0123456789"))
+        );
+        assert!(!format!("{s:?}").contains("metrics-token"));
+        let p = problem(&[("METRICS_TOKEN", "short")], "METRICS_TOKEN");
+        assert!(!p.to_string().contains("short"), "value leaked: {p}");
     }
 
     #[test]

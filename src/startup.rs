@@ -2,9 +2,9 @@
 //! turn engine, router and outbox worker. Takes its listener and a shutdown token, so tests run
 //! the same app on port 0 that production runs on its port (STYLE 1, 7).
 //!
-//! Shutdown order: stop accepting and let requests in flight finish (axum's graceful shutdown),
-//! let the worker finish the batch in hand, then wait (bounded) for agent tasks that outlived
-//! their request and for post-response actions.
+//! Shutdown order: stop accepting and let requests in flight finish (`http::server`, which also
+//! holds every connection to its timeouts and caps), let the worker finish the batch in hand,
+//! then wait (bounded) for agent tasks that outlived their request and for post-response actions.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -189,6 +189,11 @@ impl Application {
             callback_url: crate::channel::callback_url(&settings.public_base_url),
             token_field: settings.manychat_token_field.clone(),
             in_flight: Arc::new(Semaphore::new(settings.max_turns_in_flight)),
+            body_timeout: settings.connections.body_timeout,
+            metrics_auth: settings
+                .metrics_token
+                .clone()
+                .map(|token| Arc::new(http::auth::Authenticator::new(vec![token]))),
         };
         Ok(Self {
             listener,
@@ -240,18 +245,16 @@ impl Application {
         if let Err(error) = self.state.turns.recover_promises().await {
             tracing::error!(error = %error, "could not look for interrupted turns");
         }
+        http::server::raise_fd_limit(&self.settings.connections);
         let router = http::router(self.state.clone());
-        let token = shutdown.clone();
-        axum::serve(
+        http::server::serve(
             self.listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
+            router,
+            self.settings.connections,
+            self.state.trust_proxy.clone(),
+            self.state.metrics.clone(),
+            shutdown.clone(),
         )
-        .with_graceful_shutdown(async move {
-            token.cancelled().await;
-            // Logged when the listener stops, not when the last connection has closed: requests
-            // in flight (and idle keep-alive connections) may take seconds to finish.
-            tracing::info!("stopped accepting; finishing requests in flight");
-        })
         .await?;
         tracing::info!("requests in flight finished; draining the worker and agent tasks");
         if let Some(worker) = worker {
@@ -284,7 +287,12 @@ pub fn model_env(settings: &Settings) -> crate::model::ModelEnv {
     }
 }
 
-/// SIGHUP → load → validate → swap, or keep the old config and log why (SYSTEM 5.3).
+/// How long a SIGHUP reload may read the config folder. Its files are a few KiB; a read that
+/// takes longer is stuck (a hung mount), and the old config stays in force.
+pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// SIGHUP → load → validate → swap, or keep the old config and log why (SYSTEM 5.3). A reload
+/// is bounded by [`RELOAD_TIMEOUT`], so a stuck read never stops later SIGHUPs from being heard.
 fn spawn_reload_on_sighup(
     config: Arc<ConfigHandle>,
     shutdown: CancellationToken,
@@ -297,14 +305,15 @@ fn spawn_reload_on_sighup(
                 _ = shutdown.cancelled() => break,
                 received = hangups.recv() => {
                     if received.is_none() { break; }
-                    let handle = config.clone();
-                    match tokio::task::spawn_blocking(move || handle.reload()).await {
-                        Ok(ReloadOutcome::Applied) => tracing::info!("SIGHUP: tenant config reloaded"),
-                        Ok(ReloadOutcome::Rejected(errors)) => tracing::warn!(
+                    match config.reload_bounded(RELOAD_TIMEOUT).await {
+                        ReloadOutcome::Applied => tracing::info!("SIGHUP: tenant config reloaded"),
+                        ReloadOutcome::Rejected(errors) => tracing::warn!(
                             issues = errors.len(),
                             "SIGHUP: tenant config invalid; the old config stays in force"
                         ),
-                        Err(error) => tracing::error!(error = %error, "SIGHUP: reload task failed"),
+                        ReloadOutcome::TimedOut | ReloadOutcome::StillReading => tracing::warn!(
+                            "SIGHUP: tenant config not reloaded; the old config stays in force"
+                        ),
                     }
                 }
             }

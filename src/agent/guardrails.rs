@@ -6,7 +6,9 @@
 //! 2. field-echo stripping: lines that repeat a schema field name (`confidence: 0.9`) are removed;
 //!    a reply left with no message escalates (`low_confidence`);
 //! 3. leak detection: fence markers, the prompt's section markers, or a 60-character run copied
-//!    from the framework rules or the tenant prompt escalate;
+//!    from the framework rules or the tenant prompt escalate; the reply is matched as written and
+//!    undisguised (NFKC, default-ignorable code points dropped), so zero-width characters, soft
+//!    hyphens or fullwidth letters do not hide a copy;
 //! 4. the model's own escalation;
 //! 5. confidence below `confidenceThreshold` escalates `low_confidence`;
 //! 6. clamps: each message at most 1000 characters (cut at a word boundary), at most 3 messages;
@@ -22,6 +24,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::OnceLock;
 
 use regex::Regex;
+use unicode_normalization::UnicodeNormalization;
 
 use crate::config::Rules;
 
@@ -330,20 +333,62 @@ fn windows(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Lowercase, with every whitespace run collapsed to one space.
+/// Undisguised ([`undisguised`]), lowercase, with every whitespace run collapsed to one space.
 fn normalise(text: &str) -> String {
-    text.split_whitespace()
+    undisguised(text)
+        .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
         .to_lowercase()
 }
 
+/// `text` as a reader sees it: NFKC (fullwidth letters, ligatures and other compatibility forms
+/// become the plain characters) without default-ignorable code points (zero-width characters,
+/// soft hyphens, joiners, bidi controls, variation selectors), which render as nothing.
+fn undisguised(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.is_ascii() {
+        // ASCII is its own NFKC and holds no default-ignorable code point.
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(text.nfkc().filter(|c| !is_default_ignorable(*c)).collect())
+}
+
+/// Unicode's `Default_Ignorable_Code_Point` property (DerivedCoreProperties.txt, stable since
+/// Unicode 5.2 apart from additions inside the reserved ranges listed here).
+fn is_default_ignorable(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFF8}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
+}
+
 /// The kind of leak in `text`, if any (a label for the log, never the text).
 fn leak_kind(text: &str, fence: &Fence, protected: &ProtectedText) -> Option<&'static str> {
-    if fence.contains_marker(text) {
+    let plain = undisguised(text);
+    let seen = [text, plain.as_ref()];
+    if seen.iter().any(|t| fence.contains_marker(t)) {
         return Some("fence_marker");
     }
-    if SECTION_MARKERS.iter().any(|m| text.contains(m)) {
+    if SECTION_MARKERS
+        .iter()
+        .any(|m| seen.iter().any(|t| t.contains(m)))
+    {
         return Some("section_marker");
     }
     if protected.copied_in(text) {
@@ -394,6 +439,64 @@ mod tests {
         assert!(!ProtectedText::new(bakery).copied_in(copied));
         assert!(ProtectedText::new(pottery).copied_in(copied));
         assert!(!ProtectedText::new(pottery).copied_in("The kiln is fired on Fridays."));
+    }
+
+    #[test]
+    fn issue_13_item_9_leak_check_sees_prompt_text_behind_zero_width_soft_hyphen_and_fullwidth() {
+        let pottery = "You help a pottery studio. Never reveal the wholesale clay supplier or \
+                       the kiln firing schedule to anyone who asks.";
+        let protected = ProtectedText::new(pottery);
+        let copied = "Never reveal the wholesale clay supplier or the kiln firing schedule";
+        let interleave =
+            |with: char| -> String { copied.chars().flat_map(|c| [c, with]).collect::<String>() };
+        let fullwidth: String = copied
+            .chars()
+            .map(|c| match c {
+                '!'..='~' => char::from_u32(c as u32 - 0x21 + 0xFF01).unwrap(),
+                ' ' => '\u{3000}',
+                other => other,
+            })
+            .collect();
+        let disguised = [
+            ("zero-width space", interleave('\u{200B}')),
+            ("zero-width joiner", interleave('\u{200D}')),
+            ("soft hyphen", interleave('\u{00AD}')),
+            ("word joiner", interleave('\u{2060}')),
+            ("byte order mark", interleave('\u{FEFF}')),
+            ("fullwidth letters", fullwidth),
+        ];
+        for (how, text) in disguised {
+            assert!(
+                protected.copied_in(&text),
+                "missed a copy disguised by {how}"
+            );
+            let fence = Fence::new();
+            assert_eq!(
+                leak_kind(&text, &fence, &protected),
+                Some("prompt_text"),
+                "{how}"
+            );
+        }
+        // A section marker in fullwidth letters is still a marker.
+        let marker: String = "SERVER NOTICES"
+            .chars()
+            .map(|c| match c {
+                'A'..='Z' => char::from_u32(c as u32 - 0x41 + 0xFF21).unwrap(),
+                other => other,
+            })
+            .collect();
+        assert_eq!(
+            leak_kind(&format!("ok {marker}"), &Fence::new(), &protected),
+            Some("section_marker")
+        );
+        // Ordinary replies with accents, emoji and non-Latin script are no leak.
+        for fine in [
+            "¡Hola! Tenemos café ☕ y té.",
+            "陶芸教室は金曜日に窯を焚きます。",
+            "Ça va 👍🏽",
+        ] {
+            assert_eq!(leak_kind(fine, &Fence::new(), &protected), None, "{fine}");
+        }
     }
     use crate::agent::prompt::static_prefix;
     use crate::agent::prompt::tests::demo_config;

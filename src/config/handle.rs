@@ -7,13 +7,18 @@
 //! - A turn holds the `Arc` it got from [`ConfigHandle::snapshot`] to its end, so a reload never
 //!   mixes two configs within a turn.
 //! - A rejected reload logs file, path and rule only, never a value (C5, C9).
+//! - A bounded reload ([`ConfigHandle::reload_bounded`]) swaps only what it read within its
+//!   bound: a read that returns late is dropped, and while it is still stuck no other read
+//!   starts, so a wedged file system costs one thread, not one per SIGHUP.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::error::ConfigErrors;
+use super::error::{ConfigErrors, ConfigIssue};
 use super::load::{ConfigContext, load_dir};
 use super::tenant::TenantConfig;
 
@@ -24,6 +29,10 @@ pub enum ReloadOutcome {
     Applied,
     /// The new set was invalid; the previous config stays in force.
     Rejected(ConfigErrors),
+    /// Reading the folder outlasted the bound; the previous config stays in force.
+    TimedOut,
+    /// An earlier reload's read is still stuck; this one did not start.
+    StillReading,
 }
 
 /// The tenant config in force, swappable atomically.
@@ -33,6 +42,8 @@ pub struct ConfigHandle {
     dir: PathBuf,
     /// The environment's names the cross-checks compare against; fixed for the process.
     ctx: ConfigContext,
+    /// Set while a bounded reload's read runs, until that read returns (even after its bound).
+    reading: AtomicBool,
 }
 
 impl ConfigHandle {
@@ -49,6 +60,7 @@ impl ConfigHandle {
             current: ArcSwap::from_pointee(config),
             dir: dir.into(),
             ctx,
+            reading: AtomicBool::new(false),
         }
     }
 
@@ -60,7 +72,61 @@ impl ConfigHandle {
     /// Reads and validates the folder again, and swaps only if the whole set is valid. Blocking
     /// file IO on a few small files: call it from `spawn_blocking` on a busy runtime.
     pub fn reload(&self) -> ReloadOutcome {
-        match load_dir(&self.dir, &self.ctx) {
+        self.settle(load_dir(&self.dir, &self.ctx))
+    }
+
+    /// [`reload`](Self::reload) on a blocking thread, bounded by `bound`: a read that takes
+    /// longer (a hung mount) leaves the config in force and is logged, and its late result is
+    /// dropped. While it is stuck, further reloads answer [`ReloadOutcome::StillReading`].
+    pub async fn reload_bounded(self: &Arc<Self>, bound: Duration) -> ReloadOutcome {
+        let this = self.clone();
+        self.reload_with(bound, move || load_dir(&this.dir, &this.ctx))
+            .await
+    }
+
+    async fn reload_with(
+        self: &Arc<Self>,
+        bound: Duration,
+        load: impl FnOnce() -> Result<TenantConfig, ConfigErrors> + Send + 'static,
+    ) -> ReloadOutcome {
+        if self.reading.swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                dir = %self.dir.display(),
+                "tenant config reload skipped: the previous reload is still reading the folder"
+            );
+            return ReloadOutcome::StillReading;
+        }
+        let this = self.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let loaded = load();
+            this.reading.store(false, Ordering::Release);
+            loaded
+        });
+        match tokio::time::timeout(bound, read).await {
+            Ok(Ok(loaded)) => self.settle(loaded),
+            Ok(Err(panicked)) => {
+                self.reading.store(false, Ordering::Release);
+                tracing::error!(error = %panicked, "tenant config reload failed");
+                self.settle(Err(ConfigErrors(vec![ConfigIssue::new(
+                    self.dir.display().to_string(),
+                    "$",
+                    "the reload failed unexpectedly",
+                )])))
+            }
+            Err(_) => {
+                tracing::warn!(
+                    dir = %self.dir.display(),
+                    bound_ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX),
+                    "tenant config reload did not finish in time; keeping the previous config"
+                );
+                ReloadOutcome::TimedOut
+            }
+        }
+    }
+
+    /// Swaps in a config that loaded, or logs why the set was refused.
+    fn settle(&self, loaded: Result<TenantConfig, ConfigErrors>) -> ReloadOutcome {
+        match loaded {
             Ok(config) => {
                 self.current.store(Arc::new(config));
                 tracing::info!(dir = %self.dir.display(), "tenant config reloaded");
@@ -149,6 +215,64 @@ mod tests {
             format!("A new persona for {}.", now.catalog.business_name)
         );
         assert_eq!(held.prompt, old_prompt, "a turn's snapshot never changes");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_13_item_9_a_stuck_reload_times_out_keeps_the_old_config_and_drops_its_late_result()
+     {
+        let dir = demo_copy();
+        let handle =
+            Arc::new(ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads"));
+        let before = handle.snapshot();
+        fs::write(
+            dir.path().join("prompt.md"),
+            "A new persona for {{businessName}}.",
+        )
+        .expect("write");
+
+        // A read that blocks until released, as on a hung mount.
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let (path, ctx) = (dir.path().to_owned(), ConfigContext::default());
+        let reloading = tokio::spawn({
+            let handle = handle.clone();
+            async move {
+                handle
+                    .reload_with(Duration::from_secs(10), move || {
+                        let _ = stuck.recv();
+                        load_dir(&path, &ctx)
+                    })
+                    .await
+            }
+        });
+        tokio::task::yield_now().await;
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(reloading.await.unwrap(), ReloadOutcome::TimedOut);
+        assert_eq!(*handle.snapshot(), *before);
+
+        // While that read is stuck, another reload does not pile up behind it.
+        assert_eq!(
+            handle.reload_bounded(Duration::from_secs(10)).await,
+            ReloadOutcome::StillReading
+        );
+
+        // The stuck read returns late: its result is not swapped in.
+        release.send(()).unwrap();
+        // Waits (at most a second, in 1 ms steps) for the blocking thread to finish its read:
+        // a thread, not a timer, so tokio's clock cannot stand in for it.
+        for _ in 0..1000 {
+            if !handle.reading.load(Ordering::Acquire) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(*handle.snapshot(), *before, "a late read changes nothing");
+
+        // The next SIGHUP's reload applies.
+        assert_eq!(
+            handle.reload_bounded(Duration::from_secs(10)).await,
+            ReloadOutcome::Applied
+        );
+        assert_ne!(handle.snapshot().prompt, before.prompt);
     }
 
     #[test]

@@ -12,10 +12,11 @@
 //!   (the demo from a fresh checkout, § 5.5); a real deployment never runs on example data by
 //!   accident.
 //! - No file larger than [`MAX_FILE_BYTES`] is read into memory.
+//! - Only regular files (or links to them) are read: a FIFO, socket or device in the folder is
+//!   an issue naming the file, and opening it never blocks (a FIFO would wait for a writer).
 //! - Issues name file, JSON path and rule, never a value from the file (C5, C9): serde's messages
 //!   quote the offending value, so they are scrubbed here before they become an issue.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -252,14 +253,26 @@ fn read_optional(
 }
 
 /// Reads at most [`MAX_FILE_BYTES`]; the `take` guards against a file that grows between the
-/// size check and the read.
+/// size check and the read. The file is opened non-blocking and checked to be a regular file on
+/// the open handle, so a FIFO swapped in at any moment is refused instead of waited on.
 fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
     let too_large = || "is larger than the 1 MiB limit for a config file".to_owned();
-    let file = File::open(path).map_err(|e| format!("cannot be read ({})", e.kind()))?;
-    let len = file
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| format!("cannot be read ({})", e.kind()))?;
+    let metadata = file
         .metadata()
-        .map_err(|e| format!("cannot be read ({})", e.kind()))?
-        .len();
+        .map_err(|e| format!("cannot be read ({})", e.kind()))?;
+    if !metadata.is_file() {
+        return Err(
+            "is not a regular file (a FIFO, socket, device or folder is refused; use a plain file)"
+                .to_owned(),
+        );
+    }
+    let len = metadata.len();
     if len > MAX_FILE_BYTES {
         return Err(too_large());
     }
@@ -805,6 +818,45 @@ mod tests {
 
     fn write(dir: &tempfile::TempDir, name: &str, text: &str) {
         fs::write(dir.path().join(name), text).expect("write fixture");
+    }
+
+    #[test]
+    fn issue_13_item_9_a_fifo_or_folder_in_config_is_refused_by_name_without_blocking() {
+        let dir = demo_copy();
+        let rules = dir.path().join(RULES_FILE);
+        fs::remove_file(&rules).expect("remove");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &rules,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        fs::remove_file(dir.path().join(TOOLS_FILE)).expect("remove");
+        fs::create_dir(dir.path().join(TOOLS_FILE)).expect("a folder named like a file");
+
+        // Run on a thread: before the fix, opening the FIFO waited for a writer forever.
+        let (done, loaded) = std::sync::mpsc::channel();
+        let path = dir.path().to_owned();
+        std::thread::spawn(move || {
+            let _ = done.send(load_dir(&path, &ConfigContext::default()));
+        });
+        let errors = loaded
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the load returns instead of blocking on the FIFO")
+            .expect_err("a FIFO is refused");
+        let rule =
+            "is not a regular file (a FIFO, socket, device or folder is refused; use a plain file)";
+        for file in [RULES_FILE, TOOLS_FILE] {
+            assert!(
+                errors
+                    .issues()
+                    .iter()
+                    .any(|i| i.file == file && i.path == "$" && i.rule == rule),
+                "{file}: {errors}"
+            );
+        }
     }
 
     fn load_err(dir: &tempfile::TempDir) -> ConfigErrors {

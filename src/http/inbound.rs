@@ -3,8 +3,11 @@
 //! Owns `InboundMessage` and `InboundError`.
 //!
 //! Invariants:
-//! - Strict: an unknown key, or a key given twice, is an error naming the key (shown only when it
-//!   is a plain identifier, so an attacker's key cannot smuggle text into a log line).
+//! - Strict: an unknown key, or a key given twice, is an error naming the key to the caller
+//!   (shown only when it is a plain identifier); the log says only that a key was unknown, never
+//!   which ([`InboundError::logged_field`]), since the sender chose its name.
+//! - A lone UTF-16 surrogate escape (`"\ud83d"`, a message cut mid-emoji) becomes U+FFFD, so the
+//!   contact is answered rather than refused (issue 13 item 9).
 //! - Errors name the field and the rule, never the value: `text: must be a string of at most
 //!   4096 characters`.
 //! - Names (`first_name`, `last_name`) and `locale` are accepted and dropped here; only `channel`
@@ -99,6 +102,22 @@ impl InboundError {
     }
 }
 
+impl InboundError {
+    /// The field to name in a log line: a known field's name, `(unknown key)` for a key we do
+    /// not know (its name is the sender's text), `body` otherwise.
+    pub fn logged_field(&self) -> &str {
+        match self {
+            InboundError::UnknownKey(_) => "(unknown key)",
+            // Keys are checked against the known ones first, so a repeated key is a known one.
+            InboundError::DuplicateKey(key) => shown(key),
+            InboundError::Invalid { field, .. } => field,
+            InboundError::NotUtf8 | InboundError::Malformed { .. } | InboundError::NotObject => {
+                "body"
+            }
+        }
+    }
+}
+
 /// A key is repeated in an error only when it is a short plain identifier.
 fn shown(key: &str) -> &str {
     let plain = !key.is_empty()
@@ -119,6 +138,8 @@ impl InboundMessage {
     /// Parses and validates a body (SYSTEM 3.2).
     pub fn parse(body: &[u8]) -> Result<Self, InboundError> {
         let text = std::str::from_utf8(body).map_err(|_| InboundError::NotUtf8)?;
+        let text = replace_lone_surrogates(text);
+        let text = text.as_ref();
         // One pass keeps every key in order, so a repeated key is seen (a map would keep only
         // the last one). Only a body that is not an object is parsed again, to tell a syntax
         // error (with its position) from valid JSON of the wrong shape.
@@ -225,6 +246,60 @@ fn offering(field: &'static str, value: Option<&Value>) -> Result<Option<String>
 
 fn offering_from_course(value: Option<&Value>) -> Result<Option<String>, InboundError> {
     offering("course", value)
+}
+
+/// Rewrites every `\uXXXX` escape of a lone UTF-16 surrogate (a high one not followed by a low
+/// one, or a low one alone) as `\ufffd`, which serde_json would otherwise refuse. The rewrite
+/// keeps the length, so a later syntax error still reports its true line and column. Bodies
+/// without a surrogate escape are returned as they are.
+fn replace_lone_surrogates(json: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = json.as_bytes();
+    let maybe = bytes
+        .windows(3)
+        .any(|w| w[0] == b'\\' && w[1] == b'u' && w[2].eq_ignore_ascii_case(&b'd'));
+    if !maybe {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let surrogate = |at: usize| -> Option<u16> {
+        let hex = bytes.get(at..at + 4)?;
+        let code = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+        (0xD800..=0xDFFF).contains(&code).then_some(code)
+    };
+    let escape_at = |at: usize| bytes.get(at) == Some(&b'\\') && bytes.get(at + 1) == Some(&b'u');
+    let mut out = bytes.to_vec();
+    let mut in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                in_string = !in_string;
+                i += 1;
+            }
+            b'\\' if in_string => {
+                if bytes.get(i + 1) != Some(&b'u') {
+                    // `\"`, `\\` and the like: skip the escaped character with it.
+                    i += 2;
+                    continue;
+                }
+                match surrogate(i + 2) {
+                    Some(0xD800..=0xDBFF)
+                        if escape_at(i + 6)
+                            && surrogate(i + 8).is_some_and(|low| low >= 0xDC00) =>
+                    {
+                        i += 12;
+                    }
+                    Some(_) => {
+                        out[i..i + 6].copy_from_slice(b"\\ufffd");
+                        i += 6;
+                    }
+                    None => i += 2,
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    // ASCII replaced ASCII, so the bytes are still UTF-8.
+    String::from_utf8(out).map_or(std::borrow::Cow::Borrowed(json), std::borrow::Cow::Owned)
 }
 
 /// A JSON object's entries in document order, duplicates kept.
@@ -475,6 +550,50 @@ mod tests {
         let e = err(b"{\"subscriber_id\":\"7\",\"text\":\"\xff\"}");
         assert_eq!(e, InboundError::NotUtf8);
         assert_eq!(e.to_string(), "body: must be UTF-8");
+    }
+
+    #[test]
+    fn issue_13_item_9_a_lone_surrogate_in_text_becomes_the_replacement_character() {
+        let table = [
+            (r#"I love it \ud83d"#, "I love it \u{FFFD}"),
+            (r#"\ud83d\ude00 pair kept"#, "\u{1F600} pair kept"),
+            (r#"low alone \uDE00!"#, "low alone \u{FFFD}!"),
+            (
+                r#"two highs \ud83d\ud83d\ude00"#,
+                "two highs \u{FFFD}\u{1F600}",
+            ),
+            (r#"high then text \ud83dabc"#, "high then text \u{FFFD}abc"),
+            // An escaped backslash before `ud83d` is text, not an escape.
+            (r#"path \\ud83d"#, r"path \ud83d"),
+            (r#"quote \" then \ud83d"#, "quote \" then \u{FFFD}"),
+        ];
+        for (escaped, expected) in table {
+            let body = format!(r#"{{"subscriber_id":"7","text":"{escaped}"}}"#);
+            assert_eq!(ok(&body).text, expected, "{body}");
+        }
+        // The strict rules still hold around it.
+        let e = err(br#"{"subscriber_id":"7","text":"\ud83d","extra\ud83d":1}"#);
+        assert!(matches!(e, InboundError::UnknownKey(_)), "{e}");
+        // A syntax error after it is reported where it is, as if the escape had been whole.
+        let cut = err(b"{\"subscriber_id\":\"7\",\n\"text\":\"\\ud83d\" x}");
+        let whole = err(b"{\"subscriber_id\":\"7\",\n\"text\":\"\\ufffd\" x}");
+        assert_eq!(cut, whole);
+        assert!(
+            matches!(cut, InboundError::Malformed { line: 2, .. }),
+            "{cut}"
+        );
+    }
+
+    #[test]
+    fn issue_13_item_9_an_unknown_key_is_logged_without_its_name() {
+        let e = err(br#"{"subscriber_id":"7","text":"hi","favourite_colour":1}"#);
+        assert_eq!(e.field(), Some("favourite_colour"), "the caller is told");
+        assert_eq!(e.logged_field(), "(unknown key)");
+        let e = err(br#"{"subscriber_id":"7","text":"hi","text":"again"}"#);
+        assert_eq!(e.logged_field(), "text");
+        let e = err(br#"{"subscriber_id":"7","text":5}"#);
+        assert_eq!(e.logged_field(), "text");
+        assert_eq!(err(b"[]").logged_field(), "body");
     }
 
     #[test]

@@ -1,20 +1,24 @@
 //! The HTTP surface (SYSTEM 3.1–3.3): `POST /v1/channels/manychat/message`, `GET /health`,
 //! `GET /ready`, `GET /metrics`.
 //!
-//! The message route runs its checks in a fixed order: the per-address limit (counted before
-//! authentication, with separate budgets for requests with and without a valid secret), then
-//! authentication **before the body is read**, then the 64 KiB body limit, then the strict
-//! inbound parse. An authenticated request never gets a 500: any failure after authentication
-//! answers 200 with the tenant's escalation copy as a Dynamic Block (C6).
+//! The message route runs its checks in a fixed order: authentication **before the body is read**
+//! (a request without a valid secret is counted against its address's limit, then refused), then
+//! the 64 KiB body limit and the body timeout, then the strict inbound parse, then the contact's
+//! limit (issue 13 item 8), all before the store is touched. An authenticated request never gets
+//! a 500: any failure after authentication answers 200 with the tenant's escalation copy as a
+//! Dynamic Block (C6). `server` runs the connections these routes are served on.
 
 pub mod auth;
 pub mod client_ip;
+pub mod connections;
 pub mod inbound;
 pub mod rate_limit;
 mod response_body;
+pub mod server;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -54,6 +58,10 @@ pub struct AppState {
     /// Beyond: turns in flight; when none is free the escalation copy is returned without
     /// calling the model (`load shed`).
     pub in_flight: Arc<Semaphore>,
+    /// `HTTP_BODY_TIMEOUT_MS`: the message body must arrive within this of the request's head.
+    pub body_timeout: Duration,
+    /// `METRICS_TOKEN`: when set, `GET /metrics` needs it as a bearer token.
+    pub metrics_auth: Option<Arc<auth::Authenticator>>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -84,7 +92,17 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Some(auth) = &state.metrics_auth
+        && !auth.check(headers.get(header::AUTHORIZATION))
+    {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            axum::Json(json!({"error": "unauthorized"})),
+        )
+            .into_response();
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),
@@ -103,17 +121,14 @@ async fn message(
     body: Body,
 ) -> Response {
     let arrived_at = tokio::time::Instant::now();
-    let client = state.trust_proxy.client_ip(peer.ip(), &headers);
     let authorization = headers.get(header::AUTHORIZATION);
-    let authenticated = state.auth.check(authorization);
-    if !state.rate_limit.check(client, authenticated) {
-        state.metrics.rate_limited.inc();
-        return error(
-            StatusCode::TOO_MANY_REQUESTS,
-            json!({"error": "rate_limited"}),
-        );
-    }
-    if !authenticated {
+    if !state.auth.check(authorization) {
+        // Only requests without a valid secret are limited per address: ManyChat's real
+        // traffic comes from a few addresses and is limited per contact below.
+        let client = state.trust_proxy.client_ip(peer.ip(), &headers);
+        if let Err(retry) = state.rate_limit.check_address(client) {
+            return too_many_requests(&state, retry);
+        }
         state.metrics.unauthorized.inc();
         return error(StatusCode::UNAUTHORIZED, json!({"error": "unauthorized"}));
     }
@@ -131,27 +146,38 @@ async fn message(
         state.metrics.bad_requests.inc();
         return too_large();
     }
-    let bytes = match axum::body::to_bytes(body, BODY_LIMIT).await {
-        Ok(bytes) => bytes,
-        Err(_) => {
+    let read = axum::body::to_bytes(body, BODY_LIMIT);
+    let bytes = match tokio::time::timeout_at(arrived_at + state.body_timeout, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
             state.metrics.bad_requests.inc();
             return too_large();
+        }
+        Err(_) => {
+            state.metrics.bad_requests.inc();
+            tracing::info!("inbound request refused: the body did not arrive in time");
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                json!({"error": "request_timeout", "message": "body: did not arrive in time"}),
+            );
         }
     };
     let message = match inbound::InboundMessage::parse(&bytes) {
         Ok(message) => message,
         Err(e) => {
             state.metrics.bad_requests.inc();
-            tracing::info!(
-                field = e.field().unwrap_or("body"),
-                "inbound request refused"
-            );
+            // The caller is told which key; the log only that one was unknown (its name is
+            // the sender's text).
+            tracing::info!(field = e.logged_field(), "inbound request refused");
             return error(
                 StatusCode::BAD_REQUEST,
                 json!({"error": "invalid_request", "field": e.field(), "message": e.to_string()}),
             );
         }
     };
+    if let Err(retry) = state.rate_limit.check_contact(&message.subscriber_id) {
+        return too_many_requests(&state, retry);
+    }
 
     let callback = Callback {
         url: &state.callback_url,
@@ -204,6 +230,19 @@ async fn message(
             escalation_response(&state, &callback)
         }
     }
+}
+
+/// 429 with `Retry-After`: the whole seconds until the key has budget again.
+fn too_many_requests(state: &AppState, retry: rate_limit::RetryAfter) -> Response {
+    state.metrics.rate_limited.inc();
+    let mut response = error(
+        StatusCode::TOO_MANY_REQUESTS,
+        json!({"error": "rate_limited"}),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry.seconds()));
+    response
 }
 
 fn too_large() -> Response {

@@ -9,6 +9,7 @@ mod cli;
 mod deferred_channel;
 mod durable;
 mod gates;
+mod hardening;
 mod http_contract;
 mod logs;
 mod order;

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::helpers::*;
 
-async fn escalation_copy_served(app: &TestApp, subscriber: &str) -> String {
+pub async fn escalation_copy_served(app: &TestApp, subscriber: &str) -> String {
     // A keyword escalation answers without the model, with the copy in force.
     let keyword = app.rules()["escalationKeywords"][0]
         .as_str()
@@ -18,7 +18,7 @@ async fn escalation_copy_served(app: &TestApp, subscriber: &str) -> String {
     block_texts(&body).remove(0)
 }
 
-fn send_sighup() {
+pub fn send_sighup() {
     let status = std::process::Command::new("kill")
         .args(["-HUP", &std::process::id().to_string()])
         .status()

@@ -1,0 +1,475 @@
+//! Issue 13 items 7–9 through the real app: slow and idle clients, the connection caps, the
+//! per-contact limit, and the edges (a FIFO in `config/`, a lone surrogate, unknown keys in the
+//! log, the metrics token).
+//!
+//! The connection tests speak raw HTTP/1.1 over a `TcpStream`, so they see exactly when the
+//! server closes a socket. Timeouts run on tokio's frozen clock and are moved with `advance`;
+//! the only real-time waits poll a socket for a moment (`real_pause`), as `settle` does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use manychat_agent::model::mock::ScriptedModel;
+use manychat_agent::store::Role;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::advance;
+
+use crate::helpers::*;
+use crate::reload::{escalation_copy_served, send_sighup};
+
+const HEALTH: &[u8] = b"GET /health HTTP/1.1\r\nHost: agent.test\r\n\r\n";
+
+fn quiet_model() -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::replies(Vec::<String>::new()))
+}
+
+async fn connect(app: &TestApp) -> TcpStream {
+    let address = app.address.trim_start_matches("http://");
+    TcpStream::connect(address).await.expect("connects")
+}
+
+/// Reads one response (head and a `Content-Length` body) and returns its status and head.
+async fn read_response(stream: &mut TcpStream) -> (u16, String, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut chunk).await.expect("reads");
+        assert!(n > 0, "connection closed before a response");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk).await.expect("reads");
+        assert!(n > 0, "connection closed inside a body");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let status = head[9..12].parse().unwrap();
+    (status, head, buf[head_end..head_end + length].to_vec())
+}
+
+async fn get_health(stream: &mut TcpStream) -> u16 {
+    stream.write_all(HEALTH).await.expect("writes");
+    read_response(stream).await.0
+}
+
+/// Whether the server has closed `stream`, polled for up to about two seconds of real time.
+async fn closed(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    for _ in 0..400 {
+        match stream.try_read(&mut byte) {
+            Ok(0) => return true,
+            Ok(_) => panic!("unexpected bytes"),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return true,
+        }
+        let_tasks_run().await;
+        real_pause().await;
+    }
+    false
+}
+
+/// Whether `stream` is still open with nothing to read, after the server had a moment.
+async fn open_and_silent(stream: &mut TcpStream) -> bool {
+    for _ in 0..10 {
+        let_tasks_run().await;
+        real_pause().await;
+    }
+    let mut byte = [0u8; 1];
+    matches!(stream.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_7_idle_connection_is_closed_after_the_idle_timeout() {
+    let _frozen = FrozenClock::freeze();
+    let app =
+        spawn_app_with(AppOptions::new(quiet_model()).env("HTTP_IDLE_TIMEOUT_MS", "5000")).await;
+    let mut conn = connect(&app).await;
+    assert_eq!(get_health(&mut conn).await, 200);
+
+    // Just short of the idle timeout the kept-alive connection still serves, and its idle
+    // clock starts again after that response.
+    advance(Duration::from_millis(4999)).await;
+    assert_eq!(get_health(&mut conn).await, 200);
+    advance(Duration::from_millis(4999)).await;
+    assert!(
+        open_and_silent(&mut conn).await,
+        "closed before the idle timeout"
+    );
+
+    advance(Duration::from_millis(1)).await;
+    assert!(
+        closed(&mut conn).await,
+        "an idle connection outlived the idle timeout"
+    );
+    let metrics = metrics_text(&app).await;
+    assert!(
+        metrics.contains("manychat_agent_connections_timed_out_total 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_7_a_slow_or_missing_request_head_is_cut_off_at_the_header_timeout() {
+    let _frozen = FrozenClock::freeze();
+    let app =
+        spawn_app_with(AppOptions::new(quiet_model()).env("HTTP_HEADER_TIMEOUT_MS", "2000")).await;
+    let mut silent = connect(&app).await;
+    let mut trickling = connect(&app).await;
+    let mut kept = connect(&app).await;
+    assert_eq!(get_health(&mut kept).await, 200);
+    trickling
+        .write_all(b"GET /health HTTP/1.1\r\nHost: agent.test\r\n")
+        .await
+        .unwrap();
+
+    // A header line every second keeps bytes coming, but the head is never finished.
+    advance(Duration::from_millis(1000)).await;
+    trickling.write_all(b"X-Trickle: 1\r\n").await.unwrap();
+    advance(Duration::from_millis(999)).await;
+    assert!(open_and_silent(&mut silent).await);
+    assert!(open_and_silent(&mut trickling).await);
+
+    advance(Duration::from_millis(1)).await;
+    assert!(closed(&mut silent).await, "a silent connection was kept");
+    assert!(
+        closed(&mut trickling).await,
+        "a trickled head was waited on"
+    );
+    // A kept-alive connection between requests waits under the (longer) idle timeout.
+    assert!(open_and_silent(&mut kept).await);
+    assert_eq!(get_health(&mut kept).await, 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_7_a_body_that_stops_arriving_is_answered_408_at_the_body_timeout() {
+    let _frozen = FrozenClock::freeze();
+    let model = quiet_model();
+    let app =
+        spawn_app_with(AppOptions::new(model.clone()).env("HTTP_BODY_TIMEOUT_MS", "3000")).await;
+    let mut conn = connect(&app).await;
+    let head = format!(
+        "POST /v1/channels/manychat/message HTTP/1.1\r\nHost: agent.test\r\n\
+         Authorization: Bearer {SECRET}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{\"subscriber_id\":\"9301\","
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    // The handler starts (and its body clock with it) before the clock moves.
+    assert!(open_and_silent(&mut conn).await);
+    advance(Duration::from_millis(2999)).await;
+    assert!(
+        open_and_silent(&mut conn).await,
+        "answered before the body timeout"
+    );
+
+    advance(Duration::from_millis(1)).await;
+    let (status, _, body) = read_response(&mut conn).await;
+    assert_eq!(status, 408);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["error"], "request_timeout");
+    assert_eq!(model.calls(), 0);
+    assert!(app.outbox().await.is_empty());
+    assert!(app.all_manychat_requests().await.is_empty());
+}
+
+#[tokio::test]
+async fn issue_13_item_7_connections_over_the_per_address_cap_are_closed_and_a_freed_slot_is_reused()
+ {
+    let app =
+        spawn_app_with(AppOptions::new(quiet_model()).env("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "2"))
+            .await;
+    let mut first = connect(&app).await;
+    let mut second = connect(&app).await;
+    assert_eq!(get_health(&mut first).await, 200);
+    assert_eq!(get_health(&mut second).await, 200);
+
+    let mut third = connect(&app).await;
+    assert!(
+        closed(&mut third).await,
+        "a third connection from one address"
+    );
+
+    let metrics = metrics_on(&mut second).await;
+    assert!(
+        metrics.contains("manychat_agent_connections_refused_total 1"),
+        "{metrics}"
+    );
+
+    // Once a connection closes its slot is free again.
+    drop(first);
+    let mut served = false;
+    for _ in 0..100 {
+        let mut next = connect(&app).await;
+        if next.write_all(HEALTH).await.is_ok() && !closed_quickly(&mut next).await {
+            assert_eq!(read_response(&mut next).await.0, 200);
+            served = true;
+            break;
+        }
+        real_pause().await;
+    }
+    assert!(served, "the freed slot was never given to a new connection");
+}
+
+/// Whether the server closed `stream` within a short real-time moment.
+async fn closed_quickly(stream: &mut TcpStream) -> bool {
+    for _ in 0..5 {
+        real_pause().await;
+    }
+    let mut byte = [0u8; 1];
+    match stream.peek(&mut byte).await {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(_) => true,
+    }
+}
+
+#[tokio::test]
+async fn issue_13_item_7_over_the_total_cap_a_new_connection_waits_until_one_closes() {
+    let app = spawn_app_with(
+        AppOptions::new(quiet_model())
+            .env("HTTP_MAX_CONNECTIONS", "2")
+            .env("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "2"),
+    )
+    .await;
+    let mut first = connect(&app).await;
+    let mut second = connect(&app).await;
+    assert_eq!(get_health(&mut first).await, 200);
+    assert_eq!(get_health(&mut second).await, 200);
+
+    // The third connection is in the listen backlog: its request is not served yet...
+    let mut waiting = connect(&app).await;
+    waiting.write_all(HEALTH).await.unwrap();
+    assert!(open_and_silent(&mut waiting).await, "served over the cap");
+    // ...until a connection closes and the server accepts it.
+    drop(first);
+    assert_eq!(read_response(&mut waiting).await.0, 200);
+    assert_eq!(get_health(&mut second).await, 200);
+}
+
+async fn metrics_on(stream: &mut TcpStream) -> String {
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: agent.test\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, _, body) = read_response(stream).await;
+    assert_eq!(status, 200);
+    String::from_utf8(body).unwrap()
+}
+
+async fn metrics_text(app: &TestApp) -> String {
+    let mut conn = connect(app).await;
+    metrics_on(&mut conn).await
+}
+
+// On a frozen clock: in real time the budget would refill while the test sends its requests.
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_8_authenticated_traffic_is_limited_per_contact_not_per_address() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::replies(vec![reply_json("Noted."); 700]));
+    let app = spawn_app(model).await;
+    // More than the old per-address budget, all from 127.0.0.1, for different contacts.
+    for i in 0..301 {
+        let (status, _) = app.send(&format!("77{i:05}"), "Hello").await;
+        assert_eq!(status, 200, "contact {i} was limited by its address");
+    }
+    // One contact has 300 a minute of its own.
+    let busy = "7799999";
+    for i in 0..300 {
+        let (status, _) = app.send(busy, "Hello again").await;
+        assert_eq!(status, 200, "message {i}");
+    }
+    let recorded = app.turns(busy).await;
+    let response = app
+        .post_json(&json!({"subscriber_id": busy, "text": "One more"}))
+        .await;
+    assert_eq!(response.status().as_u16(), 429);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry_after), "Retry-After {retry_after}");
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({"error": "rate_limited"})
+    );
+    assert_eq!(app.turns(busy).await, recorded, "nothing stored for it");
+    // Another contact from the same address is still answered.
+    assert_eq!(app.send("7788888", "Hi").await.0, 200);
+    assert!(
+        recorded.iter().filter(|t| t.role == Role::User).count() >= 300,
+        "every allowed message was recorded"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_8_requests_without_a_valid_secret_are_still_limited_per_address() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app(quiet_model()).await;
+    let wrong = |app: &TestApp| {
+        app.http
+            .post(app.message_url())
+            .bearer_auth("not-the-secret-0123456789")
+            .body("{}")
+            .send()
+    };
+    for _ in 0..300 {
+        assert_eq!(wrong(&app).await.unwrap().status().as_u16(), 401);
+    }
+    let refused = wrong(&app).await.unwrap();
+    assert_eq!(refused.status().as_u16(), 429);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    // The address's bad guesses do not touch ManyChat's authenticated traffic from it (a
+    // keyword escalation: answered without the model).
+    let keyword = app.rules()["escalationKeywords"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, _) = app.send("7700001", &keyword).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn issue_13_item_9_fifo_in_config_is_refused_and_reload_does_not_wedge() {
+    let logs = manychat_agent::observability::capture_global();
+    let mut options = AppOptions::new(quiet_model());
+    options.reload_on_sighup = true;
+    let app = spawn_app_with(options).await;
+    let original = app.escalation_copy();
+    // Served once, so the app has installed its SIGHUP handler (without one, SIGHUP ends the
+    // test process).
+    assert_eq!(escalation_copy_served(&app, "9200").await, original);
+    let mut rules: Value = app.rules();
+    let keyword = rules["escalationKeywords"][0].as_str().unwrap().to_owned();
+    let rules_path = app.config_dir.join("rules.json");
+
+    // rules.json becomes a FIFO: before the fix, the reload waited on it forever, and so did
+    // every later SIGHUP.
+    std::fs::remove_file(&rules_path).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &rules_path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    send_sighup();
+    let refused = |text: &str| {
+        text.lines().any(|l| {
+            l.contains("rules.json") && l.contains("is not a regular file") && l.contains("$")
+        })
+    };
+    for _ in 0..400 {
+        if refused(&logs.text()) {
+            break;
+        }
+        real_pause().await;
+    }
+    assert!(refused(&logs.text()), "the refusal names the file and rule");
+    // (`escalation_copy_served` reads rules.json, which would now wait on the FIFO.)
+    let (_, body) = app.send("9201", &format!("I want a {keyword}")).await;
+    assert_eq!(block_texts(&body), vec![original.clone()]);
+
+    // A valid rules.json and the next SIGHUP: applied.
+    std::fs::remove_file(&rules_path).unwrap();
+    rules["messages"]["escalation"] = Value::String("A colleague will write to you.".into());
+    std::fs::write(&rules_path, rules.to_string()).unwrap();
+    send_sighup();
+    let mut served = String::new();
+    for _ in 0..400 {
+        served = escalation_copy_served(&app, "9202").await;
+        if served != original {
+            break;
+        }
+        real_pause().await;
+    }
+    assert_eq!(served, "A colleague will write to you.");
+}
+
+#[tokio::test]
+async fn issue_13_item_9_a_lone_surrogate_in_text_is_answered_not_refused() {
+    let model = Arc::new(ScriptedModel::replies([reply_json("Happy to help.")]));
+    let app = spawn_app(model.clone()).await;
+    // A message cut mid-emoji: the high half of U+1F600 without its low half.
+    let response = app
+        .post_raw(r#"{"subscriber_id":"9401","text":"I love it \ud83d"}"#)
+        .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(block_texts(&body), vec!["Happy to help."]);
+    assert_eq!(model.calls(), 1);
+    app.settle().await;
+    let turns = app.turns("9401").await;
+    let message = turns.iter().find(|t| t.role == Role::User).unwrap();
+    assert_eq!(message.text, "I love it \u{FFFD}");
+}
+
+#[tokio::test]
+async fn issue_13_item_9_an_unknown_body_key_is_logged_without_its_name() {
+    let logs = manychat_agent::observability::capture_global();
+    let app = spawn_app(quiet_model()).await;
+    let key = "zanzibar_quokka_preference";
+    let response = app
+        .post_json(&json!({"subscriber_id": "9501", "text": "hi", key: 1}))
+        .await;
+    assert_eq!(response.status().as_u16(), 400);
+    let body: Value = response.json().await.unwrap();
+    // The HTTP contract is unchanged: the caller is told which field.
+    assert_eq!(body["field"], key);
+    let text = logs.text();
+    assert!(
+        text.contains("(unknown key)"),
+        "the refusal is logged: {text}"
+    );
+    assert!(!text.contains(key), "the key's name reached a log line");
+}
+
+#[tokio::test]
+async fn issue_13_item_9_metrics_requires_the_bearer_token_when_one_is_set() {
+    let token = "metrics-token-0123456789";
+    let app = spawn_app_with(AppOptions::new(quiet_model()).env("METRICS_TOKEN", token)).await;
+    let url = format!("{}/metrics", app.address);
+    let missing = app.http.get(&url).send().await.unwrap();
+    assert_eq!(missing.status().as_u16(), 401);
+    assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+    let wrong = app
+        .http
+        .get(&url)
+        .bearer_auth("metrics-token-0123456780")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status().as_u16(), 401);
+    let secret = app.http.get(&url).bearer_auth(SECRET).send().await.unwrap();
+    assert_eq!(
+        secret.status().as_u16(),
+        401,
+        "the ManyChat secret is not it"
+    );
+    let right = app.http.get(&url).bearer_auth(token).send().await.unwrap();
+    assert_eq!(right.status().as_u16(), 200);
+    assert!(right.text().await.unwrap().contains("manychat_agent_"));
+
+    // Without METRICS_TOKEN the endpoint stays open, as before.
+    let open = spawn_app(quiet_model()).await;
+    let response = open
+        .http
+        .get(format!("{}/metrics", open.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+}
