@@ -46,8 +46,8 @@ use uuid::Uuid;
 use super::common::{self, after, before, bounded_error, not_found};
 use super::{
     BudgetCharge, BudgetUsage, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
-    NewOutboxRow, NewTurn, OutboxRow, Result, Role, Store, StoreError, Turn, TurnContext,
-    TurnContextQuery,
+    NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Role, Store, StoreError, Turn,
+    TurnContext, TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -84,6 +84,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "outbox_open_replies",
         include_str!("../../migrations/sqlite/0004_outbox_open_replies.sql"),
     ),
+    (
+        6,
+        "outbox_delivery_progress",
+        include_str!("../../migrations/sqlite/0006_outbox_delivery_progress.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -106,7 +111,7 @@ macro_rules! turn_columns {
 macro_rules! outbox_columns {
     () => {
         "id, conversation_id, subscriber_id, kind, payload, status, attempts, next_attempt_at, \
-         last_error, lease_until, created_at, delivered_at"
+         last_error, lease_until, created_at, delivered_at, messages_delivered, trigger_timeouts"
     };
 }
 
@@ -703,6 +708,8 @@ fn outbox_from(row: &Row<'_>) -> Result<OutboxRow> {
         lease_until: opt_time(row.get(9)?)?,
         created_at: time(row.get(10)?)?,
         delivered_at: opt_time(row.get(11)?)?,
+        messages_delivered: row.get(12)?,
+        trigger_timeouts: row.get(13)?,
     })
 }
 
@@ -1328,7 +1335,7 @@ impl Store for SqliteStore {
                                         WHERE d.conversation_id = o.conversation_id \
                                           AND d.kind = 'reply' AND d.status = 'delivered' \
                                           AND d.delivered_at > ?3))) \
-                             ORDER BY o.id LIMIT ?4) \
+                             ORDER BY (o.kind = 'contact_token'), o.id LIMIT ?4) \
                          RETURNING ",
                         outbox_columns!()
                     ),
@@ -1343,8 +1350,42 @@ impl Store for SqliteStore {
             })
             .await?;
         // RETURNING has no defined order.
-        claimed.sort_by_key(|row| row.id);
+        claimed.sort_by_key(|row| (row.kind == OutboxKind::ContactToken, row.id));
         Ok(claimed)
+    }
+
+    async fn renew_outbox_leases(&self, ids: &[i64], lease_until: DateTime<Utc>) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // One statement for every row the worker holds, the ids as a JSON array.
+        let ids = Value::from(ids.to_vec()).to_string();
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE outbox SET lease_until = ? WHERE status = 'delivering' \
+                 AND id IN (SELECT value FROM json_each(?))",
+            )?
+            .execute(params![ms(lease_until), ids])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn record_outbox_progress(
+        &self,
+        id: i64,
+        messages_delivered: i32,
+        trigger_timeouts: i32,
+    ) -> Result<()> {
+        self.write(move |conn| {
+            update_one(
+                conn,
+                "UPDATE outbox SET messages_delivered = ?, trigger_timeouts = ? WHERE id = ?",
+                params![messages_delivered, trigger_timeouts, id],
+                "outbox row",
+            )
+        })
+        .await
     }
 
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
