@@ -292,7 +292,10 @@ impl OutboxWorker {
         if !lock(&self.held).insert(row.id) {
             // Its lease lapsed while this worker still holds it (renewals failed for a whole
             // lease): the claim renewed it; it is already in hand, never run twice here.
-            tracing::warn!(row = row.id, "outbox row claimed again while in hand; kept once");
+            tracing::warn!(
+                row = row.id,
+                "outbox row claimed again while in hand; kept once"
+            );
             return;
         }
         let conversation = row.conversation_id;

@@ -557,6 +557,37 @@ async fn issue_13_item_4_a_contacts_pacing_gap_does_not_delay_another_contact() 
 }
 
 #[tokio::test(start_paused = true)]
+async fn issue_13_item_4_a_backlog_is_sent_at_the_full_budget_without_idling_between_batches() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    // 60 contacts' replies: 120 requests, six claims' worth of rows.
+    for n in 0..60 {
+        queue_overdue(&app, &format!("42{n:02}"), &["Backlog."]).await;
+    }
+    let token = CancellationToken::new();
+    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let took = advance_by_steps_until(
+        Duration::from_millis(50),
+        Duration::from_secs(30),
+        async || {
+            let rows = app.outbox().await;
+            rows.iter().all(|r| r.status == OutboxStatus::Delivered)
+        },
+    )
+    .await;
+    // At 10/s after a burst of 5, 120 requests need 11.5 s. Claiming a batch of 10 rows, waiting
+    // for all of it and then idling a second before the next claim takes 14 s (each idle second
+    // refills only half of itself: the limiter's burst of 5).
+    assert!(
+        took <= Duration::from_millis(12_500),
+        "the backlog took {took:?} of tokio time"
+    );
+    assert_eq!(app.manychat_requests().await.len(), 120);
+    token.cancel();
+    advance_until(async || running.is_finished()).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn issue_13_item_4_lapsed_lease_is_taken_again_within_seconds() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
