@@ -139,7 +139,8 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
     let settings = settings_for(env, Needs::WORKER)?;
     observability::init(&settings.log_level, LogFormat::Json)?;
     let context = startup::config_context(&settings, false);
-    ConfigHandle::load(&settings.config_dir, context)?;
+    // Kept: a dead-lettered reply hands its contact off per `rules.handoff`.
+    let config = std::sync::Arc::new(ConfigHandle::load(&settings.config_dir, context)?);
     let reply_flow_ns = settings
         .manychat_reply_flow_ns
         .clone()
@@ -160,9 +161,11 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
             reply_flow_ns,
             settings.manychat_reply_gap,
         )
-        .with_token_field(settings.manychat_token_field.clone()),
+        .with_token_field(settings.manychat_token_field.clone())
+        .with_lease(settings.outbox_lease),
         std::sync::Arc::new(Metrics::default()),
-    );
+    )
+    .with_tenant_config(config);
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {

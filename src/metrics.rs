@@ -23,6 +23,9 @@ pub struct Metrics {
     pub outbox_delivered: Counter,
     pub outbox_retried: Counter,
     pub outbox_dead_lettered: Counter,
+    /// Dead-lettered replies whose contact was handed to a person (issue 13).
+    pub outbox_dead_letter_handoffs: Counter,
+    /// Of those, handoffs ManyChat refused too (a tag or flow not performed).
     pub race_lost: Counter,
     pub model_aborted: Counter,
     pub load_shed: Counter,
@@ -60,6 +63,10 @@ impl Metrics {
             ("outbox_delivered_total", &self.outbox_delivered),
             ("outbox_retried_total", &self.outbox_retried),
             ("outbox_dead_lettered_total", &self.outbox_dead_lettered),
+            (
+                "outbox_dead_letter_handoffs_total",
+                &self.outbox_dead_letter_handoffs,
+            ),
             ("race_lost_total", &self.race_lost),
             ("model_aborted_total", &self.model_aborted),
             ("load_shed_total", &self.load_shed),

@@ -31,6 +31,10 @@ pub const MAX_REPLY_GAP_MS: u64 = 10_000;
 /// Largest `RACE_DEADLINE_MS` / `MODEL_ABORT_MS` we accept (one hour): far beyond any sensible
 /// value, and small enough that adding it to an instant can never overflow.
 pub const MAX_DURATION_MS: u64 = 3_600_000;
+/// Shortest and longest `OUTBOX_LEASE_MS`: renewed every quarter lease, so a shorter one would
+/// mostly renew; a longer one leaves a crashed worker's rows waiting.
+pub const MIN_OUTBOX_LEASE_MS: u64 = 2_000;
+pub const MAX_OUTBOX_LEASE_MS: u64 = 300_000;
 /// Largest `MAX_TURNS_IN_FLIGHT` (a semaphore size; far above what one process can serve).
 pub const MAX_TURNS_IN_FLIGHT_LIMIT: u64 = 100_000;
 /// Largest `HTTP_MAX_CONNECTIONS` / `HTTP_MAX_CONNECTIONS_PER_ADDRESS`.
@@ -67,6 +71,9 @@ pub struct Settings {
     pub manychat_token_field: String,
     pub contact_tokens_enforced: bool,
     pub manychat_reply_gap: Duration,
+    /// `OUTBOX_LEASE_MS`: how long an outbox claim lasts unless the live worker renews it; a
+    /// crashed worker's rows are taken again after it.
+    pub outbox_lease: Duration,
     /// `PUBLIC_BASE_URL`, `https://`, without a trailing slash.
     pub public_base_url: String,
     pub channel: Channel,
@@ -279,6 +286,12 @@ impl Settings {
         let manychat_token_field = env.or("MANYCHAT_TOKEN_FIELD", "ai_token");
         let contact_tokens_enforced = env.boolean("CONTACT_TOKENS_ENFORCED", true);
         let reply_gap_ms = env.number("MANYCHAT_REPLY_GAP_MS", 2000, 0, MAX_REPLY_GAP_MS);
+        let outbox_lease_ms = env.number(
+            "OUTBOX_LEASE_MS",
+            10_000,
+            MIN_OUTBOX_LEASE_MS,
+            MAX_OUTBOX_LEASE_MS,
+        );
 
         let public_base_url = env.public_base_url(needs.channel);
         let channel = match env.string("CHANNEL") {
@@ -376,6 +389,7 @@ impl Settings {
             manychat_token_field,
             contact_tokens_enforced,
             manychat_reply_gap: Duration::from_millis(reply_gap_ms),
+            outbox_lease: Duration::from_millis(outbox_lease_ms),
             public_base_url,
             channel,
             race_deadline: Duration::from_millis(race_deadline_ms),
@@ -931,6 +945,16 @@ mod tests {
         assert_eq!(p.rule, "must be a whole number from 0 to 10000");
         let s = load(&with(&[("MANYCHAT_REPLY_GAP_MS", "0")])).unwrap();
         assert_eq!(s.manychat_reply_gap, Duration::ZERO);
+    }
+
+    #[test]
+    fn issue_13_item_4_outbox_lease_is_seconds_and_bounded() {
+        assert_eq!(load(&base()).unwrap().outbox_lease, Duration::from_secs(10));
+        let s = load(&with(&[("OUTBOX_LEASE_MS", "3000")])).unwrap();
+        assert_eq!(s.outbox_lease, Duration::from_secs(3));
+        let p = problem(&[("OUTBOX_LEASE_MS", "1999")], "OUTBOX_LEASE_MS");
+        assert_eq!(p.rule, "must be a whole number from 2000 to 300000");
+        problem(&[("OUTBOX_LEASE_MS", "300001")], "OUTBOX_LEASE_MS");
     }
 
     #[test]

@@ -172,9 +172,11 @@ impl Application {
                 reply_flow_ns,
                 settings.manychat_reply_gap,
             )
-            .with_token_field(settings.manychat_token_field.clone()),
+            .with_token_field(settings.manychat_token_field.clone())
+            .with_lease(settings.outbox_lease),
             metrics.clone(),
-        );
+        )
+        .with_tenant_config(config.clone());
         let state = AppState {
             turns,
             store,

@@ -362,11 +362,15 @@ async fn read_body(response: &mut reqwest::Response) -> Result<Vec<u8>, reqwest:
 }
 
 /// A transport failure, described without reqwest's message (it can carry the URL).
+///
+/// A failure to connect (even one that timed out) comes first: the request never left, so
+/// ManyChat surely did not perform it. A timeout after that is one ManyChat may have performed
+/// (`ManyChatError::outcome_unknown`, issue 13).
 fn transport_error(error: &reqwest::Error, timeout: Duration) -> ManyChatError {
-    if error.is_timeout() {
-        ManyChatError::Timeout(timeout)
-    } else if error.is_connect() {
+    if error.is_connect() {
         ManyChatError::Network("connect")
+    } else if error.is_timeout() {
+        ManyChatError::Timeout(timeout)
     } else if error.is_body() || error.is_decode() {
         ManyChatError::Network("response body")
     } else if error.is_request() {

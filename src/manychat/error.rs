@@ -9,6 +9,10 @@
 //! - [`ManyChatError::is_retryable`] is the single classification the outbox uses (SYSTEM 3.5):
 //!   429, 5xx, network and timeout retry; any other 4xx, an error in a 200 body and an
 //!   undecodable body fail at once.
+//! - [`ManyChatError::outcome_unknown`] tells a request ManyChat may have performed without
+//!   answering (a timeout, a connection lost after the request went out) from one it surely did
+//!   not perform (a refused connection, any answer): the outbox retries a trigger of the first
+//!   kind at most once (issue 13).
 
 use std::time::Duration;
 
@@ -59,6 +63,22 @@ impl ManyChatError {
         match self {
             Self::RateLimited | Self::Server { .. } | Self::Network(_) | Self::Timeout(_) => true,
             Self::Http { .. } | Self::Api { .. } | Self::Decode(_) | Self::Config(_) => false,
+        }
+    }
+
+    /// Whether ManyChat may have performed the request although it did not say so: no answer
+    /// within the timeout, or the connection lost once the request could have reached it. A
+    /// refused connection never reached ManyChat, and an answer (even an error) is an outcome.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            Self::Timeout(_) => true,
+            Self::Network(stage) => *stage != "connect",
+            Self::Http { .. }
+            | Self::Api { .. }
+            | Self::RateLimited
+            | Self::Server { .. }
+            | Self::Decode(_)
+            | Self::Config(_) => false,
         }
     }
 
@@ -180,6 +200,36 @@ mod tests {
         for (error, retryable, kind) in table {
             assert_eq!(error.is_retryable(), retryable, "{kind}");
             assert_eq!(error.kind(), kind);
+        }
+    }
+
+    #[test]
+    fn issue_13_item_5_only_a_timeout_or_a_lost_connection_leaves_the_outcome_unknown() {
+        let unknown = [
+            ManyChatError::Timeout(Duration::from_secs(10)),
+            ManyChatError::Network("response body"),
+            ManyChatError::Network("request"),
+            ManyChatError::Network("transport"),
+        ];
+        for error in unknown {
+            assert!(error.outcome_unknown(), "{error:?}");
+        }
+        let known = [
+            ManyChatError::Network("connect"),
+            ManyChatError::RateLimited,
+            ManyChatError::Server { status: 503 },
+            ManyChatError::Http {
+                status: 400,
+                message: String::new(),
+            },
+            ManyChatError::Api {
+                status: 200,
+                message: String::new(),
+            },
+            ManyChatError::Decode("not json"),
+        ];
+        for error in known {
+            assert!(!error.outcome_unknown(), "{error:?}");
         }
     }
 

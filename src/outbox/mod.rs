@@ -4,20 +4,31 @@
 //!
 //! Invariants:
 //! - The outbox row is the only truth; the field is rewritten before every trigger, retries
-//!   included, and never read back. A partial delivery is a failed attempt, retried whole.
+//!   included, and never read back.
+//! - A failed attempt is retried from the first message ManyChat has not accepted: a message
+//!   whose trigger was accepted is never sent again (issue 13, which overrides SYSTEM 3.5's
+//!   "a partial delivery is retried whole" for accepted messages). The row records how many
+//!   messages were accepted (`messages_delivered`).
 //! - Up to `MAX_ATTEMPTS` attempts, backoff `min(300, 2^attempts)` s; 429, 5xx and network errors
-//!   retry; any other error dead-letters the row at once.
+//!   retry; any other error dead-letters the row at once. A trigger that got no answer (a
+//!   timeout or a connection lost after sending: ManyChat may have run it) is sent at most
+//!   `MAX_UNANSWERED_TRIGGERS` times in all, i.e. retried at most once; then the row is
+//!   dead-lettered rather than risk a third copy (issue 13).
 //! - A reply's actions run once, after its first successful delivery; a dead-lettered row's
-//!   actions are recorded `dead_lettered` and never performed (012).
+//!   actions are recorded `dead_lettered` and never performed (012). A dead-lettered reply hands
+//!   its contact to a person: `escalated_at` is set and `rules.handoff` performed (issue 13).
 //! - Pacing and order are the store's claim rules (no overtaking, gap after the previous reply)
-//!   plus the gap between the messages of one row, waited here on tokio's clock.
-//! - A database error never kills the worker; on shutdown it finishes the batch in hand.
+//!   plus the gap between the messages of one row, waited here on tokio's clock. Contacts never
+//!   wait for each other: each contact's rows have their own lane (see `worker`).
+//! - Rows are claimed with a short lease that the live worker renews while it holds them, so a
+//!   crashed worker's rows are taken again within seconds and a live worker's never are.
+//! - A database error never kills the worker; on shutdown it finishes the rows in hand.
 
 pub mod handoff;
 mod worker;
 
 pub use handoff::{HandoffPayload, Handoffs};
-pub use worker::{OutboxWorker, WorkerSettings};
+pub use worker::{DEFAULT_LEASE, DEFAULT_MAX_IN_FLIGHT, OutboxWorker, WorkerSettings};
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +36,10 @@ use crate::actions::StagedAction;
 
 /// Attempts before a row is dead-lettered.
 pub const MAX_ATTEMPTS: i32 = 5;
+
+/// How many times one message's trigger may go unanswered (ManyChat may have run it) before the
+/// row is dead-lettered: the first send and one retry (issue 13, item 5).
+pub const MAX_UNANSWERED_TRIGGERS: i32 = 2;
 
 /// The backoff after the `attempts`-th failed attempt: `min(300, 2^attempts)` seconds.
 pub fn backoff(attempts: i32) -> std::time::Duration {

@@ -1,23 +1,52 @@
 //! The outbox worker: claims due rows, delivers them, and settles each row and its turn's
-//! action record. `run_once` processes one batch and is what tests drive by hand.
+//! action record. `run` is the service's loop; `run_once` claims one batch and processes it to
+//! the end, and is what tests drive by hand.
 //!
-//! Two kinds of row: `reply` (field write + flow trigger per message, then the actions) and
-//! `contact_token` (019: one write of the token field, skipped when a newer token generation
-//! has superseded the row; see `crate::tokens::service`).
+//! Scheduling (issue 13, item 4):
+//! - Contacts never wait for each other. Each contact's rows are delivered by their own task (a
+//!   lane); `run` claims again as soon as a claim came back full or a lane ended, never waiting
+//!   for the slowest row of a batch. At most `max_in_flight` contacts are in delivery at once,
+//!   enough to keep the shared ManyChat limiter busy while some of them wait a pacing gap or a
+//!   slow call; the limiter alone sets the pace (never above 10/s).
+//! - A contact's rows run one at a time, in the order claimed: a row claimed while its contact's
+//!   lane is busy joins that lane. Across workers the store's claim rules keep a contact's replies
+//!   in order and one at a time.
+//! - Every row a worker holds (in delivery or waiting in a lane) has its lease renewed every
+//!   quarter lease, so a short lease frees a crashed worker's rows within seconds while a live
+//!   worker's row, however slow its ManyChat call, is never taken by another.
+//!
+//! Two kinds of row, dispatched in [`OutboxWorker::attempt`]: `reply` (field write + flow
+//! trigger per message, then the actions) and `contact_token` (019: one write of the token field,
+//! skipped when a newer token generation has superseded the row; see `crate::tokens::service`).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Handoffs, MAX_ATTEMPTS, ReplyPayload, backoff};
-use crate::actions::{self, ActionStatus};
+use super::{
+    HandoffPayload, Handoffs, MAX_ATTEMPTS, MAX_UNANSWERED_TRIGGERS, ReplyPayload, backoff,
+};
+use crate::actions::{self, ActionStatus, StagedAction};
 use crate::clock::Clock;
+use crate::config::ConfigHandle;
+use crate::escalation::Escalation;
+use crate::ids::ConversationId;
 use crate::manychat::{ManyChatClient, ManyChatError};
 use crate::metrics::Metrics;
-use crate::store::{ClaimRules, OutboxKind, OutboxRow, Store, StoreError};
+use crate::store::{
+    ClaimRules, Exchange, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Store, StoreError,
+};
 use crate::tokens::{self, TokenPayload};
+
+/// The default `lease`: short, so a crashed worker's rows are taken again within seconds; the
+/// live worker renews it every quarter lease.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+
+/// The default `max_in_flight`.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 
 /// What the worker needs from the settings.
 #[derive(Debug, Clone)]
@@ -28,12 +57,15 @@ pub struct WorkerSettings {
     pub reply_flow_ns: String,
     /// `MANYCHAT_REPLY_GAP_MS`: per-contact pacing.
     pub reply_gap: Duration,
-    /// How often the worker looks for due rows.
+    /// How often an idle worker looks for due rows.
     pub poll_interval: Duration,
-    /// Rows claimed per batch.
+    /// Rows claimed per claim.
     pub batch_size: i64,
-    /// How long a claim lasts; longer than the slowest row (3 messages × gap + request timeouts).
+    /// `OUTBOX_LEASE_MS`: how long a claim lasts unless renewed. The worker renews the leases of
+    /// the rows it holds every quarter of it.
     pub lease: Duration,
+    /// Contacts in delivery at once (one lane each).
+    pub max_in_flight: usize,
     /// `MANYCHAT_TOKEN_FIELD`: the per-contact custom field a `contact_token` row writes (019).
     pub token_field: String,
 }
@@ -46,7 +78,8 @@ impl WorkerSettings {
             reply_gap,
             poll_interval: Duration::from_secs(1),
             batch_size: 10,
-            lease: Duration::from_secs(180),
+            lease: DEFAULT_LEASE,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             token_field: "ai_token".to_owned(),
         }
     }
@@ -55,6 +88,17 @@ impl WorkerSettings {
     pub fn with_token_field(mut self, token_field: impl Into<String>) -> Self {
         self.token_field = token_field.into();
         self
+    }
+
+    /// Sets `OUTBOX_LEASE_MS` (the default is [`DEFAULT_LEASE`]).
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How often the leases of held rows are renewed.
+    fn renew_every(&self) -> Duration {
+        (self.lease / 4).max(Duration::from_millis(100))
     }
 }
 
@@ -65,16 +109,73 @@ pub struct OutboxWorker {
     clock: Clock,
     settings: Arc<WorkerSettings>,
     metrics: Arc<Metrics>,
+    /// The tenant config in force, for the handoff of a dead-lettered reply (`rules.handoff`).
+    config: Option<Arc<ConfigHandle>>,
+    /// Rows this worker (and its clones) claimed and has not settled: their leases are renewed.
+    held: Arc<Mutex<BTreeSet<i64>>>,
+    /// Performs `handoff` rows (issue 13: a handoff is retried like a reply).
     handoffs: Handoffs,
 }
 
 /// Why one attempt at a row failed.
 enum AttemptError {
     ManyChat(ManyChatError),
+    /// A reply's trigger got no answer (a timeout, a lost connection): ManyChat may have run it,
+    /// so it is retried at most once (issue 13, item 5).
+    TriggerUnanswered(ManyChatError),
     BadPayload(String),
     /// The store could not answer a question the delivery depends on; retried like a network
     /// error.
     Store(StoreError),
+}
+
+/// How far a row's delivery got; starts from the row's stored progress and is written back
+/// whenever it changes (issue 13, item 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Progress {
+    messages_delivered: i32,
+    trigger_timeouts: i32,
+}
+
+impl Progress {
+    fn of(row: &OutboxRow) -> Self {
+        Self {
+            messages_delivered: row.messages_delivered,
+            trigger_timeouts: row.trigger_timeouts,
+        }
+    }
+}
+
+/// The rows of one contact waiting for its lane. `closed` once the lane found it empty and
+/// ended: a row claimed after that starts a new lane.
+#[derive(Default)]
+struct LaneQueue {
+    rows: VecDeque<OutboxRow>,
+    closed: bool,
+}
+
+/// The lanes in delivery: one task per contact.
+#[derive(Default)]
+struct Lanes {
+    queues: HashMap<ConversationId, (tokio::task::Id, Arc<Mutex<LaneQueue>>)>,
+    tasks: JoinSet<ConversationId>,
+}
+
+impl Lanes {
+    fn len(&self) -> usize {
+        self.queues.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere cannot leave these collections half-updated: use them as they are.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl OutboxWorker {
@@ -92,71 +193,228 @@ impl OutboxWorker {
             clock,
             settings: Arc::new(settings),
             metrics,
+            config: None,
+            held: Arc::new(Mutex::new(BTreeSet::new())),
         }
     }
 
-    /// Polls until `shutdown` fires. A batch in hand is always finished; a database error is
-    /// logged and the loop goes on.
+    /// The tenant config in force, read for `rules.handoff` when a reply is dead-lettered.
+    /// Without it a dead-lettered reply's contact is only marked escalated.
+    pub fn with_tenant_config(mut self, config: Arc<ConfigHandle>) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Claims and delivers until `shutdown` fires, then finishes every row in hand (including
+    /// rows waiting in a lane) and returns. A database error is logged and the loop goes on.
     pub async fn run(self, shutdown: CancellationToken) {
-        tracing::info!("outbox worker started");
+        tracing::info!(
+            max_in_flight = self.settings.max_in_flight,
+            lease_ms = self.settings.lease.as_millis() as u64,
+            "outbox worker started"
+        );
+        let keeper = self.keep_leases();
+        tokio::pin!(keeper);
+        let mut lanes = Lanes::default();
+        let mut stopping = false;
         loop {
-            match self.run_once().await {
-                Ok(0) => {}
-                Ok(n) => tracing::debug!(rows = n, "outbox batch delivered"),
-                Err(error) => tracing::error!(error = %error, "outbox worker: database error"),
+            while let Some(joined) = lanes.tasks.try_join_next_with_id() {
+                self.lane_ended(&mut lanes, joined);
+            }
+            if stopping && lanes.is_empty() {
+                break;
+            }
+            let room = self.settings.max_in_flight.saturating_sub(lanes.len());
+            let mut claimed_full = false;
+            if !stopping && room > 0 {
+                let limit = (self.settings.batch_size.max(1) as usize).min(room);
+                match self.claim(limit).await {
+                    Ok(rows) => {
+                        claimed_full = rows.len() == limit;
+                        if !rows.is_empty() {
+                            tracing::debug!(rows = rows.len(), "outbox rows claimed");
+                        }
+                        for row in rows {
+                            self.assign(&mut lanes, row);
+                        }
+                    }
+                    Err(error) => {
+                        tracing::error!(error = %error, "outbox worker: database error")
+                    }
+                }
+            }
+            let has_room = lanes.len() < self.settings.max_in_flight;
+            if claimed_full && has_room {
+                // More rows may be due: claim again at once rather than idle.
+                continue;
             }
             tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(self.settings.poll_interval) => {}
+                _ = shutdown.cancelled(), if !stopping => stopping = true,
+                Some(joined) = lanes.tasks.join_next_with_id(), if !lanes.tasks.is_empty() => {
+                    self.lane_ended(&mut lanes, joined);
+                }
+                _ = tokio::time::sleep(self.settings.poll_interval), if !stopping && has_room => {}
+                _ = &mut keeper => {}
             }
         }
         tracing::info!("outbox worker stopped");
     }
 
-    /// Claims one batch of due rows and processes it to the end. Rows of different contacts are
-    /// delivered concurrently; a contact's rows in the order they were written. Returns the
-    /// number of rows processed.
+    /// Claims one batch of due rows and processes it to the end (each contact's rows in order,
+    /// contacts concurrently), renewing the leases meanwhile. Returns the number of rows
+    /// processed.
     pub async fn run_once(&self) -> Result<usize, StoreError> {
-        let rows = self
-            .store
-            .claim_outbox(ClaimRules {
-                now: self.clock.now(),
-                limit: self.settings.batch_size,
-                lease: self.settings.lease,
-                reply_gap: self.settings.reply_gap,
-            })
-            .await?;
+        let rows = self.claim(self.settings.batch_size.max(0) as usize).await?;
         let count = rows.len();
-        let mut by_contact: BTreeMap<uuid::Uuid, Vec<OutboxRow>> = BTreeMap::new();
+        let mut lanes = Lanes::default();
         for row in rows {
-            by_contact.entry(row.conversation_id).or_default().push(row);
+            self.assign(&mut lanes, row);
         }
-        let mut lanes = tokio::task::JoinSet::new();
-        for (_, rows) in by_contact {
-            let worker = self.clone();
-            lanes.spawn(async move {
-                for row in rows {
-                    worker.process(row).await;
-                }
-            });
+        let keeper = self.keep_leases();
+        tokio::pin!(keeper);
+        loop {
+            tokio::select! {
+                joined = lanes.tasks.join_next_with_id() => match joined {
+                    Some(joined) => self.lane_ended(&mut lanes, joined),
+                    None => break,
+                },
+                _ = &mut keeper => {}
+            }
         }
-        while lanes.join_next().await.is_some() {}
         Ok(count)
     }
 
-    async fn process(&self, row: OutboxRow) {
-        let result = match row.kind {
-            OutboxKind::Reply => self.deliver_reply(&row).await,
-            OutboxKind::ContactToken => self.deliver_token(&row).await,
-            // Retried on its own terms (see `handoff`): it settles itself.
-            OutboxKind::Handoff => return self.handoffs.perform(&row).await,
+    async fn claim(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+        self.store
+            .claim_outbox(ClaimRules {
+                now: self.clock.now(),
+                limit: i64::try_from(limit).unwrap_or(i64::MAX),
+                lease: self.settings.lease,
+                reply_gap: self.settings.reply_gap,
+            })
+            .await
+    }
+
+    /// Hands a claimed row to its contact's lane, starting one when the contact has none.
+    fn assign(&self, lanes: &mut Lanes, row: OutboxRow) {
+        if !lock(&self.held).insert(row.id) {
+            // Its lease lapsed while this worker still holds it (renewals failed for a whole
+            // lease): the claim renewed it; it is already in hand, never run twice here.
+            tracing::warn!(
+                row = row.id,
+                "outbox row claimed again while in hand; kept once"
+            );
+            return;
+        }
+        let conversation = row.conversation_id;
+        let row = match lanes.queues.get(&conversation) {
+            Some((_, queue)) => {
+                let mut queue = lock(queue);
+                if !queue.closed {
+                    queue.rows.push_back(row);
+                    return;
+                }
+                row
+            }
+            None => row,
         };
+        let queue = Arc::new(Mutex::new(LaneQueue {
+            rows: VecDeque::from([row]),
+            closed: false,
+        }));
+        let worker = self.clone();
+        let lane = queue.clone();
+        let task = lanes.tasks.spawn(async move {
+            worker.run_lane(&lane).await;
+            conversation
+        });
+        lanes.queues.insert(conversation, (task.id(), queue));
+    }
+
+    /// Delivers a contact's rows one at a time until its queue is empty.
+    async fn run_lane(&self, queue: &Mutex<LaneQueue>) {
+        loop {
+            let row = {
+                let mut queue = lock(queue);
+                match queue.rows.pop_front() {
+                    Some(row) => row,
+                    None => {
+                        queue.closed = true;
+                        return;
+                    }
+                }
+            };
+            let id = row.id;
+            self.process(row).await;
+            lock(&self.held).remove(&id);
+        }
+    }
+
+    /// Forgets an ended lane. A lane that panicked releases the rows still queued in it: their
+    /// leases lapse and they are claimed again.
+    fn lane_ended(
+        &self,
+        lanes: &mut Lanes,
+        joined: Result<(tokio::task::Id, ConversationId), tokio::task::JoinError>,
+    ) {
+        let task = match &joined {
+            Ok((task, _)) => *task,
+            Err(error) => {
+                tracing::error!(error = %error, "outbox lane ended abnormally");
+                error.id()
+            }
+        };
+        let Some(conversation) = lanes
+            .queues
+            .iter()
+            .find(|(_, (id, _))| *id == task)
+            .map(|(conversation, _)| *conversation)
+        else {
+            return;
+        };
+        if let Some((_, queue)) = lanes.queues.remove(&conversation) {
+            let mut queue = lock(&queue);
+            queue.closed = true;
+            let mut held = lock(&self.held);
+            for row in queue.rows.drain(..) {
+                held.remove(&row.id);
+            }
+        }
+    }
+
+    /// Renews the lease of every held row every quarter lease. Never returns; polled beside
+    /// the lanes.
+    async fn keep_leases(&self) {
+        loop {
+            tokio::time::sleep(self.settings.renew_every()).await;
+            let ids: Vec<i64> = lock(&self.held).iter().copied().collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let until = self.clock.now()
+                + chrono::Duration::from_std(self.settings.lease)
+                    .unwrap_or(chrono::Duration::seconds(10));
+            if let Err(error) = self.store.renew_outbox_leases(&ids, until).await {
+                // The next renewal tries again; only a failure for a whole lease lets another
+                // worker take these rows.
+                tracing::error!(rows = ids.len(), error = %error, "outbox: could not renew leases");
+            }
+        }
+    }
+
+    async fn process(&self, row: OutboxRow) {
+        if row.kind == OutboxKind::Handoff {
+            // Retried on its own terms (see `handoff`): it settles itself.
+            return self.handoffs.perform(&row).await;
+        }
+        let mut progress = Progress::of(&row);
+        let result = self.attempt(&row, &mut progress).await;
         let settled = match result {
             Ok(()) => {
                 self.metrics.outbox_delivered.inc();
                 self.store.mark_delivered(row.id, self.clock.now()).await
             }
-            Err(error) => self.record_failure(&row, error).await,
+            Err(error) => self.record_failure(&row, progress, error).await,
         };
         if let Err(error) = settled {
             // The row stays `delivering` and is claimed again when its lease lapses.
@@ -164,10 +422,35 @@ impl OutboxWorker {
         }
     }
 
-    async fn deliver_reply(&self, row: &OutboxRow) -> Result<(), AttemptError> {
+    /// One attempt at a row, by kind.
+    async fn attempt(&self, row: &OutboxRow, progress: &mut Progress) -> Result<(), AttemptError> {
+        match row.kind {
+            OutboxKind::Reply => self.deliver_reply(row, progress).await,
+            OutboxKind::ContactToken => self.deliver_token(row).await,
+            // `process` hands these to `Handoffs`; never attempted here.
+            OutboxKind::Handoff => Err(AttemptError::BadPayload(
+                "a handoff row is performed by the handoff path".into(),
+            )),
+        }
+    }
+
+    /// Delivers a reply's messages from the first one ManyChat has not accepted yet: a message
+    /// whose trigger was accepted is never sent again (issue 13, item 5). The progress is
+    /// written after each accepted message that has another after it, so a crash mid-row
+    /// resumes there too.
+    async fn deliver_reply(
+        &self,
+        row: &OutboxRow,
+        progress: &mut Progress,
+    ) -> Result<(), AttemptError> {
         let mut payload: ReplyPayload = serde_json::from_value(row.payload.clone())
             .map_err(|e| AttemptError::BadPayload(format!("reply payload: {e}")))?;
-        for (index, text) in payload.messages.iter().enumerate() {
+        let total = payload.messages.len();
+        let first = usize::try_from(progress.messages_delivered)
+            .unwrap_or(0)
+            .min(total);
+        for (index, text) in payload.messages.iter().enumerate().skip(first) {
+            // Also on a resumed row: the previous trigger may have been moments ago.
             if index > 0 {
                 tokio::time::sleep(self.settings.reply_gap).await;
             }
@@ -179,15 +462,30 @@ impl OutboxWorker {
                 )
                 .await
                 .map_err(AttemptError::ManyChat)?;
-            self.manychat
+            match self
+                .manychat
                 .send_flow(&row.subscriber_id, &self.settings.reply_flow_ns)
                 .await
-                .map_err(AttemptError::ManyChat)?;
+            {
+                Ok(()) => {
+                    progress.messages_delivered = index as i32 + 1;
+                    progress.trigger_timeouts = 0;
+                    if index + 1 < total {
+                        self.save_progress(row, *progress).await;
+                    }
+                }
+                Err(error) if error.outcome_unknown() => {
+                    progress.trigger_timeouts += 1;
+                    return Err(AttemptError::TriggerUnanswered(error));
+                }
+                Err(error) => return Err(AttemptError::ManyChat(error)),
+            }
         }
         tracing::info!(
             conversation = %row.conversation_id,
             row = row.id,
-            messages = payload.messages.len(),
+            messages = total,
+            resumed_after = first,
             attempt = row.attempts,
             "deferred reply delivered"
         );
@@ -200,7 +498,7 @@ impl OutboxWorker {
                 &mut payload.actions,
             )
             .await;
-            self.save_actions(&payload).await;
+            self.save_actions(payload.turn_id, &payload.actions).await;
         }
         Ok(())
     }
@@ -255,12 +553,42 @@ impl OutboxWorker {
         Ok(())
     }
 
-    async fn record_failure(&self, row: &OutboxRow, error: AttemptError) -> Result<(), StoreError> {
+    async fn save_progress(&self, row: &OutboxRow, progress: Progress) {
+        if let Err(error) = self
+            .store
+            .record_outbox_progress(
+                row.id,
+                progress.messages_delivered,
+                progress.trigger_timeouts,
+            )
+            .await
+        {
+            tracing::error!(row = row.id, error = %error, "outbox: could not record delivery progress");
+        }
+    }
+
+    async fn record_failure(
+        &self,
+        row: &OutboxRow,
+        progress: Progress,
+        error: AttemptError,
+    ) -> Result<(), StoreError> {
         let (retryable, message, kind) = match &error {
             AttemptError::ManyChat(e) => (e.is_retryable(), e.to_string(), e.kind()),
+            AttemptError::TriggerUnanswered(e) => (
+                progress.trigger_timeouts < MAX_UNANSWERED_TRIGGERS,
+                format!(
+                    "{e}; the trigger may have run ({} of {MAX_UNANSWERED_TRIGGERS} unanswered)",
+                    progress.trigger_timeouts
+                ),
+                "trigger_unanswered",
+            ),
             AttemptError::BadPayload(m) => (false, m.clone(), "bad_payload"),
             AttemptError::Store(e) => (true, e.to_string(), "store"),
         };
+        if progress != Progress::of(row) {
+            self.save_progress(row, progress).await;
+        }
         if retryable && row.attempts < MAX_ATTEMPTS {
             let due = self.clock.now()
                 + chrono::Duration::from_std(backoff(row.attempts))
@@ -269,6 +597,7 @@ impl OutboxWorker {
                 conversation = %row.conversation_id,
                 row = row.id,
                 attempt = row.attempts,
+                messages_delivered = progress.messages_delivered,
                 error_kind = kind,
                 "outbox delivery failed; will retry"
             );
@@ -279,6 +608,7 @@ impl OutboxWorker {
             conversation = %row.conversation_id,
             row = row.id,
             attempt = row.attempts,
+            messages_delivered = progress.messages_delivered,
             error_kind = kind,
             "outbox row dead-lettered"
         );
@@ -286,22 +616,118 @@ impl OutboxWorker {
         self.store
             .mark_failed(row.id, &message, self.clock.now())
             .await?;
-        if row.kind == OutboxKind::Reply
-            && let Ok(mut payload) = serde_json::from_value::<ReplyPayload>(row.payload.clone())
-            && actions::settle_staged(&mut payload.actions, ActionStatus::DeadLettered) > 0
-        {
-            self.save_actions(&payload).await;
+        if row.kind == OutboxKind::Reply {
+            self.hand_off(row).await;
         }
         Ok(())
     }
 
-    async fn save_actions(&self, payload: &ReplyPayload) {
-        let Some(turn_id) = payload.turn_id else {
+    /// Issue 13, item 2: a reply dead-lettered for good hands its contact to a person. Its
+    /// other actions are recorded `dead_lettered` and never performed (012); the conversation
+    /// is marked escalated, the reply's turn records why (`dead_lettered`), and the tenant's
+    /// handoff (`rules.handoff`) is queued as a `handoff` row, performed and retried like any
+    /// handoff, unless one is already queued for the contact (an escalation copy's own).
+    async fn hand_off(&self, row: &OutboxRow) {
+        if let Err(error) = self.queue_hand_off(row).await {
+            tracing::error!(conversation = %row.conversation_id, row = row.id, error = %error, "dead-lettered reply: could not hand the contact over");
+        }
+    }
+
+    async fn queue_hand_off(&self, row: &OutboxRow) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let payload = serde_json::from_value::<ReplyPayload>(row.payload.clone()).ok();
+        let turn_id = payload.as_ref().and_then(|p| p.turn_id);
+        let mut actions: Vec<StagedAction> = payload.map(|p| p.actions).unwrap_or_default();
+        if actions::settle_staged(&mut actions, ActionStatus::DeadLettered) > 0 {
+            self.save_actions(turn_id, &actions).await;
+        }
+        let queued = self
+            .store
+            .pending_outbox(OutboxKind::Handoff)
+            .await?
+            .iter()
+            .any(|h| h.conversation_id == row.conversation_id);
+        let handoff = match (&self.config, queued) {
+            (Some(config), false) => {
+                actions::handoff_actions(config.snapshot().rules.handoff.as_ref())
+            }
+            _ => Vec::new(),
+        };
+        let rows: Vec<NewOutboxRow> = if handoff.is_empty() {
+            Vec::new()
+        } else {
+            let payload = HandoffPayload {
+                actions: handoff,
+                turn_id,
+                fallback: false,
+            };
+            vec![NewOutboxRow {
+                conversation_id: row.conversation_id,
+                subscriber_id: row.subscriber_id.clone(),
+                kind: OutboxKind::Handoff,
+                payload: serde_json::to_value(&payload)
+                    .map_err(|e| StoreError::Corrupt(format!("handoff payload: {e}")))?,
+                next_attempt_at: now,
+                created_at: now,
+            }]
+        };
+        let queued: Vec<i64> = match turn_id {
+            // The reply's turn records why its contact was handed over, with the handoff row
+            // and the escalation in one write.
+            Some(turn_id) => {
+                let mut reason = NewTurn::user(row.conversation_id, "", false, now);
+                reason.escalation_reason = Some(Escalation::DeadLettered.as_str().to_owned());
+                self.store
+                    .record_exchange(Exchange {
+                        recorded: Some(turn_id),
+                        escalated_at: Some(now),
+                        outbox: &rows,
+                        ..Exchange::of(&reason)
+                    })
+                    .await?
+                    .outbox
+            }
+            None => {
+                self.store.set_escalated(row.conversation_id, now).await?;
+                let mut ids = Vec::new();
+                for handoff in &rows {
+                    ids.push(self.store.enqueue(handoff).await?);
+                }
+                ids
+            }
+        };
+        // Performed now, in this contact's lane; if ManyChat fails it passingly, the row is
+        // retried like any handoff.
+        for id in queued {
+            self.handoffs.deliver_now(id).await;
+        }
+        self.metrics.escalation(Escalation::DeadLettered);
+        if rows.is_empty() {
+            tracing::warn!(
+                conversation = %row.conversation_id,
+                row = row.id,
+                reason = Escalation::DeadLettered.as_str(),
+                "dead-lettered reply: contact marked escalated; no handoff to queue (none configured, or one queued already)"
+            );
+        } else {
+            self.metrics.outbox_dead_letter_handoffs.inc();
+            tracing::info!(
+                conversation = %row.conversation_id,
+                row = row.id,
+                reason = Escalation::DeadLettered.as_str(),
+                "dead-lettered reply: contact handed to a person"
+            );
+        }
+        Ok(())
+    }
+
+    async fn save_actions(&self, turn_id: Option<i64>, actions: &[StagedAction]) {
+        let Some(turn_id) = turn_id else {
             return;
         };
         if let Err(error) = self
             .store
-            .update_turn_actions(turn_id, &actions::record(&payload.actions))
+            .update_turn_actions(turn_id, &actions::record(actions))
             .await
         {
             tracing::error!(turn = turn_id, error = %error, "could not update the action record");

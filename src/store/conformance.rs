@@ -1511,6 +1511,105 @@ pub async fn outbox_delivered_row_is_done(store: &dyn Store) {
     settle(store, &[conversation.id]).await;
 }
 
+/// Issue 13, item 4: under a backlog a reply is taken before a deferrable `contact_token` write,
+/// even an older one.
+pub async fn outbox_replies_are_claimed_ahead_of_contact_token_writes(store: &dyn Store) {
+    let tokened = fresh_conversation(store).await;
+    let replied = fresh_conversation(store).await;
+    let token = enqueue(store, token_row(&tokened, at_s(0))).await;
+    let reply = enqueue(store, reply_row(&replied, at_s(1), 1)).await;
+    assert_eq!(
+        claim(store, rules(at_s(2), 1)).await,
+        vec![reply],
+        "the newer reply comes first"
+    );
+    assert_eq!(claim(store, rules(at_s(2), 1)).await, vec![token]);
+    settle(store, &[tokened.id, replied.id]).await;
+}
+
+/// Issue 13, item 4: the live worker renews the leases of the rows it holds, so a short lease
+/// never lets another worker take them; a settled row is left as it is.
+pub async fn outbox_renewed_lease_keeps_a_row_from_being_taken(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let short = |now| ClaimRules {
+        lease: Duration::from_secs(10),
+        ..rules(now, 10)
+    };
+    let held = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let done = enqueue(store, reply_row(&other, at_s(0), 2)).await;
+    assert_eq!(claim(store, short(at_s(0))).await, vec![held, done]);
+    store
+        .mark_delivered(done, at_s(1))
+        .await
+        .expect("mark_delivered");
+    store
+        .renew_outbox_leases(&[held, done], at_s(18))
+        .await
+        .expect("renew_outbox_leases");
+    store
+        .renew_outbox_leases(&[], at_s(18))
+        .await
+        .expect("renewing nothing is fine");
+    assert_eq!(row(store, held).await.lease_until, Some(at_s(18)));
+    assert!(
+        claim(store, short(at_s(12))).await.is_empty(),
+        "a renewed lease holds past the first one"
+    );
+    let delivered = row(store, done).await;
+    assert_eq!(delivered.status, OutboxStatus::Delivered);
+    assert_eq!(delivered.lease_until, None, "a settled row gets no lease");
+    let retaken = store.claim_outbox(short(at_s(18))).await.expect("claim");
+    assert_eq!(
+        retaken.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![held],
+        "once renewals stop, the row is taken again when the lease lapses"
+    );
+    assert_eq!(retaken[0].attempts, 2);
+    settle(store, &[conversation.id, other.id]).await;
+}
+
+/// Issue 13, item 5: how far a delivery got (messages accepted, unanswered triggers) starts at
+/// zero and is kept across a retry and a lapsed lease.
+pub async fn outbox_delivery_progress_is_kept_across_retries(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let fresh = row(store, id).await;
+    assert_eq!((fresh.messages_delivered, fresh.trigger_timeouts), (0, 0));
+    assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
+    store
+        .record_outbox_progress(id, 1, 1)
+        .await
+        .expect("record_outbox_progress");
+    store
+        .mark_retry(id, at_s(2), "timed out")
+        .await
+        .expect("mark_retry");
+    let again = store.claim_outbox(rules(at_s(2), 10)).await.expect("claim");
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].messages_delivered, again[0].trigger_timeouts),
+        (1, 1)
+    );
+    store
+        .record_outbox_progress(id, 2, 0)
+        .await
+        .expect("record_outbox_progress");
+    let lapsed = store
+        .claim_outbox(rules(at_s(2) + chrono::Duration::seconds(61), 10))
+        .await
+        .expect("claim");
+    assert_eq!(
+        (lapsed[0].messages_delivered, lapsed[0].trigger_timeouts),
+        (2, 0)
+    );
+    assert!(
+        store.record_outbox_progress(i64::MAX, 1, 0).await.is_err(),
+        "an unknown row is an error"
+    );
+    settle(store, &[conversation.id]).await;
+}
+
 /// 019: a settled `contact_token` row keeps no plain token (delivered or dead-lettered); a row
 /// waiting for its retry keeps it, and reply rows are left as they are.
 pub async fn settled_contact_token_rows_keep_no_token(store: &dyn Store) {
@@ -1901,6 +2000,9 @@ pub async fn run_all(store: &dyn Store) {
     outbox_retry_due_later(store).await;
     outbox_last_error_is_bounded(store).await;
     outbox_delivered_row_is_done(store).await;
+    outbox_replies_are_claimed_ahead_of_contact_token_writes(store).await;
+    outbox_renewed_lease_keeps_a_row_from_being_taken(store).await;
+    outbox_delivery_progress_is_kept_across_retries(store).await;
     pending_replies_counts_replies_not_yet_delivered(store).await;
     settled_contact_token_rows_keep_no_token(store).await;
     turn_context_matches_the_separate_reads(store).await;
@@ -2002,6 +2104,9 @@ mod tests {
         outbox_retry_due_later,
         outbox_last_error_is_bounded,
         outbox_delivered_row_is_done,
+        outbox_replies_are_claimed_ahead_of_contact_token_writes,
+        outbox_renewed_lease_keeps_a_row_from_being_taken,
+        outbox_delivery_progress_is_kept_across_retries,
         pending_replies_counts_replies_not_yet_delivered,
         settled_contact_token_rows_keep_no_token,
         turn_context_matches_the_separate_reads,

@@ -232,6 +232,11 @@ pub struct OutboxRow {
     pub lease_until: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub delivered_at: Option<DateTime<Utc>>,
+    /// A reply's messages ManyChat already accepted: a retry resumes after them (issue 13).
+    pub messages_delivered: i32,
+    /// Triggers of the next message that got no answer (ManyChat may have run them); such a
+    /// trigger is retried at most once (issue 13).
+    pub trigger_timeouts: i32,
 }
 
 /// How a worker claims rows.
@@ -239,7 +244,8 @@ pub struct OutboxRow {
 pub struct ClaimRules {
     pub now: DateTime<Utc>,
     pub limit: i64,
-    /// How long a claim lasts before another worker may take the row again.
+    /// How long a claim lasts before another worker may take the row again (renewed by the live
+    /// worker through `renew_outbox_leases`).
     pub lease: Duration,
     /// 3.5 pacing: a contact's next reply row is not due until this long after its previous
     /// reply row was delivered.
@@ -525,8 +531,22 @@ pub trait Store: Send + Sync + 'static {
     /// `pending` with `next_attempt_at <= now`, or `delivering` with an expired lease. A reply row
     /// is never claimed while an older reply row of the same conversation is `pending` or
     /// `delivering` (no overtaking), nor within `reply_gap` of that conversation's last delivered
-    /// reply (pacing). Rows come back oldest first.
+    /// reply (pacing). Every other kind is taken before a deferrable `contact_token` row, then
+    /// oldest first; rows come back in that order.
     async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>>;
+
+    /// Extends the lease of those of `ids` still `delivering` to `lease_until`: the live worker
+    /// holding them is still at work (a slow ManyChat call), so no other worker takes them.
+    async fn renew_outbox_leases(&self, ids: &[i64], lease_until: DateTime<Utc>) -> Result<()>;
+
+    /// Records how far a row's delivery got (`messages_delivered`, `trigger_timeouts`), kept
+    /// across retries and lapsed leases.
+    async fn record_outbox_progress(
+        &self,
+        id: i64,
+        messages_delivered: i32,
+        trigger_timeouts: i32,
+    ) -> Result<()>;
 
     /// Settles a row as delivered. A `contact_token` row's plain token is removed from its
     /// payload (019: it rests in the database only while a write awaits retry).

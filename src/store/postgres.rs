@@ -42,11 +42,13 @@ const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model
      escalation_reason";
 
 const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
-     attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at";
+     attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at, \
+     messages_delivered, trigger_timeouts";
 
 /// `OUTBOX_COLUMNS` but `id`, which `claim_outbox`'s `UPDATE … FROM due` must qualify.
 const CLAIMED_COLUMNS: &str = "conversation_id, subscriber_id, kind, payload, status, \
-     attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at";
+     attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at, \
+     messages_delivered, trigger_timeouts";
 
 /// The Postgres store. Cheap to clone: it is a handle on one connection pool.
 #[derive(Clone)]
@@ -260,6 +262,8 @@ fn outbox_from(row: &PgRow) -> Result<OutboxRow> {
         lease_until: row.try_get("lease_until")?,
         created_at: row.try_get("created_at")?,
         delivered_at: row.try_get("delivered_at")?,
+        messages_delivered: row.try_get("messages_delivered")?,
+        trigger_timeouts: row.try_get("trigger_timeouts")?,
     })
 }
 
@@ -558,7 +562,7 @@ impl Store for PgStore {
                                     WHERE d.conversation_id = o.conversation_id \
                                       AND d.kind = 'reply' AND d.status = 'delivered' \
                                       AND d.delivered_at > $3)) \
-                 ORDER BY o.id LIMIT $4 \
+                 ORDER BY (o.kind = 'contact_token'), o.id LIMIT $4 \
                  FOR UPDATE SKIP LOCKED) \
              UPDATE outbox SET status = 'delivering', lease_until = $1, \
                  attempts = outbox.attempts + 1 \
@@ -574,8 +578,42 @@ impl Store for PgStore {
         tx.commit().await?;
         let mut claimed = rows.iter().map(outbox_from).collect::<Result<Vec<_>>>()?;
         // RETURNING has no defined order.
-        claimed.sort_by_key(|row| row.id);
+        claimed.sort_by_key(|row| (row.kind == OutboxKind::ContactToken, row.id));
         Ok(claimed)
+    }
+
+    async fn renew_outbox_leases(&self, ids: &[i64], lease_until: DateTime<Utc>) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE outbox SET lease_until = $1 WHERE status = 'delivering' AND id = ANY($2)",
+        )
+        .bind(to_millis(lease_until))
+        .bind(ids)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn record_outbox_progress(
+        &self,
+        id: i64,
+        messages_delivered: i32,
+        trigger_timeouts: i32,
+    ) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET messages_delivered = $1, trigger_timeouts = $2 WHERE id = $3",
+        )
+        .bind(messages_delivered)
+        .bind(trigger_timeouts)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
     }
 
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {

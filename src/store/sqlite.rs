@@ -90,6 +90,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0005_durable_promises.sql"),
     ),
     (
+        6,
+        "outbox_delivery_progress",
+        include_str!("../../migrations/sqlite/0006_outbox_delivery_progress.sql"),
+    ),
+    (
         7,
         "turns_text_kept",
         include_str!("../../migrations/sqlite/0007_turns_text_kept.sql"),
@@ -117,7 +122,7 @@ macro_rules! turn_columns {
 macro_rules! outbox_columns {
     () => {
         "id, conversation_id, subscriber_id, kind, payload, status, attempts, next_attempt_at, \
-         last_error, lease_until, created_at, delivered_at"
+         last_error, lease_until, created_at, delivered_at, messages_delivered, trigger_timeouts"
     };
 }
 
@@ -753,6 +758,8 @@ fn outbox_from(row: &Row<'_>) -> Result<OutboxRow> {
         lease_until: opt_time(row.get(9)?)?,
         created_at: time(row.get(10)?)?,
         delivered_at: opt_time(row.get(11)?)?,
+        messages_delivered: row.get(12)?,
+        trigger_timeouts: row.get(13)?,
     })
 }
 
@@ -1451,7 +1458,7 @@ impl Store for SqliteStore {
                                         WHERE d.conversation_id = o.conversation_id \
                                           AND d.kind = 'reply' AND d.status = 'delivered' \
                                           AND d.delivered_at > ?3)) \
-                             ORDER BY o.id LIMIT ?4) \
+                             ORDER BY (o.kind = 'contact_token'), o.id LIMIT ?4) \
                          RETURNING ",
                         outbox_columns!()
                     ),
@@ -1466,7 +1473,7 @@ impl Store for SqliteStore {
             })
             .await?;
         // RETURNING has no defined order.
-        claimed.sort_by_key(|row| row.id);
+        claimed.sort_by_key(|row| (row.kind == OutboxKind::ContactToken, row.id));
         Ok(claimed)
     }
 
@@ -1502,6 +1509,40 @@ impl Store for SqliteStore {
                 ),
                 [kind.as_str()],
                 outbox_from,
+            )
+        })
+        .await
+    }
+
+    async fn renew_outbox_leases(&self, ids: &[i64], lease_until: DateTime<Utc>) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // One statement for every row the worker holds, the ids as a JSON array.
+        let ids = Value::from(ids.to_vec()).to_string();
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE outbox SET lease_until = ? WHERE status = 'delivering' \
+                 AND id IN (SELECT value FROM json_each(?))",
+            )?
+            .execute(params![ms(lease_until), ids])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn record_outbox_progress(
+        &self,
+        id: i64,
+        messages_delivered: i32,
+        trigger_timeouts: i32,
+    ) -> Result<()> {
+        self.write(move |conn| {
+            update_one(
+                conn,
+                "UPDATE outbox SET messages_delivered = ?, trigger_timeouts = ? WHERE id = ?",
+                params![messages_delivered, trigger_timeouts, id],
+                "outbox row",
             )
         })
         .await

@@ -298,20 +298,32 @@ async fn issue_13_item_1_killed_and_restarted_after_the_abort_window_the_contact
         tagged(&manychat).await,
         vec![rules["handoff"]["tag"].as_str().unwrap().to_owned()]
     );
-    drop(second);
 
+    // The handoff is recorded once ManyChat took it (the process writes it right after).
     let store = manychat_agent::store::connect(&format!(
         "sqlite://{}",
         dir.path().join("agent.db").display()
     ))
     .await
     .unwrap();
+    let subscriber = manychat_agent::ids::SubscriberId::parse("8802").unwrap();
+    eventually(
+        async || {
+            store
+                .conversation_by_subscriber(&subscriber)
+                .await
+                .unwrap()
+                .is_some_and(|c| c.escalated_at.is_some())
+        },
+        "the conversation is marked escalated",
+    )
+    .await;
+    drop(second);
     let conversation = store
-        .conversation_by_subscriber(&manychat_agent::ids::SubscriberId::parse("8802").unwrap())
+        .conversation_by_subscriber(&subscriber)
         .await
         .unwrap()
         .expect("the contact is known");
-    assert!(conversation.escalated_at.is_some());
     let turns = store.turns(conversation.id).await.unwrap();
     assert_eq!(turns.len(), 1, "no agent turn: the model never answered");
     assert_eq!(turns[0].escalation_reason.as_deref(), Some("interrupted"));

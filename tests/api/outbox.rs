@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use manychat_agent::actions::{Operation, StagedAction};
 use manychat_agent::model::mock::ScriptedModel;
-use manychat_agent::store::{NewOutboxRow, NewTurn, OutboxKind, OutboxStatus};
+use manychat_agent::store::{ClaimRules, NewOutboxRow, NewTurn, OutboxKind, OutboxStatus};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use wiremock::matchers::{method, path};
+use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
@@ -410,11 +410,420 @@ async fn spec_012_verification_6_dead_lettered_row_performs_no_action() {
         !app.manychat_requests()
             .await
             .iter()
-            .any(|r| r.path == "/fb/subscriber/addTagByName")
+            .any(|r| r.body["tag_name"] == "Interested Lead"),
+        "the reply's own actions are never performed (only the handoff is: issue 13)"
     );
     let turn = app.store.turn(turn_id).await.unwrap().unwrap();
     assert_eq!(
-        turn.actions,
-        Some(json!([{"tool": "add_tag", "id": "interested", "status": "dead_lettered"}]))
+        turn.actions.unwrap()[0],
+        json!({"tool": "add_tag", "id": "interested", "status": "dead_lettered"})
     );
+}
+
+// --- issue 13 ------------------------------------------------------------------------------
+
+/// Queues a reply row for `subscriber` due long ago, so it is due whatever the app's clock
+/// reads (a frozen tokio clock lags the wall clock).
+async fn queue_overdue(app: &TestApp, subscriber: &str, texts: &[&str]) -> i64 {
+    let conversation = app.conversation(subscriber).await;
+    let now = chrono::Utc::now();
+    app.store
+        .enqueue(&NewOutboxRow {
+            conversation_id: conversation.id,
+            subscriber_id: conversation.subscriber_id.clone(),
+            kind: OutboxKind::Reply,
+            payload: messages(texts),
+            next_attempt_at: now - chrono::Duration::hours(1),
+            created_at: now,
+        })
+        .await
+        .unwrap()
+}
+
+/// The fake ManyChat accepts this contact's flow triggers but never answers them.
+async fn hang_flows_of(app: &TestApp, subscriber: u64) {
+    Mock::given(method("POST"))
+        .and(path("/fb/sending/sendFlow"))
+        .and(body_partial_json(json!({"subscriber_id": subscriber})))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"status": "success"}))
+                .set_delay(Duration::from_secs(3600)),
+        )
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+}
+
+/// The requests to `endpoint` for one contact, in order.
+async fn requests_of(app: &TestApp, endpoint: &str, subscriber: u64) -> Vec<Recorded> {
+    app.manychat_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.path == endpoint && r.body["subscriber_id"] == json!(subscriber))
+        .collect()
+}
+
+async fn flows_of(app: &TestApp, subscriber: u64) -> usize {
+    requests_of(app, "/fb/sending/sendFlow", subscriber)
+        .await
+        .len()
+}
+
+async fn status_of(app: &TestApp, id: i64) -> OutboxStatus {
+    app.store.outbox_row(id).await.unwrap().unwrap().status
+}
+
+/// Moves the frozen clock in `step`s until `done`, and returns how far it moved; panics past
+/// `limit`.
+async fn advance_by_steps_until(
+    step: Duration,
+    limit: Duration,
+    mut done: impl AsyncFnMut() -> bool,
+) -> Duration {
+    let mut moved = Duration::ZERO;
+    loop {
+        if done().await {
+            return moved;
+        }
+        assert!(moved < limit, "not done after {moved:?} of tokio time");
+        tokio::time::advance(step).await;
+        moved += step;
+        real_pause().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_4_a_hanging_contact_does_not_delay_another_contact() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    hang_flows_of(&app, 4001).await;
+    let stuck = queue_overdue(&app, "4001", &["Stuck."]).await;
+    let token = CancellationToken::new();
+    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    until(async || flows_of(&app, 4001).await == 1).await;
+
+    // Another contact's reply is written while the first contact's trigger hangs.
+    let free = queue_overdue(&app, "4002", &["Not stuck."]).await;
+    let waited = advance_by_steps_until(
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        async || status_of(&app, free).await == OutboxStatus::Delivered,
+    )
+    .await;
+    assert!(
+        waited < Duration::from_secs(3),
+        "delivered about a poll interval later, not after the hanging call's 10 s: {waited:?}"
+    );
+    assert_eq!(flows_of(&app, 4002).await, 1);
+    assert_eq!(
+        status_of(&app, stuck).await,
+        OutboxStatus::Delivering,
+        "the first contact's call still hangs"
+    );
+
+    token.cancel();
+    tokio::time::advance(Duration::from_secs(11)).await;
+    advance_until(async || running.is_finished()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_4_a_contacts_pacing_gap_does_not_delay_another_contact() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    queue_overdue(&app, "4003", &["A1.", "A2.", "A3."]).await;
+    let token = CancellationToken::new();
+    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    until(async || flows_of(&app, 4003).await == 1).await;
+    settle_worker().await;
+
+    // The first contact now waits its 2 s gap; the second contact's reply goes out meanwhile.
+    let other = queue_overdue(&app, "4004", &["B1."]).await;
+    advance_by_steps_until(
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        async || status_of(&app, other).await == OutboxStatus::Delivered,
+    )
+    .await;
+    assert_eq!(
+        flows_of(&app, 4003).await,
+        1,
+        "the other contact was answered inside the first contact's gap"
+    );
+
+    token.cancel();
+    advance_until(async || running.is_finished()).await;
+    assert_eq!(flows_of(&app, 4003).await, 3, "shutdown finished the row");
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_4_a_backlog_is_sent_at_the_full_budget_without_idling_between_batches() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    // 60 contacts' replies: 120 requests, six claims' worth of rows.
+    for n in 0..60 {
+        queue_overdue(&app, &format!("42{n:02}"), &["Backlog."]).await;
+    }
+    let token = CancellationToken::new();
+    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let took = advance_by_steps_until(
+        Duration::from_millis(50),
+        Duration::from_secs(30),
+        async || {
+            let rows = app.outbox().await;
+            rows.iter().all(|r| r.status == OutboxStatus::Delivered)
+        },
+    )
+    .await;
+    // At 10/s after a burst of 5, 120 requests need 11.5 s. Claiming a batch of 10 rows, waiting
+    // for all of it and then idling a second before the next claim takes 14 s (each idle second
+    // refills only half of itself: the limiter's burst of 5).
+    assert!(
+        took <= Duration::from_millis(12_500),
+        "the backlog took {took:?} of tokio time"
+    );
+    assert_eq!(app.manychat_requests().await.len(), 120);
+    token.cancel();
+    advance_until(async || running.is_finished()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_4_lapsed_lease_is_taken_again_within_seconds() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    let id = queue_overdue(&app, "4005", &["After the crash."]).await;
+    // A worker claims the row with the default lease (10 s) and dies without settling it.
+    let claimed = app
+        .store
+        .claim_outbox(ClaimRules {
+            now: chrono::Utc::now(),
+            limit: 10,
+            lease: manychat_agent::outbox::DEFAULT_LEASE,
+            reply_gap: Duration::from_secs(2),
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+
+    let token = CancellationToken::new();
+    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let waited = advance_by_steps_until(
+        Duration::from_millis(250),
+        Duration::from_secs(30),
+        async || status_of(&app, id).await == OutboxStatus::Delivered,
+    )
+    .await;
+    assert!(
+        waited >= Duration::from_secs(9) && waited <= Duration::from_secs(13),
+        "taken again once the 10 s lease lapsed (plus a poll), not before: {waited:?}"
+    );
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(row.attempts, 2);
+    assert_eq!(flows_of(&app, 4005).await, 1);
+    token.cancel();
+    advance_until(async || running.is_finished()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_4_a_live_workers_row_is_never_taken_while_its_call_hangs() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(
+        AppOptions::new(Arc::new(ScriptedModel::replies(Vec::<String>::new())))
+            .env("OUTBOX_LEASE_MS", "2000"),
+    )
+    .await;
+    let (wall, start) = (chrono::Utc::now(), tokio::time::Instant::now());
+    hang_flows_of(&app, 4006).await;
+    let id = queue_overdue(&app, "4006", &["Slow."]).await;
+    let token = CancellationToken::new();
+    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    until(async || flows_of(&app, 4006).await == 1).await;
+
+    // For 9 s of a 2 s lease, another replica looks for due rows every quarter second.
+    for _ in 0..36 {
+        tokio::time::advance(Duration::from_millis(250)).await;
+        real_pause().await;
+        let now = wall + chrono::Duration::from_std(start.elapsed()).unwrap();
+        let taken = app
+            .store
+            .claim_outbox(ClaimRules {
+                now,
+                limit: 10,
+                lease: Duration::from_secs(2),
+                reply_gap: Duration::from_secs(2),
+            })
+            .await
+            .unwrap();
+        assert!(
+            taken.is_empty(),
+            "the live worker's row was taken at {:?}",
+            start.elapsed()
+        );
+    }
+    assert_eq!(status_of(&app, id).await, OutboxStatus::Delivering);
+    assert_eq!(flows_of(&app, 4006).await, 1);
+
+    token.cancel();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    advance_until(async || running.is_finished()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_5_timed_out_trigger_is_retried_at_most_once() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    hang_flows_of(&app, 4007).await;
+    let id = queue_overdue(&app, "4007", &["Maybe delivered."]).await;
+
+    for attempt in 1..=2 {
+        let worker = app.worker.clone();
+        let batch = tokio::spawn(async move { worker.run_once().await.unwrap() });
+        until(async || flows_of(&app, 4007).await == attempt).await;
+        settle_worker().await;
+        // ManyChat's client gives up after 10 s without an answer.
+        tokio::time::advance(Duration::from_secs(11)).await;
+        advance_until(async || batch.is_finished()).await;
+        let row = app.store.outbox_row(id).await.unwrap().unwrap();
+        assert_eq!(row.trigger_timeouts, attempt as i32);
+        sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
+    }
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(
+        row.status,
+        OutboxStatus::Failed,
+        "a second unanswered trigger is not sent a third time"
+    );
+    assert!(
+        row.last_error.unwrap().contains("may have run"),
+        "the dead letter says why"
+    );
+    assert_eq!(app.worker.run_once().await.unwrap(), 0);
+    assert_eq!(flows_of(&app, 4007).await, 2, "sent at most twice in all");
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_5_accepted_message_is_not_resent() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    // The first trigger is accepted, the second refused with a 503, then all is well.
+    for (priority, status) in [(1, 200), (2, 503)] {
+        Mock::given(method("POST"))
+            .and(path("/fb/sending/sendFlow"))
+            .and(body_partial_json(json!({"subscriber_id": 4008})))
+            .respond_with(ResponseTemplate::new(status).set_body_json(json!({
+                "status": if status == 200 { "success" } else { "error" }
+            })))
+            .up_to_n_times(1)
+            .with_priority(priority)
+            .mount(&app.manychat)
+            .await;
+    }
+    let id = queue_overdue(&app, "4008", &["One.", "Two."]).await;
+
+    for expected_flows in [2, 3] {
+        let worker = app.worker.clone();
+        let batch = tokio::spawn(async move { worker.run_once().await.unwrap() });
+        until(async || flows_of(&app, 4008).await >= expected_flows - 1).await;
+        settle_worker().await;
+        advance_until(async || batch.is_finished()).await;
+        assert_eq!(flows_of(&app, 4008).await, expected_flows);
+        sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
+    }
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(row.status, OutboxStatus::Delivered);
+    assert_eq!(row.attempts, 2);
+    let written: Vec<Value> = requests_of(&app, "/fb/subscriber/setCustomFieldByName", 4008)
+        .await
+        .iter()
+        .map(|r| r.body["field_value"].clone())
+        .collect();
+    assert_eq!(
+        written,
+        vec![json!("One."), json!("Two."), json!("Two.")],
+        "the accepted first message is not sent again; the second is retried"
+    );
+}
+
+async fn metrics_text(app: &TestApp) -> String {
+    reqwest::get(format!("{}/metrics", app.address))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn issue_13_item_2_dead_lettered_reply_hands_the_contact_to_a_person() {
+    let app = app().await;
+    fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
+    let actions = vec![tag_action("interested", "Interested Lead")];
+    let turn_id = agent_turn_with_actions(&app, "4009", &actions).await;
+    let id = queue(
+        &app,
+        "4009",
+        json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id}),
+    )
+    .await;
+    assert_eq!(app.conversation("4009").await.escalated_at, None);
+
+    app.worker.run_once().await.unwrap();
+    assert_eq!(status_of(&app, id).await, OutboxStatus::Failed);
+    let handoff_tag = app.rules()["handoff"]["tag"].as_str().unwrap().to_owned();
+    let tags = requests_of(&app, "/fb/subscriber/addTagByName", 4009).await;
+    assert_eq!(tags.len(), 1, "the handoff only, once");
+    assert_eq!(
+        tags[0].body,
+        json!({"subscriber_id": 4009, "tag_name": handoff_tag})
+    );
+    assert!(app.conversation("4009").await.escalated_at.is_some());
+    let turn = app.store.turn(turn_id).await.unwrap().unwrap();
+    assert_eq!(
+        turn.actions,
+        Some(json!([
+            {"tool": "add_tag", "id": "interested", "status": "dead_lettered"},
+            {"tool": "add_tag", "id": "handoff", "status": "performed", "origin": "handoff"}
+        ]))
+    );
+    let metrics = metrics_text(&app).await;
+    assert!(metrics.contains("manychat_agent_outbox_dead_letter_handoffs_total 1"));
+    assert!(metrics.contains("manychat_agent_handoff_failed_total 0"));
+}
+
+#[tokio::test]
+async fn issue_13_item_2_a_refused_handoff_is_recorded_and_counted() {
+    let app = app().await;
+    fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
+    Mock::given(method("POST"))
+        .and(path("/fb/subscriber/addTagByName"))
+        .respond_with(
+            ResponseTemplate::new(400)
+                .set_body_json(json!({"status": "error", "message": "Tag not found"})),
+        )
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+    let turn_id = agent_turn_with_actions(&app, "4010", &[]).await;
+    queue(
+        &app,
+        "4010",
+        json!({"messages": ["Here you go."], "actions": [], "turnId": turn_id}),
+    )
+    .await;
+
+    app.worker.run_once().await.unwrap();
+    assert_eq!(
+        requests_of(&app, "/fb/subscriber/addTagByName", 4010)
+            .await
+            .len(),
+        1,
+        "the handoff was tried once"
+    );
+    assert!(app.conversation("4010").await.escalated_at.is_some());
+    let turn = app.store.turn(turn_id).await.unwrap().unwrap();
+    let record = turn.actions.unwrap();
+    assert_eq!(record[0]["origin"], "handoff");
+    assert_eq!(record[0]["status"], "failed");
+    let metrics = metrics_text(&app).await;
+    assert!(metrics.contains("manychat_agent_handoff_failed_total 1"));
 }
