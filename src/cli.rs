@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::ConfigHandle;
-use crate::manychat::{ManyChatClient, ManyChatLimiter};
+use crate::manychat::ManyChatClient;
 use crate::metrics::Metrics;
 use crate::observability::{self, LogFormat};
 use crate::outbox::{OutboxWorker, WorkerSettings};
@@ -131,7 +131,11 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         .clone()
         .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
     let store = crate::store::connect(settings.database_url.expose()).await?;
-    let client = ManyChatClient::new(&settings.manychat_api_base, &token, ManyChatLimiter::new())?;
+    let client = ManyChatClient::new(
+        &settings.manychat_api_base,
+        &token,
+        startup::manychat_limiter(&store, Clock::system()),
+    )?;
     let worker = OutboxWorker::new(
         store,
         client,
@@ -297,7 +301,7 @@ pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliR
     let client = ManyChatClient::new(
         &settings.manychat_api_base,
         &api_token,
-        ManyChatLimiter::new(),
+        startup::manychat_limiter(&store, clock),
     )?;
     let service = crate::tokens::TokenService::new(
         store,

@@ -12,6 +12,7 @@ pub mod client_ip;
 pub mod inbound;
 pub mod rate_limit;
 mod response_body;
+mod wiring;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,7 +73,14 @@ async fn health() -> impl IntoResponse {
 
 async fn ready(State(state): State<Arc<AppState>>) -> Response {
     match state.store.ping().await {
-        Ok(()) => axum::Json(json!({"status": "ready"})).into_response(),
+        // A wiring problem is flagged, not made a 503: it is in ManyChat's setup, the same for
+        // every replica, and taking them all out of rotation would answer nobody at all.
+        Ok(()) => match wiring::problems(&state.metrics, &state.token_field) {
+            None => axum::Json(json!({"status": "ready"})).into_response(),
+            Some(details) => {
+                axum::Json(json!({"status": "ready", "details": details})).into_response()
+            }
+        },
         Err(error) => {
             tracing::warn!(error = %error, "not ready: store does not answer");
             (
@@ -140,6 +148,16 @@ async fn message(
     };
     let message = match inbound::InboundMessage::parse(&bytes) {
         Ok(message) => message,
+        Err(inbound::InboundError::NotSubstituted { field }) => {
+            // Not the contact's fault and no 400: the contact gets the escalation copy (issue 21).
+            wiring::report_id_not_substituted(&state.metrics, field);
+            let callback = Callback {
+                url: &state.callback_url,
+                authorization,
+                token_field: &state.token_field,
+            };
+            return escalation_response(&state, &callback);
+        }
         Err(e) => {
             state.metrics.bad_requests.inc();
             tracing::info!(
@@ -153,6 +171,9 @@ async fn message(
         }
     };
 
+    if message.token_not_substituted {
+        wiring::report_token_not_substituted(&state, &message.subscriber_id);
+    }
     let callback = Callback {
         url: &state.callback_url,
         authorization,

@@ -74,9 +74,23 @@ struct Envelope {
     message: Value,
     #[serde(default)]
     details: Value,
+    /// ManyChat's numeric error code (e.g. 3011), on some endpoints' errors.
+    #[serde(default)]
+    code: Value,
 }
 
 impl Envelope {
+    /// The error `code`, as a number or a digit string; anything else is no code.
+    fn code(&self) -> Option<i64> {
+        match &self.code {
+            Value::Number(n) => n.as_i64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+        // A code is a few digits; a long number is the shape of an id, never kept (C5).
+        .filter(|code| (0..1_000_000).contains(code))
+    }
+
     /// ManyChat's explanation: `message`, else the `details.messages[].message` entries.
     fn explanation(&self) -> String {
         if let Value::String(message) = &self.message
@@ -157,7 +171,17 @@ impl ManyChatClient {
     }
 
     /// Triggers the tenant flow `flow_ns` for the contact.
+    /// Refused without a request ([`ManyChatError::FlowCapReached`]) when the contact already
+    /// had ManyChat's per-contact limit of flows in the past hour (issue 21).
     pub async fn send_flow(&self, sub: &SubscriberId, flow_ns: &str) -> Result<(), ManyChatError> {
+        if let Err(error) = self.limiter.admit_flow(sub).await {
+            warn!(
+                endpoint = Endpoint::SendFlow.name(),
+                kind = error.kind(),
+                "manychat request refused before sending"
+            );
+            return Err(error);
+        }
         let body = serde_json::json!({"subscriber_id": sub.to_json(), "flow_ns": flow_ns});
         self.post(Endpoint::SendFlow, &body, &[sub.as_str()]).await
     }
@@ -340,6 +364,7 @@ impl ManyChatClient {
                     response_bytes = body.len(),
                     status,
                     kind = error.kind(),
+                    code = error.code(),
                     "manychat request failed"
                 );
                 Err(error)
@@ -385,6 +410,7 @@ fn classify(status: u16, body: &[u8], scrub: &[&str]) -> Result<(), ManyChatErro
             .map(|e| scrub_message(&e.explanation(), scrub))
             .unwrap_or_default()
     };
+    let code = envelope.as_ref().and_then(Envelope::code);
     match status {
         429 => Err(ManyChatError::RateLimited),
         500..=599 => Err(ManyChatError::Server { status }),
@@ -396,6 +422,7 @@ fn classify(status: u16, body: &[u8], scrub: &[&str]) -> Result<(), ManyChatErro
                 Some("success") => Ok(()),
                 Some("error") => Err(ManyChatError::Api {
                     status,
+                    code,
                     message: explanation(),
                 }),
                 _ => Err(ManyChatError::Decode("success body has no success status")),
@@ -403,6 +430,7 @@ fn classify(status: u16, body: &[u8], scrub: &[&str]) -> Result<(), ManyChatErro
         }
         _ => Err(ManyChatError::Http {
             status,
+            code,
             message: explanation(),
         }),
     }
@@ -599,6 +627,7 @@ mod tests {
             error,
             ManyChatError::Http {
                 status: 400,
+                code: None,
                 message: "Validation error".to_owned()
             }
         );
@@ -622,6 +651,7 @@ mod tests {
             error,
             ManyChatError::Http {
                 status: 400,
+                code: None,
                 message: "Tag not found".to_owned()
             }
         );
@@ -664,6 +694,7 @@ mod tests {
             error,
             ManyChatError::Api {
                 status: 200,
+                code: Some(3011),
                 message: "Flow is not published".to_owned()
             }
         );

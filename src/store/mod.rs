@@ -618,6 +618,33 @@ pub trait Store: Send + Sync + 'static {
 
     /// The `pending` rows of a kind, oldest first (promises to recover at start).
     async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>>;
+
+    /// Issue 21: whether this backend keeps the ManyChat request bucket every replica shares
+    /// (Postgres). SQLite serves one process, whose in-process bucket is the whole budget.
+    fn shares_manychat_budget(&self) -> bool {
+        false
+    }
+
+    /// Issue 21: takes one slot of the shared ManyChat bucket (one request every `interval`, up
+    /// to `burst` back to back), timed by the database's clock: `None` when taken, else how long
+    /// until one is free (nothing taken). One round trip. Only where
+    /// [`Store::shares_manychat_budget`].
+    async fn take_manychat_slot(&self, interval: Duration, burst: u32) -> Result<Option<Duration>> {
+        let _ = (interval, burst);
+        Err(StoreError::Database(
+            "this backend keeps no shared ManyChat budget".to_owned(),
+        ))
+    }
+
+    /// Issue 21: counts one sendFlow for the contact at `now`, unless `per_hour` were counted in
+    /// the hour before `now` (then counts nothing): whether it was counted. Atomic across
+    /// replicas; counts older than an hour are removed.
+    async fn count_flow_send(
+        &self,
+        subscriber_id: &SubscriberId,
+        now: DateTime<Utc>,
+        per_hour: u32,
+    ) -> Result<bool>;
 }
 
 /// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the

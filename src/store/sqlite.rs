@@ -89,6 +89,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "durable_promises",
         include_str!("../../migrations/sqlite/0005_durable_promises.sql"),
     ),
+    (
+        9,
+        "manychat_flow_sends",
+        include_str!("../../migrations/sqlite/0009_manychat_flow_sends.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -1658,6 +1663,37 @@ impl Store for SqliteStore {
                 [],
                 outbox_from,
             )
+        })
+        .await
+    }
+
+    async fn count_flow_send(
+        &self,
+        subscriber_id: &SubscriberId,
+        now: DateTime<Utc>,
+        per_hour: u32,
+    ) -> Result<bool> {
+        let subscriber = subscriber_id.as_str().to_owned();
+        // One writer thread: the count and the insert cannot interleave with another's.
+        self.write(move |conn| {
+            let hour_ago = ms(now - chrono::Duration::hours(1));
+            conn.execute(
+                "DELETE FROM manychat_flow_sends WHERE subscriber_id = ? AND sent_at <= ?",
+                params![subscriber, hour_ago],
+            )?;
+            let sent: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM manychat_flow_sends WHERE subscriber_id = ?",
+                params![subscriber],
+                |r| r.get(0),
+            )?;
+            if sent >= i64::from(per_hour) {
+                return Ok(false);
+            }
+            conn.execute(
+                "INSERT INTO manychat_flow_sends (subscriber_id, sent_at) VALUES (?, ?)",
+                params![subscriber, ms(now)],
+            )?;
+            Ok(true)
         })
         .await
     }
