@@ -323,4 +323,120 @@ mod tests {
             "half a second refills the burst of 5"
         );
     }
+
+    /// An in-memory stand-in for the store's bucket: the same GCRA arithmetic, on tokio's clock,
+    /// counting how often it was asked.
+    struct FakeShared {
+        arrival: std::sync::Mutex<tokio::time::Instant>,
+        asked: std::sync::atomic::AtomicUsize,
+        broken: bool,
+    }
+
+    impl FakeShared {
+        fn new(broken: bool) -> Arc<Self> {
+            Arc::new(Self {
+                arrival: std::sync::Mutex::new(Instant::now()),
+                asked: std::sync::atomic::AtomicUsize::new(0),
+                broken,
+            })
+        }
+    }
+
+    #[async_trait]
+    impl SharedBucket for FakeShared {
+        async fn take(&self, quota: BucketQuota) -> Result<Option<Duration>, String> {
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.broken {
+                return Err("database unavailable".into());
+            }
+            let now = Instant::now();
+            let mut arrival = self.arrival.lock().unwrap();
+            let at = (*arrival).max(now);
+            let tolerance = quota.interval * (quota.burst - 1);
+            if at - now <= tolerance {
+                *arrival = at + quota.interval;
+                Ok(None)
+            } else {
+                Ok(Some(at - tolerance - now))
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_21_item_3_a_shared_bucket_paces_requests_in_arrival_order_one_question_per_slot()
+    {
+        let shared = FakeShared::new(false);
+        let limiter = ManyChatLimiter::new().with_shared_bucket(shared.clone());
+        let start = Instant::now();
+        for _ in 0..5 {
+            limiter.acquire().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "the burst of 5");
+        let served = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for n in 0..10 {
+            let limiter = limiter.clone();
+            let served = served.clone();
+            waiters.push(tokio::spawn(async move {
+                limiter.acquire().await;
+                served.lock().unwrap().push((n, Instant::now()));
+            }));
+            for _ in 0..5 {
+                tokio::task::yield_now().await;
+            }
+        }
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        let served = served.lock().unwrap().clone();
+        assert_eq!(
+            served.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            (0..10).collect::<Vec<_>>()
+        );
+        let last = served[9].1 - start;
+        assert!(
+            last >= Duration::from_millis(1000) && last <= Duration::from_millis(1010),
+            "10 after the burst take 1 s at 10/s: {last:?}"
+        );
+        let asked = shared.asked.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            asked <= 5 + 2 * 10,
+            "one question per slot and wake-up: {asked}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_21_item_3_a_shared_bucket_that_fails_falls_back_to_pacing_this_process() {
+        let limiter = ManyChatLimiter::new().with_shared_bucket(FakeShared::new(true));
+        let start = Instant::now();
+        for _ in 0..6 {
+            limiter.acquire().await;
+        }
+        assert!(
+            start.elapsed() >= Duration::from_millis(100),
+            "the local bucket still paces: {:?}",
+            start.elapsed()
+        );
+    }
+
+    struct FullCounter;
+
+    #[async_trait]
+    impl FlowCounter for FullCounter {
+        async fn count(&self, _: &SubscriberId, per_hour: u32) -> Result<bool, String> {
+            assert_eq!(per_hour, 100, "ManyChat's documented limit");
+            Ok(false)
+        }
+    }
+
+    #[tokio::test]
+    async fn issue_21_item_3_a_contact_past_the_hourly_flow_limit_is_refused() {
+        let contact = SubscriberId::parse("5550001").unwrap();
+        let limiter = ManyChatLimiter::new().with_flow_counter(Arc::new(FullCounter));
+        assert_eq!(
+            limiter.admit_flow(&contact).await,
+            Err(ManyChatError::FlowCapReached)
+        );
+        assert_eq!(ManyChatLimiter::new().admit_flow(&contact).await, Ok(()));
+    }
 }

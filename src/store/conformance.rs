@@ -1390,6 +1390,45 @@ pub async fn pending_replies_counts_replies_not_yet_delivered(store: &dyn Store)
 }
 
 /// Every case on one store, in sequence. The two-worker case uses the store as both workers.
+/// Issue 21: sendFlow is counted per contact over the past hour; past the limit nothing is
+/// counted and the answer is no; a count an hour old no longer weighs; contacts are separate.
+pub async fn flow_sends_are_capped_per_contact_per_hour(store: &dyn Store) {
+    let contact = fresh_subscriber();
+    let other = fresh_subscriber();
+    for minutes in [0, 10, 20] {
+        assert!(
+            store
+                .count_flow_send(&contact, at_s(minutes * 60), 3)
+                .await
+                .expect("count_flow_send"),
+            "send at +{minutes} min is within the limit"
+        );
+    }
+    let refused = store.count_flow_send(&contact, at_s(30 * 60), 3).await;
+    assert!(!refused.expect("count_flow_send"), "the 4th in the hour");
+    assert!(
+        store
+            .count_flow_send(&other, at_s(30 * 60), 3)
+            .await
+            .expect("count_flow_send"),
+        "another contact has its own count"
+    );
+    // An hour after the first send, it no longer counts: one slot frees, and only one.
+    let after_hour = at_ms(3_600_000 + 1);
+    assert!(
+        store
+            .count_flow_send(&contact, after_hour, 3)
+            .await
+            .expect("count_flow_send")
+    );
+    assert!(
+        !store
+            .count_flow_send(&contact, after_hour, 3)
+            .await
+            .expect("count_flow_send")
+    );
+}
+
 pub async fn run_all(store: &dyn Store) {
     ping_answers(store).await;
     unknown_ids_read_as_none_and_updates_fail(store).await;
@@ -1430,6 +1469,7 @@ pub async fn run_all(store: &dyn Store) {
     rate_count_reads_the_window(store).await;
     record_exchange_writes_what_it_is_given(store).await;
     record_exchange_is_all_or_nothing(store).await;
+    flow_sends_are_capped_per_contact_per_hour(store).await;
 }
 
 #[cfg(test)]
@@ -1527,6 +1567,7 @@ mod tests {
         rate_count_reads_the_window,
         record_exchange_writes_what_it_is_given,
         record_exchange_is_all_or_nothing,
+        flow_sends_are_capped_per_contact_per_hour,
         run_all,
     );
 

@@ -2,7 +2,9 @@
 //!
 //! One `Store` trait, one implementation per backend (`sqlite`, `postgres`), chosen by
 //! `DATABASE_URL`. Both pass the same conformance suite (`conformance`). Time is always passed in
-//! by the caller (from `crate::clock::Clock`), never read here, so tests control it.
+//! by the caller (from `crate::clock::Clock`), never read here, so tests control it; the one
+//! exception is Postgres's shared ManyChat bucket (`take_manychat_slot`), timed by the
+//! database's clock so replicas whose clocks disagree still share one rate.
 //!
 //! Invariants: turns are never deleted; note text is never stored (024); an outbox row moves
 //! `pending → delivering → delivered | failed` and is claimed by one worker at a time (a lease).

@@ -17,3 +17,4 @@ mod reload;
 mod shutdown;
 mod tokens;
 mod tools;
+mod wiring;
