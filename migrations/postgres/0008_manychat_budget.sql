@@ -35,10 +35,12 @@ END;
 $$;
 
 -- sendFlow triggers per contact, for ManyChat's limit of 100 per contact per hour. Rows older
--- than an hour are deleted when the contact's next trigger is counted.
+-- than an hour, every contact's, are deleted whenever a trigger is counted.
 CREATE TABLE manychat_flow_sends (
     subscriber_id TEXT NOT NULL,
     sent_at TIMESTAMPTZ NOT NULL
 );
 
 CREATE INDEX manychat_flow_sends_by_contact ON manychat_flow_sends (subscriber_id, sent_at);
+
+CREATE INDEX manychat_flow_sends_by_time ON manychat_flow_sends (sent_at);

@@ -728,8 +728,8 @@ impl Store for PgStore {
         .execute(&mut *tx)
         .await?;
         let now = to_millis(now);
-        sqlx::query("DELETE FROM manychat_flow_sends WHERE subscriber_id = $1 AND sent_at <= $2")
-            .bind(subscriber_id.as_str())
+        // Every contact's counts older than an hour go: a subscriber id is personal data.
+        sqlx::query("DELETE FROM manychat_flow_sends WHERE sent_at <= $1")
             .bind(now - chrono::Duration::hours(1))
             .execute(&mut *tx)
             .await?;

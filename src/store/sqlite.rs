@@ -1677,9 +1677,10 @@ impl Store for SqliteStore {
         // One writer thread: the count and the insert cannot interleave with another's.
         self.write(move |conn| {
             let hour_ago = ms(now - chrono::Duration::hours(1));
+            // Every contact's counts older than an hour go: a subscriber id is personal data.
             conn.execute(
-                "DELETE FROM manychat_flow_sends WHERE subscriber_id = ? AND sent_at <= ?",
-                params![subscriber, hour_ago],
+                "DELETE FROM manychat_flow_sends WHERE sent_at <= ?",
+                params![hour_ago],
             )?;
             let sent: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM manychat_flow_sends WHERE subscriber_id = ?",

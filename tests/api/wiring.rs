@@ -106,6 +106,7 @@ async fn issue_21_item_1_a_callback_in_the_documented_dialect_reaches_the_contac
 
 #[tokio::test]
 async fn issue_21_item_1_an_unsubstituted_contact_id_is_answered_counted_and_flagged() {
+    let logs = manychat_agent::observability::capture_global();
     let app = spawn_app(instant_reply("Never used.")).await;
     let response = app
         .post_json(&json!({
@@ -151,6 +152,17 @@ async fn issue_21_item_1_an_unsubstituted_contact_id_is_answered_counted_and_fla
         "{problem}"
     );
     assert!(app.outbox().await.is_empty());
+    let text = logs.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("ManyChat did not substitute the contact id"))
+        .expect("the wiring problem is logged");
+    assert!(line.contains("\"level\":\"ERROR\""), "{line}");
+    assert!(
+        line.contains("subscriber_id") && line.contains("{{user_id}}"),
+        "{line}"
+    );
+    assert!(!line.contains("Hello?"), "no message text: {line}");
 }
 
 #[tokio::test]
@@ -168,6 +180,7 @@ async fn issue_21_item_1_an_unsubstituted_token_is_a_wiring_problem_not_a_wrong_
         reply_json("Second answer."),
         reply_json("Third answer."),
     ]));
+    let logs = manychat_agent::observability::capture_global();
     let app = spawn_app(model).await;
     // A new contact's empty token field is expected: not a problem.
     let response = app
@@ -217,6 +230,14 @@ async fn issue_21_item_1_an_unsubstituted_token_is_a_wiring_problem_not_a_wrong_
         turns[2].bound,
         "a missing token reads history while not enforced"
     );
+    let conversation = app.conversation("5552104").await.id.to_string();
+    let text = logs.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("ManyChat did not substitute the token") && l.contains(&conversation))
+        .expect("the wiring problem is logged with the conversation");
+    assert!(line.contains("\"level\":\"ERROR\""), "{line}");
+    assert!(!line.contains("5552104"), "no contact id: {line}");
 }
 
 // ---- item 2: `manychat check` ----
