@@ -137,8 +137,8 @@ pub fn problems(account: &Account, wiring: &Wiring) -> Vec<String> {
             .find(|t| t.eq_ignore_ascii_case(&tag.name));
         problems.push(match near {
             Some(near) => format!(
-                "{}: tag \"{}\" is not in the ManyChat account; it has \"{near}\" (the case must \
-                 match)",
+                "{}: tag \"{}\" is not in the ManyChat account; it has \"{near}\" (tag names \
+                 are compared exactly)",
                 tag.place, tag.name
             ),
             None => format!(
