@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::ConfigHandle;
-use crate::manychat::{ManyChatClient, ManyChatLimiter};
+use crate::manychat::ManyChatClient;
+use crate::manychat::account::{Account, AccountField, AccountFlow, Named, Wiring};
 use crate::metrics::Metrics;
 use crate::observability::{self, LogFormat};
 use crate::outbox::{OutboxWorker, WorkerSettings};
@@ -151,7 +152,11 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
     let store = crate::store::connect(settings.database_url.expose()).await?;
     let _retention = spawn_retention(store.clone(), settings.retention_days);
-    let client = ManyChatClient::new(&settings.manychat_api_base, &token, ManyChatLimiter::new())?;
+    let client = ManyChatClient::new(
+        &settings.manychat_api_base,
+        &token,
+        startup::manychat_limiter(&store, Clock::system()),
+    )?;
     let worker = OutboxWorker::new(
         store,
         client,
@@ -206,7 +211,12 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
         None
     } else {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let sandbox = crate::manychat::sandbox::spawn(listener, shutdown.clone()).await?;
+        let sandbox = crate::manychat::sandbox::spawn_with_account(
+            listener,
+            shutdown.clone(),
+            demo_sandbox_account(&vars),
+        )
+        .await?;
         vars.insert("MANYCHAT_API_TOKEN".into(), "sandbox:demo".into());
         vars.insert("MANYCHAT_API_BASE".into(), sandbox.base_url.clone());
         Some(sandbox)
@@ -226,6 +236,20 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
     let retention_days = settings.retention_days;
     let app = Application::build(settings, listener, overrides).await?;
     let _retention = spawn_retention(app.store(), retention_days);
+    println!();
+    println!("manychat-agent demo is running on http://127.0.0.1:{port}");
+    if let Some(sandbox) = &sandbox {
+        println!(
+            "ManyChat calls go to a local sandbox at {} (printed below as [sandbox] lines).",
+            sandbox.base_url
+        );
+        println!(
+            "With config/ holding your files (copied from the .example ones), check the wiring \
+             against it:\n  MANYCHAT_API_BASE={} MANYCHAT_API_TOKEN=sandbox:demo \
+             MANYCHAT_REPLY_FLOW_NS=demo_reply_flow manychat-agent manychat check",
+            sandbox.base_url
+        );
+    }
     let secret = generated_secret
         .clone()
         .or_else(|| vars.get("MANYCHAT_SHARED_SECRET").map(|s| first_secret(s)))
@@ -407,6 +431,182 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
     }
 }
 
+/// Every flow, tag and custom field the deployment relies on (issue 21): what `tools.json` and
+/// `rules.json` name, the reply flow, and the reply and token fields (written with text).
+fn wiring_of(
+    config: &crate::config::TenantConfig,
+    reply_flow_ns: Option<&str>,
+    reply_field: &str,
+    token_field: &str,
+) -> Wiring {
+    let mut wiring = Wiring::default();
+    if let Some(ns) = reply_flow_ns {
+        wiring.flows.push(Named::new("MANYCHAT_REPLY_FLOW_NS", ns));
+    }
+    wiring
+        .text_fields
+        .push(Named::new("MANYCHAT_REPLY_FIELD", reply_field));
+    wiring
+        .text_fields
+        .push(Named::new("MANYCHAT_TOKEN_FIELD", token_field));
+    let rules = &config.rules;
+    if let Some(handoff) = &rules.handoff {
+        if let Some(tag) = &handoff.tag {
+            wiring.tags.push(Named::new("rules.json handoff.tag", tag));
+        }
+        if let Some(ns) = &handoff.flow_ns {
+            wiring
+                .flows
+                .push(Named::new("rules.json handoff.flowNs", ns));
+        }
+    }
+    if let Some(tag) = rules
+        .learning
+        .as_ref()
+        .and_then(|l| l.converted_tag.as_ref())
+    {
+        wiring
+            .tags
+            .push(Named::new("rules.json learning.convertedTag", tag));
+    }
+    let Some(tools) = &config.tools else {
+        return wiring;
+    };
+    for (i, flow) in tools.flows.iter().enumerate() {
+        let place = format!("tools.json flows[{i}].flowNs");
+        wiring.flows.push(Named::new(place, &flow.flow_ns));
+    }
+    for (i, event) in tools.events.iter().enumerate() {
+        let place = format!("tools.json events[{i}].flowNs");
+        wiring.flows.push(Named::new(place, &event.flow_ns));
+    }
+    for (i, tag) in tools.tags.iter().enumerate() {
+        let place = format!("tools.json tags[{i}].tag");
+        wiring.tags.push(Named::new(place, &tag.tag));
+    }
+    for (i, tag) in tools.readable.tags.iter().enumerate() {
+        let place = format!("tools.json readable.tags[{i}].tag");
+        wiring.tags.push(Named::new(place, &tag.tag));
+    }
+    if let Some(tag) = tools
+        .nudge
+        .as_ref()
+        .and_then(|n| n.human_active_tag.as_ref())
+    {
+        wiring
+            .tags
+            .push(Named::new("tools.json nudge.humanActiveTag", tag));
+    }
+    for (i, field) in tools.fields.iter().enumerate() {
+        let place = format!("tools.json fields[{i}].field");
+        wiring.text_fields.push(Named::new(place, &field.field));
+    }
+    for (i, note) in tools.notes.iter().enumerate() {
+        let place = format!("tools.json notes[{i}].field");
+        wiring.text_fields.push(Named::new(place, &note.field));
+    }
+    for (i, field) in tools.readable.fields.iter().enumerate() {
+        let place = format!("tools.json readable.fields[{i}].field");
+        wiring.read_fields.push(Named::new(place, &field.field));
+    }
+    wiring
+}
+
+/// The account the demo's sandbox presents: everything the configuration `vars` point at names
+/// (examples allowed, as in the demo), every field a Text field, so `manychat check` passes
+/// against the demo.
+pub fn demo_sandbox_account(vars: &HashMap<String, String>) -> Account {
+    let context = crate::config::ConfigContext {
+        allow_examples: true,
+        ..context(vars)
+    };
+    // A config that does not load leaves the account empty: the app refuses to start anyway.
+    let Ok(config) = crate::config::load_dir(Path::new(&config_dir(vars)), &context) else {
+        return Account::default();
+    };
+    let wiring = wiring_of(
+        &config,
+        context.reply_flow_ns.as_deref(),
+        &context.reply_field,
+        &context.token_field,
+    );
+    Account {
+        flows: wiring
+            .flows
+            .into_iter()
+            .map(|f| AccountFlow {
+                name: f.place,
+                ns: f.name,
+            })
+            .collect(),
+        tags: wiring.tags.into_iter().map(|t| t.name).collect(),
+        fields: wiring
+            .text_fields
+            .into_iter()
+            .chain(wiring.read_fields)
+            .map(|f| AccountField {
+                name: f.name,
+                kind: "text".into(),
+            })
+            .collect(),
+    }
+}
+
+/// `manychat-agent manychat check` (issue 21): reads the ManyChat account (flows, tags, custom
+/// fields; read-only, paced like every ManyChat request, from the replicas' shared budget on
+/// Postgres) and checks every name the deployment relies on. One line per problem; exit 1 on
+/// any. Run it before going live and after every change to the config or the account.
+pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
+    let settings = settings_for(env, Needs::TOKENS_BACKFILL)?;
+    let context = startup::config_context(&settings, false);
+    let config = crate::config::load_dir(&settings.config_dir, &context)?;
+    let api_token = settings
+        .manychat_api_token
+        .clone()
+        .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
+    // A check beside running replicas draws from their budget; on SQLite (one process, and a
+    // check that must not create a database file) it paces itself.
+    let limiter = if settings.database_url.expose().starts_with("postgres") {
+        let store = crate::store::connect(settings.database_url.expose()).await?;
+        startup::manychat_limiter(&store, Clock::system())
+    } else {
+        crate::manychat::ManyChatLimiter::new()
+    };
+    let client = ManyChatClient::new(&settings.manychat_api_base, &api_token, limiter)?;
+    let account = client
+        .account()
+        .await
+        .map_err(|e| CliError::new(format!("cannot read the ManyChat account: {e}")))?;
+    let wiring = wiring_of(
+        &config,
+        settings.manychat_reply_flow_ns.as_deref(),
+        &settings.manychat_reply_field,
+        &settings.manychat_token_field,
+    );
+    let mut problems = crate::manychat::account::problems(&account, &wiring);
+    if settings.manychat_reply_flow_ns.is_none() {
+        problems.insert(
+            0,
+            "MANYCHAT_REPLY_FLOW_NS: not set (deferred replies are delivered through that flow)"
+                .to_owned(),
+        );
+    }
+    if problems.is_empty() {
+        println!(
+            "ManyChat account matches: {} flows, {} tags, {} custom fields checked",
+            wiring.flows.len(),
+            wiring.tags.len(),
+            wiring.text_fields.len() + wiring.read_fields.len()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for problem in &problems {
+        println!("{problem}");
+    }
+    eprintln!("{} wiring problems", problems.len());
+    Ok(ExitCode::FAILURE)
+}
+
 /// `manychat-agent tokens backfill [--check]` (019): issues a token to every contact active in
 /// the last 30 days that has none, writing each to ManyChat (a failed write is queued for the
 /// outbox worker of `serve` or `worker`). Idempotent: a second run finds nobody lacking a token.
@@ -444,7 +644,7 @@ pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliR
     let client = ManyChatClient::new(
         &settings.manychat_api_base,
         &api_token,
-        ManyChatLimiter::new(),
+        startup::manychat_limiter(&store, clock),
     )?;
     let service = crate::tokens::TokenService::new(
         store,

@@ -51,6 +51,11 @@ enum Command {
         #[arg(long)]
         subscriber: Option<String>,
     },
+    /// ManyChat account commands.
+    Manychat {
+        #[command(subcommand)]
+        command: ManychatCommand,
+    },
     /// Contact token commands (019).
     Tokens {
         #[command(subcommand)]
@@ -82,6 +87,13 @@ enum TokensCommand {
         #[arg(long)]
         check: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum ManychatCommand {
+    /// Read the ManyChat account (read-only) and check every flow, tag and custom field the
+    /// config and the environment name; one line per problem, exit 1 on any.
+    Check,
 }
 
 #[derive(Subcommand)]
@@ -117,6 +129,9 @@ fn main() -> ExitCode {
                 url,
                 subscriber,
             } => cli::simulate(&env, &text, url.as_deref(), subscriber.as_deref()).await,
+            Command::Manychat {
+                command: ManychatCommand::Check,
+            } => cli::manychat_check(&env).await,
             Command::Tokens {
                 command: TokensCommand::Backfill { check },
             } => cli::tokens_backfill(&env, check).await,

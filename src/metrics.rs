@@ -42,6 +42,9 @@ pub struct Metrics {
     escalations: Mutex<BTreeMap<&'static str, u64>>,
     /// Handoffs (tag and/or flow) ManyChat refused for good.
     pub handoff_failed: Counter,
+    /// Issue 21: requests carrying a ManyChat variable that was not substituted, by body key
+    /// (`subscriber_id`, `user_id`, `ai_token`).
+    not_substituted: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Metrics {
@@ -55,6 +58,21 @@ impl Metrics {
         if let Ok(mut escalations) = self.escalations.lock() {
             *escalations.entry(reason.as_str()).or_default() += 1;
         }
+    }
+
+    /// Counts a request whose `field` held a literal ManyChat variable (issue 21).
+    pub fn not_substituted(&self, field: &'static str) {
+        if let Ok(mut counts) = self.not_substituted.lock() {
+            *counts.entry(field).or_default() += 1;
+        }
+    }
+
+    /// The counts [`Metrics::not_substituted`] kept, by body key.
+    pub fn not_substituted_counts(&self) -> Vec<(&'static str, u64)> {
+        self.not_substituted
+            .lock()
+            .map(|counts| counts.iter().map(|(k, v)| (*k, *v)).collect())
+            .unwrap_or_default()
     }
 
     pub fn render(&self) -> String {
@@ -89,6 +107,16 @@ impl Metrics {
                     "manychat_agent_turns_total{{outcome=\"{outcome}\"}} {count}"
                 );
             }
+        }
+        let _ = writeln!(
+            out,
+            "# TYPE manychat_agent_variables_not_substituted_total counter"
+        );
+        for (field, count) in self.not_substituted_counts() {
+            let _ = writeln!(
+                out,
+                "manychat_agent_variables_not_substituted_total{{field=\"{field}\"}} {count}"
+            );
         }
         let _ = writeln!(out, "# TYPE manychat_agent_escalations_total counter");
         if let Ok(escalations) = self.escalations.lock() {

@@ -18,6 +18,7 @@ use tokio_util::task::TaskTracker;
 use crate::clock::Clock;
 use crate::config::{ConfigContext, ConfigErrors, ConfigHandle, ReloadOutcome};
 use crate::http::{self, AppState};
+use crate::manychat::limiter::{BucketQuota, FlowCounter, SharedBucket};
 use crate::manychat::{ManyChatClient, ManyChatError, ManyChatLimiter};
 use crate::metrics::Metrics;
 use crate::model::{Model, ModelError};
@@ -142,7 +143,7 @@ impl Application {
         let manychat = ManyChatClient::new(
             &settings.manychat_api_base,
             &api_token,
-            ManyChatLimiter::new(),
+            manychat_limiter(&store, clock),
         )?;
         let tasks = TaskTracker::new();
         let turns = TurnEngine::new(
@@ -272,6 +273,53 @@ impl Application {
         }
         tracing::info!("shutdown complete");
         Ok(())
+    }
+}
+
+/// The ManyChat limiter for a process using `store` (issue 21): on a store that keeps the
+/// account-wide bucket (Postgres) every request draws from it, so all replicas together stay
+/// under ManyChat's limit; otherwise (SQLite, one process) the in-process bucket is the budget.
+/// Either way sendFlow is counted per contact in the store.
+pub fn manychat_limiter(store: &Arc<dyn Store>, clock: Clock) -> ManyChatLimiter {
+    let budget = Arc::new(StoreBudget {
+        store: store.clone(),
+        clock,
+    });
+    let limiter = ManyChatLimiter::new().with_flow_counter(budget.clone());
+    if store.shares_manychat_budget() {
+        limiter.with_shared_bucket(budget)
+    } else {
+        limiter
+    }
+}
+
+/// The store as the limiter's shared bucket and flow counter.
+struct StoreBudget {
+    store: Arc<dyn Store>,
+    clock: Clock,
+}
+
+#[async_trait::async_trait]
+impl SharedBucket for StoreBudget {
+    async fn take(&self, quota: BucketQuota) -> Result<Option<Duration>, String> {
+        self.store
+            .take_manychat_slot(quota.interval, quota.burst)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[async_trait::async_trait]
+impl FlowCounter for StoreBudget {
+    async fn count(
+        &self,
+        subscriber: &crate::ids::SubscriberId,
+        per_hour: u32,
+    ) -> Result<bool, String> {
+        self.store
+            .count_flow_send(subscriber, self.clock.now(), per_hour)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 

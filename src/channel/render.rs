@@ -86,6 +86,7 @@ pub fn render<'a>(
                 payload: CallbackPayload {
                     text: "{{last_input_text}}",
                     subscriber_id: "{{contact.id}}",
+                    user_id: "{{user_id}}",
                     ai_token: TokenVariable(callback.token_field),
                 },
                 timeout: CALLBACK_TIMEOUT_SECONDS,
@@ -144,7 +145,11 @@ impl fmt::Debug for CallbackHeaders<'_> {
 #[derive(Debug, Serialize)]
 struct CallbackPayload<'a> {
     text: &'static str,
+    /// The contact id twice: `{{contact.id}}` as the tenant's own block body has it, and
+    /// `{{user_id}}`, the variable ManyChat documents for the callback. Whichever dialect
+    /// ManyChat substitutes, the inbound parse takes the first valid one (issue 21).
     subscriber_id: &'static str,
+    user_id: &'static str,
     ai_token: TokenVariable<'a>,
 }
 
@@ -248,6 +253,7 @@ mod tests {
                     "payload": {
                         "text": "{{last_input_text}}",
                         "subscriber_id": "{{contact.id}}",
+                        "user_id": "{{user_id}}",
                         "ai_token": "{{ai_token}}"
                     },
                     "timeout": 86400

@@ -12,6 +12,11 @@
 //!   4096 characters`.
 //! - Names (`first_name`, `last_name`) and `locale` are accepted and dropped here; only `channel`
 //!   is kept. Nothing in this type is ever logged except lengths.
+//! - The contact id may come as `subscriber_id` or `user_id` (ManyChat's documented callback
+//!   variable); the first that is a valid id wins. A value still reading `{{…}}` is a ManyChat
+//!   variable that was not substituted: a wiring problem ([`InboundError::NotSubstituted`],
+//!   answered by the caller, not refused), never a malformed request. An unsubstituted
+//!   `ai_token` is read as no token and flagged ([`InboundMessage::token_not_substituted`]).
 
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
@@ -29,8 +34,9 @@ pub const MAX_TOKEN_CHARS: usize = 256;
 /// Characters allowed in `offering` / `course`.
 pub const MAX_OFFERING_CHARS: usize = 256;
 
-const KNOWN_KEYS: [&str; 9] = [
+const KNOWN_KEYS: [&str; 10] = [
     "subscriber_id",
+    "user_id",
     "text",
     "ai_token",
     "first_name",
@@ -54,6 +60,9 @@ pub struct InboundMessage {
     /// The offering the flow named (028): `offering`, else legacy `course`; absent when empty or
     /// an unrendered `{{…}}`. Whether it names a catalog offering is the caller's check.
     pub offering: Option<String>,
+    /// `ai_token` arrived as a literal `{{…}}`: ManyChat did not substitute the token field's
+    /// variable (`ai_token` is then `None`). A wiring problem to report, not a wrong token.
+    pub token_not_substituted: bool,
 }
 
 /// The body holds contact text and a token: `Debug` prints only sizes and presence.
@@ -65,6 +74,7 @@ impl std::fmt::Debug for InboundMessage {
             .field("ai_token", &self.ai_token.as_ref().map(|_| "[present]"))
             .field("channel", &self.channel)
             .field("offering", &self.offering.is_some())
+            .field("token_not_substituted", &self.token_not_substituted)
             .finish()
     }
 }
@@ -87,6 +97,12 @@ pub enum InboundError {
         field: &'static str,
         rule: &'static str,
     },
+    /// No valid contact id, and at least one id key held a literal `{{…}}`: ManyChat did not
+    /// substitute the variable. `field` is the first such key.
+    #[error(
+        "{field}: the ManyChat variable was not substituted (it arrived as a literal {{{{…}}}})"
+    )]
+    NotSubstituted { field: &'static str },
 }
 
 impl InboundError {
@@ -94,7 +110,9 @@ impl InboundError {
     pub fn field(&self) -> Option<&str> {
         match self {
             InboundError::UnknownKey(key) | InboundError::DuplicateKey(key) => Some(shown(key)),
-            InboundError::Invalid { field, .. } => Some(field),
+            InboundError::Invalid { field, .. } | InboundError::NotSubstituted { field } => {
+                Some(field)
+            }
             InboundError::NotUtf8 | InboundError::Malformed { .. } | InboundError::NotObject => {
                 None
             }
@@ -110,7 +128,7 @@ impl InboundError {
             InboundError::UnknownKey(_) => "(unknown key)",
             // Keys are checked against the known ones first, so a repeated key is a known one.
             InboundError::DuplicateKey(key) => shown(key),
-            InboundError::Invalid { field, .. } => field,
+            InboundError::Invalid { field, .. } | InboundError::NotSubstituted { field } => field,
             InboundError::NotUtf8 | InboundError::Malformed { .. } | InboundError::NotObject => {
                 "body"
             }
@@ -170,13 +188,23 @@ impl InboundMessage {
         }
         let get = |name: &str| entries.iter().find(|(key, _)| key == name).map(|(_, v)| v);
 
-        let subscriber_id = parse_subscriber(get("subscriber_id"))?;
+        // A wiring problem is reported only for an otherwise valid body: a malformed one is
+        // still a 400 naming its field.
+        let subscriber_id = contact_id(get("subscriber_id"), get("user_id"));
+        if let Err(e @ InboundError::Invalid { .. }) = &subscriber_id {
+            return Err(e.clone());
+        }
         let text = match get("text") {
             Some(Value::String(s)) if s.chars().count() <= MAX_TEXT_CHARS => s.clone(),
             _ => return Err(invalid("text", TEXT_RULE)),
         };
+        let mut token_not_substituted = false;
         let ai_token = match get("ai_token") {
             None | Some(Value::Null) => None,
+            Some(Value::String(s)) if is_unsubstituted(s) => {
+                token_not_substituted = true;
+                None
+            }
             Some(Value::String(s)) if s.chars().count() <= MAX_TOKEN_CHARS => {
                 Some(s.clone()).filter(|s| !s.is_empty())
             }
@@ -192,11 +220,12 @@ impl InboundMessage {
         let course = offering_from_course(get("course"))?;
 
         Ok(Self {
-            subscriber_id,
+            subscriber_id: subscriber_id?,
             text,
             ai_token,
             channel,
             offering: offering.or(course),
+            token_not_substituted,
         })
     }
 }
@@ -205,16 +234,50 @@ fn invalid(field: &'static str, rule: &'static str) -> InboundError {
     InboundError::Invalid { field, rule }
 }
 
-fn parse_subscriber(value: Option<&Value>) -> Result<SubscriberId, InboundError> {
-    let raw = match value {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => match n.as_u64() {
-            Some(n) => n.to_string(),
-            None => return Err(invalid("subscriber_id", SUBSCRIBER_RULE)),
-        },
-        _ => return Err(invalid("subscriber_id", SUBSCRIBER_RULE)),
-    };
-    SubscriberId::parse(&raw).map_err(|_| invalid("subscriber_id", SUBSCRIBER_RULE))
+/// A value ManyChat left as its variable, `{{…}}`, instead of substituting it.
+pub fn is_unsubstituted(value: &str) -> bool {
+    let value = value.trim();
+    value.len() >= 4 && value.starts_with("{{") && value.ends_with("}}")
+}
+
+/// The contact id: the first of `subscriber_id` / `user_id` that is a valid id. With none, a
+/// literal `{{…}}` in either is [`InboundError::NotSubstituted`]; otherwise the first key given
+/// (`subscriber_id` when neither is) is invalid.
+fn contact_id(
+    subscriber_id: Option<&Value>,
+    user_id: Option<&Value>,
+) -> Result<SubscriberId, InboundError> {
+    let candidates = [("subscriber_id", subscriber_id), ("user_id", user_id)];
+    let mut not_substituted = None;
+    let mut first_invalid = None;
+    for (field, value) in candidates {
+        let Some(value) = value else { continue };
+        if let Some(id) = valid_id(value) {
+            return Ok(id);
+        }
+        if value.as_str().is_some_and(is_unsubstituted) {
+            not_substituted.get_or_insert(field);
+        } else {
+            first_invalid.get_or_insert(field);
+        }
+    }
+    if let Some(field) = not_substituted {
+        return Err(InboundError::NotSubstituted { field });
+    }
+    Err(invalid(
+        first_invalid.unwrap_or("subscriber_id"),
+        SUBSCRIBER_RULE,
+    ))
+}
+
+fn valid_id(value: &Value) -> Option<SubscriberId> {
+    match value {
+        Value::String(s) => SubscriberId::parse(s).ok(),
+        Value::Number(n) => n
+            .as_u64()
+            .and_then(|n| SubscriberId::parse(&n.to_string()).ok()),
+        _ => None,
+    }
 }
 
 fn nullable_string<'a>(
@@ -452,7 +515,17 @@ mod tests {
             (
                 r#"{"subscriber_id":"{{contact.id}}","text":"hi"}"#.into(),
                 Some("subscriber_id"),
-                "subscriber_id: required, a string or number of at most 20 digits",
+                "subscriber_id: the ManyChat variable was not substituted (it arrived as a literal {{…}})",
+            ),
+            (
+                r#"{"user_id":"abc","text":"hi"}"#.into(),
+                Some("user_id"),
+                "user_id: required, a string or number of at most 20 digits",
+            ),
+            (
+                r#"{"subscriber_id":"{{contact.id}}","user_id":"{{user_id}}"}"#.into(),
+                Some("text"),
+                "text: must be a string of at most 4096 characters",
             ),
             (
                 r#"{"subscriber_id":-7,"text":"hi"}"#.into(),
@@ -543,6 +616,55 @@ mod tests {
             }
             assert!(!e.to_string().contains("hi\""), "{body}: {e}");
         }
+    }
+
+    #[test]
+    fn issue_21_item_1_first_valid_id_of_subscriber_id_and_user_id_wins() {
+        let table = [
+            (
+                r#""subscriber_id":"5550001","user_id":"5550002""#,
+                "5550001",
+            ),
+            (
+                r#""subscriber_id":"{{contact.id}}","user_id":"5550002""#,
+                "5550002",
+            ),
+            (
+                r#""subscriber_id":"{{contact.id}}","user_id":5550002"#,
+                "5550002",
+            ),
+            (
+                r#""subscriber_id":"5550001","user_id":"{{user_id}}""#,
+                "5550001",
+            ),
+            (r#""user_id":"5550002""#, "5550002"),
+            (r#""subscriber_id":null,"user_id":"5550002""#, "5550002"),
+        ];
+        for (ids, expected) in table {
+            let body = format!(r#"{{{ids},"text":"hi"}}"#);
+            assert_eq!(ok(&body).subscriber_id.as_str(), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn issue_21_item_1_literal_variables_are_not_substituted_not_malformed() {
+        for ids in [
+            r#""subscriber_id":"{{contact.id}}","user_id":"{{user_id}}""#,
+            r#""subscriber_id":" {{contact.id}} ""#,
+            r#""user_id":"{{user_id}}""#,
+            r#""subscriber_id":"","user_id":"{{user_id}}""#,
+        ] {
+            let body = format!(r#"{{{ids},"text":"hi"}}"#);
+            assert!(
+                matches!(err(body.as_bytes()), InboundError::NotSubstituted { .. }),
+                "{body}"
+            );
+        }
+        let m = ok(r#"{"subscriber_id":"7","text":"hi","ai_token":"{{ai_token}}"}"#);
+        assert_eq!(m.ai_token, None);
+        assert!(m.token_not_substituted);
+        let m = ok(r#"{"subscriber_id":"7","text":"hi","ai_token":"tok_abc"}"#);
+        assert!(!m.token_not_substituted);
     }
 
     #[test]

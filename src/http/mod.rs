@@ -15,6 +15,7 @@ pub mod inbound;
 pub mod rate_limit;
 mod response_body;
 pub mod server;
+mod wiring;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -80,7 +81,14 @@ async fn health() -> impl IntoResponse {
 
 async fn ready(State(state): State<Arc<AppState>>) -> Response {
     match state.store.ping().await {
-        Ok(()) => axum::Json(json!({"status": "ready"})).into_response(),
+        // A wiring problem is flagged, not made a 503: it is in ManyChat's setup, the same for
+        // every replica, and taking them all out of rotation would answer nobody at all.
+        Ok(()) => match wiring::problems(&state.metrics, &state.token_field) {
+            None => axum::Json(json!({"status": "ready"})).into_response(),
+            Some(details) => {
+                axum::Json(json!({"status": "ready", "details": details})).into_response()
+            }
+        },
         Err(error) => {
             tracing::warn!(error = %error, "not ready: store does not answer");
             (
@@ -164,6 +172,16 @@ async fn message(
     };
     let message = match inbound::InboundMessage::parse(&bytes) {
         Ok(message) => message,
+        Err(inbound::InboundError::NotSubstituted { field }) => {
+            // Not the contact's fault and no 400: the contact gets the escalation copy (issue 21).
+            wiring::report_id_not_substituted(&state.metrics, field);
+            let callback = Callback {
+                url: &state.callback_url,
+                authorization,
+                token_field: &state.token_field,
+            };
+            return escalation_response(&state, &callback);
+        }
         Err(e) => {
             state.metrics.bad_requests.inc();
             // The caller is told which key; the log only that one was unknown (its name is
@@ -179,6 +197,9 @@ async fn message(
         return too_many_requests(&state, retry);
     }
 
+    if message.token_not_substituted {
+        wiring::report_token_not_substituted(&state, &message.subscriber_id);
+    }
     let callback = Callback {
         url: &state.callback_url,
         authorization,

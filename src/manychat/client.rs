@@ -1,4 +1,5 @@
-//! `ManyChatClient`: the five ManyChat API calls this service makes, and nothing else.
+//! `ManyChatClient`: the five ManyChat API calls this service makes, and the three read-only
+//! page calls of the wiring check (issue 21), and nothing else.
 //!
 //! Invariants:
 //! - Every request first takes a slot from the shared [`ManyChatLimiter`]; there is no path
@@ -20,6 +21,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tracing::{debug, warn};
 
+use super::account::{Account, parse_fields, parse_flows, parse_tags};
 use super::contact::{ContactRecord, parse_get_info};
 use super::error::{ManyChatError, scrub_message};
 use super::limiter::ManyChatLimiter;
@@ -40,6 +42,9 @@ enum Endpoint {
     RemoveTagByName,
     SetCustomFieldByName,
     GetInfo,
+    GetFlows,
+    GetTags,
+    GetCustomFields,
 }
 
 impl Endpoint {
@@ -50,6 +55,9 @@ impl Endpoint {
             Self::RemoveTagByName => "/fb/subscriber/removeTagByName",
             Self::SetCustomFieldByName => "/fb/subscriber/setCustomFieldByName",
             Self::GetInfo => "/fb/subscriber/getInfo",
+            Self::GetFlows => "/fb/page/getFlows",
+            Self::GetTags => "/fb/page/getTags",
+            Self::GetCustomFields => "/fb/page/getCustomFields",
         }
     }
 
@@ -60,6 +68,9 @@ impl Endpoint {
             Self::RemoveTagByName => "removeTagByName",
             Self::SetCustomFieldByName => "setCustomFieldByName",
             Self::GetInfo => "getInfo",
+            Self::GetFlows => "getFlows",
+            Self::GetTags => "getTags",
+            Self::GetCustomFields => "getCustomFields",
         }
     }
 }
@@ -74,9 +85,23 @@ struct Envelope {
     message: Value,
     #[serde(default)]
     details: Value,
+    /// ManyChat's numeric error code (e.g. 3011), on some endpoints' errors.
+    #[serde(default)]
+    code: Value,
 }
 
 impl Envelope {
+    /// The error `code`, as a number or a digit string; anything else is no code.
+    fn code(&self) -> Option<i64> {
+        match &self.code {
+            Value::Number(n) => n.as_i64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+        // A code is a few digits; a long number is the shape of an id, never kept (C5).
+        .filter(|code| (0..1_000_000).contains(code))
+    }
+
     /// ManyChat's explanation: `message`, else the `details.messages[].message` entries.
     fn explanation(&self) -> String {
         if let Value::String(message) = &self.message
@@ -157,7 +182,17 @@ impl ManyChatClient {
     }
 
     /// Triggers the tenant flow `flow_ns` for the contact.
+    /// Refused without a request ([`ManyChatError::FlowCapReached`]) when the contact already
+    /// had ManyChat's per-contact limit of flows in the past hour (issue 21).
     pub async fn send_flow(&self, sub: &SubscriberId, flow_ns: &str) -> Result<(), ManyChatError> {
+        if let Err(error) = self.limiter.admit_flow(sub).await {
+            warn!(
+                endpoint = Endpoint::SendFlow.name(),
+                kind = error.kind(),
+                "manychat request refused before sending"
+            );
+            return Err(error);
+        }
         let body = serde_json::json!({"subscriber_id": sub.to_json(), "flow_ns": flow_ns});
         self.post(Endpoint::SendFlow, &body, &[sub.as_str()]).await
     }
@@ -259,6 +294,34 @@ impl ManyChatClient {
         }
     }
 
+    /// Reads the account's flows, tags and custom fields (issue 21, `manychat check`): three
+    /// GETs of the page API, each after the limiter. Writes nothing.
+    pub async fn account(&self) -> Result<Account, ManyChatError> {
+        let flows = self.page_data(Endpoint::GetFlows).await?;
+        let tags = self.page_data(Endpoint::GetTags).await?;
+        let fields = self.page_data(Endpoint::GetCustomFields).await?;
+        Ok(Account {
+            flows: parse_flows(&flows)
+                .ok_or(ManyChatError::Decode("getFlows data has no flows list"))?,
+            tags: parse_tags(&tags).ok_or(ManyChatError::Decode("getTags data is not a list"))?,
+            fields: parse_fields(&fields)
+                .ok_or(ManyChatError::Decode("getCustomFields data is not a list"))?,
+        })
+    }
+
+    /// A page API GET's `data`.
+    async fn page_data(&self, endpoint: Endpoint) -> Result<Value, ManyChatError> {
+        self.limiter.acquire().await;
+        let request = self.http.get(self.url(endpoint));
+        let body = self
+            .execute(endpoint, request, 0, REQUEST_TIMEOUT, &[])
+            .await?;
+        serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|mut envelope| envelope.get_mut("data").map(Value::take))
+            .ok_or(ManyChatError::Decode("page API body has no data"))
+    }
+
     fn url(&self, endpoint: Endpoint) -> String {
         format!("{}{}", self.base_url, endpoint.path())
     }
@@ -340,6 +403,7 @@ impl ManyChatClient {
                     response_bytes = body.len(),
                     status,
                     kind = error.kind(),
+                    code = error.code(),
                     "manychat request failed"
                 );
                 Err(error)
@@ -389,6 +453,7 @@ fn classify(status: u16, body: &[u8], scrub: &[&str]) -> Result<(), ManyChatErro
             .map(|e| scrub_message(&e.explanation(), scrub))
             .unwrap_or_default()
     };
+    let code = envelope.as_ref().and_then(Envelope::code);
     match status {
         429 => Err(ManyChatError::RateLimited),
         500..=599 => Err(ManyChatError::Server { status }),
@@ -400,6 +465,7 @@ fn classify(status: u16, body: &[u8], scrub: &[&str]) -> Result<(), ManyChatErro
                 Some("success") => Ok(()),
                 Some("error") => Err(ManyChatError::Api {
                     status,
+                    code,
                     message: explanation(),
                 }),
                 _ => Err(ManyChatError::Decode("success body has no success status")),
@@ -407,6 +473,7 @@ fn classify(status: u16, body: &[u8], scrub: &[&str]) -> Result<(), ManyChatErro
         }
         _ => Err(ManyChatError::Http {
             status,
+            code,
             message: explanation(),
         }),
     }
@@ -603,6 +670,7 @@ mod tests {
             error,
             ManyChatError::Http {
                 status: 400,
+                code: None,
                 message: "Validation error".to_owned()
             }
         );
@@ -626,6 +694,7 @@ mod tests {
             error,
             ManyChatError::Http {
                 status: 400,
+                code: None,
                 message: "Tag not found".to_owned()
             }
         );
@@ -668,6 +737,7 @@ mod tests {
             error,
             ManyChatError::Api {
                 status: 200,
+                code: Some(3011),
                 message: "Flow is not published".to_owned()
             }
         );
@@ -858,6 +928,88 @@ mod tests {
         for needle in forbidden.iter().chain(INVENTED_IDENTIFIERS.iter()) {
             assert!(!text.contains(needle), "{needle} in the logs: {text}");
         }
+    }
+
+    #[tokio::test]
+    async fn issue_21_item_5_error_code_is_kept_in_the_error_its_text_and_the_log_line() {
+        let server = server_answering(
+            400,
+            json!({"status": "error", "message": "Flow is not published", "code": 3011,
+                   "details": {"messages": [{"message": "Flow is not published"}]}}),
+        )
+        .await;
+        let logs = CapturedLogs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("manychat_agent=trace"))
+            .without_time()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        // Twice, as in the test above: the second pass runs with every callsite registered.
+        let _ = client_for(&server.uri())
+            .send_flow(&sub(), "content1")
+            .await;
+        tracing::callsite::rebuild_interest_cache();
+        logs.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let error = client_for(&server.uri())
+            .send_flow(&sub(), "content1")
+            .await
+            .expect_err("refused");
+        drop(guard);
+        assert_eq!(error.code(), Some(3011));
+        assert_eq!(
+            error.to_string(),
+            "ManyChat answered HTTP 400, code 3011: Flow is not published"
+        );
+        let text =
+            String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+        assert!(text.contains("code=3011"), "{text}");
+
+        // A long number in `code` is the shape of an id, not a code: dropped.
+        let odd = server_answering(
+            400,
+            json!({"status": "error", "message": "x", "code": 5550001}),
+        )
+        .await;
+        let error = client_for(&odd.uri())
+            .send_flow(&sub(), "content1")
+            .await
+            .expect_err("refused");
+        assert_eq!(error.code(), None);
+    }
+
+    #[tokio::test]
+    async fn issue_21_item_2_account_reads_flows_tags_and_fields_with_gets() {
+        let server = MockServer::start().await;
+        for (route, data) in [
+            (
+                "/fb/page/getFlows",
+                json!({"flows": [{"ns": "content1", "name": "Guide", "folder_id": 3}], "folders": []}),
+            ),
+            ("/fb/page/getTags", json!([{"id": 1, "name": "vip"}])),
+            (
+                "/fb/page/getCustomFields",
+                json!([{"id": 1, "name": "ai_message", "type": "text", "description": ""}]),
+            ),
+        ] {
+            Mock::given(method("GET"))
+                .and(path(route))
+                .respond_with(
+                    ResponseTemplate::new(200)
+                        .set_body_json(json!({"status": "success", "data": data})),
+                )
+                .mount(&server)
+                .await;
+        }
+        let account = client_for(&server.uri()).account().await.expect("read");
+        assert_eq!(account.flows[0].ns, "content1");
+        assert_eq!(account.tags, vec!["vip"]);
+        assert_eq!(account.fields[0].kind, "text");
+        let requests = server.received_requests().await.expect("recording is on");
+        assert_eq!(requests.len(), 3);
+        assert!(requests.iter().all(|r| r.method.as_str() == "GET"));
     }
 
     #[test]

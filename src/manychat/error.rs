@@ -16,6 +16,14 @@
 
 use std::time::Duration;
 
+/// ManyChat's documented limit of sendFlow requests per contact per hour.
+pub const FLOW_SENDS_PER_HOUR: u32 = 100;
+
+/// ` (code N)` when ManyChat named an error code, else nothing.
+fn code_suffix(code: Option<i64>) -> String {
+    code.map(|c| format!(", code {c}")).unwrap_or_default()
+}
+
 /// The longest ManyChat error message kept, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 200;
 
@@ -30,12 +38,27 @@ const SCRUBBED: &str = "[redacted]";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManyChatError {
     /// A 4xx other than 429 (ManyChat's error envelope comes with HTTP 400), or an unexpected
-    /// non-success status such as a redirect.
-    #[error("ManyChat answered HTTP {status}: {message}")]
-    Http { status: u16, message: String },
+    /// non-success status such as a redirect. `code` is the envelope's numeric `code` (e.g.
+    /// 3011), kept because it is what ManyChat's support and documentation search by.
+    #[error("ManyChat answered HTTP {status}{}: {message}", code_suffix(*.code))]
+    Http {
+        status: u16,
+        code: Option<i64>,
+        message: String,
+    },
     /// A 2xx whose body says `"status": "error"`: ManyChat refused the request.
-    #[error("ManyChat reported an error (HTTP {status}): {message}")]
-    Api { status: u16, message: String },
+    #[error("ManyChat reported an error (HTTP {status}{}): {message}", code_suffix(*.code))]
+    Api {
+        status: u16,
+        code: Option<i64>,
+        message: String,
+    },
+    /// Issue 21: the contact already had [`FLOW_SENDS_PER_HOUR`] flows sent in the past hour,
+    /// ManyChat's documented per-contact limit for sendFlow; the trigger was not sent.
+    #[error(
+        "sendFlow refused before sending: the contact already had {FLOW_SENDS_PER_HOUR} flows in the past hour (ManyChat's per-contact limit)"
+    )]
+    FlowCapReached,
     /// HTTP 429.
     #[error("ManyChat rate limited the request (HTTP 429)")]
     RateLimited,
@@ -62,7 +85,11 @@ impl ManyChatError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::RateLimited | Self::Server { .. } | Self::Network(_) | Self::Timeout(_) => true,
-            Self::Http { .. } | Self::Api { .. } | Self::Decode(_) | Self::Config(_) => false,
+            Self::Http { .. }
+            | Self::Api { .. }
+            | Self::FlowCapReached
+            | Self::Decode(_)
+            | Self::Config(_) => false,
         }
     }
 
@@ -77,6 +104,7 @@ impl ManyChatError {
             | Self::Api { .. }
             | Self::RateLimited
             | Self::Server { .. }
+            | Self::FlowCapReached
             | Self::Decode(_)
             | Self::Config(_) => false,
         }
@@ -94,6 +122,7 @@ impl ManyChatError {
             Self::Timeout(_) => "timeout",
             Self::Decode(_) => "decode",
             Self::Config(_) => "config",
+            Self::FlowCapReached => "flow_cap",
         }
     }
 
@@ -104,7 +133,19 @@ impl ManyChatError {
                 Some(*status)
             }
             Self::RateLimited => Some(429),
-            Self::Network(_) | Self::Timeout(_) | Self::Decode(_) | Self::Config(_) => None,
+            Self::Network(_)
+            | Self::Timeout(_)
+            | Self::Decode(_)
+            | Self::Config(_)
+            | Self::FlowCapReached => None,
+        }
+    }
+
+    /// ManyChat's numeric error `code`, when its error envelope carried one.
+    pub fn code(&self) -> Option<i64> {
+        match self {
+            Self::Http { code, .. } | Self::Api { code, .. } => *code,
+            _ => None,
         }
     }
 }
@@ -173,6 +214,7 @@ mod tests {
             (
                 ManyChatError::Http {
                     status: 400,
+                    code: None,
                     message: String::new(),
                 },
                 false,
@@ -181,6 +223,7 @@ mod tests {
             (
                 ManyChatError::Api {
                     status: 200,
+                    code: Some(3011),
                     message: String::new(),
                 },
                 false,
@@ -196,6 +239,7 @@ mod tests {
             ),
             (ManyChatError::Decode("not json"), false, "decode"),
             (ManyChatError::Config("token"), false, "config"),
+            (ManyChatError::FlowCapReached, false, "flow_cap"),
         ];
         for (error, retryable, kind) in table {
             assert_eq!(error.is_retryable(), retryable, "{kind}");
@@ -220,12 +264,15 @@ mod tests {
             ManyChatError::Server { status: 503 },
             ManyChatError::Http {
                 status: 400,
+                code: None,
                 message: String::new(),
             },
             ManyChatError::Api {
                 status: 200,
+                code: None,
                 message: String::new(),
             },
+            ManyChatError::FlowCapReached,
             ManyChatError::Decode("not json"),
         ];
         for error in known {

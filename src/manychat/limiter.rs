@@ -1,20 +1,34 @@
-//! The one token bucket every ManyChat request passes through.
+//! The one token bucket every ManyChat request passes through, and the per-contact sendFlow
+//! count.
 //!
 //! ManyChat allows 10 requests per second per API key for getInfo and every tag or field write,
 //! and may stop serving a key for 24 hours when the limit is exceeded, so staying under it is a
-//! hard requirement. One bucket is shared by every request of the process (sendFlow's own, higher
-//! limit is covered by the lower one): `Quota::per_second(10).allow_burst(5)`.
+//! hard requirement. One bucket is shared by every request (sendFlow's own, higher limit is
+//! covered by the lower one): 10 per second, burst 5.
+//!
+//! The limit is per account, not per process: when the deployment has a [`SharedBucket`] (the
+//! Postgres store keeps one in the database, issue 21) every replica draws from it; otherwise
+//! (SQLite, one process) the in-process bucket below is the whole budget. sendFlow is also
+//! limited per contact ([`FLOW_SENDS_PER_HOUR`] an hour): a [`FlowCounter`], when given, counts
+//! each trigger and refuses the one past the limit with [`ManyChatError::FlowCapReached`].
 //!
 //! Invariants:
 //! - The limiter reads tokio's clock (through [`TokioClock`]) and waits with
 //!   `tokio::time::sleep`, never real time, so a test with a paused tokio clock controls it and a
 //!   waiting request never blocks a runtime thread.
-//! - Waiters are not queued: each one retries after the wait governor names, so ordering among
-//!   concurrent waiters is not guaranteed, only the rate.
+//! - Waiters of one process queue (a fair mutex) and only the head one asks the bucket, local or
+//!   shared: a backlog costs one question per slot, and is served in arrival order.
+//! - A shared bucket that cannot answer (the database is down) does not stop ManyChat traffic:
+//!   the request falls back to the in-process bucket, so this replica alone stays under the
+//!   limit, and a warning says so. A flow counter that cannot answer lets the trigger through
+//!   (the per-contact limit is far above what a conversation sends), with a warning.
 
 use std::num::NonZeroU32;
 use std::ops::Add;
 use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
 
 use governor::clock::{Clock, Reference};
 use governor::middleware::NoOpMiddleware;
@@ -22,10 +36,43 @@ use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
+use super::error::{FLOW_SENDS_PER_HOUR, ManyChatError};
+use crate::ids::SubscriberId;
+
 /// Requests per second ManyChat allows for the calls we make (the lowest of its limits).
 const PER_SECOND: NonZeroU32 = NonZeroU32::new(10).expect("10 is not zero");
 /// Requests that may go out back to back before the rate applies.
 const BURST: NonZeroU32 = NonZeroU32::new(5).expect("5 is not zero");
+
+/// The account-wide quota a [`SharedBucket`] enforces: one request every `interval`, and up to
+/// `burst` back to back after an idle time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketQuota {
+    pub interval: Duration,
+    pub burst: u32,
+}
+
+/// ManyChat's quota: 10 per second (one every 100 ms), burst 5.
+pub const MANYCHAT_QUOTA: BucketQuota = BucketQuota {
+    interval: Duration::from_millis(1000 / PER_SECOND.get() as u64),
+    burst: BURST.get(),
+};
+
+/// A token bucket kept outside the process, shared by every replica of the deployment.
+#[async_trait]
+pub trait SharedBucket: Send + Sync {
+    /// Takes one slot if one is free now (`Ok(None)`), else takes nothing and says how long
+    /// until one is (`Ok(Some(wait))`). `Err` carries a description for the warning.
+    async fn take(&self, quota: BucketQuota) -> Result<Option<Duration>, String>;
+}
+
+/// Counts sendFlow triggers per contact, wherever that count lives (the store).
+#[async_trait]
+pub trait FlowCounter: Send + Sync {
+    /// Counts one trigger for `subscriber` when fewer than `per_hour` were counted in the past
+    /// hour (`Ok(true)`); counts nothing and answers `Ok(false)` otherwise.
+    async fn count(&self, subscriber: &SubscriberId, per_hour: u32) -> Result<bool, String>;
+}
 
 /// An instant of tokio's clock, in the form governor's GCRA arithmetic needs.
 ///
@@ -74,6 +121,10 @@ type Bucket = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<To
 #[derive(Clone)]
 pub struct ManyChatLimiter {
     bucket: Arc<Bucket>,
+    /// The account-wide bucket, when the deployment keeps one; `bucket` is then the fallback.
+    shared: Option<Arc<dyn SharedBucket>>,
+    /// The per-contact sendFlow count, when the deployment keeps one.
+    flows: Option<Arc<dyn FlowCounter>>,
     /// Waiters queue here (a fair mutex) and only the one at the head watches the bucket: a
     /// backlog of N requests costs one wake-up per slot, not N, and is served in arrival order.
     queue: Arc<tokio::sync::Mutex<()>>,
@@ -85,8 +136,29 @@ impl ManyChatLimiter {
         let quota = Quota::per_second(PER_SECOND).allow_burst(BURST);
         Self {
             bucket: Arc::new(RateLimiter::direct_with_clock(quota, TokioClock)),
+            shared: None,
+            flows: None,
             queue: Arc::new(tokio::sync::Mutex::new(())),
         }
+    }
+
+    /// A limiter drawing from `shared` (every replica's bucket) instead of its own, keeping its
+    /// own only as the fallback for when `shared` cannot answer.
+    pub fn with_shared_bucket(mut self, shared: Arc<dyn SharedBucket>) -> Self {
+        self.shared = Some(shared);
+        self
+    }
+
+    /// A limiter that counts every sendFlow per contact in `flows` and refuses the one past
+    /// [`FLOW_SENDS_PER_HOUR`].
+    pub fn with_flow_counter(mut self, flows: Arc<dyn FlowCounter>) -> Self {
+        self.flows = Some(flows);
+        self
+    }
+
+    /// Whether the requests draw from a bucket every replica shares.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
     }
 
     /// Waits until one more request may be sent, then takes its slot.
@@ -94,12 +166,49 @@ impl ManyChatLimiter {
         // A waiter given up (its caller's deadline passed) leaves the queue when dropped.
         let _head = self.queue.lock().await;
         loop {
-            match self.bucket.check() {
-                Ok(()) => return,
-                Err(not_until) => {
-                    let wait = not_until.wait_time_from(TokioClock.now());
-                    tokio::time::sleep(wait).await;
-                }
+            let wait = match &self.shared {
+                Some(shared) => match shared.take(MANYCHAT_QUOTA).await {
+                    Ok(wait) => wait,
+                    Err(error) => {
+                        tracing::warn!(
+                            error = %error,
+                            "the shared ManyChat rate budget did not answer; pacing this replica alone"
+                        );
+                        self.local_wait()
+                    }
+                },
+                None => self.local_wait(),
+            };
+            match wait {
+                None => return,
+                Some(wait) => tokio::time::sleep(wait).await,
+            }
+        }
+    }
+
+    /// Takes a slot of the in-process bucket (`None`), or says how long until one is free.
+    fn local_wait(&self) -> Option<Duration> {
+        match self.bucket.check() {
+            Ok(()) => None,
+            Err(not_until) => Some(not_until.wait_time_from(TokioClock.now())),
+        }
+    }
+
+    /// Counts one sendFlow for `subscriber`, or refuses it when the contact already had
+    /// [`FLOW_SENDS_PER_HOUR`] in the past hour. Without a counter, every trigger passes.
+    pub async fn admit_flow(&self, subscriber: &SubscriberId) -> Result<(), ManyChatError> {
+        let Some(flows) = &self.flows else {
+            return Ok(());
+        };
+        match flows.count(subscriber, FLOW_SENDS_PER_HOUR).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ManyChatError::FlowCapReached),
+            Err(error) => {
+                tracing::warn!(
+                    error = %error,
+                    "the per-contact sendFlow count did not answer; sending uncounted"
+                );
+                Ok(())
             }
         }
     }
@@ -116,6 +225,8 @@ impl std::fmt::Debug for ManyChatLimiter {
         f.debug_struct("ManyChatLimiter")
             .field("per_second", &PER_SECOND)
             .field("burst", &BURST)
+            .field("shared", &self.shared.is_some())
+            .field("flow_counter", &self.flows.is_some())
             .finish()
     }
 }
@@ -211,5 +322,121 @@ mod tests {
             Duration::ZERO,
             "half a second refills the burst of 5"
         );
+    }
+
+    /// An in-memory stand-in for the store's bucket: the same GCRA arithmetic, on tokio's clock,
+    /// counting how often it was asked.
+    struct FakeShared {
+        arrival: std::sync::Mutex<tokio::time::Instant>,
+        asked: std::sync::atomic::AtomicUsize,
+        broken: bool,
+    }
+
+    impl FakeShared {
+        fn new(broken: bool) -> Arc<Self> {
+            Arc::new(Self {
+                arrival: std::sync::Mutex::new(Instant::now()),
+                asked: std::sync::atomic::AtomicUsize::new(0),
+                broken,
+            })
+        }
+    }
+
+    #[async_trait]
+    impl SharedBucket for FakeShared {
+        async fn take(&self, quota: BucketQuota) -> Result<Option<Duration>, String> {
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.broken {
+                return Err("database unavailable".into());
+            }
+            let now = Instant::now();
+            let mut arrival = self.arrival.lock().unwrap();
+            let at = (*arrival).max(now);
+            let tolerance = quota.interval * (quota.burst - 1);
+            if at - now <= tolerance {
+                *arrival = at + quota.interval;
+                Ok(None)
+            } else {
+                Ok(Some(at - tolerance - now))
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_21_item_3_a_shared_bucket_paces_requests_in_arrival_order_one_question_per_slot()
+    {
+        let shared = FakeShared::new(false);
+        let limiter = ManyChatLimiter::new().with_shared_bucket(shared.clone());
+        let start = Instant::now();
+        for _ in 0..5 {
+            limiter.acquire().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "the burst of 5");
+        let served = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for n in 0..10 {
+            let limiter = limiter.clone();
+            let served = served.clone();
+            waiters.push(tokio::spawn(async move {
+                limiter.acquire().await;
+                served.lock().unwrap().push((n, Instant::now()));
+            }));
+            for _ in 0..5 {
+                tokio::task::yield_now().await;
+            }
+        }
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        let served = served.lock().unwrap().clone();
+        assert_eq!(
+            served.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            (0..10).collect::<Vec<_>>()
+        );
+        let last = served[9].1 - start;
+        assert!(
+            last >= Duration::from_millis(1000) && last <= Duration::from_millis(1010),
+            "10 after the burst take 1 s at 10/s: {last:?}"
+        );
+        let asked = shared.asked.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            asked <= 5 + 2 * 10,
+            "one question per slot and wake-up: {asked}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_21_item_3_a_shared_bucket_that_fails_falls_back_to_pacing_this_process() {
+        let limiter = ManyChatLimiter::new().with_shared_bucket(FakeShared::new(true));
+        let start = Instant::now();
+        for _ in 0..6 {
+            limiter.acquire().await;
+        }
+        assert!(
+            start.elapsed() >= Duration::from_millis(100),
+            "the local bucket still paces: {:?}",
+            start.elapsed()
+        );
+    }
+
+    struct FullCounter;
+
+    #[async_trait]
+    impl FlowCounter for FullCounter {
+        async fn count(&self, _: &SubscriberId, per_hour: u32) -> Result<bool, String> {
+            assert_eq!(per_hour, 100, "ManyChat's documented limit");
+            Ok(false)
+        }
+    }
+
+    #[tokio::test]
+    async fn issue_21_item_3_a_contact_past_the_hourly_flow_limit_is_refused() {
+        let contact = SubscriberId::parse("5550001").unwrap();
+        let limiter = ManyChatLimiter::new().with_flow_counter(Arc::new(FullCounter));
+        assert_eq!(
+            limiter.admit_flow(&contact).await,
+            Err(ManyChatError::FlowCapReached)
+        );
+        assert_eq!(ManyChatLimiter::new().admit_flow(&contact).await, Ok(()));
     }
 }

@@ -1,18 +1,23 @@
 //! The only module that knows ManyChat's API and its JSON (SYSTEM 3.5, 5.5; 012; 024).
 //!
 //! - [`limiter`]: the one token bucket every ManyChat request waits on (10/s, burst 5), on
-//!   tokio's clock.
+//!   tokio's clock, or the bucket every replica shares when the store keeps one; and the
+//!   per-contact sendFlow count (100 an hour).
 //! - [`error`]: [`ManyChatError`], its retry classification and its log label.
 //! - [`client`]: [`ManyChatClient`], the five calls (sendFlow, addTagByName, removeTagByName,
-//!   setCustomFieldByName, getInfo).
+//!   setCustomFieldByName, getInfo), and the three read-only page calls of the wiring check
+//!   (getFlows, getTags, getCustomFields).
 //! - [`contact`]: [`ContactRecord`], getInfo reduced to tag names and custom field values.
 //! - [`sandbox`]: the in-process fake ManyChat the demo runs against.
+//! - [`account`]: the account's flows, tags and custom fields (the page API), and the check of
+//!   a deployment's names against them (`manychat check`, issue 21).
 //!
 //! Architecture invariants: nothing outside this module builds a ManyChat URL or body or reads a
 //! ManyChat response; every request passes the shared limiter; a subscriber's identifiers (name,
 //! phone, email, …) never leave [`contact`]; no log line or error carries a body, an id or the
 //! token.
 
+pub mod account;
 pub mod client;
 pub mod contact;
 pub mod error;

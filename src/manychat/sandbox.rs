@@ -2,7 +2,9 @@
 //! ManyChat account, so the demo points the real [`ManyChatClient`](super::ManyChatClient) at this
 //! server and shows what would have been sent.
 //!
-//! It implements the five endpoints the client calls with ManyChat's success envelopes, keeps
+//! It implements the five endpoints the client calls with ManyChat's success envelopes, and the
+//! page API reads of `manychat check` (getFlows, getTags, getCustomFields: the account the demo
+//! was started with, [`spawn_with_account`], so the check passes against the demo), keeps
 //! each subscriber's tags and custom field values in memory so getInfo reflects earlier writes,
 //! prints each accepted call to stdout (the demo's display, not a log), and answers
 //! `GET /sandbox/requests` with every accepted call as JSON.
@@ -27,6 +29,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+use super::account::Account;
 
 /// One accepted call, as the demo shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,6 +61,8 @@ struct ContactState {
 struct AppState {
     requests: Arc<Mutex<Vec<SandboxRequest>>>,
     contacts: Arc<Mutex<HashMap<String, ContactState>>>,
+    /// What the page API answers: the flows, tags and fields the account holds.
+    account: Arc<Account>,
 }
 
 /// A poisoned lock only means another handler panicked mid-update; the demo's data is still
@@ -67,14 +73,24 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Serves the sandbox on `listener` until `shutdown` is cancelled.
+/// Serves the sandbox on `listener` until `shutdown` is cancelled, with an empty account.
 pub async fn spawn(listener: TcpListener, shutdown: CancellationToken) -> std::io::Result<Sandbox> {
+    spawn_with_account(listener, shutdown, Account::default()).await
+}
+
+/// Serves the sandbox on `listener` until `shutdown` is cancelled; the page API lists `account`.
+pub async fn spawn_with_account(
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    account: Account,
+) -> std::io::Result<Sandbox> {
     let address = listener.local_addr()?;
     let base_url = base_url_for(address);
     let requests = Arc::new(Mutex::new(Vec::new()));
     let state = AppState {
         requests: requests.clone(),
         contacts: Arc::new(Mutex::new(HashMap::new())),
+        account: Arc::new(account),
     };
     let app = router(state);
     tokio::spawn(async move {
@@ -106,6 +122,9 @@ fn router(state: AppState) -> Router {
         .route("/fb/subscriber/removeTagByName", post(remove_tag))
         .route("/fb/subscriber/setCustomFieldByName", post(set_field))
         .route("/fb/subscriber/getInfo", get(get_info))
+        .route("/fb/page/getFlows", get(get_flows))
+        .route("/fb/page/getTags", get(get_tags))
+        .route("/fb/page/getCustomFields", get(get_custom_fields))
         .route("/sandbox/requests", get(list_requests))
         .with_state(state)
 }
@@ -407,6 +426,44 @@ fn field_type(value: &Value) -> &'static str {
         Value::Bool(_) => "boolean",
         _ => "text",
     }
+}
+
+/// A page API read: ManyChat's success envelope around `data`, after the token check.
+fn page_read(state: &AppState, headers: &HeaderMap, endpoint: &str, data: Value) -> Response {
+    if let Err(refused) = authorized(headers) {
+        return refused.into_response();
+    }
+    state.record(endpoint, json!({}));
+    Json(json!({"status": "success", "data": data})).into_response()
+}
+
+async fn get_flows(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let flows: Vec<Value> = state
+        .account
+        .flows
+        .iter()
+        .map(|flow| json!({"ns": flow.ns, "name": flow.name, "folder_id": 0}))
+        .collect();
+    let data = json!({"flows": flows, "folders": []});
+    page_read(&state, &headers, "getFlows", data)
+}
+
+async fn get_tags(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let tags: Vec<Value> = (1..)
+        .zip(&state.account.tags)
+        .map(|(id, name)| json!({"id": id, "name": name}))
+        .collect();
+    page_read(&state, &headers, "getTags", Value::Array(tags))
+}
+
+async fn get_custom_fields(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let fields: Vec<Value> = (1..)
+        .zip(&state.account.fields)
+        .map(|(id, field)| {
+            json!({"id": id, "name": field.name, "type": field.kind, "description": ""})
+        })
+        .collect();
+    page_read(&state, &headers, "getCustomFields", Value::Array(fields))
 }
 
 async fn list_requests(State(state): State<AppState>) -> Json<Vec<SandboxRequest>> {

@@ -1754,6 +1754,7 @@ pub async fn issue_13_item_10_forget_deletes_every_row_of_the_contact(store: &dy
             ("outbox", 3),
             ("nudges", 0),
             ("rate_counters", 1),
+            ("manychat_flow_sends", 0),
             ("conversations", 1)
         ],
         "every table of CONTACT_TABLES, in its order, with what it lost"
@@ -1967,6 +1968,45 @@ async fn row_status(store: &dyn Store, id: i64) -> OutboxStatus {
 }
 
 /// Every case on one store, in sequence. The two-worker case uses the store as both workers.
+/// Issue 21: sendFlow is counted per contact over the past hour; past the limit nothing is
+/// counted and the answer is no; a count an hour old no longer weighs; contacts are separate.
+pub async fn flow_sends_are_capped_per_contact_per_hour(store: &dyn Store) {
+    let contact = fresh_subscriber();
+    let other = fresh_subscriber();
+    for minutes in [0, 10, 20] {
+        assert!(
+            store
+                .count_flow_send(&contact, at_s(minutes * 60), 3)
+                .await
+                .expect("count_flow_send"),
+            "send at +{minutes} min is within the limit"
+        );
+    }
+    let refused = store.count_flow_send(&contact, at_s(30 * 60), 3).await;
+    assert!(!refused.expect("count_flow_send"), "the 4th in the hour");
+    assert!(
+        store
+            .count_flow_send(&other, at_s(30 * 60), 3)
+            .await
+            .expect("count_flow_send"),
+        "another contact has its own count"
+    );
+    // An hour after the first send, it no longer counts: one slot frees, and only one.
+    let after_hour = at_ms(3_600_000 + 1);
+    assert!(
+        store
+            .count_flow_send(&contact, after_hour, 3)
+            .await
+            .expect("count_flow_send")
+    );
+    assert!(
+        !store
+            .count_flow_send(&contact, after_hour, 3)
+            .await
+            .expect("count_flow_send")
+    );
+}
+
 pub async fn run_all(store: &dyn Store) {
     ping_answers(store).await;
     unknown_ids_read_as_none_and_updates_fail(store).await;
@@ -2014,6 +2054,7 @@ pub async fn run_all(store: &dyn Store) {
     outbox_handoff_waits_behind_an_open_reply(store).await;
     issue_13_item_10_forget_deletes_every_row_of_the_contact(store).await;
     issue_13_item_10_retention_clears_old_text_and_keeps_the_measures(store).await;
+    flow_sends_are_capped_per_contact_per_hour(store).await;
 }
 
 #[cfg(test)]
@@ -2118,6 +2159,7 @@ mod tests {
         outbox_handoff_waits_behind_an_open_reply,
         issue_13_item_10_forget_deletes_every_row_of_the_contact,
         issue_13_item_10_retention_clears_old_text_and_keeps_the_measures,
+        flow_sends_are_capped_per_contact_per_hour,
         run_all,
     );
 

@@ -2,7 +2,9 @@
 //!
 //! One `Store` trait, one implementation per backend (`sqlite`, `postgres`), chosen by
 //! `DATABASE_URL`. Both pass the same conformance suite (`conformance`). Time is always passed in
-//! by the caller (from `crate::clock::Clock`), never read here, so tests control it.
+//! by the caller (from `crate::clock::Clock`), never read here, so tests control it; the one
+//! exception is Postgres's shared ManyChat bucket (`take_manychat_slot`), timed by the
+//! database's clock so replicas whose clocks disagree still share one rate.
 //!
 //! Invariants: turns are deleted only with their contact (`forget_contact`, an erasure), and
 //! their text is emptied after the retention period (`clear_turn_text_before`); note text is
@@ -658,6 +660,33 @@ pub trait Store: Send + Sync + 'static {
     /// created before `before` (their payload holds the reply's text; the turn keeps its
     /// record), and returns how many it deleted. Open rows are never touched.
     async fn delete_settled_outbox_before(&self, before: DateTime<Utc>, limit: i64) -> Result<u64>;
+
+    /// Issue 21: whether this backend keeps the ManyChat request bucket every replica shares
+    /// (Postgres). SQLite serves one process, whose in-process bucket is the whole budget.
+    fn shares_manychat_budget(&self) -> bool {
+        false
+    }
+
+    /// Issue 21: takes one slot of the shared ManyChat bucket (one request every `interval`, up
+    /// to `burst` back to back), timed by the database's clock: `None` when taken, else how long
+    /// until one is free (nothing taken). One round trip. Only where
+    /// [`Store::shares_manychat_budget`].
+    async fn take_manychat_slot(&self, interval: Duration, burst: u32) -> Result<Option<Duration>> {
+        let _ = (interval, burst);
+        Err(StoreError::Database(
+            "this backend keeps no shared ManyChat budget".to_owned(),
+        ))
+    }
+
+    /// Issue 21: counts one sendFlow for the contact at `now`, unless `per_hour` were counted in
+    /// the hour before `now` (then counts nothing): whether it was counted. Atomic across
+    /// replicas; counts older than an hour are removed.
+    async fn count_flow_send(
+        &self,
+        subscriber_id: &SubscriberId,
+        now: DateTime<Utc>,
+        per_hour: u32,
+    ) -> Result<bool>;
 }
 
 /// Every table that holds rows about one contact, with the column that names the contact
@@ -672,6 +701,7 @@ pub const CONTACT_TABLES: &[(&str, &str)] = &[
     ("outbox", "conversation_id"),
     ("nudges", "conversation_id"),
     ("rate_counters", "subscriber_id"),
+    ("manychat_flow_sends", "subscriber_id"),
     ("conversations", "subscriber_id"),
 ];
 

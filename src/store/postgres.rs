@@ -798,6 +798,58 @@ impl Store for PgStore {
         .await?;
         Ok(done.rows_affected())
     }
+
+    fn shares_manychat_budget(&self) -> bool {
+        true
+    }
+
+    async fn take_manychat_slot(&self, interval: Duration, burst: u32) -> Result<Option<Duration>> {
+        let wait_seconds: f64 = sqlx::query_scalar("SELECT manychat_take_slot($1, $2)")
+            .bind(interval)
+            .bind(i32::try_from(burst).unwrap_or(i32::MAX))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok((wait_seconds > 0.0).then(|| Duration::from_secs_f64(wait_seconds)))
+    }
+
+    async fn count_flow_send(
+        &self,
+        subscriber_id: &SubscriberId,
+        now: DateTime<Utc>,
+        per_hour: u32,
+    ) -> Result<bool> {
+        // The contact's advisory lock makes count-then-insert atomic across replicas; it is
+        // released with the transaction.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtextextended('manychat_flow_sends:' || $1, 0))",
+        )
+        .bind(subscriber_id.as_str())
+        .execute(&mut *tx)
+        .await?;
+        let now = to_millis(now);
+        // Every contact's counts older than an hour go: a subscriber id is personal data.
+        sqlx::query("DELETE FROM manychat_flow_sends WHERE sent_at <= $1")
+            .bind(now - chrono::Duration::hours(1))
+            .execute(&mut *tx)
+            .await?;
+        let sent: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM manychat_flow_sends WHERE subscriber_id = $1")
+                .bind(subscriber_id.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
+        if sent >= i64::from(per_hour) {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        sqlx::query("INSERT INTO manychat_flow_sends (subscriber_id, sent_at) VALUES ($1, $2)")
+            .bind(subscriber_id.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
 }
 
 /// Inserts an outbox row; a reply or handoff row without a `turnId` gets `turn` (see
@@ -1113,6 +1165,12 @@ mod tests {
         .await
         .expect("a nudge");
 
+        assert!(
+            store
+                .count_flow_send(&subscriber, chrono::Utc::now(), 100)
+                .await
+                .expect("a flow send counted")
+        );
         let forgotten = store.forget_contact(&subscriber).await.expect("forget");
         assert!(
             forgotten.deleted.iter().all(|(_, rows)| *rows > 0),

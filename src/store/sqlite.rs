@@ -99,6 +99,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turns_text_kept",
         include_str!("../../migrations/sqlite/0007_turns_text_kept.sql"),
     ),
+    (
+        9,
+        "manychat_flow_sends",
+        include_str!("../../migrations/sqlite/0009_manychat_flow_sends.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -1755,6 +1760,38 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn count_flow_send(
+        &self,
+        subscriber_id: &SubscriberId,
+        now: DateTime<Utc>,
+        per_hour: u32,
+    ) -> Result<bool> {
+        let subscriber = subscriber_id.as_str().to_owned();
+        // One writer thread: the count and the insert cannot interleave with another's.
+        self.write(move |conn| {
+            let hour_ago = ms(now - chrono::Duration::hours(1));
+            // Every contact's counts older than an hour go: a subscriber id is personal data.
+            conn.execute(
+                "DELETE FROM manychat_flow_sends WHERE sent_at <= ?",
+                params![hour_ago],
+            )?;
+            let sent: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM manychat_flow_sends WHERE subscriber_id = ?",
+                params![subscriber],
+                |r| r.get(0),
+            )?;
+            if sent >= i64::from(per_hour) {
+                return Ok(false);
+            }
+            conn.execute(
+                "INSERT INTO manychat_flow_sends (subscriber_id, sent_at) VALUES (?, ?)",
+                params![subscriber, ms(now)],
+            )?;
+            Ok(true)
+        })
+        .await
+    }
 }
 
 /// Retention: the oldest turns that still have text, emptied (`turns_text_kept` finds them).
@@ -2352,6 +2389,12 @@ mod tests {
             .await
             .expect("a nudge");
 
+        assert!(
+            store
+                .count_flow_send(&subscriber, chrono::Utc::now(), 100)
+                .await
+                .expect("a flow send counted")
+        );
         let forgotten = store.forget_contact(&subscriber).await.expect("forget");
         assert!(
             forgotten.deleted.iter().all(|(_, rows)| *rows > 0),

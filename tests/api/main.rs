@@ -19,3 +19,4 @@ mod reload;
 mod shutdown;
 mod tokens;
 mod tools;
+mod wiring;
