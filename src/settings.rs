@@ -83,6 +83,9 @@ pub struct Settings {
     pub model_abort: Duration,
     /// `DATABASE_URL`; a secret because a Postgres URL may carry a password.
     pub database_url: Secret,
+    /// `DATABASE_POOL_SIZE`: PostgreSQL connections per process (a turn holds one only for its
+    /// short queries, never across its model call).
+    pub database_pool_size: u32,
     pub port: u16,
     /// `BIND_ADDRESS`: the address `serve` listens on; `127.0.0.1` behind a local reverse proxy.
     pub bind_address: std::net::IpAddr,
@@ -361,6 +364,12 @@ impl Settings {
         }
         let max_turns_in_flight =
             env.number("MAX_TURNS_IN_FLIGHT", 64, 1, MAX_TURNS_IN_FLIGHT_LIMIT);
+        let database_pool_size = env.number(
+            "DATABASE_POOL_SIZE",
+            u64::from(crate::store::postgres::DEFAULT_POOL_SIZE),
+            1,
+            1_000,
+        );
         let retention_days = env.retention_days();
         let connections = env.connection_limits();
         let metrics_token = env.metrics_token();
@@ -395,6 +404,7 @@ impl Settings {
             race_deadline: Duration::from_millis(race_deadline_ms),
             model_abort: Duration::from_millis(model_abort_ms),
             database_url,
+            database_pool_size: u32::try_from(database_pool_size).unwrap_or(1_000),
             port: u16::try_from(port).unwrap_or(3000),
             bind_address,
             trust_proxy,

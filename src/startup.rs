@@ -125,7 +125,9 @@ impl Application {
             StartupError::Missing("MANYCHAT_API_TOKEN is required (ManyChat API key)".into())
         })?;
 
-        let store = store::connect(settings.database_url.expose()).await?;
+        let store =
+            store::connect_sized(settings.database_url.expose(), settings.database_pool_size)
+                .await?;
         let model = match overrides.model {
             Some(model) => model,
             None => {

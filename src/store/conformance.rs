@@ -1755,6 +1755,7 @@ pub async fn issue_13_item_10_forget_deletes_every_row_of_the_contact(store: &dy
             ("nudges", 0),
             ("rate_counters", 1),
             ("manychat_flow_sends", 0),
+            ("turn_tickets", 0),
             ("conversations", 1)
         ],
         "every table of CONTACT_TABLES, in its order, with what it lost"

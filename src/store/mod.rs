@@ -702,6 +702,7 @@ pub const CONTACT_TABLES: &[(&str, &str)] = &[
     ("nudges", "conversation_id"),
     ("rate_counters", "subscriber_id"),
     ("manychat_flow_sends", "subscriber_id"),
+    ("turn_tickets", "conversation_id"),
     ("conversations", "subscriber_id"),
 ];
 
@@ -731,15 +732,24 @@ impl Forgotten {
 
 /// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the
 /// file on first run and uses WAL (its folder must exist, except the default `data/`, which is
-/// created); `postgres://…` connects to a server. An error names the database (never the
+/// created); `postgres://…` connects to a server with a pool of
+/// [`postgres::DEFAULT_POOL_SIZE`] connections. An error names the database (never the
 /// password) and says what failed.
 pub async fn connect(database_url: &str) -> Result<std::sync::Arc<dyn Store>> {
+    connect_sized(database_url, postgres::DEFAULT_POOL_SIZE).await
+}
+
+/// [`connect`] with `DATABASE_POOL_SIZE` connections for PostgreSQL (SQLite has one writer).
+pub async fn connect_sized(
+    database_url: &str,
+    pool_size: u32,
+) -> Result<std::sync::Arc<dyn Store>> {
     let opened: Result<std::sync::Arc<dyn Store>> = if database_url.starts_with("sqlite:") {
         sqlite::SqliteStore::connect(database_url)
             .await
             .map(|store| std::sync::Arc::new(store) as _)
     } else if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
-        postgres::PgStore::connect(database_url)
+        postgres::PgStore::connect_sized(database_url, pool_size)
             .await
             .map(|store| std::sync::Arc::new(store) as _)
     } else {

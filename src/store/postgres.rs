@@ -10,6 +10,7 @@
 //! the same values.
 
 use std::str::FromStr;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -27,8 +28,10 @@ use super::{
 };
 use crate::ids::{ConversationId, SubscriberId};
 
-/// Enough for the inbound path, the outbox worker and the nudge worker of one replica.
-const MAX_CONNECTIONS: u32 = 10;
+/// `DATABASE_POOL_SIZE` when unset. A turn holds a connection only for its short queries (never
+/// across its model call), so this serves `MAX_TURNS_IN_FLIGHT`'s default of 64 turns beside
+/// the outbox worker.
+pub const DEFAULT_POOL_SIZE: u32 = 16;
 /// A caller waiting longer than this for a connection has lost its 10-second budget anyway
 /// (C7): failing lets it escalate instead (C6). sqlx's default is 30 s.
 const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -54,15 +57,22 @@ const CLAIMED_COLUMNS: &str = "conversation_id, subscriber_id, kind, payload, st
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// This process's turn tickets (037 across replicas).
+    tickets: Arc<Tickets>,
 }
 
 impl PgStore {
     /// Connects to `url` (`postgres://…`) and runs the migrations.
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_sized(url, DEFAULT_POOL_SIZE).await
+    }
+
+    /// [`PgStore::connect`] with a pool of `pool_size` connections (`DATABASE_POOL_SIZE`).
+    pub async fn connect_sized(url: &str, pool_size: u32) -> Result<Self> {
         let options = PgConnectOptions::from_str(url).map_err(|_| {
             StoreError::Database("DATABASE_URL does not parse as a PostgreSQL URL".to_owned())
         })?;
-        Self::connect_with(options, MAX_CONNECTIONS).await
+        Self::connect_with(options, pool_size.max(1)).await
     }
 
     async fn connect_with(options: PgConnectOptions, max_connections: u32) -> Result<Self> {
@@ -91,7 +101,10 @@ impl PgStore {
             Err(error) => return Err(StoreError::Database(connect_failure(&error))),
         };
         sqlx::migrate!("migrations/postgres").run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            tickets: Arc::new(Tickets::new()),
+        })
     }
 }
 
@@ -294,24 +307,25 @@ impl Store for PgStore {
     }
 
     async fn lock_conversation(&self, id: ConversationId) -> Result<ConversationLock> {
-        // Polls with the non-blocking form: each query is short, so a waiter that is given up
-        // (the caller's deadline) never leaves a lock behind on a pooled connection, and waiting
-        // holds no connection. Arrival order within a process is the in-process queue's.
-        let key = advisory_key(id);
+        // The ticket is taken now (its id is the turn's place in arrival order across replicas)
+        // and given back when the guard drops, also when this wait is abandoned.
+        let ticket = self.tickets.take(&self.pool, id).await?;
+        let mut pause = TICKET_POLL_FIRST;
         loop {
-            let mut connection = self.pool.acquire().await?;
-            let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-                .bind(key)
-                .fetch_one(&mut *connection)
-                .await?;
-            if locked {
-                return Ok(ConversationLock::holding(AdvisoryLock {
-                    connection: Some(connection),
-                    key,
-                }));
+            // Only live tickets count: a dead replica's lapse with their lease.
+            let first: bool = sqlx::query_scalar(
+                "SELECT NOT EXISTS (SELECT 1 FROM turn_tickets WHERE conversation_id = $1 \
+                 AND id < $2 AND lease_until > now())",
+            )
+            .bind(id)
+            .bind(ticket.id)
+            .fetch_one(&self.pool)
+            .await?;
+            if first {
+                return Ok(ConversationLock::holding(ticket));
             }
-            drop(connection);
-            tokio::time::sleep(LOCK_POLL).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(TICKET_POLL_MAX);
         }
     }
 
@@ -1020,45 +1034,118 @@ async fn set_escalated_in(
     Ok(())
 }
 
-/// How often a waiting turn asks for its conversation's advisory lock again.
-const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long a turn ticket lives without a renewal; its process renews it every third of that.
+const TICKET_LEASE_SECS: i32 = 10;
+/// How soon a waiting turn asks again whether its ticket is first, doubling up to the maximum.
+const TICKET_POLL_FIRST: std::time::Duration = std::time::Duration::from_millis(20);
+const TICKET_POLL_MAX: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// The advisory-lock key of a conversation: its UUID's first eight bytes. Collisions only make
-/// two conversations wait for each other, never break an order.
-fn advisory_key(id: ConversationId) -> i64 {
-    let bytes = id.as_bytes();
-    let mut key = [0u8; 8];
-    key.copy_from_slice(&bytes[..8]);
-    i64::from_be_bytes(key)
+/// This process's turn tickets: who holds them (`holder`), how many are out, and whether the
+/// task renewing their leases runs (it runs while any is out, and stops when none is).
+struct Tickets {
+    holder: uuid::Uuid,
+    state: std::sync::Mutex<TicketState>,
 }
 
-/// A session advisory lock on a pooled connection. Released on drop: the unlock runs in a task
-/// (drop cannot await); if that is impossible the connection is closed, which releases it too.
-struct AdvisoryLock {
-    connection: Option<sqlx::pool::PoolConnection<sqlx::Postgres>>,
-    key: i64,
+#[derive(Default)]
+struct TicketState {
+    out: usize,
+    renewing: bool,
 }
 
-impl Drop for AdvisoryLock {
-    fn drop(&mut self) {
-        let Some(mut connection) = self.connection.take() else {
-            return;
+impl Tickets {
+    fn new() -> Self {
+        Self {
+            holder: uuid::Uuid::new_v4(),
+            state: std::sync::Mutex::default(),
+        }
+    }
+
+    async fn take(self: &Arc<Self>, pool: &PgPool, conversation: ConversationId) -> Result<Ticket> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO turn_tickets (conversation_id, holder, lease_until) \
+             VALUES ($1, $2, now() + make_interval(secs => $3)) RETURNING id",
+        )
+        .bind(conversation)
+        .bind(self.holder)
+        .bind(TICKET_LEASE_SECS)
+        .fetch_one(pool)
+        .await?;
+        let start = {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.out += 1;
+            !std::mem::replace(&mut state.renewing, true)
         };
-        let key = self.key;
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
-                        .bind(key)
-                        .execute(&mut *connection)
-                        .await;
-                    if unlocked.is_err() {
-                        // Closing the session releases every lock it holds.
-                        let _ = connection.close().await;
-                    }
-                });
+        if start {
+            tokio::spawn(self.clone().renew(pool.clone()));
+        }
+        Ok(Ticket {
+            id,
+            pool: pool.clone(),
+            tickets: self.clone(),
+        })
+    }
+
+    /// Renews this process's tickets every third of their lease while any is out, and clears
+    /// tickets whose holders died long ago.
+    async fn renew(self: Arc<Self>, pool: PgPool) {
+        let every = std::time::Duration::from_secs(u64::from(TICKET_LEASE_SECS.unsigned_abs()) / 3);
+        loop {
+            tokio::time::sleep(every).await;
+            {
+                let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                if state.out == 0 {
+                    state.renewing = false;
+                    return;
+                }
             }
-            Err(_) => drop(connection.detach()),
+            let renewed = sqlx::query(
+                "UPDATE turn_tickets SET lease_until = now() + make_interval(secs => $2) \
+                 WHERE holder = $1",
+            )
+            .bind(self.holder)
+            .bind(TICKET_LEASE_SECS)
+            .execute(&pool)
+            .await;
+            if let Err(error) = renewed {
+                // The next renewal tries again; a whole lease without one lets the tickets lapse.
+                tracing::error!(error = %error, "could not renew turn tickets");
+            }
+            let _ = sqlx::query(
+                "DELETE FROM turn_tickets WHERE lease_until < now() - interval '1 hour'",
+            )
+            .execute(&pool)
+            .await;
+        }
+    }
+}
+
+/// A turn's place in its conversation's order; given back (deleted) when dropped. The delete
+/// runs in a task (drop cannot await); if it fails, the ticket lapses with its lease.
+struct Ticket {
+    id: i64,
+    pool: PgPool,
+    tickets: Arc<Tickets>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        {
+            let mut state = self
+                .tickets
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            state.out = state.out.saturating_sub(1);
+        }
+        let (id, pool) = (self.id, self.pool.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = sqlx::query("DELETE FROM turn_tickets WHERE id = $1")
+                    .bind(id)
+                    .execute(&pool)
+                    .await;
+            });
         }
     }
 }
@@ -1171,6 +1258,11 @@ mod tests {
                 .await
                 .expect("a flow send counted")
         );
+        // A turn of the contact holding its place (a ticket).
+        let _turn = store
+            .lock_conversation(conversation.id)
+            .await
+            .expect("a ticket");
         let forgotten = store.forget_contact(&subscriber).await.expect("forget");
         assert!(
             forgotten.deleted.iter().all(|(_, rows)| *rows > 0),

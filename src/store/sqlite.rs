@@ -104,6 +104,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "manychat_flow_sends",
         include_str!("../../migrations/sqlite/0009_manychat_flow_sends.sql"),
     ),
+    (
+        11,
+        "turn_tickets",
+        include_str!("../../migrations/sqlite/0011_turn_tickets.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -2395,6 +2400,18 @@ mod tests {
                 .await
                 .expect("a flow send counted")
         );
+        let ticket_for = conversation.id.to_string();
+        store
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO turn_tickets (conversation_id, holder, lease_until) \
+                     VALUES (?, 'invented', 0)",
+                    [&ticket_for],
+                )?;
+                Ok(())
+            })
+            .await
+            .expect("a ticket");
         let forgotten = store.forget_contact(&subscriber).await.expect("forget");
         assert!(
             forgotten.deleted.iter().all(|(_, rows)| *rows > 0),

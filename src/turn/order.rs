@@ -1,10 +1,13 @@
 //! One turn at a time per contact (037): a turn that enters history starts only after the
 //! contact's previous such turn has settled, in arrival order.
 //!
-//! Within a process, a fair (FIFO) async mutex per contact gives arrival order; the store's
-//! `lock_conversation` then extends the exclusion across processes (a Postgres advisory lock).
-//! When one process owns the database (SQLite) the mutex is the whole mechanism, and a turn that
-//! finds its contact's mutex free takes it at once, before it has read its conversation.
+//! When one process owns the database (SQLite), a fair (FIFO) async mutex per contact gives
+//! arrival order and is the whole mechanism; a turn that finds its contact's mutex free takes it
+//! at once, before it has read its conversation. When several processes share it (Postgres),
+//! the store's `lock_conversation` is the whole mechanism: a ticket taken at arrival, in one
+//! order for every replica, waited for without holding a connection (issue 22). The two are
+//! never combined: a turn holding the local mutex while its ticket waits behind a ticket of a
+//! turn queued on that same mutex would wait forever.
 //! The guard is held until the turn has settled: its reply recorded inline, or queued in the
 //! outbox. Entries of idle conversations are pruned, so memory follows active conversations.
 
@@ -29,7 +32,7 @@ pub struct TurnOrder {
 #[derive(Debug)]
 pub struct TurnGuard {
     _store: ConversationLock,
-    _local: OwnedMutexGuard<()>,
+    _local: Option<OwnedMutexGuard<()>>,
 }
 
 impl TurnOrder {
@@ -46,11 +49,17 @@ impl TurnOrder {
         subscriber: &SubscriberId,
         conversation: ConversationId,
     ) -> Result<TurnGuard, StoreError> {
+        if !self.store.single_process() {
+            let store = self.store.lock_conversation(conversation).await?;
+            return Ok(TurnGuard {
+                _store: store,
+                _local: None,
+            });
+        }
         let local = self.queue(subscriber).lock_owned().await;
-        let store = self.store.lock_conversation(conversation).await?;
         Ok(TurnGuard {
-            _store: store,
-            _local: local,
+            _store: ConversationLock::local(),
+            _local: Some(local),
         })
     }
 
@@ -64,7 +73,7 @@ impl TurnOrder {
         let local = self.queue(subscriber).try_lock_owned().ok()?;
         Some(TurnGuard {
             _store: ConversationLock::local(),
-            _local: local,
+            _local: Some(local),
         })
     }
 

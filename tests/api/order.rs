@@ -156,15 +156,17 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     let model = Arc::new(ScriptedModel::replies([reply_json("Never used.")]));
     let app = spawn_app_with(AppOptions::new(model.clone()).env("DATABASE_URL", url)).await;
 
-    // Another replica holds this conversation's turn lock and never lets go.
+    // Another replica holds this conversation's turn ticket and never lets go (it keeps
+    // renewing its lease).
     let conversation = app.conversation("7004").await;
-    let mut holder = admin.acquire().await.unwrap();
-    let key = i64::from_be_bytes(conversation.id.as_bytes()[..8].try_into().unwrap());
-    sqlx::query("SELECT pg_advisory_lock($1)")
-        .bind(key)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {schema}.turn_tickets (conversation_id, holder, lease_until) \
+         VALUES ($1, gen_random_uuid(), now() + interval '1 hour')"
+    ))
+    .bind(conversation.id)
+    .execute(&admin)
+    .await
+    .unwrap();
 
     let request = send(&app, "7004", "Is anyone there?");
     // The request has arrived once the contact's first token write (019) reaches ManyChat.
@@ -208,7 +210,6 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
         json!([app.escalation_copy()])
     );
     assert!(outbox[0].next_attempt_at <= turns[1].created_at, "due now");
-    drop(holder);
 }
 
 /// The Postgres tests are `#[ignore]`d (listed, not passed, by a plain `cargo test`); run with
