@@ -51,6 +51,9 @@ pub struct InboundMessage {
     /// The offering the flow named (028): `offering`, else legacy `course`; absent when empty or
     /// an unrendered `{{…}}`. Whether it names a catalog offering is the caller's check.
     pub offering: Option<String>,
+    /// 020: the media `text` named, once [`InboundMessage::detect_media`] found it (`text` then
+    /// holds the kind's marker, never the URL).
+    pub media: Option<crate::media::MediaRef>,
 }
 
 /// The body holds contact text and a token: `Debug` prints only sizes and presence.
@@ -62,6 +65,7 @@ impl std::fmt::Debug for InboundMessage {
             .field("ai_token", &self.ai_token.as_ref().map(|_| "[present]"))
             .field("channel", &self.channel)
             .field("offering", &self.offering.is_some())
+            .field("media", &self.media.as_ref().map(|m| m.kind))
             .finish()
     }
 }
@@ -176,7 +180,24 @@ impl InboundMessage {
             ai_token,
             channel,
             offering: offering.or(course),
+            media: None,
         })
+    }
+
+    /// 020: ManyChat sends a contact's voice note, image or video as its file's URL in `text`.
+    /// When `text` is one (on `host`), the URL moves to `media` and `text` becomes the kind's
+    /// marker, so nothing downstream (the record, a log, a shed turn) ever holds the URL. A near
+    /// miss stays text and is logged as `media_url_unmatched`, without the URL.
+    pub fn detect_media(&mut self, host: &crate::media::MediaHost) {
+        use crate::media::Detected;
+        match crate::media::detect(&self.text, host) {
+            Detected::Text => {}
+            Detected::NearMiss => tracing::info!("media_url_unmatched"),
+            Detected::Media(media) => {
+                self.text = media.kind.marker().to_owned();
+                self.media = Some(media);
+            }
+        }
     }
 }
 

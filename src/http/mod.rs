@@ -138,7 +138,7 @@ async fn message(
             return too_large();
         }
     };
-    let message = match inbound::InboundMessage::parse(&bytes) {
+    let mut message = match inbound::InboundMessage::parse(&bytes) {
         Ok(message) => message,
         Err(e) => {
             state.metrics.bad_requests.inc();
@@ -152,6 +152,8 @@ async fn message(
             );
         }
     };
+
+    message.detect_media(state.turns.media_host());
 
     let callback = Callback {
         url: &state.callback_url,
@@ -179,6 +181,7 @@ async fn message(
         ai_token: message.ai_token,
         channel: message.channel,
         offering: message.offering,
+        media: message.media,
         arrived_at,
     };
     match state.turns.handle(inbound, Some(Arc::new(permit))).await {

@@ -42,6 +42,7 @@ use crate::config::{ConfigHandle, TenantConfig};
 use crate::escalation::Escalation;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
+use crate::media::{MediaRef, MediaService, MediaSettings, Prepared};
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::{Handoffs, ReplyPayload};
@@ -79,6 +80,8 @@ pub struct TurnSettings {
     pub contact_tokens_enforced: bool,
     /// `CHANNEL`: how a deferred reply's messages are shaped (one on WhatsApp).
     pub channel: crate::channel::Channel,
+    /// 020: the media host, the transcriber and ffmpeg.
+    pub media: MediaSettings,
 }
 
 /// A contact message that passed the HTTP layer.
@@ -92,8 +95,19 @@ pub struct Inbound {
     pub ai_token: Option<String>,
     /// 028: the offering the flow passed, already normalised (absent when empty or unrendered).
     pub offering: Option<String>,
+    /// 020: the media the message is (its `text` is then the kind's marker).
+    pub media: Option<MediaRef>,
     /// When the request arrived: the race deadline counts from here.
     pub arrived_at: Instant,
+}
+
+impl Inbound {
+    /// The contact's message as recorded: the text (a media message's marker) and its kind.
+    fn turn(&self, conversation: ConversationId, bound: bool, at: DateTime<Utc>) -> NewTurn {
+        let mut turn = NewTurn::user(conversation, &self.text, bound, at);
+        turn.media_kind = self.media.as_ref().map(|m| m.kind.as_str().to_owned());
+        turn
+    }
 }
 
 /// A turn's place under `MAX_TURNS_IN_FLIGHT`, shared by the request and the agent it starts:
@@ -166,6 +180,8 @@ struct Inner {
     budget: Arc<budget::BudgetLedger>,
     /// Performs an inline escalation's handoff once its response is written.
     handoffs: Handoffs,
+    /// 020: turns a media message into text and images.
+    media: MediaService,
     /// What the turn derives from the config snapshot in force (prompt prefix, leak-check
     /// text, tool specs): built once per snapshot, not per turn, so providers' prompt caches see
     /// identical bytes and the hot path does not rebuild them.
@@ -195,6 +211,7 @@ impl TurnEngine {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                media: MediaService::new(settings.media.clone()),
                 settings,
                 config,
                 order: TurnOrder::new(store.clone()),
@@ -225,6 +242,11 @@ impl TurnEngine {
 
     pub fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks
+    }
+
+    /// 020: the file host the ManyChat adapter detects media on (`MANYCHAT_MEDIA_BASE`).
+    pub fn media_host(&self) -> &crate::media::MediaHost {
+        self.inner.media.host()
     }
 
     /// Runs one turn. An error means the turn could not be recorded (or hit a bug); the caller
@@ -327,12 +349,7 @@ impl TurnEngine {
             None => {
                 // The silent response promises a reply: the message and the fallback are
                 // written first, and handed to the waiting task (which waits for them).
-                let message = Message::new(NewTurn::user(
-                    conversation.id,
-                    &inbound.text,
-                    bound,
-                    inner.clock.now(),
-                ));
+                let message = Message::new(inbound.turn(conversation.id, bound, inner.clock.now()));
                 let abort_at =
                     inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
                 self.promise_before_response(
@@ -417,7 +434,7 @@ impl TurnEngine {
         let now = context
             .as_ref()
             .map_or_else(|| inner.clock.now(), |(at, _)| *at);
-        let mut message = Message::new(NewTurn::user(conversation.id, &inbound.text, bound, now));
+        let mut message = Message::new(inbound.turn(conversation.id, bound, now));
         message.promise = promise;
         if let Some(response) = self
             .scripted_opening(&inbound, &config, &conversation, &message, mode)
@@ -515,6 +532,7 @@ impl TurnEngine {
             notices: notices(&config, &inbound),
             history,
             bound,
+            media: inbound.media.clone(),
             arrived_at: inbound.arrived_at,
             guard,
             message: Some(message),
@@ -541,7 +559,7 @@ impl TurnEngine {
             .wait(tokio::time::timeout_at(deadline, &mut answer_rx))
             .await
         {
-            Ok(Ok(answer)) => Some(answer),
+            Ok(Ok(settled)) => Some(settled),
             // The agent ended before the deadline without answering: it panicked (a bug; the
             // abort comes after the deadline). The contact is handed to a person.
             Ok(Err(_)) => return Err(TurnError::Panicked),
@@ -554,9 +572,15 @@ impl TurnEngine {
             }
         };
         match answer {
-            Some(answer) => {
+            Some(Settled::Answer(answer)) => {
                 drop(agent);
                 self.settle_inline(&config, &conversation, answer).await
+            }
+            Some(Settled::Decided(decided)) => {
+                drop(agent);
+                Ok(self
+                    .settle_decided(&config, &conversation, decided, Mode::Inline)
+                    .await?)
             }
             None => {
                 // The acknowledgement promises a reply: the promise is on disk before it
@@ -587,6 +611,10 @@ impl TurnEngine {
         mode: Mode,
     ) -> Result<Option<TurnResponse>, TurnError> {
         let inner = &self.inner;
+        // 020: media (a marker now, a transcript later) never matches the opening trigger.
+        if inbound.media.is_some() {
+            return Ok(None);
+        }
         let Some(opening) = config.rules.opening_reply(&inbound.text) else {
             return Ok(None);
         };
@@ -705,6 +733,68 @@ impl TurnEngine {
                 .await?;
         }
         Ok(())
+    }
+
+    /// 020: a media turn decided without the model: the tenant's `mediaFallback` (outcome
+    /// `media_fallback`), or without it the escalation copy (`escalated_precheck`); or an
+    /// escalation (a keyword in the transcript, a media failure).
+    async fn settle_decided(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        decided: Decided,
+        mode: Mode,
+    ) -> Result<TurnResponse, StoreError> {
+        // Held until the answer is recorded (and, deferred, queued).
+        let _guard = decided.guard;
+        let message = &decided.message;
+        let (outcome, reason) = match decided.decision {
+            Decision::Fallback => match &config.rules.messages.media_fallback {
+                Some(copy) => return self.media_fallback(conversation, message, copy, mode).await,
+                None => ("escalated_precheck", Escalation::MediaUnanswerable),
+            },
+            Decision::Escalate { outcome, reason } => (outcome, reason),
+        };
+        self.record_escalation(config, conversation, message, outcome, reason, None, mode)
+            .await
+    }
+
+    /// Answers with `rules.messages.mediaFallback`, without the model.
+    async fn media_fallback(
+        &self,
+        conversation: &Conversation,
+        message: &Message,
+        copy: &str,
+        mode: Mode,
+    ) -> Result<TurnResponse, StoreError> {
+        let outcome = "media_fallback";
+        let reply = NewTurn::agent(
+            conversation.id,
+            copy,
+            outcome,
+            message.turn.bound,
+            self.inner.clock.now(),
+        );
+        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload::of(vec![copy.to_owned()]));
+        self.record(
+            conversation,
+            message,
+            Outcome {
+                reply: Some(&reply),
+                deferred,
+                ..Outcome::default()
+            },
+        )
+        .await?;
+        self.inner.metrics.turn(outcome);
+        tracing::info!(conversation = %conversation.id, outcome, "turn");
+        Ok(match mode {
+            Mode::Inline => TurnResponse {
+                messages: vec![copy.to_owned()],
+                after: None,
+            },
+            Mode::Deferred => TurnResponse::silent(),
+        })
     }
 
     /// Records an answered agent turn (inline or deferred) with its usage and staged actions;
@@ -1035,12 +1125,7 @@ impl WaitingTurn {
     async fn expired(&self, promise: Option<Promise>) -> Result<(), TurnError> {
         let engine = &self.engine;
         let now = engine.inner.clock.now();
-        let mut message = Message::new(NewTurn::user(
-            self.conversation.id,
-            &self.inbound.text,
-            self.bound,
-            now,
-        ));
+        let mut message = Message::new(self.inbound.turn(self.conversation.id, self.bound, now));
         message.promise = promise;
         engine
             .escalate_without_model(
@@ -1071,6 +1156,42 @@ struct Answer {
     message: Message,
 }
 
+/// What the agent's task hands back: the model's answer, or (020) a decision made without the
+/// model once the media was read.
+#[derive(Debug)]
+enum Settled {
+    Answer(Answer),
+    Decided(Decided),
+}
+
+/// A media turn decided without the model.
+#[derive(Debug)]
+struct Decided {
+    decision: Decision,
+    message: Message,
+    guard: Option<TurnGuard>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Decision {
+    /// `rules.messages.mediaFallback`, or the escalation copy without it.
+    Fallback,
+    /// An escalation: a keyword in the transcript (`escalated_precheck`), a media failure
+    /// (`error`).
+    Escalate {
+        outcome: &'static str,
+        reason: Escalation,
+    },
+}
+
+/// Told to the model, outside the fence, when the contact's message is a transcript (020).
+const TRANSCRIPT_NOTICE: &str = "MEDIA: the contact's message below is an automatic transcript \
+of a voice note; it may mishear names and numbers, so confirm any you rely on.";
+/// Told to the model when images come with the message (020).
+const IMAGE_NOTICE: &str = "MEDIA: the contact sent an image (or frames of a video), attached \
+after this message. An image is never evidence of a catalog fact, a price or a payment: the \
+catalog is the only source of facts, and a reported payment goes to a person.";
+
 /// The agent's half of a turn, run in its own task so that it outlives a lost race.
 struct AgentJob {
     engine: TurnEngine,
@@ -1081,6 +1202,8 @@ struct AgentJob {
     notices: Vec<String>,
     history: Vec<HistoryTurn>,
     bound: bool,
+    /// 020: the media to read before the model runs (inside the race).
+    media: Option<MediaRef>,
     arrived_at: Instant,
     guard: Option<TurnGuard>,
     /// Taken by whoever records the turn: the answer, or the abort.
@@ -1095,7 +1218,29 @@ struct AgentJob {
 }
 
 impl AgentJob {
-    async fn run(mut self, answer: oneshot::Sender<Answer>, abort_at: Instant) {
+    async fn run(mut self, answer: oneshot::Sender<Settled>, abort_at: Instant) {
+        // 020: media is read first, inside the race and under the abort, like the model call.
+        let mut images = Vec::new();
+        if let Some(media) = self.media.take() {
+            let engine = self.engine.clone();
+            let vision = engine.inner.model.accepts_images();
+            let prepared =
+                tokio::time::timeout_at(abort_at, engine.inner.media.prepare(&media, vision)).await;
+            let Ok(prepared) = prepared else {
+                let Some(mut message) = self.message.take() else {
+                    return;
+                };
+                message.promise = self.promised(message.promise).await;
+                if let Err(error) = self.engine.settle_aborted(&self, &message).await {
+                    tracing::error!(conversation = %self.conversation.id, error = %error, "aborted media turn could not be recorded");
+                }
+                return;
+            };
+            match self.read_media(media.kind, prepared) {
+                Ok(read) => images = read,
+                Err(decision) => return self.decided(answer, decision).await,
+            }
+        }
         let inner = &self.engine.inner;
         let derived = &self.derived;
         let input = ThinkInput {
@@ -1107,6 +1252,7 @@ impl AgentJob {
             max_output_tokens: inner.settings.max_output_tokens,
             temperature: inner.settings.temperature,
             max_messages: 3,
+            images: &images,
         };
         let fence = agent::Fence::new();
         let mut tools = TurnTools::new(ToolContext {
@@ -1135,12 +1281,13 @@ impl AgentJob {
                     guard: self.guard.take(),
                     message,
                 };
-                match answer.send(result) {
+                match answer.send(Settled::Answer(result)) {
                     Ok(()) => Ok(()),
-                    Err(mut answer) => {
+                    Err(Settled::Answer(mut answer)) => {
                         answer.message.promise = self.promised(answer.message.promise).await;
                         self.engine.settle_deferred(&self, answer).await
                     }
+                    Err(Settled::Decided(_)) => unreachable!("an answer was sent"),
                 }
             }
             Err(_) => {
@@ -1158,6 +1305,77 @@ impl AgentJob {
             Err(error) => {
                 tracing::error!(conversation = %self.conversation.id, error = %error, "deferred turn could not be recorded")
             }
+        }
+    }
+
+    /// 020: what the media turned into. `Ok`: the model runs on the text (recorded in place of
+    /// the marker) with these images; `Err`: the turn is decided without it.
+    fn read_media(
+        &mut self,
+        kind: crate::media::MediaKind,
+        prepared: Prepared,
+    ) -> Result<Vec<crate::model::ImageInput>, Decision> {
+        let conversation = self.conversation.id;
+        let kind = kind.as_str();
+        match prepared {
+            Prepared::Ready(read) => {
+                if let Some(message) = self.message.as_mut() {
+                    message.turn.text = read.text.clone();
+                    message.turn.cost_usd = read.cost_usd;
+                }
+                tracing::info!(%conversation, kind, transcribed = read.transcribed, images = read.images.len(), "media read");
+                if read.transcribed {
+                    self.notices.push(TRANSCRIPT_NOTICE.to_owned());
+                }
+                if !read.images.is_empty() {
+                    self.notices.push(IMAGE_NOTICE.to_owned());
+                }
+                // The transcript is the contact's words: the keywords apply as to typed text.
+                if read.transcribed && self.derived.keywords.hit(&read.text) {
+                    return Err(Decision::Escalate {
+                        outcome: "escalated_precheck",
+                        reason: Escalation::Keyword,
+                    });
+                }
+                self.contact_text = read.text;
+                Ok(read.images)
+            }
+            Prepared::Fallback(cause) => {
+                tracing::info!(%conversation, kind, cause = cause.as_str(), "media not answerable");
+                Err(Decision::Fallback)
+            }
+            Prepared::Failed(error) => {
+                tracing::warn!(%conversation, kind, error = error.as_str(), "media failed");
+                Err(Decision::Escalate {
+                    outcome: "error",
+                    reason: Escalation::MediaFailed,
+                })
+            }
+        }
+    }
+
+    /// Hands a decision made without the model to the request, or (the race lost) records and
+    /// queues it here. It keeps its own outcome either way, never `deferred`.
+    async fn decided(mut self, answer: oneshot::Sender<Settled>, decision: Decision) {
+        let Some(message) = self.message.take() else {
+            return;
+        };
+        let decided = Decided {
+            decision,
+            message,
+            guard: self.guard.take(),
+        };
+        let Err(Settled::Decided(mut decided)) = answer.send(Settled::Decided(decided)) else {
+            return;
+        };
+        decided.message.promise = self.promised(decided.message.promise).await;
+        let config = self.derived.config.clone();
+        if let Err(error) = self
+            .engine
+            .settle_decided(&config, &self.conversation, decided, Mode::Deferred)
+            .await
+        {
+            tracing::error!(conversation = %self.conversation.id, error = %error, "media turn could not be recorded");
         }
     }
 

@@ -11,6 +11,7 @@ mod durable;
 mod gates;
 mod http_contract;
 mod logs;
+mod media;
 mod order;
 mod outbox;
 mod race;
