@@ -46,7 +46,7 @@ pub struct Capabilities {
     /// Whether the provider's structured output accepts the bounds of its documented subset
     /// (OpenAI: not on fine-tuned models).
     pub schema_bounds: bool,
-    /// Image input. Informational: the agent sends text only today.
+    /// Image input (020): a contact's image or a video's frames go only to a model with it.
     pub vision: bool,
     /// A reasoning model (thinks before answering; bills those tokens as output).
     pub reasoning: bool,
