@@ -259,9 +259,9 @@ impl MediaService {
         match media.kind {
             MediaKind::Audio => {
                 let transcriber = transcriber.expect("checked above");
-                let bytes = read(&file.path).await?;
                 let clip = AudioClip {
-                    bytes,
+                    path: file.path.clone(),
+                    len: file.len,
                     file_name: "voice-note.ogg",
                     media_type: "audio/ogg",
                     duration: None,
@@ -331,8 +331,13 @@ impl MediaService {
             && probe.has_audio
         {
             let sound = ffmpeg.soundtrack(input, dir).await?;
+            let len = tokio::fs::metadata(&sound)
+                .await
+                .map_err(|_| MediaError::Ffmpeg)?
+                .len();
             let clip = AudioClip {
-                bytes: read(&sound).await?,
+                path: sound,
+                len,
                 file_name: "soundtrack.wav",
                 media_type: "audio/wav",
                 duration: probe.duration.or(Some(Duration::ZERO)),

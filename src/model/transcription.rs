@@ -29,10 +29,13 @@ pub const TRANSCRIPTION_PROVIDERS: &[&str] = &["openai", "mock"];
 /// What the demo transcriber hears in every clip (fictional).
 pub const DEMO_TRANSCRIPT: &str = "Hi, this is a voice note: do you still have places in the Saturday morning class, and how much is it?";
 
-/// One clip to transcribe.
+/// One clip to transcribe: a file the media pipeline wrote. It is read once, straight into the
+/// upload's body, so a clip is never held twice in memory.
 #[derive(Clone)]
 pub struct AudioClip {
-    pub bytes: Arc<[u8]>,
+    pub path: std::path::PathBuf,
+    /// The file's size in bytes.
+    pub len: u64,
     /// The file name sent with the upload; its extension tells the provider the format.
     pub file_name: &'static str,
     pub media_type: &'static str,
@@ -43,7 +46,7 @@ pub struct AudioClip {
 impl std::fmt::Debug for AudioClip {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AudioClip")
-            .field("bytes", &self.bytes.len())
+            .field("len", &self.len)
             .field("file_name", &self.file_name)
             .finish()
     }
@@ -139,7 +142,9 @@ impl Transcriber for OpenAiTranscriber {
     }
 
     async fn transcribe(&self, clip: AudioClip) -> Result<Transcript, ModelError> {
-        let (content_type, body) = multipart(&self.model, &clip);
+        let (content_type, body) = multipart(&self.model, &clip)
+            .await
+            .map_err(|_| ModelError::Transport("could not read the clip".into()))?;
         let mut request = self
             .http
             .post(&self.url)
@@ -197,10 +202,12 @@ impl Transcriber for DemoTranscriber {
     }
 }
 
-/// The multipart body: `file` (the clip, with its name and type), `model`, `response_format`.
-fn multipart(model: &str, clip: &AudioClip) -> (String, Vec<u8>) {
+/// The multipart body: `model`, `response_format`, then `file` (the clip, with its name and
+/// type), the clip read from its file into the body directly.
+async fn multipart(model: &str, clip: &AudioClip) -> std::io::Result<(String, Vec<u8>)> {
+    use tokio::io::AsyncReadExt as _;
     let boundary = format!("----manychat-agent-{}", uuid::Uuid::new_v4().simple());
-    let mut body = Vec::with_capacity(clip.bytes.len() + 512);
+    let mut body = Vec::with_capacity(usize::try_from(clip.len).unwrap_or(0) + 512);
     let field = |body: &mut Vec<u8>, name: &str, value: &str| {
         body.extend_from_slice(
             format!(
@@ -219,15 +226,18 @@ fn multipart(model: &str, clip: &AudioClip) -> (String, Vec<u8>) {
         )
         .as_bytes(),
     );
-    body.extend_from_slice(&clip.bytes);
+    tokio::fs::File::open(&clip.path)
+        .await?
+        .read_to_end(&mut body)
+        .await?;
     body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    (format!("multipart/form-data; boundary={boundary}"), body)
+    Ok((format!("multipart/form-data; boundary={boundary}"), body))
 }
 
 /// The clip's duration: known, or estimated from its size at 8 kbit/s (1000 bytes a second).
 fn clip_duration(clip: &AudioClip) -> Duration {
     clip.duration
-        .unwrap_or_else(|| Duration::from_secs_f64(clip.bytes.len() as f64 / 1000.0))
+        .unwrap_or_else(|| Duration::from_secs_f64(clip.len as f64 / 1000.0))
 }
 
 /// USD per minute of audio, by model; the dearest for a model not listed.
@@ -282,7 +292,8 @@ mod tests {
     #[test]
     fn spec_020_cost_is_estimated_from_size_at_8_kbits_when_no_duration_is_known() {
         let clip = AudioClip {
-            bytes: Arc::from(vec![0u8; 60_000]),
+            path: "unused.ogg".into(),
+            len: 60_000,
             file_name: "voice.ogg",
             media_type: "audio/ogg",
             duration: None,

@@ -683,3 +683,32 @@ fn spec_020_verification_10_the_transcription_wire_format_lives_only_in_the_mode
         );
     }
 }
+
+// ---- the demo: a voice note works offline ---------------------------------------------------
+
+#[tokio::test]
+async fn issue_17_item_9_the_sandbox_and_mock_demo_answer_a_voice_note_offline() {
+    use manychat_agent::manychat::sandbox;
+    use manychat_agent::model::transcription::DEMO_TRANSCRIPT;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sandbox = sandbox::spawn(listener, shutdown.clone()).await.unwrap();
+    let model = Arc::new(manychat_agent::model::demo::DemoModel::new());
+    let options = AppOptions::new(model)
+        .env("MANYCHAT_MEDIA_BASE", sandbox.base_url.clone())
+        .env("TRANSCRIPTION_MODEL", "mock:demo");
+    let app = spawn_app_with(options).await;
+    let url = format!("{}{}", sandbox.base_url, sandbox::DEMO_VOICE_NOTE_PATH);
+    let (status, body) = app.send("3901", &url).await;
+    assert_eq!(status, 200);
+    let texts = block_texts(&body);
+    assert!(
+        !texts.is_empty() && texts[0] != app.escalation_copy(),
+        "{texts:?}"
+    );
+    let turns = app.turns("3901").await;
+    assert_eq!(turns[0].text, DEMO_TRANSCRIPT);
+    assert_eq!(turns[0].media_kind.as_deref(), Some("audio"));
+    assert_eq!(turns[1].outcome.as_deref(), Some("answered_inline"));
+    shutdown.cancel();
+}
