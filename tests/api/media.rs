@@ -162,6 +162,7 @@ fn ffmpeg_required() {
 
 #[tokio::test]
 async fn spec_020_verification_1_only_a_lone_media_url_on_the_file_host_is_media() {
+    let logs = manychat_agent::observability::capture_global();
     let fakes = Fakes::start().await;
     fakes.serve("ogg", "audio/ogg", OGG).await;
     let model = Arc::new(ScriptedModel::replies([
@@ -184,6 +185,10 @@ async fn spec_020_verification_1_only_a_lone_media_url_on_the_file_host_is_media
     assert_eq!(turns[2].media_kind, None);
     assert_eq!(fakes.file_requests().await, 0, "nothing was fetched");
     assert!(fakes.transcriptions().await.is_empty());
+    // The lone URL on another host is a near miss: logged by name, never with the URL.
+    let text = logs.text();
+    assert!(text.contains("media_url_unmatched"));
+    assert!(!text.contains("files.example.test"));
 }
 
 // ---- 2. a voice note, end to end -----------------------------------------------------------
@@ -586,13 +591,13 @@ async fn spec_020_verification_7_transcription_and_ffmpeg_failures_give_error() 
 
 /// A transcription server on the test's own runtime, answering after `delay` of tokio time (the
 /// frozen clock decides when it answers).
-async fn slow_transcriber(delay: Duration) -> String {
+async fn slow_transcriber(delay: Duration, text: &'static str) -> String {
     use axum::routing::post;
     let app = axum::Router::new().route(
         "/v1/audio/transcriptions",
         post(move || async move {
             tokio::time::sleep(delay).await;
-            axum::Json(json!({"text": TRANSCRIPT}))
+            axum::Json(json!({"text": text}))
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -607,7 +612,7 @@ async fn spec_020_verification_8_a_slow_transcription_loses_the_race_and_the_rep
     let _frozen = FrozenClock::freeze();
     let fakes = Fakes::start().await;
     fakes.serve("ogg", "audio/ogg", OGG).await;
-    let speech = slow_transcriber(Duration::from_secs(9)).await;
+    let speech = slow_transcriber(Duration::from_secs(9), TRANSCRIPT).await;
     let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
         reply_json("Yes, there are places on Saturday."),
     ))]));
@@ -654,6 +659,48 @@ async fn spec_020_verification_8_a_slow_transcription_loses_the_race_and_the_rep
         .collect();
     assert_eq!(replies.len(), 1, "the reply is queued for the outbox");
     assert_no_url_stored(&app, "3801").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_020_verification_8_a_fallback_decided_after_the_deadline_keeps_its_outcome() {
+    let _frozen = FrozenClock::freeze();
+    let fakes = Fakes::start().await;
+    fakes.serve("ogg", "audio/ogg", OGG).await;
+    let speech = slow_transcriber(Duration::from_secs(9), "").await;
+    let model = Arc::new(ScriptedModel::replies([reply_json("unused")]));
+    let options = fakes
+        .options(model.clone(), true)
+        .env("OPENAI_BASE_URL", speech);
+    let app = spawn_app_with(options).await;
+    app.returning_contact("3802").await;
+    let request = send_in_background(&app, "3802", &fakes.url("ogg"));
+    until(async || fakes.file_requests().await == 1).await;
+    for _ in 0..20 {
+        real_pause().await;
+    }
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (_, body) = request.await.unwrap();
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+
+    // The empty transcript arrives after the deadline: the fallback goes through the outbox,
+    // recorded `media_fallback`, never `deferred`.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let fallback = media_fallback(&app);
+    until(async || {
+        app.outbox()
+            .await
+            .iter()
+            .any(|row| row.payload["messages"][0] == fallback.as_str())
+    })
+    .await;
+    app.settle_advancing().await;
+    assert_eq!(model.calls(), 0);
+    let turns = app.turns("3802").await;
+    assert_eq!(
+        turns.last().unwrap().outcome.as_deref(),
+        Some("media_fallback")
+    );
+    assert_eq!(turns[turns.len() - 2].text, "[voice note]");
 }
 
 // ---- 10. the transcription provider lives in the model registry only ------------------------
