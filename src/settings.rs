@@ -1036,6 +1036,29 @@ mod tests {
     }
 
     #[test]
+    fn spec_020_media_base_and_transcription_model() {
+        let s = load(&base()).unwrap();
+        assert_eq!(s.manychat_media_base, crate::media::DEFAULT_MEDIA_BASE);
+        assert_eq!(s.transcription_model, None);
+        let s = load(&with(&[
+            ("MANYCHAT_MEDIA_BASE", "http://127.0.0.1:4010"),
+            ("TRANSCRIPTION_MODEL", "openai:gpt-4o-mini-transcribe"),
+        ]))
+        .unwrap();
+        assert_eq!(s.manychat_media_base, "http://127.0.0.1:4010");
+        assert_eq!(
+            s.transcription_model.as_deref(),
+            Some("openai:gpt-4o-mini-transcribe")
+        );
+        // Plain HTTP only on loopback, like a test's or the demo's file host.
+        problem(
+            &[("MANYCHAT_MEDIA_BASE", "http://files.example.test")],
+            "MANYCHAT_MEDIA_BASE",
+        );
+        problem(&[("TRANSCRIPTION_MODEL", "whisper")], "TRANSCRIPTION_MODEL");
+    }
+
+    #[test]
     fn issue_13_item_10_retention_days_defaults_to_90_and_accepts_off() {
         assert_eq!(load(&base()).unwrap().retention_days, Some(90));
         for (raw, expected) in [
