@@ -244,7 +244,13 @@ async fn spec_020_verification_2_a_voice_note_is_transcribed_answered_and_no_url
         "the transcript replaces the marker"
     );
     assert_eq!(turns[0].media_kind.as_deref(), Some("audio"));
-    assert!(turns[0].cost_usd > 0.0, "the transcription is charged");
+    assert!(turns[0].cost_usd > 0.0, "the transcription is priced");
+    let day = turns[0].created_at.date_naive();
+    let spent = app.store.budget(day).await.unwrap();
+    assert!(
+        spent.cost_usd >= turns[0].cost_usd + turns[1].cost_usd - 1e-12,
+        "the transcription counts against the day's budget: {spent:?}"
+    );
     assert_eq!(turns[1].outcome.as_deref(), Some("answered_inline"));
     assert_no_url_stored(&app, "3201").await;
 
