@@ -201,6 +201,65 @@ fn parse_clock(text: &str) -> Option<Duration> {
 mod tests {
     use super::*;
 
+    /// Whether process `pid` has ended (gone, or a zombie awaiting its reaper).
+    fn ended(pid: &str) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    /// A few real milliseconds on a blocking thread (the child runs in real time).
+    async fn pause() {
+        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(5))).await;
+    }
+
+    #[tokio::test]
+    async fn spec_020_ffmpeg_is_killed_when_the_turn_drops_it() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        // A stand-in for an ffmpeg that never finishes: it notes its pid, then waits forever.
+        let program = dir.path().join("ffmpeg");
+        std::fs::write(
+            &program,
+            format!(
+                "#!/bin/sh\necho $$ > '{}'\nexec sleep 600\n",
+                pid_file.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let ffmpeg = Ffmpeg::at(&program);
+        let input = dir.path().join("video");
+        std::fs::write(&input, b"x").unwrap();
+
+        // The turn's abort: the probe is dropped once the child is running.
+        let pid = tokio::select! {
+            _ = ffmpeg.probe(&input) => panic!("the stand-in never finishes"),
+            pid = async {
+                loop {
+                    if let Ok(pid) = std::fs::read_to_string(&pid_file)
+                        && !pid.trim().is_empty()
+                    {
+                        break pid.trim().to_owned();
+                    }
+                    pause().await;
+                }
+            } => pid,
+        };
+        for _ in 0..400 {
+            if ended(&pid) {
+                return;
+            }
+            pause().await;
+        }
+        panic!("ffmpeg outlived the turn that dropped it");
+    }
+
     #[test]
     fn the_probe_reads_duration_and_streams() {
         let listing = "Input #0, mov,mp4,m4a,3gp,3g2,mj2, from 'x':\n  Duration: 00:00:02.50, start: 0.000000, bitrate: 90 kb/s\n  Stream #0:0[0x1](und): Video: h264, yuv420p, 320x240\n  Stream #0:1[0x2](und): Audio: aac, 16000 Hz, mono\nAt least one output file must be specified";
