@@ -193,6 +193,8 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
         ("PUBLIC_BASE_URL", "https://demo.invalid".into()),
         ("CONTACT_TOKENS_ENFORCED", "false".into()),
         ("MANYCHAT_REPLY_FLOW_NS", "demo_reply_flow".into()),
+        // 020: voice notes are transcribed offline by the built-in fake.
+        ("TRANSCRIPTION_MODEL", "mock:demo".into()),
     ];
     let generated_secret = (!is_set(&vars, "MANYCHAT_SHARED_SECRET")).then(random_secret);
     if let Some(secret) = &generated_secret {
@@ -219,6 +221,10 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
         .await?;
         vars.insert("MANYCHAT_API_TOKEN".into(), "sandbox:demo".into());
         vars.insert("MANYCHAT_API_BASE".into(), sandbox.base_url.clone());
+        // 020: the sandbox is the file host too, serving a demo voice note.
+        if !is_set(&vars, "MANYCHAT_MEDIA_BASE") {
+            vars.insert("MANYCHAT_MEDIA_BASE".into(), sandbox.base_url.clone());
+        }
         Some(sandbox)
     };
     let settings = settings_from(&vars)?;
@@ -317,6 +323,10 @@ impl std::fmt::Display for DemoBanner {
                 "AGENT_MODEL" => Some(
                     "the model is mock:demo, offline and scripted (set AGENT_MODEL for a real one)",
                 ),
+                "TRANSCRIPTION_MODEL" => Some(
+                    "voice notes are transcribed by mock:demo, offline, into one fixed sentence \
+                     (set TRANSCRIPTION_MODEL for a real one)",
+                ),
                 "PUBLIC_BASE_URL" => {
                     Some("PUBLIC_BASE_URL is a placeholder (https://demo.invalid)")
                 }
@@ -346,6 +356,14 @@ impl std::fmt::Display for DemoBanner {
              -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' \\\n    \
              -d '{{\"subscriber_id\":\"{subscriber}\",\"text\":\"How much are your courses?\"}}'"
         )?;
+        if let Some(sandbox) = &self.sandbox {
+            let note = crate::manychat::sandbox::DEMO_VOICE_NOTE_PATH;
+            writeln!(
+                f,
+                "  a voice note, as ManyChat sends one (its file's URL as the text): \
+                 \"text\":\"{sandbox}{note}\""
+            )?;
+        }
         let url = match port {
             3000 => String::new(),
             _ => format!(" --url http://127.0.0.1:{port}"),

@@ -41,6 +41,12 @@ pub enum Escalation {
     Interrupted,
     /// The contact's reply could not be delivered (its outbox row was dead-lettered).
     DeadLettered,
+    /// 020: the contact sent media the service cannot answer (an unsupported kind, a voice note
+    /// without transcription, an image for a model without vision) and `mediaFallback` is unset.
+    MediaUnanswerable,
+    /// 020: the contact's media could not be fetched or read (download, Content-Type, redirect,
+    /// size, transcription or ffmpeg failure).
+    MediaFailed,
 }
 
 impl Escalation {
@@ -62,6 +68,8 @@ impl Escalation {
             Escalation::WaitExpired => "wait_expired",
             Escalation::Interrupted => "interrupted",
             Escalation::DeadLettered => "dead_lettered",
+            Escalation::MediaUnanswerable => "media_unanswerable",
+            Escalation::MediaFailed => "media_failed",
         }
     }
 

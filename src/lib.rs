@@ -40,6 +40,7 @@ pub mod http;
 pub mod ids;
 
 pub mod manychat;
+pub mod media;
 pub mod metrics;
 pub mod model;
 pub mod observability;

@@ -63,6 +63,11 @@ pub struct Settings {
     pub manychat_shared_secrets: Vec<Secret>,
     pub manychat_api_token: Option<Secret>,
     pub manychat_api_base: String,
+    /// 020 `MANYCHAT_MEDIA_BASE`: the file host contacts' media is detected on and fetched from
+    /// (default ManyChat's; plain HTTP only on a loopback address).
+    pub manychat_media_base: String,
+    /// 020 `TRANSCRIPTION_MODEL` (`provider:model`); `None`: voice notes take the fallback.
+    pub transcription_model: Option<String>,
     /// The per-contact custom field a deferred reply is written to.
     pub manychat_reply_field: String,
     /// The tenant flow that renders the reply field; needed for deferred delivery.
@@ -278,6 +283,21 @@ impl Settings {
             );
         }
         let manychat_api_base = env.base_url("MANYCHAT_API_BASE", "https://api.manychat.com");
+        let manychat_media_base = env.or("MANYCHAT_MEDIA_BASE", crate::media::DEFAULT_MEDIA_BASE);
+        if let Err(e) = crate::media::MediaHost::parse(&manychat_media_base) {
+            env.problem("MANYCHAT_MEDIA_BASE", &e.to_string());
+        }
+        let transcription_model = env.string("TRANSCRIPTION_MODEL");
+        if let Some(spec) = &transcription_model
+            && !spec
+                .split_once(':')
+                .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty())
+        {
+            env.problem(
+                "TRANSCRIPTION_MODEL",
+                "must be provider:model, e.g. openai:gpt-4o-mini-transcribe",
+            );
+        }
         let manychat_reply_field = env.or("MANYCHAT_REPLY_FIELD", "ai_message");
         let manychat_reply_flow_ns = env.string("MANYCHAT_REPLY_FLOW_NS");
         if needs.reply_flow && manychat_reply_flow_ns.is_none() {
@@ -393,6 +413,8 @@ impl Settings {
             manychat_shared_secrets,
             manychat_api_token,
             manychat_api_base,
+            manychat_media_base,
+            transcription_model,
             manychat_reply_field,
             manychat_reply_flow_ns,
             manychat_token_field,
@@ -1107,6 +1129,29 @@ mod tests {
             &[("MANYCHAT_API_BASE", "ftp://x.example.test")],
             "MANYCHAT_API_BASE",
         );
+    }
+
+    #[test]
+    fn spec_020_media_base_and_transcription_model() {
+        let s = load(&base()).unwrap();
+        assert_eq!(s.manychat_media_base, crate::media::DEFAULT_MEDIA_BASE);
+        assert_eq!(s.transcription_model, None);
+        let s = load(&with(&[
+            ("MANYCHAT_MEDIA_BASE", "http://127.0.0.1:4010"),
+            ("TRANSCRIPTION_MODEL", "openai:gpt-4o-mini-transcribe"),
+        ]))
+        .unwrap();
+        assert_eq!(s.manychat_media_base, "http://127.0.0.1:4010");
+        assert_eq!(
+            s.transcription_model.as_deref(),
+            Some("openai:gpt-4o-mini-transcribe")
+        );
+        // Plain HTTP only on loopback, like a test's or the demo's file host.
+        problem(
+            &[("MANYCHAT_MEDIA_BASE", "http://files.example.test")],
+            "MANYCHAT_MEDIA_BASE",
+        );
+        problem(&[("TRANSCRIPTION_MODEL", "whisper")], "TRANSCRIPTION_MODEL");
     }
 
     #[test]

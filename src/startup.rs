@@ -156,6 +156,7 @@ impl Application {
                 temperature: settings.temperature_or_default(),
                 contact_tokens_enforced: settings.contact_tokens_enforced,
                 channel: settings.channel,
+                media: media_settings(&settings)?,
             },
             config.clone(),
             store.clone(),
@@ -337,6 +338,27 @@ pub fn model_env(settings: &Settings) -> crate::model::ModelEnv {
         temperature: settings.agent_temperature,
         price: settings.agent_price,
     }
+}
+
+/// 020: the media host, `TRANSCRIPTION_MODEL` resolved by the model registry, and the system's
+/// ffmpeg (absent: videos take the fallback, and the start says so once).
+fn media_settings(settings: &Settings) -> Result<crate::media::MediaSettings, StartupError> {
+    let host = crate::media::MediaHost::parse(&settings.manychat_media_base)
+        .map_err(|e| StartupError::Missing(format!("MANYCHAT_MEDIA_BASE {e}")))?;
+    let transcriber = settings
+        .transcription_model
+        .as_deref()
+        .map(|spec| crate::model::transcription::resolve_transcriber(spec, &model_env(settings)))
+        .transpose()?;
+    let ffmpeg = crate::media::video::Ffmpeg::find();
+    if ffmpeg.is_none() {
+        tracing::warn!("ffmpeg not found on PATH: contacts' videos take the media fallback");
+    }
+    Ok(crate::media::MediaSettings {
+        host,
+        transcriber,
+        ffmpeg,
+    })
 }
 
 /// How long a SIGHUP reload may read the config folder. Its files are a few KiB; a read that

@@ -30,7 +30,7 @@ pub use reply::{AgentReply, EscalationReason, ReplyError, agent_reply_schema, pa
 use std::sync::Arc;
 
 use crate::config::TenantConfig;
-use crate::model::{Model, ModelError, ModelRequest, ToolChoice, Usage};
+use crate::model::{Message, Model, ModelError, ModelRequest, ToolChoice, Usage};
 
 /// The structured output's name on the wire.
 pub const OUTPUT_NAME: &str = "agent_reply";
@@ -67,6 +67,9 @@ pub struct ThinkInput<'a> {
     pub temperature: f32,
     /// The channel's message cap.
     pub max_messages: usize,
+    /// 020: images the contact sent this turn (an image, a video's frames), after the fenced
+    /// message; empty for text.
+    pub images: &'a [crate::model::ImageInput],
 }
 
 /// What the agent concluded.
@@ -95,9 +98,15 @@ pub async fn think_with_fence(
     fence: &Fence,
     tools: &mut dyn ToolHost,
 ) -> Thought {
+    let mut messages = turn_messages(input.notices, input.history, input.contact_text, fence);
+    if !input.images.is_empty() {
+        messages.push(Message::Images {
+            images: input.images.iter().cloned().collect(),
+        });
+    }
     let base = ModelRequest {
         system: input.prompt.prefix.clone(),
-        messages: turn_messages(input.notices, input.history, input.contact_text, fence),
+        messages,
         tools: Arc::from([]),
         tool_choice: ToolChoice::Auto,
         output_schema: agent_reply_schema().clone(),
@@ -145,7 +154,6 @@ mod tests {
     use super::agent_loop::tests::{RecordingHost, ScriptedModel, answer, call, calls, usage};
     use super::prompt::tests::demo_config;
     use super::*;
-    use crate::model::Message;
     use crate::store::Role;
 
     fn good_reply() -> String {
@@ -182,6 +190,7 @@ mod tests {
             max_output_tokens: 400,
             temperature: 0.3,
             max_messages: 10,
+            images: &[],
         }
     }
 

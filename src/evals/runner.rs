@@ -212,6 +212,7 @@ async fn observe(
             max_output_tokens,
             temperature,
             max_messages: 3,
+            images: &[],
         },
         &mut tools,
     )

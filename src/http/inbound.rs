@@ -63,6 +63,9 @@ pub struct InboundMessage {
     /// `ai_token` arrived as a literal `{{…}}`: ManyChat did not substitute the token field's
     /// variable (`ai_token` is then `None`). A wiring problem to report, not a wrong token.
     pub token_not_substituted: bool,
+    /// 020: the media `text` named, once [`InboundMessage::detect_media`] found it (`text` then
+    /// holds the kind's marker, never the URL).
+    pub media: Option<crate::media::MediaRef>,
 }
 
 /// The body holds contact text and a token: `Debug` prints only sizes and presence.
@@ -75,6 +78,7 @@ impl std::fmt::Debug for InboundMessage {
             .field("channel", &self.channel)
             .field("offering", &self.offering.is_some())
             .field("token_not_substituted", &self.token_not_substituted)
+            .field("media", &self.media.as_ref().map(|m| m.kind))
             .finish()
     }
 }
@@ -226,7 +230,24 @@ impl InboundMessage {
             channel,
             offering: offering.or(course),
             token_not_substituted,
+            media: None,
         })
+    }
+
+    /// 020: ManyChat sends a contact's voice note, image or video as its file's URL in `text`.
+    /// When `text` is one (on `host`), the URL moves to `media` and `text` becomes the kind's
+    /// marker, so nothing downstream (the record, a log, a shed turn) ever holds the URL. A near
+    /// miss stays text and is logged as `media_url_unmatched`, without the URL.
+    pub fn detect_media(&mut self, host: &crate::media::MediaHost) {
+        use crate::media::Detected;
+        match crate::media::detect(&self.text, host) {
+            Detected::Text => {}
+            Detected::NearMiss => tracing::info!("media_url_unmatched"),
+            Detected::Media(media) => {
+                self.text = media.kind.marker().to_owned();
+                self.media = Some(media);
+            }
+        }
     }
 }
 

@@ -170,7 +170,7 @@ async fn message(
             );
         }
     };
-    let message = match inbound::InboundMessage::parse(&bytes) {
+    let mut message = match inbound::InboundMessage::parse(&bytes) {
         Ok(message) => message,
         Err(inbound::InboundError::NotSubstituted { field }) => {
             // Not the contact's fault and no 400: the contact gets the escalation copy (issue 21).
@@ -200,6 +200,8 @@ async fn message(
     if message.token_not_substituted {
         wiring::report_token_not_substituted(&state, &message.subscriber_id);
     }
+    message.detect_media(state.turns.media_host());
+
     let callback = Callback {
         url: &state.callback_url,
         authorization,
@@ -226,6 +228,7 @@ async fn message(
         ai_token: message.ai_token,
         channel: message.channel,
         offering: message.offering,
+        media: message.media,
         arrived_at,
     };
     match state.turns.handle(inbound, Some(Arc::new(permit))).await {

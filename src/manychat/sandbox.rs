@@ -9,6 +9,10 @@
 //! prints each accepted call to stdout (the demo's display, not a log), and answers
 //! `GET /sandbox/requests` with every accepted call as JSON.
 //!
+//! It is also the demo's file host (020): `MANYCHAT_MEDIA_BASE` points here, and
+//! [`DEMO_VOICE_NOTE_PATH`] serves a built-in voice note (a one-second tone, no voice), so a
+//! newcomer can send a voice note's URL as ManyChat would and watch `mock:demo` transcribe it.
+//!
 //! Invariants:
 //! - The contact getInfo returns is invented ("Demo Contact", no phone, no email); nothing real
 //!   is stored or returned.
@@ -49,6 +53,12 @@ pub struct Sandbox {
     /// Every accepted call, in arrival order.
     pub requests: Arc<Mutex<Vec<SandboxRequest>>>,
 }
+
+/// Where the sandbox serves its voice note, in the shape of ManyChat's file URLs.
+pub const DEMO_VOICE_NOTE_PATH: &str = "/1000001/wa/2026/01/01/original_0d3e0a1b.ogg";
+
+/// The demo's voice note: a one-second tone (Ogg Opus), fictional.
+const DEMO_VOICE_NOTE: &[u8] = include_bytes!("../../tests/fixtures/media/tone.ogg");
 
 /// What the sandbox remembers about one subscriber.
 #[derive(Default)]
@@ -126,7 +136,18 @@ fn router(state: AppState) -> Router {
         .route("/fb/page/getTags", get(get_tags))
         .route("/fb/page/getCustomFields", get(get_custom_fields))
         .route("/sandbox/requests", get(list_requests))
+        .route(DEMO_VOICE_NOTE_PATH, get(voice_note))
         .with_state(state)
+}
+
+/// The demo's voice note, as ManyChat's file host serves one.
+async fn voice_note() -> Response {
+    println!("[sandbox] file host: served the demo voice note");
+    (
+        [(axum::http::header::CONTENT_TYPE, "audio/ogg")],
+        DEMO_VOICE_NOTE,
+    )
+        .into_response()
 }
 
 /// A request ManyChat would refuse, answered with its error envelope.

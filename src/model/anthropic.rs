@@ -133,6 +133,23 @@ fn messages(messages: &[Message]) -> Vec<Value> {
     for message in messages {
         let (role, blocks) = match message {
             Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
+            // An `image` block with a base64 source per image.
+            Message::Images { images } => (
+                "user",
+                images
+                    .iter()
+                    .map(|image| {
+                        json!({
+                            "type": "image",
+                            "source": {
+                                "type": "base64",
+                                "media_type": image.media_type,
+                                "data": image.base64(),
+                            },
+                        })
+                    })
+                    .collect(),
+            ),
             Message::Assistant { text, tool_calls } => {
                 // The API refuses an empty text block.
                 let text_block = text
@@ -268,6 +285,10 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
 impl Model for AnthropicModel {
     fn id(&self) -> &str {
         &self.id
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.capabilities.vision
     }
 
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {

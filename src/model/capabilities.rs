@@ -46,7 +46,7 @@ pub struct Capabilities {
     /// Whether the provider's structured output accepts the bounds of its documented subset
     /// (OpenAI: not on fine-tuned models).
     pub schema_bounds: bool,
-    /// Image input. Informational: the agent sends text only today.
+    /// Image input (020): a contact's image or a video's frames go only to a model with it.
     pub vision: bool,
     /// A reasoning model (thinks before answering; bills those tokens as output).
     pub reasoning: bool,
@@ -204,6 +204,22 @@ const ANTHROPIC: &[Family] = &[
     ),
 ];
 
+/// Ollama's model families that take images (020), as its library lists them (`vision` tag).
+const OLLAMA_VISION: &[&str] = &[
+    "llava",
+    "llava-llama3",
+    "llava-phi3",
+    "bakllava",
+    "llama3.2-vision",
+    "llama4",
+    "gemma3",
+    "qwen2.5vl",
+    "minicpm-v",
+    "moondream",
+    "granite3.2-vision",
+    "mistral-small3.1",
+];
+
 /// What `model` accepts on `provider` (`openai`, `anthropic`, `ollama`).
 pub fn of(provider: &str, model: &str) -> Capabilities {
     match provider {
@@ -224,6 +240,7 @@ pub fn of(provider: &str, model: &str) -> Capabilities {
         "anthropic" => lookup(ANTHROPIC, model, ANTHROPIC_MAX_TEMPERATURE),
         "ollama" => Capabilities {
             temperature: OPENAI_TEMPERATURE,
+            vision: OLLAMA_VISION.iter().any(|p| belongs(model, p)),
             ..Capabilities::unknown(OPENAI_MAX_TEMPERATURE)
         },
         _ => Capabilities::unknown(OPENAI_MAX_TEMPERATURE),
@@ -248,6 +265,15 @@ fn belongs(model: &str, prefix: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spec_020_ollama_vision_follows_the_model_family() {
+        assert!(of("ollama", "llava:13b").vision);
+        assert!(of("ollama", "llama3.2-vision:11b").vision);
+        assert!(of("ollama", "gemma3:4b").vision);
+        assert!(!of("ollama", "llama3.1:8b").vision);
+        assert!(!of("ollama", "llama3.2:3b").vision);
+    }
 
     #[test]
     fn issue_20_openai_reasoning_models_never_get_a_temperature() {

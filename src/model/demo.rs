@@ -875,6 +875,8 @@ fn estimate_input_tokens(request: &ModelRequest) -> u64 {
             Message::ToolResults { results } => {
                 results.iter().map(|r| r.content.to_string().len()).sum()
             }
+            // About a thousand tokens an image, as providers bill a mid-sized one.
+            Message::Images { images } => images.len() * 4000,
         };
     }
     chars += request

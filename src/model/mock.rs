@@ -102,6 +102,8 @@ pub struct ScriptedModel {
     id: String,
     script: Mutex<VecDeque<ScriptStep>>,
     requests: Mutex<Vec<ModelRequest>>,
+    /// 020: whether it says it takes images (`with_vision`).
+    vision: bool,
 }
 
 impl ScriptedModel {
@@ -117,6 +119,7 @@ impl ScriptedModel {
             id: Self::DEFAULT_ID.to_owned(),
             script: Mutex::new(steps.into_iter().collect()),
             requests: Mutex::new(Vec::new()),
+            vision: false,
         }
     }
 
@@ -132,6 +135,12 @@ impl ScriptedModel {
     /// Records turns under `id` (e.g. `openai:gpt-4.1-mini`, to exercise pricing).
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
         self.id = id.into();
+        self
+    }
+
+    /// Takes images, as a vision-capable model does (020).
+    pub fn with_vision(mut self) -> Self {
+        self.vision = true;
         self
     }
 
@@ -155,6 +164,10 @@ impl ScriptedModel {
 impl Model for ScriptedModel {
     fn id(&self) -> &str {
         &self.id
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.vision
     }
 
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
@@ -306,6 +319,8 @@ fn message_chars(message: &Message) -> usize {
         Message::ToolResults { results } => {
             results.iter().map(|r| r.content.to_string().len()).sum()
         }
+        // About a thousand tokens an image, as providers bill a mid-sized one.
+        Message::Images { images } => images.len() * 4000,
     }
 }
 

@@ -32,6 +32,7 @@ pub mod pricing;
 pub mod registry;
 #[cfg(test)]
 mod test_support;
+pub mod transcription;
 mod transport;
 pub mod wire_schema;
 
@@ -83,6 +84,40 @@ pub enum Message {
     },
     /// The results of the previous step's tool calls, one per call, in call order.
     ToolResults { results: Vec<ToolResult> },
+    /// 020: images the contact sent, given once, on the turn they arrive, to a model whose
+    /// registry entry takes images ([`Model::accepts_images`]). Each provider puts them on the
+    /// wire its own way (OpenAI-compatible `image_url` data URLs, Anthropic `image` blocks with a
+    /// base64 source, Ollama's `images` array); history keeps only the `[image]` marker.
+    Images { images: Arc<[ImageInput]> },
+}
+
+/// An image's bytes and media type (`image/png`, `image/jpeg`). `Debug` shows only the size.
+#[derive(Clone, PartialEq)]
+pub struct ImageInput {
+    pub media_type: &'static str,
+    pub bytes: Arc<[u8]>,
+}
+
+impl ImageInput {
+    /// The bytes as standard base64 (Anthropic's `source.data`, Ollama's `images`).
+    pub fn base64(&self) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&self.bytes)
+    }
+
+    /// A `data:` URL (OpenAI-compatible `image_url.url`).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.base64())
+    }
+}
+
+impl std::fmt::Debug for ImageInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageInput")
+            .field("media_type", &self.media_type)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
 }
 
 /// A tool as the model sees it: a name, the tenant's description, a strict JSON Schema.
@@ -224,6 +259,10 @@ pub enum ModelError {
 pub trait Model: Send + Sync {
     /// `provider:model`, as recorded on the turn.
     fn id(&self) -> &str;
+    /// 020: whether the model takes image input (the registry's `vision` capability).
+    fn accepts_images(&self) -> bool {
+        false
+    }
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
 }
 

@@ -108,6 +108,12 @@ impl OllamaModel {
 fn append_message(out: &mut Vec<Value>, message: &Message) {
     match message {
         Message::User { text } => out.push(json!({"role": "user", "content": text})),
+        // /api/chat: a message's `images` holds base64 strings.
+        Message::Images { images } => out.push(json!({
+            "role": "user",
+            "content": "",
+            "images": images.iter().map(|image| image.base64()).collect::<Vec<_>>(),
+        })),
         Message::Assistant { text, tool_calls } => {
             let mut assistant = json!({
                 "role": "assistant",
@@ -233,6 +239,10 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
 impl Model for OllamaModel {
     fn id(&self) -> &str {
         &self.id
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.capabilities.vision
     }
 
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {

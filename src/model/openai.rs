@@ -132,6 +132,14 @@ impl OpenAiModel {
 fn append_message(out: &mut Vec<Value>, message: &Message) {
     match message {
         Message::User { text } => out.push(json!({"role": "user", "content": text})),
+        // Chat Completions: a user message whose content is a list of `image_url` parts.
+        Message::Images { images } => out.push(json!({
+            "role": "user",
+            "content": images
+                .iter()
+                .map(|image| json!({"type": "image_url", "image_url": {"url": image.data_url()}}))
+                .collect::<Vec<_>>(),
+        })),
         Message::Assistant { text, tool_calls } => {
             let mut assistant = json!({"role": "assistant", "content": text});
             if !tool_calls.is_empty() {
@@ -288,6 +296,10 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
 impl Model for OpenAiModel {
     fn id(&self) -> &str {
         &self.id
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.capabilities.vision
     }
 
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {

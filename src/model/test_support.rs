@@ -53,6 +53,27 @@ pub(crate) fn first_step(choice: ToolChoice) -> ModelRequest {
     }
 }
 
+/// A tiny PNG's bytes (a fixture of the media tests: colour bars, fictional).
+pub(crate) const IMAGE_BYTES: &[u8] = include_bytes!("../../tests/fixtures/media/colour-bars.png");
+
+/// Step 1 of a turn that carries an image the contact sent (020).
+pub(crate) fn image_step() -> ModelRequest {
+    let mut request = first_step(ToolChoice::Auto);
+    request.messages.push(Message::Images {
+        images: std::sync::Arc::from([crate::model::ImageInput {
+            media_type: "image/png",
+            bytes: std::sync::Arc::from(IMAGE_BYTES),
+        }]),
+    });
+    request
+}
+
+/// The image's bytes as standard base64.
+pub(crate) fn image_base64() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(IMAGE_BYTES)
+}
+
 /// Step 2 of a turn: the first step's two calls replayed, then their results (one an error).
 pub(crate) fn second_step() -> ModelRequest {
     let mut request = first_step(ToolChoice::Auto);

@@ -7,7 +7,10 @@
 //! - email addresses;
 //! - phone numbers: an optional `+`, then at least 7 digits in groups separated by spaces, dashes,
 //!   dots or parentheses;
-//! - long digit runs (6 digits or more): account, order and subscriber numbers.
+//! - long digit runs (6 digits or more): account, order and subscriber numbers;
+//! - the contact's media on ManyChat's file host (020), also without its scheme or host:
+//!   `<digits>/wa/<yyyy>/<mm>/<dd>/original_<hex>.<ext>`, or the file name `original_<hex>.<ext>`
+//!   alone (whoever holds the URL can fetch the contact's voice note or photo).
 //!
 //! Invariant: hyphenated UUIDs (conversation ids, the only contact identifier a log line may carry)
 //! and RFC 3339 timestamps (every JSON log line starts with one) are protected: they are masked
@@ -30,13 +33,16 @@ const EMAIL: &str = r"(?i)[a-z0-9._%+\-]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)*\.[a-z]{2
 /// parentheses), which covers `+1 (555) 010-4477`, `555.010.4477` and `0800 12 34 56`.
 const PHONE: &str = r"(?:\+[ \t]*)?\(?\d(?:[ \t\-.()]{0,3}\d){6,}";
 const LONG_DIGITS: &str = r"\d{6,}";
+/// ManyChat's media file (020): the path from the account id on, with any host before it, or the
+/// file name alone.
+const MEDIA_FILE: &str = r"(?i)(?:[a-z0-9\-.]+/)?\d+/wa/\d{4}/\d{2}/\d{2}/original_[0-9a-f]+\.[a-z0-9]+|\boriginal_[0-9a-f]{4,}\.[a-z0-9]+";
 
 const UUID: &str = r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b";
 const TIMESTAMP: &str =
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?";
 
 static PATTERNS: LazyLock<Vec<Regex>> =
-    LazyLock::new(|| compile(&[URL, EMAIL, PHONE, LONG_DIGITS]));
+    LazyLock::new(|| compile(&[URL, EMAIL, PHONE, LONG_DIGITS, MEDIA_FILE]));
 static PROTECTED: LazyLock<Vec<Regex>> = LazyLock::new(|| compile(&[UUID, TIMESTAMP]));
 
 fn compile(sources: &[&str]) -> Vec<Regex> {
@@ -47,12 +53,13 @@ fn compile(sources: &[&str]) -> Vec<Regex> {
         .collect()
 }
 
-/// The redaction patterns, compiled once: URL, email, phone number, long digit run.
+/// The redaction patterns, compiled once: URL, email, phone number, long digit run, media file.
 pub fn patterns() -> &'static [Regex] {
     &PATTERNS
 }
 
-/// Replaces every URL, email, phone-number and long-number shape in `text` with `[removed]`.
+/// Replaces every URL, email, phone-number, long-number and media-file shape in `text` with
+/// `[removed]`.
 /// Borrows when nothing matched.
 pub fn redact(text: &str) -> Cow<'_, str> {
     let masked = mask_protected(text);
@@ -189,13 +196,35 @@ mod tests {
     }
 
     #[test]
-    fn c5_patterns_list_holds_the_four_shapes() {
+    fn spec_020_verification_9_the_media_url_shape_is_redacted_with_or_without_its_host() {
+        let url = "https://manybot-files.s3.eu-central-1.amazonaws.com/1234567/wa/2026/11/30/original_0a1b2c3d4e5f.ogg";
+        assert_eq!(redact(url), REPLACEMENT);
+        let without_scheme = &url["https://".len()..];
+        assert_eq!(
+            redact(&format!("fetching {without_scheme} now")),
+            "fetching [removed] now"
+        );
+        assert_eq!(
+            redact("path=42/wa/2026/01/02/original_ab12.jpg"),
+            "path=[removed]"
+        );
+        assert_eq!(
+            redact("file original_0a1b2c3d.mp4 failed"),
+            "file [removed] failed"
+        );
+        // Ordinary words are kept.
+        assert_eq!(redact("the original plan"), "the original plan");
+    }
+
+    #[test]
+    fn c5_patterns_list_holds_the_five_shapes() {
         let list = patterns();
-        assert_eq!(list.len(), 4);
+        assert_eq!(list.len(), 5);
         assert!(list[0].is_match("https://example.test"));
         assert!(list[1].is_match("a@example.test"));
         assert!(list[2].is_match("+1 555 010 4477"));
         assert!(list[3].is_match("123456"));
         assert!(!list[3].is_match("12345"));
+        assert!(list[4].is_match("original_0a1b2c.ogg"));
     }
 }

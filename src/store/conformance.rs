@@ -918,6 +918,43 @@ pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
     assert_eq!(turns[1].input_tokens, 100);
 }
 
+/// 020: a media message keeps its kind; the marker a promise recorded gives way to the
+/// transcript when the turn is kept; typed text has no kind.
+pub async fn spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker(
+    store: &dyn Store,
+) {
+    let conversation = fresh_conversation(store).await;
+    let typed = NewTurn::user(conversation.id, "hello", true, at_s(1));
+    store.record_exchange(Exchange::of(&typed)).await.unwrap();
+    let mut marker = NewTurn::user(conversation.id, "[voice note]", true, at_s(2));
+    marker.media_kind = Some("audio".to_owned());
+    let promised = store.record_exchange(Exchange::of(&marker)).await.unwrap();
+    let mut transcript = marker.clone();
+    transcript.text = "Is the Saturday class still open?".to_owned();
+    let reply = NewTurn::agent(conversation.id, "It is.", "deferred", true, at_s(3));
+    store
+        .record_exchange(Exchange {
+            recorded: Some(promised.message),
+            reply: Some(&reply),
+            ..Exchange::of(&transcript)
+        })
+        .await
+        .unwrap();
+    let turns = store.turns(conversation.id).await.unwrap();
+    let kinds: Vec<_> = turns
+        .iter()
+        .map(|t| (t.text.as_str(), t.media_kind.as_deref()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("hello", None),
+            ("Is the Saturday class still open?", Some("audio")),
+            ("It is.", None),
+        ]
+    );
+}
+
 /// Issue 13: a promise (the message and two pending rows, no reply) is kept by a later exchange
 /// in one transaction: the message is not written again, the reply row gets the reply and its
 /// turn's id and falls due, the fallback handoff goes; a handoff row written with an escalated
@@ -2052,6 +2089,7 @@ pub async fn run_all(store: &dyn Store) {
     record_exchange_writes_what_it_is_given(store).await;
     record_exchange_is_all_or_nothing(store).await;
     record_exchange_keeps_a_promise(store).await;
+    spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker(store).await;
     outbox_handoff_waits_behind_an_open_reply(store).await;
     issue_13_item_10_forget_deletes_every_row_of_the_contact(store).await;
     issue_13_item_10_retention_clears_old_text_and_keeps_the_measures(store).await;
@@ -2161,6 +2199,7 @@ mod tests {
         issue_13_item_10_forget_deletes_every_row_of_the_contact,
         issue_13_item_10_retention_clears_old_text_and_keeps_the_measures,
         flow_sends_are_capped_per_contact_per_hour,
+        spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker,
         run_all,
     );
 

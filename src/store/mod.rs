@@ -98,6 +98,9 @@ pub struct NewTurn {
     pub created_at: DateTime<Utc>,
     /// Why the turn handed its contact to a person (`EscalationReason`); `None` when it did not.
     pub escalation_reason: Option<String>,
+    /// 020: the kind of media the contact sent (`audio | image | video | unsupported`); `None`
+    /// for typed text. The media's URL is never stored.
+    pub media_kind: Option<String>,
 }
 
 impl NewTurn {
@@ -124,6 +127,7 @@ impl NewTurn {
             latency_ms: 0,
             created_at: at,
             escalation_reason: None,
+            media_kind: None,
         }
     }
 
@@ -163,6 +167,8 @@ pub struct Turn {
     pub latency_ms: i64,
     pub created_at: DateTime<Utc>,
     pub escalation_reason: Option<String>,
+    /// 020: see [`NewTurn::media_kind`].
+    pub media_kind: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -309,7 +315,8 @@ impl TurnContext {
 #[derive(Debug, Clone, Copy)]
 pub struct Exchange<'a> {
     /// The contact's message (a user turn). Inserted unless `recorded` names it; when it is
-    /// already recorded, only its `escalation_reason` is written (if any).
+    /// already recorded, only its `escalation_reason` is written (if any), and for a media
+    /// message (020) its text and cost: the marker a promise wrote gives way to the transcript.
     pub message: &'a NewTurn,
     /// The message's id when an earlier write (a promise) recorded it already.
     pub recorded: Option<i64>,

@@ -42,7 +42,7 @@ const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, esca
 
 const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model, bound, \
      actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-     escalation_reason";
+     escalation_reason, media_kind";
 
 const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
      attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at, \
@@ -257,6 +257,7 @@ fn turn_from(row: &PgRow) -> Result<Turn> {
         latency_ms: row.try_get("latency_ms")?,
         created_at: row.try_get("created_at")?,
         escalation_reason: row.try_get("escalation_reason")?,
+        media_kind: row.try_get("media_kind")?,
     })
 }
 
@@ -720,6 +721,17 @@ impl Store for PgStore {
                         .execute(&mut *tx)
                         .await?;
                 }
+                if exchange.message.media_kind.is_some() {
+                    sqlx::query(
+                        "UPDATE turns SET text = $1, media_kind = $2, cost_usd = $3 WHERE id = $4",
+                    )
+                    .bind(&exchange.message.text)
+                    .bind(&exchange.message.media_kind)
+                    .bind(exchange.message.cost_usd)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                }
                 id
             }
             None => insert_turn(&mut *tx, exchange.message).await?,
@@ -942,8 +954,8 @@ async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -> Result<i6
         "WITH inserted AS (\
              INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
              reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
-             created_at, escalation_reason) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+             created_at, escalation_reason, media_kind) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
              RETURNING id), \
          touched AS (\
              UPDATE conversations SET last_message_at = GREATEST(last_message_at, $14), \
@@ -966,6 +978,7 @@ async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -> Result<i6
     .bind(turn.latency_ms)
     .bind(to_millis(turn.created_at))
     .bind(&turn.escalation_reason)
+    .bind(&turn.media_kind)
     .fetch_one(db)
     .await?;
     Ok(id)

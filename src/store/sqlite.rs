@@ -105,6 +105,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0009_manychat_flow_sends.sql"),
     ),
     (
+        10,
+        "turns_media_kind",
+        include_str!("../../migrations/sqlite/0010_turns_media_kind.sql"),
+    ),
+    (
         11,
         "turn_tickets",
         include_str!("../../migrations/sqlite/0011_turn_tickets.sql"),
@@ -125,7 +130,7 @@ macro_rules! turn_columns {
     () => {
         "id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
          input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-         escalation_reason"
+         escalation_reason, media_kind"
     };
 }
 
@@ -750,6 +755,7 @@ fn turn_from(row: &Row<'_>) -> Result<Turn> {
         latency_ms: row.get(14)?,
         created_at: time(row.get(15)?)?,
         escalation_reason: row.get(16)?,
+        media_kind: row.get(17)?,
     })
 }
 
@@ -847,8 +853,8 @@ const NEXT_TURN_ID: &str = "SELECT COALESCE(MAX(id), 0) + 1 FROM turns";
 const INSERT_TURN: &str = "INSERT INTO turns \
     (id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
     input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-    escalation_reason) \
-    VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+    escalation_reason, media_kind) \
+    VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
 
 /// A user turn moves its conversation's `last_message_at` and (bound) `turn_count`.
 const TOUCH_CONVERSATION: &str = "UPDATE conversations SET \
@@ -1085,6 +1091,7 @@ fn insert_turn(conn: &Db<'_>, turn: &NewTurn, actions: Option<&str>) -> Result<i
         turn.latency_ms,
         ms(turn.created_at),
         turn.escalation_reason,
+        turn.media_kind,
     ])?;
     if turn.role == Role::User {
         conn.prepare_cached(TOUCH_CONVERSATION)?.execute(params![
@@ -1670,6 +1677,19 @@ impl Store for SqliteStore {
                             conn,
                             "UPDATE turns SET escalation_reason = ? WHERE id = ?",
                             params![reason, id],
+                            "turn",
+                        )?;
+                    }
+                    if message.turn.media_kind.is_some() {
+                        update_one(
+                            conn,
+                            "UPDATE turns SET text = ?, media_kind = ?, cost_usd = ? WHERE id = ?",
+                            params![
+                                message.turn.text,
+                                message.turn.media_kind,
+                                message.turn.cost_usd,
+                                id
+                            ],
                             "turn",
                         )?;
                     }

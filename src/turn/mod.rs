@@ -18,11 +18,13 @@
 mod budget;
 mod detach;
 mod gates;
+mod media;
 mod order;
 mod record;
 
 use detach::Detachable;
 pub use gates::Denial;
+use media::Decided;
 pub use order::{TurnGuard, TurnOrder};
 use record::{Message, Outcome, Promise};
 
@@ -42,6 +44,7 @@ use crate::config::{ConfigHandle, TenantConfig};
 use crate::escalation::Escalation;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
+use crate::media::{MediaRef, MediaService, MediaSettings};
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::{Handoffs, ReplyPayload};
@@ -79,6 +82,8 @@ pub struct TurnSettings {
     pub contact_tokens_enforced: bool,
     /// `CHANNEL`: how a deferred reply's messages are shaped (one on WhatsApp).
     pub channel: crate::channel::Channel,
+    /// 020: the media host, the transcriber and ffmpeg.
+    pub media: MediaSettings,
 }
 
 /// A contact message that passed the HTTP layer.
@@ -92,8 +97,19 @@ pub struct Inbound {
     pub ai_token: Option<String>,
     /// 028: the offering the flow passed, already normalised (absent when empty or unrendered).
     pub offering: Option<String>,
+    /// 020: the media the message is (its `text` is then the kind's marker).
+    pub media: Option<MediaRef>,
     /// When the request arrived: the race deadline counts from here.
     pub arrived_at: Instant,
+}
+
+impl Inbound {
+    /// The contact's message as recorded: the text (a media message's marker) and its kind.
+    fn turn(&self, conversation: ConversationId, bound: bool, at: DateTime<Utc>) -> NewTurn {
+        let mut turn = NewTurn::user(conversation, &self.text, bound, at);
+        turn.media_kind = self.media.as_ref().map(|m| m.kind.as_str().to_owned());
+        turn
+    }
 }
 
 /// A turn's place under `MAX_TURNS_IN_FLIGHT`, shared by the request and the agent it starts:
@@ -166,6 +182,8 @@ struct Inner {
     budget: Arc<budget::BudgetLedger>,
     /// Performs an inline escalation's handoff once its response is written.
     handoffs: Handoffs,
+    /// 020: turns a media message into text and images.
+    media: MediaService,
     /// What the turn derives from the config snapshot in force (prompt prefix, leak-check
     /// text, tool specs): built once per snapshot, not per turn, so providers' prompt caches see
     /// identical bytes and the hot path does not rebuild them.
@@ -195,6 +213,7 @@ impl TurnEngine {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                media: MediaService::new(settings.media.clone()),
                 settings,
                 config,
                 order: TurnOrder::new(store.clone()),
@@ -225,6 +244,11 @@ impl TurnEngine {
 
     pub fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks
+    }
+
+    /// 020: the file host the ManyChat adapter detects media on (`MANYCHAT_MEDIA_BASE`).
+    pub fn media_host(&self) -> &crate::media::MediaHost {
+        self.inner.media.host()
     }
 
     /// Runs one turn. An error means the turn could not be recorded (or hit a bug); the caller
@@ -327,12 +351,7 @@ impl TurnEngine {
             None => {
                 // The silent response promises a reply: the message and the fallback are
                 // written first, and handed to the waiting task (which waits for them).
-                let message = Message::new(NewTurn::user(
-                    conversation.id,
-                    &inbound.text,
-                    bound,
-                    inner.clock.now(),
-                ));
+                let message = Message::new(inbound.turn(conversation.id, bound, inner.clock.now()));
                 let abort_at =
                     inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
                 self.promise_before_response(
@@ -417,7 +436,7 @@ impl TurnEngine {
         let now = context
             .as_ref()
             .map_or_else(|| inner.clock.now(), |(at, _)| *at);
-        let mut message = Message::new(NewTurn::user(conversation.id, &inbound.text, bound, now));
+        let mut message = Message::new(inbound.turn(conversation.id, bound, now));
         message.promise = promise;
         if let Some(response) = self
             .scripted_opening(&inbound, &config, &conversation, &message, mode)
@@ -515,6 +534,7 @@ impl TurnEngine {
             notices: notices(&config, &inbound),
             history,
             bound,
+            media: inbound.media.clone(),
             arrived_at: inbound.arrived_at,
             guard,
             message: Some(message),
@@ -541,7 +561,7 @@ impl TurnEngine {
             .wait(tokio::time::timeout_at(deadline, &mut answer_rx))
             .await
         {
-            Ok(Ok(answer)) => Some(answer),
+            Ok(Ok(settled)) => Some(settled),
             // The agent ended before the deadline without answering: it panicked (a bug; the
             // abort comes after the deadline). The contact is handed to a person.
             Ok(Err(_)) => return Err(TurnError::Panicked),
@@ -554,9 +574,15 @@ impl TurnEngine {
             }
         };
         match answer {
-            Some(answer) => {
+            Some(Settled::Answer(answer)) => {
                 drop(agent);
                 self.settle_inline(&config, &conversation, answer).await
+            }
+            Some(Settled::Decided(decided)) => {
+                drop(agent);
+                Ok(self
+                    .settle_decided(&config, &conversation, decided, Mode::Inline)
+                    .await?)
             }
             None => {
                 // The acknowledgement promises a reply: the promise is on disk before it
@@ -587,6 +613,10 @@ impl TurnEngine {
         mode: Mode,
     ) -> Result<Option<TurnResponse>, TurnError> {
         let inner = &self.inner;
+        // 020: media (a marker now, a transcript later) never matches the opening trigger.
+        if inbound.media.is_some() {
+            return Ok(None);
+        }
         let Some(opening) = config.rules.opening_reply(&inbound.text) else {
             return Ok(None);
         };
@@ -1035,12 +1065,7 @@ impl WaitingTurn {
     async fn expired(&self, promise: Option<Promise>) -> Result<(), TurnError> {
         let engine = &self.engine;
         let now = engine.inner.clock.now();
-        let mut message = Message::new(NewTurn::user(
-            self.conversation.id,
-            &self.inbound.text,
-            self.bound,
-            now,
-        ));
+        let mut message = Message::new(self.inbound.turn(self.conversation.id, self.bound, now));
         message.promise = promise;
         engine
             .escalate_without_model(
@@ -1071,6 +1096,14 @@ struct Answer {
     message: Message,
 }
 
+/// What the agent's task hands back: the model's answer, or (020) a decision made without the
+/// model once the media was read.
+#[derive(Debug)]
+enum Settled {
+    Answer(Answer),
+    Decided(Decided),
+}
+
 /// The agent's half of a turn, run in its own task so that it outlives a lost race.
 struct AgentJob {
     engine: TurnEngine,
@@ -1081,6 +1114,8 @@ struct AgentJob {
     notices: Vec<String>,
     history: Vec<HistoryTurn>,
     bound: bool,
+    /// 020: the media to read before the model runs (inside the race).
+    media: Option<MediaRef>,
     arrived_at: Instant,
     guard: Option<TurnGuard>,
     /// Taken by whoever records the turn: the answer, or the abort.
@@ -1095,7 +1130,29 @@ struct AgentJob {
 }
 
 impl AgentJob {
-    async fn run(mut self, answer: oneshot::Sender<Answer>, abort_at: Instant) {
+    async fn run(mut self, answer: oneshot::Sender<Settled>, abort_at: Instant) {
+        // 020: media is read first, inside the race and under the abort, like the model call.
+        let mut images = Vec::new();
+        if let Some(media) = self.media.take() {
+            let engine = self.engine.clone();
+            let vision = engine.inner.model.accepts_images();
+            let prepared =
+                tokio::time::timeout_at(abort_at, engine.inner.media.prepare(&media, vision)).await;
+            let Ok(prepared) = prepared else {
+                let Some(mut message) = self.message.take() else {
+                    return;
+                };
+                message.promise = self.promised(message.promise).await;
+                if let Err(error) = self.engine.settle_aborted(&self, &message).await {
+                    tracing::error!(conversation = %self.conversation.id, error = %error, "aborted media turn could not be recorded");
+                }
+                return;
+            };
+            match self.read_media(media.kind, prepared) {
+                Ok(read) => images = read,
+                Err(decision) => return self.decided(answer, decision).await,
+            }
+        }
         let inner = &self.engine.inner;
         let derived = &self.derived;
         let input = ThinkInput {
@@ -1107,6 +1164,7 @@ impl AgentJob {
             max_output_tokens: inner.settings.max_output_tokens,
             temperature: inner.settings.temperature,
             max_messages: 3,
+            images: &images,
         };
         let fence = agent::Fence::new();
         let mut tools = TurnTools::new(ToolContext {
@@ -1135,12 +1193,13 @@ impl AgentJob {
                     guard: self.guard.take(),
                     message,
                 };
-                match answer.send(result) {
+                match answer.send(Settled::Answer(result)) {
                     Ok(()) => Ok(()),
-                    Err(mut answer) => {
+                    Err(Settled::Answer(mut answer)) => {
                         answer.message.promise = self.promised(answer.message.promise).await;
                         self.engine.settle_deferred(&self, answer).await
                     }
+                    Err(Settled::Decided(_)) => unreachable!("an answer was sent"),
                 }
             }
             Err(_) => {

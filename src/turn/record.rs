@@ -146,6 +146,19 @@ impl TurnEngine {
             ));
         }
         let counted = message.promise.is_some_and(|p| p.counted);
+        // 020: what the contact's message itself cost (a transcription) is charged with it.
+        let charge = match outcome.charge {
+            _ if message.turn.cost_usd <= 0.0 => outcome.charge,
+            Some(mut charge) => {
+                charge.cost_usd += message.turn.cost_usd;
+                Some(charge)
+            }
+            None => Some(BudgetCharge {
+                day: message.turn.created_at.date_naive(),
+                tokens: 0,
+                cost_usd: message.turn.cost_usd,
+            }),
+        };
         let ids = self
             .inner
             .store
@@ -157,7 +170,7 @@ impl TurnEngine {
                     .filter(|_| !counted)
                     .map(|window| (&conversation.subscriber_id, window)),
                 reply: outcome.reply,
-                charge: outcome.charge,
+                charge,
                 escalated_at: outcome.escalated_at,
                 outbox: &rows,
                 keep,
@@ -436,6 +449,8 @@ impl TurnEngine {
                 rate_window: None,
                 promise: Some(promise),
             }),
+            // The media's URL was never stored: a recovered turn answers from its marker.
+            media: None,
             promised: None,
             _reservation: None,
             _in_flight: None,

@@ -12,6 +12,7 @@ mod gates;
 mod hardening;
 mod http_contract;
 mod logs;
+mod media;
 mod order;
 mod outbox;
 mod race;

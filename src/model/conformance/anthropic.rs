@@ -119,8 +119,35 @@ fn block_problems(block: &Value, at: &str) -> Vec<String> {
             ],
             &["type", "tool_use_id"],
         ),
+        // `ImageBlockParam`: `source` is a `Base64ImageSource` {type: base64, media_type one of
+        // image/jpeg, image/png, image/gif, image/webp, data} (vision guide).
+        Some("image") => (&["type", "source", "cache_control"], &["type", "source"]),
         _ => return vec![format!("{at}.type: not a block type we should send")],
     };
+    if block["type"] == json!("image") {
+        let source = &block["source"];
+        let mut problems = unknown_keys(block, allowed, at);
+        problems.extend(missing_keys(block, required, at));
+        let at = format!("{at}.source");
+        problems.extend(unknown_keys(source, &["type", "media_type", "data"], &at));
+        problems.extend(missing_keys(source, &["type", "media_type", "data"], &at));
+        if source["type"] != json!("base64") {
+            problems.push(format!("{at}.type: base64"));
+        }
+        if !matches!(
+            source["media_type"].as_str(),
+            Some("image/jpeg" | "image/png" | "image/gif" | "image/webp")
+        ) {
+            problems.push(format!("{at}.media_type: image/jpeg, png, gif or webp"));
+        }
+        if source["data"]
+            .as_str()
+            .is_none_or(|d| d.is_empty() || d.starts_with("data:"))
+        {
+            problems.push(format!("{at}.data: base64 data, no data: prefix"));
+        }
+        return problems;
+    }
     let mut problems = unknown_keys(block, allowed, at);
     problems.extend(missing_keys(block, required, at));
     if block["type"] == json!("text") && block["text"].as_str().is_some_and(str::is_empty) {
@@ -307,6 +334,26 @@ fn official_message(content: Value, stop_reason: &str) -> Value {
             "service_tier": "standard"
         }
     })
+}
+
+#[test]
+fn spec_020_anthropic_an_image_is_an_image_block_with_a_base64_source() {
+    let body = model("claude-sonnet-4-5", "http://localhost").request_body(&image_step());
+    let problems = request_problems(&body);
+    assert!(problems.is_empty(), "{problems:?}");
+    // Merged into the user turn that carries the contact's message, after its text.
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1);
+    let blocks = messages[0]["content"].as_array().unwrap();
+    assert_eq!(blocks[0]["type"], "text");
+    assert_eq!(
+        blocks[1],
+        json!({"type": "image", "source":
+            {"type": "base64", "media_type": "image/png", "data": image_base64()}})
+    );
+    let mut wrong = body.clone();
+    wrong["messages"][0]["content"][1]["source"]["media_type"] = json!("image/bmp");
+    assert!(!request_problems(&wrong).is_empty());
 }
 
 fn model(name: &str, base: &str) -> AnthropicModel {

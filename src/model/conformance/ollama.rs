@@ -90,6 +90,18 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
         if !message["content"].is_string() {
             problems.push(format!("{at}.content: a string"));
         }
+        // api.md "Chat request": `images` (optional), a list of base64-encoded images.
+        if let Some(images) = message.get("images") {
+            let all_base64 = images.as_array().is_some_and(|list| {
+                list.iter().all(|i| {
+                    i.as_str()
+                        .is_some_and(|s| !s.is_empty() && !s.starts_with("data:"))
+                })
+            });
+            if !all_base64 {
+                problems.push(format!("{at}.images: a list of base64 strings"));
+            }
+        }
         // types.go `ToolCall`: optional id, function {index, name, arguments as an object}.
         for (j, call) in message["tool_calls"]
             .as_array()
@@ -140,6 +152,22 @@ fn official_chat(message: Value, done_reason: &str) -> Value {
         "eval_count": 33,
         "eval_duration": 552_222_000
     })
+}
+
+#[test]
+fn spec_020_ollama_an_image_is_a_base64_string_in_a_messages_images() {
+    let body = model("http://localhost").request_body(&image_step());
+    let problems = request_problems(&body);
+    assert!(problems.is_empty(), "{problems:?}");
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last,
+        json!({"role": "user", "content": "", "images": [image_base64()]})
+    );
+    let mut wrong = body.clone();
+    let at = body["messages"].as_array().unwrap().len() - 1;
+    wrong["messages"][at]["images"] = json!([format!("data:image/png;base64,{}", image_base64())]);
+    assert!(!request_problems(&wrong).is_empty());
 }
 
 fn model(base: &str) -> OllamaModel {

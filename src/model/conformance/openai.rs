@@ -139,6 +139,46 @@ fn strict_schema_problems(schema: &Value, at: &str) -> Vec<String> {
 }
 
 /// Everything the documentation says is wrong with a Chat Completions request body.
+/// spec `ChatCompletionRequestUserMessage.content`: a string, or an array of content parts:
+/// `ChatCompletionRequestMessageContentPartText` (`type: text`, `text`) or
+/// `ChatCompletionRequestMessageContentPartImage` (`type: image_url`, `image_url: {url, detail?}`,
+/// the url "either a URL of the image or the base64 encoded image data").
+fn user_content_problems(content: &Value, at: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(parts) = content.as_array() else {
+        if !content.is_string() {
+            problems.push(format!("{at}.content: a string or an array of parts"));
+        }
+        return problems;
+    };
+    for (j, part) in parts.iter().enumerate() {
+        let at = format!("{at}.content[{j}]");
+        match part["type"].as_str() {
+            Some("text") => {
+                problems.extend(unknown_keys(part, &["type", "text"], &at));
+                problems.extend(missing_keys(part, &["type", "text"], &at));
+            }
+            Some("image_url") => {
+                problems.extend(unknown_keys(part, &["type", "image_url"], &at));
+                problems.extend(missing_keys(part, &["type", "image_url"], &at));
+                let image = &part["image_url"];
+                problems.extend(unknown_keys(
+                    image,
+                    &["url", "detail"],
+                    &format!("{at}.image_url"),
+                ));
+                let url = image["url"].as_str().unwrap_or_default();
+                let data_url = url.starts_with("data:image/") && url.contains(";base64,");
+                if !data_url && !url.starts_with("https://") && !url.starts_with("http://") {
+                    problems.push(format!("{at}.image_url.url: a URL or a base64 data URL"));
+                }
+            }
+            _ => problems.push(format!("{at}.type: text or image_url")),
+        }
+    }
+    problems
+}
+
 pub(crate) fn request_problems(body: &Value) -> Vec<String> {
     let mut problems = unknown_keys(body, REQUEST_FIELDS, "body");
     problems.extend(missing_keys(body, &["model", "messages"], "body"));
@@ -205,6 +245,9 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
         }
         if message["role"] == json!("tool") && !message["content"].is_string() {
             problems.push(format!("{at}.content: text expected"));
+        }
+        if message["role"] == json!("user") {
+            problems.extend(user_content_problems(&message["content"], &at));
         }
     }
 
@@ -404,6 +447,30 @@ fn issue_20_openai_requests_conform_field_by_field_for_every_model_family() {
             }
         }
     }
+}
+
+#[test]
+fn spec_020_openai_an_image_is_a_user_image_url_part_with_a_base64_data_url() {
+    let body = model("gpt-4.1-mini", "http://localhost").request_body(&image_step());
+    let problems = request_problems(&body);
+    assert!(problems.is_empty(), "{problems:?}");
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last,
+        json!({"role": "user", "content": [{"type": "image_url", "image_url":
+            {"url": format!("data:image/png;base64,{}", image_base64())}}]})
+    );
+    // The rule bites: a bare base64 string is not a URL.
+    let mut wrong = body.clone();
+    wrong["messages"][2]["content"][0]["image_url"]["url"] = json!(image_base64());
+    assert!(!request_problems(&wrong).is_empty());
+}
+
+#[test]
+fn spec_020_vision_follows_the_registry_capability() {
+    use crate::model::Model as _;
+    assert!(model("gpt-4.1-mini", "http://localhost").accepts_images());
+    assert!(!model("some-compatible-model", "http://localhost").accepts_images());
 }
 
 #[test]

@@ -1,0 +1,419 @@
+//! Inbound media (spec 020): a voice note, an image or a video the contact sent, answered
+//! instead of dropped.
+//!
+//! - [`detect`]: which inbound `text` is ManyChat's media URL, and of which kind (called by the
+//!   ManyChat adapter only, `http::inbound`).
+//! - [`download`]: the bounded fetch from the media host into the turn's private directory.
+//! - [`video`]: frames and soundtrack by the system's ffmpeg.
+//! - Transcription is the model registry's (`model::transcription`, C2): this module only calls
+//!   the `Transcriber` it is given.
+//! - [`MediaService::prepare`]: the one call a turn makes, inside its race, turning the media
+//!   into what the model reads ([`MediaText`]), a fallback, or a failure.
+//!
+//! Invariants: the media URL is never stored or logged (the turn records a marker, then the
+//! transcript; `MediaRef`'s `Debug` shows only the kind); bytes live in a private temporary
+//! directory removed when the call ends or is dropped; every step is cancelled by dropping the
+//! future (the turn's deadline and abort), ffmpeg children included.
+
+pub mod detect;
+pub mod download;
+pub mod video;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Url;
+
+pub use detect::{DEFAULT_MEDIA_BASE, Detected, InvalidMediaBase, MediaHost, detect};
+use video::Ffmpeg;
+
+use crate::model::ImageInput;
+use crate::model::transcription::{AudioClip, Transcriber};
+
+/// What a media message is, by its extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaKind {
+    Audio,
+    Image,
+    Video,
+    Unsupported,
+}
+
+impl MediaKind {
+    /// `.ogg` → audio; `.jpeg`/`.jpg`/`.png` → image; `.mp4`/`.3gp` → video; else unsupported.
+    pub fn of_extension(extension: &str) -> Self {
+        match extension {
+            "ogg" => Self::Audio,
+            "jpeg" | "jpg" | "png" => Self::Image,
+            "mp4" | "3gp" => Self::Video,
+            _ => Self::Unsupported,
+        }
+    }
+
+    /// `turns.media_kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Audio => "audio",
+            Self::Image => "image",
+            Self::Video => "video",
+            Self::Unsupported => "unsupported",
+        }
+    }
+
+    /// What the turn records until (and unless) a transcript replaces it.
+    pub fn marker(self) -> &'static str {
+        match self {
+            Self::Audio => "[voice note]",
+            Self::Image => "[image]",
+            Self::Video => "[video]",
+            Self::Unsupported => "[media]",
+        }
+    }
+
+    fn content_type_prefix(self) -> &'static str {
+        match self {
+            Self::Audio => "audio/",
+            Self::Image => "image/",
+            Self::Video => "video/",
+            Self::Unsupported => "\0",
+        }
+    }
+
+    fn file_extension(self) -> &'static str {
+        match self {
+            Self::Audio => "ogg",
+            Self::Image => "img",
+            Self::Video => "video",
+            Self::Unsupported => "bin",
+        }
+    }
+}
+
+/// A detected media message: its kind and where ManyChat keeps it. The URL is never stored or
+/// logged; `Debug` shows the kind only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MediaRef {
+    pub kind: MediaKind,
+    url: Url,
+}
+
+impl std::fmt::Debug for MediaRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaRef")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why media could not be answered, though nothing failed: the turn takes
+/// `rules.messages.mediaFallback` (or the escalation copy without it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackCause {
+    UnsupportedKind,
+    NoTranscription,
+    EmptyTranscript,
+    NoVision,
+    /// A video for a deployment with neither image input nor transcription.
+    NeitherHalf,
+    NoFfmpeg,
+}
+
+impl FallbackCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UnsupportedKind => "unsupported_kind",
+            Self::NoTranscription => "no_transcription_model",
+            Self::EmptyTranscript => "empty_transcript",
+            Self::NoVision => "model_without_vision",
+            Self::NeitherHalf => "video_without_frames_or_transcript",
+            Self::NoFfmpeg => "no_ffmpeg",
+        }
+    }
+}
+
+/// Why media failed: the turn escalates with outcome `error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MediaError {
+    #[error("media download failed")]
+    Download,
+    #[error("media host answered with a redirect")]
+    Redirect,
+    #[error("media Content-Type does not match its kind")]
+    ContentType,
+    #[error("media exceeds its size limit")]
+    TooLarge,
+    #[error("transcription failed")]
+    Transcription,
+    #[error("ffmpeg failed")]
+    Ffmpeg,
+}
+
+impl MediaError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Download => "download",
+            Self::Redirect => "redirect",
+            Self::ContentType => "content_type",
+            Self::TooLarge => "too_large",
+            Self::Transcription => "transcription",
+            Self::Ffmpeg => "ffmpeg",
+        }
+    }
+}
+
+/// What the model reads in place of the media.
+#[derive(Debug, Clone)]
+pub struct MediaText {
+    /// The transcript, or the marker when there is none (an image, a silent video).
+    pub text: String,
+    /// Images for the model (an image, a video's frames); given once, never stored.
+    pub images: Vec<ImageInput>,
+    /// `text` is a transcript: the model is told so (it confirms names and numbers), and the
+    /// escalation keywords are checked against it.
+    pub transcribed: bool,
+    /// What the transcription cost, charged to the day's budget.
+    pub cost_usd: f64,
+}
+
+/// What [`MediaService::prepare`] decided.
+#[derive(Debug)]
+pub enum Prepared {
+    Ready(MediaText),
+    Fallback(FallbackCause),
+    Failed(MediaError),
+}
+
+/// What the media pipeline is given at start.
+#[derive(Clone, Default)]
+pub struct MediaSettings {
+    /// `MANYCHAT_MEDIA_BASE`.
+    pub host: MediaHost,
+    /// `TRANSCRIPTION_MODEL`, resolved by the model registry; `None` when unset.
+    pub transcriber: Option<Arc<dyn Transcriber>>,
+    /// The system's ffmpeg; `None` when it is not installed (videos then take the fallback).
+    pub ffmpeg: Option<Ffmpeg>,
+}
+
+impl std::fmt::Debug for MediaSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaSettings")
+            .field("host", &self.host)
+            .field("transcriber", &self.transcriber.as_ref().map(|t| t.id()))
+            .field("ffmpeg", &self.ffmpeg.is_some())
+            .finish()
+    }
+}
+
+/// The media pipeline a turn calls.
+#[derive(Clone)]
+pub struct MediaService {
+    settings: MediaSettings,
+    http: reqwest::Client,
+}
+
+impl MediaService {
+    pub fn new(settings: MediaSettings) -> Self {
+        Self {
+            settings,
+            http: download::client(),
+        }
+    }
+
+    /// The host media is detected on (the adapter asks).
+    pub fn host(&self) -> &MediaHost {
+        &self.settings.host
+    }
+
+    /// Turns a media message into what the model reads, or a fallback, or a failure.
+    /// `vision`: whether the turn's model takes images. Cancelled by dropping the future.
+    pub async fn prepare(&self, media: &MediaRef, vision: bool) -> Prepared {
+        match self.prepare_kind(media, vision).await {
+            Ok(prepared) => prepared,
+            Err(error) => Prepared::Failed(error),
+        }
+    }
+
+    async fn prepare_kind(&self, media: &MediaRef, vision: bool) -> Result<Prepared, MediaError> {
+        let transcriber = self.settings.transcriber.as_deref();
+        // Decided before anything is fetched: what cannot be answered is never downloaded.
+        let fallback = match media.kind {
+            MediaKind::Unsupported => Some(FallbackCause::UnsupportedKind),
+            MediaKind::Audio if transcriber.is_none() => Some(FallbackCause::NoTranscription),
+            MediaKind::Image if !vision => Some(FallbackCause::NoVision),
+            MediaKind::Video if !vision && transcriber.is_none() => {
+                Some(FallbackCause::NeitherHalf)
+            }
+            MediaKind::Video if self.settings.ffmpeg.is_none() => Some(FallbackCause::NoFfmpeg),
+            _ => None,
+        };
+        if let Some(cause) = fallback {
+            return Ok(Prepared::Fallback(cause));
+        }
+        // Private (0700) and removed when this call ends or is dropped.
+        let dir = tempfile::Builder::new()
+            .prefix("manychat-media-")
+            .tempdir()
+            .map_err(|_| MediaError::Download)?;
+        let limit = download::size_limit(media.kind);
+        let file = download::fetch(&self.http, media, limit, dir.path()).await?;
+        match media.kind {
+            MediaKind::Audio => {
+                let transcriber = transcriber.expect("checked above");
+                let clip = AudioClip {
+                    path: file.path.clone(),
+                    len: file.len,
+                    file_name: "voice-note.ogg",
+                    media_type: "audio/ogg",
+                    duration: None,
+                };
+                let transcript = transcriber
+                    .transcribe(clip)
+                    .await
+                    .map_err(|_| MediaError::Transcription)?;
+                if transcript.text.trim().is_empty() {
+                    return Ok(Prepared::Fallback(FallbackCause::EmptyTranscript));
+                }
+                Ok(Prepared::Ready(MediaText {
+                    text: transcript.text,
+                    images: Vec::new(),
+                    transcribed: true,
+                    cost_usd: transcript.cost_usd,
+                }))
+            }
+            MediaKind::Image => {
+                let media_type = match file.media_type.as_str() {
+                    "image/png" => "image/png",
+                    "image/gif" => "image/gif",
+                    "image/webp" => "image/webp",
+                    _ => "image/jpeg",
+                };
+                Ok(Prepared::Ready(MediaText {
+                    text: MediaKind::Image.marker().to_owned(),
+                    images: vec![ImageInput {
+                        media_type,
+                        bytes: read(&file.path).await?,
+                    }],
+                    transcribed: false,
+                    cost_usd: 0.0,
+                }))
+            }
+            MediaKind::Video => {
+                let ffmpeg = self.settings.ffmpeg.as_ref().expect("checked above");
+                self.split_video(ffmpeg, &file.path, dir.path(), vision, transcriber)
+                    .await
+            }
+            MediaKind::Unsupported => unreachable!("takes the fallback above"),
+        }
+    }
+
+    /// The degradation table: frames and transcript, frames only, transcript only, or the
+    /// fallback when neither yields anything.
+    async fn split_video(
+        &self,
+        ffmpeg: &Ffmpeg,
+        input: &std::path::Path,
+        dir: &std::path::Path,
+        vision: bool,
+        transcriber: Option<&dyn Transcriber>,
+    ) -> Result<Prepared, MediaError> {
+        let probe = ffmpeg.probe(input).await?;
+        let mut images = Vec::new();
+        if vision && probe.has_video {
+            for frame in ffmpeg.frames(input, dir, &probe).await? {
+                images.push(ImageInput {
+                    media_type: "image/png",
+                    bytes: read(&frame).await?,
+                });
+            }
+        }
+        let mut transcript = None;
+        if let Some(transcriber) = transcriber
+            && probe.has_audio
+        {
+            let sound = ffmpeg.soundtrack(input, dir).await?;
+            let len = tokio::fs::metadata(&sound)
+                .await
+                .map_err(|_| MediaError::Ffmpeg)?
+                .len();
+            let clip = AudioClip {
+                path: sound,
+                len,
+                file_name: "soundtrack.wav",
+                media_type: "audio/wav",
+                duration: probe.duration.or(Some(Duration::ZERO)),
+            };
+            transcript = Some(
+                transcriber
+                    .transcribe(clip)
+                    .await
+                    .map_err(|_| MediaError::Transcription)?,
+            )
+            .filter(|t| !t.text.trim().is_empty());
+        }
+        if images.is_empty() && transcript.is_none() {
+            return Ok(Prepared::Fallback(FallbackCause::EmptyTranscript));
+        }
+        let cost_usd = transcript.as_ref().map_or(0.0, |t| t.cost_usd);
+        Ok(Prepared::Ready(match transcript {
+            Some(transcript) => MediaText {
+                text: transcript.text,
+                images,
+                transcribed: true,
+                cost_usd,
+            },
+            None => MediaText {
+                text: MediaKind::Video.marker().to_owned(),
+                images,
+                transcribed: false,
+                cost_usd,
+            },
+        }))
+    }
+}
+
+async fn read(path: &std::path::Path) -> Result<Arc<[u8]>, MediaError> {
+    tokio::fs::read(path)
+        .await
+        .map(Arc::from)
+        .map_err(|_| MediaError::Download)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn media(kind: MediaKind) -> MediaRef {
+        // Port 9 (discard): any attempt to fetch would fail, so a fallback proves nothing was.
+        let url = Url::parse("http://127.0.0.1:9/1/wa/2026/01/01/original_ab.x").unwrap();
+        MediaRef { kind, url }
+    }
+
+    #[tokio::test]
+    async fn spec_020_verification_6_what_cannot_be_answered_falls_back_before_any_download() {
+        let service = MediaService::new(MediaSettings::default());
+        let cases = [
+            (MediaKind::Unsupported, true, FallbackCause::UnsupportedKind),
+            (MediaKind::Audio, true, FallbackCause::NoTranscription),
+            (MediaKind::Image, false, FallbackCause::NoVision),
+            (MediaKind::Video, false, FallbackCause::NeitherHalf),
+            // Vision but no ffmpeg on this deployment.
+            (MediaKind::Video, true, FallbackCause::NoFfmpeg),
+        ];
+        for (kind, vision, cause) in cases {
+            match service.prepare(&media(kind), vision).await {
+                Prepared::Fallback(got) => assert_eq!(got, cause, "{kind:?}"),
+                other => panic!("{kind:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn spec_020_markers_and_kinds() {
+        assert_eq!(MediaKind::Audio.marker(), "[voice note]");
+        assert_eq!(MediaKind::Image.marker(), "[image]");
+        assert_eq!(MediaKind::Video.marker(), "[video]");
+        assert_eq!(MediaKind::Unsupported.marker(), "[media]");
+        let debug = format!("{:?}", media(MediaKind::Audio));
+        assert!(!debug.contains("original_"), "{debug}");
+    }
+}
