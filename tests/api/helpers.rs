@@ -433,3 +433,11 @@ pub async fn until(mut condition: impl AsyncFnMut() -> bool) {
     }
     panic!("condition not reached");
 }
+
+/// `TEST_DATABASE_URL`: the tests that need PostgreSQL are `#[ignore]`d and fail without it.
+pub fn test_database_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL")
+}

@@ -17,6 +17,7 @@ mod order;
 mod outbox;
 mod race;
 mod reload;
+mod replicas;
 mod shutdown;
 mod tokens;
 mod tools;

@@ -211,12 +211,3 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     );
     assert!(outbox[0].next_attempt_at <= turns[1].created_at, "due now");
 }
-
-/// The Postgres tests are `#[ignore]`d (listed, not passed, by a plain `cargo test`); run with
-/// `--include-ignored`, they fail without the database instead of passing untested.
-fn test_database_url() -> String {
-    std::env::var("TEST_DATABASE_URL")
-        .ok()
-        .filter(|url| !url.is_empty())
-        .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL")
-}

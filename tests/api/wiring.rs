@@ -450,13 +450,6 @@ impl Respond for Arrivals {
     }
 }
 
-fn test_database_url() -> String {
-    std::env::var("TEST_DATABASE_URL")
-        .ok()
-        .filter(|url| !url.is_empty())
-        .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL")
-}
-
 /// Real time, not tokio's paused clock: the shared bucket is timed by the database's clock,
 /// which tokio cannot pause. Two app instances on one Postgres schema, each with its own fake
 /// ManyChat, deliver 16 deferred replies (a field write and a sendFlow each: 32 requests) with
