@@ -64,7 +64,7 @@ async fn issue_22_item_4_two_replicas_answer_a_burst_of_slow_turns_once_each() {
             .iter()
             .chain(delivered_two.iter())
             .filter(|r| {
-                r.body["subscriber_id"].to_string() == *subscriber
+                r.body["subscriber_id"].as_u64() == subscriber.parse().ok()
                     && r.body["field_name"] == "ai_message"
                     && r.body["field_value"] == ANSWER
             })
