@@ -5,13 +5,12 @@
 
 use tokio::sync::oneshot;
 
-use super::record::{Message, Outcome};
+use super::record::Message;
 use super::{AgentJob, Mode, Settled, TurnEngine, TurnGuard, TurnResponse};
 use crate::config::TenantConfig;
 use crate::escalation::Escalation;
 use crate::media::Prepared;
-use crate::outbox::ReplyPayload;
-use crate::store::{Conversation, NewTurn, StoreError};
+use crate::store::{Conversation, StoreError};
 
 /// A media turn decided without the model.
 #[derive(Debug)]
@@ -74,34 +73,8 @@ impl TurnEngine {
         copy: &str,
         mode: Mode,
     ) -> Result<TurnResponse, StoreError> {
-        let outcome = "media_fallback";
-        let reply = NewTurn::agent(
-            conversation.id,
-            copy,
-            outcome,
-            message.turn.bound,
-            self.inner.clock.now(),
-        );
-        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload::of(vec![copy.to_owned()]));
-        self.record(
-            conversation,
-            message,
-            Outcome {
-                reply: Some(&reply),
-                deferred,
-                ..Outcome::default()
-            },
-        )
-        .await?;
-        self.inner.metrics.turn(outcome);
-        tracing::info!(conversation = %conversation.id, outcome, "turn");
-        Ok(match mode {
-            Mode::Inline => TurnResponse {
-                messages: vec![copy.to_owned()],
-                after: None,
-            },
-            Mode::Deferred => TurnResponse::silent(),
-        })
+        self.answer_without_model(conversation, message, copy, "media_fallback", mode)
+            .await
     }
 }
 

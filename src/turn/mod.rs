@@ -612,7 +612,6 @@ impl TurnEngine {
         message: &Message,
         mode: Mode,
     ) -> Result<Option<TurnResponse>, TurnError> {
-        let inner = &self.inner;
         // 020: media (a marker now, a transcript later) never matches the opening trigger.
         if inbound.media.is_some() {
             return Ok(None);
@@ -620,35 +619,10 @@ impl TurnEngine {
         let Some(opening) = config.rules.opening_reply(&inbound.text) else {
             return Ok(None);
         };
-        let opening = opening.to_owned();
-        let bound = message.turn.bound;
-        let reply = NewTurn::agent(
-            conversation.id,
-            &opening,
-            "answered_scripted",
-            bound,
-            message.turn.created_at,
-        );
-        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload::of(vec![opening.clone()]));
-        self.record(
-            conversation,
-            message,
-            Outcome {
-                reply: Some(&reply),
-                deferred,
-                ..Outcome::default()
-            },
-        )
-        .await?;
-        inner.metrics.turn("answered_scripted");
-        tracing::info!(conversation = %conversation.id, outcome = "answered_scripted", "turn");
-        Ok(Some(match mode {
-            Mode::Inline => TurnResponse {
-                messages: vec![opening],
-                after: None,
-            },
-            Mode::Deferred => TurnResponse::silent(),
-        }))
+        let response = self
+            .answer_without_model(conversation, message, opening, "answered_scripted", mode)
+            .await?;
+        Ok(Some(response))
     }
 
     /// What this engine derives from `config`, built once per snapshot: the snapshot in force is

@@ -14,7 +14,7 @@
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use super::{AgentJob, TurnEngine, history_turns};
+use super::{AgentJob, Mode, TurnEngine, TurnResponse, history_turns};
 use crate::actions::{self, StagedAction};
 use crate::config::TenantConfig;
 use crate::escalation::Escalation;
@@ -179,6 +179,46 @@ impl TurnEngine {
         Ok(Recorded {
             turn_id: ids.reply.unwrap_or(ids.message),
             handoff_row: has_handoff.then(|| ids.outbox.last().copied()).flatten(),
+        })
+    }
+
+    /// A reply the server writes itself, without the model (the scripted opening, the media
+    /// fallback): recorded with its message in one write, answered inline, or through the
+    /// outbox when the response has gone already.
+    pub(super) async fn answer_without_model(
+        &self,
+        conversation: &Conversation,
+        message: &Message,
+        text: &str,
+        outcome: &'static str,
+        mode: Mode,
+    ) -> Result<TurnResponse, StoreError> {
+        let reply = NewTurn::agent(
+            conversation.id,
+            text,
+            outcome,
+            message.turn.bound,
+            self.inner.clock.now(),
+        );
+        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload::of(vec![text.to_owned()]));
+        self.record(
+            conversation,
+            message,
+            Outcome {
+                reply: Some(&reply),
+                deferred,
+                ..Outcome::default()
+            },
+        )
+        .await?;
+        self.inner.metrics.turn(outcome);
+        tracing::info!(conversation = %conversation.id, outcome, "turn");
+        Ok(match mode {
+            Mode::Inline => TurnResponse {
+                messages: vec![text.to_owned()],
+                after: None,
+            },
+            Mode::Deferred => TurnResponse::silent(),
         })
     }
 
