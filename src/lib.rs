@@ -43,6 +43,7 @@ pub mod metrics;
 pub mod model;
 pub mod observability;
 pub mod outbox;
+pub mod sales;
 pub mod settings;
 pub mod startup;
 pub mod store;

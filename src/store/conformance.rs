@@ -1390,6 +1390,104 @@ pub async fn pending_replies_counts_replies_not_yet_delivered(store: &dyn Store)
 }
 
 /// Every case on one store, in sequence. The two-worker case uses the store as both workers.
+/// Issue 14: `sales_record` holds the stored offering with its time and every agent turn's
+/// action record that holds an entry, oldest first; user turns, turns that offered no tool and
+/// `[]` records are left out, as are other conversations'.
+pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let empty = store
+        .sales_record(conversation.id)
+        .await
+        .expect("sales_record");
+    assert_eq!(empty.offering, None, "no offering stored yet");
+    assert!(empty.actions.is_empty());
+
+    let intent =
+        json!([{"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"}]);
+    let stage = json!([{"tool": "set_field", "id": "funnel_stage", "value": "qualifying", "status": "staged"}]);
+    record(store, NewTurn::user(conversation.id, "q", true, at_s(1))).await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(intent.clone()),
+            ..NewTurn::agent(conversation.id, "a", "answered_inline", true, at_s(2))
+        },
+    )
+    .await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(json!([])),
+            ..NewTurn::agent(conversation.id, "b", "answered_inline", true, at_s(3))
+        },
+    )
+    .await;
+    record(
+        store,
+        NewTurn::agent(conversation.id, "c", "answered_inline", true, at_s(4)),
+    )
+    .await;
+    let later = record(
+        store,
+        NewTurn {
+            actions: Some(stage.clone()),
+            ..NewTurn::agent(conversation.id, "d", "deferred", false, at_s(5))
+        },
+    )
+    .await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(intent.clone()),
+            ..NewTurn::agent(other.id, "e", "answered_inline", true, at_s(6))
+        },
+    )
+    .await;
+    let performed = json!([{"tool": "set_field", "id": "funnel_stage", "value": "qualifying", "status": "performed"}]);
+    store
+        .update_turn_actions(later, &performed)
+        .await
+        .expect("update_turn_actions");
+    store
+        .set_offering(conversation.id, "invented-offering", at_ms(7_250))
+        .await
+        .expect("set_offering");
+
+    let read = store
+        .sales_record(conversation.id)
+        .await
+        .expect("sales_record");
+    assert_eq!(
+        read.offering,
+        Some(("invented-offering".to_owned(), at_ms(7_250)))
+    );
+    let listed: Vec<_> = read
+        .actions
+        .iter()
+        .map(|r| (r.at, r.actions.clone()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(at_s(2), intent), (at_s(5), performed)],
+        "agent turns with entries only, oldest first, as updated"
+    );
+    assert_eq!(
+        store
+            .conversation(conversation.id)
+            .await
+            .expect("conversation")
+            .expect("exists")
+            .offering
+            .as_deref(),
+        Some("invented-offering")
+    );
+    assert!(
+        store.set_offering(Uuid::new_v4(), "x", t0()).await.is_err(),
+        "an unknown conversation is an error"
+    );
+}
+
 pub async fn run_all(store: &dyn Store) {
     ping_answers(store).await;
     unknown_ids_read_as_none_and_updates_fail(store).await;
@@ -1398,6 +1496,7 @@ pub async fn run_all(store: &dyn Store) {
     conversation_created_once_with_random_uuid(store).await;
     conversation_first_contacts_racing_create_one_row(store).await;
     escalation_time_is_recorded(store).await;
+    sales_record_reads_offering_and_action_records(store).await;
     token_rotation_keeps_previous(store).await;
     conversations_without_token_lists_recent_contacts_only(store).await;
     user_turn_updates_last_message_and_bound_count(store).await;
@@ -1527,6 +1626,7 @@ mod tests {
         rate_count_reads_the_window,
         record_exchange_writes_what_it_is_given,
         record_exchange_is_all_or_nothing,
+        sales_record_reads_offering_and_action_records,
         run_all,
     );
 

@@ -618,6 +618,36 @@ pub trait Store: Send + Sync + 'static {
 
     /// The `pending` rows of a kind, oldest first (promises to recover at start).
     async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>>;
+
+    /// The sales funnel (issue 14): what the server knows of a contact from its own records, in
+    /// one read: the offering stored on the conversation with when it was stored, and the
+    /// action record of every agent turn that holds one (oldest first; `[]` records left out).
+    async fn sales_record(&self, conversation_id: ConversationId) -> Result<SalesRecord>;
+
+    /// 028: stores the contact's offering (from a token-bound request, or catching up with a
+    /// performed write to the offering field) and when.
+    async fn set_offering(
+        &self,
+        id: ConversationId,
+        offering: &str,
+        at: DateTime<Utc>,
+    ) -> Result<()>;
+}
+
+/// One agent turn's action record (`turns.actions`) and when the turn was recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRecord {
+    pub at: DateTime<Utc>,
+    pub actions: Value,
+}
+
+/// What [`Store::sales_record`] answers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SalesRecord {
+    /// `conversations.offering` and `offering_at`, when both are set.
+    pub offering: Option<(String, DateTime<Utc>)>,
+    /// Oldest first.
+    pub actions: Vec<ActionRecord>,
 }
 
 /// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the

@@ -44,6 +44,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
+use super::{ActionRecord, SalesRecord};
 use super::{
     BudgetCharge, BudgetUsage, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
     KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, PromiseRows, Result, Role, Store,
@@ -88,6 +89,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         5,
         "durable_promises",
         include_str!("../../migrations/sqlite/0005_durable_promises.sql"),
+    ),
+    (
+        8,
+        "offering_at",
+        include_str!("../../migrations/sqlite/0008_offering_at.sql"),
     ),
 ];
 
@@ -1657,6 +1663,61 @@ impl Store for SqliteStore {
                 concat!("SELECT ", outbox_columns!(), " FROM outbox ORDER BY id"),
                 [],
                 outbox_from,
+            )
+        })
+        .await
+    }
+
+    async fn sales_record(&self, conversation_id: ConversationId) -> Result<SalesRecord> {
+        self.read(move |conn| {
+            let id = IdText::of(conversation_id);
+            let offering = query_one(
+                conn,
+                "SELECT offering, offering_at FROM conversations WHERE id = ?",
+                [&id],
+                |row| {
+                    let value: Option<String> = row.get(0)?;
+                    let at: Option<i64> = row.get(1)?;
+                    Ok(match (value, opt_time(at)?) {
+                        (Some(value), Some(at)) => Some((value, at)),
+                        _ => None,
+                    })
+                },
+            )?
+            .flatten();
+            let actions = query_all(
+                conn,
+                "SELECT created_at, actions FROM turns WHERE conversation_id = ? \
+                 AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]' \
+                 ORDER BY created_at, seq",
+                [&id],
+                |row| {
+                    let raw: String = row.get(1)?;
+                    Ok(ActionRecord {
+                        at: time(row.get(0)?)?,
+                        actions: json(&raw)?,
+                    })
+                },
+            )?;
+            Ok(SalesRecord { offering, actions })
+        })
+        .await
+    }
+
+    async fn set_offering(
+        &self,
+        id: ConversationId,
+        offering: &str,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        let offering = offering.to_owned();
+        self.write(move |conn| {
+            update_one(
+                conn,
+                "UPDATE conversations SET offering = ?, offering_at = ?, updated_at = ? \
+                 WHERE id = ?",
+                params![offering, ms(at), ms(at), IdText::of(id)],
+                "conversation",
             )
         })
         .await

@@ -45,6 +45,7 @@ use crate::manychat::ManyChatClient;
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::{Handoffs, ReplyPayload};
+use crate::sales;
 use crate::store::{
     BudgetCharge, Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery,
 };
@@ -505,12 +506,21 @@ impl TurnEngine {
         let (promise_tx, promise_rx) = oneshot::channel();
         let lost_race_message = (!queued_ahead).then(|| message.clone());
 
+        // The contact's sales position, from the server's own records (034, 023, 028).
+        let request = sales::known::Request {
+            offering: inbound.offering.as_deref(),
+            bound,
+            now,
+        };
+        let known =
+            sales::known::read(inner.store.as_ref(), &config, &conversation, request).await?;
         let job = AgentJob {
             engine: self.clone(),
             derived,
             conversation: conversation.clone(),
             contact_text: inbound.text.clone(),
-            notices: notices(&config, &inbound),
+            notices: sales::notices::notices(&config, &known),
+            sales: known,
             history,
             bound,
             arrived_at: inbound.arrived_at,
@@ -1077,6 +1087,8 @@ struct AgentJob {
     conversation: Conversation,
     contact_text: String,
     notices: Vec<String>,
+    /// The contact's sales position the turn's tools decide against.
+    sales: sales::Known,
     history: Vec<HistoryTurn>,
     bound: bool,
     arrived_at: Instant,
@@ -1116,6 +1128,7 @@ impl AgentJob {
             reads_history: self.bound,
             fence: fence.clone(),
             specs: derived.tools.clone(),
+            sales: std::mem::take(&mut self.sales),
         });
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
@@ -1182,17 +1195,6 @@ fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> {
             text: turn.text,
         })
         .collect()
-}
-
-/// Server notices outside the fence (SYSTEM 4): what the server knows that the model should.
-fn notices(config: &TenantConfig, inbound: &Inbound) -> Vec<String> {
-    let mut notices = Vec::new();
-    if let Some(offering) = &inbound.offering
-        && config.catalog.offerings.iter().any(|o| &o.id == offering)
-    {
-        notices.push(format!("OFFERING: {offering}"));
-    }
-    notices
 }
 
 fn answer_outcome(answer: &Answer) -> &'static str {
