@@ -14,6 +14,7 @@ mod order;
 mod outbox;
 mod race;
 mod reload;
+mod sales;
 mod shutdown;
 mod tokens;
 mod tools;
