@@ -380,6 +380,67 @@ mod tests {
         );
     }
 
+    fn follow_on_chain() -> Vec<StagedAction> {
+        vec![
+            StagedAction::new(
+                "send_flow",
+                "booking_link",
+                Operation::SendFlow {
+                    flow_ns: "ns_link".into(),
+                },
+            ),
+            StagedAction::new(
+                "set_field",
+                "funnel_stage",
+                Operation::SetField {
+                    field: "stage".into(),
+                    value: Value::String("link_sent".into()),
+                },
+            )
+            .following(),
+            StagedAction::new(
+                "send_event",
+                "checkout_started",
+                Operation::SendFlow {
+                    flow_ns: "ns_event".into(),
+                },
+            )
+            .following(),
+        ]
+    }
+
+    #[test]
+    fn spec_027_verification_6_a_dead_lettered_rows_follow_ons_leave_no_entry() {
+        let mut actions = follow_on_chain();
+        assert_eq!(
+            record(&actions).as_array().unwrap().len(),
+            3,
+            "staged: listed"
+        );
+        settle_staged(&mut actions, ActionStatus::DeadLettered);
+        assert_eq!(
+            record(&actions),
+            serde_json::json!([{"tool": "send_flow", "id": "booking_link", "status": "dead_lettered"}])
+        );
+        let mut actions = follow_on_chain();
+        settle_on_escalation(&mut actions, EscalationCause::Model);
+        assert_eq!(
+            record(&actions).as_array().unwrap().len(),
+            1,
+            "discarded with the turn"
+        );
+    }
+
+    #[test]
+    fn spec_023_a_follow_on_is_serialised_with_its_row_and_old_rows_read_without_it() {
+        let chain = follow_on_chain();
+        let json = serde_json::to_value(&chain).unwrap();
+        assert_eq!(json[1]["follows"], true);
+        assert!(json[0].get("follows").is_none());
+        let back: Vec<StagedAction> = serde_json::from_value(json).unwrap();
+        assert_eq!(back, chain);
+    }
+
     #[test]
     fn settle_staged_changes_only_staged_entries() {
         let mut actions = vec![

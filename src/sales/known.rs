@@ -153,3 +153,126 @@ pub async fn read(
     }
     Ok(known)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::{ConfigContext, load_dir};
+    use crate::store::ActionRecord;
+
+    fn demo() -> TenantConfig {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let ctx = ConfigContext {
+            allow_examples: true,
+            ..ConfigContext::default()
+        };
+        load_dir(&dir, &ctx).expect("the demo tenant loads")
+    }
+
+    fn at(minutes: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_767_000_000, 0).unwrap() + chrono::Duration::minutes(minutes)
+    }
+
+    fn request(offering: Option<&str>, bound: bool) -> Request<'_> {
+        Request {
+            offering,
+            bound,
+            now: at(60),
+        }
+    }
+
+    #[test]
+    fn spec_034_verification_5_an_offering_from_a_bound_request_is_the_adverts_an_unbound_ones_is_not()
+     {
+        let config = demo();
+        let bound = from_record(
+            &config,
+            &SalesRecord::default(),
+            request(Some("glaze-lab"), true),
+        );
+        assert!(bound.advert_offering);
+        assert_eq!(bound.store_offering, Some(("glaze-lab".into(), at(60))));
+        let unbound = from_record(
+            &config,
+            &SalesRecord::default(),
+            request(Some("glaze-lab"), false),
+        );
+        assert_eq!(
+            unbound.offering.as_deref(),
+            Some("glaze-lab"),
+            "it still narrows the turn"
+        );
+        assert!(
+            !unbound.advert_offering,
+            "a forged request cannot make an advert"
+        );
+        assert_eq!(unbound.store_offering, None, "and is not stored");
+        // One the agent wrote is not an advert's.
+        let written = SalesRecord {
+            offering: None,
+            actions: vec![ActionRecord {
+                at: at(1),
+                actions: json!([{"tool": "set_field", "id": "course", "value": "glaze-lab", "status": "performed"}]),
+            }],
+        };
+        let known = from_record(&config, &written, request(None, true));
+        assert_eq!(known.offering.as_deref(), Some("glaze-lab"));
+        assert!(!known.advert_offering);
+    }
+
+    #[test]
+    fn spec_034_verification_3_intent_is_the_last_performed_write_never_a_staged_or_failed_one() {
+        let config = demo();
+        let record = SalesRecord {
+            offering: None,
+            actions: vec![
+                ActionRecord {
+                    at: at(1),
+                    actions: json!([{"tool": "set_field", "id": "intent", "value": "not_prospect", "status": "performed"}]),
+                },
+                ActionRecord {
+                    at: at(2),
+                    actions: json!([
+                        {"tool": "set_field", "id": "intent", "value": "prospect", "status": "discarded"},
+                        {"tool": "set_field", "id": "intent", "value": "prospect", "status": "failed"}
+                    ]),
+                },
+            ],
+        };
+        let known = from_record(&config, &record, request(None, true));
+        assert_eq!(known.intent, Intent::NotProspect);
+        assert_eq!(known.stage, None);
+    }
+
+    #[test]
+    fn spec_023_sent_once_is_within_the_history_window() {
+        let config = demo();
+        let flow = |minutes| ActionRecord {
+            at: at(minutes),
+            actions: json!([{"tool": "send_flow", "id": "glaze_lab_guide", "status": "performed"}]),
+        };
+        let window = i64::from(config.rules.history_days) * 24 * 60;
+        let old = SalesRecord {
+            offering: None,
+            actions: vec![flow(60 - window - 1)],
+        };
+        assert!(
+            from_record(&config, &old, request(None, true))
+                .sent_flows
+                .is_empty()
+        );
+        let recent = SalesRecord {
+            offering: None,
+            actions: vec![flow(0)],
+        };
+        assert!(
+            from_record(&config, &recent, request(None, true))
+                .sent_flows
+                .contains("glaze_lab_guide")
+        );
+    }
+}
