@@ -666,7 +666,7 @@ fn after_flow(
     };
     if accepted {
         let what = match (wants_link, one) {
-            (true, _) => "the enrolment link".to_owned(),
+            (true, _) => "the payment link".to_owned(),
             (false, Some(o)) => format!("the details for {}", o.name),
             (false, None) => "the details".to_owned(),
         };

@@ -132,12 +132,14 @@ pub fn from_record(config: &TenantConfig, record: &SalesRecord, request: Request
     known
 }
 
-/// Reads the contact's records and returns its position, storing the offering when it changed
-/// (028). A tenant whose config has nothing the records would decide reads nothing.
+/// The contact's position from its records (`record`, when the turn's one read brought them;
+/// otherwise read here), storing the offering when it changed (028). A tenant whose config has
+/// nothing the records would decide reads nothing.
 pub async fn read(
     store: &dyn Store,
     config: &TenantConfig,
     conversation: &Conversation,
+    record: Option<SalesRecord>,
     request: Request<'_>,
 ) -> Result<Known, StoreError> {
     if !super::reads_records(config.tools.as_ref()) {
@@ -146,7 +148,10 @@ pub async fn read(
         known.store_offering = None;
         return Ok(known);
     }
-    let record = store.sales_record(conversation.id).await?;
+    let record = match record {
+        Some(record) => record,
+        None => store.sales_record(conversation.id).await?,
+    };
     let known = from_record(config, &record, request);
     if let Some((offering, at)) = &known.store_offering {
         store.set_offering(conversation.id, offering, *at).await?;

@@ -680,6 +680,7 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
         history: Some((at_s(5), 4)),
         day,
         rate_window: Some(window),
+        sales: true,
     };
     let context = store
         .turn_context(&conversation, query)
@@ -703,6 +704,12 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
             .rate_count(&conversation.subscriber_id, window)
             .await
             .expect("rate"),
+        sales: Some(
+            store
+                .sales_record(conversation.id)
+                .await
+                .expect("sales_record"),
+        ),
     };
     assert_eq!(context, expected);
     assert_eq!(context.earlier_user_turns.len(), 3);
@@ -718,12 +725,14 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
                 cap_limit: None,
                 history: None,
                 rate_window: None,
+                sales: false,
                 ..query
             },
         )
         .await
         .expect("turn_context");
     assert!(unasked.earlier_user_turns.is_empty() && unasked.history.is_empty());
+    assert_eq!(unasked.sales, None);
     assert_eq!(unasked.rate_count, 0);
     assert_eq!(unasked.spent, expected.spent);
     settle(store, &[conversation.id]).await;
@@ -748,6 +757,7 @@ pub async fn returning_contact_reads_conversation_and_context_together(store: &d
         history: Some((at_s(0), 10)),
         day,
         rate_window: Some(at_s(0)),
+        sales: true,
     };
     let (found, context) = store
         .returning_contact(&conversation.subscriber_id, query)

@@ -263,6 +263,8 @@ pub struct TurnContextQuery {
     pub day: NaiveDate,
     /// The hourly window whose count is read for the conversation's contact (`None`: not read).
     pub rate_window: Option<DateTime<Utc>>,
+    /// The sales funnel (issue 14): read the conversation's `sales_record` too.
+    pub sales: bool,
 }
 
 /// The answer to a [`TurnContextQuery`]: what `recent_user_turn_times`, `history`, `budget`,
@@ -278,6 +280,8 @@ pub struct TurnContext {
     pub queued_replies: i64,
     /// Messages already counted in the contact's current hourly window.
     pub rate_count: i64,
+    /// What `sales_record` answers, when asked for.
+    pub sales: Option<SalesRecord>,
 }
 
 impl TurnContext {
@@ -557,7 +561,7 @@ pub trait Store: Send + Sync + 'static {
         conversation: &Conversation,
         query: TurnContextQuery,
     ) -> Result<TurnContext> {
-        let (earlier_user_turns, history, spent, queued_replies, rate_count) = tokio::try_join!(
+        let (earlier_user_turns, history, spent, queued_replies, rate_count, sales) = tokio::try_join!(
             async {
                 match query.cap_limit {
                     Some(limit) => self.recent_user_turn_times(conversation.id, limit).await,
@@ -578,6 +582,12 @@ pub trait Store: Send + Sync + 'static {
                     None => Ok(0),
                 }
             },
+            async {
+                match query.sales {
+                    true => self.sales_record(conversation.id).await.map(Some),
+                    false => Ok(None),
+                }
+            },
         )?;
         Ok(TurnContext {
             earlier_user_turns,
@@ -585,6 +595,7 @@ pub trait Store: Send + Sync + 'static {
             spent,
             queued_replies,
             rate_count,
+            sales,
         })
     }
 

@@ -910,6 +910,8 @@ const TURN_STATEMENTS: &[&str] = &[
     QUEUED_REPLIES,
     SET_ESCALATED,
     CONVERSATION_BY_SUBSCRIBER,
+    SALES_OFFERING,
+    SALES_ACTIONS,
 ];
 
 /// A conversation id as the TEXT it is stored under (hyphenated, lowercase: its `Display`),
@@ -1160,7 +1162,49 @@ fn turn_context_in(
             Some(window) => rate_count_in(conn, subscriber.as_str(), window)?,
             None => 0,
         },
+        sales: match query.sales {
+            true => Some(sales_record_in(conn, conversation_id)?),
+            false => None,
+        },
     })
+}
+
+/// The stored offering and its time (issue 14).
+const SALES_OFFERING: &str = "SELECT offering, offering_at FROM conversations WHERE id = ?";
+
+/// The action records of a conversation's agent turns. Ordered by `created_at` only, which the
+/// `(conversation_id, created_at)` index gives; turns of one millisecond are put in `seq` order
+/// after the read, so the statement opens no temporary B-tree.
+const SALES_ACTIONS: &str = "SELECT created_at, seq, actions FROM turns \
+    WHERE conversation_id = ? AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]' \
+    ORDER BY created_at";
+
+fn sales_record_in(conn: &Db<'_>, conversation_id: ConversationId) -> Result<SalesRecord> {
+    let id = IdText::of(conversation_id);
+    let offering = query_one(conn, SALES_OFFERING, [&id], |row| {
+        let value: Option<String> = row.get(0)?;
+        let at: Option<i64> = row.get(1)?;
+        Ok(match (value, opt_time(at)?) {
+            (Some(value), Some(at)) => Some((value, at)),
+            _ => None,
+        })
+    })?
+    .flatten();
+    let mut rows = query_all(conn, SALES_ACTIONS, [&id], |row| {
+        let raw: String = row.get(2)?;
+        Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, json(&raw)?))
+    })?;
+    rows.sort_by_key(|(at, seq, _)| (*at, *seq));
+    let actions = rows
+        .into_iter()
+        .map(|(at, _, actions)| {
+            Ok(ActionRecord {
+                at: time(at)?,
+                actions,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(SalesRecord { offering, actions })
 }
 
 fn budget_in(conn: &Db<'_>, day: NaiveDate) -> Result<BudgetUsage> {
@@ -1669,39 +1713,8 @@ impl Store for SqliteStore {
     }
 
     async fn sales_record(&self, conversation_id: ConversationId) -> Result<SalesRecord> {
-        self.read(move |conn| {
-            let id = IdText::of(conversation_id);
-            let offering = query_one(
-                conn,
-                "SELECT offering, offering_at FROM conversations WHERE id = ?",
-                [&id],
-                |row| {
-                    let value: Option<String> = row.get(0)?;
-                    let at: Option<i64> = row.get(1)?;
-                    Ok(match (value, opt_time(at)?) {
-                        (Some(value), Some(at)) => Some((value, at)),
-                        _ => None,
-                    })
-                },
-            )?
-            .flatten();
-            let actions = query_all(
-                conn,
-                "SELECT created_at, actions FROM turns WHERE conversation_id = ? \
-                 AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]' \
-                 ORDER BY created_at, seq",
-                [&id],
-                |row| {
-                    let raw: String = row.get(1)?;
-                    Ok(ActionRecord {
-                        at: time(row.get(0)?)?,
-                        actions: json(&raw)?,
-                    })
-                },
-            )?;
-            Ok(SalesRecord { offering, actions })
-        })
-        .await
+        self.read(move |conn| sales_record_in(conn, conversation_id))
+            .await
     }
 
     async fn set_offering(

@@ -64,6 +64,8 @@ fn context_query(config: &TenantConfig, bound: bool, now: DateTime<Utc>) -> Turn
         history: bound.then_some((history_since, HISTORY_TURNS)),
         day: now.date_naive(),
         rate_window: Some(gates::hour_start(now)),
+        // Issue 14: the contact's sales record comes with the turn's one read.
+        sales: sales::reads_records(config.tools.as_ref()),
     }
 }
 
@@ -512,8 +514,14 @@ impl TurnEngine {
             bound,
             now,
         };
-        let known =
-            sales::known::read(inner.store.as_ref(), &config, &conversation, request).await?;
+        let known = sales::known::read(
+            inner.store.as_ref(),
+            &config,
+            &conversation,
+            context.sales,
+            request,
+        )
+        .await?;
         let job = AgentJob {
             engine: self.clone(),
             derived,

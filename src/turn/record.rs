@@ -425,7 +425,8 @@ impl TurnEngine {
             now: message.created_at,
         };
         let known =
-            crate::sales::known::read(store.as_ref(), &config, &conversation, request).await?;
+            crate::sales::known::read(store.as_ref(), &config, &conversation, None, request)
+                .await?;
         let job = AgentJob {
             engine: self.clone(),
             derived: self.derived(&config),
