@@ -43,13 +43,16 @@ use tokio_util::sync::CancellationToken;
 const SECRET: &str = "bench-secret-0123456789";
 
 /// An instant model. `Tools`: its first step stages three actions (a flow, a tag, a field) and
-/// its second answers. `Read`: its first step reads the contact, its second answers. Both are
-/// turns of two model steps.
+/// its second answers. `Read`: its first step reads the contact, its second answers. `Sales`:
+/// its first step records intent, moves the funnel stage and sends a flow (issue 14: the intent
+/// gate, the funnel floor and the flow decision, against the contact's records), its second
+/// answers. All three are turns of two model steps.
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Plain,
     Tools,
     Read,
+    Sales,
 }
 
 /// The instant model's final reply.
@@ -80,6 +83,39 @@ impl Model for InstantModel {
                 usage: Usage {
                     input_tokens: 1200,
                     output_tokens: 20,
+                    cached_tokens: 1000,
+                },
+                stop: StopReason::ToolCalls,
+            });
+        }
+        if self.kind == Kind::Sales && first_step && !request.tools.is_empty() {
+            let call = |id: &str, name: &str, arguments: Value| ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: ToolArguments::Valid(arguments),
+            };
+            return Ok(ModelResponse {
+                tool_calls: vec![
+                    call(
+                        "1",
+                        "set_field",
+                        json!({"field": "intent", "value": "prospect"}),
+                    ),
+                    call(
+                        "2",
+                        "set_field",
+                        json!({"field": "funnel_stage", "value": "qualifying"}),
+                    ),
+                    call(
+                        "3",
+                        "send_flow",
+                        json!({"flow": "studio_tour", "contactAsked": false}),
+                    ),
+                ],
+                output: None,
+                usage: Usage {
+                    input_tokens: 1200,
+                    output_tokens: 60,
                     cached_tokens: 1000,
                 },
                 stop: StopReason::ToolCalls,
@@ -391,6 +427,41 @@ async fn start_app(
     // phase a contact writes about 21 times in all (see CONTACTS_PER_WORKER), under both, and the
     // cap's read is the size a real tenant's is.
     std::fs::write(&rules_path, rules.to_string()).unwrap();
+    let tools_path = config.join("tools.json");
+    let mut tools: Value =
+        serde_json::from_str(&std::fs::read_to_string(&tools_path).unwrap()).unwrap();
+    // `plain-unsold`: the plain turn on the demo tenant without its sales markers, the code
+    // path of a tenant that does not sell (no sales record is read): the plain turn before
+    // issue 14, to compare with the selling demo tenant's in the same run.
+    let unsold = kind == Kind::Tools || name == "plain-unsold";
+    match kind {
+        // The tool turn stages what it always staged: on the demo tenant without its sales
+        // markers, so no write waits for a recorded prospect (issue 14).
+        _ if unsold => {
+            if kind == Kind::Plain {
+                // No flow either: nothing the sales rules would read records for.
+                tools["flows"] = json!([]);
+            }
+            for field in tools["fields"].as_array_mut().unwrap() {
+                for marker in ["intent", "funnel", "offering"] {
+                    field.as_object_mut().unwrap().remove(marker);
+                }
+            }
+            for flow in tools["flows"].as_array_mut().unwrap() {
+                flow.as_object_mut().unwrap().remove("offering");
+            }
+        }
+        // The sales turn's flow: one every offering shares, repeatable, so each of a contact's
+        // turns sends it (a sent-once flow would be refused from the contact's second turn).
+        Kind::Sales => tools["flows"].as_array_mut().unwrap().push(json!({
+            "id": "studio_tour",
+            "flowNs": "content20250301000000_200009",
+            "description": "A short video tour of the studio.",
+            "repeatable": true
+        })),
+        Kind::Plain | Kind::Read | Kind::Tools => {}
+    }
+    std::fs::write(&tools_path, tools.to_string()).unwrap();
     let vars = [
         ("MANYCHAT_SHARED_SECRET", SECRET.to_owned()),
         ("PUBLIC_BASE_URL", "https://bench.example.test".to_owned()),
@@ -528,6 +599,12 @@ fn main() {
         let plain_url = start_app(dir.path(), "plain", &manychat_base, Kind::Plain, &shutdown).await;
         let tool_url = start_app(dir.path(), "tools", &manychat_base, Kind::Tools, &shutdown).await;
         let read_url = start_app(dir.path(), "read", &manychat_base, Kind::Read, &shutdown).await;
+        let sales_url = start_app(dir.path(), "sales", &manychat_base, Kind::Sales, &shutdown).await;
+        // Fresh apps for the sales comparisons, so no contact nears the turn cap.
+        let sold_url =
+            start_app(dir.path(), "plain-sold", &manychat_base, Kind::Plain, &shutdown).await;
+        let unsold_url =
+            start_app(dir.path(), "plain-unsold", &manychat_base, Kind::Plain, &shutdown).await;
 
         drive(bare_url.clone(), 2000, widest).await;
         // Every plain turn answered, warm-up included; checked against the database after.
@@ -630,6 +707,43 @@ fn main() {
             "ratio        c={c:<3} tool turn (2 model steps, 3 staged actions) {:.1}% of the plain turn's throughput; +{:.2} ms p50",
             100.0 * tools.rps / plain.rps,
             (tools.p50.as_secs_f64() - plain.p50.as_secs_f64()) * 1e3
+        );
+
+        // The sales turn (issue 14) beside the plain one, alternated in the same run, and the
+        // plain turn of a tenant that does not sell (no sales record read: the code path of the
+        // plain turn before issue 14) beside the selling demo tenant's.
+        warm_up(&sales_url, c).await;
+        warm_up(&unsold_url, c).await;
+        warm_up(&sold_url, c).await;
+        let mut plain_runs = Vec::new();
+        let mut unsold_runs = Vec::new();
+        for _ in 0..3 {
+            plain_runs.push(drive(sold_url.clone(), requests / 2, c).await);
+            unsold_runs.push(drive(unsold_url.clone(), requests / 2, c).await);
+        }
+        for (plain, unsold) in plain_runs.iter().zip(&unsold_runs) {
+            line("plain turn", c, plain);
+            line("plain unsold", c, unsold);
+        }
+        let median = |runs: &mut Vec<Measured>| {
+            runs.sort_by(|a, b| a.rps.total_cmp(&b.rps));
+            runs.remove(runs.len() / 2)
+        };
+        let (plain_median, unsold_median) = (median(&mut plain_runs), median(&mut unsold_runs));
+        println!(
+            "ratio        c={c:<3} plain turn, selling tenant {:.1}% of a non-selling tenant's (medians of 3 alternated)",
+            100.0 * plain_median.rps / unsold_median.rps
+        );
+        let plain = drive(sold_url.clone(), requests, c).await;
+        let sales = drive(sales_url.clone(), requests, c).await;
+        let plain_again = drive(sold_url.clone(), requests, c).await;
+        line("plain turn", c, &plain);
+        line("sales turn", c, &sales);
+        line("plain turn", c, &plain_again);
+        println!(
+            "ratio        c={c:<3} sales turn (2 model steps: intent, stage, one flow) {:.1}% of the plain turn's throughput; +{:.2} ms p50",
+            100.0 * sales.rps / ((plain.rps + plain_again.rps) / 2.0),
+            (sales.p50.as_secs_f64() - plain.p50.as_secs_f64()) * 1e3
         );
 
         // ManyChat allows 10 getInfo per second per key, and every request goes through the

@@ -417,6 +417,35 @@ fn first_secret(list: &str) -> String {
     list.split(',').next().unwrap_or_default().trim().to_owned()
 }
 
+/// `manychat-agent config upgrade` (042): renames the pre-offering keys of the tenant's files in
+/// place (`courses`, `enrollmentUrl`, a field's or flow's `course`, `learning.enrolledTag`),
+/// then says whether the result loads. A second run changes nothing; `prompt.md` is never read.
+pub fn config_upgrade(env: &HashMap<String, String>) -> CliResult {
+    let dir = config_dir(env);
+    let done = match crate::config::upgrade::upgrade_dir(Path::new(&dir)) {
+        Ok(done) => done,
+        Err(error) => {
+            eprintln!("{error}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if done.is_empty() {
+        println!("{dir}: nothing to upgrade");
+    }
+    for file in &done {
+        for renamed in &file.renamed {
+            println!("{}: renamed {renamed}", file.path.display());
+        }
+        for kept in &file.kept {
+            println!(
+                "{}: left {kept} in place: the object already has the new key (remove one by hand)",
+                file.path.display()
+            );
+        }
+    }
+    config_check(env)
+}
+
 /// `manychat-agent config check`: every error at once, file, JSON path and rule. Without
 /// `MANYCHAT_REPLY_FLOW_NS` it says that the check against the reply flow was skipped.
 pub fn config_check(env: &HashMap<String, String>) -> CliResult {

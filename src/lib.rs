@@ -46,6 +46,7 @@ pub mod model;
 pub mod observability;
 pub mod outbox;
 pub mod retention;
+pub mod sales;
 pub mod settings;
 pub mod startup;
 pub mod store;

@@ -100,6 +100,9 @@ enum ManychatCommand {
 enum ConfigCommand {
     /// Validate every config file and print every error at once.
     Check,
+    /// Rename the keys of an older config (courses, enrollmentUrl, course, enrolledTag) in
+    /// place, then check it. prompt.md is never touched; a second run changes nothing.
+    Upgrade,
 }
 
 fn main() -> ExitCode {
@@ -123,6 +126,9 @@ fn main() -> ExitCode {
             Command::Config {
                 command: ConfigCommand::Check,
             } => cli::config_check(&env),
+            Command::Config {
+                command: ConfigCommand::Upgrade,
+            } => cli::config_upgrade(&env),
             Command::Eval { suite, model } => cli::eval(&env, &suite, model.as_deref()).await,
             Command::Simulate {
                 text,

@@ -66,6 +66,13 @@ pub struct ActionEntry {
     /// (escalation), `opening`, `stage`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// 032 C: the model's `contactAsked` opened the payment gate (only then recorded).
+    #[serde(
+        rename = "contactAsked",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub contact_asked: Option<bool>,
 }
 
 /// The ManyChat request an action resolves to. Holds tenant-account names, so it is never
@@ -105,6 +112,11 @@ pub enum Operation {
 pub struct StagedAction {
     pub entry: ActionEntry,
     pub operation: Operation,
+    /// A follow-on (023 `link_sent`, 027 `send_event`): performed only when the action before
+    /// it in the list was performed, never counted against the cap, and left out of the record
+    /// when it never ran (a failed, discarded or dead-lettered write sends nothing after it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub follows: bool,
 }
 
 impl StagedAction {
@@ -118,9 +130,27 @@ impl StagedAction {
                 status: ActionStatus::Staged,
                 error: None,
                 origin: None,
+                contact_asked: None,
             },
             operation,
+            follows: false,
         }
+    }
+
+    /// This action as a follow-on of the one staged before it.
+    pub fn following(mut self) -> Self {
+        self.follows = true;
+        self
+    }
+
+    /// Whether the record lists it: a follow-on only once it ran (performed or failed) or while
+    /// it may still run (staged).
+    fn recorded(&self) -> bool {
+        !self.follows
+            || matches!(
+                self.entry.status,
+                ActionStatus::Staged | ActionStatus::Performed | ActionStatus::Failed
+            )
     }
 
     pub fn with_origin(mut self, origin: &str) -> Self {
@@ -181,10 +211,19 @@ pub async fn perform_all(
     conversation: ConversationId,
     actions: &mut [StagedAction],
 ) {
-    for action in actions
-        .iter_mut()
-        .filter(|a| a.entry.status == ActionStatus::Staged)
-    {
+    for index in 0..actions.len() {
+        if actions[index].entry.status != ActionStatus::Staged {
+            continue;
+        }
+        // A follow-on goes only after its write was performed (023, 027): a failed flow sends
+        // neither `link_sent` nor the event after it.
+        if actions[index].follows
+            && (index == 0 || actions[index - 1].entry.status != ActionStatus::Performed)
+        {
+            actions[index].settle_unperformed(ActionStatus::Discarded);
+            continue;
+        }
+        let action = &mut actions[index];
         if let Err(error) = perform_one(client, subscriber, conversation, action).await {
             tracing::warn!(
                 conversation = %conversation,
@@ -298,11 +337,12 @@ pub fn settle_on_escalation(actions: &mut [StagedAction], cause: EscalationCause
     discarded
 }
 
-/// The `turns.actions` JSON for a list of actions.
+/// The `turns.actions` JSON for a list of actions (a follow-on that never ran is left out).
 pub fn record(actions: &[StagedAction]) -> Value {
     Value::Array(
         actions
             .iter()
+            .filter(|a| a.recorded())
             .map(|a| serde_json::to_value(&a.entry).unwrap_or(Value::Null))
             .collect(),
     )
@@ -338,6 +378,67 @@ mod tests {
             record(&actions)[0],
             serde_json::json!({"tool":"send_flow","id":"intro_brochure","status":"staged"})
         );
+    }
+
+    fn follow_on_chain() -> Vec<StagedAction> {
+        vec![
+            StagedAction::new(
+                "send_flow",
+                "booking_link",
+                Operation::SendFlow {
+                    flow_ns: "ns_link".into(),
+                },
+            ),
+            StagedAction::new(
+                "set_field",
+                "funnel_stage",
+                Operation::SetField {
+                    field: "stage".into(),
+                    value: Value::String("link_sent".into()),
+                },
+            )
+            .following(),
+            StagedAction::new(
+                "send_event",
+                "checkout_started",
+                Operation::SendFlow {
+                    flow_ns: "ns_event".into(),
+                },
+            )
+            .following(),
+        ]
+    }
+
+    #[test]
+    fn spec_027_verification_6_a_dead_lettered_rows_follow_ons_leave_no_entry() {
+        let mut actions = follow_on_chain();
+        assert_eq!(
+            record(&actions).as_array().unwrap().len(),
+            3,
+            "staged: listed"
+        );
+        settle_staged(&mut actions, ActionStatus::DeadLettered);
+        assert_eq!(
+            record(&actions),
+            serde_json::json!([{"tool": "send_flow", "id": "booking_link", "status": "dead_lettered"}])
+        );
+        let mut actions = follow_on_chain();
+        settle_on_escalation(&mut actions, EscalationCause::Model);
+        assert_eq!(
+            record(&actions).as_array().unwrap().len(),
+            1,
+            "discarded with the turn"
+        );
+    }
+
+    #[test]
+    fn spec_023_a_follow_on_is_serialised_with_its_row_and_old_rows_read_without_it() {
+        let chain = follow_on_chain();
+        let json = serde_json::to_value(&chain).unwrap();
+        assert_eq!(json[1]["follows"], true);
+        assert!(json[0].get("follows").is_none());
+        let back: Vec<StagedAction> = serde_json::from_value(json).unwrap();
+        assert_eq!(back, chain);
     }
 
     #[test]

@@ -56,8 +56,8 @@ const FRAMEWORK_RULES: &str = "\
 You are a sales assistant answering a business's contacts on a messaging channel. You speak for \
 the business described under TENANT PROMPT, in the language and register it asks for.
 
-Your job: answer questions about the offerings (prices, schedules, duration, enrolment, \
-location, payment options) and help an interested contact towards enrolment and payment.
+Your job: answer questions about the offerings (prices, schedules, duration, how to buy, \
+location, payment options) and help an interested contact towards buying and payment.
 
 Grounding. Every price, date, duration, schedule, availability or policy you state must come \
 from the CATALOG, FAQ or PAYMENT OPTIONS sections below. You may rephrase them; never \
@@ -98,6 +98,60 @@ sure you are that the reply is correct and grounded), closing_question (an optio
 that moves the conversation on, or null). Write only the text of each message: no field \
 names, labels or JSON inside a message.";
 
+/// The sales instructions (023, 027, 028, 032, 034, 042), for a tenant whose tools carry an
+/// intent field: identical for every tenant, in the framework's words only (offering,
+/// conversion, buy, customer). The tenant's voice, readiness question and typical prospect
+/// questions live in its prompt; conversion events are never mentioned.
+const SALES_RULES: &str = "\
+Sales. The server keeps this contact's INTENT, FUNNEL stage and OFFERING and shows them in \
+SERVER NOTICES; you record them with set_field.
+
+Intent. Record prospect when the contact asks about buying an offering, its price, dates, \
+modalities, duration or requirements, wants to learn what an offering covers or which one suits \
+them, asks for the payment link or how to pay, or when the OFFERING notice says it came from an \
+advert. Record not_prospect when the contact says they are already a customer, offers a product \
+or service, asks for work, or wrote to the wrong number. Leave anything else unknown: greet a \
+bare hello, ask how you can help and pitch nothing; unknown is not a reason for low_confidence. \
+Until the contact is a prospect every other write is refused with reason not_prospect; one turn \
+may record prospect first and then go on. Answer a contact who is not a prospect as the \
+business's front desk: offer more help and never ask them to buy. A non-prospect who later asks \
+to buy becomes a prospect.
+
+Funnel stages, forward only (set_field on the funnel field): new (the contact replied, nothing \
+is known yet); qualifying (you ask what you need to pick an offering); nurturing (the fit is \
+known and you send content that builds it); offered (an offering and its catalog price have \
+been put to the contact); prepared (the contact was asked what they still need to start, and \
+answered). link_sent is written by the server when the payment link goes out, never by you.
+
+Qualify first: learn what the business's fields ask for before the first content flow, ask one \
+question per turn, and record each answer with set_field. Answer a direct question first: \
+qualifying never delays a grounded answer. A contact who asks for the payment link or how to \
+pay gets it, qualified or not: send the payment link with contactAsked true.
+
+Offering. Record the contact's offering as soon as they choose one or the fit is clear. A flow \
+tied to an offering goes only to a contact with that offering (the set_field result lists \
+flowsAvailable). From offered on the offering cannot change: if the contact wants another one, \
+escalate explicit_request. If the OFFERING notice says it changed, confirm which offering the \
+contact wants.
+
+Asking for the sale. At offered, close by asking what the contact still needs to start (the \
+TENANT PROMPT says what that is); answer it from the catalog, or escalate out_of_scope. Record \
+prepared once they answered, whatever the answer, and only then offer to send the payment \
+methods; at prepared, plainly ask whether they want to buy. Before prepared the payment link is \
+refused with not_prepared unless the contact asked for it in this turn.
+
+Never: invent urgency or scarcity (such as only two places left, or a price going up) unless \
+that exact fact is in the catalog; promise an outcome (a job, an income, a result); claim to be \
+human.
+
+Objections are answered from the catalog: too expensive, or can I pay in parts: present the \
+PAYMENT OPTIONS, if any; no time, or not sure I can: send the content flow that answers it if \
+it was not sent yet; cheaper, or any discount: escalate price_negotiation unless a PAYMENT \
+OPTIONS entry answers it; anything the catalog cannot answer: escalate out_of_scope.
+
+After the payment link, answer questions about the offering and the link. A contact who says \
+they paid, or sends a receipt, is escalated payment_reported: never confirm a payment.";
+
 /// One turn of history as the prompt shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryTurn {
@@ -116,6 +170,14 @@ pub fn static_prefix(cfg: &TenantConfig) -> String {
     out.push('\n');
     out.push_str(FRAMEWORK_RULES);
     out.push_str("\n\n");
+    if cfg
+        .tools
+        .as_ref()
+        .is_some_and(|t| t.fields.iter().any(|f| f.intent))
+    {
+        out.push_str(SALES_RULES);
+        out.push_str("\n\n");
+    }
 
     out.push_str(HEADER_TENANT_PROMPT);
     out.push('\n');
@@ -584,5 +646,90 @@ pub(crate) mod tests {
         ] {
             assert!(!t.contains(absent), "{absent} should not be in the prompt");
         }
+    }
+}
+
+/// 042: the scaffolding names what is sold, and what completes a sale, in words no vertical
+/// owns.
+#[cfg(test)]
+mod vocabulary {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{ConfigContext, load_dir};
+
+    fn tenant(folder: &str) -> TenantConfig {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
+        let ctx = ConfigContext {
+            allow_examples: true,
+            ..ConfigContext::default()
+        };
+        load_dir(&dir, &ctx).expect("the tenant loads")
+    }
+
+    #[test]
+    fn spec_042_verification_1_scaffolding_has_no_vertical_words() {
+        let mut cfg = tenant("tests/fixtures/tenant-cycle");
+        // The tenant's own words removed: its prompt, catalog text and tool descriptions.
+        cfg.prompt = String::new();
+        cfg.catalog.business_name = "x".into();
+        cfg.catalog.faq.clear();
+        for o in &mut cfg.catalog.offerings {
+            o.name = "x".into();
+            o.description = "x".into();
+            o.schedule = None;
+        }
+        let tools = cfg.tools.as_mut().expect("tools");
+        for f in &mut tools.flows {
+            f.description = "x".into();
+        }
+        for f in &mut tools.fields {
+            f.description = "x".into();
+        }
+        let known = crate::sales::Known {
+            intent: crate::sales::Intent::Prospect,
+            stage: Some(3),
+            offering: Some("tune-up".into()),
+            advert_offering: true,
+            offering_changed_from: Some("bike-fit".into()),
+            ..Default::default()
+        };
+        let mut scaffolding = static_prefix(&cfg);
+        scaffolding.push_str(&crate::sales::notices::notices(&cfg, &known).join("\n"));
+        for spec in crate::tools::build_specs(cfg.tools.as_ref().unwrap(), true) {
+            scaffolding.push_str(&spec.description);
+            scaffolding.push_str(&spec.parameters.to_string());
+        }
+        assert!(scaffolding.contains("prospect"), "the sales rules are in");
+        let lower = scaffolding.to_lowercase();
+        for stem in ["course", "enrol", "student", "academy"] {
+            assert!(!lower.contains(stem), "`{stem}` in the scaffolding");
+        }
+    }
+
+    #[test]
+    fn spec_042_verification_2_demo_prompt_names_offerings_with_the_sales_rules() {
+        let cfg = tenant("config");
+        let prefix = static_prefix(&cfg);
+        assert!(prefix.contains("- offering wheel-basics:"), "offerings");
+        assert!(prefix.contains(SALES_RULES), "028's rules intact");
+        assert!(!prefix.contains("COURSES"));
+        let known = crate::sales::Known {
+            offering: Some("wheel-basics".into()),
+            ..Default::default()
+        };
+        let notices = crate::sales::notices::notices(&cfg, &known);
+        assert!(
+            notices.iter().any(|n| n == "OFFERING: wheel-basics"),
+            "{notices:?}"
+        );
+        assert!(!notices.iter().any(|n| n.contains("COURSE:")));
+    }
+
+    #[test]
+    fn a_tenant_without_an_intent_field_gets_no_sales_rules() {
+        let mut cfg = tenant("config");
+        cfg.tools = None;
+        assert!(!static_prefix(&cfg).contains(SALES_RULES));
     }
 }

@@ -724,6 +724,12 @@ fn plain_type(message: &str) -> String {
     if let Some(rest) = message.strip_prefix("unknown field `")
         && let Some((key, allowed)) = rest.split_once('`')
     {
+        // 042: a key from before the sales layer sold offerings; the upgrade renames it.
+        if let Some((_, new)) = super::upgrade::OLD_KEYS.iter().find(|(old, _)| *old == key) {
+            return format!(
+                "`{key}` is the old name of `{new}`: run `manychat-agent config upgrade` to rename it in place"
+            );
+        }
         let allowed = allowed.trim_start_matches(", ");
         return match allowed.strip_prefix("expected ") {
             Some(list) => format!(

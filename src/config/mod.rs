@@ -16,6 +16,7 @@ pub mod load;
 pub mod rules_match;
 pub mod schema;
 pub mod tenant;
+pub mod upgrade;
 pub mod validate;
 
 pub use error::{ConfigErrors, ConfigIssue};

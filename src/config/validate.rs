@@ -343,6 +343,51 @@ pub fn tools(
         }
         if let Some(stage) = &flow.on_stage {
             check_stage(&mut r, format!("{at}.onStage"), stage);
+            // 032 B: the server writes `link_sent` and every contact starts at `new`, so
+            // neither can tie a flow; one flow per stage; the opening and the link are sent
+            // by rules of their own.
+            if stage == "new" || stage == "link_sent" {
+                r.push(
+                    format!("{at}.onStage"),
+                    "must not be new or link_sent (no model write reaches them)",
+                );
+            }
+            if tools.flows[..i]
+                .iter()
+                .any(|f| f.on_stage.as_deref() == Some(stage.as_str()))
+            {
+                r.push(
+                    format!("{at}.onStage"),
+                    "at most one flow may be tied to a stage",
+                );
+            }
+            if flow.role.is_some() {
+                r.push(
+                    format!("{at}.onStage"),
+                    "the opening and payment_link flows cannot be tied to a stage",
+                );
+            }
+        }
+        if flow.role == Some(FlowRole::Opening) && flow.repeatable {
+            r.push(
+                format!("{at}.repeatable"),
+                "the opening flow is sent once: it cannot be repeatable",
+            );
+        }
+        if flow.offering.is_some() {
+            // 028/042: one payment flow and one opening serve every offering.
+            if flow.role.is_some() {
+                r.push(
+                    format!("{at}.offering"),
+                    "the opening and payment_link flows serve every offering: no offering",
+                );
+            }
+            if !tools.fields.iter().any(|f| f.offering) {
+                r.push(
+                    format!("{at}.offering"),
+                    "requires an offering field in fields[]",
+                );
+            }
         }
         if let (Some(offering), Some(ids)) = (&flow.offering, &offering_ids)
             && !ids.contains(&offering.as_str())
@@ -401,6 +446,16 @@ pub fn tools(
                     );
                 }
                 continue;
+            }
+            let markers = [field.funnel, field.intent, field.offering]
+                .iter()
+                .filter(|m| **m)
+                .count();
+            if markers > 1 {
+                r.push(
+                    at.clone(),
+                    "a field can be only one of funnel, intent and offering",
+                );
             }
             if field.funnel {
                 funnels += 1;
@@ -522,6 +577,13 @@ pub fn tools(
         }
         if let Some(tag) = &nudge.human_active_tag {
             r.non_empty("$.nudge.humanActiveTag", tag);
+            // 025: the agent must not be able to add or remove the tag that silences it.
+            if tools.tags.iter().any(|t| same_name(&t.tag, tag)) {
+                r.push(
+                    "$.nudge.humanActiveTag",
+                    "must not equal any tags[].tag (the agent could set or clear it)",
+                );
+            }
         }
     }
 
@@ -532,7 +594,33 @@ pub fn tools(
         r.id(format!("{at}.id"), &event.id);
         event_ids.check(&mut r, format!("{at}.id"), &event.id, "among events");
         check_stage(&mut r, format!("{at}.stage"), &event.stage);
+        if event.stage == "new" {
+            r.push(
+                format!("{at}.stage"),
+                "must not be new (no write advances to it)",
+            );
+        }
+        if tools.events[..i].iter().any(|e| e.stage == event.stage) {
+            r.push(format!("{at}.stage"), "at most one event per stage");
+        }
         r.non_empty(format!("{at}.flowNs"), &event.flow_ns);
+        // 027: a tracking flow is not a flow the agent sends, nor another event's.
+        if tools
+            .flows
+            .iter()
+            .any(|f| f.flow_ns.trim() == event.flow_ns.trim())
+        {
+            r.push(format!("{at}.flowNs"), "must not equal any flows[].flowNs");
+        }
+        if tools.events[..i]
+            .iter()
+            .any(|e| e.flow_ns.trim() == event.flow_ns.trim())
+        {
+            r.push(
+                format!("{at}.flowNs"),
+                "must not equal another event's flowNs",
+            );
+        }
         // Sending the reply flow as an event would resend a stale reply, as for flows[] (012).
         if reply_flow.is_some_and(|reply| reply == event.flow_ns.trim()) {
             r.push(format!("{at}.flowNs"), REPLY_FLOW_RULE);
@@ -894,6 +982,7 @@ mod tests {
 
         tools.fields.remove(intent);
         tools.flows[0].role = Some(FlowRole::Opening);
+        tools.flows[0].offering = None;
         let paths: Vec<String> = tool_issues(&tools, &catalog)
             .into_iter()
             .map(|(p, _)| p)
@@ -1011,6 +1100,234 @@ mod tests {
         );
     }
 
+    /// 023 verification 2, 027 verification 1, 028 verification 1, 032 verification 1 and 034
+    /// verification 1: each load rule of SALES 12a, one broken at a time on the demo tenant.
+    #[test]
+    fn spec_023_027_028_032_034_verification_1_each_sales_load_rule_fails_naming_its_path() {
+        use crate::config::tenant::EventConfig;
+        let event = |id: &str, stage: &str, ns: &str| EventConfig {
+            id: id.to_owned(),
+            stage: stage.to_owned(),
+            flow_ns: ns.to_owned(),
+        };
+        type Edit = Box<dyn Fn(&mut ToolsConfig)>;
+        let position = |tools: &ToolsConfig, f: fn(&FieldConfig) -> bool| {
+            tools.fields.iter().position(f).expect("demo field")
+        };
+        let cases: Vec<(&str, Edit, &str, &str)> = vec![
+            (
+                "023: two funnel fields",
+                Box::new(move |t: &mut ToolsConfig| {
+                    let mut second = t.fields[position(t, |f| f.funnel)].clone();
+                    second.id = "second_funnel".into();
+                    second.field = "second_funnel".into();
+                    t.fields.push(second);
+                }),
+                ".funnel",
+                "at most one field may be the funnel",
+            ),
+            (
+                "023: two payment links",
+                Box::new(|t: &mut ToolsConfig| {
+                    let mut second = t
+                        .flows
+                        .iter()
+                        .find(|f| f.role == Some(FlowRole::PaymentLink))
+                        .unwrap()
+                        .clone();
+                    second.id = "second_link".into();
+                    second.flow_ns = "content20260101000000_000990".into();
+                    t.flows.push(second);
+                }),
+                ".role",
+                "at most one flow may have role payment_link",
+            ),
+            (
+                "027: two events on one stage",
+                Box::new(move |t: &mut ToolsConfig| {
+                    t.events = vec![
+                        event("a", "nurturing", "content20260101000000_000901"),
+                        event("b", "nurturing", "content20260101000000_000902"),
+                    ];
+                }),
+                "$.events[1].stage",
+                "at most one event per stage",
+            ),
+            (
+                "027: an event on new",
+                Box::new(move |t: &mut ToolsConfig| {
+                    t.events = vec![event("a", "new", "content20260101000000_000901")];
+                }),
+                "$.events[0].stage",
+                "must not be new",
+            ),
+            (
+                "027: an event flowNs equal to a flow's",
+                Box::new(move |t: &mut ToolsConfig| {
+                    let ns = t.flows[0].flow_ns.clone();
+                    t.events = vec![event("a", "nurturing", &ns)];
+                }),
+                "$.events[0].flowNs",
+                "must not equal any flows[].flowNs",
+            ),
+            (
+                "027: an event flowNs equal to the reply flow",
+                Box::new(move |t: &mut ToolsConfig| {
+                    t.events = vec![event("a", "nurturing", "content20260101000000_000900")];
+                }),
+                "$.events[0].flowNs",
+                "reply",
+            ),
+            (
+                "027: two events on one flowNs",
+                Box::new(move |t: &mut ToolsConfig| {
+                    t.events = vec![
+                        event("a", "nurturing", "content20260101000000_000901"),
+                        event("b", "offered", "content20260101000000_000901"),
+                    ];
+                }),
+                "$.events[1].flowNs",
+                "another event's flowNs",
+            ),
+            (
+                "027: events without a funnel field",
+                Box::new(move |t: &mut ToolsConfig| {
+                    t.fields.retain(|f| !f.funnel);
+                    t.events = vec![event("a", "nurturing", "content20260101000000_000901")];
+                }),
+                "$.events[0].stage",
+                "requires a funnel field",
+            ),
+            (
+                "028: two offering fields",
+                Box::new(move |t: &mut ToolsConfig| {
+                    let mut second = t.fields[position(t, |f| f.offering)].clone();
+                    second.id = "second_offering".into();
+                    second.field = "second_offering".into();
+                    t.fields.push(second);
+                }),
+                ".offering",
+                "at most one field may be the offering field",
+            ),
+            (
+                "028: a field both funnel and offering",
+                Box::new(move |t: &mut ToolsConfig| {
+                    let at = position(t, |f| f.offering);
+                    t.fields[at].funnel = true;
+                }),
+                "$.fields",
+                "only one of funnel, intent and offering",
+            ),
+            (
+                "028: a flow offering with no offering field",
+                Box::new(move |t: &mut ToolsConfig| {
+                    for f in &mut t.fields {
+                        f.offering = false;
+                    }
+                }),
+                ".offering",
+                "requires an offering field",
+            ),
+            (
+                "028: an offering on the payment link",
+                Box::new(|t: &mut ToolsConfig| {
+                    let link = t
+                        .flows
+                        .iter_mut()
+                        .find(|f| f.role == Some(FlowRole::PaymentLink))
+                        .unwrap();
+                    link.offering = Some("glaze-lab".into());
+                }),
+                ".offering",
+                "serve every offering",
+            ),
+            (
+                "032: an opening that is repeatable",
+                Box::new(|t: &mut ToolsConfig| {
+                    t.flows[0].role = Some(FlowRole::Opening);
+                    t.flows[0].offering = None;
+                    t.flows[0].repeatable = true;
+                }),
+                ".repeatable",
+                "cannot be repeatable",
+            ),
+            (
+                "032: an onStage of link_sent",
+                Box::new(|t: &mut ToolsConfig| {
+                    t.flows[0].on_stage = Some("link_sent".into());
+                }),
+                "$.flows[0].onStage",
+                "must not be new or link_sent",
+            ),
+            (
+                "032: two flows on one onStage",
+                Box::new(|t: &mut ToolsConfig| {
+                    t.flows[0].on_stage = Some("nurturing".into());
+                    t.flows[1].on_stage = Some("nurturing".into());
+                }),
+                "$.flows[1].onStage",
+                "at most one flow may be tied to a stage",
+            ),
+            (
+                "032: a funnel without prepared",
+                Box::new(move |t: &mut ToolsConfig| {
+                    let at = position(t, |f| f.funnel);
+                    t.fields[at].values.retain(|v| v != "prepared");
+                }),
+                ".values",
+                "a funnel field's values must be exactly",
+            ),
+            (
+                "034: a funnel field without an intent field",
+                Box::new(|t: &mut ToolsConfig| {
+                    t.fields.retain(|f| !f.intent);
+                }),
+                ".funnel",
+                "requires an intent field",
+            ),
+            (
+                "034: intent values out of order",
+                Box::new(move |t: &mut ToolsConfig| {
+                    let at = position(t, |f| f.intent);
+                    t.fields[at].values.reverse();
+                }),
+                ".values",
+                "an intent field's values must be exactly",
+            ),
+            (
+                "034: a field both intent and funnel",
+                Box::new(move |t: &mut ToolsConfig| {
+                    let at = position(t, |f| f.intent);
+                    t.fields[at].funnel = true;
+                }),
+                "$.fields",
+                "only one of funnel, intent and offering",
+            ),
+            (
+                "025: humanActiveTag equal to a tag",
+                Box::new(|t: &mut ToolsConfig| {
+                    t.nudge = Some(crate::config::tenant::NudgeConfig {
+                        delays: vec![],
+                        human_active_tag: Some(t.tags[0].tag.clone()),
+                    });
+                }),
+                "$.nudge.humanActiveTag",
+                "must not equal any tags[].tag",
+            ),
+        ];
+        for (what, edit, path, rule) in cases {
+            let (catalog, _, mut tools) = demo();
+            edit(&mut tools);
+            let issues = tool_issues(&tools, &catalog);
+            assert!(
+                issues
+                    .iter()
+                    .any(|(p, m)| p.contains(path) && m.contains(rule)),
+                "{what}: {issues:?}"
+            );
+        }
+    }
+
     #[test]
     fn spec_030_settle_seconds_over_30_fails() {
         let (catalog, _, mut tools) = demo();
@@ -1059,11 +1376,14 @@ mod tests {
     #[test]
     fn spec_027_duplicate_event_ids_fail() {
         let (catalog, _, mut tools) = demo();
-        for _ in 0..2 {
+        for (stage, flow_ns) in [
+            ("offered", "content20260101000000_000951"),
+            ("link_sent", "content20260101000000_000952"),
+        ] {
             tools.events.push(crate::config::tenant::EventConfig {
                 id: "checkout".to_owned(),
-                stage: "link_sent".to_owned(),
-                flow_ns: "content20260101000000_000951".to_owned(),
+                stage: stage.to_owned(),
+                flow_ns: flow_ns.to_owned(),
             });
         }
         let issues = tool_issues(&tools, &catalog);

@@ -56,6 +56,10 @@ pub struct EvalCase {
     /// The contact record the ManyChat sandbox returns to `get_contact` (024), as getInfo JSON.
     #[serde(default)]
     pub contact: Option<Value>,
+    /// 028/034: an offering stored from a token-bound request (the advert the contact came
+    /// through), not written by the agent. A catalog offering id.
+    #[serde(default)]
+    pub advert_offering: Option<String>,
     pub expect: Expect,
 }
 
@@ -71,6 +75,28 @@ pub struct EvalHistoryTurn {
 }
 
 impl EvalHistoryTurn {
+    /// The turn's actions as `turns.actions` would hold them once performed (the sales rules
+    /// read intent, stage, offering and sent flows from these).
+    pub fn action_record(&self) -> Value {
+        Value::Array(
+            self.actions
+                .iter()
+                .map(|a| {
+                    let (tool, rest) = a.split_once(':').unwrap_or((a.as_str(), ""));
+                    let mut entry = serde_json::json!({"tool": tool, "status": "performed"});
+                    match rest.split_once('=') {
+                        Some((id, value)) => {
+                            entry["id"] = Value::from(id);
+                            entry["value"] = Value::from(value);
+                        }
+                        None => entry["id"] = Value::from(rest),
+                    }
+                    entry
+                })
+                .collect(),
+        )
+    }
+
     /// The turn's actions as the history note of 012 lists them, `<tool> <id>` (a `set_field`
     /// value is dropped: the note names ids only). This is what `agent::HistoryTurn`'s
     /// `actions_performed` holds.
@@ -784,6 +810,7 @@ mod tests {
             history: vec![],
             nudge: false,
             contact: None,
+            advert_offering: None,
             expect,
         }
     }
@@ -1645,11 +1672,14 @@ mod golden {
                 .count()
                 >= 4
         );
-        assert!(
-            cases
-                .iter()
-                .any(|c| c.expect.actions.as_deref() == Some(&["send_flow:*".to_owned()][..]))
-        );
+        // A flow case: the flow among the actions (on a selling tenant the intent and offering
+        // writes come with it, 034 and 028).
+        assert!(cases.iter().any(|c| {
+            c.expect
+                .actions
+                .as_deref()
+                .is_some_and(|a| a.contains(&"send_flow:*".to_owned()))
+        }));
         assert!(
             cases
                 .iter()

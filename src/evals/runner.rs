@@ -200,13 +200,34 @@ async fn observe(
             actions_performed: turn.performed_actions(),
         })
         .collect();
-    let mut tools = TurnTools::without_reads(config.clone());
+    // The contact's sales position, as the server would read it from these turns' records.
+    let now = chrono::Utc::now();
+    let record = crate::store::SalesRecord {
+        offering: None,
+        actions: case
+            .history
+            .iter()
+            .filter(|t| t.role == EvalRole::Agent && !t.actions.is_empty())
+            .map(|t| crate::store::ActionRecord {
+                at: now,
+                actions: t.action_record(),
+            })
+            .collect(),
+    };
+    let request = crate::sales::known::Request {
+        offering: case.advert_offering.as_deref(),
+        bound: true,
+        now,
+    };
+    let known = crate::sales::known::from_record(&config, &record, request);
+    let notices = crate::sales::notices::notices(&config, &known);
+    let mut tools = TurnTools::without_reads_for(config.clone(), known);
     let thought = agent::think(
         model,
         ThinkInput {
             config: &config,
             prompt,
-            notices: &[],
+            notices: &notices,
             history: &history,
             contact_text: &case.text,
             max_output_tokens,
@@ -224,7 +245,8 @@ async fn observe(
         tools
             .into_actions()
             .into_iter()
-            .filter(|a| a.entry.status == ActionStatus::Staged)
+            // Follow-ons (link_sent, events) are the server's, not the model's choices.
+            .filter(|a| a.entry.status == ActionStatus::Staged && !a.follows)
             .map(|a| match a.entry.value {
                 Some(value) => format!("{}:{}={}", a.entry.tool, a.entry.id, value),
                 None => format!("{}:{}", a.entry.tool, a.entry.id),

@@ -76,13 +76,13 @@ fn respond(request: &ModelRequest) -> ModelResponse {
 
     let decision = decide(request, &catalog, &turn);
     match decision {
-        Decision::Call(call) => ModelResponse {
+        Decision::Call(calls) => ModelResponse {
             usage: Usage {
                 input_tokens,
-                output_tokens: tokens_for(call_length(&call)),
+                output_tokens: tokens_for(calls.iter().map(call_length).sum()),
                 cached_tokens: 0,
             },
-            tool_calls: vec![call],
+            tool_calls: calls,
             output: None,
             stop: StopReason::ToolCalls,
         },
@@ -103,7 +103,8 @@ fn respond(request: &ModelRequest) -> ModelResponse {
 }
 
 enum Decision {
-    Call(ToolCall),
+    /// Tool calls of one step, run in order (the sales moves first, then a flow).
+    Call(Vec<ToolCall>),
     Reply(Reply),
 }
 
@@ -187,21 +188,58 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
     } else {
         named
     };
+    // 028 § Lock: from `offered` on, a switch to another offering goes to a person.
+    let offered_or_later = matches!(
+        turn.stage.as_deref(),
+        Some("offered" | "prepared" | "link_sent")
+    );
+    if offered_or_later
+        && has(&folded, SWITCH)
+        && targets
+            .iter()
+            .any(|o| Some(o.id.as_str()) != turn.offering.as_deref())
+    {
+        return Decision::Reply(Reply::escalate(Reason::ExplicitRequest, 0.8));
+    }
     let wants_link = has(&folded, LINK_REQUEST);
     let wants_material = has(&folded, MATERIAL_REQUEST);
 
-    if let Some(results) = last_tool_results(request) {
+    let results = last_tool_results(request);
+    if let Some(results) = results
+        && flow_was_called(request)
+    {
         return Decision::Reply(after_flow(request, results, catalog, &targets, wants_link));
     }
-    if wants_link || wants_material {
-        if let Some(spec) = request.tools.iter().find(|t| t.name == "send_flow")
+    if results.is_none() {
+        // The first step: the sales moves (034, 028, 023), then the flow asked for.
+        let mut calls = sales_moves(request, catalog, turn, &folded, &targets, wants_link);
+        if (wants_link || wants_material)
+            && let Some(spec) = request.tools.iter().find(|t| t.name == "send_flow")
             && let Some(call) = choose_flow(spec, &targets, wants_link)
         {
-            return Decision::Call(call);
+            calls.push(call);
         }
-        if wants_link && let Some(reply) = link_reply(catalog, &targets) {
-            return Decision::Reply(reply);
+        if !calls.is_empty() {
+            for (n, call) in calls.iter_mut().enumerate() {
+                call.id = format!("demo_call_{}", n + 1);
+            }
+            return Decision::Call(calls);
         }
+    }
+    if wants_link && let Some(reply) = link_reply(catalog, &targets) {
+        return Decision::Reply(reply);
+    }
+    if has(&folded, MATERIAL_REQUEST) && targets.is_empty() && catalog.offerings.len() > 1 {
+        // 028: material is per offering; with none known, ask which one first.
+        let names: Vec<&str> = catalog.offerings.iter().map(|o| o.name.as_str()).collect();
+        return Decision::Reply(Reply::answer(
+            vec![format!(
+                "Happy to send details. We offer: {}.",
+                names.join(", ")
+            )],
+            0.85,
+            Some("Which one would you like the details for?".into()),
+        ));
     }
 
     if has(&folded, PRICE) {
@@ -389,6 +427,15 @@ fn choose_flow(spec: &ToolSpec, targets: &[&OfferingLine], wants_link: bool) -> 
             .filter(|line| line.contains(flow))
             .collect::<Vec<_>>()
             .join(" ");
+        // 028: a flow the description does not list is not accepted this turn, unless it is
+        // the offering's own flow the sales moves record before it.
+        if about.is_empty()
+            && !targets
+                .iter()
+                .any(|o| o.is_named_in(&fold(&flow.replace(['_', '-'], " "))))
+        {
+            continue;
+        }
         let text = fold(&format!("{} {}", flow.replace(['_', '-'], " "), about));
         // A link request considers only link flows, and a request for material never sends
         // the payment link; among the candidates, the named offering's flow wins.
@@ -424,6 +471,139 @@ fn choose_flow(spec: &ToolSpec, targets: &[&OfferingLine], wants_link: bool) -> 
         id: "demo_call_1".into(),
         name: spec.name.clone(),
         arguments: ToolArguments::Valid(Value::Object(arguments)),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sales moves (034, 028, 023): record intent, the offering and the stage before answering
+
+/// The funnel in order, as the `FUNNEL:` notice and the funnel field name its stages.
+const STAGES: [&str; 6] = [
+    "new",
+    "qualifying",
+    "nurturing",
+    "offered",
+    "prepared",
+    "link_sent",
+];
+
+/// The ids of the sales fields `set_field` offers, read from its description lines
+/// (`- <id>: <description> Values: a, b.`): the field whose values are exactly the intent
+/// values, the one holding the funnel stages, and the one holding the catalog's offering ids.
+#[derive(Default)]
+struct SalesFields {
+    intent: Option<String>,
+    funnel: Option<String>,
+    offering: Option<String>,
+}
+
+fn sales_fields(request: &ModelRequest, catalog: &CatalogView) -> SalesFields {
+    let mut fields = SalesFields::default();
+    let Some(spec) = request.tools.iter().find(|t| t.name == "set_field") else {
+        return fields;
+    };
+    for line in spec.description.lines() {
+        let Some((id, rest)) = line.strip_prefix("- ").and_then(|l| l.split_once(": ")) else {
+            continue;
+        };
+        let Some(values) = rest
+            .rsplit_once("Values: ")
+            .map(|(_, v)| v.trim_end_matches('.'))
+        else {
+            continue;
+        };
+        let values: Vec<&str> = values.split(", ").collect();
+        if values == ["not_prospect", "prospect"] {
+            fields.intent = Some(id.to_owned());
+        } else if values.contains(&"qualifying") && values.contains(&"offered") {
+            fields.funnel = Some(id.to_owned());
+        } else if !catalog.offerings.is_empty()
+            && catalog
+                .offerings
+                .iter()
+                .all(|o| values.contains(&o.id.as_str()))
+        {
+            fields.offering = Some(id.to_owned());
+        }
+    }
+    fields
+}
+
+fn set_field_call(field: &str, value: &str) -> ToolCall {
+    ToolCall {
+        id: String::new(),
+        name: "set_field".into(),
+        arguments: ToolArguments::Valid(json!({"field": field, "value": value})),
+    }
+}
+
+/// What a careful agent records before it answers: `prospect` when the contact asks about
+/// buying (034), `not_prospect` when they say they are something else; the offering they
+/// name (028, before the offer only); and the stage the answer moves them to (023): the price
+/// of one offering put to them is `offered`, any other buying question `qualifying`.
+fn sales_moves(
+    request: &ModelRequest,
+    catalog: &CatalogView,
+    turn: &TurnView,
+    folded: &str,
+    targets: &[&OfferingLine],
+    wants_link: bool,
+) -> Vec<ToolCall> {
+    let fields = sales_fields(request, catalog);
+    let mut calls = Vec::new();
+    let Some(intent_field) = fields.intent.as_deref() else {
+        return calls;
+    };
+    let prospect = turn.intent.as_deref() == Some("prospect");
+    let buying = wants_link
+        || has(folded, MATERIAL_REQUEST)
+        || has(folded, PRICE)
+        || has(folded, SCHEDULE)
+        || has(folded, PAYMENT_QUESTION)
+        || has(folded, OVERVIEW)
+        || !catalog.mentioned(folded).is_empty()
+        || turn.advert_offering;
+    if !prospect {
+        if has(folded, NOT_A_PROSPECT) {
+            if turn.intent.as_deref() != Some("not_prospect") {
+                calls.push(set_field_call(intent_field, "not_prospect"));
+            }
+            return calls;
+        }
+        if !buying {
+            return calls;
+        }
+        calls.push(set_field_call(intent_field, "prospect"));
+    }
+    let stage = turn
+        .stage
+        .as_deref()
+        .and_then(|s| STAGES.iter().position(|x| *x == s));
+    if let (Some(field), [one]) = (fields.offering.as_deref(), targets)
+        && turn.offering.as_deref() != Some(one.id.as_str())
+        && stage.is_none_or(|s| s < 3)
+    {
+        calls.push(set_field_call(field, &one.id));
+    }
+    if let Some(field) = fields.funnel.as_deref() {
+        let wanted = if has(folded, PRICE) && targets.len() == 1 {
+            3
+        } else if buying {
+            1
+        } else {
+            0
+        };
+        if wanted > 0 && stage.is_none_or(|s| wanted > s) {
+            calls.push(set_field_call(field, STAGES[wanted]));
+        }
+    }
+    calls
+}
+
+/// Whether this turn already asked to send a flow (its result is back).
+fn flow_was_called(request: &ModelRequest) -> bool {
+    request.messages.iter().any(|m| {
+        matches!(m, Message::Assistant { tool_calls, .. } if tool_calls.iter().any(|c| c.name == "send_flow"))
     })
 }
 
@@ -486,7 +666,7 @@ fn after_flow(
     };
     if accepted {
         let what = match (wants_link, one) {
-            (true, _) => "the enrolment link".to_owned(),
+            (true, _) => "the payment link".to_owned(),
             (false, Some(o)) => format!("the details for {}", o.name),
             (false, None) => "the details".to_owned(),
         };
@@ -831,6 +1011,12 @@ struct TurnView {
     contact: Option<String>,
     /// From an `OFFERING: <id>` notice.
     offering: Option<String>,
+    /// The offering notice says it came from an advert (034: a reason to record `prospect`).
+    advert_offering: bool,
+    /// From an `INTENT: <value>` notice.
+    intent: Option<String>,
+    /// From a `FUNNEL: <stage>` notice.
+    stage: Option<String>,
 }
 
 impl TurnView {
@@ -851,15 +1037,26 @@ impl TurnView {
                     .position(|l| l.trim_start().starts_with("<<<END CONTACT"))?;
                 Some(lines[open + 1..open + 1 + close].join("\n"))
             });
-        let offering = lines
-            .iter()
-            .skip_while(|l| !l.starts_with("SERVER NOTICES"))
-            .skip(1)
-            .take_while(|l| !l.trim().is_empty())
-            .find_map(|l| l.trim().strip_prefix("OFFERING:"))
-            .map(|id| id.trim().to_owned())
-            .filter(|id| !id.is_empty());
-        Self { contact, offering }
+        let notice = |prefix: &str| {
+            lines
+                .iter()
+                .skip_while(|l| !l.starts_with("SERVER NOTICES"))
+                .skip(1)
+                .take_while(|l| !l.trim().is_empty())
+                .find_map(|l| l.trim().strip_prefix(prefix))
+                .map(|rest| rest.trim().to_owned())
+        };
+        let first_word = |rest: String| rest.split_whitespace().next().map(str::to_owned);
+        let offering_notice = notice("OFFERING:");
+        Self {
+            contact,
+            advert_offering: offering_notice
+                .as_deref()
+                .is_some_and(|n| n.contains("advert")),
+            offering: offering_notice.and_then(first_word),
+            intent: notice("INTENT:").and_then(first_word),
+            stage: notice("FUNNEL:").and_then(first_word),
+        }
     }
 }
 
@@ -1054,6 +1251,19 @@ const PAYMENT_QUESTION: &[&str] = &[
 const LINK_REQUEST: &[&str] = &[
     "link", "book", "booking", "enrol", "enroll", "enrolment", "enrollment", "sign up",
     "sign me up", "register", "registration", "book a spot", "book a place", "reserve", "checkout",
+];
+
+/// 028: the contact wants another offering than the one under way.
+#[rustfmt::skip]
+const SWITCH: &[&str] = &["switch", "instead", "change to", "swap", "rather do", "prefer"];
+
+/// 034: the contact says they are not here to buy (a customer already, a supplier, a job
+/// seeker, a wrong number).
+#[rustfmt::skip]
+const NOT_A_PROSPECT: &[&str] = &[
+    "already a student", "already enrolled", "already a customer", "i m a customer",
+    "i am a customer", "former student", "i am a supplier", "i m a supplier", "we supply",
+    "we sell", "looking for work", "looking for a job", "job opening", "vacancy", "wrong number",
 ];
 
 #[rustfmt::skip]

@@ -681,6 +681,7 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
         history: Some((at_s(5), 4)),
         day,
         rate_window: Some(window),
+        sales: true,
     };
     let context = store
         .turn_context(&conversation, query)
@@ -704,6 +705,12 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
             .rate_count(&conversation.subscriber_id, window)
             .await
             .expect("rate"),
+        sales: Some(
+            store
+                .sales_record(conversation.id)
+                .await
+                .expect("sales_record"),
+        ),
     };
     assert_eq!(context, expected);
     assert_eq!(context.earlier_user_turns.len(), 3);
@@ -719,12 +726,14 @@ pub async fn turn_context_matches_the_separate_reads(store: &dyn Store) {
                 cap_limit: None,
                 history: None,
                 rate_window: None,
+                sales: false,
                 ..query
             },
         )
         .await
         .expect("turn_context");
     assert!(unasked.earlier_user_turns.is_empty() && unasked.history.is_empty());
+    assert_eq!(unasked.sales, None);
     assert_eq!(unasked.rate_count, 0);
     assert_eq!(unasked.spent, expected.spent);
     settle(store, &[conversation.id]).await;
@@ -749,6 +758,7 @@ pub async fn returning_contact_reads_conversation_and_context_together(store: &d
         history: Some((at_s(0), 10)),
         day,
         rate_window: Some(at_s(0)),
+        sales: true,
     };
     let (found, context) = store
         .returning_contact(&conversation.subscriber_id, query)
@@ -2045,6 +2055,104 @@ pub async fn flow_sends_are_capped_per_contact_per_hour(store: &dyn Store) {
     );
 }
 
+/// Issue 14: `sales_record` holds the stored offering with its time and every agent turn's
+/// action record that holds an entry, oldest first; user turns, turns that offered no tool and
+/// `[]` records are left out, as are other conversations'.
+pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let empty = store
+        .sales_record(conversation.id)
+        .await
+        .expect("sales_record");
+    assert_eq!(empty.offering, None, "no offering stored yet");
+    assert!(empty.actions.is_empty());
+
+    let intent =
+        json!([{"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"}]);
+    let stage = json!([{"tool": "set_field", "id": "funnel_stage", "value": "qualifying", "status": "staged"}]);
+    record(store, NewTurn::user(conversation.id, "q", true, at_s(1))).await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(intent.clone()),
+            ..NewTurn::agent(conversation.id, "a", "answered_inline", true, at_s(2))
+        },
+    )
+    .await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(json!([])),
+            ..NewTurn::agent(conversation.id, "b", "answered_inline", true, at_s(3))
+        },
+    )
+    .await;
+    record(
+        store,
+        NewTurn::agent(conversation.id, "c", "answered_inline", true, at_s(4)),
+    )
+    .await;
+    let later = record(
+        store,
+        NewTurn {
+            actions: Some(stage.clone()),
+            ..NewTurn::agent(conversation.id, "d", "deferred", false, at_s(5))
+        },
+    )
+    .await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(intent.clone()),
+            ..NewTurn::agent(other.id, "e", "answered_inline", true, at_s(6))
+        },
+    )
+    .await;
+    let performed = json!([{"tool": "set_field", "id": "funnel_stage", "value": "qualifying", "status": "performed"}]);
+    store
+        .update_turn_actions(later, &performed)
+        .await
+        .expect("update_turn_actions");
+    store
+        .set_offering(conversation.id, "invented-offering", at_ms(7_250))
+        .await
+        .expect("set_offering");
+
+    let read = store
+        .sales_record(conversation.id)
+        .await
+        .expect("sales_record");
+    assert_eq!(
+        read.offering,
+        Some(("invented-offering".to_owned(), at_ms(7_250)))
+    );
+    let listed: Vec<_> = read
+        .actions
+        .iter()
+        .map(|r| (r.at, r.actions.clone()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(at_s(2), intent), (at_s(5), performed)],
+        "agent turns with entries only, oldest first, as updated"
+    );
+    assert_eq!(
+        store
+            .conversation(conversation.id)
+            .await
+            .expect("conversation")
+            .expect("exists")
+            .offering
+            .as_deref(),
+        Some("invented-offering")
+    );
+    assert!(
+        store.set_offering(Uuid::new_v4(), "x", t0()).await.is_err(),
+        "an unknown conversation is an error"
+    );
+}
+
 pub async fn run_all(store: &dyn Store) {
     ping_answers(store).await;
     unknown_ids_read_as_none_and_updates_fail(store).await;
@@ -2053,6 +2161,7 @@ pub async fn run_all(store: &dyn Store) {
     conversation_created_once_with_random_uuid(store).await;
     conversation_first_contacts_racing_create_one_row(store).await;
     escalation_time_is_recorded(store).await;
+    sales_record_reads_offering_and_action_records(store).await;
     token_rotation_keeps_previous(store).await;
     conversations_without_token_lists_recent_contacts_only(store).await;
     user_turn_updates_last_message_and_bound_count(store).await;
@@ -2200,6 +2309,7 @@ mod tests {
         issue_13_item_10_retention_clears_old_text_and_keeps_the_measures,
         flow_sends_are_capped_per_contact_per_hour,
         spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker,
+        sales_record_reads_offering_and_action_records,
         run_all,
     );
 

@@ -279,6 +279,8 @@ pub struct TurnContextQuery {
     pub day: NaiveDate,
     /// The hourly window whose count is read for the conversation's contact (`None`: not read).
     pub rate_window: Option<DateTime<Utc>>,
+    /// The sales funnel (issue 14): read the conversation's `sales_record` too.
+    pub sales: bool,
 }
 
 /// The answer to a [`TurnContextQuery`]: what `recent_user_turn_times`, `history`, `budget`,
@@ -294,6 +296,8 @@ pub struct TurnContext {
     pub queued_replies: i64,
     /// Messages already counted in the contact's current hourly window.
     pub rate_count: i64,
+    /// What `sales_record` answers, when asked for.
+    pub sales: Option<SalesRecord>,
 }
 
 impl TurnContext {
@@ -588,7 +592,7 @@ pub trait Store: Send + Sync + 'static {
         conversation: &Conversation,
         query: TurnContextQuery,
     ) -> Result<TurnContext> {
-        let (earlier_user_turns, history, spent, queued_replies, rate_count) = tokio::try_join!(
+        let (earlier_user_turns, history, spent, queued_replies, rate_count, sales) = tokio::try_join!(
             async {
                 match query.cap_limit {
                     Some(limit) => self.recent_user_turn_times(conversation.id, limit).await,
@@ -609,6 +613,12 @@ pub trait Store: Send + Sync + 'static {
                     None => Ok(0),
                 }
             },
+            async {
+                match query.sales {
+                    true => self.sales_record(conversation.id).await.map(Some),
+                    false => Ok(None),
+                }
+            },
         )?;
         Ok(TurnContext {
             earlier_user_turns,
@@ -616,6 +626,7 @@ pub trait Store: Send + Sync + 'static {
             spent,
             queued_replies,
             rate_count,
+            sales,
         })
     }
 
@@ -694,6 +705,20 @@ pub trait Store: Send + Sync + 'static {
         now: DateTime<Utc>,
         per_hour: u32,
     ) -> Result<bool>;
+
+    /// The sales funnel (issue 14): what the server knows of a contact from its own records, in
+    /// one read: the offering stored on the conversation with when it was stored, and the
+    /// action record of every agent turn that holds one (oldest first; `[]` records left out).
+    async fn sales_record(&self, conversation_id: ConversationId) -> Result<SalesRecord>;
+
+    /// 028: stores the contact's offering (from a token-bound request, or catching up with a
+    /// performed write to the offering field) and when.
+    async fn set_offering(
+        &self,
+        id: ConversationId,
+        offering: &str,
+        at: DateTime<Utc>,
+    ) -> Result<()>;
 }
 
 /// Every table that holds rows about one contact, with the column that names the contact
@@ -735,6 +760,22 @@ impl Forgotten {
             .find(|(name, _)| *name == table)
             .map_or(0, |(_, rows)| *rows)
     }
+}
+
+/// One agent turn's action record (`turns.actions`) and when the turn was recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRecord {
+    pub at: DateTime<Utc>,
+    pub actions: Value,
+}
+
+/// What [`Store::sales_record`] answers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SalesRecord {
+    /// `conversations.offering` and `offering_at`, when both are set.
+    pub offering: Option<(String, DateTime<Utc>)>,
+    /// Oldest first.
+    pub actions: Vec<ActionRecord>,
 }
 
 /// Opens the store `DATABASE_URL` names and runs its migrations. `sqlite://path` creates the

@@ -21,6 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
+use super::{ActionRecord, SalesRecord};
 use super::{
     BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
     Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Store,
@@ -875,6 +876,53 @@ impl Store for PgStore {
             .await?;
         tx.commit().await?;
         Ok(true)
+    }
+
+    async fn sales_record(&self, conversation_id: ConversationId) -> Result<SalesRecord> {
+        let offering: Option<(Option<String>, Option<DateTime<Utc>>)> =
+            sqlx::query_as("SELECT offering, offering_at FROM conversations WHERE id = $1")
+                .bind(conversation_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        let rows: Vec<(DateTime<Utc>, Json<Value>)> = sqlx::query_as(
+            "SELECT created_at, actions FROM turns WHERE conversation_id = $1 \
+             AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]'::jsonb \
+             ORDER BY created_at, seq",
+        )
+        .bind(conversation_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(SalesRecord {
+            offering: match offering {
+                Some((Some(value), Some(at))) => Some((value, at)),
+                _ => None,
+            },
+            actions: rows
+                .into_iter()
+                .map(|(at, Json(actions))| ActionRecord { at, actions })
+                .collect(),
+        })
+    }
+
+    async fn set_offering(
+        &self,
+        id: ConversationId,
+        offering: &str,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE conversations SET offering = $1, offering_at = $2, updated_at = $2 \
+             WHERE id = $3",
+        )
+        .bind(offering)
+        .bind(to_millis(at))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("conversation"));
+        }
+        Ok(())
     }
 }
 

@@ -44,6 +44,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
+use super::{ActionRecord, SalesRecord};
 use super::{
     BudgetCharge, BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock,
     Exchange, ExchangeIds, Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow,
@@ -98,6 +99,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         7,
         "turns_text_kept",
         include_str!("../../migrations/sqlite/0007_turns_text_kept.sql"),
+    ),
+    (
+        8,
+        "offering_at",
+        include_str!("../../migrations/sqlite/0008_offering_at.sql"),
     ),
     (
         9,
@@ -932,6 +938,8 @@ const TURN_STATEMENTS: &[&str] = &[
     QUEUED_REPLIES,
     SET_ESCALATED,
     CONVERSATION_BY_SUBSCRIBER,
+    SALES_OFFERING,
+    SALES_ACTIONS,
 ];
 
 /// A conversation id as the TEXT it is stored under (hyphenated, lowercase: its `Display`),
@@ -1183,7 +1191,49 @@ fn turn_context_in(
             Some(window) => rate_count_in(conn, subscriber.as_str(), window)?,
             None => 0,
         },
+        sales: match query.sales {
+            true => Some(sales_record_in(conn, conversation_id)?),
+            false => None,
+        },
     })
+}
+
+/// The stored offering and its time (issue 14).
+const SALES_OFFERING: &str = "SELECT offering, offering_at FROM conversations WHERE id = ?";
+
+/// The action records of a conversation's agent turns. Ordered by `created_at` only, which the
+/// `(conversation_id, created_at)` index gives; turns of one millisecond are put in `seq` order
+/// after the read, so the statement opens no temporary B-tree.
+const SALES_ACTIONS: &str = "SELECT created_at, seq, actions FROM turns \
+    WHERE conversation_id = ? AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]' \
+    ORDER BY created_at";
+
+fn sales_record_in(conn: &Db<'_>, conversation_id: ConversationId) -> Result<SalesRecord> {
+    let id = IdText::of(conversation_id);
+    let offering = query_one(conn, SALES_OFFERING, [&id], |row| {
+        let value: Option<String> = row.get(0)?;
+        let at: Option<i64> = row.get(1)?;
+        Ok(match (value, opt_time(at)?) {
+            (Some(value), Some(at)) => Some((value, at)),
+            _ => None,
+        })
+    })?
+    .flatten();
+    let mut rows = query_all(conn, SALES_ACTIONS, [&id], |row| {
+        let raw: String = row.get(2)?;
+        Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, json(&raw)?))
+    })?;
+    rows.sort_by_key(|(at, seq, _)| (*at, *seq));
+    let actions = rows
+        .into_iter()
+        .map(|(at, _, actions)| {
+            Ok(ActionRecord {
+                at: time(at)?,
+                actions,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(SalesRecord { offering, actions })
 }
 
 fn budget_in(conn: &Db<'_>, day: NaiveDate) -> Result<BudgetUsage> {
@@ -1814,6 +1864,30 @@ impl Store for SqliteStore {
                 params![subscriber, ms(now)],
             )?;
             Ok(true)
+        })
+        .await
+    }
+
+    async fn sales_record(&self, conversation_id: ConversationId) -> Result<SalesRecord> {
+        self.read(move |conn| sales_record_in(conn, conversation_id))
+            .await
+    }
+
+    async fn set_offering(
+        &self,
+        id: ConversationId,
+        offering: &str,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        let offering = offering.to_owned();
+        self.write(move |conn| {
+            update_one(
+                conn,
+                "UPDATE conversations SET offering = ?, offering_at = ?, updated_at = ? \
+                 WHERE id = ?",
+                params![offering, ms(at), ms(at), IdText::of(id)],
+                "conversation",
+            )
         })
         .await
     }

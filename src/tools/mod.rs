@@ -38,6 +38,7 @@ use crate::config::{FlowRole, TenantConfig, ToolsConfig};
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
 use crate::model::{ToolArguments, ToolCall, ToolSpec};
+use crate::sales::{Known, SalesCall, TurnSales, Verdict};
 
 pub use contact::{OTHER_VALUE, contact_view};
 pub use notes::NoteText;
@@ -69,6 +70,8 @@ pub struct ToolContext {
     pub fence: Fence,
     /// The snapshot's tool specs (`ToolSpecs::new(&config)`, built once per snapshot).
     pub specs: ToolSpecs,
+    /// The contact's sales position from the server's records (`sales::known::read`).
+    pub sales: Known,
 }
 
 /// What a read needs: present only on a turn that may read.
@@ -104,6 +107,18 @@ impl ToolSpecs {
             false => self.without_read.clone(),
         }
     }
+
+    /// The turn's specs: the snapshot's, unless the contact's position narrows `send_flow`
+    /// (023: a flow sent once leaves its enum; 028: the description lists the flows the turn's
+    /// offering accepts), when they are built for this turn.
+    fn for_turn(&self, config: &TenantConfig, offer_read: bool, known: &Known) -> Arc<[ToolSpec]> {
+        match config.tools.as_ref() {
+            Some(tools) if specs::narrowed(tools, known) => {
+                Arc::from(specs::build_turn_specs(tools, offer_read, known))
+            }
+            _ => self.offered(offer_read),
+        }
+    }
 }
 
 /// The tools of one turn, and what they staged and read.
@@ -120,6 +135,8 @@ pub struct TurnTools {
     reads: u32,
     /// The last successful read's result, for the final step's note.
     last_read: Option<Value>,
+    /// The turn's sales position: what the rules of `crate::sales` decide writes against.
+    sales: TurnSales,
 }
 
 impl TurnTools {
@@ -130,15 +147,27 @@ impl TurnTools {
             subscriber: context.subscriber,
             conversation: context.conversation,
         });
-        let specs = context.specs.offered(reader.is_some());
-        Self::build(context.config, specs, reader, context.fence)
+        let specs = context
+            .specs
+            .for_turn(&context.config, reader.is_some(), &context.sales);
+        let mut tools = Self::build(context.config, specs, reader, context.fence);
+        tools.sales = TurnSales::new(context.sales);
+        tools
     }
 
     /// Tools that stage and never make a request, so get_contact is not offered (the eval
     /// runner: tools are staged, never performed).
     pub fn without_reads(config: Arc<TenantConfig>) -> Self {
-        let specs = ToolSpecs::new(&config).offered(false);
-        Self::build(config, specs, None, Fence::new())
+        Self::without_reads_for(config, Known::default())
+    }
+
+    /// [`TurnTools::without_reads`] for a contact at a known sales position (the eval runner:
+    /// a case's contact).
+    pub fn without_reads_for(config: Arc<TenantConfig>, sales: Known) -> Self {
+        let specs = ToolSpecs::new(&config).for_turn(&config, false, &sales);
+        let mut tools = Self::build(config, specs, None, Fence::new());
+        tools.sales = TurnSales::new(sales);
+        tools
     }
 
     fn build(
@@ -157,6 +186,7 @@ impl TurnTools {
             read_attempts: 0,
             reads: 0,
             last_read: None,
+            sales: TurnSales::default(),
         }
     }
 
@@ -289,10 +319,11 @@ impl TurnTools {
         if self.actions.iter().any(same) {
             return json!({"staged": true});
         }
+        // Follow-ons (link_sent, events) never take a slot (023, 027).
         let counted = self
             .actions
             .iter()
-            .filter(|a| a.entry.status != ActionStatus::DroppedOverCap)
+            .filter(|a| a.entry.status != ActionStatus::DroppedOverCap && !a.follows)
             .count();
         if counted >= MAX_ACTIONS {
             let mut dropped = action;
@@ -306,6 +337,50 @@ impl TurnTools {
         }
         self.actions.push(action);
         json!({"staged": true})
+    }
+
+    /// What the sales rules make of a write (`crate::sales`): refused before any request and
+    /// without a cap slot, or staged with the follow-ons and result keys it brings.
+    fn stage_for_sale(&mut self, name: &str, args: &Value, mut action: StagedAction) -> Value {
+        let config = self.config.clone();
+        let Some(tools) = config.tools.as_ref() else {
+            return self.stage(action);
+        };
+        let Some(call) = sales_call(tools, name, args) else {
+            return self.stage(action);
+        };
+        match self.sales.judge(tools, call) {
+            Verdict::Refused(refusal) => {
+                self.refused.push(format!(
+                    "{} {} ({})",
+                    action.entry.tool,
+                    action.entry.id,
+                    refusal.describe()
+                ));
+                match refusal.reason() {
+                    Some(reason) => json!({"staged": false, "reason": reason}),
+                    None => json!({"staged": false}),
+                }
+            }
+            Verdict::Allowed { contact_asked } => {
+                if contact_asked {
+                    action.entry.contact_asked = Some(true);
+                }
+                let before = self.actions.len();
+                let mut result = self.stage(action);
+                // Only a newly staged write commits (a duplicate or a dropped one does not).
+                let staged = self.actions.len() > before
+                    && self.actions[before].entry.status == ActionStatus::Staged;
+                if staged {
+                    let commit = self.sales.commit(tools, call);
+                    self.actions.extend(commit.follow_ons);
+                    if let Some(object) = result.as_object_mut() {
+                        object.extend(commit.result);
+                    }
+                }
+                result
+            }
+        }
     }
 
     /// get_contact: performed now, through the shared client, within the read cap.
@@ -344,6 +419,35 @@ impl TurnTools {
     }
 }
 
+/// A write as the sales rules see it (`None`: a tool they do not know).
+fn sales_call<'a>(tools: &'a ToolsConfig, name: &str, args: &'a Value) -> Option<SalesCall<'a>> {
+    let arg = |key: &str| args.get(key).and_then(Value::as_str);
+    match name {
+        "send_flow" => {
+            let flow = tools
+                .flows
+                .iter()
+                .find(|f| Some(f.id.as_str()) == arg("flow"))?;
+            Some(SalesCall::SendFlow {
+                flow,
+                contact_asked: args.get("contactAsked").and_then(Value::as_bool) == Some(true),
+            })
+        }
+        "set_field" => {
+            let field = tools
+                .fields
+                .iter()
+                .find(|f| Some(f.id.as_str()) == arg("field"))?;
+            Some(SalesCall::SetField {
+                field,
+                value: arg("value")?,
+            })
+        }
+        "write_note" => Some(SalesCall::Note),
+        _ => Some(SalesCall::Other),
+    }
+}
+
 #[async_trait]
 impl ToolHost for TurnTools {
     fn specs(&self) -> Arc<[ToolSpec]> {
@@ -361,7 +465,7 @@ impl ToolHost for TurnTools {
             return self.read().await;
         }
         match self.resolve(&call.name, args) {
-            Ok(Some(action)) => self.stage(action),
+            Ok(Some(action)) => self.stage_for_sale(&call.name, args, action),
             Ok(None) => {
                 self.refused
                     .push(format!("{} (empty after cleaning)", call.name));
@@ -381,7 +485,8 @@ impl ToolHost for TurnTools {
         let staged: Vec<String> = self
             .actions
             .iter()
-            .filter(|a| a.entry.status == ActionStatus::Staged)
+            // Follow-ons are the server's (027: an event is never shown to the model).
+            .filter(|a| a.entry.status == ActionStatus::Staged && !a.follows)
             .map(|a| match &a.entry.value {
                 Some(value) => format!("{} {}={}", a.entry.tool, a.entry.id, value),
                 None => format!("{} {}", a.entry.tool, a.entry.id),

@@ -48,6 +48,7 @@ use crate::media::{MediaRef, MediaService, MediaSettings};
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::{Handoffs, ReplyPayload};
+use crate::sales;
 use crate::store::{
     BudgetCharge, Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery,
 };
@@ -66,6 +67,8 @@ fn context_query(config: &TenantConfig, bound: bool, now: DateTime<Utc>) -> Turn
         history: bound.then_some((history_since, HISTORY_TURNS)),
         day: now.date_naive(),
         rate_window: Some(gates::hour_start(now)),
+        // Issue 14: the contact's sales record comes with the turn's one read.
+        sales: sales::reads_records(config.tools.as_ref()),
     }
 }
 
@@ -526,12 +529,27 @@ impl TurnEngine {
         let (promise_tx, promise_rx) = oneshot::channel();
         let lost_race_message = (!queued_ahead).then(|| message.clone());
 
+        // The contact's sales position, from the server's own records (034, 023, 028).
+        let request = sales::known::Request {
+            offering: inbound.offering.as_deref(),
+            bound,
+            now,
+        };
+        let known = sales::known::read(
+            inner.store.as_ref(),
+            &config,
+            &conversation,
+            context.sales,
+            request,
+        )
+        .await?;
         let job = AgentJob {
             engine: self.clone(),
             derived,
             conversation: conversation.clone(),
             contact_text: inbound.text.clone(),
-            notices: notices(&config, &inbound),
+            notices: sales::notices::notices(&config, &known),
+            sales: known,
             history,
             bound,
             media: inbound.media.clone(),
@@ -1086,6 +1104,8 @@ struct AgentJob {
     conversation: Conversation,
     contact_text: String,
     notices: Vec<String>,
+    /// The contact's sales position the turn's tools decide against.
+    sales: sales::Known,
     history: Vec<HistoryTurn>,
     bound: bool,
     /// 020: the media to read before the model runs (inside the race).
@@ -1150,6 +1170,7 @@ impl AgentJob {
             reads_history: self.bound,
             fence: fence.clone(),
             specs: derived.tools.clone(),
+            sales: std::mem::take(&mut self.sales),
         });
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
@@ -1217,17 +1238,6 @@ fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> {
             text: turn.text,
         })
         .collect()
-}
-
-/// Server notices outside the fence (SYSTEM 4): what the server knows that the model should.
-fn notices(config: &TenantConfig, inbound: &Inbound) -> Vec<String> {
-    let mut notices = Vec::new();
-    if let Some(offering) = &inbound.offering
-        && config.catalog.offerings.iter().any(|o| &o.id == offering)
-    {
-        notices.push(format!("OFFERING: {offering}"));
-    }
-    notices
 }
 
 fn answer_outcome(answer: &Answer) -> &'static str {

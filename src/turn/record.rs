@@ -474,11 +474,21 @@ impl TurnEngine {
         };
         let mut turn = NewTurn::user(conversation.id, &message.text, bound, message.created_at);
         turn.escalation_reason = None;
+        // The re-run decides its sales moves against the records as they are now.
+        let request = crate::sales::known::Request {
+            offering: None,
+            bound,
+            now: message.created_at,
+        };
+        let known =
+            crate::sales::known::read(store.as_ref(), &config, &conversation, None, request)
+                .await?;
         let job = AgentJob {
             engine: self.clone(),
             derived: self.derived(&config),
             contact_text: message.text,
-            notices: Vec::new(),
+            notices: crate::sales::notices::notices(&config, &known),
+            sales: known,
             history: history_turns(history),
             bound,
             arrived_at: Instant::now(),

@@ -94,6 +94,30 @@ fn without_handoff(dir: &Path) {
     std::fs::write(&file, rules.to_string()).unwrap();
 }
 
+/// The demo tenant without its sales markers (intent, funnel and offering fields, flows tied to
+/// an offering): 012 and 024 are about staging and performing; the sales rules that refuse
+/// writes (034's gate, 028's scoping) are proved in `sales.rs`.
+pub fn without_sales(dir: &Path) {
+    let file = dir.join("tools.json");
+    let mut tools: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    for field in tools["fields"].as_array_mut().unwrap() {
+        let field = field.as_object_mut().unwrap();
+        for marker in ["intent", "funnel", "offering"] {
+            field.remove(marker);
+        }
+    }
+    for flow in tools["flows"].as_array_mut().unwrap() {
+        flow.as_object_mut().unwrap().remove("offering");
+    }
+    tools.as_object_mut().unwrap().remove("events");
+    std::fs::write(&file, tools.to_string()).unwrap();
+}
+
+fn without_sales_or_handoff(dir: &Path) {
+    without_sales(dir);
+    without_handoff(dir);
+}
+
 fn paths(requests: &[Recorded]) -> Vec<&str> {
     requests.iter().map(|r| r.path.as_str()).collect()
 }
@@ -200,7 +224,7 @@ async fn spec_012_verification_2_execute_makes_no_request_during_the_model_call(
         app: slot.clone(),
         seen: std::sync::Mutex::new(Vec::new()),
     });
-    let app = Arc::new(spawn_app(model.clone()).await);
+    let app = Arc::new(spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await);
     assert!(slot.set(app.clone()).is_ok());
 
     let (status, body) = app.send("5001", "Tell me about the wheel course").await;
@@ -258,7 +282,7 @@ async fn spec_012_verification_3_each_escalation_path_performs_nothing() {
         script.push(ScriptStep::from(ending));
     }
     let model = Arc::new(ScriptedModel::from_steps(script));
-    let app = spawn_app_with(AppOptions::new(model).edit(without_handoff)).await;
+    let app = spawn_app_with(AppOptions::new(model).edit(without_sales_or_handoff)).await;
 
     for (n, label) in labels.iter().enumerate() {
         let subscriber = format!("510{n}");
@@ -290,7 +314,7 @@ async fn spec_012_verification_3_an_aborted_turn_performs_nothing() {
         ])),
         ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(60)),
     ]));
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_handoff)).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
     app.returning_contact("5110").await;
     let request = send_in_background(&app, "5110", "Can I book?");
     until(async || model.calls() == 2).await;
@@ -339,7 +363,7 @@ async fn spec_012_verification_4_ninth_action_is_dropped_through_the_app() {
         tool_calls(nine_actions()),
         answer("Here is everything."),
     ]);
-    let app = spawn_app(model.clone()).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     app.send("5200", "Send me everything").await;
     app.settle().await;
 
@@ -373,7 +397,7 @@ async fn spec_012_verification_5_request_bodies_carry_the_turns_subscriber_and_c
         ]),
         answer("I am sending the glaze lab guide."),
     ]);
-    let app = spawn_app(model).await;
+    let app = spawn_app_with(AppOptions::new(model).edit(without_sales)).await;
     app.send("5300", "What about glazing?").await;
     app.settle().await;
     let bodies: Vec<(String, Value)> = app
@@ -421,7 +445,7 @@ async fn spec_012_verification_6_inline_actions_follow_the_response() {
         app: slot.clone(),
         seen: std::sync::Mutex::new(Vec::new()),
     });
-    let app = Arc::new(spawn_app(model.clone()).await);
+    let app = Arc::new(spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await);
     assert!(slot.set(app.clone()).is_ok());
     let (_, body) = app.send("5400", "The wheel one please").await;
     assert_eq!(block_texts(&body), vec!["Noted, the wheel course it is."]);
@@ -470,7 +494,7 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
         ScriptStep::ok(tool_calls([set_field("clay_experience", "some")])),
         ScriptStep::ok(answer("Later.")).after(Duration::from_secs(9)),
     ]));
-    let app = spawn_app(model.clone()).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     refuse(&app, REMOVE_TAG, "Tag not found").await;
 
     app.send("5500", "The wheel course").await;
@@ -535,7 +559,7 @@ async fn spec_012_verification_10_next_turn_prompt_carries_performed_actions_onl
         answer("I am sending the guide."),
         answer("It is 2 hours a week."),
     ]);
-    let app = spawn_app(model.clone()).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     refuse(&app, REMOVE_TAG, "Tag not found").await;
     app.send("5600", "Tell me about the wheel course").await;
     app.settle().await;
@@ -607,7 +631,7 @@ async fn serve_get_info(app: &TestApp, body: Value, delay: Duration) {
 #[tokio::test]
 async fn spec_024_verification_1_get_contact_returns_a_whitelist_never_the_subscriber() {
     let model = steps(vec![tool_calls([get_contact(1)]), answer("Welcome back.")]);
-    let app = spawn_app(model.clone()).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     serve_get_info(&app, get_info_fixture(), Duration::ZERO).await;
     let (_, body) = app.send("5700", "Hello again").await;
     assert_eq!(block_texts(&body), vec!["Welcome back."]);
@@ -662,7 +686,7 @@ async fn spec_024_verification_2_notes_inside_the_fence_tags_and_fields_outside(
         tool_calls([get_contact(3)]),
         answer("Welcome back."),
     ]);
-    let app = spawn_app(model.clone()).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     serve_get_info(&app, get_info_fixture(), Duration::ZERO).await;
     app.send("5800", "Hello again").await;
     app.settle().await;
@@ -718,7 +742,7 @@ async fn spec_024_verification_3_read_timeout_returns_unavailable_and_the_turn_r
     // The read's timeout runs on tokio's (frozen) clock; the fake ManyChat never answers in time.
     let _frozen = FrozenClock::freeze();
     let model = steps(vec![tool_calls([get_contact(1)]), answer("Happy to help.")]);
-    let app = spawn_app(model.clone()).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     serve_get_info(&app, get_info_fixture(), Duration::from_secs(60)).await;
     let request = send_in_background(&app, "5900", "Hi");
     until(async || {
@@ -758,7 +782,7 @@ async fn spec_024_verification_3_third_read_makes_no_request() {
         tool_calls([get_contact(1), get_contact(2), get_contact(3)]),
         answer("Welcome back."),
     ]);
-    let app = spawn_app(model.clone()).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     serve_get_info(&app, get_info_fixture(), Duration::ZERO).await;
     app.send("5950", "Hello").await;
     app.settle().await;
@@ -785,7 +809,7 @@ async fn spec_024_verification_4_fourth_step_offers_no_tools_and_ninth_action_is
             ..answer("Done.")
         },
     ]);
-    let app = spawn_app(model.clone()).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     let (_, body) = app.send("6000", "Everything").await;
     assert_eq!(block_texts(&body), vec!["Done."]);
     app.settle().await;
@@ -852,7 +876,7 @@ async fn spec_024_verification_7_on_escalation_note_performed_after_escalation_m
         expected.push((label, kept));
     }
     let model = Arc::new(ScriptedModel::from_steps(script));
-    let app = spawn_app_with(AppOptions::new(model).edit(without_handoff)).await;
+    let app = spawn_app_with(AppOptions::new(model).edit(without_sales_or_handoff)).await;
 
     for (n, (label, kept)) in expected.into_iter().enumerate() {
         let subscriber = format!("61{n:02}");
@@ -903,7 +927,7 @@ async fn spec_024_verification_7_deferred_escalation_carries_the_note_behind_the
         )])),
         ScriptStep::ok(reply(escalation_json("explicit_request"))).after(Duration::from_secs(9)),
     ]));
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_handoff)).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
     let request = send_in_background(&app, "6200", "Private lessons?");
     until(async || model.calls() == 2).await;
     tokio::time::advance(Duration::from_secs(8)).await;
@@ -939,7 +963,7 @@ async fn spec_024_verification_7_abort_never_performs_the_note() {
         )])),
         ScriptStep::ok(reply(escalation_json("explicit_request"))).after(Duration::from_secs(60)),
     ]));
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_handoff)).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
     let request = send_in_background(&app, "6300", "Private lessons?");
     until(async || model.calls() == 2).await;
     tokio::time::advance(Duration::from_secs(8)).await;
@@ -969,7 +993,7 @@ async fn spec_024_verification_8_note_record_has_length_and_no_text_and_no_log_l
         ]),
         answer("Lovely idea."),
     ]);
-    let app = spawn_app(model).await;
+    let app = spawn_app_with(AppOptions::new(model).edit(without_sales)).await;
     // ManyChat refuses the second note, quoting it back.
     Mock::given(method("POST"))
         .and(path(SET_FIELD))

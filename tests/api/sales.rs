@@ -1,0 +1,1029 @@
+//! Issue 14: the sales funnel through the HTTP route, the fake ManyChat and the real store on
+//! both backends (SQLite here; the same cases on Postgres with `--include-ignored`): the intent
+//! gate (034), the funnel (023), conversion events (027), offerings (028, 042) and the payment
+//! gate (032 C). Each test is named for the verification item it proves.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
+use manychat_agent::model::{Message, ModelRequest, ModelResponse, ToolCall};
+use manychat_agent::store::{NewTurn, Turn};
+use serde_json::{Value, json};
+use wiremock::matchers::{body_partial_json, method, path};
+use wiremock::{Mock, ResponseTemplate};
+
+use crate::helpers::*;
+
+const FLOW: &str = "/fb/sending/sendFlow";
+const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
+
+/// The demo tenant's flows as ManyChat knows them (config/tools.json.example).
+const HANDBUILDING_GUIDE_NS: &str = "content20250301000000_200002";
+const BOOKING_LINK_NS: &str = "content20250301000000_200004";
+/// The events `with_events` adds: invented tracking flows.
+const QUALIFIED_EVENT_NS: &str = "content20250301000000_200101";
+const CHECKOUT_EVENT_NS: &str = "content20250301000000_200102";
+
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The demo tenant, on `backend`, with `edit` applied to its config.
+async fn app_on(
+    backend: Backend,
+    model: Arc<ScriptedModel>,
+    edit: impl FnOnce(&Path) + Send + 'static,
+) -> TestApp {
+    let mut options = AppOptions::new(model).edit(edit);
+    if let Backend::Postgres = backend {
+        let base = std::env::var("TEST_DATABASE_URL")
+            .ok()
+            .filter(|url| !url.is_empty())
+            .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL");
+        let schema = manychat_agent::store::postgres::create_test_schema(&base)
+            .await
+            .unwrap();
+        let separator = if base.contains('?') { '&' } else { '?' };
+        options = options.env(
+            "DATABASE_URL",
+            format!("{base}{separator}options[search_path]={schema}"),
+        );
+    }
+    spawn_app_with(options).await
+}
+
+/// The demo tenant with two conversion events (027): `nurturing` and `link_sent`.
+fn with_events(dir: &Path) {
+    edit_tools(dir, |tools| {
+        tools["events"] = json!([
+            {"id": "lead_qualified", "stage": "nurturing", "flowNs": QUALIFIED_EVENT_NS},
+            {"id": "checkout_started", "stage": "link_sent", "flowNs": CHECKOUT_EVENT_NS}
+        ]);
+    });
+}
+
+fn unchanged(_: &Path) {}
+
+fn edit_tools(dir: &Path, edit: impl FnOnce(&mut Value)) {
+    let file = dir.join("tools.json");
+    let mut tools: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    edit(&mut tools);
+    std::fs::write(&file, tools.to_string()).unwrap();
+}
+
+fn script(steps: Vec<ModelResponse>) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new(steps.into_iter().map(Ok).collect()))
+}
+
+fn answer(text: &str) -> ModelResponse {
+    reply(reply_json(text))
+}
+
+fn send_flow(id: &str, contact_asked: bool) -> ToolCall {
+    call(
+        format!("flow_{id}"),
+        "send_flow",
+        json!({"flow": id, "contactAsked": contact_asked}),
+    )
+}
+
+fn set_field(id: &str, value: &str) -> ToolCall {
+    call(
+        format!("set_{id}_{value}"),
+        "set_field",
+        json!({"field": id, "value": value}),
+    )
+}
+
+fn add_tag(id: &str) -> ToolCall {
+    call(format!("add_{id}"), "add_tag", json!({"tag": id}))
+}
+
+fn remove_tag(id: &str) -> ToolCall {
+    call(format!("remove_{id}"), "remove_tag", json!({"tag": id}))
+}
+
+fn write_note(id: &str, text: &str) -> ToolCall {
+    call(
+        format!("note_{id}"),
+        "write_note",
+        json!({"note": id, "text": text}),
+    )
+}
+
+fn prospect() -> ToolCall {
+    set_field("intent", "prospect")
+}
+
+/// The tool results the model was shown on a request, in call order.
+fn tool_results(request: &ModelRequest) -> Vec<Value> {
+    request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResults { results } => Some(results.iter().map(|r| r.content.clone())),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+fn user_text(request: &ModelRequest) -> String {
+    request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The enum of a tool's parameter in a request (empty when the tool is not offered).
+fn tool_enum(request: &ModelRequest, tool: &str, parameter: &str) -> Vec<String> {
+    request
+        .tools
+        .iter()
+        .find(|t| t.name == tool)
+        .and_then(|t| {
+            t.parameters["properties"][parameter]["enum"]
+                .as_array()
+                .cloned()
+        })
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn description(request: &ModelRequest, tool: &str) -> String {
+    request
+        .tools
+        .iter()
+        .find(|t| t.name == tool)
+        .map(|t| t.description.clone())
+        .unwrap_or_default()
+}
+
+async fn agent_turn(app: &TestApp, subscriber: &str) -> Turn {
+    app.turns(subscriber)
+        .await
+        .into_iter()
+        .rev()
+        .find(|t| t.outcome.is_some())
+        .expect("an agent turn")
+}
+
+/// What ManyChat received, as (path, flow namespace or field=value) pairs.
+async fn received(app: &TestApp) -> Vec<(String, String)> {
+    app.manychat_requests()
+        .await
+        .into_iter()
+        .map(|r| {
+            let what = match r.path.as_str() {
+                FLOW => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
+                SET_FIELD => format!(
+                    "{}={}",
+                    r.body["field_name"].as_str().unwrap_or_default(),
+                    r.body["field_value"].as_str().unwrap_or_default()
+                ),
+                _ => r.body["tag_name"].as_str().unwrap_or_default().to_owned(),
+            };
+            (r.path, what)
+        })
+        .collect()
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+async fn turn_once(app: &TestApp, subscriber: &str, text: &str) {
+    let (status, _) = app.send(subscriber, text).await;
+    assert_eq!(status, 200);
+    app.settle().await;
+}
+
+/// ManyChat refuses `sendFlow` of `flow_ns`.
+async fn refuse_flow(app: &TestApp, flow_ns: &str) {
+    Mock::given(method("POST"))
+        .and(path(FLOW))
+        .and(body_partial_json(json!({"flow_ns": flow_ns})))
+        .respond_with(
+            ResponseTemplate::new(400)
+                .set_body_json(json!({"status": "error", "message": "Flow not found"})),
+        )
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+}
+
+// --- 034: the intent gate ------------------------------------------------------------------------
+
+async fn spec_034_verification_2_writes_before_prospect_are_refused_without_a_request_or_a_cap_slot(
+    backend: Backend,
+) {
+    let gated = vec![
+        send_flow("booking_link", true),
+        add_tag("interested_wheel"),
+        remove_tag("gift_buyer"),
+        set_field("clay_experience", "none"),
+        set_field("funnel_stage", "qualifying"),
+        set_field("course", "wheel-basics"),
+        add_tag("gift_buyer"),
+        remove_tag("interested_wheel"),
+        write_note("goal", "Wants a set of bowls."),
+    ];
+    // Eight writes after the unlock: the refusals above took no slot, so none is dropped.
+    let unlocked = vec![
+        prospect(),
+        add_tag("interested_wheel"),
+        set_field("clay_experience", "none"),
+        set_field("funnel_stage", "qualifying"),
+        set_field("course", "wheel-basics"),
+        send_flow("wheel_basics_guide", false),
+        remove_tag("gift_buyer"),
+    ];
+    let model = script(vec![
+        tool_calls(gated),
+        tool_calls(unlocked),
+        answer("Here is the wheel course guide."),
+        tool_calls([set_field("intent", "not_prospect")]),
+        answer("Noted."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+
+    turn_once(&app, "6001", "How much is the wheel course?").await;
+    let requests = model.requests();
+    let results = tool_results(&requests[1]);
+    for result in &results[..8] {
+        assert_eq!(*result, json!({"staged": false, "reason": "not_prospect"}));
+    }
+    assert_eq!(
+        results[8],
+        json!({"staged": true}),
+        "write_note is not gated"
+    );
+    let results = tool_results(&requests[2]);
+    assert!(
+        results[9..].iter().all(|r| r["staged"] == true),
+        "accepted once prospect is staged earlier in the turn: {results:?}"
+    );
+    let turn = agent_turn(&app, "6001").await;
+    let statuses: Vec<&str> = turn
+        .actions
+        .as_ref()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        vec!["performed"; 8],
+        "the note and seven writes fill the eight slots, none dropped"
+    );
+    let sent = received(&app).await;
+    assert_eq!(
+        sent.len(),
+        8,
+        "the refused writes made no request: {sent:?}"
+    );
+    assert_eq!(
+        sent[0],
+        (
+            SET_FIELD.to_owned(),
+            "studio_note_goal=Wants a set of bowls.".to_owned()
+        )
+    );
+    assert_eq!(
+        sent[1],
+        (SET_FIELD.to_owned(), "studio_intent=prospect".to_owned())
+    );
+
+    // prospect is final.
+    turn_once(&app, "6001", "Actually I already have a class").await;
+    let requests = model.requests();
+    assert_eq!(tool_results(&requests[4]), vec![json!({"staged": false})]);
+    assert_eq!(
+        received(&app).await.len(),
+        8,
+        "nothing more reached ManyChat"
+    );
+}
+
+async fn spec_034_verification_3_intent_notice_follows_the_last_performed_write_and_the_rollout_rule(
+    backend: Backend,
+) {
+    let model = script(vec![
+        answer("Hello! How can I help?"),
+        tool_calls([set_field("intent", "not_prospect")]),
+        answer("Thanks, I will pass that on."),
+        answer("The wheel course is 210.00 GBP."),
+        answer("Welcome back."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "6101", "Hi").await;
+    turn_once(&app, "6101", "I supply clay to studios").await;
+    turn_once(&app, "6101", "How much is the wheel course?").await;
+    let requests = model.requests();
+    assert!(user_text(&requests[0]).contains("INTENT: unknown"));
+    assert!(
+        user_text(&requests[3]).contains("INTENT: not_prospect"),
+        "{}",
+        user_text(&requests[3])
+    );
+
+    // Rollout rule: a contact whose last performed stage is past `new`, with no intent write.
+    let conversation = app.conversation("6102").await;
+    app.store
+        .record_turn(&NewTurn {
+            actions: Some(json!([{"tool": "set_field", "id": "funnel_stage", "value": "nurturing", "status": "performed"}])),
+            ..NewTurn::agent(conversation.id, "Earlier answer.", "answered_inline", true, chrono::Utc::now() - chrono::Duration::hours(1))
+        })
+        .await
+        .unwrap();
+    turn_once(&app, "6102", "Hello again").await;
+    let prompt = user_text(&model.requests()[4]);
+    assert!(prompt.contains("INTENT: prospect"), "{prompt}");
+    assert!(prompt.contains("FUNNEL: nurturing"), "{prompt}");
+}
+
+// --- 023: the funnel ---------------------------------------------------------------------------
+
+async fn spec_023_verification_1_a_backward_stage_is_refused_and_link_sent_is_not_offered(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([prospect(), set_field("funnel_stage", "offered")]),
+        answer("It is 210.00 GBP."),
+        tool_calls([
+            set_field("funnel_stage", "qualifying"),
+            set_field("funnel_stage", "offered"),
+            set_field("funnel_stage", "prepared"),
+            set_field("funnel_stage", "nurturing"),
+        ]),
+        answer("Great."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "6201", "How much is the wheel course?").await;
+    turn_once(&app, "6201", "Fine, I have my own apron").await;
+    let requests = model.requests();
+    assert!(
+        !tool_enum(&requests[0], "set_field", "value").contains(&"link_sent".to_owned()),
+        "link_sent never comes from the model"
+    );
+    assert_eq!(
+        tool_results(&requests[3]),
+        vec![
+            json!({"staged": false}),
+            json!({"staged": true}),
+            json!({"staged": true}),
+            json!({"staged": false}),
+        ],
+        "backward refused, equal accepted, forward accepted, then backward of the staged floor"
+    );
+    let sent = received(&app).await;
+    assert_eq!(
+        sent[2..],
+        pairs(&[
+            (SET_FIELD, "studio_funnel_stage=offered"),
+            (SET_FIELD, "studio_funnel_stage=prepared")
+        ])[..]
+    );
+}
+
+async fn spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_one_stays(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([
+            prospect(),
+            set_field("course", "wheel-basics"),
+            send_flow("wheel_basics_guide", false),
+            send_flow("booking_link", true),
+        ]),
+        answer("Sending the guide and the link."),
+        tool_calls([send_flow("wheel_basics_guide", false)]),
+        answer("Anything else?"),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "6301", "Send me the wheel guide and the booking link").await;
+    turn_once(&app, "6301", "And the guide again?").await;
+    let requests = model.requests();
+    let before = tool_enum(&requests[0], "send_flow", "flow");
+    assert!(before.contains(&"wheel_basics_guide".to_owned()));
+    let after = tool_enum(&requests[2], "send_flow", "flow");
+    assert!(
+        !after.contains(&"wheel_basics_guide".to_owned()),
+        "{after:?}"
+    );
+    assert!(
+        after.contains(&"booking_link".to_owned()),
+        "repeatable stays: {after:?}"
+    );
+    assert_eq!(tool_results(&requests[3]), vec![json!({"staged": false})]);
+}
+
+async fn spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_nothing_when_it_fails(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([prospect(), send_flow("booking_link", true)]),
+        answer("Here is the booking link."),
+        tool_calls([prospect(), send_flow("booking_link", true)]),
+        answer("Here is the booking link."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "6401", "How do I book?").await;
+    assert_eq!(
+        received(&app).await,
+        pairs(&[
+            (SET_FIELD, "studio_intent=prospect"),
+            (FLOW, BOOKING_LINK_NS),
+            (SET_FIELD, "studio_funnel_stage=link_sent"),
+        ])
+    );
+    assert_eq!(
+        agent_turn(&app, "6401").await.actions,
+        Some(json!([
+            {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+            {"tool": "send_flow", "id": "booking_link", "status": "performed", "contactAsked": true},
+            {"tool": "set_field", "id": "funnel_stage", "value": "link_sent", "status": "performed"}
+        ]))
+    );
+
+    refuse_flow(&app, BOOKING_LINK_NS).await;
+    turn_once(&app, "6402", "How do I book?").await;
+    let sent = received(&app).await;
+    assert_eq!(
+        sent[3..],
+        pairs(&[
+            (SET_FIELD, "studio_intent=prospect"),
+            (FLOW, BOOKING_LINK_NS)
+        ])[..],
+        "no link_sent after a failed flow"
+    );
+    let actions = agent_turn(&app, "6402").await.actions.unwrap();
+    assert_eq!(actions.as_array().unwrap().len(), 2, "{actions}");
+    assert_eq!(actions[1]["status"], "failed");
+}
+
+// --- 027: conversion events ----------------------------------------------------------------------
+
+async fn spec_027_verification_3_a_performed_stage_write_sends_its_event_after_it(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([prospect(), set_field("funnel_stage", "nurturing")]),
+        answer("Here is more about it."),
+        tool_calls([set_field("funnel_stage", "nurturing")]),
+        answer("Still here."),
+        tool_calls([prospect(), set_field("funnel_stage", "nurturing")]),
+        answer("Here is more about it."),
+    ]);
+    let app = app_on(backend, model.clone(), with_events).await;
+    turn_once(&app, "6501", "Tell me about the wheel course").await;
+    let sent = app.manychat_requests().await;
+    assert_eq!(sent.len(), 3);
+    assert_eq!(sent[1].body["field_value"], "nurturing");
+    assert_eq!(sent[2].path, FLOW);
+    assert_eq!(
+        sent[2].body,
+        json!({"subscriber_id": 6501, "flow_ns": QUALIFIED_EVENT_NS}),
+        "the event flow, after the write, with the turn's subscriber"
+    );
+    assert_eq!(
+        agent_turn(&app, "6501").await.actions.unwrap()[2],
+        json!({"tool": "send_event", "id": "lead_qualified", "status": "performed"})
+    );
+    // A write equal to the last performed stage sends none.
+    turn_once(&app, "6501", "Ok").await;
+    assert_eq!(app.manychat_requests().await.len(), 4);
+
+    // A failed write sends none.
+    Mock::given(method("POST"))
+        .and(path(SET_FIELD))
+        .and(body_partial_json(json!({"field_value": "nurturing"})))
+        .respond_with(
+            ResponseTemplate::new(400)
+                .set_body_json(json!({"status": "error", "message": "Field not found"})),
+        )
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+    turn_once(&app, "6502", "Tell me about the wheel course").await;
+    let sent = app.manychat_requests().await;
+    assert_eq!(sent.len(), 6, "intent and the failed write, no event");
+    assert_eq!(sent[5].body["field_value"], "nurturing");
+    let actions = agent_turn(&app, "6502").await.actions.unwrap();
+    assert_eq!(actions.as_array().unwrap().len(), 2, "{actions}");
+}
+
+async fn spec_027_verification_4_the_payment_link_chain_goes_in_order_and_stops_at_a_failure(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([prospect(), send_flow("booking_link", true)]),
+        answer("Here is the booking link."),
+        tool_calls([prospect(), send_flow("booking_link", true)]),
+        answer("Here is the booking link."),
+    ]);
+    let app = app_on(backend, model.clone(), with_events).await;
+    turn_once(&app, "6601", "How do I pay?").await;
+    assert_eq!(
+        received(&app).await,
+        pairs(&[
+            (SET_FIELD, "studio_intent=prospect"),
+            (FLOW, BOOKING_LINK_NS),
+            (SET_FIELD, "studio_funnel_stage=link_sent"),
+            (FLOW, CHECKOUT_EVENT_NS),
+        ])
+    );
+    let actions = agent_turn(&app, "6601").await.actions.unwrap();
+    assert_eq!(
+        actions[3],
+        json!({"tool": "send_event", "id": "checkout_started", "status": "performed"})
+    );
+
+    refuse_flow(&app, BOOKING_LINK_NS).await;
+    turn_once(&app, "6602", "How do I pay?").await;
+    assert_eq!(
+        received(&app).await[4..],
+        pairs(&[
+            (SET_FIELD, "studio_intent=prospect"),
+            (FLOW, BOOKING_LINK_NS)
+        ])[..],
+        "nothing after the failed flow"
+    );
+}
+
+async fn spec_027_verification_5_an_event_does_not_count_against_the_cap(backend: Backend) {
+    let eight = vec![
+        prospect(),
+        set_field("funnel_stage", "nurturing"),
+        add_tag("interested_wheel"),
+        add_tag("gift_buyer"),
+        set_field("clay_experience", "none"),
+        set_field("course", "wheel-basics"),
+        send_flow("wheel_basics_guide", false),
+        write_note("goal", "Bowls."),
+    ];
+    let model = script(vec![tool_calls(eight), answer("Done.")]);
+    let app = app_on(backend, model.clone(), with_events).await;
+    turn_once(&app, "6701", "Tell me about the wheel course").await;
+    let results = tool_results(&model.requests()[1]);
+    assert!(results.iter().all(|r| r["staged"] == true), "{results:?}");
+    let actions = agent_turn(&app, "6701").await.actions.unwrap();
+    let list = actions.as_array().unwrap();
+    assert_eq!(list.len(), 9, "eight writes and the event: {actions}");
+    assert!(list.iter().all(|e| e["status"] == "performed"), "{actions}");
+    assert_eq!(list[2]["tool"], "send_event", "right after its write");
+}
+
+async fn spec_027_verification_2_and_7_no_model_facing_text_names_an_event(backend: Backend) {
+    let model = script(vec![
+        tool_calls([prospect(), set_field("funnel_stage", "nurturing")]),
+        answer("Here you are."),
+        answer("Anything else?"),
+    ]);
+    let app = app_on(backend, model.clone(), with_events).await;
+    turn_once(&app, "6801", "Tell me about the wheel course").await;
+    turn_once(&app, "6801", "Thanks").await;
+    assert!(
+        agent_turn(&app, "6801").await.actions.is_some(),
+        "the second turn was recorded"
+    );
+    for request in model.requests() {
+        let mut seen = format!("{}\n{}", request.system, user_text(&request));
+        for tool in request.tools.iter() {
+            seen.push_str(&tool.description);
+            seen.push_str(&tool.parameters.to_string());
+        }
+        for result in tool_results(&request) {
+            seen.push_str(&result.to_string());
+        }
+        for secret in [
+            "lead_qualified",
+            "checkout_started",
+            QUALIFIED_EVENT_NS,
+            CHECKOUT_EVENT_NS,
+            "send_event",
+        ] {
+            assert!(!seen.contains(secret), "{secret} reached the model");
+        }
+    }
+    let history = user_text(&model.requests()[2]);
+    assert!(
+        history.contains("[actions performed: set_field intent, set_field funnel_stage]"),
+        "{history}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_027_verification_6_the_event_is_recorded_on_the_deferred_path_too() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(tool_calls([
+            prospect(),
+            set_field("funnel_stage", "nurturing"),
+        ])),
+        ScriptStep::ok(answer("Later.")).after(Duration::from_secs(9)),
+    ]));
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(with_events)).await;
+    let request = send_in_background(&app, "6901", "Tell me about the wheel course");
+    until(async || model.calls() == 2).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (_, body) = request.await.unwrap();
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    until(async || !app.outbox().await.is_empty()).await;
+    app.settle_advancing().await;
+    let turn = agent_turn(&app, "6901").await;
+    assert_eq!(turn.outcome.as_deref(), Some("deferred"));
+    assert_eq!(turn.actions.as_ref().unwrap()[2]["status"], "staged");
+    app.worker.run_once().await.unwrap();
+    let turn = agent_turn(&app, "6901").await;
+    assert_eq!(
+        turn.actions.unwrap()[2],
+        json!({"tool": "send_event", "id": "lead_qualified", "status": "performed"})
+    );
+    let sent = app.manychat_requests().await;
+    assert_eq!(sent.last().unwrap().body["flow_ns"], QUALIFIED_EVENT_NS);
+}
+
+// --- 028: offerings ----------------------------------------------------------------------------
+
+async fn spec_028_verification_2_send_flow_is_scoped_to_the_turns_offering(backend: Backend) {
+    let model = script(vec![
+        tool_calls([
+            prospect(),
+            send_flow("wheel_basics_guide", false),
+            set_field("course", "handbuilding"),
+            send_flow("wheel_basics_guide", false),
+            send_flow("handbuilding_guide", false),
+            send_flow("booking_link", true),
+            set_field("course", "glaze-lab"),
+        ]),
+        answer("Here is the handbuilding guide."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "7001", "Tell me about your courses").await;
+    let requests = model.requests();
+    let results = tool_results(&requests[1]);
+    assert_eq!(
+        results[1],
+        json!({"staged": false}),
+        "no offering: offering-less flows only"
+    );
+    assert_eq!(results[2]["staged"], true);
+    assert_eq!(
+        results[2]["flowsAvailable"],
+        json!(["handbuilding_guide"]),
+        "the set_field result lists the flows the offering makes available"
+    );
+    assert_eq!(
+        results[3],
+        json!({"staged": false}),
+        "another offering's flow"
+    );
+    assert_eq!(
+        results[4],
+        json!({"staged": true}),
+        "the new offering's flow"
+    );
+    assert_eq!(
+        results[5],
+        json!({"staged": true}),
+        "the payment link has no offering"
+    );
+    assert_eq!(
+        results[6],
+        json!({"staged": false}),
+        "a link in flight this turn locks the offering"
+    );
+    let description = description(&requests[0], "send_flow");
+    assert!(description.contains("booking_link"));
+    assert!(
+        !description.contains("wheel_basics_guide"),
+        "the description lists only the flows accepted this turn: {description}"
+    );
+    let flows: Vec<String> = received(&app)
+        .await
+        .into_iter()
+        .filter(|(p, _)| p == FLOW)
+        .map(|(_, ns)| ns)
+        .collect();
+    assert_eq!(flows, vec![HANDBUILDING_GUIDE_NS, BOOKING_LINK_NS]);
+}
+
+async fn spec_028_verification_3_the_offering_locks_from_offered(backend: Backend) {
+    let model = script(vec![
+        tool_calls([
+            prospect(),
+            set_field("course", "wheel-basics"),
+            set_field("funnel_stage", "nurturing"),
+            set_field("course", "handbuilding"),
+        ]),
+        answer("Noted."),
+        tool_calls([
+            set_field("funnel_stage", "offered"),
+            set_field("course", "glaze-lab"),
+        ]),
+        answer("It is 95.00 GBP."),
+        tool_calls([set_field("course", "glaze-lab")]),
+        answer("Let me pass you to the studio."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "7101", "Wheel or handbuilding?").await;
+    turn_once(&app, "7101", "Glaze lab price?").await;
+    turn_once(&app, "7101", "Switch me to glaze lab").await;
+    let requests = model.requests();
+    assert_eq!(
+        tool_results(&requests[1])[3]["staged"],
+        true,
+        "before offered"
+    );
+    assert_eq!(
+        tool_results(&requests[3]),
+        vec![json!({"staged": true}), json!({"staged": false})],
+        "offered staged earlier in the turn locks it"
+    );
+    assert_eq!(
+        tool_results(&requests[5]),
+        vec![json!({"staged": false})],
+        "offered performed"
+    );
+}
+
+async fn spec_028_verification_4_and_042_verification_5_the_inbound_offering(backend: Backend) {
+    let model = script(vec![
+        answer("Hello."),
+        answer("Hello."),
+        answer("Hello."),
+        answer("Hello."),
+        answer("Hello."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    let post = |subscriber: &str, extra: Value| {
+        let mut body = json!({"subscriber_id": subscriber, "text": "Hi"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    for (subscriber, extra, stored) in [
+        ("7201", json!({"offering": "glaze-lab"}), Some("glaze-lab")),
+        (
+            "7202",
+            json!({"course": "handbuilding"}),
+            Some("handbuilding"),
+        ),
+        (
+            "7203",
+            json!({"offering": "glaze-lab", "course": "handbuilding"}),
+            Some("glaze-lab"),
+        ),
+        ("7204", json!({"offering": "{{offering}}"}), None),
+        ("7205", json!({"offering": "no-such-course"}), None),
+    ] {
+        let response = app.post_json(&post(subscriber, extra)).await;
+        assert_eq!(response.status(), 200);
+        app.settle().await;
+        assert_eq!(
+            app.conversation(subscriber).await.offering.as_deref(),
+            stored,
+            "{subscriber}"
+        );
+    }
+    let requests = model.requests();
+    assert!(user_text(&requests[0]).contains("OFFERING: glaze-lab (from the advert"));
+    for request in &requests[3..] {
+        assert!(
+            !user_text(request).contains("OFFERING:"),
+            "absent: {}",
+            user_text(request)
+        );
+    }
+}
+
+async fn spec_028_verification_5_the_stored_offering_follows_inbound_and_performed_writes(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([prospect(), set_field("course", "handbuilding")]),
+        answer("Noted."),
+        answer("Handbuilding it is."),
+        answer("Glaze lab then."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    // The entry flow stored wheel-basics; the agent then recorded handbuilding.
+    let first = json!({"subscriber_id": "7301", "text": "Hi", "offering": "wheel-basics"});
+    app.post_json(&first).await;
+    app.settle().await;
+    assert_eq!(
+        app.conversation("7301").await.offering.as_deref(),
+        Some("wheel-basics")
+    );
+    turn_once(&app, "7301", "Actually handbuilding").await;
+    let requests = model.requests();
+    assert!(
+        user_text(&requests[2]).contains("OFFERING: handbuilding"),
+        "{}",
+        user_text(&requests[2])
+    );
+    assert_eq!(
+        app.conversation("7301").await.offering.as_deref(),
+        Some("handbuilding"),
+        "the performed write is stored"
+    );
+    // Inbound wins.
+    let third = json!({"subscriber_id": "7301", "text": "Hi again", "offering": "glaze-lab"});
+    app.post_json(&third).await;
+    app.settle().await;
+    assert_eq!(
+        app.conversation("7301").await.offering.as_deref(),
+        Some("glaze-lab")
+    );
+    let prompt = user_text(&model.requests()[3]);
+    assert!(prompt.contains("OFFERING: glaze-lab"), "{prompt}");
+    assert!(
+        prompt.contains("it was handbuilding before this message"),
+        "{prompt}"
+    );
+}
+
+async fn spec_028_verification_6_a_shared_flow_sent_before_a_switch_stays_sent(backend: Backend) {
+    let model = script(vec![
+        tool_calls([
+            prospect(),
+            set_field("course", "wheel-basics"),
+            send_flow("wheel_basics_guide", false),
+        ]),
+        answer("Here is the wheel guide."),
+        tool_calls([set_field("course", "handbuilding")]),
+        answer("Switched."),
+        answer("Anything else?"),
+    ]);
+    let app = app_on(backend, model.clone(), |dir: &Path| {
+        // A shared flow: the wheel guide without its offering.
+        edit_tools(dir, |tools| {
+            tools["flows"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("offering");
+        });
+    })
+    .await;
+    turn_once(&app, "7401", "Wheel course please").await;
+    turn_once(&app, "7401", "Actually, handbuilding").await;
+    turn_once(&app, "7401", "What else?").await;
+    let requests = model.requests();
+    let flows = tool_enum(&requests[4], "send_flow", "flow");
+    assert!(
+        !flows.contains(&"wheel_basics_guide".to_owned()),
+        "{flows:?}"
+    );
+    assert!(
+        flows.contains(&"handbuilding_guide".to_owned()),
+        "{flows:?}"
+    );
+    assert!(description(&requests[4], "send_flow").contains("handbuilding_guide"));
+}
+
+// --- 032 C: the payment gate --------------------------------------------------------------------
+
+async fn spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_contact_asked(
+    backend: Backend,
+) {
+    let model = script(vec![
+        // Before prepared, not asked: refused.
+        tool_calls([prospect(), send_flow("booking_link", false)]),
+        answer("Happy to help with anything else."),
+        // Prepared staged earlier in the turn: accepted, contactAsked not recorded.
+        tool_calls([
+            set_field("funnel_stage", "prepared"),
+            send_flow("booking_link", true),
+        ]),
+        answer("Here is the link."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "7501", "I think I will book").await;
+    let results = tool_results(&model.requests()[1]);
+    assert_eq!(
+        results[1],
+        json!({"staged": false, "reason": "not_prepared"})
+    );
+    assert_eq!(
+        received(&app).await,
+        pairs(&[(SET_FIELD, "studio_intent=prospect")])
+    );
+    turn_once(&app, "7501", "Yes I have everything I need").await;
+    let actions = agent_turn(&app, "7501").await.actions.unwrap();
+    assert_eq!(
+        actions[1],
+        json!({"tool": "send_flow", "id": "booking_link", "status": "performed"}),
+        "contactAsked is recorded only when it opened the gate"
+    );
+
+    // Asked, before prepared: accepted and recorded (023 verification 4 shows the entry).
+    let model = script(vec![
+        tool_calls([prospect(), send_flow("booking_link", true)]),
+        answer("Here is the link."),
+        tool_calls([send_flow("wheel_basics_guide", true)]),
+        answer("Here."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "7502", "Send me the payment link").await;
+    assert_eq!(
+        agent_turn(&app, "7502").await.actions.unwrap()[1]["contactAsked"],
+        true
+    );
+    // contactAsked on a non-link flow: ignored, not recorded (and offering scoping still holds).
+    turn_once(&app, "7502", "And the wheel guide").await;
+    assert_eq!(
+        tool_results(&model.requests()[3]),
+        vec![json!({"staged": false})]
+    );
+}
+
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+                async fn $case() {
+                    super::$case(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    spec_034_verification_2_writes_before_prospect_are_refused_without_a_request_or_a_cap_slot,
+    spec_034_verification_3_intent_notice_follows_the_last_performed_write_and_the_rollout_rule,
+    spec_023_verification_1_a_backward_stage_is_refused_and_link_sent_is_not_offered,
+    spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_one_stays,
+    spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_nothing_when_it_fails,
+    spec_027_verification_3_a_performed_stage_write_sends_its_event_after_it,
+    spec_027_verification_4_the_payment_link_chain_goes_in_order_and_stops_at_a_failure,
+    spec_027_verification_5_an_event_does_not_count_against_the_cap,
+    spec_027_verification_2_and_7_no_model_facing_text_names_an_event,
+    spec_028_verification_2_send_flow_is_scoped_to_the_turns_offering,
+    spec_028_verification_3_the_offering_locks_from_offered,
+    spec_028_verification_4_and_042_verification_5_the_inbound_offering,
+    spec_028_verification_5_the_stored_offering_follows_inbound_and_performed_writes,
+    spec_028_verification_6_a_shared_flow_sent_before_a_switch_stays_sent,
+    spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_contact_asked,
+);
+
+// --- Item 9: the sales golden suites, on the demo tenant and on a second, invented vertical --------
+
+async fn sales_suite_passes(config: &str, suite: &str, at_least: usize) {
+    let env: std::collections::HashMap<String, String> = [(
+        "CONFIG_DIR".to_owned(),
+        repo_path(config).display().to_string(),
+    )]
+    .into();
+    let report = manychat_agent::evals::runner::run(&env, &repo_path(suite), Some("mock:demo"))
+        .await
+        .expect("suite runs");
+    assert!(
+        report.results.len() >= at_least,
+        "{} cases",
+        report.results.len()
+    );
+    assert_eq!(report.failed(), 0, "{report}");
+}
+
+/// SALES 023 item 5, 028 item 7, 032 item 5 and 034 item 6 on the demo tenant.
+#[tokio::test]
+async fn issue_14_item_9_sales_golden_suite_passes_on_the_demo_tenant() {
+    sales_suite_passes("config", "evals/sales-demo", 26).await;
+}
+
+/// The same rules on an invented bicycle workshop (042: the sales layer sells offerings, not
+/// courses): its own catalog, fields and flows, no payment options.
+#[tokio::test]
+async fn issue_14_item_9_sales_golden_suite_passes_on_a_second_vertical() {
+    sales_suite_passes("tests/fixtures/tenant-cycle", "evals/tenant-cycle", 13).await;
+}
