@@ -201,4 +201,14 @@ async fn issue_18_an_empty_store_says_no_turns_yet_in_every_format() {
             .starts_with("no turns yet")
     );
     assert!(report(&url, &["--format", "html"]).contains("no turns yet"));
+
+    // No week is no report: refused, saying why.
+    let output = Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .args(["report", "--weeks", "0"])
+        .env_clear()
+        .env("DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--weeks must be at least 1"));
 }
