@@ -860,3 +860,35 @@ pub async fn retention_run(env: &HashMap<String, String>) -> CliResult {
     );
     Ok(ExitCode::SUCCESS)
 }
+
+/// `manychat-agent report` (issue 18): the last `weeks` ISO weeks' measures, printed or written
+/// to `out`. Aggregates only: no subscriber, text or note is read.
+pub async fn report(
+    env: &HashMap<String, String>,
+    weeks: u32,
+    format: crate::report::render::Format,
+    out: Option<&Path>,
+) -> CliResult {
+    if weeks == 0 {
+        return Err(CliError::new("--weeks must be at least 1"));
+    }
+    let store = existing_store(env).await?;
+    let report = crate::report::build(store.as_ref(), weeks, Clock::system().now()).await?;
+    let text = crate::report::render::render(&report, format);
+    match out {
+        Some(path) => {
+            std::fs::write(path, text).map_err(|e| {
+                CliError::new(format!(
+                    "cannot write the report to {}: {e}",
+                    path.display()
+                ))
+            })?;
+            if report.is_empty() {
+                println!("{}", crate::report::render::NO_TURNS);
+            }
+            println!("report written to {}", path.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -45,6 +45,7 @@ pub mod metrics;
 pub mod model;
 pub mod observability;
 pub mod outbox;
+pub mod report;
 pub mod retention;
 pub mod sales;
 pub mod settings;

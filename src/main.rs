@@ -71,6 +71,17 @@ enum Command {
         #[command(subcommand)]
         command: RetentionCommand,
     },
+    /// Print the weekly measures (ISO weeks, UTC) from the store: aggregates only.
+    Report {
+        /// ISO weeks to show, the current one included.
+        #[arg(long, default_value_t = 4)]
+        weeks: u32,
+        #[arg(long, value_enum, default_value = "table")]
+        format: manychat_agent::report::render::Format,
+        /// Write the report to this file instead of printing it.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -145,6 +156,9 @@ fn main() -> ExitCode {
             Command::Retention {
                 command: RetentionCommand::Run,
             } => cli::retention_run(&env).await,
+            Command::Report { weeks, format, out } => {
+                cli::report(&env, weeks, format, out.as_deref()).await
+            }
         }
     });
     match result {

@@ -2153,6 +2153,260 @@ pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
     );
 }
 
+// --- report (issue 18) --------------------------------------------------------------------------
+
+/// What [`seed_report_week`] stored that must never appear in a report.
+pub struct SeededReportWeek {
+    pub subscribers: Vec<SubscriberId>,
+    /// Message text, a note's text and an action's error: all invented, all private.
+    pub private_text: Vec<&'static str>,
+}
+
+/// A week of invented turns starting at `from` (a Monday, 00:00 UTC), with one turn the day
+/// before and one the day after the week. Every expected number is worked out by hand where it
+/// is asserted (`report_aggregates_group_a_period_by_hand`, tests/api/report.rs).
+pub async fn seed_report_week(store: &dyn Store, from: DateTime<Utc>) -> SeededReportWeek {
+    const TEXT: &str = "Invented private message text";
+    const ERROR: &str = "Invented private action error";
+    let day = |d: i64, hour: i64| from + chrono::Duration::days(d) + chrono::Duration::hours(hour);
+    let mut subscribers = Vec::new();
+    let contact = async |subscribers: &mut Vec<SubscriberId>| {
+        let subscriber = fresh_subscriber();
+        subscribers.push(subscriber.clone());
+        store
+            .conversation_for(&subscriber, "whatsapp", from - chrono::Duration::days(2))
+            .await
+            .expect("conversation_for")
+            .id
+    };
+    let (a, b, c, d) = (
+        contact(&mut subscribers).await,
+        contact(&mut subscribers).await,
+        contact(&mut subscribers).await,
+        contact(&mut subscribers).await,
+    );
+    let agent = |id, outcome: &str, at, model: bool, reads, input, output, cost, latency| NewTurn {
+        model: model.then(|| "mock:demo".to_owned()),
+        reads,
+        input_tokens: input,
+        output_tokens: output,
+        cost_usd: cost,
+        latency_ms: latency,
+        ..NewTurn::agent(id, TEXT, outcome, true, at)
+    };
+    let turns = vec![
+        // A wrote the day before the week: not a new contact of the week.
+        NewTurn::user(a, TEXT, true, day(-1, 12)),
+        NewTurn::user(a, TEXT, true, day(0, 10)),
+        NewTurn {
+            actions: Some(json!([
+                {"tool": "add_tag", "id": "lead", "status": "performed"},
+                {"tool": "send_flow", "id": "brochure", "status": "failed", "error": ERROR},
+                {"tool": "write_note", "id": "summary", "length": 42, "status": "performed"},
+            ])),
+            ..agent(
+                a,
+                "answered_inline",
+                day(0, 10),
+                true,
+                2,
+                100,
+                10,
+                0.5,
+                1000,
+            )
+        },
+        NewTurn::user(b, TEXT, true, day(1, 9)),
+        NewTurn {
+            actions: Some(
+                json!([{"tool": "send_flow", "id": "brochure", "status": "dead_lettered"}]),
+            ),
+            ..agent(b, "deferred", day(1, 9), true, 0, 200, 20, 0.25, 5000)
+        },
+        NewTurn::user(b, TEXT, true, day(1, 11)),
+        NewTurn {
+            actions: Some(json!([])),
+            escalation_reason: Some("low_confidence".into()),
+            ..agent(
+                b,
+                "escalated_model",
+                day(1, 11),
+                true,
+                1,
+                300,
+                30,
+                0.125,
+                3000,
+            )
+        },
+        // C's first message was aborted: the reason is on the message, no agent turn.
+        NewTurn {
+            escalation_reason: Some("abort".into()),
+            ..NewTurn::user(c, TEXT, true, day(1, 15))
+        },
+        NewTurn::user(c, TEXT, true, day(2, 8)),
+        agent(
+            c,
+            "answered_inline",
+            day(2, 8),
+            true,
+            1,
+            100,
+            10,
+            0.125,
+            2000,
+        ),
+        NewTurn::user(d, TEXT, true, day(2, 20)),
+        NewTurn {
+            escalation_reason: Some("escalation_keyword".into()),
+            ..agent(d, "escalated_precheck", day(2, 20), false, 0, 0, 0, 0.0, 4)
+        },
+        // After the week.
+        NewTurn::user(d, TEXT, true, day(7, 1)),
+        agent(d, "answered_inline", day(7, 1), true, 9, 900, 90, 9.0, 9000),
+    ];
+    for turn in turns {
+        record(store, turn).await;
+    }
+    SeededReportWeek {
+        subscribers,
+        private_text: vec![TEXT, ERROR],
+    }
+}
+
+pub async fn report_aggregates_group_a_period_by_hand(store: &dyn Store) {
+    // A Monday of its own, far from every other case's turns.
+    let from = Utc
+        .with_ymd_and_hms(2031, 6, 2, 0, 0, 0)
+        .single()
+        .expect("an instant");
+    let until = from + chrono::Duration::weeks(1);
+    seed_report_week(store, from).await;
+    let week = store
+        .report_aggregates(from, until)
+        .await
+        .expect("report_aggregates");
+
+    assert_eq!(week.new_contacts, 3, "B, C and D; A wrote the day before");
+    assert_eq!(week.inline_latencies, vec![(1000, 1), (2000, 1)]);
+    let actions: Vec<(&str, &str, i64)> = week
+        .actions
+        .iter()
+        .map(|a| (a.tool.as_str(), a.status.as_str(), a.count))
+        .collect();
+    let mut expected = vec![
+        ("add_tag", "performed", 1),
+        ("send_flow", "dead_lettered", 1),
+        ("send_flow", "failed", 1),
+        ("write_note", "performed", 1),
+    ];
+    let mut got = actions.clone();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+
+    let date = |d: u32| NaiveDate::from_ymd_opt(2031, 6, 2 + d).expect("a day");
+    let mut groups: Vec<_> = week
+        .turn_groups
+        .iter()
+        .map(|g| {
+            (
+                g.day,
+                g.role.as_str(),
+                g.outcome.clone(),
+                g.escalation_reason.clone(),
+                g.model_written,
+                g.turns,
+                g.reads,
+                g.input_tokens,
+                g.output_tokens,
+                // Exact binary fractions, so any summation order gives these.
+                (g.cost_usd * 1000.0).round() as i64,
+            )
+        })
+        .collect();
+    groups.sort();
+    let s = |v: &str| Some(v.to_owned());
+    let mut expected = vec![
+        (date(0), "user", None, None, false, 1, 0, 0, 0, 0),
+        (
+            date(0),
+            "agent",
+            s("answered_inline"),
+            None,
+            true,
+            1,
+            2,
+            100,
+            10,
+            500,
+        ),
+        (date(1), "user", None, None, false, 2, 0, 0, 0, 0),
+        (date(1), "user", None, s("abort"), false, 1, 0, 0, 0, 0),
+        (
+            date(1),
+            "agent",
+            s("deferred"),
+            None,
+            true,
+            1,
+            0,
+            200,
+            20,
+            250,
+        ),
+        (
+            date(1),
+            "agent",
+            s("escalated_model"),
+            s("low_confidence"),
+            true,
+            1,
+            1,
+            300,
+            30,
+            125,
+        ),
+        (date(2), "user", None, None, false, 2, 0, 0, 0, 0),
+        (
+            date(2),
+            "agent",
+            s("answered_inline"),
+            None,
+            true,
+            1,
+            1,
+            100,
+            10,
+            125,
+        ),
+        (
+            date(2),
+            "agent",
+            s("escalated_precheck"),
+            s("escalation_keyword"),
+            false,
+            1,
+            0,
+            0,
+            0,
+            0,
+        ),
+    ];
+    expected.sort();
+    assert_eq!(groups, expected);
+
+    // A period without turns is empty, not an error.
+    let empty = store
+        .report_aggregates(
+            from + chrono::Duration::weeks(3),
+            from + chrono::Duration::weeks(4),
+        )
+        .await
+        .expect("report_aggregates");
+    assert_eq!(empty, super::ReportAggregates::default());
+}
+
 pub async fn run_all(store: &dyn Store) {
     ping_answers(store).await;
     unknown_ids_read_as_none_and_updates_fail(store).await;
@@ -2203,6 +2457,7 @@ pub async fn run_all(store: &dyn Store) {
     issue_13_item_10_forget_deletes_every_row_of_the_contact(store).await;
     issue_13_item_10_retention_clears_old_text_and_keeps_the_measures(store).await;
     flow_sends_are_capped_per_contact_per_hour(store).await;
+    report_aggregates_group_a_period_by_hand(store).await;
 }
 
 #[cfg(test)]
@@ -2310,6 +2565,7 @@ mod tests {
         flow_sends_are_capped_per_contact_per_hour,
         spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker,
         sales_record_reads_offering_and_action_records,
+        report_aggregates_group_a_period_by_hand,
         run_all,
     );
 

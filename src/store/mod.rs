@@ -719,6 +719,13 @@ pub trait Store: Send + Sync + 'static {
         offering: &str,
         at: DateTime<Utc>,
     ) -> Result<()>;
+    /// Issue 18: the aggregates `manychat-agent report` reads for turns created in
+    /// `[from, until)`. Grouped in the database (fast over a busy week); aggregates only.
+    async fn report_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<ReportAggregates>;
 }
 
 /// Every table that holds rows about one contact, with the column that names the contact
@@ -869,6 +876,8 @@ pub fn describe_database(url: &str) -> String {
 
 mod common;
 pub mod postgres;
+mod report;
+pub use report::{ActionCount, ReportAggregates, TurnGroup};
 pub mod sqlite;
 
 #[doc(hidden)]

@@ -924,6 +924,99 @@ impl Store for PgStore {
         }
         Ok(())
     }
+    async fn report_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<super::ReportAggregates> {
+        let (from, until) = (to_millis(from), to_millis(until));
+        // Contacts whose first turn is in the period (see the SQLite statement).
+        let new_contacts: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM \
+             (SELECT DISTINCT conversation_id FROM turns \
+              WHERE created_at >= $1 AND created_at < $2) w \
+             WHERE NOT EXISTS (SELECT 1 FROM turns e \
+                               WHERE e.conversation_id = w.conversation_id \
+                                 AND e.created_at < $1)",
+        )
+        .bind(from)
+        .bind(until)
+        .fetch_one(&self.pool)
+        .await?;
+        type GroupRow = (
+            chrono::NaiveDate,
+            String,
+            Option<String>,
+            Option<String>,
+            bool,
+            i64,
+            i64,
+            i64,
+            i64,
+            f64,
+        );
+        let groups: Vec<GroupRow> = sqlx::query_as(
+            "SELECT (created_at AT TIME ZONE 'UTC')::date AS day, role, outcome, \
+             escalation_reason, model IS NOT NULL AS model_written, COUNT(*), \
+             SUM(reads)::BIGINT, SUM(input_tokens)::BIGINT, SUM(output_tokens)::BIGINT, \
+             SUM(cost_usd)::DOUBLE PRECISION \
+             FROM turns WHERE created_at >= $1 AND created_at < $2 \
+             GROUP BY day, role, outcome, escalation_reason, model_written ORDER BY day",
+        )
+        .bind(from)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await?;
+        let turn_groups = groups
+            .into_iter()
+            .map(|g| super::TurnGroup {
+                day: g.0,
+                role: super::report::role_of(&g.1),
+                outcome: g.2,
+                escalation_reason: g.3,
+                model_written: g.4,
+                turns: g.5,
+                reads: g.6,
+                input_tokens: g.7,
+                output_tokens: g.8,
+                cost_usd: g.9,
+            })
+            .collect();
+        let inline_latencies: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT latency_ms, COUNT(*) FROM turns \
+             WHERE created_at >= $1 AND created_at < $2 AND outcome = 'answered_inline' \
+             GROUP BY latency_ms ORDER BY latency_ms",
+        )
+        .bind(from)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await?;
+        // Only each entry's tool and status are read.
+        let actions: Vec<(Option<String>, Option<String>, i64)> = sqlx::query_as(
+            "SELECT a->>'tool' AS tool, a->>'status' AS status, COUNT(*) \
+             FROM turns t, jsonb_array_elements( \
+                 CASE WHEN jsonb_typeof(t.actions) = 'array' THEN t.actions ELSE '[]'::jsonb END) a \
+             WHERE t.created_at >= $1 AND t.created_at < $2 AND t.actions IS NOT NULL \
+             GROUP BY tool, status ORDER BY tool, status",
+        )
+        .bind(from)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(super::ReportAggregates {
+            new_contacts,
+            turn_groups,
+            inline_latencies,
+            actions: actions
+                .into_iter()
+                .map(|(tool, status, count)| super::ActionCount {
+                    tool: tool.unwrap_or_default(),
+                    status: status.unwrap_or_default(),
+                    count,
+                })
+                .collect(),
+        })
+    }
 }
 
 /// Inserts an outbox row; a reply or handoff row without a `turnId` gets `turn` (see

@@ -120,6 +120,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turn_tickets",
         include_str!("../../migrations/sqlite/0011_turn_tickets.sql"),
     ),
+    (
+        12,
+        "report_indexes",
+        include_str!("../../migrations/sqlite/0012_report_indexes.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -1891,6 +1896,81 @@ impl Store for SqliteStore {
         })
         .await
     }
+    async fn report_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<super::ReportAggregates> {
+        let (from, until) = (ms(from), ms(until));
+        self.read(move |conn| report_aggregates_in(conn, from, until))
+            .await
+    }
+}
+
+/// Issue 18: contacts whose first turn is in `[?1, ?2)`: the period's contacts (through
+/// `turns_created`) without an earlier turn (through `turns_conversation_created`).
+const REPORT_NEW_CONTACTS: &str = "SELECT COUNT(*) FROM \
+     (SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ?1 AND created_at < ?2) w \
+     WHERE NOT EXISTS (SELECT 1 FROM turns e \
+                       WHERE e.conversation_id = w.conversation_id AND e.created_at < ?1)";
+
+/// Issue 18: the period's turns by day, role, outcome, escalation reason and authorship.
+const REPORT_TURN_GROUPS: &str = "SELECT created_at / 86400000 AS day, role, outcome, \
+     escalation_reason, model IS NOT NULL AS model_written, COUNT(*), SUM(reads), \
+     SUM(input_tokens), SUM(output_tokens), SUM(cost_usd) \
+     FROM turns WHERE created_at >= ?1 AND created_at < ?2 \
+     GROUP BY day, role, outcome, escalation_reason, model_written ORDER BY day";
+
+/// Issue 18: inline answer times, each distinct value with its count.
+const REPORT_INLINE_LATENCIES: &str = "SELECT latency_ms, COUNT(*) FROM turns \
+     WHERE created_at >= ?1 AND created_at < ?2 AND outcome = 'answered_inline' \
+     GROUP BY latency_ms ORDER BY latency_ms";
+
+/// Issue 18: `turns.actions` entries by tool and status (only those two keys are read).
+const REPORT_ACTIONS: &str = "SELECT json_extract(a.value, '$.tool') AS tool, \
+     json_extract(a.value, '$.status') AS status, COUNT(*) \
+     FROM turns t, json_each(t.actions) a \
+     WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
+       AND json_type(t.actions) = 'array' \
+     GROUP BY tool, status ORDER BY tool, status";
+
+fn report_aggregates_in(conn: &Db<'_>, from: i64, until: i64) -> Result<super::ReportAggregates> {
+    let new_contacts = query_all(conn, REPORT_NEW_CONTACTS, params![from, until], |r| {
+        Ok(r.get::<_, i64>(0)?)
+    })?
+    .into_iter()
+    .next()
+    .unwrap_or(0);
+    let turn_groups = query_all(conn, REPORT_TURN_GROUPS, params![from, until], |r| {
+        Ok(super::TurnGroup {
+            day: super::report::day_of_epoch_days(r.get(0)?),
+            role: super::report::role_of(&r.get::<_, String>(1)?),
+            outcome: r.get(2)?,
+            escalation_reason: r.get(3)?,
+            model_written: r.get(4)?,
+            turns: r.get(5)?,
+            reads: r.get(6)?,
+            input_tokens: r.get(7)?,
+            output_tokens: r.get(8)?,
+            cost_usd: r.get(9)?,
+        })
+    })?;
+    let inline_latencies = query_all(conn, REPORT_INLINE_LATENCIES, params![from, until], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?;
+    let actions = query_all(conn, REPORT_ACTIONS, params![from, until], |r| {
+        Ok(super::ActionCount {
+            tool: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+            status: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+            count: r.get(2)?,
+        })
+    })?;
+    Ok(super::ReportAggregates {
+        new_contacts,
+        turn_groups,
+        inline_latencies,
+        actions,
+    })
 }
 
 /// Retention: the oldest turns that still have text, emptied (`turns_text_kept` finds them).

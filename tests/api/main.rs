@@ -18,6 +18,7 @@ mod outbox;
 mod race;
 mod reload;
 mod replicas;
+mod report;
 mod sales;
 mod shutdown;
 mod tokens;

@@ -1,0 +1,326 @@
+//! A week's measures from its aggregates: pure functions, no I/O. Each measure is defined in
+//! README.md ("Report"); the numbers here are what that section promises.
+
+use std::collections::BTreeMap;
+
+use chrono::{Datelike, NaiveDate};
+use serde::Serialize;
+
+use crate::store::{ReportAggregates, Role};
+
+/// Above this deferred share a week is flagged: ADR-0016's trigger to revisit the inline
+/// budget (too many replies miss the inline window and go through the outbox).
+pub const DEFERRED_SHARE_FLAG: f64 = 0.20;
+
+/// One ISO week's measures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WeekMeasures {
+    /// `2026-W49`.
+    pub week: String,
+    /// The week's Monday (UTC).
+    pub starts: NaiveDate,
+    /// Every turn recorded in the week (contact's and agent's).
+    pub recorded_turns: i64,
+    /// Contacts whose first turn falls in the week.
+    pub contacts_with_first_turn: i64,
+    /// Agent turns by outcome (SYSTEM 4).
+    pub turns_by_outcome: BTreeMap<String, i64>,
+    /// Escalations by reason (`turns.escalation_reason`; an abort is recorded on the contact's
+    /// message, every other reason on the agent turn).
+    pub escalations_by_reason: BTreeMap<String, i64>,
+    /// Agent turns the model wrote (an answer, or the model's or a guardrail's escalation).
+    pub model_written_turns: i64,
+    /// Answers delivered through the outbox (outcome `deferred`).
+    pub deferred_turns: i64,
+    /// `deferred_turns / model_written_turns`; `None` without model-written turns.
+    pub deferred_share: Option<f64>,
+    /// `deferred_share` above [`DEFERRED_SHARE_FLAG`].
+    pub deferred_share_flagged: bool,
+    /// Inline answer time (`answered_inline` turns' `latency_ms`), nearest-rank percentiles.
+    pub inline_answer_ms_p50: Option<i64>,
+    pub inline_answer_ms_p95: Option<i64>,
+    /// Successful contact reads per model-written turn.
+    pub reads_per_turn: Option<f64>,
+    /// Recorded actions by tool and status: failed and dead-lettered first, then by count.
+    pub actions: Vec<ActionMeasure>,
+    /// Tokens and cost per UTC day with turns.
+    pub days: Vec<DayMeasure>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    /// (input + output tokens) per model-written turn.
+    pub tokens_per_turn: Option<f64>,
+    pub cost_usd_per_turn: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActionMeasure {
+    pub tool: String,
+    pub status: String,
+    pub count: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DayMeasure {
+    pub day: NaiveDate,
+    pub model_written_turns: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    pub tokens_per_turn: Option<f64>,
+    pub cost_usd_per_turn: Option<f64>,
+}
+
+/// A documented measure the store does not record the data for yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingMeasure {
+    pub measure: &'static str,
+    pub why: &'static str,
+}
+
+/// A measure that needs data not recorded yet: one function each, so computing one later
+/// replaces its entry here with a field of [`WeekMeasures`].
+type Pending = fn() -> PendingMeasure;
+
+const PENDING: &[Pending] = &[
+    prospect_share,
+    link_sent_rate,
+    bypass_rate,
+    nudge_reply_rate,
+    model_steps_per_turn,
+];
+
+/// The measures not computed yet, with why.
+pub fn pending() -> Vec<PendingMeasure> {
+    PENDING.iter().map(|measure| measure()).collect()
+}
+
+fn prospect_share() -> PendingMeasure {
+    PendingMeasure {
+        measure: "prospect share",
+        why: "needs the sales funnel's record of a contact's intent",
+    }
+}
+
+fn link_sent_rate() -> PendingMeasure {
+    PendingMeasure {
+        measure: "link-sent rate (all contacts, prospects)",
+        why: "needs the sales funnel's record of a payment link sent",
+    }
+}
+
+fn bypass_rate() -> PendingMeasure {
+    PendingMeasure {
+        measure: "bypass rate",
+        why: "needs the sales funnel's record of a contact who bought without the link",
+    }
+}
+
+fn nudge_reply_rate() -> PendingMeasure {
+    PendingMeasure {
+        measure: "nudge reply rate",
+        why: "nudges are not sent yet",
+    }
+}
+
+fn model_steps_per_turn() -> PendingMeasure {
+    PendingMeasure {
+        measure: "model steps per turn",
+        why: "steps are logged per turn (`steps` on the `turn` line), not stored",
+    }
+}
+
+impl WeekMeasures {
+    /// The measures of the ISO week starting `starts`, from its aggregates.
+    pub fn of(starts: NaiveDate, aggregates: &ReportAggregates) -> Self {
+        let iso = starts.iso_week();
+        let mut measures = WeekMeasures {
+            week: format!("{}-W{:02}", iso.year(), iso.week()),
+            starts,
+            recorded_turns: 0,
+            contacts_with_first_turn: aggregates.new_contacts,
+            turns_by_outcome: BTreeMap::new(),
+            escalations_by_reason: BTreeMap::new(),
+            model_written_turns: 0,
+            deferred_turns: 0,
+            deferred_share: None,
+            deferred_share_flagged: false,
+            inline_answer_ms_p50: percentile(&aggregates.inline_latencies, 50),
+            inline_answer_ms_p95: percentile(&aggregates.inline_latencies, 95),
+            reads_per_turn: None,
+            actions: ordered_actions(aggregates),
+            days: Vec::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            tokens_per_turn: None,
+            cost_usd_per_turn: None,
+        };
+        let mut reads = 0;
+        let mut days: BTreeMap<NaiveDate, DayMeasure> = BTreeMap::new();
+        for group in &aggregates.turn_groups {
+            measures.recorded_turns += group.turns;
+            if let Some(reason) = &group.escalation_reason {
+                *measures
+                    .escalations_by_reason
+                    .entry(reason.clone())
+                    .or_default() += group.turns;
+            }
+            let day = days.entry(group.day).or_insert_with(|| DayMeasure {
+                day: group.day,
+                model_written_turns: 0,
+                input_tokens: 0,
+                output_tokens: 0,
+                cost_usd: 0.0,
+                tokens_per_turn: None,
+                cost_usd_per_turn: None,
+            });
+            day.input_tokens += group.input_tokens;
+            day.output_tokens += group.output_tokens;
+            day.cost_usd += group.cost_usd;
+            if group.role != Role::Agent {
+                continue;
+            }
+            let outcome = group.outcome.clone().unwrap_or_else(|| "unknown".into());
+            if outcome == "deferred" {
+                measures.deferred_turns += group.turns;
+            }
+            *measures.turns_by_outcome.entry(outcome).or_default() += group.turns;
+            if group.model_written {
+                measures.model_written_turns += group.turns;
+                day.model_written_turns += group.turns;
+                reads += group.reads;
+            }
+        }
+        for day in days.values_mut() {
+            day.tokens_per_turn = per(
+                day.input_tokens + day.output_tokens,
+                day.model_written_turns,
+            );
+            day.cost_usd_per_turn = per_f(day.cost_usd, day.model_written_turns);
+            measures.input_tokens += day.input_tokens;
+            measures.output_tokens += day.output_tokens;
+            measures.cost_usd += day.cost_usd;
+        }
+        measures.days = days.into_values().collect();
+        let turns = measures.model_written_turns;
+        measures.deferred_share = per(measures.deferred_turns, turns);
+        measures.deferred_share_flagged = measures
+            .deferred_share
+            .is_some_and(|share| share > DEFERRED_SHARE_FLAG);
+        measures.reads_per_turn = per(reads, turns);
+        measures.tokens_per_turn = per(measures.input_tokens + measures.output_tokens, turns);
+        measures.cost_usd_per_turn = per_f(measures.cost_usd, turns);
+        measures
+    }
+}
+
+fn per(total: i64, turns: i64) -> Option<f64> {
+    (turns > 0).then(|| total as f64 / turns as f64)
+}
+
+fn per_f(total: f64, turns: i64) -> Option<f64> {
+    (turns > 0).then(|| total / turns as f64)
+}
+
+/// Nearest-rank percentile of a distribution given as ascending `(value, count)`: the smallest
+/// value with at least `pct`% of the observations at or below it.
+pub fn percentile(distribution: &[(i64, i64)], pct: u32) -> Option<i64> {
+    let total: i64 = distribution.iter().map(|(_, count)| count).sum();
+    if total == 0 {
+        return None;
+    }
+    // ceil(pct/100 × total), at least 1.
+    let rank = ((i64::from(pct) * total + 99) / 100).max(1);
+    let mut seen = 0;
+    distribution.iter().find_map(|&(value, count)| {
+        seen += count;
+        (seen >= rank).then_some(value)
+    })
+}
+
+/// Failed and dead-lettered actions first (what an operator acts on), then by count.
+fn ordered_actions(aggregates: &ReportAggregates) -> Vec<ActionMeasure> {
+    let mut actions: Vec<ActionMeasure> = aggregates
+        .actions
+        .iter()
+        .map(|a| ActionMeasure {
+            tool: a.tool.clone(),
+            status: a.status.clone(),
+            count: a.count,
+        })
+        .collect();
+    let urgency = |status: &str| match status {
+        "failed" => 0,
+        "dead_lettered" => 1,
+        _ => 2,
+    };
+    actions.sort_by(|a, b| {
+        urgency(&a.status)
+            .cmp(&urgency(&b.status))
+            .then(b.count.cmp(&a.count))
+            .then(a.tool.cmp(&b.tool))
+            .then(a.status.cmp(&b.status))
+    });
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ActionCount, TurnGroup};
+
+    #[test]
+    fn issue_18_percentiles_are_nearest_rank() {
+        // 20 observations: 10×100, 9×200, 1×5000. p50 = 10th = 100; p95 = 19th = 200.
+        let d = [(100, 10), (200, 9), (5000, 1)];
+        assert_eq!(percentile(&d, 50), Some(100));
+        assert_eq!(percentile(&d, 95), Some(200));
+        assert_eq!(percentile(&d, 100), Some(5000));
+        assert_eq!(percentile(&[], 95), None);
+    }
+
+    #[test]
+    fn issue_18_deferred_share_above_20_percent_is_flagged() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+        let group = |outcome: &str, turns| TurnGroup {
+            day,
+            role: Role::Agent,
+            outcome: Some(outcome.into()),
+            escalation_reason: None,
+            model_written: true,
+            turns,
+            reads: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+        };
+        let week = |deferred| {
+            WeekMeasures::of(
+                day,
+                &ReportAggregates {
+                    turn_groups: vec![group("answered_inline", 8), group("deferred", deferred)],
+                    actions: vec![
+                        ActionCount {
+                            tool: "add_tag".into(),
+                            status: "performed".into(),
+                            count: 9,
+                        },
+                        ActionCount {
+                            tool: "send_flow".into(),
+                            status: "failed".into(),
+                            count: 1,
+                        },
+                    ],
+                    ..ReportAggregates::default()
+                },
+            )
+        };
+        // 2 of 10 is exactly 20 %: not above. 3 of 11 is.
+        assert_eq!(week(2).deferred_share, Some(0.2));
+        assert!(!week(2).deferred_share_flagged);
+        assert!(week(3).deferred_share_flagged);
+        assert_eq!(week(2).actions[0].status, "failed");
+        assert_eq!(week(2).week, "2026-W49");
+    }
+}

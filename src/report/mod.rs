@@ -1,0 +1,83 @@
+//! `manychat-agent report` (issue 18): the numbers a business and an operator read, per ISO
+//! week, from the store on either backend.
+//!
+//! Three steps, each its own module: the store groups a week's turns (`Store::report_aggregates`,
+//! aggregates only), `measures` turns those groups into the week's measures (pure, tested by
+//! hand-computed numbers), and `render` prints them as a table, JSON or a self-contained HTML
+//! page with SVG charts. No subscriber id, message text or note text is ever selected, so none
+//! can reach the output.
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
+use serde::Serialize;
+
+use crate::store::{Store, StoreError};
+
+pub mod measures;
+pub mod render;
+
+pub use measures::{PendingMeasure, WeekMeasures};
+
+/// The report's weeks, oldest first, and the measures it cannot compute yet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub generated_at: DateTime<Utc>,
+    pub weeks: Vec<WeekMeasures>,
+    /// Documented measures whose data is not recorded yet, with why.
+    pub not_measured: Vec<PendingMeasure>,
+}
+
+impl Report {
+    /// No turn was recorded in any of the report's weeks.
+    pub fn is_empty(&self) -> bool {
+        self.weeks.iter().all(|w| w.recorded_turns == 0)
+    }
+}
+
+/// The ISO week `[monday, next monday)` (UTC) `weeks_back` weeks before the one holding `now`.
+pub fn iso_week(now: DateTime<Utc>, weeks_back: u32) -> (NaiveDate, NaiveDate) {
+    let today = now.date_naive();
+    let monday = today - Duration::days(i64::from(today.weekday().num_days_from_monday()));
+    let from = monday - Duration::weeks(i64::from(weeks_back));
+    (from, from + Duration::weeks(1))
+}
+
+/// Reads the last `weeks` ISO weeks (the current one included) and computes their measures.
+pub async fn build(
+    store: &dyn Store,
+    weeks: u32,
+    now: DateTime<Utc>,
+) -> Result<Report, StoreError> {
+    let mut out = Vec::new();
+    for back in (0..weeks).rev() {
+        let (from, until) = iso_week(now, back);
+        let aggregates = store
+            .report_aggregates(midnight(from), midnight(until))
+            .await?;
+        out.push(WeekMeasures::of(from, &aggregates));
+    }
+    Ok(Report {
+        generated_at: now,
+        weeks: out,
+        not_measured: measures::pending(),
+    })
+}
+
+fn midnight(day: NaiveDate) -> DateTime<Utc> {
+    day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_18_weeks_are_iso_weeks_starting_monday_utc() {
+        // Tuesday 2026-12-01: its ISO week (2026-W49) starts Monday 2026-11-30.
+        let now = DateTime::parse_from_rfc3339("2026-12-01T15:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let day = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        assert_eq!(iso_week(now, 0), (day("2026-11-30"), day("2026-12-07")));
+        assert_eq!(iso_week(now, 3), (day("2026-11-09"), day("2026-11-16")));
+    }
+}

@@ -1,0 +1,413 @@
+//! The report printed as a table, JSON or one self-contained HTML page (inline SVG charts, no
+//! script, no external asset). Every string printed comes from the measures: outcome, reason,
+//! tool and status names and numbers; never a subscriber, text or note.
+
+use std::fmt::Write as _;
+
+use super::measures::DEFERRED_SHARE_FLAG;
+use super::{Report, WeekMeasures};
+
+/// Printed instead of empty tables.
+pub const NO_TURNS: &str = "no turns yet";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Html,
+}
+
+pub fn render(report: &Report, format: Format) -> String {
+    match format {
+        Format::Table => table(report),
+        Format::Json => json(report),
+        Format::Html => html(report),
+    }
+}
+
+fn empty_line(report: &Report) -> String {
+    format!(
+        "{NO_TURNS}: the store holds no turn in the last {} ISO week(s)",
+        report.weeks.len()
+    )
+}
+
+fn pct(share: Option<f64>) -> String {
+    share.map_or("-".into(), |s| format!("{:.1} %", s * 100.0))
+}
+
+fn num(value: Option<f64>, decimals: usize) -> String {
+    value.map_or("-".into(), |v| format!("{v:.decimals$}"))
+}
+
+fn ms(value: Option<i64>) -> String {
+    value.map_or("-".into(), |v| format!("{v} ms"))
+}
+
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    if report.is_empty() {
+        let _ = writeln!(out, "{}", empty_line(report));
+        return out;
+    }
+    for week in &report.weeks {
+        week_table(&mut out, week);
+    }
+    let _ = writeln!(out, "not measured yet:");
+    for pending in &report.not_measured {
+        let _ = writeln!(out, "  {:<42} {}", pending.measure, pending.why);
+    }
+    out
+}
+
+fn week_table(out: &mut String, w: &WeekMeasures) {
+    let _ = writeln!(out, "== {} (from {}) ==", w.week, w.starts);
+    if w.recorded_turns == 0 {
+        let _ = writeln!(out, "  {NO_TURNS} this week\n");
+        return;
+    }
+    let row = |out: &mut String, name: &str, value: String| {
+        let _ = writeln!(out, "  {name:<34} {value}");
+    };
+    row(
+        out,
+        "contacts with a first turn",
+        w.contacts_with_first_turn.to_string(),
+    );
+    row(
+        out,
+        "model-written turns",
+        w.model_written_turns.to_string(),
+    );
+    let flag = if w.deferred_share_flagged {
+        format!("  ABOVE {:.0} %", DEFERRED_SHARE_FLAG * 100.0)
+    } else {
+        String::new()
+    };
+    row(
+        out,
+        "deferred share",
+        format!("{}{flag}", pct(w.deferred_share)),
+    );
+    row(out, "inline answer time p50", ms(w.inline_answer_ms_p50));
+    row(out, "inline answer time p95", ms(w.inline_answer_ms_p95));
+    row(out, "reads per turn", num(w.reads_per_turn, 2));
+    row(out, "tokens per turn", num(w.tokens_per_turn, 0));
+    row(out, "cost per turn (USD)", num(w.cost_usd_per_turn, 4));
+    row(out, "cost (USD)", format!("{:.4}", w.cost_usd));
+    let _ = writeln!(out, "  turns by outcome:");
+    for (outcome, count) in &w.turns_by_outcome {
+        let _ = writeln!(out, "    {outcome:<32} {count}");
+    }
+    let _ = writeln!(out, "  escalations by reason:");
+    if w.escalations_by_reason.is_empty() {
+        let _ = writeln!(out, "    (none)");
+    }
+    for (reason, count) in &w.escalations_by_reason {
+        let _ = writeln!(out, "    {reason:<32} {count}");
+    }
+    let _ = writeln!(out, "  actions by tool and status:");
+    if w.actions.is_empty() {
+        let _ = writeln!(out, "    (none)");
+    }
+    for a in &w.actions {
+        let _ = writeln!(out, "    {:<16} {:<15} {}", a.tool, a.status, a.count);
+    }
+    let _ = writeln!(
+        out,
+        "  per day:  day         turns   tokens    cost USD  tokens/turn  USD/turn"
+    );
+    for d in &w.days {
+        let _ = writeln!(
+            out,
+            "            {}  {:>5}  {:>7}  {:>10.4}  {:>11}  {:>8}",
+            d.day,
+            d.model_written_turns,
+            d.input_tokens + d.output_tokens,
+            d.cost_usd,
+            num(d.tokens_per_turn, 0),
+            num(d.cost_usd_per_turn, 4)
+        );
+    }
+    let _ = writeln!(out);
+}
+
+pub fn json(report: &Report) -> String {
+    let mut value = serde_json::to_value(report).unwrap_or_default();
+    if report.is_empty() {
+        value["message"] = serde_json::Value::String(empty_line(report));
+    }
+    serde_json::to_string_pretty(&value).unwrap_or_default() + "\n"
+}
+
+/// Escapes text for HTML (every name printed is ours, but a page never trusts its input).
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1000px}\
+h1{font-size:22px}h2{font-size:17px;margin-top:28px}table{border-collapse:collapse;margin:8px 0}\
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-size:13px}\
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.flag{color:#b00;font-weight:bold}\
+.muted{color:#888}svg{background:#fafafa;border:1px solid #ddd}";
+
+pub fn html(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>manychat-agent report</title><style>{STYLE}</style></head><body>\
+         <h1>manychat-agent report</h1><p class=\"muted\">generated {} · {} ISO week(s)</p>",
+        report.generated_at.format("%Y-%m-%d %H:%M UTC"),
+        report.weeks.len()
+    );
+    if report.is_empty() {
+        let _ = writeln!(out, "<p>{}</p></body></html>", esc(&empty_line(report)));
+        return out;
+    }
+    out.push_str("<h2>Weekly funnel</h2>");
+    out.push_str(&funnel_chart(report));
+    out.push_str("<h2>Deferred share (flag above 20 %)</h2>");
+    let shares: Vec<Option<f64>> = report
+        .weeks
+        .iter()
+        .map(|w| w.deferred_share.map(|s| s * 100.0))
+        .collect();
+    out.push_str(&line_chart(
+        report,
+        &shares,
+        "%",
+        Some(DEFERRED_SHARE_FLAG * 100.0),
+    ));
+    out.push_str("<h2>Inline answer time p95</h2>");
+    let p95: Vec<Option<f64>> = report
+        .weeks
+        .iter()
+        .map(|w| w.inline_answer_ms_p95.map(|v| v as f64))
+        .collect();
+    out.push_str(&line_chart(report, &p95, "ms", None));
+    out.push_str(
+        "<h2>Weeks</h2><table><tr><th>week</th><th>contacts</th><th>model turns</th>\
+                  <th>deferred share</th><th>p50</th><th>p95</th><th>reads/turn</th>\
+                  <th>tokens/turn</th><th>USD/turn</th><th>USD</th></tr>",
+    );
+    for w in &report.weeks {
+        let flag = if w.deferred_share_flagged {
+            " class=\"flag\""
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td{flag}>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{:.4}</td></tr>",
+            esc(&w.week),
+            w.contacts_with_first_turn,
+            w.model_written_turns,
+            pct(w.deferred_share),
+            ms(w.inline_answer_ms_p50),
+            ms(w.inline_answer_ms_p95),
+            num(w.reads_per_turn, 2),
+            num(w.tokens_per_turn, 0),
+            num(w.cost_usd_per_turn, 4),
+            w.cost_usd
+        );
+    }
+    out.push_str("</table>");
+    for w in report.weeks.iter().filter(|w| w.recorded_turns > 0) {
+        let _ = write!(
+            out,
+            "<h2>{}</h2><table><tr><th>turns by outcome</th><th>turns</th></tr>",
+            esc(&w.week)
+        );
+        for (outcome, count) in &w.turns_by_outcome {
+            let _ = write!(out, "<tr><td>{}</td><td>{count}</td></tr>", esc(outcome));
+        }
+        out.push_str("</table><table><tr><th>escalations by reason</th><th>turns</th></tr>");
+        for (reason, count) in &w.escalations_by_reason {
+            let _ = write!(out, "<tr><td>{}</td><td>{count}</td></tr>", esc(reason));
+        }
+        out.push_str("</table><table><tr><th>action</th><th>status</th><th>count</th></tr>");
+        for a in &w.actions {
+            let class = if matches!(a.status.as_str(), "failed" | "dead_lettered") {
+                " class=\"flag\""
+            } else {
+                ""
+            };
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td{class}>{}</td><td>{}</td></tr>",
+                esc(&a.tool),
+                esc(&a.status),
+                a.count
+            );
+        }
+        out.push_str("</table>");
+    }
+    out.push_str("<h2>Not measured yet</h2><ul>");
+    for p in &report.not_measured {
+        let _ = write!(out, "<li><b>{}</b>: {}</li>", esc(p.measure), esc(p.why));
+    }
+    out.push_str("</ul></body></html>\n");
+    out
+}
+
+const CHART_W: f64 = 640.0;
+const CHART_H: f64 = 200.0;
+const PAD: f64 = 40.0;
+
+fn week_x(report: &Report, i: usize) -> f64 {
+    let n = report.weeks.len().max(1) as f64;
+    PAD + (CHART_W - 2.0 * PAD) * (i as f64 + 0.5) / n
+}
+
+/// The funnel's stages per week: contacts with a first turn is measured; the sales stages wait
+/// for the funnel's record and are drawn as "not measured yet".
+fn funnel_chart(report: &Report) -> String {
+    const STAGES: [&str; 4] = ["prospects", "offered", "prepared", "link sent"];
+    let max = report
+        .weeks
+        .iter()
+        .map(|w| w.contacts_with_first_turn)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{CHART_W}\" height=\"{}\" role=\"img\" \
+         aria-label=\"weekly funnel\">",
+        CHART_H + 60.0
+    );
+    let slot = (CHART_W - 2.0 * PAD) / report.weeks.len().max(1) as f64;
+    let bar = (slot / 6.0).min(22.0);
+    for (i, w) in report.weeks.iter().enumerate() {
+        let x0 = week_x(report, i) - slot / 2.0 + bar / 2.0;
+        let h = (CHART_H - PAD) * w.contacts_with_first_turn as f64 / max;
+        let _ = write!(
+            svg,
+            "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{bar:.1}\" height=\"{h:.1}\" fill=\"#3b7dd8\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+            CHART_H - h,
+            x0 + bar / 2.0,
+            CHART_H - h - 4.0,
+            w.contacts_with_first_turn
+        );
+        for s in 0..STAGES.len() {
+            let x = x0 + bar * (s as f64 + 1.0);
+            let _ = write!(
+                svg,
+                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"10\" fill=\"none\" \
+                 stroke=\"#bbb\" stroke-dasharray=\"2,2\"/>",
+                CHART_H - 10.0,
+                bar - 2.0
+            );
+        }
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">{}</text>",
+            week_x(report, i),
+            CHART_H + 18.0,
+            esc(&w.week)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<rect x=\"{PAD}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"#3b7dd8\"/>\
+         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">contacts with a first turn</text>\
+         <rect x=\"{:.1}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"none\" stroke=\"#bbb\" \
+         stroke-dasharray=\"2,2\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"#888\">\
+         {}: not measured yet</text></svg>",
+        CHART_H + 36.0,
+        PAD + 16.0,
+        CHART_H + 45.0,
+        PAD + 200.0,
+        CHART_H + 36.0,
+        PAD + 216.0,
+        CHART_H + 45.0,
+        STAGES.join(" → ")
+    );
+    svg
+}
+
+/// A line over the weeks; a week without a value leaves a gap. `threshold` draws a dashed
+/// red line (the deferred share's flag).
+fn line_chart(
+    report: &Report,
+    values: &[Option<f64>],
+    unit: &str,
+    threshold: Option<f64>,
+) -> String {
+    let max = values
+        .iter()
+        .flatten()
+        .copied()
+        .chain(threshold)
+        .fold(0.0_f64, f64::max)
+        .max(1.0)
+        * 1.15;
+    let y = |v: f64| CHART_H - (CHART_H - PAD) * v / max;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{CHART_W}\" height=\"{}\" role=\"img\">\
+         <line x1=\"{PAD}\" y1=\"{CHART_H}\" x2=\"{}\" y2=\"{CHART_H}\" stroke=\"#999\"/>",
+        CHART_H + 30.0,
+        CHART_W - PAD
+    );
+    if let Some(t) = threshold {
+        let _ = write!(
+            svg,
+            "<line x1=\"{PAD}\" y1=\"{0:.1}\" x2=\"{1}\" y2=\"{0:.1}\" stroke=\"#c00\" \
+             stroke-dasharray=\"6,4\"/><text x=\"{1}\" y=\"{2:.1}\" font-size=\"11\" fill=\"#c00\" \
+             text-anchor=\"end\">{t:.0} {unit}</text>",
+            y(t),
+            CHART_W - PAD,
+            y(t) - 4.0
+        );
+    }
+    let mut path = String::new();
+    for (i, value) in values.iter().enumerate() {
+        let x = week_x(report, i);
+        let _ = write!(
+            svg,
+            "<text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">{}</text>",
+            CHART_H + 18.0,
+            esc(&report.weeks[i].week)
+        );
+        match value {
+            Some(v) => {
+                let command = if path.is_empty() || values[i - 1].is_none() {
+                    'M'
+                } else {
+                    'L'
+                };
+                let _ = write!(path, "{command}{x:.1},{:.1} ", y(*v));
+                let _ = write!(
+                    svg,
+                    "<circle cx=\"{x:.1}\" cy=\"{0:.1}\" r=\"3\" fill=\"#3b7dd8\"/>\
+                     <text x=\"{x:.1}\" y=\"{1:.1}\" font-size=\"11\" text-anchor=\"middle\">\
+                     {v:.1} {unit}</text>",
+                    y(*v),
+                    y(*v) - 8.0
+                );
+            }
+            None => {
+                let _ = write!(
+                    svg,
+                    "<text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"#888\" \
+                     text-anchor=\"middle\">no data</text>",
+                    CHART_H - 6.0
+                );
+            }
+        }
+    }
+    if !path.is_empty() {
+        let _ = write!(
+            svg,
+            "<path d=\"{}\" fill=\"none\" stroke=\"#3b7dd8\" stroke-width=\"2\"/>",
+            path.trim_end()
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}

@@ -1,0 +1,61 @@
+//! What `manychat-agent report` reads from the store (issue 18): one period's aggregates,
+//! grouped by the database so a week of a busy store never leaves it row by row. Aggregates
+//! only: no subscriber id, message text or note text is ever selected here.
+
+use chrono::NaiveDate;
+
+use super::Role;
+
+/// A period's aggregates (`Store::report_aggregates`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReportAggregates {
+    /// Contacts whose first turn (of either role) falls in the period.
+    pub new_contacts: i64,
+    /// Turns grouped by UTC day, role, outcome, escalation reason and whether the model wrote
+    /// them; ordered by day.
+    pub turn_groups: Vec<TurnGroup>,
+    /// `latency_ms` of `answered_inline` agent turns: each distinct value with its count,
+    /// ascending (exact percentiles without reading every row).
+    pub inline_latencies: Vec<(i64, i64)>,
+    /// Entries of `turns.actions` by tool and status.
+    pub actions: Vec<ActionCount>,
+}
+
+/// Turns sharing a day, role, outcome, escalation reason and authorship.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnGroup {
+    pub day: NaiveDate,
+    pub role: Role,
+    pub outcome: Option<String>,
+    pub escalation_reason: Option<String>,
+    /// The turn carries a model id: the model wrote it (an answer or a model's escalation).
+    pub model_written: bool,
+    pub turns: i64,
+    pub reads: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+}
+
+/// How many recorded actions had this tool and status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionCount {
+    pub tool: String,
+    pub status: String,
+    pub count: i64,
+}
+
+/// SQLite stores days as whole days since the Unix epoch.
+pub(super) fn day_of_epoch_days(days: i64) -> NaiveDate {
+    NaiveDate::from_ymd_opt(1970, 1, 1)
+        .and_then(|epoch| epoch.checked_add_signed(chrono::Duration::days(days)))
+        .unwrap_or_default()
+}
+
+pub(super) fn role_of(raw: &str) -> Role {
+    if raw == "user" {
+        Role::User
+    } else {
+        Role::Agent
+    }
+}

@@ -1,0 +1,214 @@
+//! Issue 18: `manychat-agent report` over a seeded store on both backends, run as an operator
+//! runs it. Every expected number is worked out by hand from
+//! `manychat_agent::store::conformance::seed_report_week` (listed turn by turn there).
+
+use std::process::Command;
+
+use chrono::Utc;
+use manychat_agent::store::conformance::{SeededReportWeek, seed_report_week};
+use manychat_agent::store::postgres::create_test_schema;
+use serde_json::{Value, json};
+
+use crate::helpers::test_database_url;
+
+fn report(url: &str, args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .arg("report")
+        .args(args)
+        .env_clear()
+        .env("DATABASE_URL", url)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Seeds last ISO week (so the report's 4 weeks hold: the seed's day before in week 2, its
+/// week in week 3, its day after in the current week).
+async fn seed(url: &str) -> (SeededReportWeek, Vec<String>) {
+    let store = manychat_agent::store::connect(url).await.unwrap();
+    let (monday, _) = manychat_agent::report::iso_week(Utc::now(), 1);
+    let from = monday.and_hms_opt(0, 0, 0).unwrap().and_utc();
+    let seeded = seed_report_week(store.as_ref(), from).await;
+    let mut conversations = Vec::new();
+    for subscriber in &seeded.subscribers {
+        let conversation = store.conversation_by_subscriber(subscriber).await.unwrap();
+        conversations.push(conversation.unwrap().id.to_string());
+    }
+    (seeded, conversations)
+}
+
+async fn report_numbers_are_the_hand_computed_ones(url: &str) {
+    let (seeded, conversations) = seed(url).await;
+
+    let printed = report(url, &["--format", "json"]);
+    let report: Value = serde_json::from_str(&printed).unwrap();
+    let weeks = report["weeks"].as_array().unwrap();
+    assert_eq!(weeks.len(), 4, "--weeks defaults to 4");
+
+    // The seed's week: 4 contacts wrote, A also the day before, so 3 are new. Model-written:
+    // A's and C's inline answers, B's deferred answer, B's model escalation = 4 (D's pre-model
+    // escalation has no model). Deferred share 1/4 = 25 % > 20 %: flagged. Inline answer times
+    // 1000 and 2000 ms: p50 = 1st of 2 = 1000, p95 = 2nd (ceil 1.9) = 2000. Reads 2+0+1+1 = 4
+    // over 4 turns. Tokens (100+10)+(200+20)+(300+30)+(100+10) = 770 over 4 = 192.5. Cost
+    // 0.5+0.25+0.125+0.125 = 1.0 over 4 = 0.25.
+    let week = &weeks[2];
+    assert_eq!(week["contacts_with_first_turn"], 3);
+    assert_eq!(week["recorded_turns"], 11);
+    assert_eq!(week["model_written_turns"], 4);
+    assert_eq!(week["deferred_turns"], 1);
+    assert_eq!(week["deferred_share"], 0.25);
+    assert_eq!(week["deferred_share_flagged"], true);
+    assert_eq!(week["inline_answer_ms_p50"], 1000);
+    assert_eq!(week["inline_answer_ms_p95"], 2000);
+    assert_eq!(week["reads_per_turn"], 1.0);
+    assert_eq!(week["input_tokens"], 700);
+    assert_eq!(week["output_tokens"], 70);
+    assert_eq!(week["tokens_per_turn"], 192.5);
+    assert_eq!(week["cost_usd"], 1.0);
+    assert_eq!(week["cost_usd_per_turn"], 0.25);
+    assert_eq!(
+        week["turns_by_outcome"],
+        json!({"answered_inline": 2, "deferred": 1, "escalated_model": 1, "escalated_precheck": 1})
+    );
+    assert_eq!(
+        week["escalations_by_reason"],
+        json!({"abort": 1, "escalation_keyword": 1, "low_confidence": 1})
+    );
+    // Failed, then dead-lettered, then the rest by count (ties by tool).
+    assert_eq!(
+        week["actions"],
+        json!([
+            {"tool": "send_flow", "status": "failed", "count": 1},
+            {"tool": "send_flow", "status": "dead_lettered", "count": 1},
+            {"tool": "add_tag", "status": "performed", "count": 1},
+            {"tool": "write_note", "status": "performed", "count": 1},
+        ])
+    );
+    // Per day: Monday A (110 tokens, 0.5), Tuesday B twice (550, 0.375), Wednesday C (110,
+    // 0.125; D's pre-model escalation cost nothing).
+    let days: Vec<(i64, i64, f64)> = week["days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["model_written_turns"].as_i64().unwrap(),
+                d["input_tokens"].as_i64().unwrap() + d["output_tokens"].as_i64().unwrap(),
+                d["cost_usd"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(days, vec![(1, 110, 0.5), (2, 550, 0.375), (1, 110, 0.125)]);
+
+    // The week before holds A's first message only; the current week D's later answer.
+    assert_eq!(weeks[1]["contacts_with_first_turn"], 1);
+    assert_eq!(weeks[1]["deferred_share"], Value::Null);
+    assert_eq!(weeks[3]["contacts_with_first_turn"], 0);
+    assert_eq!(weeks[3]["turns_by_outcome"], json!({"answered_inline": 1}));
+    assert_eq!(weeks[0]["recorded_turns"], 0);
+    let pending: Vec<&str> = report["not_measured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["measure"].as_str().unwrap())
+        .collect();
+    assert!(pending.contains(&"prospect share"), "{pending:?}");
+
+    let table = report_table_and_html(url);
+    assert!(
+        table[0].contains("deferred share                     25.0 %  ABOVE 20 %"),
+        "{}",
+        table[0]
+    );
+    assert!(
+        table[0].contains("inline answer time p95             2000 ms"),
+        "{}",
+        table[0]
+    );
+    assert!(table[1].contains("<svg"), "charts are inline SVG");
+
+    // Aggregates only: no subscriber, conversation, text, note or action error, in any format.
+    for output in [printed, table[0].clone(), table[1].clone()] {
+        for subscriber in &seeded.subscribers {
+            assert!(
+                !output.contains(subscriber.as_str()),
+                "a subscriber id leaked"
+            );
+        }
+        for conversation in &conversations {
+            assert!(
+                !output.contains(conversation.as_str()),
+                "a conversation id leaked"
+            );
+        }
+        for text in &seeded.private_text {
+            assert!(!output.contains(text), "private text leaked");
+        }
+        assert!(!output.contains("Invented"), "private text leaked");
+    }
+}
+
+/// The table and the HTML page (written with `--out`).
+fn report_table_and_html(url: &str) -> [String; 2] {
+    let table = report(url, &["--weeks", "4"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.html");
+    let printed = report(url, &["--format", "html", "--out", path.to_str().unwrap()]);
+    assert!(printed.contains("report written to"), "{printed}");
+    let html = std::fs::read_to_string(&path).unwrap();
+    // Self-contained: no script, nothing fetched.
+    assert!(!html.contains("<script"), "no script");
+    assert!(
+        !html.contains("src=") && !html.contains("href="),
+        "no external asset"
+    );
+    [table, html]
+}
+
+#[tokio::test]
+async fn issue_18_report_numbers_match_the_hand_computed_ones_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    report_numbers_are_the_hand_computed_ones(&url).await;
+}
+
+#[tokio::test]
+#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+async fn issue_18_report_numbers_match_the_hand_computed_ones_on_postgres() {
+    let base = test_database_url();
+    let schema = create_test_schema(&base).await.unwrap();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options[search_path]={schema}");
+    report_numbers_are_the_hand_computed_ones(&url).await;
+}
+
+#[tokio::test]
+async fn issue_18_an_empty_store_says_no_turns_yet_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    manychat_agent::store::connect(&url).await.unwrap();
+    let table = report(&url, &[]);
+    assert_eq!(
+        table.trim(),
+        "no turns yet: the store holds no turn in the last 4 ISO week(s)"
+    );
+    let json: Value = serde_json::from_str(&report(&url, &["--format", "json"])).unwrap();
+    assert!(
+        json["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("no turns yet")
+    );
+    assert!(report(&url, &["--format", "html"]).contains("no turns yet"));
+
+    // No week is no report: refused, saying why.
+    let output = Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .args(["report", "--weeks", "0"])
+        .env_clear()
+        .env("DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--weeks must be at least 1"));
+}
