@@ -1047,6 +1047,39 @@ mod tests {
         assert!(check(&c, &grounded, &catalog(), &[]).is_empty());
     }
 
+    /// 023 verification 6: 001's "no price missing from the catalog" covers paymentOptions: an
+    /// amount a payment option states is grounded; the same kind of amount not stated is not.
+    #[test]
+    fn spec_023_verification_6_payment_option_amounts_are_grounded_others_are_invented() {
+        let mut e = expect(false);
+        e.must_not_invent_prices = true;
+        let c = case(e);
+        assert!(
+            check(
+                &c,
+                &said(&["A $120 deposit holds a place."]),
+                &catalog(),
+                &[]
+            )
+            .is_empty()
+        );
+        let failures = check(
+            &c,
+            &said(&["A $80 deposit holds a place."]),
+            &catalog(),
+            &[],
+        );
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        let mut none = catalog();
+        none.payment_options.clear();
+        let failures = check(&c, &said(&["A $120 deposit holds a place."]), &none, &[]);
+        assert_eq!(
+            failures.len(),
+            1,
+            "without the option, its amount is invented: {failures:?}"
+        );
+    }
+
     #[test]
     fn prices_are_formatted_from_minor_units_as_the_prompt_shows_them() {
         assert_eq!(format_price(45000, "USD"), "450.00 USD");

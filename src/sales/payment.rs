@@ -20,3 +20,47 @@ pub fn payment_gate(
         Err(Refusal::NotPrepared)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(role: Option<FlowRole>) -> FlowConfig {
+        FlowConfig {
+            id: "f".into(),
+            flow_ns: "ns".into(),
+            description: "d".into(),
+            role,
+            repeatable: role.is_some(),
+            settle_seconds: None,
+            on_stage: None,
+            offering: None,
+        }
+    }
+
+    #[test]
+    fn spec_032_verification_4_the_gate_and_its_bypass() {
+        let link = flow(Some(FlowRole::PaymentLink));
+        assert_eq!(payment_gate(&link, None, false), Err(Refusal::NotPrepared));
+        assert_eq!(
+            payment_gate(&link, Some(3), false),
+            Err(Refusal::NotPrepared)
+        );
+        assert_eq!(
+            payment_gate(&link, Some(3), true),
+            Ok(true),
+            "the bypass is recorded"
+        );
+        assert_eq!(
+            payment_gate(&link, Some(PREPARED), true),
+            Ok(false),
+            "not needed: not recorded"
+        );
+        assert_eq!(payment_gate(&link, Some(5), false), Ok(false));
+    }
+
+    #[test]
+    fn contact_asked_on_another_flow_is_ignored_and_not_recorded() {
+        assert_eq!(payment_gate(&flow(None), None, true), Ok(false));
+    }
+}

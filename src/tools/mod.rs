@@ -87,7 +87,14 @@ struct Reader {
 pub struct ToolSpecs {
     with_read: Arc<[ToolSpec]>,
     without_read: Arc<[ToolSpec]>,
+    /// For a tenant whose flows are scoped to offerings (028): the specs of a contact that has
+    /// been sent no flow yet, per offering (`None`: no offering), with and without the read. The
+    /// common turn then shares them; only a contact with flows sent builds its own.
+    by_offering: Arc<[OfferingSpecs]>,
 }
+
+/// One offering's shared specs: (offering, with the read, without it).
+type OfferingSpecs = (Option<String>, Arc<[ToolSpec]>, Arc<[ToolSpec]>);
 
 impl ToolSpecs {
     pub fn new(config: &TenantConfig) -> Self {
@@ -95,9 +102,29 @@ impl ToolSpecs {
             Some(tools) => Arc::from(build_specs(tools, offer_read)),
             None => Arc::from([]),
         };
+        let by_offering = match &config.tools {
+            Some(tools) if tools.flows.iter().any(|f| f.offering.is_some()) => {
+                std::iter::once(None)
+                    .chain(config.catalog.offerings.iter().map(|o| Some(o.id.clone())))
+                    .map(|offering| {
+                        let known = Known {
+                            offering: offering.clone(),
+                            ..Known::default()
+                        };
+                        let with: Arc<[ToolSpec]> =
+                            Arc::from(specs::build_turn_specs(tools, true, &known));
+                        let without: Arc<[ToolSpec]> =
+                            Arc::from(specs::build_turn_specs(tools, false, &known));
+                        (offering, with, without)
+                    })
+                    .collect()
+            }
+            _ => Arc::from([]),
+        };
         Self {
             with_read: build(true),
             without_read: build(false),
+            by_offering,
         }
     }
 
@@ -114,7 +141,20 @@ impl ToolSpecs {
     fn for_turn(&self, config: &TenantConfig, offer_read: bool, known: &Known) -> Arc<[ToolSpec]> {
         match config.tools.as_ref() {
             Some(tools) if specs::narrowed(tools, known) => {
-                Arc::from(specs::build_turn_specs(tools, offer_read, known))
+                let shared = known
+                    .sent_flows
+                    .is_empty()
+                    .then(|| {
+                        self.by_offering
+                            .iter()
+                            .find(|(o, _, _)| *o == known.offering)
+                    })
+                    .flatten();
+                match shared {
+                    Some((_, with, _)) if offer_read => with.clone(),
+                    Some((_, _, without)) => without.clone(),
+                    None => Arc::from(specs::build_turn_specs(tools, offer_read, known)),
+                }
             }
             _ => self.offered(offer_read),
         }

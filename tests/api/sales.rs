@@ -343,6 +343,11 @@ async fn spec_034_verification_3_intent_notice_follows_the_last_performed_write_
         user_text(&requests[3])
     );
 
+    // The request cannot carry intent: the strict body refuses the key, and nothing is recorded.
+    let forged = json!({"subscriber_id": "6101", "text": "hi", "intent": "prospect"});
+    assert_eq!(app.post_json(&forged).await.status(), 400);
+    assert_eq!(model.requests().len(), 4, "no turn ran");
+
     // Rollout rule: a contact whose last performed stage is past `new`, with no intent write.
     let conversation = app.conversation("6102").await;
     app.store
@@ -640,6 +645,8 @@ async fn spec_027_verification_6_the_event_is_recorded_on_the_deferred_path_too(
         ScriptStep::ok(answer("Later.")).after(Duration::from_secs(9)),
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(with_events)).await;
+    // A contact that holds a token already: no token write is in flight when the clock moves.
+    app.returning_contact("6901").await;
     let request = send_in_background(&app, "6901", "Tell me about the wheel course");
     until(async || model.calls() == 2).await;
     tokio::time::advance(Duration::from_secs(8)).await;
