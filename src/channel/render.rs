@@ -88,6 +88,7 @@ pub fn render<'a>(
                     subscriber_id: "{{contact.id}}",
                     user_id: "{{user_id}}",
                     ai_token: TokenVariable(callback.token_field),
+                    offering: "{{offering}}",
                 },
                 timeout: CALLBACK_TIMEOUT_SECONDS,
             },
@@ -151,6 +152,9 @@ struct CallbackPayload<'a> {
     subscriber_id: &'static str,
     user_id: &'static str,
     ai_token: TokenVariable<'a>,
+    /// 028: the contact's offering field, so the next message carries it too (an unrendered
+    /// `{{offering}}` reads as absent).
+    offering: &'static str,
 }
 
 /// `{{field}}`: ManyChat substitutes the contact's value of the token field.
@@ -254,7 +258,8 @@ mod tests {
                         "text": "{{last_input_text}}",
                         "subscriber_id": "{{contact.id}}",
                         "user_id": "{{user_id}}",
-                        "ai_token": "{{ai_token}}"
+                        "ai_token": "{{ai_token}}",
+                        "offering": "{{offering}}"
                     },
                     "timeout": 86400
                 }
@@ -274,6 +279,13 @@ mod tests {
             body["content"]["messages"],
             json!([{ "type": "text", "text": "First part.\n\nSecond part.\n\nA question?" }])
         );
+    }
+
+    #[test]
+    fn spec_028_the_callback_requests_the_offering_again() {
+        let body = render(Channel::Whatsapp, &msgs(&["Hi."]), &callback());
+        let payload = &body["content"]["external_message_callback"]["payload"];
+        assert_eq!(payload["offering"], json!("{{offering}}"));
     }
 
     #[test]

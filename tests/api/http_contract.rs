@@ -230,7 +230,8 @@ async fn system_3_3_reply_is_a_dynamic_block_v2_with_the_callback() {
                         "text": "{{last_input_text}}",
                         "subscriber_id": "{{contact.id}}",
                         "user_id": "{{user_id}}",
-                        "ai_token": "{{ai_token}}"
+                        "ai_token": "{{ai_token}}",
+                        "offering": "{{offering}}"
                     },
                     "timeout": 86400
                 }
