@@ -13,6 +13,7 @@
 //! one log line with the conversation's UUID and the reason, and one count in `/metrics`.
 
 pub mod rules;
+pub mod worker;
 
 use chrono::{DateTime, Utc};
 
@@ -23,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::store::Store;
 
 pub use rules::CancelReason;
+pub use worker::{NudgeSettings, NudgeTurn, NudgeVerdict, NudgeWorker};
 
 /// Performs a turn's staged `schedule_nudge` after its text (see the module doc) and counts it.
 pub async fn perform_scheduled(

@@ -18,6 +18,8 @@
 mod budget;
 mod detach;
 mod gates;
+// 025: the nudge worker applies the turn cap to a nudge turn.
+pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
 mod record;

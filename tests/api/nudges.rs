@@ -133,3 +133,250 @@ async fn spec_025_an_inbound_message_cancels_the_pending_nudge() {
     assert_eq!(nudge.status, NudgeStatus::Cancelled);
     assert_eq!(nudge.reason.as_deref(), Some("contact_replied"));
 }
+
+// --- the worker (025 verification 3, 4; the crash case) ---------------------------------------
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use manychat_agent::clock::Clock;
+use manychat_agent::config::{ConfigContext, ConfigHandle, TenantConfig};
+use manychat_agent::ids::Secret;
+use manychat_agent::manychat::{ManyChatClient, ManyChatLimiter};
+use manychat_agent::metrics::Metrics;
+use manychat_agent::nudge::{NudgeSettings, NudgeTurn, NudgeVerdict, NudgeWorker};
+use manychat_agent::store::{Conversation, Nudge, TurnContext};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, ResponseTemplate};
+
+/// Stands for the nudge turn's model call: counts how often the worker got that far.
+#[derive(Default)]
+struct CountingTurn {
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl NudgeTurn for CountingTurn {
+    async fn run(
+        &self,
+        _config: Arc<TenantConfig>,
+        _conversation: &Conversation,
+        _nudge: &Nudge,
+        _context: TurnContext,
+    ) -> NudgeVerdict {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        NudgeVerdict::Sent
+    }
+}
+
+struct Rig {
+    worker: NudgeWorker,
+    turn: Arc<CountingTurn>,
+    metrics: Arc<Metrics>,
+}
+
+/// A nudge worker on the app's store and fake ManyChat, its clock `offset` ahead of the app's.
+fn rig(app: &TestApp, offset: chrono::Duration) -> Rig {
+    let config = ConfigHandle::load(
+        &app.config_dir,
+        ConfigContext {
+            allow_examples: true,
+            ..ConfigContext::default()
+        },
+    )
+    .expect("the tenant loads");
+    let manychat = ManyChatClient::new(
+        &app.manychat.uri(),
+        &Secret::new("123:test-token"),
+        ManyChatLimiter::new(),
+    )
+    .unwrap();
+    let turn = Arc::new(CountingTurn::default());
+    let metrics = Arc::new(Metrics::default());
+    let worker = NudgeWorker::new(
+        app.store.clone(),
+        manychat,
+        Arc::new(config),
+        Clock::starting_at(chrono::Utc::now() + offset),
+        metrics.clone(),
+        NudgeSettings {
+            poll: Duration::from_secs(15),
+            model_abort: Duration::from_secs(30),
+        },
+        turn.clone(),
+    );
+    Rig {
+        worker,
+        turn,
+        metrics,
+    }
+}
+
+/// A contact who wrote once, with a nudge scheduled `due_in` after their message.
+async fn quiet_contact(app: &TestApp, subscriber: &str, due_in: chrono::Duration) -> Conversation {
+    app.send(subscriber, "How much is the wheel course?").await;
+    app.settle().await;
+    let conversation = app.conversation(subscriber).await;
+    let at = conversation
+        .last_message_at
+        .expect("the message was recorded");
+    app.store
+        .schedule_nudge(conversation.id, "later_today", at + due_in, at)
+        .await
+        .unwrap();
+    conversation
+}
+
+async fn get_info_answers(app: &TestApp, status: u16, tags: &[&str]) {
+    let tags: Vec<Value> = tags
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"id": i, "name": t}))
+        .collect();
+    Mock::given(method("GET"))
+        .and(path("/fb/subscriber/getInfo"))
+        .respond_with(ResponseTemplate::new(status).set_body_json(json!({
+            "status": "success",
+            "data": {"id": "1", "tags": tags, "custom_fields": []}
+        })))
+        .mount(&app.manychat)
+        .await;
+}
+
+async fn assert_cancelled(app: &TestApp, rig: &Rig, conversation: &Conversation, reason: &str) {
+    let pass = rig.worker.run_once().await;
+    assert_eq!(pass.claimed, 1, "{reason}: the due nudge was claimed");
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(
+        (nudge.status, nudge.reason.as_deref()),
+        (NudgeStatus::Cancelled, Some(reason))
+    );
+    assert_eq!(
+        rig.turn.calls.load(Ordering::SeqCst),
+        0,
+        "{reason}: no model call"
+    );
+    assert_eq!(rig.metrics.nudge_count("cancelled", reason), 1);
+    assert!(rig.metrics.render().contains(&format!(
+        "manychat_agent_nudges_total{{state=\"cancelled\",reason=\"{reason}\"}} 1"
+    )));
+}
+
+fn quiet() -> Arc<ScriptedModel> {
+    steps(
+        (0..4)
+            .map(|_| answer("The wheel course starts on Monday."))
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn spec_025_verification_3_each_cancellation_reason_ends_the_row_cancelled_without_a_model_call()
+ {
+    let hours = chrono::Duration::hours;
+    // escalated: the conversation escalated after the nudge was scheduled.
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    get_info_answers(&app, 200, &[]).await;
+    let conversation = quiet_contact(&app, "6101", hours(2)).await;
+    let at = conversation.last_message_at.unwrap();
+    app.store
+        .set_escalated(conversation.id, at + chrono::Duration::minutes(1))
+        .await
+        .unwrap();
+    assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "escalated").await;
+
+    // window_closing: due after 1380 minutes since the last inbound message.
+    let conversation = quiet_contact(&app, "6102", hours(23)).await;
+    assert_cancelled(&app, &rig(&app, hours(24)), &conversation, "window_closing").await;
+
+    // cap_reached: today's budget is spent.
+    let conversation = quiet_contact(&app, "6103", hours(1)).await;
+    let rig_budget = rig(&app, hours(1) + chrono::Duration::minutes(1));
+    let today = (chrono::Utc::now() + hours(1) + chrono::Duration::minutes(1)).date_naive();
+    app.store
+        .add_budget(today, 1_000_000_000, 1_000_000.0)
+        .await
+        .unwrap();
+    assert_cancelled(&app, &rig_budget, &conversation, "cap_reached").await;
+}
+
+#[tokio::test]
+async fn spec_025_verification_3_human_active_and_contact_replied_cancel_without_a_model_call() {
+    let hours = chrono::Duration::hours;
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    get_info_answers(&app, 200, &["vip", "human-handling"]).await;
+    let conversation = quiet_contact(&app, "6201", hours(2)).await;
+    assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "human_active").await;
+
+    // contact_replied: a message after the scheduling (its turn-start cancel missed: the row is
+    // rescheduled behind it) is caught at due time.
+    let conversation = quiet_contact(&app, "6202", hours(2)).await;
+    app.send("6202", "Still thinking").await;
+    app.settle().await;
+    let before = conversation.last_message_at.unwrap() - chrono::Duration::minutes(1);
+    app.store
+        .schedule_nudge(conversation.id, "later_today", before + hours(2), before)
+        .await
+        .unwrap();
+    assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "contact_replied").await;
+}
+
+#[tokio::test]
+async fn spec_025_verification_4_a_failed_read_at_due_time_cancels_as_read_failed() {
+    let hours = chrono::Duration::hours;
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    get_info_answers(&app, 500, &[]).await;
+    let conversation = quiet_contact(&app, "6301", hours(2)).await;
+    assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "read_failed").await;
+}
+
+#[tokio::test]
+async fn spec_025_a_nudge_that_passes_every_check_reaches_the_turn_once() {
+    let hours = chrono::Duration::hours;
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    get_info_answers(&app, 200, &["vip"]).await;
+    let conversation = quiet_contact(&app, "6401", hours(2)).await;
+    let early = rig(&app, hours(1));
+    assert_eq!(early.worker.run_once().await.claimed, 0, "not due yet");
+    let rig = rig(&app, hours(3));
+    assert_eq!(rig.worker.run_once().await.claimed, 1);
+    assert_eq!(rig.worker.run_once().await.claimed, 0, "claimed once");
+    assert_eq!(rig.turn.calls.load(Ordering::SeqCst), 1);
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(nudge.status, NudgeStatus::Sent);
+    assert_eq!(rig.metrics.nudge_count("sent", ""), 1);
+}
+
+#[tokio::test]
+async fn spec_025_crash_a_row_left_running_is_never_sent_and_is_marked_lost() {
+    let hours = chrono::Duration::hours;
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    get_info_answers(&app, 200, &[]).await;
+    let conversation = quiet_contact(&app, "6501", hours(2)).await;
+    // A process claims the row and dies before settling it.
+    let claimed_at = conversation.last_message_at.unwrap() + hours(2);
+    let dead = app.store.claim_due_nudges(claimed_at, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    // Inside MODEL_ABORT_MS plus the margin: still running, not claimed again, not lost.
+    let soon = rig(&app, hours(2) + chrono::Duration::seconds(60));
+    assert_eq!(soon.worker.run_once().await, Default::default());
+    // After it: lost, counted, and never reaches a turn.
+    let later = rig(&app, hours(2) + chrono::Duration::minutes(5));
+    let pass = later.worker.run_once().await;
+    assert_eq!((pass.claimed, pass.lost), (0, 1));
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(
+        (nudge.status, nudge.reason.as_deref()),
+        (NudgeStatus::Lost, Some("process_died"))
+    );
+    assert_eq!(later.turn.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(later.metrics.nudge_count("lost", "process_died"), 1);
+    assert!(
+        !app.store
+            .settle_nudge(&dead[0], NudgeStatus::Sent, None, claimed_at)
+            .await
+            .unwrap(),
+        "the dead process's claim can no longer send it"
+    );
+}
