@@ -43,6 +43,7 @@ pub mod manychat;
 pub mod media;
 pub mod metrics;
 pub mod model;
+pub mod nudge;
 pub mod observability;
 pub mod outbox;
 pub mod report;

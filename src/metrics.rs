@@ -45,6 +45,9 @@ pub struct Metrics {
     /// Issue 21: requests carrying a ManyChat variable that was not substituted, by body key
     /// (`subscriber_id`, `user_id`, `ai_token`).
     not_substituted: Mutex<BTreeMap<&'static str, u64>>,
+    /// 025: nudges by state change (`scheduled`, `sent`, `skipped`, `cancelled`, `lost`) and
+    /// reason (empty when the state has none).
+    nudges: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
 }
 
 impl Metrics {
@@ -58,6 +61,31 @@ impl Metrics {
         if let Ok(mut escalations) = self.escalations.lock() {
             *escalations.entry(reason.as_str()).or_default() += 1;
         }
+    }
+
+    /// Counts a nudge's state change (025): `state` with its `reason` (`""` for none).
+    pub fn nudge(&self, state: &'static str, reason: &'static str) {
+        self.nudge_n(state, reason, 1);
+    }
+
+    /// Counts `n` nudges changing to `state` at once (rows marked `lost` in one statement).
+    pub fn nudge_n(&self, state: &'static str, reason: &'static str, n: u64) {
+        if let Ok(mut nudges) = self.nudges.lock() {
+            *nudges.entry((state, reason)).or_default() += n;
+        }
+    }
+
+    /// The count [`Metrics::nudge`] kept for `state` and `reason`.
+    pub fn nudge_count(&self, state: &str, reason: &str) -> u64 {
+        self.nudges
+            .lock()
+            .map(|n| {
+                n.iter()
+                    .filter(|((s, r), _)| *s == state && *r == reason)
+                    .map(|(_, c)| *c)
+                    .sum()
+            })
+            .unwrap_or_default()
     }
 
     /// Counts a request whose `field` held a literal ManyChat variable (issue 21).
@@ -125,6 +153,22 @@ impl Metrics {
                     out,
                     "manychat_agent_escalations_total{{reason=\"{reason}\"}} {count}"
                 );
+            }
+        }
+        let _ = writeln!(out, "# TYPE manychat_agent_nudges_total counter");
+        if let Ok(nudges) = self.nudges.lock() {
+            for ((state, reason), count) in nudges.iter() {
+                let _ = match *reason {
+                    "" => writeln!(
+                        out,
+                        "manychat_agent_nudges_total{{state=\"{state}\"}} {count}"
+                    ),
+                    reason => writeln!(
+                        out,
+                        "manychat_agent_nudges_total{{state=\"{state}\",reason=\"{reason}\"}} \
+                         {count}"
+                    ),
+                };
             }
         }
         out

@@ -102,6 +102,11 @@ pub enum Operation {
         #[serde(default)]
         on_escalation: bool,
     },
+    /// schedule_nudge (025): no ManyChat request; performing it upserts the conversation's one
+    /// pending nudge, due `minutes` after it is performed ([`perform_nudges`]).
+    ScheduleNudge {
+        minutes: u32,
+    },
     /// An action that will never be performed (discarded, dropped over the cap, dead-lettered):
     /// its request is forgotten.
     Cleared,
@@ -212,7 +217,10 @@ pub async fn perform_all(
     actions: &mut [StagedAction],
 ) {
     for index in 0..actions.len() {
-        if actions[index].entry.status != ActionStatus::Staged {
+        if actions[index].entry.status != ActionStatus::Staged
+            || matches!(actions[index].operation, Operation::ScheduleNudge { .. })
+        {
+            // A nudge is the store's, not ManyChat's: `perform_nudges` performs it.
             continue;
         }
         // A follow-on goes only after its write was performed (023, 027): a failed flow sends
@@ -255,6 +263,12 @@ pub async fn perform_one(
             let value = Value::String(text.as_str().to_owned());
             client.set_field(subscriber, field, &value).await
         }
+        Operation::ScheduleNudge { .. } => {
+            // Performed by `perform_nudges`, never through ManyChat.
+            action.entry.status = ActionStatus::Failed;
+            action.entry.error = Some("a nudge is not a ManyChat request".to_owned());
+            return Ok(());
+        }
         Operation::Cleared => {
             // Only a corrupt record can hold a staged action without a request.
             tracing::warn!(conversation = %conversation, tool = %action.entry.tool, "staged action has no request; skipped");
@@ -279,6 +293,48 @@ pub async fn perform_one(
             Err(error)
         }
     }
+}
+
+/// Performs every staged schedule_nudge (025) after the text, like any write: the store's
+/// upsert of the conversation's one pending nudge, due its delay after `now`. No ManyChat
+/// request. Returns how many were scheduled.
+pub async fn perform_nudges(
+    store: &dyn crate::store::Store,
+    conversation: ConversationId,
+    now: chrono::DateTime<chrono::Utc>,
+    actions: &mut [StagedAction],
+) -> usize {
+    let mut scheduled = 0;
+    for action in actions
+        .iter_mut()
+        .filter(|a| a.entry.status == ActionStatus::Staged)
+    {
+        let Operation::ScheduleNudge { minutes } = action.operation else {
+            continue;
+        };
+        let due_at = now + chrono::Duration::minutes(i64::from(minutes));
+        match store
+            .schedule_nudge(conversation, &action.entry.id, due_at, now)
+            .await
+        {
+            Ok(()) => {
+                action.entry.status = ActionStatus::Performed;
+                scheduled += 1;
+                tracing::info!(
+                    conversation = %conversation,
+                    delay = %action.entry.id,
+                    due_at = %due_at,
+                    "nudge scheduled"
+                );
+            }
+            Err(error) => {
+                action.entry.status = ActionStatus::Failed;
+                action.entry.error = Some("the nudge could not be stored".to_owned());
+                tracing::warn!(conversation = %conversation, error = %error, "nudge not scheduled");
+            }
+        }
+    }
+    scheduled
 }
 
 /// `message` with every quote of the note's text (raw or JSON-escaped) replaced by `[note]`.

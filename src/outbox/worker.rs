@@ -498,6 +498,14 @@ impl OutboxWorker {
                 &mut payload.actions,
             )
             .await;
+            crate::nudge::perform_scheduled(
+                self.store.as_ref(),
+                &self.metrics,
+                row.conversation_id,
+                self.clock.now(),
+                &mut payload.actions,
+            )
+            .await;
             self.save_actions(payload.turn_id, &payload.actions).await;
         }
         Ok(())

@@ -19,8 +19,8 @@ use uuid::Uuid;
 
 use super::{
     BudgetCharge, BudgetUsage, ClaimRules, Conversation, Exchange, KeepPromise, NewOutboxRow,
-    NewTurn, OutboxKind, OutboxRow, OutboxStatus, PromiseRows, Role, Store, StoreError,
-    TurnContext, TurnContextQuery,
+    NewTurn, NudgeStatus, OutboxKind, OutboxRow, OutboxStatus, PromiseRows, Role, Store,
+    StoreError, TurnContext, TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -2407,6 +2407,207 @@ pub async fn report_aggregates_group_a_period_by_hand(store: &dyn Store) {
     assert_eq!(empty, super::ReportAggregates::default());
 }
 
+/// 025 verification 2: scheduling twice leaves one pending row, the later one; scheduling after
+/// a settled nudge makes it pending again (a new silence).
+pub async fn spec_025_scheduling_twice_leaves_one_pending_row(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    store
+        .schedule_nudge(conversation.id, "later_today", at_s(7200), at_s(0))
+        .await
+        .expect("schedule");
+    store
+        .schedule_nudge(conversation.id, "tomorrow", at_s(72_000), at_s(10))
+        .await
+        .expect("schedule again");
+    let nudge = store
+        .nudge(conversation.id)
+        .await
+        .expect("read")
+        .expect("a row");
+    assert_eq!(nudge.status, NudgeStatus::Pending);
+    assert_eq!(
+        nudge.delay_id, "tomorrow",
+        "the later schedule replaced the first"
+    );
+    assert_eq!(nudge.due_at, at_s(72_000));
+    assert_eq!(nudge.scheduled_at, at_s(10));
+    assert_eq!(nudge.claimed_at, None);
+    assert!(
+        store
+            .cancel_nudge(conversation.id, "contact_replied", at_s(20))
+            .await
+            .expect("cancel")
+    );
+    let nudge = store
+        .nudge(conversation.id)
+        .await
+        .expect("read")
+        .expect("a row");
+    assert_eq!(nudge.status, NudgeStatus::Cancelled);
+    assert_eq!(nudge.reason.as_deref(), Some("contact_replied"));
+    assert!(
+        !store
+            .cancel_nudge(conversation.id, "contact_replied", at_s(21))
+            .await
+            .expect("cancel again"),
+        "a settled nudge is not cancelled twice"
+    );
+    store
+        .schedule_nudge(conversation.id, "later_today", at_s(9000), at_s(30))
+        .await
+        .expect("schedule after a settled one");
+    let nudge = store
+        .nudge(conversation.id)
+        .await
+        .expect("read")
+        .expect("a row");
+    assert_eq!((nudge.status, nudge.reason), (NudgeStatus::Pending, None));
+    store
+        .cancel_nudge(conversation.id, "contact_replied", at_s(31))
+        .await
+        .expect("settle");
+}
+
+/// 025: the claim takes due pending rows only, earliest first, at most `limit`, once; a claimed
+/// row settles only under its own claim; a cancelled running row is not settled by its worker.
+pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
+    let base = at_s(1_000_000);
+    let mut mine = Vec::new();
+    for offset in [30, 10, 20, 500] {
+        let conversation = fresh_conversation(store).await;
+        store
+            .schedule_nudge(
+                conversation.id,
+                "later_today",
+                base + chrono::Duration::seconds(offset),
+                base,
+            )
+            .await
+            .expect("schedule");
+        mine.push(conversation.id);
+    }
+    let now = base + chrono::Duration::seconds(100);
+    let first = store.claim_due_nudges(now, 2).await.expect("claim");
+    let order: Vec<_> = first.iter().map(|n| n.conversation_id).collect();
+    assert_eq!(
+        order,
+        vec![mine[1], mine[2]],
+        "earliest due first, at most the limit"
+    );
+    assert!(
+        first
+            .iter()
+            .all(|n| n.status == NudgeStatus::Running && n.claimed_at == Some(now))
+    );
+    let second = store.claim_due_nudges(now, 10).await.expect("claim again");
+    let order: Vec<_> = second.iter().map(|n| n.conversation_id).collect();
+    assert_eq!(
+        order,
+        vec![mine[0]],
+        "a claimed row is not claimed again; a later one waits"
+    );
+    assert!(
+        store
+            .claim_due_nudges(now, 10)
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+
+    // Settled under its own claim.
+    assert!(
+        store
+            .settle_nudge(&first[0], NudgeStatus::Sent, None, now)
+            .await
+            .expect("settle")
+    );
+    assert!(
+        !store
+            .settle_nudge(&first[0], NudgeStatus::Skipped, None, now)
+            .await
+            .expect("settle twice"),
+        "a settled row is not settled again"
+    );
+    // An inbound message cancels a running nudge: its worker's settle then finds it gone.
+    assert!(
+        store
+            .cancel_nudge(mine[2], "contact_replied", now)
+            .await
+            .expect("cancel running")
+    );
+    assert!(
+        !store
+            .settle_nudge(&first[1], NudgeStatus::Sent, None, now)
+            .await
+            .expect("settle cancelled")
+    );
+    let cancelled = store.nudge(mine[2]).await.expect("read").expect("row");
+    assert_eq!(cancelled.status, NudgeStatus::Cancelled);
+    assert_eq!(cancelled.reason.as_deref(), Some("contact_replied"));
+
+    // Crash: a row left running is marked lost after the margin, never claimed again.
+    let later = now + chrono::Duration::seconds(60);
+    assert_eq!(
+        store.mark_lost_nudges(now, later).await.expect("lost"),
+        0,
+        "claimed at the cutoff: not yet lost"
+    );
+    assert_eq!(
+        store
+            .mark_lost_nudges(now + chrono::Duration::seconds(1), later)
+            .await
+            .expect("lost"),
+        1
+    );
+    let lost = store.nudge(mine[0]).await.expect("read").expect("row");
+    assert_eq!(
+        (lost.status, lost.reason.as_deref()),
+        (NudgeStatus::Lost, Some("process_died"))
+    );
+    assert!(
+        !store
+            .settle_nudge(&second[0], NudgeStatus::Sent, None, later)
+            .await
+            .expect("settle lost"),
+        "a lost nudge is never sent"
+    );
+    store
+        .cancel_nudge(mine[3], "contact_replied", later)
+        .await
+        .expect("settle the last");
+}
+
+/// 025: two workers (two stores) claiming the same due rows take each exactly once.
+pub async fn spec_025_two_workers_claim_a_due_nudge_once(a: &dyn Store, b: &dyn Store) {
+    let base = at_s(2_000_000);
+    let mut expected = HashSet::new();
+    for _ in 0..20 {
+        let conversation = fresh_conversation(a).await;
+        a.schedule_nudge(conversation.id, "later_today", base, base)
+            .await
+            .expect("schedule");
+        expected.insert(conversation.id);
+    }
+    async fn drain(store: &dyn Store, now: DateTime<Utc>) -> Vec<ConversationId> {
+        let mut all = Vec::new();
+        loop {
+            let batch = store.claim_due_nudges(now, 3).await.expect("claim");
+            if batch.is_empty() {
+                return all;
+            }
+            all.extend(batch.into_iter().map(|n| n.conversation_id));
+            tokio::task::yield_now().await;
+        }
+    }
+    let now = base + chrono::Duration::seconds(1);
+    let (from_a, from_b) = tokio::join!(drain(a, now), drain(b, now));
+    let mut seen = HashSet::new();
+    for id in from_a.iter().chain(&from_b) {
+        assert!(seen.insert(*id), "nudge of {id} was claimed twice");
+    }
+    assert_eq!(seen, expected, "every due nudge was claimed");
+}
+
 pub async fn run_all(store: &dyn Store) {
     ping_answers(store).await;
     unknown_ids_read_as_none_and_updates_fail(store).await;
@@ -2416,6 +2617,8 @@ pub async fn run_all(store: &dyn Store) {
     conversation_first_contacts_racing_create_one_row(store).await;
     escalation_time_is_recorded(store).await;
     sales_record_reads_offering_and_action_records(store).await;
+    spec_025_scheduling_twice_leaves_one_pending_row(store).await;
+    spec_025_claim_takes_due_rows_once(store).await;
     token_rotation_keeps_previous(store).await;
     conversations_without_token_lists_recent_contacts_only(store).await;
     user_turn_updates_last_message_and_bound_count(store).await;
@@ -2566,6 +2769,8 @@ mod tests {
         spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker,
         sales_record_reads_offering_and_action_records,
         report_aggregates_group_a_period_by_hand,
+        spec_025_scheduling_twice_leaves_one_pending_row,
+        spec_025_claim_takes_due_rows_once,
         run_all,
     );
 
@@ -2607,5 +2812,24 @@ mod tests {
             .await
             .expect("two stores on one schema");
         super::outbox_two_workers_keep_each_contacts_order(&first, &second).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_spec_025_two_workers_claim_a_due_nudge_once() {
+        let (dir, first) = sqlite_store().await;
+        let second = SqliteStore::connect(&sqlite_url(&dir))
+            .await
+            .expect("a second store on the same file");
+        super::spec_025_two_workers_claim_a_due_nudge_once(&first, &second).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+    async fn postgres_spec_025_two_workers_claim_a_due_nudge_once() {
+        let url = postgres_url();
+        let (first, second) = connect_isolated_pair(&url)
+            .await
+            .expect("two stores on one schema");
+        super::spec_025_two_workers_claim_a_due_nudge_once(&first, &second).await;
     }
 }

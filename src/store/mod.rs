@@ -726,6 +726,106 @@ pub trait Store: Send + Sync + 'static {
         from: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<ReportAggregates>;
+
+    /// 025: schedules the conversation's one nudge, due at `due_at`, in one upsert: a pending
+    /// nudge is replaced, and so is a settled one (a new silence may have its follow-up).
+    async fn schedule_nudge(
+        &self,
+        conversation_id: ConversationId,
+        delay_id: &str,
+        due_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()>;
+
+    /// 025: cancels the conversation's pending or running nudge with `reason`: whether one was
+    /// cancelled. A running nudge cancelled here is never sent ([`Store::settle_nudge`] finds it
+    /// no longer its own).
+    async fn cancel_nudge(
+        &self,
+        conversation_id: ConversationId,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool>;
+
+    /// 025: claims up to `limit` pending nudges due at `now`, earliest first, moving them to
+    /// `running` with `claimed_at = now`, atomically: two workers never claim one row.
+    async fn claim_due_nudges(&self, now: DateTime<Utc>, limit: i64) -> Result<Vec<Nudge>>;
+
+    /// 025: settles a claimed nudge (`sent`, `skipped`, `cancelled`) only while it is still the
+    /// claim `nudge` holds (running, claimed at `nudge.claimed_at`): whether it was.
+    async fn settle_nudge(
+        &self,
+        nudge: &Nudge,
+        status: NudgeStatus,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<bool>;
+
+    /// 025: marks `lost` every nudge left `running` since before `claimed_before` (its process
+    /// died mid-turn): it is never sent. How many.
+    async fn mark_lost_nudges(
+        &self,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<u64>;
+
+    /// 025: the conversation's nudge row, whatever its state.
+    async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>>;
+}
+
+/// 025: the states of a nudge row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NudgeStatus {
+    Pending,
+    /// Claimed by a worker; its checks or its turn are under way.
+    Running,
+    Sent,
+    /// The nudge turn ran and declined (a model escalation) or failed: nothing was sent.
+    Skipped,
+    Cancelled,
+    /// Left running by a process that died: never sent.
+    Lost,
+}
+
+impl NudgeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Sent => "sent",
+            Self::Skipped => "skipped",
+            Self::Cancelled => "cancelled",
+            Self::Lost => "lost",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Result<Self> {
+        Ok(match raw {
+            "pending" => Self::Pending,
+            "running" => Self::Running,
+            "sent" => Self::Sent,
+            "skipped" => Self::Skipped,
+            "cancelled" => Self::Cancelled,
+            "lost" => Self::Lost,
+            other => return Err(StoreError::Corrupt(format!("nudge status `{other}`"))),
+        })
+    }
+}
+
+/// 025: one conversation's nudge row. No contact data: the conversation's UUID and ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Nudge {
+    pub id: i64,
+    pub conversation_id: ConversationId,
+    /// The configured delay id the model chose.
+    pub delay_id: String,
+    pub due_at: DateTime<Utc>,
+    pub scheduled_at: DateTime<Utc>,
+    pub status: NudgeStatus,
+    /// Why it was cancelled or skipped.
+    pub reason: Option<String>,
+    /// When a worker claimed it (running rows only, and what they settled from).
+    pub claimed_at: Option<DateTime<Utc>>,
 }
 
 /// Every table that holds rows about one contact, with the column that names the contact

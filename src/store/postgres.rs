@@ -21,7 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
-use super::{ActionRecord, SalesRecord};
+use super::{ActionRecord, Nudge, NudgeStatus, SalesRecord};
 use super::{
     BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
     Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Store,
@@ -1017,6 +1017,134 @@ impl Store for PgStore {
                 .collect(),
         })
     }
+
+    async fn schedule_nudge(
+        &self,
+        conversation_id: ConversationId,
+        delay_id: &str,
+        due_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        // One upsert against the conversation's UNIQUE key: concurrent schedulers cannot both
+        // insert (025).
+        sqlx::query(
+            "INSERT INTO nudges (conversation_id, delay_id, due_at, status, reason, \
+             scheduled_at, claimed_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, 'pending', NULL, $4, NULL, $4, $4) \
+             ON CONFLICT (conversation_id) DO UPDATE SET delay_id = EXCLUDED.delay_id, \
+             due_at = EXCLUDED.due_at, status = 'pending', reason = NULL, \
+             scheduled_at = EXCLUDED.scheduled_at, claimed_at = NULL, \
+             updated_at = EXCLUDED.updated_at",
+        )
+        .bind(conversation_id)
+        .bind(delay_id)
+        .bind(to_millis(due_at))
+        .bind(to_millis(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn cancel_nudge(
+        &self,
+        conversation_id: ConversationId,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE nudges SET status = 'cancelled', reason = $1, updated_at = $2 \
+             WHERE conversation_id = $3 AND status IN ('pending', 'running')",
+        )
+        .bind(reason)
+        .bind(to_millis(now))
+        .bind(conversation_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn claim_due_nudges(&self, now: DateTime<Utc>, limit: i64) -> Result<Vec<Nudge>> {
+        // SKIP LOCKED: a row another replica is claiming is passed over, never taken twice;
+        // the scan goes through `nudges_pending_due`, so it costs the due rows.
+        let rows = sqlx::query(
+            "UPDATE nudges SET status = 'running', claimed_at = $1, updated_at = $1 \
+             WHERE id IN (SELECT id FROM nudges WHERE status = 'pending' AND due_at <= $1 \
+                          ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+             AND status = 'pending' \
+             RETURNING id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
+                       claimed_at",
+        )
+        .bind(to_millis(now))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut claimed = rows.iter().map(nudge_from).collect::<Result<Vec<_>>>()?;
+        claimed.sort_by_key(|n| (n.due_at, n.id));
+        Ok(claimed)
+    }
+
+    async fn settle_nudge(
+        &self,
+        nudge: &Nudge,
+        status: NudgeStatus,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE nudges SET status = $1, reason = $2, updated_at = $3 \
+             WHERE id = $4 AND status = 'running' AND claimed_at = $5",
+        )
+        .bind(status.as_str())
+        .bind(reason)
+        .bind(to_millis(now))
+        .bind(nudge.id)
+        .bind(nudge.claimed_at.map(to_millis))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn mark_lost_nudges(
+        &self,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE nudges SET status = 'lost', reason = 'process_died', updated_at = $1 \
+             WHERE status = 'running' AND claimed_at < $2",
+        )
+        .bind(to_millis(now))
+        .bind(to_millis(claimed_before))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
+        let row = sqlx::query(
+            "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
+             claimed_at FROM nudges WHERE conversation_id = $1",
+        )
+        .bind(conversation_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(nudge_from).transpose()
+    }
+}
+
+fn nudge_from(row: &PgRow) -> Result<Nudge> {
+    let due_at: DateTime<Utc> = row.try_get("due_at")?;
+    let scheduled_at: Option<DateTime<Utc>> = row.try_get("scheduled_at")?;
+    Ok(Nudge {
+        id: row.try_get("id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        delay_id: row.try_get("delay_id")?,
+        due_at,
+        scheduled_at: scheduled_at.unwrap_or(due_at),
+        status: NudgeStatus::parse(row.try_get::<&str, _>("status")?)?,
+        reason: row.try_get("reason")?,
+        claimed_at: row.try_get("claimed_at")?,
+    })
 }
 
 /// Inserts an outbox row; a reply or handoff row without a `turnId` gets `turn` (see

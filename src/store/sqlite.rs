@@ -44,7 +44,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
-use super::{ActionRecord, SalesRecord};
+use super::{ActionRecord, Nudge, NudgeStatus, SalesRecord};
 use super::{
     BudgetCharge, BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock,
     Exchange, ExchangeIds, Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow,
@@ -124,6 +124,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         12,
         "report_indexes",
         include_str!("../../migrations/sqlite/0012_report_indexes.sql"),
+    ),
+    (
+        13,
+        "nudge_worker",
+        include_str!("../../migrations/sqlite/0013_nudge_worker.sql"),
     ),
 ];
 
@@ -1905,6 +1910,106 @@ impl Store for SqliteStore {
         self.read(move |conn| report_aggregates_in(conn, from, until))
             .await
     }
+
+    async fn schedule_nudge(
+        &self,
+        conversation_id: ConversationId,
+        delay_id: &str,
+        due_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let delay_id = delay_id.to_owned();
+        self.write(move |conn| {
+            conn.prepare_cached(SCHEDULE_NUDGE)?.execute(params![
+                IdText::of(conversation_id),
+                delay_id,
+                ms(due_at),
+                ms(now)
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn cancel_nudge(
+        &self,
+        conversation_id: ConversationId,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let reason = reason.to_owned();
+        self.write(move |conn| {
+            let changed = conn.prepare_cached(CANCEL_NUDGE)?.execute(params![
+                reason,
+                ms(now),
+                IdText::of(conversation_id)
+            ])?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    async fn claim_due_nudges(&self, now: DateTime<Utc>, limit: i64) -> Result<Vec<Nudge>> {
+        // The one writer makes the select-then-update atomic (and `BEGIN IMMEDIATE` across
+        // processes on one file); the update re-checks `pending` all the same.
+        self.write(move |conn| {
+            let due = query_all(conn, DUE_NUDGES, params![ms(now), limit], nudge_from)?;
+            let mut claimed = Vec::with_capacity(due.len());
+            for mut nudge in due {
+                let changed = conn
+                    .prepare_cached(CLAIM_NUDGE)?
+                    .execute(params![ms(now), nudge.id])?;
+                if changed == 1 {
+                    nudge.status = NudgeStatus::Running;
+                    nudge.claimed_at = Some(now);
+                    claimed.push(nudge);
+                }
+            }
+            Ok(claimed)
+        })
+        .await
+    }
+
+    async fn settle_nudge(
+        &self,
+        nudge: &Nudge,
+        status: NudgeStatus,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let (id, claimed_at) = (nudge.id, nudge.claimed_at.map(ms));
+        let reason = reason.map(str::to_owned);
+        self.write(move |conn| {
+            let changed = conn.prepare_cached(SETTLE_NUDGE)?.execute(params![
+                status.as_str(),
+                reason,
+                ms(now),
+                id,
+                claimed_at
+            ])?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    async fn mark_lost_nudges(
+        &self,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<u64> {
+        self.write(move |conn| {
+            let changed = conn
+                .prepare_cached(LOSE_NUDGES)?
+                .execute(params![ms(now), ms(claimed_before)])?;
+            Ok(changed as u64)
+        })
+        .await
+    }
+
+    async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
+        self.read(move |conn| query_one(conn, NUDGE_OF, [IdText::of(conversation_id)], nudge_from))
+            .await
+    }
 }
 
 /// Issue 18: contacts whose first turn is in `[?1, ?2)`: the period's contacts (through
@@ -1970,6 +2075,53 @@ fn report_aggregates_in(conn: &Db<'_>, from: i64, until: i64) -> Result<super::R
         turn_groups,
         inline_latencies,
         actions,
+    })
+}
+
+macro_rules! nudge_columns {
+    () => {
+        "id, conversation_id, delay_id, due_at, scheduled_at, status, reason, claimed_at"
+    };
+}
+
+/// 025: the conversation's one nudge row, replaced whole (its UNIQUE key is the conversation).
+const SCHEDULE_NUDGE: &str = "INSERT INTO nudges (conversation_id, delay_id, due_at, status, \
+     reason, scheduled_at, claimed_at, created_at, updated_at) \
+     VALUES (?1, ?2, ?3, 'pending', NULL, ?4, NULL, ?4, ?4) \
+     ON CONFLICT (conversation_id) DO UPDATE SET delay_id = excluded.delay_id, \
+     due_at = excluded.due_at, status = 'pending', reason = NULL, \
+     scheduled_at = excluded.scheduled_at, claimed_at = NULL, updated_at = excluded.updated_at";
+const CANCEL_NUDGE: &str = "UPDATE nudges SET status = 'cancelled', reason = ?1, updated_at = ?2 \
+     WHERE conversation_id = ?3 AND status IN ('pending', 'running')";
+/// Through `nudges_pending_due`: costs the due rows, not the table.
+const DUE_NUDGES: &str = concat!(
+    "SELECT ",
+    nudge_columns!(),
+    " FROM nudges WHERE status = 'pending' AND due_at <= ?1 ORDER BY due_at LIMIT ?2"
+);
+const CLAIM_NUDGE: &str = "UPDATE nudges SET status = 'running', claimed_at = ?1, updated_at = ?1 \
+     WHERE id = ?2 AND status = 'pending'";
+const SETTLE_NUDGE: &str = "UPDATE nudges SET status = ?1, reason = ?2, updated_at = ?3 \
+     WHERE id = ?4 AND status = 'running' AND claimed_at = ?5";
+const LOSE_NUDGES: &str = "UPDATE nudges SET status = 'lost', reason = 'process_died', \
+     updated_at = ?1 WHERE status = 'running' AND claimed_at < ?2";
+const NUDGE_OF: &str = concat!(
+    "SELECT ",
+    nudge_columns!(),
+    " FROM nudges WHERE conversation_id = ?1"
+);
+
+fn nudge_from(row: &Row<'_>) -> Result<Nudge> {
+    let due_at = time(row.get(3)?)?;
+    Ok(Nudge {
+        id: row.get(0)?,
+        conversation_id: uuid(text(row, 1)?)?,
+        delay_id: row.get(2)?,
+        due_at,
+        scheduled_at: opt_time(row.get(4)?)?.unwrap_or(due_at),
+        status: NudgeStatus::parse(text(row, 5)?)?,
+        reason: row.get(6)?,
+        claimed_at: opt_time(row.get(7)?)?,
     })
 }
 

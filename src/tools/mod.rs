@@ -333,6 +333,21 @@ impl TurnTools {
                 action.entry.length = Some(text.chars());
                 Ok(Some(action))
             }
+            "schedule_nudge" => {
+                let id = arg("delay").ok_or("delay is required")?;
+                let delay = tools
+                    .nudge
+                    .as_ref()
+                    .and_then(|n| n.delays.iter().find(|d| d.id == id))
+                    .ok_or("unknown delay id")?;
+                Ok(Some(StagedAction::new(
+                    "schedule_nudge",
+                    &delay.id,
+                    Operation::ScheduleNudge {
+                        minutes: delay.minutes,
+                    },
+                )))
+            }
             _ => Err("unknown tool".into()),
         }
     }

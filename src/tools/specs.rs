@@ -10,6 +10,9 @@ use crate::sales::{Known, offering};
 
 use super::contact::anything_readable;
 
+/// 025: the tool a nudge turn is never offered (a nudge cannot chain).
+pub const NUDGE_TOOL: &str = "schedule_nudge";
+
 /// The funnel stage only the server writes (023): never in the model's enum.
 const SERVER_ONLY_STAGE: &str = "link_sent";
 
@@ -180,6 +183,28 @@ fn build_with_flows(
                     "text": {"type": "string"}
                 }),
                 &["note", "text"],
+            ),
+        });
+    }
+    if let Some(nudge) = tools.nudge.as_ref().filter(|n| !n.delays.is_empty()) {
+        let ids: Vec<&str> = nudge.delays.iter().map(|d| d.id.as_str()).collect();
+        let list = described(nudge.delays.iter().map(|d| {
+            (
+                d.id.clone(),
+                format!("{} minutes after this reply", d.minutes),
+            )
+        }));
+        specs.push(ToolSpec {
+            name: NUDGE_TOOL.into(),
+            description: format!(
+                "Schedule one follow-up message in case the contact does not reply: the server \
+                 checks again when it falls due and may not send it. Scheduling again replaces \
+                 the earlier one. Use it only when a follow-up would help the contact decide. \
+                 Delays:\n{list}"
+            ),
+            parameters: strict_object(
+                json!({"delay": {"type": "string", "enum": ids}}),
+                &["delay"],
             ),
         });
     }

@@ -458,3 +458,67 @@ fn demo_tools_with_notes() -> ToolsConfig {
         ..demo_tools()
     }
 }
+
+fn with_nudge() -> ToolsConfig {
+    ToolsConfig {
+        nudge: Some(crate::config::tenant::NudgeConfig {
+            delays: vec![
+                crate::config::tenant::NudgeDelay {
+                    id: "later_today".into(),
+                    minutes: 120,
+                },
+                crate::config::tenant::NudgeDelay {
+                    id: "tomorrow".into(),
+                    minutes: 1200,
+                },
+            ],
+            human_active_tag: Some("human-handling".into()),
+        }),
+        ..demo_tools()
+    }
+}
+
+#[test]
+fn spec_025_verification_1_schedule_nudge_is_offered_only_with_a_nudge_section() {
+    let names = |tools: &ToolsConfig| -> Vec<String> {
+        build_specs(tools, true)
+            .into_iter()
+            .map(|s| s.name)
+            .collect()
+    };
+    assert!(!names(&demo_tools()).contains(&"schedule_nudge".to_owned()));
+    let specs = build_specs(&with_nudge(), true);
+    let nudge = specs
+        .iter()
+        .find(|s| s.name == "schedule_nudge")
+        .expect("offered with a nudge section");
+    assert_eq!(
+        nudge.parameters["properties"]["delay"]["enum"],
+        json!(["later_today", "tomorrow"])
+    );
+    assert!(
+        !nudge.description.contains("human-handling"),
+        "the humanActiveTag is never shown to the model"
+    );
+}
+
+#[tokio::test]
+async fn spec_025_schedule_nudge_stages_its_delay_and_makes_no_request() {
+    let mut tools = TurnTools::without_reads(config(with_nudge()));
+    let result = tools
+        .call(&call("schedule_nudge", json!({"delay": "tomorrow"})))
+        .await;
+    assert_eq!(result, json!({"staged": true}));
+    let unknown = tools
+        .call(&call("schedule_nudge", json!({"delay": "next_week"})))
+        .await;
+    assert_eq!(unknown["staged"], false);
+    let actions = tools.into_actions();
+    assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0].entry.tool, "schedule_nudge");
+    assert_eq!(actions[0].entry.id, "tomorrow");
+    assert_eq!(
+        actions[0].operation,
+        Operation::ScheduleNudge { minutes: 1200 }
+    );
+}

@@ -18,6 +18,8 @@
 mod budget;
 mod detach;
 mod gates;
+// 025: the nudge worker applies the turn cap to a nudge turn.
+pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
 mod record;
@@ -441,6 +443,15 @@ impl TurnEngine {
             .map_or_else(|| inner.clock.now(), |(at, _)| *at);
         let mut message = Message::new(inbound.turn(conversation.id, bound, now));
         message.promise = promise;
+        // 025: the contact wrote, so their follow-up is no longer wanted.
+        crate::nudge::contact_replied(
+            inner.store.as_ref(),
+            &inner.metrics,
+            &config,
+            conversation.id,
+            now,
+        )
+        .await;
         if let Some(response) = self
             .scripted_opening(&inbound, &config, &conversation, &message, mode)
             .await?
@@ -674,6 +685,14 @@ impl TurnEngine {
                 &self.inner.manychat,
                 &after.subscriber,
                 after.conversation,
+                &mut after.actions,
+            )
+            .await;
+            crate::nudge::perform_scheduled(
+                self.inner.store.as_ref(),
+                &self.inner.metrics,
+                after.conversation,
+                self.inner.clock.now(),
                 &mut after.actions,
             )
             .await;

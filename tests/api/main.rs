@@ -13,6 +13,7 @@ mod hardening;
 mod http_contract;
 mod logs;
 mod media;
+mod nudges;
 mod order;
 mod outbox;
 mod race;

@@ -1,0 +1,72 @@
+//! In-window nudges (025): one follow-up the model schedules, re-checked by the server when it
+//! falls due.
+//!
+//! - Scheduling: `schedule_nudge(delay)` is a staged write (`crate::tools`), gated by intent
+//!   (034) like any sales write; performing it ([`perform_scheduled`]) upserts the
+//!   conversation's one nudge row, with no ManyChat request.
+//! - An inbound message cancels the pending (or running) nudge: [`contact_replied`], called at
+//!   the start of every turn of a tenant that has a `nudge` section.
+//! - The due-time rules ([`rules`]) decide, cheapest first, whether a claimed nudge is still
+//!   allowed; they are pure.
+//!
+//! Invariants: a nudge row holds ids and times only, never contact data; every state change is
+//! one log line with the conversation's UUID and the reason, and one count in `/metrics`.
+
+pub mod rules;
+pub mod worker;
+
+use chrono::{DateTime, Utc};
+
+use crate::actions::{self, StagedAction};
+use crate::config::TenantConfig;
+use crate::ids::ConversationId;
+use crate::metrics::Metrics;
+use crate::store::Store;
+
+pub use rules::CancelReason;
+pub use worker::{NudgeSettings, NudgeTurn, NudgeVerdict, NudgeWorker};
+
+/// Performs a turn's staged `schedule_nudge` after its text (see the module doc) and counts it.
+pub async fn perform_scheduled(
+    store: &dyn Store,
+    metrics: &Metrics,
+    conversation: ConversationId,
+    now: DateTime<Utc>,
+    staged: &mut [StagedAction],
+) {
+    let scheduled = actions::perform_nudges(store, conversation, now, staged).await;
+    if scheduled > 0 {
+        metrics.nudge_n("scheduled", "", scheduled as u64);
+    }
+}
+
+/// 025: the contact wrote, so their pending nudge (or one whose checks or model call are under
+/// way) is cancelled as `contact_replied`. Only a tenant with a `nudge` section pays the write.
+/// A failure is logged: the due-time check against the last inbound message cancels it then.
+pub async fn contact_replied(
+    store: &dyn Store,
+    metrics: &Metrics,
+    config: &TenantConfig,
+    conversation: ConversationId,
+    now: DateTime<Utc>,
+) {
+    if config
+        .tools
+        .as_ref()
+        .and_then(|t| t.nudge.as_ref())
+        .is_none()
+    {
+        return;
+    }
+    let reason = CancelReason::ContactReplied;
+    match store.cancel_nudge(conversation, reason.as_str(), now).await {
+        Ok(true) => {
+            metrics.nudge("cancelled", reason.as_str());
+            tracing::info!(conversation = %conversation, reason = reason.as_str(), "nudge cancelled");
+        }
+        Ok(false) => {}
+        Err(error) => {
+            tracing::warn!(conversation = %conversation, error = %error, "could not cancel the nudge; its due-time check will")
+        }
+    }
+}

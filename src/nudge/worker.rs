@@ -1,0 +1,290 @@
+//! The nudge worker (025): claims due nudges atomically and re-checks each one, cheapest first,
+//! before any model call. The turn itself is behind [`NudgeTurn`].
+//!
+//! Invariants: a claimed row is `running` until the worker settles it under its own claim
+//! (`Store::settle_nudge`), so an inbound message that cancels it meanwhile wins; a row left
+//! `running` by a dead process is never claimed again, and after `MODEL_ABORT_MS` plus
+//! [`LOST_MARGIN`] it is marked `lost` and counted. Every state change is one log line with the
+//! conversation's UUID and the reason, and one count in `/metrics`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::rules::{self, CancelReason, DueFacts};
+use crate::clock::Clock;
+use crate::config::{ConfigHandle, TenantConfig};
+use crate::manychat::ManyChatClient;
+use crate::metrics::Metrics;
+use crate::store::{Conversation, Nudge, NudgeStatus, Store, TurnContext, TurnContextQuery};
+
+/// 025's poll interval (`pollIntervalMs`).
+pub const DEFAULT_POLL: Duration = Duration::from_secs(15);
+/// 025's batch.
+pub const BATCH: i64 = 10;
+/// How long after its model call's bound a `running` row is taken for lost: a live worker has
+/// settled it by then (its model call is cut off at `MODEL_ABORT_MS`, its write takes
+/// milliseconds, and its checks' one read at most the client's 10 s).
+pub const LOST_MARGIN: Duration = Duration::from_secs(60);
+
+/// What the nudge turn decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NudgeVerdict {
+    /// The follow-up was recorded and queued through the outbox (`nudge_sent`).
+    Sent,
+    /// Nothing was sent (`nudge_skipped`): the model escalated, or its call failed.
+    Skipped(&'static str),
+}
+
+/// The nudge turn: the agent on the conversation's history and the follow-up note.
+#[async_trait]
+pub trait NudgeTurn: Send + Sync {
+    async fn run(
+        &self,
+        config: Arc<TenantConfig>,
+        conversation: &Conversation,
+        nudge: &Nudge,
+        context: TurnContext,
+    ) -> NudgeVerdict;
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct NudgeSettings {
+    pub poll: Duration,
+    /// `MODEL_ABORT_MS`: the bound of a nudge turn's model call.
+    pub model_abort: Duration,
+}
+
+#[derive(Clone)]
+pub struct NudgeWorker {
+    store: Arc<dyn Store>,
+    manychat: ManyChatClient,
+    config: Arc<ConfigHandle>,
+    clock: Clock,
+    metrics: Arc<Metrics>,
+    settings: NudgeSettings,
+    turn: Arc<dyn NudgeTurn>,
+}
+
+/// What one pass did (tests, logs).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pass {
+    pub claimed: usize,
+    pub lost: u64,
+}
+
+impl NudgeWorker {
+    pub fn new(
+        store: Arc<dyn Store>,
+        manychat: ManyChatClient,
+        config: Arc<ConfigHandle>,
+        clock: Clock,
+        metrics: Arc<Metrics>,
+        settings: NudgeSettings,
+        turn: Arc<dyn NudgeTurn>,
+    ) -> Self {
+        Self {
+            store,
+            manychat,
+            config,
+            clock,
+            metrics,
+            settings,
+            turn,
+        }
+    }
+
+    /// Polls until `shutdown` fires; the nudge in hand is finished first.
+    pub async fn run(self, shutdown: CancellationToken) {
+        loop {
+            self.run_once().await;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(self.settings.poll) => {}
+            }
+        }
+    }
+
+    /// One pass: rows lost by a dead process are marked, then due rows claimed and handled.
+    pub async fn run_once(&self) -> Pass {
+        let now = self.clock.now();
+        let mut pass = Pass::default();
+        let bound = self.settings.model_abort + LOST_MARGIN;
+        let cutoff = now - chrono::Duration::from_std(bound).unwrap_or(chrono::Duration::zero());
+        match self.store.mark_lost_nudges(cutoff, now).await {
+            Ok(0) => {}
+            Ok(lost) => {
+                pass.lost = lost;
+                self.metrics.nudge_n("lost", "process_died", lost);
+                tracing::warn!(
+                    nudges = lost,
+                    reason = "process_died",
+                    "nudges left running by a stopped process marked lost; never sent"
+                );
+            }
+            Err(error) => tracing::error!(error = %error, "could not look for lost nudges"),
+        }
+        let claimed = match self.store.claim_due_nudges(now, BATCH).await {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                tracing::error!(error = %error, "could not claim due nudges");
+                return pass;
+            }
+        };
+        pass.claimed = claimed.len();
+        for nudge in claimed {
+            self.handle(nudge).await;
+        }
+        pass
+    }
+
+    async fn handle(&self, nudge: Nudge) {
+        let config = self.config.snapshot();
+        let conversation = match self.store.conversation(nudge.conversation_id).await {
+            Ok(Some(conversation)) => conversation,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::error!(conversation = %nudge.conversation_id, error = %error, "could not read the nudge's conversation; it stays running and is marked lost");
+                return;
+            }
+        };
+        let now = self.clock.now();
+        let context = match self
+            .store
+            .turn_context(&conversation, context_query(&config, now))
+            .await
+        {
+            Ok(context) => context,
+            Err(error) => {
+                tracing::error!(conversation = %conversation.id, error = %error, "could not read the nudge's context; it stays running and is marked lost");
+                return;
+            }
+        };
+        if let Some(reason) = self.check(&config, &conversation, &nudge, &context).await {
+            self.settle(&nudge, NudgeStatus::Cancelled, reason.as_str())
+                .await;
+            return;
+        }
+        match self
+            .turn
+            .run(config.clone(), &conversation, &nudge, context)
+            .await
+        {
+            NudgeVerdict::Sent => self.settle(&nudge, NudgeStatus::Sent, "").await,
+            NudgeVerdict::Skipped(reason) => {
+                self.settle(&nudge, NudgeStatus::Skipped, reason).await
+            }
+        }
+    }
+
+    /// 025's checks in order, cheapest first; the `human_active` read and the rate limit last.
+    async fn check(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        nudge: &Nudge,
+        context: &TurnContext,
+    ) -> Option<CancelReason> {
+        let now = self.clock.now();
+        let rules_config = &config.rules;
+        let known = crate::sales::known::from_record(
+            config,
+            &context.sales.clone().unwrap_or_default(),
+            crate::sales::known::Request {
+                offering: None,
+                bound: true,
+                now,
+            },
+        );
+        let idle = chrono::Duration::hours(i64::from(rules_config.idle_reset_hours));
+        let turn_cap = crate::turn::messages_since_idle_gap(now, &context.earlier_user_turns, idle)
+            > i64::from(rules_config.max_turns_per_conversation);
+        let budget = context.spent.tokens >= rules_config.budget.daily_token_cap as i64
+            || context.spent.cost_usd >= rules_config.budget.daily_cost_cap_usd;
+        let facts = DueFacts {
+            now,
+            scheduled_at: nudge.scheduled_at,
+            escalated_at: conversation.escalated_at,
+            last_inbound_at: conversation.last_message_at,
+            link_sent: known.stage == Some(crate::sales::LINK_SENT),
+            turn_cap_or_budget: turn_cap || budget,
+        };
+        if let Some(reason) = rules::before_read(&facts) {
+            return Some(reason);
+        }
+        let tag = config
+            .tools
+            .as_ref()
+            .and_then(|t| t.nudge.as_ref())
+            .and_then(|n| n.human_active_tag.as_deref());
+        if let Some(tag) = tag {
+            // 025: the client's 10 s, not get_contact's 1500 ms; only tag names are used.
+            let read = self
+                .manychat
+                .get_contact(
+                    &conversation.subscriber_id,
+                    crate::manychat::REQUEST_TIMEOUT,
+                )
+                .await;
+            let tags = read.as_ref().map(|r| r.tags.as_slice()).map_err(|_| ());
+            if let Some(reason) = rules::after_read(tags, tag) {
+                return Some(reason);
+            }
+        }
+        // Last: the rate limit counts the turn.
+        if context.rate_count + 1 > i64::from(rules_config.rate_limit.turns_per_subscriber_per_hour)
+        {
+            return Some(CancelReason::CapReached);
+        }
+        None
+    }
+
+    async fn settle(&self, nudge: &Nudge, status: NudgeStatus, reason: &'static str) {
+        let now = self.clock.now();
+        let reason_column = (!reason.is_empty()).then_some(reason);
+        match self
+            .store
+            .settle_nudge(nudge, status, reason_column, now)
+            .await
+        {
+            Ok(true) => {
+                self.metrics.nudge(status.as_str(), reason);
+                tracing::info!(
+                    conversation = %nudge.conversation_id,
+                    state = status.as_str(),
+                    reason,
+                    "nudge settled"
+                );
+            }
+            // Cancelled meanwhile (the contact wrote): that change was logged where it happened.
+            Ok(false) => {}
+            Err(error) => {
+                tracing::error!(conversation = %nudge.conversation_id, error = %error, "could not settle the nudge; it stays running and is marked lost")
+            }
+        }
+    }
+}
+
+/// What the checks and a nudge turn read: the cap's and history's reads (a nudge turn reads
+/// history), today's spend, the contact's count this hour and the sales record.
+fn context_query(config: &TenantConfig, now: chrono::DateTime<chrono::Utc>) -> TurnContextQuery {
+    let history_since = now - chrono::Duration::days(i64::from(config.rules.history_days));
+    TurnContextQuery {
+        cap_limit: Some(i64::from(config.rules.max_turns_per_conversation) + 1),
+        history: Some((history_since, crate::turn::HISTORY_TURNS)),
+        day: now.date_naive(),
+        rate_window: Some(hour_start(now)),
+        sales: true,
+    }
+}
+
+/// The hourly rate window `now` falls in (the turn's).
+fn hour_start(now: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+    use chrono::Timelike;
+    now.with_minute(0)
+        .and_then(|t| t.with_second(0))
+        .and_then(|t| t.with_nanosecond(0))
+        .unwrap_or(now)
+}
