@@ -242,20 +242,6 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
     let retention_days = settings.retention_days;
     let app = Application::build(settings, listener, overrides).await?;
     let _retention = spawn_retention(app.store(), retention_days);
-    println!();
-    println!("manychat-agent demo is running on http://127.0.0.1:{port}");
-    if let Some(sandbox) = &sandbox {
-        println!(
-            "ManyChat calls go to a local sandbox at {} (printed below as [sandbox] lines).",
-            sandbox.base_url
-        );
-        println!(
-            "With config/ holding your files (copied from the .example ones), check the wiring \
-             against it:\n  MANYCHAT_API_BASE={} MANYCHAT_API_TOKEN=sandbox:demo \
-             MANYCHAT_REPLY_FLOW_NS=demo_reply_flow manychat-agent manychat check",
-            sandbox.base_url
-        );
-    }
     let secret = generated_secret
         .clone()
         .or_else(|| vars.get("MANYCHAT_SHARED_SECRET").map(|s| first_secret(s)))
@@ -306,6 +292,12 @@ impl std::fmt::Display for DemoBanner {
             writeln!(
                 f,
                 "ManyChat calls go to a local sandbox at {sandbox} (printed below as [sandbox] lines)."
+            )?;
+            writeln!(
+                f,
+                "With config/ holding your files (copied from the .example ones), check the wiring \
+                 against it:\n  MANYCHAT_API_BASE={sandbox} MANYCHAT_API_TOKEN=sandbox:demo \
+                 MANYCHAT_REPLY_FLOW_NS=demo_reply_flow manychat-agent manychat check"
             )?;
         }
         let relaxations: Vec<&str> = self
