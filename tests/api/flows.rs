@@ -3,8 +3,9 @@
 //! stays staged until after the response. The fake ManyChat records what it received, in order.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use manychat_agent::model::mock::{ScriptedModel, call, reply, tool_calls};
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
 use manychat_agent::model::{Message, ModelRequest, ModelResponse, ToolCall};
 use manychat_agent::store::Turn;
 use serde_json::{Value, json};
@@ -349,5 +350,47 @@ async fn spec_029_verification_5_an_escalated_turn_keeps_its_sent_flow_and_disca
             ("handbuilding_guide", "performed"),
             ("gift_buyer", "discarded"),
         ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_029_verification_5_a_deferred_call_aborted_after_sending_a_flow_records_it() {
+    let _frozen = FrozenClock::freeze();
+    let mut calls = handbuilding_prospect().to_vec();
+    calls.push(send_flow("handbuilding_guide", false));
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(tool_calls(calls)),
+        ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(60)),
+    ]));
+    let app = spawn_app_with(AppOptions::new(model.clone())).await;
+    app.returning_contact("7108").await;
+    let request = send_in_background(&app, "7108", "What is the weekend like?");
+    until(async || model.calls() == 2).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (status, body) = request.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    tokio::time::advance(Duration::from_secs(22)).await;
+    until(async || !app.outbox().await.is_empty()).await;
+    app.settle().await;
+    let turn = agent_turn(&app, "7108").await;
+    assert_eq!(turn.outcome.as_deref(), Some("error"));
+    assert_eq!(
+        turn.text,
+        app.acknowledgement(),
+        "the holding line it received"
+    );
+    assert_eq!(
+        turn.actions,
+        Some(json!([
+            {"tool": "set_field", "id": "intent", "value": "prospect", "status": "discarded"},
+            {"tool": "set_field", "id": "course", "value": "handbuilding", "status": "discarded"},
+            {"tool": "send_flow", "id": "handbuilding_guide", "status": "performed"}
+        ]))
+    );
+    assert_eq!(
+        received(&app).await,
+        pairs(&[(FLOW, HANDBUILDING_GUIDE_NS)]),
+        "the flow went; the discarded writes never did"
     );
 }
