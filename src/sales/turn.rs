@@ -137,6 +137,9 @@ impl TurnSales {
                         commit.follow_ons.push(event_flow(event));
                     }
                 }
+                // A payment link in flight counts at link_sent for later writes of the turn,
+                // so link_sent stays the last stage ManyChat receives (029).
+                self.staged_stage = self.staged_stage.max(Some(LINK_SENT));
             }
             SalesCall::SetField { field, value } if field.intent => {
                 let value = Intent::from_value(value).unwrap_or_default();

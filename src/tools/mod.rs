@@ -32,7 +32,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::actions::{ActionStatus, Operation, StagedAction};
+use crate::actions::{self, ActionStatus, Operation, StagedAction};
 use crate::agent::{Fence, ToolHost};
 use crate::config::{FlowRole, TenantConfig, ToolsConfig};
 use crate::ids::{ConversationId, SubscriberId};
@@ -74,7 +74,9 @@ pub struct ToolContext {
     pub sales: Known,
 }
 
-/// What a read needs: present only on a turn that may read.
+/// The contact a turn's requests go to, through the shared client: a read (only on a turn
+/// that may read) and a flow sent during the turn (029: only on an inbound turn).
+#[derive(Clone)]
 struct Reader {
     manychat: ManyChatClient,
     subscriber: SubscriberId,
@@ -177,22 +179,53 @@ pub struct TurnTools {
     last_read: Option<Value>,
     /// The turn's sales position: what the rules of `crate::sales` decide writes against.
     sales: TurnSales,
+    /// 029: where this turn sends its flows during the call (`Some` only on an inbound turn
+    /// that opted in with [`TurnTools::sending_flows`]); `None` stages them.
+    sender: Option<Reader>,
+    /// The client the turn's flows would go through, kept so that `sending_flows` can opt in.
+    contact: Option<Reader>,
+    /// The flows this turn sent, in call order (029, 030).
+    sent: Vec<SentFlow>,
+    /// A flow request still in flight when the call was cut short (029: an abort waits for it).
+    in_flight: Option<tokio::task::JoinHandle<StagedAction>>,
+}
+
+/// A flow this turn asked ManyChat to send (029), and when ManyChat answered (030).
+#[derive(Debug, Clone)]
+pub struct SentFlow {
+    /// The configured flow id.
+    pub id: String,
+    /// ManyChat accepted the request.
+    pub accepted: bool,
+    /// When ManyChat answered: the flow starts playing here (030).
+    pub answered_at: tokio::time::Instant,
+    /// The flow's declared play time (`settleSeconds`, absent: 0).
+    pub settle: Duration,
 }
 
 impl TurnTools {
     /// The tools of an agent turn.
     pub fn new(context: ToolContext) -> Self {
-        let reader = context.reads_history.then(|| Reader {
+        let contact = Reader {
             manychat: context.manychat,
             subscriber: context.subscriber,
             conversation: context.conversation,
-        });
+        };
+        let reader = context.reads_history.then(|| contact.clone());
         let specs = context
             .specs
             .for_turn(&context.config, reader.is_some(), &context.sales);
         let mut tools = Self::build(context.config, specs, reader, context.fence);
         tools.sales = TurnSales::new(context.sales);
+        tools.contact = Some(contact);
         tools
+    }
+
+    /// 029: this turn answers the contact, so `send_flow` sends the flow during the call and
+    /// answers `{"sent": …}`. Without it (a nudge turn, an eval) flows stay staged.
+    pub fn sending_flows(mut self) -> Self {
+        self.sender = self.contact.clone();
+        self
     }
 
     /// Tools that stage and never make a request, so get_contact is not offered (the eval
@@ -227,6 +260,23 @@ impl TurnTools {
             reads: 0,
             last_read: None,
             sales: TurnSales::default(),
+            sender: None,
+            contact: None,
+            sent: Vec::new(),
+            in_flight: None,
+        }
+    }
+
+    /// The flows this turn sent, in call order (029), with ManyChat's answer times (030).
+    pub fn sent_flows(&self) -> &[SentFlow] {
+        &self.sent
+    }
+
+    /// Waits for a flow request still in flight when the model call was cut short (029: an
+    /// abort records the flow's outcome, so it waits for ManyChat's answer first).
+    pub async fn settle_in_flight(&mut self) {
+        if self.in_flight.is_some() {
+            self.await_flow().await;
         }
     }
 
@@ -374,13 +424,7 @@ impl TurnTools {
         if self.actions.iter().any(same) {
             return json!({"staged": true});
         }
-        // Follow-ons (link_sent, events) never take a slot (023, 027).
-        let counted = self
-            .actions
-            .iter()
-            .filter(|a| a.entry.status != ActionStatus::DroppedOverCap && !a.follows)
-            .count();
-        if counted >= MAX_ACTIONS {
+        if self.counted() >= MAX_ACTIONS {
             let mut dropped = action;
             dropped.settle_unperformed(ActionStatus::DroppedOverCap);
             self.refused.push(format!(
@@ -392,6 +436,177 @@ impl TurnTools {
         }
         self.actions.push(action);
         json!({"staged": true})
+    }
+
+    /// The actions that take a cap slot: follow-ons (link_sent, events) never do (023, 027).
+    fn counted(&self) -> usize {
+        self.actions
+            .iter()
+            .filter(|a| a.entry.status != ActionStatus::DroppedOverCap && !a.follows)
+            .count()
+    }
+
+    /// 029: `send_flow` on an inbound turn. The sales rules refuse before any request
+    /// (`sales::flow_decision`, through `judge`); a repeat of a flow this turn already sent
+    /// returns the first call's outcome; over the cap nothing is sent. Otherwise the flow is
+    /// sent now and, accepted, its follow-ons go right after it: a payment link takes the
+    /// turn's staged funnel writes with it, then `link_sent` and its event. Answers
+    /// `{"sent": bool}`, with a reason where one is given.
+    async fn send_flow_now(&mut self, args: &Value, mut action: StagedAction) -> Value {
+        let config = self.config.clone();
+        let Some(tools) = config.tools.as_ref() else {
+            return json!({"sent": false});
+        };
+        let Some(call) = sales_call(tools, "send_flow", args) else {
+            return json!({"sent": false});
+        };
+        // Once per turn: the first call's outcome (calls run one after another, so the first
+        // request has been answered by now).
+        if let Some(first) = self.sent.iter().find(|s| s.id == action.entry.id) {
+            return json!({"sent": first.accepted});
+        }
+        let contact_asked = match self.sales.judge(tools, call) {
+            Verdict::Refused(refusal) => {
+                self.refused.push(format!(
+                    "send_flow {} ({})",
+                    action.entry.id,
+                    refusal.describe()
+                ));
+                return match refusal.reason() {
+                    Some(reason) => json!({"sent": false, "reason": reason}),
+                    None => json!({"sent": false}),
+                };
+            }
+            Verdict::Allowed { contact_asked } => contact_asked,
+        };
+        if self.counted() >= MAX_ACTIONS {
+            action.settle_unperformed(ActionStatus::DroppedOverCap);
+            self.refused.push(format!(
+                "send_flow {} (over the {MAX_ACTIONS}-action limit)",
+                action.entry.id
+            ));
+            self.actions.push(action);
+            return json!({"sent": false, "reason": "action_limit"});
+        }
+        if contact_asked {
+            action.entry.contact_asked = Some(true);
+        }
+        let Some(sender) = self.sender.clone() else {
+            return json!({"sent": false});
+        };
+        self.in_flight = Some(tokio::spawn(async move {
+            // The outcome is on the entry; a failure is logged below.
+            let _ = actions::perform_one(
+                &sender.manychat,
+                &sender.subscriber,
+                sender.conversation,
+                &mut action,
+            )
+            .await;
+            action
+        }));
+        let accepted = self.await_flow().await;
+        let mut result = json!({"sent": accepted});
+        if accepted {
+            let commit = self.sales.commit(tools, call);
+            if !commit.follow_ons.is_empty() {
+                self.send_follow_ons(commit.follow_ons).await;
+            }
+            if let Some(object) = result.as_object_mut() {
+                object.extend(commit.result);
+            }
+        }
+        result
+    }
+
+    /// Takes the answer of the flow request in flight into the turn's record (call order) and
+    /// its sends; returns whether ManyChat accepted it.
+    async fn await_flow(&mut self) -> bool {
+        let Some(handle) = self.in_flight.as_mut() else {
+            return false;
+        };
+        let joined = handle.await;
+        self.in_flight = None;
+        let Ok(action) = joined else {
+            return false;
+        };
+        let accepted = action.entry.status == ActionStatus::Performed;
+        if let Some(sender) = &self.sender
+            && !accepted
+        {
+            tracing::warn!(
+                conversation = %sender.conversation,
+                id = %action.entry.id,
+                error = %action.entry.error.as_deref().unwrap_or_default(),
+                "flow refused by ManyChat during the turn"
+            );
+        }
+        let settle = self
+            .tools()
+            .and_then(|t| t.flows.iter().find(|f| f.id == action.entry.id))
+            .and_then(|f| f.settle_seconds)
+            .map_or(Duration::ZERO, |s| Duration::from_secs(u64::from(s)));
+        self.sent.push(SentFlow {
+            id: action.entry.id.clone(),
+            accepted,
+            answered_at: tokio::time::Instant::now(),
+            settle,
+        });
+        self.actions.push(action);
+        accepted
+    }
+
+    /// The payment link's chain, right after the flow (029, 023, 027): the intent and funnel
+    /// writes staged earlier this turn (with their events), so `link_sent` is the last stage
+    /// ManyChat receives, then `link_sent` and its event, each only after the one before was
+    /// performed.
+    async fn send_follow_ons(&mut self, follow_ons: Vec<StagedAction>) {
+        let Some(sender) = self.sender.clone() else {
+            return;
+        };
+        // The contact's position: its intent and funnel writes (034, 023).
+        let position: Vec<String> = self
+            .tools()
+            .map(|t| {
+                t.fields
+                    .iter()
+                    .filter(|f| f.funnel || f.intent)
+                    .map(|f| f.id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut index = 0;
+        while index < self.actions.len() {
+            let action = &self.actions[index];
+            let stage_write = action.entry.status == ActionStatus::Staged
+                && !action.follows
+                && action.entry.tool == "set_field"
+                && position.contains(&action.entry.id);
+            let mut end = index + 1;
+            while end < self.actions.len() && self.actions[end].follows {
+                end += 1;
+            }
+            if stage_write {
+                actions::perform_all(
+                    &sender.manychat,
+                    &sender.subscriber,
+                    sender.conversation,
+                    &mut self.actions[index..end],
+                )
+                .await;
+            }
+            index = end;
+        }
+        let start = self.actions.len() - 1;
+        self.actions.extend(follow_ons);
+        // The slice starts at the flow, so its follow-ons see it performed.
+        actions::perform_all(
+            &sender.manychat,
+            &sender.subscriber,
+            sender.conversation,
+            &mut self.actions[start..],
+        )
+        .await;
     }
 
     /// What the sales rules make of a write (`crate::sales`): refused before any request and
@@ -520,6 +735,9 @@ impl ToolHost for TurnTools {
             return self.read().await;
         }
         match self.resolve(&call.name, args) {
+            Ok(Some(action)) if call.name == "send_flow" && self.sender.is_some() => {
+                self.send_flow_now(args, action).await
+            }
             Ok(Some(action)) => self.stage_for_sale(&call.name, args, action),
             Ok(None) => {
                 self.refused
@@ -534,7 +752,11 @@ impl ToolHost for TurnTools {
     }
 
     fn final_note(&self) -> Option<String> {
-        if self.actions.is_empty() && self.refused.is_empty() && self.last_read.is_none() {
+        if self.actions.is_empty()
+            && self.refused.is_empty()
+            && self.last_read.is_none()
+            && self.sent.is_empty()
+        {
             return None;
         }
         let staged: Vec<String> = self
@@ -559,6 +781,28 @@ impl ToolHost for TurnTools {
             list(&staged),
             list(&self.refused)
         );
+        // 029: the reply follows the flows sent this turn; it neither repeats nor claims them.
+        let flows = |accepted: bool| -> Vec<String> {
+            self.sent
+                .iter()
+                .filter(|s| s.accepted == accepted)
+                .map(|s| s.id.clone())
+                .collect()
+        };
+        let (went, refused) = (flows(true), flows(false));
+        if !went.is_empty() {
+            note.push_str(&format!(
+                "; flows sent (the contact receives them before your reply; do not repeat \
+                 their content): {}",
+                went.join(", ")
+            ));
+        }
+        if !refused.is_empty() {
+            note.push_str(&format!(
+                "; flows ManyChat refused (they did not go out; do not say they did): {}",
+                refused.join(", ")
+            ));
+        }
         if let Some(read) = &self.last_read {
             // The read as the tool returned it: its notes are still inside the fence.
             note.push_str("; last contact read: ");

@@ -98,8 +98,10 @@ fn build_with_flows(
         specs.push(ToolSpec {
             name: "send_flow".into(),
             description: format!(
-                "Send one of the business's prepared flows to the contact, after your reply. \
-                 Say what you are sending; never claim it has arrived. Set contactAsked to true \
+                "Send one of the business's prepared flows to the contact. When you are \
+                 answering the contact it goes out at once, before your reply, and the result \
+                 says whether ManyChat accepted it (sent): do not repeat the flow's content, and \
+                 never say a flow went out when sent is false. Set contactAsked to true \
                  only when the contact's message in this turn asks for the payment link, the \
                  payment methods or how to pay. Flows accepted this turn:\n{list}"
             ),

@@ -924,9 +924,16 @@ impl TurnEngine {
         turn.reads = i64::from(answer.reads);
     }
 
-    /// MODEL_ABORT_MS: no agent turn; the escalation copy and the handoff go through the
-    /// outbox (C6), the message records why.
-    async fn settle_aborted(&self, job: &AgentJob, message: &Message) -> Result<(), StoreError> {
+    /// MODEL_ABORT_MS: the escalation copy and the handoff go through the outbox (C6), the
+    /// message records why. No agent turn, unless the call sent a flow before it was cut short
+    /// (029): then an agent turn with the holding line the contact received and outcome
+    /// `error` records the sent flows (the staged writes discarded), so later turns know.
+    async fn settle_aborted(
+        &self,
+        job: &AgentJob,
+        message: &Message,
+        sent: Option<Vec<StagedAction>>,
+    ) -> Result<(), StoreError> {
         let inner = &self.inner;
         let now = inner.clock.now();
         inner.metrics.model_aborted.inc();
@@ -934,10 +941,24 @@ impl TurnEngine {
         let config = &job.derived.config;
         let mut message = message.clone();
         message.turn.escalation_reason = Some(Escalation::Aborted.as_str().to_owned());
+        let reply = sent.map(|mut sent| {
+            actions::settle_on_escalation(&mut sent, EscalationCause::Abort);
+            let mut turn = NewTurn::agent(
+                job.conversation.id,
+                &config.rules.messages.acknowledgement,
+                "error",
+                message.turn.bound,
+                now,
+            );
+            turn.escalation_reason = Some(Escalation::Aborted.as_str().to_owned());
+            turn.actions = Some(actions::record(&sent));
+            turn
+        });
         self.record(
             &job.conversation,
             &message,
             Outcome {
+                reply: reply.as_ref(),
                 escalated_at: Some(now),
                 deferred: Some(ReplyPayload::of(vec![
                     config.rules.messages.escalation.clone(),
@@ -1156,7 +1177,7 @@ impl AgentJob {
                     return;
                 };
                 message.promise = self.promised(message.promise).await;
-                if let Err(error) = self.engine.settle_aborted(&self, &message).await {
+                if let Err(error) = self.engine.settle_aborted(&self, &message, None).await {
                     tracing::error!(conversation = %self.conversation.id, error = %error, "aborted media turn could not be recorded");
                 }
                 return;
@@ -1190,7 +1211,9 @@ impl AgentJob {
             fence: fence.clone(),
             specs: derived.tools.clone(),
             sales: std::mem::take(&mut self.sales),
-        });
+        })
+        // 029: an inbound turn sends its flows during the call.
+        .sending_flows();
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
         let Some(message) = self.message.take() else {
@@ -1219,7 +1242,11 @@ impl AgentJob {
             Err(_) => {
                 let mut message = message;
                 message.promise = self.promised(message.promise).await;
-                self.engine.settle_aborted(&self, &message).await
+                // 029: a flow already sent cannot be recalled; the record says it went out
+                // (a request still in flight is waited for first).
+                tools.settle_in_flight().await;
+                let sent = (!tools.sent_flows().is_empty()).then(|| tools.into_actions());
+                self.engine.settle_aborted(&self, &message, sent).await
             }
         };
         match settled {

@@ -8,6 +8,7 @@ mod binding;
 mod cli;
 mod deferred_channel;
 mod durable;
+mod flows;
 mod gates;
 mod hardening;
 mod http_contract;

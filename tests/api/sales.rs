@@ -264,7 +264,9 @@ async fn spec_034_verification_2_writes_before_prospect_are_refused_without_a_re
     turn_once(&app, "6001", "How much is the wheel course?").await;
     let requests = model.requests();
     let results = tool_results(&requests[1]);
-    for result in &results[..8] {
+    // 029: the flow answers `sent`, the writes `staged`.
+    assert_eq!(results[0], json!({"sent": false, "reason": "not_prospect"}));
+    for result in &results[1..8] {
         assert_eq!(*result, json!({"staged": false, "reason": "not_prospect"}));
     }
     assert_eq!(
@@ -274,7 +276,9 @@ async fn spec_034_verification_2_writes_before_prospect_are_refused_without_a_re
     );
     let results = tool_results(&requests[2]);
     assert!(
-        results[9..].iter().all(|r| r["staged"] == true),
+        results[9..]
+            .iter()
+            .all(|r| r["staged"] == true || r["sent"] == true),
         "accepted once prospect is staged earlier in the turn: {results:?}"
     );
     let turn = agent_turn(&app, "6001").await;
@@ -298,15 +302,17 @@ async fn spec_034_verification_2_writes_before_prospect_are_refused_without_a_re
         8,
         "the refused writes made no request: {sent:?}"
     );
+    // 029: the flow went during the call, before the staged writes.
+    assert_eq!(sent[0].0, FLOW);
     assert_eq!(
-        sent[0],
+        sent[1],
         (
             SET_FIELD.to_owned(),
             "studio_note_goal=Wants a set of bowls.".to_owned()
         )
     );
     assert_eq!(
-        sent[1],
+        sent[2],
         (SET_FIELD.to_owned(), "studio_intent=prospect".to_owned())
     );
 
@@ -436,7 +442,7 @@ async fn spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_o
         after.contains(&"booking_link".to_owned()),
         "repeatable stays: {after:?}"
     );
-    assert_eq!(tool_results(&requests[3]), vec![json!({"staged": false})]);
+    assert_eq!(tool_results(&requests[3]), vec![json!({"sent": false})]);
 }
 
 async fn spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_nothing_when_it_fails(
@@ -450,11 +456,12 @@ async fn spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_
     ]);
     let app = app_on(backend, model.clone(), unchanged).await;
     turn_once(&app, "6401", "How do I book?").await;
+    // 029: the link goes during the turn and takes the staged intent write with it.
     assert_eq!(
         received(&app).await,
         pairs(&[
-            (SET_FIELD, "studio_intent=prospect"),
             (FLOW, BOOKING_LINK_NS),
+            (SET_FIELD, "studio_intent=prospect"),
             (SET_FIELD, "studio_funnel_stage=link_sent"),
         ])
     );
@@ -473,8 +480,8 @@ async fn spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_
     assert_eq!(
         sent[3..],
         pairs(&[
+            (FLOW, BOOKING_LINK_NS),
             (SET_FIELD, "studio_intent=prospect"),
-            (FLOW, BOOKING_LINK_NS)
         ])[..],
         "no link_sent after a failed flow"
     );
@@ -545,11 +552,12 @@ async fn spec_027_verification_4_the_payment_link_chain_goes_in_order_and_stops_
     ]);
     let app = app_on(backend, model.clone(), with_events).await;
     turn_once(&app, "6601", "How do I pay?").await;
+    // 029: the link goes during the turn and takes the staged intent write with it.
     assert_eq!(
         received(&app).await,
         pairs(&[
-            (SET_FIELD, "studio_intent=prospect"),
             (FLOW, BOOKING_LINK_NS),
+            (SET_FIELD, "studio_intent=prospect"),
             (SET_FIELD, "studio_funnel_stage=link_sent"),
             (FLOW, CHECKOUT_EVENT_NS),
         ])
@@ -565,8 +573,8 @@ async fn spec_027_verification_4_the_payment_link_chain_goes_in_order_and_stops_
     assert_eq!(
         received(&app).await[4..],
         pairs(&[
+            (FLOW, BOOKING_LINK_NS),
             (SET_FIELD, "studio_intent=prospect"),
-            (FLOW, BOOKING_LINK_NS)
         ])[..],
         "nothing after the failed flow"
     );
@@ -587,7 +595,13 @@ async fn spec_027_verification_5_an_event_does_not_count_against_the_cap(backend
     let app = app_on(backend, model.clone(), with_events).await;
     turn_once(&app, "6701", "Tell me about the wheel course").await;
     let results = tool_results(&model.requests()[1]);
-    assert!(results.iter().all(|r| r["staged"] == true), "{results:?}");
+    // The flow was sent during the call (029); the rest staged.
+    assert!(
+        results
+            .iter()
+            .all(|r| r["staged"] == true || r["sent"] == true),
+        "{results:?}"
+    );
     let actions = agent_turn(&app, "6701").await.actions.unwrap();
     let list = actions.as_array().unwrap();
     assert_eq!(list.len(), 9, "eight writes and the event: {actions}");
@@ -689,7 +703,7 @@ async fn spec_028_verification_2_send_flow_is_scoped_to_the_turns_offering(backe
     let results = tool_results(&requests[1]);
     assert_eq!(
         results[1],
-        json!({"staged": false}),
+        json!({"sent": false}),
         "no offering: offering-less flows only"
     );
     assert_eq!(results[2]["staged"], true);
@@ -700,17 +714,13 @@ async fn spec_028_verification_2_send_flow_is_scoped_to_the_turns_offering(backe
     );
     assert_eq!(
         results[3],
-        json!({"staged": false}),
+        json!({"sent": false}),
         "another offering's flow"
     );
-    assert_eq!(
-        results[4],
-        json!({"staged": true}),
-        "the new offering's flow"
-    );
+    assert_eq!(results[4], json!({"sent": true}), "the new offering's flow");
     assert_eq!(
         results[5],
-        json!({"staged": true}),
+        json!({"sent": true}),
         "the payment link has no offering"
     );
     assert_eq!(
@@ -926,10 +936,7 @@ async fn spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_
     let app = app_on(backend, model.clone(), unchanged).await;
     turn_once(&app, "7501", "I think I will book").await;
     let results = tool_results(&model.requests()[1]);
-    assert_eq!(
-        results[1],
-        json!({"staged": false, "reason": "not_prepared"})
-    );
+    assert_eq!(results[1], json!({"sent": false, "reason": "not_prepared"}));
     assert_eq!(
         received(&app).await,
         pairs(&[(SET_FIELD, "studio_intent=prospect")])
@@ -959,7 +966,7 @@ async fn spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_
     turn_once(&app, "7502", "And the wheel guide").await;
     assert_eq!(
         tool_results(&model.requests()[3]),
-        vec![json!({"staged": false})]
+        vec![json!({"sent": false})]
     );
 }
 

@@ -234,15 +234,17 @@ async fn spec_012_verification_2_execute_makes_no_request_during_the_model_call(
         vec!["I am sending you the wheel course guide."]
     );
     app.settle().await;
+    // 029 amends 012: on an inbound turn the flow goes during the call; every other write
+    // waits for the response.
     assert_eq!(
         *model.seen.lock().unwrap(),
-        vec![0, 0, 0],
-        "no ManyChat request while the model ran"
+        vec![0, 1, 1],
+        "only the flow was requested while the model ran"
     );
     assert_eq!(
         paths(&app.manychat_requests().await),
         vec![FLOW, ADD_TAG, SET_FIELD, SET_FIELD],
-        "all four performed after the response, in staged order"
+        "the flow, then the staged writes after the response, in staged order"
     );
 }
 
@@ -292,8 +294,9 @@ async fn spec_012_verification_3_each_escalation_path_performs_nothing() {
         let turn = agent_turn(&app, &subscriber).await;
         assert_eq!(
             statuses(&turn),
+            // 029: a flow sent during the turn cannot be recalled.
             pairs(&[
-                ("wheel_basics_guide", "discarded"),
+                ("wheel_basics_guide", "performed"),
                 ("interested_wheel", "discarded"),
                 ("clay_experience", "discarded"),
                 ("goal", "discarded"),
@@ -301,7 +304,11 @@ async fn spec_012_verification_3_each_escalation_path_performs_nothing() {
             "{label}"
         );
     }
-    assert_eq!(app.manychat_requests().await, vec![]);
+    assert_eq!(
+        paths(&app.manychat_requests().await),
+        vec![FLOW; labels.len()],
+        "each path sent only its flow, during the turn"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -369,7 +376,9 @@ async fn spec_012_verification_4_ninth_action_is_dropped_through_the_app() {
 
     let results = tool_results(&model.requests()[1]);
     assert_eq!(results.len(), 9);
-    assert!(results[..8].iter().all(|r| *r == json!({"staged": true})));
+    // 029: the three flows were sent during the call; they count against the cap.
+    assert!(results[..3].iter().all(|r| *r == json!({"sent": true})));
+    assert!(results[3..8].iter().all(|r| *r == json!({"staged": true})));
     assert_eq!(results[8]["staged"], json!(false));
 
     let requests = app.manychat_requests().await;
@@ -521,7 +530,12 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
         ]))
     );
 
-    app.send("5502", "Everything please").await;
+    // 029: its flows go during the call, through the limiter on the frozen clock.
+    let request = send_in_background(&app, "5502", "Everything please");
+    while !request.is_finished() {
+        tokio::time::advance(Duration::from_millis(10)).await;
+        real_pause().await;
+    }
     app.settle_advancing().await;
     let turn = agent_turn(&app, "5502").await;
     assert_eq!(statuses(&turn)[8].1, "dropped_over_cap");
@@ -823,7 +837,9 @@ async fn spec_024_verification_4_fourth_step_offers_no_tools_and_ninth_action_is
     assert_eq!(tool_results(&requests[3]), Vec::<Value>::new());
     let shown = tool_results(&requests[2]);
     assert_eq!(shown.len(), 6);
-    assert!(shown.iter().all(|r| *r == json!({"staged": true})));
+    // 029: the first step's flows were sent during the call.
+    assert!(shown[..3].iter().all(|r| *r == json!({"sent": true})));
+    assert!(shown[3..].iter().all(|r| *r == json!({"staged": true})));
     let turn = agent_turn(&app, "6000").await;
     let recorded = statuses(&turn);
     assert_eq!(recorded.len(), 9);

@@ -1,0 +1,396 @@
+//! Issue 15: flows in the turn (029). On an inbound turn `send_flow` sends the flow during the
+//! model call, before the reply; the payment link's chain follows it at once; every other write
+//! stays staged until after the response. The fake ManyChat records what it received, in order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
+use manychat_agent::model::{Message, ModelRequest, ModelResponse, ToolCall};
+use manychat_agent::store::Turn;
+use serde_json::{Value, json};
+use wiremock::matchers::{body_partial_json, method, path};
+use wiremock::{Mock, ResponseTemplate};
+
+use crate::helpers::*;
+
+const FLOW: &str = "/fb/sending/sendFlow";
+const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
+const ADD_TAG: &str = "/fb/subscriber/addTagByName";
+
+/// The demo tenant's flows as ManyChat knows them (config/tools.json.example).
+const HANDBUILDING_GUIDE_NS: &str = "content20250301000000_200002";
+const BOOKING_LINK_NS: &str = "content20250301000000_200004";
+
+fn script(steps: Vec<ModelResponse>) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new(steps.into_iter().map(Ok).collect()))
+}
+
+fn answer(text: &str) -> ModelResponse {
+    reply(reply_json(text))
+}
+
+fn send_flow(id: &str, contact_asked: bool) -> ToolCall {
+    call(
+        format!("flow_{id}"),
+        "send_flow",
+        json!({"flow": id, "contactAsked": contact_asked}),
+    )
+}
+
+fn set_field(id: &str, value: &str) -> ToolCall {
+    call(
+        format!("set_{id}_{value}"),
+        "set_field",
+        json!({"field": id, "value": value}),
+    )
+}
+
+fn tag(tool: &str, id: &str) -> ToolCall {
+    call(format!("{tool}_{id}"), tool, json!({"tag": id}))
+}
+
+/// A prospect interested in the handbuilding weekend: the writes that let its guide go.
+fn handbuilding_prospect() -> [ToolCall; 2] {
+    [
+        set_field("intent", "prospect"),
+        set_field("course", "handbuilding"),
+    ]
+}
+
+/// The tool results the model was shown on a request, in call order.
+fn tool_results(request: &ModelRequest) -> Vec<Value> {
+    request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResults { results } => Some(results.iter().map(|r| r.content.clone())),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+fn request_text(request: &ModelRequest) -> String {
+    format!("{:?}", request.messages)
+}
+
+async fn agent_turn(app: &TestApp, subscriber: &str) -> Turn {
+    app.turns(subscriber)
+        .await
+        .into_iter()
+        .rev()
+        .find(|t| t.outcome.is_some())
+        .expect("an agent turn")
+}
+
+/// What ManyChat received, as (path, flow namespace, field=value or tag) pairs.
+async fn received(app: &TestApp) -> Vec<(String, String)> {
+    app.manychat_requests()
+        .await
+        .into_iter()
+        .map(|r| {
+            let what = match r.path.as_str() {
+                FLOW => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
+                SET_FIELD => format!(
+                    "{}={}",
+                    r.body["field_name"].as_str().unwrap_or_default(),
+                    r.body["field_value"].as_str().unwrap_or_default()
+                ),
+                _ => r.body["tag_name"].as_str().unwrap_or_default().to_owned(),
+            };
+            (r.path, what)
+        })
+        .collect()
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// ManyChat answers `sendFlow` of `flow_ns` with `response`.
+async fn flow_answers(app: &TestApp, flow_ns: &str, response: ResponseTemplate) {
+    Mock::given(method("POST"))
+        .and(path(FLOW))
+        .and(body_partial_json(json!({"flow_ns": flow_ns})))
+        .respond_with(response)
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+}
+
+#[tokio::test]
+async fn spec_029_verification_1_send_flow_sends_during_the_call_once_per_turn_and_refuses_another_offering_without_a_request()
+ {
+    let mut first = handbuilding_prospect().to_vec();
+    first.push(send_flow("handbuilding_guide", false));
+    // The same flow again in the same step, and another offering's flow.
+    first.push(send_flow("handbuilding_guide", false));
+    first.push(send_flow("glaze_lab_guide", false));
+    let model = script(vec![
+        tool_calls(first),
+        answer("That is the weekend guide."),
+    ]);
+    let app = spawn_app_with(AppOptions::new(model.clone())).await;
+    let (status, _) = app.send("7101", "What is the weekend course like?").await;
+    assert_eq!(status, 200);
+    // `sent: true` is ManyChat's answer, given to the model before its next step.
+    assert_eq!(
+        tool_results(&model.requests()[1]),
+        vec![
+            json!({"staged": true}),
+            json!({"staged": true, "flowsAvailable": ["handbuilding_guide"]}),
+            json!({"sent": true}),
+            json!({"sent": true}),
+            json!({"sent": false}),
+        ]
+    );
+    app.settle().await;
+    assert_eq!(
+        received(&app).await,
+        pairs(&[
+            (FLOW, HANDBUILDING_GUIDE_NS),
+            (SET_FIELD, "studio_intent=prospect"),
+            (SET_FIELD, "studio_course=handbuilding"),
+        ]),
+        "the flow went first, once; the other offering's flow made no request; the staged \
+         writes followed the response"
+    );
+    assert_eq!(
+        agent_turn(&app, "7101").await.actions,
+        Some(json!([
+            {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+            {"tool": "set_field", "id": "course", "value": "handbuilding", "status": "performed"},
+            {"tool": "send_flow", "id": "handbuilding_guide", "status": "performed"}
+        ]))
+    );
+}
+
+#[tokio::test]
+async fn spec_029_verification_1_a_flow_over_the_cap_is_not_sent() {
+    let mut calls = handbuilding_prospect().to_vec();
+    calls.extend([
+        set_field("clay_experience", "none"),
+        set_field("clay_experience", "some"),
+        set_field("clay_experience", "regular"),
+        tag("add_tag", "interested_wheel"),
+        tag("add_tag", "gift_buyer"),
+        tag("remove_tag", "interested_wheel"),
+        send_flow("handbuilding_guide", false),
+    ]);
+    let model = script(vec![tool_calls(calls), answer("Noted.")]);
+    let app = spawn_app_with(AppOptions::new(model.clone())).await;
+    let (status, _) = app.send("7102", "Tell me everything").await;
+    assert_eq!(status, 200);
+    app.settle().await;
+    assert_eq!(
+        tool_results(&model.requests()[1])[8],
+        json!({"sent": false, "reason": "action_limit"})
+    );
+    assert!(
+        !received(&app)
+            .await
+            .iter()
+            .any(|(p, what)| p == FLOW && what == HANDBUILDING_GUIDE_NS)
+    );
+    let actions = agent_turn(&app, "7102").await.actions.unwrap();
+    assert_eq!(actions[8]["status"], "dropped_over_cap", "{actions}");
+}
+
+#[tokio::test]
+async fn spec_029_bad_input_manychat_refusing_or_answering_200_with_an_error_status_is_sent_false()
+{
+    for (subscriber, response) in [
+        (
+            "7103",
+            ResponseTemplate::new(400)
+                .set_body_json(json!({"status": "error", "message": "Flow not found"})),
+        ),
+        (
+            "7104",
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"status": "error", "message": "Flow not found"})),
+        ),
+    ] {
+        let mut calls = handbuilding_prospect().to_vec();
+        calls.push(send_flow("handbuilding_guide", false));
+        let model = script(vec![tool_calls(calls), answer("Let me tell you instead.")]);
+        let app = spawn_app_with(AppOptions::new(model.clone())).await;
+        flow_answers(&app, HANDBUILDING_GUIDE_NS, response).await;
+        let (status, _) = app.send(subscriber, "What is the weekend like?").await;
+        assert_eq!(status, 200);
+        app.settle().await;
+        assert_eq!(
+            tool_results(&model.requests()[1])[2],
+            json!({"sent": false}),
+            "{subscriber}"
+        );
+        let actions = agent_turn(&app, subscriber).await.actions.unwrap();
+        assert_eq!(actions[2]["status"], "failed", "{subscriber}: {actions}");
+    }
+}
+
+#[tokio::test]
+async fn spec_029_verification_3_the_final_step_names_the_flows_sent_and_refused() {
+    let mut calls = handbuilding_prospect().to_vec();
+    calls.push(send_flow("handbuilding_guide", false));
+    // Three tool steps: the fourth is the final step, which gets the server's note.
+    let model = script(vec![
+        tool_calls(calls),
+        tool_calls([send_flow("booking_link", true)]),
+        tool_calls([tag("add_tag", "interested_wheel")]),
+        answer("Both are on their way."),
+    ]);
+    let app = spawn_app_with(AppOptions::new(model.clone())).await;
+    flow_answers(
+        &app,
+        BOOKING_LINK_NS,
+        ResponseTemplate::new(400).set_body_json(json!({"status": "error"})),
+    )
+    .await;
+    let (status, _) = app.send("7105", "Weekend details and how to book?").await;
+    assert_eq!(status, 200);
+    app.settle().await;
+    let requests = model.requests();
+    let last = request_text(requests.last().unwrap());
+    assert!(
+        last.contains("flows sent (the contact receives them before your reply; do not repeat their content): handbuilding_guide"),
+        "{last}"
+    );
+    assert!(
+        last.contains(
+            "flows ManyChat refused (they did not go out; do not say they did): booking_link"
+        ),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn spec_029_verification_4_the_payment_links_chain_follows_it_during_the_turn_and_staged_actions_run_after_the_response()
+ {
+    let model = script(vec![
+        tool_calls([
+            set_field("intent", "prospect"),
+            tag("add_tag", "gift_buyer"),
+            send_flow("booking_link", true),
+        ]),
+        answer("There is the booking page."),
+    ]);
+    let app = spawn_app_with(AppOptions::new(model.clone())).await;
+    let (status, body) = app.send("7106", "How do I book?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec!["There is the booking page."]);
+    assert_eq!(
+        tool_results(&model.requests()[1])[2],
+        json!({"sent": true}),
+        "ManyChat answered the link before the model's next step"
+    );
+    // The link, then the intent write it takes with it, then link_sent: all during the turn.
+    let during = pairs(&[
+        (FLOW, BOOKING_LINK_NS),
+        (SET_FIELD, "studio_intent=prospect"),
+        (SET_FIELD, "studio_funnel_stage=link_sent"),
+    ]);
+    assert_eq!(received(&app).await[..3], during[..]);
+    app.settle().await;
+    let mut after = during;
+    after.push((ADD_TAG.to_owned(), "buying-as-gift".to_owned()));
+    assert_eq!(
+        received(&app).await,
+        after,
+        "the staged tag goes after the response"
+    );
+    assert_eq!(
+        agent_turn(&app, "7106").await.actions.unwrap()[3],
+        json!({"tool": "set_field", "id": "funnel_stage", "value": "link_sent", "status": "performed"})
+    );
+}
+
+#[tokio::test]
+async fn spec_029_verification_5_an_escalated_turn_keeps_its_sent_flow_and_discards_the_staged_writes()
+ {
+    let mut calls = handbuilding_prospect().to_vec();
+    calls.push(send_flow("handbuilding_guide", false));
+    calls.push(tag("add_tag", "gift_buyer"));
+    let model = script(vec![
+        tool_calls(calls),
+        reply(escalation_json("wants to talk to a person")),
+    ]);
+    let app = spawn_app_with(AppOptions::new(model.clone())).await;
+    let (status, body) = app.send("7107", "Can I talk to someone?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    app.settle().await;
+    let sent = received(&app).await;
+    assert_eq!(
+        sent[0],
+        (FLOW.to_owned(), HANDBUILDING_GUIDE_NS.to_owned()),
+        "the flow went before the handoff copy"
+    );
+    assert!(
+        !sent
+            .iter()
+            .any(|(_, what)| what == "studio_intent=prospect")
+    );
+    let actions = agent_turn(&app, "7107").await.actions.unwrap();
+    let statuses: Vec<(&str, &str)> = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["id"].as_str().unwrap(), a["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses[..4],
+        [
+            ("intent", "discarded"),
+            ("course", "discarded"),
+            ("handbuilding_guide", "performed"),
+            ("gift_buyer", "discarded"),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_029_verification_5_a_deferred_call_aborted_after_sending_a_flow_records_it() {
+    let _frozen = FrozenClock::freeze();
+    let mut calls = handbuilding_prospect().to_vec();
+    calls.push(send_flow("handbuilding_guide", false));
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(tool_calls(calls)),
+        ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(60)),
+    ]));
+    let app = spawn_app_with(AppOptions::new(model.clone())).await;
+    app.returning_contact("7108").await;
+    let request = send_in_background(&app, "7108", "What is the weekend like?");
+    until(async || model.calls() == 2).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (status, body) = request.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    tokio::time::advance(Duration::from_secs(22)).await;
+    until(async || !app.outbox().await.is_empty()).await;
+    app.settle().await;
+    let turn = agent_turn(&app, "7108").await;
+    assert_eq!(turn.outcome.as_deref(), Some("error"));
+    assert_eq!(
+        turn.text,
+        app.acknowledgement(),
+        "the holding line it received"
+    );
+    assert_eq!(
+        turn.actions,
+        Some(json!([
+            {"tool": "set_field", "id": "intent", "value": "prospect", "status": "discarded"},
+            {"tool": "set_field", "id": "course", "value": "handbuilding", "status": "discarded"},
+            {"tool": "send_flow", "id": "handbuilding_guide", "status": "performed"}
+        ]))
+    );
+    assert_eq!(
+        received(&app).await,
+        pairs(&[(FLOW, HANDBUILDING_GUIDE_NS)]),
+        "the flow went; the discarded writes never did"
+    );
+}
