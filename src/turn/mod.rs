@@ -23,12 +23,14 @@ pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
 mod record;
+mod waiting;
 
 use detach::Detachable;
 pub use gates::Denial;
 use media::Decided;
 pub use order::{TurnGuard, TurnOrder};
 use record::{Message, Outcome, Promise};
+use waiting::WaitingTurn;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -1023,93 +1025,6 @@ impl Start {
             promise: None,
             in_flight,
         }
-    }
-}
-
-/// A turn waiting for its conversation's earlier turns (037).
-struct WaitingTurn {
-    engine: TurnEngine,
-    inbound: Inbound,
-    config: Arc<TenantConfig>,
-    conversation: Conversation,
-    bound: bool,
-    /// The promise the request wrote when it stopped waiting (`None`: it could not).
-    promised: oneshot::Receiver<Option<Promise>>,
-    in_flight: Option<InFlight>,
-}
-
-impl WaitingTurn {
-    /// Waits for the turn's place; hands it to the request if it is still waiting, otherwise
-    /// runs the turn itself with its replies queued. Abandons the wait after
-    /// `MODEL_ABORT_MS + RACE_DEADLINE_MS`, recording the message and queueing the escalation
-    /// copy (C6: nothing is lost, a person takes over).
-    async fn wait(mut self, start: oneshot::Sender<Result<TurnGuard, StoreError>>) {
-        let inner = &self.engine.inner;
-        let abandon_at =
-            self.inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
-        let acquired = tokio::time::timeout_at(
-            abandon_at,
-            inner
-                .order
-                .acquire(&self.conversation.subscriber_id, self.conversation.id),
-        )
-        .await;
-        let result = match acquired {
-            Ok(Ok(guard)) => match start.send(Ok(guard)) {
-                Ok(()) => return,
-                Err(Ok(guard)) => {
-                    let promise = (&mut self.promised).await.ok().flatten();
-                    let start = Start {
-                        guard: Some(guard),
-                        mode: Mode::Deferred,
-                        context: None,
-                        promise,
-                        in_flight: self.in_flight,
-                    };
-                    self.engine
-                        .run(
-                            self.inbound,
-                            self.config,
-                            self.conversation.clone(),
-                            self.bound,
-                            start,
-                        )
-                        .await
-                }
-                Err(Err(_)) => return,
-            },
-            Ok(Err(error)) => match start.send(Err(error)) {
-                Ok(()) => return,
-                Err(Err(error)) => Err(error.into()),
-                Err(Ok(_)) => return,
-            },
-            Err(_) => {
-                tracing::warn!(conversation = %self.conversation.id, "turn wait expired");
-                let promise = (&mut self.promised).await.ok().flatten();
-                self.expired(promise).await.map(|()| TurnResponse::silent())
-            }
-        };
-        if let Err(error) = result {
-            tracing::error!(conversation = %self.conversation.id, error = %error, "turn that waited could not run");
-        }
-    }
-
-    async fn expired(&self, promise: Option<Promise>) -> Result<(), TurnError> {
-        let engine = &self.engine;
-        let now = engine.inner.clock.now();
-        let mut message = Message::new(self.inbound.turn(self.conversation.id, self.bound, now));
-        message.promise = promise;
-        engine
-            .escalate_without_model(
-                &self.config,
-                &self.conversation,
-                &message,
-                "error",
-                Escalation::WaitExpired,
-                Mode::Deferred,
-            )
-            .await?;
-        Ok(())
     }
 }
 
