@@ -26,7 +26,8 @@ pub fn opening_flow(tools: &ToolsConfig) -> Option<&FlowConfig> {
 
 /// Whether a record entry spends the contact's opening: the opening itself (`origin:
 /// "opening"`, whatever became of it), or a `prospect` write on the intent field `intent_id`
-/// in any status but `dropped_over_cap` (that turn was the prospect turn, sent or forfeited).
+/// that the turn took (any status but `dropped_over_cap` or `refused`: that turn was the
+/// prospect turn, whether its opening went or was forfeited).
 pub fn spends_opening(entry: &Value, intent_id: Option<&str>) -> bool {
     let text = |key: &str| entry.get(key).and_then(Value::as_str);
     if text("origin") == Some("opening") {
@@ -35,7 +36,7 @@ pub fn spends_opening(entry: &Value, intent_id: Option<&str>) -> bool {
     text("tool") == Some("set_field")
         && intent_id.is_some_and(|id| text("id") == Some(id))
         && text("value") == Some(Intent::Prospect.as_str())
-        && text("status") != Some("dropped_over_cap")
+        && !matches!(text("status"), Some("dropped_over_cap" | "refused"))
 }
 
 /// Whether an intent write of `value`, made when the turn knew `intent_now`, makes this the
@@ -229,8 +230,11 @@ mod tests {
                 json!({"tool": "set_field", "id": "intent", "value": "prospect", "status": status});
             assert!(spends_opening(&entry, intent), "{status}");
         }
-        let dropped = json!({"tool": "set_field", "id": "intent", "value": "prospect", "status": "dropped_over_cap"});
-        assert!(!spends_opening(&dropped, intent));
+        for status in ["dropped_over_cap", "refused"] {
+            let untaken =
+                json!({"tool": "set_field", "id": "intent", "value": "prospect", "status": status});
+            assert!(!spends_opening(&untaken, intent), "{status}");
+        }
         let not_prospect = json!({"tool": "set_field", "id": "intent", "value": "not_prospect", "status": "performed"});
         assert!(!spends_opening(&not_prospect, intent));
         let opening =
