@@ -152,6 +152,25 @@ OPTIONS entry answers it; anything the catalog cannot answer: escalate out_of_sc
 After the payment link, answer questions about the offering and the link. A contact who says \
 they paid, or sends a receipt, is escalated payment_reported: never confirm a payment.";
 
+/// 032 A / 034: for a tenant with an opening flow. The model learns that the opening is due
+/// from the intent write's `openingQueued`; what the reply then leaves out follows 032's newer
+/// rule (no greeting, no introduction, no repeat, and no closing question of its own unless the
+/// contact already answered the opening's).
+const OPENING_RULES: &str = "\
+Opening. When a set_field result carries openingQueued, the server sends that opening flow (its \
+description says what it holds) to the contact before your reply, unless you escalate. Your \
+reply then does not greet, introduce yourself or repeat what the opening says. If the opening \
+asks a question, do not ask it again: closing_question is null unless the contact's message \
+already answers that question.";
+
+/// 032 B: for a tenant with flows tied to funnel stages (`onStage`).
+const STAGE_FLOW_RULES: &str = "\
+Stage flows. Some funnel stages have a flow tied to them: when your set_field to exactly that \
+stage is accepted, the server sends it and the result says what happened: flowSent (it goes \
+before your reply; do not repeat its content), flowRefused (it did not go; do not say it did), \
+flowStaged (it follows your reply) or flowDropped (the action limit was reached; it will not be \
+sent for this stage again, so you may send it yourself later).";
+
 /// One turn of history as the prompt shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryTurn {
@@ -177,6 +196,18 @@ pub fn static_prefix(cfg: &TenantConfig) -> String {
     {
         out.push_str(SALES_RULES);
         out.push_str("\n\n");
+        let flows = cfg.tools.as_ref().map_or(&[][..], |t| &t.flows[..]);
+        if flows
+            .iter()
+            .any(|f| f.role == Some(crate::config::FlowRole::Opening))
+        {
+            out.push_str(OPENING_RULES);
+            out.push_str("\n\n");
+        }
+        if flows.iter().any(|f| f.on_stage.is_some()) {
+            out.push_str(STAGE_FLOW_RULES);
+            out.push_str("\n\n");
+        }
     }
 
     out.push_str(HEADER_TENANT_PROMPT);
@@ -646,6 +677,35 @@ pub(crate) mod tests {
         ] {
             assert!(!t.contains(absent), "{absent} should not be in the prompt");
         }
+    }
+}
+
+/// 032 A, B: the opening and stage-flow rules come only with the flows they describe, so a
+/// tenant without them keeps the same prefix (and its providers' prompt caches).
+#[cfg(test)]
+mod server_flows {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{ConfigContext, FlowRole, load_dir};
+
+    #[test]
+    fn spec_032_the_opening_and_stage_flow_rules_follow_the_tenants_flows() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let ctx = ConfigContext {
+            allow_examples: true,
+            ..ConfigContext::default()
+        };
+        let mut cfg = load_dir(&dir, &ctx).expect("the demo tenant loads");
+        let plain = static_prefix(&cfg);
+        assert!(!plain.contains(OPENING_RULES) && !plain.contains(STAGE_FLOW_RULES));
+        let tools = cfg.tools.as_mut().expect("tools");
+        tools.flows[0].role = Some(FlowRole::Opening);
+        tools.flows[1].on_stage = Some("nurturing".into());
+        let with = static_prefix(&cfg);
+        assert!(with.contains(OPENING_RULES), "{with}");
+        assert!(with.contains(STAGE_FLOW_RULES), "{with}");
+        assert!(OPENING_RULES.contains("closing_question is null unless"));
     }
 }
 

@@ -31,6 +31,9 @@ pub struct Known {
     /// What to store on the conversation (028): a bound request's offering, or a performed
     /// write newer than the stored value.
     pub store_offering: Option<(String, DateTime<Utc>)>,
+    /// The contact had its opening, or a prospect turn already (032 A, 034): it never gets the
+    /// opening again (`opening::spends_opening`).
+    pub opening_spent: bool,
 }
 
 /// One performed entry's facts, read from a record.
@@ -65,6 +68,9 @@ pub fn from_record(config: &TenantConfig, record: &SalesRecord, request: Request
         let Some(entries) = turn.actions.as_array() else {
             continue;
         };
+        known.opening_spent |= entries
+            .iter()
+            .any(|entry| super::opening::spends_opening(entry, intent_id));
         for (tool, id, value) in entries.iter().filter_map(performed) {
             match (tool, value) {
                 ("set_field", Some(value)) if Some(id) == intent_id => {

@@ -9,6 +9,8 @@
 //!   fires (027).
 //! - [`offering`]: offering scoping of flows and the offering lock (028).
 //! - [`payment`]: the payment gate (032 C) and its `contactAsked` bypass.
+//! - [`opening`]: the flows the server sends on its own (032 A, B; 034's timing): when the
+//!   opening is queued and spent, and which stage-tied flow a funnel write sends.
 //! - [`flow`]: [`flow::flow_decision`], the one decision on a flow, shared by staging and by a
 //!   flow sent during the turn.
 //! - [`turn`]: one turn's view ([`TurnSales`]): the known position plus what the turn staged,
@@ -25,6 +27,7 @@ pub mod intent;
 pub mod known;
 pub mod notices;
 pub mod offering;
+pub mod opening;
 pub mod payment;
 pub mod turn;
 

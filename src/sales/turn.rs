@@ -51,6 +51,12 @@ pub struct TurnSales {
     staged_stage: Option<Stage>,
     staged_offering: Option<String>,
     link_in_flight: bool,
+    /// 034: this is the prospect turn, and the opening is due (sent before the model's first
+    /// flow, or before a reply that does not escalate).
+    opening_queued: bool,
+    /// 032 B: the stage of the funnel write committed last, until the tools take it to send
+    /// the flow tied to it.
+    stage_written: Option<Stage>,
 }
 
 impl TurnSales {
@@ -81,6 +87,16 @@ impl TurnSales {
         self.staged_offering
             .as_deref()
             .or(self.known.offering.as_deref())
+    }
+
+    /// 034: the opening is due on this turn (its intent write made the contact a prospect).
+    pub fn opening_queued(&self) -> bool {
+        self.opening_queued
+    }
+
+    /// 032 B: the stage an accepted funnel write just named, taken once.
+    pub fn take_stage_written(&mut self) -> Option<Stage> {
+        self.stage_written.take()
     }
 
     /// The verdict on a write the model asked for.
@@ -143,6 +159,15 @@ impl TurnSales {
             }
             SalesCall::SetField { field, value } if field.intent => {
                 let value = Intent::from_value(value).unwrap_or_default();
+                // 034: the write that makes the contact a prospect queues the opening.
+                if let Some(flow) = super::opening::opening_flow(tools)
+                    && super::opening::queues_opening(tools, &self.known, self.intent(), value)
+                {
+                    self.opening_queued = true;
+                    commit
+                        .result
+                        .insert("openingQueued".into(), super::opening::queued_result(flow));
+                }
                 self.staged_intent = Some(self.staged_intent.unwrap_or_default().max(value));
             }
             SalesCall::SetField { field, value } if field.funnel => {
@@ -151,6 +176,7 @@ impl TurnSales {
                         commit.follow_ons.push(event_flow(event));
                     }
                     self.staged_stage = self.staged_stage.max(Some(stage));
+                    self.stage_written = Some(stage);
                 }
             }
             SalesCall::SetField { field, value } if field.offering => {

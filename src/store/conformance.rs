@@ -2608,6 +2608,49 @@ pub async fn spec_025_two_workers_claim_a_due_nudge_once(a: &dyn Store, b: &dyn 
     assert_eq!(seen, expected, "every due nudge was claimed");
 }
 
+/// 032 A / 034: three turns racing to claim one contact's opening: exactly one claims it, the
+/// conversation keeps when, and no later claim succeeds; another contact's claim is its own.
+pub async fn spec_032_the_opening_is_claimed_once_per_contact(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let at = at_ms(9_001);
+    let (a, b, c) = tokio::join!(
+        store.claim_opening(conversation.id, at),
+        store.claim_opening(conversation.id, at),
+        store.claim_opening(conversation.id, at),
+    );
+    let claimed = [a, b, c].map(|r| r.expect("claim_opening"));
+    assert_eq!(
+        claimed.iter().filter(|c| **c).count(),
+        1,
+        "one claim wins: {claimed:?}"
+    );
+    assert!(
+        !store
+            .claim_opening(conversation.id, at_ms(10_000))
+            .await
+            .expect("claim_opening"),
+        "never again"
+    );
+    let read = store
+        .conversation(conversation.id)
+        .await
+        .expect("conversation")
+        .expect("exists");
+    assert_eq!(
+        read.opening_sent_at,
+        Some(at),
+        "the first claim's time is kept"
+    );
+    assert!(
+        store
+            .claim_opening(other.id, at)
+            .await
+            .expect("claim_opening"),
+        "another contact's opening is its own"
+    );
+}
+
 pub async fn run_all(store: &dyn Store) {
     ping_answers(store).await;
     unknown_ids_read_as_none_and_updates_fail(store).await;
@@ -2617,6 +2660,7 @@ pub async fn run_all(store: &dyn Store) {
     conversation_first_contacts_racing_create_one_row(store).await;
     escalation_time_is_recorded(store).await;
     sales_record_reads_offering_and_action_records(store).await;
+    spec_032_the_opening_is_claimed_once_per_contact(store).await;
     spec_025_scheduling_twice_leaves_one_pending_row(store).await;
     spec_025_claim_takes_due_rows_once(store).await;
     token_rotation_keeps_previous(store).await;
@@ -2768,6 +2812,7 @@ mod tests {
         flow_sends_are_capped_per_contact_per_hour,
         spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker,
         sales_record_reads_offering_and_action_records,
+        spec_032_the_opening_is_claimed_once_per_contact,
         report_aggregates_group_a_period_by_hand,
         spec_025_scheduling_twice_leaves_one_pending_row,
         spec_025_claim_takes_due_rows_once,

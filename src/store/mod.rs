@@ -719,6 +719,12 @@ pub trait Store: Send + Sync + 'static {
         offering: &str,
         at: DateTime<Utc>,
     ) -> Result<()>;
+    /// 032 A / 034: claims the contact's opening flow at `at`, in one conditional update of the
+    /// conversation row (`opening_sent_at`, set only while it is empty): whether this call
+    /// claimed it. Of turns racing to send the opening exactly one gets `true`, on every backend
+    /// and across replicas; the claim is never given back, so the opening goes at most once.
+    async fn claim_opening(&self, id: ConversationId, at: DateTime<Utc>) -> Result<bool>;
+
     /// Issue 18: the aggregates `manychat-agent report` reads for turns created in
     /// `[from, until)`. Grouped in the database (fast over a busy week); aggregates only.
     async fn report_aggregates(

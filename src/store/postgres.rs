@@ -924,6 +924,18 @@ impl Store for PgStore {
         }
         Ok(())
     }
+    async fn claim_opening(&self, id: ConversationId, at: DateTime<Utc>) -> Result<bool> {
+        let claimed = sqlx::query(
+            "UPDATE conversations SET opening_sent_at = $1, updated_at = $1 \
+             WHERE id = $2 AND opening_sent_at IS NULL",
+        )
+        .bind(to_millis(at))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(claimed.rows_affected() == 1)
+    }
+
     async fn report_aggregates(
         &self,
         from: DateTime<Utc>,

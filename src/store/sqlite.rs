@@ -950,6 +950,7 @@ const TURN_STATEMENTS: &[&str] = &[
     CONVERSATION_BY_SUBSCRIBER,
     SALES_OFFERING,
     SALES_ACTIONS,
+    CLAIM_OPENING,
 ];
 
 /// A conversation id as the TEXT it is stored under (hyphenated, lowercase: its `Display`),
@@ -1217,6 +1218,10 @@ const SALES_OFFERING: &str = "SELECT offering, offering_at FROM conversations WH
 const SALES_ACTIONS: &str = "SELECT created_at, seq, actions FROM turns \
     WHERE conversation_id = ? AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]' \
     ORDER BY created_at";
+
+/// 032 A: the opening's claim, one conditional update (see `Store::claim_opening`).
+const CLAIM_OPENING: &str = "UPDATE conversations SET opening_sent_at = ?, updated_at = ? \
+    WHERE id = ? AND opening_sent_at IS NULL";
 
 fn sales_record_in(conn: &Db<'_>, conversation_id: ConversationId) -> Result<SalesRecord> {
     let id = IdText::of(conversation_id);
@@ -1901,6 +1906,18 @@ impl Store for SqliteStore {
         })
         .await
     }
+    async fn claim_opening(&self, id: ConversationId, at: DateTime<Utc>) -> Result<bool> {
+        self.write(move |conn| {
+            let claimed = conn.prepare_cached(CLAIM_OPENING)?.execute(params![
+                ms(at),
+                ms(at),
+                IdText::of(id)
+            ])?;
+            Ok(claimed == 1)
+        })
+        .await
+    }
+
     async fn report_aggregates(
         &self,
         from: DateTime<Utc>,

@@ -3,6 +3,8 @@
 //! - [`specs`]: the tool specs built from `tools.json`.
 //! - [`notes`]: [`NoteText`], the cleaned and bounded text of a note.
 //! - [`contact`]: the get_contact result, a whitelist of the contact's record.
+//! - [`opening`]: the flows the server sends on its own during a turn: the opening (032 A, 034)
+//!   and stage-tied flows (032 B).
 //!
 //! Each tool's parameters are enums of configured ids (strict JSON Schema), so the model can
 //! only name what the tenant configured; a tool whose list is empty is not offered. The model
@@ -24,6 +26,7 @@
 
 mod contact;
 mod notes;
+mod opening;
 mod specs;
 
 use std::sync::Arc;
@@ -188,6 +191,10 @@ pub struct TurnTools {
     sent: Vec<SentFlow>,
     /// A flow request still in flight when the call was cut short (029: an abort waits for it).
     in_flight: Option<tokio::task::JoinHandle<StagedAction>>,
+    /// 032 A: where the turn claims the contact's opening (`None`: it never sends one).
+    claims: Option<opening::OpeningClaims>,
+    /// 032 A: the turn tried to send its opening (claimed and sent, or lost the claim).
+    opening_tried: bool,
 }
 
 /// A flow this turn asked ManyChat to send (029), and when ManyChat answered (030).
@@ -264,6 +271,8 @@ impl TurnTools {
             contact: None,
             sent: Vec::new(),
             in_flight: None,
+            claims: None,
+            opening_tried: false,
         }
     }
 
@@ -438,11 +447,13 @@ impl TurnTools {
         json!({"staged": true})
     }
 
-    /// The actions that take a cap slot: follow-ons (link_sent, events) never do (023, 027).
+    /// The actions that take a cap slot: follow-ons (link_sent, events) and the opening never
+    /// do (023, 027, 032 A).
     fn counted(&self) -> usize {
         self.actions
             .iter()
             .filter(|a| a.entry.status != ActionStatus::DroppedOverCap && !a.follows)
+            .filter(|a| a.entry.origin.as_deref() != Some("opening"))
             .count()
     }
 
@@ -491,6 +502,8 @@ impl TurnTools {
         if contact_asked {
             action.entry.contact_asked = Some(true);
         }
+        // 032 A: nothing goes ahead of the opening.
+        self.send_opening().await;
         let Some(sender) = self.sender.clone() else {
             return json!({"sent": false});
         };
@@ -738,7 +751,12 @@ impl ToolHost for TurnTools {
             Ok(Some(action)) if call.name == "send_flow" && self.sender.is_some() => {
                 self.send_flow_now(args, action).await
             }
-            Ok(Some(action)) => self.stage_for_sale(&call.name, args, action),
+            Ok(Some(action)) => {
+                let mut result = self.stage_for_sale(&call.name, args, action);
+                // 032 B: an accepted funnel write sends the flow tied to its stage.
+                self.send_tied_flow(&mut result).await;
+                result
+            }
             Ok(None) => {
                 self.refused
                     .push(format!("{} (empty after cleaning)", call.name));
@@ -801,6 +819,12 @@ impl ToolHost for TurnTools {
             note.push_str(&format!(
                 "; flows ManyChat refused (they did not go out; do not say they did): {}",
                 refused.join(", ")
+            ));
+        }
+        if let Some(opening) = self.opening_pending() {
+            note.push_str(&format!(
+                "; the opening flow {opening} goes to the contact before your reply unless you \
+                 escalate: do not greet, introduce yourself or repeat it"
             ));
         }
         if let Some(read) = &self.last_read {

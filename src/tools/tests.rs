@@ -522,3 +522,95 @@ async fn spec_025_schedule_nudge_stages_its_delay_and_makes_no_request() {
         Operation::ScheduleNudge { minutes: 1200 }
     );
 }
+
+/// A selling tenant with an opening flow and a flow tied to `nurturing` (032).
+fn server_flow_tools() -> ToolsConfig {
+    let field = |id: &str, values: &[&str], intent: bool, funnel: bool| FieldConfig {
+        id: id.into(),
+        field: format!("{id}_field"),
+        values: values.iter().map(|v| v.to_string()).collect(),
+        description: "A field.".into(),
+        funnel,
+        intent,
+        offering: false,
+    };
+    ToolsConfig {
+        flows: vec![
+            FlowConfig {
+                role: Some(crate::config::FlowRole::Opening),
+                ..flow("welcome")
+            },
+            FlowConfig {
+                on_stage: Some("nurturing".into()),
+                ..flow("gallery")
+            },
+        ],
+        fields: vec![
+            field("intent", &["not_prospect", "prospect"], true, false),
+            field("funnel", &crate::config::FUNNEL_STAGES, false, true),
+        ],
+        ..ToolsConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn spec_032_verification_3_a_tied_flow_is_staged_on_a_turn_that_does_not_send_flows() {
+    // A nudge turn or an eval: flows stay staged, the tied one too, reported `flowStaged`.
+    let known = Known {
+        intent: crate::sales::Intent::Prospect,
+        ..Known::default()
+    };
+    let mut tools = TurnTools::without_reads_for(config(server_flow_tools()), known);
+    let result = tools
+        .call(&call(
+            "set_field",
+            json!({"field": "funnel", "value": "nurturing"}),
+        ))
+        .await;
+    assert_eq!(result, json!({"staged": true, "flowStaged": "gallery"}));
+    let actions = tools.into_actions();
+    let listed: Vec<_> = actions
+        .iter()
+        .map(|a| {
+            (
+                a.entry.id.as_str(),
+                a.entry.status,
+                a.entry.origin.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("funnel", ActionStatus::Staged, None),
+            ("gallery", ActionStatus::Staged, Some("stage")),
+        ],
+        "it follows the text, after the write"
+    );
+}
+
+#[tokio::test]
+async fn spec_034_the_intent_write_names_the_queued_opening_and_a_turn_without_a_sender_never_sends_it()
+ {
+    let mut tools = TurnTools::without_reads(config(server_flow_tools()));
+    let result = tools
+        .call(&call(
+            "set_field",
+            json!({"field": "intent", "value": "prospect"}),
+        ))
+        .await;
+    assert_eq!(
+        result,
+        json!({
+            "staged": true,
+            "openingQueued": {"flow": "welcome", "description": "The welcome flow."}
+        })
+    );
+    tools.send_opening_before_reply(false).await;
+    let actions = tools.into_actions();
+    assert_eq!(
+        actions.len(),
+        1,
+        "evals never send the opening: {actions:?}"
+    );
+}

@@ -1128,7 +1128,9 @@ impl AgentJob {
             sales: std::mem::take(&mut self.sales),
         })
         // 029: an inbound turn sends its flows during the call.
-        .sending_flows();
+        .sending_flows()
+        // 032 A: and the contact's opening, claimed on the conversation row.
+        .claiming_openings(inner.store.clone(), inner.clock);
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
         let Some(message) = self.message.take() else {
@@ -1136,6 +1138,10 @@ impl AgentJob {
         };
         let settled = match result {
             Ok(thought) => {
+                // 034: a queued opening goes before a reply that does not escalate.
+                tools
+                    .send_opening_before_reply(thought.reply.escalate)
+                    .await;
                 let reads = tools.reads();
                 let result = Answer {
                     thought,

@@ -15,6 +15,7 @@ mod http_contract;
 mod logs;
 mod media;
 mod nudges;
+mod opening;
 mod order;
 mod outbox;
 mod race;
