@@ -1023,3 +1023,28 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
     );
     app.stop().await;
 }
+
+/// `worker` runs follow-ups for a tenant with a `nudge` section, so it needs the model then
+/// (and only then: without the section it asks for none, see the CLI tests).
+#[test]
+fn spec_025_worker_with_a_nudge_section_needs_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(&repo_path("config"), &config);
+    with_nudge(&config);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .arg("worker")
+        .env_clear()
+        .env("CONFIG_DIR", &config)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}/agent.db", dir.path().display()),
+        )
+        .env("MANYCHAT_API_TOKEN", "mc-fixture-token")
+        .env("MANYCHAT_REPLY_FLOW_NS", "content20260101000000_000900")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let errors = String::from_utf8_lossy(&output.stderr);
+    assert!(errors.contains("AGENT_MODEL"), "{errors}");
+}
