@@ -397,6 +397,32 @@ async fn spec_025_verification_3_the_rate_limit_cancels_last_as_cap_reached() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn spec_025_verification_3_the_turn_cap_cancels_as_cap_reached() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
+        with_nudge(dir);
+        let file = dir.join("rules.json");
+        let mut rules: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        rules["maxTurnsPerConversation"] = json!(1);
+        std::fs::write(&file, rules.to_string()).unwrap();
+    }))
+    .await;
+    get_info_answers(&app, 200, &[]).await;
+    app.send("6204", "How much is the wheel course?").await;
+    app.send("6204", "And the glaze lab?").await;
+    app.settle().await;
+    // Scheduled after the second message (whose cap escalation is then older than the nudge).
+    let conversation = app.conversation("6204").await;
+    let at = conversation.last_message_at.unwrap() + chrono::Duration::milliseconds(1);
+    app.store
+        .schedule_nudge(conversation.id, "later_today", at + hours(2), at)
+        .await
+        .unwrap();
+    assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "cap_reached").await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn spec_025_verification_4_a_failed_read_at_due_time_cancels_as_read_failed() {
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
@@ -963,6 +989,7 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
         answer("The wheel course starts on Monday."),
         answer("Shall I keep a place for you on Monday?"),
     ]);
+    let logs = manychat_agent::observability::capture_global();
     let mut options = AppOptions::new(model.clone()).edit(with_nudge);
     options.background_workers = true;
     let app = spawn_app_with(options).await;
@@ -1021,6 +1048,15 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
         metrics.contains("manychat_agent_nudges_total{state=\"sent\"} 1"),
         "{metrics}"
     );
+    // One log line for the state change, naming the conversation, never the text.
+    let text = logs.text();
+    let id = conversation.id.to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("nudge settled") && l.contains(&id) && l.contains("sent")),
+        "{text}"
+    );
+    assert!(!text.contains("Shall I keep a place"));
     app.stop().await;
 }
 
