@@ -124,15 +124,17 @@ impl NudgeWorker {
         let bound = self.settings.model_abort + LOST_MARGIN;
         let cutoff = now - chrono::Duration::from_std(bound).unwrap_or(chrono::Duration::zero());
         match self.store.mark_lost_nudges(cutoff, now).await {
-            Ok(0) => {}
             Ok(lost) => {
-                pass.lost = lost;
-                self.metrics.nudge_n("lost", "process_died", lost);
-                tracing::warn!(
-                    nudges = lost,
-                    reason = "process_died",
-                    "nudges left running by a stopped process marked lost; never sent"
-                );
+                pass.lost = lost.len() as u64;
+                for conversation in lost {
+                    self.metrics.nudge("lost", "process_died");
+                    tracing::warn!(
+                        conversation = %conversation,
+                        state = "lost",
+                        reason = "process_died",
+                        "nudge left running by a stopped process marked lost; never sent"
+                    );
+                }
             }
             Err(error) => tracing::error!(error = %error, "could not look for lost nudges"),
         }

@@ -2549,7 +2549,7 @@ pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
     let later = now + chrono::Duration::seconds(60);
     assert_eq!(
         store.mark_lost_nudges(now, later).await.expect("lost"),
-        0,
+        Vec::<ConversationId>::new(),
         "claimed at the cutoff: not yet lost"
     );
     assert_eq!(
@@ -2557,7 +2557,8 @@ pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
             .mark_lost_nudges(now + chrono::Duration::seconds(1), later)
             .await
             .expect("lost"),
-        1
+        vec![mine[0]],
+        "the lost row's conversation, for its log line"
     );
     let lost = store.nudge(mine[0]).await.expect("read").expect("row");
     assert_eq!(

@@ -762,12 +762,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<bool>;
 
     /// 025: marks `lost` every nudge left `running` since before `claimed_before` (its process
-    /// died mid-turn): it is never sent. How many.
+    /// died mid-turn): it is never sent. Their conversations (each is logged).
     async fn mark_lost_nudges(
         &self,
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<u64>;
+    ) -> Result<Vec<ConversationId>>;
 
     /// 025: the conversation's nudge row, whatever its state.
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>>;

@@ -1108,16 +1108,16 @@ impl Store for PgStore {
         &self,
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<u64> {
-        let done = sqlx::query(
+    ) -> Result<Vec<ConversationId>> {
+        let lost = sqlx::query_scalar(
             "UPDATE nudges SET status = 'lost', reason = 'process_died', updated_at = $1 \
-             WHERE status = 'running' AND claimed_at < $2",
+             WHERE status = 'running' AND claimed_at < $2 RETURNING conversation_id",
         )
         .bind(to_millis(now))
         .bind(to_millis(claimed_before))
-        .execute(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(done.rows_affected())
+        Ok(lost)
     }
 
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {

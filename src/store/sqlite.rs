@@ -1996,12 +1996,15 @@ impl Store for SqliteStore {
         &self,
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<u64> {
+    ) -> Result<Vec<ConversationId>> {
+        // The one writer makes the select-then-update atomic, as for the claim.
         self.write(move |conn| {
-            let changed = conn
-                .prepare_cached(LOSE_NUDGES)?
+            let lost = query_all(conn, LOST_NUDGES, [ms(claimed_before)], |row| {
+                uuid(text(row, 0)?)
+            })?;
+            conn.prepare_cached(LOSE_NUDGES)?
                 .execute(params![ms(now), ms(claimed_before)])?;
-            Ok(changed as u64)
+            Ok(lost)
         })
         .await
     }
@@ -2145,6 +2148,9 @@ const CLAIM_NUDGE: &str = "UPDATE nudges SET status = 'running', claimed_at = ?1
      WHERE id = ?2 AND status = 'pending'";
 const SETTLE_NUDGE: &str = "UPDATE nudges SET status = ?1, reason = ?2, updated_at = ?3 \
      WHERE id = ?4 AND status = 'running' AND claimed_at = ?5";
+/// The conversations of the nudges [`LOSE_NUDGES`] marks.
+const LOST_NUDGES: &str =
+    "SELECT conversation_id FROM nudges WHERE status = 'running' AND claimed_at < ?1";
 const LOSE_NUDGES: &str = "UPDATE nudges SET status = 'lost', reason = 'process_died', \
      updated_at = ?1 WHERE status = 'running' AND claimed_at < ?2";
 const NUDGE_OF: &str = concat!(

@@ -461,6 +461,7 @@ async fn spec_025_a_nudge_that_passes_every_check_is_claimed_and_sent_once() {
 #[tokio::test(start_paused = true)]
 async fn spec_025_crash_a_row_left_running_is_never_sent_and_is_marked_lost() {
     let _frozen = FrozenClock::freeze();
+    let logs = manychat_agent::observability::capture_global();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     get_info_answers(&app, 200, &[]).await;
     let conversation = quiet_contact(&app, "6501", hours(2)).await;
@@ -482,6 +483,13 @@ async fn spec_025_crash_a_row_left_running_is_never_sent_and_is_marked_lost() {
     );
     assert_eq!(later.model.calls(), 0);
     assert_eq!(later.metrics.nudge_count("lost", "process_died"), 1);
+    let id = conversation.id.to_string();
+    assert!(
+        logs.text()
+            .lines()
+            .any(|l| l.contains("marked lost") && l.contains(&id) && l.contains("process_died")),
+        "one log line names the conversation and the reason"
+    );
     assert!(
         !app.store
             .settle_nudge(&dead[0], NudgeStatus::Sent, None, claimed_at)
