@@ -137,6 +137,8 @@ impl NudgeTurn for AgentNudgeTurn {
         };
         let notices = sales::notices::notices(&config, &known);
         let history = crate::turn::history_turns(context.history);
+        // Built for each nudge, unlike an inbound turn's cached ones: follow-ups are few (one
+        // per silence) and the worker takes them one at a time.
         let prompt = SnapshotPrompt::new(&config);
         let fence = Fence::new();
         let mut tools = TurnTools::for_nudge(ToolContext {
