@@ -1092,3 +1092,56 @@ fn spec_025_worker_with_a_nudge_section_needs_a_model() {
     let errors = String::from_utf8_lossy(&output.stderr);
     assert!(errors.contains("AGENT_MODEL"), "{errors}");
 }
+
+/// Two processes on one PostgreSQL database (two apps, each with its nudge worker): every due
+/// nudge is claimed, turned and queued exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
+    const CONTACTS: usize = 6;
+    let base = test_database_url();
+    let schema = manychat_agent::store::postgres::create_test_schema(&base)
+        .await
+        .unwrap();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options[search_path]={schema}");
+    let answers = || {
+        steps(
+            (0..CONTACTS)
+                .map(|_| answer("Any questions about Monday?"))
+                .collect(),
+        )
+    };
+    let one = spawn_app_with(
+        AppOptions::new(answers())
+            .edit(with_nudge)
+            .env("DATABASE_URL", url.clone()),
+    )
+    .await;
+    let two = spawn_app_with(
+        AppOptions::new(answers())
+            .edit(with_nudge)
+            .env("DATABASE_URL", url),
+    )
+    .await;
+    let mut conversations = Vec::new();
+    for n in 0..CONTACTS {
+        conversations.push(quiet_contact(&one, &format!("7201{n}"), hours(2)).await);
+    }
+    let due = chrono::Utc::now() + hours(3);
+    let a = rig_at(&one, due, answers());
+    let b = rig_at(&two, due, answers());
+    let (pass_a, pass_b) = tokio::join!(a.worker.run_once(), b.worker.run_once());
+    assert_eq!(pass_a.claimed + pass_b.claimed, CONTACTS);
+    assert_eq!(a.model.calls() + b.model.calls(), CONTACTS, "one turn each");
+    let rows = one.outbox().await;
+    for conversation in &conversations {
+        let nudge = one.store.nudge(conversation.id).await.unwrap().unwrap();
+        assert_eq!(nudge.status, NudgeStatus::Sent);
+        let replies = rows
+            .iter()
+            .filter(|r| r.conversation_id == conversation.id && r.kind == OutboxKind::Reply)
+            .count();
+        assert_eq!(replies, 1, "one follow-up queued");
+    }
+}
