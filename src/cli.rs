@@ -135,9 +135,16 @@ async fn run_until_terminated(app: Application) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `manychat-agent worker`: the outbox worker alone.
+/// `manychat-agent worker`: the outbox worker and, for a tenant with a `nudge` section (025),
+/// the nudge worker, without HTTP. Follow-ups are model turns, so such a tenant's worker needs
+/// `AGENT_MODEL` (and its provider's key) as `serve` does.
 pub async fn worker(env: &HashMap<String, String>) -> CliResult {
-    let settings = settings_for(env, Needs::WORKER)?;
+    let nudges = tenant_has_nudges(env);
+    let needs = Needs {
+        model: nudges,
+        ..Needs::WORKER
+    };
+    let settings = settings_for(env, needs)?;
     observability::init(&settings.log_level, LogFormat::Json)?;
     let context = startup::config_context(&settings, false);
     // Kept: a dead-lettered reply hands its contact off per `rules.handoff`.
@@ -157,10 +164,34 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         &token,
         startup::manychat_limiter(&store, Clock::system()),
     )?;
+    let clock = Clock::system();
+    let metrics = std::sync::Arc::new(Metrics::default());
+    let nudge_worker = match nudges {
+        true => {
+            let spec = settings.require_model().map_err(CliError::new)?;
+            let model = crate::model::resolve(spec, &startup::model_env(&settings))?;
+            // A USD cap the follow-ups are never priced against would not cap (issue 13).
+            crate::model::pricing::require_price(
+                model.id(),
+                config.snapshot().rules.budget.daily_cost_cap_usd,
+            )
+            .map_err(CliError::new)?;
+            Some(startup::nudge_worker(
+                &settings,
+                store.clone(),
+                model,
+                client.clone(),
+                config.clone(),
+                clock,
+                metrics.clone(),
+            ))
+        }
+        false => None,
+    };
     let worker = OutboxWorker::new(
         store,
         client,
-        Clock::system(),
+        clock,
         WorkerSettings::new(
             settings.manychat_reply_field.clone(),
             reply_flow_ns,
@@ -168,7 +199,7 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         )
         .with_token_field(settings.manychat_token_field.clone())
         .with_lease(settings.outbox_lease),
-        std::sync::Arc::new(Metrics::default()),
+        metrics,
     )
     .with_tenant_config(config);
     let shutdown = CancellationToken::new();
@@ -177,8 +208,27 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         startup::termination_signal().await;
         trigger.cancel();
     });
-    worker.run(shutdown).await;
+    match nudge_worker {
+        Some(nudges) => {
+            tracing::info!(
+                poll_ms = settings.nudge_poll.as_millis() as u64,
+                "nudge worker running"
+            );
+            tokio::join!(worker.run(shutdown.clone()), nudges.run(shutdown));
+        }
+        None => worker.run(shutdown).await,
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the tenant's `tools.json` has a `nudge` section (025), read before the settings so
+/// that the worker asks for a model only when it will run follow-ups. A config that does not
+/// load says nothing here: it is reported in full when the command loads it.
+fn tenant_has_nudges(env: &HashMap<String, String>) -> bool {
+    crate::config::load_dir(Path::new(&config_dir(env)), &context(env))
+        .ok()
+        .and_then(|config| config.tools)
+        .is_some_and(|tools| tools.nudge.is_some())
 }
 
 /// `manychat-agent demo`: the embedded default (SYSTEM 5.5). Each part switches to the real

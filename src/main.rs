@@ -22,7 +22,8 @@ struct Cli {
 enum Command {
     /// Serve HTTP and run the background workers (the default deployment).
     Serve,
-    /// Run the outbox worker alone, for a separate process.
+    /// Run the outbox worker (and the nudge worker, for a tenant with follow-ups) alone, for a
+    /// separate process.
     Worker,
     /// The embedded default: SQLite, the demo tenant, mock:demo, a local ManyChat sandbox.
     Demo,

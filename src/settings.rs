@@ -26,6 +26,11 @@ use crate::model::pricing::{self, Price};
 pub const MIN_SECRET_CHARS: usize = 16;
 /// ManyChat's hard limit on a Dynamic Block request (C7).
 pub const MANYCHAT_LIMIT_MS: u64 = 10_000;
+/// 025: `NUDGE_POLL_MS`, the nudge worker's poll: 15 s by default; at least a second (each
+/// pass is a query), at most ten minutes (a due follow-up should not wait longer).
+pub const DEFAULT_NUDGE_POLL_MS: u64 = 15_000;
+pub const MIN_NUDGE_POLL_MS: u64 = 1_000;
+pub const MAX_NUDGE_POLL_MS: u64 = 600_000;
 /// Largest `MANYCHAT_REPLY_GAP_MS`.
 pub const MAX_REPLY_GAP_MS: u64 = 10_000;
 /// Largest `RACE_DEADLINE_MS` / `MODEL_ABORT_MS` we accept (one hour): far beyond any sensible
@@ -79,6 +84,8 @@ pub struct Settings {
     /// `OUTBOX_LEASE_MS`: how long an outbox claim lasts unless the live worker renews it; a
     /// crashed worker's rows are taken again after it.
     pub outbox_lease: Duration,
+    /// 025 `NUDGE_POLL_MS`: how often the nudge worker looks for due follow-ups.
+    pub nudge_poll: Duration,
     /// `PUBLIC_BASE_URL`, `https://`, without a trailing slash.
     pub public_base_url: String,
     pub channel: Channel,
@@ -309,6 +316,12 @@ impl Settings {
         let manychat_token_field = env.or("MANYCHAT_TOKEN_FIELD", "ai_token");
         let contact_tokens_enforced = env.boolean("CONTACT_TOKENS_ENFORCED", true);
         let reply_gap_ms = env.number("MANYCHAT_REPLY_GAP_MS", 2000, 0, MAX_REPLY_GAP_MS);
+        let nudge_poll_ms = env.number(
+            "NUDGE_POLL_MS",
+            DEFAULT_NUDGE_POLL_MS,
+            MIN_NUDGE_POLL_MS,
+            MAX_NUDGE_POLL_MS,
+        );
         let outbox_lease_ms = env.number(
             "OUTBOX_LEASE_MS",
             10_000,
@@ -421,6 +434,7 @@ impl Settings {
             contact_tokens_enforced,
             manychat_reply_gap: Duration::from_millis(reply_gap_ms),
             outbox_lease: Duration::from_millis(outbox_lease_ms),
+            nudge_poll: Duration::from_millis(nudge_poll_ms),
             public_base_url,
             channel,
             race_deadline: Duration::from_millis(race_deadline_ms),
@@ -966,6 +980,16 @@ mod tests {
     fn system_5_2_race_deadline_stays_under_manychats_ten_seconds() {
         problem(&[("RACE_DEADLINE_MS", "10000")], "RACE_DEADLINE_MS");
         problem(&[("RACE_DEADLINE_MS", "0")], "RACE_DEADLINE_MS");
+    }
+
+    #[test]
+    fn spec_025_nudge_poll_defaults_to_15_seconds_within_its_bounds() {
+        let s = load(&with(&[])).unwrap();
+        assert_eq!(s.nudge_poll, Duration::from_secs(15));
+        let s = load(&with(&[("NUDGE_POLL_MS", "1000")])).unwrap();
+        assert_eq!(s.nudge_poll, Duration::from_secs(1));
+        problem(&[("NUDGE_POLL_MS", "999")], "NUDGE_POLL_MS");
+        problem(&[("NUDGE_POLL_MS", "600001")], "NUDGE_POLL_MS");
     }
 
     #[test]

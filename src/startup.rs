@@ -1,10 +1,11 @@
 //! Assembles the application from `Settings`: store, tenant config, model, ManyChat client,
-//! turn engine, router and outbox worker. Takes its listener and a shutdown token, so tests run
-//! the same app on port 0 that production runs on its port (STYLE 1, 7).
+//! turn engine, router, outbox worker and nudge worker. Takes its listener and a shutdown token,
+//! so tests run the same app on port 0 that production runs on its port (STYLE 1, 7).
 //!
 //! Shutdown order: stop accepting and let requests in flight finish (`http::server`, which also
-//! holds every connection to its timeouts and caps), let the worker finish the batch in hand,
-//! then wait (bounded) for agent tasks that outlived their request and for post-response actions.
+//! holds every connection to its timeouts and caps), let the workers finish what they hold (the
+//! outbox's batch, the nudge in hand), then wait (bounded) for agent tasks that outlived their
+//! request and for post-response actions.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::manychat::limiter::{BucketQuota, FlowCounter, SharedBucket};
 use crate::manychat::{ManyChatClient, ManyChatError, ManyChatLimiter};
 use crate::metrics::Metrics;
 use crate::model::{Model, ModelError};
+use crate::nudge::{AgentNudgeTurn, NudgeSettings, NudgeTurnSettings, NudgeWorker};
 use crate::outbox::{OutboxWorker, WorkerSettings};
 use crate::settings::Settings;
 use crate::store::{self, Store, StoreError};
@@ -76,7 +78,7 @@ pub struct Overrides {
     pub clock: Option<Clock>,
     /// Use `config/*.example` when the real file is absent (the demo).
     pub allow_example_config: bool,
-    /// Run the outbox worker in the background. Tests drive it by hand instead.
+    /// Run the outbox and nudge workers in the background. Tests drive them by hand instead.
     pub manual_worker: bool,
     /// Reload the tenant config on SIGHUP (the `serve` and `demo` commands, and the reload test).
     pub reload_on_sighup: bool,
@@ -86,6 +88,8 @@ pub struct Application {
     listener: TcpListener,
     state: AppState,
     worker: OutboxWorker,
+    /// 025: follow-ups that fall due.
+    nudges: NudgeWorker,
     tasks: TaskTracker,
     settings: Arc<Settings>,
     overrides_manual_worker: bool,
@@ -160,12 +164,21 @@ impl Application {
             },
             config.clone(),
             store.clone(),
-            model,
+            model.clone(),
             manychat.clone(),
             clock,
             tasks.clone(),
             metrics.clone(),
             settings.manychat_token_field.clone(),
+        );
+        let nudges = nudge_worker(
+            &settings,
+            store.clone(),
+            model,
+            manychat.clone(),
+            config.clone(),
+            clock,
+            metrics.clone(),
         );
         let worker = OutboxWorker::new(
             store.clone(),
@@ -205,6 +218,7 @@ impl Application {
             listener,
             state,
             worker,
+            nudges,
             tasks,
             settings,
             overrides_manual_worker: overrides.manual_worker,
@@ -233,6 +247,11 @@ impl Application {
         self.worker.clone()
     }
 
+    /// The nudge worker, for tests that drive it by hand (`run_once`).
+    pub fn nudge_worker(&self) -> NudgeWorker {
+        self.nudges.clone()
+    }
+
     /// Agent tasks and post-response actions still running.
     pub fn tasks(&self) -> TaskTracker {
         self.tasks.clone()
@@ -243,6 +262,10 @@ impl Application {
         let worker = (!self.overrides_manual_worker).then(|| {
             let token = shutdown.clone();
             tokio::spawn(self.worker.clone().run(token))
+        });
+        let nudges = (!self.overrides_manual_worker).then(|| {
+            let token = shutdown.clone();
+            tokio::spawn(self.nudges.clone().run(token))
         });
         if self.reload_on_sighup {
             spawn_reload_on_sighup(self.state.config.clone(), shutdown.clone())?;
@@ -263,7 +286,7 @@ impl Application {
         )
         .await?;
         tracing::info!("requests in flight finished; draining the worker and agent tasks");
-        if let Some(worker) = worker {
+        for worker in [worker, nudges].into_iter().flatten() {
             let _ = worker.await;
         }
         self.tasks.close();
@@ -277,6 +300,43 @@ impl Application {
         tracing::info!("shutdown complete");
         Ok(())
     }
+}
+
+/// The nudge worker (025) of `serve` and `worker`: it polls every `NUDGE_POLL_MS` and runs the
+/// nudge turn on `model`, bounded by `MODEL_ABORT_MS`, through the process's shared client.
+pub fn nudge_worker(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+    model: Arc<dyn Model>,
+    manychat: ManyChatClient,
+    config: Arc<ConfigHandle>,
+    clock: Clock,
+    metrics: Arc<Metrics>,
+) -> NudgeWorker {
+    let turn = AgentNudgeTurn::new(
+        store.clone(),
+        model,
+        manychat.clone(),
+        clock,
+        NudgeTurnSettings {
+            model_abort: settings.model_abort,
+            max_output_tokens: settings.agent_max_output_tokens,
+            temperature: settings.temperature_or_default(),
+            channel: settings.channel,
+        },
+    );
+    NudgeWorker::new(
+        store,
+        manychat,
+        config,
+        clock,
+        metrics,
+        NudgeSettings {
+            poll: settings.nudge_poll,
+            model_abort: settings.model_abort,
+        },
+        Arc::new(turn),
+    )
 }
 
 /// The ManyChat limiter for a process using `store` (issue 21): on a store that keeps the

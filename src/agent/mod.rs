@@ -98,7 +98,32 @@ pub async fn think_with_fence(
     fence: &Fence,
     tools: &mut dyn ToolHost,
 ) -> Thought {
-    let mut messages = turn_messages(input.notices, input.history, input.contact_text, fence);
+    let messages = turn_messages(input.notices, input.history, input.contact_text, fence);
+    respond(model, input, messages, fence, tools).await
+}
+
+/// 025: a nudge turn. The contact sent nothing: `note` (the server's follow-up note) stands
+/// where the contact's message would be, outside the fence, and `input.contact_text` is not
+/// used. The reply is guarded like any other; declining is an escalating reply.
+pub async fn think_follow_up(
+    model: &dyn Model,
+    input: ThinkInput<'_>,
+    note: &str,
+    fence: &Fence,
+    tools: &mut dyn ToolHost,
+) -> Thought {
+    let messages = prompt::follow_up_messages(input.notices, input.history, note, fence);
+    respond(model, input, messages, fence, tools).await
+}
+
+/// The loop and the guardrails over a turn's messages.
+async fn respond(
+    model: &dyn Model,
+    input: ThinkInput<'_>,
+    mut messages: Vec<Message>,
+    fence: &Fence,
+    tools: &mut dyn ToolHost,
+) -> Thought {
     if !input.images.is_empty() {
         messages.push(Message::Images {
             images: input.images.iter().cloned().collect(),

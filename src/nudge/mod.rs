@@ -8,11 +8,15 @@
 //!   the start of every turn of a tenant that has a `nudge` section.
 //! - The due-time rules ([`rules`]) decide, cheapest first, whether a claimed nudge is still
 //!   allowed; they are pure.
+//! - The worker ([`worker`]) claims due nudges and checks them; the nudge turn ([`turn`]) runs
+//!   the agent on the history and the follow-up note and writes its reply to the outbox, in one
+//!   write with the nudge's settlement.
 //!
 //! Invariants: a nudge row holds ids and times only, never contact data; every state change is
 //! one log line with the conversation's UUID and the reason, and one count in `/metrics`.
 
 pub mod rules;
+pub mod turn;
 pub mod worker;
 
 use chrono::{DateTime, Utc};
@@ -24,6 +28,7 @@ use crate::metrics::Metrics;
 use crate::store::Store;
 
 pub use rules::CancelReason;
+pub use turn::{AgentNudgeTurn, NudgeTurnSettings};
 pub use worker::{NudgeSettings, NudgeTurn, NudgeVerdict, NudgeWorker};
 
 /// Performs a turn's staged `schedule_nudge` after its text (see the module doc) and counts it.

@@ -1,8 +1,10 @@
 //! The nudge worker (025): claims due nudges atomically and re-checks each one, cheapest first,
-//! before any model call. The turn itself is behind [`NudgeTurn`].
+//! before any model call. The turn itself is behind [`NudgeTurn`] (`super::turn` on the real
+//! agent); `serve` and `worker` run it every `NUDGE_POLL_MS`.
 //!
-//! Invariants: a claimed row is `running` until the worker settles it under its own claim
-//! (`Store::settle_nudge`), so an inbound message that cancels it meanwhile wins; a row left
+//! Invariants: a claimed row is `running` until it is settled under its own claim (a
+//! cancellation by `Store::settle_nudge`, a nudge turn by its one write,
+//! `Store::record_nudge_turn`), so an inbound message that cancels it meanwhile wins; a row left
 //! `running` by a dead process is never claimed again, and after `MODEL_ABORT_MS` plus
 //! [`LOST_MARGIN`] it is marked `lost` and counted. Every state change is one log line with the
 //! conversation's UUID and the reason, and one count in `/metrics`.
@@ -29,16 +31,24 @@ pub const BATCH: i64 = 10;
 /// milliseconds, and its checks' one read at most the client's 10 s).
 pub const LOST_MARGIN: Duration = Duration::from_secs(60);
 
-/// What the nudge turn decided.
+/// What the nudge turn did. The turn settles the nudge itself, in the write that records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NudgeVerdict {
-    /// The follow-up was recorded and queued through the outbox (`nudge_sent`).
+    /// The follow-up was recorded and queued through the outbox (`nudge_sent`); the nudge is
+    /// `sent`.
     Sent,
-    /// Nothing was sent (`nudge_skipped`): the model escalated, or its call failed.
+    /// Nothing was sent (`nudge_skipped`): the model escalated, or its call failed; the nudge
+    /// is `skipped` with this reason.
     Skipped(&'static str),
+    /// The nudge was no longer running under this claim when the turn came to write (the
+    /// contact wrote during the model call, or it was marked lost): nothing was written.
+    Withdrawn,
+    /// The turn could not be recorded: the nudge stays running and is marked lost.
+    Failed,
 }
 
-/// The nudge turn: the agent on the conversation's history and the follow-up note.
+/// The nudge turn: the agent on the conversation's history and the follow-up note. It records
+/// itself and settles `nudge` in one write, only under the nudge's claim.
 #[async_trait]
 pub trait NudgeTurn: Send + Sync {
     async fn run(
@@ -114,15 +124,17 @@ impl NudgeWorker {
         let bound = self.settings.model_abort + LOST_MARGIN;
         let cutoff = now - chrono::Duration::from_std(bound).unwrap_or(chrono::Duration::zero());
         match self.store.mark_lost_nudges(cutoff, now).await {
-            Ok(0) => {}
             Ok(lost) => {
-                pass.lost = lost;
-                self.metrics.nudge_n("lost", "process_died", lost);
-                tracing::warn!(
-                    nudges = lost,
-                    reason = "process_died",
-                    "nudges left running by a stopped process marked lost; never sent"
-                );
+                pass.lost = lost.len() as u64;
+                for conversation in lost {
+                    self.metrics.nudge("lost", "process_died");
+                    tracing::warn!(
+                        conversation = %conversation,
+                        state = "lost",
+                        reason = "process_died",
+                        "nudge left running by a stopped process marked lost; never sent"
+                    );
+                }
             }
             Err(error) => tracing::error!(error = %error, "could not look for lost nudges"),
         }
@@ -172,10 +184,21 @@ impl NudgeWorker {
             .run(config.clone(), &conversation, &nudge, context)
             .await
         {
-            NudgeVerdict::Sent => self.settle(&nudge, NudgeStatus::Sent, "").await,
-            NudgeVerdict::Skipped(reason) => {
-                self.settle(&nudge, NudgeStatus::Skipped, reason).await
+            NudgeVerdict::Sent => {
+                self.metrics.turn(super::turn::SENT);
+                self.settled(&nudge, NudgeStatus::Sent, "");
             }
+            NudgeVerdict::Skipped(reason) => {
+                self.metrics.turn(super::turn::SKIPPED);
+                self.settled(&nudge, NudgeStatus::Skipped, reason);
+            }
+            // The cancel (or the lost mark) was counted and logged where it happened.
+            NudgeVerdict::Withdrawn => tracing::info!(
+                conversation = %nudge.conversation_id,
+                "nudge turn discarded: the nudge was cancelled or lost during its model call"
+            ),
+            // Logged by the turn; the lost mark counts it.
+            NudgeVerdict::Failed => {}
         }
     }
 
@@ -249,21 +272,26 @@ impl NudgeWorker {
             .settle_nudge(nudge, status, reason_column, now)
             .await
         {
-            Ok(true) => {
-                self.metrics.nudge(status.as_str(), reason);
-                tracing::info!(
-                    conversation = %nudge.conversation_id,
-                    state = status.as_str(),
-                    reason,
-                    "nudge settled"
-                );
-            }
+            Ok(true) => self.settled(nudge, status, reason),
             // Cancelled meanwhile (the contact wrote): that change was logged where it happened.
             Ok(false) => {}
             Err(error) => {
                 tracing::error!(conversation = %nudge.conversation_id, error = %error, "could not settle the nudge; it stays running and is marked lost")
             }
         }
+    }
+}
+
+impl NudgeWorker {
+    /// Counts and logs a state change this worker made.
+    fn settled(&self, nudge: &Nudge, status: NudgeStatus, reason: &'static str) {
+        self.metrics.nudge(status.as_str(), reason);
+        tracing::info!(
+            conversation = %nudge.conversation_id,
+            state = status.as_str(),
+            reason,
+            "nudge settled"
+        );
     }
 }
 
@@ -281,7 +309,7 @@ fn context_query(config: &TenantConfig, now: chrono::DateTime<chrono::Utc>) -> T
 }
 
 /// The hourly rate window `now` falls in (the turn's).
-fn hour_start(now: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+pub(super) fn hour_start(now: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
     use chrono::Timelike;
     now.with_minute(0)
         .and_then(|t| t.with_second(0))

@@ -119,7 +119,7 @@ fn bypass_rate() -> PendingMeasure {
 fn nudge_reply_rate() -> PendingMeasure {
     PendingMeasure {
         measure: "nudge reply rate",
-        why: "nudges are not sent yet",
+        why: "not computed yet: the contact turns within 24 h of each nudge_sent turn",
     }
 }
 

@@ -19,8 +19,8 @@ use uuid::Uuid;
 
 use super::{
     BudgetCharge, BudgetUsage, ClaimRules, Conversation, Exchange, KeepPromise, NewOutboxRow,
-    NewTurn, NudgeStatus, OutboxKind, OutboxRow, OutboxStatus, PromiseRows, Role, Store,
-    StoreError, TurnContext, TurnContextQuery,
+    NewTurn, NudgeExchange, NudgeStatus, OutboxKind, OutboxRow, OutboxStatus, PromiseRows, Role,
+    Store, StoreError, TurnContext, TurnContextQuery,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -2549,7 +2549,7 @@ pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
     let later = now + chrono::Duration::seconds(60);
     assert_eq!(
         store.mark_lost_nudges(now, later).await.expect("lost"),
-        0,
+        Vec::<ConversationId>::new(),
         "claimed at the cutoff: not yet lost"
     );
     assert_eq!(
@@ -2557,7 +2557,8 @@ pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
             .mark_lost_nudges(now + chrono::Duration::seconds(1), later)
             .await
             .expect("lost"),
-        1
+        vec![mine[0]],
+        "the lost row's conversation, for its log line"
     );
     let lost = store.nudge(mine[0]).await.expect("read").expect("row");
     assert_eq!(
@@ -2575,6 +2576,168 @@ pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
         .cancel_nudge(mine[3], "contact_replied", later)
         .await
         .expect("settle the last");
+}
+
+/// 025: a nudge turn is written whole (the nudge settled, the agent turn, its count and charge,
+/// its reply row carrying the turn's id) only under its claim: a nudge cancelled during the
+/// model call, or marked lost, leaves nothing written.
+pub async fn spec_025_a_nudge_turn_is_written_only_under_its_claim(store: &dyn Store) {
+    let base = at_s(3_000_000);
+    let day = fresh_day();
+    let window = at_s(3_000_000 + 3600);
+    let mut conversations = Vec::new();
+    for _ in 0..3 {
+        let conversation = fresh_conversation(store).await;
+        store
+            .schedule_nudge(conversation.id, "later_today", base, base)
+            .await
+            .expect("schedule");
+        conversations.push(conversation);
+    }
+    let now = base + chrono::Duration::seconds(1);
+    let mut claimed = store.claim_due_nudges(now, 10).await.expect("claim");
+    claimed.retain(|n| conversations.iter().any(|c| c.id == n.conversation_id));
+    claimed.sort_by_key(|n| conversations.iter().position(|c| c.id == n.conversation_id));
+    assert_eq!(claimed.len(), 3);
+    let write = |conversation: &Conversation| {
+        let mut turn = NewTurn::agent(conversation.id, "Any questions?", "nudge_sent", true, now);
+        turn.input_tokens = 40;
+        let mut row = reply_row(conversation, now, 0);
+        row.payload = json!({"messages": ["Any questions?"], "actions": [], "turnId": null});
+        (turn, row)
+    };
+
+    // Still running under its claim: everything is written.
+    let (turn, row) = write(&conversations[0]);
+    let sent = store
+        .record_nudge_turn(NudgeExchange {
+            nudge: &claimed[0],
+            status: NudgeStatus::Sent,
+            reason: None,
+            turn: &turn,
+            rate: Some((&conversations[0].subscriber_id, window)),
+            charge: Some(BudgetCharge {
+                day,
+                tokens: 50,
+                cost_usd: 0.5,
+            }),
+            outbox: std::slice::from_ref(&row),
+            now,
+        })
+        .await
+        .expect("record_nudge_turn")
+        .expect("written under its claim");
+    let nudge = store.nudge(conversations[0].id).await.expect("read");
+    assert_eq!(nudge.map(|n| n.status), Some(NudgeStatus::Sent));
+    let turns = store.turns(conversations[0].id).await.expect("turns");
+    assert_eq!(turns.len(), 1);
+    assert_eq!(
+        (turns[0].id, turns[0].outcome.as_deref()),
+        (sent, Some("nudge_sent"))
+    );
+    assert_eq!(
+        store
+            .rate_count(&conversations[0].subscriber_id, window)
+            .await
+            .expect("rate"),
+        1,
+        "a nudge turn counts in the contact's hour"
+    );
+    assert_eq!(store.budget(day).await.expect("budget").tokens, 50);
+    let after = store
+        .conversation(conversations[0].id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(
+        (after.last_message_at, after.turn_count),
+        (None, 0),
+        "an agent turn is not an inbound message"
+    );
+    let rows: Vec<_> = store
+        .outbox_rows()
+        .await
+        .expect("outbox")
+        .into_iter()
+        .filter(|r| r.conversation_id == conversations[0].id)
+        .collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].payload["turnId"], json!(sent));
+    assert!(
+        store
+            .record_nudge_turn(NudgeExchange {
+                nudge: &claimed[0],
+                status: NudgeStatus::Sent,
+                reason: None,
+                turn: &turn,
+                rate: None,
+                charge: None,
+                outbox: std::slice::from_ref(&row),
+                now,
+            })
+            .await
+            .expect("record again")
+            .is_none(),
+        "a settled nudge is never written twice"
+    );
+
+    // Cancelled while its model call ran, or lost: nothing is written.
+    store
+        .cancel_nudge(conversations[1].id, "contact_replied", now)
+        .await
+        .expect("cancel");
+    store
+        .mark_lost_nudges(now + chrono::Duration::seconds(1), now)
+        .await
+        .expect("lost");
+    for (nudge, conversation) in claimed[1..].iter().zip(&conversations[1..]) {
+        let (turn, row) = write(conversation);
+        let written = store
+            .record_nudge_turn(NudgeExchange {
+                nudge,
+                status: NudgeStatus::Sent,
+                reason: None,
+                turn: &turn,
+                rate: Some((&conversation.subscriber_id, window)),
+                charge: Some(BudgetCharge {
+                    day,
+                    tokens: 50,
+                    cost_usd: 0.5,
+                }),
+                outbox: std::slice::from_ref(&row),
+                now,
+            })
+            .await
+            .expect("record_nudge_turn");
+        assert_eq!(written, None, "no claim, no write");
+        assert!(
+            store
+                .turns(conversation.id)
+                .await
+                .expect("turns")
+                .is_empty()
+        );
+        assert_eq!(
+            store
+                .rate_count(&conversation.subscriber_id, window)
+                .await
+                .expect("rate"),
+            0
+        );
+    }
+    assert_eq!(store.budget(day).await.expect("budget").tokens, 50);
+    let ids: Vec<_> = conversations.iter().map(|c| c.id).collect();
+    assert!(
+        store
+            .outbox_rows()
+            .await
+            .expect("outbox")
+            .iter()
+            .filter(|r| ids.contains(&r.conversation_id))
+            .count()
+            == 1
+    );
+    settle(store, &ids).await;
 }
 
 /// 025: two workers (two stores) claiming the same due rows take each exactly once.
@@ -2663,6 +2826,7 @@ pub async fn run_all(store: &dyn Store) {
     spec_032_the_opening_is_claimed_once_per_contact(store).await;
     spec_025_scheduling_twice_leaves_one_pending_row(store).await;
     spec_025_claim_takes_due_rows_once(store).await;
+    spec_025_a_nudge_turn_is_written_only_under_its_claim(store).await;
     token_rotation_keeps_previous(store).await;
     conversations_without_token_lists_recent_contacts_only(store).await;
     user_turn_updates_last_message_and_bound_count(store).await;
@@ -2816,6 +2980,7 @@ mod tests {
         report_aggregates_group_a_period_by_hand,
         spec_025_scheduling_twice_leaves_one_pending_row,
         spec_025_claim_takes_due_rows_once,
+        spec_025_a_nudge_turn_is_written_only_under_its_claim,
         run_all,
     );
 

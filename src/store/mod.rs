@@ -768,15 +768,44 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<bool>;
 
     /// 025: marks `lost` every nudge left `running` since before `claimed_before` (its process
-    /// died mid-turn): it is never sent. How many.
+    /// died mid-turn): it is never sent. Their conversations (each is logged).
     async fn mark_lost_nudges(
         &self,
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<u64>;
+    ) -> Result<Vec<ConversationId>>;
 
     /// 025: the conversation's nudge row, whatever its state.
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>>;
+
+    /// 025: a nudge turn's one write, in one transaction: the nudge settled, the agent turn,
+    /// its count in the hourly window, its charge and its outbox rows; and only while the
+    /// nudge is still `running` under the claim `exchange.nudge` holds. `None` (nothing
+    /// written) when it is not: an inbound message cancelled it during the model call, or it
+    /// was marked lost. Otherwise the turn's id.
+    async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>>;
+}
+
+/// 025: what a nudge turn writes (see [`Store::record_nudge_turn`]). There is no contact
+/// message: the turn is the agent's alone.
+#[derive(Debug, Clone, Copy)]
+pub struct NudgeExchange<'a> {
+    /// The claim the write is made under (its id and `claimed_at`).
+    pub nudge: &'a Nudge,
+    /// `sent` or `skipped`, and why (a skip's reason).
+    pub status: NudgeStatus,
+    pub reason: Option<&'a str>,
+    /// The agent turn (`nudge_sent`, `nudge_skipped`).
+    pub turn: &'a NewTurn,
+    /// Counts the nudge turn against the contact's hourly window (025: nudge turns count).
+    pub rate: Option<(&'a SubscriberId, DateTime<Utc>)>,
+    /// Added to its day's budget.
+    pub charge: Option<BudgetCharge>,
+    /// Outbox rows to insert, in order; a reply row whose payload's `turnId` is null gets the
+    /// turn's id.
+    pub outbox: &'a [NewOutboxRow],
+    /// When the nudge is settled.
+    pub now: DateTime<Utc>,
 }
 
 /// 025: the states of a nudge row.

@@ -21,7 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
-use super::{ActionRecord, Nudge, NudgeStatus, SalesRecord};
+use super::{ActionRecord, Nudge, NudgeExchange, NudgeStatus, SalesRecord};
 use super::{
     BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
     Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Store,
@@ -1120,16 +1120,16 @@ impl Store for PgStore {
         &self,
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<u64> {
-        let done = sqlx::query(
+    ) -> Result<Vec<ConversationId>> {
+        let lost = sqlx::query_scalar(
             "UPDATE nudges SET status = 'lost', reason = 'process_died', updated_at = $1 \
-             WHERE status = 'running' AND claimed_at < $2",
+             WHERE status = 'running' AND claimed_at < $2 RETURNING conversation_id",
         )
         .bind(to_millis(now))
         .bind(to_millis(claimed_before))
-        .execute(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(done.rows_affected())
+        Ok(lost)
     }
 
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
@@ -1141,6 +1141,40 @@ impl Store for PgStore {
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(nudge_from).transpose()
+    }
+
+    async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>> {
+        // One transaction. The settle takes the row's lock: a cancel committed first leaves it
+        // no longer running (nothing is written); a cancel arriving after waits and then finds
+        // it settled.
+        let mut tx = self.pool.begin().await?;
+        let settled = sqlx::query(
+            "UPDATE nudges SET status = $1, reason = $2, updated_at = $3 \
+             WHERE id = $4 AND status = 'running' AND claimed_at = $5",
+        )
+        .bind(exchange.status.as_str())
+        .bind(exchange.reason)
+        .bind(to_millis(exchange.now))
+        .bind(exchange.nudge.id)
+        .bind(exchange.nudge.claimed_at.map(to_millis))
+        .execute(&mut *tx)
+        .await?;
+        if settled.rows_affected() == 0 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let turn = insert_turn(&mut *tx, exchange.turn).await?;
+        if let Some((subscriber, window)) = exchange.rate {
+            bump_rate_in(&mut tx, subscriber, window).await?;
+        }
+        if let Some(charge) = exchange.charge {
+            add_budget_in(&mut *tx, charge.day, charge.tokens, charge.cost_usd).await?;
+        }
+        for row in exchange.outbox {
+            insert_outbox(&mut *tx, row, Some(turn)).await?;
+        }
+        tx.commit().await?;
+        Ok(Some(turn))
     }
 }
 

@@ -44,7 +44,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
-use super::{ActionRecord, Nudge, NudgeStatus, SalesRecord};
+use super::{ActionRecord, Nudge, NudgeExchange, NudgeStatus, SalesRecord};
 use super::{
     BudgetCharge, BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock,
     Exchange, ExchangeIds, Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow,
@@ -2013,12 +2013,15 @@ impl Store for SqliteStore {
         &self,
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<u64> {
+    ) -> Result<Vec<ConversationId>> {
+        // The one writer makes the select-then-update atomic, as for the claim.
         self.write(move |conn| {
-            let changed = conn
-                .prepare_cached(LOSE_NUDGES)?
+            let lost = query_all(conn, LOST_NUDGES, [ms(claimed_before)], |row| {
+                uuid(text(row, 0)?)
+            })?;
+            conn.prepare_cached(LOSE_NUDGES)?
                 .execute(params![ms(now), ms(claimed_before)])?;
-            Ok(changed as u64)
+            Ok(lost)
         })
         .await
     }
@@ -2026,6 +2029,48 @@ impl Store for SqliteStore {
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
         self.read(move |conn| query_one(conn, NUDGE_OF, [IdText::of(conversation_id)], nudge_from))
             .await
+    }
+
+    async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>> {
+        let (id, claimed_at) = (exchange.nudge.id, exchange.nudge.claimed_at.map(ms));
+        let (status, reason) = (exchange.status, exchange.reason.map(str::to_owned));
+        let now = ms(exchange.now);
+        let turn = TurnRow::of(exchange.turn)?;
+        let rate = exchange
+            .rate
+            .map(|(subscriber, window)| (subscriber.as_str().to_owned(), window));
+        let charge = exchange.charge;
+        let outbox = exchange
+            .outbox
+            .iter()
+            .map(OutboxInsert::of)
+            .collect::<Result<Vec<_>>>()?;
+        // One job, one savepoint: the claim is checked by the settle itself, so a cancel
+        // committed before it leaves nothing written, and one after it finds the row settled.
+        self.write(move |conn| {
+            let settled = conn.prepare_cached(SETTLE_NUDGE)?.execute(params![
+                status.as_str(),
+                reason,
+                now,
+                id,
+                claimed_at
+            ])?;
+            if settled == 0 {
+                return Ok(None);
+            }
+            let turn_id = turn.insert(conn)?;
+            if let Some((subscriber, window)) = &rate {
+                bump_rate_in(conn, subscriber, *window)?;
+            }
+            if let Some(charge) = charge {
+                add_budget_in(conn, charge)?;
+            }
+            for row in &outbox {
+                row.insert(conn, Some(turn_id))?;
+            }
+            Ok(Some(turn_id))
+        })
+        .await
     }
 }
 
@@ -2120,6 +2165,9 @@ const CLAIM_NUDGE: &str = "UPDATE nudges SET status = 'running', claimed_at = ?1
      WHERE id = ?2 AND status = 'pending'";
 const SETTLE_NUDGE: &str = "UPDATE nudges SET status = ?1, reason = ?2, updated_at = ?3 \
      WHERE id = ?4 AND status = 'running' AND claimed_at = ?5";
+/// The conversations of the nudges [`LOSE_NUDGES`] marks.
+const LOST_NUDGES: &str =
+    "SELECT conversation_id FROM nudges WHERE status = 'running' AND claimed_at < ?1";
 const LOSE_NUDGES: &str = "UPDATE nudges SET status = 'lost', reason = 'process_died', \
      updated_at = ?1 WHERE status = 'running' AND claimed_at < ?2";
 const NUDGE_OF: &str = concat!(

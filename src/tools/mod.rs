@@ -228,6 +228,23 @@ impl TurnTools {
         tools
     }
 
+    /// 025: the tools of a nudge turn: no `get_contact` (no request carried the contact's
+    /// token, 019), no `schedule_nudge` (a nudge cannot chain), and flows staged, to follow
+    /// the text (never [`TurnTools::sending_flows`]).
+    pub fn for_nudge(context: ToolContext) -> Self {
+        let mut tools = Self::new(ToolContext {
+            reads_history: false,
+            ..context
+        });
+        tools.specs = tools
+            .specs
+            .iter()
+            .filter(|spec| spec.name != specs::NUDGE_TOOL)
+            .cloned()
+            .collect();
+        tools
+    }
+
     /// 029: this turn answers the contact, so `send_flow` sends the flow during the call and
     /// answers `{"sent": …}`. Without it (a nudge turn, an eval) flows stay staged.
     pub fn sending_flows(mut self) -> Self {
@@ -746,6 +763,12 @@ impl ToolHost for TurnTools {
         };
         if call.name == "get_contact" {
             return self.read().await;
+        }
+        // 025: a nudge turn is not offered schedule_nudge; a model that calls it anyway stages
+        // nothing.
+        if call.name == specs::NUDGE_TOOL && !self.specs.iter().any(|s| s.name == call.name) {
+            self.refused.push(format!("{} (not offered)", call.name));
+            return json!({"staged": false, "error": "not offered"});
         }
         match self.resolve(&call.name, args) {
             Ok(Some(action)) if call.name == "send_flow" && self.sender.is_some() => {

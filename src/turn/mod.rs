@@ -1193,7 +1193,7 @@ impl AgentJob {
 }
 
 /// The model's view of stored history turns (018): text, role, and what an agent turn performed.
-fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> {
+pub(crate) fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> {
     turns
         .into_iter()
         .map(|turn| HistoryTurn {

@@ -69,6 +69,9 @@ pub struct AppOptions {
     pub reload_on_sighup: bool,
     /// Edits the copied tenant config folder before the app starts.
     pub edit: Option<ConfigEdit>,
+    /// Run the outbox and nudge workers in the background, as `serve` does (default: tests
+    /// drive the outbox worker by hand).
+    pub background_workers: bool,
 }
 
 impl AppOptions {
@@ -79,6 +82,7 @@ impl AppOptions {
             tenant: None,
             reload_on_sighup: false,
             edit: None,
+            background_workers: false,
         }
     }
 
@@ -163,7 +167,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let overrides = Overrides {
         model: Some(options.model),
-        manual_worker: true,
+        manual_worker: !options.background_workers,
         reload_on_sighup: options.reload_on_sighup,
         ..Overrides::default()
     };

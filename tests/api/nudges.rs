@@ -136,48 +136,31 @@ async fn spec_025_an_inbound_message_cancels_the_pending_nudge() {
 
 // --- the worker (025 verification 3, 4; the crash case) ---------------------------------------
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
+use manychat_agent::channel::Channel;
 use manychat_agent::clock::Clock;
-use manychat_agent::config::{ConfigContext, ConfigHandle, TenantConfig};
+use manychat_agent::config::{ConfigContext, ConfigHandle};
 use manychat_agent::ids::Secret;
 use manychat_agent::manychat::{ManyChatClient, ManyChatLimiter};
 use manychat_agent::metrics::Metrics;
-use manychat_agent::nudge::{NudgeSettings, NudgeTurn, NudgeVerdict, NudgeWorker};
-use manychat_agent::store::{Conversation, Nudge, TurnContext};
+use manychat_agent::model::mock::ScriptStep;
+use manychat_agent::model::{Message, ModelError, ModelRequest};
+use manychat_agent::nudge::{AgentNudgeTurn, NudgeSettings, NudgeTurnSettings, NudgeWorker};
+use manychat_agent::store::{Conversation, OutboxKind};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
-/// Stands for the nudge turn's model call: counts how often the worker got that far.
-#[derive(Default)]
-struct CountingTurn {
-    calls: AtomicUsize,
-}
-
-#[async_trait]
-impl NudgeTurn for CountingTurn {
-    async fn run(
-        &self,
-        _config: Arc<TenantConfig>,
-        _conversation: &Conversation,
-        _nudge: &Nudge,
-        _context: TurnContext,
-    ) -> NudgeVerdict {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        NudgeVerdict::Sent
-    }
-}
-
+/// A nudge worker on the app's store, tenant and fake ManyChat, its own model and metrics, its
+/// clock reading `at` now.
 struct Rig {
     worker: NudgeWorker,
-    turn: Arc<CountingTurn>,
+    /// The nudge turn's model: its calls are the nudge's model calls.
+    model: Arc<ScriptedModel>,
     metrics: Arc<Metrics>,
 }
 
-/// A nudge worker on the app's store and fake ManyChat, its clock `offset` ahead of the app's.
-fn rig(app: &TestApp, offset: chrono::Duration) -> Rig {
+fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedModel>) -> Rig {
     let config = ConfigHandle::load(
         &app.config_dir,
         ConfigContext {
@@ -192,31 +175,59 @@ fn rig(app: &TestApp, offset: chrono::Duration) -> Rig {
         ManyChatLimiter::new(),
     )
     .unwrap();
-    let turn = Arc::new(CountingTurn::default());
     let metrics = Arc::new(Metrics::default());
+    let clock = Clock::starting_at(at);
+    let model_abort = Duration::from_secs(30);
+    let turn = AgentNudgeTurn::new(
+        app.store.clone(),
+        model.clone(),
+        manychat.clone(),
+        clock,
+        NudgeTurnSettings {
+            model_abort,
+            max_output_tokens: 400,
+            temperature: 0.3,
+            channel: Channel::Whatsapp,
+        },
+    );
     let worker = NudgeWorker::new(
         app.store.clone(),
         manychat,
         Arc::new(config),
-        Clock::starting_at(chrono::Utc::now() + offset),
+        clock,
         metrics.clone(),
         NudgeSettings {
             poll: Duration::from_secs(15),
-            model_abort: Duration::from_secs(30),
+            model_abort,
         },
-        turn.clone(),
+        Arc::new(turn),
     );
     Rig {
         worker,
-        turn,
+        model,
         metrics,
     }
+}
+
+/// A rig `offset` ahead of now whose model has no script: any model call is counted (and
+/// fails).
+fn rig(app: &TestApp, offset: chrono::Duration) -> Rig {
+    rig_at(app, chrono::Utc::now() + offset, steps(Vec::new()))
 }
 
 /// A contact who wrote once, with a nudge scheduled `due_in` after their message.
 async fn quiet_contact(app: &TestApp, subscriber: &str, due_in: chrono::Duration) -> Conversation {
     app.send(subscriber, "How much is the wheel course?").await;
     app.settle().await;
+    schedule_after_last_message(app, subscriber, due_in).await
+}
+
+/// Schedules the contact's nudge at their last message, due `due_in` later.
+async fn schedule_after_last_message(
+    app: &TestApp,
+    subscriber: &str,
+    due_in: chrono::Duration,
+) -> Conversation {
     let conversation = app.conversation(subscriber).await;
     let at = conversation
         .last_message_at
@@ -245,6 +256,7 @@ async fn get_info_answers(app: &TestApp, status: u16, tags: &[&str]) {
 }
 
 async fn assert_cancelled(app: &TestApp, rig: &Rig, conversation: &Conversation, reason: &str) {
+    let turns_before = app.store.turns(conversation.id).await.unwrap().len();
     let pass = rig.worker.run_once().await;
     assert_eq!(pass.claimed, 1, "{reason}: the due nudge was claimed");
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
@@ -252,15 +264,16 @@ async fn assert_cancelled(app: &TestApp, rig: &Rig, conversation: &Conversation,
         (nudge.status, nudge.reason.as_deref()),
         (NudgeStatus::Cancelled, Some(reason))
     );
-    assert_eq!(
-        rig.turn.calls.load(Ordering::SeqCst),
-        0,
-        "{reason}: no model call"
-    );
+    assert_eq!(rig.model.calls(), 0, "{reason}: no model call");
     assert_eq!(rig.metrics.nudge_count("cancelled", reason), 1);
     assert!(rig.metrics.render().contains(&format!(
         "manychat_agent_nudges_total{{state=\"cancelled\",reason=\"{reason}\"}} 1"
     )));
+    assert_eq!(
+        app.store.turns(conversation.id).await.unwrap().len(),
+        turns_before,
+        "{reason}: a cancelled nudge is not a turn"
+    );
 }
 
 fn quiet() -> Arc<ScriptedModel> {
@@ -271,10 +284,14 @@ fn quiet() -> Arc<ScriptedModel> {
     )
 }
 
-#[tokio::test]
+fn hours(n: i64) -> chrono::Duration {
+    chrono::Duration::hours(n)
+}
+
+#[tokio::test(start_paused = true)]
 async fn spec_025_verification_3_each_cancellation_reason_ends_the_row_cancelled_without_a_model_call()
  {
-    let hours = chrono::Duration::hours;
+    let _frozen = FrozenClock::freeze();
     // escalated: the conversation escalated after the nudge was scheduled.
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     get_info_answers(&app, 200, &[]).await;
@@ -301,9 +318,37 @@ async fn spec_025_verification_3_each_cancellation_reason_ends_the_row_cancelled
     assert_cancelled(&app, &rig_budget, &conversation, "cap_reached").await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
+async fn spec_025_verification_3_link_sent_cancels_without_a_model_call() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    get_info_answers(&app, 200, &[]).await;
+    let conversation = quiet_contact(&app, "6104", hours(2)).await;
+    // The funnel reached link_sent: a performed write in the agent turn's record.
+    let turn = app
+        .store
+        .turns(conversation.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .rfind(|t| t.outcome.is_some())
+        .unwrap();
+    app.store
+        .update_turn_actions(
+            turn.id,
+            &json!([
+                {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+                {"tool": "set_field", "id": "funnel_stage", "value": "link_sent", "status": "performed"}
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "link_sent").await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn spec_025_verification_3_human_active_and_contact_replied_cancel_without_a_model_call() {
-    let hours = chrono::Duration::hours;
+    let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     get_info_answers(&app, 200, &["vip", "human-handling"]).await;
     let conversation = quiet_contact(&app, "6201", hours(2)).await;
@@ -322,35 +367,101 @@ async fn spec_025_verification_3_human_active_and_contact_replied_cancel_without
     assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "contact_replied").await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
+async fn spec_025_verification_3_the_rate_limit_cancels_last_as_cap_reached() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
+        with_nudge(dir);
+        rate_limit(dir, 1);
+    }))
+    .await;
+    get_info_answers(&app, 200, &[]).await;
+    let conversation = quiet_contact(&app, "6203", hours(2)).await;
+    // The contact's one turn of the hour the nudge falls due in is used.
+    let due = conversation.last_message_at.unwrap() + hours(3);
+    app.store
+        .bump_rate(&conversation.subscriber_id, hour_start(due))
+        .await
+        .unwrap();
+    let rig = rig_at(&app, due, steps(Vec::new()));
+    assert_cancelled(&app, &rig, &conversation, "cap_reached").await;
+    assert_eq!(
+        app.manychat_requests()
+            .await
+            .iter()
+            .filter(|r| r.path == "/fb/subscriber/getInfo")
+            .count(),
+        1,
+        "the rate limit is checked after the human_active read"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_025_verification_3_the_turn_cap_cancels_as_cap_reached() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
+        with_nudge(dir);
+        let file = dir.join("rules.json");
+        let mut rules: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        rules["maxTurnsPerConversation"] = json!(1);
+        std::fs::write(&file, rules.to_string()).unwrap();
+    }))
+    .await;
+    get_info_answers(&app, 200, &[]).await;
+    app.send("6204", "How much is the wheel course?").await;
+    app.send("6204", "And the glaze lab?").await;
+    app.settle().await;
+    // Scheduled after the second message (whose cap escalation is then older than the nudge).
+    let conversation = app.conversation("6204").await;
+    let at = conversation.last_message_at.unwrap() + chrono::Duration::milliseconds(1);
+    app.store
+        .schedule_nudge(conversation.id, "later_today", at + hours(2), at)
+        .await
+        .unwrap();
+    assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "cap_reached").await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn spec_025_verification_4_a_failed_read_at_due_time_cancels_as_read_failed() {
-    let hours = chrono::Duration::hours;
+    let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     get_info_answers(&app, 500, &[]).await;
     let conversation = quiet_contact(&app, "6301", hours(2)).await;
     assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "read_failed").await;
 }
 
-#[tokio::test]
-async fn spec_025_a_nudge_that_passes_every_check_reaches_the_turn_once() {
-    let hours = chrono::Duration::hours;
+#[tokio::test(start_paused = true)]
+async fn spec_025_a_nudge_that_passes_every_check_is_claimed_and_sent_once() {
+    let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     get_info_answers(&app, 200, &["vip"]).await;
     let conversation = quiet_contact(&app, "6401", hours(2)).await;
     let early = rig(&app, hours(1));
     assert_eq!(early.worker.run_once().await.claimed, 0, "not due yet");
-    let rig = rig(&app, hours(3));
+    let due = chrono::Utc::now() + hours(3);
+    let rig = rig_at(
+        &app,
+        due,
+        steps(vec![answer("Any questions about Monday?")]),
+    );
     assert_eq!(rig.worker.run_once().await.claimed, 1);
     assert_eq!(rig.worker.run_once().await.claimed, 0, "claimed once");
-    assert_eq!(rig.turn.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(rig.model.calls(), 1);
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(nudge.status, NudgeStatus::Sent);
     assert_eq!(rig.metrics.nudge_count("sent", ""), 1);
+    assert!(
+        rig.metrics
+            .render()
+            .contains("manychat_agent_nudges_total{state=\"sent\"} 1")
+    );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn spec_025_crash_a_row_left_running_is_never_sent_and_is_marked_lost() {
-    let hours = chrono::Duration::hours;
+    let _frozen = FrozenClock::freeze();
+    let logs = manychat_agent::observability::capture_global();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     get_info_answers(&app, 200, &[]).await;
     let conversation = quiet_contact(&app, "6501", hours(2)).await;
@@ -370,8 +481,15 @@ async fn spec_025_crash_a_row_left_running_is_never_sent_and_is_marked_lost() {
         (nudge.status, nudge.reason.as_deref()),
         (NudgeStatus::Lost, Some("process_died"))
     );
-    assert_eq!(later.turn.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(later.model.calls(), 0);
     assert_eq!(later.metrics.nudge_count("lost", "process_died"), 1);
+    let id = conversation.id.to_string();
+    assert!(
+        logs.text()
+            .lines()
+            .any(|l| l.contains("marked lost") && l.contains(&id) && l.contains("process_died")),
+        "one log line names the conversation and the reason"
+    );
     assert!(
         !app.store
             .settle_nudge(&dead[0], NudgeStatus::Sent, None, claimed_at)
@@ -379,4 +497,651 @@ async fn spec_025_crash_a_row_left_running_is_never_sent_and_is_marked_lost() {
             .unwrap(),
         "the dead process's claim can no longer send it"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_025_crash_a_live_turn_whose_row_was_marked_lost_writes_nothing() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    get_info_answers(&app, 200, &[]).await;
+    let conversation = quiet_contact(&app, "6502", hours(2)).await;
+    // The model call outlives MODEL_ABORT_MS plus the margin as another worker sees it (a
+    // clock that jumped, a process paused): the other worker marks the row lost meanwhile.
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(answer("Any questions about Monday?")).after(Duration::from_secs(20)),
+    ]));
+    let slow = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
+    let worker = slow.worker.clone();
+    let pass = tokio::spawn(async move { worker.run_once().await });
+    until(async || model.calls() == 1).await;
+    let other = rig(&app, hours(4));
+    assert_eq!(other.worker.run_once().await.lost, 1);
+    tokio::time::advance(Duration::from_secs(20)).await;
+    pass.await.unwrap();
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(nudge.status, NudgeStatus::Lost);
+    assert_no_nudge_turn_or_reply(&app, &conversation).await;
+    assert_eq!(slow.metrics.nudge_count("sent", ""), 0);
+}
+
+// --- the nudge turn (025 verification 2, 5, 6; the cancel during the model call) -------------
+
+/// The tenant's hourly rate limit per contact.
+fn rate_limit(dir: &Path, per_hour: u32) {
+    let file = dir.join("rules.json");
+    let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    rules["rateLimit"]["turnsPerSubscriberPerHour"] = json!(per_hour);
+    std::fs::write(&file, rules.to_string()).unwrap();
+}
+
+fn hour_start(at: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+    use chrono::{DurationRound, TimeDelta};
+    at.duration_trunc(TimeDelta::hours(1)).unwrap()
+}
+
+fn set_field(id: &str, value: &str) -> manychat_agent::model::ToolCall {
+    call(
+        format!("set_{id}_{value}"),
+        "set_field",
+        json!({"field": id, "value": value}),
+    )
+}
+
+/// A contact who became a prospect for the handbuilding weekend, with a nudge due in 2 h.
+fn prospect_steps() -> Vec<ModelResponse> {
+    vec![
+        tool_calls([prospect(), set_field("course", "handbuilding")]),
+        answer("The handbuilding weekend is 180 USD."),
+    ]
+}
+
+/// The text of a model request's messages.
+fn request_text(request: &ModelRequest) -> String {
+    request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn assert_no_nudge_turn_or_reply(app: &TestApp, conversation: &Conversation) {
+    let turns = app.store.turns(conversation.id).await.unwrap();
+    assert!(
+        !turns.iter().any(|t| t
+            .outcome
+            .as_deref()
+            .is_some_and(|o| o.starts_with("nudge_"))),
+        "no nudge turn was recorded"
+    );
+    let replies = app
+        .outbox()
+        .await
+        .into_iter()
+        .filter(|r| r.conversation_id == conversation.id && r.kind == OutboxKind::Reply)
+        .count();
+    assert_eq!(replies, 0, "nothing was queued for the contact");
+    let before = app.manychat_requests().await.len();
+    app.worker.run_once().await.expect("the outbox worker runs");
+    let after = app.manychat_requests().await;
+    assert_eq!(after.len(), before, "ManyChat received nothing more");
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_025_verification_2_a_nudge_turn_is_not_offered_schedule_nudge_or_get_contact() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(steps(prospect_steps())).edit(with_nudge)).await;
+    app.send("6601", "How much is the handbuilding weekend?")
+        .await;
+    app.settle().await;
+    let conversation = schedule_after_last_message(&app, "6601", hours(2)).await;
+    // A model that calls schedule_nudge anyway stages nothing.
+    let model = steps(vec![
+        tool_calls([schedule("tomorrow")]),
+        answer("Would a weekend in May suit you?"),
+    ]);
+    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
+    rig.worker.run_once().await;
+    let offered: Vec<String> = model.requests()[0]
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert!(offered.contains(&"send_flow".to_owned()), "{offered:?}");
+    assert!(
+        !offered.contains(&"schedule_nudge".to_owned()),
+        "{offered:?}"
+    );
+    assert!(!offered.contains(&"get_contact".to_owned()), "{offered:?}");
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(nudge.status, NudgeStatus::Sent, "the nudge did not chain");
+    let turn = app
+        .store
+        .turns(conversation.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
+        .expect("the nudge turn");
+    assert_eq!(turn.actions, Some(json!([])), "nothing was staged");
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothing_and_is_not_history()
+ {
+    let _frozen = FrozenClock::freeze();
+    let mut script = prospect_steps();
+    script.push(answer("Yes, Saturday and Sunday."));
+    let app_model = steps(script);
+    let app = spawn_app_with(AppOptions::new(app_model.clone()).edit(with_nudge)).await;
+    app.send("6701", "How much is the handbuilding weekend?")
+        .await;
+    app.settle().await;
+    let conversation = schedule_after_last_message(&app, "6701", hours(2)).await;
+    let requests_before = app.manychat_requests().await.len();
+    // The model stages a tag and a flow, then declines (escalates).
+    let model = steps(vec![
+        tool_calls([
+            call("tag", "add_tag", json!({"tag": "interested_wheel"})),
+            call(
+                "flow",
+                "send_flow",
+                json!({"flow": "handbuilding_guide", "contactAsked": false}),
+            ),
+        ]),
+        reply(escalation_json("out_of_scope")),
+    ]);
+    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
+    rig.worker.run_once().await;
+    assert_eq!(model.calls(), 2);
+
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(
+        (nudge.status, nudge.reason.as_deref()),
+        (NudgeStatus::Skipped, Some("escalated"))
+    );
+    assert_eq!(rig.metrics.nudge_count("skipped", "escalated"), 1);
+    let turns = app.store.turns(conversation.id).await.unwrap();
+    let skipped = turns
+        .iter()
+        .find(|t| t.outcome.as_deref() == Some("nudge_skipped"))
+        .expect("recorded nudge_skipped");
+    assert!(!skipped.bound, "a skipped nudge never enters history");
+    assert_eq!(skipped.escalation_reason, None, "no person is called");
+    let statuses: Vec<&str> = skipped
+        .actions
+        .as_ref()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].as_str().unwrap())
+        .collect();
+    assert!(
+        statuses.iter().all(|s| *s == "discarded"),
+        "no staged action is performed: {:?}",
+        skipped.actions
+    );
+    let stored = app
+        .store
+        .conversation(conversation.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.escalated_at, None,
+        "a declined nudge is not an escalation"
+    );
+    let writes = |requests: Vec<Recorded>| {
+        requests
+            .into_iter()
+            .filter(|r| r.path != "/fb/subscriber/getInfo")
+            .count()
+    };
+    assert_eq!(
+        writes(app.manychat_requests().await),
+        requests_before,
+        "nothing was sent"
+    );
+    let replies = app
+        .outbox()
+        .await
+        .into_iter()
+        .filter(|r| r.kind == OutboxKind::Reply)
+        .count();
+    assert_eq!(replies, 0, "no escalation copy, no reply");
+
+    // The contact's next turn does not see it.
+    app.send("6701", "Is it two days?").await;
+    app.settle().await;
+    let next = app_model.requests().last().cloned().unwrap();
+    let history = request_text(&next);
+    assert_eq!(
+        history.matches("\nagent: ").count(),
+        1,
+        "only the first answer is history: {history}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_025_verification_5_a_failed_or_aborted_model_call_sends_nothing() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    let failing = quiet_contact(&app, "6702", hours(2)).await;
+    let model = Arc::new(ScriptedModel::new(vec![Err(ModelError::Http {
+        status: 500,
+        kind: "server_error".into(),
+    })]));
+    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model);
+    rig.worker.run_once().await;
+    let nudge = app.store.nudge(failing.id).await.unwrap().unwrap();
+    assert_eq!(
+        (nudge.status, nudge.reason.as_deref()),
+        (NudgeStatus::Skipped, Some("model_error"))
+    );
+
+    // A call past MODEL_ABORT_MS is cut off: no race, the abort is its only bound.
+    let hanging = quiet_contact(&app, "6703", hours(2)).await;
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(31)),
+    ]));
+    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
+    let worker = rig.worker.clone();
+    let pass = tokio::spawn(async move { worker.run_once().await });
+    until(async || model.calls() == 1).await;
+    tokio::time::advance(Duration::from_secs(30)).await;
+    pass.await.unwrap();
+    let nudge = app.store.nudge(hanging.id).await.unwrap().unwrap();
+    assert_eq!(
+        (nudge.status, nudge.reason.as_deref()),
+        (NudgeStatus::Skipped, Some("model_aborted"))
+    );
+    for conversation in [&failing, &hanging] {
+        let outcomes: Vec<_> = app
+            .store
+            .turns(conversation.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|t| t.outcome)
+            .collect();
+        assert!(
+            outcomes.contains(&"nudge_skipped".to_owned()),
+            "{outcomes:?}"
+        );
+        assert!(!outcomes.contains(&"nudge_sent".to_owned()));
+    }
+    let replies = app
+        .outbox()
+        .await
+        .into_iter()
+        .filter(|r| r.kind == OutboxKind::Reply)
+        .count();
+    assert_eq!(replies, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goes_through_the_reply_field_and_flow_text_before_actions()
+ {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(steps(prospect_steps())).edit(with_nudge)).await;
+    app.send("6801", "How much is the handbuilding weekend?")
+        .await;
+    app.settle().await;
+    // Due now on the app's clock, so that the app's outbox worker finds the reply due.
+    let conversation = schedule_after_last_message(&app, "6801", chrono::Duration::zero()).await;
+    let last_inbound = conversation.last_message_at.unwrap();
+    let model = steps(vec![
+        tool_calls([
+            call(
+                "flow",
+                "send_flow",
+                json!({"flow": "handbuilding_guide", "contactAsked": false}),
+            ),
+            call("tag", "add_tag", json!({"tag": "interested_wheel"})),
+        ]),
+        answer("Here is the weekend guide. Would May suit you?"),
+    ]);
+    let rig = rig_at(&app, chrono::Utc::now(), model.clone());
+    let before_nudge = app.manychat_requests().await.len();
+    rig.worker.run_once().await;
+    let requests_before = app.manychat_requests().await;
+
+    // The note: outside the fence, where the contact's message would be.
+    let prompt = request_text(&model.requests()[0]);
+    let note = format!(
+        "[no reply from the contact since {}; decide whether to follow up]",
+        last_inbound.format("%Y-%m-%d %H:%M UTC")
+    );
+    let (before_note, after_label) = prompt
+        .split_once("SERVER NOTE (follow-up")
+        .expect("the follow-up note's section");
+    assert!(after_label.contains(&note), "{prompt}");
+    assert!(
+        !after_label.contains("<<<"),
+        "the note is not fenced: {after_label}"
+    );
+    assert!(
+        !prompt.contains("CONTACT MESSAGE (untrusted"),
+        "no contact message"
+    );
+    assert!(
+        before_note.contains("How much is the handbuilding weekend?"),
+        "the history is there"
+    );
+
+    // Flows are staged on a nudge turn: nothing but the human_active read reached ManyChat.
+    let during: Vec<String> = requests_before[before_nudge..]
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(during, ["/fb/subscriber/getInfo"]);
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(nudge.status, NudgeStatus::Sent);
+    let turn = app
+        .store
+        .turns(conversation.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
+        .expect("recorded nudge_sent");
+    assert!(turn.bound, "a sent nudge is history");
+    assert_eq!(turn.text, "Here is the weekend guide. Would May suit you?");
+
+    // The outbox delivers it: the reply field and flow, then the actions.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    app.worker.run_once().await.expect("the outbox worker runs");
+    let new: Vec<Recorded> = app.manychat_requests().await[requests_before.len()..].to_vec();
+    let summary: Vec<(String, Value)> = new
+        .iter()
+        .map(|r| {
+            let key = match r.path.as_str() {
+                "/fb/subscriber/setCustomFieldByName" => r.body["field_name"].clone(),
+                "/fb/sending/sendFlow" => r.body["flow_ns"].clone(),
+                "/fb/subscriber/addTagByName" => r.body["tag_name"].clone(),
+                _ => Value::Null,
+            };
+            (r.path.clone(), key)
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                "/fb/subscriber/setCustomFieldByName".to_owned(),
+                json!("ai_message")
+            ),
+            ("/fb/sending/sendFlow".to_owned(), json!(REPLY_FLOW)),
+            (
+                "/fb/sending/sendFlow".to_owned(),
+                json!("content20250301000000_200002")
+            ),
+            (
+                "/fb/subscriber/addTagByName".to_owned(),
+                json!("interested-wheel-course")
+            ),
+        ],
+        "text first, then the actions: {new:?}"
+    );
+    assert_eq!(
+        new[0].body["field_value"],
+        json!("Here is the weekend guide. Would May suit you?")
+    );
+    let turn = app.store.turn(turn.id).await.unwrap().unwrap();
+    let statuses: Vec<&str> = turn
+        .actions
+        .as_ref()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["performed", "performed"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_025_an_inbound_message_during_the_nudge_model_call_cancels_it_and_nothing_is_sent() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    let conversation = quiet_contact(&app, "6901", hours(2)).await;
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(answer("Any questions about Monday?")).after(Duration::from_secs(20)),
+    ]));
+    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
+    let worker = rig.worker.clone();
+    let pass = tokio::spawn(async move { worker.run_once().await });
+    until(async || model.calls() == 1).await;
+    let running = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(running.status, NudgeStatus::Running);
+
+    // The contact writes while the nudge's model call runs.
+    let (status, _) = app.send("6901", "Actually, is there parking?").await;
+    assert_eq!(status, 200);
+    app.settle().await;
+    tokio::time::advance(Duration::from_secs(20)).await;
+    pass.await.unwrap();
+
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(
+        (nudge.status, nudge.reason.as_deref()),
+        (NudgeStatus::Cancelled, Some("contact_replied"))
+    );
+    assert_no_nudge_turn_or_reply(&app, &conversation).await;
+    assert_eq!(rig.metrics.nudge_count("sent", ""), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
+        with_nudge(dir);
+        rate_limit(dir, 1);
+    }))
+    .await;
+    let conversation = quiet_contact(&app, "7001", hours(2)).await;
+    let at = hour_start(conversation.last_message_at.unwrap() + hours(3));
+    let day = at.date_naive();
+    let spent = app.store.budget(day).await.unwrap();
+    let rig = rig_at(
+        &app,
+        at + chrono::Duration::minutes(1),
+        steps(vec![answer("Any questions about Monday?")]),
+    );
+    rig.worker.run_once().await;
+    let turn = app
+        .store
+        .turns(conversation.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
+        .expect("sent");
+    assert!(turn.input_tokens > 0);
+    let charged = app.store.budget(day).await.unwrap();
+    assert_eq!(
+        charged.tokens - spent.tokens,
+        turn.input_tokens + turn.output_tokens,
+        "the day's budget counts the nudge turn"
+    );
+    assert_eq!(
+        app.store
+            .rate_count(&conversation.subscriber_id, at)
+            .await
+            .unwrap(),
+        1,
+        "the contact's hour counts it"
+    );
+
+    // A second follow-up in the same hour finds the hour's one turn used.
+    let scheduled = at + chrono::Duration::minutes(2);
+    app.store
+        .schedule_nudge(conversation.id, "later_today", scheduled, scheduled)
+        .await
+        .unwrap();
+    let again = rig_at(&app, at + chrono::Duration::minutes(3), steps(vec![]));
+    assert_cancelled(&app, &again, &conversation, "cap_reached").await;
+}
+
+// --- the worker inside `serve` ---------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat() {
+    let _frozen = FrozenClock::freeze();
+    let model = steps(vec![
+        tool_calls([prospect(), schedule("later_today")]),
+        answer("The wheel course starts on Monday."),
+        answer("Shall I keep a place for you on Monday?"),
+    ]);
+    let logs = manychat_agent::observability::capture_global();
+    let mut options = AppOptions::new(model.clone()).edit(with_nudge);
+    options.background_workers = true;
+    let app = spawn_app_with(options).await;
+    app.send("7101", "How much is the wheel course?").await;
+    app.settle_advancing().await;
+    let conversation = app.conversation("7101").await;
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(nudge.status, NudgeStatus::Pending);
+
+    // Two hours pass; the workers' own polls find the nudge, then deliver its reply.
+    tokio::time::advance(Duration::from_secs(2 * 3600)).await;
+    // Delivered: the reply field written, then the reply flow triggered.
+    let delivered = async || {
+        let requests = app.manychat_requests().await;
+        requests
+            .iter()
+            .position(|r| r.body["field_value"] == json!("Shall I keep a place for you on Monday?"))
+            .is_some_and(|field| {
+                requests[field + 1..]
+                    .iter()
+                    .any(|r| r.body["flow_ns"] == json!(REPLY_FLOW))
+            })
+    };
+    for _ in 0..120 {
+        if delivered().await {
+            break;
+        }
+        tokio::time::advance(Duration::from_secs(1)).await;
+        real_pause().await;
+    }
+    assert!(delivered().await, "the nudge's reply reached ManyChat");
+    let requests = app.manychat_requests().await;
+    let reply = requests
+        .iter()
+        .position(|r| r.body["field_value"] == json!("Shall I keep a place for you on Monday?"))
+        .unwrap();
+    assert_eq!(requests[reply].path, "/fb/subscriber/setCustomFieldByName");
+    assert_eq!(requests[reply + 1].path, "/fb/sending/sendFlow");
+    assert_eq!(requests[reply + 1].body["flow_ns"], json!(REPLY_FLOW));
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(nudge.status, NudgeStatus::Sent);
+    let metrics = app
+        .http
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("manychat_agent_nudges_total{state=\"scheduled\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("manychat_agent_nudges_total{state=\"sent\"} 1"),
+        "{metrics}"
+    );
+    // One log line for the state change, naming the conversation, never the text.
+    let text = logs.text();
+    let id = conversation.id.to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("nudge settled") && l.contains(&id) && l.contains("sent")),
+        "{text}"
+    );
+    assert!(!text.contains("Shall I keep a place"));
+    app.stop().await;
+}
+
+/// `worker` runs follow-ups for a tenant with a `nudge` section, so it needs the model then
+/// (and only then: without the section it asks for none, see the CLI tests).
+#[test]
+fn spec_025_worker_with_a_nudge_section_needs_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(&repo_path("config"), &config);
+    with_nudge(&config);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .arg("worker")
+        .env_clear()
+        .env("CONFIG_DIR", &config)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}/agent.db", dir.path().display()),
+        )
+        .env("MANYCHAT_API_TOKEN", "mc-fixture-token")
+        .env("MANYCHAT_REPLY_FLOW_NS", "content20260101000000_000900")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let errors = String::from_utf8_lossy(&output.stderr);
+    assert!(errors.contains("AGENT_MODEL"), "{errors}");
+}
+
+/// Two processes on one PostgreSQL database (two apps, each with its nudge worker): every due
+/// nudge is claimed, turned and queued exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
+    const CONTACTS: usize = 6;
+    let base = test_database_url();
+    let schema = manychat_agent::store::postgres::create_test_schema(&base)
+        .await
+        .unwrap();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options[search_path]={schema}");
+    let answers = || {
+        steps(
+            (0..CONTACTS)
+                .map(|_| answer("Any questions about Monday?"))
+                .collect(),
+        )
+    };
+    let one = spawn_app_with(
+        AppOptions::new(answers())
+            .edit(with_nudge)
+            .env("DATABASE_URL", url.clone()),
+    )
+    .await;
+    let two = spawn_app_with(
+        AppOptions::new(answers())
+            .edit(with_nudge)
+            .env("DATABASE_URL", url),
+    )
+    .await;
+    let mut conversations = Vec::new();
+    for n in 0..CONTACTS {
+        conversations.push(quiet_contact(&one, &format!("7201{n}"), hours(2)).await);
+    }
+    let due = chrono::Utc::now() + hours(3);
+    let a = rig_at(&one, due, answers());
+    let b = rig_at(&two, due, answers());
+    let (pass_a, pass_b) = tokio::join!(a.worker.run_once(), b.worker.run_once());
+    assert_eq!(pass_a.claimed + pass_b.claimed, CONTACTS);
+    assert_eq!(a.model.calls() + b.model.calls(), CONTACTS, "one turn each");
+    let rows = one.outbox().await;
+    for conversation in &conversations {
+        let nudge = one.store.nudge(conversation.id).await.unwrap().unwrap();
+        assert_eq!(nudge.status, NudgeStatus::Sent);
+        let replies = rows
+            .iter()
+            .filter(|r| r.conversation_id == conversation.id && r.kind == OutboxKind::Reply)
+            .count();
+        assert_eq!(replies, 1, "one follow-up queued");
+    }
 }
