@@ -308,7 +308,7 @@ impl TurnTools {
     fn resolve(&self, name: &str, args: &Value) -> Result<StagedAction, Rejected> {
         let tools = self
             .tools()
-            .ok_or(Rejected::new("unknown_tool", "no tools are configured"))?;
+            .ok_or_else(|| Rejected::new("unknown_tool", "no tools are configured"))?;
         let arg = |key: &str| {
             args.get(key)
                 .and_then(Value::as_str)
@@ -321,7 +321,7 @@ impl TurnTools {
                     .flows
                     .iter()
                     .find(|f| f.id == id && f.role != Some(FlowRole::Opening))
-                    .ok_or(Rejected::new("unknown_id", "unknown flow id"))?;
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown flow id"))?;
                 Ok(StagedAction::new(
                     "send_flow",
                     &flow.id,
@@ -336,7 +336,7 @@ impl TurnTools {
                     .tags
                     .iter()
                     .find(|t| t.id == id)
-                    .ok_or(Rejected::new("unknown_id", "unknown tag id"))?;
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown tag id"))?;
                 let operation = if name == "add_tag" {
                     Operation::AddTag {
                         tag: tag.tag.clone(),
@@ -355,7 +355,7 @@ impl TurnTools {
                     .fields
                     .iter()
                     .find(|f| f.id == id)
-                    .ok_or(Rejected::new("unknown_id", "unknown field id"))?;
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown field id"))?;
                 if !specs::model_values(field).any(|v| v == value) {
                     // An offering, stage or value the tenant did not configure: the field is
                     // named in the record, the model's value never is.
@@ -383,7 +383,7 @@ impl TurnTools {
                     .notes
                     .iter()
                     .find(|n| n.id == id)
-                    .ok_or(Rejected::new("unknown_id", "unknown note id"))?;
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown note id"))?;
                 let Some(text) = NoteText::clean(raw, note.max_length as usize) else {
                     return Err(Rejected {
                         reason: "empty_note",
@@ -409,7 +409,7 @@ impl TurnTools {
                     .nudge
                     .as_ref()
                     .and_then(|n| n.delays.iter().find(|d| d.id == id))
-                    .ok_or(Rejected::new("unknown_id", "unknown delay id"))?;
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown delay id"))?;
                 Ok(StagedAction::new(
                     "schedule_nudge",
                     &delay.id,
