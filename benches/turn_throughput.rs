@@ -19,11 +19,18 @@
 //! no turn stops at the turn cap or the hourly rate: every measured turn reaches the model.
 //! CPU per request is the whole process's (client included); `db` is the SQLite thread's share.
 //!
+//! Then, at the first concurrency: the tool turn (three staged writes) against the plain turn;
+//! the plain turn of the selling demo tenant against that of a tenant that does not sell and the
+//! bare handler, in alternated rounds; and, paced under ManyChat's 10 requests per second on a
+//! fake ManyChat that answers in 50 ms, the answer time (p50, p95) of a turn that sends one flow
+//! during the turn and of the sales turn (intent, stage, one flow), each beside the plain turn
+//! of the same app.
+//!
 //! Run: `cargo bench --bench turn_throughput` (optionally, with their defaults,
-//! `BENCH_REQUESTS=8000 BENCH_CONCURRENCY=8,32,64 BENCH_ROUNDS=3 BENCH_SLICES=8`;
-//! `BENCH_TOOLS=0` stops after the plain turns, e.g. for profiling; `BENCH_DATABASE=memory`
-//! runs the apps on an in-memory database, the ceiling of the durable file, for comparison
-//! only).
+//! `BENCH_REQUESTS=8000 BENCH_CONCURRENCY=8,32,64 BENCH_ROUNDS=3 BENCH_SLICES=8
+//! BENCH_PACED_PAIRS=120`; `BENCH_TOOLS=0` stops after the plain turns, e.g. for profiling;
+//! `BENCH_DATABASE=memory` runs the apps on an in-memory database, the ceiling of the durable
+//! file, for comparison only).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,17 +49,35 @@ use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "bench-secret-0123456789";
 
-/// An instant model. `Tools`: its first step stages three actions (a flow, a tag, a field) and
-/// its second answers. `Read`: its first step reads the contact, its second answers. `Sales`:
-/// its first step records intent, moves the funnel stage and sends a flow (issue 14: the intent
-/// gate, the funnel floor and the flow decision, against the contact's records), its second
-/// answers. All three are turns of two model steps.
+/// An instant model. `Tools`: its first step stages three writes (a tag, a field, a note),
+/// performed after the response, and its second answers. `Read`: its first step reads the
+/// contact, its second answers. `Sales`: to a message asking for the tour ([`TOUR_TEXT`]), its
+/// first step records intent, moves the funnel stage and sends a flow (issue 14: the intent gate,
+/// the funnel floor and the flow decision, against the contact's records; 029: the flow goes
+/// during the turn), its second answers; to any other message it answers at once. `Flow`: the
+/// same, with the flow alone. The turns with tools are turns of two model steps.
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     Plain,
     Tools,
     Read,
     Sales,
+    Flow,
+}
+
+/// The plain turn's message.
+const PLAIN_TEXT: &str = "When are classes?";
+
+/// The message that makes a `Sales` or `Flow` model send the tour flow.
+const TOUR_TEXT: &str = "Can I see the studio first?";
+
+/// Whether the contact's message is [`TOUR_TEXT`] (each paced contact writes once, so the
+/// prompt holds no earlier message).
+fn asks_for_the_tour(request: &ModelRequest) -> bool {
+    request
+        .messages
+        .iter()
+        .any(|m| matches!(m, Message::User { text } if text.contains(TOUR_TEXT)))
 }
 
 /// The instant model's final reply.
@@ -88,14 +113,25 @@ impl Model for InstantModel {
                 stop: StopReason::ToolCalls,
             });
         }
-        if self.kind == Kind::Sales && first_step && !request.tools.is_empty() {
-            let call = |id: &str, name: &str, arguments: Value| ToolCall {
-                id: id.into(),
-                name: name.into(),
-                arguments: ToolArguments::Valid(arguments),
-            };
-            return Ok(ModelResponse {
-                tool_calls: vec![
+        let call = |id: &str, name: &str, arguments: Value| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: ToolArguments::Valid(arguments),
+        };
+        let tour = || {
+            call(
+                "3",
+                "send_flow",
+                json!({"flow": "studio_tour", "contactAsked": false}),
+            )
+        };
+        if matches!(self.kind, Kind::Sales | Kind::Flow)
+            && first_step
+            && !request.tools.is_empty()
+            && asks_for_the_tour(request)
+        {
+            let tool_calls = match self.kind {
+                Kind::Sales => vec![
                     call(
                         "1",
                         "set_field",
@@ -106,12 +142,12 @@ impl Model for InstantModel {
                         "set_field",
                         json!({"field": "funnel_stage", "value": "qualifying"}),
                     ),
-                    call(
-                        "3",
-                        "send_flow",
-                        json!({"flow": "studio_tour", "contactAsked": false}),
-                    ),
+                    tour(),
                 ],
+                _ => vec![tour()],
+            };
+            return Ok(ModelResponse {
+                tool_calls,
                 output: None,
                 usage: Usage {
                     input_tokens: 1200,
@@ -122,23 +158,21 @@ impl Model for InstantModel {
             });
         }
         if self.kind == Kind::Tools && first_step && !request.tools.is_empty() {
-            let call = |id: &str, name: &str, arguments: Value| ToolCall {
-                id: id.into(),
-                name: name.into(),
-                arguments: ToolArguments::Valid(arguments),
-            };
+            // No flow: since 029 a flow is sent during the turn, through the 10-per-second
+            // limiter, which would pace this phase instead of measuring it (the flow's own
+            // cost is the paced phase's).
             return Ok(ModelResponse {
                 tool_calls: vec![
+                    call("1", "add_tag", json!({"tag": "interested_wheel"})),
                     call(
-                        "1",
-                        "send_flow",
-                        json!({"flow": "wheel_basics_guide", "contactAsked": true}),
-                    ),
-                    call("2", "add_tag", json!({"tag": "interested_wheel"})),
-                    call(
-                        "3",
+                        "2",
                         "set_field",
                         json!({"field": "clay_experience", "value": "none"}),
+                    ),
+                    call(
+                        "3",
+                        "write_note",
+                        json!({"note": "goal", "text": "Wants to try the wheel."}),
                     ),
                 ],
                 output: None,
@@ -432,34 +466,33 @@ async fn start_app(
         serde_json::from_str(&std::fs::read_to_string(&tools_path).unwrap()).unwrap();
     // `plain-unsold`: the plain turn on the demo tenant without its sales markers, the code
     // path of a tenant that does not sell (no sales record is read): the plain turn before
-    // issue 14, to compare with the selling demo tenant's in the same run.
-    let unsold = kind == Kind::Tools || name == "plain-unsold";
-    match kind {
-        // The tool turn stages what it always staged: on the demo tenant without its sales
-        // markers, so no write waits for a recorded prospect (issue 14).
-        _ if unsold => {
-            if kind == Kind::Plain {
-                // No flow either: nothing the sales rules would read records for.
-                tools["flows"] = json!([]);
-            }
-            for field in tools["fields"].as_array_mut().unwrap() {
-                for marker in ["intent", "funnel", "offering"] {
-                    field.as_object_mut().unwrap().remove(marker);
-                }
-            }
-            for flow in tools["flows"].as_array_mut().unwrap() {
-                flow.as_object_mut().unwrap().remove("offering");
+    // issue 14, to compare with the selling demo tenant's in the same run. The tool turn stages
+    // what it always staged and the flow turn sends its flow on the same unsold tenant, so no
+    // write waits for a recorded prospect (issue 14).
+    let unsold = matches!(kind, Kind::Tools | Kind::Flow) || name == "plain-unsold";
+    if unsold {
+        if kind == Kind::Plain {
+            // No flow either: nothing the sales rules would read records for.
+            tools["flows"] = json!([]);
+        }
+        for field in tools["fields"].as_array_mut().unwrap() {
+            for marker in ["intent", "funnel", "offering"] {
+                field.as_object_mut().unwrap().remove(marker);
             }
         }
-        // The sales turn's flow: one every offering shares, repeatable, so each of a contact's
-        // turns sends it (a sent-once flow would be refused from the contact's second turn).
-        Kind::Sales => tools["flows"].as_array_mut().unwrap().push(json!({
+        for flow in tools["flows"].as_array_mut().unwrap() {
+            flow.as_object_mut().unwrap().remove("offering");
+        }
+    }
+    if matches!(kind, Kind::Sales | Kind::Flow) {
+        // The tour: a flow every offering shares and repeatable, not the payment link, so no
+        // rule but the intent gate stands between the model and the flow.
+        tools["flows"].as_array_mut().unwrap().push(json!({
             "id": "studio_tour",
             "flowNs": "content20250301000000_200009",
             "description": "A short video tour of the studio.",
             "repeatable": true
-        })),
-        Kind::Plain | Kind::Read | Kind::Tools => {}
+        }));
     }
     std::fs::write(&tools_path, tools.to_string()).unwrap();
     let vars = [
@@ -540,6 +573,81 @@ async fn drive_paced(url: String, requests: usize) -> Measured {
     }])
 }
 
+/// How long the paced phases' fake ManyChat takes to answer any call.
+const MANYCHAT_ANSWER: Duration = Duration::from_millis(50);
+
+/// The `q` quantile of `latencies` (zero when there are none).
+fn percentile(latencies: &[Duration], q: f64) -> Duration {
+    let mut sorted = latencies.to_vec();
+    sorted.sort();
+    let index = ((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1));
+    sorted.get(index).copied().unwrap_or_default()
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// `pairs` pairs of turns, one at a time, a turn every `gap`, each from a new contact numbered
+/// from `first`: the first lane's (url, message), then the second's. Returns each lane's answer
+/// times.
+async fn drive_paced_lanes(
+    lanes: [(&str, &str); 2],
+    pairs: usize,
+    gap: Duration,
+    first: usize,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let client = reqwest::Client::new();
+    let (mut tour, mut plain) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+    // `tour`: the first lane's; `plain`: the second's.
+    let mut next = Instant::now();
+    for n in 0..pairs * 2 {
+        tokio::time::sleep_until(next.into()).await;
+        next += gap;
+        let subscriber = first + n;
+        let (url, text) = lanes[n % 2];
+        let sent = Instant::now();
+        let response = client
+            .post(url)
+            .bearer_auth(SECRET)
+            .header("x-forwarded-for", address_of(subscriber))
+            .json(&json!({"subscriber_id": subscriber.to_string(), "text": text}))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success());
+        let body: Value = response.json().await.unwrap();
+        let elapsed = sent.elapsed();
+        // An answered turn, not the holding line of a lost race.
+        assert!(
+            body.to_string()
+                .contains("Classes run on weekday evenings."),
+            "the turn was answered inline: {body}"
+        );
+        if n % 2 == 0 {
+            tour.push(elapsed);
+        } else {
+            plain.push(elapsed);
+        }
+    }
+    (tour, plain)
+}
+
+/// [`warm_up`] for several apps: one message from each contact, then one pause for all.
+async fn warm_up_all(urls: &[&str], concurrency: usize) {
+    for url in urls {
+        drive(
+            url.to_string(),
+            concurrency * CONTACTS_PER_WORKER,
+            concurrency,
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(9)).await;
+}
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -593,13 +701,27 @@ fn main() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let manychat_base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, fake).await.unwrap() });
+        // A second fake ManyChat that answers every call after 50 ms, for the paced phases where
+        // a flow is sent during the turn (029: the flow request runs inside the race).
+        let slow = Router::new().fallback(|| async {
+            tokio::time::sleep(MANYCHAT_ANSWER).await;
+            axum::Json(json!({"status": "success"}))
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let slow_manychat_base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, slow).await.unwrap() });
 
         let dir = tempfile::tempdir().unwrap();
         let shutdown = CancellationToken::new();
         let plain_url = start_app(dir.path(), "plain", &manychat_base, Kind::Plain, &shutdown).await;
         let tool_url = start_app(dir.path(), "tools", &manychat_base, Kind::Tools, &shutdown).await;
         let read_url = start_app(dir.path(), "read", &manychat_base, Kind::Read, &shutdown).await;
-        let sales_url = start_app(dir.path(), "sales", &manychat_base, Kind::Sales, &shutdown).await;
+        // The paced phases' apps, on the slow fake: a flow turn (unsold tenant) and a sales turn
+        // (the selling demo tenant), each beside the plain turn of the same app.
+        let flow_url =
+            start_app(dir.path(), "flow", &slow_manychat_base, Kind::Flow, &shutdown).await;
+        let sales_url =
+            start_app(dir.path(), "sales", &slow_manychat_base, Kind::Sales, &shutdown).await;
         // Fresh apps for the sales comparisons, so no contact nears the turn cap.
         let sold_url =
             start_app(dir.path(), "plain-sold", &manychat_base, Kind::Plain, &shutdown).await;
@@ -694,57 +816,156 @@ fn main() {
             return;
         }
 
-        // The tool turn at the first concurrency. Its actions run after each response through
-        // the shared limiter (10 ManyChat requests per second), so they queue behind it; the
-        // turn itself does not wait for them.
+        // At the first concurrency, in rounds, alternated in slices (the three turns in a
+        // rotating order, so that none always follows the bare handler): the bare handler; the
+        // plain turn of a tenant that does not sell (nothing read: the plain turn's code path
+        // before the sales funnel); the plain turn of the selling demo tenant (issue 14: every
+        // turn reads the contact's sales record and decides its tools against it); and the tool
+        // turn (two model steps, three staged writes, on the tenant that does not sell). The tool
+        // turn's writes run after each response through the shared limiter (10 ManyChat requests
+        // per second), so they queue behind it; the turn itself does not wait for them. Each app
+        // is fresh, so every database is the same size.
         let c = concurrencies.first().copied().unwrap_or(8);
-        warm_up(&tool_url, c).await;
-        let plain = drive(plain_url.clone(), requests, c).await;
-        let tools = drive(tool_url.clone(), requests, c).await;
-        line("plain turn", c, &plain);
-        line("tool turn", c, &tools);
+        warm_up_all(&[&unsold_url, &sold_url, &tool_url], c).await;
+        let apps = [("plain unsold", &unsold_url), ("plain selling", &sold_url), ("tool turn", &tool_url)];
+        // Per round: [unsold, selling, tool] as a share of the bare handler, then selling and
+        // tool as a share of unsold.
+        let mut per_round: Vec<[f64; 5]> = Vec::new();
+        for round in 1..=rounds {
+            let bare_client = client(c);
+            let clients: Vec<reqwest::Client> = apps.iter().map(|_| client(c)).collect();
+            let mut bare = Vec::new();
+            let mut turns: Vec<Vec<Slice>> = apps.iter().map(|_| Vec::new()).collect();
+            let per_line = requests / 2;
+            let slices = slices.min(per_line / c).max(1);
+            for slice in 0..slices {
+                // Past the warm-up's message: each round's contacts write again.
+                let first = (round - 1) * (per_line / c) + slice * (per_line / slices / c);
+                let count = per_line / slices;
+                bare.push(drive_slice(&bare_client, &bare_url, count, c, first).await);
+                for k in 0..apps.len() {
+                    let app = (slice + k) % apps.len();
+                    turns[app].push(
+                        drive_slice(&clients[app], apps[app].1, count, c, first).await,
+                    );
+                }
+            }
+            let bare = Measured::of(bare);
+            let turns: Vec<Measured> = turns.into_iter().map(Measured::of).collect();
+            println!("round {round}");
+            line("bare handler", c, &bare);
+            for (app, measured) in apps.iter().zip(&turns) {
+                line(app.0, c, measured);
+            }
+            let share = |m: &Measured| 100.0 * m.rps / bare.rps;
+            let ratios = [
+                share(&turns[0]),
+                share(&turns[1]),
+                share(&turns[2]),
+                100.0 * turns[1].rps / turns[0].rps,
+                100.0 * turns[2].rps / turns[0].rps,
+            ];
+            println!(
+                "ratio        c={c:<3} of the bare handler's throughput: plain unsold {:.1}%, plain selling {:.1}%, tool turn {:.1}%; selling {:.1}% and tool {:.1}% of unsold; cpu selling {:+} us/turn, tool {:+} us/turn",
+                ratios[0],
+                ratios[1],
+                ratios[2],
+                ratios[3],
+                ratios[4],
+                turns[1].cpu_per_request.as_micros() as i64
+                    - turns[0].cpu_per_request.as_micros() as i64,
+                turns[2].cpu_per_request.as_micros() as i64
+                    - turns[0].cpu_per_request.as_micros() as i64,
+            );
+            per_round.push(ratios);
+        }
+        let column = |k: usize| -> Vec<f64> { per_round.iter().map(|r| r[k]).collect() };
+        let rounds_of = |k: usize| {
+            column(k)
+                .iter()
+                .map(|r| format!("{r:.1}%"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         println!(
-            "ratio        c={c:<3} tool turn (2 model steps, 3 staged actions) {:.1}% of the plain turn's throughput; +{:.2} ms p50",
-            100.0 * tools.rps / plain.rps,
-            (tools.p50.as_secs_f64() - plain.p50.as_secs_f64()) * 1e3
+            "summary: c={c} medians over rounds, as a share of the bare handler's throughput: plain unsold {:.1}%, plain selling {:.1}%, tool turn {:.1}%",
+            median(&column(0)),
+            median(&column(1)),
+            median(&column(2)),
+        );
+        println!(
+            "  plain selling as a share of plain unsold: median {:.1}% (rounds: {})",
+            median(&column(3)),
+            rounds_of(3)
+        );
+        println!(
+            "  tool turn as a share of plain unsold: median {:.1}% (rounds: {})",
+            median(&column(4)),
+            rounds_of(4)
         );
 
-        // The sales turn (issue 14) beside the plain one, alternated in the same run, and the
-        // plain turn of a tenant that does not sell (no sales record read: the code path of the
-        // plain turn before issue 14) beside the selling demo tenant's.
-        warm_up(&sales_url, c).await;
-        warm_up(&unsold_url, c).await;
-        warm_up(&sold_url, c).await;
-        let mut plain_runs = Vec::new();
-        let mut unsold_runs = Vec::new();
-        for _ in 0..3 {
-            plain_runs.push(drive(sold_url.clone(), requests / 2, c).await);
-            unsold_runs.push(drive(unsold_url.clone(), requests / 2, c).await);
-        }
-        for (plain, unsold) in plain_runs.iter().zip(&unsold_runs) {
-            line("plain turn", c, plain);
-            line("plain unsold", c, unsold);
-        }
-        let median = |runs: &mut Vec<Measured>| {
-            runs.sort_by(|a, b| a.rps.total_cmp(&b.rps));
-            runs.remove(runs.len() / 2)
+        // Paced, on the fake ManyChat that answers in 50 ms: a turn that sends one flow during
+        // the turn (029) beside a plain turn, and the sales turn (intent, stage, one flow)
+        // beside the selling tenant's plain turn. Each turn is a contact of its own, one turn at
+        // a time per app and the two apps side by side, spaced so that each app's requests (the
+        // first-contact token write, the flow, the staged writes) stay under the limiter's 10
+        // per second: the answer time is the turn's and the flow's own, never the limiter's.
+        // The sales app's turns fall halfway between two of the flow app's, so that the two
+        // apps' turns rarely overlap.
+        let pairs = env_usize("BENCH_PACED_PAIRS", 120);
+        let (flow, sales) = tokio::join!(
+            drive_paced_lanes(
+                [(&flow_url, TOUR_TEXT), (&flow_url, PLAIN_TEXT)],
+                pairs,
+                Duration::from_millis(200),
+                700_000
+            ),
+            async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                drive_paced_lanes(
+                    [(&sales_url, TOUR_TEXT), (&sales_url, PLAIN_TEXT)],
+                    pairs / 2,
+                    Duration::from_millis(400),
+                    800_000,
+                )
+                .await
+            },
+        );
+        let quantiles = |what: &str, latencies: &[Duration]| {
+            println!(
+                "paced        {what:<26} n={:<4} p50 {:>6.2} ms  p95 {:>6.2} ms",
+                latencies.len(),
+                percentile(latencies, 0.50).as_secs_f64() * 1e3,
+                percentile(latencies, 0.95).as_secs_f64() * 1e3
+            );
         };
-        let (plain_median, unsold_median) = (median(&mut plain_runs), median(&mut unsold_runs));
+        println!("paced, ManyChat answering in {} ms:", MANYCHAT_ANSWER.as_millis());
+        quantiles("flow turn (one flow)", &flow.0);
+        quantiles("plain turn, same app", &flow.1);
+        quantiles("sales turn (intent+stage+flow)", &sales.0);
+        quantiles("plain turn, selling tenant", &sales.1);
+        let added = |a: &[Duration], b: &[Duration], q: f64| {
+            (percentile(a, q).as_secs_f64() - percentile(b, q).as_secs_f64()) * 1e3
+        };
         println!(
-            "ratio        c={c:<3} plain turn, selling tenant {:.1}% of a non-selling tenant's (medians of 3 alternated)",
-            100.0 * plain_median.rps / unsold_median.rps
+            "ratio        flow turn adds {:.2} ms at p50, {:.2} ms at p95; sales turn adds {:.2} ms at p50, {:.2} ms at p95",
+            added(&flow.0, &flow.1, 0.5),
+            added(&flow.0, &flow.1, 0.95),
+            added(&sales.0, &sales.1, 0.5),
+            added(&sales.0, &sales.1, 0.95)
         );
-        let plain = drive(sold_url.clone(), requests, c).await;
-        let sales = drive(sales_url.clone(), requests, c).await;
-        let plain_again = drive(sold_url.clone(), requests, c).await;
-        line("plain turn", c, &plain);
-        line("sales turn", c, &sales);
-        line("plain turn", c, &plain_again);
-        println!(
-            "ratio        c={c:<3} sales turn (2 model steps: intent, stage, one flow) {:.1}% of the plain turn's throughput; +{:.2} ms p50",
-            100.0 * sales.rps / ((plain.rps + plain_again.rps) / 2.0),
-            (sales.p50.as_secs_f64() - plain.p50.as_secs_f64()) * 1e3
-        );
+
+        // A contact's first plain turn, paced, on the selling tenant and on the one that does
+        // not sell, alternated (each app's first-contact token write stays under its limiter).
+        let (first_sold, first_unsold) = drive_paced_lanes(
+            [(&sold_url, PLAIN_TEXT), (&unsold_url, PLAIN_TEXT)],
+            pairs / 2,
+            Duration::from_millis(100),
+            600_000,
+        )
+        .await;
+        quantiles("first turn, selling tenant", &first_sold);
+        quantiles("first turn, not selling", &first_unsold);
 
         // ManyChat allows 10 getInfo per second per key, and every request goes through the
         // service's shared limiter: the read turns are paced under that limit (one at a time,

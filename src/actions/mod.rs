@@ -43,6 +43,11 @@ pub enum ActionStatus {
     DroppedOverCap,
     /// Its outbox row was dead-lettered, so it was never sent.
     DeadLettered,
+    /// The server refused the call before any request (a sales rule, an id or value the
+    /// tenant did not configure): `reason` says which. Takes no slot of the per-turn limit, is
+    /// never performed, and is not an action the contact saw (beyond 012's six statuses: none
+    /// of them says "refused by the server").
+    Refused,
 }
 
 /// One entry of `turns.actions`.
@@ -51,7 +56,10 @@ pub struct ActionEntry {
     /// `send_flow`, `add_tag`, `remove_tag`, `set_field`, `write_note`, or a record kind such as
     /// `send_event`.
     pub tool: String,
-    /// The configured id (flow, tag, field or note id), never the ManyChat name.
+    /// The configured id (flow, tag, field or note id), never the ManyChat name. Empty (and left
+    /// out) only on a `refused` entry whose id the tenant did not configure: the model's own
+    /// string is never recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
     /// set_field: the configured value id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +70,12 @@ pub struct ActionEntry {
     pub status: ActionStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// `refused`: why. A sales rule's code (`crate::sales::Refusal::code`: `not_prospect`,
+    /// `not_prepared`, `backward_stage`, `prospect_final`, `already_sent`, `other_offering`,
+    /// `offering_locked`) or the tool's (`unknown_tool`, `invalid_arguments`,
+    /// `missing_argument`, `unknown_id`, `unknown_value`, `empty_note`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Set on actions the server performed without the model calling a tool: `handoff`
     /// (escalation), `opening`, `stage`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,6 +148,7 @@ impl StagedAction {
                 length: None,
                 status: ActionStatus::Staged,
                 error: None,
+                reason: None,
                 origin: None,
                 contact_asked: None,
             },
@@ -161,6 +176,23 @@ impl StagedAction {
     pub fn with_origin(mut self, origin: &str) -> Self {
         self.entry.origin = Some(origin.to_owned());
         self
+    }
+
+    /// This action as refused by the server with `reason` (see [`ActionEntry::reason`]): never
+    /// performed, its request forgotten.
+    pub fn refused(mut self, reason: &str) -> Self {
+        self.entry.reason = Some(reason.to_owned());
+        self.settle_unperformed(ActionStatus::Refused);
+        self
+    }
+
+    /// Whether this action holds (or held) a place among the turn's actions: not dropped over the
+    /// cap, not refused. Only these take a cap slot or make an identical later call a repeat.
+    pub fn live(&self) -> bool {
+        !matches!(
+            self.entry.status,
+            ActionStatus::DroppedOverCap | ActionStatus::Refused
+        )
     }
 
     /// Settles an action that will not be performed with `status`, forgetting its request.

@@ -668,6 +668,7 @@ pub(crate) mod tests {
             {"tool": "remove_tag", "id": "cold", "status": "staged"},
             {"tool": "add_tag", "id": "vip", "status": "dropped_over_cap"},
             {"tool": "send_flow", "id": "price_video", "status": "dead_lettered"},
+            {"tool": "send_flow", "id": "booking_link", "status": "refused", "reason": "not_prepared"},
             {"tool": "write_note", "id": "goal", "length": 40, "status": "performed"},
             {"tool": "send_flow", "id": "welcome", "origin": "opening", "status": "performed"},
             {"tool": "add_tag", "status": "performed"},
@@ -705,6 +706,7 @@ pub(crate) mod tests {
             "vip",
             "price_video",
             "lead_event",
+            "booking_link",
         ] {
             assert!(!t.contains(absent), "{absent} should not be in the prompt");
         }

@@ -236,7 +236,8 @@ mod tests {
     }
 
     #[test]
-    fn spec_034_verification_3_intent_is_the_last_performed_write_never_a_staged_or_failed_one() {
+    fn spec_034_verification_3_intent_is_the_last_performed_write_never_a_staged_failed_or_refused_one()
+     {
         let config = demo();
         let record = SalesRecord {
             offering: None,
@@ -249,7 +250,10 @@ mod tests {
                     at: at(2),
                     actions: json!([
                         {"tool": "set_field", "id": "intent", "value": "prospect", "status": "discarded"},
-                        {"tool": "set_field", "id": "intent", "value": "prospect", "status": "failed"}
+                        {"tool": "set_field", "id": "intent", "value": "prospect", "status": "failed"},
+                        {"tool": "set_field", "id": "intent", "value": "prospect", "status": "refused", "reason": "prospect_final"},
+                        {"tool": "set_field", "id": "funnel_stage", "value": "offered", "status": "refused", "reason": "not_prospect"},
+                        {"tool": "send_flow", "id": "glaze_lab_guide", "status": "refused", "reason": "other_offering"}
                     ]),
                 },
             ],
@@ -257,6 +261,7 @@ mod tests {
         let known = from_record(&config, &record, request(None, true));
         assert_eq!(known.intent, Intent::NotProspect);
         assert_eq!(known.stage, None);
+        assert!(known.sent_flows.is_empty(), "a refused flow was not sent");
     }
 
     #[test]

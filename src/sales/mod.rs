@@ -83,6 +83,20 @@ impl Refusal {
         }
     }
 
+    /// The refusal's code in the turn's record (`turns.actions`, status `refused`): every
+    /// refusal has one, including those the model is told nothing more than `staged: false` of.
+    pub fn code(self) -> &'static str {
+        match self {
+            Refusal::NotProspect => "not_prospect",
+            Refusal::NotPrepared => "not_prepared",
+            Refusal::Backward => "backward_stage",
+            Refusal::ProspectFinal => "prospect_final",
+            Refusal::AlreadySent => "already_sent",
+            Refusal::OtherOffering => "other_offering",
+            Refusal::OfferingLocked => "offering_locked",
+        }
+    }
+
     /// How the refusal reads in the turn's final note and log lines (configured ids only).
     pub fn describe(self) -> &'static str {
         match self {

@@ -2814,6 +2814,57 @@ pub async fn spec_032_the_opening_is_claimed_once_per_contact(store: &dyn Store)
     );
 }
 
+/// Issue 14: a write the server refused is recorded `refused` with its reason, and the report
+/// counts it under that status of its own, never as `failed`.
+pub async fn issue_14_report_counts_refused_actions_under_their_own_status(store: &dyn Store) {
+    // A Monday of its own, far from every other case's turns.
+    let from = Utc
+        .with_ymd_and_hms(2032, 3, 1, 0, 0, 0)
+        .single()
+        .expect("an instant");
+    let conversation = store
+        .conversation_for(&fresh_subscriber(), "whatsapp", from)
+        .await
+        .expect("conversation_for")
+        .id;
+    let at = from + chrono::Duration::hours(10);
+    record(
+        store,
+        NewTurn::user(conversation, "Invented text", true, at),
+    )
+    .await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(json!([
+                {"tool": "send_flow", "id": "booking_link", "status": "refused", "reason": "not_prepared"},
+                {"tool": "set_field", "id": "funnel_stage", "value": "new", "status": "refused", "reason": "backward_stage"},
+                {"tool": "send_flow", "id": "brochure", "status": "failed", "error": "Invented error"},
+            ])),
+            ..NewTurn::agent(conversation, "Invented reply", "answered_inline", true, at)
+        },
+    )
+    .await;
+    let week = store
+        .report_aggregates(from, from + chrono::Duration::weeks(1))
+        .await
+        .expect("report_aggregates");
+    let mut actions: Vec<(&str, &str, i64)> = week
+        .actions
+        .iter()
+        .map(|a| (a.tool.as_str(), a.status.as_str(), a.count))
+        .collect();
+    actions.sort();
+    assert_eq!(
+        actions,
+        vec![
+            ("send_flow", "failed", 1),
+            ("send_flow", "refused", 1),
+            ("set_field", "refused", 1),
+        ]
+    );
+}
+
 pub async fn run_all(store: &dyn Store) {
     ping_answers(store).await;
     unknown_ids_read_as_none_and_updates_fail(store).await;
@@ -2869,6 +2920,7 @@ pub async fn run_all(store: &dyn Store) {
     issue_13_item_10_retention_clears_old_text_and_keeps_the_measures(store).await;
     flow_sends_are_capped_per_contact_per_hour(store).await;
     report_aggregates_group_a_period_by_hand(store).await;
+    issue_14_report_counts_refused_actions_under_their_own_status(store).await;
 }
 
 #[cfg(test)]
@@ -2978,6 +3030,7 @@ mod tests {
         sales_record_reads_offering_and_action_records,
         spec_032_the_opening_is_claimed_once_per_contact,
         report_aggregates_group_a_period_by_hand,
+        issue_14_report_counts_refused_actions_under_their_own_status,
         spec_025_scheduling_twice_leaves_one_pending_row,
         spec_025_claim_takes_due_rows_once,
         spec_025_a_nudge_turn_is_written_only_under_its_claim,

@@ -17,6 +17,9 @@
 //!   turn (the next answers `{"staged": false}` and is recorded `dropped_over_cap`); identical
 //!   actions are staged once; a second note for the same note id replaces the first in its
 //!   slot (a write replaces, 024); actions keep the model's order.
+//! - A write the server refuses (a sales rule, an unknown id or value, an empty note) is recorded
+//!   `refused` with its reason, once per identical refusal: no request, no cap slot, and a later
+//!   identical write is not a repeat of it. Only configured ids and values are recorded.
 //! - get_contact is the one tool performed when called (ADR-0016), only on a turn that reads
 //!   history, at most [`MAX_READS`] requests per turn, each bounded by [`READ_TIMEOUT`]; a
 //!   failure, a timeout or a third call answers `{"available": false}` and the turn goes on.
@@ -316,7 +319,8 @@ impl TurnTools {
         self.reads
     }
 
-    /// Every action the model staged, in its order, including those dropped over the cap.
+    /// Every action the model staged, in its order, including those dropped over the cap and
+    /// the writes the server refused (`refused`, with their reason).
     pub fn into_actions(self) -> Vec<StagedAction> {
         self.actions
     }
@@ -325,34 +329,40 @@ impl TurnTools {
         self.config.tools.as_ref()
     }
 
-    /// Resolves a write to the action it stages, `Ok(None)` for a note left empty by cleaning,
-    /// or a refusal the model is told about.
-    fn resolve(&self, name: &str, args: &Value) -> Result<Option<StagedAction>, String> {
-        let tools = self.tools().ok_or("no tools are configured")?;
-        let arg = |key: &str| args.get(key).and_then(Value::as_str);
+    /// Resolves a write to the action it stages, or a refusal: its record reason and what the
+    /// model is told.
+    fn resolve(&self, name: &str, args: &Value) -> Result<StagedAction, Rejected> {
+        let tools = self
+            .tools()
+            .ok_or_else(|| Rejected::new("unknown_tool", "no tools are configured"))?;
+        let arg = |key: &str| {
+            args.get(key)
+                .and_then(Value::as_str)
+                .ok_or_else(|| Rejected::new("missing_argument", &format!("{key} is required")))
+        };
         match name {
             "send_flow" => {
-                let id = arg("flow").ok_or("flow is required")?;
+                let id = arg("flow")?;
                 let flow = tools
                     .flows
                     .iter()
                     .find(|f| f.id == id && f.role != Some(FlowRole::Opening))
-                    .ok_or("unknown flow id")?;
-                Ok(Some(StagedAction::new(
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown flow id"))?;
+                Ok(StagedAction::new(
                     "send_flow",
                     &flow.id,
                     Operation::SendFlow {
                         flow_ns: flow.flow_ns.clone(),
                     },
-                )))
+                ))
             }
             "add_tag" | "remove_tag" => {
-                let id = arg("tag").ok_or("tag is required")?;
+                let id = arg("tag")?;
                 let tag = tools
                     .tags
                     .iter()
                     .find(|t| t.id == id)
-                    .ok_or("unknown tag id")?;
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown tag id"))?;
                 let operation = if name == "add_tag" {
                     Operation::AddTag {
                         tag: tag.tag.clone(),
@@ -362,18 +372,24 @@ impl TurnTools {
                         tag: tag.tag.clone(),
                     }
                 };
-                Ok(Some(StagedAction::new(name, &tag.id, operation)))
+                Ok(StagedAction::new(name, &tag.id, operation))
             }
             "set_field" => {
-                let id = arg("field").ok_or("field is required")?;
-                let value = arg("value").ok_or("value is required")?;
+                let id = arg("field")?;
+                let value = arg("value")?;
                 let field = tools
                     .fields
                     .iter()
                     .find(|f| f.id == id)
-                    .ok_or("unknown field id")?;
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown field id"))?;
                 if !specs::model_values(field).any(|v| v == value) {
-                    return Err(format!("value is not one of {}'s values", field.id));
+                    // An offering, stage or value the tenant did not configure: the field is
+                    // named in the record, the model's value never is.
+                    return Err(Rejected::new(
+                        "unknown_value",
+                        &format!("value is not one of {}'s values", field.id),
+                    )
+                    .on(&field.id));
                 }
                 let mut action = StagedAction::new(
                     "set_field",
@@ -384,18 +400,22 @@ impl TurnTools {
                     },
                 );
                 action.entry.value = Some(value.to_owned());
-                Ok(Some(action))
+                Ok(action)
             }
             "write_note" => {
-                let id = arg("note").ok_or("note is required")?;
-                let raw = arg("text").ok_or("text is required")?;
+                let id = arg("note")?;
+                let raw = arg("text")?;
                 let note = tools
                     .notes
                     .iter()
                     .find(|n| n.id == id)
-                    .ok_or("unknown note id")?;
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown note id"))?;
                 let Some(text) = NoteText::clean(raw, note.max_length as usize) else {
-                    return Ok(None);
+                    return Err(Rejected {
+                        reason: "empty_note",
+                        id: Some(note.id.clone()),
+                        message: None,
+                    });
                 };
                 let mut action = StagedAction::new(
                     "write_note",
@@ -407,35 +427,50 @@ impl TurnTools {
                     },
                 );
                 action.entry.length = Some(text.chars());
-                Ok(Some(action))
+                Ok(action)
             }
             "schedule_nudge" => {
-                let id = arg("delay").ok_or("delay is required")?;
+                let id = arg("delay")?;
                 let delay = tools
                     .nudge
                     .as_ref()
                     .and_then(|n| n.delays.iter().find(|d| d.id == id))
-                    .ok_or("unknown delay id")?;
-                Ok(Some(StagedAction::new(
+                    .ok_or_else(|| Rejected::new("unknown_id", "unknown delay id"))?;
+                Ok(StagedAction::new(
                     "schedule_nudge",
                     &delay.id,
                     Operation::ScheduleNudge {
                         minutes: delay.minutes,
                     },
-                )))
+                ))
             }
-            _ => Err("unknown tool".into()),
+            _ => Err(Rejected::new("unknown_tool", "unknown tool")),
+        }
+    }
+
+    /// Records a write the server refused (issue 14: the record says what happened): `refused`
+    /// with its reason, no request, no cap slot. A repeat of the same refusal is recorded once.
+    fn record_refusal(&mut self, action: StagedAction, reason: &str) {
+        let refused = action.refused(reason);
+        let repeat = self.actions.iter().any(|a| {
+            a.entry.status == ActionStatus::Refused
+                && a.entry.tool == refused.entry.tool
+                && a.entry.id == refused.entry.id
+                && a.entry.value == refused.entry.value
+                && a.entry.reason == refused.entry.reason
+        });
+        if !repeat {
+            self.actions.push(refused);
         }
     }
 
     fn stage(&mut self, action: StagedAction) -> Value {
-        let live = |a: &&mut StagedAction| a.entry.status != ActionStatus::DroppedOverCap;
         // A write replaces (024): a later note for the same note takes the earlier one's slot.
         if action.entry.tool == "write_note"
             && let Some(earlier) = self
                 .actions
                 .iter_mut()
-                .filter(live)
+                .filter(|a| a.live())
                 .find(|a| a.entry.tool == "write_note" && a.entry.id == action.entry.id)
         {
             *earlier = action;
@@ -445,7 +480,7 @@ impl TurnTools {
             a.entry.tool == action.entry.tool
                 && a.entry.id == action.entry.id
                 && a.entry.value == action.entry.value
-                && a.entry.status != ActionStatus::DroppedOverCap
+                && a.live()
         };
         if self.actions.iter().any(same) {
             return json!({"staged": true});
@@ -464,12 +499,12 @@ impl TurnTools {
         json!({"staged": true})
     }
 
-    /// The actions that take a cap slot: follow-ons (link_sent, events) and the opening never
-    /// do (023, 027, 032 A).
+    /// The actions that take a cap slot: follow-ons (link_sent, events), refusals and the
+    /// opening never do (023, 027, 032 A, 034).
     fn counted(&self) -> usize {
         self.actions
             .iter()
-            .filter(|a| a.entry.status != ActionStatus::DroppedOverCap && !a.follows)
+            .filter(|a| a.live() && !a.follows)
             .filter(|a| a.entry.origin.as_deref() != Some("opening"))
             .count()
     }
@@ -500,6 +535,7 @@ impl TurnTools {
                     action.entry.id,
                     refusal.describe()
                 ));
+                self.record_refusal(action, refusal.code());
                 return match refusal.reason() {
                     Some(reason) => json!({"sent": false, "reason": reason}),
                     None => json!({"sent": false}),
@@ -657,6 +693,7 @@ impl TurnTools {
                     action.entry.id,
                     refusal.describe()
                 ));
+                self.record_refusal(action, refusal.code());
                 match refusal.reason() {
                     Some(reason) => json!({"staged": false, "reason": reason}),
                     None => json!({"staged": false}),
@@ -719,6 +756,43 @@ impl TurnTools {
     }
 }
 
+/// The tools that write (everything but `get_contact`): a refused call of one is recorded under
+/// its name; any other name is recorded as `unknown`.
+const WRITE_TOOLS: [&str; 6] = [
+    "send_flow",
+    "add_tag",
+    "remove_tag",
+    "set_field",
+    "write_note",
+    "schedule_nudge",
+];
+
+/// A call refused before it resolves to an action (an unknown tool, id or value, a missing
+/// argument, a note empty after cleaning).
+struct Rejected {
+    /// The record's reason (`ActionEntry::reason`).
+    reason: &'static str,
+    /// The configured id the call named, when it named one.
+    id: Option<String>,
+    /// What the model is told as `error` (`None`: `{"staged": false}` alone).
+    message: Option<String>,
+}
+
+impl Rejected {
+    fn new(reason: &'static str, message: &str) -> Self {
+        Self {
+            reason,
+            id: None,
+            message: Some(message.to_owned()),
+        }
+    }
+
+    fn on(mut self, id: &str) -> Self {
+        self.id = Some(id.to_owned());
+        self
+    }
+}
+
 /// A write as the sales rules see it (`None`: a tool they do not know).
 fn sales_call<'a>(tools: &'a ToolsConfig, name: &str, args: &'a Value) -> Option<SalesCall<'a>> {
     let arg = |key: &str| args.get(key).and_then(Value::as_str);
@@ -755,39 +829,58 @@ impl ToolHost for TurnTools {
     }
 
     async fn call(&mut self, call: &ToolCall) -> Value {
-        let args = match &call.arguments {
-            ToolArguments::Valid(args) => args,
-            ToolArguments::Invalid { .. } => {
-                return json!({"staged": false, "error": "invalid arguments"});
-            }
-        };
         if call.name == "get_contact" {
-            return self.read().await;
+            return match &call.arguments {
+                ToolArguments::Valid(_) => self.read().await,
+                ToolArguments::Invalid { .. } => {
+                    json!({"staged": false, "error": "invalid arguments"})
+                }
+            };
         }
         // 025: a nudge turn is not offered schedule_nudge; a model that calls it anyway stages
-        // nothing.
+        // nothing, and the record says so.
         if call.name == specs::NUDGE_TOOL && !self.specs.iter().any(|s| s.name == call.name) {
             self.refused.push(format!("{} (not offered)", call.name));
+            self.record_refusal(
+                StagedAction::new(specs::NUDGE_TOOL, "", Operation::Cleared),
+                "not_offered",
+            );
             return json!({"staged": false, "error": "not offered"});
         }
-        match self.resolve(&call.name, args) {
-            Ok(Some(action)) if call.name == "send_flow" && self.sender.is_some() => {
+        let resolved = match &call.arguments {
+            ToolArguments::Valid(args) => self.resolve(&call.name, args).map(|a| (a, args)),
+            ToolArguments::Invalid { .. } => {
+                Err(Rejected::new("invalid_arguments", "invalid arguments"))
+            }
+        };
+        match resolved {
+            Ok((action, args)) if call.name == "send_flow" && self.sender.is_some() => {
                 self.send_flow_now(args, action).await
             }
-            Ok(Some(action)) => {
+            Ok((action, args)) => {
                 let mut result = self.stage_for_sale(&call.name, args, action);
                 // 032 B: an accepted funnel write sends the flow tied to its stage.
                 self.send_tied_flow(&mut result).await;
                 result
             }
-            Ok(None) => {
-                self.refused
-                    .push(format!("{} (empty after cleaning)", call.name));
-                json!({"staged": false})
-            }
-            Err(reason) => {
-                self.refused.push(format!("{} ({reason})", call.name));
-                json!({"staged": false, "error": reason})
+            Err(rejected) => {
+                let said = rejected.message.as_deref().unwrap_or(rejected.reason);
+                self.refused.push(format!("{} ({said})", call.name));
+                // The record names a write tool and a configured id only, never the model's.
+                let tool = if WRITE_TOOLS.contains(&call.name.as_str()) {
+                    call.name.as_str()
+                } else {
+                    "unknown"
+                };
+                let id = rejected.id.as_deref().unwrap_or_default();
+                self.record_refusal(
+                    StagedAction::new(tool, id, Operation::Cleared),
+                    rejected.reason,
+                );
+                match rejected.message {
+                    Some(message) => json!({"staged": false, "error": message}),
+                    None => json!({"staged": false}),
+                }
             }
         }
     }

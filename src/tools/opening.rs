@@ -129,11 +129,10 @@ impl TurnTools {
             return;
         };
         let this_turn = self.sent.iter().any(|s| s.id == flow.id)
-            || self.actions.iter().any(|a| {
-                a.entry.tool == "send_flow"
-                    && a.entry.id == flow.id
-                    && a.entry.status != ActionStatus::DroppedOverCap
-            });
+            || self
+                .actions
+                .iter()
+                .any(|a| a.entry.tool == "send_flow" && a.entry.id == flow.id && a.live());
         if this_turn {
             return;
         }

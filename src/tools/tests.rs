@@ -215,7 +215,17 @@ async fn spec_012_set_field_value_must_belong_to_its_field() {
         .await;
     assert_eq!(result["staged"], json!(false));
     assert!(tools.final_note().unwrap().contains("refused"));
-    assert!(tools.into_actions().is_empty());
+    // Recorded as refused: the configured field without the model's value, the unknown flow
+    // without its id; nothing to perform.
+    let actions = tools.into_actions();
+    assert_eq!(
+        crate::actions::record(&actions),
+        json!([
+            {"tool": "set_field", "id": "shift", "status": "refused", "reason": "unknown_value"},
+            {"tool": "send_flow", "status": "refused", "reason": "unknown_id"}
+        ])
+    );
+    assert!(actions.iter().all(|a| a.operation == Operation::Cleared));
 }
 
 fn note(id: &str, field: &str, max_length: u32, on_escalation: bool) -> crate::config::NoteConfig {
@@ -390,7 +400,12 @@ async fn spec_024_write_note_is_cleaned_when_staged_and_recorded_by_length() {
         "{note}"
     );
     let actions = tools.into_actions();
-    assert_eq!(actions.len(), 1);
+    assert_eq!(actions.len(), 2);
+    assert_eq!(
+        serde_json::to_value(&actions[1].entry).unwrap(),
+        json!({"tool": "write_note", "id": "summary", "status": "refused", "reason": "empty_note"}),
+        "an empty note is recorded refused, without a length"
+    );
     let cleaned = "Wants a mug; mail me at [removed]";
     assert_eq!(
         actions[0].operation,
@@ -514,7 +529,9 @@ async fn spec_025_schedule_nudge_stages_its_delay_and_makes_no_request() {
         .await;
     assert_eq!(unknown["staged"], false);
     let actions = tools.into_actions();
-    assert_eq!(actions.len(), 1);
+    assert_eq!(actions.len(), 2);
+    assert_eq!(actions[1].entry.status, ActionStatus::Refused);
+    assert_eq!(actions[1].entry.reason.as_deref(), Some("unknown_id"));
     assert_eq!(actions[0].entry.tool, "schedule_nudge");
     assert_eq!(actions[0].entry.id, "tomorrow");
     assert_eq!(

@@ -164,8 +164,10 @@ async fn spec_029_verification_1_send_flow_sends_during_the_call_once_per_turn_a
         Some(json!([
             {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
             {"tool": "set_field", "id": "course", "value": "handbuilding", "status": "performed"},
-            {"tool": "send_flow", "id": "handbuilding_guide", "status": "performed"}
-        ]))
+            {"tool": "send_flow", "id": "handbuilding_guide", "status": "performed"},
+            {"tool": "send_flow", "id": "glaze_lab_guide", "status": "refused", "reason": "other_offering"}
+        ])),
+        "the other offering's flow is recorded refused, with its reason"
     );
 }
 

@@ -626,7 +626,13 @@ async fn spec_025_verification_2_a_nudge_turn_is_not_offered_schedule_nudge_or_g
         .into_iter()
         .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
         .expect("the nudge turn");
-    assert_eq!(turn.actions, Some(json!([])), "nothing was staged");
+    assert_eq!(
+        turn.actions,
+        Some(json!([
+            {"tool": "schedule_nudge", "status": "refused", "reason": "not_offered"}
+        ])),
+        "nothing was staged; the record says the call was refused"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -282,19 +282,41 @@ async fn spec_034_verification_2_writes_before_prospect_are_refused_without_a_re
         "accepted once prospect is staged earlier in the turn: {results:?}"
     );
     let turn = agent_turn(&app, "6001").await;
-    let statuses: Vec<&str> = turn
-        .actions
-        .as_ref()
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["status"].as_str().unwrap())
-        .collect();
+    let entries = turn.actions.as_ref().unwrap().as_array().unwrap().clone();
+    let with_status = |status: &str| -> Vec<Value> {
+        entries
+            .iter()
+            .filter(|e| e["status"] == status)
+            .cloned()
+            .collect()
+    };
     assert_eq!(
-        statuses,
-        vec!["performed"; 8],
-        "the note and seven writes fill the eight slots, none dropped"
+        with_status("performed").len(),
+        8,
+        "the note and seven writes fill the eight slots, none dropped: {entries:?}"
+    );
+    assert_eq!(entries.len(), 16, "{entries:?}");
+    // Issue 14: the record says what happened to each gated write.
+    let refused = |tool: &str, id: &str, value: Option<&str>| {
+        let mut entry =
+            json!({"tool": tool, "id": id, "status": "refused", "reason": "not_prospect"});
+        if let Some(value) = value {
+            entry["value"] = json!(value);
+        }
+        entry
+    };
+    assert_eq!(
+        with_status("refused"),
+        vec![
+            refused("send_flow", "booking_link", None),
+            refused("add_tag", "interested_wheel", None),
+            refused("remove_tag", "gift_buyer", None),
+            refused("set_field", "clay_experience", Some("none")),
+            refused("set_field", "funnel_stage", Some("qualifying")),
+            refused("set_field", "course", Some("wheel-basics")),
+            refused("add_tag", "gift_buyer", None),
+            refused("remove_tag", "interested_wheel", None),
+        ]
     );
     let sent = received(&app).await;
     assert_eq!(
@@ -324,6 +346,12 @@ async fn spec_034_verification_2_writes_before_prospect_are_refused_without_a_re
         received(&app).await.len(),
         8,
         "nothing more reached ManyChat"
+    );
+    assert_eq!(
+        agent_turn(&app, "6001").await.actions,
+        Some(
+            json!([{"tool": "set_field", "id": "intent", "value": "not_prospect", "status": "refused", "reason": "prospect_final"}])
+        )
     );
 }
 
@@ -970,6 +998,270 @@ async fn spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_
     );
 }
 
+// --- Issue 14: bad input gets a defined result, and the record says what happened ---------------
+
+/// A refused entry of the record (issue 14): no request was made, its reason says why.
+fn refused_entry(tool: &str, id: &str, value: Option<&str>, reason: &str) -> Value {
+    let mut entry = json!({"tool": tool, "id": id, "status": "refused", "reason": reason});
+    if let Some(value) = value {
+        entry["value"] = json!(value);
+    }
+    entry
+}
+
+async fn issue_14_bad_input_1_a_gated_write_is_recorded_refused_and_reaches_no_one(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([
+            add_tag("interested_wheel"),
+            send_flow("booking_link", true),
+            set_field("funnel_stage", "qualifying"),
+            // The same refusal twice is recorded once.
+            add_tag("interested_wheel"),
+        ]),
+        answer("Happy to help."),
+        answer("Hello again."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "6801", "Hi").await;
+    assert_eq!(received(&app).await, vec![], "nothing reached ManyChat");
+    assert_eq!(
+        agent_turn(&app, "6801").await.actions,
+        Some(json!([
+            refused_entry("add_tag", "interested_wheel", None, "not_prospect"),
+            refused_entry("send_flow", "booking_link", None, "not_prospect"),
+            refused_entry(
+                "set_field",
+                "funnel_stage",
+                Some("qualifying"),
+                "not_prospect"
+            ),
+        ]))
+    );
+    // The history note lists performed actions only, and the position is unchanged.
+    turn_once(&app, "6801", "Hi again").await;
+    let prompt = user_text(&model.requests()[2]);
+    assert!(!prompt.contains("actions performed"), "{prompt}");
+    assert!(prompt.contains("INTENT: unknown"), "{prompt}");
+    assert!(prompt.contains("FUNNEL: none recorded yet"), "{prompt}");
+}
+
+async fn issue_14_bad_input_2_an_unknown_offering_is_recorded_refused_and_sends_nothing(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([
+            prospect(),
+            // An offering the catalog does not have, and another offering's flow.
+            set_field("course", "pottery-for-dogs"),
+            send_flow("glaze_lab_guide", false),
+        ]),
+        answer("Which course would you like?"),
+        answer("Which course would you like?"),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "6802", "Tell me about the dog course").await;
+    let results = tool_results(&model.requests()[1]);
+    assert_eq!(results[1]["staged"], false);
+    assert_eq!(results[2], json!({"sent": false}));
+    assert_eq!(
+        received(&app).await,
+        pairs(&[(SET_FIELD, "studio_intent=prospect")]),
+        "only the intent write reached ManyChat"
+    );
+    let actions = agent_turn(&app, "6802").await.actions.unwrap();
+    assert_eq!(
+        actions.as_array().unwrap()[1..],
+        [
+            // The field is named; the model's value is not recorded.
+            json!({"tool": "set_field", "id": "course", "status": "refused", "reason": "unknown_value"}),
+            refused_entry("send_flow", "glaze_lab_guide", None, "other_offering"),
+        ]
+    );
+    assert!(!actions.to_string().contains("pottery-for-dogs"));
+    assert_eq!(app.conversation("6802").await.offering, None);
+    turn_once(&app, "6802", "Hello?").await;
+    assert!(!user_text(&model.requests()[2]).contains("OFFERING:"));
+}
+
+async fn issue_14_bad_input_3_a_backward_stage_is_recorded_refused_with_its_value(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([prospect(), set_field("funnel_stage", "offered")]),
+        answer("It is 210.00 GBP."),
+        tool_calls([set_field("funnel_stage", "qualifying")]),
+        answer("Take your time."),
+        answer("Anything else?"),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "6803", "How much is the wheel course?").await;
+    let before = received(&app).await;
+    turn_once(&app, "6803", "Let me think about which course").await;
+    assert_eq!(
+        received(&app).await,
+        before,
+        "nothing more reached ManyChat"
+    );
+    assert_eq!(
+        agent_turn(&app, "6803").await.actions,
+        Some(json!([refused_entry(
+            "set_field",
+            "funnel_stage",
+            Some("qualifying"),
+            "backward_stage"
+        )]))
+    );
+    turn_once(&app, "6803", "Ok").await;
+    let prompt = user_text(&model.requests()[4]);
+    assert!(
+        prompt.contains("FUNNEL: offered"),
+        "the refused write moved nothing: {prompt}"
+    );
+}
+
+async fn issue_14_bad_input_4_a_link_before_prepared_is_recorded_refused_not_prepared(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([prospect(), send_flow("booking_link", false)]),
+        answer("Happy to help with anything else."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "6804", "I think I will book").await;
+    assert_eq!(
+        received(&app).await,
+        pairs(&[(SET_FIELD, "studio_intent=prospect")])
+    );
+    assert_eq!(
+        agent_turn(&app, "6804").await.actions,
+        Some(json!([
+            {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+            refused_entry("send_flow", "booking_link", None, "not_prepared"),
+        ]))
+    );
+}
+
+async fn issue_14_bad_input_5_contact_asked_on_a_non_link_flow_is_ignored_and_not_recorded(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([
+            prospect(),
+            // Another offering's flow with contactAsked: refused for its offering alone.
+            send_flow("glaze_lab_guide", true),
+            set_field("course", "wheel-basics"),
+            // The turn's offering's flow with contactAsked: sent, contactAsked not recorded.
+            send_flow("wheel_basics_guide", true),
+        ]),
+        answer("Here is the wheel guide."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, "6805", "Wheel course details please").await;
+    let results = tool_results(&model.requests()[1]);
+    assert_eq!(results[1], json!({"sent": false}));
+    assert_eq!(results[3], json!({"sent": true}));
+    let flows: Vec<String> = received(&app)
+        .await
+        .into_iter()
+        .filter(|(p, _)| p == FLOW)
+        .map(|(_, ns)| ns)
+        .collect();
+    assert_eq!(flows, vec!["content20250301000000_200001"]);
+    assert_eq!(
+        agent_turn(&app, "6805").await.actions,
+        Some(json!([
+            {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+            refused_entry("send_flow", "glaze_lab_guide", None, "other_offering"),
+            {"tool": "set_field", "id": "course", "value": "wheel-basics", "status": "performed"},
+            {"tool": "send_flow", "id": "wheel_basics_guide", "status": "performed"},
+        ]))
+    );
+}
+
+async fn issue_14_bad_input_6_a_forged_offering_on_an_unbound_request_is_neither_stored_nor_an_adverts(
+    backend: Backend,
+) {
+    let model = script(vec![
+        answer("Hello, how can I help?"),
+        tool_calls([prospect(), send_flow("glaze_lab_guide", false)]),
+        answer("Which course interests you?"),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    // The contact holds a token; a request with another one is unbound (019).
+    app.returning_contact("6806").await;
+    let forged = json!({"subscriber_id": "6806", "text": "Hi", "offering": "glaze-lab",
+        "ai_token": "not-the-contacts-token"});
+    assert_eq!(app.post_json(&forged).await.status(), 200);
+    app.settle().await;
+    let prompt = user_text(&model.requests()[0]);
+    assert!(
+        prompt.contains("OFFERING: glaze-lab") && !prompt.contains("from the advert"),
+        "it narrows the turn, and is not the advert's: {prompt}"
+    );
+    assert!(prompt.contains("INTENT: unknown"), "{prompt}");
+    assert_eq!(app.conversation("6806").await.offering, None, "not stored");
+    assert!(!agent_turn(&app, "6806").await.bound);
+    assert_eq!(received(&app).await, vec![], "nothing reached ManyChat");
+
+    // The next request carries none: the forged offering is gone, its flow refused.
+    turn_once(&app, "6806", "Send me the glaze guide").await;
+    assert_eq!(
+        received(&app).await,
+        pairs(&[(SET_FIELD, "studio_intent=prospect")])
+    );
+    assert_eq!(
+        agent_turn(&app, "6806").await.actions.unwrap()[1],
+        refused_entry("send_flow", "glaze_lab_guide", None, "other_offering")
+    );
+}
+
+/// Issue 14 on the deferred path: a refused entry rides the outbox row untouched; the worker
+/// performs only what was staged.
+#[tokio::test(start_paused = true)]
+async fn issue_14_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(tool_calls([add_tag("interested_wheel"), prospect()])),
+        ScriptStep::ok(answer("Later.")).after(Duration::from_secs(9)),
+    ]));
+    let app = spawn_app_with(AppOptions::new(model.clone())).await;
+    app.returning_contact("6807").await;
+    let request = send_in_background(&app, "6807", "Tell me about the wheel course");
+    until(async || model.calls() == 2).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (_, body) = request.await.unwrap();
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    until(async || !app.outbox().await.is_empty()).await;
+    app.settle_advancing().await;
+    let refused = refused_entry("add_tag", "interested_wheel", None, "not_prospect");
+    let turn = agent_turn(&app, "6807").await;
+    assert_eq!(turn.outcome.as_deref(), Some("deferred"));
+    assert_eq!(
+        turn.actions,
+        Some(json!([
+            refused,
+            {"tool": "set_field", "id": "intent", "value": "prospect", "status": "staged"},
+        ]))
+    );
+    app.worker.run_once().await.unwrap();
+    assert_eq!(
+        agent_turn(&app, "6807").await.actions,
+        Some(json!([
+            refused,
+            {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+        ]))
+    );
+    let sent = app.manychat_requests().await;
+    assert!(
+        sent.iter().all(|r| !r.path.contains("Tag")),
+        "the refused tag was never sent: {sent:?}"
+    );
+    assert_eq!(sent.last().unwrap().body["field_value"], "prospect");
+}
+
 macro_rules! on_both_backends {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -1008,6 +1300,12 @@ on_both_backends!(
     spec_028_verification_5_the_stored_offering_follows_inbound_and_performed_writes,
     spec_028_verification_6_a_shared_flow_sent_before_a_switch_stays_sent,
     spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_contact_asked,
+    issue_14_bad_input_1_a_gated_write_is_recorded_refused_and_reaches_no_one,
+    issue_14_bad_input_2_an_unknown_offering_is_recorded_refused_and_sends_nothing,
+    issue_14_bad_input_3_a_backward_stage_is_recorded_refused_with_its_value,
+    issue_14_bad_input_4_a_link_before_prepared_is_recorded_refused_not_prepared,
+    issue_14_bad_input_5_contact_asked_on_a_non_link_flow_is_ignored_and_not_recorded,
+    issue_14_bad_input_6_a_forged_offering_on_an_unbound_request_is_neither_stored_nor_an_adverts,
 );
 
 // --- Item 9: the sales golden suites, on the demo tenant and on a second, invented vertical --------
