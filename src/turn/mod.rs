@@ -18,6 +18,7 @@
 mod budget;
 mod detach;
 mod gates;
+mod hold;
 // 025: the nudge worker applies the turn cap to a nudge turn.
 pub use gates::messages_since_idle_gap;
 mod media;
@@ -27,6 +28,7 @@ mod waiting;
 
 use detach::Detachable;
 pub use gates::Denial;
+use hold::Hold;
 use media::Decided;
 pub use order::{TurnGuard, TurnOrder};
 use record::{Message, Outcome, Promise};
@@ -57,7 +59,7 @@ use crate::store::{
     BudgetCharge, Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery,
 };
 use crate::tokens::{self, TokenService};
-use crate::tools::{ToolContext, ToolSpecs, TurnTools};
+use crate::tools::{FlowSends, ToolContext, ToolSpecs, TurnTools};
 
 /// How many earlier turns the model sees (018).
 pub const HISTORY_TURNS: i64 = 10;
@@ -367,6 +369,7 @@ impl TurnEngine {
                     &message,
                     abort_at,
                     promise_tx,
+                    false,
                 )
                 .await?;
                 inner.metrics.race_lost.inc();
@@ -389,6 +392,7 @@ impl TurnEngine {
         message: &Message,
         abort_at: Instant,
         settler: oneshot::Sender<Option<Promise>>,
+        holding_line_withheld: bool,
     ) -> Result<(), TurnError> {
         let engine = self.clone();
         let (config, conversation, message) =
@@ -397,7 +401,11 @@ impl TurnEngine {
             let written = engine
                 .promise(&config, &conversation, &message, abort_at)
                 .await;
-            let _ = settler.send(written.as_ref().ok().copied());
+            let promise = written.as_ref().ok().map(|promise| Promise {
+                holding_line_withheld,
+                ..*promise
+            });
+            let _ = settler.send(promise);
             written.map(|_| ())
         });
         match write.await {
@@ -541,6 +549,8 @@ impl TurnEngine {
         // takes it from here before it settles.
         let (promise_tx, promise_rx) = oneshot::channel();
         let lost_race_message = (!queued_ahead).then(|| message.clone());
+        // 030: the flows the agent sends, read at the deadline and when the reply is settled.
+        let flows = FlowSends::default();
 
         // The contact's sales position, from the server's own records (034, 023, 028).
         let request = sales::known::Request {
@@ -570,6 +580,7 @@ impl TurnEngine {
             guard,
             message: Some(message),
             promised: (!queued_ahead).then_some(promise_rx),
+            flows: flows.clone(),
             _reservation: reservation,
             _in_flight: in_flight,
         };
@@ -607,7 +618,8 @@ impl TurnEngine {
         match answer {
             Some(Settled::Answer(answer)) => {
                 drop(agent);
-                self.settle_inline(&config, &conversation, answer).await
+                self.settle_inline(&config, &conversation, answer, deadline)
+                    .await
             }
             Some(Settled::Decided(decided)) => {
                 drop(agent);
@@ -618,13 +630,26 @@ impl TurnEngine {
             None => {
                 // The acknowledgement promises a reply: the promise is on disk before it
                 // leaves (the agent, not polled meanwhile, waits for it before it settles).
+                // 030: while a flow the turn sent still plays, the response is silent instead.
                 let message = lost_race_message.expect("kept for a lost race");
+                let silent = flows.playing_at(deadline);
                 let written = self
-                    .promise_before_response(&config, &conversation, &message, abort_at, promise_tx)
+                    .promise_before_response(
+                        &config,
+                        &conversation,
+                        &message,
+                        abort_at,
+                        promise_tx,
+                        silent,
+                    )
                     .await;
                 drop(agent);
                 written?;
                 inner.metrics.race_lost.inc();
+                if silent {
+                    tracing::info!(conversation = %conversation.id, "race lost while a flow plays; answering silently");
+                    return Ok(TurnResponse::silent());
+                }
                 tracing::info!(conversation = %conversation.id, "race lost; acknowledging");
                 Ok(TurnResponse {
                     messages: vec![config.rules.messages.acknowledgement.clone()],
@@ -713,25 +738,41 @@ impl TurnEngine {
         }
     }
 
-    /// Records the agent turn of a race won and returns the reply to render inline.
+    /// Records the agent turn of a race won and returns the reply to render inline, once the
+    /// flows the turn sent have played (030, `hold`); past the deadline the reply is queued
+    /// behind them and the response is silent.
     async fn settle_inline(
         &self,
         config: &TenantConfig,
         conversation: &Conversation,
-        answer: Answer,
+        mut answer: Answer,
+        deadline: Instant,
     ) -> Result<TurnResponse, TurnError> {
-        if answer.thought.reply.escalate {
-            return Ok(self
-                .escalate_answer(config, conversation, &answer, Mode::Inline)
-                .await?);
+        let hold = hold::decide(answer.flows.played_until(), Instant::now(), Some(deadline));
+        if let Hold::Outbox { due } = hold
+            && let Some(silent) = self
+                .queue_behind_flows(config, conversation, &mut answer, due)
+                .await
+        {
+            return Ok(silent);
         }
-        let turn_id = self
-            .record_answer(conversation, "answered_inline", &answer, Mode::Inline)
-            .await?;
-        Ok(TurnResponse {
-            after: after_response(conversation, turn_id, answer.actions, None, Vec::new()),
-            messages: answer.thought.reply.messages,
-        })
+        let response = if answer.thought.reply.escalate {
+            self.escalate_answer(config, conversation, &answer, Mode::Inline)
+                .await?
+        } else {
+            let turn_id = self
+                .record_answer(conversation, "answered_inline", &answer, Mode::Inline)
+                .await?;
+            TurnResponse {
+                after: after_response(conversation, turn_id, answer.actions, None, Vec::new()),
+                messages: answer.thought.reply.messages,
+            }
+        };
+        // The contact's place is held meanwhile (`answer.guard`): its next message waits.
+        if let Hold::Inline { until } = hold {
+            self.hold_inline(conversation, until).await;
+        }
+        Ok(response)
     }
 
     /// The deferred path: the race was lost (or a reply was queued ahead), so the reply goes to
@@ -740,6 +781,8 @@ impl TurnEngine {
         // Held until the reply is queued, so the conversation's next turn queues behind it.
         let _guard = answer.guard.take();
         let conversation = &job.conversation;
+        // 030: the reply follows the flows the turn sent, also those sent after the deadline.
+        answer.due = self.due_after_flows(conversation.id, &answer.flows);
         if answer.thought.reply.escalate {
             self.escalate_answer(&job.derived.config, conversation, &answer, Mode::Deferred)
                 .await?;
@@ -785,6 +828,7 @@ impl TurnEngine {
                     reply: Some(&turn),
                     charge: Some(BudgetCharge::of(&turn)),
                     deferred,
+                    due: answer.due,
                     ..Outcome::default()
                 },
             )
@@ -878,10 +922,12 @@ impl TurnEngine {
         listed.extend(handoff.iter().cloned());
         turn.actions = (tools_offered || !handoff.is_empty()).then(|| actions::record(&listed));
         // What survives (an onEscalation note) follows the copy, like a reply's actions; the
-        // handoff's outcome is written into the record by its own row.
+        // handoff's outcome is written into the record by its own row. A failed call after a
+        // silent response owes the holding line first (030).
+        let failed = answer.is_none_or(|a| a.thought.error.is_some());
         let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
             actions: record.clone(),
-            ..ReplyPayload::of(vec![copy.clone()])
+            ..ReplyPayload::of(owed_after_failure(config, message, failed))
         });
         // The message, the reply, its charge, `escalated_at` and the handoff, in one write.
         let charge = answer.is_some().then(|| BudgetCharge::of(&turn));
@@ -894,6 +940,7 @@ impl TurnEngine {
                     charge,
                     escalated_at: Some(now),
                     deferred,
+                    due: answer.and_then(|a| a.due),
                     handoff: handoff.clone(),
                     inline: mode == Mode::Inline,
                 },
@@ -962,9 +1009,9 @@ impl TurnEngine {
             Outcome {
                 reply: reply.as_ref(),
                 escalated_at: Some(now),
-                deferred: Some(ReplyPayload::of(vec![
-                    config.rules.messages.escalation.clone(),
-                ])),
+                deferred: Some(ReplyPayload::of(owed_after_failure(config, &message, true))),
+                // 030: after the flows it sent, like any reply of the turn.
+                due: self.due_after_flows(job.conversation.id, &job.flows),
                 handoff: self.handoff_for(config, &job.conversation, now),
                 ..Outcome::default()
             },
@@ -1041,6 +1088,10 @@ struct Answer {
     reads: u32,
     /// The contact's message, recorded with the answer.
     message: Message,
+    /// 030: the flows the turn sent, which its reply waits for.
+    flows: FlowSends,
+    /// 030: when a queued reply falls due (after its flows); `None`: now.
+    due: Option<DateTime<Utc>>,
 }
 
 /// What the agent's task hands back: the model's answer, or (020) a decision made without the
@@ -1073,6 +1124,9 @@ struct AgentJob {
     /// settles on the deferred path (`None`: the message carries its promise already, or the
     /// race cannot be lost).
     promised: Option<oneshot::Receiver<Option<Promise>>>,
+    /// 030: where the turn's tools record the flows they send (the request reads it at the
+    /// deadline).
+    flows: FlowSends,
     /// Given back when the job ends (issue 13 item 6).
     _reservation: Option<budget::Reservation>,
     _in_flight: Option<InFlight>,
@@ -1128,7 +1182,8 @@ impl AgentJob {
             sales: std::mem::take(&mut self.sales),
         })
         // 029: an inbound turn sends its flows during the call.
-        .sending_flows();
+        .sending_flows()
+        .recording_sends_in(self.flows.clone());
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
         let Some(message) = self.message.take() else {
@@ -1144,6 +1199,8 @@ impl AgentJob {
                     latency: self.arrived_at.elapsed(),
                     guard: self.guard.take(),
                     message,
+                    flows: self.flows.clone(),
+                    due: None,
                 };
                 match answer.send(Settled::Answer(result)) {
                     Ok(()) => Ok(()),
@@ -1199,6 +1256,21 @@ fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> {
             text: turn.text,
         })
         .collect()
+}
+
+/// What the outbox owes a contact whose turn escalated on the deferred path: the escalation
+/// copy, preceded by the holding line when the call failed after a silent response (030).
+fn owed_after_failure(config: &TenantConfig, message: &Message, failed: bool) -> Vec<String> {
+    let messages = &config.rules.messages;
+    let withheld = message.promise.is_some_and(|p| p.holding_line_withheld);
+    if failed && withheld {
+        vec![
+            messages.acknowledgement.clone(),
+            messages.escalation.clone(),
+        ]
+    } else {
+        vec![messages.escalation.clone()]
+    }
 }
 
 fn answer_outcome(answer: &Answer) -> &'static str {
