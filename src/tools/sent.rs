@@ -126,4 +126,51 @@ mod tests {
         sends.push(sent("another", true, at(7_500), 30));
         assert_eq!(seen_by_request.snapshot().len(), 4);
     }
+
+    /// 029: without a sender (a nudge turn, an eval) `send_flow` stages as before: nothing is
+    /// sent during the call, so nothing is recorded here and no reply waits.
+    #[tokio::test]
+    async fn spec_029_verification_1_without_a_sender_send_flow_stages_and_nothing_waits() {
+        use crate::agent::ToolHost;
+        use crate::config::{ConfigContext, FlowConfig, ToolsConfig, load_dir};
+        use crate::model::{ToolArguments, ToolCall};
+
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let context = ConfigContext {
+            allow_examples: true,
+            ..Default::default()
+        };
+        let mut config = load_dir(&examples, &context).expect("demo tenant loads");
+        config.tools = Some(ToolsConfig {
+            flows: vec![FlowConfig {
+                id: "brochure".into(),
+                flow_ns: "content_brochure_ns".into(),
+                description: "The brochure.".into(),
+                role: None,
+                repeatable: false,
+                settle_seconds: Some(10),
+                on_stage: None,
+                offering: None,
+            }],
+            ..ToolsConfig::default()
+        });
+        let sends = FlowSends::default();
+        let mut tools = super::super::TurnTools::without_reads(std::sync::Arc::new(config))
+            .recording_sends_in(sends.clone());
+        let result = tools
+            .call(&ToolCall {
+                id: "call_1".into(),
+                name: "send_flow".into(),
+                arguments: ToolArguments::Valid(serde_json::json!({"flow": "brochure"})),
+            })
+            .await;
+        assert_eq!(result, serde_json::json!({"staged": true}));
+        assert!(sends.is_empty() && tools.sent_flows().is_empty());
+        assert_eq!(sends.played_until(), None);
+        let actions = tools.into_actions();
+        assert_eq!(
+            actions[0].entry.status,
+            crate::actions::ActionStatus::Staged
+        );
+    }
 }
