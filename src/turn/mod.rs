@@ -1180,10 +1180,10 @@ impl AgentJob {
             fence: fence.clone(),
             specs: derived.tools.clone(),
             sales: std::mem::take(&mut self.sales),
+            sends: self.flows.clone(),
         })
         // 029: an inbound turn sends its flows during the call.
-        .sending_flows()
-        .recording_sends_in(self.flows.clone());
+        .sending_flows();
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
         let Some(message) = self.message.take() else {
