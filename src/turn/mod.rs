@@ -15,6 +15,7 @@
 //! committed; an agent turn is recorded for every outcome but the abort; staged actions run only
 //! when the final reply does not escalate.
 
+mod after;
 mod budget;
 mod detach;
 mod gates;
@@ -26,6 +27,8 @@ mod order;
 mod record;
 mod waiting;
 
+pub use after::AfterResponse;
+use after::after_response;
 use detach::Detachable;
 pub use gates::Denial;
 use hold::Hold;
@@ -42,7 +45,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use crate::actions::{self, ActionStatus, StagedAction};
+use crate::actions::{self, StagedAction};
 use crate::agent::{self, EscalationCause, HistoryTurn, SnapshotPrompt, ThinkInput, Thought};
 use crate::clock::Clock;
 use crate::config::rules_match::EscalationKeywords;
@@ -141,19 +144,6 @@ impl TurnResponse {
             after: None,
         }
     }
-}
-
-/// Actions to perform after the Dynamic Block response is written (012: never before).
-#[derive(Debug)]
-pub struct AfterResponse {
-    pub conversation: ConversationId,
-    pub subscriber: SubscriberId,
-    pub turn_id: i64,
-    pub actions: Vec<StagedAction>,
-    /// An escalation's handoff: its row, performed after the actions, and its entries, listed
-    /// after the actions' in the record until the row's outcome replaces them.
-    pub handoff_row: Option<i64>,
-    pub handoff: Vec<StagedAction>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -704,40 +694,6 @@ impl TurnEngine {
         derived
     }
 
-    /// Performs actions after the response was written, records their outcome, then performs
-    /// the handoff (its own outbox row, retried by the worker if this attempt fails).
-    pub async fn run_after(&self, mut after: AfterResponse) {
-        if !after.actions.is_empty() {
-            actions::perform_all(
-                &self.inner.manychat,
-                &after.subscriber,
-                after.conversation,
-                &mut after.actions,
-            )
-            .await;
-            crate::nudge::perform_scheduled(
-                self.inner.store.as_ref(),
-                &self.inner.metrics,
-                after.conversation,
-                self.inner.clock.now(),
-                &mut after.actions,
-            )
-            .await;
-            after.actions.append(&mut after.handoff);
-            if let Err(error) = self
-                .inner
-                .store
-                .update_turn_actions(after.turn_id, &actions::record(&after.actions))
-                .await
-            {
-                tracing::error!(conversation = %after.conversation, error = %error, "could not update the action record");
-            }
-        }
-        if let Some(row) = after.handoff_row {
-            self.inner.handoffs.deliver_now(row).await;
-        }
-    }
-
     /// Records the agent turn of a race won and returns the reply to render inline, once the
     /// flows the turn sent have played (030, `hold`); past the deadline the reply is queued
     /// behind them and the response is silent.
@@ -1020,27 +976,6 @@ impl TurnEngine {
         self.escalated(&job.conversation, "aborted", Escalation::Aborted);
         Ok(())
     }
-}
-
-/// The turn's actions to perform once its response is written, if there are any.
-fn after_response(
-    conversation: &Conversation,
-    turn_id: i64,
-    actions: Vec<StagedAction>,
-    handoff_row: Option<i64>,
-    handoff: Vec<StagedAction>,
-) -> Option<AfterResponse> {
-    let any_staged = actions
-        .iter()
-        .any(|a| a.entry.status == ActionStatus::Staged);
-    (any_staged || handoff_row.is_some()).then(|| AfterResponse {
-        conversation: conversation.id,
-        subscriber: conversation.subscriber_id.clone(),
-        turn_id,
-        actions: if any_staged { actions } else { Vec::new() },
-        handoff_row,
-        handoff,
-    })
 }
 
 /// How a turn's answer leaves: through the HTTP response, or (the response already sent) through
