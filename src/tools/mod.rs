@@ -24,8 +24,10 @@
 
 mod contact;
 mod notes;
-mod sent;
 mod specs;
+
+// 030: the flows a turn sent, shared between its tools and the request.
+mod sent;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,9 +76,6 @@ pub struct ToolContext {
     pub specs: ToolSpecs,
     /// The contact's sales position from the server's records (`sales::known::read`).
     pub sales: Known,
-    /// 030: where the turn's sent flows are recorded; the turn reads it to hold its reply (also
-    /// at the race deadline, while the call still runs).
-    pub sends: FlowSends,
 }
 
 /// The contact a turn's requests go to, through the shared client: a read (only on a turn
@@ -224,7 +223,6 @@ impl TurnTools {
         let mut tools = Self::build(context.config, specs, reader, context.fence);
         tools.sales = TurnSales::new(context.sales);
         tools.contact = Some(contact);
-        tools.sent = context.sends;
         tools
     }
 
@@ -232,6 +230,13 @@ impl TurnTools {
     /// answers `{"sent": …}`. Without it (a nudge turn, an eval) flows stay staged.
     pub fn sending_flows(mut self) -> Self {
         self.sender = self.contact.clone();
+        self
+    }
+
+    /// 030: records this turn's sent flows in `sends`, which the turn reads to hold its reply
+    /// (also at the race deadline, while the call still runs).
+    pub fn recording_sends_in(mut self, sends: FlowSends) -> Self {
+        self.sent = sends;
         self
     }
 

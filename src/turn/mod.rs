@@ -1115,8 +1115,9 @@ impl AgentJob {
             fence: fence.clone(),
             specs: derived.tools.clone(),
             sales: std::mem::take(&mut self.sales),
-            sends: self.flows.clone(),
         })
+        // 030: the request reads the flows it sends at the deadline.
+        .recording_sends_in(self.flows.clone())
         // 029: an inbound turn sends its flows during the call.
         .sending_flows();
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
