@@ -880,7 +880,7 @@ impl TurnEngine {
         // What survives (an onEscalation note) follows the copy, like a reply's actions; the
         // handoff's outcome is written into the record by its own row. A failed call after a
         // silent response owes the holding line first (030).
-        let failed = answer.is_none_or(|a| a.thought.error.is_some());
+        let failed = answer.is_some_and(|a| a.thought.error.is_some());
         let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
             actions: record.clone(),
             ..ReplyPayload::of(owed_after_failure(config, message, failed))

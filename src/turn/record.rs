@@ -112,7 +112,8 @@ impl TurnEngine {
             .map_err(|e| StoreError::Corrupt(format!("outbox payload: {e}")))?;
         let mut rows = Vec::new();
         let mut keep = None;
-        // A handoff queued with the reply waits behind it (a contact's rows never overtake).
+        // 030: a reply held for its turn's flows falls due when they have played; a handoff
+        // queued with it waits behind it (a contact's rows never overtake).
         let due = outcome.due.unwrap_or(now);
         match (message.promise, deferred.as_ref()) {
             (Some(promise), payload) => {
