@@ -280,6 +280,15 @@ async fn spec_030_verification_4_a_reply_that_would_pass_the_deadline_is_queued_
     );
     let row = app.store.outbox_row(row.id).await.unwrap().unwrap();
     assert_eq!(row.status, OutboxStatus::Delivered);
+    assert_eq!(
+        agent_turn(&app, "7302").await.actions,
+        Some(json!([
+            {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+            {"tool": "set_field", "id": "course", "value": "handbuilding", "status": "performed"},
+            {"tool": "send_flow", "id": "handbuilding_guide", "status": "performed"}
+        ])),
+        "the record says what went out"
+    );
 
     let conversation = app.conversation("7302").await.id.to_string();
     let lines = hold_lines(&logs, &conversation);
@@ -379,6 +388,44 @@ async fn spec_030_verification_5_a_race_lost_while_the_flow_plays_answers_silent
         [SET_FIELD, FLOW],
         "the reply at 12 s"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_030_verification_5_a_flow_sent_after_the_deadline_is_waited_for_by_the_queued_reply()
+{
+    let _frozen = FrozenClock::freeze();
+    // The model asks for the guide only at 9 s: the holding line went out at the deadline.
+    let model = steps(vec![
+        ScriptStep::ok(tool_calls(prospect_and_guide())).after(Duration::from_secs(9)),
+        ScriptStep::ok(answer("That is the weekend guide.")),
+    ]);
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(5))).await;
+    app.returning_contact("7309").await;
+    let request = send_in_background(&app, "7309", "What is the weekend like?");
+    until(async || model.calls() == 1).await;
+    advance(Duration::from_secs(8)).await;
+    let (_, body) = request.await.unwrap();
+    assert_eq!(
+        block_texts(&body),
+        vec![app.acknowledgement()],
+        "nothing was playing at the deadline"
+    );
+    advance(Duration::from_secs(1)).await;
+    let answered = guide_answered(&app).await;
+    until(async || agent_turn_exists(&app, "7309").await).await;
+    app.settle().await;
+    let rows = reply_rows(&app).await;
+    assert_eq!(
+        rows[0].payload["messages"],
+        json!(["That is the weekend guide."])
+    );
+    let message = &app.turns("7309").await[0];
+    assert_eq!(
+        rows[0].next_attempt_at,
+        wall(message.created_at, Duration::from_secs(9 + 5)),
+        "due when the guide sent at 9 s has played"
+    );
+    assert_eq!(Instant::now() - answered, Duration::ZERO);
 }
 
 async fn agent_turn_exists(app: &TestApp, subscriber: &str) -> bool {
