@@ -84,6 +84,7 @@ impl TurnEngine {
         config: &TenantConfig,
         conversation: &Conversation,
         answer: &mut Answer,
+        ready: Instant,
         due: Instant,
     ) -> Option<TurnResponse> {
         answer.due = Some(wall_time(&self.inner.clock, due));
@@ -98,7 +99,7 @@ impl TurnEngine {
         };
         match recorded {
             Ok(()) => {
-                held(conversation.id, "outbox", due - Instant::now());
+                held(conversation.id, "outbox", due - ready);
                 Some(TurnResponse::silent())
             }
             Err(error) => {
@@ -113,9 +114,15 @@ impl TurnEngine {
         }
     }
 
-    /// Holds an inline response until the turn's flows have played (before the deadline).
-    pub(super) async fn hold_inline(&self, conversation: &Conversation, until: Instant) {
-        held(conversation.id, "inline", until - Instant::now());
+    /// Holds an inline response, whose reply was ready at `ready`, until the turn's flows have
+    /// played (before the deadline).
+    pub(super) async fn hold_inline(
+        &self,
+        conversation: &Conversation,
+        ready: Instant,
+        until: Instant,
+    ) {
+        held(conversation.id, "inline", until - ready);
         tokio::time::sleep_until(until).await;
     }
 
@@ -126,10 +133,11 @@ impl TurnEngine {
         conversation: ConversationId,
         flows: &FlowSends,
     ) -> Option<DateTime<Utc>> {
-        let Hold::Outbox { due } = decide(flows.played_until(), Instant::now(), None) else {
+        let now = Instant::now();
+        let Hold::Outbox { due } = decide(flows.played_until(), now, None) else {
             return None;
         };
-        held(conversation, "outbox", due - Instant::now());
+        held(conversation, "outbox", due - now);
         Some(wall_time(&self.inner.clock, due))
     }
 }

@@ -704,10 +704,11 @@ impl TurnEngine {
         mut answer: Answer,
         deadline: Instant,
     ) -> Result<TurnResponse, TurnError> {
-        let hold = hold::decide(answer.flows.played_until(), Instant::now(), Some(deadline));
+        let ready = Instant::now();
+        let hold = hold::decide(answer.flows.played_until(), ready, Some(deadline));
         if let Hold::Outbox { due } = hold
             && let Some(silent) = self
-                .queue_behind_flows(config, conversation, &mut answer, due)
+                .queue_behind_flows(config, conversation, &mut answer, ready, due)
                 .await
         {
             return Ok(silent);
@@ -726,7 +727,7 @@ impl TurnEngine {
         };
         // The contact's place is held meanwhile (`answer.guard`): its next message waits.
         if let Hold::Inline { until } = hold {
-            self.hold_inline(conversation, until).await;
+            self.hold_inline(conversation, ready, until).await;
         }
         Ok(response)
     }

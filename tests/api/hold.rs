@@ -161,9 +161,8 @@ async fn spec_030_verification_4_an_inline_reply_after_a_flow_is_held_until_the_
     app.returning_contact("7301").await;
     let request = send_in_background(&app, "7301", "What is the weekend like?");
     let answered = guide_answered(&app).await;
-    until(async || model.calls() == 2).await;
-    let_tasks_run().await;
-    real_pause().await;
+    // The reply is recorded, then held (the clock has not moved yet).
+    until(async || agent_turn_exists(&app, "7301").await).await;
 
     advance(Duration::from_millis(2_900)).await;
     assert!(
@@ -518,7 +517,7 @@ async fn spec_030_verification_4_an_escalations_handoff_copy_waits_for_the_flow_
     app.returning_contact("7308").await;
     let request = send_in_background(&app, "7308", "Can I talk to someone?");
     let answered = guide_answered(&app).await;
-    until(async || model.calls() == 2).await;
+    until(async || agent_turn_exists(&app, "7308").await).await;
     advance(Duration::from_millis(3_900)).await;
     assert!(
         !request.is_finished(),
@@ -647,7 +646,7 @@ async fn spec_030_bad_input_a_flow_called_twice_in_one_step_is_sent_and_waited_f
     app.returning_contact("7314").await;
     let request = send_in_background(&app, "7314", "What is the weekend like?");
     let answered = guide_answered(&app).await;
-    until(async || model.calls() == 2).await;
+    until(async || agent_turn_exists(&app, "7314").await).await;
     advance(Duration::from_secs(3)).await;
     let (_, body) = request.await.unwrap();
     assert_eq!(block_texts(&body), vec!["That is the weekend guide."]);
@@ -711,7 +710,7 @@ async fn spec_030_037_the_contacts_next_message_waits_behind_the_held_reply() {
     app.returning_contact("7316").await;
     let first = send_in_background(&app, "7316", "What is the weekend like?");
     guide_answered(&app).await;
-    until(async || model.calls() == 2).await;
+    until(async || agent_turn_exists(&app, "7316").await).await;
     advance(Duration::from_secs(1)).await;
     let second = send_in_background(&app, "7316", "Is clay included?");
     // Real time for the second request to arrive and reach the contact's place in line.
@@ -761,7 +760,7 @@ async fn spec_030_postgres_the_reply_waits_for_the_flow_inline_and_through_the_o
         app.returning_contact(subscriber).await;
         let request = send_in_background(&app, subscriber, "What is the weekend like?");
         let answered = guide_answered(&app).await;
-        until(async || model.calls() == 2).await;
+        until(async || agent_turn_exists(&app, subscriber).await).await;
         let turn = if settle == 3 {
             advance(Duration::from_millis(2_900)).await;
             assert!(!request.is_finished(), "held inline");
