@@ -25,6 +25,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::record::Message;
 use super::{Answer, Mode, TurnEngine, TurnResponse};
 use crate::clock::Clock;
 use crate::config::TenantConfig;
@@ -55,6 +56,25 @@ pub(super) fn decide(
         (None, _) => Hold::Now,
         (Some(end), Some(deadline)) if end <= deadline => Hold::Inline { until: end },
         (Some(end), _) => Hold::Outbox { due: end },
+    }
+}
+
+/// What the outbox owes a contact whose turn escalated on the deferred path: the escalation
+/// copy, preceded by the holding line when the call failed after a silent response (030).
+pub(super) fn owed_after_failure(
+    config: &TenantConfig,
+    message: &Message,
+    failed: bool,
+) -> Vec<String> {
+    let messages = &config.rules.messages;
+    let withheld = message.promise.is_some_and(|p| p.holding_line_withheld);
+    if failed && withheld {
+        vec![
+            messages.acknowledgement.clone(),
+            messages.escalation.clone(),
+        ]
+    } else {
+        vec![messages.escalation.clone()]
     }
 }
 

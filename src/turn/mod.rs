@@ -884,7 +884,7 @@ impl TurnEngine {
         let failed = answer.is_some_and(|a| a.thought.error.is_some());
         let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
             actions: record.clone(),
-            ..ReplyPayload::of(owed_after_failure(config, message, failed))
+            ..ReplyPayload::of(hold::owed_after_failure(config, message, failed))
         });
         // The message, the reply, its charge, `escalated_at` and the handoff, in one write.
         let charge = answer.is_some().then(|| BudgetCharge::of(&turn));
@@ -966,7 +966,9 @@ impl TurnEngine {
             Outcome {
                 reply: reply.as_ref(),
                 escalated_at: Some(now),
-                deferred: Some(ReplyPayload::of(owed_after_failure(config, &message, true))),
+                deferred: Some(ReplyPayload::of(hold::owed_after_failure(
+                    config, &message, true,
+                ))),
                 // 030: after the flows it sent, like any reply of the turn.
                 due: self.due_after_flows(job.conversation.id, &job.flows),
                 handoff: self.handoff_for(config, &job.conversation, now),
@@ -1193,21 +1195,6 @@ fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> {
             text: turn.text,
         })
         .collect()
-}
-
-/// What the outbox owes a contact whose turn escalated on the deferred path: the escalation
-/// copy, preceded by the holding line when the call failed after a silent response (030).
-fn owed_after_failure(config: &TenantConfig, message: &Message, failed: bool) -> Vec<String> {
-    let messages = &config.rules.messages;
-    let withheld = message.promise.is_some_and(|p| p.holding_line_withheld);
-    if failed && withheld {
-        vec![
-            messages.acknowledgement.clone(),
-            messages.escalation.clone(),
-        ]
-    } else {
-        vec![messages.escalation.clone()]
-    }
 }
 
 fn answer_outcome(answer: &Answer) -> &'static str {
