@@ -8,7 +8,7 @@
 //! - [`http`]: the route, authentication, the per-address limit, the strict inbound body,
 //!   health and readiness (SYSTEM 3.1–3.2).
 //! - [`turn`]: one turn from parsed message to outcome: gates, the race, the delivery choice
-//!   (SYSTEM 3.4, 4).
+//!   (SYSTEM 3.4, 4), the reply held until the flows the turn sent have played (030).
 //! - [`agent`]: the prompt and its fence, the four-step loop, AgentReply and the guardrails.
 //! - [`actions`]: performing staged actions and the per-turn action record (012).
 //! - [`escalation`]: why a contact was handed to a person: recorded, logged, counted.

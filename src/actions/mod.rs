@@ -609,4 +609,63 @@ mod tests {
             "value \"[note]\" rejected; raw: [note]"
         );
     }
+
+    #[test]
+    fn spec_029_verification_2_the_record_keeps_sent_flows_in_call_order_and_never_discards_them() {
+        use crate::agent::EscalationCause;
+        let flow = |id: &str, status: ActionStatus| {
+            let mut action = StagedAction::new(
+                "send_flow",
+                id,
+                Operation::SendFlow {
+                    flow_ns: format!("ns_{id}"),
+                },
+            );
+            action.entry.status = status;
+            action
+        };
+        let tag = |id: &str| {
+            StagedAction::new(
+                "add_tag",
+                id,
+                Operation::AddTag {
+                    tag: format!("tag {id}"),
+                },
+            )
+        };
+        for cause in [
+            EscalationCause::Model,
+            EscalationCause::LowConfidence,
+            EscalationCause::Leak,
+            EscalationCause::Schema,
+            EscalationCause::Error,
+            EscalationCause::Abort,
+        ] {
+            // A staged write, a flow sent during the call, another write, a flow refused.
+            let mut actions = vec![
+                tag("gift_buyer"),
+                flow("guide", ActionStatus::Performed),
+                tag("interested"),
+                flow("booking_link", ActionStatus::Failed),
+            ];
+            let discarded = settle_on_escalation(&mut actions, cause);
+            assert_eq!(discarded, 2, "{cause:?}");
+            let recorded: Vec<(String, String)> = record(&actions)
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| (e["id"].to_string(), e["status"].to_string()))
+                .collect();
+            let expected: Vec<(String, String)> = [
+                ("gift_buyer", "discarded"),
+                ("guide", "performed"),
+                ("interested", "discarded"),
+                ("booking_link", "failed"),
+            ]
+            .iter()
+            .map(|(id, status)| (format!("\"{id}\""), format!("\"{status}\"")))
+            .collect();
+            assert_eq!(recorded, expected, "{cause:?}");
+        }
+    }
 }

@@ -354,6 +354,27 @@ mod tests {
     }
 
     #[test]
+    fn spec_030_verification_3_a_silent_response_has_no_messages_and_still_registers_the_callback()
+    {
+        // 030: the response of a turn whose flow is still playing carries no message at all.
+        for channel in Channel::ALL {
+            let body = render(channel, &[], &callback());
+            assert_eq!(body["content"]["messages"], json!([]), "{channel}");
+            let registered = &body["content"]["external_message_callback"];
+            assert_eq!(
+                registered["url"],
+                json!("https://agent.example.test/v1/channels/manychat/message"),
+                "{channel}"
+            );
+            assert_eq!(
+                registered["headers"]["Authorization"],
+                json!("Bearer fixture-secret-0123456789"),
+                "{channel}: {registered}"
+            );
+        }
+    }
+
+    #[test]
     fn system_3_3_callback_echoes_the_presented_authorization_and_token_field() {
         let cb = Callback {
             authorization: "Bearer rotated-secret-abcdefghij",

@@ -1264,4 +1264,39 @@ mod tests {
             )]
         );
     }
+
+    #[test]
+    fn spec_030_verification_1_settle_seconds_loads_from_0_to_30_and_fails_otherwise() {
+        let with_settle = |value: serde_json::Value| {
+            let dir = demo_copy();
+            let path = dir.path().join(TOOLS_FILE);
+            let mut tools: serde_json::Value =
+                serde_json::from_str(&fs::read_to_string(&path).expect("read")).expect("json");
+            tools["flows"][1]["settleSeconds"] = value;
+            write(&dir, TOOLS_FILE, &tools.to_string());
+            (load_dir(dir.path(), &ConfigContext::default()), dir)
+        };
+        for seconds in [0, 12, 30] {
+            let (loaded, _dir) = with_settle(serde_json::json!(seconds));
+            let config = loaded.unwrap_or_else(|errors| panic!("{seconds}: {errors}"));
+            let flow = &config.tools.expect("tools").flows[1];
+            assert_eq!(flow.settle_seconds, Some(seconds), "{seconds}");
+        }
+        for bad in [
+            serde_json::json!(31),
+            serde_json::json!(-1),
+            serde_json::json!(2.5),
+            serde_json::json!("5"),
+        ] {
+            let (loaded, _dir) = with_settle(bad.clone());
+            let errors = loaded.expect_err("refused");
+            assert!(
+                errors
+                    .issues()
+                    .iter()
+                    .any(|i| i.file == TOOLS_FILE && i.path == "$.flows[1].settleSeconds"),
+                "{bad}: {errors}"
+            );
+        }
+    }
 }

@@ -32,6 +32,9 @@ mod notes;
 mod opening;
 mod specs;
 
+// 030: the flows a turn sent, shared between its tools and the request.
+mod sent;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +51,7 @@ use crate::sales::{Known, SalesCall, TurnSales, Verdict};
 
 pub use contact::{OTHER_VALUE, contact_view};
 pub use notes::NoteText;
+pub use sent::FlowSends;
 pub use specs::build_specs;
 
 /// 024 § The loop grows: at most eight actions per turn.
@@ -190,8 +194,9 @@ pub struct TurnTools {
     sender: Option<Reader>,
     /// The client the turn's flows would go through, kept so that `sending_flows` can opt in.
     contact: Option<Reader>,
-    /// The flows this turn sent, in call order (029, 030).
-    sent: Vec<SentFlow>,
+    /// The flows this turn sent, in call order (029, 030); shared with the turn, which holds
+    /// the reply until they have played (030).
+    sent: FlowSends,
     /// A flow request still in flight when the call was cut short (029: an abort waits for it).
     in_flight: Option<tokio::task::JoinHandle<StagedAction>>,
     /// 032 A: where the turn claims the contact's opening (`None`: it never sends one).
@@ -255,6 +260,13 @@ impl TurnTools {
         self
     }
 
+    /// 030: records this turn's sent flows in `sends`, which the turn reads to hold its reply
+    /// (also at the race deadline, while the call still runs).
+    pub fn recording_sends_in(mut self, sends: FlowSends) -> Self {
+        self.sent = sends;
+        self
+    }
+
     /// Tools that stage and never make a request, so get_contact is not offered (the eval
     /// runner: tools are staged, never performed).
     pub fn without_reads(config: Arc<TenantConfig>) -> Self {
@@ -289,7 +301,7 @@ impl TurnTools {
             sales: TurnSales::default(),
             sender: None,
             contact: None,
-            sent: Vec::new(),
+            sent: FlowSends::default(),
             in_flight: None,
             claims: None,
             opening_tried: false,
@@ -297,8 +309,8 @@ impl TurnTools {
     }
 
     /// The flows this turn sent, in call order (029), with ManyChat's answer times (030).
-    pub fn sent_flows(&self) -> &[SentFlow] {
-        &self.sent
+    pub fn sent_flows(&self) -> Vec<SentFlow> {
+        self.sent.snapshot()
     }
 
     /// Waits for a flow request still in flight when the model call was cut short (029: an
@@ -525,7 +537,7 @@ impl TurnTools {
         };
         // Once per turn: the first call's outcome (calls run one after another, so the first
         // request has been answered by now).
-        if let Some(first) = self.sent.iter().find(|s| s.id == action.entry.id) {
+        if let Some(first) = self.sent.find(&action.entry.id) {
             return json!({"sent": first.accepted});
         }
         let contact_asked = match self.sales.judge(tools, call) {
@@ -916,9 +928,9 @@ impl ToolHost for TurnTools {
             list(&self.refused)
         );
         // 029: the reply follows the flows sent this turn; it neither repeats nor claims them.
+        let sent = self.sent.snapshot();
         let flows = |accepted: bool| -> Vec<String> {
-            self.sent
-                .iter()
+            sent.iter()
                 .filter(|s| s.accepted == accepted)
                 .map(|s| s.id.clone())
                 .collect()

@@ -15,9 +15,11 @@
 //! committed; an agent turn is recorded for every outcome but the abort; staged actions run only
 //! when the final reply does not escalate.
 
+mod after;
 mod budget;
 mod detach;
 mod gates;
+mod hold;
 // 025: the nudge worker applies the turn cap to a nudge turn.
 pub use gates::messages_since_idle_gap;
 mod media;
@@ -25,8 +27,11 @@ mod order;
 mod record;
 mod waiting;
 
+pub use after::AfterResponse;
+use after::after_response;
 use detach::Detachable;
 pub use gates::Denial;
+use hold::Hold;
 use media::Decided;
 pub use order::{TurnGuard, TurnOrder};
 use record::{Message, Outcome, Promise};
@@ -40,7 +45,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use crate::actions::{self, ActionStatus, StagedAction};
+use crate::actions::{self, StagedAction};
 use crate::agent::{self, EscalationCause, HistoryTurn, SnapshotPrompt, ThinkInput, Thought};
 use crate::clock::Clock;
 use crate::config::rules_match::EscalationKeywords;
@@ -57,7 +62,7 @@ use crate::store::{
     BudgetCharge, Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery,
 };
 use crate::tokens::{self, TokenService};
-use crate::tools::{ToolContext, ToolSpecs, TurnTools};
+use crate::tools::{FlowSends, ToolContext, ToolSpecs, TurnTools};
 
 /// How many earlier turns the model sees (018).
 pub const HISTORY_TURNS: i64 = 10;
@@ -139,19 +144,6 @@ impl TurnResponse {
             after: None,
         }
     }
-}
-
-/// Actions to perform after the Dynamic Block response is written (012: never before).
-#[derive(Debug)]
-pub struct AfterResponse {
-    pub conversation: ConversationId,
-    pub subscriber: SubscriberId,
-    pub turn_id: i64,
-    pub actions: Vec<StagedAction>,
-    /// An escalation's handoff: its row, performed after the actions, and its entries, listed
-    /// after the actions' in the record until the row's outcome replaces them.
-    pub handoff_row: Option<i64>,
-    pub handoff: Vec<StagedAction>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -367,6 +359,7 @@ impl TurnEngine {
                     &message,
                     abort_at,
                     promise_tx,
+                    false,
                 )
                 .await?;
                 inner.metrics.race_lost.inc();
@@ -389,6 +382,7 @@ impl TurnEngine {
         message: &Message,
         abort_at: Instant,
         settler: oneshot::Sender<Option<Promise>>,
+        holding_line_withheld: bool,
     ) -> Result<(), TurnError> {
         let engine = self.clone();
         let (config, conversation, message) =
@@ -397,7 +391,11 @@ impl TurnEngine {
             let written = engine
                 .promise(&config, &conversation, &message, abort_at)
                 .await;
-            let _ = settler.send(written.as_ref().ok().copied());
+            let promise = written.as_ref().ok().map(|promise| Promise {
+                holding_line_withheld,
+                ..*promise
+            });
+            let _ = settler.send(promise);
             written.map(|_| ())
         });
         match write.await {
@@ -541,6 +539,8 @@ impl TurnEngine {
         // takes it from here before it settles.
         let (promise_tx, promise_rx) = oneshot::channel();
         let lost_race_message = (!queued_ahead).then(|| message.clone());
+        // 030: the flows the agent sends, read at the deadline and when the reply is settled.
+        let flows = FlowSends::default();
 
         // The contact's sales position, from the server's own records (034, 023, 028).
         let request = sales::known::Request {
@@ -570,6 +570,7 @@ impl TurnEngine {
             guard,
             message: Some(message),
             promised: (!queued_ahead).then_some(promise_rx),
+            flows: flows.clone(),
             _reservation: reservation,
             _in_flight: in_flight,
         };
@@ -607,7 +608,8 @@ impl TurnEngine {
         match answer {
             Some(Settled::Answer(answer)) => {
                 drop(agent);
-                self.settle_inline(&config, &conversation, answer).await
+                self.settle_inline(&config, &conversation, answer, deadline)
+                    .await
             }
             Some(Settled::Decided(decided)) => {
                 drop(agent);
@@ -618,13 +620,26 @@ impl TurnEngine {
             None => {
                 // The acknowledgement promises a reply: the promise is on disk before it
                 // leaves (the agent, not polled meanwhile, waits for it before it settles).
+                // 030: while a flow the turn sent still plays, the response is silent instead.
                 let message = lost_race_message.expect("kept for a lost race");
+                let silent = flows.playing_at(deadline);
                 let written = self
-                    .promise_before_response(&config, &conversation, &message, abort_at, promise_tx)
+                    .promise_before_response(
+                        &config,
+                        &conversation,
+                        &message,
+                        abort_at,
+                        promise_tx,
+                        silent,
+                    )
                     .await;
                 drop(agent);
                 written?;
                 inner.metrics.race_lost.inc();
+                if silent {
+                    tracing::info!(conversation = %conversation.id, "race lost while a flow plays; answering silently");
+                    return Ok(TurnResponse::silent());
+                }
                 tracing::info!(conversation = %conversation.id, "race lost; acknowledging");
                 Ok(TurnResponse {
                     messages: vec![config.rules.messages.acknowledgement.clone()],
@@ -679,59 +694,42 @@ impl TurnEngine {
         derived
     }
 
-    /// Performs actions after the response was written, records their outcome, then performs
-    /// the handoff (its own outbox row, retried by the worker if this attempt fails).
-    pub async fn run_after(&self, mut after: AfterResponse) {
-        if !after.actions.is_empty() {
-            actions::perform_all(
-                &self.inner.manychat,
-                &after.subscriber,
-                after.conversation,
-                &mut after.actions,
-            )
-            .await;
-            crate::nudge::perform_scheduled(
-                self.inner.store.as_ref(),
-                &self.inner.metrics,
-                after.conversation,
-                self.inner.clock.now(),
-                &mut after.actions,
-            )
-            .await;
-            after.actions.append(&mut after.handoff);
-            if let Err(error) = self
-                .inner
-                .store
-                .update_turn_actions(after.turn_id, &actions::record(&after.actions))
-                .await
-            {
-                tracing::error!(conversation = %after.conversation, error = %error, "could not update the action record");
-            }
-        }
-        if let Some(row) = after.handoff_row {
-            self.inner.handoffs.deliver_now(row).await;
-        }
-    }
-
-    /// Records the agent turn of a race won and returns the reply to render inline.
+    /// Records the agent turn of a race won and returns the reply to render inline, once the
+    /// flows the turn sent have played (030, `hold`); past the deadline the reply is queued
+    /// behind them and the response is silent.
     async fn settle_inline(
         &self,
         config: &TenantConfig,
         conversation: &Conversation,
-        answer: Answer,
+        mut answer: Answer,
+        deadline: Instant,
     ) -> Result<TurnResponse, TurnError> {
-        if answer.thought.reply.escalate {
-            return Ok(self
-                .escalate_answer(config, conversation, &answer, Mode::Inline)
-                .await?);
+        let ready = Instant::now();
+        let hold = hold::decide(answer.flows.played_until(), ready, Some(deadline));
+        if let Hold::Outbox { due } = hold
+            && let Some(silent) = self
+                .queue_behind_flows(config, conversation, &mut answer, ready, due)
+                .await
+        {
+            return Ok(silent);
         }
-        let turn_id = self
-            .record_answer(conversation, "answered_inline", &answer, Mode::Inline)
-            .await?;
-        Ok(TurnResponse {
-            after: after_response(conversation, turn_id, answer.actions, None, Vec::new()),
-            messages: answer.thought.reply.messages,
-        })
+        let response = if answer.thought.reply.escalate {
+            self.escalate_answer(config, conversation, &answer, Mode::Inline)
+                .await?
+        } else {
+            let turn_id = self
+                .record_answer(conversation, "answered_inline", &answer, Mode::Inline)
+                .await?;
+            TurnResponse {
+                after: after_response(conversation, turn_id, answer.actions, None, Vec::new()),
+                messages: answer.thought.reply.messages,
+            }
+        };
+        // The contact's place is held meanwhile (`answer.guard`): its next message waits.
+        if let Hold::Inline { until } = hold {
+            self.hold_inline(conversation, ready, until).await;
+        }
+        Ok(response)
     }
 
     /// The deferred path: the race was lost (or a reply was queued ahead), so the reply goes to
@@ -740,6 +738,8 @@ impl TurnEngine {
         // Held until the reply is queued, so the conversation's next turn queues behind it.
         let _guard = answer.guard.take();
         let conversation = &job.conversation;
+        // 030: the reply follows the flows the turn sent, also those sent after the deadline.
+        answer.due = self.due_after_flows(conversation.id, &answer.flows);
         if answer.thought.reply.escalate {
             self.escalate_answer(&job.derived.config, conversation, &answer, Mode::Deferred)
                 .await?;
@@ -785,6 +785,7 @@ impl TurnEngine {
                     reply: Some(&turn),
                     charge: Some(BudgetCharge::of(&turn)),
                     deferred,
+                    due: answer.due,
                     ..Outcome::default()
                 },
             )
@@ -878,10 +879,12 @@ impl TurnEngine {
         listed.extend(handoff.iter().cloned());
         turn.actions = (tools_offered || !handoff.is_empty()).then(|| actions::record(&listed));
         // What survives (an onEscalation note) follows the copy, like a reply's actions; the
-        // handoff's outcome is written into the record by its own row.
+        // handoff's outcome is written into the record by its own row. A failed call after a
+        // silent response owes the holding line first (030).
+        let failed = answer.is_some_and(|a| a.thought.error.is_some());
         let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
             actions: record.clone(),
-            ..ReplyPayload::of(vec![copy.clone()])
+            ..ReplyPayload::of(hold::owed_after_failure(config, message, failed))
         });
         // The message, the reply, its charge, `escalated_at` and the handoff, in one write.
         let charge = answer.is_some().then(|| BudgetCharge::of(&turn));
@@ -894,6 +897,7 @@ impl TurnEngine {
                     charge,
                     escalated_at: Some(now),
                     deferred,
+                    due: answer.and_then(|a| a.due),
                     handoff: handoff.clone(),
                     inline: mode == Mode::Inline,
                 },
@@ -962,9 +966,11 @@ impl TurnEngine {
             Outcome {
                 reply: reply.as_ref(),
                 escalated_at: Some(now),
-                deferred: Some(ReplyPayload::of(vec![
-                    config.rules.messages.escalation.clone(),
-                ])),
+                deferred: Some(ReplyPayload::of(hold::owed_after_failure(
+                    config, &message, true,
+                ))),
+                // 030: after the flows it sent, like any reply of the turn.
+                due: self.due_after_flows(job.conversation.id, &job.flows),
                 handoff: self.handoff_for(config, &job.conversation, now),
                 ..Outcome::default()
             },
@@ -973,27 +979,6 @@ impl TurnEngine {
         self.escalated(&job.conversation, "aborted", Escalation::Aborted);
         Ok(())
     }
-}
-
-/// The turn's actions to perform once its response is written, if there are any.
-fn after_response(
-    conversation: &Conversation,
-    turn_id: i64,
-    actions: Vec<StagedAction>,
-    handoff_row: Option<i64>,
-    handoff: Vec<StagedAction>,
-) -> Option<AfterResponse> {
-    let any_staged = actions
-        .iter()
-        .any(|a| a.entry.status == ActionStatus::Staged);
-    (any_staged || handoff_row.is_some()).then(|| AfterResponse {
-        conversation: conversation.id,
-        subscriber: conversation.subscriber_id.clone(),
-        turn_id,
-        actions: if any_staged { actions } else { Vec::new() },
-        handoff_row,
-        handoff,
-    })
 }
 
 /// How a turn's answer leaves: through the HTTP response, or (the response already sent) through
@@ -1041,6 +1026,10 @@ struct Answer {
     reads: u32,
     /// The contact's message, recorded with the answer.
     message: Message,
+    /// 030: the flows the turn sent, which its reply waits for.
+    flows: FlowSends,
+    /// 030: when a queued reply falls due (after its flows); `None`: now.
+    due: Option<DateTime<Utc>>,
 }
 
 /// What the agent's task hands back: the model's answer, or (020) a decision made without the
@@ -1073,6 +1062,9 @@ struct AgentJob {
     /// settles on the deferred path (`None`: the message carries its promise already, or the
     /// race cannot be lost).
     promised: Option<oneshot::Receiver<Option<Promise>>>,
+    /// 030: where the turn's tools record the flows they send (the request reads it at the
+    /// deadline).
+    flows: FlowSends,
     /// Given back when the job ends (issue 13 item 6).
     _reservation: Option<budget::Reservation>,
     _in_flight: Option<InFlight>,
@@ -1127,6 +1119,8 @@ impl AgentJob {
             specs: derived.tools.clone(),
             sales: std::mem::take(&mut self.sales),
         })
+        // 030: the request reads the flows it sends at the deadline.
+        .recording_sends_in(self.flows.clone())
         // 029: an inbound turn sends its flows during the call.
         .sending_flows()
         // 032 A: and the contact's opening, claimed on the conversation row.
@@ -1150,6 +1144,8 @@ impl AgentJob {
                     latency: self.arrived_at.elapsed(),
                     guard: self.guard.take(),
                     message,
+                    flows: self.flows.clone(),
+                    due: None,
                 };
                 match answer.send(Settled::Answer(result)) {
                     Ok(()) => Ok(()),

@@ -61,6 +61,9 @@ pub(super) struct Promise {
     pub rows: PromiseRows,
     /// Whether the promise counted the message against its hourly window already.
     pub counted: bool,
+    /// 030: the response was silent while a flow played, instead of the holding line; a turn
+    /// that then fails owes the contact that line before the escalation copy.
+    pub holding_line_withheld: bool,
 }
 
 /// What a turn's write holds beside its message.
@@ -72,6 +75,8 @@ pub(super) struct Outcome<'a> {
     /// Deferred: the messages and actions the outbox delivers (into the promise's row when
     /// there is one).
     pub deferred: Option<ReplyPayload>,
+    /// When the deferred reply falls due (030: after the flows the turn sent); `None`: now.
+    pub due: Option<DateTime<Utc>>,
     /// The handoff's actions (an escalation): written as a `handoff` row.
     pub handoff: Vec<StagedAction>,
     /// The handoff follows an inline response: the request performs it once the response is
@@ -107,12 +112,15 @@ impl TurnEngine {
             .map_err(|e| StoreError::Corrupt(format!("outbox payload: {e}")))?;
         let mut rows = Vec::new();
         let mut keep = None;
+        // 030: a reply held for its turn's flows falls due when they have played; a handoff
+        // queued with it waits behind it (a contact's rows never overtake).
+        let due = outcome.due.unwrap_or(now);
         match (message.promise, deferred.as_ref()) {
             (Some(promise), payload) => {
                 keep = Some(KeepPromise {
                     rows: promise.rows,
                     payload,
-                    due: now,
+                    due,
                     handoff: false,
                 });
             }
@@ -120,7 +128,7 @@ impl TurnEngine {
                 conversation,
                 OutboxKind::Reply,
                 payload.clone(),
-                now,
+                due,
                 now,
             )),
             (None, None) => {}
@@ -277,6 +285,7 @@ impl TurnEngine {
             message_id: ids.message,
             rows: PromiseRows { reply, handoff },
             counted: message.rate_window.is_some(),
+            holding_line_withheld: false,
         })
     }
 
@@ -405,6 +414,7 @@ impl TurnEngine {
                     handoff: handoff.id,
                 },
                 counted: true,
+                holding_line_withheld: false,
             };
             let left = (note.abort_at - now).to_std().unwrap_or_default();
             let engine = self.clone();
@@ -501,6 +511,7 @@ impl TurnEngine {
             }),
             // The media's URL was never stored: a recovered turn answers from its marker.
             media: None,
+            flows: crate::tools::FlowSends::default(),
             promised: None,
             _reservation: None,
             _in_flight: None,

@@ -11,6 +11,7 @@ mod durable;
 mod flows;
 mod gates;
 mod hardening;
+mod hold;
 mod http_contract;
 mod logs;
 mod media;
