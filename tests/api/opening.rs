@@ -26,8 +26,8 @@ const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
 const HANDBUILDING_GUIDE_NS: &str = "content20250301000000_200002";
 const GLAZE_LAB_GUIDE_NS: &str = "content20250301000000_200003";
 /// The flows `with_server_flows` adds (invented).
-const OPENING_NS: &str = "content20250301000000_200020";
-const GALLERY_NS: &str = "content20250301000000_200021";
+pub const OPENING_NS: &str = "content20250301000000_200020";
+pub const GALLERY_NS: &str = "content20250301000000_200021";
 const OPENING_DESCRIPTION: &str =
     "A voice note from the studio's founder: a welcome, and what the contact would like to make.";
 
@@ -39,7 +39,7 @@ enum Backend {
 
 /// The demo tenant plus an opening flow, a gallery tied to `nurturing`, and the glaze-lab
 /// guide (offering `glaze-lab`) tied to `offered`.
-fn with_server_flows(dir: &Path) {
+pub fn with_server_flows(dir: &Path) {
     let file = dir.join("tools.json");
     let mut tools: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let flows = tools["flows"].as_array_mut().unwrap();
