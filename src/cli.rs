@@ -184,6 +184,8 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
                 config.clone(),
                 clock,
                 metrics.clone(),
+                // This process runs no inbound turn: its follow-ups share only each other's.
+                crate::turn::TurnsShared::default(),
             ))
         }
         false => None,

@@ -27,7 +27,7 @@ use crate::nudge::{AgentNudgeTurn, NudgeSettings, NudgeTurnSettings, NudgeWorker
 use crate::outbox::{OutboxWorker, WorkerSettings};
 use crate::settings::Settings;
 use crate::store::{self, Store, StoreError};
-use crate::turn::{TurnEngine, TurnSettings};
+use crate::turn::{TurnEngine, TurnSettings, TurnsShared};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -179,6 +179,7 @@ impl Application {
             config.clone(),
             clock,
             metrics.clone(),
+            turns.shared(),
         );
         let worker = OutboxWorker::new(
             store.clone(),
@@ -303,7 +304,9 @@ impl Application {
 }
 
 /// The nudge worker (025) of `serve` and `worker`: it polls every `NUDGE_POLL_MS` and runs the
-/// nudge turn on `model`, bounded by `MODEL_ABORT_MS`, through the process's shared client.
+/// nudge turn on `model`, bounded by `MODEL_ABORT_MS`, through the process's shared client, on
+/// what the process's turns share (`serve`: the turn engine's snapshot cache and budget ledger).
+#[allow(clippy::too_many_arguments)]
 pub fn nudge_worker(
     settings: &Settings,
     store: Arc<dyn Store>,
@@ -312,6 +315,7 @@ pub fn nudge_worker(
     config: Arc<ConfigHandle>,
     clock: Clock,
     metrics: Arc<Metrics>,
+    shared: TurnsShared,
 ) -> NudgeWorker {
     let turn = AgentNudgeTurn::new(
         store.clone(),
@@ -324,6 +328,7 @@ pub fn nudge_worker(
             temperature: settings.temperature_or_default(),
             channel: settings.channel,
         },
+        shared,
     );
     NudgeWorker::new(
         store,

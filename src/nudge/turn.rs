@@ -5,9 +5,15 @@
 //! `MODEL_ABORT_MS`, and its reply goes to the outbox like a deferred reply, its actions after
 //! the text. Its tools are a contact turn's less `get_contact` (no request carried the
 //! contact's token) and `schedule_nudge` (a nudge cannot chain); flows are staged, never sent
-//! during the call. A reply that escalates, a failed call and an aborted one send nothing and
-//! perform nothing: the turn is recorded `nudge_skipped`, unbound, so it never enters history,
-//! and no person is called (the contact asked nothing).
+//! during the call (a stage-tied flow too, 032 B), and the opening (032 A) is never sent. A reply
+//! that escalates, a failed call and an aborted one send nothing and perform nothing: the turn is
+//! recorded `nudge_skipped`, unbound, so it never enters history, and no person is called (the
+//! contact asked nothing).
+//!
+//! Like an inbound turn it draws on what the process's turns share (`crate::turn::TurnsShared`):
+//! the snapshot's prompt and tool specs, built once per snapshot, and the budget ledger. Before
+//! its model call it reserves an upper estimate of its spend beside the turns in flight
+//! (issue 13 item 6); refused, the nudge is cancelled `cap_reached` with no model call.
 //!
 //! Invariant: the turn is written in one write with the nudge's settlement
 //! (`Store::record_nudge_turn`), and only while the nudge is still running under this worker's
@@ -21,9 +27,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::rules::CancelReason;
 use super::worker::{NudgeTurn, NudgeVerdict};
 use crate::actions::{self, ActionStatus, StagedAction};
-use crate::agent::{self, Fence, SnapshotPrompt, ThinkInput, Thought};
+use crate::agent::{self, Fence, ThinkInput, Thought};
 use crate::channel::Channel;
 use crate::clock::Clock;
 use crate::config::TenantConfig;
@@ -35,7 +42,8 @@ use crate::store::{
     BudgetCharge, Conversation, NewOutboxRow, NewTurn, Nudge, NudgeExchange, NudgeStatus,
     OutboxKind, Store, TurnContext,
 };
-use crate::tools::{ToolContext, ToolSpecs, TurnTools};
+use crate::tools::{ToolContext, TurnTools};
+use crate::turn::{TurnsShared, budget};
 
 /// The turn outcome of a follow-up that went out.
 pub const SENT: &str = "nudge_sent";
@@ -70,6 +78,8 @@ pub struct AgentNudgeTurn {
     manychat: ManyChatClient,
     clock: Clock,
     settings: NudgeTurnSettings,
+    /// The snapshot cache and budget ledger of the process's turns.
+    shared: TurnsShared,
 }
 
 impl AgentNudgeTurn {
@@ -79,6 +89,7 @@ impl AgentNudgeTurn {
         manychat: ManyChatClient,
         clock: Clock,
         settings: NudgeTurnSettings,
+        shared: TurnsShared,
     ) -> Self {
         Self {
             store,
@@ -86,6 +97,7 @@ impl AgentNudgeTurn {
             manychat,
             clock,
             settings,
+            shared,
         }
     }
 }
@@ -113,6 +125,26 @@ impl NudgeTurn for AgentNudgeTurn {
     ) -> NudgeVerdict {
         let started = Instant::now();
         let now = self.clock.now();
+        let derived = self.shared.derived(&config);
+        let history = crate::turn::history_turns(context.history);
+        let note = follow_up_note(conversation.last_message_at.unwrap_or(nudge.scheduled_at));
+        // Issue 13 item 6: reserved as an inbound turn reserves, against the day's spend and
+        // what the turns in flight reserved; given back once the turn's charge is written.
+        let estimate = budget::estimate(
+            self.model.id(),
+            derived.prompt.prefix.len()
+                + note.len()
+                + history.iter().map(|t| t.text.len()).sum::<usize>(),
+            self.settings.max_output_tokens,
+        );
+        let day = now.date_naive();
+        let Some(_reservation) = self
+            .shared
+            .budget
+            .reserve(&config, day, context.spent, estimate)
+        else {
+            return NudgeVerdict::Cancelled(CancelReason::CapReached);
+        };
         // The contact's sales position, from the server's records; the offering is the one
         // stored on the conversation (028).
         let request = sales::known::Request {
@@ -136,10 +168,6 @@ impl NudgeTurn for AgentNudgeTurn {
             }
         };
         let notices = sales::notices::notices(&config, &known);
-        let history = crate::turn::history_turns(context.history);
-        // Built for each nudge, unlike an inbound turn's cached ones: follow-ups are few (one
-        // per silence) and the worker takes them one at a time.
-        let prompt = SnapshotPrompt::new(&config);
         let fence = Fence::new();
         let mut tools = TurnTools::for_nudge(ToolContext {
             config: config.clone(),
@@ -148,13 +176,12 @@ impl NudgeTurn for AgentNudgeTurn {
             conversation: conversation.id,
             reads_history: false,
             fence: fence.clone(),
-            specs: ToolSpecs::new(&config),
+            specs: derived.tools.clone(),
             sales: known,
         });
-        let note = follow_up_note(conversation.last_message_at.unwrap_or(nudge.scheduled_at));
         let input = ThinkInput {
             config: &config,
-            prompt: &prompt,
+            prompt: &derived.prompt,
             notices: &notices,
             history: &history,
             contact_text: "",
@@ -231,7 +258,7 @@ impl AgentNudgeTurn {
         let now = self.clock.now();
         let messages = thought.reply.messages.clone();
         let mut turn = NewTurn::agent(conversation.id, messages.join("\n\n"), SENT, true, now);
-        self.fill_usage(&mut turn, &thought, latency);
+        crate::turn::fill_usage(&mut turn, self.model.id(), thought.usage, latency);
         turn.actions = thought.tools_offered.then(|| actions::record(&staged));
         let payload = ReplyPayload {
             actions: staged,
@@ -282,7 +309,7 @@ impl AgentNudgeTurn {
         }
         let mut turn = NewTurn::agent(conversation.id, "", SKIPPED, false, now);
         if let Some(thought) = &thought {
-            self.fill_usage(&mut turn, thought, latency);
+            crate::turn::fill_usage(&mut turn, self.model.id(), thought.usage, latency);
         }
         turn.actions = tools_offered.then(|| actions::record(&staged));
         self.write(
@@ -326,16 +353,5 @@ impl AgentNudgeTurn {
                 Written::Failed
             }
         }
-    }
-
-    /// The turn's model, tokens, cost and time (as an inbound turn records them).
-    fn fill_usage(&self, turn: &mut NewTurn, thought: &Thought, latency: Duration) {
-        let usage = thought.usage;
-        turn.model = Some(self.model.id().to_owned());
-        turn.input_tokens = usage.input_tokens as i64;
-        turn.output_tokens = usage.output_tokens as i64;
-        turn.cached_tokens = usage.cached_tokens as i64;
-        turn.cost_usd = crate::model::pricing::cost_usd(self.model.id(), &usage);
-        turn.latency_ms = latency.as_millis() as i64;
     }
 }

@@ -45,6 +45,10 @@ pub enum NudgeVerdict {
     Withdrawn,
     /// The turn could not be recorded: the nudge stays running and is marked lost.
     Failed,
+    /// The turn did not start (no model call, nothing written): the worker cancels the nudge
+    /// with this reason. `cap_reached` when the budget ledger refused its reservation: the
+    /// day's spend and what the turns in flight reserved reach the cap (issue 13 item 6).
+    Cancelled(CancelReason),
 }
 
 /// The nudge turn: the agent on the conversation's history and the follow-up note. It records
@@ -199,6 +203,10 @@ impl NudgeWorker {
             ),
             // Logged by the turn; the lost mark counts it.
             NudgeVerdict::Failed => {}
+            NudgeVerdict::Cancelled(reason) => {
+                self.settle(&nudge, NudgeStatus::Cancelled, reason.as_str())
+                    .await
+            }
         }
     }
 

@@ -54,6 +54,8 @@ pub struct TurnSales {
     /// 034: this is the prospect turn, and the opening is due (sent before the model's first
     /// flow, or before a reply that does not escalate).
     opening_queued: bool,
+    /// 025: this turn never sends the opening (a nudge turn), so no write of it queues one.
+    no_opening: bool,
     /// 032 B: the stage of the funnel write committed last, until the tools take it to send
     /// the flow tied to it.
     stage_written: Option<Stage>,
@@ -87,6 +89,12 @@ impl TurnSales {
         self.staged_offering
             .as_deref()
             .or(self.known.offering.as_deref())
+    }
+
+    /// 025: this turn never sends the opening (032 A: a nudge turn), so its intent write neither
+    /// queues it nor tells the model it goes (`openingQueued`).
+    pub fn without_opening(&mut self) {
+        self.no_opening = true;
     }
 
     /// 034: the opening is due on this turn (its intent write made the contact a prospect).
@@ -160,7 +168,8 @@ impl TurnSales {
             SalesCall::SetField { field, value } if field.intent => {
                 let value = Intent::from_value(value).unwrap_or_default();
                 // 034: the write that makes the contact a prospect queues the opening.
-                if let Some(flow) = super::opening::opening_flow(tools)
+                if !self.no_opening
+                    && let Some(flow) = super::opening::opening_flow(tools)
                     && super::opening::queues_opening(tools, &self.known, self.intent(), value)
                 {
                     self.opening_queued = true;

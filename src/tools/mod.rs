@@ -238,7 +238,7 @@ impl TurnTools {
 
     /// 025: the tools of a nudge turn: no `get_contact` (no request carried the contact's
     /// token, 019), no `schedule_nudge` (a nudge cannot chain), and flows staged, to follow
-    /// the text (never [`TurnTools::sending_flows`]).
+    /// the text (never [`TurnTools::sending_flows`]), and never the opening (032 A).
     pub fn for_nudge(context: ToolContext) -> Self {
         let mut tools = Self::new(ToolContext {
             reads_history: false,
@@ -250,6 +250,7 @@ impl TurnTools {
             .filter(|spec| spec.name != specs::NUDGE_TOOL)
             .cloned()
             .collect();
+        tools.sales.without_opening();
         tools
     }
 

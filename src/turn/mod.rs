@@ -16,7 +16,7 @@
 //! when the final reply does not escalate.
 
 mod after;
-mod budget;
+pub(crate) mod budget;
 mod detach;
 mod gates;
 mod hold;
@@ -25,6 +25,7 @@ pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
 mod record;
+mod shared;
 mod waiting;
 
 pub use after::AfterResponse;
@@ -34,7 +35,10 @@ pub use gates::Denial;
 use hold::Hold;
 use media::Decided;
 pub use order::{TurnGuard, TurnOrder};
+pub(crate) use record::fill_usage;
 use record::{Message, Outcome, Promise};
+use shared::Derived;
+pub use shared::TurnsShared;
 use waiting::WaitingTurn;
 
 use std::sync::Arc;
@@ -46,9 +50,8 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::actions::{self, StagedAction};
-use crate::agent::{self, EscalationCause, HistoryTurn, SnapshotPrompt, ThinkInput, Thought};
+use crate::agent::{self, EscalationCause, HistoryTurn, ThinkInput, Thought};
 use crate::clock::Clock;
-use crate::config::rules_match::EscalationKeywords;
 use crate::config::{ConfigHandle, TenantConfig};
 use crate::escalation::Escalation;
 use crate::ids::{ConversationId, SubscriberId};
@@ -62,7 +65,7 @@ use crate::store::{
     BudgetCharge, Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery,
 };
 use crate::tokens::{self, TokenService};
-use crate::tools::{FlowSends, ToolContext, ToolSpecs, TurnTools};
+use crate::tools::{FlowSends, ToolContext, TurnTools};
 
 /// How many earlier turns the model sees (018).
 pub const HISTORY_TURNS: i64 = 10;
@@ -177,24 +180,14 @@ struct Inner {
     order: TurnOrder,
     /// 019: issues and writes contact tokens beside the model call.
     tokens: TokenService,
-    /// What the turns in flight may still spend today (issue 13 item 6).
-    budget: Arc<budget::BudgetLedger>,
     /// Performs an inline escalation's handoff once its response is written.
     handoffs: Handoffs,
     /// 020: turns a media message into text and images.
     media: MediaService,
-    /// What the turn derives from the config snapshot in force (prompt prefix, leak-check
-    /// text, tool specs): built once per snapshot, not per turn, so providers' prompt caches see
-    /// identical bytes and the hot path does not rebuild them.
-    derived: std::sync::Mutex<Option<Arc<Derived>>>,
-}
-
-/// What a config snapshot implies for every turn under it.
-struct Derived {
-    config: Arc<TenantConfig>,
-    prompt: SnapshotPrompt,
-    tools: ToolSpecs,
-    keywords: EscalationKeywords,
+    /// What the config snapshot in force derives (built once per snapshot, not per turn) and
+    /// what the turns in flight may still spend today (issue 13 item 6); shared with the nudge
+    /// turns of `serve`.
+    shared: TurnsShared,
 }
 
 impl TurnEngine {
@@ -216,9 +209,8 @@ impl TurnEngine {
                 settings,
                 config,
                 order: TurnOrder::new(store.clone()),
-                derived: std::sync::Mutex::new(None),
+                shared: TurnsShared::default(),
                 tokens: TokenService::new(store.clone(), manychat.clone(), token_field, clock),
-                budget: Arc::default(),
                 handoffs: Handoffs::new(store.clone(), manychat.clone(), clock, metrics.clone()),
                 store,
                 model,
@@ -444,7 +436,7 @@ impl TurnEngine {
         let mut message = Message::new(inbound.turn(conversation.id, bound, now));
         message.promise = promise;
         // 025: the contact wrote, so their follow-up is no longer wanted.
-        crate::nudge::contact_replied(
+        let replied = crate::nudge::contact_replied(
             inner.store.as_ref(),
             &inner.metrics,
             &config,
@@ -465,7 +457,13 @@ impl TurnEngine {
         // only, 019), today's spend, whether a reply is already queued for the contact, and
         // the contact's count this hour.
         let context = match context {
-            Some((_, context)) => context,
+            Some((_, mut context)) => {
+                let (store, queued) = (inner.store.as_ref(), context.queued_replies);
+                context.queued_replies = replied
+                    .queued_replies(store, conversation.id, queued)
+                    .await?;
+                context
+            }
             None => {
                 inner
                     .store
@@ -502,15 +500,23 @@ impl TurnEngine {
                             + history.iter().map(|t| t.text.len()).sum::<usize>(),
                         inner.settings.max_output_tokens,
                     );
-                    reservation =
-                        inner
-                            .budget
-                            .reserve(&config, now.date_naive(), context.spent, estimate);
+                    reservation = inner.shared.budget.reserve(
+                        &config,
+                        now.date_naive(),
+                        context.spent,
+                        estimate,
+                    );
                     reservation.is_none().then_some(Denial::Budget)
                 })
             }
         };
         if let Some(denial) = denial {
+            // 037: the copy never overtakes a reply already queued (a follow-up, 025).
+            let mode = if context.queued_replies > 0 {
+                Mode::Deferred
+            } else {
+                mode
+            };
             let response = self
                 .escalate_without_model(
                     &config,
@@ -671,27 +677,14 @@ impl TurnEngine {
         Ok(Some(response))
     }
 
-    /// What this engine derives from `config`, built once per snapshot: the snapshot in force is
-    /// kept with it, so a pointer comparison cannot mistake a new snapshot for the old one.
+    /// What `config` derives, built once per snapshot (`shared`).
     fn derived(&self, config: &Arc<TenantConfig>) -> Arc<Derived> {
-        let mut cached = self
-            .inner
-            .derived
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(derived) = cached.as_ref()
-            && Arc::ptr_eq(&derived.config, config)
-        {
-            return derived.clone();
-        }
-        let derived = Arc::new(Derived {
-            config: config.clone(),
-            prompt: SnapshotPrompt::new(config),
-            tools: ToolSpecs::new(config),
-            keywords: EscalationKeywords::new(&config.rules),
-        });
-        *cached = Some(derived.clone());
-        derived
+        self.inner.shared.derived(config)
+    }
+
+    /// 025: what `serve`'s nudge turns share with this engine's turns.
+    pub fn shared(&self) -> TurnsShared {
+        self.inner.shared.clone()
     }
 
     /// Records the agent turn of a race won and returns the reply to render inline, once the
@@ -920,13 +913,8 @@ impl TurnEngine {
     }
 
     fn fill_usage(&self, turn: &mut NewTurn, answer: &Answer) {
-        let usage = answer.thought.usage;
-        turn.model = Some(self.inner.model.id().to_owned());
-        turn.input_tokens = usage.input_tokens as i64;
-        turn.output_tokens = usage.output_tokens as i64;
-        turn.cached_tokens = usage.cached_tokens as i64;
-        turn.cost_usd = crate::model::pricing::cost_usd(self.inner.model.id(), &usage);
-        turn.latency_ms = answer.latency.as_millis() as i64;
+        let model = self.inner.model.id();
+        fill_usage(turn, model, answer.thought.usage, answer.latency);
         turn.reads = i64::from(answer.reads);
     }
 

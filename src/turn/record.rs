@@ -33,6 +33,22 @@ const PROMISE_MARGIN: chrono::Duration = chrono::Duration::seconds(5);
 /// as soon as its response is written; the worker takes it only if that did not happen.
 const INLINE_HANDOFF_GRACE: chrono::Duration = chrono::Duration::seconds(10);
 
+/// A model turn's model, tokens, cost and time, as every model turn records them (an inbound
+/// turn adds its contact reads; a nudge turn has none).
+pub(crate) fn fill_usage(
+    turn: &mut NewTurn,
+    model_id: &str,
+    usage: crate::model::Usage,
+    latency: std::time::Duration,
+) {
+    turn.model = Some(model_id.to_owned());
+    turn.input_tokens = usage.input_tokens as i64;
+    turn.output_tokens = usage.output_tokens as i64;
+    turn.cached_tokens = usage.cached_tokens as i64;
+    turn.cost_usd = crate::model::pricing::cost_usd(model_id, &usage);
+    turn.latency_ms = latency.as_millis() as i64;
+}
+
 /// The contact's message, recorded together with the turn's outcome (one write, so a turn is
 /// stored whole or not at all), or earlier by a promise.
 #[derive(Debug, Clone)]

@@ -48,6 +48,8 @@ pub struct TestApp {
     pub store: Arc<dyn Store>,
     pub manychat: MockServer,
     pub worker: OutboxWorker,
+    /// The app's own nudge worker (025), on what its turns share; tests run it by hand.
+    pub nudges: manychat_agent::nudge::NudgeWorker,
     pub tasks: TaskTracker,
     pub config_dir: PathBuf,
     pub database_path: PathBuf,
@@ -177,6 +179,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let address = format!("http://127.0.0.1:{}", app.port());
     let store = app.store();
     let worker = app.worker();
+    let nudges = app.nudge_worker();
     let tasks = app.tasks();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
@@ -188,6 +191,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         store,
         manychat,
         worker,
+        nudges,
         tasks,
         config_dir,
         database_path,

@@ -148,6 +148,7 @@ use manychat_agent::model::mock::ScriptStep;
 use manychat_agent::model::{Message, ModelError, ModelRequest};
 use manychat_agent::nudge::{AgentNudgeTurn, NudgeSettings, NudgeTurnSettings, NudgeWorker};
 use manychat_agent::store::{Conversation, OutboxKind};
+use manychat_agent::turn::TurnsShared;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
@@ -189,6 +190,8 @@ fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedM
             temperature: 0.3,
             channel: Channel::Whatsapp,
         },
+        // A worker process of its own (`manychat-agent worker`).
+        TurnsShared::default(),
     );
     let worker = NudgeWorker::new(
         app.store.clone(),
@@ -1150,4 +1153,358 @@ async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
             .count();
         assert_eq!(replies, 1, "one follow-up queued");
     }
+}
+
+// --- what a nudge turn shares with the contact's turns (issue 13 item 6, 032, 037) -----------
+
+/// The tenant's daily token cap.
+fn daily_token_cap(dir: &Path, tokens: i64) {
+    let file = dir.join("rules.json");
+    let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    rules["budget"]["dailyTokenCap"] = json!(tokens);
+    std::fs::write(&file, rules.to_string()).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_13_item_6_a_due_nudge_is_cancelled_cap_reached_without_a_model_call_when_a_turn_in_flight_reserved_the_rest_of_the_day()
+ {
+    let _frozen = FrozenClock::freeze();
+    const CAP: i64 = 1_000_000;
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(answer("The wheel course starts on Monday.")),
+        // Another contact's turn, still in flight when the nudge falls due.
+        ScriptStep::ok(answer("Yes, there is parking.")).after(Duration::from_secs(20)),
+    ]));
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(|dir| {
+        with_nudge(dir);
+        daily_token_cap(dir, CAP);
+    }))
+    .await;
+    // Due now on the app's clock, for the app's own nudge worker (serve's).
+    let conversation = quiet_contact(&app, "7301", chrono::Duration::zero()).await;
+    // The day's stored spend leaves one token: the worker's own budget check lets it through.
+    let today = chrono::Utc::now().date_naive();
+    let spent = app.store.budget(today).await.unwrap().tokens;
+    app.store
+        .add_budget(today, CAP - 1 - spent, 0.0)
+        .await
+        .unwrap();
+    let in_flight = send_in_background(&app, "7302", "Is there parking?");
+    until(async || model.calls() == 2).await;
+
+    let pass = app.nudges.run_once().await;
+    assert_eq!(pass.claimed, 1);
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(
+        (nudge.status, nudge.reason.as_deref()),
+        (NudgeStatus::Cancelled, Some("cap_reached")),
+        "the turn in flight reserved what is left of the day"
+    );
+    assert_eq!(model.calls(), 2, "no model call for the nudge");
+    assert_no_nudge_turn_or_reply(&app, &conversation).await;
+
+    tokio::time::advance(Duration::from_secs(30)).await;
+    in_flight.await.unwrap();
+    app.settle().await;
+}
+
+/// The `set_field` (and other tool) results a model request carries back, in order.
+fn tool_results(request: &ModelRequest) -> Vec<Value> {
+    request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResults { results } => Some(results.iter().map(|r| r.content.clone())),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// ManyChat's requests from `from` on, as (path, field=value or flow namespace), leaving out
+/// the human_active reads.
+async fn sent_since(app: &TestApp, from: usize) -> Vec<(String, String)> {
+    app.manychat_requests().await[from..]
+        .iter()
+        .filter(|r| r.path != "/fb/subscriber/getInfo")
+        .map(|r| {
+            let what = match r.path.as_str() {
+                "/fb/sending/sendFlow" => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
+                _ => format!(
+                    "{}={}",
+                    r.body["field_name"].as_str().unwrap_or_default(),
+                    r.body["field_value"].as_str().unwrap_or_default()
+                ),
+            };
+            (r.path.clone(), what)
+        })
+        .collect()
+}
+
+fn sent(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
+const SEND_FLOW: &str = "/fb/sending/sendFlow";
+
+/// (id, status, origin) of each entry of the nudge turn's record.
+async fn nudge_turn_entries(
+    app: &TestApp,
+    conversation: &Conversation,
+) -> Vec<(String, String, Option<String>)> {
+    let turn = app
+        .store
+        .turns(conversation.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
+        .expect("recorded nudge_sent");
+    turn.actions
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().to_owned(),
+                a["status"].as_str().unwrap().to_owned(),
+                a["origin"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+fn entry(id: &str, status: &str, origin: Option<&str>) -> (String, String, Option<String>) {
+    (id.to_owned(), status.to_owned(), origin.map(str::to_owned))
+}
+
+/// Runs the app's outbox worker until its queue is delivered (past the contact's reply gap).
+async fn deliver(app: &TestApp) {
+    for _ in 0..3 {
+        tokio::time::advance(Duration::from_secs(3)).await;
+        app.worker.run_once().await.expect("the outbox worker runs");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and_its_flow_follows_the_text()
+ {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(steps(prospect_steps())).edit(|dir| {
+        with_nudge(dir);
+        crate::opening::with_server_flows(dir);
+    }))
+    .await;
+    app.send("7401", "How much is the handbuilding weekend?")
+        .await;
+    app.settle().await;
+    let conversation = schedule_after_last_message(&app, "7401", chrono::Duration::zero()).await;
+    let model = steps(vec![
+        tool_calls([set_field("funnel_stage", "nurturing")]),
+        answer("Here is what beginners make in their first month."),
+    ]);
+    let rig = rig_at(&app, chrono::Utc::now(), model.clone());
+    let before = app.manychat_requests().await.len();
+    rig.worker.run_once().await;
+    assert_eq!(
+        tool_results(&model.requests()[1]),
+        vec![json!({"staged": true, "flowStaged": "student_gallery"})]
+    );
+    assert_eq!(
+        sent_since(&app, before).await,
+        sent(&[]),
+        "nothing is sent during the nudge turn"
+    );
+    assert_eq!(
+        nudge_turn_entries(&app, &conversation).await,
+        [
+            entry("funnel_stage", "staged", None),
+            entry("student_gallery", "staged", Some("stage")),
+        ]
+    );
+
+    deliver(&app).await;
+    assert_eq!(
+        sent_since(&app, before).await,
+        sent(&[
+            (
+                SET_FIELD,
+                "ai_message=Here is what beginners make in their first month."
+            ),
+            (SEND_FLOW, REPLY_FLOW),
+            (SET_FIELD, "studio_funnel_stage=nurturing"),
+            (SEND_FLOW, crate::opening::GALLERY_NS),
+        ]),
+        "the text, then the write, then its tied flow"
+    );
+    assert_eq!(
+        nudge_turn_entries(&app, &conversation).await,
+        [
+            entry("funnel_stage", "performed", None),
+            entry("student_gallery", "performed", Some("stage")),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(
+        AppOptions::new(steps(vec![answer("Hello! What would you like to make?")])).edit(|dir| {
+            with_nudge(dir);
+            crate::opening::with_server_flows(dir);
+        }),
+    )
+    .await;
+    // Not a prospect yet: an inbound turn that made them one would send the opening.
+    app.send("7402", "Do you run pottery classes?").await;
+    app.settle().await;
+    let conversation = schedule_after_last_message(&app, "7402", chrono::Duration::zero()).await;
+    let model = steps(vec![
+        tool_calls([prospect(), set_field("funnel_stage", "nurturing")]),
+        answer("Here is what beginners make in their first month."),
+    ]);
+    let rig = rig_at(&app, chrono::Utc::now(), model.clone());
+    let before = app.manychat_requests().await.len();
+    rig.worker.run_once().await;
+    assert_eq!(
+        app.store
+            .nudge(conversation.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        NudgeStatus::Sent
+    );
+    assert_eq!(
+        tool_results(&model.requests()[1]),
+        vec![
+            json!({"staged": true}),
+            json!({"staged": true, "flowStaged": "student_gallery"})
+        ],
+        "the model is not told that an opening goes"
+    );
+    assert_eq!(sent_since(&app, before).await, sent(&[]));
+    deliver(&app).await;
+    let delivered = sent_since(&app, before).await;
+    assert!(
+        !delivered
+            .iter()
+            .any(|(_, what)| what == crate::opening::OPENING_NS),
+        "the opening never goes on a nudge turn: {delivered:?}"
+    );
+    assert_eq!(
+        delivered,
+        sent(&[
+            (
+                SET_FIELD,
+                "ai_message=Here is what beginners make in their first month."
+            ),
+            (SEND_FLOW, REPLY_FLOW),
+            (SET_FIELD, "studio_intent=prospect"),
+            (SET_FIELD, "studio_funnel_stage=nurturing"),
+            (SEND_FLOW, crate::opening::GALLERY_NS),
+        ])
+    );
+    assert!(
+        !nudge_turn_entries(&app, &conversation)
+            .await
+            .iter()
+            .any(|(_, _, origin)| origin.as_deref() == Some("opening")),
+        "nor is it recorded"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_037_a_message_while_the_nudge_reply_is_queued_is_answered_behind_it() {
+    let _frozen = FrozenClock::freeze();
+    let model = steps(vec![
+        answer("The wheel course starts on Monday."),
+        answer("Yes, there is free parking."),
+    ]);
+    let app = spawn_app_with(AppOptions::new(model).edit(with_nudge)).await;
+    let conversation = quiet_contact(&app, "7501", chrono::Duration::zero()).await;
+    let rig = rig_at(
+        &app,
+        chrono::Utc::now(),
+        steps(vec![answer("Any questions about Monday?")]),
+    );
+    rig.worker.run_once().await;
+    let queued = app
+        .outbox()
+        .await
+        .into_iter()
+        .filter(|r| r.conversation_id == conversation.id && r.kind == OutboxKind::Reply)
+        .count();
+    assert_eq!(queued, 1, "the follow-up waits in the outbox");
+    let before = app.manychat_requests().await.len();
+
+    // The contact writes while the follow-up is queued: no inline answer ahead of it.
+    let (status, body) = app.send("7501", "Is there parking?").await;
+    assert_eq!(status, 200);
+    assert!(block_texts(&body).is_empty(), "silent: {body}");
+    app.settle().await;
+    deliver(&app).await;
+    let texts: Vec<String> = sent_since(&app, before)
+        .await
+        .into_iter()
+        .filter(|(path, _)| path == SET_FIELD)
+        .map(|(_, what)| what)
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "ai_message=Any questions about Monday?",
+            "ai_message=Yes, there is free parking."
+        ],
+        "ManyChat gets the follow-up first, then the answer"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_037_an_escalation_before_the_model_while_the_nudge_reply_is_queued_goes_behind_it()
+{
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    let conversation = quiet_contact(&app, "7502", chrono::Duration::zero()).await;
+    let rig = rig_at(
+        &app,
+        chrono::Utc::now(),
+        steps(vec![answer("Any questions about Monday?")]),
+    );
+    rig.worker.run_once().await;
+    let before = app.manychat_requests().await.len();
+
+    // An escalation keyword: the copy, decided without the model, waits its turn too.
+    let (status, body) = app.send("7502", "I want to speak to a person").await;
+    assert_eq!(status, 200);
+    assert!(block_texts(&body).is_empty(), "silent: {body}");
+    app.settle().await;
+    deliver(&app).await;
+    let texts: Vec<String> = sent_since(&app, before)
+        .await
+        .into_iter()
+        .filter(|(path, _)| path == SET_FIELD)
+        .map(|(_, what)| what)
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "ai_message=Any questions about Monday?".to_owned(),
+            format!("ai_message={}", app.escalation_copy())
+        ],
+        "ManyChat gets the follow-up first, then the escalation copy"
+    );
+    let stored = app
+        .store
+        .conversation(conversation.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(stored.escalated_at.is_some(), "the contact was handed over");
 }

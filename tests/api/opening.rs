@@ -26,8 +26,8 @@ const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
 const HANDBUILDING_GUIDE_NS: &str = "content20250301000000_200002";
 const GLAZE_LAB_GUIDE_NS: &str = "content20250301000000_200003";
 /// The flows `with_server_flows` adds (invented).
-const OPENING_NS: &str = "content20250301000000_200020";
-const GALLERY_NS: &str = "content20250301000000_200021";
+pub const OPENING_NS: &str = "content20250301000000_200020";
+pub const GALLERY_NS: &str = "content20250301000000_200021";
 const OPENING_DESCRIPTION: &str =
     "A voice note from the studio's founder: a welcome, and what the contact would like to make.";
 
@@ -39,7 +39,7 @@ enum Backend {
 
 /// The demo tenant plus an opening flow, a gallery tied to `nurturing`, and the glaze-lab
 /// guide (offering `glaze-lab`) tied to `offered`.
-fn with_server_flows(dir: &Path) {
+pub fn with_server_flows(dir: &Path) {
     let file = dir.join("tools.json");
     let mut tools: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let flows = tools["flows"].as_array_mut().unwrap();
@@ -767,5 +767,48 @@ async fn spec_032_b_a_tied_flow_past_the_action_limit_is_dropped_and_reported() 
     assert!(
         actions.contains(&entry("student_gallery", "dropped_over_cap", Some("stage"))),
         "{actions:?}"
+    );
+}
+#[tokio::test(start_paused = true)]
+async fn spec_030_the_reply_waits_for_the_opening_flow() {
+    let _frozen = FrozenClock::freeze();
+    let model = script(vec![
+        tool_calls([prospect()]),
+        answer("Lovely to meet you."),
+    ]);
+    let app = spawn_app_with(AppOptions::new(model.clone()).edit(|dir: &Path| {
+        with_server_flows(dir);
+        let file = dir.join("tools.json");
+        let mut tools: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        for flow in tools["flows"].as_array_mut().unwrap() {
+            if flow["id"] == "studio_welcome" {
+                flow["settleSeconds"] = json!(4);
+            }
+        }
+        std::fs::write(&file, tools.to_string()).unwrap();
+    }))
+    .await;
+    app.returning_contact("7901").await;
+    let request = send_in_background(&app, "7901", "I'd love to try the wheel");
+    until(async || {
+        app.manychat_requests()
+            .await
+            .iter()
+            .any(|r| r.body["flow_ns"] == OPENING_NS)
+    })
+    .await;
+    let answered = tokio::time::Instant::now();
+    for _ in 0..39 {
+        tokio::time::advance(Duration::from_millis(100)).await;
+        real_pause().await;
+    }
+    assert!(!request.is_finished(), "held for the opening");
+    tokio::time::advance(Duration::from_millis(100)).await;
+    let (_, body) = request.await.unwrap();
+    assert_eq!(block_texts(&body), vec!["Lovely to meet you."]);
+    assert_eq!(
+        tokio::time::Instant::now() - answered,
+        Duration::from_secs(4)
     );
 }
