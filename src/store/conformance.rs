@@ -1277,6 +1277,51 @@ pub async fn outbox_claims_at_most_limit_oldest_first(store: &dyn Store) {
     settle(store, &conversations).await;
 }
 
+/// Issue 18 (`/metrics`): the backlog counts open rows (pending and delivering, not delivered
+/// or dead-lettered) up to the cap, and names the earliest due time only when it is due.
+pub async fn outbox_backlog_counts_open_rows_up_to_the_cap(store: &dyn Store) {
+    let backlog = |now, cap| async move { store.outbox_backlog(now, cap).await.expect("backlog") };
+    assert_eq!(backlog(at_s(0), 100).await, super::OutboxBacklog::default());
+    let mut conversations = Vec::new();
+    let mut ids = Vec::new();
+    for (i, due) in [3, 5, 100, 200].into_iter().enumerate() {
+        let conversation = fresh_conversation(store).await;
+        ids.push(enqueue(store, reply_row(&conversation, at_s(due), i as i64)).await);
+        conversations.push(conversation.id);
+    }
+    // Nothing due yet at 1 s: four open rows, no due time.
+    assert_eq!(
+        backlog(at_s(1), 100).await,
+        super::OutboxBacklog {
+            rows: 4,
+            oldest_due_at: None
+        }
+    );
+    // One is claimed (delivering), one delivered, one dead-lettered: two stay open, and the
+    // oldest open one (due at 5 s) is what a scrape at 10 s reports.
+    assert_eq!(claim(store, rules(at_s(4), 1)).await, vec![ids[0]]);
+    store
+        .mark_delivered(ids[0], at_s(4))
+        .await
+        .expect("delivered");
+    assert_eq!(claim(store, rules(at_s(6), 1)).await, vec![ids[1]]);
+    store
+        .mark_failed(ids[2], "dead-lettered by the conformance suite", at_s(6))
+        .await
+        .expect("failed");
+    assert_eq!(
+        backlog(at_s(10), 100).await,
+        super::OutboxBacklog {
+            rows: 2,
+            oldest_due_at: Some(at_s(5))
+        },
+        "the delivering row (due 5 s) and the pending one (due 200 s)"
+    );
+    // The count stops at the cap.
+    assert_eq!(backlog(at_s(10), 1).await.rows, 1);
+    settle(store, &conversations).await;
+}
+
 /// Two stores (two pools: two workers) claim concurrently over 20 due rows of 20 contacts,
 /// each taking small batches until nothing is left. Every row is claimed exactly once.
 pub async fn outbox_two_workers_never_claim_one_row(a: &dyn Store, b: &dyn Store) {
@@ -2634,6 +2679,7 @@ pub async fn run_all(store: &dyn Store) {
     outbox_claim_leases_and_counts_the_attempt(store).await;
     outbox_row_not_due_before_next_attempt_at(store).await;
     outbox_claims_at_most_limit_oldest_first(store).await;
+    outbox_backlog_counts_open_rows_up_to_the_cap(store).await;
     outbox_two_workers_never_claim_one_row(store, store).await;
     outbox_two_workers_keep_each_contacts_order(store, store).await;
     outbox_no_overtaking_within_a_conversation(store).await;
@@ -2743,6 +2789,7 @@ mod tests {
         outbox_claim_leases_and_counts_the_attempt,
         outbox_row_not_due_before_next_attempt_at,
         outbox_claims_at_most_limit_oldest_first,
+        outbox_backlog_counts_open_rows_up_to_the_cap,
         outbox_no_overtaking_within_a_conversation,
         outbox_contact_token_rows_are_not_held_behind_replies,
         outbox_pacing_gap_after_delivery,

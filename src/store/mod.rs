@@ -260,6 +260,15 @@ pub struct ClaimRules {
     pub reply_gap: Duration,
 }
 
+/// Issue 18: the outbox's open rows, as `/metrics` reports them (read at scrape time only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutboxBacklog {
+    /// Rows pending or being delivered, counted up to the cap the caller gave.
+    pub rows: i64,
+    /// The earliest `next_attempt_at` among those rows, when it is due (at or before `now`).
+    pub oldest_due_at: Option<DateTime<Utc>>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct BudgetUsage {
     pub tokens: i64,
@@ -577,8 +586,13 @@ pub trait Store: Send + Sync + 'static {
     /// Reply rows of a conversation still `pending` or `delivering` (3.3's silent response).
     async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64>;
 
-    /// Every outbox row, oldest first (tests, operators, metrics).
+    /// Every outbox row, oldest first (tests, operators).
     async fn outbox_rows(&self) -> Result<Vec<OutboxRow>>;
+
+    /// Issue 18: the open outbox rows (counted up to `count_cap`) and the oldest one due at
+    /// `now`, through `outbox_status_due`: the cost is bounded by the cap, not the table.
+    /// Read when `/metrics` is scraped, never on a turn.
+    async fn outbox_backlog(&self, now: DateTime<Utc>, count_cap: i64) -> Result<OutboxBacklog>;
 
     // --- a turn's units of work ------------------------------------------------------------
     //

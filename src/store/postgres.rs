@@ -692,6 +692,33 @@ impl Store for PgStore {
         row.as_ref().map(outbox_from).transpose()
     }
 
+    async fn outbox_backlog(
+        &self,
+        now: DateTime<Utc>,
+        count_cap: i64,
+    ) -> Result<super::OutboxBacklog> {
+        // Both through `outbox_status_due`: the count stops at the cap, the minimum is one
+        // index seek per open status.
+        let rows: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM outbox \
+             WHERE status IN ('pending', 'delivering') LIMIT $1) open",
+        )
+        .bind(count_cap)
+        .fetch_one(&self.pool)
+        .await?;
+        let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT LEAST( \
+             (SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'pending'), \
+             (SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'delivering'))",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(super::OutboxBacklog {
+            rows,
+            oldest_due_at: oldest.filter(|due| *due <= now),
+        })
+    }
+
     async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64> {
         let count: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM outbox WHERE conversation_id = $1 AND kind = 'reply' \

@@ -1681,6 +1681,30 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn outbox_backlog(
+        &self,
+        now: DateTime<Utc>,
+        count_cap: i64,
+    ) -> Result<super::OutboxBacklog> {
+        self.read(move |conn| {
+            let rows = conn
+                .prepare_cached(OUTBOX_BACKLOG_ROWS)?
+                .query_row([count_cap], |r| r.get::<_, i64>(0))?;
+            let oldest = conn
+                .prepare_cached(OUTBOX_OLDEST_OPEN)?
+                .query_row([], |r| r.get::<_, Option<i64>>(0))?;
+            let oldest_due_at = match oldest {
+                Some(raw) if raw <= ms(now) => Some(time(raw)?),
+                _ => None,
+            };
+            Ok(super::OutboxBacklog {
+                rows,
+                oldest_due_at,
+            })
+        })
+        .await
+    }
+
     async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64> {
         self.read(move |conn| pending_replies_in(conn, conversation_id))
             .await
@@ -2011,6 +2035,14 @@ impl Store for SqliteStore {
             .await
     }
 }
+
+/// Issue 18 (`/metrics`): open outbox rows, at most ?1 of them read (`outbox_status_due`).
+const OUTBOX_BACKLOG_ROWS: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM outbox \
+     WHERE status IN ('pending', 'delivering') LIMIT ?1)";
+/// Issue 18 (`/metrics`): the earliest due time of an open row, one index seek per status.
+const OUTBOX_OLDEST_OPEN: &str = "SELECT MIN(due) FROM ( \
+     SELECT MIN(next_attempt_at) AS due FROM outbox WHERE status = 'pending' \
+     UNION ALL SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'delivering')";
 
 /// Issue 18: contacts whose first turn is in `[?1, ?2)`: the period's contacts (through
 /// `turns_created`) without an earlier turn (through `turns_conversation_created`).

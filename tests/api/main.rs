@@ -14,6 +14,7 @@ mod hardening;
 mod http_contract;
 mod logs;
 mod media;
+mod metrics;
 mod nudges;
 mod order;
 mod outbox;
