@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{Datelike, NaiveDate};
 use serde::Serialize;
 
-use crate::store::{ReportAggregates, Role};
+use crate::store::{ReportAggregates, Role, SalesCounts, SalesKeys};
 
 /// Above this deferred share a week is flagged: ADR-0016's trigger to revisit the inline
 /// budget (too many replies miss the inline window and go through the outbox).
@@ -51,6 +51,68 @@ pub struct WeekMeasures {
     /// (input + output tokens) per model-written turn.
     pub tokens_per_turn: Option<f64>,
     pub cost_usd_per_turn: Option<f64>,
+    /// The sales measures (023, 025, 032, 034).
+    pub sales: SalesMeasures,
+}
+
+/// A week's sales measures, from performed `turns.actions` entries and `nudge_sent` turns. A
+/// count is `None` when the tenant's config has no such field or flow; a rate is `None` when
+/// that, or its denominator is zero.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SalesMeasures {
+    /// Contacts whose intent reached `prospect` this week (their first performed `prospect`
+    /// write).
+    pub prospects: Option<i64>,
+    /// `prospects / contacts_with_first_turn` (034).
+    pub prospect_share: Option<f64>,
+    /// Contacts with a performed funnel write at or past `offered`, and past `prepared`.
+    pub offered: Option<i64>,
+    pub prepared: Option<i64>,
+    /// Contacts whose payment-link flow was performed this week.
+    pub link_sent: Option<i64>,
+    /// `link_sent / contacts_with_first_turn` (023).
+    pub link_sent_rate: Option<f64>,
+    /// `link_sent / prospects` (034).
+    pub prospect_link_sent_rate: Option<f64>,
+    /// Payment links performed, and those whose `contactAsked` opened the gate before
+    /// `prepared`.
+    pub links_sent: Option<i64>,
+    pub links_contact_asked: Option<i64>,
+    /// `links_contact_asked / links_sent` (032).
+    pub bypass_rate: Option<f64>,
+    /// `nudge_sent` turns this week, and those the contact answered within 24 h.
+    pub nudges_sent: i64,
+    pub nudges_replied: i64,
+    /// `nudges_replied / nudges_sent` (025).
+    pub nudge_reply_rate: Option<f64>,
+}
+
+impl SalesMeasures {
+    /// The measures of `counts`, over the week's `contacts` with a first turn; what `keys` does
+    /// not configure is `None`.
+    pub fn of(counts: &SalesCounts, keys: &SalesKeys, contacts: i64) -> Self {
+        let prospects = keys.intent_field.as_ref().map(|_| counts.prospects);
+        let funnel = keys.funnel_field.is_some();
+        let link = keys.payment_flow.is_some();
+        let link_sent = link.then_some(counts.link_contacts);
+        SalesMeasures {
+            prospects,
+            prospect_share: prospects.and_then(|p| per(p, contacts)),
+            offered: funnel.then_some(counts.offered),
+            prepared: funnel.then_some(counts.prepared),
+            link_sent,
+            link_sent_rate: link_sent.and_then(|l| per(l, contacts)),
+            prospect_link_sent_rate: link_sent.zip(prospects).and_then(|(l, p)| per(l, p)),
+            links_sent: link.then_some(counts.links_sent),
+            links_contact_asked: link.then_some(counts.links_contact_asked),
+            bypass_rate: link
+                .then(|| per(counts.links_contact_asked, counts.links_sent))
+                .flatten(),
+            nudges_sent: counts.nudges_sent,
+            nudges_replied: counts.nudges_replied,
+            nudge_reply_rate: per(counts.nudges_replied, counts.nudges_sent),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -82,45 +144,39 @@ pub struct PendingMeasure {
 /// replaces its entry here with a field of [`WeekMeasures`].
 type Pending = fn() -> PendingMeasure;
 
-const PENDING: &[Pending] = &[
-    prospect_share,
-    link_sent_rate,
-    bypass_rate,
-    nudge_reply_rate,
-    model_steps_per_turn,
-];
+const PENDING: &[Pending] = &[model_steps_per_turn];
 
-/// The measures not computed yet, with why.
-pub fn pending() -> Vec<PendingMeasure> {
-    PENDING.iter().map(|measure| measure()).collect()
-}
-
-fn prospect_share() -> PendingMeasure {
-    PendingMeasure {
-        measure: "prospect share",
-        why: "needs the sales funnel's record of a contact's intent",
+/// The measures not computed yet, with why; and the sales measures `keys` cannot compute (the
+/// tenant's config has no such field or flow, or was not loaded).
+pub fn pending(keys: Option<&SalesKeys>) -> Vec<PendingMeasure> {
+    let mut out: Vec<PendingMeasure> = PENDING.iter().map(|measure| measure()).collect();
+    let Some(keys) = keys else {
+        out.push(PendingMeasure {
+            measure: "sales measures",
+            why: "the tenant config (CONFIG_DIR) did not load, so its intent field, funnel \
+                  field and payment-link flow are unknown",
+        });
+        return out;
+    };
+    if keys.intent_field.is_none() {
+        out.push(PendingMeasure {
+            measure: "prospect share, prospect link-sent rate",
+            why: "tools.json has no intent field",
+        });
     }
-}
-
-fn link_sent_rate() -> PendingMeasure {
-    PendingMeasure {
-        measure: "link-sent rate (all contacts, prospects)",
-        why: "needs the sales funnel's record of a payment link sent",
+    if keys.funnel_field.is_none() {
+        out.push(PendingMeasure {
+            measure: "funnel stages offered and prepared",
+            why: "tools.json has no funnel field",
+        });
     }
-}
-
-fn bypass_rate() -> PendingMeasure {
-    PendingMeasure {
-        measure: "bypass rate",
-        why: "needs the sales funnel's record of a contact who bought without the link",
+    if keys.payment_flow.is_none() {
+        out.push(PendingMeasure {
+            measure: "link-sent rate, bypass rate",
+            why: "tools.json has no payment_link flow",
+        });
     }
-}
-
-fn nudge_reply_rate() -> PendingMeasure {
-    PendingMeasure {
-        measure: "nudge reply rate",
-        why: "nudges are not sent yet",
-    }
+    out
 }
 
 fn model_steps_per_turn() -> PendingMeasure {
@@ -131,8 +187,14 @@ fn model_steps_per_turn() -> PendingMeasure {
 }
 
 impl WeekMeasures {
-    /// The measures of the ISO week starting `starts`, from its aggregates.
-    pub fn of(starts: NaiveDate, aggregates: &ReportAggregates) -> Self {
+    /// The measures of the ISO week starting `starts`, from its aggregates and sales counts
+    /// (`keys`: what the tenant configures).
+    pub fn of(
+        starts: NaiveDate,
+        aggregates: &ReportAggregates,
+        sales: &SalesCounts,
+        keys: &SalesKeys,
+    ) -> Self {
         let iso = starts.iso_week();
         let mut measures = WeekMeasures {
             week: format!("{}-W{:02}", iso.year(), iso.week()),
@@ -155,6 +217,7 @@ impl WeekMeasures {
             cost_usd: 0.0,
             tokens_per_turn: None,
             cost_usd_per_turn: None,
+            sales: SalesMeasures::of(sales, keys, aggregates.new_contacts),
         };
         let mut reads = 0;
         let mut days: BTreeMap<NaiveDate, DayMeasure> = BTreeMap::new();
@@ -314,6 +377,8 @@ mod tests {
                     ],
                     ..ReportAggregates::default()
                 },
+                &SalesCounts::default(),
+                &SalesKeys::default(),
             )
         };
         // 2 of 10 is exactly 20 %: not above. 3 of 11 is.
@@ -322,5 +387,65 @@ mod tests {
         assert!(week(3).deferred_share_flagged);
         assert_eq!(week(2).actions[0].status, "failed");
         assert_eq!(week(2).week, "2026-W49");
+    }
+
+    fn demo_keys() -> SalesKeys {
+        SalesKeys {
+            intent_field: Some("intent".into()),
+            funnel_field: Some("stage".into()),
+            offered_or_later: vec!["offered".into(), "prepared".into(), "link_sent".into()],
+            prepared_or_later: vec!["prepared".into(), "link_sent".into()],
+            payment_flow: Some("payment_link".into()),
+        }
+    }
+
+    #[test]
+    fn issue_18_sales_rates_divide_the_documented_counts() {
+        let counts = SalesCounts {
+            prospects: 4,
+            offered: 3,
+            prepared: 2,
+            link_contacts: 2,
+            links_sent: 4,
+            links_contact_asked: 1,
+            nudges_sent: 5,
+            nudges_replied: 2,
+        };
+        let sales = SalesMeasures::of(&counts, &demo_keys(), 10);
+        assert_eq!(
+            sales.prospect_share,
+            Some(0.4),
+            "4 prospects of 10 contacts"
+        );
+        assert_eq!(sales.link_sent_rate, Some(0.2), "2 link contacts of 10");
+        assert_eq!(sales.prospect_link_sent_rate, Some(0.5), "2 of 4 prospects");
+        assert_eq!(
+            sales.bypass_rate,
+            Some(0.25),
+            "1 of 4 links by contactAsked"
+        );
+        assert_eq!(sales.nudge_reply_rate, Some(0.4), "2 of 5 nudges answered");
+        assert_eq!((sales.offered, sales.prepared), (Some(3), Some(2)));
+    }
+
+    #[test]
+    fn issue_18_sales_measures_a_tenant_does_not_configure_are_none_and_listed() {
+        let keys = SalesKeys {
+            payment_flow: Some("payment_link".into()),
+            ..SalesKeys::default()
+        };
+        let sales = SalesMeasures::of(&SalesCounts::default(), &keys, 0);
+        assert_eq!(sales.prospects, None);
+        assert_eq!(sales.prospect_share, None);
+        assert_eq!(sales.offered, None);
+        assert_eq!(sales.link_sent, Some(0));
+        assert_eq!(sales.link_sent_rate, None, "no contacts: no rate");
+        assert_eq!(sales.nudge_reply_rate, None);
+        let listed = pending(Some(&keys));
+        let names: Vec<&str> = listed.iter().map(|p| p.measure).collect();
+        assert!(names.contains(&"prospect share, prospect link-sent rate"));
+        assert!(names.contains(&"funnel stages offered and prepared"));
+        assert!(!names.contains(&"link-sent rate, bypass rate"));
+        assert!(pending(None).iter().any(|p| p.measure == "sales measures"));
     }
 }

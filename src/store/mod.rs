@@ -733,6 +733,16 @@ pub trait Store: Send + Sync + 'static {
         offering: &str,
         at: DateTime<Utc>,
     ) -> Result<()>;
+    /// Issue 18: the sales counts `manychat-agent report` reads for turns created in
+    /// `[from, until)`, by the tenant's `keys` (see [`SalesCounts`]). Counted in the database;
+    /// only the entries' tool, id, value, status and `contactAsked` keys are read.
+    async fn sales_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &SalesKeys,
+    ) -> Result<SalesCounts>;
+
     /// Issue 18: the aggregates `manychat-agent report` reads for turns created in
     /// `[from, until)`. Grouped in the database (fast over a busy week); aggregates only.
     async fn report_aggregates(
@@ -991,7 +1001,7 @@ pub fn describe_database(url: &str) -> String {
 mod common;
 pub mod postgres;
 mod report;
-pub use report::{ActionCount, ReportAggregates, TurnGroup};
+pub use report::{ActionCount, ReportAggregates, SalesCounts, SalesKeys, TurnGroup};
 pub mod sqlite;
 
 #[doc(hidden)]

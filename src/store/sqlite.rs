@@ -1925,6 +1925,17 @@ impl Store for SqliteStore {
         })
         .await
     }
+    async fn sales_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &super::SalesKeys,
+    ) -> Result<super::SalesCounts> {
+        let (from, until, keys) = (ms(from), ms(until), keys.clone());
+        self.read(move |conn| sales_aggregates_in(conn, from, until, &keys))
+            .await
+    }
+
     async fn report_aggregates(
         &self,
         from: DateTime<Utc>,
@@ -2108,6 +2119,100 @@ fn report_aggregates_in(conn: &Db<'_>, from: i64, until: i64) -> Result<super::R
         inline_latencies,
         actions,
     })
+}
+
+/// Issue 18: the period's performed sales entries (only tool, id, value, status and
+/// `contactAsked` are read): contacts at or past `offered` (?3: the funnel field, ?4: its values
+/// from `offered` on, a JSON array) and `prepared` (?5), contacts whose payment link (?6) was
+/// performed, the links and those recorded `contactAsked`.
+const REPORT_SALES_ENTRIES: &str = "SELECT \
+     COUNT(DISTINCT CASE WHEN tool = 'set_field' AND id = ?3 \
+         AND value IN (SELECT value FROM json_each(?4)) THEN c END), \
+     COUNT(DISTINCT CASE WHEN tool = 'set_field' AND id = ?3 \
+         AND value IN (SELECT value FROM json_each(?5)) THEN c END), \
+     COUNT(DISTINCT CASE WHEN tool = 'send_flow' AND id = ?6 THEN c END), \
+     COALESCE(SUM(tool = 'send_flow' AND id = ?6), 0), \
+     COALESCE(SUM(tool = 'send_flow' AND id = ?6 AND asked = 1), 0) \
+     FROM (SELECT t.conversation_id AS c, json_extract(a.value, '$.tool') AS tool, \
+                  json_extract(a.value, '$.id') AS id, json_extract(a.value, '$.value') AS value, \
+                  json_extract(a.value, '$.contactAsked') AS asked \
+           FROM turns t, json_each(t.actions) a \
+           WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
+             AND json_type(t.actions) = 'array' \
+             AND json_extract(a.value, '$.status') = 'performed')";
+
+/// Issue 18: contacts whose first performed `prospect` write on the intent field (?3) is in
+/// `[?1, ?2)`: one in the period and none before it (034: `prospect` is final).
+const REPORT_PROSPECTS: &str = "SELECT COUNT(*) FROM \
+     (SELECT DISTINCT t.conversation_id AS c FROM turns t, json_each(t.actions) a \
+      WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
+        AND json_type(t.actions) = 'array' \
+        AND json_extract(a.value, '$.status') = 'performed' \
+        AND json_extract(a.value, '$.tool') = 'set_field' \
+        AND json_extract(a.value, '$.id') = ?3 \
+        AND json_extract(a.value, '$.value') = 'prospect') w \
+     WHERE NOT EXISTS (SELECT 1 FROM turns e, json_each(e.actions) b \
+       WHERE e.conversation_id = w.c AND e.created_at < ?1 AND e.actions IS NOT NULL \
+         AND json_type(e.actions) = 'array' \
+         AND json_extract(b.value, '$.status') = 'performed' \
+         AND json_extract(b.value, '$.tool') = 'set_field' \
+         AND json_extract(b.value, '$.id') = ?3 \
+         AND json_extract(b.value, '$.value') = 'prospect')";
+
+/// Issue 18 (025's measure): the period's `nudge_sent` turns, and those the contact answered
+/// within 24 h (a user turn of the conversation after it, through `turns_conversation_created`).
+const REPORT_NUDGES: &str = "SELECT COUNT(*), COALESCE(SUM(EXISTS (SELECT 1 FROM turns r \
+     WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
+       AND r.created_at > n.created_at AND r.created_at <= n.created_at + 86400000)), 0) \
+     FROM turns n WHERE n.created_at >= ?1 AND n.created_at < ?2 AND n.outcome = 'nudge_sent'";
+
+fn sales_aggregates_in(
+    conn: &Db<'_>,
+    from: i64,
+    until: i64,
+    keys: &super::SalesKeys,
+) -> Result<super::SalesCounts> {
+    let mut counts = super::SalesCounts::default();
+    if keys.funnel_field.is_some() || keys.payment_flow.is_some() {
+        // A JSON array of strings (`Value`'s Display cannot fail).
+        let offered = serde_json::Value::from(keys.offered_or_later.clone()).to_string();
+        let prepared = serde_json::Value::from(keys.prepared_or_later.clone()).to_string();
+        let row = conn.prepare_cached(REPORT_SALES_ENTRIES)?.query_row(
+            params![
+                from,
+                until,
+                keys.funnel_field,
+                offered,
+                prepared,
+                keys.payment_flow
+            ],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
+            },
+        )?;
+        (
+            counts.offered,
+            counts.prepared,
+            counts.link_contacts,
+            counts.links_sent,
+            counts.links_contact_asked,
+        ) = row;
+    }
+    if let Some(intent) = &keys.intent_field {
+        counts.prospects = conn
+            .prepare_cached(REPORT_PROSPECTS)?
+            .query_row(params![from, until, intent], |r| r.get(0))?;
+    }
+    (counts.nudges_sent, counts.nudges_replied) = conn
+        .prepare_cached(REPORT_NUDGES)?
+        .query_row(params![from, until], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(counts)
 }
 
 macro_rules! nudge_columns {
