@@ -199,6 +199,29 @@ async fn main() {
     );
     println!("{}", table.lines().take(20).collect::<Vec<_>>().join("\n"));
 
+    // Where a week's time goes: the grouped turn statements, the sales statement with the demo's
+    // ids, and the nudge statement alone (a tenant without sales ids).
+    let (monday, _) = iso_week(Utc::now(), 1);
+    let from = monday.and_hms_opt(0, 0, 0).unwrap().and_utc();
+    let until = from + Duration::weeks(1);
+    for (name, keys) in [
+        ("sales (demo ids)", Some(demo_sales_keys())),
+        ("sales (no ids: nudges only)", None),
+    ] {
+        let started = Instant::now();
+        store.report_aggregates(from, until).await.unwrap();
+        let grouped = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        store
+            .sales_aggregates(from, until, &keys.unwrap_or_default())
+            .await
+            .unwrap();
+        println!(
+            "one week: report_aggregates {grouped:.3} s, {name} {:.3} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+
     let conn = Connection::open(&path).unwrap();
     let from = (Utc::now() - Duration::weeks(1)).timestamp_millis();
     let until = Utc::now().timestamp_millis();

@@ -60,8 +60,7 @@ pub struct WeekMeasures {
 /// that, or its denominator is zero.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SalesMeasures {
-    /// Contacts whose intent reached `prospect` this week (their first performed `prospect`
-    /// write).
+    /// Contacts with a performed `prospect` intent write this week (034).
     pub prospects: Option<i64>,
     /// `prospects / contacts_with_first_turn` (034).
     pub prospect_share: Option<f64>,

@@ -2333,7 +2333,8 @@ pub fn demo_sales_keys() -> super::SalesKeys {
 /// A week of invented sales turns starting at `from` (a Monday, 00:00 UTC) with the demo's ids,
 /// one contact with history before it and one reply after it. Its week holds, by hand:
 /// - contacts with a first turn: P, Q, S, T = 4 (R wrote three days before);
-/// - prospects: P, Q = 2 (R's first `prospect` was before the week; S's was discarded);
+/// - prospects (a performed `prospect` write in the week): P, Q, R = 3 (R's first was before
+///   the week and is written again in it; S's was discarded);
 /// - at or past `offered`: P (offered, prepared, link_sent), Q (link_sent), R (offered) = 3;
 ///   at or past `prepared`: P, Q = 2;
 /// - payment links performed: P once, Q twice (the first with `contactAsked`) = 3 links, 2
@@ -2481,7 +2482,7 @@ pub async fn sales_aggregates_count_a_period_by_hand(store: &dyn Store) {
     assert_eq!(
         week,
         super::SalesCounts {
-            prospects: 2,
+            prospects: 3,
             offered: 3,
             prepared: 2,
             link_contacts: 2,

@@ -961,26 +961,31 @@ impl Store for PgStore {
         let mut counts = super::SalesCounts::default();
         // The same statements as SQLite's (see there); only each entry's tool, id, value,
         // status and contactAsked are read.
-        if keys.funnel_field.is_some() || keys.payment_flow.is_some() {
-            let row: (i64, i64, i64, i64, i64) = sqlx::query_as(
-                "SELECT \
-                 COUNT(DISTINCT CASE WHEN tool = 'set_field' AND id = $3 \
-                     AND value = ANY($4) THEN c END), \
-                 COUNT(DISTINCT CASE WHEN tool = 'set_field' AND id = $3 \
-                     AND value = ANY($5) THEN c END), \
-                 COUNT(DISTINCT CASE WHEN tool = 'send_flow' AND id = $6 THEN c END), \
-                 COUNT(*) FILTER (WHERE tool = 'send_flow' AND id = $6), \
-                 COUNT(*) FILTER (WHERE tool = 'send_flow' AND id = $6 AND asked) \
-                 FROM (SELECT t.conversation_id AS c, a->>'tool' AS tool, a->>'id' AS id, \
-                              a->>'value' AS value, \
-                              COALESCE(a->'contactAsked' = 'true'::jsonb, false) AS asked \
-                       FROM turns t, jsonb_array_elements(CASE WHEN jsonb_typeof(t.actions) = \
-                           'array' THEN t.actions ELSE '[]'::jsonb END) a \
-                       WHERE t.created_at >= $1 AND t.created_at < $2 \
-                         AND t.actions IS NOT NULL AND a->>'status' = 'performed') e",
+        if keys.intent_field.is_some() || keys.funnel_field.is_some() || keys.payment_flow.is_some()
+        {
+            let row: (i64, i64, i64, i64, i64, i64) = sqlx::query_as(
+                "SELECT COUNT(*) FILTER (WHERE p), COUNT(*) FILTER (WHERE o), \
+                 COUNT(*) FILTER (WHERE pr), COUNT(*) FILTER (WHERE l > 0), \
+                 COALESCE(SUM(l), 0)::BIGINT, COALESCE(SUM(la), 0)::BIGINT \
+                 FROM (SELECT c, \
+                         bool_or(tool = 'set_field' AND id = $3 AND value = 'prospect') AS p, \
+                         bool_or(tool = 'set_field' AND id = $4 AND value = ANY($5)) AS o, \
+                         bool_or(tool = 'set_field' AND id = $4 AND value = ANY($6)) AS pr, \
+                         COUNT(*) FILTER (WHERE tool = 'send_flow' AND id = $7) AS l, \
+                         COUNT(*) FILTER (WHERE tool = 'send_flow' AND id = $7 AND asked) AS la \
+                       FROM (SELECT t.conversation_id AS c, a->>'tool' AS tool, a->>'id' AS id, \
+                                    a->>'value' AS value, \
+                                    COALESCE(a->'contactAsked' = 'true'::jsonb, false) AS asked \
+                             FROM turns t, jsonb_array_elements(CASE WHEN \
+                                 jsonb_typeof(t.actions) = 'array' THEN t.actions \
+                                 ELSE '[]'::jsonb END) a \
+                             WHERE t.created_at >= $1 AND t.created_at < $2 \
+                               AND t.actions IS NOT NULL AND a->>'status' = 'performed') e \
+                       GROUP BY c) w",
             )
             .bind(from)
             .bind(until)
+            .bind(keys.intent_field.as_deref())
             .bind(keys.funnel_field.as_deref())
             .bind(&keys.offered_or_later)
             .bind(&keys.prepared_or_later)
@@ -988,33 +993,13 @@ impl Store for PgStore {
             .fetch_one(&self.pool)
             .await?;
             (
+                counts.prospects,
                 counts.offered,
                 counts.prepared,
                 counts.link_contacts,
                 counts.links_sent,
                 counts.links_contact_asked,
             ) = row;
-        }
-        if let Some(intent) = &keys.intent_field {
-            let prospect = "jsonb_array_elements(CASE WHEN jsonb_typeof(x.actions) = 'array' \
-                            THEN x.actions ELSE '[]'::jsonb END)";
-            counts.prospects = sqlx::query_scalar(&format!(
-                "SELECT COUNT(*) FROM \
-                 (SELECT DISTINCT x.conversation_id AS c FROM turns x, {prospect} a \
-                  WHERE x.created_at >= $1 AND x.created_at < $2 AND x.actions IS NOT NULL \
-                    AND a->>'status' = 'performed' AND a->>'tool' = 'set_field' \
-                    AND a->>'id' = $3 AND a->>'value' = 'prospect') w \
-                 WHERE NOT EXISTS (SELECT 1 FROM turns x, {prospect} a \
-                   WHERE x.conversation_id = w.c AND x.created_at < $1 \
-                     AND x.actions IS NOT NULL AND a->>'status' = 'performed' \
-                     AND a->>'tool' = 'set_field' AND a->>'id' = $3 \
-                     AND a->>'value' = 'prospect')"
-            ))
-            .bind(from)
-            .bind(until)
-            .bind(intent)
-            .fetch_one(&self.pool)
-            .await?;
         }
         (counts.nudges_sent, counts.nudges_replied) = sqlx::query_as(
             "SELECT COUNT(*), COUNT(*) FILTER (WHERE EXISTS (SELECT 1 FROM turns r \

@@ -64,7 +64,8 @@ pub struct SalesKeys {
 /// `turns.actions` and from `nudge_sent` turns. Counts only.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SalesCounts {
-    /// Contacts whose first performed `prospect` intent write falls in the period.
+    /// Contacts with a performed `prospect` intent write in the period (034's definition;
+    /// `prospect` is final, so a contact normally has one).
     pub prospects: i64,
     /// Contacts with a performed funnel write at or past `offered` in the period.
     pub offered: i64,

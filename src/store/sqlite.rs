@@ -2121,43 +2121,32 @@ fn report_aggregates_in(conn: &Db<'_>, from: i64, until: i64) -> Result<super::R
     })
 }
 
-/// Issue 18: the period's performed sales entries (only tool, id, value, status and
-/// `contactAsked` are read): contacts at or past `offered` (?3: the funnel field, ?4: its values
-/// from `offered` on, a JSON array) and `prepared` (?5), contacts whose payment link (?6) was
-/// performed, the links and those recorded `contactAsked`.
-const REPORT_SALES_ENTRIES: &str = "SELECT \
-     COUNT(DISTINCT CASE WHEN tool = 'set_field' AND id = ?3 \
-         AND value IN (SELECT value FROM json_each(?4)) THEN c END), \
-     COUNT(DISTINCT CASE WHEN tool = 'set_field' AND id = ?3 \
-         AND value IN (SELECT value FROM json_each(?5)) THEN c END), \
-     COUNT(DISTINCT CASE WHEN tool = 'send_flow' AND id = ?6 THEN c END), \
-     COALESCE(SUM(tool = 'send_flow' AND id = ?6), 0), \
-     COALESCE(SUM(tool = 'send_flow' AND id = ?6 AND asked = 1), 0) \
-     FROM (SELECT t.conversation_id AS c, json_extract(a.value, '$.tool') AS tool, \
-                  json_extract(a.value, '$.id') AS id, json_extract(a.value, '$.value') AS value, \
-                  json_extract(a.value, '$.contactAsked') AS asked \
-           FROM turns t, json_each(t.actions) a \
-           WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
-             AND json_type(t.actions) = 'array' \
-             AND json_extract(a.value, '$.status') = 'performed')";
-
-/// Issue 18: contacts whose first performed `prospect` write on the intent field (?3) is in
-/// `[?1, ?2)`: one in the period and none before it (034: `prospect` is final).
-const REPORT_PROSPECTS: &str = "SELECT COUNT(*) FROM \
-     (SELECT DISTINCT t.conversation_id AS c FROM turns t, json_each(t.actions) a \
-      WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
-        AND json_type(t.actions) = 'array' \
-        AND json_extract(a.value, '$.status') = 'performed' \
-        AND json_extract(a.value, '$.tool') = 'set_field' \
-        AND json_extract(a.value, '$.id') = ?3 \
-        AND json_extract(a.value, '$.value') = 'prospect') w \
-     WHERE NOT EXISTS (SELECT 1 FROM turns e, json_each(e.actions) b \
-       WHERE e.conversation_id = w.c AND e.created_at < ?1 AND e.actions IS NOT NULL \
-         AND json_type(e.actions) = 'array' \
-         AND json_extract(b.value, '$.status') = 'performed' \
-         AND json_extract(b.value, '$.tool') = 'set_field' \
-         AND json_extract(b.value, '$.id') = ?3 \
-         AND json_extract(b.value, '$.value') = 'prospect')";
+/// Issue 18: the period's performed sales entries, one pass over the period's action records
+/// (only tool, id, value, status and `contactAsked` are read), grouped per contact: contacts with
+/// a `prospect` write on the intent field (?3), contacts at or past `offered` (?4: the funnel
+/// field, ?5: its values from `offered` on, a JSON array) and `prepared` (?6), contacts whose
+/// payment link (?7) was performed, the links and those recorded `contactAsked`.
+const REPORT_SALES: &str = "SELECT \
+     COALESCE(SUM(p), 0), \
+     COALESCE(SUM(o), 0), COALESCE(SUM(pr), 0), COALESCE(SUM(l > 0), 0), \
+     COALESCE(SUM(l), 0), COALESCE(SUM(la), 0) \
+     FROM (SELECT c, \
+             MAX(tool = 'set_field' AND id = ?3 AND value = 'prospect') AS p, \
+             MAX(tool = 'set_field' AND id = ?4 \
+                 AND value IN (SELECT value FROM json_each(?5))) AS o, \
+             MAX(tool = 'set_field' AND id = ?4 \
+                 AND value IN (SELECT value FROM json_each(?6))) AS pr, \
+             SUM(tool = 'send_flow' AND id = ?7) AS l, \
+             SUM(tool = 'send_flow' AND id = ?7 AND asked = 1) AS la \
+           FROM (SELECT t.conversation_id AS c, json_extract(a.value, '$.tool') AS tool, \
+                        json_extract(a.value, '$.id') AS id, \
+                        json_extract(a.value, '$.value') AS value, \
+                        json_extract(a.value, '$.contactAsked') AS asked \
+                 FROM turns t, json_each(t.actions) a \
+                 WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
+                   AND json_type(t.actions) = 'array' \
+                   AND json_extract(a.value, '$.status') = 'performed') \
+           GROUP BY c) w";
 
 /// Issue 18 (025's measure): the period's `nudge_sent` turns, and those the contact answered
 /// within 24 h (a user turn of the conversation after it, through `turns_conversation_created`).
@@ -2173,14 +2162,15 @@ fn sales_aggregates_in(
     keys: &super::SalesKeys,
 ) -> Result<super::SalesCounts> {
     let mut counts = super::SalesCounts::default();
-    if keys.funnel_field.is_some() || keys.payment_flow.is_some() {
+    if keys.intent_field.is_some() || keys.funnel_field.is_some() || keys.payment_flow.is_some() {
         // A JSON array of strings (`Value`'s Display cannot fail).
         let offered = serde_json::Value::from(keys.offered_or_later.clone()).to_string();
         let prepared = serde_json::Value::from(keys.prepared_or_later.clone()).to_string();
-        let row = conn.prepare_cached(REPORT_SALES_ENTRIES)?.query_row(
+        let row = conn.prepare_cached(REPORT_SALES)?.query_row(
             params![
                 from,
                 until,
+                keys.intent_field,
                 keys.funnel_field,
                 offered,
                 prepared,
@@ -2193,21 +2183,18 @@ fn sales_aggregates_in(
                     r.get::<_, i64>(2)?,
                     r.get::<_, i64>(3)?,
                     r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
                 ))
             },
         )?;
         (
+            counts.prospects,
             counts.offered,
             counts.prepared,
             counts.link_contacts,
             counts.links_sent,
             counts.links_contact_asked,
         ) = row;
-    }
-    if let Some(intent) = &keys.intent_field {
-        counts.prospects = conn
-            .prepare_cached(REPORT_PROSPECTS)?
-            .query_row(params![from, until, intent], |r| r.get(0))?;
     }
     (counts.nudges_sent, counts.nudges_replied) = conn
         .prepare_cached(REPORT_NUDGES)?

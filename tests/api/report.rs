@@ -245,13 +245,13 @@ async fn sales_measures_are_the_hand_computed_ones(url: &str) {
     assert_eq!(
         week["sales"],
         json!({
-            "prospects": 2,
-            "prospect_share": 0.5,
+            "prospects": 3,
+            "prospect_share": 0.75,
             "offered": 3,
             "prepared": 2,
             "link_sent": 2,
             "link_sent_rate": 0.5,
-            "prospect_link_sent_rate": 1.0,
+            "prospect_link_sent_rate": 2.0 / 3.0,
             "links_sent": 3,
             "links_contact_asked": 1,
             "bypass_rate": 1.0 / 3.0,
@@ -266,10 +266,10 @@ async fn sales_measures_are_the_hand_computed_ones(url: &str) {
 
     let [table, html] = report_table_and_html(url);
     for line in [
-        "funnel                           4 → 2 → 3 → 2 → 2",
-        "prospect share                   50.0 % (2/4)",
+        "funnel                           4 → 3 → 3 → 2 → 2",
+        "prospect share                   75.0 % (3/4)",
         "link-sent rate (all contacts)    50.0 % (2/4)",
-        "link-sent rate (prospects)       100.0 % (2/2)",
+        "link-sent rate (prospects)       66.7 % (2/3)",
         "bypass rate (contactAsked links) 33.3 % (1/3)",
         "nudge reply rate (24 h)          66.7 % (2/3)",
     ] {
