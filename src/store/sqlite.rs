@@ -2124,18 +2124,17 @@ fn report_aggregates_in(conn: &Db<'_>, from: i64, until: i64) -> Result<super::R
 /// Issue 18: the period's performed sales entries, one pass over the period's action records
 /// (only tool, id, value, status and `contactAsked` are read), grouped per contact: contacts with
 /// a `prospect` write on the intent field (?3), contacts at or past `offered` (?4: the funnel
-/// field, ?5: its values from `offered` on, a JSON array) and `prepared` (?6), contacts whose
-/// payment link (?7) was performed, the links and those recorded `contactAsked`.
+/// field, ?5: its values from `offered` on, a JSON array, searched for the quoted value) and
+/// `prepared` (?6), contacts whose payment link (?7) was performed, the links and those recorded
+/// `contactAsked`. Only entries naming one of those ids are grouped.
 const REPORT_SALES: &str = "SELECT \
      COALESCE(SUM(p), 0), \
      COALESCE(SUM(o), 0), COALESCE(SUM(pr), 0), COALESCE(SUM(l > 0), 0), \
      COALESCE(SUM(l), 0), COALESCE(SUM(la), 0) \
      FROM (SELECT c, \
              MAX(tool = 'set_field' AND id = ?3 AND value = 'prospect') AS p, \
-             MAX(tool = 'set_field' AND id = ?4 \
-                 AND value IN (SELECT value FROM json_each(?5))) AS o, \
-             MAX(tool = 'set_field' AND id = ?4 \
-                 AND value IN (SELECT value FROM json_each(?6))) AS pr, \
+             MAX(tool = 'set_field' AND id = ?4 AND instr(?5, '\"' || value || '\"') > 0) AS o, \
+             MAX(tool = 'set_field' AND id = ?4 AND instr(?6, '\"' || value || '\"') > 0) AS pr, \
              SUM(tool = 'send_flow' AND id = ?7) AS l, \
              SUM(tool = 'send_flow' AND id = ?7 AND asked = 1) AS la \
            FROM (SELECT t.conversation_id AS c, json_extract(a.value, '$.tool') AS tool, \
@@ -2145,7 +2144,8 @@ const REPORT_SALES: &str = "SELECT \
                  FROM turns t, json_each(t.actions) a \
                  WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
                    AND json_type(t.actions) = 'array' \
-                   AND json_extract(a.value, '$.status') = 'performed') \
+                   AND json_extract(a.value, '$.status') = 'performed' \
+                   AND json_extract(a.value, '$.id') IN (?3, ?4, ?7)) \
            GROUP BY c) w";
 
 /// Issue 18 (025's measure): the period's `nudge_sent` turns, and those the contact answered
