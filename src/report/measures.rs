@@ -32,7 +32,8 @@ pub struct WeekMeasures {
     pub model_written_turns: i64,
     /// Answers delivered through the outbox (outcome `deferred`).
     pub deferred_turns: i64,
-    /// `deferred_turns / model_written_turns`; `None` without model-written turns.
+    /// `deferred_turns` ÷ the model-written turns that answered a contact's message (a nudge
+    /// turn, 025, answers none and has no race); `None` without such turns.
     pub deferred_share: Option<f64>,
     /// `deferred_share` above [`DEFERRED_SHARE_FLAG`].
     pub deferred_share_flagged: bool,
@@ -219,6 +220,8 @@ impl WeekMeasures {
             sales: SalesMeasures::of(sales, keys, aggregates.new_contacts),
         };
         let mut reads = 0;
+        // Model-written turns that answered a message: the deferred share's denominator.
+        let mut answering = 0;
         let mut days: BTreeMap<NaiveDate, DayMeasure> = BTreeMap::new();
         for group in &aggregates.turn_groups {
             measures.recorded_turns += group.turns;
@@ -247,6 +250,9 @@ impl WeekMeasures {
             if outcome == "deferred" {
                 measures.deferred_turns += group.turns;
             }
+            if group.model_written && !outcome.starts_with("nudge_") {
+                answering += group.turns;
+            }
             *measures.turns_by_outcome.entry(outcome).or_default() += group.turns;
             if group.model_written {
                 measures.model_written_turns += group.turns;
@@ -266,7 +272,7 @@ impl WeekMeasures {
         }
         measures.days = days.into_values().collect();
         let turns = measures.model_written_turns;
-        measures.deferred_share = per(measures.deferred_turns, turns);
+        measures.deferred_share = per(measures.deferred_turns, answering);
         measures.deferred_share_flagged = measures
             .deferred_share
             .is_some_and(|share| share > DEFERRED_SHARE_FLAG);
@@ -361,7 +367,11 @@ mod tests {
             WeekMeasures::of(
                 day,
                 &ReportAggregates {
-                    turn_groups: vec![group("answered_inline", 8), group("deferred", deferred)],
+                    turn_groups: vec![
+                        group("answered_inline", 8),
+                        group("deferred", deferred),
+                        group("nudge_sent", 5),
+                    ],
                     actions: vec![
                         ActionCount {
                             tool: "add_tag".into(),
@@ -380,7 +390,8 @@ mod tests {
                 &SalesKeys::default(),
             )
         };
-        // 2 of 10 is exactly 20 %: not above. 3 of 11 is.
+        // 2 of 10 is exactly 20 %: not above. 3 of 11 is. Nudge turns answer no message:
+        // outside the denominator.
         assert_eq!(week(2).deferred_share, Some(0.2));
         assert!(!week(2).deferred_share_flagged);
         assert!(week(3).deferred_share_flagged);
