@@ -2,12 +2,14 @@
 //! not asserted.
 //!
 //! Seeds a real SQLite file (migrated by the store itself) with `BENCH_TURNS` turns (1,000,000
-//! by default: half contacts' messages, half agent turns with the outcome mix, usage, latency and
-//! an action record on one agent turn in three of a busy tenant), spread evenly over the last
+//! by default: half contacts' messages, half agent turns with the outcome mix (nudges included),
+//! usage, latency and an action record on one agent turn in three of a busy tenant, half of them
+//! sales writes with the demo's ids), spread evenly over the last
 //! four ISO weeks (`BENCH_SPAN_WEEKS`: a longer history, of which the report reads the last
-//! four) and 50,000 contacts, then times `report::build` for `--weeks 4` the way the
-//! command runs it (same store, same queries), cold (first run after opening) and warm (best of
-//! three), and prints the query plan of each statement for docs/PERFORMANCE.md.
+//! four) and 50,000 contacts, then times `report::build` for `--weeks 4` with the demo's sales
+//! ids the way the command runs it (same store, same queries), cold (first run after opening)
+//! and warm (best of three), and prints the query plan of each statement for
+//! docs/PERFORMANCE.md.
 //!
 //! Run: `cargo bench --bench report` (optionally `BENCH_TURNS=1000000 BENCH_CONTACTS=50000`;
 //! `BENCH_SPAN_WEEKS=52`; `BENCH_WITHOUT_INDEX=1` drops the report's index first, for comparison).
@@ -16,6 +18,7 @@ use std::time::Instant;
 
 use chrono::{Duration, Utc};
 use manychat_agent::report::{build, iso_week, render};
+use manychat_agent::store::conformance::demo_sales_keys;
 use rusqlite::{Connection, params};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -25,13 +28,14 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-const OUTCOMES: [&str; 6] = [
+const OUTCOMES: [&str; 7] = [
     "answered_inline",
     "answered_inline",
     "answered_inline",
     "deferred",
     "escalated_model",
     "escalated_precheck",
+    "nudge_sent",
 ];
 
 fn seed(path: &std::path::Path, turns: usize, contacts: usize, span_weeks: u32) {
@@ -100,9 +104,20 @@ fn seed(path: &std::path::Path, turns: usize, contacts: usize, span_weeks: u32) 
                 "escalated_precheck" => Some("escalation_keyword"),
                 _ => None,
             };
-            let actions = (pair % 3 == 0).then_some(
-                r#"[{"tool":"add_tag","id":"lead","status":"performed"},{"tool":"send_flow","id":"brochure","status":"failed","error":"x"}]"#,
-            );
+            // One record in two is a sales turn with the demo's ids (prospect, a funnel stage,
+            // the payment link; `contactAsked` on one link in two), read by the sales measures.
+            let actions = match pair % 6 {
+                0 => Some(
+                    r#"[{"tool":"add_tag","id":"lead","status":"performed"},{"tool":"send_flow","id":"brochure","status":"failed","error":"x"}]"#,
+                ),
+                3 if pair % 12 == 3 => Some(
+                    r#"[{"tool":"set_field","id":"intent","value":"prospect","status":"performed"},{"tool":"set_field","id":"funnel_stage","value":"offered","status":"performed"},{"tool":"send_flow","id":"booking_link","status":"performed","contactAsked":true},{"tool":"set_field","id":"funnel_stage","value":"link_sent","status":"performed"}]"#,
+                ),
+                3 => Some(
+                    r#"[{"tool":"set_field","id":"intent","value":"prospect","status":"performed"},{"tool":"set_field","id":"funnel_stage","value":"prepared","status":"performed"},{"tool":"send_flow","id":"booking_link","status":"performed"}]"#,
+                ),
+                _ => None,
+            };
             let latency = 800 + (pair * 37 % 4000) as i64;
             turn.execute(params![
                 i as i64 + 1,
@@ -161,7 +176,9 @@ async fn main() {
     let mut last = None;
     for _ in 0..4 {
         let started = Instant::now();
-        let report = build(store.as_ref(), 4, Utc::now()).await.expect("report");
+        let report = build(store.as_ref(), 4, Utc::now(), Some(&demo_sales_keys()))
+            .await
+            .expect("report");
         runs.push(started.elapsed().as_secs_f64());
         last = Some(report);
     }
@@ -180,7 +197,30 @@ async fn main() {
         runs[0],
         rendering * 1000.0
     );
-    println!("{}", table.lines().take(12).collect::<Vec<_>>().join("\n"));
+    println!("{}", table.lines().take(20).collect::<Vec<_>>().join("\n"));
+
+    // Where a week's time goes: the grouped turn statements, the sales statement with the demo's
+    // ids, and the nudge statement alone (a tenant without sales ids).
+    let (monday, _) = iso_week(Utc::now(), 1);
+    let from = monday.and_hms_opt(0, 0, 0).unwrap().and_utc();
+    let until = from + Duration::weeks(1);
+    for (name, keys) in [
+        ("sales (demo ids)", Some(demo_sales_keys())),
+        ("sales (no ids: nudges only)", None),
+    ] {
+        let started = Instant::now();
+        store.report_aggregates(from, until).await.unwrap();
+        let grouped = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        store
+            .sales_aggregates(from, until, &keys.unwrap_or_default())
+            .await
+            .unwrap();
+        println!(
+            "one week: report_aggregates {grouped:.3} s, {name} {:.3} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
 
     let conn = Connection::open(&path).unwrap();
     let from = (Utc::now() - Duration::weeks(1)).timestamp_millis();

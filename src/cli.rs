@@ -905,6 +905,28 @@ pub async fn retention_run(env: &HashMap<String, String>) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The report's sales ids from the tenant config in `CONFIG_DIR` (examples allowed: only ids
+/// are read). A config that does not load is said on stderr; the report goes on without the
+/// sales measures, listed as not measured.
+fn report_sales_keys(env: &HashMap<String, String>) -> Option<crate::store::SalesKeys> {
+    let context = crate::config::ConfigContext {
+        allow_examples: true,
+        ..context(env)
+    };
+    let dir = config_dir(env);
+    match crate::config::load_dir(Path::new(&dir), &context) {
+        Ok(config) => Some(crate::report::sales_keys(&config)),
+        Err(errors) => {
+            eprintln!(
+                "warning: the tenant config in {dir} did not load ({} problem(s); \
+                 `manychat-agent config check` lists them): the report has no sales measures",
+                errors.issues().len()
+            );
+            None
+        }
+    }
+}
+
 /// `manychat-agent report` (issue 18): the last `weeks` ISO weeks' measures, printed or written
 /// to `out`. Aggregates only: no subscriber, text or note is read.
 pub async fn report(
@@ -917,7 +939,9 @@ pub async fn report(
         return Err(CliError::new("--weeks must be at least 1"));
     }
     let store = existing_store(env).await?;
-    let report = crate::report::build(store.as_ref(), weeks, Clock::system().now()).await?;
+    let sales = report_sales_keys(env);
+    let report =
+        crate::report::build(store.as_ref(), weeks, Clock::system().now(), sales.as_ref()).await?;
     let text = crate::report::render::render(&report, format);
     match out {
         Some(path) => {

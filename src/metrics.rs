@@ -1,31 +1,100 @@
-//! Process counters, rendered as Prometheus text at `GET /metrics` (SYSTEM 3.1, beyond).
-//! Counters carry no labels derived from contacts: only outcomes, statuses and kinds.
+//! The process's metrics, served as OpenMetrics text at `GET /metrics` through the
+//! `prometheus-client` crate (SYSTEM 3.1, beyond; issue 18). Every series is listed in README.md
+//! ("Metrics").
+//!
+//! Invariants:
+//! - No label carries contact data: labels are outcomes, reasons, statuses, tool names, endpoint
+//!   names, status classes and kinds, each from a closed list in the code or the config's own
+//!   tool names.
+//! - Recording a metric never touches the store. The store's gauges (outbox backlog, today's
+//!   budget use) are read when `/metrics` is scraped ([`Metrics::sample_store`]), with bounded
+//!   queries under a timeout, never on a turn.
+//! - Counters count what this process saw since it started; a fleet sums them across replicas.
+//!   The store's gauges describe the shared store, the same on every replica (take `max`).
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::collections::BTreeSet;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
-#[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
+use chrono::{DateTime, Utc};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
-impl Counter {
-    pub fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+use crate::actions::{ActionStatus, StagedAction};
+use crate::agent::EscalationCause;
+use crate::config::Budget;
+use crate::escalation::Escalation;
+use crate::store::Store;
+
+/// Every series' name starts with this.
+pub const PREFIX: &str = "manychat_agent";
+
+/// The content type `/metrics` answers with (what `prometheus-client` encodes).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// How long a scrape waits for the store's gauges before it serves the last values (and counts
+/// the failure).
+pub const STORE_SAMPLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The most backlog rows a scrape counts: past it the gauge reads this number, and the count
+/// costs the same however deep the backlog is.
+pub const OUTBOX_BACKLOG_COUNT_CAP: i64 = 100_000;
+
+/// Answer time: from the message's arrival to the reply being settled. The inline path ends by
+/// `RACE_DEADLINE_MS` (8 s by default), the deferred one by the abort bound (38 s).
+const ANSWER_BUCKETS: [f64; 13] = [
+    0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0,
+];
+/// One model call (one step of the agent loop).
+const MODEL_CALL_BUCKETS: [f64; 10] = [0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0];
+/// One ManyChat request, from sending it to reading its body (the limiter's wait excluded).
+const MANYCHAT_BUCKETS: [f64; 9] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0];
+
+/// How a reply reached the contact, for the answer-time histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerPath {
+    /// In the Dynamic Block response, within the race.
+    Inline,
+    /// Inline, after waiting for a flow sent during the turn to settle (030).
+    Held,
+    /// Through the outbox: the race was lost, or a reply was queued ahead.
+    Deferred,
+}
+
+impl AnswerPath {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerPath::Inline => "inline",
+            AnswerPath::Held => "held",
+            AnswerPath::Deferred => "deferred",
+        }
     }
 }
 
-#[derive(Debug, Default)]
+/// A label set of fixed names and values.
+type Labels<const N: usize> = [(&'static str, &'static str); N];
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn histograms<L: Clone + std::hash::Hash + Eq>(make: fn() -> Histogram) -> HistogramFamily<L> {
+    Family::new_with_constructor(make)
+}
+
+/// The process's metrics. Cloning a metric shares it, so each is registered once and kept here
+/// for the call sites.
+#[derive(Debug)]
 pub struct Metrics {
+    registry: Registry,
     pub outbox_delivered: Counter,
     pub outbox_retried: Counter,
     pub outbox_dead_lettered: Counter,
     /// Dead-lettered replies whose contact was handed to a person (issue 13).
     pub outbox_dead_letter_handoffs: Counter,
-    /// Of those, handoffs ManyChat refused too (a tag or flow not performed).
+    /// Turns whose race was lost (or that queued behind a reply): answered through the outbox.
     pub race_lost: Counter,
     pub model_aborted: Counter,
     pub load_shed: Counter,
@@ -36,31 +105,224 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Connections closed by the header or idle timeout.
     pub connections_timed_out: Counter,
-    /// Turns by outcome (SYSTEM 4's outcome names).
-    turns: Mutex<BTreeMap<&'static str, u64>>,
-    /// Escalations by reason (`crate::escalation::Escalation`).
-    escalations: Mutex<BTreeMap<&'static str, u64>>,
     /// Handoffs (tag and/or flow) ManyChat refused for good.
     pub handoff_failed: Counter,
+    /// Scrapes whose store read failed or timed out (the store's gauges kept their last values).
+    pub store_sample_failures: Counter,
+    /// Turns by outcome (SYSTEM 4's outcome names).
+    turns: Family<Labels<1>, Counter>,
+    /// Escalations by reason (`crate::escalation::Escalation`).
+    escalations: Family<Labels<1>, Counter>,
     /// Issue 21: requests carrying a ManyChat variable that was not substituted, by body key
     /// (`subscriber_id`, `user_id`, `ai_token`).
-    not_substituted: Mutex<BTreeMap<&'static str, u64>>,
-    /// 025: nudges by state change (`scheduled`, `sent`, `skipped`, `cancelled`, `lost`) and
-    /// reason (empty when the state has none).
-    nudges: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    not_substituted: Family<Labels<1>, Counter>,
+    not_substituted_seen: Mutex<BTreeSet<&'static str>>,
+    /// 025: nudges by state change and reason (empty when the state has none).
+    nudges: Family<[(&'static str, String); 2], Counter>,
+    /// Actions by tool and the status they settled in.
+    actions: Family<[(&'static str, String); 2], Counter>,
+    /// Replies a guardrail stopped, by kind.
+    guardrail_violations: Family<Labels<1>, Counter>,
+    answer_time: HistogramFamily<Labels<1>>,
+    model_call_time: HistogramFamily<Labels<1>>,
+    manychat_request_time: HistogramFamily<Labels<2>>,
+    outbox_backlog: Gauge,
+    outbox_oldest_due_age: Gauge<f64, AtomicU64>,
+    budget_spent_usd: Gauge<f64, AtomicU64>,
+    budget_cap_usd: Gauge<f64, AtomicU64>,
+    budget_spent_tokens: Gauge,
+    budget_cap_tokens: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let mut counter = |name: &str, help: &str| {
+            let counter = Counter::default();
+            registry.register(name, help, counter.clone());
+            counter
+        };
+        let outbox_delivered = counter("outbox_delivered", "Outbox rows delivered");
+        let outbox_retried = counter(
+            "outbox_retried",
+            "Outbox deliveries (and handoffs) that failed and were scheduled again",
+        );
+        let outbox_dead_lettered = counter(
+            "outbox_dead_lettered",
+            "Outbox rows dead-lettered after their last attempt",
+        );
+        let outbox_dead_letter_handoffs = counter(
+            "outbox_dead_letter_handoffs",
+            "Dead-lettered replies whose contact was handed to a person",
+        );
+        let race_lost = counter(
+            "race_lost",
+            "Turns answered through the outbox: the race was lost or a reply was queued ahead",
+        );
+        let model_aborted = counter("model_aborted", "Model calls cut at MODEL_ABORT_MS");
+        let load_shed = counter(
+            "load_shed",
+            "Messages escalated without a model call: MAX_TURNS_IN_FLIGHT was reached",
+        );
+        let unauthorized = counter("unauthorized", "Requests refused for a wrong secret");
+        let rate_limited = counter(
+            "rate_limited",
+            "Requests refused by the per-address rate limit",
+        );
+        let bad_requests = counter("bad_requests", "Requests refused as malformed");
+        let handoff_failed = counter("handoff_failed", "Handoffs ManyChat refused for good");
+        let connections_refused = counter(
+            "connections_refused",
+            "Connections closed on accept: their address was at its connection cap",
+        );
+        let connections_timed_out = counter(
+            "connections_timed_out",
+            "Connections closed by the header or idle timeout",
+        );
+        let store_sample_failures = counter(
+            "store_sample_failures",
+            "Scrapes whose store read failed or timed out; the store's gauges kept their last values",
+        );
+        let turns = Family::default();
+        registry.register("turns", "Turns by outcome", turns.clone());
+        let escalations = Family::default();
+        registry.register(
+            "escalations",
+            "Escalations to a person by reason",
+            escalations.clone(),
+        );
+        let not_substituted: Family<Labels<1>, Counter> = Family::default();
+        for field in ["subscriber_id", "user_id", "ai_token"] {
+            let _ = not_substituted.get_or_create(&[("field", field)]);
+        }
+        registry.register(
+            "variables_not_substituted",
+            "Requests carrying a ManyChat variable that was not substituted, by body key",
+            not_substituted.clone(),
+        );
+        let nudges: Family<[(&'static str, String); 2], Counter> = Family::default();
+        // The series an alert or a rate reads exist from the start, at 0.
+        for state in ["scheduled", "sent"] {
+            let _ = nudges.get_or_create(&nudge_labels(state, ""));
+        }
+        registry.register(
+            "nudges",
+            "Nudge state changes by state and reason",
+            nudges.clone(),
+        );
+        let actions = Family::default();
+        registry.register(
+            "actions",
+            "Actions by tool and the status they settled in",
+            actions.clone(),
+        );
+        let guardrail_violations = Family::default();
+        registry.register(
+            "guardrail_violations",
+            "Replies a guardrail stopped, by kind",
+            guardrail_violations.clone(),
+        );
+        let answer_time = histograms(|| Histogram::new(ANSWER_BUCKETS));
+        registry.register(
+            "answer_duration_seconds",
+            "Time from a message's arrival to its reply being settled, by path",
+            answer_time.clone(),
+        );
+        let model_call_time = histograms(|| Histogram::new(MODEL_CALL_BUCKETS));
+        registry.register(
+            "model_call_duration_seconds",
+            "Time of one model call (one agent step), by result",
+            model_call_time.clone(),
+        );
+        let manychat_request_time = histograms(|| Histogram::new(MANYCHAT_BUCKETS));
+        registry.register(
+            "manychat_request_duration_seconds",
+            "Time of one ManyChat API request, by endpoint and HTTP status class",
+            manychat_request_time.clone(),
+        );
+        let outbox_backlog = Gauge::default();
+        registry.register(
+            "outbox_backlog",
+            "Outbox rows not yet delivered or dead-lettered (counted up to 100000), read at scrape time",
+            outbox_backlog.clone(),
+        );
+        let outbox_oldest_due_age = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "outbox_oldest_due_age_seconds",
+            "Age of the oldest outbox row due for delivery and not delivered (0 when none), read at scrape time",
+            outbox_oldest_due_age.clone(),
+        );
+        let mut gauge_f64 = |name: &str, help: &str| {
+            let gauge = Gauge::<f64, AtomicU64>::default();
+            registry.register(name, help, gauge.clone());
+            gauge
+        };
+        let budget_spent_usd = gauge_f64(
+            "budget_spent_usd",
+            "Model cost spent today (UTC), all replicas, read at scrape time",
+        );
+        let budget_cap_usd = gauge_f64(
+            "budget_cap_usd",
+            "The daily model cost cap (rules.json budget.dailyCostCapUsd)",
+        );
+        let mut gauge_i64 = |name: &str, help: &str| {
+            let gauge = Gauge::default();
+            registry.register(name, help, gauge.clone());
+            gauge
+        };
+        let budget_spent_tokens = gauge_i64(
+            "budget_spent_tokens",
+            "Model tokens spent today (UTC), all replicas, read at scrape time",
+        );
+        let budget_cap_tokens = gauge_i64(
+            "budget_cap_tokens",
+            "The daily model token cap (rules.json budget.dailyTokenCap)",
+        );
+        Metrics {
+            registry,
+            outbox_delivered,
+            outbox_retried,
+            outbox_dead_lettered,
+            outbox_dead_letter_handoffs,
+            race_lost,
+            model_aborted,
+            load_shed,
+            unauthorized,
+            rate_limited,
+            bad_requests,
+            connections_refused,
+            connections_timed_out,
+            handoff_failed,
+            store_sample_failures,
+            turns,
+            escalations,
+            not_substituted,
+            not_substituted_seen: Mutex::default(),
+            nudges,
+            actions,
+            guardrail_violations,
+            answer_time,
+            model_call_time,
+            manychat_request_time,
+            outbox_backlog,
+            outbox_oldest_due_age,
+            budget_spent_usd,
+            budget_cap_usd,
+            budget_spent_tokens,
+            budget_cap_tokens,
+        }
+    }
 }
 
 impl Metrics {
     pub fn turn(&self, outcome: &'static str) {
-        if let Ok(mut turns) = self.turns.lock() {
-            *turns.entry(outcome).or_default() += 1;
-        }
+        self.turns.get_or_create(&[("outcome", outcome)]).inc();
     }
 
-    pub fn escalation(&self, reason: crate::escalation::Escalation) {
-        if let Ok(mut escalations) = self.escalations.lock() {
-            *escalations.entry(reason.as_str()).or_default() += 1;
-        }
+    pub fn escalation(&self, reason: Escalation) {
+        self.escalations
+            .get_or_create(&[("reason", reason.as_str())])
+            .inc();
     }
 
     /// Counts a nudge's state change (025): `state` with its `reason` (`""` for none).
@@ -70,107 +332,231 @@ impl Metrics {
 
     /// Counts `n` nudges changing to `state` at once (rows marked `lost` in one statement).
     pub fn nudge_n(&self, state: &'static str, reason: &'static str, n: u64) {
-        if let Ok(mut nudges) = self.nudges.lock() {
-            *nudges.entry((state, reason)).or_default() += n;
-        }
+        self.nudges
+            .get_or_create(&nudge_labels(state, reason))
+            .inc_by(n);
     }
 
     /// The count [`Metrics::nudge`] kept for `state` and `reason`.
     pub fn nudge_count(&self, state: &str, reason: &str) -> u64 {
         self.nudges
-            .lock()
-            .map(|n| {
-                n.iter()
-                    .filter(|((s, r), _)| *s == state && *r == reason)
-                    .map(|(_, c)| *c)
-                    .sum()
-            })
+            .get(&nudge_labels(state, reason))
+            .map(|c| c.get())
             .unwrap_or_default()
     }
 
     /// Counts a request whose `field` held a literal ManyChat variable (issue 21).
     pub fn not_substituted(&self, field: &'static str) {
-        if let Ok(mut counts) = self.not_substituted.lock() {
-            *counts.entry(field).or_default() += 1;
+        self.not_substituted
+            .get_or_create(&[("field", field)])
+            .inc();
+        if let Ok(mut seen) = self.not_substituted_seen.lock() {
+            seen.insert(field);
         }
     }
 
     /// The counts [`Metrics::not_substituted`] kept, by body key.
     pub fn not_substituted_counts(&self) -> Vec<(&'static str, u64)> {
-        self.not_substituted
+        let seen: Vec<&'static str> = self
+            .not_substituted_seen
             .lock()
-            .map(|counts| counts.iter().map(|(k, v)| (*k, *v)).collect())
-            .unwrap_or_default()
+            .map(|seen| seen.iter().copied().collect())
+            .unwrap_or_default();
+        seen.into_iter()
+            .map(|field| {
+                let count = self
+                    .not_substituted
+                    .get(&[("field", field)])
+                    .map(|c| c.get())
+                    .unwrap_or_default();
+                (field, count)
+            })
+            .collect()
     }
 
+    /// Counts an action that settled in `status`, where its status is decided: `performed` and
+    /// `failed` per ManyChat attempt (`crate::actions::perform_one`; a retried handoff counts
+    /// each attempt), the others when the turn's record is written. `tool` is a built-in tool
+    /// or record kind.
+    pub fn action(&self, tool: &str, status: ActionStatus) {
+        self.actions
+            .get_or_create(&[("tool", tool.to_owned()), ("status", status_label(status))])
+            .inc();
+    }
+
+    /// Counts the actions of a record being written that settled without a ManyChat attempt
+    /// (discarded, dropped over the cap, refused, …): attempts are counted where they are made.
+    pub fn actions_unattempted(&self, actions: &[StagedAction]) {
+        for action in actions {
+            if !matches!(
+                action.entry.status,
+                ActionStatus::Staged | ActionStatus::Performed | ActionStatus::Failed
+            ) {
+                self.action(&action.entry.tool, action.entry.status);
+            }
+        }
+    }
+
+    /// Counts the actions in `status` (an outbox row's staged actions, dead-lettered with it).
+    pub fn actions_in(&self, actions: &[StagedAction], status: ActionStatus) {
+        for action in actions.iter().filter(|a| a.entry.status == status) {
+            self.action(&action.entry.tool, status);
+        }
+    }
+
+    /// Counts a reply a guardrail stopped, by the cause the guardrails gave; a model's own
+    /// escalation, a failed call or a passing reply is no violation.
+    pub fn guardrail(&self, cause: EscalationCause) {
+        if let Some(kind) = guardrail_kind(cause) {
+            self.guardrail_violations
+                .get_or_create(&[("kind", kind)])
+                .inc();
+        }
+    }
+
+    /// Observes a reply's answer time on `path`.
+    pub fn answered(&self, path: AnswerPath, elapsed: Duration) {
+        self.answer_time
+            .get_or_create(&[("path", path.as_str())])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Observes one model call; `ok` is whether it returned a response.
+    pub fn model_call(&self, ok: bool, elapsed: Duration) {
+        let result = if ok { "ok" } else { "error" };
+        self.model_call_time
+            .get_or_create(&[("result", result)])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Observes one ManyChat request to `endpoint` (ManyChat's name for it) that got the HTTP
+    /// `status`, or none (a timeout or a connection error).
+    pub fn manychat_request(&self, endpoint: &'static str, status: Option<u16>, elapsed: Duration) {
+        self.manychat_request_time
+            .get_or_create(&[
+                ("endpoint", endpoint),
+                ("status_class", status_class(status)),
+            ])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Reads the store's gauges, once per scrape and never on a turn: the open outbox rows
+    /// (counted up to [`OUTBOX_BACKLOG_COUNT_CAP`]), the age of the oldest row due, and today's
+    /// budget use beside its caps. A read that fails or outlasts [`STORE_SAMPLE_TIMEOUT`] leaves
+    /// the last values and is counted.
+    pub async fn sample_store(&self, store: &dyn Store, budget: &Budget, now: DateTime<Utc>) {
+        self.budget_cap_usd.set(budget.daily_cost_cap_usd);
+        self.budget_cap_tokens
+            .set(i64::try_from(budget.daily_token_cap).unwrap_or(i64::MAX));
+        let reads = async {
+            let backlog = store.outbox_backlog(now, OUTBOX_BACKLOG_COUNT_CAP).await?;
+            let spent = store.budget(now.date_naive()).await?;
+            Ok::<_, crate::store::StoreError>((backlog, spent))
+        };
+        match tokio::time::timeout(STORE_SAMPLE_TIMEOUT, reads).await {
+            Ok(Ok((backlog, spent))) => {
+                self.outbox_backlog.set(backlog.rows);
+                let age = backlog
+                    .oldest_due_at
+                    .map(|due| (now - due).num_milliseconds().max(0) as f64 / 1000.0)
+                    .unwrap_or(0.0);
+                self.outbox_oldest_due_age.set(age);
+                self.budget_spent_usd.set(spent.cost_usd);
+                self.budget_spent_tokens.set(spent.tokens);
+            }
+            Ok(Err(error)) => {
+                self.store_sample_failures.inc();
+                tracing::warn!(error = %error, "metrics: the store's gauges could not be read");
+            }
+            Err(_) => {
+                self.store_sample_failures.inc();
+                tracing::warn!("metrics: the store's gauges read timed out");
+            }
+        }
+    }
+
+    /// The OpenMetrics text of every series.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let counters = [
-            ("outbox_delivered_total", &self.outbox_delivered),
-            ("outbox_retried_total", &self.outbox_retried),
-            ("outbox_dead_lettered_total", &self.outbox_dead_lettered),
-            (
-                "outbox_dead_letter_handoffs_total",
-                &self.outbox_dead_letter_handoffs,
-            ),
-            ("race_lost_total", &self.race_lost),
-            ("model_aborted_total", &self.model_aborted),
-            ("load_shed_total", &self.load_shed),
-            ("unauthorized_total", &self.unauthorized),
-            ("rate_limited_total", &self.rate_limited),
-            ("bad_requests_total", &self.bad_requests),
-            ("handoff_failed_total", &self.handoff_failed),
-            ("connections_refused_total", &self.connections_refused),
-            ("connections_timed_out_total", &self.connections_timed_out),
-        ];
-        for (name, counter) in counters {
-            let _ = writeln!(out, "# TYPE manychat_agent_{name} counter");
-            let _ = writeln!(out, "manychat_agent_{name} {}", counter.get());
-        }
-        let _ = writeln!(out, "# TYPE manychat_agent_turns_total counter");
-        if let Ok(turns) = self.turns.lock() {
-            for (outcome, count) in turns.iter() {
-                let _ = writeln!(
-                    out,
-                    "manychat_agent_turns_total{{outcome=\"{outcome}\"}} {count}"
-                );
-            }
-        }
-        let _ = writeln!(
-            out,
-            "# TYPE manychat_agent_variables_not_substituted_total counter"
-        );
-        for (field, count) in self.not_substituted_counts() {
-            let _ = writeln!(
-                out,
-                "manychat_agent_variables_not_substituted_total{{field=\"{field}\"}} {count}"
-            );
-        }
-        let _ = writeln!(out, "# TYPE manychat_agent_escalations_total counter");
-        if let Ok(escalations) = self.escalations.lock() {
-            for (reason, count) in escalations.iter() {
-                let _ = writeln!(
-                    out,
-                    "manychat_agent_escalations_total{{reason=\"{reason}\"}} {count}"
-                );
-            }
-        }
-        let _ = writeln!(out, "# TYPE manychat_agent_nudges_total counter");
-        if let Ok(nudges) = self.nudges.lock() {
-            for ((state, reason), count) in nudges.iter() {
-                let _ = match *reason {
-                    "" => writeln!(
-                        out,
-                        "manychat_agent_nudges_total{{state=\"{state}\"}} {count}"
-                    ),
-                    reason => writeln!(
-                        out,
-                        "manychat_agent_nudges_total{{state=\"{state}\",reason=\"{reason}\"}} \
-                         {count}"
-                    ),
-                };
-            }
+        // Writing to a String cannot fail; a metric that could not encode would be a bug.
+        if let Err(error) = encode(&mut out, &self.registry) {
+            tracing::error!(error = %error, "metrics could not be encoded");
         }
         out
+    }
+}
+
+/// A nudge's labels: `reason` is empty when the state has none (Prometheus reads an empty
+/// label as an absent one; every series of the family keeps the same label names).
+fn nudge_labels(state: &str, reason: &str) -> [(&'static str, String); 2] {
+    [("state", state.to_owned()), ("reason", reason.to_owned())]
+}
+
+/// An action status as recorded in `turns.actions` (its serde name), so a status added to
+/// [`ActionStatus`] is labelled without a change here.
+fn status_label(status: ActionStatus) -> String {
+    match serde_json::to_value(status) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => "unknown".to_owned(),
+    }
+}
+
+/// The guardrail that stopped a reply, by [`EscalationCause`].
+fn guardrail_kind(cause: EscalationCause) -> Option<&'static str> {
+    match cause {
+        EscalationCause::Schema => Some("schema"),
+        EscalationCause::FieldEcho => Some("field_echo"),
+        EscalationCause::Leak => Some("leak"),
+        EscalationCause::LowConfidence => Some("low_confidence"),
+        EscalationCause::None
+        | EscalationCause::Model
+        | EscalationCause::Error
+        | EscalationCause::Abort => None,
+    }
+}
+
+/// `2xx`, `4xx`, `5xx`, … or `none` when no response came.
+fn status_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(100..=199) => "1xx",
+        Some(200..=299) => "2xx",
+        Some(300..=399) => "3xx",
+        Some(400..=499) => "4xx",
+        Some(500..=599) => "5xx",
+        Some(_) => "other",
+        None => "none",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_18_counters_keep_the_documented_names() {
+        let metrics = Metrics::default();
+        metrics.outbox_delivered.inc();
+        metrics.nudge("scheduled", "");
+        metrics.nudge("cancelled", "contact_replied");
+        metrics.action("send_flow", ActionStatus::Failed);
+        metrics.manychat_request("sendFlow", Some(503), Duration::from_millis(120));
+        let text = metrics.render();
+        for line in [
+            "manychat_agent_outbox_delivered_total 1",
+            "manychat_agent_nudges_total{state=\"scheduled\",reason=\"\"} 1",
+            "manychat_agent_nudges_total{state=\"cancelled\",reason=\"contact_replied\"} 1",
+            "manychat_agent_actions_total{tool=\"send_flow\",status=\"failed\"} 1",
+            "manychat_agent_manychat_request_duration_seconds_count{endpoint=\"sendFlow\",status_class=\"5xx\"} 1",
+            "manychat_agent_variables_not_substituted_total{field=\"ai_token\"} 0",
+            "# EOF",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        // Strict OpenMetrics, a family's series with and without `reason` included.
+        openmetrics_parser::openmetrics::parse_openmetrics(&text)
+            .unwrap_or_else(|e| panic!("not OpenMetrics ({e:?}):\n{text}"));
+        assert_eq!(metrics.nudge_count("cancelled", "contact_replied"), 1);
+        assert_eq!(metrics.nudge_count("scheduled", ""), 1);
+        assert_eq!(metrics.nudge_count("sent", ""), 0);
     }
 }

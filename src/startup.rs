@@ -141,6 +141,7 @@ impl Application {
                 crate::model::resolve(&spec, &model_env(&settings))?
             }
         };
+        let model = crate::model::timed::TimedModel::wrap(model, metrics.clone());
         // A USD cap the model's calls are never priced against would not cap (issue 13).
         crate::model::pricing::require_price(
             model.id(),
@@ -150,7 +151,8 @@ impl Application {
             &settings.manychat_api_base,
             &api_token,
             manychat_limiter(&store, clock),
-        )?;
+        )?
+        .with_metrics(metrics.clone());
         let tasks = TaskTracker::new();
         let turns = TurnEngine::new(
             TurnSettings {
@@ -197,6 +199,7 @@ impl Application {
         .with_tenant_config(config.clone());
         let state = AppState {
             turns,
+            clock,
             store,
             config,
             metrics,

@@ -261,6 +261,7 @@ pub async fn perform_all(
             && (index == 0 || actions[index - 1].entry.status != ActionStatus::Performed)
         {
             actions[index].settle_unperformed(ActionStatus::Discarded);
+            count(client, &actions[index]);
             continue;
         }
         let action = &mut actions[index];
@@ -309,7 +310,7 @@ pub async fn perform_one(
             return Ok(());
         }
     };
-    match result {
+    let settled = match result {
         Ok(()) => {
             action.entry.status = ActionStatus::Performed;
             action.entry.error = None;
@@ -324,6 +325,16 @@ pub async fn perform_one(
             action.entry.error = Some(message);
             Err(error)
         }
+    };
+    count(client, action);
+    settled
+}
+
+/// Counts an action's settled status into the client's metrics (issue 18), where a ManyChat
+/// attempt decided it.
+fn count(client: &ManyChatClient, action: &StagedAction) {
+    if let Some(metrics) = client.metrics() {
+        metrics.action(&action.entry.tool, action.entry.status);
     }
 }
 

@@ -45,6 +45,8 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 #[derive(Clone)]
 pub struct AppState {
     pub turns: TurnEngine,
+    /// The application's clock (the outbox gauges' "now" at scrape time).
+    pub clock: crate::clock::Clock,
     pub store: Arc<dyn Store>,
     pub config: Arc<ConfigHandle>,
     pub metrics: Arc<Metrics>,
@@ -111,8 +113,15 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         )
             .into_response();
     }
+    // The store's gauges are read here, per scrape, never on a turn.
+    let budget = state.config.snapshot().rules.budget.clone();
+    let now = state.clock.now();
+    state
+        .metrics
+        .sample_store(state.store.as_ref(), &budget, now)
+        .await;
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         state.metrics.render(),
     )
         .into_response()

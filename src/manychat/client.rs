@@ -26,6 +26,7 @@ use super::contact::{ContactRecord, parse_get_info};
 use super::error::{ManyChatError, scrub_message};
 use super::limiter::ManyChatLimiter;
 use crate::ids::{Secret, SubscriberId};
+use crate::metrics::Metrics;
 
 /// The timeout of every request but getInfo, whose caller chooses its own.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -131,6 +132,9 @@ pub struct ManyChatClient {
     /// the sandbox's or a test server's address otherwise).
     base_url: Arc<str>,
     limiter: ManyChatLimiter,
+    /// Where each request's time is observed (issue 18); none in tools and tests that build a
+    /// bare client.
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl fmt::Debug for ManyChatClient {
@@ -178,7 +182,19 @@ impl ManyChatClient {
             http,
             base_url: Arc::from(base),
             limiter,
+            metrics: None,
         })
+    }
+
+    /// This client, its requests timed and its actions counted into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The metrics this client reports to, if any.
+    pub fn metrics(&self) -> Option<&Metrics> {
+        self.metrics.as_deref()
     }
 
     /// Triggers the tenant flow `flow_ns` for the contact.
@@ -357,6 +373,25 @@ impl ManyChatClient {
         timeout: Duration,
         scrub: &[&str],
     ) -> Result<Vec<u8>, ManyChatError> {
+        let started = tokio::time::Instant::now();
+        let result = self
+            .execute_untimed(endpoint, request, request_bytes, timeout, scrub)
+            .await;
+        if let Some(metrics) = &self.metrics {
+            metrics.manychat_request(endpoint.name(), result.1, started.elapsed());
+        }
+        result.0
+    }
+
+    /// [`Self::execute`] without the timing; also returns the HTTP status, if one came.
+    async fn execute_untimed(
+        &self,
+        endpoint: Endpoint,
+        request: reqwest::RequestBuilder,
+        request_bytes: usize,
+        timeout: Duration,
+        scrub: &[&str],
+    ) -> (Result<Vec<u8>, ManyChatError>, Option<u16>) {
         let mut response = match request.send().await {
             Ok(response) => response,
             Err(e) => {
@@ -367,7 +402,7 @@ impl ManyChatClient {
                     kind = error.kind(),
                     "manychat request failed"
                 );
-                return Err(error);
+                return (Err(error), None);
             }
         };
         let status = response.status().as_u16();
@@ -382,10 +417,10 @@ impl ManyChatClient {
                     kind = error.kind(),
                     "manychat request failed"
                 );
-                return Err(error);
+                return (Err(error), Some(status));
             }
         };
-        match classify(status, &body, scrub) {
+        let result = match classify(status, &body, scrub) {
             Ok(()) => {
                 debug!(
                     endpoint = endpoint.name(),
@@ -408,7 +443,8 @@ impl ManyChatClient {
                 );
                 Err(error)
             }
-        }
+        };
+        (result, Some(status))
     }
 }
 

@@ -32,6 +32,7 @@ pub mod pricing;
 pub mod registry;
 #[cfg(test)]
 mod test_support;
+pub mod timed;
 pub mod transcription;
 mod transport;
 pub mod wire_schema;

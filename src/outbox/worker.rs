@@ -647,6 +647,8 @@ impl OutboxWorker {
         let turn_id = payload.as_ref().and_then(|p| p.turn_id);
         let mut actions: Vec<StagedAction> = payload.map(|p| p.actions).unwrap_or_default();
         if actions::settle_staged(&mut actions, ActionStatus::DeadLettered) > 0 {
+            self.metrics
+                .actions_in(&actions, ActionStatus::DeadLettered);
             self.save_actions(turn_id, &actions).await;
         }
         let queued = self

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{Datelike, NaiveDate};
 use serde::Serialize;
 
-use crate::store::{ReportAggregates, Role};
+use crate::store::{ReportAggregates, Role, SalesCounts, SalesKeys};
 
 /// Above this deferred share a week is flagged: ADR-0016's trigger to revisit the inline
 /// budget (too many replies miss the inline window and go through the outbox).
@@ -32,7 +32,8 @@ pub struct WeekMeasures {
     pub model_written_turns: i64,
     /// Answers delivered through the outbox (outcome `deferred`).
     pub deferred_turns: i64,
-    /// `deferred_turns / model_written_turns`; `None` without model-written turns.
+    /// `deferred_turns` ÷ the model-written turns that answered a contact's message (a nudge
+    /// turn, 025, answers none and has no race); `None` without such turns.
     pub deferred_share: Option<f64>,
     /// `deferred_share` above [`DEFERRED_SHARE_FLAG`].
     pub deferred_share_flagged: bool,
@@ -51,6 +52,67 @@ pub struct WeekMeasures {
     /// (input + output tokens) per model-written turn.
     pub tokens_per_turn: Option<f64>,
     pub cost_usd_per_turn: Option<f64>,
+    /// The sales measures (023, 025, 032, 034).
+    pub sales: SalesMeasures,
+}
+
+/// A week's sales measures, from performed `turns.actions` entries and `nudge_sent` turns. A
+/// count is `None` when the tenant's config has no such field or flow; a rate is `None` when
+/// that, or its denominator is zero.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SalesMeasures {
+    /// Contacts with a performed `prospect` intent write this week (034).
+    pub prospects: Option<i64>,
+    /// `prospects / contacts_with_first_turn` (034).
+    pub prospect_share: Option<f64>,
+    /// Contacts with a performed funnel write at or past `offered`, and past `prepared`.
+    pub offered: Option<i64>,
+    pub prepared: Option<i64>,
+    /// Contacts whose payment-link flow was performed this week.
+    pub link_sent: Option<i64>,
+    /// `link_sent / contacts_with_first_turn` (023).
+    pub link_sent_rate: Option<f64>,
+    /// `link_sent / prospects` (034).
+    pub prospect_link_sent_rate: Option<f64>,
+    /// Payment links performed, and those whose `contactAsked` opened the gate before
+    /// `prepared`.
+    pub links_sent: Option<i64>,
+    pub links_contact_asked: Option<i64>,
+    /// `links_contact_asked / links_sent` (032).
+    pub bypass_rate: Option<f64>,
+    /// `nudge_sent` turns this week, and those the contact answered within 24 h.
+    pub nudges_sent: i64,
+    pub nudges_replied: i64,
+    /// `nudges_replied / nudges_sent` (025).
+    pub nudge_reply_rate: Option<f64>,
+}
+
+impl SalesMeasures {
+    /// The measures of `counts`, over the week's `contacts` with a first turn; what `keys` does
+    /// not configure is `None`.
+    pub fn of(counts: &SalesCounts, keys: &SalesKeys, contacts: i64) -> Self {
+        let prospects = keys.intent_field.as_ref().map(|_| counts.prospects);
+        let funnel = keys.funnel_field.is_some();
+        let link = keys.payment_flow.is_some();
+        let link_sent = link.then_some(counts.link_contacts);
+        SalesMeasures {
+            prospects,
+            prospect_share: prospects.and_then(|p| per(p, contacts)),
+            offered: funnel.then_some(counts.offered),
+            prepared: funnel.then_some(counts.prepared),
+            link_sent,
+            link_sent_rate: link_sent.and_then(|l| per(l, contacts)),
+            prospect_link_sent_rate: link_sent.zip(prospects).and_then(|(l, p)| per(l, p)),
+            links_sent: link.then_some(counts.links_sent),
+            links_contact_asked: link.then_some(counts.links_contact_asked),
+            bypass_rate: link
+                .then(|| per(counts.links_contact_asked, counts.links_sent))
+                .flatten(),
+            nudges_sent: counts.nudges_sent,
+            nudges_replied: counts.nudges_replied,
+            nudge_reply_rate: per(counts.nudges_replied, counts.nudges_sent),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -82,45 +144,39 @@ pub struct PendingMeasure {
 /// replaces its entry here with a field of [`WeekMeasures`].
 type Pending = fn() -> PendingMeasure;
 
-const PENDING: &[Pending] = &[
-    prospect_share,
-    link_sent_rate,
-    bypass_rate,
-    nudge_reply_rate,
-    model_steps_per_turn,
-];
+const PENDING: &[Pending] = &[model_steps_per_turn];
 
-/// The measures not computed yet, with why.
-pub fn pending() -> Vec<PendingMeasure> {
-    PENDING.iter().map(|measure| measure()).collect()
-}
-
-fn prospect_share() -> PendingMeasure {
-    PendingMeasure {
-        measure: "prospect share",
-        why: "needs the sales funnel's record of a contact's intent",
+/// The measures not computed yet, with why; and the sales measures `keys` cannot compute (the
+/// tenant's config has no such field or flow, or was not loaded).
+pub fn pending(keys: Option<&SalesKeys>) -> Vec<PendingMeasure> {
+    let mut out: Vec<PendingMeasure> = PENDING.iter().map(|measure| measure()).collect();
+    let Some(keys) = keys else {
+        out.push(PendingMeasure {
+            measure: "sales measures",
+            why: "the tenant config (CONFIG_DIR) did not load, so its intent field, funnel \
+                  field and payment-link flow are unknown",
+        });
+        return out;
+    };
+    if keys.intent_field.is_none() {
+        out.push(PendingMeasure {
+            measure: "prospect share, prospect link-sent rate",
+            why: "tools.json has no intent field",
+        });
     }
-}
-
-fn link_sent_rate() -> PendingMeasure {
-    PendingMeasure {
-        measure: "link-sent rate (all contacts, prospects)",
-        why: "needs the sales funnel's record of a payment link sent",
+    if keys.funnel_field.is_none() {
+        out.push(PendingMeasure {
+            measure: "funnel stages offered and prepared",
+            why: "tools.json has no funnel field",
+        });
     }
-}
-
-fn bypass_rate() -> PendingMeasure {
-    PendingMeasure {
-        measure: "bypass rate",
-        why: "needs the sales funnel's record of a contact who bought without the link",
+    if keys.payment_flow.is_none() {
+        out.push(PendingMeasure {
+            measure: "link-sent rate, bypass rate",
+            why: "tools.json has no payment_link flow",
+        });
     }
-}
-
-fn nudge_reply_rate() -> PendingMeasure {
-    PendingMeasure {
-        measure: "nudge reply rate",
-        why: "not computed yet: the contact turns within 24 h of each nudge_sent turn",
-    }
+    out
 }
 
 fn model_steps_per_turn() -> PendingMeasure {
@@ -131,8 +187,14 @@ fn model_steps_per_turn() -> PendingMeasure {
 }
 
 impl WeekMeasures {
-    /// The measures of the ISO week starting `starts`, from its aggregates.
-    pub fn of(starts: NaiveDate, aggregates: &ReportAggregates) -> Self {
+    /// The measures of the ISO week starting `starts`, from its aggregates and sales counts
+    /// (`keys`: what the tenant configures).
+    pub fn of(
+        starts: NaiveDate,
+        aggregates: &ReportAggregates,
+        sales: &SalesCounts,
+        keys: &SalesKeys,
+    ) -> Self {
         let iso = starts.iso_week();
         let mut measures = WeekMeasures {
             week: format!("{}-W{:02}", iso.year(), iso.week()),
@@ -155,8 +217,11 @@ impl WeekMeasures {
             cost_usd: 0.0,
             tokens_per_turn: None,
             cost_usd_per_turn: None,
+            sales: SalesMeasures::of(sales, keys, aggregates.new_contacts),
         };
         let mut reads = 0;
+        // Model-written turns that answered a message: the deferred share's denominator.
+        let mut answering = 0;
         let mut days: BTreeMap<NaiveDate, DayMeasure> = BTreeMap::new();
         for group in &aggregates.turn_groups {
             measures.recorded_turns += group.turns;
@@ -185,6 +250,9 @@ impl WeekMeasures {
             if outcome == "deferred" {
                 measures.deferred_turns += group.turns;
             }
+            if group.model_written && !outcome.starts_with("nudge_") {
+                answering += group.turns;
+            }
             *measures.turns_by_outcome.entry(outcome).or_default() += group.turns;
             if group.model_written {
                 measures.model_written_turns += group.turns;
@@ -204,7 +272,7 @@ impl WeekMeasures {
         }
         measures.days = days.into_values().collect();
         let turns = measures.model_written_turns;
-        measures.deferred_share = per(measures.deferred_turns, turns);
+        measures.deferred_share = per(measures.deferred_turns, answering);
         measures.deferred_share_flagged = measures
             .deferred_share
             .is_some_and(|share| share > DEFERRED_SHARE_FLAG);
@@ -299,7 +367,11 @@ mod tests {
             WeekMeasures::of(
                 day,
                 &ReportAggregates {
-                    turn_groups: vec![group("answered_inline", 8), group("deferred", deferred)],
+                    turn_groups: vec![
+                        group("answered_inline", 8),
+                        group("deferred", deferred),
+                        group("nudge_sent", 5),
+                    ],
                     actions: vec![
                         ActionCount {
                             tool: "add_tag".into(),
@@ -314,13 +386,76 @@ mod tests {
                     ],
                     ..ReportAggregates::default()
                 },
+                &SalesCounts::default(),
+                &SalesKeys::default(),
             )
         };
-        // 2 of 10 is exactly 20 %: not above. 3 of 11 is.
+        // 2 of 10 is exactly 20 %: not above. 3 of 11 is. Nudge turns answer no message:
+        // outside the denominator.
         assert_eq!(week(2).deferred_share, Some(0.2));
         assert!(!week(2).deferred_share_flagged);
         assert!(week(3).deferred_share_flagged);
         assert_eq!(week(2).actions[0].status, "failed");
         assert_eq!(week(2).week, "2026-W49");
+    }
+
+    fn demo_keys() -> SalesKeys {
+        SalesKeys {
+            intent_field: Some("intent".into()),
+            funnel_field: Some("stage".into()),
+            offered_or_later: vec!["offered".into(), "prepared".into(), "link_sent".into()],
+            prepared_or_later: vec!["prepared".into(), "link_sent".into()],
+            payment_flow: Some("payment_link".into()),
+        }
+    }
+
+    #[test]
+    fn issue_18_sales_rates_divide_the_documented_counts() {
+        let counts = SalesCounts {
+            prospects: 4,
+            offered: 3,
+            prepared: 2,
+            link_contacts: 2,
+            links_sent: 4,
+            links_contact_asked: 1,
+            nudges_sent: 5,
+            nudges_replied: 2,
+        };
+        let sales = SalesMeasures::of(&counts, &demo_keys(), 10);
+        assert_eq!(
+            sales.prospect_share,
+            Some(0.4),
+            "4 prospects of 10 contacts"
+        );
+        assert_eq!(sales.link_sent_rate, Some(0.2), "2 link contacts of 10");
+        assert_eq!(sales.prospect_link_sent_rate, Some(0.5), "2 of 4 prospects");
+        assert_eq!(
+            sales.bypass_rate,
+            Some(0.25),
+            "1 of 4 links by contactAsked"
+        );
+        assert_eq!(sales.nudge_reply_rate, Some(0.4), "2 of 5 nudges answered");
+        assert_eq!((sales.offered, sales.prepared), (Some(3), Some(2)));
+    }
+
+    #[test]
+    fn issue_18_sales_measures_a_tenant_does_not_configure_are_none_and_listed() {
+        let keys = SalesKeys {
+            payment_flow: Some("payment_link".into()),
+            ..SalesKeys::default()
+        };
+        let sales = SalesMeasures::of(&SalesCounts::default(), &keys, 0);
+        assert_eq!(sales.prospects, None);
+        assert_eq!(sales.prospect_share, None);
+        assert_eq!(sales.offered, None);
+        assert_eq!(sales.link_sent, Some(0));
+        assert_eq!(sales.link_sent_rate, None, "no contacts: no rate");
+        assert_eq!(sales.nudge_reply_rate, None);
+        let listed = pending(Some(&keys));
+        let names: Vec<&str> = listed.iter().map(|p| p.measure).collect();
+        assert!(names.contains(&"prospect share, prospect link-sent rate"));
+        assert!(names.contains(&"funnel stages offered and prepared"));
+        assert!(!names.contains(&"link-sent rate, bypass rate"));
+        assert!(pending(None).iter().any(|p| p.measure == "sales measures"));
     }
 }

@@ -10,12 +10,13 @@
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;
 
-use crate::store::{Store, StoreError};
+use crate::config::TenantConfig;
+use crate::store::{SalesKeys, Store, StoreError};
 
 pub mod measures;
 pub mod render;
 
-pub use measures::{PendingMeasure, WeekMeasures};
+pub use measures::{PendingMeasure, SalesMeasures, WeekMeasures};
 
 /// The report's weeks, oldest first, and the measures it cannot compute yet.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -41,24 +42,60 @@ pub fn iso_week(now: DateTime<Utc>, weeks_back: u32) -> (NaiveDate, NaiveDate) {
     (from, from + Duration::weeks(1))
 }
 
+/// The sales ids the report counts by, from the tenant's `tools.json`: the intent and funnel
+/// fields, the funnel's values from `offered` and from `prepared` on, and the payment-link flow.
+pub fn sales_keys(config: &TenantConfig) -> SalesKeys {
+    let Some(tools) = config.tools.as_ref() else {
+        return SalesKeys::default();
+    };
+    let funnel = crate::sales::funnel_field(tools);
+    let from = |stage: &str| -> Vec<String> {
+        funnel
+            .map(|f| {
+                f.values
+                    .iter()
+                    .skip_while(|v| v.as_str() != stage)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    SalesKeys {
+        intent_field: crate::sales::intent_field(tools).map(|f| f.id.clone()),
+        funnel_field: funnel.map(|f| f.id.clone()),
+        offered_or_later: from("offered"),
+        prepared_or_later: from("prepared"),
+        payment_flow: crate::sales::payment_link(tools).map(|f| f.id.clone()),
+    }
+}
+
 /// Reads the last `weeks` ISO weeks (the current one included) and computes their measures.
+/// `sales`: the tenant's sales ids (`None`: its config did not load; the sales measures are
+/// listed as not measured).
 pub async fn build(
     store: &dyn Store,
     weeks: u32,
     now: DateTime<Utc>,
+    sales: Option<&SalesKeys>,
 ) -> Result<Report, StoreError> {
+    let keys = sales.cloned().unwrap_or_default();
     let mut out = Vec::new();
     for back in (0..weeks).rev() {
         let (from, until) = iso_week(now, back);
-        let aggregates = store
-            .report_aggregates(midnight(from), midnight(until))
-            .await?;
-        out.push(WeekMeasures::of(from, &aggregates));
+        let (from, until) = (midnight(from), midnight(until));
+        let aggregates = store.report_aggregates(from, until).await?;
+        let counts = store.sales_aggregates(from, until, &keys).await?;
+        out.push(WeekMeasures::of(
+            from.date_naive(),
+            &aggregates,
+            &counts,
+            &keys,
+        ));
     }
     Ok(Report {
         generated_at: now,
         weeks: out,
-        not_measured: measures::pending(),
+        not_measured: measures::pending(sales),
     })
 }
 

@@ -95,6 +95,7 @@ fn week_table(out: &mut String, w: &WeekMeasures) {
     row(out, "tokens per turn", num(w.tokens_per_turn, 0));
     row(out, "cost per turn (USD)", num(w.cost_usd_per_turn, 4));
     row(out, "cost (USD)", format!("{:.4}", w.cost_usd));
+    sales_rows(out, w);
     let _ = writeln!(out, "  turns by outcome:");
     for (outcome, count) in &w.turns_by_outcome {
         let _ = writeln!(out, "    {outcome:<32} {count}");
@@ -130,6 +131,72 @@ fn week_table(out: &mut String, w: &WeekMeasures) {
         );
     }
     let _ = writeln!(out);
+}
+
+/// A count, or `-` when the tenant does not configure what it counts.
+fn count(value: Option<i64>) -> String {
+    value.map_or("-".into(), |v| v.to_string())
+}
+
+/// A rate with its fraction: `40.0 % (4/10)`.
+fn rate(share: Option<f64>, part: Option<i64>, whole: Option<i64>) -> String {
+    match (share, part, whole) {
+        (Some(_), Some(p), Some(w)) => format!("{} ({p}/{w})", pct(share)),
+        _ => pct(share),
+    }
+}
+
+fn sales_rows(out: &mut String, w: &WeekMeasures) {
+    let s = &w.sales;
+    let contacts = Some(w.contacts_with_first_turn);
+    let row = |out: &mut String, name: &str, value: String| {
+        let _ = writeln!(out, "  {name:<34} {value}");
+    };
+    let _ = writeln!(out, "  sales:");
+    let funnel = [
+        w.contacts_with_first_turn.to_string(),
+        count(s.prospects),
+        count(s.offered),
+        count(s.prepared),
+        count(s.link_sent),
+    ];
+    row(
+        out,
+        "  funnel",
+        format!(
+            "{}  (contacts → prospects → offered → prepared → link sent)",
+            funnel.join(" → ")
+        ),
+    );
+    row(
+        out,
+        "  prospect share",
+        rate(s.prospect_share, s.prospects, contacts),
+    );
+    row(
+        out,
+        "  link-sent rate (all contacts)",
+        rate(s.link_sent_rate, s.link_sent, contacts),
+    );
+    row(
+        out,
+        "  link-sent rate (prospects)",
+        rate(s.prospect_link_sent_rate, s.link_sent, s.prospects),
+    );
+    row(
+        out,
+        "  bypass rate (contactAsked links)",
+        rate(s.bypass_rate, s.links_contact_asked, s.links_sent),
+    );
+    row(
+        out,
+        "  nudge reply rate (24 h)",
+        rate(
+            s.nudge_reply_rate,
+            Some(s.nudges_replied),
+            Some(s.nudges_sent),
+        ),
+    );
 }
 
 pub fn json(report: &Report) -> String {
@@ -217,6 +284,36 @@ pub fn html(report: &Report) -> String {
         );
     }
     out.push_str("</table>");
+    out.push_str(
+        "<h2>Sales</h2><table><tr><th>week</th><th>contacts</th><th>prospects</th>\
+         <th>offered</th><th>prepared</th><th>link sent</th><th>prospect share</th>\
+         <th>link-sent rate</th><th>link-sent rate (prospects)</th><th>bypass rate</th>\
+         <th>nudge reply rate</th></tr>",
+    );
+    for w in &report.weeks {
+        let s = &w.sales;
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&w.week),
+            w.contacts_with_first_turn,
+            count(s.prospects),
+            count(s.offered),
+            count(s.prepared),
+            count(s.link_sent),
+            pct(s.prospect_share),
+            pct(s.link_sent_rate),
+            pct(s.prospect_link_sent_rate),
+            rate(s.bypass_rate, s.links_contact_asked, s.links_sent),
+            rate(
+                s.nudge_reply_rate,
+                Some(s.nudges_replied),
+                Some(s.nudges_sent)
+            ),
+        );
+    }
+    out.push_str("</table>");
     for w in report.weeks.iter().filter(|w| w.recorded_turns > 0) {
         let _ = write!(
             out,
@@ -264,14 +361,30 @@ fn week_x(report: &Report, i: usize) -> f64 {
     PAD + (CHART_W - 2.0 * PAD) * (i as f64 + 0.5) / n
 }
 
-/// The funnel's stages per week: contacts with a first turn is measured; the sales stages wait
-/// for the funnel's record and are drawn as "not measured yet".
+/// The funnel's stages per week, as grouped bars: contacts with a first turn, prospects,
+/// offered, prepared, link sent. A stage the tenant does not configure is drawn as a dashed
+/// outline ("not configured").
 fn funnel_chart(report: &Report) -> String {
-    const STAGES: [&str; 4] = ["prospects", "offered", "prepared", "link sent"];
+    const STAGES: [(&str, &str); 5] = [
+        ("contacts", "#3b7dd8"),
+        ("prospects", "#5a9be6"),
+        ("offered", "#e0a030"),
+        ("prepared", "#d07a20"),
+        ("link sent", "#3a9a5a"),
+    ];
+    let stages = |w: &WeekMeasures| -> [Option<i64>; 5] {
+        [
+            Some(w.contacts_with_first_turn),
+            w.sales.prospects,
+            w.sales.offered,
+            w.sales.prepared,
+            w.sales.link_sent,
+        ]
+    };
     let max = report
         .weeks
         .iter()
-        .map(|w| w.contacts_with_first_turn)
+        .flat_map(|w| stages(w).into_iter().flatten())
         .max()
         .unwrap_or(0)
         .max(1) as f64;
@@ -284,25 +397,33 @@ fn funnel_chart(report: &Report) -> String {
     let bar = (slot / 6.0).min(22.0);
     for (i, w) in report.weeks.iter().enumerate() {
         let x0 = week_x(report, i) - slot / 2.0 + bar / 2.0;
-        let h = (CHART_H - PAD) * w.contacts_with_first_turn as f64 / max;
-        let _ = write!(
-            svg,
-            "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{bar:.1}\" height=\"{h:.1}\" fill=\"#3b7dd8\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
-            CHART_H - h,
-            x0 + bar / 2.0,
-            CHART_H - h - 4.0,
-            w.contacts_with_first_turn
-        );
-        for s in 0..STAGES.len() {
-            let x = x0 + bar * (s as f64 + 1.0);
-            let _ = write!(
-                svg,
-                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"10\" fill=\"none\" \
-                 stroke=\"#bbb\" stroke-dasharray=\"2,2\"/>",
-                CHART_H - 10.0,
-                bar - 2.0
-            );
+        for (s, value) in stages(w).into_iter().enumerate() {
+            let x = x0 + bar * s as f64;
+            match value {
+                Some(v) => {
+                    let h = (CHART_H - PAD) * v as f64 / max;
+                    let _ = write!(
+                        svg,
+                        "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" \
+                         fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" \
+                         text-anchor=\"middle\">{v}</text>",
+                        CHART_H - h,
+                        bar - 2.0,
+                        STAGES[s].1,
+                        x + (bar - 2.0) / 2.0,
+                        CHART_H - h - 3.0
+                    );
+                }
+                None => {
+                    let _ = write!(
+                        svg,
+                        "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"10\" \
+                         fill=\"none\" stroke=\"#bbb\" stroke-dasharray=\"2,2\"/>",
+                        CHART_H - 10.0,
+                        bar - 2.0
+                    );
+                }
+            }
         }
         let _ = write!(
             svg,
@@ -312,21 +433,26 @@ fn funnel_chart(report: &Report) -> String {
             esc(&w.week)
         );
     }
+    let mut x = PAD;
+    for (name, colour) in STAGES {
+        let _ = write!(
+            svg,
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"{colour}\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">{name}</text>",
+            CHART_H + 36.0,
+            x + 16.0,
+            CHART_H + 45.0
+        );
+        x += 24.0 + 7.0 * name.len() as f64;
+    }
     let _ = write!(
         svg,
-        "<rect x=\"{PAD}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"#3b7dd8\"/>\
-         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">contacts with a first turn</text>\
-         <rect x=\"{:.1}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"none\" stroke=\"#bbb\" \
+        "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"none\" stroke=\"#bbb\" \
          stroke-dasharray=\"2,2\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"#888\">\
-         {}: not measured yet</text></svg>",
+         not configured</text></svg>",
         CHART_H + 36.0,
-        PAD + 16.0,
-        CHART_H + 45.0,
-        PAD + 200.0,
-        CHART_H + 36.0,
-        PAD + 216.0,
-        CHART_H + 45.0,
-        STAGES.join(" → ")
+        x + 16.0,
+        CHART_H + 45.0
     );
     svg
 }

@@ -1277,6 +1277,51 @@ pub async fn outbox_claims_at_most_limit_oldest_first(store: &dyn Store) {
     settle(store, &conversations).await;
 }
 
+/// Issue 18 (`/metrics`): the backlog counts open rows (pending and delivering, not delivered
+/// or dead-lettered) up to the cap, and names the earliest due time only when it is due.
+pub async fn outbox_backlog_counts_open_rows_up_to_the_cap(store: &dyn Store) {
+    let backlog = |now, cap| async move { store.outbox_backlog(now, cap).await.expect("backlog") };
+    assert_eq!(backlog(at_s(0), 100).await, super::OutboxBacklog::default());
+    let mut conversations = Vec::new();
+    let mut ids = Vec::new();
+    for (i, due) in [3, 5, 100, 200].into_iter().enumerate() {
+        let conversation = fresh_conversation(store).await;
+        ids.push(enqueue(store, reply_row(&conversation, at_s(due), i as i64)).await);
+        conversations.push(conversation.id);
+    }
+    // Nothing due yet at 1 s: four open rows, no due time.
+    assert_eq!(
+        backlog(at_s(1), 100).await,
+        super::OutboxBacklog {
+            rows: 4,
+            oldest_due_at: None
+        }
+    );
+    // One is claimed (delivering), one delivered, one dead-lettered: two stay open, and the
+    // oldest open one (due at 5 s) is what a scrape at 10 s reports.
+    assert_eq!(claim(store, rules(at_s(4), 1)).await, vec![ids[0]]);
+    store
+        .mark_delivered(ids[0], at_s(4))
+        .await
+        .expect("delivered");
+    assert_eq!(claim(store, rules(at_s(6), 1)).await, vec![ids[1]]);
+    store
+        .mark_failed(ids[2], "dead-lettered by the conformance suite", at_s(6))
+        .await
+        .expect("failed");
+    assert_eq!(
+        backlog(at_s(10), 100).await,
+        super::OutboxBacklog {
+            rows: 2,
+            oldest_due_at: Some(at_s(5))
+        },
+        "the delivering row (due 5 s) and the pending one (due 200 s)"
+    );
+    // The count stops at the cap.
+    assert_eq!(backlog(at_s(10), 1).await.rows, 1);
+    settle(store, &conversations).await;
+}
+
 /// Two stores (two pools: two workers) claim concurrently over 20 due rows of 20 contacts,
 /// each taking small batches until nothing is left. Every row is claimed exactly once.
 pub async fn outbox_two_workers_never_claim_one_row(a: &dyn Store, b: &dyn Store) {
@@ -2274,6 +2319,209 @@ pub async fn seed_report_week(store: &dyn Store, from: DateTime<Utc>) -> SeededR
     }
 }
 
+/// The demo tenant's sales ids (`config/tools.json.example`), as the report reads them.
+pub fn demo_sales_keys() -> super::SalesKeys {
+    super::SalesKeys {
+        intent_field: Some("intent".into()),
+        funnel_field: Some("funnel_stage".into()),
+        offered_or_later: vec!["offered".into(), "prepared".into(), "link_sent".into()],
+        prepared_or_later: vec!["prepared".into(), "link_sent".into()],
+        payment_flow: Some("booking_link".into()),
+    }
+}
+
+/// A week of invented sales turns starting at `from` (a Monday, 00:00 UTC) with the demo's ids,
+/// one contact with history before it and one reply after it. Its week holds, by hand:
+/// - contacts with a first turn: P, Q, S, T = 4 (R wrote three days before);
+/// - prospects (a performed `prospect` write in the week): P, Q, R = 3 (R's first was before
+///   the week and is written again in it; S's was discarded);
+/// - at or past `offered`: P (offered, prepared, link_sent), Q (link_sent), R (offered) = 3;
+///   at or past `prepared`: P, Q = 2;
+/// - payment links performed: P once, Q twice (the first with `contactAsked`) = 3 links, 2
+///   contacts, 1 by `contactAsked`; S's failed link is not sent;
+/// - nudges sent: T (answered 10 h later), S (answered 25 h later: not counted), P (answered
+///   11 h later, in the next week) = 3 sent, 2 answered.
+pub async fn seed_sales_week(store: &dyn Store, from: DateTime<Utc>) -> Vec<SubscriberId> {
+    const TEXT: &str = "Invented private message text";
+    let at = |d: i64, hour: i64| from + chrono::Duration::days(d) + chrono::Duration::hours(hour);
+    let mut subscribers = Vec::new();
+    let mut contacts = Vec::new();
+    for _ in 0..5 {
+        let subscriber = fresh_subscriber();
+        subscribers.push(subscriber.clone());
+        let id = store
+            .conversation_for(&subscriber, "whatsapp", from - chrono::Duration::days(5))
+            .await
+            .expect("conversation_for")
+            .id;
+        contacts.push(id);
+    }
+    let (p, q, r, s, t) = (
+        contacts[0],
+        contacts[1],
+        contacts[2],
+        contacts[3],
+        contacts[4],
+    );
+    let user = |id, at| NewTurn::user(id, TEXT, true, at);
+    let agent = |id, outcome: &str, at, actions: serde_json::Value| NewTurn {
+        actions: Some(actions),
+        ..NewTurn::agent(id, TEXT, outcome, true, at)
+    };
+    let field = |id: &str, value: &str, status: &str| json!({"tool": "set_field", "id": id, "value": value, "status": status});
+    let link = |status: &str| json!({"tool": "send_flow", "id": "booking_link", "status": status});
+    let asked = json!({"tool": "send_flow", "id": "booking_link", "status": "performed",
+                       "contactAsked": true});
+    let turns = vec![
+        // R: a prospect since before the week.
+        user(r, at(-3, 9)),
+        agent(
+            r,
+            "answered_inline",
+            at(-3, 9),
+            json!([field("intent", "prospect", "performed")]),
+        ),
+        user(r, at(1, 9)),
+        agent(
+            r,
+            "answered_inline",
+            at(1, 9),
+            json!([
+                field("intent", "prospect", "performed"),
+                field("funnel_stage", "offered", "performed")
+            ]),
+        ),
+        // P: prospect, offered, prepared, then the link and its follow-on.
+        user(p, at(0, 10)),
+        agent(
+            p,
+            "answered_inline",
+            at(0, 10),
+            json!([
+                field("intent", "prospect", "performed"),
+                field("funnel_stage", "qualifying", "performed")
+            ]),
+        ),
+        user(p, at(2, 10)),
+        agent(
+            p,
+            "answered_inline",
+            at(2, 10),
+            json!([field("funnel_stage", "offered", "performed")]),
+        ),
+        user(p, at(3, 10)),
+        agent(
+            p,
+            "deferred",
+            at(3, 10),
+            json!([
+                field("funnel_stage", "prepared", "performed"),
+                link("performed"),
+                field("funnel_stage", "link_sent", "performed")
+            ]),
+        ),
+        // Q: asks for the link at once (contactAsked), and gets it again later.
+        user(q, at(1, 12)),
+        agent(
+            q,
+            "answered_inline",
+            at(1, 12),
+            json!([
+                field("intent", "prospect", "performed"),
+                asked,
+                field("funnel_stage", "link_sent", "performed")
+            ]),
+        ),
+        user(q, at(4, 12)),
+        agent(q, "answered_inline", at(4, 12), json!([link("performed")])),
+        // S: not a prospect; an escalated turn discarded its prospect write; a link failed.
+        user(s, at(2, 14)),
+        agent(
+            s,
+            "answered_inline",
+            at(2, 14),
+            json!([field("intent", "not_prospect", "performed")]),
+        ),
+        user(s, at(3, 14)),
+        agent(
+            s,
+            "escalated_model",
+            at(3, 14),
+            json!([field("intent", "prospect", "discarded"), link("failed")]),
+        ),
+        // T: writes once and answers a nudge.
+        user(t, at(4, 8)),
+        agent(t, "answered_inline", at(4, 8), json!([])),
+        agent(t, "nudge_sent", at(4, 10), json!([])),
+        user(t, at(4, 20)),
+        // S answers its nudge 25 h later; P 11 h later, in the next week.
+        agent(s, "nudge_sent", at(5, 10), json!([])),
+        user(s, at(6, 11)),
+        agent(p, "nudge_sent", at(6, 22), json!([])),
+        user(p, at(7, 9)),
+    ];
+    for turn in turns {
+        record(store, turn).await;
+    }
+    subscribers
+}
+
+pub async fn sales_aggregates_count_a_period_by_hand(store: &dyn Store) {
+    let from = Utc
+        .with_ymd_and_hms(2031, 9, 1, 0, 0, 0)
+        .single()
+        .expect("a Monday");
+    let until = from + chrono::Duration::weeks(1);
+    seed_sales_week(store, from).await;
+    let keys = demo_sales_keys();
+    let week = store
+        .sales_aggregates(from, until, &keys)
+        .await
+        .expect("sales_aggregates");
+    // Worked out in `seed_sales_week`'s comment.
+    assert_eq!(
+        week,
+        super::SalesCounts {
+            prospects: 3,
+            offered: 3,
+            prepared: 2,
+            link_contacts: 2,
+            links_sent: 3,
+            links_contact_asked: 1,
+            nudges_sent: 3,
+            nudges_replied: 2,
+        }
+    );
+    assert_eq!(
+        store
+            .report_aggregates(from, until)
+            .await
+            .expect("report_aggregates")
+            .new_contacts,
+        4,
+        "P, Q, S and T"
+    );
+    // A tenant without sales fields or flows counts only nudges.
+    let bare = store
+        .sales_aggregates(from, until, &super::SalesKeys::default())
+        .await
+        .expect("sales_aggregates");
+    assert_eq!(
+        bare,
+        super::SalesCounts {
+            nudges_sent: 3,
+            nudges_replied: 2,
+            ..super::SalesCounts::default()
+        }
+    );
+    // The next week holds P's answer only.
+    let next = store
+        .sales_aggregates(until, until + chrono::Duration::weeks(1), &keys)
+        .await
+        .expect("sales_aggregates");
+    assert_eq!(next, super::SalesCounts::default());
+}
+
 pub async fn report_aggregates_group_a_period_by_hand(store: &dyn Store) {
     // A Monday of its own, far from every other case's turns.
     let from = Utc
@@ -2893,6 +3141,7 @@ pub async fn run_all(store: &dyn Store) {
     outbox_claim_leases_and_counts_the_attempt(store).await;
     outbox_row_not_due_before_next_attempt_at(store).await;
     outbox_claims_at_most_limit_oldest_first(store).await;
+    outbox_backlog_counts_open_rows_up_to_the_cap(store).await;
     outbox_two_workers_never_claim_one_row(store, store).await;
     outbox_two_workers_keep_each_contacts_order(store, store).await;
     outbox_no_overtaking_within_a_conversation(store).await;
@@ -2921,6 +3170,7 @@ pub async fn run_all(store: &dyn Store) {
     flow_sends_are_capped_per_contact_per_hour(store).await;
     report_aggregates_group_a_period_by_hand(store).await;
     issue_14_report_counts_refused_actions_under_their_own_status(store).await;
+    sales_aggregates_count_a_period_by_hand(store).await;
 }
 
 #[cfg(test)]
@@ -3003,6 +3253,7 @@ mod tests {
         outbox_claim_leases_and_counts_the_attempt,
         outbox_row_not_due_before_next_attempt_at,
         outbox_claims_at_most_limit_oldest_first,
+        outbox_backlog_counts_open_rows_up_to_the_cap,
         outbox_no_overtaking_within_a_conversation,
         outbox_contact_token_rows_are_not_held_behind_replies,
         outbox_pacing_gap_after_delivery,
@@ -3031,6 +3282,7 @@ mod tests {
         spec_032_the_opening_is_claimed_once_per_contact,
         report_aggregates_group_a_period_by_hand,
         issue_14_report_counts_refused_actions_under_their_own_status,
+        sales_aggregates_count_a_period_by_hand,
         spec_025_scheduling_twice_leaves_one_pending_row,
         spec_025_claim_takes_due_rows_once,
         spec_025_a_nudge_turn_is_written_only_under_its_claim,

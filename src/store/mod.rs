@@ -260,6 +260,15 @@ pub struct ClaimRules {
     pub reply_gap: Duration,
 }
 
+/// Issue 18: the outbox's open rows, as `/metrics` reports them (read at scrape time only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutboxBacklog {
+    /// Rows pending or being delivered, counted up to the cap the caller gave.
+    pub rows: i64,
+    /// The earliest `next_attempt_at` among those rows, when it is due (at or before `now`).
+    pub oldest_due_at: Option<DateTime<Utc>>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct BudgetUsage {
     pub tokens: i64,
@@ -577,8 +586,13 @@ pub trait Store: Send + Sync + 'static {
     /// Reply rows of a conversation still `pending` or `delivering` (3.3's silent response).
     async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64>;
 
-    /// Every outbox row, oldest first (tests, operators, metrics).
+    /// Every outbox row, oldest first (tests, operators).
     async fn outbox_rows(&self) -> Result<Vec<OutboxRow>>;
+
+    /// Issue 18: the open outbox rows (counted up to `count_cap`) and the oldest one due at
+    /// `now`, through `outbox_status_due`: the cost is bounded by the cap, not the table.
+    /// Read when `/metrics` is scraped, never on a turn.
+    async fn outbox_backlog(&self, now: DateTime<Utc>, count_cap: i64) -> Result<OutboxBacklog>;
 
     // --- a turn's units of work ------------------------------------------------------------
     //
@@ -724,6 +738,15 @@ pub trait Store: Send + Sync + 'static {
     /// claimed it. Of turns racing to send the opening exactly one gets `true`, on every backend
     /// and across replicas; the claim is never given back, so the opening goes at most once.
     async fn claim_opening(&self, id: ConversationId, at: DateTime<Utc>) -> Result<bool>;
+    /// Issue 18: the sales counts `manychat-agent report` reads for turns created in
+    /// `[from, until)`, by the tenant's `keys` (see [`SalesCounts`]). Counted in the database;
+    /// only the entries' tool, id, value, status and `contactAsked` keys are read.
+    async fn sales_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &SalesKeys,
+    ) -> Result<SalesCounts>;
 
     /// Issue 18: the aggregates `manychat-agent report` reads for turns created in
     /// `[from, until)`. Grouped in the database (fast over a busy week); aggregates only.
@@ -1012,7 +1035,7 @@ pub fn describe_database(url: &str) -> String {
 mod common;
 pub mod postgres;
 mod report;
-pub use report::{ActionCount, ReportAggregates, TurnGroup};
+pub use report::{ActionCount, ReportAggregates, SalesCounts, SalesKeys, TurnGroup};
 pub mod sqlite;
 
 #[doc(hidden)]

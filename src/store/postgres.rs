@@ -692,6 +692,33 @@ impl Store for PgStore {
         row.as_ref().map(outbox_from).transpose()
     }
 
+    async fn outbox_backlog(
+        &self,
+        now: DateTime<Utc>,
+        count_cap: i64,
+    ) -> Result<super::OutboxBacklog> {
+        // Both through `outbox_status_due`: the count stops at the cap, the minimum is one
+        // index seek per open status.
+        let rows: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM outbox \
+             WHERE status IN ('pending', 'delivering') LIMIT $1) open",
+        )
+        .bind(count_cap)
+        .fetch_one(&self.pool)
+        .await?;
+        let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT LEAST( \
+             (SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'pending'), \
+             (SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'delivering'))",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(super::OutboxBacklog {
+            rows,
+            oldest_due_at: oldest.filter(|due| *due <= now),
+        })
+    }
+
     async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64> {
         let count: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM outbox WHERE conversation_id = $1 AND kind = 'reply' \
@@ -934,6 +961,71 @@ impl Store for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(claimed.rows_affected() == 1)
+    }
+
+    async fn sales_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &super::SalesKeys,
+    ) -> Result<super::SalesCounts> {
+        let (from, until) = (to_millis(from), to_millis(until));
+        let mut counts = super::SalesCounts::default();
+        // The same statements as SQLite's (see there); only each entry's tool, id, value,
+        // status and contactAsked are read.
+        if keys.intent_field.is_some() || keys.funnel_field.is_some() || keys.payment_flow.is_some()
+        {
+            let row: (i64, i64, i64, i64, i64, i64) = sqlx::query_as(
+                "SELECT COUNT(*) FILTER (WHERE p), COUNT(*) FILTER (WHERE o), \
+                 COUNT(*) FILTER (WHERE pr), COUNT(*) FILTER (WHERE l > 0), \
+                 COALESCE(SUM(l), 0)::BIGINT, COALESCE(SUM(la), 0)::BIGINT \
+                 FROM (SELECT c, \
+                         bool_or(tool = 'set_field' AND id = $3 AND value = 'prospect') AS p, \
+                         bool_or(tool = 'set_field' AND id = $4 AND value = ANY($5)) AS o, \
+                         bool_or(tool = 'set_field' AND id = $4 AND value = ANY($6)) AS pr, \
+                         COUNT(*) FILTER (WHERE tool = 'send_flow' AND id = $7) AS l, \
+                         COUNT(*) FILTER (WHERE tool = 'send_flow' AND id = $7 AND asked) AS la \
+                       FROM (SELECT t.conversation_id AS c, a->>'tool' AS tool, a->>'id' AS id, \
+                                    a->>'value' AS value, \
+                                    COALESCE(a->'contactAsked' = 'true'::jsonb, false) AS asked \
+                             FROM turns t, jsonb_array_elements(CASE WHEN \
+                                 jsonb_typeof(t.actions) = 'array' THEN t.actions \
+                                 ELSE '[]'::jsonb END) a \
+                             WHERE t.created_at >= $1 AND t.created_at < $2 \
+                               AND t.actions IS NOT NULL AND a->>'status' = 'performed') e \
+                       GROUP BY c) w",
+            )
+            .bind(from)
+            .bind(until)
+            .bind(keys.intent_field.as_deref())
+            .bind(keys.funnel_field.as_deref())
+            .bind(&keys.offered_or_later)
+            .bind(&keys.prepared_or_later)
+            .bind(keys.payment_flow.as_deref())
+            .fetch_one(&self.pool)
+            .await?;
+            (
+                counts.prospects,
+                counts.offered,
+                counts.prepared,
+                counts.link_contacts,
+                counts.links_sent,
+                counts.links_contact_asked,
+            ) = row;
+        }
+        (counts.nudges_sent, counts.nudges_replied) = sqlx::query_as(
+            "SELECT COUNT(*), COUNT(*) FILTER (WHERE EXISTS (SELECT 1 FROM turns r \
+             WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
+               AND r.created_at > n.created_at \
+               AND r.created_at <= n.created_at + interval '24 hours')) \
+             FROM turns n WHERE n.created_at >= $1 AND n.created_at < $2 \
+               AND n.outcome = 'nudge_sent'",
+        )
+        .bind(from)
+        .bind(until)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(counts)
     }
 
     async fn report_aggregates(

@@ -1686,6 +1686,30 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn outbox_backlog(
+        &self,
+        now: DateTime<Utc>,
+        count_cap: i64,
+    ) -> Result<super::OutboxBacklog> {
+        self.read(move |conn| {
+            let rows = conn
+                .prepare_cached(OUTBOX_BACKLOG_ROWS)?
+                .query_row([count_cap], |r| r.get::<_, i64>(0))?;
+            let oldest = conn
+                .prepare_cached(OUTBOX_OLDEST_OPEN)?
+                .query_row([], |r| r.get::<_, Option<i64>>(0))?;
+            let oldest_due_at = match oldest {
+                Some(raw) if raw <= ms(now) => Some(time(raw)?),
+                _ => None,
+            };
+            Ok(super::OutboxBacklog {
+                rows,
+                oldest_due_at,
+            })
+        })
+        .await
+    }
+
     async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64> {
         self.read(move |conn| pending_replies_in(conn, conversation_id))
             .await
@@ -1918,6 +1942,17 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn sales_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &super::SalesKeys,
+    ) -> Result<super::SalesCounts> {
+        let (from, until, keys) = (ms(from), ms(until), keys.clone());
+        self.read(move |conn| sales_aggregates_in(conn, from, until, &keys))
+            .await
+    }
+
     async fn report_aggregates(
         &self,
         from: DateTime<Utc>,
@@ -2074,6 +2109,14 @@ impl Store for SqliteStore {
     }
 }
 
+/// Issue 18 (`/metrics`): open outbox rows, at most ?1 of them read (`outbox_status_due`).
+const OUTBOX_BACKLOG_ROWS: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM outbox \
+     WHERE status IN ('pending', 'delivering') LIMIT ?1)";
+/// Issue 18 (`/metrics`): the earliest due time of an open row, one index seek per status.
+const OUTBOX_OLDEST_OPEN: &str = "SELECT MIN(due) FROM ( \
+     SELECT MIN(next_attempt_at) AS due FROM outbox WHERE status = 'pending' \
+     UNION ALL SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'delivering')";
+
 /// Issue 18: contacts whose first turn is in `[?1, ?2)`: the period's contacts (through
 /// `turns_created`) without an earlier turn (through `turns_conversation_created`).
 const REPORT_NEW_CONTACTS: &str = "SELECT COUNT(*) FROM \
@@ -2138,6 +2181,87 @@ fn report_aggregates_in(conn: &Db<'_>, from: i64, until: i64) -> Result<super::R
         inline_latencies,
         actions,
     })
+}
+
+/// Issue 18: the period's performed sales entries, one pass over the period's action records
+/// (only tool, id, value, status and `contactAsked` are read), grouped per contact: contacts with
+/// a `prospect` write on the intent field (?3), contacts at or past `offered` (?4: the funnel
+/// field, ?5: its values from `offered` on, a JSON array, searched for the quoted value) and
+/// `prepared` (?6), contacts whose payment link (?7) was performed, the links and those recorded
+/// `contactAsked`. Only entries naming one of those ids are grouped.
+const REPORT_SALES: &str = "SELECT \
+     COALESCE(SUM(p), 0), \
+     COALESCE(SUM(o), 0), COALESCE(SUM(pr), 0), COALESCE(SUM(l > 0), 0), \
+     COALESCE(SUM(l), 0), COALESCE(SUM(la), 0) \
+     FROM (SELECT c, \
+             MAX(tool = 'set_field' AND id = ?3 AND value = 'prospect') AS p, \
+             MAX(tool = 'set_field' AND id = ?4 AND instr(?5, '\"' || value || '\"') > 0) AS o, \
+             MAX(tool = 'set_field' AND id = ?4 AND instr(?6, '\"' || value || '\"') > 0) AS pr, \
+             SUM(tool = 'send_flow' AND id = ?7) AS l, \
+             SUM(tool = 'send_flow' AND id = ?7 AND asked = 1) AS la \
+           FROM (SELECT t.conversation_id AS c, json_extract(a.value, '$.tool') AS tool, \
+                        json_extract(a.value, '$.id') AS id, \
+                        json_extract(a.value, '$.value') AS value, \
+                        json_extract(a.value, '$.contactAsked') AS asked \
+                 FROM turns t, json_each(t.actions) a \
+                 WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
+                   AND json_type(t.actions) = 'array' \
+                   AND json_extract(a.value, '$.status') = 'performed' \
+                   AND json_extract(a.value, '$.id') IN (?3, ?4, ?7)) \
+           GROUP BY c) w";
+
+/// Issue 18 (025's measure): the period's `nudge_sent` turns, and those the contact answered
+/// within 24 h (a user turn of the conversation after it, through `turns_conversation_created`).
+const REPORT_NUDGES: &str = "SELECT COUNT(*), COALESCE(SUM(EXISTS (SELECT 1 FROM turns r \
+     WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
+       AND r.created_at > n.created_at AND r.created_at <= n.created_at + 86400000)), 0) \
+     FROM turns n WHERE n.created_at >= ?1 AND n.created_at < ?2 AND n.outcome = 'nudge_sent'";
+
+fn sales_aggregates_in(
+    conn: &Db<'_>,
+    from: i64,
+    until: i64,
+    keys: &super::SalesKeys,
+) -> Result<super::SalesCounts> {
+    let mut counts = super::SalesCounts::default();
+    if keys.intent_field.is_some() || keys.funnel_field.is_some() || keys.payment_flow.is_some() {
+        // A JSON array of strings (`Value`'s Display cannot fail).
+        let offered = serde_json::Value::from(keys.offered_or_later.clone()).to_string();
+        let prepared = serde_json::Value::from(keys.prepared_or_later.clone()).to_string();
+        let row = conn.prepare_cached(REPORT_SALES)?.query_row(
+            params![
+                from,
+                until,
+                keys.intent_field,
+                keys.funnel_field,
+                offered,
+                prepared,
+                keys.payment_flow
+            ],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                ))
+            },
+        )?;
+        (
+            counts.prospects,
+            counts.offered,
+            counts.prepared,
+            counts.link_contacts,
+            counts.links_sent,
+            counts.links_contact_asked,
+        ) = row;
+    }
+    (counts.nudges_sent, counts.nudges_replied) = conn
+        .prepare_cached(REPORT_NUDGES)?
+        .query_row(params![from, until], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(counts)
 }
 
 macro_rules! nudge_columns {

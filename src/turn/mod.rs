@@ -57,7 +57,7 @@ use crate::escalation::Escalation;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
 use crate::media::{MediaRef, MediaService, MediaSettings};
-use crate::metrics::Metrics;
+use crate::metrics::{AnswerPath, Metrics};
 use crate::model::Model;
 use crate::outbox::{Handoffs, ReplyPayload};
 use crate::sales;
@@ -784,6 +784,8 @@ impl TurnEngine {
             )
             .await?;
         inner.metrics.turn(outcome);
+        inner.metrics.answered(answer_path(mode), answer.latency);
+        inner.metrics.actions_unattempted(&answer.actions);
         tracing::info!(
             conversation = %conversation.id,
             outcome,
@@ -819,6 +821,7 @@ impl TurnEngine {
         mode: Mode,
     ) -> Result<TurnResponse, StoreError> {
         let reply = &answer.thought.reply;
+        self.inner.metrics.guardrail(reply.cause);
         let reason = if answer.thought.error.is_some() {
             Escalation::Error
         } else {
@@ -897,6 +900,7 @@ impl TurnEngine {
             )
             .await?;
         self.escalated(conversation, outcome, reason);
+        self.inner.metrics.actions_unattempted(&record);
         Ok(match mode {
             Mode::Inline => TurnResponse {
                 messages: vec![copy.clone()],
@@ -937,6 +941,7 @@ impl TurnEngine {
         message.turn.escalation_reason = Some(Escalation::Aborted.as_str().to_owned());
         let reply = sent.map(|mut sent| {
             actions::settle_on_escalation(&mut sent, EscalationCause::Abort);
+            inner.metrics.actions_unattempted(&sent);
             let mut turn = NewTurn::agent(
                 job.conversation.id,
                 &config.rules.messages.acknowledgement,
@@ -1189,6 +1194,14 @@ pub(crate) fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> 
             text: turn.text,
         })
         .collect()
+}
+
+/// The answer-time path of a reply settled in `mode` (issue 18).
+fn answer_path(mode: Mode) -> AnswerPath {
+    match mode {
+        Mode::Inline => AnswerPath::Inline,
+        Mode::Deferred => AnswerPath::Deferred,
+    }
 }
 
 fn answer_outcome(answer: &Answer) -> &'static str {

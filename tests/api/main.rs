@@ -15,6 +15,7 @@ mod hold;
 mod http_contract;
 mod logs;
 mod media;
+mod metrics;
 mod nudges;
 mod opening;
 mod order;

@@ -457,7 +457,7 @@ async fn spec_025_a_nudge_that_passes_every_check_is_claimed_and_sent_once() {
     assert!(
         rig.metrics
             .render()
-            .contains("manychat_agent_nudges_total{state=\"sent\"} 1")
+            .contains("manychat_agent_nudges_total{state=\"sent\",reason=\"\"} 1")
     );
 }
 
@@ -1058,11 +1058,11 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
         .await
         .unwrap();
     assert!(
-        metrics.contains("manychat_agent_nudges_total{state=\"scheduled\"} 1"),
+        metrics.contains("manychat_agent_nudges_total{state=\"scheduled\",reason=\"\"} 1"),
         "{metrics}"
     );
     assert!(
-        metrics.contains("manychat_agent_nudges_total{state=\"sent\"} 1"),
+        metrics.contains("manychat_agent_nudges_total{state=\"sent\",reason=\"\"} 1"),
         "{metrics}"
     );
     // One log line for the state change, naming the conversation, never the text.

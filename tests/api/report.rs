@@ -5,22 +5,36 @@
 use std::process::Command;
 
 use chrono::Utc;
-use manychat_agent::store::conformance::{SeededReportWeek, seed_report_week};
+use manychat_agent::store::conformance::{SeededReportWeek, seed_report_week, seed_sales_week};
 use manychat_agent::store::postgres::create_test_schema;
 use serde_json::{Value, json};
 
 use crate::helpers::test_database_url;
 
+/// The demo tenant's config folder: the report reads its sales ids.
+fn demo_config() -> String {
+    format!("{}/config", env!("CARGO_MANIFEST_DIR"))
+}
+
 fn report(url: &str, args: &[&str]) -> String {
+    report_with_config(url, &demo_config(), args).0
+}
+
+/// Runs the report with `CONFIG_DIR=config_dir`: stdout and stderr.
+fn report_with_config(url: &str, config_dir: &str, args: &[&str]) -> (String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
         .arg("report")
         .args(args)
         .env_clear()
         .env("DATABASE_URL", url)
+        .env("CONFIG_DIR", config_dir)
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0), "{output:?}");
-    String::from_utf8(output.stdout).unwrap()
+    (
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
 }
 
 /// Seeds last ISO week (so the report's 4 weeks hold: the seed's day before in week 2, its
@@ -113,7 +127,11 @@ async fn report_numbers_are_the_hand_computed_ones(url: &str) {
         .iter()
         .map(|p| p["measure"].as_str().unwrap())
         .collect();
-    assert!(pending.contains(&"prospect share"), "{pending:?}");
+    assert_eq!(
+        pending,
+        vec!["model steps per turn"],
+        "the demo configures every sales measure"
+    );
 
     let table = report_table_and_html(url);
     assert!(
@@ -211,4 +229,109 @@ async fn issue_18_an_empty_store_says_no_turns_yet_in_every_format() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("--weeks must be at least 1"));
+}
+
+/// Issue 18 item 1 (023, 025, 032, 034): the sales measures of a seeded week, worked out by hand
+/// in `seed_sales_week`'s comment, as the command prints them with the demo tenant's config.
+async fn sales_measures_are_the_hand_computed_ones(url: &str) {
+    let store = manychat_agent::store::connect(url).await.unwrap();
+    let (monday, _) = manychat_agent::report::iso_week(Utc::now(), 1);
+    let from = monday.and_hms_opt(0, 0, 0).unwrap().and_utc();
+    let subscribers = seed_sales_week(store.as_ref(), from).await;
+
+    let report: Value = serde_json::from_str(&report(url, &["--format", "json"])).unwrap();
+    let week = &report["weeks"][2];
+    assert_eq!(week["contacts_with_first_turn"], 4, "P, Q, S and T");
+    assert_eq!(
+        week["sales"],
+        json!({
+            "prospects": 3,
+            "prospect_share": 0.75,
+            "offered": 3,
+            "prepared": 2,
+            "link_sent": 2,
+            "link_sent_rate": 0.5,
+            "prospect_link_sent_rate": 2.0 / 3.0,
+            "links_sent": 3,
+            "links_contact_asked": 1,
+            "bypass_rate": 1.0 / 3.0,
+            "nudges_sent": 3,
+            "nudges_replied": 2,
+            "nudge_reply_rate": 2.0 / 3.0,
+        })
+    );
+    // The week after holds P's answer only: no sales, no nudge.
+    assert_eq!(report["weeks"][3]["sales"]["prospects"], 0);
+    assert_eq!(report["weeks"][3]["sales"]["nudge_reply_rate"], Value::Null);
+
+    let [table, html] = report_table_and_html(url);
+    for line in [
+        "funnel                           4 → 3 → 3 → 2 → 2",
+        "prospect share                   75.0 % (3/4)",
+        "link-sent rate (all contacts)    50.0 % (2/4)",
+        "link-sent rate (prospects)       66.7 % (2/3)",
+        "bypass rate (contactAsked links) 33.3 % (1/3)",
+        "nudge reply rate (24 h)          66.7 % (2/3)",
+    ] {
+        assert!(table.contains(line), "{line} in\n{table}");
+    }
+    assert!(html.contains("<h2>Sales</h2>"), "the sales table");
+    assert!(html.contains("aria-label=\"weekly funnel\""));
+    assert!(
+        !html.contains("not measured yet</text>"),
+        "every stage is drawn"
+    );
+    for subscriber in &subscribers {
+        assert!(!table.contains(subscriber.as_str()) && !html.contains(subscriber.as_str()));
+    }
+    assert!(!table.contains("Invented") && !html.contains("Invented"));
+}
+
+#[tokio::test]
+async fn issue_18_sales_measures_match_the_hand_computed_ones_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    sales_measures_are_the_hand_computed_ones(&url).await;
+}
+
+#[tokio::test]
+#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+async fn issue_18_sales_measures_match_the_hand_computed_ones_on_postgres() {
+    let base = test_database_url();
+    let schema = create_test_schema(&base).await.unwrap();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options[search_path]={schema}");
+    sales_measures_are_the_hand_computed_ones(&url).await;
+}
+
+#[tokio::test]
+async fn issue_18_without_a_loadable_config_the_sales_measures_are_listed_not_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    let store = manychat_agent::store::connect(&url).await.unwrap();
+    let (monday, _) = manychat_agent::report::iso_week(Utc::now(), 1);
+    seed_sales_week(
+        store.as_ref(),
+        monday.and_hms_opt(0, 0, 0).unwrap().and_utc(),
+    )
+    .await;
+    let missing = dir.path().join("no-config");
+    let (printed, stderr) =
+        report_with_config(&url, missing.to_str().unwrap(), &["--format", "json"]);
+    assert!(
+        stderr.contains("did not load") && stderr.contains("no sales measures"),
+        "{stderr}"
+    );
+    let report: Value = serde_json::from_str(&printed).unwrap();
+    let week = &report["weeks"][2];
+    assert_eq!(week["sales"]["prospects"], Value::Null);
+    assert_eq!(week["sales"]["link_sent_rate"], Value::Null);
+    assert_eq!(week["sales"]["nudges_sent"], 3, "nudges need no config");
+    assert!(
+        report["not_measured"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["measure"] == "sales measures")
+    );
 }
