@@ -364,38 +364,6 @@ impl TurnEngine {
         }
     }
 
-    /// Writes a promise in a task of its own (a request dropped mid-write cannot leave it half
-    /// known) and hands it to whoever settles the turn; waits for the write. The response that
-    /// promises a reply leaves only after the promise is on disk.
-    async fn promise_before_response(
-        &self,
-        config: &Arc<TenantConfig>,
-        conversation: &Conversation,
-        message: &Message,
-        abort_at: Instant,
-        settler: oneshot::Sender<Option<Promise>>,
-        holding_line_withheld: bool,
-    ) -> Result<(), TurnError> {
-        let engine = self.clone();
-        let (config, conversation, message) =
-            (config.clone(), conversation.clone(), message.clone());
-        let write = self.inner.tasks.spawn(async move {
-            let written = engine
-                .promise(&config, &conversation, &message, abort_at)
-                .await;
-            let promise = written.as_ref().ok().map(|promise| Promise {
-                holding_line_withheld,
-                ..*promise
-            });
-            let _ = settler.send(promise);
-            written.map(|_| ())
-        });
-        match write.await {
-            Ok(written) => Ok(written?),
-            Err(_) => Err(TurnError::Panicked),
-        }
-    }
-
     /// 019: whether the request is bound (it reads and extends history: its token matches, or
     /// the contact has none yet). Starts the token write, beside the model call, when the
     /// contact needs a token.
