@@ -17,7 +17,8 @@ use chrono::{DateTime, Utc};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{AgentJob, Mode, TurnEngine, TurnError, TurnResponse, history_turns};
+use super::agent_job::AgentJob;
+use super::{Mode, TurnEngine, TurnError, TurnResponse, history_turns};
 use crate::actions::{self, StagedAction};
 use crate::config::TenantConfig;
 use crate::escalation::Escalation;
