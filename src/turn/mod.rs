@@ -19,6 +19,7 @@ mod after;
 mod agent_job;
 pub(crate) mod budget;
 mod detach;
+mod escalate;
 mod gates;
 mod hold;
 // 025: the nudge worker applies the turn cap to a nudge turn.
@@ -26,18 +27,17 @@ pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
 mod record;
+mod settle;
 mod shared;
 mod waiting;
 
 pub use after::AfterResponse;
-use after::after_response;
-use agent_job::{AgentJob, Answer, Settled};
+use agent_job::{AgentJob, Settled};
 use detach::Detachable;
 pub use gates::Denial;
-use hold::Hold;
 pub use order::{TurnGuard, TurnOrder};
 pub(crate) use record::fill_usage;
-use record::{Message, Outcome, Promise};
+use record::{Message, Promise};
 use shared::Derived;
 pub use shared::TurnsShared;
 use waiting::WaitingTurn;
@@ -50,21 +50,17 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use crate::actions::{self, StagedAction};
-use crate::agent::{self, EscalationCause, HistoryTurn};
+use crate::agent::{self, HistoryTurn};
 use crate::clock::Clock;
 use crate::config::{ConfigHandle, TenantConfig};
-use crate::escalation::Escalation;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
 use crate::media::{MediaRef, MediaService, MediaSettings};
 use crate::metrics::Metrics;
 use crate::model::Model;
-use crate::outbox::{Handoffs, ReplyPayload};
+use crate::outbox::Handoffs;
 use crate::sales;
-use crate::store::{
-    BudgetCharge, Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery,
-};
+use crate::store::{Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery};
 use crate::tokens::{self, TokenService};
 use crate::tools::FlowSends;
 
@@ -655,287 +651,6 @@ impl TurnEngine {
     pub fn shared(&self) -> TurnsShared {
         self.inner.shared.clone()
     }
-
-    /// Records the agent turn of a race won and returns the reply to render inline, once the
-    /// flows the turn sent have played (030, `hold`); past the deadline the reply is queued
-    /// behind them and the response is silent.
-    async fn settle_inline(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        mut answer: Answer,
-        deadline: Instant,
-    ) -> Result<TurnResponse, TurnError> {
-        let ready = Instant::now();
-        let hold = hold::decide(answer.flows.played_until(), ready, Some(deadline));
-        if let Hold::Outbox { due } = hold
-            && let Some(silent) = self
-                .queue_behind_flows(config, conversation, &mut answer, ready, due)
-                .await
-        {
-            return Ok(silent);
-        }
-        let response = if answer.thought.reply.escalate {
-            self.escalate_answer(config, conversation, &answer, Mode::Inline)
-                .await?
-        } else {
-            let turn_id = self
-                .record_answer(conversation, "answered_inline", &answer, Mode::Inline)
-                .await?;
-            TurnResponse {
-                after: after_response(conversation, turn_id, answer.actions, None, Vec::new()),
-                messages: answer.thought.reply.messages,
-            }
-        };
-        // The contact's place is held meanwhile (`answer.guard`): its next message waits.
-        if let Hold::Inline { until } = hold {
-            self.hold_inline(conversation, ready, until).await;
-        }
-        Ok(response)
-    }
-
-    /// The deferred path: the race was lost (or a reply was queued ahead), so the reply goes to
-    /// the outbox with its actions, keeping the turn's promise.
-    async fn settle_deferred(&self, job: &AgentJob, mut answer: Answer) -> Result<(), StoreError> {
-        // Held until the reply is queued, so the conversation's next turn queues behind it.
-        let _guard = answer.guard.take();
-        let conversation = &job.conversation;
-        // 030: the reply follows the flows the turn sent, also those sent after the deadline.
-        answer.due = self.due_after_flows(conversation.id, &answer.flows);
-        if answer.thought.reply.escalate {
-            self.escalate_answer(&job.derived.config, conversation, &answer, Mode::Deferred)
-                .await?;
-        } else {
-            self.record_answer(conversation, "deferred", &answer, Mode::Deferred)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Records an answered agent turn (inline or deferred) with its usage and staged actions;
-    /// deferred, its reply and actions go to the outbox in the same write.
-    async fn record_answer(
-        &self,
-        conversation: &Conversation,
-        outcome: &'static str,
-        answer: &Answer,
-        mode: Mode,
-    ) -> Result<i64, StoreError> {
-        let inner = &self.inner;
-        let mut turn = NewTurn::agent(
-            conversation.id,
-            answer.thought.reply.messages.join("\n\n"),
-            outcome,
-            answer.message.turn.bound,
-            inner.clock.now(),
-        );
-        self.fill_usage(&mut turn, answer);
-        turn.actions = answer
-            .thought
-            .tools_offered
-            .then(|| actions::record(&answer.actions));
-        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
-            actions: answer.actions.clone(),
-            ..ReplyPayload::of(answer.thought.reply.messages.clone())
-        });
-        // The message, the reply and its charge (and, deferred, the outbox row), in one write.
-        let recorded = self
-            .record(
-                conversation,
-                &answer.message,
-                Outcome {
-                    reply: Some(&turn),
-                    charge: Some(BudgetCharge::of(&turn)),
-                    deferred,
-                    due: answer.due,
-                    ..Outcome::default()
-                },
-            )
-            .await?;
-        inner.metrics.turn(outcome);
-        tracing::info!(
-            conversation = %conversation.id,
-            outcome,
-            steps = answer.thought.steps,
-            latency_ms = turn.latency_ms,
-            "turn"
-        );
-        Ok(recorded.turn_id)
-    }
-
-    /// An escalation decided without the model (pre-model checks, an expired wait): the
-    /// tenant's copy, inline or through the outbox, and the handoff.
-    async fn escalate_without_model(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        message: &Message,
-        outcome: &'static str,
-        reason: Escalation,
-        mode: Mode,
-    ) -> Result<TurnResponse, TurnError> {
-        Ok(self
-            .record_escalation(config, conversation, message, outcome, reason, None, mode)
-            .await?)
-    }
-
-    /// An escalating answer of the model or the guardrails.
-    async fn escalate_answer(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        answer: &Answer,
-        mode: Mode,
-    ) -> Result<TurnResponse, StoreError> {
-        let reply = &answer.thought.reply;
-        let reason = if answer.thought.error.is_some() {
-            Escalation::Error
-        } else {
-            Escalation::of_reply(reply.cause, reply.reason)
-        };
-        let outcome = answer_outcome(answer);
-        self.record_escalation(
-            config,
-            conversation,
-            &answer.message,
-            outcome,
-            reason,
-            Some(answer),
-            mode,
-        )
-        .await
-    }
-
-    /// Records an escalated agent turn, sets `escalated_at`, and queues the handoff. The turn's
-    /// staged actions are recorded `discarded` (012) but for an `onEscalation` note of a model
-    /// or confidence escalation (024), which stays `staged` and is performed after the copy;
-    /// the handoff actions are listed on the record as `staged` and performed from their own
-    /// outbox row. Inline, the response carries the copy; deferred, the outbox does.
-    #[allow(clippy::too_many_arguments)]
-    async fn record_escalation(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        message: &Message,
-        outcome: &'static str,
-        reason: Escalation,
-        answer: Option<&Answer>,
-        mode: Mode,
-    ) -> Result<TurnResponse, StoreError> {
-        let now = self.inner.clock.now();
-        let tools_offered = answer.is_some_and(|a| a.thought.tools_offered);
-        let mut record = answer.map(|a| a.actions.clone()).unwrap_or_default();
-        let cause = answer.map_or(EscalationCause::None, |a| a.thought.reply.cause);
-        let discarded = actions::settle_on_escalation(&mut record, cause);
-        if discarded > 0 {
-            tracing::info!(conversation = %conversation.id, discarded, "staged actions discarded on escalation");
-        }
-        let handoff = self.handoff_for(config, conversation, now);
-        let copy = &config.rules.messages.escalation;
-        let mut turn = NewTurn::agent(conversation.id, copy, outcome, message.turn.bound, now);
-        turn.escalation_reason = Some(reason.as_str().to_owned());
-        if let Some(answer) = answer {
-            self.fill_usage(&mut turn, answer);
-        }
-        let mut listed = record.clone();
-        listed.extend(handoff.iter().cloned());
-        turn.actions = (tools_offered || !handoff.is_empty()).then(|| actions::record(&listed));
-        // What survives (an onEscalation note) follows the copy, like a reply's actions; the
-        // handoff's outcome is written into the record by its own row. A failed call after a
-        // silent response owes the holding line first (030).
-        let failed = answer.is_some_and(|a| a.thought.error.is_some());
-        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
-            actions: record.clone(),
-            ..ReplyPayload::of(hold::owed_after_failure(config, message, failed))
-        });
-        // The message, the reply, its charge, `escalated_at` and the handoff, in one write.
-        let charge = answer.is_some().then(|| BudgetCharge::of(&turn));
-        let recorded = self
-            .record(
-                conversation,
-                message,
-                Outcome {
-                    reply: Some(&turn),
-                    charge,
-                    escalated_at: Some(now),
-                    deferred,
-                    due: answer.and_then(|a| a.due),
-                    handoff: handoff.clone(),
-                    inline: mode == Mode::Inline,
-                },
-            )
-            .await?;
-        self.escalated(conversation, outcome, reason);
-        Ok(match mode {
-            Mode::Inline => TurnResponse {
-                messages: vec![copy.clone()],
-                after: after_response(
-                    conversation,
-                    recorded.turn_id,
-                    record,
-                    recorded.handoff_row,
-                    handoff,
-                ),
-            },
-            Mode::Deferred => TurnResponse::silent(),
-        })
-    }
-
-    fn fill_usage(&self, turn: &mut NewTurn, answer: &Answer) {
-        let model = self.inner.model.id();
-        fill_usage(turn, model, answer.thought.usage, answer.latency);
-        turn.reads = i64::from(answer.reads);
-    }
-
-    /// MODEL_ABORT_MS: the escalation copy and the handoff go through the outbox (C6), the
-    /// message records why. No agent turn, unless the call sent a flow before it was cut short
-    /// (029): then an agent turn with the holding line the contact received and outcome
-    /// `error` records the sent flows (the staged writes discarded), so later turns know.
-    async fn settle_aborted(
-        &self,
-        job: &AgentJob,
-        message: &Message,
-        sent: Option<Vec<StagedAction>>,
-    ) -> Result<(), StoreError> {
-        let inner = &self.inner;
-        let now = inner.clock.now();
-        inner.metrics.model_aborted.inc();
-        tracing::warn!(conversation = %job.conversation.id, "model call aborted at MODEL_ABORT_MS");
-        let config = &job.derived.config;
-        let mut message = message.clone();
-        message.turn.escalation_reason = Some(Escalation::Aborted.as_str().to_owned());
-        let reply = sent.map(|mut sent| {
-            actions::settle_on_escalation(&mut sent, EscalationCause::Abort);
-            let mut turn = NewTurn::agent(
-                job.conversation.id,
-                &config.rules.messages.acknowledgement,
-                "error",
-                message.turn.bound,
-                now,
-            );
-            turn.escalation_reason = Some(Escalation::Aborted.as_str().to_owned());
-            turn.actions = Some(actions::record(&sent));
-            turn
-        });
-        self.record(
-            &job.conversation,
-            &message,
-            Outcome {
-                reply: reply.as_ref(),
-                escalated_at: Some(now),
-                deferred: Some(ReplyPayload::of(hold::owed_after_failure(
-                    config, &message, true,
-                ))),
-                // 030: after the flows it sent, like any reply of the turn.
-                due: self.due_after_flows(job.conversation.id, &job.flows),
-                handoff: self.handoff_for(config, &job.conversation, now),
-                ..Outcome::default()
-            },
-        )
-        .await?;
-        self.escalated(&job.conversation, "aborted", Escalation::Aborted);
-        Ok(())
-    }
 }
 
 /// How a turn's answer leaves: through the HTTP response, or (the response already sent) through
@@ -983,12 +698,4 @@ pub(crate) fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> 
             text: turn.text,
         })
         .collect()
-}
-
-fn answer_outcome(answer: &Answer) -> &'static str {
-    if answer.thought.error.is_some() {
-        "error"
-    } else {
-        answer.thought.reply.outcome()
-    }
 }
