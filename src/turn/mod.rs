@@ -1,23 +1,28 @@
-//! One turn, from a parsed inbound message to its outcome (SYSTEM 3.4, 4, 6).
+//! One turn, from a parsed inbound message to its outcome (SYSTEM 3.4, 4, 6). This file holds
+//! the turn's types and its order (`handle`, `run`); each step lives in a module of its own.
 //!
-//! The order is fixed: conversation → scripted opening → one round of reads (earlier message
-//! times, today's spend, history, queued replies, the hourly count) → escalation keywords, the
-//! turn cap, the per-contact rate and the daily budget → the agent runs, raced against the
-//! deadline measured from the request's arrival (in the request while it waits, in a task of its
-//! own once it stops waiting: `detach`). Won: the reply is answered inline
-//! and its actions run after the response. Lost: the contact gets the tenant's acknowledgement
-//! now, and the agent keeps running until `MODEL_ABORT_MS`; its reply and actions go to the
-//! outbox. Aborted: no agent turn is recorded; the escalation copy goes through the outbox (C6).
+//! The order is fixed: conversation and its place in the contact's order (`order`, `waiting`)
+//! → scripted opening → one round of reads (`context`: earlier message times, today's spend,
+//! history, queued replies, the hourly count, the sales record) → escalation keywords, the turn
+//! cap, the per-contact rate and the daily budget (`gates`, `budget`) → the agent runs
+//! (`agent_job`), raced against the deadline measured from the request's arrival (`race`: in
+//! the request while it waits, in a task of its own once it stops waiting, `detach`). Won: the
+//! reply is answered inline and its actions run after the response (`settle`, `after`). Lost:
+//! the contact gets the tenant's acknowledgement now, and the agent keeps running until
+//! `MODEL_ABORT_MS`; its reply and actions go to the outbox. Aborted: no agent turn is
+//! recorded; the escalation copy goes through the outbox (C6, `escalate`). A reply already
+//! queued for the contact is never overtaken (037): the answer queues behind it.
 //!
 //! Invariants: nothing here knows HTTP or ManyChat's JSON; a turn is recorded whole in one
-//! write (`Store::record_exchange`: the contact's message, its count, the reply, the charge,
-//! the escalation) once its outcome is known, and an inline answer leaves only after that write
-//! committed; an agent turn is recorded for every outcome but the abort; staged actions run only
-//! when the final reply does not escalate.
+//! write (`record`, `Store::record_exchange`: the contact's message, its count, the reply, the
+//! charge, the escalation) once its outcome is known, and an inline answer leaves only after
+//! that write committed; an agent turn is recorded for every outcome but the abort; staged
+//! actions run only when the final reply does not escalate.
 
 mod after;
 mod agent_job;
 pub(crate) mod budget;
+mod context;
 mod detach;
 mod escalate;
 mod gates;
@@ -26,31 +31,31 @@ mod hold;
 pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
+mod race;
 mod record;
 mod settle;
 mod shared;
 mod waiting;
 
 pub use after::AfterResponse;
-use agent_job::{AgentJob, Settled};
-use detach::Detachable;
+use agent_job::AgentJob;
+pub use context::HISTORY_TURNS;
+use context::context_query;
+pub(crate) use context::history_turns;
 pub use gates::Denial;
 pub use order::{TurnGuard, TurnOrder};
 pub(crate) use record::fill_usage;
 use record::{Message, Promise};
 use shared::Derived;
 pub use shared::TurnsShared;
-use waiting::WaitingTurn;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::{self, HistoryTurn};
 use crate::clock::Clock;
 use crate::config::{ConfigHandle, TenantConfig};
 use crate::ids::{ConversationId, SubscriberId};
@@ -60,26 +65,9 @@ use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::Handoffs;
 use crate::sales;
-use crate::store::{Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery};
+use crate::store::{Conversation, NewTurn, Store, StoreError, TurnContext};
 use crate::tokens::{self, TokenService};
 use crate::tools::FlowSends;
-
-/// How many earlier turns the model sees (018).
-pub const HISTORY_TURNS: i64 = 10;
-
-/// What a turn at `now` reads before its checks: the cap's and history's reads only when it is
-/// bound (019), today's spend, and the contact's count in this hour's window.
-fn context_query(config: &TenantConfig, bound: bool, now: DateTime<Utc>) -> TurnContextQuery {
-    let history_since = now - chrono::Duration::days(i64::from(config.rules.history_days));
-    TurnContextQuery {
-        cap_limit: bound.then(|| i64::from(config.rules.max_turns_per_conversation) + 1),
-        history: bound.then_some((history_since, HISTORY_TURNS)),
-        day: now.date_naive(),
-        rate_window: Some(gates::hour_start(now)),
-        // Issue 14: the contact's sales record comes with the turn's one read.
-        sales: sales::reads_records(config.tools.as_ref()),
-    }
-}
 
 /// The settings a turn reads; built once from `Settings` at start.
 #[derive(Debug, Clone)]
@@ -303,62 +291,8 @@ impl TurnEngine {
             return self.run(inbound, config, conversation, bound, start).await;
         }
 
-        // 037: wait for the conversation's earlier turns, in arrival order. The wait counts
-        // against the deadline; a turn that cannot start in time answers silently and runs later
-        // in the waiting task, replying through the outbox.
-        let (start_tx, mut start_rx) = oneshot::channel();
-        let (promise_tx, promise_rx) = oneshot::channel();
-        let waiting = WaitingTurn {
-            engine: self.clone(),
-            inbound: inbound.clone(),
-            config: config.clone(),
-            conversation: conversation.clone(),
-            bound,
-            promised: promise_rx,
-            in_flight: in_flight.clone(),
-        };
-        inner.tasks.spawn(waiting.wait(start_tx));
-        let deadline = inbound.arrived_at + inner.settings.race_deadline;
-        let started = match tokio::time::timeout_at(deadline, &mut start_rx).await {
-            Ok(Ok(started)) => Some(started),
-            Ok(Err(_)) => None,
-            Err(_) => {
-                // Same hand-over as the race below: after `close` the waiting task keeps the
-                // turn and runs it later.
-                start_rx.close();
-                start_rx.try_recv().ok()
-            }
-        };
-        match started {
-            Some(Ok(guard)) => {
-                drop(promise_tx);
-                let start = Start::inline(Some(guard), in_flight);
-                self.run(inbound, config, conversation, bound, start).await
-            }
-            Some(Err(error)) => Err(error.into()),
-            None => {
-                // The silent response promises a reply: the message and the fallback are
-                // written first, and handed to the waiting task (which waits for them).
-                let message = Message::new(inbound.turn(conversation.id, bound, inner.clock.now()));
-                let abort_at =
-                    inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
-                self.promise_before_response(
-                    &config,
-                    &conversation,
-                    &message,
-                    abort_at,
-                    promise_tx,
-                    false,
-                )
-                .await?;
-                inner.metrics.race_lost.inc();
-                tracing::info!(
-                    conversation = %conversation.id,
-                    "previous turn still running at the deadline; answering later"
-                );
-                Ok(TurnResponse::silent())
-            }
-        }
+        self.run_in_order(inbound, config, conversation, bound, in_flight)
+            .await
     }
 
     /// 019: whether the request is bound (it reads and extends history: its token matches, or
@@ -395,9 +329,10 @@ impl TurnEngine {
             promise,
             in_flight,
         } = start;
-        let now = context
-            .as_ref()
-            .map_or_else(|| inner.clock.now(), |(at, _)| *at);
+        let (now, read) = match context {
+            Some((at, context)) => (at, Some(context)),
+            None => (inner.clock.now(), None),
+        };
         let mut message = Message::new(inbound.turn(conversation.id, bound, now));
         message.promise = promise;
         // 025: the contact wrote, so their follow-up is no longer wanted.
@@ -417,120 +352,49 @@ impl TurnEngine {
             return Ok(response);
         }
 
-        // Everything the checks and the prompt read, in one call: the contact's earlier
-        // message times (turn cap), history (an unbound turn is answered from its own message
-        // only, 019), today's spend, whether a reply is already queued for the contact, and
-        // the contact's count this hour.
-        let context = match context {
-            Some((_, mut context)) => {
-                let (store, queued) = (inner.store.as_ref(), context.queued_replies);
-                context.queued_replies = replied
-                    .queued_replies(store, conversation.id, queued)
-                    .await?;
-                context
-            }
-            None => {
-                inner
-                    .store
-                    .turn_context(&conversation, context_query(&config, bound, now))
-                    .await?
-            }
-        };
-        let window = gates::hour_start(now);
-
-        // The contact's message is recorded with the turn's outcome, whatever the checks
-        // decide; it counts against the hourly rate once keywords and the cap have let it
-        // through. The rate check counts it now: the contact's earlier turns have settled (037).
+        let mut context = self
+            .read_context(&config, &conversation, bound, now, read, replied)
+            .await?;
         // What the snapshot derives (keywords, prompt, tool specs), looked up once per turn.
         let derived = self.derived(&config);
-        let history = history_turns(context.history);
-        let mut reservation = None;
-        let denial = match gates::before_rate(
-            &config,
-            &derived.keywords,
-            &inbound,
-            bound,
-            &context.earlier_user_turns,
-            now,
-        ) {
-            Some(denial) => Some(denial),
-            None => {
-                message.rate_window = Some(window);
-                gates::after_rate(&config, context.rate_count + 1, context.spent).or_else(|| {
-                    // Issue 13 item 6: what the turns in flight may spend counts too.
-                    let estimate = budget::estimate(
-                        inner.model.id(),
-                        derived.prompt.prefix.len()
-                            + inbound.text.len()
-                            + history.iter().map(|t| t.text.len()).sum::<usize>(),
-                        inner.settings.max_output_tokens,
-                    );
-                    reservation = inner.shared.budget.reserve(
+        let history = history_turns(std::mem::take(&mut context.history));
+        // 037: a reply already queued for this contact (a follow-up, 025) is never overtaken:
+        // this turn's answer goes through the outbox behind it, and the response is silent.
+        let mode = mode.behind(context.queued_replies);
+        let admitted = self.admit(&derived, &inbound, &context, &history, now, &mut message);
+        let reservation = match admitted {
+            Ok(reservation) => reservation,
+            Err(denial) => {
+                let response = self
+                    .escalate_without_model(
                         &config,
-                        now.date_naive(),
-                        context.spent,
-                        estimate,
-                    );
-                    reservation.is_none().then_some(Denial::Budget)
-                })
+                        &conversation,
+                        &message,
+                        "escalated_precheck",
+                        denial.escalation(),
+                        mode,
+                    )
+                    .await?;
+                drop(guard);
+                return Ok(response);
             }
         };
-        if let Some(denial) = denial {
-            // 037: the copy never overtakes a reply already queued (a follow-up, 025).
-            let mode = if context.queued_replies > 0 {
-                Mode::Deferred
-            } else {
-                mode
-            };
-            let response = self
-                .escalate_without_model(
-                    &config,
-                    &conversation,
-                    &message,
-                    "escalated_precheck",
-                    denial.escalation(),
-                    mode,
-                )
-                .await?;
-            drop(guard);
-            return Ok(response);
-        }
 
-        // A reply already queued for this contact must not be overtaken by an inline answer:
-        // this turn's reply goes through the outbox behind it, and the response is silent.
-        let queued_ahead = mode == Mode::Deferred || context.queued_replies > 0;
+        // A silent response promises a reply: the promise is on disk before it leaves.
         let abort_at = inbound.arrived_at + inner.settings.model_abort;
-        if queued_ahead && message.promise.is_none() {
+        if mode == Mode::Deferred && message.promise.is_none() {
             message.promise = Some(
                 self.promise(&config, &conversation, &message, abort_at)
                     .await?,
             );
         }
-        // On a lost race the request writes the promise while the agent still runs; the agent
-        // takes it from here before it settles.
-        let (promise_tx, promise_rx) = oneshot::channel();
-        let lost_race_message = (!queued_ahead).then(|| message.clone());
-        // 030: the flows the agent sends, read at the deadline and when the reply is settled.
-        let flows = FlowSends::default();
-
-        // The contact's sales position, from the server's own records (034, 023, 028).
-        let request = sales::known::Request {
-            offering: inbound.offering.as_deref(),
-            bound,
-            now,
-        };
-        let known = sales::known::read(
-            inner.store.as_ref(),
-            &config,
-            &conversation,
-            context.sales,
-            request,
-        )
-        .await?;
+        let known = self
+            .sales_position(&config, &conversation, &inbound, bound, now, context.sales)
+            .await?;
         let job = AgentJob {
             engine: self.clone(),
             derived,
-            conversation: conversation.clone(),
+            conversation,
             contact_text: inbound.text.clone(),
             notices: sales::notices::notices(&config, &known),
             sales: known,
@@ -540,83 +404,16 @@ impl TurnEngine {
             arrived_at: inbound.arrived_at,
             guard,
             message: Some(message),
-            promised: (!queued_ahead).then_some(promise_rx),
-            flows: flows.clone(),
-            _reservation: reservation,
+            // Set by the race: only a response that races can promise after the fact.
+            promised: None,
+            // 030: the flows the agent sends, read at the deadline and when the reply is settled.
+            flows: FlowSends::default(),
+            _reservation: Some(reservation),
             _in_flight: in_flight,
         };
-        let (answer_tx, answer_rx) = oneshot::channel();
-        // The agent runs in this request while it waits (3.4), and in a task of its own once
-        // the request stops waiting: at the deadline, or if the request is dropped.
-        let mut agent = Detachable::new(&inner.tasks, job.run(answer_tx, abort_at));
-
-        if queued_ahead {
-            drop(answer_rx);
-            drop(agent);
-            inner.metrics.race_lost.inc();
-            tracing::info!(conversation = %conversation.id, "reply queued ahead; answering later");
-            return Ok(TurnResponse::silent());
-        }
-
-        let deadline = inbound.arrived_at + inner.settings.race_deadline;
-        let mut answer_rx = answer_rx;
-        let answer = match agent
-            .wait(tokio::time::timeout_at(deadline, &mut answer_rx))
-            .await
-        {
-            Ok(Ok(settled)) => Some(settled),
-            // The agent ended before the deadline without answering: it panicked (a bug; the
-            // abort comes after the deadline). The contact is handed to a person.
-            Ok(Err(_)) => return Err(TurnError::Panicked),
-            Err(_) => {
-                // Close the channel, then take an answer that arrived at the boundary: after
-                // `close` the agent task's send fails and it takes the deferred path, so the
-                // reply is delivered exactly once.
-                answer_rx.close();
-                answer_rx.try_recv().ok()
-            }
-        };
-        match answer {
-            Some(Settled::Answer(answer)) => {
-                drop(agent);
-                self.settle_inline(&config, &conversation, answer, deadline)
-                    .await
-            }
-            Some(Settled::Decided(decided)) => {
-                drop(agent);
-                Ok(self
-                    .settle_decided(&config, &conversation, decided, Mode::Inline)
-                    .await?)
-            }
-            None => {
-                // The acknowledgement promises a reply: the promise is on disk before it
-                // leaves (the agent, not polled meanwhile, waits for it before it settles).
-                // 030: while a flow the turn sent still plays, the response is silent instead.
-                let message = lost_race_message.expect("kept for a lost race");
-                let silent = flows.playing_at(deadline);
-                let written = self
-                    .promise_before_response(
-                        &config,
-                        &conversation,
-                        &message,
-                        abort_at,
-                        promise_tx,
-                        silent,
-                    )
-                    .await;
-                drop(agent);
-                written?;
-                inner.metrics.race_lost.inc();
-                if silent {
-                    tracing::info!(conversation = %conversation.id, "race lost while a flow plays; answering silently");
-                    return Ok(TurnResponse::silent());
-                }
-                tracing::info!(conversation = %conversation.id, "race lost; acknowledging");
-                Ok(TurnResponse {
-                    messages: vec![config.rules.messages.acknowledgement.clone()],
-                    after: None,
-                })
-            }
+        match mode {
+            Mode::Inline => self.race(job, abort_at).await,
+            Mode::Deferred => Ok(self.answer_behind(job, abort_at)),
         }
     }
 
@@ -661,6 +458,14 @@ enum Mode {
     Deferred,
 }
 
+impl Mode {
+    /// 037: how the answer leaves when `queued` replies are already waiting for the contact:
+    /// behind them, through the outbox.
+    fn behind(self, queued: i64) -> Self {
+        if queued > 0 { Mode::Deferred } else { self }
+    }
+}
+
 /// What a turn starts with.
 struct Start {
     /// Its place in the conversation's order (none for an unbound turn).
@@ -683,19 +488,4 @@ impl Start {
             in_flight,
         }
     }
-}
-
-/// The model's view of stored history turns (018): text, role, and what an agent turn performed.
-pub(crate) fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> {
-    turns
-        .into_iter()
-        .map(|turn| HistoryTurn {
-            actions_performed: match (&turn.role, &turn.actions) {
-                (Role::Agent, Some(actions)) => agent::history_actions_note(actions),
-                _ => Vec::new(),
-            },
-            role: turn.role,
-            text: turn.text,
-        })
-        .collect()
 }
