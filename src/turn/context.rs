@@ -67,9 +67,9 @@ impl TurnEngine {
         let store = self.inner.store.as_ref();
         match read {
             Some(mut context) => {
-                context.queued_replies = replied
-                    .queued_replies(store, conversation.id, context.queued_replies)
-                    .await?;
+                let counted = Some(context.queued_replies);
+                context.queued_replies =
+                    self.queued_replies(conversation, counted, replied).await?;
                 Ok(context)
             }
             None => {
@@ -77,6 +77,22 @@ impl TurnEngine {
                     .turn_context(conversation, context_query(config, bound, now))
                     .await
             }
+        }
+    }
+
+    /// 037: the replies already queued for the contact, counted after the nudge cancel
+    /// (`replied`): `counted` is the count the turn read with its conversation (taken again
+    /// when the cancel may have raced a follow-up), `None` when it has read none yet.
+    pub(super) async fn queued_replies(
+        &self,
+        conversation: &Conversation,
+        counted: Option<i64>,
+        replied: Replied,
+    ) -> Result<i64, StoreError> {
+        let store = self.inner.store.as_ref();
+        match counted {
+            Some(queued) => replied.queued_replies(store, conversation.id, queued).await,
+            None => store.pending_replies(conversation.id).await,
         }
     }
 

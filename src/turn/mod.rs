@@ -344,10 +344,19 @@ impl TurnEngine {
             now,
         )
         .await;
-        if let Some(response) = self
-            .scripted_opening(&inbound, &config, &conversation, &message, mode)
-            .await?
-        {
+        if let Some(opening) = scripted_opening(&inbound, &config) {
+            // 037: like any answer, it never overtakes a reply already queued for the contact.
+            let counted = read.as_ref().map(|context| context.queued_replies);
+            let queued = self.queued_replies(&conversation, counted, replied).await?;
+            let response = self
+                .answer_without_model(
+                    &conversation,
+                    &message,
+                    opening,
+                    "answered_scripted",
+                    mode.behind(queued),
+                )
+                .await?;
             drop(guard);
             return Ok(response);
         }
@@ -417,28 +426,6 @@ impl TurnEngine {
         }
     }
 
-    /// The scripted opening (before any check): `Some` is the turn's whole answer.
-    async fn scripted_opening(
-        &self,
-        inbound: &Inbound,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        message: &Message,
-        mode: Mode,
-    ) -> Result<Option<TurnResponse>, TurnError> {
-        // 020: media (a marker now, a transcript later) never matches the opening trigger.
-        if inbound.media.is_some() {
-            return Ok(None);
-        }
-        let Some(opening) = config.rules.opening_reply(&inbound.text) else {
-            return Ok(None);
-        };
-        let response = self
-            .answer_without_model(conversation, message, opening, "answered_scripted", mode)
-            .await?;
-        Ok(Some(response))
-    }
-
     /// What `config` derives, built once per snapshot (`shared`).
     fn derived(&self, config: &Arc<TenantConfig>) -> Arc<Derived> {
         self.inner.shared.derived(config)
@@ -488,4 +475,14 @@ impl Start {
             in_flight,
         }
     }
+}
+
+/// The scripted opening's reply when `inbound` is its trigger (SYSTEM 4): the turn's whole
+/// answer, without the model and before any check.
+fn scripted_opening<'a>(inbound: &Inbound, config: &'a TenantConfig) -> Option<&'a str> {
+    // 020: media (a marker now, a transcript later) never matches the opening trigger.
+    if inbound.media.is_some() {
+        return None;
+    }
+    config.rules.opening_reply(&inbound.text)
 }
