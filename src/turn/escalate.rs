@@ -12,7 +12,7 @@ use super::after::after_response;
 use super::agent_job::Answer;
 use super::hold;
 use super::record::{Message, Outcome};
-use super::{Mode, TurnEngine, TurnError, TurnResponse};
+use super::{Mode, TurnEngine, TurnResponse};
 use crate::actions;
 use crate::agent::EscalationCause;
 use crate::config::TenantConfig;
@@ -21,22 +21,6 @@ use crate::outbox::ReplyPayload;
 use crate::store::{BudgetCharge, Conversation, NewTurn, StoreError};
 
 impl TurnEngine {
-    /// An escalation decided without the model (pre-model checks, an expired wait): the
-    /// tenant's copy, inline or through the outbox, and the handoff.
-    pub(super) async fn escalate_without_model(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        message: &Message,
-        outcome: &'static str,
-        reason: Escalation,
-        mode: Mode,
-    ) -> Result<TurnResponse, TurnError> {
-        Ok(self
-            .record_escalation(config, conversation, message, outcome, reason, None, mode)
-            .await?)
-    }
-
     /// An escalating answer of the model or the guardrails.
     pub(super) async fn escalate_answer(
         &self,
@@ -68,7 +52,9 @@ impl TurnEngine {
     /// staged actions are recorded `discarded` (012) but for an `onEscalation` note of a model
     /// or confidence escalation (024), which stays `staged` and is performed after the copy;
     /// the handoff actions are listed on the record as `staged` and performed from their own
-    /// outbox row. Inline, the response carries the copy; deferred, the outbox does.
+    /// outbox row. Inline, the response carries the copy; deferred, the outbox does. `answer`
+    /// is `None` for an escalation decided without the model (the pre-model checks, an expired
+    /// wait, a media decision).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn record_escalation(
         &self,

@@ -375,12 +375,13 @@ impl TurnEngine {
             Ok(reservation) => reservation,
             Err(denial) => {
                 let response = self
-                    .escalate_without_model(
+                    .record_escalation(
                         &config,
                         &conversation,
                         &message,
                         "escalated_precheck",
                         denial.escalation(),
+                        None,
                         mode,
                     )
                     .await?;

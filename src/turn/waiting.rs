@@ -88,12 +88,13 @@ impl WaitingTurn {
         let mut message = Message::new(self.inbound.turn(self.conversation.id, self.bound, now));
         message.promise = promise;
         engine
-            .escalate_without_model(
+            .record_escalation(
                 &self.config,
                 &self.conversation,
                 &message,
                 "error",
                 Escalation::WaitExpired,
+                None,
                 Mode::Deferred,
             )
             .await?;
