@@ -570,21 +570,7 @@ impl TurnTools {
         }
         // 032 A: nothing goes ahead of the opening.
         self.send_opening().await;
-        let Some(sender) = self.sender.clone() else {
-            return json!({"sent": false});
-        };
-        self.in_flight = Some(tokio::spawn(async move {
-            // The outcome is on the entry; a failure is logged below.
-            let _ = actions::perform_one(
-                &sender.manychat,
-                &sender.subscriber,
-                sender.conversation,
-                &mut action,
-            )
-            .await;
-            action
-        }));
-        let accepted = self.await_flow().await;
+        let accepted = self.dispatch(action).await;
         let mut result = json!({"sent": accepted});
         if accepted {
             let commit = self.sales.commit(tools, call);
@@ -596,6 +582,27 @@ impl TurnTools {
             }
         }
         result
+    }
+
+    /// Sends a flow now, through the turn's sender (the model's, or one the server sends itself),
+    /// and takes ManyChat's answer into the record and the turn's sends: whether it was
+    /// accepted. Without a sender (flows stay staged: a nudge turn, an eval) nothing is sent.
+    async fn dispatch(&mut self, mut action: StagedAction) -> bool {
+        let Some(sender) = self.sender.clone() else {
+            return false;
+        };
+        self.in_flight = Some(tokio::spawn(async move {
+            // The outcome is on the entry; `await_flow` logs a refusal.
+            let _ = actions::perform_one(
+                &sender.manychat,
+                &sender.subscriber,
+                sender.conversation,
+                &mut action,
+            )
+            .await;
+            action
+        }));
+        self.await_flow().await
     }
 
     /// Takes the answer of the flow request in flight into the turn's record (call order) and

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{MAX_ACTIONS, TurnTools};
-use crate::actions::{self, ActionStatus, Operation, StagedAction};
+use crate::actions::{ActionStatus, Operation, StagedAction};
 use crate::clock::Clock;
 use crate::config::FlowConfig;
 use crate::sales::opening::{self, TiedFlow};
@@ -161,25 +161,5 @@ impl TurnTools {
         if let Some(object) = result.as_object_mut() {
             object.insert(key.to_owned(), value);
         }
-    }
-
-    /// Sends a server flow now, through the turn's sender, and takes ManyChat's answer into the
-    /// record and the turn's sends (as a flow the model sent): whether it was accepted.
-    async fn dispatch(&mut self, mut action: StagedAction) -> bool {
-        let Some(sender) = self.sender.clone() else {
-            return false;
-        };
-        self.in_flight = Some(tokio::spawn(async move {
-            // The outcome is on the entry; a refusal is logged when it is taken.
-            let _ = actions::perform_one(
-                &sender.manychat,
-                &sender.subscriber,
-                sender.conversation,
-                &mut action,
-            )
-            .await;
-            action
-        }));
-        self.await_flow().await
     }
 }

@@ -25,8 +25,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::agent_job::Answer;
 use super::record::Message;
-use super::{Answer, Mode, TurnEngine, TurnResponse};
+use super::{Mode, TurnEngine, TurnResponse};
 use crate::clock::Clock;
 use crate::config::TenantConfig;
 use crate::ids::ConversationId;

@@ -5,8 +5,9 @@
 
 use tokio::sync::oneshot;
 
+use super::agent_job::{AgentJob, Settled};
 use super::record::Message;
-use super::{AgentJob, Mode, Settled, TurnEngine, TurnGuard, TurnResponse};
+use super::{Mode, TurnEngine, TurnGuard, TurnResponse};
 use crate::config::TenantConfig;
 use crate::escalation::Escalation;
 use crate::media::Prepared;

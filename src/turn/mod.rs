@@ -1,88 +1,73 @@
-//! One turn, from a parsed inbound message to its outcome (SYSTEM 3.4, 4, 6).
+//! One turn, from a parsed inbound message to its outcome (SYSTEM 3.4, 4, 6). This file holds
+//! the turn's types and its order (`handle`, `run`); each step lives in a module of its own.
 //!
-//! The order is fixed: conversation → scripted opening → one round of reads (earlier message
-//! times, today's spend, history, queued replies, the hourly count) → escalation keywords, the
-//! turn cap, the per-contact rate and the daily budget → the agent runs, raced against the
-//! deadline measured from the request's arrival (in the request while it waits, in a task of its
-//! own once it stops waiting: `detach`). Won: the reply is answered inline
-//! and its actions run after the response. Lost: the contact gets the tenant's acknowledgement
-//! now, and the agent keeps running until `MODEL_ABORT_MS`; its reply and actions go to the
-//! outbox. Aborted: no agent turn is recorded; the escalation copy goes through the outbox (C6).
+//! The order is fixed: conversation and its place in the contact's order (`order`, `waiting`)
+//! → scripted opening → one round of reads (`context`: earlier message times, today's spend,
+//! history, queued replies, the hourly count, the sales record) → escalation keywords, the turn
+//! cap, the per-contact rate and the daily budget (`gates`, `budget`) → the agent runs
+//! (`agent_job`), raced against the deadline measured from the request's arrival (`race`: in
+//! the request while it waits, in a task of its own once it stops waiting, `detach`). Won: the
+//! reply is answered inline and its actions run after the response (`settle`, `after`). Lost:
+//! the contact gets the tenant's acknowledgement now, and the agent keeps running until
+//! `MODEL_ABORT_MS`; its reply and actions go to the outbox. Aborted: no agent turn is
+//! recorded; the escalation copy goes through the outbox (C6, `escalate`). A reply already
+//! queued for the contact is never overtaken (037): the answer queues behind it.
 //!
 //! Invariants: nothing here knows HTTP or ManyChat's JSON; a turn is recorded whole in one
-//! write (`Store::record_exchange`: the contact's message, its count, the reply, the charge,
-//! the escalation) once its outcome is known, and an inline answer leaves only after that write
-//! committed; an agent turn is recorded for every outcome but the abort; staged actions run only
-//! when the final reply does not escalate.
+//! write (`record`, `Store::record_exchange`: the contact's message, its count, the reply, the
+//! charge, the escalation) once its outcome is known, and an inline answer leaves only after
+//! that write committed; an agent turn is recorded for every outcome but the abort; staged
+//! actions run only when the final reply does not escalate.
 
 mod after;
+mod agent_job;
 pub(crate) mod budget;
+mod context;
 mod detach;
+mod escalate;
 mod gates;
 mod hold;
 // 025: the nudge worker applies the turn cap to a nudge turn.
 pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
+mod race;
 mod record;
+mod settle;
 mod shared;
 mod waiting;
 
 pub use after::AfterResponse;
-use after::after_response;
-use detach::Detachable;
+use agent_job::AgentJob;
+pub use context::HISTORY_TURNS;
+use context::context_query;
+pub(crate) use context::history_turns;
 pub use gates::Denial;
-use hold::Hold;
-use media::Decided;
 pub use order::{TurnGuard, TurnOrder};
 pub(crate) use record::fill_usage;
-use record::{Message, Outcome, Promise};
+use record::{Message, Promise};
 use shared::Derived;
 pub use shared::TurnsShared;
-use waiting::WaitingTurn;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use crate::actions::{self, StagedAction};
-use crate::agent::{self, EscalationCause, HistoryTurn, ThinkInput, Thought};
 use crate::clock::Clock;
 use crate::config::{ConfigHandle, TenantConfig};
-use crate::escalation::Escalation;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
 use crate::media::{MediaRef, MediaService, MediaSettings};
-use crate::metrics::{AnswerPath, Metrics};
+use crate::metrics::Metrics;
 use crate::model::Model;
-use crate::outbox::{Handoffs, ReplyPayload};
+use crate::outbox::Handoffs;
 use crate::sales;
-use crate::store::{
-    BudgetCharge, Conversation, NewTurn, Role, Store, StoreError, TurnContext, TurnContextQuery,
-};
+use crate::store::{Conversation, NewTurn, Store, StoreError, TurnContext};
 use crate::tokens::{self, TokenService};
-use crate::tools::{FlowSends, ToolContext, TurnTools};
-
-/// How many earlier turns the model sees (018).
-pub const HISTORY_TURNS: i64 = 10;
-
-/// What a turn at `now` reads before its checks: the cap's and history's reads only when it is
-/// bound (019), today's spend, and the contact's count in this hour's window.
-fn context_query(config: &TenantConfig, bound: bool, now: DateTime<Utc>) -> TurnContextQuery {
-    let history_since = now - chrono::Duration::days(i64::from(config.rules.history_days));
-    TurnContextQuery {
-        cap_limit: bound.then(|| i64::from(config.rules.max_turns_per_conversation) + 1),
-        history: bound.then_some((history_since, HISTORY_TURNS)),
-        day: now.date_naive(),
-        rate_window: Some(gates::hour_start(now)),
-        // Issue 14: the contact's sales record comes with the turn's one read.
-        sales: sales::reads_records(config.tools.as_ref()),
-    }
-}
+use crate::tools::FlowSends;
 
 /// The settings a turn reads; built once from `Settings` at start.
 #[derive(Debug, Clone)]
@@ -306,94 +291,8 @@ impl TurnEngine {
             return self.run(inbound, config, conversation, bound, start).await;
         }
 
-        // 037: wait for the conversation's earlier turns, in arrival order. The wait counts
-        // against the deadline; a turn that cannot start in time answers silently and runs later
-        // in the waiting task, replying through the outbox.
-        let (start_tx, mut start_rx) = oneshot::channel();
-        let (promise_tx, promise_rx) = oneshot::channel();
-        let waiting = WaitingTurn {
-            engine: self.clone(),
-            inbound: inbound.clone(),
-            config: config.clone(),
-            conversation: conversation.clone(),
-            bound,
-            promised: promise_rx,
-            in_flight: in_flight.clone(),
-        };
-        inner.tasks.spawn(waiting.wait(start_tx));
-        let deadline = inbound.arrived_at + inner.settings.race_deadline;
-        let started = match tokio::time::timeout_at(deadline, &mut start_rx).await {
-            Ok(Ok(started)) => Some(started),
-            Ok(Err(_)) => None,
-            Err(_) => {
-                // Same hand-over as the race below: after `close` the waiting task keeps the
-                // turn and runs it later.
-                start_rx.close();
-                start_rx.try_recv().ok()
-            }
-        };
-        match started {
-            Some(Ok(guard)) => {
-                drop(promise_tx);
-                let start = Start::inline(Some(guard), in_flight);
-                self.run(inbound, config, conversation, bound, start).await
-            }
-            Some(Err(error)) => Err(error.into()),
-            None => {
-                // The silent response promises a reply: the message and the fallback are
-                // written first, and handed to the waiting task (which waits for them).
-                let message = Message::new(inbound.turn(conversation.id, bound, inner.clock.now()));
-                let abort_at =
-                    inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
-                self.promise_before_response(
-                    &config,
-                    &conversation,
-                    &message,
-                    abort_at,
-                    promise_tx,
-                    false,
-                )
-                .await?;
-                inner.metrics.race_lost.inc();
-                tracing::info!(
-                    conversation = %conversation.id,
-                    "previous turn still running at the deadline; answering later"
-                );
-                Ok(TurnResponse::silent())
-            }
-        }
-    }
-
-    /// Writes a promise in a task of its own (a request dropped mid-write cannot leave it half
-    /// known) and hands it to whoever settles the turn; waits for the write. The response that
-    /// promises a reply leaves only after the promise is on disk.
-    async fn promise_before_response(
-        &self,
-        config: &Arc<TenantConfig>,
-        conversation: &Conversation,
-        message: &Message,
-        abort_at: Instant,
-        settler: oneshot::Sender<Option<Promise>>,
-        holding_line_withheld: bool,
-    ) -> Result<(), TurnError> {
-        let engine = self.clone();
-        let (config, conversation, message) =
-            (config.clone(), conversation.clone(), message.clone());
-        let write = self.inner.tasks.spawn(async move {
-            let written = engine
-                .promise(&config, &conversation, &message, abort_at)
-                .await;
-            let promise = written.as_ref().ok().map(|promise| Promise {
-                holding_line_withheld,
-                ..*promise
-            });
-            let _ = settler.send(promise);
-            written.map(|_| ())
-        });
-        match write.await {
-            Ok(written) => Ok(written?),
-            Err(_) => Err(TurnError::Panicked),
-        }
+        self.run_in_order(inbound, config, conversation, bound, in_flight)
+            .await
     }
 
     /// 019: whether the request is bound (it reads and extends history: its token matches, or
@@ -430,9 +329,10 @@ impl TurnEngine {
             promise,
             in_flight,
         } = start;
-        let now = context
-            .as_ref()
-            .map_or_else(|| inner.clock.now(), |(at, _)| *at);
+        let (now, read) = match context {
+            Some((at, context)) => (at, Some(context)),
+            None => (inner.clock.now(), None),
+        };
         let mut message = Message::new(inbound.turn(conversation.id, bound, now));
         message.promise = promise;
         // 025: the contact wrote, so their follow-up is no longer wanted.
@@ -444,128 +344,67 @@ impl TurnEngine {
             now,
         )
         .await;
-        if let Some(response) = self
-            .scripted_opening(&inbound, &config, &conversation, &message, mode)
-            .await?
-        {
-            drop(guard);
-            return Ok(response);
-        }
-
-        // Everything the checks and the prompt read, in one call: the contact's earlier
-        // message times (turn cap), history (an unbound turn is answered from its own message
-        // only, 019), today's spend, whether a reply is already queued for the contact, and
-        // the contact's count this hour.
-        let context = match context {
-            Some((_, mut context)) => {
-                let (store, queued) = (inner.store.as_ref(), context.queued_replies);
-                context.queued_replies = replied
-                    .queued_replies(store, conversation.id, queued)
-                    .await?;
-                context
-            }
-            None => {
-                inner
-                    .store
-                    .turn_context(&conversation, context_query(&config, bound, now))
-                    .await?
-            }
-        };
-        let window = gates::hour_start(now);
-
-        // The contact's message is recorded with the turn's outcome, whatever the checks
-        // decide; it counts against the hourly rate once keywords and the cap have let it
-        // through. The rate check counts it now: the contact's earlier turns have settled (037).
-        // What the snapshot derives (keywords, prompt, tool specs), looked up once per turn.
-        let derived = self.derived(&config);
-        let history = history_turns(context.history);
-        let mut reservation = None;
-        let denial = match gates::before_rate(
-            &config,
-            &derived.keywords,
-            &inbound,
-            bound,
-            &context.earlier_user_turns,
-            now,
-        ) {
-            Some(denial) => Some(denial),
-            None => {
-                message.rate_window = Some(window);
-                gates::after_rate(&config, context.rate_count + 1, context.spent).or_else(|| {
-                    // Issue 13 item 6: what the turns in flight may spend counts too.
-                    let estimate = budget::estimate(
-                        inner.model.id(),
-                        derived.prompt.prefix.len()
-                            + inbound.text.len()
-                            + history.iter().map(|t| t.text.len()).sum::<usize>(),
-                        inner.settings.max_output_tokens,
-                    );
-                    reservation = inner.shared.budget.reserve(
-                        &config,
-                        now.date_naive(),
-                        context.spent,
-                        estimate,
-                    );
-                    reservation.is_none().then_some(Denial::Budget)
-                })
-            }
-        };
-        if let Some(denial) = denial {
-            // 037: the copy never overtakes a reply already queued (a follow-up, 025).
-            let mode = if context.queued_replies > 0 {
-                Mode::Deferred
-            } else {
-                mode
-            };
+        if let Some(opening) = scripted_opening(&inbound, &config) {
+            // 037: like any answer, it never overtakes a reply already queued for the contact.
+            let counted = read.as_ref().map(|context| context.queued_replies);
+            let queued = self.queued_replies(&conversation, counted, replied).await?;
             let response = self
-                .escalate_without_model(
-                    &config,
+                .answer_without_model(
                     &conversation,
                     &message,
-                    "escalated_precheck",
-                    denial.escalation(),
-                    mode,
+                    opening,
+                    "answered_scripted",
+                    mode.behind(queued),
                 )
                 .await?;
             drop(guard);
             return Ok(response);
         }
 
-        // A reply already queued for this contact must not be overtaken by an inline answer:
-        // this turn's reply goes through the outbox behind it, and the response is silent.
-        let queued_ahead = mode == Mode::Deferred || context.queued_replies > 0;
+        let mut context = self
+            .read_context(&config, &conversation, bound, now, read, replied)
+            .await?;
+        // What the snapshot derives (keywords, prompt, tool specs), looked up once per turn.
+        let derived = self.derived(&config);
+        let history = history_turns(std::mem::take(&mut context.history));
+        // 037: a reply already queued for this contact (a follow-up, 025) is never overtaken:
+        // this turn's answer goes through the outbox behind it, and the response is silent.
+        let mode = mode.behind(context.queued_replies);
+        let admitted = self.admit(&derived, &inbound, &context, &history, now, &mut message);
+        let reservation = match admitted {
+            Ok(reservation) => reservation,
+            Err(denial) => {
+                let response = self
+                    .record_escalation(
+                        &config,
+                        &conversation,
+                        &message,
+                        "escalated_precheck",
+                        denial.escalation(),
+                        None,
+                        mode,
+                    )
+                    .await?;
+                drop(guard);
+                return Ok(response);
+            }
+        };
+
+        // A silent response promises a reply: the promise is on disk before it leaves.
         let abort_at = inbound.arrived_at + inner.settings.model_abort;
-        if queued_ahead && message.promise.is_none() {
+        if mode == Mode::Deferred && message.promise.is_none() {
             message.promise = Some(
                 self.promise(&config, &conversation, &message, abort_at)
                     .await?,
             );
         }
-        // On a lost race the request writes the promise while the agent still runs; the agent
-        // takes it from here before it settles.
-        let (promise_tx, promise_rx) = oneshot::channel();
-        let lost_race_message = (!queued_ahead).then(|| message.clone());
-        // 030: the flows the agent sends, read at the deadline and when the reply is settled.
-        let flows = FlowSends::default();
-
-        // The contact's sales position, from the server's own records (034, 023, 028).
-        let request = sales::known::Request {
-            offering: inbound.offering.as_deref(),
-            bound,
-            now,
-        };
-        let known = sales::known::read(
-            inner.store.as_ref(),
-            &config,
-            &conversation,
-            context.sales,
-            request,
-        )
-        .await?;
+        let known = self
+            .sales_position(&config, &conversation, &inbound, bound, now, context.sales)
+            .await?;
         let job = AgentJob {
             engine: self.clone(),
             derived,
-            conversation: conversation.clone(),
+            conversation,
             contact_text: inbound.text.clone(),
             notices: sales::notices::notices(&config, &known),
             sales: known,
@@ -575,106 +414,17 @@ impl TurnEngine {
             arrived_at: inbound.arrived_at,
             guard,
             message: Some(message),
-            promised: (!queued_ahead).then_some(promise_rx),
-            flows: flows.clone(),
-            _reservation: reservation,
+            // Set by the race: only a response that races can promise after the fact.
+            promised: None,
+            // 030: the flows the agent sends, read at the deadline and when the reply is settled.
+            flows: FlowSends::default(),
+            _reservation: Some(reservation),
             _in_flight: in_flight,
         };
-        let (answer_tx, answer_rx) = oneshot::channel();
-        // The agent runs in this request while it waits (3.4), and in a task of its own once
-        // the request stops waiting: at the deadline, or if the request is dropped.
-        let mut agent = Detachable::new(&inner.tasks, job.run(answer_tx, abort_at));
-
-        if queued_ahead {
-            drop(answer_rx);
-            drop(agent);
-            inner.metrics.race_lost.inc();
-            tracing::info!(conversation = %conversation.id, "reply queued ahead; answering later");
-            return Ok(TurnResponse::silent());
+        match mode {
+            Mode::Inline => self.race(job, abort_at).await,
+            Mode::Deferred => Ok(self.answer_behind(job, abort_at)),
         }
-
-        let deadline = inbound.arrived_at + inner.settings.race_deadline;
-        let mut answer_rx = answer_rx;
-        let answer = match agent
-            .wait(tokio::time::timeout_at(deadline, &mut answer_rx))
-            .await
-        {
-            Ok(Ok(settled)) => Some(settled),
-            // The agent ended before the deadline without answering: it panicked (a bug; the
-            // abort comes after the deadline). The contact is handed to a person.
-            Ok(Err(_)) => return Err(TurnError::Panicked),
-            Err(_) => {
-                // Close the channel, then take an answer that arrived at the boundary: after
-                // `close` the agent task's send fails and it takes the deferred path, so the
-                // reply is delivered exactly once.
-                answer_rx.close();
-                answer_rx.try_recv().ok()
-            }
-        };
-        match answer {
-            Some(Settled::Answer(answer)) => {
-                drop(agent);
-                self.settle_inline(&config, &conversation, answer, deadline)
-                    .await
-            }
-            Some(Settled::Decided(decided)) => {
-                drop(agent);
-                Ok(self
-                    .settle_decided(&config, &conversation, decided, Mode::Inline)
-                    .await?)
-            }
-            None => {
-                // The acknowledgement promises a reply: the promise is on disk before it
-                // leaves (the agent, not polled meanwhile, waits for it before it settles).
-                // 030: while a flow the turn sent still plays, the response is silent instead.
-                let message = lost_race_message.expect("kept for a lost race");
-                let silent = flows.playing_at(deadline);
-                let written = self
-                    .promise_before_response(
-                        &config,
-                        &conversation,
-                        &message,
-                        abort_at,
-                        promise_tx,
-                        silent,
-                    )
-                    .await;
-                drop(agent);
-                written?;
-                inner.metrics.race_lost.inc();
-                if silent {
-                    tracing::info!(conversation = %conversation.id, "race lost while a flow plays; answering silently");
-                    return Ok(TurnResponse::silent());
-                }
-                tracing::info!(conversation = %conversation.id, "race lost; acknowledging");
-                Ok(TurnResponse {
-                    messages: vec![config.rules.messages.acknowledgement.clone()],
-                    after: None,
-                })
-            }
-        }
-    }
-
-    /// The scripted opening (before any check): `Some` is the turn's whole answer.
-    async fn scripted_opening(
-        &self,
-        inbound: &Inbound,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        message: &Message,
-        mode: Mode,
-    ) -> Result<Option<TurnResponse>, TurnError> {
-        // 020: media (a marker now, a transcript later) never matches the opening trigger.
-        if inbound.media.is_some() {
-            return Ok(None);
-        }
-        let Some(opening) = config.rules.opening_reply(&inbound.text) else {
-            return Ok(None);
-        };
-        let response = self
-            .answer_without_model(conversation, message, opening, "answered_scripted", mode)
-            .await?;
-        Ok(Some(response))
     }
 
     /// What `config` derives, built once per snapshot (`shared`).
@@ -686,292 +436,6 @@ impl TurnEngine {
     pub fn shared(&self) -> TurnsShared {
         self.inner.shared.clone()
     }
-
-    /// Records the agent turn of a race won and returns the reply to render inline, once the
-    /// flows the turn sent have played (030, `hold`); past the deadline the reply is queued
-    /// behind them and the response is silent.
-    async fn settle_inline(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        mut answer: Answer,
-        deadline: Instant,
-    ) -> Result<TurnResponse, TurnError> {
-        let ready = Instant::now();
-        let hold = hold::decide(answer.flows.played_until(), ready, Some(deadline));
-        if let Hold::Outbox { due } = hold
-            && let Some(silent) = self
-                .queue_behind_flows(config, conversation, &mut answer, ready, due)
-                .await
-        {
-            return Ok(silent);
-        }
-        let response = if answer.thought.reply.escalate {
-            self.escalate_answer(config, conversation, &answer, Mode::Inline)
-                .await?
-        } else {
-            let turn_id = self
-                .record_answer(conversation, "answered_inline", &answer, Mode::Inline)
-                .await?;
-            TurnResponse {
-                after: after_response(conversation, turn_id, answer.actions, None, Vec::new()),
-                messages: answer.thought.reply.messages,
-            }
-        };
-        // The contact's place is held meanwhile (`answer.guard`): its next message waits.
-        if let Hold::Inline { until } = hold {
-            self.hold_inline(conversation, ready, until).await;
-        }
-        Ok(response)
-    }
-
-    /// The deferred path: the race was lost (or a reply was queued ahead), so the reply goes to
-    /// the outbox with its actions, keeping the turn's promise.
-    async fn settle_deferred(&self, job: &AgentJob, mut answer: Answer) -> Result<(), StoreError> {
-        // Held until the reply is queued, so the conversation's next turn queues behind it.
-        let _guard = answer.guard.take();
-        let conversation = &job.conversation;
-        // 030: the reply follows the flows the turn sent, also those sent after the deadline.
-        answer.due = self.due_after_flows(conversation.id, &answer.flows);
-        if answer.thought.reply.escalate {
-            self.escalate_answer(&job.derived.config, conversation, &answer, Mode::Deferred)
-                .await?;
-        } else {
-            self.record_answer(conversation, "deferred", &answer, Mode::Deferred)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Records an answered agent turn (inline or deferred) with its usage and staged actions;
-    /// deferred, its reply and actions go to the outbox in the same write.
-    async fn record_answer(
-        &self,
-        conversation: &Conversation,
-        outcome: &'static str,
-        answer: &Answer,
-        mode: Mode,
-    ) -> Result<i64, StoreError> {
-        let inner = &self.inner;
-        let mut turn = NewTurn::agent(
-            conversation.id,
-            answer.thought.reply.messages.join("\n\n"),
-            outcome,
-            answer.message.turn.bound,
-            inner.clock.now(),
-        );
-        self.fill_usage(&mut turn, answer);
-        turn.actions = answer
-            .thought
-            .tools_offered
-            .then(|| actions::record(&answer.actions));
-        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
-            actions: answer.actions.clone(),
-            ..ReplyPayload::of(answer.thought.reply.messages.clone())
-        });
-        // The message, the reply and its charge (and, deferred, the outbox row), in one write.
-        let recorded = self
-            .record(
-                conversation,
-                &answer.message,
-                Outcome {
-                    reply: Some(&turn),
-                    charge: Some(BudgetCharge::of(&turn)),
-                    deferred,
-                    due: answer.due,
-                    ..Outcome::default()
-                },
-            )
-            .await?;
-        inner.metrics.turn(outcome);
-        inner.metrics.answered(answer_path(mode), answer.latency);
-        inner.metrics.actions_unattempted(&answer.actions);
-        tracing::info!(
-            conversation = %conversation.id,
-            outcome,
-            steps = answer.thought.steps,
-            latency_ms = turn.latency_ms,
-            "turn"
-        );
-        Ok(recorded.turn_id)
-    }
-
-    /// An escalation decided without the model (pre-model checks, an expired wait): the
-    /// tenant's copy, inline or through the outbox, and the handoff.
-    async fn escalate_without_model(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        message: &Message,
-        outcome: &'static str,
-        reason: Escalation,
-        mode: Mode,
-    ) -> Result<TurnResponse, TurnError> {
-        Ok(self
-            .record_escalation(config, conversation, message, outcome, reason, None, mode)
-            .await?)
-    }
-
-    /// An escalating answer of the model or the guardrails.
-    async fn escalate_answer(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        answer: &Answer,
-        mode: Mode,
-    ) -> Result<TurnResponse, StoreError> {
-        let reply = &answer.thought.reply;
-        self.inner.metrics.guardrail(reply.cause);
-        let reason = if answer.thought.error.is_some() {
-            Escalation::Error
-        } else {
-            Escalation::of_reply(reply.cause, reply.reason)
-        };
-        let outcome = answer_outcome(answer);
-        self.record_escalation(
-            config,
-            conversation,
-            &answer.message,
-            outcome,
-            reason,
-            Some(answer),
-            mode,
-        )
-        .await
-    }
-
-    /// Records an escalated agent turn, sets `escalated_at`, and queues the handoff. The turn's
-    /// staged actions are recorded `discarded` (012) but for an `onEscalation` note of a model
-    /// or confidence escalation (024), which stays `staged` and is performed after the copy;
-    /// the handoff actions are listed on the record as `staged` and performed from their own
-    /// outbox row. Inline, the response carries the copy; deferred, the outbox does.
-    #[allow(clippy::too_many_arguments)]
-    async fn record_escalation(
-        &self,
-        config: &TenantConfig,
-        conversation: &Conversation,
-        message: &Message,
-        outcome: &'static str,
-        reason: Escalation,
-        answer: Option<&Answer>,
-        mode: Mode,
-    ) -> Result<TurnResponse, StoreError> {
-        let now = self.inner.clock.now();
-        let tools_offered = answer.is_some_and(|a| a.thought.tools_offered);
-        let mut record = answer.map(|a| a.actions.clone()).unwrap_or_default();
-        let cause = answer.map_or(EscalationCause::None, |a| a.thought.reply.cause);
-        let discarded = actions::settle_on_escalation(&mut record, cause);
-        if discarded > 0 {
-            tracing::info!(conversation = %conversation.id, discarded, "staged actions discarded on escalation");
-        }
-        let handoff = self.handoff_for(config, conversation, now);
-        let copy = &config.rules.messages.escalation;
-        let mut turn = NewTurn::agent(conversation.id, copy, outcome, message.turn.bound, now);
-        turn.escalation_reason = Some(reason.as_str().to_owned());
-        if let Some(answer) = answer {
-            self.fill_usage(&mut turn, answer);
-        }
-        let mut listed = record.clone();
-        listed.extend(handoff.iter().cloned());
-        turn.actions = (tools_offered || !handoff.is_empty()).then(|| actions::record(&listed));
-        // What survives (an onEscalation note) follows the copy, like a reply's actions; the
-        // handoff's outcome is written into the record by its own row. A failed call after a
-        // silent response owes the holding line first (030).
-        let failed = answer.is_some_and(|a| a.thought.error.is_some());
-        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
-            actions: record.clone(),
-            ..ReplyPayload::of(hold::owed_after_failure(config, message, failed))
-        });
-        // The message, the reply, its charge, `escalated_at` and the handoff, in one write.
-        let charge = answer.is_some().then(|| BudgetCharge::of(&turn));
-        let recorded = self
-            .record(
-                conversation,
-                message,
-                Outcome {
-                    reply: Some(&turn),
-                    charge,
-                    escalated_at: Some(now),
-                    deferred,
-                    due: answer.and_then(|a| a.due),
-                    handoff: handoff.clone(),
-                    inline: mode == Mode::Inline,
-                },
-            )
-            .await?;
-        self.escalated(conversation, outcome, reason);
-        self.inner.metrics.actions_unattempted(&record);
-        Ok(match mode {
-            Mode::Inline => TurnResponse {
-                messages: vec![copy.clone()],
-                after: after_response(
-                    conversation,
-                    recorded.turn_id,
-                    record,
-                    recorded.handoff_row,
-                    handoff,
-                ),
-            },
-            Mode::Deferred => TurnResponse::silent(),
-        })
-    }
-
-    fn fill_usage(&self, turn: &mut NewTurn, answer: &Answer) {
-        let model = self.inner.model.id();
-        fill_usage(turn, model, answer.thought.usage, answer.latency);
-        turn.reads = i64::from(answer.reads);
-    }
-
-    /// MODEL_ABORT_MS: the escalation copy and the handoff go through the outbox (C6), the
-    /// message records why. No agent turn, unless the call sent a flow before it was cut short
-    /// (029): then an agent turn with the holding line the contact received and outcome
-    /// `error` records the sent flows (the staged writes discarded), so later turns know.
-    async fn settle_aborted(
-        &self,
-        job: &AgentJob,
-        message: &Message,
-        sent: Option<Vec<StagedAction>>,
-    ) -> Result<(), StoreError> {
-        let inner = &self.inner;
-        let now = inner.clock.now();
-        inner.metrics.model_aborted.inc();
-        tracing::warn!(conversation = %job.conversation.id, "model call aborted at MODEL_ABORT_MS");
-        let config = &job.derived.config;
-        let mut message = message.clone();
-        message.turn.escalation_reason = Some(Escalation::Aborted.as_str().to_owned());
-        let reply = sent.map(|mut sent| {
-            actions::settle_on_escalation(&mut sent, EscalationCause::Abort);
-            inner.metrics.actions_unattempted(&sent);
-            let mut turn = NewTurn::agent(
-                job.conversation.id,
-                &config.rules.messages.acknowledgement,
-                "error",
-                message.turn.bound,
-                now,
-            );
-            turn.escalation_reason = Some(Escalation::Aborted.as_str().to_owned());
-            turn.actions = Some(actions::record(&sent));
-            turn
-        });
-        self.record(
-            &job.conversation,
-            &message,
-            Outcome {
-                reply: reply.as_ref(),
-                escalated_at: Some(now),
-                deferred: Some(ReplyPayload::of(hold::owed_after_failure(
-                    config, &message, true,
-                ))),
-                // 030: after the flows it sent, like any reply of the turn.
-                due: self.due_after_flows(job.conversation.id, &job.flows),
-                handoff: self.handoff_for(config, &job.conversation, now),
-                ..Outcome::default()
-            },
-        )
-        .await?;
-        self.escalated(&job.conversation, "aborted", Escalation::Aborted);
-        Ok(())
-    }
 }
 
 /// How a turn's answer leaves: through the HTTP response, or (the response already sent) through
@@ -980,6 +444,14 @@ impl TurnEngine {
 enum Mode {
     Inline,
     Deferred,
+}
+
+impl Mode {
+    /// 037: how the answer leaves when `queued` replies are already waiting for the contact:
+    /// behind them, through the outbox.
+    fn behind(self, queued: i64) -> Self {
+        if queued > 0 { Mode::Deferred } else { self }
+    }
 }
 
 /// What a turn starts with.
@@ -1006,208 +478,12 @@ impl Start {
     }
 }
 
-/// What the agent's task hands back: the guarded thought, the actions its tools staged, and
-/// how long the turn took from arrival.
-#[derive(Debug)]
-struct Answer {
-    thought: Thought,
-    actions: Vec<StagedAction>,
-    latency: Duration,
-    /// The turn's place in its conversation's order, released once the answer is settled.
-    guard: Option<TurnGuard>,
-    /// 024: successful contact reads this turn.
-    reads: u32,
-    /// The contact's message, recorded with the answer.
-    message: Message,
-    /// 030: the flows the turn sent, which its reply waits for.
-    flows: FlowSends,
-    /// 030: when a queued reply falls due (after its flows); `None`: now.
-    due: Option<DateTime<Utc>>,
-}
-
-/// What the agent's task hands back: the model's answer, or (020) a decision made without the
-/// model once the media was read.
-#[derive(Debug)]
-enum Settled {
-    Answer(Answer),
-    Decided(Decided),
-}
-
-/// The agent's half of a turn, run in its own task so that it outlives a lost race.
-struct AgentJob {
-    engine: TurnEngine,
-    /// The turn's config snapshot and what it derives.
-    derived: Arc<Derived>,
-    conversation: Conversation,
-    contact_text: String,
-    notices: Vec<String>,
-    /// The contact's sales position the turn's tools decide against.
-    sales: sales::Known,
-    history: Vec<HistoryTurn>,
-    bound: bool,
-    /// 020: the media to read before the model runs (inside the race).
-    media: Option<MediaRef>,
-    arrived_at: Instant,
-    guard: Option<TurnGuard>,
-    /// Taken by whoever records the turn: the answer, or the abort.
-    message: Option<Message>,
-    /// The promise of a lost race, sent by the request once written; awaited before the job
-    /// settles on the deferred path (`None`: the message carries its promise already, or the
-    /// race cannot be lost).
-    promised: Option<oneshot::Receiver<Option<Promise>>>,
-    /// 030: where the turn's tools record the flows they send (the request reads it at the
-    /// deadline).
-    flows: FlowSends,
-    /// Given back when the job ends (issue 13 item 6).
-    _reservation: Option<budget::Reservation>,
-    _in_flight: Option<InFlight>,
-}
-
-impl AgentJob {
-    async fn run(mut self, answer: oneshot::Sender<Settled>, abort_at: Instant) {
-        // 020: media is read first, inside the race and under the abort, like the model call.
-        let mut images = Vec::new();
-        if let Some(media) = self.media.take() {
-            let engine = self.engine.clone();
-            let vision = engine.inner.model.accepts_images();
-            let prepared =
-                tokio::time::timeout_at(abort_at, engine.inner.media.prepare(&media, vision)).await;
-            let Ok(prepared) = prepared else {
-                let Some(mut message) = self.message.take() else {
-                    return;
-                };
-                message.promise = self.promised(message.promise).await;
-                if let Err(error) = self.engine.settle_aborted(&self, &message, None).await {
-                    tracing::error!(conversation = %self.conversation.id, error = %error, "aborted media turn could not be recorded");
-                }
-                return;
-            };
-            match self.read_media(media.kind, prepared) {
-                Ok(read) => images = read,
-                Err(decision) => return self.decided(answer, decision).await,
-            }
-        }
-        let inner = &self.engine.inner;
-        let derived = &self.derived;
-        let input = ThinkInput {
-            config: &derived.config,
-            prompt: &derived.prompt,
-            notices: &self.notices,
-            history: &self.history,
-            contact_text: &self.contact_text,
-            max_output_tokens: inner.settings.max_output_tokens,
-            temperature: inner.settings.temperature,
-            max_messages: 3,
-            images: &images,
-        };
-        let fence = agent::Fence::new();
-        let mut tools = TurnTools::new(ToolContext {
-            config: derived.config.clone(),
-            manychat: inner.manychat.clone(),
-            subscriber: self.conversation.subscriber_id.clone(),
-            conversation: self.conversation.id,
-            // 024: only a turn that reads history may read the contact.
-            reads_history: self.bound,
-            fence: fence.clone(),
-            specs: derived.tools.clone(),
-            sales: std::mem::take(&mut self.sales),
-        })
-        // 030: the request reads the flows it sends at the deadline.
-        .recording_sends_in(self.flows.clone())
-        // 029: an inbound turn sends its flows during the call.
-        .sending_flows()
-        // 032 A: and the contact's opening, claimed on the conversation row.
-        .claiming_openings(inner.store.clone(), inner.clock);
-        let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
-        let result = tokio::time::timeout_at(abort_at, thinking).await;
-        let Some(message) = self.message.take() else {
-            return;
-        };
-        let settled = match result {
-            Ok(thought) => {
-                // 034: a queued opening goes before a reply that does not escalate.
-                tools
-                    .send_opening_before_reply(thought.reply.escalate)
-                    .await;
-                let reads = tools.reads();
-                let result = Answer {
-                    thought,
-                    reads,
-                    actions: tools.into_actions(),
-                    latency: self.arrived_at.elapsed(),
-                    guard: self.guard.take(),
-                    message,
-                    flows: self.flows.clone(),
-                    due: None,
-                };
-                match answer.send(Settled::Answer(result)) {
-                    Ok(()) => Ok(()),
-                    Err(Settled::Answer(mut answer)) => {
-                        answer.message.promise = self.promised(answer.message.promise).await;
-                        self.engine.settle_deferred(&self, answer).await
-                    }
-                    Err(Settled::Decided(_)) => unreachable!("an answer was sent"),
-                }
-            }
-            Err(_) => {
-                let mut message = message;
-                message.promise = self.promised(message.promise).await;
-                // 029: a flow already sent cannot be recalled; the record says it went out
-                // (a request still in flight is waited for first).
-                tools.settle_in_flight().await;
-                let sent = (!tools.sent_flows().is_empty()).then(|| tools.into_actions());
-                self.engine.settle_aborted(&self, &message, sent).await
-            }
-        };
-        match settled {
-            Ok(()) => {}
-            Err(StoreError::PromiseLapsed) => tracing::warn!(
-                conversation = %self.conversation.id,
-                "the turn finished after its promise lapsed; the contact got the escalation copy"
-            ),
-            Err(error) => {
-                tracing::error!(conversation = %self.conversation.id, error = %error, "deferred turn could not be recorded")
-            }
-        }
+/// The scripted opening's reply when `inbound` is its trigger (SYSTEM 4): the turn's whole
+/// answer, without the model and before any check.
+fn scripted_opening<'a>(inbound: &Inbound, config: &'a TenantConfig) -> Option<&'a str> {
+    // 020: media (a marker now, a transcript later) never matches the opening trigger.
+    if inbound.media.is_some() {
+        return None;
     }
-
-    /// The promise the deferred path keeps: the message's own, or the one the request wrote.
-    async fn promised(&mut self, own: Option<Promise>) -> Option<Promise> {
-        match (own, self.promised.take()) {
-            (Some(promise), _) => Some(promise),
-            (None, Some(written)) => written.await.ok().flatten(),
-            (None, None) => None,
-        }
-    }
-}
-
-/// The model's view of stored history turns (018): text, role, and what an agent turn performed.
-pub(crate) fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> {
-    turns
-        .into_iter()
-        .map(|turn| HistoryTurn {
-            actions_performed: match (&turn.role, &turn.actions) {
-                (Role::Agent, Some(actions)) => agent::history_actions_note(actions),
-                _ => Vec::new(),
-            },
-            role: turn.role,
-            text: turn.text,
-        })
-        .collect()
-}
-
-/// The answer-time path of a reply settled in `mode` (issue 18).
-fn answer_path(mode: Mode) -> AnswerPath {
-    match mode {
-        Mode::Inline => AnswerPath::Inline,
-        Mode::Deferred => AnswerPath::Deferred,
-    }
-}
-
-fn answer_outcome(answer: &Answer) -> &'static str {
-    if answer.thought.error.is_some() {
-        "error"
-    } else {
-        answer.thought.reply.outcome()
-    }
+    config.rules.opening_reply(&inbound.text)
 }

@@ -11,10 +11,14 @@
 //! outbox delivers the fallback when it falls due; a process that owns its database (SQLite)
 //! runs such a turn again at start while its abort window lasts (`recover_promises`).
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{AgentJob, Mode, TurnEngine, TurnResponse, history_turns};
+use super::agent_job::AgentJob;
+use super::{Mode, TurnEngine, TurnError, TurnResponse, history_turns};
 use crate::actions::{self, StagedAction};
 use crate::config::TenantConfig;
 use crate::escalation::Escalation;
@@ -303,6 +307,38 @@ impl TurnEngine {
             counted: message.rate_window.is_some(),
             holding_line_withheld: false,
         })
+    }
+
+    /// Writes a promise in a task of its own (a request dropped mid-write cannot leave it half
+    /// known) and hands it to whoever settles the turn; waits for the write. The response that
+    /// promises a reply leaves only after the promise is on disk.
+    pub(super) async fn promise_before_response(
+        &self,
+        config: &Arc<TenantConfig>,
+        conversation: &Conversation,
+        message: &Message,
+        abort_at: Instant,
+        settler: oneshot::Sender<Option<Promise>>,
+        holding_line_withheld: bool,
+    ) -> Result<(), TurnError> {
+        let engine = self.clone();
+        let (config, conversation, message) =
+            (config.clone(), conversation.clone(), message.clone());
+        let write = self.inner.tasks.spawn(async move {
+            let written = engine
+                .promise(&config, &conversation, &message, abort_at)
+                .await;
+            let promise = written.as_ref().ok().map(|promise| Promise {
+                holding_line_withheld,
+                ..*promise
+            });
+            let _ = settler.send(promise);
+            written.map(|_| ())
+        });
+        match write.await {
+            Ok(written) => Ok(written?),
+            Err(_) => Err(TurnError::Panicked),
+        }
     }
 
     /// The tenant's handoff for an escalation now, unless this contact was handed over within

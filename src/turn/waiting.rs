@@ -1,7 +1,8 @@
-//! A turn that must wait for its contact's earlier turns (037) past its request's deadline:
-//! the waiting task either hands the contact's place to the request still waiting, or runs the
-//! turn itself with its replies queued (keeping the promise the request made), or gives up
-//! after `MODEL_ABORT_MS + RACE_DEADLINE_MS` and hands the contact to a person.
+//! A turn that must wait for its contact's earlier turns (037). The request waits until its
+//! deadline (`run_in_order`) while a task of its own waits for the contact's place: the task
+//! either hands the place to the request still waiting, or runs the turn itself with its replies
+//! queued (keeping the promise the request wrote before its silent response), or gives up after
+//! `MODEL_ABORT_MS + RACE_DEADLINE_MS` and hands the contact to a person.
 
 use std::sync::Arc;
 
@@ -87,15 +88,85 @@ impl WaitingTurn {
         let mut message = Message::new(self.inbound.turn(self.conversation.id, self.bound, now));
         message.promise = promise;
         engine
-            .escalate_without_model(
+            .record_escalation(
                 &self.config,
                 &self.conversation,
                 &message,
                 "error",
                 Escalation::WaitExpired,
+                None,
                 Mode::Deferred,
             )
             .await?;
         Ok(())
+    }
+}
+
+impl TurnEngine {
+    /// 037: waits for the conversation's earlier turns, in arrival order, then runs the turn.
+    /// The wait counts against the deadline; a turn that cannot start in time answers silently
+    /// and runs later in the waiting task, replying through the outbox.
+    pub(super) async fn run_in_order(
+        &self,
+        inbound: Inbound,
+        config: Arc<TenantConfig>,
+        conversation: Conversation,
+        bound: bool,
+        in_flight: Option<InFlight>,
+    ) -> Result<TurnResponse, TurnError> {
+        let inner = &self.inner;
+        let (start_tx, mut start_rx) = oneshot::channel();
+        let (promise_tx, promise_rx) = oneshot::channel();
+        let waiting = WaitingTurn {
+            engine: self.clone(),
+            inbound: inbound.clone(),
+            config: config.clone(),
+            conversation: conversation.clone(),
+            bound,
+            promised: promise_rx,
+            in_flight: in_flight.clone(),
+        };
+        inner.tasks.spawn(waiting.wait(start_tx));
+        let deadline = inbound.arrived_at + inner.settings.race_deadline;
+        let started = match tokio::time::timeout_at(deadline, &mut start_rx).await {
+            Ok(Ok(started)) => Some(started),
+            Ok(Err(_)) => None,
+            Err(_) => {
+                // Same hand-over as the race (`race.rs`): after `close` the waiting task keeps the
+                // turn and runs it later.
+                start_rx.close();
+                start_rx.try_recv().ok()
+            }
+        };
+        match started {
+            Some(Ok(guard)) => {
+                drop(promise_tx);
+                let start = Start::inline(Some(guard), in_flight);
+                self.run(inbound, config, conversation, bound, start).await
+            }
+            Some(Err(error)) => Err(error.into()),
+            None => {
+                // The silent response promises a reply: the message and the fallback are
+                // written first, and handed to the waiting task (which waits for them).
+                let message = Message::new(inbound.turn(conversation.id, bound, inner.clock.now()));
+                let abort_at =
+                    inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
+                self.promise_before_response(
+                    &config,
+                    &conversation,
+                    &message,
+                    abort_at,
+                    promise_tx,
+                    false,
+                )
+                .await?;
+                inner.metrics.race_lost.inc();
+                tracing::info!(
+                    conversation = %conversation.id,
+                    "previous turn still running at the deadline; answering later"
+                );
+                Ok(TurnResponse::silent())
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use manychat_agent::model::Message;
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
 use manychat_agent::store::postgres::create_test_schema;
+use manychat_agent::store::{OutboxKind, OutboxStatus};
 use serde_json::{Value, json};
 
 use crate::helpers::*;
@@ -210,4 +211,73 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
         json!([app.escalation_copy()])
     );
     assert!(outbox[0].next_attempt_at <= turns[1].created_at, "due now");
+}
+
+#[tokio::test(start_paused = true)]
+async fn system_037_a_scripted_opening_while_a_reply_is_queued_goes_behind_it() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
+        reply_json("Our wheel course starts on Monday."),
+    ))
+    .after(Duration::from_secs(10))]));
+    let app = spawn_app(model.clone()).await;
+    app.returning_contact("7005").await;
+    let rules = app.rules();
+    let trigger = rules["openingTrigger"]["keywords"][0].as_str().unwrap();
+    let opening = rules["openingTrigger"]["message"].as_str().unwrap();
+
+    // The first turn loses its race: its reply is queued in the outbox.
+    let first = send(&app, "7005", "Which courses do you run?");
+    until(async || model.calls() == 1).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    until(async || first.is_finished()).await;
+    assert_eq!(
+        block_texts(&first.await.unwrap()),
+        vec![app.acknowledgement()]
+    );
+    tokio::time::advance(Duration::from_secs(2)).await;
+    app.settle().await;
+    let queued: Vec<_> = app
+        .outbox()
+        .await
+        .into_iter()
+        .filter(|r| r.kind == OutboxKind::Reply && r.status == OutboxStatus::Pending)
+        .collect();
+    assert_eq!(queued.len(), 1, "the first reply waits in the outbox");
+    let before = app.manychat_requests().await.len();
+
+    // The contact sends the opening trigger meanwhile: no inline answer ahead of that reply.
+    let (status, body) = app.send("7005", trigger).await;
+    assert_eq!(status, 200);
+    assert!(block_texts(&body).is_empty(), "silent: {body}");
+    assert_eq!(
+        model.calls(),
+        1,
+        "the opening is still answered without the model"
+    );
+    let turns = app.turns("7005").await;
+    assert_eq!(
+        turns.last().and_then(|t| t.outcome.as_deref()),
+        Some("answered_scripted")
+    );
+
+    for _ in 0..3 {
+        tokio::time::advance(Duration::from_secs(3)).await;
+        app.worker.run_once().await.expect("the outbox worker runs");
+    }
+    let texts: Vec<String> = app.manychat_requests().await[before..]
+        .iter()
+        .filter(|r| r.body["field_name"] == "ai_message")
+        .map(|r| {
+            r.body["field_value"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        ["Our wheel course starts on Monday.", opening],
+        "ManyChat gets the queued reply first, then the opening"
+    );
 }

@@ -1,0 +1,137 @@
+//! A turn that escalates (C6): the tenant's escalation copy instead of a reply, `escalated_at`
+//! set, and the handoff queued (its own outbox row), whether the escalation was decided before
+//! the model (the pre-model checks, an expired wait, a media decision) or by the model or the
+//! guardrails.
+//!
+//! Invariants: the turn's staged actions are discarded, but for an `onEscalation` note of a
+//! model or confidence escalation (024), which follows the copy; the copy, the handoff and the
+//! turn are written in one write; inline, the response carries the copy and the handoff runs once
+//! it is written; deferred, the outbox carries both.
+
+use super::after::after_response;
+use super::agent_job::Answer;
+use super::hold;
+use super::record::{Message, Outcome};
+use super::{Mode, TurnEngine, TurnResponse};
+use crate::actions;
+use crate::agent::EscalationCause;
+use crate::config::TenantConfig;
+use crate::escalation::Escalation;
+use crate::outbox::ReplyPayload;
+use crate::store::{BudgetCharge, Conversation, NewTurn, StoreError};
+
+impl TurnEngine {
+    /// An escalating answer of the model or the guardrails.
+    pub(super) async fn escalate_answer(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        answer: &Answer,
+        mode: Mode,
+    ) -> Result<TurnResponse, StoreError> {
+        let reply = &answer.thought.reply;
+        self.inner.metrics.guardrail(reply.cause);
+        let reason = if answer.thought.error.is_some() {
+            Escalation::Error
+        } else {
+            Escalation::of_reply(reply.cause, reply.reason)
+        };
+        let outcome = answer_outcome(answer);
+        self.record_escalation(
+            config,
+            conversation,
+            &answer.message,
+            outcome,
+            reason,
+            Some(answer),
+            mode,
+        )
+        .await
+    }
+
+    /// Records an escalated agent turn, sets `escalated_at`, and queues the handoff. The turn's
+    /// staged actions are recorded `discarded` (012) but for an `onEscalation` note of a model
+    /// or confidence escalation (024), which stays `staged` and is performed after the copy;
+    /// the handoff actions are listed on the record as `staged` and performed from their own
+    /// outbox row. Inline, the response carries the copy; deferred, the outbox does. `answer`
+    /// is `None` for an escalation decided without the model (the pre-model checks, an expired
+    /// wait, a media decision).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn record_escalation(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        message: &Message,
+        outcome: &'static str,
+        reason: Escalation,
+        answer: Option<&Answer>,
+        mode: Mode,
+    ) -> Result<TurnResponse, StoreError> {
+        let now = self.inner.clock.now();
+        let tools_offered = answer.is_some_and(|a| a.thought.tools_offered);
+        let mut record = answer.map(|a| a.actions.clone()).unwrap_or_default();
+        let cause = answer.map_or(EscalationCause::None, |a| a.thought.reply.cause);
+        let discarded = actions::settle_on_escalation(&mut record, cause);
+        if discarded > 0 {
+            tracing::info!(conversation = %conversation.id, discarded, "staged actions discarded on escalation");
+        }
+        let handoff = self.handoff_for(config, conversation, now);
+        let copy = &config.rules.messages.escalation;
+        let mut turn = NewTurn::agent(conversation.id, copy, outcome, message.turn.bound, now);
+        turn.escalation_reason = Some(reason.as_str().to_owned());
+        if let Some(answer) = answer {
+            self.fill_usage(&mut turn, answer);
+        }
+        let mut listed = record.clone();
+        listed.extend(handoff.iter().cloned());
+        turn.actions = (tools_offered || !handoff.is_empty()).then(|| actions::record(&listed));
+        // What survives (an onEscalation note) follows the copy, like a reply's actions; the
+        // handoff's outcome is written into the record by its own row. A failed call after a
+        // silent response owes the holding line first (030).
+        let failed = answer.is_some_and(|a| a.thought.error.is_some());
+        let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
+            actions: record.clone(),
+            ..ReplyPayload::of(hold::owed_after_failure(config, message, failed))
+        });
+        // The message, the reply, its charge, `escalated_at` and the handoff, in one write.
+        let charge = answer.is_some().then(|| BudgetCharge::of(&turn));
+        let recorded = self
+            .record(
+                conversation,
+                message,
+                Outcome {
+                    reply: Some(&turn),
+                    charge,
+                    escalated_at: Some(now),
+                    deferred,
+                    due: answer.and_then(|a| a.due),
+                    handoff: handoff.clone(),
+                    inline: mode == Mode::Inline,
+                },
+            )
+            .await?;
+        self.escalated(conversation, outcome, reason);
+        self.inner.metrics.actions_unattempted(&record);
+        Ok(match mode {
+            Mode::Inline => TurnResponse {
+                messages: vec![copy.clone()],
+                after: after_response(
+                    conversation,
+                    recorded.turn_id,
+                    record,
+                    recorded.handoff_row,
+                    handoff,
+                ),
+            },
+            Mode::Deferred => TurnResponse::silent(),
+        })
+    }
+}
+
+fn answer_outcome(answer: &Answer) -> &'static str {
+    if answer.thought.error.is_some() {
+        "error"
+    } else {
+        answer.thought.reply.outcome()
+    }
+}
