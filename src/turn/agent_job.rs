@@ -45,6 +45,8 @@ pub(super) struct Answer {
     pub(super) flows: FlowSends,
     /// 030: when a queued reply falls due (after its flows); `None`: now.
     pub(super) due: Option<DateTime<Utc>>,
+    /// 030: how long the reply waits for its flows after it is ready (the `held` answer path).
+    pub(super) held: Option<Duration>,
 }
 
 /// What the agent's task hands back: the model's answer, or (020) a decision made without the
@@ -161,6 +163,7 @@ impl AgentJob {
                     message,
                     flows: self.flows.clone(),
                     due: None,
+                    held: None,
                 };
                 match answer.send(Settled::Answer(result)) {
                     Ok(()) => Ok(()),

@@ -45,6 +45,17 @@ pub(super) enum Hold {
     Outbox { due: Instant },
 }
 
+impl Hold {
+    /// How long a reply ready at `ready` waits: `None` when it goes now.
+    pub(super) fn wait(self, ready: Instant) -> Option<Duration> {
+        match self {
+            Hold::Now => None,
+            Hold::Inline { until } => Some(until - ready),
+            Hold::Outbox { due } => Some(due - ready),
+        }
+    }
+}
+
 /// The hold for a reply ready at `now` after flows that play until `played_until`.
 /// `deadline` is the race deadline while the response has not been sent, `None` once it has.
 pub(super) fn decide(
@@ -130,6 +141,7 @@ impl TurnEngine {
                     "the reply could not be queued behind its flow; sending it now"
                 );
                 answer.due = None;
+                answer.held = None;
                 None
             }
         }

@@ -40,6 +40,7 @@ impl TurnEngine {
     ) -> Result<TurnResponse, TurnError> {
         let ready = Instant::now();
         let hold = hold::decide(answer.flows.played_until(), ready, Some(deadline));
+        answer.held = hold.wait(ready);
         if let Hold::Outbox { due } = hold
             && let Some(silent) = self
                 .queue_behind_flows(config, conversation, &mut answer, ready, due)
@@ -129,7 +130,12 @@ impl TurnEngine {
             )
             .await?;
         inner.metrics.turn(outcome);
-        inner.metrics.answered(answer_path(mode), answer.latency);
+        match answer.held {
+            Some(wait) => inner
+                .metrics
+                .answered(AnswerPath::Held, answer.latency + wait),
+            None => inner.metrics.answered(answer_path(mode), answer.latency),
+        }
         inner.metrics.actions_unattempted(&answer.actions);
         tracing::info!(
             conversation = %conversation.id,
