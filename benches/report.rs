@@ -8,8 +8,9 @@
 //! four ISO weeks (`BENCH_SPAN_WEEKS`: a longer history, of which the report reads the last
 //! four) and 50,000 contacts, then times `report::build` for `--weeks 4` with the demo's sales
 //! ids the way the command runs it (same store, same queries), cold (first run after opening)
-//! and warm (best of three), and prints the query plan of each statement for
-//! docs/PERFORMANCE.md.
+//! and warm (best of three), then against the same run's baseline (the four weeks read the way
+//! the report read them before its action records were read once: median of 3, alternated),
+//! and prints the query plan of each statement for docs/PERFORMANCE.md.
 //!
 //! Run: `cargo bench --bench report` (optionally `BENCH_TURNS=1000000 BENCH_CONTACTS=50000`;
 //! `BENCH_SPAN_WEEKS=52`; `BENCH_WITHOUT_INDEX=1` drops the report's index first, for comparison).
@@ -20,6 +21,113 @@ use chrono::{Duration, Utc};
 use manychat_agent::report::{build, iso_week, render};
 use manychat_agent::store::conformance::demo_sales_keys;
 use rusqlite::{Connection, params};
+
+/// The statements a report week ran before its action records were read once (the baseline,
+/// timed in the same run on the same file, on a connection of its own with the store's
+/// `temp_store`): the grouped turn statements and the nudge statement (unchanged since, copied
+/// here), and the actions table's and the sales counts' own passes over the week's records in
+/// SQL.
+const BEFORE_NEW_CONTACTS: &str = "SELECT COUNT(*) FROM \
+     (SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ?1 AND created_at < ?2) w \
+     WHERE NOT EXISTS (SELECT 1 FROM turns e \
+                       WHERE e.conversation_id = w.conversation_id AND e.created_at < ?1)";
+const BEFORE_TURN_GROUPS: &str = "SELECT created_at / 86400000 AS day, role, outcome, \
+     escalation_reason, model IS NOT NULL AS model_written, COUNT(*), SUM(reads), \
+     SUM(input_tokens), SUM(output_tokens), SUM(cost_usd) \
+     FROM turns WHERE created_at >= ?1 AND created_at < ?2 \
+     GROUP BY day, role, outcome, escalation_reason, model_written ORDER BY day";
+const BEFORE_INLINE_LATENCIES: &str = "SELECT latency_ms, COUNT(*) FROM turns \
+     WHERE created_at >= ?1 AND created_at < ?2 AND outcome = 'answered_inline' \
+     GROUP BY latency_ms ORDER BY latency_ms";
+const BEFORE_NUDGES: &str = "SELECT COUNT(*), COALESCE(SUM(EXISTS (SELECT 1 FROM turns r \
+     WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
+       AND r.created_at > n.created_at AND r.created_at <= n.created_at + 86400000)), 0) \
+     FROM turns n WHERE n.created_at >= ?1 AND n.created_at < ?2 AND n.outcome = 'nudge_sent'";
+const BEFORE_ACTIONS: &str = "SELECT json_extract(a.value, '$.tool') AS tool, \
+     json_extract(a.value, '$.status') AS status, COUNT(*) \
+     FROM turns t, json_each(t.actions) a \
+     WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
+       AND json_type(t.actions) = 'array' \
+     GROUP BY tool, status ORDER BY tool, status";
+const BEFORE_SALES: &str = "SELECT \
+     COALESCE(SUM(p), 0), \
+     COALESCE(SUM(o), 0), COALESCE(SUM(pr), 0), COALESCE(SUM(l > 0), 0), \
+     COALESCE(SUM(l), 0), COALESCE(SUM(la), 0) \
+     FROM (SELECT c, \
+             MAX(tool = 'set_field' AND id = ?3 AND value = 'prospect') AS p, \
+             MAX(tool = 'set_field' AND id = ?4 AND instr(?5, '\"' || value || '\"') > 0) AS o, \
+             MAX(tool = 'set_field' AND id = ?4 AND instr(?6, '\"' || value || '\"') > 0) AS pr, \
+             SUM(tool = 'send_flow' AND id = ?7) AS l, \
+             SUM(tool = 'send_flow' AND id = ?7 AND asked = 1) AS la \
+           FROM (SELECT t.conversation_id AS c, json_extract(a.value, '$.tool') AS tool, \
+                        json_extract(a.value, '$.id') AS id, \
+                        json_extract(a.value, '$.value') AS value, \
+                        json_extract(a.value, '$.contactAsked') AS asked \
+                 FROM turns t, json_each(t.actions) a \
+                 WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
+                   AND json_type(t.actions) = 'array' \
+                   AND json_extract(a.value, '$.status') = 'performed' \
+                   AND json_extract(a.value, '$.id') IN (?3, ?4, ?7)) \
+           GROUP BY c) w";
+
+/// One week as the report read it before (see `BEFORE_NEW_CONTACTS`): every row is read.
+fn before_week(conn: &Connection, from: i64, until: i64) {
+    for sql in [
+        BEFORE_NEW_CONTACTS,
+        BEFORE_TURN_GROUPS,
+        BEFORE_INLINE_LATENCIES,
+        BEFORE_NUDGES,
+    ] {
+        let mut statement = conn.prepare_cached(sql).unwrap();
+        let mut rows = statement.query(params![from, until]).unwrap();
+        while rows.next().unwrap().is_some() {}
+    }
+    before_passes(conn, from, until);
+}
+
+/// The baseline's two record passes for one week: (actions rows, sales counts).
+fn before_passes(conn: &Connection, from: i64, until: i64) -> (usize, [i64; 6]) {
+    let keys = demo_sales_keys();
+    let actions = conn
+        .prepare_cached(BEFORE_ACTIONS)
+        .unwrap()
+        .query_map(params![from, until], |r| r.get::<_, i64>(2))
+        .unwrap()
+        .count();
+    let offered = serde_json::Value::from(keys.offered_or_later.clone()).to_string();
+    let prepared = serde_json::Value::from(keys.prepared_or_later.clone()).to_string();
+    let sales = conn
+        .prepare_cached(BEFORE_SALES)
+        .unwrap()
+        .query_row(
+            params![
+                from,
+                until,
+                keys.intent_field,
+                keys.funnel_field,
+                offered,
+                prepared,
+                keys.payment_flow
+            ],
+            |r| {
+                Ok([
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ])
+            },
+        )
+        .unwrap();
+    (actions, sales)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -183,6 +291,38 @@ async fn main() {
         last = Some(report);
     }
     let report = last.unwrap();
+
+    // The same run's baseline, alternated with the report: the four weeks as they were read
+    // before (`before_week`), against `report::build`.
+    let raw = Connection::open(&path).unwrap();
+    raw.execute_batch("PRAGMA temp_store = MEMORY").unwrap();
+    let weeks: Vec<_> = (0..4u32)
+        .rev()
+        .map(|back| {
+            let (monday, _) = iso_week(Utc::now(), back);
+            let from = monday.and_hms_opt(0, 0, 0).unwrap().and_utc();
+            (from, from + Duration::weeks(1))
+        })
+        .collect();
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let started = Instant::now();
+        for (from, until) in &weeks {
+            before_week(&raw, from.timestamp_millis(), until.timestamp_millis());
+        }
+        before.push(started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        build(store.as_ref(), 4, Utc::now(), Some(&demo_sales_keys()))
+            .await
+            .unwrap();
+        after.push(started.elapsed().as_secs_f64());
+    }
+    let (before, after) = (median(before), median(after));
+    println!(
+        "same run, median of 3 alternated: before (six statements a week) {before:.3} s, \
+         report --weeks 4 now {after:.3} s, ratio {:.2}",
+        after / before
+    );
     let counted: i64 = report.weeks.iter().map(|w| w.recorded_turns).sum();
     if span_weeks <= 4 {
         assert_eq!(counted, turns as i64, "every seeded turn is in the 4 weeks");
@@ -204,6 +344,34 @@ async fn main() {
     let (monday, _) = iso_week(Utc::now(), 1);
     let from = monday.and_hms_opt(0, 0, 0).unwrap().and_utc();
     let until = from + Duration::weeks(1);
+    let started = Instant::now();
+    let (before_actions, before_sales) =
+        before_passes(&raw, from.timestamp_millis(), until.timestamp_millis());
+    println!(
+        "one week, before: the two SQL record passes {:.3} s ({before_actions} tool/status rows, sales {before_sales:?})",
+        started.elapsed().as_secs_f64()
+    );
+    let started = Instant::now();
+    let (_, counts) = store
+        .report_week(from, until, &demo_sales_keys())
+        .await
+        .unwrap();
+    println!(
+        "one week, now: report_week {:.3} s (sales {counts:?})",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        before_sales,
+        [
+            counts.prospects,
+            counts.offered,
+            counts.prepared,
+            counts.link_contacts,
+            counts.links_sent,
+            counts.links_contact_asked
+        ],
+        "the one pass counts what the SQL passes counted"
+    );
     for (name, keys) in [
         ("sales (demo ids)", Some(demo_sales_keys())),
         ("sales (no ids: nudges only)", None),
@@ -226,18 +394,13 @@ async fn main() {
     let from = (Utc::now() - Duration::weeks(1)).timestamp_millis();
     let until = Utc::now().timestamp_millis();
     for (name, sql) in [
+        ("new contacts", BEFORE_NEW_CONTACTS),
+        ("turn groups", BEFORE_TURN_GROUPS),
         (
-            "new contacts",
-            "SELECT COUNT(*) FROM (SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ?1 AND created_at < ?2) w WHERE NOT EXISTS (SELECT 1 FROM turns e WHERE e.conversation_id = w.conversation_id AND e.created_at < ?1)",
+            "action records",
+            "SELECT conversation_id, actions FROM turns WHERE created_at >= ?1 AND created_at < ?2 AND actions IS NOT NULL AND actions <> '[]'",
         ),
-        (
-            "turn groups",
-            "SELECT created_at / 86400000 AS day, role, outcome, escalation_reason, model IS NOT NULL AS m, COUNT(*) FROM turns WHERE created_at >= ?1 AND created_at < ?2 GROUP BY day, role, outcome, escalation_reason, m",
-        ),
-        (
-            "inline latencies",
-            "SELECT latency_ms, COUNT(*) FROM turns WHERE created_at >= ?1 AND created_at < ?2 AND outcome = 'answered_inline' GROUP BY latency_ms",
-        ),
+        ("inline latencies", BEFORE_INLINE_LATENCIES),
     ] {
         let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
         let steps: Vec<String> = plan

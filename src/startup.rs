@@ -332,6 +332,7 @@ pub fn nudge_worker(
             channel: settings.channel,
         },
         shared,
+        metrics.clone(),
     );
     NudgeWorker::new(
         store,

@@ -21,7 +21,7 @@ pub mod worker;
 
 use chrono::{DateTime, Utc};
 
-use crate::actions::{self, StagedAction};
+use crate::actions::{self, ActionStatus, Operation, StagedAction};
 use crate::config::TenantConfig;
 use crate::ids::ConversationId;
 use crate::metrics::Metrics;
@@ -31,7 +31,9 @@ pub use rules::CancelReason;
 pub use turn::{AgentNudgeTurn, NudgeTurnSettings};
 pub use worker::{NudgeSettings, NudgeTurn, NudgeVerdict, NudgeWorker};
 
-/// Performs a turn's staged `schedule_nudge` after its text (see the module doc) and counts it.
+/// Performs a turn's staged `schedule_nudge` after its text (see the module doc) and counts it:
+/// in `nudges_total{state="scheduled"}`, and like any other action by tool and status
+/// (`performed`, or `failed` when the store refused it), since no ManyChat attempt counts it.
 pub async fn perform_scheduled(
     store: &dyn Store,
     metrics: &Metrics,
@@ -39,7 +41,19 @@ pub async fn perform_scheduled(
     now: DateTime<Utc>,
     staged: &mut [StagedAction],
 ) {
+    let attempted: Vec<usize> = staged
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| {
+            a.entry.status == ActionStatus::Staged
+                && matches!(a.operation, Operation::ScheduleNudge { .. })
+        })
+        .map(|(i, _)| i)
+        .collect();
     let scheduled = actions::perform_nudges(store, conversation, now, staged).await;
+    for action in attempted.into_iter().filter_map(|i| staged.get(i)) {
+        metrics.action(&action.entry.tool, action.entry.status);
+    }
     if scheduled > 0 {
         metrics.nudge_n("scheduled", "", scheduled as u64);
     }

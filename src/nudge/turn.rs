@@ -35,6 +35,7 @@ use crate::channel::Channel;
 use crate::clock::Clock;
 use crate::config::TenantConfig;
 use crate::manychat::ManyChatClient;
+use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::ReplyPayload;
 use crate::sales;
@@ -80,6 +81,9 @@ pub struct AgentNudgeTurn {
     settings: NudgeTurnSettings,
     /// The snapshot cache and budget ledger of the process's turns.
     shared: TurnsShared,
+    /// The process's metrics: the turn's actions and guardrail violations count like an
+    /// inbound turn's.
+    metrics: Arc<Metrics>,
 }
 
 impl AgentNudgeTurn {
@@ -90,6 +94,7 @@ impl AgentNudgeTurn {
         clock: Clock,
         settings: NudgeTurnSettings,
         shared: TurnsShared,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             store,
@@ -98,6 +103,7 @@ impl AgentNudgeTurn {
             clock,
             settings,
             shared,
+            metrics,
         }
     }
 }
@@ -204,6 +210,10 @@ impl NudgeTurn for AgentNudgeTurn {
                     .await
             }
             thought => {
+                // A reply a guardrail stopped counts as an inbound turn's does.
+                if let Some(thought) = &thought {
+                    self.metrics.guardrail(thought.reply.cause);
+                }
                 let reason = match &thought {
                     None => skip::MODEL_ABORTED,
                     Some(t) if t.error.is_some() => skip::MODEL_ERROR,
@@ -260,6 +270,13 @@ impl AgentNudgeTurn {
         let mut turn = NewTurn::agent(conversation.id, messages.join("\n\n"), SENT, true, now);
         crate::turn::fill_usage(&mut turn, self.model.id(), thought.usage, latency);
         turn.actions = thought.tools_offered.then(|| actions::record(&staged));
+        // Counted once the turn is written: the staged ones are counted where the outbox
+        // attempts them, the rest (refused, dropped over the cap, …) here.
+        let unattempted: Vec<StagedAction> = staged
+            .iter()
+            .filter(|a| a.entry.status != ActionStatus::Staged)
+            .cloned()
+            .collect();
         let payload = ReplyPayload {
             actions: staged,
             ..ReplyPayload::of(crate::channel::deferred_messages(
@@ -285,6 +302,9 @@ impl AgentNudgeTurn {
         let written = self
             .write(conversation, nudge, NudgeStatus::Sent, None, &turn, &[row])
             .await;
+        if matches!(written, Written::Yes) {
+            self.metrics.actions_unattempted(&unattempted);
+        }
         written.then_verdict(NudgeVerdict::Sent)
     }
 
@@ -312,15 +332,20 @@ impl AgentNudgeTurn {
             crate::turn::fill_usage(&mut turn, self.model.id(), thought.usage, latency);
         }
         turn.actions = tools_offered.then(|| actions::record(&staged));
-        self.write(
-            conversation,
-            nudge,
-            NudgeStatus::Skipped,
-            Some(reason),
-            &turn,
-            &[],
-        )
-        .await
+        let written = self
+            .write(
+                conversation,
+                nudge,
+                NudgeStatus::Skipped,
+                Some(reason),
+                &turn,
+                &[],
+            )
+            .await;
+        if matches!(written, Written::Yes) {
+            self.metrics.actions_unattempted(&staged);
+        }
+        written
     }
 
     /// The turn's one write, under the nudge's claim. The turn counts in the contact's hour

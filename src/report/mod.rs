@@ -83,8 +83,7 @@ pub async fn build(
     for back in (0..weeks).rev() {
         let (from, until) = iso_week(now, back);
         let (from, until) = (midnight(from), midnight(until));
-        let aggregates = store.report_aggregates(from, until).await?;
-        let counts = store.sales_aggregates(from, until, &keys).await?;
+        let (aggregates, counts) = store.report_week(from, until, &keys).await?;
         out.push(WeekMeasures::of(
             from.date_naive(),
             &aggregates,

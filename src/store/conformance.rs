@@ -2522,6 +2522,47 @@ pub async fn sales_aggregates_count_a_period_by_hand(store: &dyn Store) {
     assert_eq!(next, super::SalesCounts::default());
 }
 
+/// Issue 18: `report_week` (what `manychat-agent report` reads per week; SQLite reads the
+/// week's action records once) answers what `report_aggregates` and `sales_aggregates` answer
+/// apart, on the by-hand sales week, with and without sales ids.
+pub async fn report_week_reads_what_the_two_calls_read(store: &dyn Store) {
+    let from = Utc
+        .with_ymd_and_hms(2031, 11, 3, 0, 0, 0)
+        .single()
+        .expect("a Monday");
+    let until = from + chrono::Duration::weeks(1);
+    seed_sales_week(store, from).await;
+    for keys in [demo_sales_keys(), super::SalesKeys::default()] {
+        let (aggregates, counts) = store
+            .report_week(from, until, &keys)
+            .await
+            .expect("report_week");
+        assert_eq!(
+            aggregates,
+            store
+                .report_aggregates(from, until)
+                .await
+                .expect("report_aggregates")
+        );
+        assert_eq!(
+            counts,
+            store
+                .sales_aggregates(from, until, &keys)
+                .await
+                .expect("sales_aggregates")
+        );
+    }
+    let (_, counts) = store
+        .report_week(from, until, &demo_sales_keys())
+        .await
+        .expect("report_week");
+    assert_eq!(
+        (counts.prospects, counts.links_sent),
+        (3, 3),
+        "the by-hand week"
+    );
+}
+
 pub async fn report_aggregates_group_a_period_by_hand(store: &dyn Store) {
     // A Monday of its own, far from every other case's turns.
     let from = Utc
@@ -3171,6 +3212,7 @@ pub async fn run_all(store: &dyn Store) {
     report_aggregates_group_a_period_by_hand(store).await;
     issue_14_report_counts_refused_actions_under_their_own_status(store).await;
     sales_aggregates_count_a_period_by_hand(store).await;
+    report_week_reads_what_the_two_calls_read(store).await;
 }
 
 #[cfg(test)]
@@ -3283,6 +3325,7 @@ mod tests {
         report_aggregates_group_a_period_by_hand,
         issue_14_report_counts_refused_actions_under_their_own_status,
         sales_aggregates_count_a_period_by_hand,
+        report_week_reads_what_the_two_calls_read,
         spec_025_scheduling_twice_leaves_one_pending_row,
         spec_025_claim_takes_due_rows_once,
         spec_025_a_nudge_turn_is_written_only_under_its_claim,

@@ -756,6 +756,20 @@ pub trait Store: Send + Sync + 'static {
         until: DateTime<Utc>,
     ) -> Result<ReportAggregates>;
 
+    /// Issue 18: one report week, `report_aggregates` and `sales_aggregates` together. The
+    /// same results; a backend that tallies action records in the process (SQLite) reads the
+    /// week's records once for both.
+    async fn report_week(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &SalesKeys,
+    ) -> Result<(ReportAggregates, SalesCounts)> {
+        let aggregates = self.report_aggregates(from, until).await?;
+        let counts = self.sales_aggregates(from, until, keys).await?;
+        Ok((aggregates, counts))
+    }
+
     /// 025: schedules the conversation's one nudge, due at `due_at`, in one upsert: a pending
     /// nudge is replaced, and so is a settled one (a new silence may have its follow-up).
     async fn schedule_nudge(

@@ -971,8 +971,9 @@ impl Store for PgStore {
     ) -> Result<super::SalesCounts> {
         let (from, until) = (to_millis(from), to_millis(until));
         let mut counts = super::SalesCounts::default();
-        // The same statements as SQLite's (see there); only each entry's tool, id, value,
-        // status and contactAsked are read.
+        // The counts SQLite tallies in the store (`store::report::ActionTally`), grouped here by
+        // PostgreSQL's jsonb functions; only each entry's tool, id, value, status and
+        // contactAsked are read.
         if keys.intent_field.is_some() || keys.funnel_field.is_some() || keys.payment_flow.is_some()
         {
             let row: (i64, i64, i64, i64, i64, i64) = sqlx::query_as(

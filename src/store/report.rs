@@ -1,6 +1,8 @@
 //! What `manychat-agent report` reads from the store (issue 18): one period's aggregates,
-//! grouped by the database so a week of a busy store never leaves it row by row. Aggregates
-//! only: no subscriber id, message text or note text is ever selected here.
+//! grouped by the database so a week of a busy store never leaves it row by row; only the
+//! action records are tallied in the store's own code ([`ActionTally`], SQLite), which keeps
+//! counts and drops each record once counted. Aggregates only leave the store: no subscriber
+//! id, message text or note text is ever selected here.
 
 use chrono::NaiveDate;
 
@@ -94,5 +96,252 @@ pub(super) fn role_of(raw: &str) -> Role {
         Role::User
     } else {
         Role::Agent
+    }
+}
+
+/// One pass over a period's action records (`turns.actions`, read by a backend that tallies in
+/// the process): the entries by tool and status (`ReportAggregates::actions`) and, by `keys`,
+/// the performed sales entries per contact (`SalesCounts`'s first six counts). Both measures
+/// come from the same parse of each record, so a report week reads its records once.
+/// Only each entry's tool, status, id, value and `contactAsked` are read.
+#[derive(Debug, Default)]
+pub(super) struct ActionTally {
+    keys: Option<SalesKeys>,
+    /// Tool, then status (looked up by `&str`: no allocation for a pair seen before).
+    by_tool_status: std::collections::BTreeMap<String, std::collections::BTreeMap<String, i64>>,
+    /// Per conversation id, only for contacts with a performed entry naming a sales id.
+    contacts: std::collections::HashMap<String, ContactSales>,
+}
+
+#[derive(Debug, Default)]
+struct ContactSales {
+    prospect: bool,
+    offered: bool,
+    prepared: bool,
+    links: i64,
+    links_contact_asked: i64,
+}
+
+/// An entry as the report reads it; its other keys are skipped unparsed.
+#[derive(serde::Deserialize)]
+struct EntryKeys<'a> {
+    #[serde(borrow, default)]
+    tool: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    status: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    value: Option<serde_json::Value>,
+    #[serde(default, rename = "contactAsked")]
+    contact_asked: Option<serde_json::Value>,
+}
+
+impl ActionTally {
+    /// A tally of the entries by tool and status, and of the sales counts when `keys` names
+    /// any sales id.
+    pub(super) fn new(keys: Option<&SalesKeys>) -> Self {
+        let keys = keys.filter(|k| {
+            k.intent_field.is_some() || k.funnel_field.is_some() || k.payment_flow.is_some()
+        });
+        Self {
+            keys: keys.cloned(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds one turn's record. A record that is not a JSON array adds nothing; an entry that
+    /// is not an object counts under an empty tool and status.
+    pub(super) fn add(&mut self, conversation: &str, record: &str) {
+        match serde_json::from_str::<Vec<EntryKeys<'_>>>(record) {
+            Ok(entries) => {
+                for entry in entries {
+                    self.add_entry(conversation, entry);
+                }
+            }
+            // Rare (a hand-edited record): read entry by entry.
+            Err(_) => {
+                let Ok(serde_json::Value::Array(entries)) =
+                    serde_json::from_str::<serde_json::Value>(record)
+                else {
+                    return;
+                };
+                for entry in &entries {
+                    let text = |key: &str| {
+                        entry
+                            .get(key)
+                            .and_then(|v| v.as_str())
+                            .map(std::borrow::Cow::Borrowed)
+                    };
+                    let keys = EntryKeys {
+                        tool: text("tool"),
+                        status: text("status"),
+                        id: text("id"),
+                        value: entry.get("value").cloned(),
+                        contact_asked: entry.get("contactAsked").cloned(),
+                    };
+                    self.add_entry(conversation, keys);
+                }
+            }
+        }
+    }
+
+    fn add_entry(&mut self, conversation: &str, entry: EntryKeys<'_>) {
+        let tool = entry.tool.as_deref().unwrap_or_default();
+        let status = entry.status.as_deref().unwrap_or_default();
+        let statuses = match self.by_tool_status.get_mut(tool) {
+            Some(statuses) => statuses,
+            None => self.by_tool_status.entry(tool.to_owned()).or_default(),
+        };
+        match statuses.get_mut(status) {
+            Some(count) => *count += 1,
+            None => {
+                statuses.insert(status.to_owned(), 1);
+            }
+        }
+        let (Some(keys), Some(id)) = (&self.keys, entry.id.as_deref()) else {
+            return;
+        };
+        if status != "performed" {
+            return;
+        }
+        let is = |key: &Option<String>| key.as_deref() == Some(id);
+        let (intent, funnel, link) = (
+            is(&keys.intent_field),
+            is(&keys.funnel_field),
+            is(&keys.payment_flow),
+        );
+        if !(intent || funnel || link) {
+            return;
+        }
+        let value = entry.value.as_ref().and_then(scalar_text);
+        let value = value.as_deref();
+        let set_field = tool == "set_field";
+        let prospect = set_field && intent && value == Some("prospect");
+        let listed = |values: &[String]| value.is_some_and(|v| values.iter().any(|x| x == v));
+        let offered = set_field && funnel && listed(&keys.offered_or_later);
+        let prepared = set_field && funnel && listed(&keys.prepared_or_later);
+        let sent = tool == "send_flow" && link;
+        let asked = sent
+            && entry
+                .contact_asked
+                .as_ref()
+                .is_some_and(|v| v == &serde_json::Value::Bool(true) || v.as_f64() == Some(1.0));
+        let contact = match self.contacts.get_mut(conversation) {
+            Some(contact) => contact,
+            None => self.contacts.entry(conversation.to_owned()).or_default(),
+        };
+        contact.prospect |= prospect;
+        contact.offered |= offered;
+        contact.prepared |= prepared;
+        contact.links += i64::from(sent);
+        contact.links_contact_asked += i64::from(asked);
+    }
+
+    /// The entries by tool and status, ordered by tool, then status.
+    pub(super) fn actions(&self) -> Vec<ActionCount> {
+        self.by_tool_status
+            .iter()
+            .flat_map(|(tool, statuses)| {
+                statuses.iter().map(|(status, count)| ActionCount {
+                    tool: tool.clone(),
+                    status: status.clone(),
+                    count: *count,
+                })
+            })
+            .collect()
+    }
+
+    /// The sales counts (the nudge counts are left at zero: they are not action records).
+    pub(super) fn sales(&self) -> SalesCounts {
+        let contacts = || self.contacts.values();
+        let count = |f: fn(&ContactSales) -> bool| contacts().filter(|c| f(c)).count() as i64;
+        SalesCounts {
+            prospects: count(|c| c.prospect),
+            offered: count(|c| c.offered),
+            prepared: count(|c| c.prepared),
+            link_contacts: count(|c| c.links > 0),
+            links_sent: contacts().map(|c| c.links).sum(),
+            links_contact_asked: contacts().map(|c| c.links_contact_asked).sum(),
+            ..SalesCounts::default()
+        }
+    }
+}
+
+/// An entry's value as SQL's `json_extract` gives it as text: a string, a number's digits, a
+/// boolean as 1 or 0; nothing for null, arrays and objects.
+fn scalar_text(value: &serde_json::Value) -> Option<std::borrow::Cow<'_, str>> {
+    match value {
+        serde_json::Value::String(s) => Some(std::borrow::Cow::Borrowed(s)),
+        serde_json::Value::Number(n) => Some(std::borrow::Cow::Owned(n.to_string())),
+        serde_json::Value::Bool(b) => Some(std::borrow::Cow::Borrowed(if *b { "1" } else { "0" })),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demo_keys() -> SalesKeys {
+        SalesKeys {
+            intent_field: Some("intent".into()),
+            funnel_field: Some("funnel_stage".into()),
+            offered_or_later: vec!["offered".into(), "prepared".into()],
+            prepared_or_later: vec!["prepared".into()],
+            payment_flow: Some("booking_link".into()),
+        }
+    }
+
+    #[test]
+    fn issue_18_the_tally_counts_odd_records_like_the_sql_it_replaced_and_skips_unreadable_ones() {
+        let mut tally = ActionTally::new(Some(&demo_keys()));
+        // An escaped string (not borrowed), a non-object entry, an entry without keys.
+        tally.add(
+            "c1",
+            r#"[{"tool":"set_\u0066ield","id":"intent","value":"prospect","status":"performed"},"odd",{}]"#,
+        );
+        // Not an array, and not JSON: nothing counted.
+        tally.add("c1", r#"{"tool":"add_tag"}"#);
+        tally.add("c1", "not json");
+        // A link recorded `contactAsked`, one that failed, and a funnel value past `offered`.
+        tally.add(
+            "c2",
+            r#"[{"tool":"send_flow","id":"booking_link","status":"performed","contactAsked":true},{"tool":"send_flow","id":"booking_link","status":"failed"},{"tool":"set_field","id":"funnel_stage","value":"prepared","status":"performed","error":null}]"#,
+        );
+        let pairs: Vec<(String, String, i64)> = tally
+            .actions()
+            .into_iter()
+            .map(|a| (a.tool, a.status, a.count))
+            .collect();
+        assert_eq!(
+            pairs,
+            vec![
+                (String::new(), String::new(), 2),
+                ("send_flow".into(), "failed".into(), 1),
+                ("send_flow".into(), "performed".into(), 1),
+                ("set_field".into(), "performed".into(), 2),
+            ]
+        );
+        assert_eq!(
+            tally.sales(),
+            SalesCounts {
+                prospects: 1,
+                offered: 1,
+                prepared: 1,
+                link_contacts: 1,
+                links_sent: 1,
+                links_contact_asked: 1,
+                ..SalesCounts::default()
+            }
+        );
+        // Without sales ids only the actions are tallied.
+        let mut bare = ActionTally::new(Some(&SalesKeys::default()));
+        bare.add(
+            "c1",
+            r#"[{"tool":"set_field","id":"intent","value":"prospect","status":"performed"}]"#,
+        );
+        assert_eq!(bare.sales(), SalesCounts::default());
+        assert_eq!(bare.actions().len(), 1);
     }
 }

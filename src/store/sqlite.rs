@@ -1963,6 +1963,17 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn report_week(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &super::SalesKeys,
+    ) -> Result<(super::ReportAggregates, super::SalesCounts)> {
+        let (from, until, keys) = (ms(from), ms(until), keys.clone());
+        self.read(move |conn| report_week_in(conn, from, until, &keys))
+            .await
+    }
+
     async fn schedule_nudge(
         &self,
         conversation_id: ConversationId,
@@ -2136,15 +2147,47 @@ const REPORT_INLINE_LATENCIES: &str = "SELECT latency_ms, COUNT(*) FROM turns \
      WHERE created_at >= ?1 AND created_at < ?2 AND outcome = 'answered_inline' \
      GROUP BY latency_ms ORDER BY latency_ms";
 
-/// Issue 18: `turns.actions` entries by tool and status (only those two keys are read).
-const REPORT_ACTIONS: &str = "SELECT json_extract(a.value, '$.tool') AS tool, \
-     json_extract(a.value, '$.status') AS status, COUNT(*) \
-     FROM turns t, json_each(t.actions) a \
-     WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
-       AND json_type(t.actions) = 'array' \
-     GROUP BY tool, status ORDER BY tool, status";
+/// Issue 18: the period's action records that hold an entry (through `turns_created`; an empty
+/// record, a turn offered tools that chose none, is skipped unparsed), parsed and tallied in
+/// the process (`ActionTally`): one parse per record serves both the actions table and the
+/// sales counts. SQLite's JSON functions cost more than the whole row read: `json_each` then
+/// `json_extract` per key parsed each entry again, and the two measures each made that pass.
+/// A partial index on the turns holding a record was measured and saved nothing (reading the
+/// week's rows is cheap next to parsing), so no write pays for one.
+const REPORT_ACTION_RECORDS: &str = "SELECT conversation_id, actions FROM turns \
+     WHERE created_at >= ?1 AND created_at < ?2 AND actions IS NOT NULL AND actions <> '[]'";
+
+fn action_tally_in(
+    conn: &Db<'_>,
+    from: i64,
+    until: i64,
+    keys: Option<&super::SalesKeys>,
+) -> Result<super::report::ActionTally> {
+    let mut tally = super::report::ActionTally::new(keys);
+    let mut statement = conn.prepare_cached(REPORT_ACTION_RECORDS)?;
+    let mut rows = statement.query(params![from, until])?;
+    while let Some(row) = rows.next()? {
+        // Both columns are TEXT; a value of another type holds no record to count.
+        if let (Ok(conversation), Ok(record)) = (row.get_ref(0)?.as_str(), row.get_ref(1)?.as_str())
+        {
+            tally.add(conversation, record);
+        }
+    }
+    Ok(tally)
+}
 
 fn report_aggregates_in(conn: &Db<'_>, from: i64, until: i64) -> Result<super::ReportAggregates> {
+    let actions = action_tally_in(conn, from, until, None)?.actions();
+    grouped_turns_in(conn, from, until, actions)
+}
+
+/// The period's grouped turn statements; `actions` from the period's [`action_tally_in`].
+fn grouped_turns_in(
+    conn: &Db<'_>,
+    from: i64,
+    until: i64,
+    actions: Vec<super::ActionCount>,
+) -> Result<super::ReportAggregates> {
     let new_contacts = query_all(conn, REPORT_NEW_CONTACTS, params![from, until], |r| {
         Ok(r.get::<_, i64>(0)?)
     })?
@@ -2168,13 +2211,6 @@ fn report_aggregates_in(conn: &Db<'_>, from: i64, until: i64) -> Result<super::R
     let inline_latencies = query_all(conn, REPORT_INLINE_LATENCIES, params![from, until], |r| {
         Ok((r.get(0)?, r.get(1)?))
     })?;
-    let actions = query_all(conn, REPORT_ACTIONS, params![from, until], |r| {
-        Ok(super::ActionCount {
-            tool: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-            status: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-            count: r.get(2)?,
-        })
-    })?;
     Ok(super::ReportAggregates {
         new_contacts,
         turn_groups,
@@ -2182,33 +2218,6 @@ fn report_aggregates_in(conn: &Db<'_>, from: i64, until: i64) -> Result<super::R
         actions,
     })
 }
-
-/// Issue 18: the period's performed sales entries, one pass over the period's action records
-/// (only tool, id, value, status and `contactAsked` are read), grouped per contact: contacts with
-/// a `prospect` write on the intent field (?3), contacts at or past `offered` (?4: the funnel
-/// field, ?5: its values from `offered` on, a JSON array, searched for the quoted value) and
-/// `prepared` (?6), contacts whose payment link (?7) was performed, the links and those recorded
-/// `contactAsked`. Only entries naming one of those ids are grouped.
-const REPORT_SALES: &str = "SELECT \
-     COALESCE(SUM(p), 0), \
-     COALESCE(SUM(o), 0), COALESCE(SUM(pr), 0), COALESCE(SUM(l > 0), 0), \
-     COALESCE(SUM(l), 0), COALESCE(SUM(la), 0) \
-     FROM (SELECT c, \
-             MAX(tool = 'set_field' AND id = ?3 AND value = 'prospect') AS p, \
-             MAX(tool = 'set_field' AND id = ?4 AND instr(?5, '\"' || value || '\"') > 0) AS o, \
-             MAX(tool = 'set_field' AND id = ?4 AND instr(?6, '\"' || value || '\"') > 0) AS pr, \
-             SUM(tool = 'send_flow' AND id = ?7) AS l, \
-             SUM(tool = 'send_flow' AND id = ?7 AND asked = 1) AS la \
-           FROM (SELECT t.conversation_id AS c, json_extract(a.value, '$.tool') AS tool, \
-                        json_extract(a.value, '$.id') AS id, \
-                        json_extract(a.value, '$.value') AS value, \
-                        json_extract(a.value, '$.contactAsked') AS asked \
-                 FROM turns t, json_each(t.actions) a \
-                 WHERE t.created_at >= ?1 AND t.created_at < ?2 AND t.actions IS NOT NULL \
-                   AND json_type(t.actions) = 'array' \
-                   AND json_extract(a.value, '$.status') = 'performed' \
-                   AND json_extract(a.value, '$.id') IN (?3, ?4, ?7)) \
-           GROUP BY c) w";
 
 /// Issue 18 (025's measure): the period's `nudge_sent` turns, and those the contact answered
 /// within 24 h (a user turn of the conversation after it, through `turns_conversation_created`).
@@ -2223,45 +2232,40 @@ fn sales_aggregates_in(
     until: i64,
     keys: &super::SalesKeys,
 ) -> Result<super::SalesCounts> {
-    let mut counts = super::SalesCounts::default();
-    if keys.intent_field.is_some() || keys.funnel_field.is_some() || keys.payment_flow.is_some() {
-        // A JSON array of strings (`Value`'s Display cannot fail).
-        let offered = serde_json::Value::from(keys.offered_or_later.clone()).to_string();
-        let prepared = serde_json::Value::from(keys.prepared_or_later.clone()).to_string();
-        let row = conn.prepare_cached(REPORT_SALES)?.query_row(
-            params![
-                from,
-                until,
-                keys.intent_field,
-                keys.funnel_field,
-                offered,
-                prepared,
-                keys.payment_flow
-            ],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, i64>(5)?,
-                ))
-            },
-        )?;
-        (
-            counts.prospects,
-            counts.offered,
-            counts.prepared,
-            counts.link_contacts,
-            counts.links_sent,
-            counts.links_contact_asked,
-        ) = row;
-    }
+    let sales_ids =
+        keys.intent_field.is_some() || keys.funnel_field.is_some() || keys.payment_flow.is_some();
+    let counts = if sales_ids {
+        action_tally_in(conn, from, until, Some(keys))?.sales()
+    } else {
+        super::SalesCounts::default()
+    };
+    with_nudges_in(conn, from, until, counts)
+}
+
+/// `counts` with the period's nudge counts.
+fn with_nudges_in(
+    conn: &Db<'_>,
+    from: i64,
+    until: i64,
+    mut counts: super::SalesCounts,
+) -> Result<super::SalesCounts> {
     (counts.nudges_sent, counts.nudges_replied) = conn
         .prepare_cached(REPORT_NUDGES)?
         .query_row(params![from, until], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(counts)
+}
+
+/// Issue 18: a report week, its action records read once for both measures.
+fn report_week_in(
+    conn: &Db<'_>,
+    from: i64,
+    until: i64,
+    keys: &super::SalesKeys,
+) -> Result<(super::ReportAggregates, super::SalesCounts)> {
+    let tally = action_tally_in(conn, from, until, Some(keys))?;
+    let aggregates = grouped_turns_in(conn, from, until, tally.actions())?;
+    let counts = with_nudges_in(conn, from, until, tally.sales())?;
+    Ok((aggregates, counts))
 }
 
 macro_rules! nudge_columns {

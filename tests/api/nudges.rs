@@ -192,6 +192,7 @@ fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedM
         },
         // A worker process of its own (`manychat-agent worker`).
         TurnsShared::default(),
+        metrics.clone(),
     );
     let worker = NudgeWorker::new(
         app.store.clone(),
@@ -1507,4 +1508,128 @@ async fn system_037_an_escalation_before_the_model_while_the_nudge_reply_is_queu
         .unwrap()
         .unwrap();
     assert!(stored.escalated_at.is_some(), "the contact was handed over");
+}
+
+/// The value of the counter sample `family{labels}` (labels in any order) in OpenMetrics `text`,
+/// parsed strictly; 0 when the series is absent.
+fn counter(text: &str, family: &str, labels: &[(&str, &str)]) -> f64 {
+    use openmetrics_parser::OpenMetricsValue;
+    let parsed = openmetrics_parser::openmetrics::parse_openmetrics(text)
+        .unwrap_or_else(|e| panic!("not valid OpenMetrics ({e:?}):\n{text}"));
+    let mut wanted: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    wanted.sort();
+    let Some(family) = parsed.families.get(family) else {
+        return 0.0;
+    };
+    family
+        .iter_samples()
+        .find_map(|sample| {
+            let mut got: Vec<(String, String)> = sample
+                .get_labelset()
+                .ok()?
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            got.sort();
+            match &sample.value {
+                OpenMetricsValue::Counter(c) if got == wanted => Some(c.value.as_f64()),
+                _ => None,
+            }
+        })
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_18_nudge_turns_count_actions_and_guardrail_violations_like_inbound_turns() {
+    let _frozen = FrozenClock::freeze();
+    let actions = "manychat_agent_actions";
+    let violations = "manychat_agent_guardrail_violations";
+    // The inbound turn performs schedule_nudge: counted as an action, not only as a nudge.
+    let script = vec![
+        tool_calls([prospect(), schedule("later_today")]),
+        answer("The wheel course starts on Monday."),
+    ];
+    let app = spawn_app_with(AppOptions::new(steps(script)).edit(with_nudge)).await;
+    app.send("6901", "How much is the wheel course?").await;
+    app.settle().await;
+    let scrape = app
+        .http
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        counter(
+            &scrape,
+            actions,
+            &[("tool", "schedule_nudge"), ("status", "performed")]
+        ),
+        1.0,
+        "{scrape}"
+    );
+    let conversation = app.conversation("6901").await;
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_eq!(nudge.status, NudgeStatus::Pending);
+
+    // A nudge turn whose reply a guardrail stops (not an AgentReply): the violation is counted,
+    // and its staged tag as discarded.
+    let model = steps(vec![
+        tool_calls([call("tag", "add_tag", json!({"tag": "interested_wheel"}))]),
+        reply("Sure! The class costs whatever you like."),
+    ]);
+    let rig = rig_at(&app, nudge.due_at + hours(1), model.clone());
+    assert_eq!(rig.worker.run_once().await.claimed, 1);
+    assert_eq!(model.calls(), 2);
+    assert_eq!(rig.metrics.nudge_count("skipped", "escalated"), 1);
+    let text = rig.metrics.render();
+    assert_eq!(
+        counter(&text, violations, &[("kind", "schema")]),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        counter(
+            &text,
+            actions,
+            &[("tool", "add_tag"), ("status", "discarded")]
+        ),
+        1.0,
+        "{text}"
+    );
+
+    // A nudge turn that is sent with a tag the tenant does not have: the refused write is
+    // counted when the turn is written (its staged tag where the outbox performs it).
+    schedule_after_last_message(&app, "6901", hours(2)).await;
+    let model = steps(vec![
+        tool_calls([
+            call("known", "add_tag", json!({"tag": "interested_wheel"})),
+            call("unknown", "add_tag", json!({"tag": "not_a_tenant_tag"})),
+        ]),
+        answer("Any questions about Monday?"),
+    ]);
+    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model);
+    assert_eq!(rig.worker.run_once().await.claimed, 1);
+    assert_eq!(rig.metrics.nudge_count("sent", ""), 1);
+    let text = rig.metrics.render();
+    assert_eq!(
+        counter(
+            &text,
+            actions,
+            &[("tool", "add_tag"), ("status", "refused")]
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        counter(&text, actions, &[("tool", "add_tag"), ("status", "staged")]),
+        0.0,
+        "a staged action counts once, when the outbox attempts it"
+    );
+    assert_eq!(counter(&text, violations, &[("kind", "schema")]), 0.0);
 }
