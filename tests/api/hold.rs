@@ -12,46 +12,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
-use manychat_agent::model::{ModelError, ModelResponse, ToolCall};
-use manychat_agent::store::postgres::create_test_schema;
-use manychat_agent::store::{OutboxKind, OutboxRow, OutboxStatus, Turn};
+use manychat_agent::model::{ModelError, ToolCall};
+use manychat_agent::store::{OutboxKind, OutboxRow, OutboxStatus};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
+use crate::selling::*;
 
-const FLOW: &str = "/fb/sending/sendFlow";
-const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
-/// The demo tenant's handbuilding guide as ManyChat knows it (config/tools.json.example).
-const GUIDE_NS: &str = "content20250301000000_200002";
+/// The demo tenant's handbuilding guide as ManyChat knows it.
+const GUIDE_NS: &str = HANDBUILDING_GUIDE_NS;
 
 /// The demo tenant with `settleSeconds` set on the handbuilding guide.
 fn guide_settles(seconds: u64) -> impl FnOnce(&Path) + Send + 'static {
     move |dir: &Path| {
-        let file = dir.join("tools.json");
-        let mut tools: Value =
-            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        for flow in tools["flows"].as_array_mut().unwrap() {
-            if flow["id"] == "handbuilding_guide" {
-                flow["settleSeconds"] = json!(seconds);
+        edit_tools(dir, |tools| {
+            for flow in tools["flows"].as_array_mut().unwrap() {
+                if flow["id"] == "handbuilding_guide" {
+                    flow["settleSeconds"] = json!(seconds);
+                }
             }
-        }
-        std::fs::write(&file, tools.to_string()).unwrap();
+        });
     }
-}
-
-fn answer(text: &str) -> ModelResponse {
-    reply(reply_json(text))
-}
-
-fn set_field(id: &str, value: &str) -> ToolCall {
-    call(
-        format!("set_{id}_{value}"),
-        "set_field",
-        json!({"field": id, "value": value}),
-    )
 }
 
 fn send_guide(call_id: &str) -> ToolCall {
@@ -93,15 +77,6 @@ async fn guide_requests(app: &TestApp) -> usize {
 async fn guide_answered(app: &TestApp) -> Instant {
     until(async || guide_requests(app).await > 0).await;
     Instant::now()
-}
-
-async fn agent_turn(app: &TestApp, subscriber: &str) -> Turn {
-    app.turns(subscriber)
-        .await
-        .into_iter()
-        .rev()
-        .find(|t| t.outcome.is_some())
-        .expect("an agent turn")
 }
 
 async fn reply_rows(app: &TestApp) -> Vec<OutboxRow> {
@@ -741,11 +716,8 @@ async fn spec_030_037_the_contacts_next_message_waits_behind_the_held_reply() {
 #[tokio::test(start_paused = true)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn spec_030_postgres_the_reply_waits_for_the_flow_inline_and_through_the_outbox() {
-    let base = test_database_url();
     let _frozen = FrozenClock::freeze();
-    let schema = create_test_schema(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let url = fresh_postgres_url().await;
     for (subscriber, settle) in [("7321", 3), ("7322", 20)] {
         let model = steps(vec![
             ScriptStep::ok(tool_calls(prospect_and_guide())),

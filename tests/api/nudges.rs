@@ -10,22 +10,7 @@ use manychat_agent::store::NudgeStatus;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
-
-fn steps(steps: Vec<ModelResponse>) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::new(steps.into_iter().map(Ok).collect()))
-}
-
-fn answer(text: &str) -> ModelResponse {
-    reply(reply_json(text))
-}
-
-fn prospect() -> manychat_agent::model::ToolCall {
-    call(
-        "intent",
-        "set_field",
-        json!({"field": "intent", "value": "prospect"}),
-    )
-}
+use crate::selling::*;
 
 fn schedule(delay: &str) -> manychat_agent::model::ToolCall {
     call(
@@ -35,20 +20,9 @@ fn schedule(delay: &str) -> manychat_agent::model::ToolCall {
     )
 }
 
-/// The demo tenant with a `nudge` section (025's example).
-pub fn with_nudge(dir: &Path) {
-    let file = dir.join("tools.json");
-    let mut tools: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    tools["nudge"] = json!({
-        "delays": [{"id": "later_today", "minutes": 120}, {"id": "tomorrow", "minutes": 1200}],
-        "humanActiveTag": "human-handling"
-    });
-    std::fs::write(&file, tools.to_string()).unwrap();
-}
-
 #[tokio::test]
 async fn spec_025_verification_2_scheduling_twice_leaves_one_pending_row_and_no_request() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([prospect(), schedule("later_today")]),
         answer("The wheel course starts on Monday."),
         tool_calls([schedule("tomorrow")]),
@@ -105,7 +79,7 @@ async fn spec_025_verification_2_scheduling_twice_leaves_one_pending_row_and_no_
 
 #[tokio::test]
 async fn spec_025_schedule_nudge_waits_for_a_prospect() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([schedule("later_today")]),
         answer("Hello! What would you like to make?"),
     ]);
@@ -118,7 +92,7 @@ async fn spec_025_schedule_nudge_waits_for_a_prospect() {
 
 #[tokio::test]
 async fn spec_025_an_inbound_message_cancels_the_pending_nudge() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([prospect(), schedule("later_today")]),
         answer("The wheel course starts on Monday."),
         answer("Sure, see you then."),
@@ -144,8 +118,8 @@ use manychat_agent::config::{ConfigContext, ConfigHandle};
 use manychat_agent::ids::Secret;
 use manychat_agent::manychat::{ManyChatClient, ManyChatLimiter};
 use manychat_agent::metrics::Metrics;
+use manychat_agent::model::ModelError;
 use manychat_agent::model::mock::ScriptStep;
-use manychat_agent::model::{Message, ModelError, ModelRequest};
 use manychat_agent::nudge::{AgentNudgeTurn, NudgeSettings, NudgeTurnSettings, NudgeWorker};
 use manychat_agent::store::{Conversation, OutboxKind};
 use manychat_agent::turn::TurnsShared;
@@ -215,7 +189,7 @@ fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedM
 /// A rig `offset` ahead of now whose model has no script: any model call is counted (and
 /// fails).
 fn rig(app: &TestApp, offset: chrono::Duration) -> Rig {
-    rig_at(app, chrono::Utc::now() + offset, steps(Vec::new()))
+    rig_at(app, chrono::Utc::now() + offset, script(Vec::new()))
 }
 
 /// A contact who wrote once, with a nudge scheduled `due_in` after their message.
@@ -280,7 +254,7 @@ async fn assert_cancelled(app: &TestApp, rig: &Rig, conversation: &Conversation,
 }
 
 fn quiet() -> Arc<ScriptedModel> {
-    steps(
+    script(
         (0..4)
             .map(|_| answer("The wheel course starts on Monday."))
             .collect(),
@@ -386,7 +360,7 @@ async fn spec_025_verification_3_the_rate_limit_cancels_last_as_cap_reached() {
         .bump_rate(&conversation.subscriber_id, hour_start(due))
         .await
         .unwrap();
-    let rig = rig_at(&app, due, steps(Vec::new()));
+    let rig = rig_at(&app, due, script(Vec::new()));
     assert_cancelled(&app, &rig, &conversation, "cap_reached").await;
     assert_eq!(
         app.manychat_requests()
@@ -446,7 +420,7 @@ async fn spec_025_a_nudge_that_passes_every_check_is_claimed_and_sent_once() {
     let rig = rig_at(
         &app,
         due,
-        steps(vec![answer("Any questions about Monday?")]),
+        script(vec![answer("Any questions about Monday?")]),
     );
     assert_eq!(rig.worker.run_once().await.claimed, 1);
     assert_eq!(rig.worker.run_once().await.claimed, 0, "claimed once");
@@ -531,23 +505,14 @@ async fn spec_025_crash_a_live_turn_whose_row_was_marked_lost_writes_nothing() {
 
 /// The tenant's hourly rate limit per contact.
 fn rate_limit(dir: &Path, per_hour: u32) {
-    let file = dir.join("rules.json");
-    let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    rules["rateLimit"]["turnsPerSubscriberPerHour"] = json!(per_hour);
-    std::fs::write(&file, rules.to_string()).unwrap();
+    edit_rules(dir, |rules| {
+        rules["rateLimit"]["turnsPerSubscriberPerHour"] = json!(per_hour);
+    });
 }
 
 fn hour_start(at: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
     use chrono::{DurationRound, TimeDelta};
     at.duration_trunc(TimeDelta::hours(1)).unwrap()
-}
-
-fn set_field(id: &str, value: &str) -> manychat_agent::model::ToolCall {
-    call(
-        format!("set_{id}_{value}"),
-        "set_field",
-        json!({"field": id, "value": value}),
-    )
 }
 
 /// A contact who became a prospect for the handbuilding weekend, with a nudge due in 2 h.
@@ -556,19 +521,6 @@ fn prospect_steps() -> Vec<ModelResponse> {
         tool_calls([prospect(), set_field("course", "handbuilding")]),
         answer("The handbuilding weekend is 180 USD."),
     ]
-}
-
-/// The text of a model request's messages.
-fn request_text(request: &ModelRequest) -> String {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { text } => Some(text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 async fn assert_no_nudge_turn_or_reply(app: &TestApp, conversation: &Conversation) {
@@ -596,13 +548,13 @@ async fn assert_no_nudge_turn_or_reply(app: &TestApp, conversation: &Conversatio
 #[tokio::test(start_paused = true)]
 async fn spec_025_verification_2_a_nudge_turn_is_not_offered_schedule_nudge_or_get_contact() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(steps(prospect_steps())).edit(with_nudge)).await;
+    let app = spawn_app_with(AppOptions::new(script(prospect_steps())).edit(with_nudge)).await;
     app.send("6601", "How much is the handbuilding weekend?")
         .await;
     app.settle().await;
     let conversation = schedule_after_last_message(&app, "6601", hours(2)).await;
     // A model that calls schedule_nudge anyway stages nothing.
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([schedule("tomorrow")]),
         answer("Would a weekend in May suit you?"),
     ]);
@@ -642,9 +594,9 @@ async fn spec_025_verification_2_a_nudge_turn_is_not_offered_schedule_nudge_or_g
 async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothing_and_is_not_history()
  {
     let _frozen = FrozenClock::freeze();
-    let mut script = prospect_steps();
-    script.push(answer("Yes, Saturday and Sunday."));
-    let app_model = steps(script);
+    let mut app_steps = prospect_steps();
+    app_steps.push(answer("Yes, Saturday and Sunday."));
+    let app_model = script(app_steps);
     let app = spawn_app_with(AppOptions::new(app_model.clone()).edit(with_nudge)).await;
     app.send("6701", "How much is the handbuilding weekend?")
         .await;
@@ -652,7 +604,7 @@ async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothin
     let conversation = schedule_after_last_message(&app, "6701", hours(2)).await;
     let requests_before = app.manychat_requests().await.len();
     // The model stages a tag and a flow, then declines (escalates).
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([
             call("tag", "add_tag", json!({"tag": "interested_wheel"})),
             call(
@@ -727,7 +679,7 @@ async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothin
     app.send("6701", "Is it two days?").await;
     app.settle().await;
     let next = app_model.requests().last().cloned().unwrap();
-    let history = request_text(&next);
+    let history = user_text(&next);
     assert_eq!(
         history.matches("\nagent: ").count(),
         1,
@@ -796,14 +748,14 @@ async fn spec_025_verification_5_a_failed_or_aborted_model_call_sends_nothing() 
 async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goes_through_the_reply_field_and_flow_text_before_actions()
  {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(steps(prospect_steps())).edit(with_nudge)).await;
+    let app = spawn_app_with(AppOptions::new(script(prospect_steps())).edit(with_nudge)).await;
     app.send("6801", "How much is the handbuilding weekend?")
         .await;
     app.settle().await;
     // Due now on the app's clock, so that the app's outbox worker finds the reply due.
     let conversation = schedule_after_last_message(&app, "6801", chrono::Duration::zero()).await;
     let last_inbound = conversation.last_message_at.unwrap();
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([
             call(
                 "flow",
@@ -820,7 +772,7 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
     let requests_before = app.manychat_requests().await;
 
     // The note: outside the fence, where the contact's message would be.
-    let prompt = request_text(&model.requests()[0]);
+    let prompt = user_text(&model.requests()[0]);
     let note = format!(
         "[no reply from the contact since {}; decide whether to follow up]",
         last_inbound.format("%Y-%m-%d %H:%M UTC")
@@ -870,7 +822,7 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
         .map(|r| {
             let key = match r.path.as_str() {
                 "/fb/subscriber/setCustomFieldByName" => r.body["field_name"].clone(),
-                "/fb/sending/sendFlow" => r.body["flow_ns"].clone(),
+                FLOW => r.body["flow_ns"].clone(),
                 "/fb/subscriber/addTagByName" => r.body["tag_name"].clone(),
                 _ => Value::Null,
             };
@@ -959,7 +911,7 @@ async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
     let rig = rig_at(
         &app,
         at + chrono::Duration::minutes(1),
-        steps(vec![answer("Any questions about Monday?")]),
+        script(vec![answer("Any questions about Monday?")]),
     );
     rig.worker.run_once().await;
     let turn = app
@@ -992,7 +944,7 @@ async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
         .schedule_nudge(conversation.id, "later_today", scheduled, scheduled)
         .await
         .unwrap();
-    let again = rig_at(&app, at + chrono::Duration::minutes(3), steps(vec![]));
+    let again = rig_at(&app, at + chrono::Duration::minutes(3), script(vec![]));
     assert_cancelled(&app, &again, &conversation, "cap_reached").await;
 }
 
@@ -1001,7 +953,7 @@ async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
 #[tokio::test(start_paused = true)]
 async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat() {
     let _frozen = FrozenClock::freeze();
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([prospect(), schedule("later_today")]),
         answer("The wheel course starts on Monday."),
         answer("Shall I keep a place for you on Monday?"),
@@ -1108,14 +1060,9 @@ fn spec_025_worker_with_a_nudge_section_needs_a_model() {
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
     const CONTACTS: usize = 6;
-    let base = test_database_url();
-    let schema = manychat_agent::store::postgres::create_test_schema(&base)
-        .await
-        .unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let url = fresh_postgres_url().await;
     let answers = || {
-        steps(
+        script(
             (0..CONTACTS)
                 .map(|_| answer("Any questions about Monday?"))
                 .collect(),
@@ -1159,10 +1106,9 @@ async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
 
 /// The tenant's daily token cap.
 fn daily_token_cap(dir: &Path, tokens: i64) {
-    let file = dir.join("rules.json");
-    let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    rules["budget"]["dailyTokenCap"] = json!(tokens);
-    std::fs::write(&file, rules.to_string()).unwrap();
+    edit_rules(dir, |rules| {
+        rules["budget"]["dailyTokenCap"] = json!(tokens);
+    });
 }
 
 #[tokio::test(start_paused = true)]
@@ -1208,19 +1154,6 @@ async fn issue_13_item_6_a_due_nudge_is_cancelled_cap_reached_without_a_model_ca
     app.settle().await;
 }
 
-/// The `set_field` (and other tool) results a model request carries back, in order.
-fn tool_results(request: &ModelRequest) -> Vec<Value> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::ToolResults { results } => Some(results.iter().map(|r| r.content.clone())),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
 /// ManyChat's requests from `from` on, as (path, field=value or flow namespace), leaving out
 /// the human_active reads.
 async fn sent_since(app: &TestApp, from: usize) -> Vec<(String, String)> {
@@ -1229,7 +1162,7 @@ async fn sent_since(app: &TestApp, from: usize) -> Vec<(String, String)> {
         .filter(|r| r.path != "/fb/subscriber/getInfo")
         .map(|r| {
             let what = match r.path.as_str() {
-                "/fb/sending/sendFlow" => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
+                FLOW => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
                 _ => format!(
                     "{}={}",
                     r.body["field_name"].as_str().unwrap_or_default(),
@@ -1240,16 +1173,6 @@ async fn sent_since(app: &TestApp, from: usize) -> Vec<(String, String)> {
         })
         .collect()
 }
-
-fn sent(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
-
-const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
-const SEND_FLOW: &str = "/fb/sending/sendFlow";
 
 /// (id, status, origin) of each entry of the nudge turn's record.
 async fn nudge_turn_entries(
@@ -1279,10 +1202,6 @@ async fn nudge_turn_entries(
         .collect()
 }
 
-fn entry(id: &str, status: &str, origin: Option<&str>) -> (String, String, Option<String>) {
-    (id.to_owned(), status.to_owned(), origin.map(str::to_owned))
-}
-
 /// Runs the app's outbox worker until its queue is delivered (past the contact's reply gap).
 async fn deliver(app: &TestApp) {
     for _ in 0..3 {
@@ -1295,16 +1214,16 @@ async fn deliver(app: &TestApp) {
 async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and_its_flow_follows_the_text()
  {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(steps(prospect_steps())).edit(|dir| {
+    let app = spawn_app_with(AppOptions::new(script(prospect_steps())).edit(|dir| {
         with_nudge(dir);
-        crate::opening::with_server_flows(dir);
+        with_server_flows(dir);
     }))
     .await;
     app.send("7401", "How much is the handbuilding weekend?")
         .await;
     app.settle().await;
     let conversation = schedule_after_last_message(&app, "7401", chrono::Duration::zero()).await;
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([set_field("funnel_stage", "nurturing")]),
         answer("Here is what beginners make in their first month."),
     ]);
@@ -1317,7 +1236,7 @@ async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and
     );
     assert_eq!(
         sent_since(&app, before).await,
-        sent(&[]),
+        pairs(&[]),
         "nothing is sent during the nudge turn"
     );
     assert_eq!(
@@ -1331,14 +1250,14 @@ async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and
     deliver(&app).await;
     assert_eq!(
         sent_since(&app, before).await,
-        sent(&[
+        pairs(&[
             (
                 SET_FIELD,
                 "ai_message=Here is what beginners make in their first month."
             ),
-            (SEND_FLOW, REPLY_FLOW),
+            (FLOW, REPLY_FLOW),
             (SET_FIELD, "studio_funnel_stage=nurturing"),
-            (SEND_FLOW, crate::opening::GALLERY_NS),
+            (FLOW, GALLERY_NS),
         ]),
         "the text, then the write, then its tied flow"
     );
@@ -1355,9 +1274,9 @@ async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and
 async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(
-        AppOptions::new(steps(vec![answer("Hello! What would you like to make?")])).edit(|dir| {
+        AppOptions::new(script(vec![answer("Hello! What would you like to make?")])).edit(|dir| {
             with_nudge(dir);
-            crate::opening::with_server_flows(dir);
+            with_server_flows(dir);
         }),
     )
     .await;
@@ -1365,7 +1284,7 @@ async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
     app.send("7402", "Do you run pottery classes?").await;
     app.settle().await;
     let conversation = schedule_after_last_message(&app, "7402", chrono::Duration::zero()).await;
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([prospect(), set_field("funnel_stage", "nurturing")]),
         answer("Here is what beginners make in their first month."),
     ]);
@@ -1389,26 +1308,24 @@ async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
         ],
         "the model is not told that an opening goes"
     );
-    assert_eq!(sent_since(&app, before).await, sent(&[]));
+    assert_eq!(sent_since(&app, before).await, pairs(&[]));
     deliver(&app).await;
     let delivered = sent_since(&app, before).await;
     assert!(
-        !delivered
-            .iter()
-            .any(|(_, what)| what == crate::opening::OPENING_NS),
+        !delivered.iter().any(|(_, what)| what == OPENING_NS),
         "the opening never goes on a nudge turn: {delivered:?}"
     );
     assert_eq!(
         delivered,
-        sent(&[
+        pairs(&[
             (
                 SET_FIELD,
                 "ai_message=Here is what beginners make in their first month."
             ),
-            (SEND_FLOW, REPLY_FLOW),
+            (FLOW, REPLY_FLOW),
             (SET_FIELD, "studio_intent=prospect"),
             (SET_FIELD, "studio_funnel_stage=nurturing"),
-            (SEND_FLOW, crate::opening::GALLERY_NS),
+            (FLOW, GALLERY_NS),
         ])
     );
     assert!(
@@ -1423,7 +1340,7 @@ async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
 #[tokio::test(start_paused = true)]
 async fn system_037_a_message_while_the_nudge_reply_is_queued_is_answered_behind_it() {
     let _frozen = FrozenClock::freeze();
-    let model = steps(vec![
+    let model = script(vec![
         answer("The wheel course starts on Monday."),
         answer("Yes, there is free parking."),
     ]);
@@ -1432,7 +1349,7 @@ async fn system_037_a_message_while_the_nudge_reply_is_queued_is_answered_behind
     let rig = rig_at(
         &app,
         chrono::Utc::now(),
-        steps(vec![answer("Any questions about Monday?")]),
+        script(vec![answer("Any questions about Monday?")]),
     );
     rig.worker.run_once().await;
     let queued = app
@@ -1475,7 +1392,7 @@ async fn system_037_an_escalation_before_the_model_while_the_nudge_reply_is_queu
     let rig = rig_at(
         &app,
         chrono::Utc::now(),
-        steps(vec![answer("Any questions about Monday?")]),
+        script(vec![answer("Any questions about Monday?")]),
     );
     rig.worker.run_once().await;
     let before = app.manychat_requests().await.len();
