@@ -121,7 +121,7 @@ use manychat_agent::metrics::Metrics;
 use manychat_agent::model::ModelError;
 use manychat_agent::model::mock::ScriptStep;
 use manychat_agent::nudge::{AgentNudgeTurn, NudgeSettings, NudgeTurnSettings, NudgeWorker};
-use manychat_agent::store::{Conversation, OutboxKind};
+use manychat_agent::store::{Conversation, OutboxKind, Turn};
 use manychat_agent::turn::TurnsShared;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
@@ -347,11 +347,7 @@ async fn spec_025_verification_3_human_active_and_contact_replied_cancel_without
 #[tokio::test(start_paused = true)]
 async fn spec_025_verification_3_the_rate_limit_cancels_last_as_cap_reached() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
-        with_nudge(dir);
-        rate_limit(dir, 1);
-    }))
-    .await;
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge_and_one_turn_an_hour)).await;
     get_info_answers(&app, 200, &[]).await;
     let conversation = quiet_contact(&app, "6203", hours(2)).await;
     // The contact's one turn of the hour the nudge falls due in is used.
@@ -573,14 +569,7 @@ async fn spec_025_verification_2_a_nudge_turn_is_not_offered_schedule_nudge_or_g
     assert!(!offered.contains(&"get_contact".to_owned()), "{offered:?}");
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(nudge.status, NudgeStatus::Sent, "the nudge did not chain");
-    let turn = app
-        .store
-        .turns(conversation.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
-        .expect("the nudge turn");
+    let turn = nudge_sent_turn(&app, &conversation).await;
     assert_eq!(
         turn.actions,
         Some(json!([
@@ -632,15 +621,7 @@ async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothin
         .expect("recorded nudge_skipped");
     assert!(!skipped.bound, "a skipped nudge never enters history");
     assert_eq!(skipped.escalation_reason, None, "no person is called");
-    let statuses: Vec<&str> = skipped
-        .actions
-        .as_ref()
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["status"].as_str().unwrap())
-        .collect();
+    let statuses = statuses(skipped);
     assert!(
         statuses.iter().all(|s| *s == "discarded"),
         "no staged action is performed: {:?}",
@@ -667,12 +648,7 @@ async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothin
         requests_before,
         "nothing was sent"
     );
-    let replies = app
-        .outbox()
-        .await
-        .into_iter()
-        .filter(|r| r.kind == OutboxKind::Reply)
-        .count();
+    let replies = queued_replies(&app).await;
     assert_eq!(replies, 0, "no escalation copy, no reply");
 
     // The contact's next turn does not see it.
@@ -735,12 +711,7 @@ async fn spec_025_verification_5_a_failed_or_aborted_model_call_sends_nothing() 
         );
         assert!(!outcomes.contains(&"nudge_sent".to_owned()));
     }
-    let replies = app
-        .outbox()
-        .await
-        .into_iter()
-        .filter(|r| r.kind == OutboxKind::Reply)
-        .count();
+    let replies = queued_replies(&app).await;
     assert_eq!(replies, 0);
 }
 
@@ -802,14 +773,7 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
     assert_eq!(during, ["/fb/subscriber/getInfo"]);
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(nudge.status, NudgeStatus::Sent);
-    let turn = app
-        .store
-        .turns(conversation.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
-        .expect("recorded nudge_sent");
+    let turn = nudge_sent_turn(&app, &conversation).await;
     assert!(turn.bound, "a sent nudge is history");
     assert_eq!(turn.text, "Here is the weekend guide. Would May suit you?");
 
@@ -853,15 +817,7 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
         json!("Here is the weekend guide. Would May suit you?")
     );
     let turn = app.store.turn(turn.id).await.unwrap().unwrap();
-    let statuses: Vec<&str> = turn
-        .actions
-        .as_ref()
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["status"].as_str().unwrap())
-        .collect();
+    let statuses = statuses(&turn);
     assert_eq!(statuses, ["performed", "performed"]);
 }
 
@@ -899,11 +855,7 @@ async fn spec_025_an_inbound_message_during_the_nudge_model_call_cancels_it_and_
 #[tokio::test(start_paused = true)]
 async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
-        with_nudge(dir);
-        rate_limit(dir, 1);
-    }))
-    .await;
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge_and_one_turn_an_hour)).await;
     let conversation = quiet_contact(&app, "7001", hours(2)).await;
     let at = hour_start(conversation.last_message_at.unwrap() + hours(3));
     let day = at.date_naive();
@@ -914,14 +866,7 @@ async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
         script(vec![answer("Any questions about Monday?")]),
     );
     rig.worker.run_once().await;
-    let turn = app
-        .store
-        .turns(conversation.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
-        .expect("sent");
+    let turn = nudge_sent_turn(&app, &conversation).await;
     assert!(turn.input_tokens > 0);
     let charged = app.store.budget(day).await.unwrap();
     assert_eq!(
@@ -1179,27 +1124,13 @@ async fn nudge_turn_entries(
     app: &TestApp,
     conversation: &Conversation,
 ) -> Vec<(String, String, Option<String>)> {
-    let turn = app
-        .store
-        .turns(conversation.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
-        .expect("recorded nudge_sent");
-    turn.actions
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["id"].as_str().unwrap().to_owned(),
-                a["status"].as_str().unwrap().to_owned(),
-                a["origin"].as_str().map(str::to_owned),
-            )
-        })
-        .collect()
+    entries(
+        nudge_sent_turn(app, conversation)
+            .await
+            .actions
+            .as_ref()
+            .unwrap(),
+    )
 }
 
 /// Runs the app's outbox worker until its queue is delivered (past the contact's reply gap).
@@ -1210,15 +1141,99 @@ async fn deliver(app: &TestApp) {
     }
 }
 
+/// The tenant with a nudge section and one turn per contact an hour.
+fn with_nudge_and_one_turn_an_hour(dir: &Path) {
+    with_nudge(dir);
+    rate_limit(dir, 1);
+}
+
+/// The tenant with a nudge section and the flows the server sends on its own (032).
+fn with_nudge_and_server_flows(dir: &Path) {
+    with_nudge(dir);
+    with_server_flows(dir);
+}
+
+/// The conversation's `nudge_sent` turn.
+async fn nudge_sent_turn(app: &TestApp, conversation: &Conversation) -> Turn {
+    app.store
+        .turns(conversation.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
+        .expect("recorded nudge_sent")
+}
+
+/// The status of each entry of a turn's record.
+fn statuses(turn: &Turn) -> Vec<&str> {
+    turn.actions
+        .as_ref()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].as_str().unwrap())
+        .collect()
+}
+
+/// How many replies wait in the outbox.
+async fn queued_replies(app: &TestApp) -> usize {
+    app.outbox()
+        .await
+        .into_iter()
+        .filter(|r| r.kind == OutboxKind::Reply)
+        .count()
+}
+
+/// Runs a nudge worker clocked now whose nudge turn's model is `model`; returns the worker and
+/// how many requests ManyChat had received before it ran.
+async fn run_nudge_now(app: &TestApp, model: Arc<ScriptedModel>) -> (Rig, usize) {
+    let rig = rig_at(app, chrono::Utc::now(), model);
+    let before = app.manychat_requests().await.len();
+    rig.worker.run_once().await;
+    (rig, before)
+}
+
+/// Runs a nudge worker clocked now whose nudge turn queues the follow-up "Any questions about
+/// Monday?".
+async fn queue_the_follow_up(app: &TestApp) -> Rig {
+    let rig = rig_at(
+        app,
+        chrono::Utc::now(),
+        script(vec![answer("Any questions about Monday?")]),
+    );
+    rig.worker.run_once().await;
+    rig
+}
+
+/// The contact writes while a reply is queued: the response is silent; once the outbox has
+/// delivered, the texts ManyChat received since `before`, in order.
+async fn answered_behind_the_queue(
+    app: &TestApp,
+    subscriber: &str,
+    text: &str,
+    before: usize,
+) -> Vec<String> {
+    let (status, body) = app.send(subscriber, text).await;
+    assert_eq!(status, 200);
+    assert!(block_texts(&body).is_empty(), "silent: {body}");
+    app.settle().await;
+    deliver(app).await;
+    sent_since(app, before)
+        .await
+        .into_iter()
+        .filter(|(path, _)| path == SET_FIELD)
+        .map(|(_, what)| what)
+        .collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and_its_flow_follows_the_text()
  {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(script(prospect_steps())).edit(|dir| {
-        with_nudge(dir);
-        with_server_flows(dir);
-    }))
-    .await;
+    let app =
+        spawn_app_with(AppOptions::new(script(prospect_steps())).edit(with_nudge_and_server_flows))
+            .await;
     app.send("7401", "How much is the handbuilding weekend?")
         .await;
     app.settle().await;
@@ -1227,9 +1242,7 @@ async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and
         tool_calls([set_field("funnel_stage", "nurturing")]),
         answer("Here is what beginners make in their first month."),
     ]);
-    let rig = rig_at(&app, chrono::Utc::now(), model.clone());
-    let before = app.manychat_requests().await.len();
-    rig.worker.run_once().await;
+    let (_rig, before) = run_nudge_now(&app, model.clone()).await;
     assert_eq!(
         tool_results(&model.requests()[1]),
         vec![json!({"staged": true, "flowStaged": "student_gallery"})]
@@ -1274,10 +1287,8 @@ async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and
 async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(
-        AppOptions::new(script(vec![answer("Hello! What would you like to make?")])).edit(|dir| {
-            with_nudge(dir);
-            with_server_flows(dir);
-        }),
+        AppOptions::new(script(vec![answer("Hello! What would you like to make?")]))
+            .edit(with_nudge_and_server_flows),
     )
     .await;
     // Not a prospect yet: an inbound turn that made them one would send the opening.
@@ -1288,9 +1299,7 @@ async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
         tool_calls([prospect(), set_field("funnel_stage", "nurturing")]),
         answer("Here is what beginners make in their first month."),
     ]);
-    let rig = rig_at(&app, chrono::Utc::now(), model.clone());
-    let before = app.manychat_requests().await.len();
-    rig.worker.run_once().await;
+    let (_rig, before) = run_nudge_now(&app, model.clone()).await;
     assert_eq!(
         app.store
             .nudge(conversation.id)
@@ -1346,12 +1355,7 @@ async fn system_037_a_message_while_the_nudge_reply_is_queued_is_answered_behind
     ]);
     let app = spawn_app_with(AppOptions::new(model).edit(with_nudge)).await;
     let conversation = quiet_contact(&app, "7501", chrono::Duration::zero()).await;
-    let rig = rig_at(
-        &app,
-        chrono::Utc::now(),
-        script(vec![answer("Any questions about Monday?")]),
-    );
-    rig.worker.run_once().await;
+    let _rig = queue_the_follow_up(&app).await;
     let queued = app
         .outbox()
         .await
@@ -1362,17 +1366,7 @@ async fn system_037_a_message_while_the_nudge_reply_is_queued_is_answered_behind
     let before = app.manychat_requests().await.len();
 
     // The contact writes while the follow-up is queued: no inline answer ahead of it.
-    let (status, body) = app.send("7501", "Is there parking?").await;
-    assert_eq!(status, 200);
-    assert!(block_texts(&body).is_empty(), "silent: {body}");
-    app.settle().await;
-    deliver(&app).await;
-    let texts: Vec<String> = sent_since(&app, before)
-        .await
-        .into_iter()
-        .filter(|(path, _)| path == SET_FIELD)
-        .map(|(_, what)| what)
-        .collect();
+    let texts = answered_behind_the_queue(&app, "7501", "Is there parking?", before).await;
     assert_eq!(
         texts,
         [
@@ -1389,26 +1383,12 @@ async fn system_037_an_escalation_before_the_model_while_the_nudge_reply_is_queu
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     let conversation = quiet_contact(&app, "7502", chrono::Duration::zero()).await;
-    let rig = rig_at(
-        &app,
-        chrono::Utc::now(),
-        script(vec![answer("Any questions about Monday?")]),
-    );
-    rig.worker.run_once().await;
+    let _rig = queue_the_follow_up(&app).await;
     let before = app.manychat_requests().await.len();
 
     // An escalation keyword: the copy, decided without the model, waits its turn too.
-    let (status, body) = app.send("7502", "I want to speak to a person").await;
-    assert_eq!(status, 200);
-    assert!(block_texts(&body).is_empty(), "silent: {body}");
-    app.settle().await;
-    deliver(&app).await;
-    let texts: Vec<String> = sent_since(&app, before)
-        .await
-        .into_iter()
-        .filter(|(path, _)| path == SET_FIELD)
-        .map(|(_, what)| what)
-        .collect();
+    let texts =
+        answered_behind_the_queue(&app, "7502", "I want to speak to a person", before).await;
     assert_eq!(
         texts,
         [
