@@ -269,12 +269,7 @@ async fn spec_029_verification_5_a_deferred_call_aborted_after_sending_a_flow_re
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone())).await;
     app.returning_contact("7108").await;
-    let request = send_in_background(&app, "7108", "What is the weekend like?");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, body) = request.await.unwrap();
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "7108", "What is the weekend like?").await;
     tokio::time::advance(Duration::from_secs(22)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle().await;

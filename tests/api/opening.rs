@@ -303,12 +303,7 @@ async fn spec_034_verification_4_a_lost_race_sends_the_opening_when_the_call_set
     ]));
     let app = app_with_server_flows(Backend::Sqlite, model.clone()).await;
     app.returning_contact("8008").await;
-    let request = send_in_background(&app, "8008", "What is the weekend course?");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, body) = request.await.unwrap();
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "8008", "What is the weekend course?").await;
     assert!(
         received(&app).await.is_empty(),
         "the holding line first: the call has not settled"

@@ -16,6 +16,17 @@ use wiremock::{Mock, ResponseTemplate};
 use crate::helpers::*;
 use crate::selling::*;
 
+/// A model that, on each of two turns, makes the contact a prospect and sends the payment link
+/// the contact asked for.
+fn booking_link_twice() -> Arc<ScriptedModel> {
+    script(vec![
+        tool_calls([prospect(), send_flow("booking_link", true)]),
+        answer("Here is the booking link."),
+        tool_calls([prospect(), send_flow("booking_link", true)]),
+        answer("Here is the booking link."),
+    ])
+}
+
 // --- 034: the intent gate ------------------------------------------------------------------------
 
 async fn spec_034_verification_2_writes_before_prospect_are_refused_without_a_request_or_a_cap_slot(
@@ -266,12 +277,7 @@ async fn spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_o
 async fn spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_nothing_when_it_fails(
     backend: Backend,
 ) {
-    let model = script(vec![
-        tool_calls([prospect(), send_flow("booking_link", true)]),
-        answer("Here is the booking link."),
-        tool_calls([prospect(), send_flow("booking_link", true)]),
-        answer("Here is the booking link."),
-    ]);
+    let model = booking_link_twice();
     let app = app_on(backend, model.clone(), unchanged).await;
     turn_once(&app, "6401", "How do I book?").await;
     // 029: the link goes during the turn and takes the staged intent write with it.
@@ -362,12 +368,7 @@ async fn spec_027_verification_3_a_performed_stage_write_sends_its_event_after_i
 async fn spec_027_verification_4_the_payment_link_chain_goes_in_order_and_stops_at_a_failure(
     backend: Backend,
 ) {
-    let model = script(vec![
-        tool_calls([prospect(), send_flow("booking_link", true)]),
-        answer("Here is the booking link."),
-        tool_calls([prospect(), send_flow("booking_link", true)]),
-        answer("Here is the booking link."),
-    ]);
+    let model = booking_link_twice();
     let app = app_on(backend, model.clone(), with_events).await;
     turn_once(&app, "6601", "How do I pay?").await;
     // 029: the link goes during the turn and takes the staged intent write with it.
@@ -479,11 +480,7 @@ async fn spec_027_verification_6_the_event_is_recorded_on_the_deferred_path_too(
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(with_events)).await;
     // A contact that holds a token already: no token write is in flight when the clock moves.
     app.returning_contact("6901").await;
-    let request = send_in_background(&app, "6901", "Tell me about the wheel course");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "6901", "Tell me about the wheel course").await;
     tokio::time::advance(Duration::from_secs(1)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle_advancing().await;
@@ -552,13 +549,10 @@ async fn spec_028_verification_2_send_flow_is_scoped_to_the_turns_offering(backe
         !description.contains("wheel_basics_guide"),
         "the description lists only the flows accepted this turn: {description}"
     );
-    let flows: Vec<String> = received(&app)
-        .await
-        .into_iter()
-        .filter(|(p, _)| p == FLOW)
-        .map(|(_, ns)| ns)
-        .collect();
-    assert_eq!(flows, vec![HANDBUILDING_GUIDE_NS, BOOKING_LINK_NS]);
+    assert_eq!(
+        flows_sent(&app).await,
+        vec![HANDBUILDING_GUIDE_NS, BOOKING_LINK_NS]
+    );
 }
 
 async fn spec_028_verification_3_the_offering_locks_from_offered(backend: Backend) {
@@ -952,13 +946,7 @@ async fn issue_14_bad_input_5_contact_asked_on_a_non_link_flow_is_ignored_and_no
     let results = tool_results(&model.requests()[1]);
     assert_eq!(results[1], json!({"sent": false}));
     assert_eq!(results[3], json!({"sent": true}));
-    let flows: Vec<String> = received(&app)
-        .await
-        .into_iter()
-        .filter(|(p, _)| p == FLOW)
-        .map(|(_, ns)| ns)
-        .collect();
-    assert_eq!(flows, vec!["content20250301000000_200001"]);
+    assert_eq!(flows_sent(&app).await, vec!["content20250301000000_200001"]);
     assert_eq!(
         agent_turn(&app, "6805").await.actions,
         Some(json!([
@@ -1018,11 +1006,7 @@ async fn issue_14_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone())).await;
     app.returning_contact("6807").await;
-    let request = send_in_background(&app, "6807", "Tell me about the wheel course");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "6807", "Tell me about the wheel course").await;
     tokio::time::advance(Duration::from_secs(1)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle_advancing().await;

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use manychat_agent::model::mock::{ScriptedModel, call, reply};
 use manychat_agent::model::{Message, Model, ModelRequest, ModelResponse, ToolCall};
@@ -358,4 +359,30 @@ pub async fn turn_once(app: &TestApp, subscriber: &str, text: &str) -> Value {
     assert_eq!(status, 200);
     app.settle().await;
     body
+}
+
+/// Sends `text` in the background while the model's second step runs past the race deadline:
+/// at 8 s the contact gets the holding line.
+pub async fn holding_line_at_the_deadline(
+    app: &TestApp,
+    model: &ScriptedModel,
+    subscriber: &str,
+    text: &str,
+) {
+    let request = send_in_background(app, subscriber, text);
+    until(async || model.calls() == 2).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (status, body) = request.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+}
+
+/// The flow namespaces ManyChat was asked to send, in order.
+pub async fn flows_sent(app: &TestApp) -> Vec<String> {
+    received(app)
+        .await
+        .into_iter()
+        .filter(|(p, _)| p == FLOW)
+        .map(|(_, ns)| ns)
+        .collect()
 }

@@ -217,12 +217,7 @@ async fn spec_012_verification_3_an_aborted_turn_performs_nothing() {
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
     app.returning_contact("5110").await;
-    let request = send_in_background(&app, "5110", "Can I book?");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, body) = request.await.unwrap();
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "5110", "Can I book?").await;
     tokio::time::advance(Duration::from_secs(22)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle().await;
@@ -838,11 +833,7 @@ async fn spec_024_verification_7_deferred_escalation_carries_the_note_behind_the
         ScriptStep::ok(reply(escalation_json("explicit_request"))).after(Duration::from_secs(9)),
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
-    let request = send_in_background(&app, "6200", "Private lessons?");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "6200", "Private lessons?").await;
     tokio::time::advance(Duration::from_secs(1)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle().await;
