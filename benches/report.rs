@@ -18,12 +18,8 @@ use chrono::{Duration, Utc};
 use manychat_agent::report::{build, iso_week, render};
 use rusqlite::{Connection, params};
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::env_usize;
 
 const OUTCOMES: [&str; 6] = [
     "answered_inline",
