@@ -120,6 +120,7 @@ use manychat_agent::manychat::{ManyChatClient, ManyChatLimiter};
 use manychat_agent::metrics::Metrics;
 use manychat_agent::model::ModelError;
 use manychat_agent::model::mock::ScriptStep;
+use manychat_agent::nudge::worker::Pass;
 use manychat_agent::nudge::{AgentNudgeTurn, NudgeSettings, NudgeTurnSettings, NudgeWorker};
 use manychat_agent::store::{Conversation, OutboxKind, Turn};
 use manychat_agent::turn::TurnsShared;
@@ -184,6 +185,23 @@ fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedM
         model,
         metrics,
     }
+}
+
+/// Starts a pass of a worker clocked 3 h ahead whose nudge turn's model answers `text` after
+/// `delay`; returns once that model call has begun, with the pass still running.
+async fn nudge_call_running(
+    app: &TestApp,
+    text: &str,
+    delay: Duration,
+) -> (Rig, tokio::task::JoinHandle<Pass>) {
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(answer(text)).after(delay),
+    ]));
+    let rig = rig_at(app, chrono::Utc::now() + hours(3), model.clone());
+    let worker = rig.worker.clone();
+    let pass = tokio::spawn(async move { worker.run_once().await });
+    until(async || model.calls() == 1).await;
+    (rig, pass)
 }
 
 /// A rig `offset` ahead of now whose model has no script: any model call is counted (and
@@ -480,13 +498,8 @@ async fn spec_025_crash_a_live_turn_whose_row_was_marked_lost_writes_nothing() {
     let conversation = quiet_contact(&app, "6502", hours(2)).await;
     // The model call outlives MODEL_ABORT_MS plus the margin as another worker sees it (a
     // clock that jumped, a process paused): the other worker marks the row lost meanwhile.
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(answer("Any questions about Monday?")).after(Duration::from_secs(20)),
-    ]));
-    let slow = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
-    let worker = slow.worker.clone();
-    let pass = tokio::spawn(async move { worker.run_once().await });
-    until(async || model.calls() == 1).await;
+    let (slow, pass) =
+        nudge_call_running(&app, "Any questions about Monday?", Duration::from_secs(20)).await;
     let other = rig(&app, hours(4));
     assert_eq!(other.worker.run_once().await.lost, 1);
     tokio::time::advance(Duration::from_secs(20)).await;
@@ -682,13 +695,7 @@ async fn spec_025_verification_5_a_failed_or_aborted_model_call_sends_nothing() 
 
     // A call past MODEL_ABORT_MS is cut off: no race, the abort is its only bound.
     let hanging = quiet_contact(&app, "6703", hours(2)).await;
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(31)),
-    ]));
-    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
-    let worker = rig.worker.clone();
-    let pass = tokio::spawn(async move { worker.run_once().await });
-    until(async || model.calls() == 1).await;
+    let (_rig, pass) = nudge_call_running(&app, "Too late.", Duration::from_secs(31)).await;
     tokio::time::advance(Duration::from_secs(30)).await;
     pass.await.unwrap();
     let nudge = app.store.nudge(hanging.id).await.unwrap().unwrap();
@@ -826,13 +833,8 @@ async fn spec_025_an_inbound_message_during_the_nudge_model_call_cancels_it_and_
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     let conversation = quiet_contact(&app, "6901", hours(2)).await;
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(answer("Any questions about Monday?")).after(Duration::from_secs(20)),
-    ]));
-    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
-    let worker = rig.worker.clone();
-    let pass = tokio::spawn(async move { worker.run_once().await });
-    until(async || model.calls() == 1).await;
+    let (rig, pass) =
+        nudge_call_running(&app, "Any questions about Monday?", Duration::from_secs(20)).await;
     let running = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(running.status, NudgeStatus::Running);
 
@@ -945,15 +947,7 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
     assert_eq!(requests[reply + 1].body["flow_ns"], json!(REPLY_FLOW));
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(nudge.status, NudgeStatus::Sent);
-    let metrics = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     assert!(
         metrics.contains("manychat_agent_nudges_total{state=\"scheduled\"} 1"),
         "{metrics}"
