@@ -217,6 +217,19 @@ async fn quiet_contact(app: &TestApp, subscriber: &str, due_in: chrono::Duration
     schedule_after_last_message(app, subscriber, due_in).await
 }
 
+/// Schedules the conversation's `later_today` nudge at `at`, due `due_in` later.
+async fn schedule_later_today(
+    app: &TestApp,
+    conversation: &Conversation,
+    at: chrono::DateTime<chrono::Utc>,
+    due_in: chrono::Duration,
+) {
+    app.store
+        .schedule_nudge(conversation.id, "later_today", at + due_in, at)
+        .await
+        .unwrap();
+}
+
 /// Schedules the contact's nudge at their last message, due `due_in` later.
 async fn schedule_after_last_message(
     app: &TestApp,
@@ -227,10 +240,7 @@ async fn schedule_after_last_message(
     let at = conversation
         .last_message_at
         .expect("the message was recorded");
-    app.store
-        .schedule_nudge(conversation.id, "later_today", at + due_in, at)
-        .await
-        .unwrap();
+    schedule_later_today(app, &conversation, at, due_in).await;
     conversation
 }
 
@@ -355,10 +365,7 @@ async fn spec_025_verification_3_human_active_and_contact_replied_cancel_without
     app.send("6202", "Still thinking").await;
     app.settle().await;
     let before = conversation.last_message_at.unwrap() - chrono::Duration::minutes(1);
-    app.store
-        .schedule_nudge(conversation.id, "later_today", before + hours(2), before)
-        .await
-        .unwrap();
+    schedule_later_today(&app, &conversation, before, hours(2)).await;
     assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "contact_replied").await;
 }
 
@@ -392,11 +399,7 @@ async fn spec_025_verification_3_the_turn_cap_cancels_as_cap_reached() {
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
         with_nudge(dir);
-        let file = dir.join("rules.json");
-        let mut rules: Value =
-            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        rules["maxTurnsPerConversation"] = json!(1);
-        std::fs::write(&file, rules.to_string()).unwrap();
+        edit_rules(dir, |rules| rules["maxTurnsPerConversation"] = json!(1));
     }))
     .await;
     get_info_answers(&app, 200, &[]).await;
@@ -406,10 +409,7 @@ async fn spec_025_verification_3_the_turn_cap_cancels_as_cap_reached() {
     // Scheduled after the second message (whose cap escalation is then older than the nudge).
     let conversation = app.conversation("6204").await;
     let at = conversation.last_message_at.unwrap() + chrono::Duration::milliseconds(1);
-    app.store
-        .schedule_nudge(conversation.id, "later_today", at + hours(2), at)
-        .await
-        .unwrap();
+    schedule_later_today(&app, &conversation, at, hours(2)).await;
     assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "cap_reached").await;
 }
 
@@ -887,10 +887,7 @@ async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
 
     // A second follow-up in the same hour finds the hour's one turn used.
     let scheduled = at + chrono::Duration::minutes(2);
-    app.store
-        .schedule_nudge(conversation.id, "later_today", scheduled, scheduled)
-        .await
-        .unwrap();
+    schedule_later_today(&app, &conversation, scheduled, chrono::Duration::zero()).await;
     let again = rig_at(&app, at + chrono::Duration::minutes(3), script(vec![]));
     assert_cancelled(&app, &again, &conversation, "cap_reached").await;
 }
