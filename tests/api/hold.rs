@@ -26,15 +26,7 @@ const GUIDE_NS: &str = HANDBUILDING_GUIDE_NS;
 
 /// The demo tenant with `settleSeconds` set on the handbuilding guide.
 fn guide_settles(seconds: u64) -> impl FnOnce(&Path) + Send + 'static {
-    move |dir: &Path| {
-        edit_tools(dir, |tools| {
-            for flow in tools["flows"].as_array_mut().unwrap() {
-                if flow["id"] == "handbuilding_guide" {
-                    flow["settleSeconds"] = json!(seconds);
-                }
-            }
-        });
-    }
+    move |dir: &Path| flow_settles(dir, "handbuilding_guide", seconds)
 }
 
 fn send_guide(call_id: &str) -> ToolCall {

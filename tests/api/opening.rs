@@ -603,15 +603,7 @@ async fn spec_030_the_reply_waits_for_the_opening_flow() {
     ]);
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(|dir: &Path| {
         with_server_flows(dir);
-        let file = dir.join("tools.json");
-        let mut tools: Value =
-            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        for flow in tools["flows"].as_array_mut().unwrap() {
-            if flow["id"] == "studio_welcome" {
-                flow["settleSeconds"] = json!(4);
-            }
-        }
-        std::fs::write(&file, tools.to_string()).unwrap();
+        flow_settles(dir, "studio_welcome", 4);
     }))
     .await;
     app.returning_contact("7901").await;

@@ -87,6 +87,17 @@ fn edit_json(file: &Path, edit: impl FnOnce(&mut Value)) {
     std::fs::write(file, value.to_string()).unwrap();
 }
 
+/// Declares that `flow` plays for `seconds` once ManyChat has answered its request (030).
+pub fn flow_settles(dir: &Path, flow: &str, seconds: u64) {
+    edit_tools(dir, |tools| {
+        for entry in tools["flows"].as_array_mut().unwrap() {
+            if entry["id"] == flow {
+                entry["settleSeconds"] = json!(seconds);
+            }
+        }
+    });
+}
+
 /// The demo tenant plus an opening flow, a gallery tied to `nurturing`, and the glaze-lab
 /// guide (offering `glaze-lab`) tied to `offered`.
 pub fn with_server_flows(dir: &Path) {
