@@ -14,12 +14,8 @@ use chrono::{TimeZone, Utc};
 use manychat_agent::ids::{ConversationId, SubscriberId};
 use manychat_agent::store::Store;
 
-fn var(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::env_usize;
 
 async fn fill(store: &Arc<dyn Store>, pending: usize, due: usize) -> Vec<ConversationId> {
     let now = Utc.with_ymd_and_hms(2026, 6, 1, 12, 0, 0).unwrap();
@@ -89,9 +85,9 @@ async fn measure(label: &str, store: Arc<dyn Store>, pending: usize, due: usize,
 
 #[tokio::main]
 async fn main() {
-    let pending = var("BENCH_PENDING", 100_000);
-    let due = var("BENCH_DUE", 100);
-    let rounds = var("BENCH_ROUNDS", 20);
+    let pending = env_usize("BENCH_PENDING", 100_000);
+    let due = env_usize("BENCH_DUE", 100);
+    let rounds = env_usize("BENCH_ROUNDS", 20);
     println!("| backend | pending rows | due | claim p50 | p90 | max | fill time |");
     println!("|---|---|---|---|---|---|---|");
     let dir = tempfile::tempdir().unwrap();

@@ -36,6 +36,9 @@ use manychat_agent::store::{NewOutboxRow, OutboxKind, OutboxStatus, Store};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+mod common;
+use common::{env_usize, serve};
+
 /// ManyChat's budget, requests per second.
 const BUDGET_PER_SECOND: f64 = 10.0;
 /// Fresh contacts' subscriber ids start here; the backlog's start at 1.
@@ -47,13 +50,6 @@ struct Received {
     at: Instant,
     flow: bool,
     subscriber: u64,
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -83,10 +79,7 @@ async fn fake_manychat(latency: Duration, log: Arc<Mutex<Vec<Received>>>) -> Str
             axum::Json(json!({"status": "success"}))
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    base
+    serve(app).await
 }
 
 async fn queue_reply(store: &dyn Store, subscriber: u64, messages: usize) {

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use axum::Router;
 use manychat_agent::model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, Usage};
-use manychat_agent::settings::Settings;
-use manychat_agent::startup::{Application, Overrides};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-const SECRET: &str = "bench-secret-0123456789";
+mod common;
+use common::*;
+
 const REPLY_JSON: &str = r#"{"messages":["Classes run on weekday evenings."],"escalate":false,"escalation_reason":null,"confidence":0.9,"closing_question":null}"#;
 
 /// Answers after `delay` (zero: at once).
@@ -53,13 +53,6 @@ impl Model for BenchModel {
     }
 }
 
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Starts one replica on `database_url`; returns its route URL.
 async fn start_replica(
     dir: &std::path::Path,
@@ -69,58 +62,22 @@ async fn start_replica(
     delay: Duration,
     shutdown: &CancellationToken,
 ) -> String {
-    let config = dir.join(format!("config-{name}"));
-    std::fs::create_dir_all(&config).unwrap();
-    for file in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
-        let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("config")
-            .join(format!("{file}.example"));
-        if from.exists() {
-            std::fs::copy(from, config.join(file)).unwrap();
-        }
-    }
+    let config = demo_tenant(dir, name);
     // Every turn a real turn: no budget, cap or hourly rate stops one.
-    let rules_path = config.join("rules.json");
-    let mut rules: Value =
-        serde_json::from_str(&std::fs::read_to_string(&rules_path).unwrap()).unwrap();
-    rules["budget"] = json!({"dailyTokenCap": 1_000_000_000_000u64, "dailyCostCapUsd": 1_000_000});
-    rules["maxTurnsPerConversation"] = json!(100_000);
-    rules["rateLimit"] = json!({"turnsPerSubscriberPerHour": 100_000});
-    std::fs::write(&rules_path, rules.to_string()).unwrap();
-    let vars = [
-        ("MANYCHAT_SHARED_SECRET", SECRET.to_owned()),
-        ("PUBLIC_BASE_URL", "https://bench.example.test".to_owned()),
-        ("MANYCHAT_API_TOKEN", "1:bench".to_owned()),
-        ("MANYCHAT_API_BASE", manychat_base.to_owned()),
-        ("MANYCHAT_REPLY_FLOW_NS", "bench_reply_flow".to_owned()),
-        ("CONFIG_DIR", config.display().to_string()),
-        ("DATABASE_URL", database_url.to_owned()),
-        ("MAX_TURNS_IN_FLIGHT", "1024".to_owned()),
-        ("TRUST_PROXY", "loopback".to_owned()),
-        ("CONTACT_TOKENS_ENFORCED", "false".to_owned()),
-    ];
-    let settings = Settings::from_vars(|name| {
-        vars.iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
-    })
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let overrides = Overrides {
-        model: Some(Arc::new(BenchModel { delay })),
-        manual_worker: true,
-        ..Overrides::default()
-    };
-    let app = Application::build(settings, listener, overrides)
-        .await
-        .unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/v1/channels/manychat/message",
-        app.port()
-    );
-    let token = shutdown.clone();
-    tokio::spawn(async move { app.run(token).await.unwrap() });
-    url
+    edit_json(&config.join("rules.json"), |rules| {
+        lift_daily_budget(rules);
+        rules["maxTurnsPerConversation"] = json!(100_000);
+        rules["rateLimit"] = json!({"turnsPerSubscriberPerHour": 100_000});
+    });
+    let model = Arc::new(BenchModel { delay });
+    start_app(
+        &config,
+        database_url.to_owned(),
+        manychat_base,
+        model,
+        shutdown,
+    )
+    .await
 }
 
 struct Measured {
@@ -224,15 +181,13 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let requests = env_number("BENCH_REQUESTS", 2000);
-        let concurrency = env_number("BENCH_CONCURRENCY", 64);
-        let slow_concurrency = env_number("BENCH_SLOW_CONCURRENCY", 128);
+        let requests = env_usize("BENCH_REQUESTS", 2000);
+        let concurrency = env_usize("BENCH_CONCURRENCY", 64);
+        let slow_concurrency = env_usize("BENCH_SLOW_CONCURRENCY", 128);
         let fake = Router::new().fallback(|| async {
             axum::Json(json!({"status": "success", "data": {"id": "1", "tags": [], "custom_fields": []}}))
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let manychat_base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, fake).await.unwrap() });
+        let manychat_base = serve(fake).await;
         let admin = sqlx::PgPool::connect(&base).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
 

@@ -22,6 +22,9 @@ use manychat_agent::report::{build, iso_week, render};
 use manychat_agent::store::conformance::demo_sales_keys;
 use rusqlite::{Connection, params};
 
+mod common;
+use common::env_usize;
+
 /// The statements a report week ran before its action records were read once (the baseline,
 /// timed in the same run on the same file, on a connection of its own with the store's
 /// `temp_store`): the grouped turn statements and the nudge statement (unchanged since, copied
@@ -127,13 +130,6 @@ fn before_passes(conn: &Connection, from: i64, until: i64) -> (usize, [i64; 6]) 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 const OUTCOMES: [&str; 7] = [

@@ -42,12 +42,11 @@ use manychat_agent::model::{
     Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
     Usage,
 };
-use manychat_agent::settings::Settings;
-use manychat_agent::startup::{Application, Overrides};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-const SECRET: &str = "bench-secret-0123456789";
+mod common;
+use common::{SECRET, env_usize, serve};
 
 /// An instant model. `Tools`: its first step stages three writes (a tag, a field, a note),
 /// performed after the response, and its second answers. `Read`: its first step reads the
@@ -441,103 +440,60 @@ async fn start_app(
     kind: Kind,
     shutdown: &CancellationToken,
 ) -> String {
-    let config = dir.join(format!("config-{name}"));
-    std::fs::create_dir_all(&config).unwrap();
-    for file in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
-        let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("config")
-            .join(format!("{file}.example"));
-        if from.exists() {
-            std::fs::copy(from, config.join(file)).unwrap();
-        }
-    }
+    let config = common::demo_tenant(dir, name);
     // The demo tenant's daily budget (1M tokens) would be spent after ~800 instant turns and
     // every later turn would escalate before the model: lift it so every turn is a real turn.
-    let rules_path = config.join("rules.json");
-    let mut rules: Value =
-        serde_json::from_str(&std::fs::read_to_string(&rules_path).unwrap()).unwrap();
-    rules["budget"] = json!({"dailyTokenCap": 1_000_000_000_000u64, "dailyCostCapUsd": 1_000_000});
     // The tenant's turn cap (25 messages) and hourly rate (60) stay: with 8000 requests per
     // phase a contact writes about 21 times in all (see CONTACTS_PER_WORKER), under both, and the
     // cap's read is the size a real tenant's is.
-    std::fs::write(&rules_path, rules.to_string()).unwrap();
-    let tools_path = config.join("tools.json");
-    let mut tools: Value =
-        serde_json::from_str(&std::fs::read_to_string(&tools_path).unwrap()).unwrap();
-    // `plain-unsold`: the plain turn on the demo tenant without its sales markers, the code
-    // path of a tenant that does not sell (no sales record is read): the plain turn before
-    // issue 14, to compare with the selling demo tenant's in the same run. The tool turn stages
-    // what it always staged and the flow turn sends its flow on the same unsold tenant, so no
-    // write waits for a recorded prospect (issue 14).
-    let unsold = matches!(kind, Kind::Tools | Kind::Flow) || name == "plain-unsold";
-    if unsold {
-        if kind == Kind::Plain {
-            // No flow either: nothing the sales rules would read records for.
-            tools["flows"] = json!([]);
-        }
-        for field in tools["fields"].as_array_mut().unwrap() {
-            for marker in ["intent", "funnel", "offering"] {
-                field.as_object_mut().unwrap().remove(marker);
+    common::edit_json(&config.join("rules.json"), common::lift_daily_budget);
+    common::edit_json(&config.join("tools.json"), |tools| {
+        // `plain-unsold`: the plain turn on the demo tenant without its sales markers, the code
+        // path of a tenant that does not sell (no sales record is read): the plain turn before
+        // issue 14, to compare with the selling demo tenant's in the same run. The tool turn stages
+        // what it always staged and the flow turn sends its flow on the same unsold tenant, so no
+        // write waits for a recorded prospect (issue 14).
+        let unsold = matches!(kind, Kind::Tools | Kind::Flow) || name == "plain-unsold";
+        if unsold {
+            if kind == Kind::Plain {
+                // No flow either: nothing the sales rules would read records for.
+                tools["flows"] = json!([]);
+            }
+            for field in tools["fields"].as_array_mut().unwrap() {
+                for marker in ["intent", "funnel", "offering"] {
+                    field.as_object_mut().unwrap().remove(marker);
+                }
+            }
+            for flow in tools["flows"].as_array_mut().unwrap() {
+                flow.as_object_mut().unwrap().remove("offering");
             }
         }
-        for flow in tools["flows"].as_array_mut().unwrap() {
-            flow.as_object_mut().unwrap().remove("offering");
+        if matches!(kind, Kind::Sales | Kind::Flow) {
+            // The tour: a flow every offering shares and repeatable, not the payment link, so no
+            // rule but the intent gate stands between the model and the flow.
+            tools["flows"].as_array_mut().unwrap().push(json!({
+                "id": "studio_tour",
+                "flowNs": "content20250301000000_200009",
+                "description": "A short video tour of the studio.",
+                "repeatable": true
+            }));
         }
-    }
-    if matches!(kind, Kind::Sales | Kind::Flow) {
-        // The tour: a flow every offering shares and repeatable, not the payment link, so no
-        // rule but the intent gate stands between the model and the flow.
-        tools["flows"].as_array_mut().unwrap().push(json!({
-            "id": "studio_tour",
-            "flowNs": "content20250301000000_200009",
-            "description": "A short video tour of the studio.",
-            "repeatable": true
-        }));
-    }
-    std::fs::write(&tools_path, tools.to_string()).unwrap();
-    let vars = [
-        ("MANYCHAT_SHARED_SECRET", SECRET.to_owned()),
-        ("PUBLIC_BASE_URL", "https://bench.example.test".to_owned()),
-        ("MANYCHAT_API_TOKEN", "1:bench".to_owned()),
-        ("MANYCHAT_API_BASE", manychat_base.to_owned()),
-        ("MANYCHAT_REPLY_FLOW_NS", "bench_reply_flow".to_owned()),
-        ("CONFIG_DIR", config.display().to_string()),
-        (
-            "DATABASE_URL",
-            // BENCH_DATABASE=memory: the ceiling of the durable file (no file, no WAL, no fsync,
-            // nothing durable), for comparison only.
-            if in_memory() {
-                "sqlite::memory:".to_owned()
-            } else {
-                format!("sqlite://{}", dir.join(format!("{name}.db")).display())
-            },
-        ),
-        ("MAX_TURNS_IN_FLIGHT", "1024".to_owned()),
-        ("TRUST_PROXY", "loopback".to_owned()),
-        ("CONTACT_TOKENS_ENFORCED", "false".to_owned()),
-    ];
-    let settings = Settings::from_vars(|name| {
-        vars.iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
-    })
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let overrides = Overrides {
-        model: Some(Arc::new(InstantModel { kind })),
-        manual_worker: true,
-        ..Overrides::default()
+    });
+    // BENCH_DATABASE=memory: the ceiling of the durable file (no file, no WAL, no fsync,
+    // nothing durable), for comparison only.
+    let database_url = if in_memory() {
+        "sqlite::memory:".to_owned()
+    } else {
+        format!("sqlite://{}", dir.join(format!("{name}.db")).display())
     };
-    let app = Application::build(settings, listener, overrides)
-        .await
-        .unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/v1/channels/manychat/message",
-        app.port()
-    );
-    let token = shutdown.clone();
-    tokio::spawn(async move { app.run(token).await.unwrap() });
-    url
+    common::start_app(
+        &config,
+        database_url,
+        manychat_base,
+        Arc::new(InstantModel { kind }),
+        shutdown,
+    )
+    .await
 }
 
 /// One request at a time, at least 120 ms apart (under ManyChat's 10 requests per second).
@@ -648,13 +604,6 @@ async fn warm_up_all(urls: &[&str], concurrency: usize) {
     tokio::time::sleep(Duration::from_secs(9)).await;
 }
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -678,12 +627,7 @@ fn main() {
                 async move { axum::Json((*body).clone()) }
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let bare_url = format!(
-            "http://{}/v1/channels/manychat/message",
-            listener.local_addr().unwrap()
-        );
-        tokio::spawn(async move { axum::serve(listener, bare).await.unwrap() });
+        let bare_url = format!("{}/v1/channels/manychat/message", serve(bare).await);
 
         // A fake ManyChat that accepts every call (token writes, actions).
         // getInfo answers after 50 ms, like a real ManyChat read.
@@ -698,18 +642,14 @@ fn main() {
                 }),
             )
             .fallback(|| async { axum::Json(json!({"status": "success"})) });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let manychat_base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, fake).await.unwrap() });
+        let manychat_base = serve(fake).await;
         // A second fake ManyChat that answers every call after 50 ms, for the paced phases where
         // a flow is sent during the turn (029: the flow request runs inside the race).
         let slow = Router::new().fallback(|| async {
             tokio::time::sleep(MANYCHAT_ANSWER).await;
             axum::Json(json!({"status": "success"}))
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let slow_manychat_base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, slow).await.unwrap() });
+        let slow_manychat_base = serve(slow).await;
 
         let dir = tempfile::tempdir().unwrap();
         let shutdown = CancellationToken::new();

@@ -454,15 +454,7 @@ async fn issue_13_item_3_the_escalation_reason_is_recorded_logged_and_counted() 
             .any(|l| l.contains(&conversation) && l.contains("complaint")),
         "the escalation's log line names its reason"
     );
-    let metrics = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     for reason in ["escalation_keyword", "complaint"] {
         assert!(
             metrics.contains(&format!(

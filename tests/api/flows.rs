@@ -5,50 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
-use manychat_agent::model::{Message, ModelRequest, ModelResponse, ToolCall};
-use manychat_agent::store::Turn;
-use serde_json::{Value, json};
-use wiremock::matchers::{body_partial_json, method, path};
-use wiremock::{Mock, ResponseTemplate};
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply, tool_calls};
+use manychat_agent::model::{ModelRequest, ToolCall};
+use serde_json::json;
+use wiremock::ResponseTemplate;
 
 use crate::helpers::*;
-
-const FLOW: &str = "/fb/sending/sendFlow";
-const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
-const ADD_TAG: &str = "/fb/subscriber/addTagByName";
-
-/// The demo tenant's flows as ManyChat knows them (config/tools.json.example).
-const HANDBUILDING_GUIDE_NS: &str = "content20250301000000_200002";
-const BOOKING_LINK_NS: &str = "content20250301000000_200004";
-
-fn script(steps: Vec<ModelResponse>) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::new(steps.into_iter().map(Ok).collect()))
-}
-
-fn answer(text: &str) -> ModelResponse {
-    reply(reply_json(text))
-}
-
-fn send_flow(id: &str, contact_asked: bool) -> ToolCall {
-    call(
-        format!("flow_{id}"),
-        "send_flow",
-        json!({"flow": id, "contactAsked": contact_asked}),
-    )
-}
-
-fn set_field(id: &str, value: &str) -> ToolCall {
-    call(
-        format!("set_{id}_{value}"),
-        "set_field",
-        json!({"field": id, "value": value}),
-    )
-}
-
-fn tag(tool: &str, id: &str) -> ToolCall {
-    call(format!("{tool}_{id}"), tool, json!({"tag": id}))
-}
+use crate::selling::*;
 
 /// A prospect interested in the handbuilding weekend: the writes that let its guide go.
 fn handbuilding_prospect() -> [ToolCall; 2] {
@@ -58,68 +21,8 @@ fn handbuilding_prospect() -> [ToolCall; 2] {
     ]
 }
 
-/// The tool results the model was shown on a request, in call order.
-fn tool_results(request: &ModelRequest) -> Vec<Value> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::ToolResults { results } => Some(results.iter().map(|r| r.content.clone())),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
 fn request_text(request: &ModelRequest) -> String {
     format!("{:?}", request.messages)
-}
-
-async fn agent_turn(app: &TestApp, subscriber: &str) -> Turn {
-    app.turns(subscriber)
-        .await
-        .into_iter()
-        .rev()
-        .find(|t| t.outcome.is_some())
-        .expect("an agent turn")
-}
-
-/// What ManyChat received, as (path, flow namespace, field=value or tag) pairs.
-async fn received(app: &TestApp) -> Vec<(String, String)> {
-    app.manychat_requests()
-        .await
-        .into_iter()
-        .map(|r| {
-            let what = match r.path.as_str() {
-                FLOW => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
-                SET_FIELD => format!(
-                    "{}={}",
-                    r.body["field_name"].as_str().unwrap_or_default(),
-                    r.body["field_value"].as_str().unwrap_or_default()
-                ),
-                _ => r.body["tag_name"].as_str().unwrap_or_default().to_owned(),
-            };
-            (r.path, what)
-        })
-        .collect()
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
-
-/// ManyChat answers `sendFlow` of `flow_ns` with `response`.
-async fn flow_answers(app: &TestApp, flow_ns: &str, response: ResponseTemplate) {
-    Mock::given(method("POST"))
-        .and(path(FLOW))
-        .and(body_partial_json(json!({"flow_ns": flow_ns})))
-        .respond_with(response)
-        .with_priority(1)
-        .mount(&app.manychat)
-        .await;
 }
 
 #[tokio::test]
@@ -178,9 +81,9 @@ async fn spec_029_verification_1_a_flow_over_the_cap_is_not_sent() {
         set_field("clay_experience", "none"),
         set_field("clay_experience", "some"),
         set_field("clay_experience", "regular"),
-        tag("add_tag", "interested_wheel"),
-        tag("add_tag", "gift_buyer"),
-        tag("remove_tag", "interested_wheel"),
+        add_tag("interested_wheel"),
+        add_tag("gift_buyer"),
+        remove_tag("interested_wheel"),
         send_flow("handbuilding_guide", false),
     ]);
     let model = script(vec![tool_calls(calls), answer("Noted.")]);
@@ -243,7 +146,7 @@ async fn spec_029_verification_3_the_final_step_names_the_flows_sent_and_refused
     let model = script(vec![
         tool_calls(calls),
         tool_calls([send_flow("booking_link", true)]),
-        tool_calls([tag("add_tag", "interested_wheel")]),
+        tool_calls([add_tag("interested_wheel")]),
         answer("Both are on their way."),
     ]);
     let app = spawn_app_with(AppOptions::new(model.clone())).await;
@@ -276,7 +179,7 @@ async fn spec_029_verification_4_the_payment_links_chain_follows_it_during_the_t
     let model = script(vec![
         tool_calls([
             set_field("intent", "prospect"),
-            tag("add_tag", "gift_buyer"),
+            add_tag("gift_buyer"),
             send_flow("booking_link", true),
         ]),
         answer("There is the booking page."),
@@ -316,7 +219,7 @@ async fn spec_029_verification_5_an_escalated_turn_keeps_its_sent_flow_and_disca
  {
     let mut calls = handbuilding_prospect().to_vec();
     calls.push(send_flow("handbuilding_guide", false));
-    calls.push(tag("add_tag", "gift_buyer"));
+    calls.push(add_tag("gift_buyer"));
     let model = script(vec![
         tool_calls(calls),
         reply(escalation_json("wants to talk to a person")),
@@ -366,12 +269,7 @@ async fn spec_029_verification_5_a_deferred_call_aborted_after_sending_a_flow_re
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone())).await;
     app.returning_contact("7108").await;
-    let request = send_in_background(&app, "7108", "What is the weekend like?");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, body) = request.await.unwrap();
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "7108", "What is the weekend like?").await;
     tokio::time::advance(Duration::from_secs(22)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle().await;

@@ -353,6 +353,18 @@ impl TestApp {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// The app's `/metrics` text.
+    pub async fn metrics_text(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.address))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Stops the app and waits until it has drained.
     pub async fn stop(self) {
         self.shutdown.cancel();

@@ -12,46 +12,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
-use manychat_agent::model::{ModelError, ModelResponse, ToolCall};
-use manychat_agent::store::postgres::create_test_schema;
-use manychat_agent::store::{OutboxKind, OutboxRow, OutboxStatus, Turn};
+use manychat_agent::model::{ModelError, ToolCall};
+use manychat_agent::store::{OutboxKind, OutboxRow, OutboxStatus};
 use serde_json::{Value, json};
 use tokio::time::Instant;
-use wiremock::matchers::{body_partial_json, method, path};
-use wiremock::{Mock, ResponseTemplate};
+use wiremock::ResponseTemplate;
 
 use crate::helpers::*;
+use crate::selling::*;
 
-const FLOW: &str = "/fb/sending/sendFlow";
-const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
-/// The demo tenant's handbuilding guide as ManyChat knows it (config/tools.json.example).
-const GUIDE_NS: &str = "content20250301000000_200002";
+/// The demo tenant's handbuilding guide as ManyChat knows it.
+const GUIDE_NS: &str = HANDBUILDING_GUIDE_NS;
 
 /// The demo tenant with `settleSeconds` set on the handbuilding guide.
 fn guide_settles(seconds: u64) -> impl FnOnce(&Path) + Send + 'static {
-    move |dir: &Path| {
-        let file = dir.join("tools.json");
-        let mut tools: Value =
-            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        for flow in tools["flows"].as_array_mut().unwrap() {
-            if flow["id"] == "handbuilding_guide" {
-                flow["settleSeconds"] = json!(seconds);
-            }
-        }
-        std::fs::write(&file, tools.to_string()).unwrap();
-    }
-}
-
-fn answer(text: &str) -> ModelResponse {
-    reply(reply_json(text))
-}
-
-fn set_field(id: &str, value: &str) -> ToolCall {
-    call(
-        format!("set_{id}_{value}"),
-        "set_field",
-        json!({"field": id, "value": value}),
-    )
+    move |dir: &Path| flow_settles(dir, "handbuilding_guide", seconds)
 }
 
 fn send_guide(call_id: &str) -> ToolCall {
@@ -65,6 +40,17 @@ fn prospect_and_guide() -> Vec<ToolCall> {
         set_field("course", "handbuilding"),
         send_guide("guide"),
     ]
+}
+
+/// A model that makes the contact a prospect for the handbuilding weekend and sends its guide,
+/// then takes `then`.
+fn guide_then(then: ScriptStep) -> Arc<ScriptedModel> {
+    steps(vec![ScriptStep::ok(tool_calls(prospect_and_guide())), then])
+}
+
+/// The demo tenant whose handbuilding guide plays `settle` seconds, answered by `model`.
+async fn guide_app(model: &Arc<ScriptedModel>, settle: u64) -> TestApp {
+    spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(settle))).await
 }
 
 fn steps(steps: Vec<ScriptStep>) -> Arc<ScriptedModel> {
@@ -93,15 +79,6 @@ async fn guide_requests(app: &TestApp) -> usize {
 async fn guide_answered(app: &TestApp) -> Instant {
     until(async || guide_requests(app).await > 0).await;
     Instant::now()
-}
-
-async fn agent_turn(app: &TestApp, subscriber: &str) -> Turn {
-    app.turns(subscriber)
-        .await
-        .into_iter()
-        .rev()
-        .find(|t| t.outcome.is_some())
-        .expect("an agent turn")
 }
 
 async fn reply_rows(app: &TestApp) -> Vec<OutboxRow> {
@@ -153,11 +130,8 @@ fn field<'a>(line: &'a Value, name: &str) -> &'a Value {
 async fn spec_030_verification_4_an_inline_reply_after_a_flow_is_held_until_the_play_time_ends() {
     let _frozen = FrozenClock::freeze();
     let logs = manychat_agent::observability::capture_global();
-    let model = steps(vec![
-        ScriptStep::ok(tool_calls(prospect_and_guide())),
-        ScriptStep::ok(answer("That is the weekend guide.")),
-    ]);
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(3))).await;
+    let model = guide_then(ScriptStep::ok(answer("That is the weekend guide.")));
+    let app = guide_app(&model, 3).await;
     app.returning_contact("7301").await;
     let request = send_in_background(&app, "7301", "What is the weekend like?");
     let answered = guide_answered(&app).await;
@@ -219,11 +193,8 @@ async fn spec_030_verification_4_a_reply_that_would_pass_the_deadline_is_queued_
  {
     let _frozen = FrozenClock::freeze();
     let logs = manychat_agent::observability::capture_global();
-    let model = steps(vec![
-        ScriptStep::ok(tool_calls(prospect_and_guide())),
-        ScriptStep::ok(answer("That is the weekend guide.")),
-    ]);
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(20))).await;
+    let model = guide_then(ScriptStep::ok(answer("That is the weekend guide.")));
+    let app = guide_app(&model, 20).await;
     app.returning_contact("7302").await;
     // Answered at once, silently: the flow plays until 20 s, past the 8 s deadline.
     let (status, body) = app.send("7302", "What is the weekend like?").await;
@@ -349,11 +320,10 @@ async fn spec_030_verification_4_a_turn_with_no_flow_or_a_flow_without_settle_se
 async fn spec_030_verification_5_a_race_lost_while_the_flow_plays_answers_silently_and_queues_the_reply_for_the_flows_end()
  {
     let _frozen = FrozenClock::freeze();
-    let model = steps(vec![
-        ScriptStep::ok(tool_calls(prospect_and_guide())),
+    let model = guide_then(
         ScriptStep::ok(answer("That is the weekend guide.")).after(Duration::from_secs(10)),
-    ]);
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(12))).await;
+    );
+    let app = guide_app(&model, 12).await;
     app.returning_contact("7305").await;
     let request = send_in_background(&app, "7305", "What is the weekend like?");
     let answered = guide_answered(&app).await;
@@ -416,7 +386,7 @@ async fn spec_030_verification_5_a_flow_sent_after_the_deadline_is_waited_for_by
         ScriptStep::ok(tool_calls(prospect_and_guide())).after(Duration::from_secs(9)),
         ScriptStep::ok(answer("That is the weekend guide.")),
     ]);
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(5))).await;
+    let app = guide_app(&model, 5).await;
     app.returning_contact("7309").await;
     let request = send_in_background(&app, "7309", "What is the weekend like?");
     until(async || model.calls() == 1).await;
@@ -467,10 +437,7 @@ async fn spec_030_verification_5_a_deferred_call_that_fails_after_a_silent_respo
             ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(60)),
         ),
     ] {
-        let model = steps(vec![
-            ScriptStep::ok(tool_calls(prospect_and_guide())),
-            second,
-        ]);
+        let model = guide_then(second);
         let app = spawn_app_with(
             AppOptions::new(model.clone())
                 .edit(guide_settles(25))
@@ -527,11 +494,8 @@ async fn spec_030_verification_5_a_deferred_call_that_fails_after_a_silent_respo
 #[tokio::test(start_paused = true)]
 async fn spec_030_verification_4_an_escalations_handoff_copy_waits_for_the_flow_too() {
     let _frozen = FrozenClock::freeze();
-    let model = steps(vec![
-        ScriptStep::ok(tool_calls(prospect_and_guide())),
-        ScriptStep::ok(reply(escalation_json("explicit_request"))),
-    ]);
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(4))).await;
+    let model = guide_then(ScriptStep::ok(reply(escalation_json("explicit_request"))));
+    let app = guide_app(&model, 4).await;
     app.returning_contact("7308").await;
     let request = send_in_background(&app, "7308", "Can I talk to someone?");
     let answered = guide_answered(&app).await;
@@ -567,18 +531,9 @@ async fn spec_030_bad_input_a_flow_manychat_refuses_or_answers_200_with_an_error
                 .set_body_json(json!({"status": "error", "message": "Flow not found"})),
         ),
     ] {
-        let model = steps(vec![
-            ScriptStep::ok(tool_calls(prospect_and_guide())),
-            ScriptStep::ok(answer("Let me tell you instead.")),
-        ]);
-        let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(5))).await;
-        Mock::given(method("POST"))
-            .and(path(FLOW))
-            .and(body_partial_json(json!({"flow_ns": GUIDE_NS})))
-            .respond_with(response)
-            .with_priority(1)
-            .mount(&app.manychat)
-            .await;
+        let model = guide_then(ScriptStep::ok(answer("Let me tell you instead.")));
+        let app = guide_app(&model, 5).await;
+        flow_answers(&app, GUIDE_NS, response).await;
         app.returning_contact(subscriber).await;
         let started = Instant::now();
         let (status, body) = app.send(subscriber, "What is the weekend like?").await;
@@ -604,23 +559,17 @@ async fn spec_030_bad_input_a_flow_manychat_refuses_or_answers_200_with_an_error
 async fn spec_030_bad_input_a_flow_request_still_in_flight_at_the_deadline_gets_the_holding_line_and_a_timeout_is_recorded()
  {
     let _frozen = FrozenClock::freeze();
-    let model = steps(vec![
-        ScriptStep::ok(tool_calls(prospect_and_guide())),
-        ScriptStep::ok(answer("Let me tell you instead.")),
-    ]);
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(5))).await;
+    let model = guide_then(ScriptStep::ok(answer("Let me tell you instead.")));
+    let app = guide_app(&model, 5).await;
     // ManyChat does not answer the flow (in real time, longer than this test runs).
-    Mock::given(method("POST"))
-        .and(path(FLOW))
-        .and(body_partial_json(json!({"flow_ns": GUIDE_NS})))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"status": "success"}))
-                .set_delay(Duration::from_secs(120)),
-        )
-        .with_priority(1)
-        .mount(&app.manychat)
-        .await;
+    flow_answers(
+        &app,
+        GUIDE_NS,
+        ResponseTemplate::new(200)
+            .set_body_json(json!({"status": "success"}))
+            .set_delay(Duration::from_secs(120)),
+    )
+    .await;
     app.returning_contact("7313").await;
     let request = send_in_background(&app, "7313", "What is the weekend like?");
     until(async || guide_requests(&app).await == 1).await;
@@ -660,7 +609,7 @@ async fn spec_030_bad_input_a_flow_called_twice_in_one_step_is_sent_and_waited_f
         ScriptStep::ok(tool_calls(calls)),
         ScriptStep::ok(answer("That is the weekend guide.")),
     ]);
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(3))).await;
+    let app = guide_app(&model, 3).await;
     app.returning_contact("7314").await;
     let request = send_in_background(&app, "7314", "What is the weekend like?");
     let answered = guide_answered(&app).await;
@@ -704,7 +653,7 @@ async fn spec_030_bad_input_a_flow_called_after_the_cap_is_neither_sent_nor_wait
         ScriptStep::ok(tool_calls(calls)),
         ScriptStep::ok(answer("Noted.")),
     ]);
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(5))).await;
+    let app = guide_app(&model, 5).await;
     app.returning_contact("7315").await;
     let started = Instant::now();
     let (_, body) = app.send("7315", "Tell me everything").await;
@@ -724,7 +673,7 @@ async fn spec_030_037_the_contacts_next_message_waits_behind_the_held_reply() {
         ScriptStep::ok(answer("That is the weekend guide.")),
         ScriptStep::ok(answer("Yes, clay is included.")),
     ]);
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(5))).await;
+    let app = guide_app(&model, 5).await;
     app.returning_contact("7316").await;
     let first = send_in_background(&app, "7316", "What is the weekend like?");
     guide_answered(&app).await;
@@ -759,16 +708,10 @@ async fn spec_030_037_the_contacts_next_message_waits_behind_the_held_reply() {
 #[tokio::test(start_paused = true)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn spec_030_postgres_the_reply_waits_for_the_flow_inline_and_through_the_outbox() {
-    let base = test_database_url();
     let _frozen = FrozenClock::freeze();
-    let schema = create_test_schema(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let url = fresh_postgres_url().await;
     for (subscriber, settle) in [("7321", 3), ("7322", 20)] {
-        let model = steps(vec![
-            ScriptStep::ok(tool_calls(prospect_and_guide())),
-            ScriptStep::ok(answer("That is the weekend guide.")),
-        ]);
+        let model = guide_then(ScriptStep::ok(answer("That is the weekend guide.")));
         let app = spawn_app_with(
             AppOptions::new(model.clone())
                 .edit(guide_settles(settle))

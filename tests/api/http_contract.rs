@@ -117,15 +117,7 @@ async fn system_3_1_health_and_ready_answer() {
         .await
         .unwrap();
     assert_eq!(ready.status().as_u16(), 200);
-    let metrics = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     assert!(metrics.contains("manychat_agent_outbox_delivered_total 0"));
 }
 

@@ -25,6 +25,7 @@ mod reload;
 mod replicas;
 mod report;
 mod sales;
+mod selling;
 mod shutdown;
 mod tokens;
 mod tools;

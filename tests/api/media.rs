@@ -13,6 +13,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::helpers::*;
+use crate::selling::edit_rules;
 
 const OGG: &[u8] = include_bytes!("../fixtures/media/tone.ogg");
 const PNG: &[u8] = include_bytes!("../fixtures/media/colour-bars.png");
@@ -90,13 +91,12 @@ impl Fakes {
 }
 
 fn without_media_fallback(dir: &std::path::Path) {
-    let file = dir.join("rules.json");
-    let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    rules["messages"]
-        .as_object_mut()
-        .unwrap()
-        .remove("mediaFallback");
-    std::fs::write(&file, rules.to_string()).unwrap();
+    edit_rules(dir, |rules| {
+        rules["messages"]
+            .as_object_mut()
+            .unwrap()
+            .remove("mediaFallback");
+    });
 }
 
 fn media_fallback(app: &TestApp) -> String {

@@ -143,7 +143,7 @@ async fn issue_18_metrics_serves_every_documented_series_after_a_turn_of_each_ki
             .after(Duration::from_secs(9)),
     ]));
     let app =
-        spawn_app_with(AppOptions::new(model.clone()).edit(crate::tools::without_sales)).await;
+        spawn_app_with(AppOptions::new(model.clone()).edit(crate::selling::without_sales)).await;
     for contact in ["7001", "7002", "7003", "7004", "7005"] {
         app.returning_contact(contact).await;
     }

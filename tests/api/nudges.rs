@@ -10,22 +10,7 @@ use manychat_agent::store::NudgeStatus;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
-
-fn steps(steps: Vec<ModelResponse>) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::new(steps.into_iter().map(Ok).collect()))
-}
-
-fn answer(text: &str) -> ModelResponse {
-    reply(reply_json(text))
-}
-
-fn prospect() -> manychat_agent::model::ToolCall {
-    call(
-        "intent",
-        "set_field",
-        json!({"field": "intent", "value": "prospect"}),
-    )
-}
+use crate::selling::*;
 
 fn schedule(delay: &str) -> manychat_agent::model::ToolCall {
     call(
@@ -35,20 +20,9 @@ fn schedule(delay: &str) -> manychat_agent::model::ToolCall {
     )
 }
 
-/// The demo tenant with a `nudge` section (025's example).
-pub fn with_nudge(dir: &Path) {
-    let file = dir.join("tools.json");
-    let mut tools: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    tools["nudge"] = json!({
-        "delays": [{"id": "later_today", "minutes": 120}, {"id": "tomorrow", "minutes": 1200}],
-        "humanActiveTag": "human-handling"
-    });
-    std::fs::write(&file, tools.to_string()).unwrap();
-}
-
 #[tokio::test]
 async fn spec_025_verification_2_scheduling_twice_leaves_one_pending_row_and_no_request() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([prospect(), schedule("later_today")]),
         answer("The wheel course starts on Monday."),
         tool_calls([schedule("tomorrow")]),
@@ -105,7 +79,7 @@ async fn spec_025_verification_2_scheduling_twice_leaves_one_pending_row_and_no_
 
 #[tokio::test]
 async fn spec_025_schedule_nudge_waits_for_a_prospect() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([schedule("later_today")]),
         answer("Hello! What would you like to make?"),
     ]);
@@ -118,7 +92,7 @@ async fn spec_025_schedule_nudge_waits_for_a_prospect() {
 
 #[tokio::test]
 async fn spec_025_an_inbound_message_cancels_the_pending_nudge() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([prospect(), schedule("later_today")]),
         answer("The wheel course starts on Monday."),
         answer("Sure, see you then."),
@@ -144,10 +118,11 @@ use manychat_agent::config::{ConfigContext, ConfigHandle};
 use manychat_agent::ids::Secret;
 use manychat_agent::manychat::{ManyChatClient, ManyChatLimiter};
 use manychat_agent::metrics::Metrics;
+use manychat_agent::model::ModelError;
 use manychat_agent::model::mock::ScriptStep;
-use manychat_agent::model::{Message, ModelError, ModelRequest};
+use manychat_agent::nudge::worker::Pass;
 use manychat_agent::nudge::{AgentNudgeTurn, NudgeSettings, NudgeTurnSettings, NudgeWorker};
-use manychat_agent::store::{Conversation, OutboxKind};
+use manychat_agent::store::{Conversation, OutboxKind, Turn};
 use manychat_agent::turn::TurnsShared;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
@@ -213,10 +188,27 @@ fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedM
     }
 }
 
+/// Starts a pass of a worker clocked 3 h ahead whose nudge turn's model answers `text` after
+/// `delay`; returns once that model call has begun, with the pass still running.
+async fn nudge_call_running(
+    app: &TestApp,
+    text: &str,
+    delay: Duration,
+) -> (Rig, tokio::task::JoinHandle<Pass>) {
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(answer(text)).after(delay),
+    ]));
+    let rig = rig_at(app, chrono::Utc::now() + hours(3), model.clone());
+    let worker = rig.worker.clone();
+    let pass = tokio::spawn(async move { worker.run_once().await });
+    until(async || model.calls() == 1).await;
+    (rig, pass)
+}
+
 /// A rig `offset` ahead of now whose model has no script: any model call is counted (and
 /// fails).
 fn rig(app: &TestApp, offset: chrono::Duration) -> Rig {
-    rig_at(app, chrono::Utc::now() + offset, steps(Vec::new()))
+    rig_at(app, chrono::Utc::now() + offset, script(Vec::new()))
 }
 
 /// A contact who wrote once, with a nudge scheduled `due_in` after their message.
@@ -224,6 +216,19 @@ async fn quiet_contact(app: &TestApp, subscriber: &str, due_in: chrono::Duration
     app.send(subscriber, "How much is the wheel course?").await;
     app.settle().await;
     schedule_after_last_message(app, subscriber, due_in).await
+}
+
+/// Schedules the conversation's `later_today` nudge at `at`, due `due_in` later.
+async fn schedule_later_today(
+    app: &TestApp,
+    conversation: &Conversation,
+    at: chrono::DateTime<chrono::Utc>,
+    due_in: chrono::Duration,
+) {
+    app.store
+        .schedule_nudge(conversation.id, "later_today", at + due_in, at)
+        .await
+        .unwrap();
 }
 
 /// Schedules the contact's nudge at their last message, due `due_in` later.
@@ -236,10 +241,7 @@ async fn schedule_after_last_message(
     let at = conversation
         .last_message_at
         .expect("the message was recorded");
-    app.store
-        .schedule_nudge(conversation.id, "later_today", at + due_in, at)
-        .await
-        .unwrap();
+    schedule_later_today(app, &conversation, at, due_in).await;
     conversation
 }
 
@@ -281,7 +283,7 @@ async fn assert_cancelled(app: &TestApp, rig: &Rig, conversation: &Conversation,
 }
 
 fn quiet() -> Arc<ScriptedModel> {
-    steps(
+    script(
         (0..4)
             .map(|_| answer("The wheel course starts on Monday."))
             .collect(),
@@ -364,21 +366,14 @@ async fn spec_025_verification_3_human_active_and_contact_replied_cancel_without
     app.send("6202", "Still thinking").await;
     app.settle().await;
     let before = conversation.last_message_at.unwrap() - chrono::Duration::minutes(1);
-    app.store
-        .schedule_nudge(conversation.id, "later_today", before + hours(2), before)
-        .await
-        .unwrap();
+    schedule_later_today(&app, &conversation, before, hours(2)).await;
     assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "contact_replied").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn spec_025_verification_3_the_rate_limit_cancels_last_as_cap_reached() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
-        with_nudge(dir);
-        rate_limit(dir, 1);
-    }))
-    .await;
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge_and_one_turn_an_hour)).await;
     get_info_answers(&app, 200, &[]).await;
     let conversation = quiet_contact(&app, "6203", hours(2)).await;
     // The contact's one turn of the hour the nudge falls due in is used.
@@ -387,7 +382,7 @@ async fn spec_025_verification_3_the_rate_limit_cancels_last_as_cap_reached() {
         .bump_rate(&conversation.subscriber_id, hour_start(due))
         .await
         .unwrap();
-    let rig = rig_at(&app, due, steps(Vec::new()));
+    let rig = rig_at(&app, due, script(Vec::new()));
     assert_cancelled(&app, &rig, &conversation, "cap_reached").await;
     assert_eq!(
         app.manychat_requests()
@@ -405,11 +400,7 @@ async fn spec_025_verification_3_the_turn_cap_cancels_as_cap_reached() {
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
         with_nudge(dir);
-        let file = dir.join("rules.json");
-        let mut rules: Value =
-            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        rules["maxTurnsPerConversation"] = json!(1);
-        std::fs::write(&file, rules.to_string()).unwrap();
+        edit_rules(dir, |rules| rules["maxTurnsPerConversation"] = json!(1));
     }))
     .await;
     get_info_answers(&app, 200, &[]).await;
@@ -419,10 +410,7 @@ async fn spec_025_verification_3_the_turn_cap_cancels_as_cap_reached() {
     // Scheduled after the second message (whose cap escalation is then older than the nudge).
     let conversation = app.conversation("6204").await;
     let at = conversation.last_message_at.unwrap() + chrono::Duration::milliseconds(1);
-    app.store
-        .schedule_nudge(conversation.id, "later_today", at + hours(2), at)
-        .await
-        .unwrap();
+    schedule_later_today(&app, &conversation, at, hours(2)).await;
     assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "cap_reached").await;
 }
 
@@ -447,7 +435,7 @@ async fn spec_025_a_nudge_that_passes_every_check_is_claimed_and_sent_once() {
     let rig = rig_at(
         &app,
         due,
-        steps(vec![answer("Any questions about Monday?")]),
+        script(vec![answer("Any questions about Monday?")]),
     );
     assert_eq!(rig.worker.run_once().await.claimed, 1);
     assert_eq!(rig.worker.run_once().await.claimed, 0, "claimed once");
@@ -511,13 +499,8 @@ async fn spec_025_crash_a_live_turn_whose_row_was_marked_lost_writes_nothing() {
     let conversation = quiet_contact(&app, "6502", hours(2)).await;
     // The model call outlives MODEL_ABORT_MS plus the margin as another worker sees it (a
     // clock that jumped, a process paused): the other worker marks the row lost meanwhile.
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(answer("Any questions about Monday?")).after(Duration::from_secs(20)),
-    ]));
-    let slow = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
-    let worker = slow.worker.clone();
-    let pass = tokio::spawn(async move { worker.run_once().await });
-    until(async || model.calls() == 1).await;
+    let (slow, pass) =
+        nudge_call_running(&app, "Any questions about Monday?", Duration::from_secs(20)).await;
     let other = rig(&app, hours(4));
     assert_eq!(other.worker.run_once().await.lost, 1);
     tokio::time::advance(Duration::from_secs(20)).await;
@@ -532,23 +515,14 @@ async fn spec_025_crash_a_live_turn_whose_row_was_marked_lost_writes_nothing() {
 
 /// The tenant's hourly rate limit per contact.
 fn rate_limit(dir: &Path, per_hour: u32) {
-    let file = dir.join("rules.json");
-    let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    rules["rateLimit"]["turnsPerSubscriberPerHour"] = json!(per_hour);
-    std::fs::write(&file, rules.to_string()).unwrap();
+    edit_rules(dir, |rules| {
+        rules["rateLimit"]["turnsPerSubscriberPerHour"] = json!(per_hour);
+    });
 }
 
 fn hour_start(at: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
     use chrono::{DurationRound, TimeDelta};
     at.duration_trunc(TimeDelta::hours(1)).unwrap()
-}
-
-fn set_field(id: &str, value: &str) -> manychat_agent::model::ToolCall {
-    call(
-        format!("set_{id}_{value}"),
-        "set_field",
-        json!({"field": id, "value": value}),
-    )
 }
 
 /// A contact who became a prospect for the handbuilding weekend, with a nudge due in 2 h.
@@ -557,19 +531,6 @@ fn prospect_steps() -> Vec<ModelResponse> {
         tool_calls([prospect(), set_field("course", "handbuilding")]),
         answer("The handbuilding weekend is 180 USD."),
     ]
-}
-
-/// The text of a model request's messages.
-fn request_text(request: &ModelRequest) -> String {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { text } => Some(text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 async fn assert_no_nudge_turn_or_reply(app: &TestApp, conversation: &Conversation) {
@@ -597,13 +558,13 @@ async fn assert_no_nudge_turn_or_reply(app: &TestApp, conversation: &Conversatio
 #[tokio::test(start_paused = true)]
 async fn spec_025_verification_2_a_nudge_turn_is_not_offered_schedule_nudge_or_get_contact() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(steps(prospect_steps())).edit(with_nudge)).await;
+    let app = spawn_app_with(AppOptions::new(script(prospect_steps())).edit(with_nudge)).await;
     app.send("6601", "How much is the handbuilding weekend?")
         .await;
     app.settle().await;
     let conversation = schedule_after_last_message(&app, "6601", hours(2)).await;
     // A model that calls schedule_nudge anyway stages nothing.
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([schedule("tomorrow")]),
         answer("Would a weekend in May suit you?"),
     ]);
@@ -622,14 +583,7 @@ async fn spec_025_verification_2_a_nudge_turn_is_not_offered_schedule_nudge_or_g
     assert!(!offered.contains(&"get_contact".to_owned()), "{offered:?}");
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(nudge.status, NudgeStatus::Sent, "the nudge did not chain");
-    let turn = app
-        .store
-        .turns(conversation.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
-        .expect("the nudge turn");
+    let turn = nudge_sent_turn(&app, &conversation).await;
     assert_eq!(
         turn.actions,
         Some(json!([
@@ -643,9 +597,9 @@ async fn spec_025_verification_2_a_nudge_turn_is_not_offered_schedule_nudge_or_g
 async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothing_and_is_not_history()
  {
     let _frozen = FrozenClock::freeze();
-    let mut script = prospect_steps();
-    script.push(answer("Yes, Saturday and Sunday."));
-    let app_model = steps(script);
+    let mut app_steps = prospect_steps();
+    app_steps.push(answer("Yes, Saturday and Sunday."));
+    let app_model = script(app_steps);
     let app = spawn_app_with(AppOptions::new(app_model.clone()).edit(with_nudge)).await;
     app.send("6701", "How much is the handbuilding weekend?")
         .await;
@@ -653,7 +607,7 @@ async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothin
     let conversation = schedule_after_last_message(&app, "6701", hours(2)).await;
     let requests_before = app.manychat_requests().await.len();
     // The model stages a tag and a flow, then declines (escalates).
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([
             call("tag", "add_tag", json!({"tag": "interested_wheel"})),
             call(
@@ -681,15 +635,7 @@ async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothin
         .expect("recorded nudge_skipped");
     assert!(!skipped.bound, "a skipped nudge never enters history");
     assert_eq!(skipped.escalation_reason, None, "no person is called");
-    let statuses: Vec<&str> = skipped
-        .actions
-        .as_ref()
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["status"].as_str().unwrap())
-        .collect();
+    let statuses = statuses(skipped);
     assert!(
         statuses.iter().all(|s| *s == "discarded"),
         "no staged action is performed: {:?}",
@@ -716,19 +662,14 @@ async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothin
         requests_before,
         "nothing was sent"
     );
-    let replies = app
-        .outbox()
-        .await
-        .into_iter()
-        .filter(|r| r.kind == OutboxKind::Reply)
-        .count();
+    let replies = queued_replies(&app).await;
     assert_eq!(replies, 0, "no escalation copy, no reply");
 
     // The contact's next turn does not see it.
     app.send("6701", "Is it two days?").await;
     app.settle().await;
     let next = app_model.requests().last().cloned().unwrap();
-    let history = request_text(&next);
+    let history = user_text(&next);
     assert_eq!(
         history.matches("\nagent: ").count(),
         1,
@@ -755,13 +696,7 @@ async fn spec_025_verification_5_a_failed_or_aborted_model_call_sends_nothing() 
 
     // A call past MODEL_ABORT_MS is cut off: no race, the abort is its only bound.
     let hanging = quiet_contact(&app, "6703", hours(2)).await;
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(31)),
-    ]));
-    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
-    let worker = rig.worker.clone();
-    let pass = tokio::spawn(async move { worker.run_once().await });
-    until(async || model.calls() == 1).await;
+    let (_rig, pass) = nudge_call_running(&app, "Too late.", Duration::from_secs(31)).await;
     tokio::time::advance(Duration::from_secs(30)).await;
     pass.await.unwrap();
     let nudge = app.store.nudge(hanging.id).await.unwrap().unwrap();
@@ -784,12 +719,7 @@ async fn spec_025_verification_5_a_failed_or_aborted_model_call_sends_nothing() 
         );
         assert!(!outcomes.contains(&"nudge_sent".to_owned()));
     }
-    let replies = app
-        .outbox()
-        .await
-        .into_iter()
-        .filter(|r| r.kind == OutboxKind::Reply)
-        .count();
+    let replies = queued_replies(&app).await;
     assert_eq!(replies, 0);
 }
 
@@ -797,14 +727,14 @@ async fn spec_025_verification_5_a_failed_or_aborted_model_call_sends_nothing() 
 async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goes_through_the_reply_field_and_flow_text_before_actions()
  {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(steps(prospect_steps())).edit(with_nudge)).await;
+    let app = spawn_app_with(AppOptions::new(script(prospect_steps())).edit(with_nudge)).await;
     app.send("6801", "How much is the handbuilding weekend?")
         .await;
     app.settle().await;
     // Due now on the app's clock, so that the app's outbox worker finds the reply due.
     let conversation = schedule_after_last_message(&app, "6801", chrono::Duration::zero()).await;
     let last_inbound = conversation.last_message_at.unwrap();
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([
             call(
                 "flow",
@@ -821,7 +751,7 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
     let requests_before = app.manychat_requests().await;
 
     // The note: outside the fence, where the contact's message would be.
-    let prompt = request_text(&model.requests()[0]);
+    let prompt = user_text(&model.requests()[0]);
     let note = format!(
         "[no reply from the contact since {}; decide whether to follow up]",
         last_inbound.format("%Y-%m-%d %H:%M UTC")
@@ -851,14 +781,7 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
     assert_eq!(during, ["/fb/subscriber/getInfo"]);
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(nudge.status, NudgeStatus::Sent);
-    let turn = app
-        .store
-        .turns(conversation.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
-        .expect("recorded nudge_sent");
+    let turn = nudge_sent_turn(&app, &conversation).await;
     assert!(turn.bound, "a sent nudge is history");
     assert_eq!(turn.text, "Here is the weekend guide. Would May suit you?");
 
@@ -871,7 +794,7 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
         .map(|r| {
             let key = match r.path.as_str() {
                 "/fb/subscriber/setCustomFieldByName" => r.body["field_name"].clone(),
-                "/fb/sending/sendFlow" => r.body["flow_ns"].clone(),
+                FLOW => r.body["flow_ns"].clone(),
                 "/fb/subscriber/addTagByName" => r.body["tag_name"].clone(),
                 _ => Value::Null,
             };
@@ -902,15 +825,7 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
         json!("Here is the weekend guide. Would May suit you?")
     );
     let turn = app.store.turn(turn.id).await.unwrap().unwrap();
-    let statuses: Vec<&str> = turn
-        .actions
-        .as_ref()
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["status"].as_str().unwrap())
-        .collect();
+    let statuses = statuses(&turn);
     assert_eq!(statuses, ["performed", "performed"]);
 }
 
@@ -919,13 +834,8 @@ async fn spec_025_an_inbound_message_during_the_nudge_model_call_cancels_it_and_
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     let conversation = quiet_contact(&app, "6901", hours(2)).await;
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(answer("Any questions about Monday?")).after(Duration::from_secs(20)),
-    ]));
-    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
-    let worker = rig.worker.clone();
-    let pass = tokio::spawn(async move { worker.run_once().await });
-    until(async || model.calls() == 1).await;
+    let (rig, pass) =
+        nudge_call_running(&app, "Any questions about Monday?", Duration::from_secs(20)).await;
     let running = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(running.status, NudgeStatus::Running);
 
@@ -948,11 +858,7 @@ async fn spec_025_an_inbound_message_during_the_nudge_model_call_cancels_it_and_
 #[tokio::test(start_paused = true)]
 async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(|dir| {
-        with_nudge(dir);
-        rate_limit(dir, 1);
-    }))
-    .await;
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge_and_one_turn_an_hour)).await;
     let conversation = quiet_contact(&app, "7001", hours(2)).await;
     let at = hour_start(conversation.last_message_at.unwrap() + hours(3));
     let day = at.date_naive();
@@ -960,17 +866,10 @@ async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
     let rig = rig_at(
         &app,
         at + chrono::Duration::minutes(1),
-        steps(vec![answer("Any questions about Monday?")]),
+        script(vec![answer("Any questions about Monday?")]),
     );
     rig.worker.run_once().await;
-    let turn = app
-        .store
-        .turns(conversation.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
-        .expect("sent");
+    let turn = nudge_sent_turn(&app, &conversation).await;
     assert!(turn.input_tokens > 0);
     let charged = app.store.budget(day).await.unwrap();
     assert_eq!(
@@ -989,11 +888,8 @@ async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
 
     // A second follow-up in the same hour finds the hour's one turn used.
     let scheduled = at + chrono::Duration::minutes(2);
-    app.store
-        .schedule_nudge(conversation.id, "later_today", scheduled, scheduled)
-        .await
-        .unwrap();
-    let again = rig_at(&app, at + chrono::Duration::minutes(3), steps(vec![]));
+    schedule_later_today(&app, &conversation, scheduled, chrono::Duration::zero()).await;
+    let again = rig_at(&app, at + chrono::Duration::minutes(3), script(vec![]));
     assert_cancelled(&app, &again, &conversation, "cap_reached").await;
 }
 
@@ -1002,7 +898,7 @@ async fn spec_025_nudge_turns_count_against_the_budget_and_the_hourly_rate() {
 #[tokio::test(start_paused = true)]
 async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat() {
     let _frozen = FrozenClock::freeze();
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([prospect(), schedule("later_today")]),
         answer("The wheel course starts on Monday."),
         answer("Shall I keep a place for you on Monday?"),
@@ -1049,15 +945,7 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
     assert_eq!(requests[reply + 1].body["flow_ns"], json!(REPLY_FLOW));
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(nudge.status, NudgeStatus::Sent);
-    let metrics = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     assert!(
         metrics.contains("manychat_agent_nudges_total{state=\"scheduled\",reason=\"\"} 1"),
         "{metrics}"
@@ -1109,14 +997,9 @@ fn spec_025_worker_with_a_nudge_section_needs_a_model() {
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
     const CONTACTS: usize = 6;
-    let base = test_database_url();
-    let schema = manychat_agent::store::postgres::create_test_schema(&base)
-        .await
-        .unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let url = fresh_postgres_url().await;
     let answers = || {
-        steps(
+        script(
             (0..CONTACTS)
                 .map(|_| answer("Any questions about Monday?"))
                 .collect(),
@@ -1160,10 +1043,9 @@ async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
 
 /// The tenant's daily token cap.
 fn daily_token_cap(dir: &Path, tokens: i64) {
-    let file = dir.join("rules.json");
-    let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    rules["budget"]["dailyTokenCap"] = json!(tokens);
-    std::fs::write(&file, rules.to_string()).unwrap();
+    edit_rules(dir, |rules| {
+        rules["budget"]["dailyTokenCap"] = json!(tokens);
+    });
 }
 
 #[tokio::test(start_paused = true)]
@@ -1209,19 +1091,6 @@ async fn issue_13_item_6_a_due_nudge_is_cancelled_cap_reached_without_a_model_ca
     app.settle().await;
 }
 
-/// The `set_field` (and other tool) results a model request carries back, in order.
-fn tool_results(request: &ModelRequest) -> Vec<Value> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::ToolResults { results } => Some(results.iter().map(|r| r.content.clone())),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
 /// ManyChat's requests from `from` on, as (path, field=value or flow namespace), leaving out
 /// the human_active reads.
 async fn sent_since(app: &TestApp, from: usize) -> Vec<(String, String)> {
@@ -1230,7 +1099,7 @@ async fn sent_since(app: &TestApp, from: usize) -> Vec<(String, String)> {
         .filter(|r| r.path != "/fb/subscriber/getInfo")
         .map(|r| {
             let what = match r.path.as_str() {
-                "/fb/sending/sendFlow" => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
+                FLOW => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
                 _ => format!(
                     "{}={}",
                     r.body["field_name"].as_str().unwrap_or_default(),
@@ -1242,46 +1111,18 @@ async fn sent_since(app: &TestApp, from: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-fn sent(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
-
-const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
-const SEND_FLOW: &str = "/fb/sending/sendFlow";
-
 /// (id, status, origin) of each entry of the nudge turn's record.
 async fn nudge_turn_entries(
     app: &TestApp,
     conversation: &Conversation,
 ) -> Vec<(String, String, Option<String>)> {
-    let turn = app
-        .store
-        .turns(conversation.id)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
-        .expect("recorded nudge_sent");
-    turn.actions
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["id"].as_str().unwrap().to_owned(),
-                a["status"].as_str().unwrap().to_owned(),
-                a["origin"].as_str().map(str::to_owned),
-            )
-        })
-        .collect()
-}
-
-fn entry(id: &str, status: &str, origin: Option<&str>) -> (String, String, Option<String>) {
-    (id.to_owned(), status.to_owned(), origin.map(str::to_owned))
+    entries(
+        nudge_sent_turn(app, conversation)
+            .await
+            .actions
+            .as_ref()
+            .unwrap(),
+    )
 }
 
 /// Runs the app's outbox worker until its queue is delivered (past the contact's reply gap).
@@ -1292,33 +1133,115 @@ async fn deliver(app: &TestApp) {
     }
 }
 
+/// The tenant with a nudge section and one turn per contact an hour.
+fn with_nudge_and_one_turn_an_hour(dir: &Path) {
+    with_nudge(dir);
+    rate_limit(dir, 1);
+}
+
+/// The tenant with a nudge section and the flows the server sends on its own (032).
+fn with_nudge_and_server_flows(dir: &Path) {
+    with_nudge(dir);
+    with_server_flows(dir);
+}
+
+/// The conversation's `nudge_sent` turn.
+async fn nudge_sent_turn(app: &TestApp, conversation: &Conversation) -> Turn {
+    app.store
+        .turns(conversation.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.outcome.as_deref() == Some("nudge_sent"))
+        .expect("recorded nudge_sent")
+}
+
+/// The status of each entry of a turn's record.
+fn statuses(turn: &Turn) -> Vec<&str> {
+    turn.actions
+        .as_ref()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].as_str().unwrap())
+        .collect()
+}
+
+/// How many replies wait in the outbox.
+async fn queued_replies(app: &TestApp) -> usize {
+    app.outbox()
+        .await
+        .into_iter()
+        .filter(|r| r.kind == OutboxKind::Reply)
+        .count()
+}
+
+/// Runs a nudge worker clocked now whose nudge turn's model is `model`; returns the worker and
+/// how many requests ManyChat had received before it ran.
+async fn run_nudge_now(app: &TestApp, model: Arc<ScriptedModel>) -> (Rig, usize) {
+    let rig = rig_at(app, chrono::Utc::now(), model);
+    let before = app.manychat_requests().await.len();
+    rig.worker.run_once().await;
+    (rig, before)
+}
+
+/// Runs a nudge worker clocked now whose nudge turn queues the follow-up "Any questions about
+/// Monday?".
+async fn queue_the_follow_up(app: &TestApp) -> Rig {
+    let rig = rig_at(
+        app,
+        chrono::Utc::now(),
+        script(vec![answer("Any questions about Monday?")]),
+    );
+    rig.worker.run_once().await;
+    rig
+}
+
+/// The contact writes while a reply is queued: the response is silent; once the outbox has
+/// delivered, the texts ManyChat received since `before`, in order.
+async fn answered_behind_the_queue(
+    app: &TestApp,
+    subscriber: &str,
+    text: &str,
+    before: usize,
+) -> Vec<String> {
+    let (status, body) = app.send(subscriber, text).await;
+    assert_eq!(status, 200);
+    assert!(block_texts(&body).is_empty(), "silent: {body}");
+    app.settle().await;
+    deliver(app).await;
+    sent_since(app, before)
+        .await
+        .into_iter()
+        .filter(|(path, _)| path == SET_FIELD)
+        .map(|(_, what)| what)
+        .collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and_its_flow_follows_the_text()
  {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(steps(prospect_steps())).edit(|dir| {
-        with_nudge(dir);
-        crate::opening::with_server_flows(dir);
-    }))
-    .await;
+    let app =
+        spawn_app_with(AppOptions::new(script(prospect_steps())).edit(with_nudge_and_server_flows))
+            .await;
     app.send("7401", "How much is the handbuilding weekend?")
         .await;
     app.settle().await;
     let conversation = schedule_after_last_message(&app, "7401", chrono::Duration::zero()).await;
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([set_field("funnel_stage", "nurturing")]),
         answer("Here is what beginners make in their first month."),
     ]);
-    let rig = rig_at(&app, chrono::Utc::now(), model.clone());
-    let before = app.manychat_requests().await.len();
-    rig.worker.run_once().await;
+    let (_rig, before) = run_nudge_now(&app, model.clone()).await;
     assert_eq!(
         tool_results(&model.requests()[1]),
         vec![json!({"staged": true, "flowStaged": "student_gallery"})]
     );
     assert_eq!(
         sent_since(&app, before).await,
-        sent(&[]),
+        pairs(&[]),
         "nothing is sent during the nudge turn"
     );
     assert_eq!(
@@ -1332,14 +1255,14 @@ async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and
     deliver(&app).await;
     assert_eq!(
         sent_since(&app, before).await,
-        sent(&[
+        pairs(&[
             (
                 SET_FIELD,
                 "ai_message=Here is what beginners make in their first month."
             ),
-            (SEND_FLOW, REPLY_FLOW),
+            (FLOW, REPLY_FLOW),
             (SET_FIELD, "studio_funnel_stage=nurturing"),
-            (SEND_FLOW, crate::opening::GALLERY_NS),
+            (FLOW, GALLERY_NS),
         ]),
         "the text, then the write, then its tied flow"
     );
@@ -1356,23 +1279,19 @@ async fn spec_032_b_a_tied_stage_written_on_a_nudge_turn_reports_flow_staged_and
 async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(
-        AppOptions::new(steps(vec![answer("Hello! What would you like to make?")])).edit(|dir| {
-            with_nudge(dir);
-            crate::opening::with_server_flows(dir);
-        }),
+        AppOptions::new(script(vec![answer("Hello! What would you like to make?")]))
+            .edit(with_nudge_and_server_flows),
     )
     .await;
     // Not a prospect yet: an inbound turn that made them one would send the opening.
     app.send("7402", "Do you run pottery classes?").await;
     app.settle().await;
     let conversation = schedule_after_last_message(&app, "7402", chrono::Duration::zero()).await;
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([prospect(), set_field("funnel_stage", "nurturing")]),
         answer("Here is what beginners make in their first month."),
     ]);
-    let rig = rig_at(&app, chrono::Utc::now(), model.clone());
-    let before = app.manychat_requests().await.len();
-    rig.worker.run_once().await;
+    let (_rig, before) = run_nudge_now(&app, model.clone()).await;
     assert_eq!(
         app.store
             .nudge(conversation.id)
@@ -1390,26 +1309,24 @@ async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
         ],
         "the model is not told that an opening goes"
     );
-    assert_eq!(sent_since(&app, before).await, sent(&[]));
+    assert_eq!(sent_since(&app, before).await, pairs(&[]));
     deliver(&app).await;
     let delivered = sent_since(&app, before).await;
     assert!(
-        !delivered
-            .iter()
-            .any(|(_, what)| what == crate::opening::OPENING_NS),
+        !delivered.iter().any(|(_, what)| what == OPENING_NS),
         "the opening never goes on a nudge turn: {delivered:?}"
     );
     assert_eq!(
         delivered,
-        sent(&[
+        pairs(&[
             (
                 SET_FIELD,
                 "ai_message=Here is what beginners make in their first month."
             ),
-            (SEND_FLOW, REPLY_FLOW),
+            (FLOW, REPLY_FLOW),
             (SET_FIELD, "studio_intent=prospect"),
             (SET_FIELD, "studio_funnel_stage=nurturing"),
-            (SEND_FLOW, crate::opening::GALLERY_NS),
+            (FLOW, GALLERY_NS),
         ])
     );
     assert!(
@@ -1424,18 +1341,13 @@ async fn spec_032_a_a_nudge_turn_never_sends_the_opening() {
 #[tokio::test(start_paused = true)]
 async fn system_037_a_message_while_the_nudge_reply_is_queued_is_answered_behind_it() {
     let _frozen = FrozenClock::freeze();
-    let model = steps(vec![
+    let model = script(vec![
         answer("The wheel course starts on Monday."),
         answer("Yes, there is free parking."),
     ]);
     let app = spawn_app_with(AppOptions::new(model).edit(with_nudge)).await;
     let conversation = quiet_contact(&app, "7501", chrono::Duration::zero()).await;
-    let rig = rig_at(
-        &app,
-        chrono::Utc::now(),
-        steps(vec![answer("Any questions about Monday?")]),
-    );
-    rig.worker.run_once().await;
+    let _rig = queue_the_follow_up(&app).await;
     let queued = app
         .outbox()
         .await
@@ -1446,17 +1358,7 @@ async fn system_037_a_message_while_the_nudge_reply_is_queued_is_answered_behind
     let before = app.manychat_requests().await.len();
 
     // The contact writes while the follow-up is queued: no inline answer ahead of it.
-    let (status, body) = app.send("7501", "Is there parking?").await;
-    assert_eq!(status, 200);
-    assert!(block_texts(&body).is_empty(), "silent: {body}");
-    app.settle().await;
-    deliver(&app).await;
-    let texts: Vec<String> = sent_since(&app, before)
-        .await
-        .into_iter()
-        .filter(|(path, _)| path == SET_FIELD)
-        .map(|(_, what)| what)
-        .collect();
+    let texts = answered_behind_the_queue(&app, "7501", "Is there parking?", before).await;
     assert_eq!(
         texts,
         [
@@ -1473,26 +1375,12 @@ async fn system_037_an_escalation_before_the_model_while_the_nudge_reply_is_queu
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
     let conversation = quiet_contact(&app, "7502", chrono::Duration::zero()).await;
-    let rig = rig_at(
-        &app,
-        chrono::Utc::now(),
-        steps(vec![answer("Any questions about Monday?")]),
-    );
-    rig.worker.run_once().await;
+    let _rig = queue_the_follow_up(&app).await;
     let before = app.manychat_requests().await.len();
 
     // An escalation keyword: the copy, decided without the model, waits its turn too.
-    let (status, body) = app.send("7502", "I want to speak to a person").await;
-    assert_eq!(status, 200);
-    assert!(block_texts(&body).is_empty(), "silent: {body}");
-    app.settle().await;
-    deliver(&app).await;
-    let texts: Vec<String> = sent_since(&app, before)
-        .await
-        .into_iter()
-        .filter(|(path, _)| path == SET_FIELD)
-        .map(|(_, what)| what)
-        .collect();
+    let texts =
+        answered_behind_the_queue(&app, "7502", "I want to speak to a person", before).await;
     assert_eq!(
         texts,
         [
@@ -1548,11 +1436,11 @@ async fn issue_18_nudge_turns_count_actions_and_guardrail_violations_like_inboun
     let actions = "manychat_agent_actions";
     let violations = "manychat_agent_guardrail_violations";
     // The inbound turn performs schedule_nudge: counted as an action, not only as a nudge.
-    let script = vec![
+    let inbound = vec![
         tool_calls([prospect(), schedule("later_today")]),
         answer("The wheel course starts on Monday."),
     ];
-    let app = spawn_app_with(AppOptions::new(steps(script)).edit(with_nudge)).await;
+    let app = spawn_app_with(AppOptions::new(script(inbound)).edit(with_nudge)).await;
     app.send("6901", "How much is the wheel course?").await;
     app.settle().await;
     let scrape = app
@@ -1579,7 +1467,7 @@ async fn issue_18_nudge_turns_count_actions_and_guardrail_violations_like_inboun
 
     // A nudge turn whose reply a guardrail stops (not an AgentReply): the violation is counted,
     // and its staged tag as discarded.
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([call("tag", "add_tag", json!({"tag": "interested_wheel"}))]),
         reply("Sure! The class costs whatever you like."),
     ]);
@@ -1606,7 +1494,7 @@ async fn issue_18_nudge_turns_count_actions_and_guardrail_violations_like_inboun
     // A nudge turn that is sent with a tag the tenant does not have: the refused write is
     // counted when the turn is written (its staged tag where the outbox performs it).
     schedule_after_last_message(&app, "6901", hours(2)).await;
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([
             call("known", "add_tag", json!({"tag": "interested_wheel"})),
             call("unknown", "add_tag", json!({"tag": "not_a_tenant_tag"})),

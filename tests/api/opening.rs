@@ -10,109 +10,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
-use manychat_agent::model::{Message, Model, ModelError, ModelRequest, ModelResponse, ToolCall};
-use manychat_agent::store::{NewTurn, Turn};
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply, tool_calls};
+use manychat_agent::model::{Message, Model, ModelError, ModelRequest, ModelResponse};
+use manychat_agent::store::NewTurn;
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
+use crate::selling::*;
 
-const FLOW: &str = "/fb/sending/sendFlow";
-const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
-
-/// The demo tenant's flows as ManyChat knows them (config/tools.json.example).
-const HANDBUILDING_GUIDE_NS: &str = "content20250301000000_200002";
-const GLAZE_LAB_GUIDE_NS: &str = "content20250301000000_200003";
-/// The flows `with_server_flows` adds (invented).
-pub const OPENING_NS: &str = "content20250301000000_200020";
-pub const GALLERY_NS: &str = "content20250301000000_200021";
-const OPENING_DESCRIPTION: &str =
-    "A voice note from the studio's founder: a welcome, and what the contact would like to make.";
-
-#[derive(Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-/// The demo tenant plus an opening flow, a gallery tied to `nurturing`, and the glaze-lab
-/// guide (offering `glaze-lab`) tied to `offered`.
-pub fn with_server_flows(dir: &Path) {
-    let file = dir.join("tools.json");
-    let mut tools: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    let flows = tools["flows"].as_array_mut().unwrap();
-    for flow in flows.iter_mut() {
-        if flow["id"] == "glaze_lab_guide" {
-            flow["onStage"] = json!("offered");
-        }
-    }
-    flows.push(json!({
-        "id": "studio_welcome",
-        "flowNs": OPENING_NS,
-        "description": OPENING_DESCRIPTION,
-        "role": "opening"
-    }));
-    flows.push(json!({
-        "id": "student_gallery",
-        "flowNs": GALLERY_NS,
-        "description": "Photos of pieces beginners made in their first month.",
-        "onStage": "nurturing"
-    }));
-    std::fs::write(&file, tools.to_string()).unwrap();
-}
-
-async fn app_on(backend: Backend, model: Arc<dyn Model>) -> TestApp {
-    let mut options = AppOptions::new(model).edit(with_server_flows);
-    if let Backend::Postgres = backend {
-        let base = test_database_url();
-        let schema = manychat_agent::store::postgres::create_test_schema(&base)
-            .await
-            .unwrap();
-        let separator = if base.contains('?') { '&' } else { '?' };
-        options = options.env(
-            "DATABASE_URL",
-            format!("{base}{separator}options[search_path]={schema}"),
-        );
-    }
-    spawn_app_with(options).await
+/// The app on `backend` with the selling tenant's server-sent flows.
+async fn app_with_server_flows(backend: Backend, model: Arc<dyn Model>) -> TestApp {
+    app_on(backend, model, with_server_flows).await
 }
 
 async fn app(model: Arc<ScriptedModel>) -> TestApp {
-    app_on(Backend::Sqlite, model).await
-}
-
-fn script(steps: Vec<ModelResponse>) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::new(steps.into_iter().map(Ok).collect()))
-}
-
-fn answer(text: &str) -> ModelResponse {
-    reply(reply_json(text))
-}
-
-fn send_flow(id: &str) -> ToolCall {
-    call(
-        format!("flow_{id}"),
-        "send_flow",
-        json!({"flow": id, "contactAsked": false}),
-    )
-}
-
-fn set_field(id: &str, value: &str) -> ToolCall {
-    call(
-        format!("set_{id}_{value}"),
-        "set_field",
-        json!({"field": id, "value": value}),
-    )
-}
-
-fn add_tag(id: &str) -> ToolCall {
-    call(format!("add_{id}"), "add_tag", json!({"tag": id}))
-}
-
-fn prospect() -> ToolCall {
-    set_field("intent", "prospect")
+    app_with_server_flows(Backend::Sqlite, model).await
 }
 
 /// The intent write's result on the prospect turn (034).
@@ -123,96 +37,12 @@ fn opening_queued() -> Value {
     })
 }
 
-fn tool_results(request: &ModelRequest) -> Vec<Value> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::ToolResults { results } => Some(results.iter().map(|r| r.content.clone())),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
-async fn agent_turn(app: &TestApp, subscriber: &str) -> Turn {
-    app.turns(subscriber)
-        .await
-        .into_iter()
-        .rev()
-        .find(|t| t.outcome.is_some())
-        .expect("an agent turn")
-}
-
-/// What ManyChat received, as (path, flow namespace, field=value or tag) pairs.
-async fn received(app: &TestApp) -> Vec<(String, String)> {
-    app.manychat_requests()
-        .await
-        .into_iter()
-        .map(|r| {
-            let what = match r.path.as_str() {
-                FLOW => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
-                SET_FIELD => format!(
-                    "{}={}",
-                    r.body["field_name"].as_str().unwrap_or_default(),
-                    r.body["field_value"].as_str().unwrap_or_default()
-                ),
-                _ => r.body["tag_name"].as_str().unwrap_or_default().to_owned(),
-            };
-            (r.path, what)
-        })
-        .collect()
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
-
-/// How many times ManyChat was asked to send `flow_ns`.
-async fn sends_of(app: &TestApp, flow_ns: &str) -> usize {
-    received(app)
-        .await
-        .iter()
-        .filter(|(p, what)| p == FLOW && what == flow_ns)
-        .count()
-}
-
-/// (id, status, origin) of each entry of a turn's record.
-fn entries(actions: &Value) -> Vec<(String, String, Option<String>)> {
-    actions
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["id"].as_str().unwrap().to_owned(),
-                a["status"].as_str().unwrap().to_owned(),
-                a["origin"].as_str().map(str::to_owned),
-            )
-        })
-        .collect()
-}
-
-fn entry(id: &str, status: &str, origin: Option<&str>) -> (String, String, Option<String>) {
-    (id.to_owned(), status.to_owned(), origin.map(str::to_owned))
-}
-
-async fn turn_once(app: &TestApp, subscriber: &str, text: &str) -> Value {
-    let (status, body) = app.send(subscriber, text).await;
-    assert_eq!(status, 200);
-    app.settle().await;
-    body
-}
-
 // --- 032 A / 034: the opening ----------------------------------------------------------------------
 
 #[tokio::test]
 async fn spec_032_verification_2_the_opening_is_never_the_models_choice() {
     let model = script(vec![
-        tool_calls([prospect(), send_flow("studio_welcome")]),
+        tool_calls([prospect(), send_flow("studio_welcome", false)]),
         answer("Happy to help."),
     ]);
     let app = app(model.clone()).await;
@@ -256,7 +86,7 @@ async fn spec_034_verification_4_the_opening_goes_just_before_the_models_first_f
         tool_calls([
             prospect(),
             set_field("course", "handbuilding"),
-            send_flow("handbuilding_guide"),
+            send_flow("handbuilding_guide", false),
         ]),
         reply(escalation_json("explicit_request")),
         // A later turn records prospect again (the escalation discarded the first write).
@@ -439,7 +269,7 @@ async fn spec_032_the_opening_takes_no_action_slot() {
         tool_calls([
             prospect(),
             set_field("course", "handbuilding"),
-            send_flow("handbuilding_guide"),
+            send_flow("handbuilding_guide", false),
             set_field("clay_experience", "none"),
             set_field("clay_experience", "some"),
             set_field("clay_experience", "regular"),
@@ -471,14 +301,9 @@ async fn spec_034_verification_4_a_lost_race_sends_the_opening_when_the_call_set
         ScriptStep::ok(tool_calls([prospect()])),
         ScriptStep::ok(answer("The weekend course is two days.")).after(Duration::from_secs(10)),
     ]));
-    let app = app_on(Backend::Sqlite, model.clone()).await;
+    let app = app_with_server_flows(Backend::Sqlite, model.clone()).await;
     app.returning_contact("8008").await;
-    let request = send_in_background(&app, "8008", "What is the weekend course?");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, body) = request.await.unwrap();
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "8008", "What is the weekend course?").await;
     assert!(
         received(&app).await.is_empty(),
         "the holding line first: the call has not settled"
@@ -549,7 +374,7 @@ impl Model for ProspectModel {
 /// Three first messages at once: the opening goes once, and one turn records it.
 async fn three_first_messages_send_the_opening_once(backend: Backend, token: Option<&str>) {
     let model = ProspectModel::new(token.map(|_| 3));
-    let app = app_on(backend, model.clone()).await;
+    let app = app_with_server_flows(backend, model.clone()).await;
     let subscriber = "8010";
     if token.is_some() {
         // Racing turns that do not wait for each other (037: unbound turns neither wait nor
@@ -778,15 +603,7 @@ async fn spec_030_the_reply_waits_for_the_opening_flow() {
     ]);
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(|dir: &Path| {
         with_server_flows(dir);
-        let file = dir.join("tools.json");
-        let mut tools: Value =
-            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        for flow in tools["flows"].as_array_mut().unwrap() {
-            if flow["id"] == "studio_welcome" {
-                flow["settleSeconds"] = json!(4);
-            }
-        }
-        std::fs::write(&file, tools.to_string()).unwrap();
+        flow_settles(dir, "studio_welcome", 4);
     }))
     .await;
     app.returning_contact("7901").await;

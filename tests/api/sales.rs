@@ -7,223 +7,24 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
-use manychat_agent::model::{Message, ModelRequest, ModelResponse, ToolCall};
-use manychat_agent::store::{NewTurn, Turn};
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, tool_calls};
+use manychat_agent::store::NewTurn;
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
+use crate::selling::*;
 
-const FLOW: &str = "/fb/sending/sendFlow";
-const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
-
-/// The demo tenant's flows as ManyChat knows them (config/tools.json.example).
-const HANDBUILDING_GUIDE_NS: &str = "content20250301000000_200002";
-const BOOKING_LINK_NS: &str = "content20250301000000_200004";
-/// The events `with_events` adds: invented tracking flows.
-const QUALIFIED_EVENT_NS: &str = "content20250301000000_200101";
-const CHECKOUT_EVENT_NS: &str = "content20250301000000_200102";
-
-#[derive(Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-/// The demo tenant, on `backend`, with `edit` applied to its config.
-async fn app_on(
-    backend: Backend,
-    model: Arc<ScriptedModel>,
-    edit: impl FnOnce(&Path) + Send + 'static,
-) -> TestApp {
-    let mut options = AppOptions::new(model).edit(edit);
-    if let Backend::Postgres = backend {
-        let base = std::env::var("TEST_DATABASE_URL")
-            .ok()
-            .filter(|url| !url.is_empty())
-            .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL");
-        let schema = manychat_agent::store::postgres::create_test_schema(&base)
-            .await
-            .unwrap();
-        let separator = if base.contains('?') { '&' } else { '?' };
-        options = options.env(
-            "DATABASE_URL",
-            format!("{base}{separator}options[search_path]={schema}"),
-        );
-    }
-    spawn_app_with(options).await
-}
-
-/// The demo tenant with two conversion events (027): `nurturing` and `link_sent`.
-fn with_events(dir: &Path) {
-    edit_tools(dir, |tools| {
-        tools["events"] = json!([
-            {"id": "lead_qualified", "stage": "nurturing", "flowNs": QUALIFIED_EVENT_NS},
-            {"id": "checkout_started", "stage": "link_sent", "flowNs": CHECKOUT_EVENT_NS}
-        ]);
-    });
-}
-
-fn unchanged(_: &Path) {}
-
-fn edit_tools(dir: &Path, edit: impl FnOnce(&mut Value)) {
-    let file = dir.join("tools.json");
-    let mut tools: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    edit(&mut tools);
-    std::fs::write(&file, tools.to_string()).unwrap();
-}
-
-fn script(steps: Vec<ModelResponse>) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::new(steps.into_iter().map(Ok).collect()))
-}
-
-fn answer(text: &str) -> ModelResponse {
-    reply(reply_json(text))
-}
-
-fn send_flow(id: &str, contact_asked: bool) -> ToolCall {
-    call(
-        format!("flow_{id}"),
-        "send_flow",
-        json!({"flow": id, "contactAsked": contact_asked}),
-    )
-}
-
-fn set_field(id: &str, value: &str) -> ToolCall {
-    call(
-        format!("set_{id}_{value}"),
-        "set_field",
-        json!({"field": id, "value": value}),
-    )
-}
-
-fn add_tag(id: &str) -> ToolCall {
-    call(format!("add_{id}"), "add_tag", json!({"tag": id}))
-}
-
-fn remove_tag(id: &str) -> ToolCall {
-    call(format!("remove_{id}"), "remove_tag", json!({"tag": id}))
-}
-
-fn write_note(id: &str, text: &str) -> ToolCall {
-    call(
-        format!("note_{id}"),
-        "write_note",
-        json!({"note": id, "text": text}),
-    )
-}
-
-fn prospect() -> ToolCall {
-    set_field("intent", "prospect")
-}
-
-/// The tool results the model was shown on a request, in call order.
-fn tool_results(request: &ModelRequest) -> Vec<Value> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::ToolResults { results } => Some(results.iter().map(|r| r.content.clone())),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
-fn user_text(request: &ModelRequest) -> String {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The enum of a tool's parameter in a request (empty when the tool is not offered).
-fn tool_enum(request: &ModelRequest, tool: &str, parameter: &str) -> Vec<String> {
-    request
-        .tools
-        .iter()
-        .find(|t| t.name == tool)
-        .and_then(|t| {
-            t.parameters["properties"][parameter]["enum"]
-                .as_array()
-                .cloned()
-        })
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
-}
-
-fn description(request: &ModelRequest, tool: &str) -> String {
-    request
-        .tools
-        .iter()
-        .find(|t| t.name == tool)
-        .map(|t| t.description.clone())
-        .unwrap_or_default()
-}
-
-async fn agent_turn(app: &TestApp, subscriber: &str) -> Turn {
-    app.turns(subscriber)
-        .await
-        .into_iter()
-        .rev()
-        .find(|t| t.outcome.is_some())
-        .expect("an agent turn")
-}
-
-/// What ManyChat received, as (path, flow namespace or field=value) pairs.
-async fn received(app: &TestApp) -> Vec<(String, String)> {
-    app.manychat_requests()
-        .await
-        .into_iter()
-        .map(|r| {
-            let what = match r.path.as_str() {
-                FLOW => r.body["flow_ns"].as_str().unwrap_or_default().to_owned(),
-                SET_FIELD => format!(
-                    "{}={}",
-                    r.body["field_name"].as_str().unwrap_or_default(),
-                    r.body["field_value"].as_str().unwrap_or_default()
-                ),
-                _ => r.body["tag_name"].as_str().unwrap_or_default().to_owned(),
-            };
-            (r.path, what)
-        })
-        .collect()
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
-
-async fn turn_once(app: &TestApp, subscriber: &str, text: &str) {
-    let (status, _) = app.send(subscriber, text).await;
-    assert_eq!(status, 200);
-    app.settle().await;
-}
-
-/// ManyChat refuses `sendFlow` of `flow_ns`.
-async fn refuse_flow(app: &TestApp, flow_ns: &str) {
-    Mock::given(method("POST"))
-        .and(path(FLOW))
-        .and(body_partial_json(json!({"flow_ns": flow_ns})))
-        .respond_with(
-            ResponseTemplate::new(400)
-                .set_body_json(json!({"status": "error", "message": "Flow not found"})),
-        )
-        .with_priority(1)
-        .mount(&app.manychat)
-        .await;
+/// A model that, on each of two turns, makes the contact a prospect and sends the payment link
+/// the contact asked for.
+fn booking_link_twice() -> Arc<ScriptedModel> {
+    script(vec![
+        tool_calls([prospect(), send_flow("booking_link", true)]),
+        answer("Here is the booking link."),
+        tool_calls([prospect(), send_flow("booking_link", true)]),
+        answer("Here is the booking link."),
+    ])
 }
 
 // --- 034: the intent gate ------------------------------------------------------------------------
@@ -476,12 +277,7 @@ async fn spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_o
 async fn spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_nothing_when_it_fails(
     backend: Backend,
 ) {
-    let model = script(vec![
-        tool_calls([prospect(), send_flow("booking_link", true)]),
-        answer("Here is the booking link."),
-        tool_calls([prospect(), send_flow("booking_link", true)]),
-        answer("Here is the booking link."),
-    ]);
+    let model = booking_link_twice();
     let app = app_on(backend, model.clone(), unchanged).await;
     turn_once(&app, "6401", "How do I book?").await;
     // 029: the link goes during the turn and takes the staged intent write with it.
@@ -572,12 +368,7 @@ async fn spec_027_verification_3_a_performed_stage_write_sends_its_event_after_i
 async fn spec_027_verification_4_the_payment_link_chain_goes_in_order_and_stops_at_a_failure(
     backend: Backend,
 ) {
-    let model = script(vec![
-        tool_calls([prospect(), send_flow("booking_link", true)]),
-        answer("Here is the booking link."),
-        tool_calls([prospect(), send_flow("booking_link", true)]),
-        answer("Here is the booking link."),
-    ]);
+    let model = booking_link_twice();
     let app = app_on(backend, model.clone(), with_events).await;
     turn_once(&app, "6601", "How do I pay?").await;
     // 029: the link goes during the turn and takes the staged intent write with it.
@@ -689,11 +480,7 @@ async fn spec_027_verification_6_the_event_is_recorded_on_the_deferred_path_too(
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(with_events)).await;
     // A contact that holds a token already: no token write is in flight when the clock moves.
     app.returning_contact("6901").await;
-    let request = send_in_background(&app, "6901", "Tell me about the wheel course");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "6901", "Tell me about the wheel course").await;
     tokio::time::advance(Duration::from_secs(1)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle_advancing().await;
@@ -762,13 +549,10 @@ async fn spec_028_verification_2_send_flow_is_scoped_to_the_turns_offering(backe
         !description.contains("wheel_basics_guide"),
         "the description lists only the flows accepted this turn: {description}"
     );
-    let flows: Vec<String> = received(&app)
-        .await
-        .into_iter()
-        .filter(|(p, _)| p == FLOW)
-        .map(|(_, ns)| ns)
-        .collect();
-    assert_eq!(flows, vec![HANDBUILDING_GUIDE_NS, BOOKING_LINK_NS]);
+    assert_eq!(
+        flows_sent(&app).await,
+        vec![HANDBUILDING_GUIDE_NS, BOOKING_LINK_NS]
+    );
 }
 
 async fn spec_028_verification_3_the_offering_locks_from_offered(backend: Backend) {
@@ -1162,13 +946,7 @@ async fn issue_14_bad_input_5_contact_asked_on_a_non_link_flow_is_ignored_and_no
     let results = tool_results(&model.requests()[1]);
     assert_eq!(results[1], json!({"sent": false}));
     assert_eq!(results[3], json!({"sent": true}));
-    let flows: Vec<String> = received(&app)
-        .await
-        .into_iter()
-        .filter(|(p, _)| p == FLOW)
-        .map(|(_, ns)| ns)
-        .collect();
-    assert_eq!(flows, vec!["content20250301000000_200001"]);
+    assert_eq!(flows_sent(&app).await, vec!["content20250301000000_200001"]);
     assert_eq!(
         agent_turn(&app, "6805").await.actions,
         Some(json!([
@@ -1228,11 +1006,7 @@ async fn issue_14_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone())).await;
     app.returning_contact("6807").await;
-    let request = send_in_background(&app, "6807", "Tell me about the wheel course");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "6807", "Tell me about the wheel course").await;
     tokio::time::advance(Duration::from_secs(1)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle_advancing().await;

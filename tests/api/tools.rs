@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
-use manychat_agent::model::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, ToolCall, ToolChoice,
-};
+use manychat_agent::model::{Model, ModelError, ModelRequest, ModelResponse, ToolCall, ToolChoice};
 use manychat_agent::outbox::ReplyPayload;
 use manychat_agent::store::Turn;
 use serde_json::{Value, json};
@@ -18,55 +16,10 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
-
-const FLOW: &str = "/fb/sending/sendFlow";
-const ADD_TAG: &str = "/fb/subscriber/addTagByName";
-const REMOVE_TAG: &str = "/fb/subscriber/removeTagByName";
-const SET_FIELD: &str = "/fb/subscriber/setCustomFieldByName";
-const GET_INFO: &str = "/fb/subscriber/getInfo";
-
-fn steps(steps: Vec<ModelResponse>) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::new(steps.into_iter().map(Ok).collect()))
-}
-
-fn send_flow(id: &str) -> ToolCall {
-    call(
-        format!("flow_{id}"),
-        "send_flow",
-        json!({"flow": id, "contactAsked": true}),
-    )
-}
-
-fn add_tag(id: &str) -> ToolCall {
-    call(format!("add_{id}"), "add_tag", json!({"tag": id}))
-}
-
-fn remove_tag(id: &str) -> ToolCall {
-    call(format!("remove_{id}"), "remove_tag", json!({"tag": id}))
-}
-
-fn set_field(id: &str, value: &str) -> ToolCall {
-    call(
-        format!("set_{id}"),
-        "set_field",
-        json!({"field": id, "value": value}),
-    )
-}
-
-fn write_note(id: &str, text: &str) -> ToolCall {
-    call(
-        format!("note_{id}"),
-        "write_note",
-        json!({"note": id, "text": text}),
-    )
-}
+use crate::selling::*;
 
 fn get_contact(n: usize) -> ToolCall {
     call(format!("read_{n}"), "get_contact", json!({}))
-}
-
-fn answer(text: &str) -> ModelResponse {
-    reply(reply_json(text))
 }
 
 /// A reply the guardrails pass but whose confidence is under the demo tenant's 0.6.
@@ -88,29 +41,9 @@ fn leaky_json() -> String {
 
 /// The demo tenant without `rules.handoff`, so an escalation itself makes no request.
 fn without_handoff(dir: &Path) {
-    let file = dir.join("rules.json");
-    let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    rules.as_object_mut().unwrap().remove("handoff");
-    std::fs::write(&file, rules.to_string()).unwrap();
-}
-
-/// The demo tenant without its sales markers (intent, funnel and offering fields, flows tied to
-/// an offering): 012 and 024 are about staging and performing; the sales rules that refuse
-/// writes (034's gate, 028's scoping) are proved in `sales.rs`.
-pub fn without_sales(dir: &Path) {
-    let file = dir.join("tools.json");
-    let mut tools: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    for field in tools["fields"].as_array_mut().unwrap() {
-        let field = field.as_object_mut().unwrap();
-        for marker in ["intent", "funnel", "offering"] {
-            field.remove(marker);
-        }
-    }
-    for flow in tools["flows"].as_array_mut().unwrap() {
-        flow.as_object_mut().unwrap().remove("offering");
-    }
-    tools.as_object_mut().unwrap().remove("events");
-    std::fs::write(&file, tools.to_string()).unwrap();
+    edit_rules(dir, |rules| {
+        rules.as_object_mut().unwrap().remove("handoff");
+    });
 }
 
 fn without_sales_or_handoff(dir: &Path) {
@@ -120,16 +53,6 @@ fn without_sales_or_handoff(dir: &Path) {
 
 fn paths(requests: &[Recorded]) -> Vec<&str> {
     requests.iter().map(|r| r.path.as_str()).collect()
-}
-
-/// The agent turn of a contact's conversation (the last one).
-async fn agent_turn(app: &TestApp, subscriber: &str) -> Turn {
-    app.turns(subscriber)
-        .await
-        .into_iter()
-        .rev()
-        .find(|t| t.outcome.is_some())
-        .expect("an agent turn")
 }
 
 fn statuses(turn: &Turn) -> Vec<(String, String)> {
@@ -145,38 +68,6 @@ fn statuses(turn: &Turn) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
-
-/// The tool results the model was shown on a request, in call order.
-fn tool_results(request: &ModelRequest) -> Vec<Value> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::ToolResults { results } => Some(results.iter().map(|r| r.content.clone())),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
-fn user_text(request: &ModelRequest) -> String {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The fence nonce of a request's contact message.
@@ -210,8 +101,11 @@ impl Model for CountingModel {
 
 #[tokio::test]
 async fn spec_012_verification_2_execute_makes_no_request_during_the_model_call() {
-    let inner = steps(vec![
-        tool_calls([send_flow("wheel_basics_guide"), add_tag("interested_wheel")]),
+    let inner = script(vec![
+        tool_calls([
+            send_flow("wheel_basics_guide", true),
+            add_tag("interested_wheel"),
+        ]),
         tool_calls([
             set_field("clay_experience", "none"),
             write_note("goal", "Wants to make a set of bowls for the kitchen."),
@@ -276,7 +170,7 @@ async fn spec_012_verification_3_each_escalation_path_performs_nothing() {
     let labels: Vec<&str> = endings.iter().map(|(l, _)| *l).collect();
     for (_, ending) in endings {
         script.push(ScriptStep::ok(tool_calls([
-            send_flow("wheel_basics_guide"),
+            send_flow("wheel_basics_guide", true),
             add_tag("interested_wheel"),
             set_field("clay_experience", "some"),
             write_note("goal", "Wants to make bowls."),
@@ -323,12 +217,7 @@ async fn spec_012_verification_3_an_aborted_turn_performs_nothing() {
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
     app.returning_contact("5110").await;
-    let request = send_in_background(&app, "5110", "Can I book?");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, body) = request.await.unwrap();
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "5110", "Can I book?").await;
     tokio::time::advance(Duration::from_secs(22)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle().await;
@@ -352,9 +241,9 @@ async fn spec_012_verification_3_an_aborted_turn_performs_nothing() {
 /// Nine distinct actions the demo tenant allows, in order.
 fn nine_actions() -> Vec<ToolCall> {
     vec![
-        send_flow("wheel_basics_guide"),
-        send_flow("handbuilding_guide"),
-        send_flow("glaze_lab_guide"),
+        send_flow("wheel_basics_guide", true),
+        send_flow("handbuilding_guide", true),
+        send_flow("glaze_lab_guide", true),
         add_tag("interested_wheel"),
         add_tag("gift_buyer"),
         set_field("clay_experience", "none"),
@@ -366,7 +255,7 @@ fn nine_actions() -> Vec<ToolCall> {
 
 #[tokio::test]
 async fn spec_012_verification_4_ninth_action_is_dropped_through_the_app() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls(nine_actions()),
         answer("Here is everything."),
     ]);
@@ -396,9 +285,9 @@ async fn spec_012_verification_4_ninth_action_is_dropped_through_the_app() {
 
 #[tokio::test]
 async fn spec_012_verification_5_request_bodies_carry_the_turns_subscriber_and_configured_values() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([
-            send_flow("glaze_lab_guide"),
+            send_flow("glaze_lab_guide", true),
             add_tag("interested_wheel"),
             remove_tag("gift_buyer"),
             set_field("clay_experience", "regular"),
@@ -444,7 +333,7 @@ async fn spec_012_verification_5_request_bodies_carry_the_turns_subscriber_and_c
 
 #[tokio::test]
 async fn spec_012_verification_6_inline_actions_follow_the_response() {
-    let inner = steps(vec![
+    let inner = script(vec![
         tool_calls([add_tag("interested_wheel")]),
         answer("Noted, the wheel course it is."),
     ]);
@@ -564,9 +453,9 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
 
 #[tokio::test]
 async fn spec_012_verification_10_next_turn_prompt_carries_performed_actions_only() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([
-            send_flow("wheel_basics_guide"),
+            send_flow("wheel_basics_guide", true),
             remove_tag("gift_buyer"),
             write_note("goal", "Wants bowls."),
         ]),
@@ -644,7 +533,7 @@ async fn serve_get_info(app: &TestApp, body: Value, delay: Duration) {
 
 #[tokio::test]
 async fn spec_024_verification_1_get_contact_returns_a_whitelist_never_the_subscriber() {
-    let model = steps(vec![tool_calls([get_contact(1)]), answer("Welcome back.")]);
+    let model = script(vec![tool_calls([get_contact(1)]), answer("Welcome back.")]);
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     serve_get_info(&app, get_info_fixture(), Duration::ZERO).await;
     let (_, body) = app.send("5700", "Hello again").await;
@@ -694,7 +583,7 @@ async fn spec_024_verification_1_get_contact_returns_a_whitelist_never_the_subsc
 async fn spec_024_verification_2_notes_inside_the_fence_tags_and_fields_outside() {
     // Three reads across steps 1–3, the reply on step 4: the third read makes no request, and
     // the final step's note carries the last read with its notes still fenced.
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([get_contact(1)]),
         tool_calls([get_contact(2)]),
         tool_calls([get_contact(3)]),
@@ -755,7 +644,7 @@ async fn spec_024_verification_2_notes_inside_the_fence_tags_and_fields_outside(
 async fn spec_024_verification_3_read_timeout_returns_unavailable_and_the_turn_replies() {
     // The read's timeout runs on tokio's (frozen) clock; the fake ManyChat never answers in time.
     let _frozen = FrozenClock::freeze();
-    let model = steps(vec![tool_calls([get_contact(1)]), answer("Happy to help.")]);
+    let model = script(vec![tool_calls([get_contact(1)]), answer("Happy to help.")]);
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await;
     serve_get_info(&app, get_info_fixture(), Duration::from_secs(60)).await;
     let request = send_in_background(&app, "5900", "Hi");
@@ -792,7 +681,7 @@ async fn spec_024_verification_3_read_timeout_returns_unavailable_and_the_turn_r
 
 #[tokio::test]
 async fn spec_024_verification_3_third_read_makes_no_request() {
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([get_contact(1), get_contact(2), get_contact(3)]),
         answer("Welcome back."),
     ]);
@@ -813,7 +702,7 @@ async fn spec_024_verification_3_third_read_makes_no_request() {
 #[tokio::test]
 async fn spec_024_verification_4_fourth_step_offers_no_tools_and_ninth_action_is_dropped() {
     let calls = nine_actions();
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls(calls[..3].to_vec()),
         tool_calls(calls[3..6].to_vec()),
         tool_calls(calls[6..].to_vec()),
@@ -944,11 +833,7 @@ async fn spec_024_verification_7_deferred_escalation_carries_the_note_behind_the
         ScriptStep::ok(reply(escalation_json("explicit_request"))).after(Duration::from_secs(9)),
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
-    let request = send_in_background(&app, "6200", "Private lessons?");
-    until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    holding_line_at_the_deadline(&app, &model, "6200", "Private lessons?").await;
     tokio::time::advance(Duration::from_secs(1)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle().await;
@@ -1002,7 +887,7 @@ async fn spec_024_verification_8_note_record_has_length_and_no_text_and_no_log_l
     let logs = manychat_agent::observability::capture_global();
     let text = "Hopes to throw a lopsided teapot for Grandmother Ottoline";
     let failing = "Dreams of a celadon moon jar for Uncle Barnabus";
-    let model = steps(vec![
+    let model = script(vec![
         tool_calls([
             write_note("goal", text),
             write_note("handoff_summary", failing),

@@ -577,7 +577,7 @@ async fn issue_21_item_3_send_flow_past_100_an_hour_for_a_contact_is_refused_and
         reply(reply_json("Here is the guide.")),
     ]);
     // A tenant without the sales funnel: the flow is tried at once (no intent gate).
-    let app = spawn_app_with(AppOptions::new(model).edit(crate::tools::without_sales)).await;
+    let app = spawn_app_with(AppOptions::new(model).edit(crate::selling::without_sales)).await;
     let contact = SubscriberId::parse("5552301").unwrap();
     let now = Clock::system().now();
     for _ in 0..100 {
@@ -615,7 +615,7 @@ async fn issue_21_item_5_manychat_error_code_is_kept_in_the_action_record() {
         reply(reply_json("Here is the guide.")),
     ]);
     // A tenant without the sales funnel: the flow is tried at once (no intent gate).
-    let app = spawn_app_with(AppOptions::new(model).edit(crate::tools::without_sales)).await;
+    let app = spawn_app_with(AppOptions::new(model).edit(crate::selling::without_sales)).await;
     Mock::given(method("POST"))
         .and(path(FLOW))
         .respond_with(ResponseTemplate::new(400).set_body_json(json!({
