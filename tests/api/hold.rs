@@ -169,15 +169,7 @@ async fn spec_030_verification_4_an_inline_reply_after_a_flow_is_held_until_the_
     assert_eq!(field(&lines[0], "path"), "inline");
     assert_eq!(field(&lines[0], "held_ms"), 3_000);
     // Issue 18: a held reply's answer time is observed on the `held` path, the hold included.
-    let metrics = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
     assert!(
         metrics.contains("manychat_agent_answer_duration_seconds_count{path=\"held\"} 1"),
         "{metrics}"

@@ -1443,15 +1443,7 @@ async fn issue_18_nudge_turns_count_actions_and_guardrail_violations_like_inboun
     let app = spawn_app_with(AppOptions::new(script(inbound)).edit(with_nudge)).await;
     app.send("6901", "How much is the wheel course?").await;
     app.settle().await;
-    let scrape = app
-        .http
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let scrape = app.metrics_text().await;
     assert_eq!(
         counter(
             &scrape,
