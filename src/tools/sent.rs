@@ -48,29 +48,27 @@ impl FlowSends {
     /// `settleSeconds`. Refused flows and flows without a play time do not count; `None` when
     /// nothing is playing or was played.
     pub fn played_until(&self) -> Option<Instant> {
-        played_until(&self.list())
+        self.list().iter().filter_map(SentFlow::plays_until).max()
     }
 
     /// 030: whether a flow ManyChat had answered by `deadline` was still playing then. A flow
     /// whose request was still in flight at the deadline has no answer time yet, so it does not
     /// count.
     pub fn playing_at(&self, deadline: Instant) -> bool {
-        let list = self.list();
-        let answered: Vec<SentFlow> = list
+        self.list()
             .iter()
             .filter(|s| s.answered_at <= deadline)
-            .cloned()
-            .collect();
-        played_until(&answered).is_some_and(|end| end > deadline)
+            .filter_map(SentFlow::plays_until)
+            .any(|end| end > deadline)
     }
 }
 
-fn played_until(sends: &[SentFlow]) -> Option<Instant> {
-    sends
-        .iter()
-        .filter(|s| s.accepted && !s.settle.is_zero())
-        .map(|s| s.answered_at + s.settle)
-        .max()
+impl SentFlow {
+    /// When this flow has played: its answer time plus `settleSeconds`; `None` for a refused
+    /// flow or one without a play time.
+    fn plays_until(&self) -> Option<Instant> {
+        (self.accepted && !self.settle.is_zero()).then(|| self.answered_at + self.settle)
+    }
 }
 
 #[cfg(test)]
