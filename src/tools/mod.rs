@@ -310,8 +310,8 @@ impl TurnTools {
     }
 
     /// The flows this turn sent, in call order (029), with ManyChat's answer times (030).
-    pub fn sent_flows(&self) -> Vec<SentFlow> {
-        self.sent.snapshot()
+    pub fn sent_flows(&self) -> &FlowSends {
+        &self.sent
     }
 
     /// Waits for a flow request still in flight when the model call was cut short (029: an

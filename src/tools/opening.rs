@@ -128,7 +128,7 @@ impl TurnTools {
         else {
             return;
         };
-        let this_turn = self.sent.iter().any(|s| s.id == flow.id)
+        let this_turn = self.sent.find(&flow.id).is_some()
             || self
                 .actions
                 .iter()
