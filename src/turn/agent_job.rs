@@ -178,9 +178,12 @@ impl AgentJob {
                 let mut message = message;
                 message.promise = self.promised(message.promise).await;
                 // 029: a flow already sent cannot be recalled; the record says it went out
-                // (a request still in flight is waited for first).
+                // (a request still in flight is waited for first). 034: a prospect turn cut
+                // short is recorded too, its intent write discarded, so no later turn sends the
+                // opening it forfeited.
                 tools.settle_in_flight().await;
-                let sent = (!tools.sent_flows().is_empty()).then(|| tools.into_actions());
+                let recorded = !tools.sent_flows().is_empty() || tools.made_prospect_turn();
+                let sent = recorded.then(|| tools.into_actions());
                 self.engine.settle_aborted(&self, &message, sent).await
             }
         };
