@@ -74,6 +74,8 @@ pub enum EscalationCause {
     Error,
     /// The model call hit `MODEL_ABORT_MS` (set by the caller).
     Abort,
+    /// The day's budget refused a step's model call (set by the loop's budget).
+    Budget,
 }
 
 impl EscalationCause {
@@ -87,6 +89,7 @@ impl EscalationCause {
             EscalationCause::FieldEcho => "field_echo_stripped",
             EscalationCause::Error => "error",
             EscalationCause::Abort => "abort",
+            EscalationCause::Budget => "budget",
         }
     }
 }
@@ -127,6 +130,8 @@ impl GuardedReply {
         match self.cause {
             EscalationCause::Schema => "failed_validation",
             EscalationCause::Error | EscalationCause::Abort => "error",
+            // The budget check before a call, like the one before the first.
+            EscalationCause::Budget => "escalated_precheck",
             _ => "escalated_model",
         }
     }

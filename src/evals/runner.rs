@@ -234,6 +234,7 @@ async fn observe(
             temperature,
             max_messages: 3,
             images: &[],
+            budget: None,
         },
         &mut tools,
     )

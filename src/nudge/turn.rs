@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use super::rules::CancelReason;
 use super::worker::{NudgeTurn, NudgeVerdict};
 use crate::actions::{self, ActionStatus, StagedAction};
-use crate::agent::{self, Fence, ThinkInput, Thought};
+use crate::agent::{self, EscalationCause, Fence, ThinkInput, Thought};
 use crate::channel::Channel;
 use crate::clock::Clock;
 use crate::config::TenantConfig;
@@ -44,7 +44,7 @@ use crate::store::{
     OutboxKind, Store, TurnContext,
 };
 use crate::tools::{ToolContext, TurnTools};
-use crate::turn::{TurnsShared, budget};
+use crate::turn::TurnsShared;
 
 /// The turn outcome of a follow-up that went out.
 pub const SENT: &str = "nudge_sent";
@@ -59,6 +59,8 @@ pub mod skip {
     pub const MODEL_ERROR: &str = "model_error";
     /// The model call ran past `MODEL_ABORT_MS`.
     pub const MODEL_ABORTED: &str = "model_aborted";
+    /// The day's budget refused one of the turn's model calls after the first.
+    pub const BUDGET: &str = "budget";
 }
 
 /// What a nudge turn reads from `Settings`.
@@ -134,21 +136,17 @@ impl NudgeTurn for AgentNudgeTurn {
         let derived = self.shared.derived(&config);
         let history = crate::turn::history_turns(context.history);
         let note = follow_up_note(conversation.last_message_at.unwrap_or(nudge.scheduled_at));
-        // Issue 13 item 6: reserved as an inbound turn reserves, against the day's spend and
-        // what the turns in flight reserved; given back once the turn's charge is written.
-        let estimate = budget::estimate(
-            self.model.id(),
-            derived.prompt.prefix.len()
-                + note.len()
-                + history.iter().map(|t| t.text.len()).sum::<usize>(),
-            self.settings.max_output_tokens,
-        );
+        // Admitted as an inbound turn is, against the day's spend and what the turns in flight
+        // reserved and used; each model call is reserved before it is sent, and the place is
+        // given back once the turn's charge is written.
         let day = now.date_naive();
-        let Some(_reservation) = self
-            .shared
-            .budget
-            .reserve(&config, day, context.spent, estimate)
-        else {
+        let Some(turn_budget) = self.shared.budget.admit(
+            &config,
+            day,
+            context.spent,
+            self.model.id(),
+            self.settings.max_output_tokens,
+        ) else {
             return NudgeVerdict::Cancelled(CancelReason::CapReached);
         };
         // The contact's sales position, from the server's records; the offering is the one
@@ -195,6 +193,7 @@ impl NudgeTurn for AgentNudgeTurn {
             temperature: self.settings.temperature,
             max_messages: 3,
             images: &[],
+            budget: Some(&turn_budget),
         };
         let thinking =
             agent::think_follow_up(self.model.as_ref(), input, &note, &fence, &mut tools);
@@ -217,6 +216,7 @@ impl NudgeTurn for AgentNudgeTurn {
                 let reason = match &thought {
                     None => skip::MODEL_ABORTED,
                     Some(t) if t.error.is_some() => skip::MODEL_ERROR,
+                    Some(t) if t.reply.cause == EscalationCause::Budget => skip::BUDGET,
                     Some(_) => skip::ESCALATED,
                 };
                 let recorded = self

@@ -82,8 +82,9 @@ pub(super) struct AgentJob {
     /// 030: where the turn's tools record the flows they send (the request reads it at the
     /// deadline).
     pub(super) flows: FlowSends,
-    /// Given back when the job ends (issue 13 item 6).
-    pub(super) _reservation: Option<budget::Reservation>,
+    /// The turn's place in the day's budget: each model call is reserved in it before it is
+    /// sent; given back when the job ends.
+    pub(super) budget: Option<budget::TurnBudget>,
     pub(super) _in_flight: Option<InFlight>,
 }
 
@@ -123,6 +124,10 @@ impl AgentJob {
             temperature: inner.settings.temperature,
             max_messages: 3,
             images: &images,
+            budget: self
+                .budget
+                .as_ref()
+                .map(|b| b as &dyn crate::agent::CallBudget),
         };
         let fence = agent::Fence::new();
         let mut tools = TurnTools::new(ToolContext {
