@@ -11,9 +11,10 @@
 //! contact asked nothing).
 //!
 //! Like an inbound turn it draws on what the process's turns share (`crate::turn::TurnsShared`):
-//! the snapshot's prompt and tool specs, built once per snapshot, and the budget ledger. Before
-//! its model call it reserves an upper estimate of its spend beside the turns in flight
-//! (issue 13 item 6); refused, the nudge is cancelled `cap_reached` with no model call.
+//! the snapshot's prompt and tool specs, built once per snapshot, and the budget ledger. It is
+//! admitted to the day's budget beside the turns in flight, refused, the nudge is cancelled
+//! `cap_reached` with no model call; each of its calls is then reserved before it is sent, and
+//! a later call refused skips the nudge (`budget`).
 //!
 //! Invariant: the turn is written in one write with the nudge's settlement
 //! (`Store::record_nudge_turn`), and only while the nudge is still running under this worker's
