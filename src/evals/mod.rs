@@ -1,6 +1,13 @@
 //! The golden eval machinery (SYSTEM 9): the JSONL case format, loading a suite, checking one
 //! observed turn against its expectations, and the report `manychat-agent eval` prints.
 //!
+//! - [`format`]: the case format and `load_suite`.
+//! - [`checks`]: `check` and what it judges (actions, invented prices, prompt leaks).
+//! - [`report`]: `run_suite` / `run_suite_concurrently` (at most N cases at a time, each
+//!   reported as it finishes, the report in suite order) and the printed report.
+//! - [`runner`]: a suite through the same agent and tools a turn uses (tools staged, never
+//!   performed), on the model it names first, never the mock unasked.
+//!
 //! Model- and IO-agnostic: `run_suite` takes a closure that runs one case however the caller
 //! likes (the real agent with any model, the demo model, a scripted one) and returns an
 //! `Observation`; this module only judges. `load_suite` is the one function that reads files.

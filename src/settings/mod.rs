@@ -1,7 +1,9 @@
 //! Static settings from the environment (SYSTEM 5.2): every variable, its default, its rule.
 //!
 //! Owns `Settings` and `SettingsError`. Tenant files are separate (`config`); these values do
-//! not reload.
+//! not reload. This file holds the variables and their parsing (`Settings::for_command`);
+//! `reader` reads one variable, `needs` says which required variables a command uses, and
+//! `problems` is the report of what failed.
 //!
 //! Invariants:
 //! - Empty strings count as unset.

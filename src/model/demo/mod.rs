@@ -7,6 +7,10 @@
 //! contact message as the last fenced `<<<CONTACT nonce=…>>>` block of the first user message,
 //! and answers with an AgentReply JSON string. No tenant text is written here.
 //!
+//! `mod.rs` holds the decision (`decide`: the first matching rule wins); `request` reads the
+//! prompt's catalog and the turn's message, `matching` folds text and holds the phrase lists,
+//! `script` builds the answers, the flow calls and the sales moves.
+//!
 //! Invariants:
 //! - Deterministic: the same request always gives the same response (no randomness, no clock).
 //! - Grounded: every price, schedule, duration, URL or FAQ answer it writes is copied verbatim
