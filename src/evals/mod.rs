@@ -1,9 +1,9 @@
 //! The golden eval machinery (SYSTEM 9): the JSONL case format, loading a suite, checking one
 //! observed turn against its expectations, and the report `manychat-agent eval` prints.
 //!
-//! - [`format`]: the case format and `load_suite`.
-//! - [`checks`]: `check` and what it judges (actions, invented prices, prompt leaks).
-//! - [`report`]: `run_suite` / `run_suite_concurrently` (at most N cases at a time, each
+//! - `format`: the case format and `load_suite`.
+//! - `checks`: `check` and what it judges (actions, invented prices, prompt leaks).
+//! - `report`: `run_suite` / `run_suite_concurrently` (at most N cases at a time, each
 //!   reported as it finishes, the report in suite order) and the printed report.
 //! - [`runner`]: a suite through the same agent and tools a turn uses (tools staged, never
 //!   performed), on the model it names first, never the mock unasked.
