@@ -1,4 +1,5 @@
-//! TODO
+//! Conversations: one per contact, created on first contact, with its escalation time and its
+//! contact tokens (`ConversationStore`).
 
 use super::*;
 
@@ -21,6 +22,7 @@ pub struct Conversation {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A contact's conversation and its contact tokens.
 #[async_trait]
 pub trait ConversationStore: Send + Sync + 'static {
     /// The contact's conversation, created (with a fresh random UUID) on first contact.

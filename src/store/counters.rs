@@ -1,4 +1,5 @@
-//! TODO
+//! Counters: a contact's hourly rate windows, the day's token and cost budget, the flow sends per
+//! contact, and the ManyChat request bucket the replicas share (`CounterStore`).
 
 use super::*;
 
@@ -27,6 +28,7 @@ impl BudgetCharge {
     }
 }
 
+/// The rate windows, the day's budget, the flow sends and the shared ManyChat bucket.
 #[async_trait]
 pub trait CounterStore: Send + Sync + 'static {
     /// Per-contact rate (4): adds one to the contact's counter for the window starting at
@@ -58,7 +60,7 @@ pub trait CounterStore: Send + Sync + 'static {
     /// Issue 21: takes one slot of the shared ManyChat bucket (one request every `interval`, up
     /// to `burst` back to back), timed by the database's clock: `None` when taken, else how long
     /// until one is free (nothing taken). One round trip. Only where
-    /// [`Store::shares_manychat_budget`].
+    /// [`CounterStore::shares_manychat_budget`].
     async fn take_manychat_slot(&self, interval: Duration, burst: u32) -> Result<Option<Duration>> {
         let _ = (interval, burst);
         Err(StoreError::Database(

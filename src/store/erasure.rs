@@ -1,7 +1,9 @@
-//! TODO
+//! Erasure and retention: forgetting one contact across [`CONTACT_TABLES`], emptying old turns'
+//! text, deleting settled outbox rows (`ErasureStore`).
 
 use super::*;
 
+/// Erasure (one contact's rows) and retention (old text, settled outbox rows).
 #[async_trait]
 pub trait ErasureStore: Send + Sync + 'static {
     /// Erasure: deletes every row about one contact, from each table of [`CONTACT_TABLES`] in

@@ -12,6 +12,37 @@
 //! `pending → delivering → delivered | failed` and is claimed by one worker at a time (a lease).
 //! Both backends keep timestamps to the millisecond (what SQLite stores), and no error they
 //! return quotes a stored or bound value (C5).
+//!
+//! # Layout: one module per concern, the same names everywhere
+//!
+//! `Store` is the union of one trait per concern, so `Arc<dyn Store>` (and a generic
+//! `S: Store`) reaches every method without importing the concern's trait:
+//!
+//! | concern | trait (and its shared types) | what it holds |
+//! | --- | --- | --- |
+//! | `conversations` | `ConversationStore` | a contact's conversation, escalation, contact tokens |
+//! | `turns` | `TurnStore` | turns, the history, a turn's one read and one write |
+//! | `outbox` | `OutboxStore` | rows owed to ManyChat: claims, leases, settling, backlog |
+//! | `nudges` | `NudgeStore` | the nudge rows (025) and the nudge turn |
+//! | `order` | `OrderStore` | one turn per conversation at a time (037) |
+//! | `counters` | `CounterStore` | rate windows, the day's budget, flow sends, ManyChat bucket |
+//! | `sales` | `SalesStore` | the sales record (offering, action records), the opening's claim |
+//! | `report` | `ReportStore` | the report's aggregates |
+//! | `erasure` | `ErasureStore` | forgetting a contact, retention |
+//!
+//! Each concern has a file here (`src/store/<concern>.rs`: the trait and the types its callers
+//! pass, re-exported from `store`), one per backend (`sqlite/<concern>.rs`,
+//! `postgres/<concern>.rs`: that backend's statements and its `impl`), and one in the
+//! conformance suite (`conformance/<concern>.rs`: the cases both backends pass). Each backend's
+//! `mod.rs` keeps only the connection (SQLite's database thread, Postgres's pool), the
+//! migrations, the column lists and helpers several concerns share, and `impl Store`.
+//!
+//! A new table's statements go in the concern that owns the question it answers, on both
+//! backends at once (a migration numbered next on each of `migrations/sqlite` and
+//! `migrations/postgres`), with its conformance case beside them. A new concern gets its own
+//! trait here, a file of that name on each backend and in the conformance suite, and a place
+//! among `Store`'s supertraits. A table with a `conversation_id` or `subscriber_id` column is
+//! added to [`CONTACT_TABLES`], or erasure would leave its rows behind.
 
 use std::time::Duration;
 

@@ -1,7 +1,9 @@
-//! TODO
+//! Nudges (025): one row per conversation, scheduled after a silence, claimed when due, settled
+//! by the nudge turn (`NudgeStore`).
 
 use super::*;
 
+/// 025: the nudge rows and the nudge turn's one write.
 #[async_trait]
 pub trait NudgeStore: Send + Sync + 'static {
     /// 025: schedules the conversation's one nudge, due at `due_at`, in one upsert: a pending
@@ -15,7 +17,7 @@ pub trait NudgeStore: Send + Sync + 'static {
     ) -> Result<()>;
 
     /// 025: cancels the conversation's pending or running nudge with `reason`: whether one was
-    /// cancelled. A running nudge cancelled here is never sent ([`Store::settle_nudge`] finds it
+    /// cancelled. A running nudge cancelled here is never sent ([`NudgeStore::settle_nudge`] finds it
     /// no longer its own).
     async fn cancel_nudge(
         &self,
@@ -57,7 +59,7 @@ pub trait NudgeStore: Send + Sync + 'static {
     async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>>;
 }
 
-/// 025: what a nudge turn writes (see [`Store::record_nudge_turn`]). There is no contact
+/// 025: what a nudge turn writes (see [`NudgeStore::record_nudge_turn`]). There is no contact
 /// message: the turn is the agent's alone.
 #[derive(Debug, Clone, Copy)]
 pub struct NudgeExchange<'a> {

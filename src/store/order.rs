@@ -1,4 +1,4 @@
-//! TODO
+//! The conversation order (037): one turn of a conversation runs at a time (`OrderStore`).
 
 use super::*;
 
@@ -28,6 +28,7 @@ impl std::fmt::Debug for ConversationLock {
     }
 }
 
+/// 037: the order of one conversation's turns.
 #[async_trait]
 pub trait OrderStore: Send + Sync + 'static {
     /// 037: waits until no other turn of this conversation runs, in arrival order, across every

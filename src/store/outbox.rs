@@ -1,4 +1,6 @@
-//! TODO
+//! The outbox: what is owed to ManyChat, enqueued with its turn and delivered by the outbox
+//! worker; a row moves `pending → delivering → delivered | failed` under a lease
+//! (`OutboxStore`).
 
 use super::*;
 
@@ -100,6 +102,7 @@ pub struct OutboxBacklog {
     pub oldest_due_at: Option<DateTime<Utc>>,
 }
 
+/// The outbox: enqueueing, claiming under a lease, settling, and reading its rows.
 #[async_trait]
 pub trait OutboxStore: Send + Sync + 'static {
     async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64>;

@@ -280,6 +280,7 @@ fn scalar_text(value: &serde_json::Value) -> Option<std::borrow::Cow<'_, str>> {
     }
 }
 
+/// What `manychat-agent report` reads: one period's aggregates.
 #[async_trait]
 pub trait ReportStore: Send + Sync + 'static {
     /// Issue 18: the sales counts `manychat-agent report` reads for turns created in

@@ -1,7 +1,9 @@
-//! TODO
+//! The sales record: the stored offering and the agent turns' action records a selling turn
+//! reads, and the opening's one claim per contact (`SalesStore`).
 
 use super::*;
 
+/// What a selling turn reads and the opening's claim.
 #[async_trait]
 pub trait SalesStore: Send + Sync + 'static {
     /// The sales funnel (issue 14): what the server knows of a contact from its own records, in
@@ -32,7 +34,7 @@ pub struct ActionRecord {
     pub actions: Value,
 }
 
-/// What [`Store::sales_record`] answers.
+/// What [`SalesStore::sales_record`] answers.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SalesRecord {
     /// `conversations.offering` and `offering_at`, when both are set.

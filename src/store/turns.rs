@@ -1,4 +1,5 @@
-//! TODO
+//! Turns: recording them, the history a turn reads, and a turn's units of work, its one read
+//! (`turn_context`) and its one write (`record_exchange`, which keeps a promise) (`TurnStore`).
 
 use super::*;
 
