@@ -112,6 +112,11 @@ struct TurnUse {
 }
 
 impl BudgetLedger {
+    /// The day's books, whoever held them last (a panic elsewhere leaves them usable).
+    fn books(&self) -> std::sync::MutexGuard<'_, Day> {
+        self.day.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Admits a turn on `day` unless the day's spend (`spent`, as stored) plus what the turns
     /// in flight reserved and used has reached either cap: `None` then (the budget denial).
     /// Nothing is reserved yet: each call reserves its own ([`TurnBudget::reserve`]).
@@ -124,7 +129,7 @@ impl BudgetLedger {
         max_output_tokens: u32,
     ) -> Option<TurnBudget> {
         let caps = Caps::of(config);
-        let mut books = self.day.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut books = self.books();
         let books = books.on(day);
         if caps.reached(plus(spent, plus(books.reserved, books.used))) {
             return None;
@@ -144,7 +149,7 @@ impl BudgetLedger {
     /// Tokens and dollars reserved by the calls in flight today.
     #[cfg(test)]
     pub fn reserved(&self, day: NaiveDate) -> BudgetUsage {
-        let books = self.day.lock().unwrap_or_else(PoisonError::into_inner);
+        let books = self.books();
         if books.day == Some(day) {
             books.reserved
         } else {
@@ -172,11 +177,7 @@ impl TurnBudget {
     fn reserve_tokens(&self, input_tokens: u64) -> bool {
         let estimate = self.priced(input_tokens, u64::from(self.max_output_tokens));
         let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut books = self
-            .ledger
-            .day
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut books = self.ledger.books();
         let books = books.on(self.day);
         let spent = plus(self.spent, minus(books.charged, self.charged_before));
         if self
@@ -213,11 +214,7 @@ impl CallBudget for TurnBudget {
             self.priced(u.input_tokens, u.output_tokens)
         });
         let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut books = self
-            .ledger
-            .day
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut books = self.ledger.books();
         if books.day == Some(self.day) {
             books.reserved = minus(books.reserved, turn.call);
             books.used = plus(books.used, used);
@@ -230,11 +227,7 @@ impl CallBudget for TurnBudget {
 impl Drop for TurnBudget {
     fn drop(&mut self) {
         let turn = self.turn.get_mut().unwrap_or_else(PoisonError::into_inner);
-        let mut books = self
-            .ledger
-            .day
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut books = self.ledger.books();
         if books.day == Some(self.day) {
             books.reserved = minus(books.reserved, turn.call);
             books.used = minus(books.used, turn.used);
