@@ -511,7 +511,8 @@ fn guardrail_kind(cause: EscalationCause) -> Option<&'static str> {
         EscalationCause::None
         | EscalationCause::Model
         | EscalationCause::Error
-        | EscalationCause::Abort => None,
+        | EscalationCause::Abort
+        | EscalationCause::Budget => None,
     }
 }
 

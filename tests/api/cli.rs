@@ -630,3 +630,17 @@ fn the_demo_says_what_it_relaxes_and_never_wedges() {
     assert_ne!(secret_of(&second.banner), secret);
     assert_ne!(banner_subscriber(&second.banner), subscriber);
 }
+
+/// SYSTEM 9: `eval` never falls back to the mock in silence, and its help says so rather than
+/// promising a default model.
+#[test]
+fn system_9_eval_help_says_a_run_without_a_model_is_refused() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .args(["eval", "--help"])
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success());
+    let help = String::from_utf8(output.stdout).unwrap();
+    assert!(help.contains("refused"), "{help}");
+    assert!(!help.contains("else mock:demo"), "{help}");
+}

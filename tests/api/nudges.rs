@@ -47,12 +47,30 @@ async fn spec_025_verification_2_scheduling_twice_leaves_one_pending_row_and_no_
 
     app.send("6001", "Let me think about it").await;
     app.settle().await;
-    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    // The reply cancelled the first (`contact_replied`), which stays as the record (SALES 3);
+    // the same turn's schedule is the one pending row.
+    let rows: Vec<(NudgeStatus, String, Option<String>)> = app
+        .store
+        .nudges(conversation.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.status, n.delay_id, n.reason))
+        .collect();
     assert_eq!(
-        (nudge.status, nudge.delay_id.as_str(), nudge.id),
-        (NudgeStatus::Pending, "tomorrow", first.id),
-        "one row, the later schedule"
+        rows,
+        vec![
+            (
+                NudgeStatus::Cancelled,
+                "later_today".to_owned(),
+                Some("contact_replied".to_owned())
+            ),
+            (NudgeStatus::Pending, "tomorrow".to_owned(), None),
+        ],
+        "one pending row, the later schedule, beside the cancelled one"
     );
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_ne!(nudge.id, first.id);
     let paths: Vec<String> = app
         .manychat_requests()
         .await
