@@ -194,13 +194,13 @@ async fn nudge_call_running(
     app: &TestApp,
     text: &str,
     delay: Duration,
-) -> (Rig, tokio::task::JoinHandle<Pass>) {
+) -> (Rig, Background<Pass>) {
     let model = Arc::new(ScriptedModel::from_steps(vec![
         ScriptStep::ok(answer(text)).after(delay),
     ]));
     let rig = rig_at(app, chrono::Utc::now() + hours(3), model.clone());
     let worker = rig.worker.clone();
-    let pass = tokio::spawn(async move { worker.run_once().await });
+    let pass = in_background(async move { worker.run_once().await });
     until(async || model.calls() == 1).await;
     (rig, pass)
 }
@@ -1024,7 +1024,7 @@ async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
     let due = chrono::Utc::now() + hours(3);
     let a = rig_at(&one, due, answers());
     let b = rig_at(&two, due, answers());
-    let (pass_a, pass_b) = tokio::join!(a.worker.run_once(), b.worker.run_once());
+    let (pass_a, pass_b) = bounded("two racing passes", async { tokio::join!(a.worker.run_once(), b.worker.run_once()) }).await;
     assert_eq!(pass_a.claimed + pass_b.claimed, CONTACTS);
     assert_eq!(a.model.calls() + b.model.calls(), CONTACTS, "one turn each");
     let rows = one.outbox().await;

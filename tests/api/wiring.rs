@@ -492,7 +492,7 @@ async fn issue_21_item_3_two_app_instances_on_one_postgres_never_exceed_ten_per_
         .iter()
         .any(|r| r.status != OutboxStatus::Delivered)
     {
-        let (a, b) = tokio::join!(one.worker.run_once(), two.worker.run_once());
+        let (a, b) = bounded("two racing passes", async { tokio::join!(one.worker.run_once(), two.worker.run_once()) }).await;
         a.unwrap();
         b.unwrap();
         assert!(
