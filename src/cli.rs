@@ -105,9 +105,25 @@ pub async fn serve(env: &HashMap<String, String>) -> CliResult {
         ..Overrides::default()
     };
     let retention_days = settings.retention_days;
+    let model = settings.agent_model.clone().unwrap_or_default();
+    let config_dir = settings.config_dir.display().to_string();
     let app = Application::build(settings, listener, overrides).await?;
     let _retention = spawn_retention(app.store(), retention_days);
-    tracing::info!(port = app.port(), "serving");
+    tracing::info!(
+        version = crate::VERSION,
+        port = app.port(),
+        model = %model,
+        backend = app.store().backend(),
+        config_dir = %config_dir,
+        "serving"
+    );
+    if model.starts_with("mock:") {
+        tracing::warn!(
+            model = %model,
+            "no real model answers: AGENT_MODEL is the offline mock, whose replies are canned \
+             (set AGENT_MODEL to a provider's model before contacts write in)"
+        );
+    }
     run_until_terminated(app).await
 }
 
@@ -908,14 +924,14 @@ pub async fn retention_run(env: &HashMap<String, String>) -> CliResult {
 /// The report's sales ids from the tenant config in `CONFIG_DIR` (examples allowed: only ids
 /// are read). A config that does not load is said on stderr; the report goes on without the
 /// sales measures, listed as not measured.
-fn report_sales_keys(env: &HashMap<String, String>) -> Option<crate::store::SalesKeys> {
+fn report_tenant(env: &HashMap<String, String>) -> Option<crate::config::TenantConfig> {
     let context = crate::config::ConfigContext {
         allow_examples: true,
         ..context(env)
     };
     let dir = config_dir(env);
     match crate::config::load_dir(Path::new(&dir), &context) {
-        Ok(config) => Some(crate::report::sales_keys(&config)),
+        Ok(config) => Some(config),
         Err(errors) => {
             eprintln!(
                 "warning: the tenant config in {dir} did not load ({} problem(s); \
@@ -939,9 +955,11 @@ pub async fn report(
         return Err(CliError::new("--weeks must be at least 1"));
     }
     let store = existing_store(env).await?;
-    let sales = report_sales_keys(env);
-    let report =
+    let tenant = report_tenant(env);
+    let sales = tenant.as_ref().map(crate::report::sales_keys);
+    let mut report =
         crate::report::build(store.as_ref(), weeks, Clock::system().now(), sales.as_ref()).await?;
+    report.business = tenant.map(|t| t.catalog.business_name);
     let text = crate::report::render::render(&report, format);
     match out {
         Some(path) => {

@@ -12,7 +12,7 @@
 //! - Counters count what this process saw since it started; a fleet sums them across replicas.
 //!   The store's gauges describe the shared store, the same on every replica (take `max`).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -116,7 +116,9 @@ pub struct Metrics {
     /// Issue 21: requests carrying a ManyChat variable that was not substituted, by body key
     /// (`subscriber_id`, `user_id`, `ai_token`).
     not_substituted: Family<Labels<1>, Counter>,
-    not_substituted_seen: Mutex<BTreeSet<&'static str>>,
+    /// The wiring problems open on this replica: by body key, the requests that showed it since
+    /// the last correctly wired one (`/ready`'s details).
+    not_substituted_open: Mutex<BTreeMap<&'static str, u64>>,
     /// 025: nudges by state change and reason (empty when the state has none).
     nudges: Family<[(&'static str, String); 2], Counter>,
     /// Actions by tool and the status they settled in.
@@ -297,7 +299,7 @@ impl Default for Metrics {
             turns,
             escalations,
             not_substituted,
-            not_substituted_seen: Mutex::default(),
+            not_substituted_open: Mutex::default(),
             nudges,
             actions,
             guardrail_violations,
@@ -345,33 +347,32 @@ impl Metrics {
             .unwrap_or_default()
     }
 
-    /// Counts a request whose `field` held a literal ManyChat variable (issue 21).
+    /// Counts a request whose `field` held a literal ManyChat variable (issue 21), and opens
+    /// (or keeps open) that wiring problem.
     pub fn not_substituted(&self, field: &'static str) {
         self.not_substituted
             .get_or_create(&[("field", field)])
             .inc();
-        if let Ok(mut seen) = self.not_substituted_seen.lock() {
-            seen.insert(field);
+        if let Ok(mut open) = self.not_substituted_open.lock() {
+            *open.entry(field).or_default() += 1;
         }
     }
 
-    /// The counts [`Metrics::not_substituted`] kept, by body key.
+    /// A request arrived with `field` substituted: its wiring problem, if open, is fixed (the
+    /// counter keeps its history).
+    pub fn substituted(&self, field: &'static str) {
+        if let Ok(mut open) = self.not_substituted_open.lock() {
+            open.remove(field);
+        }
+    }
+
+    /// The open wiring problems, by body key, with the requests that showed each since the
+    /// last correctly wired one.
     pub fn not_substituted_counts(&self) -> Vec<(&'static str, u64)> {
-        let seen: Vec<&'static str> = self
-            .not_substituted_seen
+        self.not_substituted_open
             .lock()
-            .map(|seen| seen.iter().copied().collect())
-            .unwrap_or_default();
-        seen.into_iter()
-            .map(|field| {
-                let count = self
-                    .not_substituted
-                    .get(&[("field", field)])
-                    .map(|c| c.get())
-                    .unwrap_or_default();
-                (field, count)
-            })
-            .collect()
+            .map(|open| open.iter().map(|(f, n)| (*f, *n)).collect())
+            .unwrap_or_default()
     }
 
     /// Counts an action that settled in `status`, where its status is decided: `performed` and

@@ -717,14 +717,13 @@ pub(crate) mod tests {
 /// tenant without them keeps the same prefix (and its providers' prompt caches).
 #[cfg(test)]
 mod server_flows {
-    use std::path::Path;
 
     use super::*;
     use crate::config::{ConfigContext, FlowRole, load_dir};
 
     #[test]
     fn spec_032_the_opening_and_stage_flow_rules_follow_the_tenants_flows() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let dir = crate::config::examples::shipped_examples();
         let ctx = ConfigContext {
             allow_examples: true,
             ..ConfigContext::default()

@@ -801,7 +801,7 @@ mod tests {
     use std::fs;
 
     fn example_dir() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
+        crate::config::examples::shipped_examples()
     }
 
     fn examples_ctx() -> ConfigContext {

@@ -44,8 +44,27 @@ fn ms(value: Option<i64>) -> String {
     value.map_or("-".into(), |v| format!("{v} ms"))
 }
 
+/// The report's title: the business it is about.
+fn title(report: &Report) -> String {
+    match &report.business {
+        Some(name) => format!("{name}: how the sales assistant did"),
+        None => "How the sales assistant did".to_owned(),
+    }
+}
+
+/// When, over how long, and by which build.
+fn generated_line(report: &Report) -> String {
+    format!(
+        "generated {} · the last {} week(s), Monday to Sunday (UTC) · manychat-agent {}",
+        report.generated_at.format("%Y-%m-%d %H:%M UTC"),
+        report.weeks.len(),
+        report.version
+    )
+}
+
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "{}\n{}\n", title(report), generated_line(report));
     if report.is_empty() {
         let _ = writeln!(out, "{}", empty_line(report));
         return out;
@@ -223,13 +242,13 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.flag{color:
 
 pub fn html(report: &Report) -> String {
     let mut out = String::new();
+    let title = esc(&title(report));
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>manychat-agent report</title><style>{STYLE}</style></head><body>\
-         <h1>manychat-agent report</h1><p class=\"muted\">generated {} · {} ISO week(s)</p>",
-        report.generated_at.format("%Y-%m-%d %H:%M UTC"),
-        report.weeks.len()
+         <title>{title}</title><style>{STYLE}</style></head><body>\
+         <h1>{title}</h1><p class=\"muted\">{}</p>",
+        esc(&generated_line(report)),
     );
     if report.is_empty() {
         let _ = writeln!(out, "<p>{}</p></body></html>", esc(&empty_line(report)));

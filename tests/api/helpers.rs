@@ -105,7 +105,8 @@ pub fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-/// Copies a tenant's config files into `dest`, dropping any `.example` suffix.
+/// Copies a tenant's config files into `dest`, dropping any `.example` suffix. The demo tenant
+/// comes from `shipped_examples()`, never the repo's `config/` (an operator's files live there).
 pub fn copy_tenant(source: &Path, dest: &Path) {
     std::fs::create_dir_all(dest).unwrap();
     for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
@@ -132,7 +133,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let tenant = options
         .tenant
         .clone()
-        .unwrap_or_else(|| repo_path("config"));
+        .unwrap_or_else(|| manychat_agent::config::examples::shipped_examples());
     copy_tenant(&tenant, &config_dir);
     if let Some(edit) = options.edit {
         edit(&config_dir);

@@ -194,7 +194,10 @@ async fn system_3_5_two_workers_never_deliver_one_row() {
     }
     let first = app.worker.clone();
     let second = app.worker.clone();
-    let (a, b) = bounded("two racing passes", async { tokio::join!(first.run_once(), second.run_once()) }).await;
+    let (a, b) = bounded("two racing passes", async {
+        tokio::join!(first.run_once(), second.run_once())
+    })
+    .await;
     assert_eq!(
         a.unwrap() + b.unwrap() + app.worker.run_once().await.unwrap(),
         12

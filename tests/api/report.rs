@@ -13,7 +13,9 @@ use crate::helpers::test_database_url;
 
 /// The demo tenant's config folder: the report reads its sales ids.
 fn demo_config() -> String {
-    format!("{}/config", env!("CARGO_MANIFEST_DIR"))
+    manychat_agent::config::examples::shipped_examples()
+        .display()
+        .to_string()
 }
 
 fn report(url: &str, args: &[&str]) -> String {
@@ -207,11 +209,15 @@ async fn issue_18_an_empty_store_says_no_turns_yet_in_every_format() {
     let url = format!("sqlite://{}/agent.db", dir.path().display());
     manychat_agent::store::connect(&url).await.unwrap();
     let table = report(&url, &[]);
-    assert_eq!(
-        table.trim(),
-        "no turns yet: the store holds no turn in the last 4 ISO week(s)"
+    assert!(
+        table
+            .trim()
+            .ends_with("no turns yet: the store holds no turn in the last 4 ISO week(s)"),
+        "{table}"
     );
     let json: Value = serde_json::from_str(&report(&url, &["--format", "json"])).unwrap();
+    assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(json["business"], "Riverside Clay Studio");
     assert!(
         json["message"]
             .as_str()
@@ -229,6 +235,26 @@ async fn issue_18_an_empty_store_says_no_turns_yet_in_every_format() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("--weeks must be at least 1"));
+}
+
+#[tokio::test]
+async fn a_report_is_titled_with_the_business_and_names_the_version_that_made_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    manychat_agent::store::connect(&url).await.unwrap();
+    let version = format!("manychat-agent {}", env!("CARGO_PKG_VERSION"));
+    let table = report(&url, &[]);
+    assert!(
+        table.starts_with("Riverside Clay Studio: how the sales assistant did\n"),
+        "{table}"
+    );
+    assert!(table.contains(&version), "{table}");
+    let html = report(&url, &["--format", "html"]);
+    assert!(
+        html.contains("<title>Riverside Clay Studio: how the sales assistant did</title>"),
+        "{html}"
+    );
+    assert!(html.contains(&version), "{html}");
 }
 
 /// Issue 18 item 1 (023, 025, 032, 034): the sales measures of a seeded week, worked out by hand

@@ -170,7 +170,45 @@ async fn issue_21_item_1_ready_has_no_details_while_the_wiring_holds() {
     let app = spawn_app(instant_reply("Hello.")).await;
     app.send("5552103", "Hi").await;
     let (status, ready) = ready(&app).await;
-    assert_eq!((status, ready), (200, json!({"status": "ready"})));
+    assert_eq!(
+        (status, ready),
+        (
+            200,
+            json!({"status": "ready", "version": env!("CARGO_PKG_VERSION")})
+        )
+    );
+}
+
+#[tokio::test]
+async fn ready_names_the_replica_that_saw_a_wiring_problem_and_clears_it_at_a_correctly_wired_request()
+ {
+    let app = spawn_app(instant_reply("Hello.")).await;
+    app.post_json(&json!({"subscriber_id": "{{contact.id}}", "text": "Hello?"}))
+        .await;
+    let (_, seen) = ready(&app).await;
+    assert_eq!(
+        seen["details"]["wiring"][0]["field"],
+        json!("subscriber_id")
+    );
+    let replica = seen["details"]["replica"].as_str().unwrap_or_default();
+    assert!(
+        replica.contains(&format!("(pid {})", std::process::id())),
+        "{seen}"
+    );
+
+    let (status, _) = app.send("5552109", "Hi").await;
+    assert_eq!(status, 200);
+    let (_, fixed) = ready(&app).await;
+    assert_eq!(
+        fixed,
+        json!({"status": "ready", "version": env!("CARGO_PKG_VERSION")}),
+        "a correctly wired request clears the problem"
+    );
+    assert_eq!(
+        not_substituted(&app, "subscriber_id").await,
+        "1",
+        "the counter keeps its history"
+    );
 }
 
 #[tokio::test]
@@ -283,7 +321,10 @@ async fn mount_account(server: &MockServer, flows: Value, tags: Value, fields: V
 /// The demo tenant's config (notes' fields included) with the names the fake account lacks.
 fn tenant_with_notes() -> (tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(&repo_path("config"), dir.path());
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        dir.path(),
+    );
     let tools: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("tools.json")).unwrap())
             .unwrap();
@@ -492,7 +533,10 @@ async fn issue_21_item_3_two_app_instances_on_one_postgres_never_exceed_ten_per_
         .iter()
         .any(|r| r.status != OutboxStatus::Delivered)
     {
-        let (a, b) = bounded("two racing passes", async { tokio::join!(one.worker.run_once(), two.worker.run_once()) }).await;
+        let (a, b) = bounded("two racing passes", async {
+            tokio::join!(one.worker.run_once(), two.worker.run_once())
+        })
+        .await;
         a.unwrap();
         b.unwrap();
         assert!(
