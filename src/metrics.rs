@@ -280,7 +280,7 @@ impl Default for Metrics {
             "budget_cap_tokens",
             "The daily model token cap (rules.json budget.dailyTokenCap)",
         );
-        Metrics {
+        let metrics = Metrics {
             registry,
             outbox_delivered,
             outbox_retried,
@@ -312,11 +312,76 @@ impl Default for Metrics {
             budget_cap_usd,
             budget_spent_tokens,
             budget_cap_tokens,
-        }
+        };
+        metrics.zero_series();
+        metrics
     }
 }
 
+/// The turn outcomes README's metrics table documents: their series exist from the start.
+const DOCUMENTED_OUTCOMES: [&str; 7] = [
+    "answered_inline",
+    "deferred",
+    "escalated_model",
+    "escalated_precheck",
+    "failed_validation",
+    "error",
+    "answered_scripted",
+];
+
+/// The escalations the server decides (the model's own reasons appear as it gives them).
+const SERVER_ESCALATIONS: [Escalation; 16] = [
+    Escalation::Keyword,
+    Escalation::TurnCap,
+    Escalation::RateLimit,
+    Escalation::Budget,
+    Escalation::Model(None),
+    Escalation::LowConfidence,
+    Escalation::Leak,
+    Escalation::Schema,
+    Escalation::FieldEcho,
+    Escalation::Error,
+    Escalation::Aborted,
+    Escalation::LoadShed,
+    Escalation::WaitExpired,
+    Escalation::Interrupted,
+    Escalation::DeadLettered,
+    Escalation::MediaFailed,
+];
+
 impl Metrics {
+    /// Every documented family has series from the start, at 0, so a dashboard or an alert
+    /// reads 0 (not "no data") before the first turn: the outcomes, the server's escalation
+    /// reasons, ManyChat attempts of each built-in action, the guardrail kinds, the answer
+    /// paths, the model call results and the reply flow's `sendFlow`.
+    fn zero_series(&self) {
+        for outcome in DOCUMENTED_OUTCOMES {
+            let _ = self.turns.get_or_create(&[("outcome", outcome)]);
+        }
+        for reason in SERVER_ESCALATIONS {
+            let _ = self.escalations.get_or_create(&[("reason", reason.as_str())]);
+        }
+        for tool in ["send_flow", "set_field", "add_tag", "remove_tag", "write_note"] {
+            for status in [ActionStatus::Performed, ActionStatus::Failed] {
+                let _ = self
+                    .actions
+                    .get_or_create(&[("tool", tool.to_owned()), ("status", status_label(status))]);
+            }
+        }
+        for kind in ["schema", "field_echo", "leak", "low_confidence"] {
+            let _ = self.guardrail_violations.get_or_create(&[("kind", kind)]);
+        }
+        for path in [AnswerPath::Inline, AnswerPath::Held, AnswerPath::Deferred] {
+            let _ = self.answer_time.get_or_create(&[("path", path.as_str())]);
+        }
+        for result in ["ok", "error"] {
+            let _ = self.model_call_time.get_or_create(&[("result", result)]);
+        }
+        let _ = self
+            .manychat_request_time
+            .get_or_create(&[("endpoint", "sendFlow"), ("status_class", "2xx")]);
+    }
+
     pub fn turn(&self, outcome: &'static str) {
         self.turns.get_or_create(&[("outcome", outcome)]).inc();
     }
