@@ -359,9 +359,17 @@ impl Metrics {
             let _ = self.turns.get_or_create(&[("outcome", outcome)]);
         }
         for reason in SERVER_ESCALATIONS {
-            let _ = self.escalations.get_or_create(&[("reason", reason.as_str())]);
+            let _ = self
+                .escalations
+                .get_or_create(&[("reason", reason.as_str())]);
         }
-        for tool in ["send_flow", "set_field", "add_tag", "remove_tag", "write_note"] {
+        for tool in [
+            "send_flow",
+            "set_field",
+            "add_tag",
+            "remove_tag",
+            "write_note",
+        ] {
             for status in [ActionStatus::Performed, ActionStatus::Failed] {
                 let _ = self
                     .actions

@@ -199,6 +199,15 @@ enum Optional {
     Read(String, Vec<u8>),
 }
 
+/// The files [`load_dir`] reads in `dir` under `ctx`, each by the name it is read under
+/// (`catalog.json`, or `catalog.json.example` when the example stands in), in load order.
+pub fn files_read(dir: &Path, ctx: &ConfigContext) -> Vec<String> {
+    [PROMPT_FILE, CATALOG_FILE, RULES_FILE, TOOLS_FILE]
+        .into_iter()
+        .filter_map(|name| resolve(dir, name, ctx).map(|(read, _)| read))
+        .collect()
+}
+
 /// Which file stands for `name`: the plain file, else its example when allowed.
 fn resolve(dir: &Path, name: &str, ctx: &ConfigContext) -> Option<(String, PathBuf)> {
     let plain = dir.join(name);

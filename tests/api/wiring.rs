@@ -341,13 +341,21 @@ fn tenant_with_notes() -> (tempfile::TempDir, Vec<String>) {
 }
 
 async fn run_check(server_uri: String, config: &std::path::Path) -> std::process::Output {
+    run_check_with_token(server_uri, config, "123:test-token").await
+}
+
+async fn run_check_with_token(
+    server_uri: String,
+    config: &std::path::Path,
+    token: &'static str,
+) -> std::process::Output {
     let config = config.to_owned();
     tokio::task::spawn_blocking(move || {
         binary()
             .args(["manychat", "check"])
             .env_clear()
             .env("CONFIG_DIR", config)
-            .env("MANYCHAT_API_TOKEN", "123:test-token")
+            .env("MANYCHAT_API_TOKEN", token)
             .env("MANYCHAT_API_BASE", server_uri)
             .env("MANYCHAT_REPLY_FLOW_NS", REPLY_FLOW)
             .output()
@@ -384,6 +392,41 @@ async fn manychat_check_passes_when_the_account_has_every_name_and_only_reads() 
         requests
             .iter()
             .all(|r| r.headers.get("authorization").unwrap() == "Bearer 123:test-token")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manychat_check_against_the_demo_sandbox_says_the_sandbox_mirrors_the_config() {
+    let server = MockServer::start().await;
+    let (flows, tags, mut fields) = demo_account_mocks();
+    let (dir, notes) = tenant_with_notes();
+    for (i, note) in notes.iter().enumerate() {
+        fields["data"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"id": 100 + i, "name": note, "type": "text", "description": ""}));
+    }
+    mount_account(&server, flows, tags, fields).await;
+    let real = run_check(server.uri(), dir.path()).await;
+    assert!(
+        !String::from_utf8_lossy(&real.stdout).contains("sandbox"),
+        "{real:?}"
+    );
+    let output = run_check_with_token(server.uri(), dir.path(), "sandbox:demo").await;
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("it mirrors that config")
+            && stdout.contains("against your real ManyChat account"),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "tenant config: {} (prompt.md, catalog.json, rules.json, tools.json)",
+            dir.path().display()
+        )),
+        "the config used is named: {stderr}"
     );
 }
 
