@@ -750,8 +750,12 @@ mod vocabulary {
     use super::*;
     use crate::config::{ConfigContext, load_dir};
 
+    /// The tenant in the repo's `folder`; `"config"` is the demo's shipped examples alone.
     fn tenant(folder: &str) -> TenantConfig {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
+        let dir = match folder {
+            "config" => crate::config::examples::shipped_examples(),
+            _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(folder),
+        };
         let ctx = ConfigContext {
             allow_examples: true,
             ..ConfigContext::default()
