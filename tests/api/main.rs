@@ -11,6 +11,7 @@ mod deferred_channel;
 mod durable;
 mod flows;
 mod gates;
+mod going_live;
 mod hardening;
 mod hold;
 mod http_contract;
