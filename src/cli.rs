@@ -458,12 +458,14 @@ fn wiring_of(
     let rules = &config.rules;
     if let Some(handoff) = &rules.handoff {
         if let Some(tag) = &handoff.tag {
-            wiring.tags.push(Named::new("rules.json handoff.tag", tag));
+            wiring
+                .tags
+                .push(Named::new("rules.json: $.handoff.tag", tag));
         }
         if let Some(ns) = &handoff.flow_ns {
             wiring
                 .flows
-                .push(Named::new("rules.json handoff.flowNs", ns));
+                .push(Named::new("rules.json: $.handoff.flowNs", ns));
         }
     }
     if let Some(tag) = rules
@@ -473,25 +475,25 @@ fn wiring_of(
     {
         wiring
             .tags
-            .push(Named::new("rules.json learning.convertedTag", tag));
+            .push(Named::new("rules.json: $.learning.convertedTag", tag));
     }
     let Some(tools) = &config.tools else {
         return wiring;
     };
     for (i, flow) in tools.flows.iter().enumerate() {
-        let place = format!("tools.json flows[{i}].flowNs");
+        let place = format!("tools.json: $.flows[{i}].flowNs");
         wiring.flows.push(Named::new(place, &flow.flow_ns));
     }
     for (i, event) in tools.events.iter().enumerate() {
-        let place = format!("tools.json events[{i}].flowNs");
+        let place = format!("tools.json: $.events[{i}].flowNs");
         wiring.flows.push(Named::new(place, &event.flow_ns));
     }
     for (i, tag) in tools.tags.iter().enumerate() {
-        let place = format!("tools.json tags[{i}].tag");
+        let place = format!("tools.json: $.tags[{i}].tag");
         wiring.tags.push(Named::new(place, &tag.tag));
     }
     for (i, tag) in tools.readable.tags.iter().enumerate() {
-        let place = format!("tools.json readable.tags[{i}].tag");
+        let place = format!("tools.json: $.readable.tags[{i}].tag");
         wiring.tags.push(Named::new(place, &tag.tag));
     }
     if let Some(tag) = tools
@@ -501,18 +503,18 @@ fn wiring_of(
     {
         wiring
             .tags
-            .push(Named::new("tools.json nudge.humanActiveTag", tag));
+            .push(Named::new("tools.json: $.nudge.humanActiveTag", tag));
     }
     for (i, field) in tools.fields.iter().enumerate() {
-        let place = format!("tools.json fields[{i}].field");
+        let place = format!("tools.json: $.fields[{i}].field");
         wiring.text_fields.push(Named::new(place, &field.field));
     }
     for (i, note) in tools.notes.iter().enumerate() {
-        let place = format!("tools.json notes[{i}].field");
+        let place = format!("tools.json: $.notes[{i}].field");
         wiring.text_fields.push(Named::new(place, &note.field));
     }
     for (i, field) in tools.readable.fields.iter().enumerate() {
-        let place = format!("tools.json readable.fields[{i}].field");
+        let place = format!("tools.json: $.readable.fields[{i}].field");
         wiring.read_fields.push(Named::new(place, &field.field));
     }
     wiring

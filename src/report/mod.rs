@@ -22,6 +22,7 @@ use crate::store::{SalesKeys, Store, StoreError};
 
 pub mod measures;
 pub mod render;
+pub mod words;
 
 pub use measures::{PendingMeasure, SalesMeasures, WeekMeasures};
 

@@ -257,6 +257,36 @@ async fn a_report_is_titled_with_the_business_and_names_the_version_that_made_it
     assert!(html.contains(&version), "{html}");
 }
 
+/// The HTML page names no measure or outcome by its stored name, and explains every measure it
+/// shows in one sentence.
+fn html_reads_for_a_business_owner(html: &str) {
+    for stored in [
+        "bypass rate",
+        "deferred share",
+        "prospect share",
+        "link-sent rate",
+        "model turns",
+        "answered_inline",
+        "escalated_model",
+        "escalated_precheck",
+        "send_flow",
+        "performed",
+    ] {
+        assert!(!html.contains(stored), "{stored:?} in the page");
+    }
+    for measure in manychat_agent::report::words::ALL {
+        assert!(
+            html.contains(&format!(
+                "<dt>{}</dt><dd>{}</dd>",
+                measure.name, measure.means
+            )),
+            "{} is explained",
+            measure.name
+        );
+    }
+    assert!(html.contains("<td>answered at once</td>"), "{html}");
+}
+
 /// The sales measures of a seeded week, worked out by hand
 /// in `seed_sales_week`'s comment, as the command prints them with the demo tenant's config.
 async fn sales_measures_are_the_hand_computed_ones(url: &str) {
@@ -303,6 +333,7 @@ async fn sales_measures_are_the_hand_computed_ones(url: &str) {
     }
     assert!(html.contains("<h2>Sales</h2>"), "the sales table");
     assert!(html.contains("aria-label=\"weekly funnel\""));
+    html_reads_for_a_business_owner(&html);
     assert!(
         !html.contains("not measured yet</text>"),
         "every stage is drawn"

@@ -453,7 +453,7 @@ async fn manychat_check_prints_one_line_per_problem_and_fails() {
     );
     assert!(
         stdout.contains(
-            "rules.json handoff.tag: tag \"needs-studio-reply\" is not in the ManyChat account"
+            "rules.json: $.handoff.tag: tag \"needs-studio-reply\" is not in the ManyChat account"
         ),
         "{stdout}"
     );
