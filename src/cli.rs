@@ -28,6 +28,7 @@ use crate::store::Store;
 mod config_used;
 mod demo_banner;
 mod handoff;
+mod simulate_report;
 
 /// A command's failure, printed by `main` as `error: …`.
 #[derive(Debug, thiserror::Error)]
@@ -763,6 +764,9 @@ pub async fn simulate(
     }
     if let Some(why) = handoff::explain(env, &subscriber).await {
         println!("({why})");
+    }
+    for line in simulate_report::describe(env, &subscriber).await {
+        println!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -526,11 +526,11 @@ fn start_demo(config_dir: &std::path::Path, database: &str) -> Demo {
     let out = child.stdout.take().unwrap();
     let (lines, banner_lines) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        // Drains the demo's stdout to its end (its `[sandbox]` lines come after the banner): a
+        // closed pipe would fail the demo's next print.
         for line in std::io::BufReader::new(out).lines() {
             let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
+            let _ = lines.send(line);
         }
     });
     let mut banner = String::new();
@@ -658,4 +658,54 @@ fn the_demo_says_what_it_relaxes_and_never_wedges() {
     let second = start_demo(&config, &database);
     assert_ne!(secret_of(&second.banner), secret);
     assert_ne!(banner_subscriber(&second.banner), subscriber);
+}
+
+#[test]
+fn simulate_shows_what_the_agent_did_from_the_services_database_or_says_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &config,
+    );
+    let database = format!("sqlite://{}", dir.path().join("demo.db").display());
+    let demo = start_demo(&config, &database);
+    let secret = secret_of(&demo.banner);
+    let simulate = |database: &str| {
+        binary()
+            .args(["simulate", "--subscriber", "5550301"])
+            .arg("How much is Wheel Throwing Basics?")
+            .args(["--url", &format!("http://127.0.0.1:{}", demo.port)])
+            .env_clear()
+            .env("MANYCHAT_SHARED_SECRET", &secret)
+            .env("DATABASE_URL", database)
+            .env("CONFIG_DIR", &config)
+            .output()
+            .unwrap()
+    };
+    let output = simulate(&database);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let printed = stdout(&output);
+    assert!(
+        printed.contains(&format!(
+            "(what the agent did, read from the SQLite database {}:)",
+            dir.path().join("demo.db").display()
+        )),
+        "{printed}"
+    );
+    for did in [
+        "  field intent set to prospect (done)",
+        "  field funnel_stage set to offered (done)",
+    ] {
+        assert!(printed.contains(did), "{did:?} in {printed}");
+    }
+
+    let elsewhere = format!("sqlite://{}", dir.path().join("absent.db").display());
+    let output = simulate(&elsewhere);
+    let printed = stdout(&output);
+    assert!(
+        printed.contains("this command cannot read the SQLite database")
+            && printed.contains("with its DATABASE_URL"),
+        "{printed}"
+    );
 }
