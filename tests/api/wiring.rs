@@ -340,6 +340,22 @@ fn tenant_with_notes() -> (tempfile::TempDir, Vec<String>) {
     (dir, notes)
 }
 
+/// A fake account holding every name the demo tenant (notes' fields included) relies on, and
+/// that tenant's folder.
+async fn complete_account() -> (MockServer, tempfile::TempDir) {
+    let server = MockServer::start().await;
+    let (flows, tags, mut fields) = demo_account_mocks();
+    let (dir, notes) = tenant_with_notes();
+    for (i, note) in notes.iter().enumerate() {
+        fields["data"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"id": 100 + i, "name": note, "type": "text", "description": ""}));
+    }
+    mount_account(&server, flows, tags, fields).await;
+    (server, dir)
+}
+
 async fn run_check(server_uri: String, config: &std::path::Path) -> std::process::Output {
     run_check_with_token(server_uri, config, "123:test-token").await
 }
@@ -367,17 +383,7 @@ async fn run_check_with_token(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manychat_check_passes_when_the_account_has_every_name_and_only_reads() {
-    let server = MockServer::start().await;
-    let (flows, tags, fields) = demo_account_mocks();
-    let (dir, notes) = tenant_with_notes();
-    let mut fields = fields;
-    for (i, note) in notes.iter().enumerate() {
-        fields["data"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"id": 100 + i, "name": note, "type": "text", "description": ""}));
-    }
-    mount_account(&server, flows, tags, fields).await;
+    let (server, dir) = complete_account().await;
     let output = run_check(server.uri(), dir.path()).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
@@ -397,16 +403,7 @@ async fn manychat_check_passes_when_the_account_has_every_name_and_only_reads() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manychat_check_against_the_demo_sandbox_says_the_sandbox_mirrors_the_config() {
-    let server = MockServer::start().await;
-    let (flows, tags, mut fields) = demo_account_mocks();
-    let (dir, notes) = tenant_with_notes();
-    for (i, note) in notes.iter().enumerate() {
-        fields["data"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"id": 100 + i, "name": note, "type": "text", "description": ""}));
-    }
-    mount_account(&server, flows, tags, fields).await;
+    let (server, dir) = complete_account().await;
     let real = run_check(server.uri(), dir.path()).await;
     assert!(
         !String::from_utf8_lossy(&real.stdout).contains("sandbox"),
