@@ -133,7 +133,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let tenant = options
         .tenant
         .clone()
-        .unwrap_or_else(|| manychat_agent::config::examples::shipped_examples());
+        .unwrap_or_else(manychat_agent::config::examples::shipped_examples);
     copy_tenant(&tenant, &config_dir);
     if let Some(edit) = options.edit {
         edit(&config_dir);
