@@ -302,7 +302,7 @@ mod tests {
     use super::*;
 
     fn config(tokens: u64) -> TenantConfig {
-        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let examples = crate::config::examples::shipped_examples();
         let context = crate::config::ConfigContext {
             allow_examples: true,
             ..Default::default()

@@ -208,17 +208,13 @@ fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedM
 
 /// Starts a pass of a worker clocked 3 h ahead whose nudge turn's model answers `text` after
 /// `delay`; returns once that model call has begun, with the pass still running.
-async fn nudge_call_running(
-    app: &TestApp,
-    text: &str,
-    delay: Duration,
-) -> (Rig, tokio::task::JoinHandle<Pass>) {
+async fn nudge_call_running(app: &TestApp, text: &str, delay: Duration) -> (Rig, Background<Pass>) {
     let model = Arc::new(ScriptedModel::from_steps(vec![
         ScriptStep::ok(answer(text)).after(delay),
     ]));
     let rig = rig_at(app, chrono::Utc::now() + hours(3), model.clone());
     let worker = rig.worker.clone();
-    let pass = tokio::spawn(async move { worker.run_once().await });
+    let pass = in_background(async move { worker.run_once().await });
     until(async || model.calls() == 1).await;
     (rig, pass)
 }
@@ -990,7 +986,10 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
 fn spec_025_worker_with_a_nudge_section_needs_a_model() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
-    copy_tenant(&repo_path("config"), &config);
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &config,
+    );
     with_nudge(&config);
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
         .arg("worker")
@@ -1042,7 +1041,10 @@ async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
     let due = chrono::Utc::now() + hours(3);
     let a = rig_at(&one, due, answers());
     let b = rig_at(&two, due, answers());
-    let (pass_a, pass_b) = tokio::join!(a.worker.run_once(), b.worker.run_once());
+    let (pass_a, pass_b) = bounded("two racing passes", async {
+        tokio::join!(a.worker.run_once(), b.worker.run_once())
+    })
+    .await;
     assert_eq!(pass_a.claimed + pass_b.claimed, CONTACTS);
     assert_eq!(a.model.calls() + b.model.calls(), CONTACTS, "one turn each");
     let rows = one.outbox().await;

@@ -74,9 +74,13 @@ impl PgStore {
 
     /// [`PgStore::connect`] with a pool of `pool_size` connections (`DATABASE_POOL_SIZE`).
     pub async fn connect_sized(url: &str, pool_size: u32) -> Result<Self> {
-        let options = PgConnectOptions::from_str(url).map_err(|_| {
-            StoreError::Database("DATABASE_URL does not parse as a PostgreSQL URL".to_owned())
-        })?;
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|_| {
+                StoreError::Database("DATABASE_URL does not parse as a PostgreSQL URL".to_owned())
+            })?
+            // The server's notices (a migration's "already exists, skipping" at every start)
+            // are not the operator's news; warnings and errors still arrive.
+            .options([("client_min_messages", "warning")]);
         Self::connect_with(options, pool_size.max(1)).await
     }
 
