@@ -82,6 +82,8 @@ pub struct Overrides {
     pub manual_worker: bool,
     /// Reload the tenant config on SIGHUP (the `serve` and `demo` commands, and the reload test).
     pub reload_on_sighup: bool,
+    /// Where the plugin tools' signing secrets are read (default: the process environment).
+    pub plugin_secrets: Option<crate::plugins::sign::SecretLookup>,
 }
 
 pub struct Application {
@@ -118,6 +120,21 @@ impl Application {
 
         let context = config_context(&settings, overrides.allow_example_config);
         let config = Arc::new(ConfigHandle::load(&settings.config_dir, context)?);
+
+        // plugins.json: every tool's secret must sign before anything starts (named, never shown).
+        let plugins = crate::plugins::PluginClient::new(
+            overrides
+                .plugin_secrets
+                .clone()
+                .unwrap_or_else(crate::plugins::sign::process_env),
+        );
+        let problems = plugins.secret_problems(config.snapshot().plugins.as_ref());
+        if !problems.is_empty() {
+            return Err(StartupError::Missing(format!(
+                "plugin secrets: {}",
+                problems.join("; ")
+            )));
+        }
 
         let reply_flow_ns = settings.manychat_reply_flow_ns.clone().ok_or_else(|| {
             StartupError::Missing(
@@ -172,7 +189,8 @@ impl Application {
             tasks.clone(),
             metrics.clone(),
             settings.manychat_token_field.clone(),
-        );
+        )
+        .with_plugins(plugins.clone());
         let nudges = nudge_worker(
             &settings,
             store.clone(),
@@ -196,7 +214,8 @@ impl Application {
             .with_lease(settings.outbox_lease),
             metrics.clone(),
         )
-        .with_tenant_config(config.clone());
+        .with_tenant_config(config.clone())
+        .with_plugins(plugins);
         let state = AppState {
             turns,
             clock,

@@ -16,6 +16,10 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("catalog.schema.json", schema_for!(Catalog).to_value()),
         ("rules.schema.json", schema_for!(Rules).to_value()),
         ("tools.schema.json", schema_for!(ToolsConfig).to_value()),
+        (
+            "plugins.schema.json",
+            schema_for!(crate::plugins::PluginsConfig).to_value(),
+        ),
     ]
 }
 

@@ -130,6 +130,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "nudge_worker",
         include_str!("../../migrations/sqlite/0013_nudge_worker.sql"),
     ),
+    (
+        14,
+        "turns_plugin_reads",
+        include_str!("../../migrations/sqlite/0014_turns_plugin_reads.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -1421,6 +1426,32 @@ impl Store for SqliteStore {
                 params![actions, turn_id],
                 "turn",
             )
+        })
+        .await
+    }
+
+    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
+        let reads = json_text(reads)?;
+        self.write(move |conn| {
+            update_one(
+                conn,
+                "UPDATE turns SET plugin_reads = ? WHERE id = ?",
+                params![reads, turn_id],
+                "turn",
+            )
+        })
+        .await
+    }
+
+    async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>> {
+        self.read(move |conn| {
+            let raw: Option<Option<String>> = query_one(
+                conn,
+                "SELECT plugin_reads FROM turns WHERE id = ?",
+                [turn_id],
+                |row| Ok(row.get(0)?),
+            )?;
+            raw.flatten().as_deref().map(json).transpose()
         })
         .await
     }
