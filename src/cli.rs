@@ -522,6 +522,47 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
     }
 }
 
+/// `manychat-agent plugin new`: a skeleton entry in `plugins.json` (`crate::plugins::commands`).
+pub fn plugin_new(
+    env: &HashMap<String, String>,
+    name: &str,
+    kind: crate::plugins::ToolKind,
+    url: Option<&str>,
+) -> CliResult {
+    let dir = config_dir(env);
+    let guide = crate::plugins::commands::new_tool(Path::new(&dir), name, kind, url)
+        .map_err(CliError::new)?;
+    println!("{guide}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `manychat-agent plugin try`: one signed call of a plugin tool now, on the config as
+/// `config check` loads it and the secrets in the environment.
+pub async fn plugin_try(
+    env: &HashMap<String, String>,
+    name: &str,
+    subscriber: &str,
+    args: &[String],
+    yes: bool,
+) -> CliResult {
+    let config = crate::config::load_dir(Path::new(&config_dir(env)), &context(env))?;
+    let vars = Arc::new(env.clone());
+    let secrets: crate::plugins::sign::SecretLookup =
+        Arc::new(move |name| vars.get(name).cloned());
+    let printed = crate::plugins::commands::try_tool(
+        config.plugins.as_ref(),
+        secrets,
+        name,
+        subscriber,
+        args,
+        yes,
+    )
+    .await
+    .map_err(CliError::new)?;
+    println!("{printed}");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Every flow, tag and custom field the deployment relies on (issue 21): what `tools.json` and
 /// `rules.json` name, the reply flow, and the reply and token fields (written with text).
 fn wiring_of(

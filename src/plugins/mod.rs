@@ -21,6 +21,7 @@
 
 pub mod args;
 pub mod call;
+pub mod commands;
 pub mod config;
 pub mod result;
 pub mod sign;

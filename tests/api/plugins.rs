@@ -136,13 +136,13 @@ async fn settled(app: &TestApp) {
     app.settle().await;
 }
 
-/// On a paused clock: moves it a second at a time until `condition` holds (at most a minute).
+/// On a paused clock: moves it 100 ms at a time until `condition` holds (at most 100 s).
 async fn advancing_until(mut condition: impl AsyncFnMut() -> bool) {
-    for _ in 0..60 {
+    for _ in 0..1000 {
         if condition().await {
             return;
         }
-        tokio::time::advance(Duration::from_secs(1)).await;
+        tokio::time::advance(Duration::from_millis(100)).await;
         real_pause().await;
     }
     panic!("condition not reached");
@@ -477,7 +477,10 @@ async fn plugin_a_hanging_read_is_cut_at_1500_ms() {
     ]);
     let app = app_with_plugins(Backend::Sqlite, model.clone(), &server, false).await;
     app.returning_contact("8110").await;
-    let (_, body) = app.send("8110", "Room?").await;
+    let _frozen = FrozenClock::freeze();
+    let request = send_in_background(&app, "8110", "Room?");
+    advancing_until(async || request.is_finished()).await;
+    let (_, body) = request.await.unwrap();
     assert_eq!(block_texts(&body), vec!["I cannot check right now."]);
     assert_eq!(tool_results(&model.requests()[1])[0], json!({"available": false}));
     let turn = agent_turn(&app, "8110").await;
@@ -544,4 +547,125 @@ async fn plugin_a_write_whose_tool_a_reload_removed_fails_without_a_request() {
     assert_eq!(actions[0]["status"], "failed");
     assert_eq!(actions[0]["error"], "the tool is no longer configured");
     app.stop().await;
+}
+
+// --- the commands -----------------------------------------------------------------------------
+
+fn binary() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+}
+
+fn plugin_command(dir: &Path, args: &[&str]) -> std::process::Output {
+    binary()
+        .arg("plugin")
+        .args(args)
+        .env_clear()
+        .env("CONFIG_DIR", dir)
+        .env(SECRET_ENV, PLUGIN_SECRET)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn plugin_new_adds_a_checked_skeleton_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tenant(&repo_path("config"), dir.path());
+    let file = dir.path().join("plugins.json");
+
+    for usage in [vec!["new", "seats_left"], vec!["new", "seats_left", "--read", "--write"]] {
+        assert_eq!(plugin_command(dir.path(), &usage).status.code(), Some(2), "{usage:?}");
+    }
+    assert!(!file.exists());
+
+    let made = plugin_command(dir.path(), &["new", "seats_left", "--read"]);
+    assert_eq!(made.status.code(), Some(0), "{made:?}");
+    let printed = String::from_utf8_lossy(&made.stdout);
+    assert!(printed.contains("webhook-signature") && printed.contains("\"subscriber_id\""));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(written["tools"][0]["name"], "seats_left");
+    assert_eq!(written["tools"][0]["kind"], "read");
+    let checked = binary()
+        .args(["config", "check"])
+        .env_clear()
+        .env("CONFIG_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(checked.status.code(), Some(0), "the skeleton passes config check");
+
+    let before = std::fs::read(&file).unwrap();
+    for refused in [
+        vec!["new", "seats_left", "--write"],
+        vec!["new", "get_contact", "--write"],
+        vec!["new", "Bad-Name", "--write"],
+        vec!["new", "create_lead", "--write", "--url", "http://example.test/"],
+    ] {
+        let output = plugin_command(dir.path(), &refused);
+        assert_eq!(output.status.code(), Some(1), "{refused:?}");
+        assert_eq!(std::fs::read(&file).unwrap(), before, "{refused:?}: untouched");
+    }
+    std::fs::write(&file, "{ not json").unwrap();
+    let output = plugin_command(dir.path(), &["new", "create_lead", "--write"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ not json");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
+    let server = endpoint(json!({"seats": 5, "next_date": "Monday"})).await;
+    let dir = tempfile::tempdir().unwrap();
+    copy_tenant(&repo_path("config"), dir.path());
+    write_plugins(dir.path(), &plugins_json(&server.uri()));
+    let path = dir.path().to_owned();
+    let run = move |args: Vec<&'static str>| {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || plugin_command(&path, &args))
+    };
+
+    let read = run(vec!["try", "seats_left", "--subscriber", "8120", "--arg", "class=handbuilding"])
+        .await
+        .unwrap();
+    assert_eq!(read.status.code(), Some(0), "{read:?}");
+    let printed = String::from_utf8_lossy(&read.stdout);
+    assert!(printed.contains("\"seats\":5") && printed.contains("Monday"), "{printed}");
+    assert_eq!(
+        signed_requests(&server, SEATS).await,
+        vec![json!({"tool": "seats_left", "subscriber_id": "8120", "arguments": {"class": "handbuilding"}})]
+    );
+
+    let args = vec!["try", "create_lead", "--subscriber", "8120", "--arg", "class=wheel_basics", "--arg", "summary=Wants wheel."];
+    let unconfirmed = run(args.clone()).await.unwrap();
+    assert_eq!(unconfirmed.status.code(), Some(1));
+    assert!(signed_requests(&server, LEAD).await.is_empty(), "nothing without --yes");
+    let mut confirmed = args;
+    confirmed.push("--yes");
+    let written = run(confirmed).await.unwrap();
+    assert_eq!(written.status.code(), Some(0), "{written:?}");
+    let printed = String::from_utf8_lossy(&written.stdout);
+    assert!(printed.contains("\"status\":\"performed\""), "{printed}");
+    assert_eq!(signed_requests(&server, LEAD).await.len(), 1);
+}
+
+#[test]
+fn plugin_serve_refuses_to_start_without_a_tools_secret_naming_the_variable_only() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tenant(&repo_path("config"), dir.path());
+    write_plugins(dir.path(), &plugins_json("https://ops.example.test"));
+    let output = binary()
+        .arg("serve")
+        .env_clear()
+        .env("CONFIG_DIR", dir.path())
+        .env("MANYCHAT_SHARED_SECRET", "a-long-enough-shared-secret-0001")
+        .env("PUBLIC_BASE_URL", "https://agent.example.test")
+        .env("MANYCHAT_API_TOKEN", "123:token")
+        .env("MANYCHAT_REPLY_FLOW_NS", "content_reply_flow_0001")
+        .env("AGENT_MODEL", "mock:demo")
+        .env("DATABASE_URL", format!("sqlite://{}", dir.path().join("a.db").display()))
+        .env("PORT", "0")
+        .env(SECRET_ENV, "whsec_not-base64-value!")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let errors = String::from_utf8_lossy(&output.stderr);
+    assert!(errors.contains(SECRET_ENV), "{errors}");
+    assert!(!errors.contains("not-base64-value"), "{errors}");
 }
