@@ -552,8 +552,7 @@ pub async fn plugin_try(
 ) -> CliResult {
     let config = crate::config::load_dir(Path::new(&config_dir(env)), &context(env))?;
     let vars = Arc::new(env.clone());
-    let secrets: crate::plugins::sign::SecretLookup =
-        Arc::new(move |name| vars.get(name).cloned());
+    let secrets: crate::plugins::sign::SecretLookup = Arc::new(move |name| vars.get(name).cloned());
     let printed = crate::plugins::commands::try_tool(
         config.plugins.as_ref(),
         secrets,

@@ -438,8 +438,9 @@ pub fn history_actions_note(actions: &Value) -> Vec<String> {
             match e.get("id").and_then(Value::as_str) {
                 Some(id) => (tool != "send_event" && is_plain_id(tool) && is_plain_id(id))
                     .then(|| format!("{tool} {id}")),
-                None => (!BUILT_IN_WRITES.contains(&tool) && is_plain_id(tool))
-                    .then(|| tool.to_owned()),
+                None => {
+                    (!BUILT_IN_WRITES.contains(&tool) && is_plain_id(tool)).then(|| tool.to_owned())
+                }
             }
         })
         .collect()

@@ -98,7 +98,10 @@ impl Refused {
 /// Checks the model's arguments for `tool` against its parameters.
 pub fn check(tool: &PluginTool, args: &Value) -> Result<Checked, Refused> {
     let Some(given) = args.as_object() else {
-        return Err(Refused::new("invalid_arguments", "invalid arguments".into()));
+        return Err(Refused::new(
+            "invalid_arguments",
+            "invalid arguments".into(),
+        ));
     };
     if let Some(extra) = given.keys().find(|k| !tool.parameters.contains_key(*k)) {
         // The key is the model's: it is not echoed into the record, only to the model.
@@ -114,7 +117,10 @@ pub fn check(tool: &PluginTool, args: &Value) -> Result<Checked, Refused> {
     };
     for (key, parameter) in &tool.parameters {
         let Some(value) = given.get(key).filter(|v| !v.is_null()) else {
-            return Err(Refused::new("missing_argument", format!("{key} is required")));
+            return Err(Refused::new(
+                "missing_argument",
+                format!("{key} is required"),
+            ));
         };
         let wrong = |what: &str| Refused::new("invalid_arguments", format!("{key} must be {what}"));
         match parameter {

@@ -74,7 +74,10 @@ impl PluginClient {
         let mut problems: Vec<String> = Vec::new();
         for tool in config.map(|c| c.tools.as_slice()).unwrap_or_default() {
             if let Some(rule) = sign::secret_problem((self.secrets)(&tool.secret_env).as_deref()) {
-                let line = format!("{} {rule} (plugins.json tool {})", tool.secret_env, tool.name);
+                let line = format!(
+                    "{} {rule} (plugins.json tool {})",
+                    tool.secret_env, tool.name
+                );
                 if !problems.contains(&line) {
                     problems.push(line);
                 }
@@ -99,10 +102,7 @@ impl PluginClient {
             _ => None,
         }
         .ok_or_else(|| {
-            CallError::Secret(
-                tool.secret_env.clone(),
-                problem.unwrap_or("cannot sign"),
-            )
+            CallError::Secret(tool.secret_env.clone(), problem.unwrap_or("cannot sign"))
         })?;
         let request = self
             .http

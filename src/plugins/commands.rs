@@ -40,9 +40,8 @@ pub fn new_tool(
         Ok(bytes) => {
             let parsed: Value = serde_json::from_slice(&bytes)
                 .map_err(|_| format!("{PLUGINS_FILE} is not valid JSON; fix it first"))?;
-            checked(&parsed).map_err(|issues| {
-                format!("{PLUGINS_FILE} is invalid; fix it first:\n{issues}")
-            })?;
+            checked(&parsed)
+                .map_err(|issues| format!("{PLUGINS_FILE} is invalid; fix it first:\n{issues}"))?;
             parsed
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => json!({"tools": []}),
@@ -72,7 +71,10 @@ pub fn new_tool(
 /// The loader's own rules over a whole `plugins.json`: its issues as lines.
 fn checked(file: &Value) -> Result<PluginsConfig, String> {
     let parsed: PluginsConfig = serde_path_to_error::deserialize(file.clone()).map_err(|e| {
-        format!("{PLUGINS_FILE}: $.{}: does not match the plugins.json schema", e.path())
+        format!(
+            "{PLUGINS_FILE}: $.{}: does not match the plugins.json schema",
+            e.path()
+        )
     })?;
     let issues = config::validate(PLUGINS_FILE, &parsed);
     if issues.is_empty() {
@@ -116,7 +118,8 @@ fn guide(entry: &Value, kind: ToolKind) -> String {
         ToolKind::Read => json!({"query": "…"}),
         ToolKind::Write => json!({"summary": "…"}),
     };
-    let request = json!({"tool": name, "subscriber_id": "<ManyChat subscriber id>", "arguments": arguments});
+    let request =
+        json!({"tool": name, "subscriber_id": "<ManyChat subscriber id>", "arguments": arguments});
     let answer = match kind {
         ToolKind::Read => "HTTP 200 with a JSON object of the declared result keys, e.g. {\"answer\": \"…\"}\n  (undeclared keys are dropped; a type failure, a missing key, a non-2xx status or\n  more than 1500 ms gives the model {\"available\": false})".to_owned(),
         ToolKind::Write => "any 2xx within 10 s (the body is ignored); anything else is recorded as failed,\n  never retried".to_owned(),
@@ -157,9 +160,11 @@ pub async fn try_tool(
     let subscriber = SubscriberId::parse(subscriber).map_err(|e| e.to_string())?;
     let arguments = typed_arguments(tool, raw_args)?;
     let client = PluginClient::new(secrets);
-    if let Some(problem) = client.secret_problems(plugins).into_iter().find(|p| {
-        p.starts_with(&format!("{} ", tool.secret_env))
-    }) {
+    if let Some(problem) = client
+        .secret_problems(plugins)
+        .into_iter()
+        .find(|p| p.starts_with(&format!("{} ", tool.secret_env)))
+    {
         return Err(format!("the signing secret {problem}"));
     }
     match tool.kind {

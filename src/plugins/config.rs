@@ -103,7 +103,9 @@ pub struct PluginTool {
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Parameter {
     /// One of the configured values (1–100).
-    Enum { values: Vec<String> },
+    Enum {
+        values: Vec<String>,
+    },
     /// A number, optionally whole and bounded.
     Number {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -272,7 +274,10 @@ pub fn validate(file: &str, config: &PluginsConfig) -> Vec<ConfigIssue> {
         for (key, parameter) in &tool.parameters {
             let at = format!("{at}.parameters.{key}");
             if !is_valid_name(key) {
-                issue(at.clone(), "a parameter's name must match ^[a-z][a-z0-9_]{0,63}$");
+                issue(
+                    at.clone(),
+                    "a parameter's name must match ^[a-z][a-z0-9_]{0,63}$",
+                );
             }
             match parameter {
                 Parameter::Enum { values } => enum_rules(&mut issue, &at, values),
@@ -280,7 +285,10 @@ pub fn validate(file: &str, config: &PluginsConfig) -> Vec<ConfigIssue> {
                 Parameter::Boolean {} => {}
                 Parameter::Note { max_length } => {
                     if tool.kind == ToolKind::Read {
-                        issue(at.clone(), "a note is a write tool's parameter, not a read's");
+                        issue(
+                            at.clone(),
+                            "a note is a write tool's parameter, not a read's",
+                        );
                     }
                     if !(1..=MAX_NOTE_LENGTH).contains(max_length) {
                         issue(format!("{at}.maxLength"), "must be 1 to 500");
@@ -289,7 +297,10 @@ pub fn validate(file: &str, config: &PluginsConfig) -> Vec<ConfigIssue> {
                 Parameter::Query { max_length } => {
                     queries += 1;
                     if tool.kind == ToolKind::Write {
-                        issue(at.clone(), "a query is a read tool's parameter, not a write's");
+                        issue(
+                            at.clone(),
+                            "a query is a read tool's parameter, not a write's",
+                        );
                     } else if queries > 1 {
                         issue(at.clone(), "a read tool takes at most one query");
                     }

@@ -43,9 +43,8 @@ pub fn check(
             }
             return Err(format!("the required key {key} is missing"));
         };
-        let checked = checked_value(field, value).ok_or_else(|| {
-            format!("{key} is not what its result type declares")
-        })?;
+        let checked = checked_value(field, value)
+            .ok_or_else(|| format!("{key} is not what its result type declares"))?;
         if field.fenced() {
             fenced.insert(key.clone(), checked);
         } else {

@@ -82,7 +82,10 @@ mod tests {
         headers.insert(HEADER_WEBHOOK_SIGNATURE, one.signature.parse().unwrap());
         let webhook = standardwebhooks::Webhook::new(SECRET).unwrap();
         webhook.verify(body.as_bytes(), &headers).unwrap();
-        assert!(webhook.verify(b"{}", &headers).is_err(), "another body fails");
+        assert!(
+            webhook.verify(b"{}", &headers).is_err(),
+            "another body fails"
+        );
     }
 
     #[test]
@@ -91,7 +94,10 @@ mod tests {
         assert_eq!(secret_problem(Some("  ")), Some("is not set"));
         assert!(secret_problem(Some("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")).is_some());
         assert!(secret_problem(Some("whsec_!!!")).is_some());
-        assert!(secret_problem(Some("whsec_c2hvcnQ=")).is_some(), "too short");
+        assert!(
+            secret_problem(Some("whsec_c2hvcnQ=")).is_some(),
+            "too short"
+        );
         assert_eq!(secret_problem(Some(SECRET)), None);
         for bad in ["whsec_!!!", "nope"] {
             assert!(!secret_problem(Some(bad)).unwrap().contains(bad));

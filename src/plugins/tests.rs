@@ -93,22 +93,44 @@ fn plugin_the_example_loads_and_an_absent_file_changes_nothing() {
 fn plugin_config_refuses_each_broken_rule_with_its_file_and_json_path() {
     let cases: Vec<(Value, &str)> = vec![
         (edited(|v| v["tools"][0]["colour"] = json!(1)), "$.tools[0]"),
-        (edited(|v| v["tools"][0]["name"] = json!("Seats")), "$.tools[0].name"),
-        (edited(|v| v["tools"][1]["name"] = json!("seats_left")), "$.tools[1].name"),
-        (edited(|v| v["tools"][0]["name"] = json!("get_contact")), "$.tools[0].name"),
-        (edited(|v| v["tools"][1]["name"] = json!("write_note")), "$.tools[1].name"),
+        (
+            edited(|v| v["tools"][0]["name"] = json!("Seats")),
+            "$.tools[0].name",
+        ),
+        (
+            edited(|v| v["tools"][1]["name"] = json!("seats_left")),
+            "$.tools[1].name",
+        ),
+        (
+            edited(|v| v["tools"][0]["name"] = json!("get_contact")),
+            "$.tools[0].name",
+        ),
+        (
+            edited(|v| v["tools"][1]["name"] = json!("write_note")),
+            "$.tools[1].name",
+        ),
         (
             edited(|v| v["tools"][0]["url"] = json!("http://ops.example.test/x")),
             "$.tools[0].url",
         ),
-        (edited(|v| v["tools"][0]["url"] = json!("ftp://x.test/")), "$.tools[0].url"),
-        (edited(|v| v["tools"][0]["secretEnv"] = json!("lower")), "$.tools[0].secretEnv"),
         (
-            edited(|v| v["tools"][0]["parameters"]["text"] = json!({"type": "note", "maxLength": 10})),
+            edited(|v| v["tools"][0]["url"] = json!("ftp://x.test/")),
+            "$.tools[0].url",
+        ),
+        (
+            edited(|v| v["tools"][0]["secretEnv"] = json!("lower")),
+            "$.tools[0].secretEnv",
+        ),
+        (
+            edited(|v| {
+                v["tools"][0]["parameters"]["text"] = json!({"type": "note", "maxLength": 10})
+            }),
             "$.tools[0].parameters.text",
         ),
         (
-            edited(|v| v["tools"][1]["parameters"]["q"] = json!({"type": "query", "maxLength": 10})),
+            edited(|v| {
+                v["tools"][1]["parameters"]["q"] = json!({"type": "query", "maxLength": 10})
+            }),
             "$.tools[1].parameters.q",
         ),
         (
@@ -133,7 +155,9 @@ fn plugin_config_refuses_each_broken_rule_with_its_file_and_json_path() {
             "$.tools[1].parameters.summary.maxLength",
         ),
         (
-            edited(|v| v["tools"][0]["parameters"]["q"] = json!({"type": "query", "maxLength": 201})),
+            edited(|v| {
+                v["tools"][0]["parameters"]["q"] = json!({"type": "query", "maxLength": 201})
+            }),
             "$.tools[0].parameters.q.maxLength",
         ),
         (
@@ -193,16 +217,27 @@ fn plugin_config_issues_never_quote_a_value_from_the_file() {
     }));
     assert!(!issues.is_empty());
     for (_, rule) in issues {
-        assert!(!rule.contains("secret-host") && !rule.contains("Bad Name"), "{rule}");
+        assert!(
+            !rule.contains("secret-host") && !rule.contains("Bad Name"),
+            "{rule}"
+        );
     }
 }
 
 #[test]
 fn plugin_http_is_allowed_on_a_loopback_address_only() {
-    for url in ["http://127.0.0.1:9000/x", "http://localhost/x", "http://[::1]:8080/x"] {
+    for url in [
+        "http://127.0.0.1:9000/x",
+        "http://localhost/x",
+        "http://[::1]:8080/x",
+    ] {
         assert_eq!(config::url_rule(url), None, "{url}");
     }
-    for url in ["http://10.0.0.1/x", "http://example.test/x", "https://user:pw@x.test/"] {
+    for url in [
+        "http://10.0.0.1/x",
+        "http://example.test/x",
+        "https://user:pw@x.test/",
+    ] {
         assert!(config::url_rule(url).is_some(), "{url}");
     }
 }
@@ -263,7 +298,10 @@ fn plugin_every_refusal_of_a_result_is_unavailable() {
         "not json".to_owned(),
     ];
     for body in refused {
-        assert!(result::check(&fields(), body.as_bytes(), &fence).is_err(), "{body}");
+        assert!(
+            result::check(&fields(), body.as_bytes(), &fence).is_err(),
+            "{body}"
+        );
     }
     // Over 2,000 characters once serialised.
     let mut many = std::collections::BTreeMap::new();

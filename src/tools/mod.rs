@@ -124,8 +124,11 @@ impl ToolSpecs {
                             offering: offering.clone(),
                             ..Known::default()
                         };
-                        let with =
-                            with_plugins(specs::build_turn_specs(tools, true, &known), config, true);
+                        let with = with_plugins(
+                            specs::build_turn_specs(tools, true, &known),
+                            config,
+                            true,
+                        );
                         let without = with_plugins(
                             specs::build_turn_specs(tools, false, &known),
                             config,

@@ -150,10 +150,11 @@ async fn advancing_until(mut condition: impl AsyncFnMut() -> bool) {
 
 /// A row of the outbox carries staged actions.
 async fn actions_queued(app: &TestApp) -> bool {
-    app.outbox()
-        .await
-        .iter()
-        .any(|r| r.payload["actions"].as_array().is_some_and(|a| !a.is_empty()))
+    app.outbox().await.iter().any(|r| {
+        r.payload["actions"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+    })
 }
 
 // --- the write: staged, performed after the text, recorded without the note ---------------------
@@ -163,8 +164,14 @@ async fn plugin_a_write_is_performed_once_after_the_text_signed_and_recorded_wit
 ) {
     let server = endpoint(json!({"seats": 3})).await;
     let model = script(vec![
-        tool_calls([lead("handbuilding", "Wants the handbuilding class, evenings.")]),
-        tool_calls([lead("handbuilding", "Wants the handbuilding class, evenings.")]),
+        tool_calls([lead(
+            "handbuilding",
+            "Wants the handbuilding class, evenings.",
+        )]),
+        tool_calls([lead(
+            "handbuilding",
+            "Wants the handbuilding class, evenings.",
+        )]),
         answer("I will note that down."),
         answer("You are welcome."),
     ]);
@@ -218,12 +225,17 @@ async fn plugin_a_read_runs_during_the_step_and_is_recorded_without_its_answer(b
     let sent = signed_requests(&server, SEATS).await;
     assert_eq!(
         sent,
-        vec![json!({"tool": "seats_left", "subscriber_id": "8102", "arguments": {"class": "wheel_basics"}})]
+        vec![
+            json!({"tool": "seats_left", "subscriber_id": "8102", "arguments": {"class": "wheel_basics"}})
+        ]
     );
     let result = &tool_results(&model.requests()[1])[0];
     assert_eq!(result["available"], true);
     assert_eq!(result["seats"], 4, "a number is outside the fence");
-    assert!(result.get("secret").is_none(), "an undeclared key is dropped");
+    assert!(
+        result.get("secret").is_none(),
+        "an undeclared key is dropped"
+    );
     let fenced = result["fenced"].as_str().unwrap();
     let nonce = {
         let text = user_text(&model.requests()[0]);
@@ -235,14 +247,20 @@ async fn plugin_a_read_runs_during_the_step_and_is_recorded_without_its_answer(b
         "text comes back inside the turn's own fence: {fenced}"
     );
     assert!(fenced.contains("Saturday 10:00"));
-    assert!(result.get("next_date").is_none(), "text is only inside the fence");
+    assert!(
+        result.get("next_date").is_none(),
+        "text is only inside the fence"
+    );
 
     let turn = agent_turn(&app, "8102").await;
     let reads = app.store.turn_plugin_reads(turn.id).await.unwrap().unwrap();
     assert_eq!(reads[0]["tool"], "seats_left");
     assert_eq!(reads[0]["available"], true);
     assert!(reads[0]["ms"].is_u64());
-    assert!(!reads.to_string().contains("wheel_basics"), "never the arguments");
+    assert!(
+        !reads.to_string().contains("wheel_basics"),
+        "never the arguments"
+    );
     assert!(!reads.to_string().contains("Saturday"), "never the answer");
     app.stop().await;
 }
@@ -258,7 +276,11 @@ async fn plugin_reads_share_the_turns_two_reads_with_get_contact(backend: Backen
     app.returning_contact("8103").await;
     app.send("8103", "Any room?").await;
 
-    assert_eq!(signed_requests(&server, SEATS).await.len(), 1, "the third read makes no call");
+    assert_eq!(
+        signed_requests(&server, SEATS).await.len(),
+        1,
+        "the third read makes no call"
+    );
     let results = tool_results(&model.requests()[2]);
     assert_eq!(results[1]["available"], true);
     assert_eq!(results[2], json!({"available": false}));
@@ -281,8 +303,15 @@ async fn plugin_a_write_on_a_deferred_reply_rides_the_outbox_row_after_the_text(
     let request = send_in_background(&app, "8104", "The wheel class please");
     advancing_until(async || actions_queued(&app).await).await;
     let (_, body) = request.await.unwrap();
-    assert_ne!(block_texts(&body), vec!["Noted, thank you."], "the race was lost");
-    assert!(signed_requests(&server, LEAD).await.is_empty(), "nothing before the text");
+    assert_ne!(
+        block_texts(&body),
+        vec!["Noted, thank you."],
+        "the race was lost"
+    );
+    assert!(
+        signed_requests(&server, LEAD).await.is_empty(),
+        "nothing before the text"
+    );
     app.settle_advancing().await;
     app.worker.run_once().await.unwrap();
     let sent = signed_requests(&server, LEAD).await;
@@ -370,7 +399,8 @@ async fn plugin_a_write_is_discarded_when_the_reply_escalates() {
         manychat_agent::model::mock::reply(escalation_json("contact_request")),
     ]);
     let app = app_with_plugins(Backend::Sqlite, model, &server, false).await;
-    app.send("8106", "The wheel class, and a person please").await;
+    app.send("8106", "The wheel class, and a person please")
+        .await;
     settled(&app).await;
     assert!(signed_requests(&server, LEAD).await.is_empty());
     let actions = agent_turn(&app, "8106").await.actions.unwrap();
@@ -383,17 +413,27 @@ async fn plugin_a_write_is_discarded_when_the_reply_escalates() {
 async fn sales_a_plugin_write_is_refused_before_the_contact_is_a_prospect_and_a_read_is_not() {
     let server = endpoint(json!({"seats": 2})).await;
     let model = script(vec![
-        tool_calls([lead("wheel_basics", "Asked about the wheel class."), seats("wheel_basics", 1)]),
+        tool_calls([
+            lead("wheel_basics", "Asked about the wheel class."),
+            seats("wheel_basics", 1),
+        ]),
         tool_calls([prospect(), lead("handbuilding", "Wants handbuilding.")]),
         answer("Noted."),
     ]);
     let app = app_with_plugins(Backend::Sqlite, model.clone(), &server, true).await;
     app.returning_contact("8107").await;
-    app.send("8107", "How much is the handbuilding class?").await;
+    app.send("8107", "How much is the handbuilding class?")
+        .await;
     settled(&app).await;
     let results = tool_results(&model.requests()[1]);
-    assert_eq!(results[0], json!({"staged": false, "reason": "not_prospect"}));
-    assert_eq!(results[1]["available"], true, "a read is not gated by prospect");
+    assert_eq!(
+        results[0],
+        json!({"staged": false, "reason": "not_prospect"})
+    );
+    assert_eq!(
+        results[1]["available"], true,
+        "a read is not gated by prospect"
+    );
     let sent = signed_requests(&server, LEAD).await;
     assert_eq!(sent.len(), 1, "only the write after prospect");
     assert_eq!(sent[0]["arguments"]["class"], "handbuilding");
@@ -437,11 +477,16 @@ async fn plugin_a_failing_endpoint_gives_the_model_available_false_and_the_reply
         .await;
     Mock::given(method("POST"))
         .and(path(LEAD))
-        .respond_with(ResponseTemplate::new(302).insert_header("location", "https://elsewhere.test/"))
+        .respond_with(
+            ResponseTemplate::new(302).insert_header("location", "https://elsewhere.test/"),
+        )
         .mount(&server)
         .await;
     let model = script(vec![
-        tool_calls([seats("wheel_basics", 1), lead("wheel_basics", "Wants wheel.")]),
+        tool_calls([
+            seats("wheel_basics", 1),
+            lead("wheel_basics", "Wants wheel."),
+        ]),
         answer("I cannot check right now."),
     ]);
     let app = app_with_plugins(Backend::Sqlite, model.clone(), &server, false).await;
@@ -449,11 +494,21 @@ async fn plugin_a_failing_endpoint_gives_the_model_available_false_and_the_reply
     let (_, body) = app.send("8109", "Room?").await;
     assert_eq!(block_texts(&body), vec!["I cannot check right now."]);
     settled(&app).await;
-    assert_eq!(tool_results(&model.requests()[1])[0], json!({"available": false}));
+    assert_eq!(
+        tool_results(&model.requests()[1])[0],
+        json!({"available": false})
+    );
     let actions = agent_turn(&app, "8109").await.actions.unwrap();
     assert_eq!(actions[0]["status"], "failed");
-    assert_eq!(actions[0]["error"], "answered HTTP 302", "no redirect is followed");
-    assert_eq!(signed_requests(&server, LEAD).await.len(), 1, "never retried");
+    assert_eq!(
+        actions[0]["error"], "answered HTTP 302",
+        "no redirect is followed"
+    );
+    assert_eq!(
+        signed_requests(&server, LEAD).await.len(),
+        1,
+        "never retried"
+    );
     app.stop().await;
 }
 
@@ -482,7 +537,10 @@ async fn plugin_a_hanging_read_is_cut_at_1500_ms() {
     advancing_until(async || request.is_finished()).await;
     let (_, body) = request.await.unwrap();
     assert_eq!(block_texts(&body), vec!["I cannot check right now."]);
-    assert_eq!(tool_results(&model.requests()[1])[0], json!({"available": false}));
+    assert_eq!(
+        tool_results(&model.requests()[1])[0],
+        json!({"available": false})
+    );
     let turn = agent_turn(&app, "8110").await;
     let reads = app.store.turn_plugin_reads(turn.id).await.unwrap().unwrap();
     assert_eq!(reads[0]["available"], false);
@@ -572,8 +630,15 @@ fn plugin_new_adds_a_checked_skeleton_all_or_nothing() {
     copy_tenant(&repo_path("config"), dir.path());
     let file = dir.path().join("plugins.json");
 
-    for usage in [vec!["new", "seats_left"], vec!["new", "seats_left", "--read", "--write"]] {
-        assert_eq!(plugin_command(dir.path(), &usage).status.code(), Some(2), "{usage:?}");
+    for usage in [
+        vec!["new", "seats_left"],
+        vec!["new", "seats_left", "--read", "--write"],
+    ] {
+        assert_eq!(
+            plugin_command(dir.path(), &usage).status.code(),
+            Some(2),
+            "{usage:?}"
+        );
     }
     assert!(!file.exists());
 
@@ -590,18 +655,32 @@ fn plugin_new_adds_a_checked_skeleton_all_or_nothing() {
         .env("CONFIG_DIR", dir.path())
         .output()
         .unwrap();
-    assert_eq!(checked.status.code(), Some(0), "the skeleton passes config check");
+    assert_eq!(
+        checked.status.code(),
+        Some(0),
+        "the skeleton passes config check"
+    );
 
     let before = std::fs::read(&file).unwrap();
     for refused in [
         vec!["new", "seats_left", "--write"],
         vec!["new", "get_contact", "--write"],
         vec!["new", "Bad-Name", "--write"],
-        vec!["new", "create_lead", "--write", "--url", "http://example.test/"],
+        vec![
+            "new",
+            "create_lead",
+            "--write",
+            "--url",
+            "http://example.test/",
+        ],
     ] {
         let output = plugin_command(dir.path(), &refused);
         assert_eq!(output.status.code(), Some(1), "{refused:?}");
-        assert_eq!(std::fs::read(&file).unwrap(), before, "{refused:?}: untouched");
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            before,
+            "{refused:?}: untouched"
+        );
     }
     std::fs::write(&file, "{ not json").unwrap();
     let output = plugin_command(dir.path(), &["new", "create_lead", "--write"]);
@@ -621,21 +700,45 @@ async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
         tokio::task::spawn_blocking(move || plugin_command(&path, &args))
     };
 
-    let read = run(vec!["try", "seats_left", "--subscriber", "8120", "--arg", "class=handbuilding"])
-        .await
-        .unwrap();
+    let read = run(vec![
+        "try",
+        "seats_left",
+        "--subscriber",
+        "8120",
+        "--arg",
+        "class=handbuilding",
+    ])
+    .await
+    .unwrap();
     assert_eq!(read.status.code(), Some(0), "{read:?}");
     let printed = String::from_utf8_lossy(&read.stdout);
-    assert!(printed.contains("\"seats\":5") && printed.contains("Monday"), "{printed}");
+    assert!(
+        printed.contains("\"seats\":5") && printed.contains("Monday"),
+        "{printed}"
+    );
     assert_eq!(
         signed_requests(&server, SEATS).await,
-        vec![json!({"tool": "seats_left", "subscriber_id": "8120", "arguments": {"class": "handbuilding"}})]
+        vec![
+            json!({"tool": "seats_left", "subscriber_id": "8120", "arguments": {"class": "handbuilding"}})
+        ]
     );
 
-    let args = vec!["try", "create_lead", "--subscriber", "8120", "--arg", "class=wheel_basics", "--arg", "summary=Wants wheel."];
+    let args = vec![
+        "try",
+        "create_lead",
+        "--subscriber",
+        "8120",
+        "--arg",
+        "class=wheel_basics",
+        "--arg",
+        "summary=Wants wheel.",
+    ];
     let unconfirmed = run(args.clone()).await.unwrap();
     assert_eq!(unconfirmed.status.code(), Some(1));
-    assert!(signed_requests(&server, LEAD).await.is_empty(), "nothing without --yes");
+    assert!(
+        signed_requests(&server, LEAD).await.is_empty(),
+        "nothing without --yes"
+    );
     let mut confirmed = args;
     confirmed.push("--yes");
     let written = run(confirmed).await.unwrap();
@@ -659,7 +762,10 @@ fn plugin_serve_refuses_to_start_without_a_tools_secret_naming_the_variable_only
         .env("MANYCHAT_API_TOKEN", "123:token")
         .env("MANYCHAT_REPLY_FLOW_NS", "content_reply_flow_0001")
         .env("AGENT_MODEL", "mock:demo")
-        .env("DATABASE_URL", format!("sqlite://{}", dir.path().join("a.db").display()))
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", dir.path().join("a.db").display()),
+        )
         .env("PORT", "0")
         .env(SECRET_ENV, "whsec_not-base64-value!")
         .output()

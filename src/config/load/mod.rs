@@ -124,7 +124,10 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         }
     };
     if let Some((name, parsed @ Parsed { value: Some(p), .. })) = &plugins {
-        issues.extend(kept(crate::plugins::config::validate(name, p), Some(parsed)));
+        issues.extend(kept(
+            crate::plugins::config::validate(name, p),
+            Some(parsed),
+        ));
     }
 
     // Validate whatever parsed, even when a sibling did not, and even the part of a file that
@@ -164,7 +167,13 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         None => Ok(None),
         Some((_, parsed)) => parsed.complete().map(Some).ok_or(()),
     };
-    match (prompt, complete(catalog), complete(rules), tools_ok, plugins_ok) {
+    match (
+        prompt,
+        complete(catalog),
+        complete(rules),
+        tools_ok,
+        plugins_ok,
+    ) {
         (Some(prompt), Some(catalog), Some(rules), Ok(tools), Ok(plugins)) if issues.is_empty() => {
             let prompt = prompt.replace(BUSINESS_NAME_PLACEHOLDER, &catalog.business_name);
             Ok(TenantConfig {
