@@ -817,13 +817,19 @@ async fn plugin_the_example_endpoint_serves_the_demo_tenant_end_to_end() {
     let leads = studio.leads.lock().unwrap().clone();
     assert_eq!(leads.len(), 1);
     assert_eq!(leads[0]["subscriber_id"], "8130");
-    assert_eq!(agent_turn(&app, "8130").await.actions.unwrap()[0]["status"], "performed");
+    assert_eq!(
+        agent_turn(&app, "8130").await.actions.unwrap()[0]["status"],
+        "performed"
+    );
 
     // A call the secret did not sign is refused by the endpoint.
     let forged = reqwest::Client::new()
         .post(format!("{base}/create_lead"))
         .header("webhook-id", "msg_forged")
-        .header("webhook-timestamp", chrono::Utc::now().timestamp().to_string())
+        .header(
+            "webhook-timestamp",
+            chrono::Utc::now().timestamp().to_string(),
+        )
         .header("webhook-signature", "v1,AAAA")
         .body(r#"{"tool":"create_lead"}"#)
         .send()
