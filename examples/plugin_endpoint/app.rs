@@ -33,19 +33,19 @@ pub fn router(secret: &str) -> (Router, Studio) {
 }
 
 /// The call's JSON once its signature (and timestamp, within 5 minutes) verified.
-fn verified(studio: &Studio, headers: &HeaderMap, body: &Bytes) -> Result<Value, Response> {
+fn verified(studio: &Studio, headers: &HeaderMap, body: &Bytes) -> Result<Value, StatusCode> {
     studio
         .webhook
         .verify(body, headers)
-        .map_err(|_| StatusCode::UNAUTHORIZED.into_response())?;
-    serde_json::from_slice(body).map_err(|_| StatusCode::BAD_REQUEST.into_response())
+        .map_err(|_| StatusCode::UNAUTHORIZED)?;
+    serde_json::from_slice(body).map_err(|_| StatusCode::BAD_REQUEST)
 }
 
 /// A read: the seats left in a class, as the tool's `result` declares them.
 async fn seats_left(State(studio): State<Studio>, headers: HeaderMap, body: Bytes) -> Response {
     let call = match verified(&studio, &headers, &body) {
         Ok(call) => call,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let (seats, next_date) = match call["arguments"]["class"].as_str() {
         Some("wheel_basics") => (3, "Wednesday 7pm"),
@@ -59,7 +59,7 @@ async fn seats_left(State(studio): State<Studio>, headers: HeaderMap, body: Byte
 async fn create_lead(State(studio): State<Studio>, headers: HeaderMap, body: Bytes) -> Response {
     let call = match verified(&studio, &headers, &body) {
         Ok(call) => call,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     studio
         .leads
