@@ -227,7 +227,8 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         .with_lease(settings.outbox_lease),
         metrics,
     )
-    .with_tenant_config(config);
+    .with_tenant_config(config.clone())
+    .with_plugins(plugins_client(env, &config)?);
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {
@@ -436,6 +437,66 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// The plugin tools' secrets, read from `env`.
+fn plugin_secrets(env: &HashMap<String, String>) -> crate::plugins::sign::SecretLookup {
+    let vars = Arc::new(env.clone());
+    Arc::new(move |name| vars.get(name).cloned())
+}
+
+/// The plugin tools' client; refuses when a configured tool's secret is missing or malformed.
+fn plugins_client(
+    env: &HashMap<String, String>,
+    config: &ConfigHandle,
+) -> Result<crate::plugins::PluginClient, CliError> {
+    let client = crate::plugins::PluginClient::new(plugin_secrets(env));
+    let problems = client.secret_problems(config.snapshot().plugins.as_ref());
+    match problems.is_empty() {
+        true => Ok(client),
+        false => Err(CliError::new(format!(
+            "plugin secrets: {}",
+            problems.join("; ")
+        ))),
+    }
+}
+
+/// `manychat-agent plugin new`: a skeleton entry in `plugins.json` (`crate::plugins::commands`).
+pub fn plugin_new(
+    env: &HashMap<String, String>,
+    name: &str,
+    kind: crate::plugins::ToolKind,
+    url: Option<&str>,
+) -> CliResult {
+    let dir = config_dir(env);
+    let guide = crate::plugins::commands::new_tool(Path::new(&dir), name, kind, url)
+        .map_err(CliError::new)?;
+    println!("{guide}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `manychat-agent plugin try`: one signed call of a plugin tool now, on the config as
+/// `config check` loads it and the secrets in the environment.
+pub async fn plugin_try(
+    env: &HashMap<String, String>,
+    name: &str,
+    subscriber: &str,
+    args: &[String],
+    yes: bool,
+) -> CliResult {
+    let config = crate::config::load_dir(Path::new(&config_dir(env)), &context(env))?;
+    let printed = crate::plugins::commands::try_tool(
+        config.plugins.as_ref(),
+        plugin_secrets(env),
+        name,
+        subscriber,
+        args,
+        yes,
+    )
+    .await
+    .map_err(CliError::new)?;
+    println!("{printed}");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Every flow, tag and custom field the deployment relies on: what `tools.json` and

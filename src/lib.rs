@@ -13,6 +13,8 @@
 //! - [`actions`]: performing staged actions and the per-turn action record (012).
 //! - [`escalation`]: why a contact was handed to a person: recorded, logged, counted.
 //! - [`tools`]: tools built from `tools.json`, staging and the per-turn caps (012, 024).
+//! - [`plugins`]: the business's own tools from `plugins.json`: signed HTTPS reads during the
+//!   step and staged writes after the reply.
 //! - [`model`]: the `Model` trait, the registry, the providers and the mocks (C2).
 //! - [`channel`]: the Dynamic Block v2 response and the channel capability limits (SYSTEM 3.3).
 //! - [`outbox`]: deferred delivery: enqueue, the worker, pacing, retries (SYSTEM 3.5).
@@ -50,6 +52,7 @@ pub mod model;
 pub mod nudge;
 pub mod observability;
 pub mod outbox;
+pub mod plugins;
 pub mod report;
 pub mod retention;
 pub mod sales;

@@ -39,6 +39,8 @@ pub(super) struct Answer {
     pub(super) guard: Option<TurnGuard>,
     /// 024: successful contact reads this turn.
     pub(super) reads: u32,
+    /// The turn's plugin reads (`turns.plugin_reads`; `None`: none).
+    pub(super) plugin_reads: Option<serde_json::Value>,
     /// The contact's message, recorded with the answer.
     pub(super) message: Message,
     /// 030: the flows the turn sent, which its reply waits for.
@@ -146,7 +148,9 @@ impl AgentJob {
         // 029: an inbound turn sends its flows during the call.
         .sending_flows()
         // 032 A: and the contact's opening, claimed on the conversation row.
-        .claiming_openings(inner.store.clone(), inner.clock);
+        .claiming_openings(inner.store.clone(), inner.clock)
+        // The tenant's plugin reads go out during the step.
+        .calling_plugins(inner.plugins.clone());
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
         let Some(message) = self.message.take() else {
@@ -159,9 +163,11 @@ impl AgentJob {
                     .send_opening_before_reply(thought.reply.escalate)
                     .await;
                 let reads = tools.reads();
+                let plugin_reads = crate::plugins::reads_record(tools.plugin_reads());
                 let result = Answer {
                     thought,
                     reads,
+                    plugin_reads,
                     actions: tools.into_actions(),
                     latency: self.arrived_at.elapsed(),
                     guard: self.guard.take(),

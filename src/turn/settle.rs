@@ -130,6 +130,14 @@ impl TurnEngine {
                 },
             )
             .await?;
+        if let Some(reads) = &answer.plugin_reads
+            && let Err(error) = inner
+                .store
+                .update_turn_plugin_reads(recorded.turn_id, reads)
+                .await
+        {
+            tracing::error!(conversation = %conversation.id, error = %error, "could not record the turn's plugin reads");
+        }
         inner.metrics.turn(outcome);
         match answer.held {
             Some(wait) => inner

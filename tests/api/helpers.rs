@@ -162,6 +162,18 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         vars.retain(|(n, _)| *n != name);
         vars.push((name, value));
     }
+    // The plugin tools' secrets come from the same variables (`serve` reads the process's).
+    let secrets: Arc<Vec<(String, String)>> = Arc::new(
+        vars.iter()
+            .map(|(n, v)| ((*n).to_owned(), v.clone()))
+            .collect(),
+    );
+    let plugin_secrets: manychat_agent::plugins::sign::SecretLookup = Arc::new(move |name| {
+        secrets
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    });
     let settings = Settings::from_vars(|name| {
         vars.iter()
             .find(|(n, _)| *n == name)
@@ -174,6 +186,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         model: Some(options.model),
         manual_worker: !options.background_workers,
         reload_on_sighup: options.reload_on_sighup,
+        plugin_secrets: Some(plugin_secrets),
         ..Overrides::default()
     };
     let app = Application::build(settings, listener, overrides)

@@ -22,6 +22,7 @@ mod nudges;
 mod opening;
 mod order;
 mod outbox;
+mod plugins;
 mod race;
 mod reload;
 mod replicas;

@@ -124,6 +124,21 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         }
     };
 
+    let plugins = match read_optional(dir, crate::plugins::PLUGINS_FILE, ctx, &mut issues) {
+        Optional::Absent => None,
+        Optional::Unreadable => Some((crate::plugins::PLUGINS_FILE.to_owned(), Parsed::failed())),
+        Optional::Read(name, bytes) => {
+            let parsed = parse_json::<crate::plugins::PluginsConfig>(&name, &bytes, &mut issues);
+            Some((name, parsed))
+        }
+    };
+    if let Some((name, parsed @ Parsed { value: Some(p), .. })) = &plugins {
+        issues.extend(kept(
+            crate::plugins::config::validate(name, p),
+            Some(parsed),
+        ));
+    }
+
     // Validate whatever parsed, even when a sibling did not, and even the part of a file that
     // parsed when another part did not (the part set aside was reported), so every issue is
     // reported at once.
@@ -157,14 +172,25 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         None => Ok(None),
         Some((_, parsed)) => parsed.complete().map(Some).ok_or(()),
     };
-    match (prompt, complete(catalog), complete(rules), tools_ok) {
-        (Some(prompt), Some(catalog), Some(rules), Ok(tools)) if issues.is_empty() => {
+    let plugins_ok = match plugins {
+        None => Ok(None),
+        Some((_, parsed)) => parsed.complete().map(Some).ok_or(()),
+    };
+    match (
+        prompt,
+        complete(catalog),
+        complete(rules),
+        tools_ok,
+        plugins_ok,
+    ) {
+        (Some(prompt), Some(catalog), Some(rules), Ok(tools), Ok(plugins)) if issues.is_empty() => {
             let prompt = prompt.replace(BUSINESS_NAME_PLACEHOLDER, &catalog.business_name);
             Ok(TenantConfig {
                 prompt,
                 catalog,
                 rules,
                 tools,
+                plugins,
             })
         }
         _ => {
