@@ -110,6 +110,7 @@ impl Model for InstantModel {
                     cached_tokens: 1000,
                 },
                 stop: StopReason::ToolCalls,
+                echo: Default::default(),
             });
         }
         let call = |id: &str, name: &str, arguments: Value| ToolCall {
@@ -154,6 +155,7 @@ impl Model for InstantModel {
                     cached_tokens: 1000,
                 },
                 stop: StopReason::ToolCalls,
+                echo: Default::default(),
             });
         }
         if self.kind == Kind::Tools && first_step && !request.tools.is_empty() {
@@ -181,6 +183,7 @@ impl Model for InstantModel {
                     cached_tokens: 1000,
                 },
                 stop: StopReason::ToolCalls,
+                echo: Default::default(),
             });
         }
         Ok(ModelResponse {
@@ -193,6 +196,7 @@ impl Model for InstantModel {
                 cached_tokens: 1000,
             },
             stop: StopReason::Completed,
+            echo: Default::default(),
         })
     }
 }

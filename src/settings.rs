@@ -54,8 +54,14 @@ pub struct Settings {
     pub openai_base_url: String,
     pub anthropic_api_key: Option<Secret>,
     pub anthropic_base_url: String,
+    /// `GOOGLE_GENERATIVE_AI_API_KEY` / `GOOGLE_BASE_URL` (Gemini).
+    pub google_api_key: Option<Secret>,
+    pub google_base_url: String,
     pub ollama_base_url: String,
     pub agent_max_output_tokens: u32,
+    /// `AGENT_REASONING_EFFORT`; `None` (unset) sends nothing. Whether the model takes it is
+    /// checked when the model is resolved (`model::reasoning::check`).
+    pub agent_reasoning_effort: Option<crate::model::reasoning::Effort>,
     /// `AGENT_TEMPERATURE`; `None` when unset, so that a model whose capabilities are unknown is
     /// sent a temperature only when the operator chose one. Turns use
     /// [`Settings::temperature_or_default`].
@@ -268,6 +274,9 @@ impl Settings {
         let openai_base_url = env.base_url("OPENAI_BASE_URL", "https://api.openai.com/v1");
         let anthropic_api_key = env.string("ANTHROPIC_API_KEY").map(Secret::new);
         let anthropic_base_url = env.base_url("ANTHROPIC_BASE_URL", "https://api.anthropic.com");
+        let google_api_key = env.string(crate::model::google::API_KEY_VAR).map(Secret::new);
+        let google_base_url = env.base_url("GOOGLE_BASE_URL", crate::model::google::DEFAULT_BASE_URL);
+        let agent_reasoning_effort = env.reasoning_effort();
         let ollama_base_url = env.base_url("OLLAMA_BASE_URL", "http://localhost:11434");
         let agent_max_output_tokens =
             env.number("AGENT_MAX_OUTPUT_TOKENS", 400, 1, u64::from(u32::MAX));
@@ -278,6 +287,7 @@ impl Settings {
                 agent_model.as_deref(),
                 openai_api_key.is_some(),
                 anthropic_api_key.is_some(),
+                google_api_key.is_some(),
             );
         }
 
@@ -418,6 +428,9 @@ impl Settings {
             openai_base_url,
             anthropic_api_key,
             anthropic_base_url,
+            google_api_key,
+            google_base_url,
+            agent_reasoning_effort,
             ollama_base_url,
             // The ranges checked above make these conversions exact.
             agent_max_output_tokens: u32::try_from(agent_max_output_tokens).unwrap_or(400),
@@ -528,6 +541,17 @@ impl Reader<'_> {
         }
     }
 
+    /// `AGENT_REASONING_EFFORT`: one of its levels, or unset.
+    fn reasoning_effort(&mut self) -> Option<crate::model::reasoning::Effort> {
+        use crate::model::reasoning::{Effort, VARIABLE};
+        let raw = self.string(VARIABLE)?;
+        let effort = Effort::parse(&raw);
+        if effort.is_none() {
+            self.problem(VARIABLE, Effort::RULE);
+        }
+        effort
+    }
+
     /// The operator's model price (`AGENT_PRICE_*`); each problem names its variable.
     fn price(&mut self) -> Option<Price> {
         match pricing::operator_price_from(|name| (self.lookup)(name)) {
@@ -544,7 +568,13 @@ impl Reader<'_> {
     /// `AGENT_MODEL` for a command that calls a model: present, a known provider (and mock),
     /// and the provider's key set. Found here, with every other problem, rather than when the
     /// model is built after the database has been opened.
-    fn model_and_key(&mut self, spec: Option<&str>, openai_key: bool, anthropic_key: bool) {
+    fn model_and_key(
+        &mut self,
+        spec: Option<&str>,
+        openai_key: bool,
+        anthropic_key: bool,
+        google_key: bool,
+    ) {
         use crate::model::registry::{MOCKS, PROVIDERS};
         const NAME: &str = "AGENT_MODEL";
         let Some(spec) = spec else {
@@ -571,6 +601,10 @@ impl Reader<'_> {
             "anthropic" if !anthropic_key => self.problem(
                 "ANTHROPIC_API_KEY",
                 "required when AGENT_MODEL's provider is anthropic",
+            ),
+            "google" if !google_key => self.problem(
+                crate::model::google::API_KEY_VAR,
+                "required when AGENT_MODEL's provider is google",
             ),
             "mock" if !MOCKS.contains(&model) => {
                 let known: Vec<String> = MOCKS.iter().map(|m| format!("mock:{m}")).collect();

@@ -155,6 +155,7 @@ pub async fn run_loop(
         request.messages.push(Message::Assistant {
             text: response.output,
             tool_calls: response.tool_calls,
+            echo: response.echo,
         });
         request.messages.push(Message::ToolResults { results });
     }
@@ -223,6 +224,7 @@ pub(crate) mod tests {
             output: Some(text.to_owned()),
             usage: usage(100, 10),
             stop: StopReason::Completed,
+            echo: Default::default(),
         })
     }
 
@@ -232,6 +234,7 @@ pub(crate) mod tests {
             output: None,
             usage: usage(100, 10),
             stop: StopReason::ToolCalls,
+            echo: Default::default(),
         })
     }
 
@@ -358,6 +361,7 @@ pub(crate) mod tests {
                 output: Some("{\"final\":true}".into()),
                 usage: usage(100, 10),
                 stop: StopReason::ToolCalls,
+                echo: Default::default(),
             }),
             answer("never requested"),
         ]);
@@ -537,6 +541,7 @@ pub(crate) mod tests {
             output: Some("{}".into()),
             usage: usage(100, 10),
             stop: StopReason::Completed,
+            echo: Default::default(),
         })]);
         let r = run_loop(&model, base(), &mut NoTools).await;
         assert_eq!(r.output, Ok(Some("{}".to_owned())));

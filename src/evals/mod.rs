@@ -1635,6 +1635,7 @@ mod golden {
             request.messages.push(Message::Assistant {
                 text: None,
                 tool_calls: response.tool_calls.clone(),
+                echo: Default::default(),
             });
             request.messages.push(Message::ToolResults { results });
         }

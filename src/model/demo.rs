@@ -85,6 +85,7 @@ fn respond(request: &ModelRequest) -> ModelResponse {
             tool_calls: calls,
             output: None,
             stop: StopReason::ToolCalls,
+            echo: Default::default(),
         },
         Decision::Reply(reply) => {
             let output = reply.to_json();
@@ -97,6 +98,7 @@ fn respond(request: &ModelRequest) -> ModelResponse {
                 tool_calls: Vec::new(),
                 output: Some(output),
                 stop: StopReason::Completed,
+                echo: Default::default(),
             }
         }
     }
@@ -1065,7 +1067,9 @@ fn estimate_input_tokens(request: &ModelRequest) -> u64 {
     for m in &request.messages {
         chars += match m {
             Message::User { text } => text.len(),
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
                 text.as_deref().map_or(0, str::len)
                     + tool_calls.iter().map(call_length).sum::<usize>()
             }
@@ -1606,6 +1610,7 @@ mod tests {
         req.messages.push(Message::Assistant {
             text: None,
             tool_calls: first.tool_calls.clone(),
+            echo: Default::default(),
         });
         req.messages.push(Message::ToolResults {
             results: vec![ToolResult {
@@ -1643,6 +1648,7 @@ mod tests {
         req.messages.push(Message::Assistant {
             text: None,
             tool_calls: first.tool_calls.clone(),
+            echo: Default::default(),
         });
         req.messages.push(Message::ToolResults {
             results: vec![ToolResult {

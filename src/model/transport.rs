@@ -71,7 +71,7 @@ pub(crate) fn normalise_base_url(raw: &str, variable: &str) -> Result<String, Mo
 
 /// Sends `body` as JSON to `url` and returns the response body of a 2xx answer.
 ///
-/// `provider` names the provider in log lines (`openai`, `anthropic`, `ollama`).
+/// `provider` names the provider in log lines (`openai`, `anthropic`, `google`, `ollama`).
 pub(crate) async fn post_json(
     client: &Client,
     provider: &'static str,
@@ -166,15 +166,16 @@ pub(crate) fn status_error(status: StatusCode, body: &[u8]) -> ModelError {
     }
 }
 
-/// The provider's error token: `error.type`, else `error.code` (OpenAI and Anthropic both nest it
-/// under `error`), if it looks like an identifier; `"unknown"` otherwise. Free text is never
+/// The provider's error token: `error.type`, else `error.status` (Google's `INVALID_ARGUMENT`,
+/// `RESOURCE_EXHAUSTED`…), else `error.code` (OpenAI, Anthropic and Google all nest it under
+/// `error`), if it looks like an identifier; `"unknown"` otherwise. Free text is never
 /// returned because a provider's message may quote the request.
 pub(crate) fn error_kind(body: &[u8]) -> String {
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         return "unknown".into();
     };
     let error = &value["error"];
-    [&error["type"], &error["code"]]
+    [&error["type"], &error["status"], &error["code"]]
         .into_iter()
         .find_map(|candidate| match candidate {
             Value::String(s) if is_identifier(s) => Some(s.clone()),
@@ -305,6 +306,10 @@ mod tests {
             "unknown"
         );
         assert_eq!(error_kind(br#"{"error":"model not found"}"#), "unknown");
+        assert_eq!(
+            error_kind(br#"{"error":{"code":400,"message":"x","status":"INVALID_ARGUMENT"}}"#),
+            "INVALID_ARGUMENT"
+        );
         assert_eq!(error_kind(b"<html>bad gateway</html>"), "unknown");
     }
 

@@ -1,4 +1,4 @@
-//! One AgentReply schema, a wire copy per provider (issue 20).
+//! One AgentReply schema, a wire copy per provider.
 //!
 //! The agent keeps one JSON Schema for the reply, with every bound the reply needs (1–3
 //! messages, 1000 characters each, a confidence from 0 to 1), and validates every provider's
@@ -86,6 +86,51 @@ pub fn for_anthropic(schema: &Value) -> Value {
         "minItems" => matches!(value.as_u64(), Some(0 | 1)),
         "additionalProperties" => value == &Value::Bool(false),
         _ => STRUCTURE.contains(&keyword),
+    });
+    wire
+}
+
+/// The JSON Schema keywords Gemini's `generationConfig.responseJsonSchema` takes: Gemini API
+/// reference, `GenerationConfig.response_json_schema` ("only the following properties are
+/// supported"): `$id`, `$defs`, `$ref`, `$anchor`, `type`, `format`, `title`, `description`,
+/// `enum` (strings and numbers), `items`, `prefixItems`, `minItems`, `maxItems`, `minimum`,
+/// `maximum`, `anyOf`, `oneOf`, `properties`, `additionalProperties`, `required`, and the
+/// non-standard `propertyOrdering`. No string lengths, no `const`, no `pattern`.
+pub const GOOGLE_KEYWORDS: &[&str] = &[
+    "$id",
+    "$defs",
+    "$ref",
+    "$anchor",
+    "type",
+    "format",
+    "title",
+    "description",
+    "enum",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "maximum",
+    "anyOf",
+    "oneOf",
+    "properties",
+    "additionalProperties",
+    "required",
+    "propertyOrdering",
+];
+
+/// The schema Gemini receives in `generationConfig.responseJsonSchema`: the documented keyword
+/// list above, one `type` per node (a nullable value as `anyOf` with a `null` branch, as the
+/// reference lists no type arrays), an `enum` of strings or numbers only.
+pub fn for_google(schema: &Value) -> Value {
+    let mut wire = schema.clone();
+    nullable_type_lists_to_any_of(&mut wire);
+    retain(&mut wire, &|keyword, value| match keyword {
+        "enum" => value
+            .as_array()
+            .is_some_and(|values| values.iter().all(|v| v.is_string() || v.is_number())),
+        _ => GOOGLE_KEYWORDS.contains(&keyword),
     });
     wire
 }
@@ -201,7 +246,7 @@ mod tests {
 
     use super::*;
     use crate::agent::{agent_reply_schema, parse_reply};
-    use crate::model::conformance::{anthropic, openai, schema_keywords as all_keywords};
+    use crate::model::conformance::{anthropic, google, openai, schema_keywords as all_keywords};
 
     /// Anthropic's allow-list, written from its Structured outputs guide (see
     /// `conformance::anthropic::schema_keyword_allowed` for the source of each keyword).
@@ -335,5 +380,38 @@ mod tests {
     #[test]
     fn issue_20_ollama_wire_schema_is_the_local_schema() {
         assert_eq!(&for_ollama(agent_reply_schema()), &**agent_reply_schema());
+    }
+
+    #[test]
+    fn google_wire_schema_is_the_documented_json_schema_subset_and_keeps_its_bounds() {
+        let wire = for_google(agent_reply_schema());
+        for (keyword, value) in all_keywords(&wire) {
+            assert!(
+                google::schema_keyword_allowed(&keyword, &value),
+                "Gemini refuses {keyword}: {value}"
+            );
+        }
+        // Gemini takes array and number bounds; string lengths are named for the model.
+        assert_eq!(wire["properties"]["messages"]["maxItems"], json!(3));
+        assert_eq!(wire["properties"]["confidence"]["maximum"], json!(1));
+        let item = &wire["properties"]["messages"]["items"];
+        assert!(item.get("maxLength").is_none());
+        assert!(item["description"].as_str().unwrap().contains("maxLength 1000"));
+        let reason = &wire["properties"]["escalation_reason"]["anyOf"];
+        assert_eq!(reason[1], json!({"type": "null"}));
+    }
+
+    #[test]
+    fn google_wire_schema_still_accepts_every_valid_reply_shape() {
+        let wire = for_google(agent_reply_schema());
+        let validator = jsonschema::validator_for(&wire).expect("wire schema compiles");
+        for reply in [
+            json!({"messages": ["Hi"], "escalate": false, "escalation_reason": null,
+                   "confidence": 0.9, "closing_question": null}),
+            json!({"messages": ["Hi"], "escalate": true, "escalation_reason": "complaint",
+                   "confidence": 0.2, "closing_question": "Anything else?"}),
+        ] {
+            assert!(validator.is_valid(&reply), "{reply}");
+        }
     }
 }
