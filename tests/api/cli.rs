@@ -119,6 +119,63 @@ fn issue_13_serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
     }
 }
 
+/// `serve` with `AGENT_REASONING_EFFORT` set and a model that takes no reasoning setting
+/// refuses at start, naming the model and the variable; a Gemini model without its key names
+/// `GOOGLE_GENERATIVE_AI_API_KEY`, and a level outside the four is named too.
+#[test]
+fn reasoning_effort_serve_refuses_at_start_a_model_that_takes_no_such_setting_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(&repo_path("config"), &config);
+    let serve = |model: &str, effort: &str, key: Option<(&str, &str)>| {
+        let mut command = binary();
+        command
+            .arg("serve")
+            .env_clear()
+            .env("CONFIG_DIR", &config)
+            .env("MANYCHAT_SHARED_SECRET", "fixture-secret-aaaaaaaa")
+            .env("PUBLIC_BASE_URL", "https://agent.example.test")
+            .env("MANYCHAT_API_TOKEN", "123:test-token")
+            .env("MANYCHAT_REPLY_FLOW_NS", "content_reply_flow_9999")
+            .env(
+                "DATABASE_URL",
+                format!("sqlite://{}", dir.path().join("agent.db").display()),
+            )
+            .env("PORT", "0")
+            .env("AGENT_MODEL", model)
+            .env("AGENT_REASONING_EFFORT", effort);
+        if let Some((name, value)) = key {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let errors = serve(
+        "openai:gpt-4.1-mini",
+        "low",
+        Some(("OPENAI_API_KEY", "sk-fixture")),
+    );
+    for part in ["openai:gpt-4.1-mini", "AGENT_REASONING_EFFORT"] {
+        assert!(errors.contains(part), "{part} missing: {errors}");
+    }
+    let errors = serve(
+        "google:gemini-2.0-flash",
+        "high",
+        Some(("GOOGLE_GENERATIVE_AI_API_KEY", "google-fixture")),
+    );
+    assert!(errors.contains("google:gemini-2.0-flash"), "{errors}");
+    let errors = serve("google:gemini-2.5-flash", "low", None);
+    assert!(errors.contains("GOOGLE_GENERATIVE_AI_API_KEY"), "{errors}");
+    let errors = serve(
+        "anthropic:claude-sonnet-4-5",
+        "extreme",
+        Some(("ANTHROPIC_API_KEY", "sk-ant-fixture")),
+    );
+    assert!(errors.contains("AGENT_REASONING_EFFORT"), "{errors}");
+    assert!(errors.contains("minimal, low, medium or high"), "{errors}");
+}
+
 /// `serve` with nothing set names every missing variable in one run.
 #[test]
 fn issue_19_item_1_serve_with_nothing_set_lists_every_problem_at_once() {
