@@ -263,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_anthropic_wire_schema_has_no_numeric_or_length_bounds() {
+    fn anthropic_wire_schema_has_no_numeric_or_length_bounds() {
         let wire = for_anthropic(agent_reply_schema());
         for (keyword, value) in all_keywords(&wire) {
             assert!(
@@ -290,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_openai_wire_schema_is_the_documented_strict_subset() {
+    fn openai_wire_schema_is_the_documented_strict_subset() {
         let wire = for_openai(agent_reply_schema(), true);
         for (keyword, value) in all_keywords(&wire) {
             assert!(
@@ -327,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_openai_fine_tuned_wire_schema_carries_no_bounds() {
+    fn openai_fine_tuned_wire_schema_carries_no_bounds() {
         let wire = for_openai(agent_reply_schema(), false);
         for (keyword, value) in all_keywords(&wire) {
             assert!(openai_allows(&keyword, &value, false), "{keyword}: {value}");
@@ -335,7 +335,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_bounds_dropped_from_the_wire_are_still_enforced_locally() {
+    fn bounds_dropped_from_the_wire_are_still_enforced_locally() {
         // What Anthropic's copy no longer says, the local schema still refuses.
         for (reply, keyword) in [
             (
@@ -363,7 +363,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_anthropic_wire_schema_still_accepts_every_valid_reply_shape() {
+    fn anthropic_wire_schema_still_accepts_every_valid_reply_shape() {
         // The wire copy is a relaxation: replies valid locally are valid on the wire.
         let wire = for_anthropic(agent_reply_schema());
         let validator = jsonschema::validator_for(&wire).expect("wire schema compiles");
@@ -378,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_ollama_wire_schema_is_the_local_schema() {
+    fn ollama_wire_schema_is_the_local_schema() {
         assert_eq!(&for_ollama(agent_reply_schema()), &**agent_reply_schema());
     }
 
