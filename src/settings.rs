@@ -274,8 +274,11 @@ impl Settings {
         let openai_base_url = env.base_url("OPENAI_BASE_URL", "https://api.openai.com/v1");
         let anthropic_api_key = env.string("ANTHROPIC_API_KEY").map(Secret::new);
         let anthropic_base_url = env.base_url("ANTHROPIC_BASE_URL", "https://api.anthropic.com");
-        let google_api_key = env.string(crate::model::google::API_KEY_VAR).map(Secret::new);
-        let google_base_url = env.base_url("GOOGLE_BASE_URL", crate::model::google::DEFAULT_BASE_URL);
+        let google_api_key = env
+            .string(crate::model::google::API_KEY_VAR)
+            .map(Secret::new);
+        let google_base_url =
+            env.base_url("GOOGLE_BASE_URL", crate::model::google::DEFAULT_BASE_URL);
         let agent_reasoning_effort = env.reasoning_effort();
         let ollama_base_url = env.base_url("OLLAMA_BASE_URL", "http://localhost:11434");
         let agent_max_output_tokens =

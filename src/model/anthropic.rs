@@ -108,17 +108,19 @@ impl AnthropicModel {
             }],
             "messages": messages(&request.messages),
         });
-        let thinking = self.effort.and_then(|effort| match self.capabilities.reasoning_effort {
-            EffortControl::AnthropicBudget => Some((
-                json!({"type": "enabled", "budget_tokens": reasoning::thinking_budget(effort)}),
-                None,
-            )),
-            EffortControl::AnthropicAdaptive => {
-                Some((json!({"type": "adaptive"}), Some(effort.as_str())))
-            }
-            // Refused at start (`reasoning::check`); nothing is sent.
-            _ => None,
-        });
+        let thinking = self
+            .effort
+            .and_then(|effort| match self.capabilities.reasoning_effort {
+                EffortControl::AnthropicBudget => Some((
+                    json!({"type": "enabled", "budget_tokens": reasoning::thinking_budget(effort)}),
+                    None,
+                )),
+                EffortControl::AnthropicAdaptive => {
+                    Some((json!({"type": "adaptive"}), Some(effort.as_str())))
+                }
+                // Refused at start (`reasoning::check`); nothing is sent.
+                _ => None,
+            });
         // Anthropic accepts 0–1 (the capability's range); AGENT_TEMPERATURE allows OpenAI's 0–2.
         if thinking.is_none()
             && let Some(temperature) = self

@@ -286,7 +286,12 @@ const GOOGLE: &[Family] = &[
     // Gemini 3 and later: `thinkingLevel`; Google recommends their default temperature (1.0),
     // so one is sent only when the operator set it. The Pro models take low and high only.
     family(
-        &["gemini-3-pro", "gemini-3.1-pro", "gemini-3.5-pro", "gemini-4-pro"],
+        &[
+            "gemini-3-pro",
+            "gemini-3.1-pro",
+            "gemini-3.5-pro",
+            "gemini-4-pro",
+        ],
         Temperature::OperatorOnly {
             max: GOOGLE_MAX_TEMPERATURE,
         },

@@ -312,8 +312,8 @@ fn message_chars(message: &Message) -> usize {
     match message {
         Message::User { text } => text.chars().count(),
         Message::Assistant {
-                text, tool_calls, ..
-            } => {
+            text, tool_calls, ..
+        } => {
             text.as_deref().map_or(0, |t| t.chars().count())
                 + tool_calls
                     .iter()

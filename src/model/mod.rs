@@ -26,10 +26,10 @@ pub mod capabilities;
 #[cfg(test)]
 mod conformance;
 pub mod demo;
+pub mod google;
 pub mod mock;
 pub mod ollama;
 pub mod openai;
-pub mod google;
 pub mod pricing;
 pub mod reasoning;
 pub mod registry;

@@ -477,7 +477,10 @@ mod tests {
     #[test]
     fn pricing_charges_gemini_thinking_tokens_at_the_output_rate() {
         // Usage's output counts thoughts (google::parse_response adds them): 1M at 2.50.
-        let cost = cost_usd("google:gemini-2.5-flash", &usage(1_000_000, 1_000_000, 1_000_000));
+        let cost = cost_usd(
+            "google:gemini-2.5-flash",
+            &usage(1_000_000, 1_000_000, 1_000_000),
+        );
         assert!(close(cost, 0.03 + 2.50), "{cost}");
         // The lite model is not its sibling.
         assert!(close(

@@ -31,7 +31,8 @@ pub enum Effort {
 
 impl Effort {
     /// Every level, in order.
-    pub const ALL: &'static [Effort] = &[Effort::Minimal, Effort::Low, Effort::Medium, Effort::High];
+    pub const ALL: &'static [Effort] =
+        &[Effort::Minimal, Effort::Low, Effort::Medium, Effort::High];
 
     /// Reads a level (case-insensitive, trimmed); `None` for anything else.
     pub fn parse(raw: &str) -> Option<Self> {

@@ -396,7 +396,12 @@ mod tests {
         assert_eq!(wire["properties"]["confidence"]["maximum"], json!(1));
         let item = &wire["properties"]["messages"]["items"];
         assert!(item.get("maxLength").is_none());
-        assert!(item["description"].as_str().unwrap().contains("maxLength 1000"));
+        assert!(
+            item["description"]
+                .as_str()
+                .unwrap()
+                .contains("maxLength 1000")
+        );
         let reason = &wire["properties"]["escalation_reason"]["anyOf"];
         assert_eq!(reason[1], json!({"type": "null"}));
     }

@@ -19,9 +19,9 @@ use super::{RefusesWhatTheApiRefuses, missing_keys, schema_keywords, unknown_key
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
 use crate::model::anthropic::{AnthropicModel, parse_response};
+use crate::model::reasoning::Effort;
 use crate::model::test_support::*;
 use crate::model::wire_schema::ANTHROPIC_FORMATS;
-use crate::model::reasoning::Effort;
 use crate::model::{
     Message, Model, ModelRequest, ProviderEcho, StopReason, ToolArguments, ToolChoice, ToolResult,
 };
@@ -308,14 +308,17 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
             let budget = thinking["budget_tokens"].as_u64();
             let max = body["max_tokens"].as_u64().unwrap_or(0);
             if !budget.is_some_and(|b| b >= 1024 && b < max) {
-                problems.push("thinking.budget_tokens: must be ≥1024 and less than max_tokens".into());
+                problems
+                    .push("thinking.budget_tokens: must be ≥1024 and less than max_tokens".into());
             }
             true
         }
         Some("adaptive") => {
             problems.extend(unknown_keys(&thinking, &["type", "display"], "thinking"));
             if !refuses_sampling(model) {
-                problems.push(format!("thinking.type: adaptive is not supported by {model}"));
+                problems.push(format!(
+                    "thinking.type: adaptive is not supported by {model}"
+                ));
             }
             true
         }
@@ -681,18 +684,24 @@ fn anthropic_reasoning_effort_is_extended_thinking_with_a_budget_under_max_token
 
 #[test]
 fn anthropic_reasoning_effort_on_an_adaptive_model_is_adaptive_thinking_with_output_config_effort()
- {
+{
     let provider = model("claude-opus-5-5", "https://api.anthropic.com")
         .with_reasoning_effort(Some(Effort::High));
     let body = provider.request_body(&steps()[0]);
     assert_eq!(body["thinking"], json!({"type": "adaptive"}));
     assert_eq!(body["output_config"]["effort"], json!("high"));
-    assert_eq!(body["output_config"]["format"]["type"], json!("json_schema"));
+    assert_eq!(
+        body["output_config"]["format"]["type"],
+        json!("json_schema")
+    );
     let problems = request_problems(&body);
     assert!(problems.is_empty(), "{problems:?}");
     let mut wrong = body.clone();
     wrong["model"] = json!("claude-sonnet-4-5");
-    assert!(!request_problems(&wrong).is_empty(), "adaptive on an older model");
+    assert!(
+        !request_problems(&wrong).is_empty(),
+        "adaptive on an older model"
+    );
 }
 
 /// A tool-calling answer with thinking on: a thinking block, a redacted one, a tool call.
@@ -770,7 +779,8 @@ struct ThinkingFake;
 impl wiremock::Respond for ThinkingFake {
     fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
         let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
-            return wiremock::ResponseTemplate::new(400).set_body_json(error_body(&["json".into()]));
+            return wiremock::ResponseTemplate::new(400)
+                .set_body_json(error_body(&["json".into()]));
         };
         let problems = request_problems(&body);
         if !problems.is_empty() {

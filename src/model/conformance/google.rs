@@ -153,8 +153,7 @@ fn valid_function_name(name: &Value) -> bool {
     name.as_str().is_some_and(|n| {
         (1..=128).contains(&n.len())
             && n.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && n
-                .bytes()
+            && n.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
     })
 }
@@ -177,7 +176,11 @@ fn part_problems(part: &Value, role: &str, at: &str) -> Vec<String> {
         "inlineData" => {
             let blob = &part["inlineData"];
             let at = format!("{at}.inlineData");
-            problems.extend(unknown_keys(blob, &["mimeType", "data", "displayName"], &at));
+            problems.extend(unknown_keys(
+                blob,
+                &["mimeType", "data", "displayName"],
+                &at,
+            ));
             problems.extend(missing_keys(blob, &["mimeType", "data"], &at));
             if !blob["mimeType"]
                 .as_str()
@@ -209,7 +212,14 @@ fn part_problems(part: &Value, role: &str, at: &str) -> Vec<String> {
             let at = format!("{at}.functionResponse");
             problems.extend(unknown_keys(
                 response,
-                &["id", "name", "response", "parts", "willContinue", "scheduling"],
+                &[
+                    "id",
+                    "name",
+                    "response",
+                    "parts",
+                    "willContinue",
+                    "scheduling",
+                ],
                 &at,
             ));
             problems.extend(missing_keys(response, &["name", "response"], &at));
@@ -231,7 +241,11 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
     problems.extend(missing_keys(body, &["contents"], "body"));
 
     if let Some(system) = body.get("systemInstruction") {
-        problems.extend(unknown_keys(system, &["role", "parts"], "systemInstruction"));
+        problems.extend(unknown_keys(
+            system,
+            &["role", "parts"],
+            "systemInstruction",
+        ));
         for (i, part) in system["parts"].as_array().into_iter().flatten().enumerate() {
             if part.get("text").is_none() {
                 problems.push(format!("systemInstruction.parts[{i}]: text only"));
@@ -248,7 +262,6 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
     if contents.first().is_some_and(|c| c["role"] != json!("user")) {
         problems.push("contents[0].role: the conversation starts with the user".into());
     }
-    let mut has_calls = false;
     for (i, content) in contents.iter().enumerate() {
         let at = format!("contents[{i}]");
         problems.extend(unknown_keys(content, &["role", "parts"], &at));
@@ -263,14 +276,10 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
         for (j, part) in parts.iter().enumerate() {
             problems.extend(part_problems(part, role, &format!("{at}.parts[{j}]")));
         }
-        let calls: Vec<&Value> = parts
-            .iter()
-            .filter_map(|p| p.get("functionCall"))
-            .collect();
+        let calls: Vec<&Value> = parts.iter().filter_map(|p| p.get("functionCall")).collect();
         if calls.is_empty() {
             continue;
         }
-        has_calls = true;
         // Thought signatures: Gemini 3 refuses a function call turn whose first call part
         // lacks the signature it was returned with.
         if third_generation(model)
@@ -301,13 +310,19 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
         }
         for (call, response) in calls.iter().zip(&responses) {
             if call["name"] != response["name"] {
-                problems.push(format!("{at}: a function response's name differs from its call's"));
+                problems.push(format!(
+                    "{at}: a function response's name differs from its call's"
+                ));
             }
             if call.get("id").is_some() && call.get("id") != response.get("id") {
-                problems.push(format!("{at}: a function response's id differs from its call's"));
+                problems.push(format!(
+                    "{at}: a function response's id differs from its call's"
+                ));
             }
             if call.get("id").is_none() && response.get("id").is_some() {
-                problems.push(format!("{at}: a function response names an id its call lacks"));
+                problems.push(format!(
+                    "{at}: a function response names an id its call lacks"
+                ));
             }
         }
     }
@@ -353,16 +368,19 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
             if declaration.get("parameters").is_some()
                 && declaration.get("parametersJsonSchema").is_some()
             {
-                problems.push(format!("{at}: parameters and parametersJsonSchema exclude each other"));
+                problems.push(format!(
+                    "{at}: parameters and parametersJsonSchema exclude each other"
+                ));
             }
             if let Some(schema) = declaration.get("parametersJsonSchema")
                 && schema["type"] != json!("object")
             {
-                problems.push(format!("{at}.parametersJsonSchema: must describe an object"));
+                problems.push(format!(
+                    "{at}.parametersJsonSchema: must describe an object"
+                ));
             }
         }
     }
-    let _ = has_calls;
     // SDK types `ToolConfig` / `FunctionCallingConfig`.
     if let Some(config) = body.get("toolConfig") {
         problems.extend(unknown_keys(
@@ -380,7 +398,8 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
             calling["mode"].as_str(),
             Some("AUTO" | "ANY" | "NONE" | "VALIDATED")
         ) {
-            problems.push("toolConfig.functionCallingConfig.mode: AUTO, ANY, NONE or VALIDATED".into());
+            problems
+                .push("toolConfig.functionCallingConfig.mode: AUTO, ANY, NONE or VALIDATED".into());
         }
         if calling.get("allowedFunctionNames").is_some()
             && !matches!(calling["mode"].as_str(), Some("ANY" | "VALIDATED"))
@@ -402,7 +421,7 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
         }
         if config
             .get("maxOutputTokens")
-            .is_some_and(|n| !n.as_u64().is_some_and(|n| n > 0))
+            .is_some_and(|n| n.as_u64().is_none_or(|n| n == 0))
         {
             problems.push("generationConfig.maxOutputTokens: a positive integer".into());
         }
@@ -453,7 +472,9 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
                 if !third_generation(model) {
                     problems.push(format!("{at}.thinkingLevel: not supported by {model}"));
                 } else if !takes_level(model, level) {
-                    problems.push(format!("{at}.thinkingLevel: {level} not supported by {model}"));
+                    problems.push(format!(
+                        "{at}.thinkingLevel: {level} not supported by {model}"
+                    ));
                 }
             }
             if let Some(budget) = budget {
@@ -461,9 +482,15 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
                     problems.push(format!("{at}.thinkingBudget: an integer"));
                 }
                 // SDK types: from Gemini 3.5 on the budget is refused.
-                if ["gemini-3.5", "gemini-3.6", "gemini-3.7", "gemini-3.8", "gemini-4"]
-                    .iter()
-                    .any(|p| model.starts_with(p))
+                if [
+                    "gemini-3.5",
+                    "gemini-3.6",
+                    "gemini-3.7",
+                    "gemini-3.8",
+                    "gemini-4",
+                ]
+                .iter()
+                .any(|p| model.starts_with(p))
                 {
                     problems.push(format!("{at}.thinkingBudget: not supported by {model}"));
                 }
@@ -574,9 +601,8 @@ const MODELS: &[&str] = &[
 fn google_requests_conform_field_by_field_for_every_model_family() {
     for name in MODELS {
         for operator_temperature in [false, true] {
-            let provider =
-                model(name, "https://generativelanguage.googleapis.com/v1beta")
-                    .with_operator_temperature(operator_temperature);
+            let provider = model(name, "https://generativelanguage.googleapis.com/v1beta")
+                .with_operator_temperature(operator_temperature);
             for (i, step) in steps(name).iter().enumerate() {
                 let body = provider.request_body(step);
                 let problems = request_problems_for(name, &body);
@@ -588,7 +614,8 @@ fn google_requests_conform_field_by_field_for_every_model_family() {
 
 #[test]
 fn google_tool_step_declares_functions_with_auto_mode_and_the_system_instruction() {
-    let body = model("gemini-3-flash-preview", "http://localhost").request_body(&first_step(ToolChoice::Auto));
+    let body = model("gemini-3-flash-preview", "http://localhost")
+        .request_body(&first_step(ToolChoice::Auto));
     assert_eq!(
         body,
         json!({
@@ -622,14 +649,22 @@ fn google_reply_step_sets_mode_none_on_gemini_3_and_drops_the_tools_on_gemini_2_
         three["toolConfig"],
         json!({"functionCallingConfig": {"mode": "NONE"}})
     );
-    assert!(three["generationConfig"].get("responseJsonSchema").is_some());
+    assert!(
+        three["generationConfig"]
+            .get("responseJsonSchema")
+            .is_some()
+    );
     let two = model("gemini-2.5-flash", "http://localhost").request_body(&request);
     assert!(two.get("tools").is_none() && two.get("toolConfig").is_none());
     assert!(two["generationConfig"].get("responseJsonSchema").is_some());
     // Gemini 2.5's tool steps carry no JSON response type beside the declarations.
-    let tool_step = model("gemini-2.5-flash", "http://localhost")
-        .request_body(&first_step(ToolChoice::Auto));
-    assert!(tool_step["generationConfig"].get("responseMimeType").is_none());
+    let tool_step =
+        model("gemini-2.5-flash", "http://localhost").request_body(&first_step(ToolChoice::Auto));
+    assert!(
+        tool_step["generationConfig"]
+            .get("responseMimeType")
+            .is_none()
+    );
     assert_eq!(
         tool_step["toolConfig"],
         json!({"functionCallingConfig": {"mode": "AUTO"}})
@@ -681,8 +716,16 @@ fn google_function_results_follow_their_calls_in_order_by_name_and_gemini_id() {
         }],
     });
     let body = model("gemini-2.5-flash", "http://localhost").request_body(&request);
-    assert!(body["contents"][1]["parts"][0]["functionCall"].get("id").is_none());
-    assert!(body["contents"][2]["parts"][0]["functionResponse"].get("id").is_none());
+    assert!(
+        body["contents"][1]["parts"][0]["functionCall"]
+            .get("id")
+            .is_none()
+    );
+    assert!(
+        body["contents"][2]["parts"][0]["functionResponse"]
+            .get("id")
+            .is_none()
+    );
     assert!(request_problems_for("gemini-2.5-flash", &body).is_empty());
 }
 
@@ -787,7 +830,11 @@ fn google_usage_counts_cached_and_thinking_tokens() {
     assert_eq!(parsed.stop, StopReason::Completed);
     assert_eq!(parsed.usage.input_tokens, 1900);
     assert_eq!(parsed.usage.cached_tokens, 1024);
-    assert_eq!(parsed.usage.output_tokens, 70 + 30, "thoughts are billed as output");
+    assert_eq!(
+        parsed.usage.output_tokens,
+        70 + 30,
+        "thoughts are billed as output"
+    );
 }
 
 #[test]
@@ -799,7 +846,10 @@ fn google_blocks_and_safety_finishes_are_refused_without_output_or_calls() {
         "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12}
     });
     let parsed = parse_response(blocked.to_string().as_bytes()).expect("parse");
-    assert_eq!((parsed.stop, parsed.output.clone()), (StopReason::Refused, None));
+    assert_eq!(
+        (parsed.stop, parsed.output.clone()),
+        (StopReason::Refused, None)
+    );
     assert_eq!(parsed.usage.input_tokens, 12);
     for reason in [
         "SAFETY",
@@ -869,7 +919,10 @@ fn google_function_calls_parse_with_and_without_ids() {
     // No signature: nothing to echo.
     assert!(parsed.echo.is_empty());
     let err = parse_response(br#"{"candidates": []}"#).expect_err("no candidates");
-    assert!(matches!(err, crate::model::ModelError::Malformed(_)), "{err:?}");
+    assert!(
+        matches!(err, crate::model::ModelError::Malformed(_)),
+        "{err:?}"
+    );
 }
 
 /// The fake Gemini of the turns below: refuses what the API refuses, answers a call on the
@@ -907,7 +960,11 @@ impl Respond for GeminiFake {
 const PATH_2_5: &str = "/v1beta/models/gemini-2.5-flash:generateContent";
 const PATH_3: &str = "/v1beta/models/gemini-3-flash-preview:generateContent";
 
-async fn fake(model: &'static str, first: Value, after_results: Value) -> (MockServer, Arc<Mutex<Vec<Value>>>) {
+async fn fake(
+    model: &'static str,
+    first: Value,
+    after_results: Value,
+) -> (MockServer, Arc<Mutex<Vec<Value>>>) {
     let server = MockServer::start().await;
     let bodies = Arc::new(Mutex::new(Vec::new()));
     let route = if model.starts_with("gemini-3") {
@@ -942,7 +999,10 @@ async fn google_plain_turn_through_the_http_route_passes_a_fake_that_refuses_wha
         super::route::answer_through_the_route(provider_for(&server, "gemini-2.5-flash")).await;
 
     assert_eq!(status, 200);
-    assert_eq!(super::route::block_texts(&body), vec![super::route::ROUTE_REPLY_TEXT]);
+    assert_eq!(
+        super::route::block_texts(&body),
+        vec![super::route::ROUTE_REPLY_TEXT]
+    );
     let sent = bodies.lock().unwrap().clone();
     assert_eq!(sent.len(), 1, "one step");
     assert!(request_problems_for("gemini-2.5-flash", &sent[0]).is_empty());
@@ -958,23 +1018,34 @@ async fn google_tool_turn_through_the_http_route_pairs_the_result_and_echoes_the
     )
     .await;
 
-    let (status, body) = super::route::answer_through_the_route(provider_for(
-        &server,
-        "gemini-3-flash-preview",
-    ))
-    .await;
+    let (status, body) =
+        super::route::answer_through_the_route(provider_for(&server, "gemini-3-flash-preview"))
+            .await;
 
     assert_eq!(status, 200);
-    assert_eq!(super::route::block_texts(&body), vec![super::route::ROUTE_REPLY_TEXT]);
+    assert_eq!(
+        super::route::block_texts(&body),
+        vec![super::route::ROUTE_REPLY_TEXT]
+    );
     let sent = bodies.lock().unwrap().clone();
     assert_eq!(sent.len(), 2, "a tool step, then the reply");
     let contents = sent[1]["contents"].as_array().unwrap();
     let model_turn = &contents[contents.len() - 2];
     assert_eq!(model_turn["parts"][0]["thoughtSignature"], json!(SIGNATURE));
     let last = &contents[contents.len() - 1];
-    assert_eq!(last["parts"][0]["functionResponse"]["name"], json!("get_contact"));
-    assert!(last["parts"][0]["functionResponse"]["response"].get("output").is_some());
-    assert_eq!(sent[0]["toolConfig"]["functionCallingConfig"]["mode"], json!("AUTO"));
+    assert_eq!(
+        last["parts"][0]["functionResponse"]["name"],
+        json!("get_contact")
+    );
+    assert!(
+        last["parts"][0]["functionResponse"]["response"]
+            .get("output")
+            .is_some()
+    );
+    assert_eq!(
+        sent[0]["toolConfig"]["functionCallingConfig"]["mode"],
+        json!("AUTO")
+    );
 }
 
 #[tokio::test]
@@ -990,7 +1061,10 @@ async fn google_media_turn_through_the_http_route_sends_the_image_inline() {
     .await;
 
     assert_eq!(status, 200);
-    assert_eq!(super::route::block_texts(&body), vec![super::route::ROUTE_REPLY_TEXT]);
+    assert_eq!(
+        super::route::block_texts(&body),
+        vec![super::route::ROUTE_REPLY_TEXT]
+    );
     let sent = bodies.lock().unwrap().clone();
     let parts: Vec<Value> = sent[0]["contents"]
         .as_array()
@@ -1006,10 +1080,7 @@ async fn google_media_turn_through_the_http_route_sends_the_image_inline() {
 
 #[tokio::test]
 async fn google_blocked_answer_through_the_http_route_escalates_and_is_never_the_reply() {
-    let blocked = official_answer(
-        json!([{"text": super::route::route_reply()}]),
-        "SAFETY",
-    );
+    let blocked = official_answer(json!([{"text": super::route::route_reply()}]), "SAFETY");
     let (server, _) = fake("gemini-2.5-flash", blocked.clone(), blocked).await;
 
     let (status, body) =
@@ -1017,7 +1088,12 @@ async fn google_blocked_answer_through_the_http_route_escalates_and_is_never_the
 
     assert_eq!(status, 200);
     let texts = super::route::block_texts(&body);
-    assert!(!texts.iter().any(|t| t.contains(super::route::ROUTE_REPLY_TEXT)), "{texts:?}");
+    assert!(
+        !texts
+            .iter()
+            .any(|t| t.contains(super::route::ROUTE_REPLY_TEXT)),
+        "{texts:?}"
+    );
     assert_eq!(texts, vec![super::route::escalation_copy()]);
 }
 
