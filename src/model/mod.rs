@@ -342,4 +342,25 @@ mod tests {
             json!({})
         );
     }
+
+    #[test]
+    fn c5_provider_echo_never_prints_the_thinking_it_carries() {
+        let echo = ProviderEcho::new(vec![
+            json!({"type": "thinking", "thinking": "the contact Jane wants a refund", "signature": "s"}),
+        ]);
+        let printed = format!(
+            "{:?}",
+            Message::Assistant {
+                text: None,
+                tool_calls: vec![],
+                echo,
+            }
+        );
+        assert!(
+            !printed.contains("Jane") && !printed.contains("refund"),
+            "{printed}"
+        );
+        assert!(printed.contains("1 items"), "{printed}");
+        assert!(ProviderEcho::new(vec![]).is_empty());
+    }
 }
