@@ -172,77 +172,65 @@ impl AnthropicModel {
 
 /// The conversation as Anthropic messages, consecutive same-role entries merged.
 fn messages(messages: &[Message]) -> Vec<Value> {
-    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for message in messages {
-        let (role, blocks) = match message {
-            Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
-            // An `image` block with a base64 source per image.
-            Message::Images { images } => (
-                "user",
-                images
-                    .iter()
-                    .map(|image| {
-                        json!({
-                            "type": "image",
-                            "source": {
-                                "type": "base64",
-                                "media_type": image.media_type,
-                                "data": image.base64(),
-                            },
-                        })
-                    })
-                    .collect(),
-            ),
-            Message::Assistant {
-                text,
-                tool_calls,
-                echo,
-            } => {
-                // The thinking blocks first, as returned; the API refuses an empty text block.
-                let text_block = text
-                    .as_deref()
-                    .filter(|t| !t.is_empty())
-                    .map(|t| json!({"type": "text", "text": t}));
-                let uses = tool_calls.iter().map(|call| {
+    let entries = messages.iter().map(|message| match message {
+        Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
+        // An `image` block with a base64 source per image.
+        Message::Images { images } => (
+            "user",
+            images
+                .iter()
+                .map(|image| {
                     json!({
-                        "type": "tool_use",
-                        "id": call.id,
-                        "name": call.name,
-                        "input": call.arguments.to_replay_value(),
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": image.media_type,
+                            "data": image.base64(),
+                        },
                     })
-                });
-                let thinking = echo.items().iter().cloned();
-                (
-                    "assistant",
-                    thinking.chain(text_block).chain(uses).collect(),
-                )
-            }
-            Message::ToolResults { results } => (
-                "user",
-                results
-                    .iter()
-                    .map(|result| {
-                        json!({
-                            "type": "tool_result",
-                            "tool_use_id": result.call_id,
-                            "content": result.content.to_string(),
-                            "is_error": result.is_error,
-                        })
+                })
+                .collect(),
+        ),
+        Message::Assistant {
+            text,
+            tool_calls,
+            echo,
+        } => {
+            // The thinking blocks first, as returned; the API refuses an empty text block.
+            let text_block = text
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(|t| json!({"type": "text", "text": t}));
+            let uses = tool_calls.iter().map(|call| {
+                json!({
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": call.arguments.to_replay_value(),
+                })
+            });
+            let thinking = echo.items().iter().cloned();
+            (
+                "assistant",
+                thinking.chain(text_block).chain(uses).collect(),
+            )
+        }
+        Message::ToolResults { results } => (
+            "user",
+            results
+                .iter()
+                .map(|result| {
+                    json!({
+                        "type": "tool_result",
+                        "tool_use_id": result.call_id,
+                        "content": result.content.to_string(),
+                        "is_error": result.is_error,
                     })
-                    .collect(),
-            ),
-        };
-        if blocks.is_empty() {
-            continue;
-        }
-        match out.last_mut() {
-            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
-            _ => out.push((role, blocks)),
-        }
-    }
-    out.into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
-        .collect()
+                })
+                .collect(),
+        ),
+    });
+    transport::merged_by_role(entries, "content")
 }
 
 #[derive(Deserialize)]

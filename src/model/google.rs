@@ -193,9 +193,7 @@ fn wire_id(id: &str) -> Option<&str> {
 
 /// The conversation as Gemini contents, consecutive same-role entries merged.
 fn contents(messages: &[Message]) -> Vec<Value> {
-    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for message in messages {
-        let (role, parts) = match message {
+    let entries = messages.iter().map(|message| match message {
             Message::User { text } => ("user", vec![json!({"text": text})]),
             Message::Images { images } => (
                 "user",
@@ -248,18 +246,8 @@ fn contents(messages: &[Message]) -> Vec<Value> {
                     })
                     .collect(),
             ),
-        };
-        if parts.is_empty() {
-            continue;
-        }
-        match out.last_mut() {
-            Some((last_role, last_parts)) if *last_role == role => last_parts.extend(parts),
-            _ => out.push((role, parts)),
-        }
-    }
-    out.into_iter()
-        .map(|(role, parts)| json!({"role": role, "parts": parts}))
-        .collect()
+    });
+    transport::merged_by_role(entries, "parts")
 }
 
 #[derive(Deserialize)]

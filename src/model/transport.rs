@@ -217,6 +217,29 @@ where
     Ok(value.unwrap_or_default())
 }
 
+/// A conversation as the provider's role messages: each entry is a role and its blocks (parts);
+/// empty entries are dropped and consecutive entries of one role merged into one message, its
+/// blocks under `content_key` (Anthropic's `content`, Gemini's `parts`), as both APIs want
+/// the results of one step in a single message.
+pub(crate) fn merged_by_role(
+    entries: impl IntoIterator<Item = (&'static str, Vec<Value>)>,
+    content_key: &str,
+) -> Vec<Value> {
+    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for (role, blocks) in entries {
+        if blocks.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
+            _ => out.push((role, blocks)),
+        }
+    }
+    out.into_iter()
+        .map(|(role, blocks)| serde_json::json!({"role": role, content_key: blocks}))
+        .collect()
+}
+
 /// A temperature as the JSON number a person would write: `0.3f32` widened to `f64` would print
 /// as `0.30000001192092896`.
 pub(crate) fn temperature_json(temperature: f32) -> Value {
