@@ -83,14 +83,14 @@ fn system_5_2_serve_refuses_to_start_naming_the_variable() {
     assert!(!errors.contains("zq9-tiny"), "a secret is never echoed");
 }
 
-/// A model with no known price under a USD cap would never be capped, so
-/// `serve` refuses to start, naming the model and the price variables that fix it.
-#[test]
-fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
+/// Runs `serve` on the demo tenant with every required variable set and `vars` beside them,
+/// expects it to refuse at start, and returns what it wrote to stderr.
+fn serve_refusal(vars: &[(&str, &str)]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
     copy_tenant(&repo_path("config"), &config);
-    let output = binary()
+    let mut command = binary();
+    command
         .arg("serve")
         .env_clear()
         .env("CONFIG_DIR", &config)
@@ -102,13 +102,23 @@ fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
             "DATABASE_URL",
             format!("sqlite://{}", dir.path().join("agent.db").display()),
         )
-        .env("PORT", "0")
-        .env("AGENT_MODEL", "openai:gpt-unlisted-test")
-        .env("OPENAI_API_KEY", "sk-fixture")
-        .output()
-        .unwrap();
+        .env("PORT", "0");
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
-    let errors = String::from_utf8_lossy(&output.stderr);
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A model with no known price under a USD cap would never be capped, so
+/// `serve` refuses to start, naming the model and the price variables that fix it.
+#[test]
+fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "openai:gpt-unlisted-test"),
+        ("OPENAI_API_KEY", "sk-fixture"),
+    ]);
     for part in [
         "openai:gpt-unlisted-test",
         "budget.dailyCostCapUsd",
@@ -124,54 +134,30 @@ fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
 /// `GOOGLE_GENERATIVE_AI_API_KEY`, and a level outside the four is named too.
 #[test]
 fn reasoning_effort_serve_refuses_at_start_a_model_that_takes_no_such_setting_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config");
-    copy_tenant(&repo_path("config"), &config);
-    let serve = |model: &str, effort: &str, key: Option<(&str, &str)>| {
-        let mut command = binary();
-        command
-            .arg("serve")
-            .env_clear()
-            .env("CONFIG_DIR", &config)
-            .env("MANYCHAT_SHARED_SECRET", "fixture-secret-aaaaaaaa")
-            .env("PUBLIC_BASE_URL", "https://agent.example.test")
-            .env("MANYCHAT_API_TOKEN", "123:test-token")
-            .env("MANYCHAT_REPLY_FLOW_NS", "content_reply_flow_9999")
-            .env(
-                "DATABASE_URL",
-                format!("sqlite://{}", dir.path().join("agent.db").display()),
-            )
-            .env("PORT", "0")
-            .env("AGENT_MODEL", model)
-            .env("AGENT_REASONING_EFFORT", effort);
-        if let Some((name, value)) = key {
-            command.env(name, value);
-        }
-        let output = command.output().unwrap();
-        assert_eq!(output.status.code(), Some(1), "{output:?}");
-        String::from_utf8_lossy(&output.stderr).into_owned()
-    };
-    let errors = serve(
-        "openai:gpt-4.1-mini",
-        "low",
-        Some(("OPENAI_API_KEY", "sk-fixture")),
-    );
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "openai:gpt-4.1-mini"),
+        ("OPENAI_API_KEY", "sk-fixture"),
+        ("AGENT_REASONING_EFFORT", "low"),
+    ]);
     for part in ["openai:gpt-4.1-mini", "AGENT_REASONING_EFFORT"] {
         assert!(errors.contains(part), "{part} missing: {errors}");
     }
-    let errors = serve(
-        "google:gemini-2.0-flash",
-        "high",
-        Some(("GOOGLE_GENERATIVE_AI_API_KEY", "google-fixture")),
-    );
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "google:gemini-2.0-flash"),
+        ("GOOGLE_GENERATIVE_AI_API_KEY", "google-fixture"),
+        ("AGENT_REASONING_EFFORT", "high"),
+    ]);
     assert!(errors.contains("google:gemini-2.0-flash"), "{errors}");
-    let errors = serve("google:gemini-2.5-flash", "low", None);
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "google:gemini-2.5-flash"),
+        ("AGENT_REASONING_EFFORT", "low"),
+    ]);
     assert!(errors.contains("GOOGLE_GENERATIVE_AI_API_KEY"), "{errors}");
-    let errors = serve(
-        "anthropic:claude-sonnet-4-5",
-        "extreme",
-        Some(("ANTHROPIC_API_KEY", "sk-ant-fixture")),
-    );
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "anthropic:claude-sonnet-4-5"),
+        ("ANTHROPIC_API_KEY", "sk-ant-fixture"),
+        ("AGENT_REASONING_EFFORT", "extreme"),
+    ]);
     assert!(errors.contains("AGENT_REASONING_EFFORT"), "{errors}");
     assert!(errors.contains("minimal, low, medium or high"), "{errors}");
 }
