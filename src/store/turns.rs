@@ -128,7 +128,7 @@ pub struct TurnContextQuery {
     pub day: NaiveDate,
     /// The hourly window whose count is read for the conversation's contact (`None`: not read).
     pub rate_window: Option<DateTime<Utc>>,
-    /// The sales funnel (issue 14): read the conversation's `sales_record` too.
+    /// The sales funnel: read the conversation's `sales_record` too.
     pub sales: bool,
 }
 
@@ -214,7 +214,7 @@ pub struct ExchangeIds {
     pub outbox: Vec<i64>,
 }
 
-/// The outbox rows of a promise (3.4, issue 13): what a turn that answered without its reply
+/// The outbox rows of a promise (3.4): what a turn that answered without its reply
 /// (an acknowledgement or a silent response) owes the contact. Both rows are written before the
 /// response leaves, `pending` and due when the turn's abort window ends, holding the fallback:
 /// the escalation copy (`reply`) and the tenant's handoff (`handoff`). A live turn keeps the

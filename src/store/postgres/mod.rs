@@ -264,11 +264,11 @@ mod tests {
         assert_eq!(applied, files as i64);
     }
 
-    /// Issue 13 item 10: `forget_contact` deletes from every table that names a contact. A table
+    /// `forget_contact` deletes from every table that names a contact. A table
     /// added later with a `conversation_id` or `subscriber_id` column fails this test until it is
     /// listed in `CONTACT_TABLES`.
     #[tokio::test]
-    async fn issue_13_item_10_forget_covers_every_table_that_names_a_contact() {
+    async fn forget_covers_every_table_that_names_a_contact() {
         let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
             eprintln!("skipped: TEST_DATABASE_URL is not set, Postgres not tested");
             return;

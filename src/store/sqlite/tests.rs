@@ -36,7 +36,7 @@ async fn system_8_sqlite_file_created_on_first_run_with_wal() {
 
 /// A mistyped path must not start the service on a new, empty database.
 #[tokio::test]
-async fn issue_19_item_2_missing_database_directory_is_refused() {
+async fn missing_database_directory_is_refused() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let folder = dir.path().join("no-such-folder");
     let url = format!("sqlite://{}/agent.db", folder.display());
@@ -466,7 +466,7 @@ async fn system_8_the_store_closes_its_connections_when_dropped() {
 /// still have text by age, the settled outbox rows by due time. A scan of the whole table
 /// would hold the database thread longer as the history grows.
 #[tokio::test]
-async fn issue_13_item_10_retention_reads_through_an_index() {
+async fn retention_reads_through_an_index() {
     let store = SqliteStore::connect("sqlite::memory:")
         .await
         .expect("connect");
@@ -516,11 +516,11 @@ async fn contact_columns(store: &SqliteStore) -> Vec<(String, String)> {
         .expect("the schema")
 }
 
-/// Issue 13 item 10: `forget_contact` deletes from every table that names a contact. A table
+/// `forget_contact` deletes from every table that names a contact. A table
 /// added later with a `conversation_id` or `subscriber_id` column fails this test until it is
 /// listed in `CONTACT_TABLES`.
 #[tokio::test]
-async fn issue_13_item_10_forget_covers_every_table_that_names_a_contact() {
+async fn forget_covers_every_table_that_names_a_contact() {
     let store = SqliteStore::connect("sqlite::memory:")
         .await
         .expect("a store");
