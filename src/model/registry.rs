@@ -471,4 +471,27 @@ mod tests {
             assert!(resolve(spec, &env).is_ok(), "{spec}");
         }
     }
+
+    #[test]
+    fn model_env_reads_the_gemini_key_and_base_url_and_the_reasoning_effort_for_eval() {
+        // `eval` builds its model from these variables, as `serve` does from Settings.
+        let vars: HashMap<&str, &str> = HashMap::from([
+            ("GOOGLE_GENERATIVE_AI_API_KEY", "google-test-key"),
+            ("GOOGLE_BASE_URL", "https://gemini.example.test/v1beta/"),
+            ("AGENT_REASONING_EFFORT", "Medium"),
+        ]);
+        let env =
+            ModelEnv::from_lookup(|name| vars.get(name).map(|v| v.to_string())).expect("valid");
+        assert_eq!(env.google_api_key, Some(Secret::new("google-test-key")));
+        assert_eq!(env.reasoning_effort, Some(Effort::Medium));
+        let model = resolve(
+            "google:gemini-3-flash-preview",
+            &ModelEnv {
+                max_output_tokens: 400,
+                ..env
+            },
+        )
+        .expect("a thinking level fits any bound");
+        assert_eq!(model.id(), "google:gemini-3-flash-preview");
+    }
 }
