@@ -49,6 +49,7 @@ impl Model for BenchModel {
                 cached_tokens: 0,
             },
             stop: StopReason::Completed,
+            echo: Default::default(),
         })
     }
 }

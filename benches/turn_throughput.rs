@@ -113,6 +113,7 @@ impl Model for InstantModel {
                     cached_tokens: 1000,
                 },
                 stop: StopReason::ToolCalls,
+                echo: Default::default(),
             });
         }
         let call = |id: &str, name: &str, arguments: Value| ToolCall {
@@ -157,6 +158,7 @@ impl Model for InstantModel {
                     cached_tokens: 1000,
                 },
                 stop: StopReason::ToolCalls,
+                echo: Default::default(),
             });
         }
         if self.kind == Kind::Tools && first_step && !request.tools.is_empty() {
@@ -184,6 +186,7 @@ impl Model for InstantModel {
                     cached_tokens: 1000,
                 },
                 stop: StopReason::ToolCalls,
+                echo: Default::default(),
             });
         }
         Ok(ModelResponse {
@@ -196,6 +199,7 @@ impl Model for InstantModel {
                 cached_tokens: 1000,
             },
             stop: StopReason::Completed,
+            echo: Default::default(),
         })
     }
 }

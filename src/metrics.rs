@@ -495,9 +495,9 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Observes one model call; `ok` is whether it returned a response.
-    pub fn model_call(&self, ok: bool, elapsed: Duration) {
-        let result = if ok { "ok" } else { "error" };
+    /// Observes one model call: `result` is `ok` (a response), `refused` (a response the
+    /// provider refused or blocked, e.g. a Gemini safety block) or `error`.
+    pub fn model_call(&self, result: &'static str, elapsed: Duration) {
         self.model_call_time
             .get_or_create(&[("result", result)])
             .observe(elapsed.as_secs_f64());

@@ -428,8 +428,11 @@ pub fn model_env(settings: &Settings) -> crate::model::ModelEnv {
         openai_base_url: settings.openai_base_url.clone(),
         anthropic_api_key: settings.anthropic_api_key.clone(),
         anthropic_base_url: settings.anthropic_base_url.clone(),
+        google_api_key: settings.google_api_key.clone(),
+        google_base_url: settings.google_base_url.clone(),
         ollama_base_url: settings.ollama_base_url.clone(),
         max_output_tokens: settings.agent_max_output_tokens,
+        reasoning_effort: settings.agent_reasoning_effort,
         temperature: settings.agent_temperature,
         price: settings.agent_price,
     }

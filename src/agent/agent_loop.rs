@@ -199,6 +199,7 @@ pub async fn run_loop_within(
         request.messages.push(Message::Assistant {
             text: response.output,
             tool_calls: response.tool_calls,
+            echo: response.echo,
         });
         request.messages.push(Message::ToolResults { results });
     }
@@ -268,6 +269,7 @@ pub(crate) mod tests {
             output: Some(text.to_owned()),
             usage: usage(100, 10),
             stop: StopReason::Completed,
+            echo: Default::default(),
         })
     }
 
@@ -277,6 +279,7 @@ pub(crate) mod tests {
             output: None,
             usage: usage(100, 10),
             stop: StopReason::ToolCalls,
+            echo: Default::default(),
         })
     }
 
@@ -403,6 +406,7 @@ pub(crate) mod tests {
                 output: Some("{\"final\":true}".into()),
                 usage: usage(100, 10),
                 stop: StopReason::ToolCalls,
+                echo: Default::default(),
             }),
             answer("never requested"),
         ]);
@@ -582,6 +586,7 @@ pub(crate) mod tests {
             output: Some("{}".into()),
             usage: usage(100, 10),
             stop: StopReason::Completed,
+            echo: Default::default(),
         })]);
         let r = run_loop(&model, base(), &mut NoTools).await;
         assert_eq!(r.output, Ok(Some("{}".to_owned())));

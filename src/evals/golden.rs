@@ -323,6 +323,7 @@ async fn observe(model: &dyn Model, tenant: &Tenant, case: &EvalCase) -> Observa
         request.messages.push(Message::Assistant {
             text: None,
             tool_calls: response.tool_calls.clone(),
+            echo: Default::default(),
         });
         request.messages.push(Message::ToolResults { results });
     }

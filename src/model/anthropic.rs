@@ -13,18 +13,27 @@
 //!   first in a single user message, as the API requires.
 //! - A refusal's text is never returned as output.
 //! - `temperature` is sent only as the model's capabilities allow (never from Claude Opus 4.7
-//!   on), clamped to Anthropic's 0–1 range.
+//!   on), clamped to Anthropic's 0–1 range, and never beside extended thinking (which refuses a
+//!   changed temperature).
+//! - `AGENT_REASONING_EFFORT` turns thinking on: `thinking: {type: enabled, budget_tokens}` on
+//!   the models with extended thinking (a budget that fits `max_tokens`, checked at start), or
+//!   `thinking: {type: adaptive}` with `output_config.effort` on the adaptive models.
+//! - The `thinking` and `redacted_thinking` blocks of an answer that called tools go back
+//!   unchanged, in their order and first, in that assistant turn on the next step (extended
+//!   thinking guide: thinking blocks must be passed back unmodified with tool use). Their text is
+//!   never output.
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::capabilities::{self, Capabilities};
+use super::capabilities::{self, Capabilities, EffortControl};
+use super::reasoning::{self, Effort};
 use super::transport::{self, null_as_default, temperature_json};
 use super::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
-    ToolChoice, Usage, wire_schema,
+    Message, Model, ModelError, ModelRequest, ModelResponse, ProviderEcho, StopReason,
+    ToolArguments, ToolCall, ToolChoice, Usage, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -47,6 +56,8 @@ pub struct AnthropicModel {
     capabilities: Capabilities,
     /// Whether the operator set `AGENT_TEMPERATURE` (an unknown model gets it only then).
     operator_temperature: bool,
+    /// `AGENT_REASONING_EFFORT`: thinking on, as the model takes it.
+    effort: Option<Effort>,
 }
 
 impl AnthropicModel {
@@ -70,7 +81,14 @@ impl AnthropicModel {
             client: transport::build_client()?,
             capabilities: capabilities::of("anthropic", model),
             operator_temperature: false,
+            effort: None,
         })
+    }
+
+    /// `AGENT_REASONING_EFFORT` (checked against the model by `reasoning::check` at start).
+    pub fn with_reasoning_effort(mut self, effort: Option<Effort>) -> Self {
+        self.effort = effort;
+        self
     }
 
     /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
@@ -90,20 +108,45 @@ impl AnthropicModel {
             }],
             "messages": messages(&request.messages),
         });
+        let thinking = self
+            .effort
+            .and_then(|effort| match self.capabilities.reasoning_effort {
+                EffortControl::AnthropicBudget => Some((
+                    json!({"type": "enabled", "budget_tokens": reasoning::thinking_budget(effort)}),
+                    None,
+                )),
+                EffortControl::AnthropicAdaptive => {
+                    Some((json!({"type": "adaptive"}), Some(effort.as_str())))
+                }
+                // Refused at start (`reasoning::check`); nothing is sent.
+                _ => None,
+            });
         // Anthropic accepts 0–1 (the capability's range); AGENT_TEMPERATURE allows OpenAI's 0–2.
-        if let Some(temperature) = self
-            .capabilities
-            .wire_temperature(request.temperature, self.operator_temperature)
+        if thinking.is_none()
+            && let Some(temperature) = self
+                .capabilities
+                .wire_temperature(request.temperature, self.operator_temperature)
         {
             body["temperature"] = temperature_json(temperature);
         }
+        let mut output_config = serde_json::Map::new();
         if self.capabilities.structured_output {
-            body["output_config"] = json!({
-                "format": {
+            output_config.insert(
+                "format".into(),
+                json!({
                     "type": "json_schema",
                     "schema": wire_schema::for_anthropic(&request.output_schema),
-                },
-            });
+                }),
+            );
+        }
+        if let Some((config, effort)) = thinking {
+            body["thinking"] = config;
+            if let Some(effort) = effort {
+                output_config.insert("effort".into(), json!(effort));
+            }
+        }
+        if !output_config.is_empty() {
+            body["output_config"] = Value::Object(output_config);
         }
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
@@ -129,96 +172,76 @@ impl AnthropicModel {
 
 /// The conversation as Anthropic messages, consecutive same-role entries merged.
 fn messages(messages: &[Message]) -> Vec<Value> {
-    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for message in messages {
-        let (role, blocks) = match message {
-            Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
-            // An `image` block with a base64 source per image.
-            Message::Images { images } => (
-                "user",
-                images
-                    .iter()
-                    .map(|image| {
-                        json!({
-                            "type": "image",
-                            "source": {
-                                "type": "base64",
-                                "media_type": image.media_type,
-                                "data": image.base64(),
-                            },
-                        })
-                    })
-                    .collect(),
-            ),
-            Message::Assistant { text, tool_calls } => {
-                // The API refuses an empty text block.
-                let text_block = text
-                    .as_deref()
-                    .filter(|t| !t.is_empty())
-                    .map(|t| json!({"type": "text", "text": t}));
-                let uses = tool_calls.iter().map(|call| {
+    let entries = messages.iter().map(|message| match message {
+        Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
+        // An `image` block with a base64 source per image.
+        Message::Images { images } => (
+            "user",
+            images
+                .iter()
+                .map(|image| {
                     json!({
-                        "type": "tool_use",
-                        "id": call.id,
-                        "name": call.name,
-                        "input": call.arguments.to_replay_value(),
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": image.media_type,
+                            "data": image.base64(),
+                        },
                     })
-                });
-                ("assistant", text_block.into_iter().chain(uses).collect())
-            }
-            Message::ToolResults { results } => (
-                "user",
-                results
-                    .iter()
-                    .map(|result| {
-                        json!({
-                            "type": "tool_result",
-                            "tool_use_id": result.call_id,
-                            "content": result.content.to_string(),
-                            "is_error": result.is_error,
-                        })
+                })
+                .collect(),
+        ),
+        Message::Assistant {
+            text,
+            tool_calls,
+            echo,
+        } => {
+            // The thinking blocks first, as returned; the API refuses an empty text block.
+            let text_block = text
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(|t| json!({"type": "text", "text": t}));
+            let uses = tool_calls.iter().map(|call| {
+                json!({
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": call.arguments.to_replay_value(),
+                })
+            });
+            let thinking = echo.items().iter().cloned();
+            (
+                "assistant",
+                thinking.chain(text_block).chain(uses).collect(),
+            )
+        }
+        Message::ToolResults { results } => (
+            "user",
+            results
+                .iter()
+                .map(|result| {
+                    json!({
+                        "type": "tool_result",
+                        "tool_use_id": result.call_id,
+                        "content": result.content.to_string(),
+                        "is_error": result.is_error,
                     })
-                    .collect(),
-            ),
-        };
-        if blocks.is_empty() {
-            continue;
-        }
-        match out.last_mut() {
-            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
-            _ => out.push((role, blocks)),
-        }
-    }
-    out.into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
-        .collect()
+                })
+                .collect(),
+        ),
+    });
+    transport::merged_by_role(entries, "content")
 }
 
 #[derive(Deserialize)]
 struct MessagesResponse {
+    /// Kept raw: thinking blocks go back exactly as they came.
     #[serde(default, deserialize_with = "null_as_default")]
-    content: Vec<Block>,
+    content: Vec<Value>,
     #[serde(default)]
     stop_reason: Option<String>,
     #[serde(default)]
     usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Block {
-    Text {
-        text: String,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        #[serde(default)]
-        input: Value,
-    },
-    /// Thinking and any block type added later: not ours to read.
-    #[serde(other)]
-    Other,
 }
 
 #[derive(Deserialize)]
@@ -254,17 +277,41 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
 
     let mut text = String::new();
     let mut tool_calls = Vec::new();
+    let mut thinking = Vec::new();
     for block in parsed.content {
-        match block {
-            Block::Text { text: t } => text.push_str(&t),
-            Block::ToolUse { id, name, input } => tool_calls.push(ToolCall {
-                id,
-                name,
-                arguments: ToolArguments::from_json_value(input),
-            }),
-            Block::Other => {}
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(t) = block.get("text").and_then(Value::as_str) {
+                    text.push_str(t);
+                }
+            }
+            Some("tool_use") => {
+                let field = |name: &str| {
+                    block
+                        .get(name)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                tool_calls.push(ToolCall {
+                    id: field("id"),
+                    name: field("name"),
+                    arguments: ToolArguments::from_json_value(
+                        block.get("input").cloned().unwrap_or(Value::Null),
+                    ),
+                });
+            }
+            Some("thinking" | "redacted_thinking") => thinking.push(block),
+            // Any block type added later: not ours to read.
+            _ => {}
         }
     }
+    // Only a turn that called tools is sent back; its thinking goes with it.
+    let echo = if tool_calls.is_empty() {
+        ProviderEcho::default()
+    } else {
+        ProviderEcho::new(thinking)
+    };
 
     let stop = match parsed.stop_reason.as_deref() {
         Some("refusal") => StopReason::Refused,
@@ -278,6 +325,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
         output,
         usage,
         stop,
+        echo,
     })
 }
 
@@ -491,6 +539,7 @@ mod tests {
                     cached_tokens: 1800
                 },
                 stop: StopReason::Completed,
+                echo: Default::default(),
             }
         );
     }

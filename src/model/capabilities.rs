@@ -21,6 +21,19 @@
 //!   (Structured outputs guide, note at the top); older models answer 400.
 //! - Ollama: `options.temperature` is accepted by every model; `format` takes a JSON schema
 //!   (docs/api.md, "Generate a chat completion").
+//! - Reasoning effort (`AGENT_REASONING_EFFORT`, read 2026-12-01): OpenAI `reasoning_effort` on
+//!   reasoning models only (API reference, "Create chat completion": `minimal` on the original
+//!   GPT-5 models, low/medium/high on the o-series and GPT-5.1 on); Anthropic extended thinking
+//!   (`thinking.budget_tokens`, from Claude 3.7 Sonnet on) and adaptive thinking with
+//!   `output_config.effort` on the adaptive models (SDK `ThinkingConfigParam`,
+//!   `OutputConfigParam`; extended thinking guide); Gemini `thinkingConfig` (SDK `ThinkingConfig`;
+//!   Gemini API thinking guide: `thinkingBudget` on 2.5, `thinkingLevel` on 3 and later, the Pro
+//!   models low and high only). Models without thinking take none.
+//! - Google Gemini: `temperature` 0–2 (SDK `GenerationConfig`); Gemini 3 and later are best left
+//!   at their default (thinking guide), so they get one only when the operator set it.
+//!   `responseJsonSchema` from Gemini 2.5 on; 2.0 and 1.5 answer in JSON mode only.
+
+use super::reasoning::Effort;
 
 /// How a model takes a sampling temperature.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,6 +63,26 @@ pub struct Capabilities {
     pub vision: bool,
     /// A reasoning model (thinks before answering; bills those tokens as output).
     pub reasoning: bool,
+    /// How the model takes `AGENT_REASONING_EFFORT` (`reasoning`), if at all.
+    pub reasoning_effort: EffortControl,
+}
+
+/// How a model takes a reasoning effort on the wire (`AGENT_REASONING_EFFORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EffortControl {
+    /// No such setting: `serve` refuses at start when the variable is set.
+    NotAccepted,
+    /// OpenAI Chat Completions `reasoning_effort`, with the levels the model takes.
+    OpenAi(&'static [Effort]),
+    /// Anthropic extended thinking: `thinking: {type: enabled, budget_tokens}`.
+    AnthropicBudget,
+    /// Anthropic adaptive thinking: `thinking: {type: adaptive}` and `output_config.effort`.
+    AnthropicAdaptive,
+    /// Gemini 2.5: `generationConfig.thinkingConfig.thinkingBudget`.
+    GeminiBudget,
+    /// Gemini 3 and later: `generationConfig.thinkingConfig.thinkingLevel`, with the levels the
+    /// model takes.
+    GeminiLevel(&'static [Effort]),
 }
 
 impl Capabilities {
@@ -63,6 +96,7 @@ impl Capabilities {
             schema_bounds: true,
             vision: false,
             reasoning: false,
+            reasoning_effort: EffortControl::NotAccepted,
         }
     }
 
@@ -99,7 +133,21 @@ const fn family(
             schema_bounds: true,
             vision,
             reasoning,
+            reasoning_effort: EffortControl::NotAccepted,
         },
+    }
+}
+
+impl Family {
+    /// The family with its reasoning-effort control.
+    const fn effort(self, control: EffortControl) -> Family {
+        Family {
+            prefixes: self.prefixes,
+            capabilities: Capabilities {
+                reasoning_effort: control,
+                ..self.capabilities
+            },
+        }
     }
 }
 
@@ -114,8 +162,22 @@ const ANTHROPIC_TEMPERATURE: Temperature = Temperature::Accepts {
 
 /// OpenAI's families, most specific first (the first match wins).
 const OPENAI: &[Family] = &[
+    // GPT-5.1 and later take `reasoning_effort` none, low, medium, high (and xhigh from 5.2);
+    // `minimal` was the original GPT-5's alone.
+    family(
+        &[
+            "gpt-5.1", "gpt-5.2", "gpt-5.3", "gpt-5.4", "gpt-5.5", "gpt-5.6", "gpt-5.7", "gpt-5.8",
+            "gpt-5.9",
+        ],
+        Temperature::NotAccepted,
+        true,
+        true,
+        true,
+    )
+    .effort(EffortControl::OpenAi(LOW_TO_HIGH)),
     // Every GPT-5 model (5, 5.1 … 5.6, mini, nano, pro, chat-latest) reasons.
-    family(&["gpt-5"], Temperature::NotAccepted, true, true, true),
+    family(&["gpt-5"], Temperature::NotAccepted, true, true, true)
+        .effort(EffortControl::OpenAi(Effort::ALL)),
     family(
         &["o1-mini", "o1-preview"],
         Temperature::NotAccepted,
@@ -123,14 +185,16 @@ const OPENAI: &[Family] = &[
         false,
         true,
     ),
-    family(&["o3-mini"], Temperature::NotAccepted, true, false, true),
+    family(&["o3-mini"], Temperature::NotAccepted, true, false, true)
+        .effort(EffortControl::OpenAi(LOW_TO_HIGH)),
     family(
         &["o1", "o3", "o4-mini", "codex-mini"],
         Temperature::NotAccepted,
         true,
         true,
         true,
-    ),
+    )
+    .effort(EffortControl::OpenAi(LOW_TO_HIGH)),
     family(&["gpt-4.1"], OPENAI_TEMPERATURE, true, true, false),
     family(
         &["gpt-4o-2024-05-13", "chatgpt-4o-latest"],
@@ -149,6 +213,9 @@ const OPENAI: &[Family] = &[
     ),
 ];
 
+/// The reasoning levels of the models that take no `minimal`.
+const LOW_TO_HIGH: &[Effort] = &[Effort::Low, Effort::Medium, Effort::High];
+
 /// Anthropic's families, most specific first.
 const ANTHROPIC: &[Family] = &[
     // Sampling parameters removed from Opus 4.7 on; every later model thinks adaptively.
@@ -166,7 +233,8 @@ const ANTHROPIC: &[Family] = &[
         true,
         true,
         true,
-    ),
+    )
+    .effort(EffortControl::AnthropicAdaptive),
     family(
         &[
             "claude-opus-4-5",
@@ -179,17 +247,24 @@ const ANTHROPIC: &[Family] = &[
         true,
         true,
         false,
-    ),
-    // Before structured outputs.
+    )
+    .effort(EffortControl::AnthropicBudget),
+    // Before structured outputs; extended thinking from Claude 3.7 Sonnet on.
     family(
         &[
             "claude-opus-4-1",
             "claude-opus-4",
             "claude-sonnet-4",
             "claude-3-7-sonnet",
-            "claude-3-5-sonnet",
-            "claude-3-opus",
         ],
+        ANTHROPIC_TEMPERATURE,
+        false,
+        true,
+        false,
+    )
+    .effort(EffortControl::AnthropicBudget),
+    family(
+        &["claude-3-5-sonnet", "claude-3-opus"],
         ANTHROPIC_TEMPERATURE,
         false,
         true,
@@ -203,6 +278,62 @@ const ANTHROPIC: &[Family] = &[
         false,
     ),
 ];
+
+const GOOGLE_MAX_TEMPERATURE: f32 = 2.0;
+
+/// Google's Gemini families, most specific first. Every Gemini model takes images.
+const GOOGLE: &[Family] = &[
+    // Gemini 3 and later: `thinkingLevel`; Google recommends their default temperature (1.0),
+    // so one is sent only when the operator set it. The Pro models take low and high only.
+    family(
+        &[
+            "gemini-3-pro",
+            "gemini-3.1-pro",
+            "gemini-3.5-pro",
+            "gemini-4-pro",
+        ],
+        Temperature::OperatorOnly {
+            max: GOOGLE_MAX_TEMPERATURE,
+        },
+        true,
+        true,
+        true,
+    )
+    .effort(EffortControl::GeminiLevel(LOW_AND_HIGH)),
+    family(
+        &["gemini-3", "gemini-4", "gemini-5"],
+        Temperature::OperatorOnly {
+            max: GOOGLE_MAX_TEMPERATURE,
+        },
+        true,
+        true,
+        true,
+    )
+    .effort(EffortControl::GeminiLevel(Effort::ALL)),
+    // Gemini 2.5: `thinkingBudget`.
+    family(
+        &["gemini-2.5"],
+        Temperature::Accepts {
+            max: GOOGLE_MAX_TEMPERATURE,
+        },
+        true,
+        true,
+        true,
+    )
+    .effort(EffortControl::GeminiBudget),
+    // Before thinking and JSON-Schema structured output: JSON mode only.
+    family(
+        &["gemini-2.0", "gemini-1.5"],
+        Temperature::Accepts {
+            max: GOOGLE_MAX_TEMPERATURE,
+        },
+        false,
+        true,
+        false,
+    ),
+];
+
+const LOW_AND_HIGH: &[Effort] = &[Effort::Low, Effort::High];
 
 /// Ollama's model families that take images (020), as its library lists them (`vision` tag).
 const OLLAMA_VISION: &[&str] = &[
@@ -220,7 +351,7 @@ const OLLAMA_VISION: &[&str] = &[
     "mistral-small3.1",
 ];
 
-/// What `model` accepts on `provider` (`openai`, `anthropic`, `ollama`).
+/// What `model` accepts on `provider` (`openai`, `anthropic`, `google`, `ollama`).
 pub fn of(provider: &str, model: &str) -> Capabilities {
     match provider {
         "openai" => {
@@ -238,6 +369,12 @@ pub fn of(provider: &str, model: &str) -> Capabilities {
             }
         }
         "anthropic" => lookup(ANTHROPIC, model, ANTHROPIC_MAX_TEMPERATURE),
+        // The API also takes `models/<name>`.
+        "google" => lookup(
+            GOOGLE,
+            model.strip_prefix("models/").unwrap_or(model),
+            GOOGLE_MAX_TEMPERATURE,
+        ),
         "ollama" => Capabilities {
             temperature: OPENAI_TEMPERATURE,
             vision: OLLAMA_VISION.iter().any(|p| belongs(model, p)),

@@ -33,6 +33,7 @@ pub fn reply(output: impl Into<String>) -> ModelResponse {
         output: Some(output.into()),
         usage: Usage::default(),
         stop: StopReason::Completed,
+        echo: Default::default(),
     }
 }
 
@@ -43,6 +44,7 @@ pub fn tool_calls(calls: impl IntoIterator<Item = ToolCall>) -> ModelResponse {
         output: None,
         usage: Usage::default(),
         stop: StopReason::ToolCalls,
+        echo: Default::default(),
     }
 }
 
@@ -309,7 +311,9 @@ pub fn estimate_usage(request: &ModelRequest, response: &ModelResponse) -> Usage
 fn message_chars(message: &Message) -> usize {
     match message {
         Message::User { text } => text.chars().count(),
-        Message::Assistant { text, tool_calls } => {
+        Message::Assistant {
+            text, tool_calls, ..
+        } => {
             text.as_deref().map_or(0, |t| t.chars().count())
                 + tool_calls
                     .iter()

@@ -2,14 +2,15 @@
 //! types, the registry that resolves `AGENT_MODEL`, and the providers.
 //!
 //! Only this module knows a provider's wire format. The agent loop builds a `ModelRequest` per
-//! step and reads a `ModelResponse`; it never sees OpenAI, Anthropic or Ollama JSON.
+//! step and reads a `ModelResponse`; it never sees OpenAI, Anthropic, Gemini or Ollama JSON.
 //!
 //! - [`registry`]: `AGENT_MODEL` → `Arc<dyn Model>`, and the model environment (`ModelEnv`).
-//! - [`openai`], [`anthropic`], [`ollama`]: one file per wire format; `transport` holds the HTTP
+//! - [`openai`], [`anthropic`], [`google`], [`ollama`]: one file per wire format; `transport` holds the HTTP
 //!   exchange they share (one retry at most, errors summarised, no bodies in logs).
 //! - [`mock`]: the scripted, hanging and slow models; [`demo`]: `mock:demo`.
 //! - [`capabilities`]: what each model family accepts (temperature, structured output, bounds);
 //!   [`wire_schema`]: the AgentReply schema as each provider's structured output takes it.
+//! - [`reasoning`]: `AGENT_REASONING_EFFORT`, its levels and the start check.
 //! - [`pricing`]: USD cost of a call's usage, for the daily budget; the operator's price.
 //!
 //! Invariant: no error or log line from this module carries prompt, contact or provider text.
@@ -25,10 +26,12 @@ pub mod capabilities;
 #[cfg(test)]
 mod conformance;
 pub mod demo;
+pub mod google;
 pub mod mock;
 pub mod ollama;
 pub mod openai;
 pub mod pricing;
+pub mod reasoning;
 pub mod registry;
 #[cfg(test)]
 mod test_support;
@@ -78,10 +81,12 @@ pub enum ToolChoice {
 pub enum Message {
     /// Text the server wrote for the model: notices, history, the fenced contact message.
     User { text: String },
-    /// A previous step's answer, replayed on the next step: its text (if any) and tool calls.
+    /// A previous step's answer, replayed on the next step: its text (if any) and tool calls,
+    /// and what its provider asked to get back unchanged ([`ProviderEcho`]).
     Assistant {
         text: Option<String>,
         tool_calls: Vec<ToolCall>,
+        echo: ProviderEcho,
     },
     /// The results of the previous step's tool calls, one per call, in call order.
     ToolResults { results: Vec<ToolResult> },
@@ -90,6 +95,40 @@ pub enum Message {
     /// wire its own way (OpenAI-compatible `image_url` data URLs, Anthropic `image` blocks with a
     /// base64 source, Ollama's `images` array); history keeps only the `[image]` marker.
     Images { images: Arc<[ImageInput]> },
+}
+
+/// What a provider requires back, unchanged, with the assistant turn it returned: Anthropic's
+/// `thinking` and `redacted_thinking` blocks of a turn that called tools (extended thinking
+/// guide: they must be passed back unmodified on the next step), Gemini's parts carrying
+/// `thoughtSignature`s (thought signatures guide). Opaque to everything outside the provider
+/// that wrote it, held only in the turn's memory between its steps: never shown to a contact,
+/// logged (`Debug` shows only the count) or stored.
+#[derive(Clone, PartialEq, Default)]
+pub struct ProviderEcho(Option<Arc<[Value]>>);
+
+impl ProviderEcho {
+    /// The provider's raw JSON items, to be sent back as they are; nothing when empty.
+    pub fn new(items: Vec<Value>) -> Self {
+        if items.is_empty() {
+            Self(None)
+        } else {
+            Self(Some(Arc::from(items)))
+        }
+    }
+
+    pub fn items(&self) -> &[Value] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl std::fmt::Debug for ProviderEcho {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProviderEcho({} items)", self.items().len())
+    }
 }
 
 /// An image's bytes and media type (`image/png`, `image/jpeg`). `Debug` shows only the size.
@@ -206,11 +245,17 @@ pub struct ModelResponse {
     pub output: Option<String>,
     pub usage: Usage,
     pub stop: StopReason,
+    /// What the provider requires back with this answer on the next step (thinking blocks,
+    /// thought signatures); empty for most answers.
+    pub echo: ProviderEcho,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
+    /// Every output token billed, thinking tokens included (OpenAI's `completion_tokens` and
+    /// Anthropic's `output_tokens` count them; Gemini's `thoughtsTokenCount` is added to its
+    /// `candidatesTokenCount`), so the budget and the price table charge them.
     pub output_tokens: u64,
     /// Input tokens served from the provider's prompt cache (a subset of `input_tokens`).
     pub cached_tokens: u64,
@@ -234,7 +279,8 @@ pub enum StopReason {
     ToolCalls,
     /// The output was cut at the token limit.
     Length,
-    /// The provider refused (OpenAI `refusal`, Anthropic `stop_reason: refusal`, content filter).
+    /// The provider refused or blocked the answer (OpenAI `refusal`, Anthropic
+    /// `stop_reason: refusal`, a content filter, Gemini's safety and prompt blocks).
     Refused,
 }
 
@@ -295,5 +341,26 @@ mod tests {
             ToolArguments::Invalid { length: 3 }.to_replay_value(),
             json!({})
         );
+    }
+
+    #[test]
+    fn c5_provider_echo_never_prints_the_thinking_it_carries() {
+        let echo = ProviderEcho::new(vec![
+            json!({"type": "thinking", "thinking": "the contact Jane wants a refund", "signature": "s"}),
+        ]);
+        let printed = format!(
+            "{:?}",
+            Message::Assistant {
+                text: None,
+                tool_calls: vec![],
+                echo,
+            }
+        );
+        assert!(
+            !printed.contains("Jane") && !printed.contains("refund"),
+            "{printed}"
+        );
+        assert!(printed.contains("1 items"), "{printed}");
+        assert!(ProviderEcho::new(vec![]).is_empty());
     }
 }

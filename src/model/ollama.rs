@@ -114,7 +114,9 @@ fn append_message(out: &mut Vec<Value>, message: &Message) {
             "content": "",
             "images": images.iter().map(|image| image.base64()).collect::<Vec<_>>(),
         })),
-        Message::Assistant { text, tool_calls } => {
+        Message::Assistant {
+            text, tool_calls, ..
+        } => {
             let mut assistant = json!({
                 "role": "assistant",
                 "content": text.as_deref().unwrap_or(""),
@@ -232,6 +234,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
             cached_tokens: 0,
         },
         stop,
+        echo: Default::default(),
     })
 }
 
@@ -388,6 +391,7 @@ mod tests {
                     cached_tokens: 0
                 },
                 stop: StopReason::Completed,
+                echo: Default::default(),
             }
         );
     }

@@ -7,6 +7,9 @@
 //! - `temperature` is sent only as the model's capabilities allow (`capabilities`): never to a
 //!   reasoning model, only when the operator set one for a model the registry does not know.
 //!   The token bound is always `max_completion_tokens`.
+//! - `AGENT_REASONING_EFFORT` goes as `reasoning_effort` to a model that takes it (the start
+//!   refuses it for any other, `reasoning::check`); its reasoning tokens are part of
+//!   `completion_tokens`, so they are charged as output.
 //! - Tools go out strict, with `tool_choice: "auto"` and `parallel_tool_calls: false`
 //!   (structured outputs and parallel calls do not mix). On the final step
 //!   (`ToolChoice::None`) tools are **omitted**, not refused with `tool_choice: "none"`: several
@@ -22,7 +25,8 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::capabilities::{self, Capabilities};
+use super::capabilities::{self, Capabilities, EffortControl};
+use super::reasoning::Effort;
 use super::transport::{self, null_as_default, temperature_json};
 use super::{
     Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
@@ -47,6 +51,8 @@ pub struct OpenAiModel {
     capabilities: Capabilities,
     /// Whether the operator set `AGENT_TEMPERATURE` (an unknown model gets it only then).
     operator_temperature: bool,
+    /// `AGENT_REASONING_EFFORT`, sent as `reasoning_effort` to a model that takes it.
+    effort: Option<Effort>,
 }
 
 impl OpenAiModel {
@@ -66,7 +72,14 @@ impl OpenAiModel {
             client: transport::build_client()?,
             capabilities: capabilities::of("openai", model),
             operator_temperature: false,
+            effort: None,
         })
+    }
+
+    /// `AGENT_REASONING_EFFORT` (checked against the model by `reasoning::check` at start).
+    pub fn with_reasoning_effort(mut self, effort: Option<Effort>) -> Self {
+        self.effort = effort;
+        self
     }
 
     /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
@@ -105,6 +118,11 @@ impl OpenAiModel {
         {
             body["temperature"] = temperature_json(temperature);
         }
+        if let (Some(effort), EffortControl::OpenAi(_)) =
+            (self.effort, self.capabilities.reasoning_effort)
+        {
+            body["reasoning_effort"] = json!(effort.as_str());
+        }
         if request.tool_choice == ToolChoice::Auto && !request.tools.is_empty() {
             let tools: Vec<Value> = request
                 .tools
@@ -140,7 +158,10 @@ fn append_message(out: &mut Vec<Value>, message: &Message) {
                 .map(|image| json!({"type": "image_url", "image_url": {"url": image.data_url()}}))
                 .collect::<Vec<_>>(),
         })),
-        Message::Assistant { text, tool_calls } => {
+        // OpenAI's Chat Completions returns no reasoning items to echo.
+        Message::Assistant {
+            text, tool_calls, ..
+        } => {
             let mut assistant = json!({"role": "assistant", "content": text});
             if !tool_calls.is_empty() {
                 let calls: Vec<Value> = tool_calls
@@ -289,6 +310,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
         output,
         usage,
         stop,
+        echo: Default::default(),
     })
 }
 
@@ -511,6 +533,7 @@ mod tests {
                     cached_tokens: 1024
                 },
                 stop: StopReason::Completed,
+                echo: Default::default(),
             }
         );
     }

@@ -4,7 +4,7 @@
 //! 1. the operator: `AGENT_PRICE_INPUT_PER_MTOK`, `AGENT_PRICE_OUTPUT_PER_MTOK` and optionally
 //!    `AGENT_PRICE_CACHED_INPUT_PER_MTOK` (USD per million tokens), registered for the resolved
 //!    model when the registry builds it ([`set_operator_price`]);
-//! 2. the list prices below, for the current models of OpenAI and Anthropic;
+//! 2. the list prices below, for the current models of OpenAI, Anthropic and Google;
 //! 3. providers that bill nothing per token: every `mock:` model, and Ollama (the operator's own
 //!    hardware).
 //!
@@ -89,6 +89,11 @@ const fn listed(
 ///   (1.25× for 5 minutes); they are priced as plain input here, a small underestimate. Claude
 ///   Haiku 5.5 is priced by prompt length; its band for prompts up to 100K tokens is used (a
 ///   turn's prompt is far below it).
+/// - Google: the Gemini Developer API pricing page (ai.google.dev/gemini-api/docs/pricing), paid
+///   tier, text input, prompts up to 200K tokens, as quoted by third-party price lists that cite
+///   it; output includes thinking tokens (Gemini bills them as output). Cached input is priced
+///   at a tenth of input, the context-caching discount those lists give; it was not read per
+///   model. `-preview` names are listed as their own rows (a preview is not a date snapshot).
 const PRICES: &[Listed] = &[
     listed("openai", "gpt-5.5", 5.00, 0.50, 30.00),
     listed("openai", "gpt-5.4", 2.50, 0.25, 15.00),
@@ -122,6 +127,16 @@ const PRICES: &[Listed] = &[
     listed("anthropic", "claude-opus-4", 15.00, 1.50, 75.00),
     listed("anthropic", "claude-sonnet-4", 3.00, 0.30, 15.00),
     listed("anthropic", "claude-3-5-haiku", 0.80, 0.08, 4.00),
+    listed("google", "gemini-3.5-flash", 1.50, 0.15, 9.00),
+    listed("google", "gemini-3.1-pro", 2.00, 0.20, 12.00),
+    listed("google", "gemini-3.1-pro-preview", 2.00, 0.20, 12.00),
+    listed("google", "gemini-3.1-flash-lite", 0.25, 0.025, 1.50),
+    listed("google", "gemini-3.1-flash-lite-preview", 0.25, 0.025, 1.50),
+    listed("google", "gemini-3-flash", 0.50, 0.05, 3.00),
+    listed("google", "gemini-3-flash-preview", 0.50, 0.05, 3.00),
+    listed("google", "gemini-2.5-pro", 1.25, 0.125, 10.00),
+    listed("google", "gemini-2.5-flash", 0.30, 0.03, 2.50),
+    listed("google", "gemini-2.5-flash-lite", 0.10, 0.01, 0.40),
 ];
 
 /// Providers that bill nothing per token.
@@ -348,6 +363,11 @@ mod tests {
             "anthropic:claude-fable-5-1",
             "anthropic:claude-sonnet-4-6",
             "anthropic:claude-haiku-4-5",
+            "google:gemini-3.5-flash",
+            "google:gemini-3-flash-preview",
+            "google:gemini-3.1-pro-preview",
+            "google:gemini-2.5-flash",
+            "google:gemini-2.5-flash-lite",
             "ollama:llama3.1:8b",
         ] {
             assert!(price_of(id).is_some(), "{id} has no price");
@@ -452,5 +472,20 @@ mod tests {
             vec![PRICE_INPUT_VAR, PRICE_CACHED_INPUT_VAR, PRICE_OUTPUT_VAR]
         );
         assert!(read(&[(PRICE_OUTPUT_VAR, "NaN"), (PRICE_INPUT_VAR, "1")]).is_err());
+    }
+
+    #[test]
+    fn pricing_charges_gemini_thinking_tokens_at_the_output_rate() {
+        // Usage's output counts thoughts (google::parse_response adds them): 1M at 2.50.
+        let cost = cost_usd(
+            "google:gemini-2.5-flash",
+            &usage(1_000_000, 1_000_000, 1_000_000),
+        );
+        assert!(close(cost, 0.03 + 2.50), "{cost}");
+        // The lite model is not its sibling.
+        assert!(close(
+            cost_usd("google:gemini-2.5-flash-lite", &usage(1_000_000, 0, 0)),
+            0.10
+        ));
     }
 }

@@ -16,11 +16,12 @@ use std::sync::Arc;
 use super::demo::DemoModel;
 use super::mock::SlowModel;
 use super::pricing::{self, Price};
-use super::{Model, ModelError, anthropic, capabilities, ollama, openai};
+use super::reasoning::{self, Effort};
+use super::{Model, ModelError, anthropic, capabilities, google, ollama, openai};
 use crate::ids::Secret;
 
 /// The providers `resolve` knows, as listed in its error.
-pub const PROVIDERS: &[&str] = &["openai", "anthropic", "ollama", "mock"];
+pub const PROVIDERS: &[&str] = &["openai", "anthropic", "google", "ollama", "mock"];
 
 /// The `mock:` models `resolve` knows.
 pub const MOCKS: &[&str] = &["demo", "slow"];
@@ -36,8 +37,13 @@ pub struct ModelEnv {
     pub openai_base_url: String,
     pub anthropic_api_key: Option<Secret>,
     pub anthropic_base_url: String,
+    /// `GOOGLE_GENERATIVE_AI_API_KEY`.
+    pub google_api_key: Option<Secret>,
+    pub google_base_url: String,
     pub ollama_base_url: String,
     pub max_output_tokens: u32,
+    /// `AGENT_REASONING_EFFORT`; `None` (unset) sends nothing.
+    pub reasoning_effort: Option<Effort>,
     /// `AGENT_TEMPERATURE`; `None` when unset (the requests then carry
     /// [`ModelEnv::DEFAULT_TEMPERATURE`], sent only to models known to accept it).
     pub temperature: Option<f32>,
@@ -79,6 +85,12 @@ impl ModelEnv {
                     })?,
             ),
         };
+        let reasoning_effort = match get(reasoning::VARIABLE) {
+            None => None,
+            Some(raw) => Some(Effort::parse(&raw).ok_or_else(|| {
+                ModelError::Config(format!("{} {}", reasoning::VARIABLE, Effort::RULE))
+            })?),
+        };
         let price = pricing::operator_price_from(&lookup).map_err(|problems| {
             ModelError::Config(
                 problems
@@ -93,8 +105,11 @@ impl ModelEnv {
             openai_base_url: get("OPENAI_BASE_URL").unwrap_or(defaults.openai_base_url),
             anthropic_api_key: get("ANTHROPIC_API_KEY").map(Secret::new),
             anthropic_base_url: get("ANTHROPIC_BASE_URL").unwrap_or(defaults.anthropic_base_url),
+            google_api_key: get(google::API_KEY_VAR).map(Secret::new),
+            google_base_url: get("GOOGLE_BASE_URL").unwrap_or(defaults.google_base_url),
             ollama_base_url: get("OLLAMA_BASE_URL").unwrap_or(defaults.ollama_base_url),
             max_output_tokens,
+            reasoning_effort,
             temperature,
             price,
         })
@@ -114,17 +129,24 @@ impl Default for ModelEnv {
             openai_base_url: openai::DEFAULT_BASE_URL.to_owned(),
             anthropic_api_key: None,
             anthropic_base_url: anthropic::DEFAULT_BASE_URL.to_owned(),
+            google_api_key: None,
+            google_base_url: google::DEFAULT_BASE_URL.to_owned(),
             ollama_base_url: ollama::DEFAULT_BASE_URL.to_owned(),
             max_output_tokens: Self::DEFAULT_MAX_OUTPUT_TOKENS,
+            reasoning_effort: None,
             temperature: None,
             price: None,
         }
     }
 }
 
-/// The model `spec` names (`AGENT_MODEL`), built from `env`.
+/// The model `spec` names (`AGENT_MODEL`), built from `env`. A reasoning effort the model does
+/// not take is refused here, naming the model (`reasoning::check`), so `serve` refuses at start.
 pub fn resolve(spec: &str, env: &ModelEnv) -> Result<Arc<dyn Model>, ModelError> {
     let model = build(spec, env)?;
+    if let Some(effort) = env.reasoning_effort {
+        reasoning::check(model.id(), effort, env.max_output_tokens)?;
+    }
     if let Some(price) = env.price {
         pricing::set_operator_price(model.id(), price);
     }
@@ -144,6 +166,7 @@ pub fn resolve(spec: &str, env: &ModelEnv) -> Result<Arc<dyn Model>, ModelError>
 fn build(spec: &str, env: &ModelEnv) -> Result<Arc<dyn Model>, ModelError> {
     let spec = spec.trim();
     let operator_temperature = env.temperature.is_some();
+    let effort = env.reasoning_effort;
     let Some((provider, model)) = spec.split_once(':') else {
         return Err(ModelError::Config(
             "AGENT_MODEL must be provider:model, e.g. openai:gpt-4.1-mini".into(),
@@ -159,14 +182,24 @@ fn build(spec: &str, env: &ModelEnv) -> Result<Arc<dyn Model>, ModelError> {
             let key = require(&env.openai_api_key, "OPENAI_API_KEY", provider)?;
             Ok(Arc::new(
                 openai::OpenAiModel::new(model, key, &env.openai_base_url)?
-                    .with_operator_temperature(operator_temperature),
+                    .with_operator_temperature(operator_temperature)
+                    .with_reasoning_effort(effort),
             ))
         }
         "anthropic" => {
             let key = require(&env.anthropic_api_key, "ANTHROPIC_API_KEY", provider)?;
             Ok(Arc::new(
                 anthropic::AnthropicModel::new(model, key, &env.anthropic_base_url)?
-                    .with_operator_temperature(operator_temperature),
+                    .with_operator_temperature(operator_temperature)
+                    .with_reasoning_effort(effort),
+            ))
+        }
+        "google" => {
+            let key = require(&env.google_api_key, google::API_KEY_VAR, provider)?;
+            Ok(Arc::new(
+                google::GoogleModel::new(model, key, &env.google_base_url)?
+                    .with_operator_temperature(operator_temperature)
+                    .with_reasoning_effort(effort),
             ))
         }
         "ollama" => Ok(Arc::new(
@@ -221,6 +254,7 @@ mod tests {
         ModelEnv {
             openai_api_key: Some(Secret::new("sk-openai-test")),
             anthropic_api_key: Some(Secret::new("sk-ant-test")),
+            google_api_key: Some(Secret::new("google-test-key")),
             ..ModelEnv::default()
         }
     }
@@ -239,6 +273,7 @@ mod tests {
         for (spec, id) in [
             ("openai:gpt-4.1-mini", "openai:gpt-4.1-mini"),
             ("anthropic:claude-sonnet-4-5", "anthropic:claude-sonnet-4-5"),
+            ("google:gemini-2.5-flash", "google:gemini-2.5-flash"),
             ("ollama:llama3.1:8b", "ollama:llama3.1:8b"),
             ("mock:demo", "mock:demo"),
             ("mock:slow", "mock:slow"),
@@ -282,6 +317,9 @@ mod tests {
         let env = ModelEnv::default();
         assert!(config_error("openai:gpt-4.1-mini", &env).contains("OPENAI_API_KEY"));
         assert!(config_error("anthropic:claude-haiku-4-5", &env).contains("ANTHROPIC_API_KEY"));
+        assert!(
+            config_error("google:gemini-2.5-flash", &env).contains("GOOGLE_GENERATIVE_AI_API_KEY")
+        );
         // Ollama and the mocks need no key.
         assert!(resolve("ollama:llama3.1:8b", &env).is_ok());
         assert!(resolve("mock:demo", &env).is_ok());
@@ -329,6 +367,11 @@ mod tests {
         assert_eq!(env.openai_base_url, "https://api.openai.com/v1");
         assert_eq!(env.anthropic_api_key, Some(Secret::new("sk-ant-test")));
         assert_eq!(env.anthropic_base_url, "https://api.anthropic.com");
+        assert_eq!(
+            env.google_base_url,
+            "https://generativelanguage.googleapis.com/v1beta"
+        );
+        assert_eq!(env.reasoning_effort, None);
         assert_eq!(env.ollama_base_url, "http://localhost:11434");
         assert_eq!(env.max_output_tokens, 600);
         assert_eq!(env.temperature, None);
@@ -344,6 +387,7 @@ mod tests {
             ("AGENT_TEMPERATURE", "2.5"),
             ("AGENT_TEMPERATURE", "warm"),
             ("AGENT_PRICE_INPUT_PER_MTOK", "cheap"),
+            ("AGENT_REASONING_EFFORT", "extreme"),
         ] {
             let err =
                 ModelEnv::from_lookup(|n| (n == name).then(|| value.to_string())).expect_err(value);
@@ -398,5 +442,56 @@ mod tests {
     fn c5_model_env_debug_never_prints_a_key() {
         let printed = format!("{:?}", with_keys());
         assert!(!printed.contains("sk-openai-test") && !printed.contains("sk-ant-test"));
+    }
+
+    #[test]
+    fn reasoning_effort_a_model_without_the_setting_is_refused_at_resolve_naming_it() {
+        let env = ModelEnv {
+            reasoning_effort: Some(Effort::Low),
+            max_output_tokens: 4000,
+            ..with_keys()
+        };
+        for spec in [
+            "openai:gpt-4.1-mini",
+            "anthropic:claude-3-5-haiku-20241022",
+            "google:gemini-2.0-flash",
+        ] {
+            let message = config_error(spec, &env);
+            assert!(
+                message.contains(spec) && message.contains("AGENT_REASONING_EFFORT"),
+                "{message}"
+            );
+        }
+        for spec in [
+            "openai:gpt-5-mini",
+            "anthropic:claude-sonnet-4-5",
+            "google:gemini-2.5-flash",
+            "google:gemini-3-flash-preview",
+        ] {
+            assert!(resolve(spec, &env).is_ok(), "{spec}");
+        }
+    }
+
+    #[test]
+    fn model_env_reads_the_gemini_key_and_base_url_and_the_reasoning_effort_for_eval() {
+        // `eval` builds its model from these variables, as `serve` does from Settings.
+        let vars: HashMap<&str, &str> = HashMap::from([
+            ("GOOGLE_GENERATIVE_AI_API_KEY", "google-test-key"),
+            ("GOOGLE_BASE_URL", "https://gemini.example.test/v1beta/"),
+            ("AGENT_REASONING_EFFORT", "Medium"),
+        ]);
+        let env =
+            ModelEnv::from_lookup(|name| vars.get(name).map(|v| v.to_string())).expect("valid");
+        assert_eq!(env.google_api_key, Some(Secret::new("google-test-key")));
+        assert_eq!(env.reasoning_effort, Some(Effort::Medium));
+        let model = resolve(
+            "google:gemini-3-flash-preview",
+            &ModelEnv {
+                max_output_tokens: 400,
+                ..env
+            },
+        )
+        .expect("a thinking level fits any bound");
+        assert_eq!(model.id(), "google:gemini-3-flash-preview");
     }
 }

@@ -91,6 +91,7 @@ pub(crate) fn second_step() -> ModelRequest {
                 arguments: ToolArguments::Invalid { length: 9 },
             },
         ],
+        echo: Default::default(),
     });
     request.messages.push(Message::ToolResults {
         results: vec![

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Model, ModelError, ModelRequest, ModelResponse};
+use super::{Model, ModelError, ModelRequest, ModelResponse, StopReason};
 use crate::metrics::Metrics;
 
 pub struct TimedModel {
@@ -35,7 +35,60 @@ impl Model for TimedModel {
         // the abort is not observed: `model_aborted_total` counts it.
         let started = tokio::time::Instant::now();
         let result = self.inner.step(request).await;
-        self.metrics.model_call(result.is_ok(), started.elapsed());
+        let outcome = match &result {
+            Ok(response) if response.stop == StopReason::Refused => "refused",
+            Ok(_) => "ok",
+            Err(_) => "error",
+        };
+        self.metrics.model_call(outcome, started.elapsed());
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+    use crate::ids::Secret;
+    use crate::model::ToolChoice;
+    use crate::model::google::GoogleModel;
+    use crate::model::test_support::{VALID_REPLY, first_step};
+
+    #[tokio::test]
+    async fn model_call_series_counts_gemini_calls_and_its_safety_blocks_as_refused() {
+        let server = MockServer::start().await;
+        let answer = |finish: &str| {
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": VALID_REPLY}]},
+                                   "finishReason": finish}]})
+        };
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(answer("STOP")))
+            .up_to_n_times(1)
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(answer("SAFETY")))
+            .mount(&server)
+            .await;
+        let metrics = Arc::new(Metrics::default());
+        let gemini =
+            GoogleModel::new("gemini-2.5-flash", &Secret::new("k"), &server.uri()).expect("model");
+        let model = TimedModel::wrap(Arc::new(gemini), metrics.clone());
+
+        for _ in 0..2 {
+            model
+                .step(&first_step(ToolChoice::Auto))
+                .await
+                .expect("answered");
+        }
+
+        let text = metrics.render();
+        for result in ["ok", "refused"] {
+            let line = format!("model_call_duration_seconds_count{{result=\"{result}\"}} 1");
+            assert!(text.contains(&line), "{line} missing:\n{text}");
+        }
     }
 }

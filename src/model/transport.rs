@@ -71,7 +71,7 @@ pub(crate) fn normalise_base_url(raw: &str, variable: &str) -> Result<String, Mo
 
 /// Sends `body` as JSON to `url` and returns the response body of a 2xx answer.
 ///
-/// `provider` names the provider in log lines (`openai`, `anthropic`, `ollama`).
+/// `provider` names the provider in log lines (`openai`, `anthropic`, `google`, `ollama`).
 pub(crate) async fn post_json(
     client: &Client,
     provider: &'static str,
@@ -166,15 +166,16 @@ pub(crate) fn status_error(status: StatusCode, body: &[u8]) -> ModelError {
     }
 }
 
-/// The provider's error token: `error.type`, else `error.code` (OpenAI and Anthropic both nest it
-/// under `error`), if it looks like an identifier; `"unknown"` otherwise. Free text is never
+/// The provider's error token: `error.type`, else `error.status` (Google's `INVALID_ARGUMENT`,
+/// `RESOURCE_EXHAUSTED`…), else `error.code` (OpenAI, Anthropic and Google all nest it under
+/// `error`), if it looks like an identifier; `"unknown"` otherwise. Free text is never
 /// returned because a provider's message may quote the request.
 pub(crate) fn error_kind(body: &[u8]) -> String {
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         return "unknown".into();
     };
     let error = &value["error"];
-    [&error["type"], &error["code"]]
+    [&error["type"], &error["status"], &error["code"]]
         .into_iter()
         .find_map(|candidate| match candidate {
             Value::String(s) if is_identifier(s) => Some(s.clone()),
@@ -214,6 +215,29 @@ where
 {
     let value: Option<T> = serde::Deserialize::deserialize(deserializer)?;
     Ok(value.unwrap_or_default())
+}
+
+/// A conversation as the provider's role messages: each entry is a role and its blocks (parts);
+/// empty entries are dropped and consecutive entries of one role merged into one message, its
+/// blocks under `content_key` (Anthropic's `content`, Gemini's `parts`), as both APIs want
+/// the results of one step in a single message.
+pub(crate) fn merged_by_role(
+    entries: impl IntoIterator<Item = (&'static str, Vec<Value>)>,
+    content_key: &str,
+) -> Vec<Value> {
+    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for (role, blocks) in entries {
+        if blocks.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
+            _ => out.push((role, blocks)),
+        }
+    }
+    out.into_iter()
+        .map(|(role, blocks)| serde_json::json!({"role": role, content_key: blocks}))
+        .collect()
 }
 
 /// A temperature as the JSON number a person would write: `0.3f32` widened to `f64` would print
@@ -305,6 +329,10 @@ mod tests {
             "unknown"
         );
         assert_eq!(error_kind(br#"{"error":"model not found"}"#), "unknown");
+        assert_eq!(
+            error_kind(br#"{"error":{"code":400,"message":"x","status":"INVALID_ARGUMENT"}}"#),
+            "INVALID_ARGUMENT"
+        );
         assert_eq!(error_kind(b"<html>bad gateway</html>"), "unknown");
     }
 

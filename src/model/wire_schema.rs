@@ -90,6 +90,51 @@ pub fn for_anthropic(schema: &Value) -> Value {
     wire
 }
 
+/// The JSON Schema keywords Gemini's `generationConfig.responseJsonSchema` takes: Gemini API
+/// reference, `GenerationConfig.response_json_schema` ("only the following properties are
+/// supported"): `$id`, `$defs`, `$ref`, `$anchor`, `type`, `format`, `title`, `description`,
+/// `enum` (strings and numbers), `items`, `prefixItems`, `minItems`, `maxItems`, `minimum`,
+/// `maximum`, `anyOf`, `oneOf`, `properties`, `additionalProperties`, `required`, and the
+/// non-standard `propertyOrdering`. No string lengths, no `const`, no `pattern`.
+pub const GOOGLE_KEYWORDS: &[&str] = &[
+    "$id",
+    "$defs",
+    "$ref",
+    "$anchor",
+    "type",
+    "format",
+    "title",
+    "description",
+    "enum",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "maximum",
+    "anyOf",
+    "oneOf",
+    "properties",
+    "additionalProperties",
+    "required",
+    "propertyOrdering",
+];
+
+/// The schema Gemini receives in `generationConfig.responseJsonSchema`: the documented keyword
+/// list above, one `type` per node (a nullable value as `anyOf` with a `null` branch, as the
+/// reference lists no type arrays), an `enum` of strings or numbers only.
+pub fn for_google(schema: &Value) -> Value {
+    let mut wire = schema.clone();
+    nullable_type_lists_to_any_of(&mut wire);
+    retain(&mut wire, &|keyword, value| match keyword {
+        "enum" => value
+            .as_array()
+            .is_some_and(|values| values.iter().all(|v| v.is_string() || v.is_number())),
+        _ => GOOGLE_KEYWORDS.contains(&keyword),
+    });
+    wire
+}
+
 /// The schema Ollama receives in `format`. Ollama documents `format` as "a JSON schema" with
 /// no subset (docs/api.md, "Generate a chat completion"): it turns the schema into a grammar
 /// and constrains every token to it, bounds included. The local schema goes as it is.
@@ -201,7 +246,7 @@ mod tests {
 
     use super::*;
     use crate::agent::{agent_reply_schema, parse_reply};
-    use crate::model::conformance::{anthropic, openai, schema_keywords as all_keywords};
+    use crate::model::conformance::{anthropic, google, openai, schema_keywords as all_keywords};
 
     /// Anthropic's allow-list, written from its Structured outputs guide (see
     /// `conformance::anthropic::schema_keyword_allowed` for the source of each keyword).
@@ -318,22 +363,50 @@ mod tests {
     }
 
     #[test]
-    fn anthropic_wire_schema_still_accepts_every_valid_reply_shape() {
-        // The wire copy is a relaxation: replies valid locally are valid on the wire.
-        let wire = for_anthropic(agent_reply_schema());
-        let validator = jsonschema::validator_for(&wire).expect("wire schema compiles");
-        for reply in [
-            json!({"messages": ["Hi"], "escalate": false, "escalation_reason": null,
-                   "confidence": 0.9, "closing_question": null}),
-            json!({"messages": ["Hi"], "escalate": true, "escalation_reason": "complaint",
-                   "confidence": 0.2, "closing_question": "Anything else?"}),
+    fn anthropic_and_google_wire_schemas_still_accept_every_valid_reply_shape() {
+        // The wire copies are relaxations: replies valid locally are valid on the wire.
+        for wire in [
+            for_anthropic(agent_reply_schema()),
+            for_google(agent_reply_schema()),
         ] {
-            assert!(validator.is_valid(&reply), "{reply}");
+            let validator = jsonschema::validator_for(&wire).expect("wire schema compiles");
+            for reply in [
+                json!({"messages": ["Hi"], "escalate": false, "escalation_reason": null,
+                       "confidence": 0.9, "closing_question": null}),
+                json!({"messages": ["Hi"], "escalate": true, "escalation_reason": "complaint",
+                       "confidence": 0.2, "closing_question": "Anything else?"}),
+            ] {
+                assert!(validator.is_valid(&reply), "{reply}");
+            }
         }
     }
 
     #[test]
     fn ollama_wire_schema_is_the_local_schema() {
         assert_eq!(&for_ollama(agent_reply_schema()), &**agent_reply_schema());
+    }
+
+    #[test]
+    fn google_wire_schema_is_the_documented_json_schema_subset_and_keeps_its_bounds() {
+        let wire = for_google(agent_reply_schema());
+        for (keyword, value) in all_keywords(&wire) {
+            assert!(
+                google::schema_keyword_allowed(&keyword, &value),
+                "Gemini refuses {keyword}: {value}"
+            );
+        }
+        // Gemini takes array and number bounds; string lengths are named for the model.
+        assert_eq!(wire["properties"]["messages"]["maxItems"], json!(3));
+        assert_eq!(wire["properties"]["confidence"]["maximum"], json!(1));
+        let item = &wire["properties"]["messages"]["items"];
+        assert!(item.get("maxLength").is_none());
+        assert!(
+            item["description"]
+                .as_str()
+                .unwrap()
+                .contains("maxLength 1000")
+        );
+        let reason = &wire["properties"]["escalation_reason"]["anyOf"];
+        assert_eq!(reason[1], json!({"type": "null"}));
     }
 }

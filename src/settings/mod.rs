@@ -63,8 +63,14 @@ pub struct Settings {
     pub openai_base_url: String,
     pub anthropic_api_key: Option<Secret>,
     pub anthropic_base_url: String,
+    /// `GOOGLE_GENERATIVE_AI_API_KEY` / `GOOGLE_BASE_URL` (Gemini).
+    pub google_api_key: Option<Secret>,
+    pub google_base_url: String,
     pub ollama_base_url: String,
     pub agent_max_output_tokens: u32,
+    /// `AGENT_REASONING_EFFORT`; `None` (unset) sends nothing. Whether the model takes it is
+    /// checked when the model is resolved (`model::reasoning::check`).
+    pub agent_reasoning_effort: Option<crate::model::reasoning::Effort>,
     /// `AGENT_TEMPERATURE`; `None` when unset, so that a model whose capabilities are unknown is
     /// sent a temperature only when the operator chose one. Turns use
     /// [`Settings::temperature_or_default`].
@@ -182,6 +188,12 @@ impl Settings {
         let openai_base_url = env.base_url("OPENAI_BASE_URL", "https://api.openai.com/v1");
         let anthropic_api_key = env.string("ANTHROPIC_API_KEY").map(Secret::new);
         let anthropic_base_url = env.base_url("ANTHROPIC_BASE_URL", "https://api.anthropic.com");
+        let google_api_key = env
+            .string(crate::model::google::API_KEY_VAR)
+            .map(Secret::new);
+        let google_base_url =
+            env.base_url("GOOGLE_BASE_URL", crate::model::google::DEFAULT_BASE_URL);
+        let agent_reasoning_effort = env.reasoning_effort();
         let ollama_base_url = env.base_url("OLLAMA_BASE_URL", "http://localhost:11434");
         let agent_max_output_tokens =
             env.number("AGENT_MAX_OUTPUT_TOKENS", 400, 1, u64::from(u32::MAX));
@@ -192,6 +204,7 @@ impl Settings {
                 agent_model.as_deref(),
                 openai_api_key.is_some(),
                 anthropic_api_key.is_some(),
+                google_api_key.is_some(),
             );
         }
 
@@ -332,6 +345,9 @@ impl Settings {
             openai_base_url,
             anthropic_api_key,
             anthropic_base_url,
+            google_api_key,
+            google_base_url,
+            agent_reasoning_effort,
             ollama_base_url,
             // The ranges checked above make these conversions exact.
             agent_max_output_tokens: u32::try_from(agent_max_output_tokens).unwrap_or(400),

@@ -66,6 +66,17 @@ impl Reader<'_> {
         }
     }
 
+    /// `AGENT_REASONING_EFFORT`: one of its levels, or unset.
+    pub(super) fn reasoning_effort(&mut self) -> Option<crate::model::reasoning::Effort> {
+        use crate::model::reasoning::{Effort, VARIABLE};
+        let raw = self.string(VARIABLE)?;
+        let effort = Effort::parse(&raw);
+        if effort.is_none() {
+            self.problem(VARIABLE, Effort::RULE);
+        }
+        effort
+    }
+
     /// The operator's model price (`AGENT_PRICE_*`); each problem names its variable.
     pub(super) fn price(&mut self) -> Option<Price> {
         match pricing::operator_price_from(|name| (self.lookup)(name)) {
@@ -87,6 +98,7 @@ impl Reader<'_> {
         spec: Option<&str>,
         openai_key: bool,
         anthropic_key: bool,
+        google_key: bool,
     ) {
         use crate::model::registry::{MOCKS, PROVIDERS};
         const NAME: &str = "AGENT_MODEL";
@@ -114,6 +126,10 @@ impl Reader<'_> {
             "anthropic" if !anthropic_key => self.problem(
                 "ANTHROPIC_API_KEY",
                 "required when AGENT_MODEL's provider is anthropic",
+            ),
+            "google" if !google_key => self.problem(
+                crate::model::google::API_KEY_VAR,
+                "required when AGENT_MODEL's provider is google",
             ),
             "mock" if !MOCKS.contains(&model) => {
                 let known: Vec<String> = MOCKS.iter().map(|m| format!("mock:{m}")).collect();

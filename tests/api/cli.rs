@@ -91,17 +91,17 @@ fn system_5_2_serve_refuses_to_start_naming_the_variable() {
     assert!(!errors.contains("zq9-tiny"), "a secret is never echoed");
 }
 
-/// A model with no known price under a USD cap would never be capped, so
-/// `serve` refuses to start, naming the model and the price variables that fix it.
-#[test]
-fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
+/// Runs `serve` on the demo tenant with every required variable set and `vars` beside them,
+/// expects it to refuse at start, and returns what it wrote to stderr.
+fn serve_refusal(vars: &[(&str, &str)]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
     copy_tenant(
         &manychat_agent::config::examples::shipped_examples(),
         &config,
     );
-    let output = binary()
+    let mut command = binary();
+    command
         .arg("serve")
         .env_clear()
         .env("CONFIG_DIR", &config)
@@ -113,13 +113,23 @@ fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
             "DATABASE_URL",
             format!("sqlite://{}", dir.path().join("agent.db").display()),
         )
-        .env("PORT", "0")
-        .env("AGENT_MODEL", "openai:gpt-unlisted-test")
-        .env("OPENAI_API_KEY", "sk-fixture")
-        .output()
-        .unwrap();
+        .env("PORT", "0");
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
-    let errors = String::from_utf8_lossy(&output.stderr);
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A model with no known price under a USD cap would never be capped, so
+/// `serve` refuses to start, naming the model and the price variables that fix it.
+#[test]
+fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "openai:gpt-unlisted-test"),
+        ("OPENAI_API_KEY", "sk-fixture"),
+    ]);
     for part in [
         "openai:gpt-unlisted-test",
         "budget.dailyCostCapUsd",
@@ -128,6 +138,39 @@ fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
     ] {
         assert!(errors.contains(part), "{part} missing: {errors}");
     }
+}
+
+/// `serve` with `AGENT_REASONING_EFFORT` set and a model that takes no reasoning setting
+/// refuses at start, naming the model and the variable; a Gemini model without its key names
+/// `GOOGLE_GENERATIVE_AI_API_KEY`, and a level outside the four is named too.
+#[test]
+fn reasoning_effort_serve_refuses_at_start_a_model_that_takes_no_such_setting_naming_it() {
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "openai:gpt-4.1-mini"),
+        ("OPENAI_API_KEY", "sk-fixture"),
+        ("AGENT_REASONING_EFFORT", "low"),
+    ]);
+    for part in ["openai:gpt-4.1-mini", "AGENT_REASONING_EFFORT"] {
+        assert!(errors.contains(part), "{part} missing: {errors}");
+    }
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "google:gemini-2.0-flash"),
+        ("GOOGLE_GENERATIVE_AI_API_KEY", "google-fixture"),
+        ("AGENT_REASONING_EFFORT", "high"),
+    ]);
+    assert!(errors.contains("google:gemini-2.0-flash"), "{errors}");
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "google:gemini-2.5-flash"),
+        ("AGENT_REASONING_EFFORT", "low"),
+    ]);
+    assert!(errors.contains("GOOGLE_GENERATIVE_AI_API_KEY"), "{errors}");
+    let errors = serve_refusal(&[
+        ("AGENT_MODEL", "anthropic:claude-sonnet-4-5"),
+        ("ANTHROPIC_API_KEY", "sk-ant-fixture"),
+        ("AGENT_REASONING_EFFORT", "extreme"),
+    ]);
+    assert!(errors.contains("AGENT_REASONING_EFFORT"), "{errors}");
+    assert!(errors.contains("minimal, low, medium or high"), "{errors}");
 }
 
 /// `serve` with nothing set names every missing variable in one run.

@@ -4,7 +4,10 @@
 //! Anthropic's OpenAPI spec; snapshot of 2026-08-07); "SO guide" is
 //! platform.claude.com/docs/en/build-with-claude/structured-outputs; "tool use guide" is
 //! platform.claude.com/docs/en/agents-and-tools/tool-use/implement-tool-use; "errors" is
-//! platform.claude.com/docs/en/api/errors.
+//! platform.claude.com/docs/en/api/errors; "thinking guide" is
+//! platform.claude.com/docs/en/build-with-claude/extended-thinking (read 2026-12-01: thinking
+//! blocks of a tool-using turn go back unmodified; a budget of at least 1024 below `max_tokens`;
+//! no temperature change and only `auto`/`none` tool choice beside thinking).
 
 use std::sync::Arc;
 
@@ -16,9 +19,12 @@ use super::{RefusesWhatTheApiRefuses, missing_keys, schema_keywords, unknown_key
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
 use crate::model::anthropic::{AnthropicModel, parse_response};
+use crate::model::reasoning::Effort;
 use crate::model::test_support::*;
 use crate::model::wire_schema::ANTHROPIC_FORMATS;
-use crate::model::{Model, ModelRequest, StopReason, ToolArguments, ToolChoice};
+use crate::model::{
+    Message, Model, ModelRequest, ProviderEcho, StopReason, ToolArguments, ToolChoice, ToolResult,
+};
 
 /// SDK params `MessageCreateParams`: every documented body field.
 const REQUEST_FIELDS: &[&str] = &[
@@ -119,6 +125,12 @@ fn block_problems(block: &Value, at: &str) -> Vec<String> {
             ],
             &["type", "tool_use_id"],
         ),
+        // `ThinkingBlockParam` / `RedactedThinkingBlockParam`.
+        Some("thinking") => (
+            &["type", "thinking", "signature"],
+            &["type", "thinking", "signature"],
+        ),
+        Some("redacted_thinking") => (&["type", "data"], &["type", "data"]),
         // `ImageBlockParam`: `source` is a `Base64ImageSource` {type: base64, media_type one of
         // image/jpeg, image/png, image/gif, image/webp, data} (vision guide).
         Some("image") => (&["type", "source", "cache_control"], &["type", "source"]),
@@ -282,9 +294,88 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
         }
     }
 
+    // SDK params `ThinkingConfigParam`; thinking guide.
+    let thinking = body.get("thinking").cloned().unwrap_or(Value::Null);
+    let thinking_on = match thinking["type"].as_str() {
+        None if thinking.is_null() => false,
+        Some("disabled") => false,
+        Some("enabled") => {
+            problems.extend(unknown_keys(
+                &thinking,
+                &["type", "budget_tokens", "display"],
+                "thinking",
+            ));
+            let budget = thinking["budget_tokens"].as_u64();
+            let max = body["max_tokens"].as_u64().unwrap_or(0);
+            if !budget.is_some_and(|b| b >= 1024 && b < max) {
+                problems
+                    .push("thinking.budget_tokens: must be ≥1024 and less than max_tokens".into());
+            }
+            true
+        }
+        Some("adaptive") => {
+            problems.extend(unknown_keys(&thinking, &["type", "display"], "thinking"));
+            if !refuses_sampling(model) {
+                problems.push(format!(
+                    "thinking.type: adaptive is not supported by {model}"
+                ));
+            }
+            true
+        }
+        _ => {
+            problems.push("thinking.type: enabled, disabled or adaptive".into());
+            false
+        }
+    };
+    if thinking_on {
+        if body.get("temperature").is_some() {
+            problems.push("temperature: may not be changed when thinking is enabled".into());
+        }
+        if body
+            .get("tool_choice")
+            .is_some_and(|c| !matches!(c["type"].as_str(), Some("auto" | "none")))
+        {
+            problems.push("tool_choice: only auto or none when thinking is enabled".into());
+        }
+        // Thinking guide: the assistant turn that called tools starts with its thinking blocks.
+        if let Some(last) = messages.iter().rev().find(|m| {
+            m["role"] == json!("assistant")
+                && m["content"]
+                    .as_array()
+                    .is_some_and(|b| b.iter().any(|b| b["type"] == json!("tool_use")))
+        }) && !matches!(
+            last["content"][0]["type"].as_str(),
+            Some("thinking" | "redacted_thinking")
+        ) {
+            problems.push(
+                "messages: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When \
+                 `thinking` is enabled, a final `assistant` message must start with a thinking block"
+                    .into(),
+            );
+        }
+    }
+    for message in &messages {
+        if message["role"] != json!("assistant")
+            && message["content"].as_array().is_some_and(|b| {
+                b.iter()
+                    .any(|b| matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")))
+            })
+        {
+            problems.push("messages: thinking blocks only in assistant messages".into());
+        }
+    }
+
     // SDK params `OutputConfigParam` / `JSONOutputFormatParam`, and the SO guide's limits.
     if let Some(config) = body.get("output_config") {
         problems.extend(unknown_keys(config, &["effort", "format"], "output_config"));
+        if let Some(effort) = config.get("effort")
+            && !matches!(
+                effort.as_str(),
+                Some("low" | "medium" | "high" | "xhigh" | "max")
+            )
+        {
+            problems.push("output_config.effort: low, medium, high, xhigh or max".into());
+        }
         if let Some(format) = config.get("format") {
             problems.extend(unknown_keys(
                 format,
@@ -554,4 +645,192 @@ fn anthropic_compatible_absent_usage_and_null_content_parse() {
     answer["content"] = Value::Null;
     let parsed = parse_response(answer.to_string().as_bytes()).expect("content null");
     assert_eq!(parsed.output, None);
+}
+
+#[test]
+fn anthropic_reasoning_effort_is_extended_thinking_with_a_budget_under_max_tokens_and_no_temperature()
+ {
+    let provider = model("claude-sonnet-4-5", "https://api.anthropic.com")
+        .with_operator_temperature(true)
+        .with_reasoning_effort(Some(Effort::Low));
+    for (i, mut step) in steps().into_iter().enumerate() {
+        step.max_output_tokens = 4000;
+        let body = provider.request_body(&step);
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 2048})
+        );
+        assert!(body.get("temperature").is_none(), "{body}");
+        // The fixture's tool turn has no thinking blocks (none were returned): the first step
+        // and the reply step are the ones to check whole.
+        if i != 1 {
+            let problems = request_problems(&body);
+            assert!(problems.is_empty(), "step {i}: {problems:?}");
+        }
+    }
+    // A budget that does not fit below max_tokens is what the API refuses.
+    let mut step = first_step(ToolChoice::Auto);
+    step.max_output_tokens = 2048;
+    let body = provider.request_body(&step);
+    assert!(
+        request_problems(&body)
+            .iter()
+            .any(|p| p.starts_with("thinking.budget_tokens"))
+    );
+    // Unset sends nothing.
+    let plain = model("claude-sonnet-4-5", "https://api.anthropic.com").request_body(&step);
+    assert!(plain.get("thinking").is_none());
+}
+
+#[test]
+fn anthropic_reasoning_effort_on_an_adaptive_model_is_adaptive_thinking_with_output_config_effort()
+{
+    let provider = model("claude-opus-5-5", "https://api.anthropic.com")
+        .with_reasoning_effort(Some(Effort::High));
+    let body = provider.request_body(&steps()[0]);
+    assert_eq!(body["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(body["output_config"]["effort"], json!("high"));
+    assert_eq!(
+        body["output_config"]["format"]["type"],
+        json!("json_schema")
+    );
+    let problems = request_problems(&body);
+    assert!(problems.is_empty(), "{problems:?}");
+    let mut wrong = body.clone();
+    wrong["model"] = json!("claude-sonnet-4-5");
+    assert!(
+        !request_problems(&wrong).is_empty(),
+        "adaptive on an older model"
+    );
+}
+
+/// A tool-calling answer with thinking on: a thinking block, a redacted one, a tool call.
+fn thinking_tool_answer() -> Value {
+    official_message(
+        json!([
+            {"type": "thinking", "thinking": "The contact asks about the course; read the contact first.",
+             "signature": "EqQBCkYIARgCIkD-conformance-signature"},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy-conformance-redacted"},
+            {"type": "tool_use", "id": "toolu_01", "name": "get_contact", "input": {}}
+        ]),
+        "tool_use",
+    )
+}
+
+#[test]
+fn anthropic_thinking_blocks_of_a_tool_turn_are_sent_back_unchanged_first_on_the_next_step() {
+    let answer = thinking_tool_answer();
+    let parsed = parse_response(answer.to_string().as_bytes()).expect("parse");
+    assert_eq!(parsed.output, None, "thinking text is never output");
+    assert_eq!(parsed.echo.items().len(), 2);
+    let mut request = first_step(ToolChoice::Auto);
+    request.max_output_tokens = 4000;
+    request.messages.push(Message::Assistant {
+        text: parsed.output.clone(),
+        tool_calls: parsed.tool_calls.clone(),
+        echo: parsed.echo.clone(),
+    });
+    request.messages.push(Message::ToolResults {
+        results: vec![ToolResult {
+            call_id: "toolu_01".into(),
+            name: "get_contact".into(),
+            content: json!({"name": null}),
+            is_error: false,
+        }],
+    });
+    let provider = model("claude-sonnet-4-5", "https://api.anthropic.com")
+        .with_reasoning_effort(Some(Effort::Low));
+    let body = provider.request_body(&request);
+    let returned = answer["content"].as_array().unwrap();
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([returned[0], returned[1],
+               {"type": "tool_use", "id": "toolu_01", "name": "get_contact", "input": {}}])
+    );
+    let problems = request_problems(&body);
+    assert!(problems.is_empty(), "{problems:?}");
+    // Dropping them is what the API refuses.
+    if let Message::Assistant { echo, .. } = &mut request.messages[1] {
+        *echo = ProviderEcho::default();
+    }
+    let body = provider.request_body(&request);
+    assert!(
+        request_problems(&body)
+            .iter()
+            .any(|p| p.contains("must start with a thinking block"))
+    );
+    // A final answer's thinking is not kept: there is no next step.
+    let reply = official_message(
+        json!([
+            {"type": "thinking", "thinking": "Done.", "signature": "sig"},
+            {"type": "text", "text": VALID_REPLY}
+        ]),
+        "end_turn",
+    );
+    let parsed = parse_response(reply.to_string().as_bytes()).expect("parse");
+    assert!(parsed.echo.is_empty());
+    assert_eq!(parsed.output.as_deref(), Some(VALID_REPLY));
+}
+
+/// A fake Messages API for a thinking turn: refuses what the API refuses, answers a tool call
+/// with thinking first, then the reply once the tool result came back.
+struct ThinkingFake;
+
+impl wiremock::Respond for ThinkingFake {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+            return wiremock::ResponseTemplate::new(400)
+                .set_body_json(error_body(&["json".into()]));
+        };
+        let problems = request_problems(&body);
+        if !problems.is_empty() {
+            return wiremock::ResponseTemplate::new(400).set_body_json(error_body(&problems));
+        }
+        let answered = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["content"][0]["type"] == json!("tool_result"));
+        let answer = if answered {
+            official_message(
+                json!([
+                    {"type": "thinking", "thinking": "SECRET-THOUGHT reply now.", "signature": "s2"},
+                    {"type": "text", "text": super::route::route_reply()}
+                ]),
+                "end_turn",
+            )
+        } else {
+            thinking_tool_answer()
+        };
+        wiremock::ResponseTemplate::new(200).set_body_json(answer)
+    }
+}
+
+#[tokio::test]
+async fn anthropic_thinking_turn_through_the_http_route_echoes_the_thinking_and_never_shows_it() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ThinkingFake)
+        .mount(&server)
+        .await;
+    let provider: Arc<dyn Model> = Arc::new(
+        model("claude-haiku-4-5", &server.uri()).with_reasoning_effort(Some(Effort::Minimal)),
+    );
+
+    let (status, body) = super::route::answer_text_through_the_route(
+        provider,
+        "When does the pottery course start?",
+        &[("AGENT_MAX_OUTPUT_TOKENS", "2000".into())],
+    )
+    .await;
+
+    assert_eq!(status, 200);
+    let texts = super::route::block_texts(&body);
+    assert_eq!(texts, vec![super::route::ROUTE_REPLY_TEXT]);
+    assert!(!body.to_string().contains("SECRET-THOUGHT"));
+    let sent = received_bodies(&server).await;
+    assert_eq!(sent.len(), 2, "a tool step, then the reply");
+    let returned = thinking_tool_answer()["content"].clone();
+    assert_eq!(sent[1]["messages"][1]["content"][0], returned[0]);
+    assert_eq!(sent[1]["messages"][1]["content"][1], returned[1]);
 }

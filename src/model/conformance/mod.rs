@@ -12,6 +12,7 @@ use serde_json::Value;
 use wiremock::{Request, Respond, ResponseTemplate};
 
 pub(crate) mod anthropic;
+pub(crate) mod google;
 mod ollama;
 pub(crate) mod openai;
 mod route;

@@ -219,6 +219,7 @@ fn ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
             name: "send_flow".into(),
             arguments: ToolArguments::Valid(json!({"id": "brochure"})),
         }],
+        echo: Default::default(),
     });
     request.messages.push(Message::ToolResults {
         results: vec![ToolResult {
@@ -248,6 +249,7 @@ fn ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
     request.messages.push(Message::Assistant {
         text: None,
         tool_calls: parsed.tool_calls.clone(),
+        echo: Default::default(),
     });
     request.messages.push(Message::ToolResults {
         results: vec![ToolResult {

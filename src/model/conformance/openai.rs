@@ -265,6 +265,24 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
             _ => problems.push("temperature: a number from 0 to 2".into()),
         }
     }
+    // spec `ReasoningEffort` (none, minimal, low, medium, high, xhigh), "reasoning models
+    // only"; `minimal` on the original GPT-5 models alone, none and xhigh from GPT-5.1 on
+    // (reasoning guide).
+    if let Some(effort) = body.get("reasoning_effort") {
+        let effort = effort.as_str().unwrap_or_default();
+        let gpt_5_point = model.starts_with("gpt-5.");
+        let allowed = match effort {
+            "low" | "medium" | "high" => is_reasoning(model),
+            "minimal" => model.starts_with("gpt-5") && !gpt_5_point,
+            "none" | "xhigh" => gpt_5_point,
+            _ => false,
+        };
+        if !allowed {
+            problems.push(format!(
+                "reasoning_effort: {effort} is not supported by {model}"
+            ));
+        }
+    }
     if body.get("max_tokens").is_some() && is_reasoning(model) {
         problems.push(
             "max_tokens: not supported by reasoning models; use max_completion_tokens".into(),
@@ -659,4 +677,36 @@ fn openai_compatible_content_null_with_tool_calls_parses() {
     assert_eq!(parsed.output, None);
     assert_eq!(parsed.tool_calls.len(), 1);
     assert_eq!(parsed.stop, StopReason::ToolCalls);
+}
+
+#[test]
+fn openai_reasoning_effort_goes_as_reasoning_effort_to_the_models_that_take_it() {
+    use crate::model::reasoning::Effort;
+    for (name, effort) in [
+        ("gpt-5-mini", Effort::Minimal),
+        ("gpt-5.4-mini", Effort::High),
+        ("o4-mini", Effort::Low),
+    ] {
+        let provider = model(name, "http://localhost").with_reasoning_effort(Some(effort));
+        for (i, step) in steps().iter().enumerate() {
+            let body = provider.request_body(step);
+            assert_eq!(body["reasoning_effort"], json!(effort.as_str()), "{name}");
+            let problems = request_problems(&body);
+            assert!(problems.is_empty(), "{name} step {i}: {problems:?}");
+        }
+    }
+    // Unset sends nothing; a chat model is never sent one (the start refuses it first).
+    let body = model("gpt-5-mini", "http://localhost").request_body(&steps()[0]);
+    assert!(body.get("reasoning_effort").is_none());
+    let body = model("gpt-4.1-mini", "http://localhost")
+        .with_reasoning_effort(Some(Effort::Low))
+        .request_body(&steps()[0]);
+    assert!(body.get("reasoning_effort").is_none());
+    // What the API refuses: minimal on GPT-5.1 and later, any effort on a chat model.
+    let mut wrong = model("gpt-5.4-mini", "http://localhost").request_body(&steps()[0]);
+    wrong["reasoning_effort"] = json!("minimal");
+    assert!(!request_problems(&wrong).is_empty());
+    wrong["model"] = json!("gpt-4.1-mini");
+    wrong["reasoning_effort"] = json!("low");
+    assert!(!request_problems(&wrong).is_empty());
 }

@@ -31,6 +31,44 @@ pub(crate) fn route_reply() -> String {
 
 /// Starts the app with `model`, sends one contact message and returns the status and body.
 pub(crate) async fn answer_through_the_route(model: Arc<dyn Model>) -> (u16, Value) {
+    answer_text_through_the_route(model, "When does the pottery course start?", &[]).await
+}
+
+/// The demo tenant's escalation copy (`config/rules.json.example`): what a failed turn answers.
+pub(crate) fn escalation_copy() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rules.json.example");
+    let rules: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("rules")).expect("json");
+    rules["messages"]["escalation"]
+        .as_str()
+        .expect("the demo tenant sets an escalation copy")
+        .to_owned()
+}
+
+/// A PNG the contact sends through the route: a fake ManyChat file host serving the media
+/// fixture, its URL as the message text, and the variable that names the host.
+pub(crate) async fn image_host() -> (MockServer, String) {
+    let files = MockServer::start().await;
+    let path = "/1234567/wa/2026/12/01/original_0a1b2c3d4e5f.png";
+    Mock::given(method("GET"))
+        .and(wiremock::matchers::path(path))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "image/png")
+                .set_body_bytes(crate::model::test_support::IMAGE_BYTES.to_vec()),
+        )
+        .mount(&files)
+        .await;
+    let url = format!("{}{path}", files.uri());
+    (files, url)
+}
+
+/// As [`answer_through_the_route`], with the contact's `text` and `extra` variables.
+pub(crate) async fn answer_text_through_the_route(
+    model: Arc<dyn Model>,
+    text: &str,
+    extra: &[(&str, String)],
+) -> (u16, Value) {
     let manychat = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "success"})))
@@ -61,6 +99,7 @@ pub(crate) async fn answer_through_the_route(model: Arc<dyn Model>) -> (u16, Val
         ),
         ("CONTACT_TOKENS_ENFORCED", "false".into()),
     ];
+    let vars: Vec<(&str, String)> = extra.iter().cloned().chain(vars).collect();
     let settings = Settings::from_vars(|name| {
         vars.iter()
             .find(|(n, _)| *n == name)
@@ -88,7 +127,7 @@ pub(crate) async fn answer_through_the_route(model: Arc<dyn Model>) -> (u16, Val
     let response = reqwest::Client::new()
         .post(url)
         .bearer_auth(SECRET)
-        .json(&json!({"subscriber_id": "1000001", "text": "When does the pottery course start?"}))
+        .json(&json!({"subscriber_id": "1000001", "text": text}))
         .send()
         .await
         .expect("request sent");

@@ -93,6 +93,7 @@ fn respond(request: &ModelRequest) -> ModelResponse {
             tool_calls: calls,
             output: None,
             stop: StopReason::ToolCalls,
+            echo: Default::default(),
         },
         Decision::Reply(reply) => {
             let output = reply.to_json();
@@ -105,6 +106,7 @@ fn respond(request: &ModelRequest) -> ModelResponse {
                 tool_calls: Vec::new(),
                 output: Some(output),
                 stop: StopReason::Completed,
+                echo: Default::default(),
             }
         }
     }

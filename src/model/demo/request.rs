@@ -254,7 +254,9 @@ pub(super) fn estimate_input_tokens(request: &ModelRequest) -> u64 {
     for m in &request.messages {
         chars += match m {
             Message::User { text } => text.len(),
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
                 text.as_deref().map_or(0, str::len)
                     + tool_calls.iter().map(call_length).sum::<usize>()
             }

@@ -282,6 +282,7 @@ async fn spec_012_verification_8_mock_calls_send_flow_then_says_what_it_is_sendi
     req.messages.push(Message::Assistant {
         text: None,
         tool_calls: first.tool_calls.clone(),
+        echo: Default::default(),
     });
     req.messages.push(Message::ToolResults {
         results: vec![ToolResult {
@@ -319,6 +320,7 @@ async fn spec_012_verification_8_refused_flow_is_not_claimed() {
     req.messages.push(Message::Assistant {
         text: None,
         tool_calls: first.tool_calls.clone(),
+        echo: Default::default(),
     });
     req.messages.push(Message::ToolResults {
         results: vec![ToolResult {

@@ -1,0 +1,408 @@
+//! Google Gemini through the Gemini API's `generateContent`
+//! (`POST {GOOGLE_BASE_URL}/models/{model}:generateContent`, key in `x-goog-api-key`).
+//!
+//! Invariants:
+//! - The system prompt is the `systemInstruction`; the conversation is `contents` of role `user`
+//!   and `model`, consecutive entries of one role merged into one content.
+//! - Tools are `functionDeclarations` with their JSON Schema as `parametersJsonSchema`. Steps
+//!   one to three set `toolConfig.functionCallingConfig.mode: AUTO`; the reply step sets `NONE`
+//!   (the declarations stay, as the history holds their calls) on a model that takes a response
+//!   schema beside tools, and omits the tools on one that does not.
+//! - Every call is answered in the next `user` content by a `functionResponse` of the same name,
+//!   in call order, first in that content: `{"output": …}`, or `{"error": …}` for a refused call.
+//!   A call's `id`, when Gemini sends one, is echoed on the replayed call and its response; a
+//!   call without one gets an id from its position, which is never sent back.
+//! - The reply schema is `generationConfig.responseJsonSchema` in Gemini's subset
+//!   (`wire_schema::for_google`), with `responseMimeType: application/json`. Gemini 3 and later
+//!   take it on every step; Gemini 2.5 refuses a JSON response beside function declarations, so
+//!   it gets the schema only on a step without tools (as Ollama does).
+//! - A turn that called tools is replayed with the model's parts exactly as returned when they
+//!   carry a `thoughtSignature` (Gemini's thought signatures must come back unchanged). Thought
+//!   parts (`thought: true`) are never output.
+//! - A blocked prompt (`promptFeedback.blockReason`) and any finish other than `STOP` or
+//!   `MAX_TOKENS` (safety, recitation, blocklist, prohibited content, a malformed call…) is
+//!   `Refused`: no output and no tool calls, so the turn escalates and never replies with it.
+//! - Usage: input is `promptTokenCount` (+ `toolUsePromptTokenCount`), the cached subset
+//!   `cachedContentTokenCount`, output `candidatesTokenCount` + `thoughtsTokenCount` (thinking
+//!   is billed as output).
+//! - `AGENT_REASONING_EFFORT` goes as `generationConfig.thinkingConfig`: `thinkingBudget` on
+//!   Gemini 2.5, `thinkingLevel` on 3 and later (`capabilities::EffortControl`).
+
+use async_trait::async_trait;
+use reqwest::header::{HeaderMap, HeaderName};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::capabilities::{self, Capabilities, EffortControl};
+use super::reasoning::{self, Effort};
+use super::transport::{self, null_as_default, temperature_json};
+use super::{
+    Message, Model, ModelError, ModelRequest, ModelResponse, ProviderEcho, StopReason,
+    ToolArguments, ToolCall, ToolChoice, Usage, wire_schema,
+};
+use crate::ids::Secret;
+
+/// The default `GOOGLE_BASE_URL`: the Gemini API's v1beta, where `responseJsonSchema`,
+/// `parametersJsonSchema` and `thinkingConfig` are documented.
+pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
+
+/// The variable holding the key (the one the existing implementation reads).
+pub const API_KEY_VAR: &str = "GOOGLE_GENERATIVE_AI_API_KEY";
+
+/// The prefix of an id made from a call's position, for a call Gemini sent without one. Such an
+/// id is ours: it is never sent back.
+const POSITIONAL_ID_PREFIX: &str = "gemini-call-";
+
+/// A Gemini model behind the Gemini API.
+pub struct GoogleModel {
+    /// `google:<model>`, as recorded on the turn.
+    id: String,
+    /// `{base}/models/{model}:generateContent`.
+    url: String,
+    /// `x-goog-api-key`, marked sensitive.
+    headers: HeaderMap,
+    client: reqwest::Client,
+    capabilities: Capabilities,
+    /// Whether the model takes `responseJsonSchema` beside function declarations (Gemini 3 on).
+    schema_with_tools: bool,
+    operator_temperature: bool,
+    effort: Option<Effort>,
+}
+
+impl GoogleModel {
+    /// `base_url` is `GOOGLE_BASE_URL` (with or without a trailing slash). `model` may be given
+    /// as `models/<name>`.
+    pub fn new(model: &str, api_key: &Secret, base_url: &str) -> Result<Self, ModelError> {
+        let base = transport::normalise_base_url(base_url, "GOOGLE_BASE_URL")?;
+        let name = model.strip_prefix("models/").unwrap_or(model);
+        // The name goes into the URL's path: only the characters Gemini's model names use.
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+        {
+            return Err(ModelError::Config(
+                "AGENT_MODEL's Gemini model name may hold only letters, digits, '-', '.' and '_'"
+                    .into(),
+            ));
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            HeaderName::from_static("x-goog-api-key"),
+            transport::secret_header(api_key.expose(), API_KEY_VAR)?,
+        );
+        Ok(Self {
+            id: format!("google:{model}"),
+            url: format!("{base}/models/{name}:generateContent"),
+            headers,
+            client: transport::build_client()?,
+            capabilities: capabilities::of("google", name),
+            schema_with_tools: ["gemini-3", "gemini-4", "gemini-5"]
+                .iter()
+                .any(|p| name.starts_with(p)),
+            operator_temperature: false,
+            effort: None,
+        })
+    }
+
+    /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
+    pub fn with_operator_temperature(mut self, set: bool) -> Self {
+        self.operator_temperature = set;
+        self
+    }
+
+    /// `AGENT_REASONING_EFFORT` (checked against the model by `reasoning::check` at start).
+    pub fn with_reasoning_effort(mut self, effort: Option<Effort>) -> Self {
+        self.effort = effort;
+        self
+    }
+
+    pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
+        let offer_tools = !request.tools.is_empty()
+            && (request.tool_choice == ToolChoice::Auto || self.schema_with_tools);
+        let mut generation = json!({"maxOutputTokens": request.max_output_tokens});
+        if let Some(temperature) = self
+            .capabilities
+            .wire_temperature(request.temperature, self.operator_temperature)
+        {
+            generation["temperature"] = temperature_json(temperature);
+        }
+        if !offer_tools || self.schema_with_tools {
+            generation["responseMimeType"] = json!("application/json");
+            if self.capabilities.structured_output {
+                generation["responseJsonSchema"] = wire_schema::for_google(&request.output_schema);
+            }
+        }
+        if let Some(thinking) = self.thinking_config() {
+            generation["thinkingConfig"] = thinking;
+        }
+        let mut body = json!({
+            "systemInstruction": {"parts": [{"text": &*request.system}]},
+            "contents": contents(&request.messages),
+            "generationConfig": generation,
+        });
+        if offer_tools {
+            let declarations: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parametersJsonSchema": tool.parameters,
+                    })
+                })
+                .collect();
+            body["tools"] = json!([{"functionDeclarations": declarations}]);
+            let mode = match request.tool_choice {
+                ToolChoice::Auto => "AUTO",
+                ToolChoice::None => "NONE",
+            };
+            body["toolConfig"] = json!({"functionCallingConfig": {"mode": mode}});
+        }
+        body
+    }
+
+    fn thinking_config(&self) -> Option<Value> {
+        let effort = self.effort?;
+        match self.capabilities.reasoning_effort {
+            EffortControl::GeminiBudget => {
+                Some(json!({"thinkingBudget": reasoning::thinking_budget(effort)}))
+            }
+            EffortControl::GeminiLevel(_) => Some(json!({"thinkingLevel": thinking_level(effort)})),
+            // Refused at start (`reasoning::check`); nothing is sent.
+            _ => None,
+        }
+    }
+}
+
+/// SDK `ThinkingLevel`'s values.
+fn thinking_level(effort: Effort) -> &'static str {
+    match effort {
+        Effort::Minimal => "MINIMAL",
+        Effort::Low => "LOW",
+        Effort::Medium => "MEDIUM",
+        Effort::High => "HIGH",
+    }
+}
+
+/// The id to send back for `id`, or none when it was made from the call's position.
+fn wire_id(id: &str) -> Option<&str> {
+    (!id.starts_with(POSITIONAL_ID_PREFIX)).then_some(id)
+}
+
+/// The conversation as Gemini contents, consecutive same-role entries merged.
+fn contents(messages: &[Message]) -> Vec<Value> {
+    let entries = messages.iter().map(|message| match message {
+            Message::User { text } => ("user", vec![json!({"text": text})]),
+            Message::Images { images } => (
+                "user",
+                images
+                    .iter()
+                    .map(|image| {
+                        json!({"inlineData": {"mimeType": image.media_type, "data": image.base64()}})
+                    })
+                    .collect(),
+            ),
+            Message::Assistant {
+                text,
+                tool_calls,
+                echo,
+            } => {
+                if !echo.is_empty() {
+                    ("model", echo.items().to_vec())
+                } else {
+                    let text_part = text
+                        .as_deref()
+                        .filter(|t| !t.is_empty())
+                        .map(|t| json!({"text": t}));
+                    let calls = tool_calls.iter().map(|call| {
+                        let mut function_call = json!({
+                            "name": call.name,
+                            "args": call.arguments.to_replay_value(),
+                        });
+                        if let Some(id) = wire_id(&call.id) {
+                            function_call["id"] = json!(id);
+                        }
+                        json!({"functionCall": function_call})
+                    });
+                    ("model", text_part.into_iter().chain(calls).collect())
+                }
+            }
+            Message::ToolResults { results } => (
+                "user",
+                results
+                    .iter()
+                    .map(|result| {
+                        let key = if result.is_error { "error" } else { "output" };
+                        let mut response = json!({
+                            "name": result.name,
+                            "response": {key: result.content},
+                        });
+                        if let Some(id) = wire_id(&result.call_id) {
+                            response["id"] = json!(id);
+                        }
+                        json!({"functionResponse": response})
+                    })
+                    .collect(),
+            ),
+    });
+    transport::merged_by_role(entries, "parts")
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GenerateResponse {
+    #[serde(default, deserialize_with = "null_as_default")]
+    candidates: Vec<Candidate>,
+    #[serde(default)]
+    prompt_feedback: Option<PromptFeedback>,
+    #[serde(default)]
+    usage_metadata: Option<UsageMetadata>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate {
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Content {
+    /// Kept raw: a turn with thought signatures is replayed exactly as it came.
+    #[serde(default, deserialize_with = "null_as_default")]
+    parts: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptFeedback {
+    #[serde(default)]
+    block_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UsageMetadata {
+    #[serde(default, deserialize_with = "null_as_default")]
+    prompt_token_count: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    cached_content_token_count: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    candidates_token_count: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    thoughts_token_count: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    tool_use_prompt_token_count: u64,
+}
+
+/// Reads a `generateContent` answer. serde's own messages are dropped: they can quote a value.
+pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
+    let parsed: GenerateResponse = serde_json::from_slice(bytes).map_err(|_| {
+        ModelError::Malformed("Gemini response is not a GenerateContentResponse".into())
+    })?;
+    let usage = parsed
+        .usage_metadata
+        .map(|u| Usage {
+            input_tokens: u.prompt_token_count + u.tool_use_prompt_token_count,
+            output_tokens: u.candidates_token_count + u.thoughts_token_count,
+            cached_tokens: u.cached_content_token_count,
+        })
+        .unwrap_or_default();
+    let blocked = parsed
+        .prompt_feedback
+        .and_then(|f| f.block_reason)
+        .is_some_and(|r| r != "BLOCKED_REASON_UNSPECIFIED");
+    let refused = |usage| ModelResponse {
+        usage,
+        stop: StopReason::Refused,
+        ..ModelResponse::default()
+    };
+    if blocked {
+        return Ok(refused(usage));
+    }
+    let candidate = parsed
+        .candidates
+        .into_iter()
+        .next()
+        .ok_or_else(|| ModelError::Malformed("Gemini response has no candidates".into()))?;
+    let stop = match candidate.finish_reason.as_deref() {
+        None | Some("STOP" | "FINISH_REASON_UNSPECIFIED") => None,
+        Some("MAX_TOKENS") => Some(StopReason::Length),
+        // Safety, recitation, language, blocklist, prohibited content, SPII, a malformed or
+        // unexpected call, too many calls, and any reason added later: not an answer.
+        Some(_) => return Ok(refused(usage)),
+    };
+    let parts = candidate.content.map(|c| c.parts).unwrap_or_default();
+
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    let mut signed = false;
+    for part in &parts {
+        signed |= part.get("thoughtSignature").is_some();
+        if part.get("thought").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
+        if let Some(t) = part.get("text").and_then(Value::as_str) {
+            text.push_str(t);
+        }
+        if let Some(call) = part.get("functionCall") {
+            let index = tool_calls.len();
+            tool_calls.push(ToolCall {
+                id: call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|id| !id.is_empty())
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| format!("{POSITIONAL_ID_PREFIX}{index}")),
+                name: call
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                arguments: match call.get("args") {
+                    None | Some(Value::Null) => ToolArguments::Valid(Value::Object(Map::new())),
+                    Some(args) => ToolArguments::from_json_value(args.clone()),
+                },
+            });
+        }
+    }
+    let echo = if signed && !tool_calls.is_empty() {
+        ProviderEcho::new(parts)
+    } else {
+        ProviderEcho::default()
+    };
+    let stop = stop.unwrap_or(if tool_calls.is_empty() {
+        StopReason::Completed
+    } else {
+        StopReason::ToolCalls
+    });
+    Ok(ModelResponse {
+        tool_calls,
+        output: (!text.is_empty()).then_some(text),
+        usage,
+        stop,
+        echo,
+    })
+}
+
+#[async_trait]
+impl Model for GoogleModel {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.capabilities.vision
+    }
+
+    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let body = self.request_body(request);
+        let bytes =
+            transport::post_json(&self.client, "google", &self.url, &self.headers, &body).await?;
+        parse_response(&bytes)
+    }
+}
