@@ -627,7 +627,10 @@ fn plugin_command(dir: &Path, args: &[&str]) -> std::process::Output {
 #[test]
 fn plugin_new_adds_a_checked_skeleton_all_or_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(&repo_path("config"), dir.path());
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        dir.path(),
+    );
     let file = dir.path().join("plugins.json");
 
     for usage in [
@@ -692,7 +695,10 @@ fn plugin_new_adds_a_checked_skeleton_all_or_nothing() {
 async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
     let server = endpoint(json!({"seats": 5, "next_date": "Monday"})).await;
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(&repo_path("config"), dir.path());
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        dir.path(),
+    );
     write_plugins(dir.path(), &plugins_json(&server.uri()));
     let path = dir.path().to_owned();
     let run = move |args: Vec<&'static str>| {
@@ -751,7 +757,10 @@ async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
 #[test]
 fn plugin_serve_refuses_to_start_without_a_tools_secret_naming_the_variable_only() {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(&repo_path("config"), dir.path());
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        dir.path(),
+    );
     write_plugins(dir.path(), &plugins_json("https://ops.example.test"));
     let output = binary()
         .arg("serve")
