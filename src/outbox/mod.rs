@@ -14,6 +14,11 @@
 //!   timeout or a connection lost after sending: ManyChat may have run it) is sent at most
 //!   `MAX_UNANSWERED_TRIGGERS` times in all, i.e. retried at most once; then the row is
 //!   dead-lettered rather than risk a third copy (issue 13).
+//! - Every trigger is counted on the row before it leaves and settled when ManyChat answers,
+//!   and the acceptance of the last message is saved before any action goes; each action's
+//!   outcome is saved on the row as it completes (the payload's `actions`). A process killed at
+//!   any moment resumes after what ManyChat accepted: only the one request it got no answer to
+//!   is sent again, at most once.
 //! - A reply's actions run once, after its first successful delivery; a dead-lettered row's
 //!   actions are recorded `dead_lettered` and never performed (012). A dead-lettered reply hands
 //!   its contact to a person: `escalated_at` is set and `rules.handoff` performed (issue 13).

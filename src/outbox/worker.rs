@@ -123,6 +123,9 @@ enum AttemptError {
     /// A reply's trigger got no answer (a timeout, a lost connection): ManyChat may have run it,
     /// so it is retried at most once (issue 13, item 5).
     TriggerUnanswered(ManyChatError),
+    /// The next trigger was already sent [`MAX_UNANSWERED_TRIGGERS`] times without an answer
+    /// (a process killed while it waited counts too): it is not sent again.
+    TriggerMayHaveRun,
     BadPayload(String),
     /// The store could not answer a question the delivery depends on; retried like a network
     /// error.
@@ -434,10 +437,12 @@ impl OutboxWorker {
         }
     }
 
-    /// Delivers a reply's messages from the first one ManyChat has not accepted yet: a message
-    /// whose trigger was accepted is never sent again (issue 13, item 5). The progress is
-    /// written after each accepted message that has another after it, so a crash mid-row
-    /// resumes there too.
+    /// Delivers a reply's messages from the first one ManyChat has not accepted yet, then its
+    /// actions from the first one ManyChat has not answered: nothing ManyChat accepted is sent
+    /// again. Every trigger is counted before it leaves and settled when ManyChat answers, and
+    /// both are saved, so a process killed at any moment resumes after what was accepted and
+    /// repeats at most the one request that got no answer, at most once
+    /// ([`MAX_UNANSWERED_TRIGGERS`]).
     async fn deliver_reply(
         &self,
         row: &OutboxRow,
@@ -450,6 +455,11 @@ impl OutboxWorker {
             .unwrap_or(0)
             .min(total);
         for (index, text) in payload.messages.iter().enumerate().skip(first) {
+            if progress.trigger_timeouts >= MAX_UNANSWERED_TRIGGERS {
+                // Sent that often without an answer (a timeout, or a process killed while it
+                // waited): ManyChat may have run it each time; never a third copy.
+                return Err(AttemptError::TriggerMayHaveRun);
+            }
             // Also on a resumed row: the previous trigger may have been moments ago.
             if index > 0 {
                 tokio::time::sleep(self.settings.reply_gap).await;
@@ -462,6 +472,15 @@ impl OutboxWorker {
                 )
                 .await
                 .map_err(AttemptError::ManyChat)?;
+            progress.trigger_timeouts += 1;
+            self.store
+                .record_outbox_progress(
+                    row.id,
+                    progress.messages_delivered,
+                    progress.trigger_timeouts,
+                )
+                .await
+                .map_err(AttemptError::Store)?;
             match self
                 .manychat
                 .send_flow(&row.subscriber_id, &self.settings.reply_flow_ns)
@@ -470,34 +489,34 @@ impl OutboxWorker {
                 Ok(()) => {
                     progress.messages_delivered = index as i32 + 1;
                     progress.trigger_timeouts = 0;
-                    if index + 1 < total {
-                        self.save_progress(row, *progress).await;
-                    }
+                    // Saved before anything else goes, the actions included.
+                    self.save_progress(row, *progress).await;
                 }
                 Err(error) if error.outcome_unknown() => {
-                    progress.trigger_timeouts += 1;
                     return Err(AttemptError::TriggerUnanswered(error));
                 }
-                Err(error) => return Err(AttemptError::ManyChat(error)),
+                Err(error) => {
+                    // Answered: ManyChat did not run it.
+                    progress.trigger_timeouts -= 1;
+                    self.save_progress(row, *progress).await;
+                    return Err(AttemptError::ManyChat(error));
+                }
             }
         }
-        tracing::info!(
-            conversation = %row.conversation_id,
-            row = row.id,
-            messages = total,
-            resumed_after = first,
-            attempt = row.attempts,
-            "deferred reply delivered"
-        );
-        // Actions follow the text, once: this is the row's first (and only) successful delivery.
+        if first < total {
+            tracing::info!(
+                conversation = %row.conversation_id,
+                row = row.id,
+                messages = total,
+                resumed_after = first,
+                attempt = row.attempts,
+                "deferred reply delivered"
+            );
+        }
+        // Actions follow the text, once, each from where the last attempt left it.
         if !payload.actions.is_empty() {
-            actions::perform_all(
-                &self.manychat,
-                &row.subscriber_id,
-                row.conversation_id,
-                &mut payload.actions,
-            )
-            .await;
+            self.perform_actions(row, &mut payload.actions, progress)
+                .await;
             crate::nudge::perform_scheduled(
                 self.store.as_ref(),
                 &self.metrics,
@@ -509,6 +528,69 @@ impl OutboxWorker {
             self.save_actions(payload.turn_id, &payload.actions).await;
         }
         Ok(())
+    }
+
+    /// Performs a delivered reply's pending actions in order, saving on the row before each
+    /// request that it is under way and after it what ManyChat answered. An action whose request
+    /// went out [`MAX_UNANSWERED_TRIGGERS`] times without an answer (the process was killed
+    /// while it waited) is settled `failed` instead of being sent again.
+    async fn perform_actions(
+        &self,
+        row: &OutboxRow,
+        staged: &mut [StagedAction],
+        progress: &mut Progress,
+    ) {
+        for index in 0..staged.len() {
+            if !actions::pending_at(staged, index) {
+                continue;
+            }
+            if progress.trigger_timeouts >= MAX_UNANSWERED_TRIGGERS {
+                let action = &mut staged[index];
+                action.entry.status = ActionStatus::Failed;
+                action.entry.error =
+                    Some("sent without an answer twice; not sent again (it may have run)".into());
+                action.operation = actions::Operation::Cleared;
+                self.metrics
+                    .action(&action.entry.tool, ActionStatus::Failed);
+                progress.trigger_timeouts = 0;
+                self.save_action_progress(row, staged, *progress).await;
+                continue;
+            }
+            progress.trigger_timeouts += 1;
+            self.save_action_progress(row, staged, *progress).await;
+            actions::perform_at(
+                &self.manychat,
+                &row.subscriber_id,
+                row.conversation_id,
+                staged,
+                index,
+            )
+            .await;
+            progress.trigger_timeouts = 0;
+            self.save_action_progress(row, staged, *progress).await;
+        }
+    }
+
+    async fn save_action_progress(
+        &self,
+        row: &OutboxRow,
+        staged: &[StagedAction],
+        progress: Progress,
+    ) {
+        let recorded = match serde_json::to_value(staged) {
+            Ok(value) => value,
+            Err(error) => {
+                tracing::error!(row = row.id, error = %error, "outbox: could not encode the actions");
+                return;
+            }
+        };
+        if let Err(error) = self
+            .store
+            .record_outbox_actions(row.id, &recorded, progress.trigger_timeouts)
+            .await
+        {
+            tracing::error!(row = row.id, error = %error, "outbox: could not record the actions' progress");
+        }
     }
 
     /// 019: writes a `contact_token` row's token into the contact's token field, unless the
@@ -588,6 +670,13 @@ impl OutboxWorker {
                 format!(
                     "{e}; the trigger may have run ({} of {MAX_UNANSWERED_TRIGGERS} unanswered)",
                     progress.trigger_timeouts
+                ),
+                "trigger_unanswered",
+            ),
+            AttemptError::TriggerMayHaveRun => (
+                false,
+                format!(
+                    "the trigger was sent {MAX_UNANSWERED_TRIGGERS} times without an answer; it may have run"
                 ),
                 "trigger_unanswered",
             ),

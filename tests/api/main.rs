@@ -8,6 +8,7 @@ mod binding;
 mod cli;
 mod deferred_channel;
 mod durable;
+mod faults;
 mod flows;
 mod gates;
 mod hardening;

@@ -1,0 +1,353 @@
+//! Faults that must not break a promise: the real binary killed with SIGKILL in the middle of a
+//! deferred reply's delivery, and restarted on the same database. The model is an
+//! OpenAI-compatible fake (an outside HTTP endpoint) whose turn stages two tags; ManyChat is the
+//! recording fake, made to hold one request unanswered so the kill lands at a chosen moment.
+//! These wait on real events (bounded polls), never on fixed sleeps.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{body_partial_json, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::durable::{Served, eventually, reply_field_writes, tagged, tenant};
+use crate::helpers::*;
+use crate::selling::{with_nudge, without_sales};
+
+/// The two tags the model's turn stages, as ManyChat names them (the demo tenant's).
+const FIRST_TAG: &str = "interested-wheel-course";
+const SECOND_TAG: &str = "buying-as-gift";
+const REPLY_FLOW: &str = "content20250101_reply";
+
+/// One chat completion of the fake model.
+fn completion(message: Value, finish_reason: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4.1-mini-2025-04-14",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 40, "total_tokens": 940}
+    })
+}
+
+fn tag_call(id: &str, tag: &str) -> Value {
+    completion(
+        json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": id, "type": "function",
+            "function": {"name": "add_tag", "arguments": json!({"tag": tag}).to_string()}
+        }]}),
+        "tool_calls",
+    )
+}
+
+fn final_reply(text: &str) -> Value {
+    let reply = json!({
+        "messages": [text], "escalate": false, "escalation_reason": null,
+        "confidence": 0.9, "closing_question": null
+    });
+    completion(
+        json!({"role": "assistant", "content": reply.to_string(), "refusal": null}),
+        "stop",
+    )
+}
+
+/// The fake model's next turn: one tag per step, then the reply, which takes `delay` (past the
+/// race deadline when the turn is to be deferred).
+async fn model_turn_with_two_tags(model: &MockServer, reply: &str, delay: Duration) {
+    for (priority, body) in [
+        (1, tag_call("call_1", "interested_wheel")),
+        (2, tag_call("call_2", "gift_buyer")),
+    ] {
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(body))
+            .with_priority(priority)
+            .up_to_n_times(1)
+            .mount(model)
+            .await;
+    }
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(final_reply(reply))
+                .set_delay(delay),
+        )
+        .with_priority(3)
+        .up_to_n_times(1)
+        .mount(model)
+        .await;
+}
+
+/// ManyChat takes the tag `tag` and never answers (for longer than any test runs): a process
+/// killed meanwhile never learns whether it was added. Only the first such request hangs.
+async fn manychat_holds_tag(manychat: &MockServer, tag: &str) {
+    Mock::given(method("POST"))
+        .and(path("/fb/subscriber/addTagByName"))
+        .and(body_partial_json(json!({"tag_name": tag})))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"status": "success"}))
+                .set_delay(Duration::from_secs(600)),
+        )
+        .with_priority(1)
+        .up_to_n_times(1)
+        .mount(manychat)
+        .await;
+}
+
+fn model_env(model: &MockServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("AGENT_MODEL", "openai:gpt-4.1-mini".to_owned()),
+        ("OPENAI_API_KEY", "sk-test-key".to_owned()),
+        ("OPENAI_BASE_URL", format!("{}/v1", model.uri())),
+        ("OUTBOX_LEASE_MS", "2000".to_owned()),
+        ("NUDGE_POLL_MS", "1000".to_owned()),
+    ]
+}
+
+fn start(dir: &Path, manychat: &MockServer, env: &[(&'static str, String)]) -> Served {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Served::start(dir, manychat, &env)
+}
+
+async fn reply_triggers(manychat: &MockServer) -> usize {
+    manychat
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path() == "/fb/sending/sendFlow")
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .filter(|b| b["flow_ns"] == REPLY_FLOW)
+        .count()
+}
+
+fn count(tags: &[String], tag: &str) -> usize {
+    tags.iter().filter(|t| *t == tag).count()
+}
+
+fn tenant_with_tags() -> tempfile::TempDir {
+    let dir = tenant();
+    without_sales(&dir.path().join("config"));
+    dir
+}
+
+/// Opens the test's database (after the process is gone).
+async fn store(dir: &Path) -> std::sync::Arc<dyn manychat_agent::store::Store> {
+    manychat_agent::store::connect(&format!("sqlite://{}", dir.join("agent.db").display()))
+        .await
+        .unwrap()
+}
+
+/// The recorded statuses of the tags staged on the contact's last agent turn.
+async fn recorded_tag_statuses(dir: &Path, subscriber: &str) -> Vec<String> {
+    let store = store(dir).await;
+    let conversation = store
+        .conversation_by_subscriber(&manychat_agent::ids::SubscriberId::parse(subscriber).unwrap())
+        .await
+        .unwrap()
+        .expect("the contact is known");
+    let turns = store.turns(conversation.id).await.unwrap();
+    let last = turns
+        .iter()
+        .rev()
+        .find(|t| t.role.as_str() == "agent")
+        .expect("an agent turn");
+    last.actions
+        .as_ref()
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|a| a["tool"] == "add_tag")
+        .map(|a| a["status"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The contact's deferred reply is delivered; the process is killed while ManyChat holds the
+/// `held` tag unanswered; a restart finishes the row. Returns ManyChat's tag requests.
+async fn killed_while_performing(held: &str) -> (tempfile::TempDir, MockServer) {
+    let dir = tenant_with_tags();
+    let manychat = MockServer::start().await;
+    let model = MockServer::start().await;
+    manychat_holds_tag(&manychat, held).await;
+    manychat_accepts_everything(&manychat).await;
+    model_turn_with_two_tags(
+        &model,
+        "Wheel classes run on Tuesday evenings.",
+        Duration::from_secs(1),
+    )
+    .await;
+
+    let mut env = model_env(&model);
+    env.push(("RACE_DEADLINE_MS", "300".to_owned()));
+    let first = start(dir.path(), &manychat, &env);
+    first.ready().await;
+    let body = first.send("8901", "When are the wheel classes?").await;
+    assert_eq!(block_texts(&body).len(), 1, "acknowledged: {body}");
+    eventually(
+        async || count(&tagged(&manychat).await, held) == 1,
+        "ManyChat holds the tag request",
+    )
+    .await;
+    first.kill();
+    assert_eq!(
+        reply_triggers(&manychat).await,
+        1,
+        "the reply went before the kill"
+    );
+
+    let second = start(dir.path(), &manychat, &model_env(&model));
+    second.ready().await;
+    let both_performed = async || {
+        let tags = tagged(&manychat).await;
+        count(&tags, FIRST_TAG) >= 1 && count(&tags, SECOND_TAG) >= 1 && count(&tags, held) >= 2
+    };
+    eventually(both_performed, "the restart performs what was left").await;
+    let store = store(dir.path()).await;
+    eventually(
+        async || {
+            store.outbox_rows().await.unwrap().iter().all(|r| {
+                r.kind != manychat_agent::store::OutboxKind::Reply
+                    || r.status == manychat_agent::store::OutboxStatus::Delivered
+            })
+        },
+        "the reply row is settled",
+    )
+    .await;
+    drop(second);
+    (dir, manychat)
+}
+
+#[tokio::test]
+async fn fault_a_reply_killed_during_its_first_action_is_not_sent_again_and_the_action_repeats_at_most_once()
+ {
+    let (dir, manychat) = killed_while_performing(FIRST_TAG).await;
+    assert_eq!(
+        reply_field_writes(&manychat).await,
+        vec!["Wheel classes run on Tuesday evenings.".to_owned()],
+        "the accepted reply is written once"
+    );
+    assert_eq!(reply_triggers(&manychat).await, 1, "and triggered once");
+    let tags = tagged(&manychat).await;
+    assert_eq!(
+        count(&tags, FIRST_TAG),
+        2,
+        "the unanswered tag once more: {tags:?}"
+    );
+    assert_eq!(count(&tags, SECOND_TAG), 1, "{tags:?}");
+    assert_eq!(
+        recorded_tag_statuses(dir.path(), "8901").await,
+        vec!["performed", "performed"]
+    );
+}
+
+#[tokio::test]
+async fn fault_a_reply_killed_after_its_first_action_was_answered_resumes_after_it() {
+    let (dir, manychat) = killed_while_performing(SECOND_TAG).await;
+    assert_eq!(reply_field_writes(&manychat).await.len(), 1);
+    assert_eq!(reply_triggers(&manychat).await, 1);
+    let tags = tagged(&manychat).await;
+    assert_eq!(
+        count(&tags, FIRST_TAG),
+        1,
+        "the answered tag is never repeated: {tags:?}"
+    );
+    assert_eq!(
+        count(&tags, SECOND_TAG),
+        2,
+        "the unanswered one once more: {tags:?}"
+    );
+    assert_eq!(
+        recorded_tag_statuses(dir.path(), "8901").await,
+        vec!["performed", "performed"]
+    );
+}
+
+#[tokio::test]
+async fn fault_a_nudge_reply_killed_during_its_actions_is_delivered_once() {
+    let dir = tenant_with_tags();
+    with_nudge(&dir.path().join("config"));
+    let manychat = MockServer::start().await;
+    let model = MockServer::start().await;
+    manychat_accepts_everything(&manychat).await;
+    // The contact's own turn, answered inline.
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(final_reply("Hello!")))
+        .with_priority(1)
+        .up_to_n_times(1)
+        .mount(&model)
+        .await;
+    let env = model_env(&model);
+    let first = start(dir.path(), &manychat, &env);
+    first.ready().await;
+    let body = first.send("8902", "Hi there").await;
+    assert_eq!(block_texts(&body), vec!["Hello!".to_owned()], "{body}");
+    first.kill();
+
+    // The follow-up falls due now; its turn stages two tags, and ManyChat holds the first.
+    let store = store(dir.path()).await;
+    let conversation = store
+        .conversation_by_subscriber(&manychat_agent::ids::SubscriberId::parse("8902").unwrap())
+        .await
+        .unwrap()
+        .expect("the contact is known");
+    let now = chrono::Utc::now();
+    store
+        .schedule_nudge(conversation.id, "later_today", now, now)
+        .await
+        .unwrap();
+    drop(store);
+    model_turn_with_two_tags(
+        &model,
+        "Still thinking about the wheel course?",
+        Duration::ZERO,
+    )
+    .await;
+    manychat_holds_tag(&manychat, FIRST_TAG).await;
+
+    let second = start(dir.path(), &manychat, &env);
+    second.ready().await;
+    eventually(
+        async || count(&tagged(&manychat).await, FIRST_TAG) == 1,
+        "the nudge reply is delivered and ManyChat holds its first tag",
+    )
+    .await;
+    second.kill();
+    assert_eq!(reply_triggers(&manychat).await, 1);
+
+    let third = start(dir.path(), &manychat, &env);
+    third.ready().await;
+    eventually(
+        async || count(&tagged(&manychat).await, SECOND_TAG) == 1,
+        "the restart performs what was left",
+    )
+    .await;
+    let store = crate::faults::store(dir.path()).await;
+    eventually(
+        async || {
+            store.outbox_rows().await.unwrap().iter().all(|r| {
+                r.kind != manychat_agent::store::OutboxKind::Reply
+                    || r.status == manychat_agent::store::OutboxStatus::Delivered
+            })
+        },
+        "the nudge reply row is settled",
+    )
+    .await;
+    drop(third);
+    assert_eq!(
+        reply_field_writes(&manychat).await,
+        vec!["Still thinking about the wheel course?".to_owned()],
+        "the nudge's text written once"
+    );
+    assert_eq!(reply_triggers(&manychat).await, 1, "and triggered once");
+    let tags = tagged(&manychat).await;
+    assert_eq!(count(&tags, FIRST_TAG), 2, "{tags:?}");
+    assert_eq!(count(&tags, SECOND_TAG), 1, "{tags:?}");
+    assert_eq!(
+        recorded_tag_statuses(dir.path(), "8902").await,
+        vec!["performed", "performed"]
+    );
+}
