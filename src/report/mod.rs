@@ -1,4 +1,4 @@
-//! `manychat-agent report` (issue 18): the numbers a business and an operator read, per ISO
+//! `manychat-agent report`: the numbers a business and an operator read, per ISO
 //! week, from the store on either backend.
 //!
 //! Three steps, each its own module: the store groups a week's turns (`Store::report_aggregates`,
@@ -107,7 +107,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue_18_weeks_are_iso_weeks_starting_monday_utc() {
+    fn weeks_are_iso_weeks_starting_monday_utc() {
         // Tuesday 2026-12-01: its ISO week (2026-W49) starts Monday 2026-11-30.
         let now = DateTime::parse_from_rfc3339("2026-12-01T15:00:00Z")
             .unwrap()

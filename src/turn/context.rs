@@ -1,4 +1,4 @@
-//! What a turn reads before it decides (SYSTEM 4, 018, 019, 037, issue 14), in one round: the
+//! What a turn reads before it decides (SYSTEM 4, 018, 019, 037), in one round: the
 //! contact's earlier message times (the turn cap), history (a bound turn only, 019), today's
 //! spend, the replies already queued for the contact, the contact's count in this hour's window
 //! and the sales record; then the contact's sales position, from the server's own records.
@@ -31,7 +31,7 @@ pub(super) fn context_query(
         history: bound.then_some((history_since, HISTORY_TURNS)),
         day: now.date_naive(),
         rate_window: Some(gates::hour_start(now)),
-        // Issue 14: the contact's sales record comes with the turn's one read.
+        // The contact's sales record comes with the turn's one read.
         sales: sales::reads_records(config.tools.as_ref()),
     }
 }

@@ -170,7 +170,7 @@ struct Inner {
     /// 020: turns a media message into text and images.
     media: MediaService,
     /// What the config snapshot in force derives (built once per snapshot, not per turn) and
-    /// what the turns in flight may still spend today (issue 13 item 6); shared with the nudge
+    /// what the turns in flight may still spend today; shared with the nudge
     /// turns of `serve`.
     shared: TurnsShared,
 }
@@ -230,7 +230,7 @@ impl TurnEngine {
     /// Runs one turn. An error means the turn could not be recorded (or hit a bug); the caller
     /// answers with the escalation copy. `in_flight` is the turn's place under
     /// `MAX_TURNS_IN_FLIGHT`: it is held until the turn's model call ends, also after the
-    /// response was sent (issue 13 item 6).
+    /// response was sent.
     pub async fn handle(
         &self,
         inbound: Inbound,

@@ -1,4 +1,4 @@
-//! How a turn is written down, and what it owes the contact (issue 13: every promise the
+//! How a turn is written down, and what it owes the contact (every promise the
 //! service makes is durable).
 //!
 //! A turn is recorded in one write once its outcome is known: the contact's message, its count,
@@ -342,7 +342,7 @@ impl TurnEngine {
     }
 
     /// The tenant's handoff for an escalation now, unless this contact was handed over within
-    /// the idle-reset window already (issue 13: a contact escalating again and again in a burst
+    /// the idle-reset window already (a contact escalating again and again in a burst
     /// is not tagged again each time; after an idle gap a new escalation hands it over anew).
     pub(super) fn handoff_for(
         &self,
