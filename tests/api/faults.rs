@@ -351,3 +351,124 @@ async fn fault_a_nudge_reply_killed_during_its_actions_is_delivered_once() {
         vec!["performed", "performed"]
     );
 }
+
+// --- in-process: the store cannot take the turn -------------------------------------------
+
+use std::sync::Arc;
+
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
+
+/// Makes the test's SQLite database refuse every insert into `table`, as a full disk would.
+fn refuse_inserts(app: &TestApp, table: &str) {
+    let conn = rusqlite::Connection::open(&app.database_path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table} \
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;"
+    ))
+    .unwrap();
+}
+
+/// The space comes back.
+fn accept_inserts(app: &TestApp, table: &str) {
+    let conn = rusqlite::Connection::open(&app.database_path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.execute_batch(&format!("DROP TRIGGER refuse_{table};"))
+        .unwrap();
+}
+
+fn handoff_tag(app: &TestApp) -> String {
+    app.rules()["handoff"]["tag"].as_str().unwrap().to_owned()
+}
+
+async fn tags_sent(app: &TestApp) -> Vec<String> {
+    app.manychat_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.path == "/fb/subscriber/addTagByName")
+        .filter_map(|r| r.body["tag_name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|n| n.ends_with(name))
+        })
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn fault_a_contact_told_a_person_will_write_is_handed_off_when_the_store_cannot_take_the_turn()
+ {
+    let app = spawn_app(Arc::new(ScriptedModel::replies([reply_json(
+        "The wheel course has places.",
+    )])))
+    .await;
+    app.returning_contact("8903").await;
+    refuse_inserts(&app, "turns");
+
+    let (status, body) = app.send("8903", "Any places on the wheel course?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    until(async || !tags_sent(&app).await.is_empty()).await;
+    app.settle().await;
+    assert_eq!(
+        tags_sent(&app).await,
+        vec![handoff_tag(&app)],
+        "handed off once"
+    );
+    assert_eq!(
+        metric(&app.metrics_text().await, "handoffs_without_store_total"),
+        Some(1.0)
+    );
+    assert!(app.outbox().await.is_empty(), "nothing could be queued");
+    assert!(
+        app.turns("8903").await.is_empty(),
+        "nothing could be recorded"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn fault_an_escalation_copy_is_never_followed_by_the_real_answer_when_space_comes_back() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
+        reply_json("The evening class has places."),
+    ))
+    .after(Duration::from_secs(9))]));
+    let app = spawn_app(model.clone()).await;
+    app.returning_contact("8904").await;
+    // The promise of a lost race cannot be written: the contact gets the copy instead.
+    refuse_inserts(&app, "outbox");
+    let request = send_in_background(&app, "8904", "Any places left?");
+    until(async || model.calls() == 1).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (status, body) = request.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+
+    // Space comes back before the model answers: its answer must not follow the copy.
+    accept_inserts(&app, "outbox");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    app.settle_advancing().await;
+    app.worker.run_once().await.unwrap();
+    let replies: Vec<_> = app
+        .manychat_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.path == "/fb/subscriber/setCustomFieldByName")
+        .collect();
+    assert!(replies.is_empty(), "no reply after the copy: {replies:?}");
+    assert!(
+        app.outbox().await.is_empty(),
+        "nothing queued for the contact"
+    );
+    assert_eq!(
+        tags_sent(&app).await,
+        vec![handoff_tag(&app)],
+        "handed off once"
+    );
+}
