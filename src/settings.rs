@@ -84,6 +84,8 @@ pub struct Settings {
     /// `OUTBOX_LEASE_MS`: how long an outbox claim lasts unless the live worker renews it; a
     /// crashed worker's rows are taken again after it.
     pub outbox_lease: Duration,
+    /// `OUTBOX_GIVE_UP_AFTER_MS`: how long a reply that keeps failing passingly is retried.
+    pub outbox_give_up_after: Duration,
     /// 025 `NUDGE_POLL_MS`: how often the nudge worker looks for due follow-ups.
     pub nudge_poll: Duration,
     /// `PUBLIC_BASE_URL`, `https://`, without a trailing slash.
@@ -328,6 +330,13 @@ impl Settings {
             MIN_OUTBOX_LEASE_MS,
             MAX_OUTBOX_LEASE_MS,
         );
+        // A minute at least; never past WhatsApp's 24-hour window.
+        let outbox_give_up_after_ms = env.number(
+            "OUTBOX_GIVE_UP_AFTER_MS",
+            crate::outbox::DEFAULT_GIVE_UP_AFTER.as_millis() as u64,
+            60_000,
+            86_400_000,
+        );
 
         let public_base_url = env.public_base_url(needs.channel);
         let channel = match env.string("CHANNEL") {
@@ -434,6 +443,7 @@ impl Settings {
             contact_tokens_enforced,
             manychat_reply_gap: Duration::from_millis(reply_gap_ms),
             outbox_lease: Duration::from_millis(outbox_lease_ms),
+            outbox_give_up_after: Duration::from_millis(outbox_give_up_after_ms),
             nudge_poll: Duration::from_millis(nudge_poll_ms),
             public_base_url,
             channel,
@@ -1001,6 +1011,24 @@ mod tests {
         assert_eq!(p.rule, "must be a whole number from 0 to 10000");
         let s = load(&with(&[("MANYCHAT_REPLY_GAP_MS", "0")])).unwrap();
         assert_eq!(s.manychat_reply_gap, Duration::ZERO);
+    }
+
+    #[test]
+    fn fault_outbox_give_up_after_defaults_to_six_hours_and_is_bounded() {
+        assert_eq!(
+            load(&base()).unwrap().outbox_give_up_after,
+            Duration::from_secs(6 * 3600)
+        );
+        let s = load(&with(&[("OUTBOX_GIVE_UP_AFTER_MS", "600000")])).unwrap();
+        assert_eq!(s.outbox_give_up_after, Duration::from_secs(600));
+        problem(
+            &[("OUTBOX_GIVE_UP_AFTER_MS", "59999")],
+            "OUTBOX_GIVE_UP_AFTER_MS",
+        );
+        problem(
+            &[("OUTBOX_GIVE_UP_AFTER_MS", "86400001")],
+            "OUTBOX_GIVE_UP_AFTER_MS",
+        );
     }
 
     #[test]

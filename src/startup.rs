@@ -193,7 +193,8 @@ impl Application {
                 settings.manychat_reply_gap,
             )
             .with_token_field(settings.manychat_token_field.clone())
-            .with_lease(settings.outbox_lease),
+            .with_lease(settings.outbox_lease)
+            .with_give_up_after(settings.outbox_give_up_after),
             metrics.clone(),
         )
         .with_tenant_config(config.clone());

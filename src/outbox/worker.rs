@@ -26,9 +26,8 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    HandoffPayload, Handoffs, MAX_ATTEMPTS, MAX_UNANSWERED_TRIGGERS, ReplyPayload, backoff,
-};
+use super::retry::{self, Outage};
+use super::{HandoffPayload, Handoffs, MAX_UNANSWERED_TRIGGERS, ReplyPayload};
 use crate::actions::{self, ActionStatus, StagedAction};
 use crate::clock::Clock;
 use crate::config::ConfigHandle;
@@ -68,6 +67,9 @@ pub struct WorkerSettings {
     pub max_in_flight: usize,
     /// `MANYCHAT_TOKEN_FIELD`: the per-contact custom field a `contact_token` row writes (019).
     pub token_field: String,
+    /// `OUTBOX_GIVE_UP_AFTER_MS`: how long after it was queued a row that keeps failing
+    /// passingly is still retried (never past the contact's 24-hour window).
+    pub give_up_after: Duration,
 }
 
 impl WorkerSettings {
@@ -81,7 +83,14 @@ impl WorkerSettings {
             lease: DEFAULT_LEASE,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             token_field: "ai_token".to_owned(),
+            give_up_after: retry::DEFAULT_GIVE_UP_AFTER,
         }
+    }
+
+    /// Sets `OUTBOX_GIVE_UP_AFTER_MS` (the default is [`retry::DEFAULT_GIVE_UP_AFTER`]).
+    pub fn with_give_up_after(mut self, give_up_after: Duration) -> Self {
+        self.give_up_after = give_up_after;
+        self
     }
 
     /// Sets `MANYCHAT_TOKEN_FIELD` (the default is its documented default, `ai_token`).
@@ -115,6 +124,8 @@ pub struct OutboxWorker {
     held: Arc<Mutex<BTreeSet<i64>>>,
     /// Performs `handoff` rows (a handoff is retried like a reply).
     handoffs: Handoffs,
+    /// Whether ManyChat keeps failing: then one row at a time probes it.
+    outage: Arc<Outage>,
 }
 
 /// Why one attempt at a row failed.
@@ -190,7 +201,9 @@ impl OutboxWorker {
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
-            handoffs: Handoffs::new(store.clone(), manychat.clone(), clock, metrics.clone()),
+            handoffs: Handoffs::new(store.clone(), manychat.clone(), clock, metrics.clone())
+                .with_give_up_after(settings.give_up_after),
+            outage: Arc::default(),
             store,
             manychat,
             clock,
@@ -227,7 +240,10 @@ impl OutboxWorker {
             if stopping && lanes.is_empty() {
                 break;
             }
-            let room = self.settings.max_in_flight.saturating_sub(lanes.len());
+            let room = self.outage.room(
+                self.settings.max_in_flight.saturating_sub(lanes.len()),
+                lanes.len(),
+            );
             let mut claimed_full = false;
             if !stopping && room > 0 {
                 let limit = (self.settings.batch_size.max(1) as usize).min(room);
@@ -246,7 +262,7 @@ impl OutboxWorker {
                     }
                 }
             }
-            let has_room = lanes.len() < self.settings.max_in_flight;
+            let has_room = lanes.len() < self.settings.max_in_flight || self.outage.ongoing();
             if claimed_full && has_room {
                 // More rows may be due: claim again at once rather than idle.
                 continue;
@@ -267,7 +283,13 @@ impl OutboxWorker {
     /// contacts concurrently), renewing the leases meanwhile. Returns the number of rows
     /// processed.
     pub async fn run_once(&self) -> Result<usize, StoreError> {
-        let rows = self.claim(self.settings.batch_size.max(0) as usize).await?;
+        let room = self
+            .outage
+            .room(self.settings.batch_size.max(0) as usize, 0);
+        if room == 0 {
+            return Ok(0);
+        }
+        let rows = self.claim(room).await?;
         let count = rows.len();
         let mut lanes = Lanes::default();
         for row in rows {
@@ -412,6 +434,7 @@ impl OutboxWorker {
         }
         let mut progress = Progress::of(&row);
         let result = self.attempt(&row, &mut progress).await;
+        self.track_outage(&result);
         let settled = match result {
             Ok(()) => {
                 self.metrics.outbox_delivered.inc();
@@ -422,6 +445,29 @@ impl OutboxWorker {
         if let Err(error) = settled {
             // The row stays `delivering` and is claimed again when its lease lapses.
             tracing::error!(row = row.id, error = %error, "outbox: could not settle row");
+        }
+    }
+
+    /// Notes whether ManyChat answered: a passing ManyChat failure starts or extends an outage
+    /// (probed one row at a time), a delivery ends it.
+    fn track_outage(&self, result: &Result<(), AttemptError>) {
+        match result {
+            Ok(()) => {
+                if self.outage.recovered() {
+                    tracing::info!("ManyChat answers again; outbox delivery resumes in full");
+                }
+            }
+            Err(AttemptError::ManyChat(error) | AttemptError::TriggerUnanswered(error))
+                if error.is_retryable() =>
+            {
+                if self.outage.failed(self.manychat.retry_after()) {
+                    tracing::warn!(
+                        error_kind = error.kind(),
+                        "ManyChat is failing; the outbox probes it one row at a time"
+                    );
+                }
+            }
+            Err(_) => {}
         }
     }
 
@@ -686,10 +732,11 @@ impl OutboxWorker {
         if progress != Progress::of(row) {
             self.save_progress(row, progress).await;
         }
-        if retryable && row.attempts < MAX_ATTEMPTS {
-            let due = self.clock.now()
-                + chrono::Duration::from_std(backoff(row.attempts))
-                    .unwrap_or(chrono::Duration::seconds(300));
+        let due = match retryable {
+            true => self.retry_at(row).await,
+            false => None,
+        };
+        if let Some(due) = due {
             tracing::warn!(
                 conversation = %row.conversation_id,
                 row = row.id,
@@ -717,6 +764,27 @@ impl OutboxWorker {
             self.hand_off(row).await;
         }
         Ok(())
+    }
+
+    /// When a row that failed passingly is tried again (`retry`): `None` once it is too old to
+    /// help. The contact's window is read from their conversation (the store not answering
+    /// leaves only the give-up time).
+    async fn retry_at(&self, row: &OutboxRow) -> Option<chrono::DateTime<chrono::Utc>> {
+        let last_message_at = self
+            .store
+            .conversation(row.conversation_id)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|c| c.last_message_at);
+        let give_up =
+            retry::give_up_at(row.created_at, last_message_at, self.settings.give_up_after);
+        retry::retry_at(
+            self.clock.now(),
+            give_up,
+            row.attempts,
+            self.manychat.retry_after(),
+        )
     }
 
     /// A reply dead-lettered for good hands its contact to a person. Its
