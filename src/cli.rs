@@ -1,5 +1,10 @@
 //! The commands of SYSTEM 5.4, as library functions `main` calls. Every command first loads and
 //! validates the tenant config and refuses to run on an invalid one.
+//!
+//! `serve`, `worker`, `demo` (its banner says what it relaxes), `config check`, `config upgrade`,
+//! `eval`, `simulate`, `tokens backfill`, `forget`, `retention run`, `report` and
+//! `manychat check` (every name the config and environment rely on, against the account).
+//! `handoff` tells `simulate` why a reply was the handoff copy, from the stored turn and counters.
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -7,6 +7,12 @@
 //! limit, all before the store is touched. An authenticated request never gets
 //! a 500: any failure after authentication answers 200 with the tenant's escalation copy as a
 //! Dynamic Block (C6). `server` runs the connections these routes are served on.
+//!
+//! Files: `auth` (the secret), `rate_limit` and `client_ip` (per address and per contact),
+//! `inbound` (the strict body: `subscriber_id` or `user_id`), `wiring` (unsubstituted ManyChat
+//! variables, answered and reported, also in `/ready`), `response_body` (the body that tells
+//! us the response was written), `server` (the accept loop, connection caps, graceful drain),
+//! `connections` (each connection's phase and its header and idle timeouts).
 
 pub mod auth;
 pub mod client_ip;

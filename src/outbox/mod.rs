@@ -26,7 +26,8 @@
 //!   its contact to a person: `escalated_at` is set and `rules.handoff` performed.
 //! - Pacing and order are the store's claim rules (no overtaking, gap after the previous reply)
 //!   plus the gap between the messages of one row, waited here on tokio's clock. Contacts never
-//!   wait for each other: each contact's rows have their own lane (see `worker`).
+//!   wait for each other: each contact's rows have their own lane (see `worker`). A claim takes
+//!   `contact_token` writes after every other due row.
 //! - Rows are claimed with a short lease that the live worker renews while it holds them, so a
 //!   crashed worker's rows are taken again within seconds and a live worker's never are.
 //! - A database error never kills the worker; on shutdown it finishes the rows in hand.

@@ -6,6 +6,13 @@
 //! hand-computed numbers), and `render` prints them as a table, JSON or a self-contained HTML
 //! page with SVG charts. No subscriber id, message text or note text is ever selected, so none
 //! can reach the output.
+//!
+//! The sales steps are counted by `Store::sales_aggregates` from performed `turns.actions`
+//! entries with the tenant's ids ([`sales_keys`]: the intent field, the funnel field, the
+//! payment-link flow, read from the config the command loads) and from `nudge_sent` turns; the
+//! command reads each week through `Store::report_week`, both together. A measure the tenant's
+//! config cannot give is `None`, with the reason listed. The HTML page charts the weekly funnel
+//! contacts → prospects → offered → prepared → link sent.
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;

@@ -13,6 +13,13 @@
 //! recorded; the escalation copy goes through the outbox (C6, `escalate`). A reply already
 //! queued for the contact is never overtaken (037): the answer queues behind it.
 //!
+//! Beside the order: `shared` (what the process's turns share per config snapshot: prompt,
+//! tool specs, keywords, the budget ledger; `serve` hands it to its nudge turns), `media` (a
+//! contact's media read inside the race, and what is decided without the model), `hold` (the
+//! reply held until the flows the turn sent have played, 030), `record` (the one write, the
+//! durable promises and their recovery at start, load-shed records, the handoff's no-repeat
+//! window).
+//!
 //! Invariants: nothing here knows HTTP or ManyChat's JSON; a turn is recorded whole in one
 //! write (`record`, `Store::record_exchange`: the contact's message, its count, the reply, the
 //! charge, the escalation) once its outcome is known, and an inline answer leaves only after

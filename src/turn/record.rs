@@ -9,7 +9,12 @@
 //! the turn's abort window ends. The turn's later write keeps the promise (the reply row gets
 //! the real reply, due now; the fallback handoff goes). If the process dies in between, the
 //! outbox delivers the fallback when it falls due; a process that owns its database (SQLite)
-//! runs such a turn again at start while its abort window lasts (`recover_promises`).
+//! runs such a turn again at start while its abort window lasts (`recover_promises`). On
+//! Postgres (replicas) a pending promise may be another replica's live turn, so it is not run
+//! again: its fallback is delivered. The fallback falls due `PROMISE_MARGIN` after the abort
+//! window ends. An answer decided without the model that queues behind a reply (the scripted
+//! opening, a pre-model escalation) needs no promise: its one write, reply row included,
+//! commits before its silent response leaves.
 
 use std::sync::Arc;
 
