@@ -206,7 +206,8 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         )
         .with_token_field(settings.manychat_token_field.clone())
         .with_lease(settings.outbox_lease)
-        .with_give_up_after(settings.outbox_give_up_after),
+        .with_give_up_after(settings.outbox_give_up_after)
+        .with_shutdown_drain(settings.shutdown_drain),
         metrics,
     )
     .with_tenant_config(config);

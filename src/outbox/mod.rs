@@ -38,7 +38,9 @@ mod worker;
 
 pub use handoff::{HandoffPayload, Handoffs};
 pub use retry::{DEFAULT_GIVE_UP_AFTER, backoff};
-pub use worker::{DEFAULT_LEASE, DEFAULT_MAX_IN_FLIGHT, OutboxWorker, WorkerSettings};
+pub use worker::{
+    DEFAULT_LEASE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_SHUTDOWN_DRAIN, OutboxWorker, WorkerSettings,
+};
 
 use serde::{Deserialize, Serialize};
 

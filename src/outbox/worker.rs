@@ -44,6 +44,9 @@ use crate::tokens::{self, TokenPayload};
 /// live worker renews it every quarter lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 
+/// The default `shutdown_drain` (`SHUTDOWN_DRAIN_MS`): ten seconds.
+pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+
 /// The default `max_in_flight`.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
 
@@ -70,6 +73,9 @@ pub struct WorkerSettings {
     /// `OUTBOX_GIVE_UP_AFTER_MS`: how long after it was queued a row that keeps failing
     /// passingly is still retried (never past the contact's 24-hour window).
     pub give_up_after: Duration,
+    /// `SHUTDOWN_DRAIN_MS`: how long, once shutdown fires, the worker goes on delivering rows
+    /// that are or fall due before it stops claiming.
+    pub shutdown_drain: Duration,
 }
 
 impl WorkerSettings {
@@ -84,7 +90,14 @@ impl WorkerSettings {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             token_field: "ai_token".to_owned(),
             give_up_after: retry::DEFAULT_GIVE_UP_AFTER,
+            shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
         }
+    }
+
+    /// Sets `SHUTDOWN_DRAIN_MS` (the default is [`DEFAULT_SHUTDOWN_DRAIN`]).
+    pub fn with_shutdown_drain(mut self, drain: Duration) -> Self {
+        self.shutdown_drain = drain;
+        self
     }
 
     /// Sets `OUTBOX_GIVE_UP_AFTER_MS` (the default is [`retry::DEFAULT_GIVE_UP_AFTER`]).
@@ -221,7 +234,9 @@ impl OutboxWorker {
         self
     }
 
-    /// Claims and delivers until `shutdown` fires, then finishes every row in hand (including
+    /// Claims and delivers until `shutdown` fires; then drains for `shutdown_drain`: rows that
+    /// are due, or fall due meanwhile, are still claimed and delivered, and the drain ends early
+    /// once nothing is due and no row is in hand. Then it finishes every row in hand (including
     /// rows waiting in a lane) and returns. A database error is logged and the loop goes on.
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(
@@ -233,9 +248,23 @@ impl OutboxWorker {
         tokio::pin!(keeper);
         let mut lanes = Lanes::default();
         let mut stopping = false;
+        // Set when shutdown fires: claims go on until then.
+        let mut drain_until: Option<tokio::time::Instant> = None;
         loop {
             while let Some(joined) = lanes.tasks.try_join_next_with_id() {
                 self.lane_ended(&mut lanes, joined);
+            }
+            if !stopping && shutdown.is_cancelled() {
+                let until = *drain_until.get_or_insert_with(|| {
+                    tracing::info!(
+                        drain_ms = self.settings.shutdown_drain.as_millis() as u64,
+                        "outbox worker draining due rows before it stops"
+                    );
+                    tokio::time::Instant::now() + self.settings.shutdown_drain
+                });
+                if tokio::time::Instant::now() >= until {
+                    stopping = true;
+                }
             }
             if stopping && lanes.is_empty() {
                 break;
@@ -250,6 +279,16 @@ impl OutboxWorker {
                 match self.claim(limit).await {
                     Ok(rows) => {
                         claimed_full = rows.len() == limit;
+                        if drain_until.is_some() && rows.is_empty() && lanes.is_empty() {
+                            // Draining, nothing due or in hand: done once nothing is open at
+                            // all (a row due later in the drain keeps it going).
+                            let open = self.store.outbox_backlog(self.clock.now(), 1).await;
+                            if open.is_ok_and(|b| b.rows == 0) {
+                                tracing::info!("outbox drained");
+                                stopping = true;
+                                continue;
+                            }
+                        }
                         if !rows.is_empty() {
                             tracing::debug!(rows = rows.len(), "outbox rows claimed");
                         }
@@ -268,7 +307,7 @@ impl OutboxWorker {
                 continue;
             }
             tokio::select! {
-                _ = shutdown.cancelled(), if !stopping => stopping = true,
+                _ = shutdown.cancelled(), if drain_until.is_none() => {}
                 Some(joined) = lanes.tasks.join_next_with_id(), if !lanes.tasks.is_empty() => {
                     self.lane_ended(&mut lanes, joined);
                 }

@@ -454,6 +454,13 @@ pub trait Store: Send + Sync + 'static {
     /// process sharing the database (Postgres), and holds that until the lock is dropped.
     async fn lock_conversation(&self, id: ConversationId) -> Result<ConversationLock>;
 
+    /// Whether the database existed before this process opened it (SQLite: the file was there):
+    /// a process before this one may have spent ManyChat's quota moments ago, so a bucket of
+    /// this process's own starts empty.
+    fn reopened(&self) -> bool {
+        false
+    }
+
     /// True when one process owns the database (SQLite), so `lock_conversation` adds nothing to
     /// the in-process turn order and a turn may take its place before it knows its conversation.
     fn single_process(&self) -> bool {

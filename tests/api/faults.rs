@@ -472,3 +472,65 @@ async fn fault_an_escalation_copy_is_never_followed_by_the_real_answer_when_spac
         "handed off once"
     );
 }
+
+// --- in-process: SIGTERM drains what is due -----------------------------------------------
+
+/// Queues a reply for `subscriber`, due `after` from now on the app's (tokio's) clock.
+async fn queue_reply(app: &TestApp, subscriber: &str, text: &str, after: Duration) -> i64 {
+    let conversation = app.conversation(subscriber).await;
+    let now = chrono::Utc::now();
+    app.store
+        .enqueue(&manychat_agent::store::NewOutboxRow {
+            conversation_id: conversation.id,
+            subscriber_id: conversation.subscriber_id.clone(),
+            kind: manychat_agent::store::OutboxKind::Reply,
+            payload: json!({"messages": [text], "actions": [], "turnId": null}),
+            next_attempt_at: now + chrono::Duration::from_std(after).unwrap(),
+            created_at: now,
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn fault_sigterm_delivers_the_replies_that_fall_due_within_the_shutdown_drain() {
+    let _frozen = FrozenClock::freeze();
+    let mut options = AppOptions::new(Arc::new(ScriptedModel::replies(Vec::<String>::new())));
+    options.background_workers = true;
+    let app = spawn_app_with(options).await;
+    let soon = queue_reply(&app, "8905", "Due in two seconds.", Duration::from_secs(2)).await;
+    let late = queue_reply(
+        &app,
+        "8906",
+        "Due after the drain.",
+        Duration::from_secs(60),
+    )
+    .await;
+    let store = app.store.clone();
+
+    // SIGTERM (the shutdown token): the default drain is 10 s. The clock moves only here.
+    let mut stopping = tokio::spawn(app.stop());
+    let mut stopped = false;
+    for _ in 0..4000 {
+        tokio::select! {
+            done = &mut stopping => {
+                done.unwrap();
+                stopped = true;
+                break;
+            }
+            _ = real_pause() => tokio::time::advance(Duration::from_millis(50)).await,
+        }
+    }
+    assert!(stopped, "shutdown ends within its bounds");
+    let status = |row: Option<manychat_agent::store::OutboxRow>| row.unwrap().status;
+    assert_eq!(
+        status(store.outbox_row(soon).await.unwrap()),
+        manychat_agent::store::OutboxStatus::Delivered,
+        "due during the drain: delivered before the process stopped"
+    );
+    assert_eq!(
+        status(store.outbox_row(late).await.unwrap()),
+        manychat_agent::store::OutboxStatus::Pending,
+        "due after it: left for the next start"
+    );
+}
