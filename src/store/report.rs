@@ -1,12 +1,13 @@
-//! What `manychat-agent report` reads from the store (issue 18): one period's aggregates,
+//! What `manychat-agent report` reads from the store: one period's aggregates,
 //! grouped by the database so a week of a busy store never leaves it row by row; only the
 //! action records are tallied in the store's own code ([`ActionTally`], SQLite), which keeps
 //! counts and drops each record once counted. Aggregates only leave the store: no subscriber
 //! id, message text or note text is ever selected here.
 
-use chrono::NaiveDate;
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
 
-use super::Role;
+use super::{Result, Role};
 
 /// A period's aggregates (`Store::report_aggregates`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -279,6 +280,42 @@ fn scalar_text(value: &serde_json::Value) -> Option<std::borrow::Cow<'_, str>> {
     }
 }
 
+/// What `manychat-agent report` reads: one period's aggregates.
+#[async_trait]
+pub trait ReportStore: Send + Sync + 'static {
+    /// The sales counts `manychat-agent report` reads for turns created in
+    /// `[from, until)`, by the tenant's `keys` (see [`SalesCounts`]). Counted in the database;
+    /// only the entries' tool, id, value, status and `contactAsked` keys are read.
+    async fn sales_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &SalesKeys,
+    ) -> Result<SalesCounts>;
+
+    /// The aggregates `manychat-agent report` reads for turns created in
+    /// `[from, until)`. Grouped in the database (fast over a busy week); aggregates only.
+    async fn report_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<ReportAggregates>;
+
+    /// One report week, `report_aggregates` and `sales_aggregates` together. The
+    /// same results; a backend that tallies action records in the process (SQLite) reads the
+    /// week's records once for both.
+    async fn report_week(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &SalesKeys,
+    ) -> Result<(ReportAggregates, SalesCounts)> {
+        let aggregates = self.report_aggregates(from, until).await?;
+        let counts = self.sales_aggregates(from, until, keys).await?;
+        Ok((aggregates, counts))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_18_the_tally_counts_odd_records_like_the_sql_it_replaced_and_skips_unreadable_ones() {
+    fn the_tally_counts_odd_records_like_the_sql_it_replaced_and_skips_unreadable_ones() {
         let mut tally = ActionTally::new(Some(&demo_keys()));
         // An escaped string (not borrowed), a non-object entry, an entry without keys.
         tally.add(

@@ -552,7 +552,7 @@ async fn the_shared_bucket_takes_a_burst_of_five_then_names_the_wait() {
     let store = manychat_agent::store::postgres::connect_isolated(&test_database_url())
         .await
         .unwrap();
-    use manychat_agent::store::Store;
+    use manychat_agent::store::CounterStore;
     assert!(store.shares_manychat_budget());
     let interval = Duration::from_millis(100);
     for n in 0..5 {
