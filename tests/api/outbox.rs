@@ -400,16 +400,17 @@ async fn settle_worker() {
 
 /// Moves the frozen clock in small steps until `done`: a relative sleep registered a little
 /// late (the worker runs on real IO) is still passed, without any real-time wait deciding the
-/// outcome.
+/// outcome. Bounded at 20 s of tokio time: a stopped worker drains for `SHUTDOWN_DRAIN_MS`
+/// (10 s) while a row is still open.
 async fn advance_until(mut done: impl AsyncFnMut() -> bool) {
-    for _ in 0..500 {
+    for _ in 0..2000 {
         if done().await {
             return;
         }
         tokio::time::advance(Duration::from_millis(10)).await;
         real_pause().await;
     }
-    panic!("not done after 5 s of tokio time");
+    panic!("not done after 20 s of tokio time");
 }
 
 async fn agent_turn_with_actions(app: &TestApp, subscriber: &str, actions: &[StagedAction]) -> i64 {
