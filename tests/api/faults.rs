@@ -165,6 +165,21 @@ async fn recorded_tag_statuses(dir: &Path, subscriber: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits (bounded) until every reply row in the test's database is delivered.
+async fn replies_delivered(dir: &Path) {
+    let store = store(dir).await;
+    eventually(
+        async || {
+            store.outbox_rows().await.unwrap().iter().all(|r| {
+                r.kind != manychat_agent::store::OutboxKind::Reply
+                    || r.status == manychat_agent::store::OutboxStatus::Delivered
+            })
+        },
+        "the reply row is delivered",
+    )
+    .await;
+}
+
 /// The contact's deferred reply is delivered; the process is killed while ManyChat holds the
 /// `held` tag unanswered; a restart finishes the row. Returns ManyChat's tag requests.
 async fn killed_while_performing(held: &str) -> (tempfile::TempDir, MockServer) {
@@ -205,17 +220,7 @@ async fn killed_while_performing(held: &str) -> (tempfile::TempDir, MockServer) 
         count(&tags, FIRST_TAG) >= 1 && count(&tags, SECOND_TAG) >= 1 && count(&tags, held) >= 2
     };
     eventually(both_performed, "the restart performs what was left").await;
-    let store = store(dir.path()).await;
-    eventually(
-        async || {
-            store.outbox_rows().await.unwrap().iter().all(|r| {
-                r.kind != manychat_agent::store::OutboxKind::Reply
-                    || r.status == manychat_agent::store::OutboxStatus::Delivered
-            })
-        },
-        "the reply row is settled",
-    )
-    .await;
+    replies_delivered(dir.path()).await;
     drop(second);
     (dir, manychat)
 }
@@ -325,17 +330,7 @@ async fn fault_a_nudge_reply_killed_during_its_actions_is_delivered_once() {
         "the restart performs what was left",
     )
     .await;
-    let store = crate::faults::store(dir.path()).await;
-    eventually(
-        async || {
-            store.outbox_rows().await.unwrap().iter().all(|r| {
-                r.kind != manychat_agent::store::OutboxKind::Reply
-                    || r.status == manychat_agent::store::OutboxStatus::Delivered
-            })
-        },
-        "the nudge reply row is settled",
-    )
-    .await;
+    replies_delivered(dir.path()).await;
     drop(third);
     assert_eq!(
         reply_field_writes(&manychat).await,
