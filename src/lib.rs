@@ -28,6 +28,10 @@
 //! - [`cli`]: the commands of SYSTEM 5.4, called by the thin `main`.
 //! - [`ids`], [`clock`]: identifiers that never print personal data; the injectable clock.
 
+/// This build's version (`Cargo.toml`, `CHANGELOG.md`): in `--version`, the `serving` log line,
+/// `/ready` and the report.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 pub mod actions;
 pub mod agent;
 pub mod channel;

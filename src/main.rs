@@ -37,7 +37,8 @@ enum Command {
         /// Folder of *.jsonl cases.
         #[arg(long, default_value = "evals/golden")]
         suite: PathBuf,
-        /// provider:model (default: AGENT_MODEL, else mock:demo).
+        /// provider:model (default: AGENT_MODEL; with neither, the run is refused: pass
+        /// --model mock:demo for the offline demo model).
         #[arg(long)]
         model: Option<String>,
     },

@@ -717,14 +717,13 @@ pub(crate) mod tests {
 /// tenant without them keeps the same prefix (and its providers' prompt caches).
 #[cfg(test)]
 mod server_flows {
-    use std::path::Path;
 
     use super::*;
     use crate::config::{ConfigContext, FlowRole, load_dir};
 
     #[test]
     fn spec_032_the_opening_and_stage_flow_rules_follow_the_tenants_flows() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let dir = crate::config::examples::shipped_examples();
         let ctx = ConfigContext {
             allow_examples: true,
             ..ConfigContext::default()
@@ -751,8 +750,12 @@ mod vocabulary {
     use super::*;
     use crate::config::{ConfigContext, load_dir};
 
+    /// The tenant in the repo's `folder`; `"config"` is the demo's shipped examples alone.
     fn tenant(folder: &str) -> TenantConfig {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
+        let dir = match folder {
+            "config" => crate::config::examples::shipped_examples(),
+            _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(folder),
+        };
         let ctx = ConfigContext {
             allow_examples: true,
             ..ConfigContext::default()

@@ -82,8 +82,9 @@ pub(super) struct AgentJob {
     /// 030: where the turn's tools record the flows they send (the request reads it at the
     /// deadline).
     pub(super) flows: FlowSends,
-    /// Given back when the job ends.
-    pub(super) _reservation: Option<budget::Reservation>,
+    /// The turn's place in the day's budget: each model call is reserved in it before it is
+    /// sent; given back when the job ends.
+    pub(super) budget: Option<budget::TurnBudget>,
     pub(super) _in_flight: Option<InFlight>,
 }
 
@@ -126,6 +127,10 @@ impl AgentJob {
             temperature: inner.settings.temperature,
             max_messages: 3,
             images: &images,
+            budget: self
+                .budget
+                .as_ref()
+                .map(|b| b as &dyn crate::agent::CallBudget),
         };
         let fence = agent::Fence::new();
         let mut tools = TurnTools::new(ToolContext {
@@ -189,9 +194,12 @@ impl AgentJob {
                 };
                 message.promise = promise;
                 // 029: a flow already sent cannot be recalled; the record says it went out
-                // (a request still in flight is waited for first).
+                // (a request still in flight is waited for first). 034: a prospect turn cut
+                // short is recorded too, its intent write discarded, so no later turn sends the
+                // opening it forfeited.
                 tools.settle_in_flight().await;
-                let sent = (!tools.sent_flows().is_empty()).then(|| tools.into_actions());
+                let recorded = !tools.sent_flows().is_empty() || tools.made_prospect_turn();
+                let sent = recorded.then(|| tools.into_actions());
                 self.engine.settle_aborted(&self, &message, sent).await
             }
         };

@@ -377,7 +377,7 @@ impl TurnEngine {
         // 037: a reply already queued for this contact (a follow-up, 025) is never overtaken:
         // this turn's answer goes through the outbox behind it, and the response is silent.
         let mode = mode.behind(context.queued_replies);
-        let admitted = self.admit(&derived, &inbound, &context, &history, now, &mut message);
+        let admitted = self.admit(&derived, &inbound, &context, now, &mut message);
         let reservation = match admitted {
             Ok(reservation) => reservation,
             Err(denial) => {
@@ -425,7 +425,7 @@ impl TurnEngine {
             promised: None,
             // 030: the flows the agent sends, read at the deadline and when the reply is settled.
             flows: FlowSends::default(),
-            _reservation: Some(reservation),
+            budget: Some(reservation),
             _in_flight: in_flight,
         };
         match mode {

@@ -2,6 +2,7 @@
 //! records every request (wiremock), and the scripted or hanging model. Each test is named for
 //! the clause it proves (C8).
 
+mod bound;
 mod helpers;
 
 mod binding;
@@ -11,6 +12,7 @@ mod durable;
 mod faults;
 mod flows;
 mod gates;
+mod going_live;
 mod hardening;
 mod hold;
 mod http_contract;

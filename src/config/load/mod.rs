@@ -72,6 +72,15 @@ impl Default for ConfigContext {
     }
 }
 
+/// The files [`load_dir`] reads in `dir` under `ctx`, each by the name it is read under
+/// (`catalog.json`, or `catalog.json.example` when the example stands in), in load order.
+pub fn files_read(dir: &Path, ctx: &ConfigContext) -> Vec<String> {
+    [PROMPT_FILE, CATALOG_FILE, RULES_FILE, TOOLS_FILE]
+        .into_iter()
+        .filter_map(|name| read::resolve(dir, name, ctx).map(|(read, _)| read))
+        .collect()
+}
+
 /// Loads and validates the tenant's folder. Returns every issue at once on failure.
 pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigErrors> {
     // One clear line for a wrong CONFIG_DIR, rather than one "missing" line per file.

@@ -134,6 +134,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "nudge_worker",
         include_str!("../../../migrations/sqlite/0013_nudge_worker.sql"),
     ),
+    (
+        14,
+        "nudge_record",
+        include_str!("../../../migrations/sqlite/0014_nudge_record.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
