@@ -224,7 +224,9 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
             settings.manychat_reply_gap,
         )
         .with_token_field(settings.manychat_token_field.clone())
-        .with_lease(settings.outbox_lease),
+        .with_lease(settings.outbox_lease)
+        .with_give_up_after(settings.outbox_give_up_after)
+        .with_shutdown_drain(settings.shutdown_drain),
         metrics,
     )
     .with_tenant_config(config.clone())

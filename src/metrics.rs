@@ -94,6 +94,9 @@ pub struct Metrics {
     pub outbox_dead_lettered: Counter,
     /// Dead-lettered replies whose contact was handed to a person.
     pub outbox_dead_letter_handoffs: Counter,
+    /// Contacts answered with the escalation copy while the store could not take their turn,
+    /// handed to a person directly through ManyChat.
+    pub handoffs_without_store: Counter,
     /// Turns whose race was lost (or that queued behind a reply): answered through the outbox.
     pub race_lost: Counter,
     pub model_aborted: Counter,
@@ -156,6 +159,10 @@ impl Default for Metrics {
         let outbox_dead_letter_handoffs = counter(
             "outbox_dead_letter_handoffs",
             "Dead-lettered replies whose contact was handed to a person",
+        );
+        let handoffs_without_store = counter(
+            "handoffs_without_store",
+            "Contacts handed to a person directly through ManyChat: the store could not take their turn",
         );
         let race_lost = counter(
             "race_lost",
@@ -286,6 +293,7 @@ impl Default for Metrics {
             outbox_retried,
             outbox_dead_lettered,
             outbox_dead_letter_handoffs,
+            handoffs_without_store,
             race_lost,
             model_aborted,
             load_shed,

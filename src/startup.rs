@@ -3,9 +3,11 @@
 //! so tests run the same app on port 0 that production runs on its port (STYLE 1, 7).
 //!
 //! Shutdown order: stop accepting and let requests in flight finish (`http::server`, which also
-//! holds every connection to its timeouts and caps), let the workers finish what they hold (the
-//! outbox's batch, the nudge in hand), then wait (bounded) for agent tasks that outlived their
-//! request and for post-response actions.
+//! holds every connection to its timeouts and caps), let the nudge worker finish the nudge in
+//! hand, wait (bounded) for agent tasks that outlived their request and for post-response
+//! actions, and last let the outbox worker drain: for `SHUTDOWN_DRAIN_MS` it still delivers the
+//! rows that are or fall due (those the agent tasks just queued too), then finishes what it
+//! holds.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -213,7 +215,9 @@ impl Application {
                 settings.manychat_reply_gap,
             )
             .with_token_field(settings.manychat_token_field.clone())
-            .with_lease(settings.outbox_lease),
+            .with_lease(settings.outbox_lease)
+            .with_give_up_after(settings.outbox_give_up_after)
+            .with_shutdown_drain(settings.shutdown_drain),
             metrics.clone(),
         )
         .with_tenant_config(config.clone())
@@ -285,8 +289,11 @@ impl Application {
 
     /// Serves until `shutdown` fires, then drains (see the module doc).
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), std::io::Error> {
+        // The outbox worker stops last: after the requests and the agent tasks, so the replies
+        // they queue are still delivered while it drains (`SHUTDOWN_DRAIN_MS`).
+        let worker_stop = CancellationToken::new();
         let worker = (!self.overrides_manual_worker).then(|| {
-            let token = shutdown.clone();
+            let token = worker_stop.clone();
             tokio::spawn(self.worker.clone().run(token))
         });
         let nudges = (!self.overrides_manual_worker).then(|| {
@@ -315,9 +322,9 @@ impl Application {
             shutdown.clone(),
         )
         .await?;
-        tracing::info!("requests in flight finished; draining the worker and agent tasks");
-        for worker in [worker, nudges].into_iter().flatten() {
-            let _ = worker.await;
+        tracing::info!("requests in flight finished; draining the agent tasks and the workers");
+        if let Some(nudges) = nudges {
+            let _ = nudges.await;
         }
         self.tasks.close();
         let bound = self.settings.model_abort + Duration::from_secs(5);
@@ -326,6 +333,10 @@ impl Application {
             .is_err()
         {
             tracing::warn!("drain bound reached; abandoning tasks still running");
+        }
+        worker_stop.cancel();
+        if let Some(worker) = worker {
+            let _ = worker.await;
         }
         tracing::info!("shutdown complete");
         Ok(())
@@ -383,11 +394,17 @@ pub fn manychat_limiter(store: &Arc<dyn Store>, clock: Clock) -> ManyChatLimiter
         store: store.clone(),
         clock,
     });
-    let limiter = ManyChatLimiter::new().with_flow_counter(budget.clone());
     if store.shares_manychat_budget() {
-        limiter.with_shared_bucket(budget)
+        ManyChatLimiter::new()
+            .with_flow_counter(budget.clone())
+            .with_shared_bucket(budget)
+    } else if store.reopened() {
+        // One process, its own bucket, on a database another process used before it: the
+        // bucket starts empty, so a restart right after a burst does not spend the account's
+        // second twice.
+        ManyChatLimiter::starting_empty().with_flow_counter(budget)
     } else {
-        limiter
+        ManyChatLimiter::new().with_flow_counter(budget)
     }
 }
 
@@ -514,5 +531,43 @@ pub async fn termination_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How long `requests` ManyChat requests wait on the limiter of a process on `store`.
+    async fn time_for(store: &Arc<dyn Store>, requests: usize) -> Duration {
+        let limiter = manychat_limiter(store, Clock::system());
+        let start = tokio::time::Instant::now();
+        for _ in 0..requests {
+            limiter.acquire().await;
+        }
+        start.elapsed()
+    }
+
+    /// ManyChat allows 10 requests a second per account: a process restarted on its SQLite
+    /// database (the one before it may have spent this second) starts its bucket empty, while a
+    /// process on a new database may send its burst of 5 at once.
+    #[tokio::test(start_paused = true)]
+    async fn fault_a_restarted_sqlite_process_starts_with_an_empty_manychat_bucket() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("agent.db").display());
+        let fresh = store::connect(&url).await.unwrap();
+        assert_eq!(
+            time_for(&fresh, 5).await,
+            Duration::ZERO,
+            "a burst on a new database"
+        );
+        drop(fresh);
+        let restarted = store::connect(&url).await.unwrap();
+        assert!(restarted.reopened());
+        assert_eq!(
+            time_for(&restarted, 5).await,
+            Duration::from_millis(500),
+            "no burst after a restart: one request every 100 ms from the start"
+        );
     }
 }

@@ -261,36 +261,53 @@ pub async fn perform_all(
     actions: &mut [StagedAction],
 ) {
     for index in 0..actions.len() {
-        if actions[index].entry.status != ActionStatus::Staged
-            || matches!(
-                actions[index].operation,
+        perform_at(client, subscriber, conversation, actions, index).await;
+    }
+}
+
+/// Whether the action at `index` is still to be performed through ManyChat: staged, and neither
+/// a nudge (the store's, performed by `perform_nudges`) nor a plugin write (the business's
+/// endpoint's, performed by `crate::plugins::perform_writes`).
+pub fn pending_at(actions: &[StagedAction], index: usize) -> bool {
+    actions.get(index).is_some_and(|a| {
+        a.entry.status == ActionStatus::Staged
+            && !matches!(
+                a.operation,
                 Operation::ScheduleNudge { .. } | Operation::Plugin { .. }
             )
-        {
-            // A nudge is the store's, not ManyChat's: `perform_nudges` performs it; a plugin
-            // write is the business's endpoint's: `crate::plugins::perform_writes`.
-            continue;
-        }
-        // A follow-on goes only after its write was performed (023, 027): a failed flow sends
-        // neither `link_sent` nor the event after it.
-        if actions[index].follows
-            && (index == 0 || actions[index - 1].entry.status != ActionStatus::Performed)
-        {
-            actions[index].settle_unperformed(ActionStatus::Discarded);
-            count(client, &actions[index]);
-            continue;
-        }
-        let action = &mut actions[index];
-        if let Err(error) = perform_one(client, subscriber, conversation, action).await {
-            tracing::warn!(
-                conversation = %conversation,
-                tool = %action.entry.tool,
-                id = %action.entry.id,
-                error_kind = error.kind(),
-                error = %action.entry.error.as_deref().unwrap_or_default(),
-                "action failed; not retried"
-            );
-        }
+    })
+}
+
+/// Performs the action at `index` if it is still pending ([`pending_at`]) and settles it. A
+/// follow-on goes only after its write was performed (023, 027): a failed flow sends neither
+/// `link_sent` nor the event after it.
+pub async fn perform_at(
+    client: &ManyChatClient,
+    subscriber: &SubscriberId,
+    conversation: ConversationId,
+    actions: &mut [StagedAction],
+    index: usize,
+) {
+    if !pending_at(actions, index) {
+        return;
+    }
+    if actions[index].follows
+        && (index == 0 || actions[index - 1].entry.status != ActionStatus::Performed)
+    {
+        actions[index].settle_unperformed(ActionStatus::Discarded);
+        count(client, &actions[index]);
+        return;
+    }
+    let action = &mut actions[index];
+    if let Err(error) = perform_one(client, subscriber, conversation, action).await {
+        tracing::warn!(
+            conversation = %conversation,
+            tool = %action.entry.tool,
+            id = %action.entry.id,
+            error_kind = error.kind(),
+            error = %action.entry.error.as_deref().unwrap_or_default(),
+            "action failed; not retried"
+        );
     }
 }
 

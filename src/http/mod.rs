@@ -243,6 +243,7 @@ async fn message(
         return escalation_response(&state, &callback);
     };
 
+    let subscriber = message.subscriber_id.clone();
     let inbound = Inbound {
         subscriber_id: message.subscriber_id,
         text: message.text,
@@ -272,7 +273,17 @@ async fn message(
         }
         Err(e) => {
             tracing::error!(error = %e, "turn failed; answering with the escalation copy");
-            escalation_response(&state, &callback)
+            // C6: nothing recorded it, so no outbox row hands the contact over; the handoff
+            // goes directly once the copy is written.
+            let copy = [state.turns.escalation_copy()];
+            let rendered = channel::render(state.channel, &copy, &callback);
+            let (body, written) = response_body::json_with_notice(&rendered);
+            let turns = state.turns.clone();
+            state.turns.tasks().spawn(async move {
+                let _ = written.await;
+                turns.hand_off_without_store(&subscriber).await;
+            });
+            body
         }
     }
 }

@@ -135,6 +135,9 @@ pub struct ManyChatClient {
     /// Where each request's time is observed; none in tools and tests that build a
     /// bare client.
     metrics: Option<Arc<Metrics>>,
+    /// Until when ManyChat asked to be left alone (`Retry-After` on a 429 or 5xx), on tokio's
+    /// clock; read by the outbox to time its retries.
+    retry_after: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
 }
 
 impl fmt::Debug for ManyChatClient {
@@ -183,7 +186,38 @@ impl ManyChatClient {
             base_url: Arc::from(base),
             limiter,
             metrics: None,
+            retry_after: Arc::default(),
         })
+    }
+
+    /// How long ManyChat's last `Retry-After` (on a 429 or 5xx) still asks to wait; `None` when
+    /// it asked nothing or the time has passed.
+    pub fn retry_after(&self) -> Option<Duration> {
+        let until = (*self
+            .retry_after
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))?;
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// Keeps a `Retry-After` of whole seconds from a 429 or 5xx answer.
+    fn note_retry_after(&self, status: u16, headers: &reqwest::header::HeaderMap) {
+        if status != 429 && !(500..=599).contains(&status) {
+            return;
+        }
+        let Some(seconds) = headers
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        else {
+            return;
+        };
+        let until = tokio::time::Instant::now() + Duration::from_secs(seconds.min(3600));
+        *self
+            .retry_after
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(until);
     }
 
     /// This client, its requests timed and its actions counted into `metrics`.
@@ -406,6 +440,7 @@ impl ManyChatClient {
             }
         };
         let status = response.status().as_u16();
+        self.note_retry_after(status, response.headers());
         let body = match read_body(&mut response).await {
             Ok(body) => body,
             Err(e) => {

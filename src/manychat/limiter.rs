@@ -142,6 +142,16 @@ impl ManyChatLimiter {
         }
     }
 
+    /// A fresh bucket with ManyChat's quota, empty: the first request waits one interval and
+    /// the burst refills only as time passes. What a process whose bucket is its own (SQLite)
+    /// starts with, since it cannot know how much of the account's second the process before it
+    /// spent (a restart right after a burst would otherwise double it).
+    pub fn starting_empty() -> Self {
+        let limiter = Self::new();
+        while limiter.bucket.check().is_ok() {}
+        limiter
+    }
+
     /// A limiter drawing from `shared` (every replica's bucket) instead of its own, keeping its
     /// own only as the fallback for when `shared` cannot answer.
     pub fn with_shared_bucket(mut self, shared: Arc<dyn SharedBucket>) -> Self {
@@ -236,6 +246,26 @@ mod tests {
     use super::*;
     use std::time::Duration;
     use tokio::time::Instant;
+
+    #[tokio::test(start_paused = true)]
+    async fn fault_a_limiter_starting_empty_never_bursts_before_its_quota_refills() {
+        let limiter = ManyChatLimiter::starting_empty();
+        let start = Instant::now();
+        limiter.acquire().await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(100),
+            "the first request waits an interval"
+        );
+        for _ in 0..9 {
+            limiter.acquire().await;
+        }
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(1),
+            "10 in the first second, never the burst on top"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn system_3_5_limiter_lets_a_burst_of_five_through_then_paces_at_ten_per_second() {

@@ -1,7 +1,8 @@
 //! The handoff row (a handoff is never lost). When a turn escalates, the tenant's
 //! handoff (`rules.handoff`: a tag and/or a flow) is written as a `handoff` outbox row in the
 //! same write as the turn, and performed like a reply is delivered: a failure ManyChat may get
-//! over (429, 5xx, network) is retried with the outbox's backoff, a crash leaves the row for the
+//! over (429, 5xx, network) is retried with the outbox's backoff until it is too old to help
+//! (`retry`), a crash leaves the row for the
 //! worker, and the claim rule keeps it behind any earlier reply of its contact. After an inline
 //! escalation the request performs it right after its response is written (`deliver_now`);
 //! the worker takes it only if that did not happen.
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{MAX_ATTEMPTS, backoff};
+use super::retry;
 use crate::actions::{self, ActionEntry, ActionStatus, StagedAction};
 use crate::clock::Clock;
 use crate::escalation::Escalation;
@@ -50,6 +51,8 @@ pub struct Handoffs {
     manychat: ManyChatClient,
     clock: Clock,
     metrics: Arc<Metrics>,
+    /// `OUTBOX_GIVE_UP_AFTER_MS`.
+    give_up_after: Duration,
 }
 
 impl Handoffs {
@@ -64,7 +67,14 @@ impl Handoffs {
             manychat,
             clock,
             metrics,
+            give_up_after: retry::DEFAULT_GIVE_UP_AFTER,
         }
+    }
+
+    /// Sets `OUTBOX_GIVE_UP_AFTER_MS` (the default is [`retry::DEFAULT_GIVE_UP_AFTER`]).
+    pub fn with_give_up_after(mut self, give_up_after: Duration) -> Self {
+        self.give_up_after = give_up_after;
+        self
     }
 
     /// Claims the row and performs it now (after an inline escalation's response is written).
@@ -121,16 +131,19 @@ impl Handoffs {
                 attempt = row.attempts,
                 "handoff action failed"
             );
-            if error.is_retryable() && row.attempts < MAX_ATTEMPTS {
-                passing = Some(error);
-                break;
+            if error.is_retryable() {
+                let give_up = retry::give_up_at(row.created_at, None, self.give_up_after);
+                let retry_after = self.manychat.retry_after();
+                if let Some(due) =
+                    retry::retry_at(self.clock.now(), give_up, row.attempts, retry_after)
+                {
+                    passing = Some((error, due));
+                    break;
+                }
             }
         }
         let now = self.clock.now();
-        if let Some(error) = passing {
-            let due = now
-                + chrono::Duration::from_std(backoff(row.attempts))
-                    .unwrap_or(chrono::Duration::seconds(300));
+        if let Some((error, due)) = passing {
             self.metrics.outbox_retried.inc();
             return self.store.mark_retry(row.id, due, &error.to_string()).await;
         }

@@ -9,11 +9,18 @@
 //!   whose trigger was accepted is never sent again (which overrides SYSTEM 3.5's
 //!   "a partial delivery is retried whole" for accepted messages). The row records how many
 //!   messages were accepted (`messages_delivered`).
-//! - Up to `MAX_ATTEMPTS` attempts, backoff `min(300, 2^attempts)` s; 429, 5xx and network errors
-//!   retry; any other error dead-letters the row at once. A trigger that got no answer (a
+//! - 429, 5xx and network errors retry until the row is too old to help
+//!   (`OUTBOX_GIVE_UP_AFTER_MS`, never past the contact's 24-hour window), backoff
+//!   `min(60, 2^attempts)` s or ManyChat's `Retry-After`; while ManyChat keeps failing the
+//!   worker probes it one row at a time (`retry`). Any other error dead-letters the row at once. A trigger that got no answer (a
 //!   timeout or a connection lost after sending: ManyChat may have run it) is sent at most
 //!   `MAX_UNANSWERED_TRIGGERS` times in all, i.e. retried at most once; then the row is
 //!   dead-lettered rather than risk a third copy.
+//! - Every trigger is counted on the row before it leaves and settled when ManyChat answers,
+//!   and the acceptance of the last message is saved before any action goes; each action's
+//!   outcome is saved on the row as it completes (the payload's `actions`). A process killed at
+//!   any moment resumes after what ManyChat accepted: only the one request it got no answer to
+//!   is sent again, at most once.
 //! - A reply's actions run once, after its first successful delivery; a dead-lettered row's
 //!   actions are recorded `dead_lettered` and never performed (012). A dead-lettered reply hands
 //!   its contact to a person: `escalated_at` is set and `rules.handoff` performed.
@@ -26,27 +33,22 @@
 //! - A database error never kills the worker; on shutdown it finishes the rows in hand.
 
 pub mod handoff;
+pub mod retry;
 mod worker;
 
 pub use handoff::{HandoffPayload, Handoffs};
-pub use worker::{DEFAULT_LEASE, DEFAULT_MAX_IN_FLIGHT, OutboxWorker, WorkerSettings};
+pub use retry::{DEFAULT_GIVE_UP_AFTER, backoff};
+pub use worker::{
+    DEFAULT_LEASE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_SHUTDOWN_DRAIN, OutboxWorker, WorkerSettings,
+};
 
 use serde::{Deserialize, Serialize};
 
 use crate::actions::StagedAction;
 
-/// Attempts before a row is dead-lettered.
-pub const MAX_ATTEMPTS: i32 = 5;
-
 /// How many times one message's trigger may go unanswered (ManyChat may have run it) before the
 /// row is dead-lettered: the first send and one retry.
 pub const MAX_UNANSWERED_TRIGGERS: i32 = 2;
-
-/// The backoff after the `attempts`-th failed attempt: `min(300, 2^attempts)` seconds.
-pub fn backoff(attempts: i32) -> std::time::Duration {
-    let secs = 2u64.saturating_pow(attempts.clamp(0, 30) as u32).min(300);
-    std::time::Duration::from_secs(secs)
-}
 
 /// The payload of a `reply` row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,18 +90,4 @@ pub struct PromiseNote {
     pub abort_at: chrono::DateTime<chrono::Utc>,
     /// Whether the turn reads and extends history (019).
     pub bound: bool,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn system_3_5_backoff_is_min_300_and_2_pow_attempts() {
-        assert_eq!(backoff(1).as_secs(), 2);
-        assert_eq!(backoff(4).as_secs(), 16);
-        assert_eq!(backoff(8).as_secs(), 256);
-        assert_eq!(backoff(9).as_secs(), 300);
-        assert_eq!(backoff(40).as_secs(), 300);
-    }
 }

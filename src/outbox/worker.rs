@@ -26,9 +26,8 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    HandoffPayload, Handoffs, MAX_ATTEMPTS, MAX_UNANSWERED_TRIGGERS, ReplyPayload, backoff,
-};
+use super::retry::{self, Outage};
+use super::{HandoffPayload, Handoffs, MAX_UNANSWERED_TRIGGERS, ReplyPayload};
 use crate::actions::{self, ActionStatus, StagedAction};
 use crate::clock::Clock;
 use crate::config::ConfigHandle;
@@ -44,6 +43,9 @@ use crate::tokens::{self, TokenPayload};
 /// The default `lease`: short, so a crashed worker's rows are taken again within seconds; the
 /// live worker renews it every quarter lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+
+/// The default `shutdown_drain` (`SHUTDOWN_DRAIN_MS`): ten seconds.
+pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
 /// The default `max_in_flight`.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
@@ -68,6 +70,12 @@ pub struct WorkerSettings {
     pub max_in_flight: usize,
     /// `MANYCHAT_TOKEN_FIELD`: the per-contact custom field a `contact_token` row writes (019).
     pub token_field: String,
+    /// `OUTBOX_GIVE_UP_AFTER_MS`: how long after it was queued a row that keeps failing
+    /// passingly is still retried (never past the contact's 24-hour window).
+    pub give_up_after: Duration,
+    /// `SHUTDOWN_DRAIN_MS`: how long, once shutdown fires, the worker goes on delivering rows
+    /// that are or fall due before it stops claiming.
+    pub shutdown_drain: Duration,
 }
 
 impl WorkerSettings {
@@ -81,7 +89,21 @@ impl WorkerSettings {
             lease: DEFAULT_LEASE,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             token_field: "ai_token".to_owned(),
+            give_up_after: retry::DEFAULT_GIVE_UP_AFTER,
+            shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
         }
+    }
+
+    /// Sets `SHUTDOWN_DRAIN_MS` (the default is [`DEFAULT_SHUTDOWN_DRAIN`]).
+    pub fn with_shutdown_drain(mut self, drain: Duration) -> Self {
+        self.shutdown_drain = drain;
+        self
+    }
+
+    /// Sets `OUTBOX_GIVE_UP_AFTER_MS` (the default is [`retry::DEFAULT_GIVE_UP_AFTER`]).
+    pub fn with_give_up_after(mut self, give_up_after: Duration) -> Self {
+        self.give_up_after = give_up_after;
+        self
     }
 
     /// Sets `MANYCHAT_TOKEN_FIELD` (the default is its documented default, `ai_token`).
@@ -117,6 +139,8 @@ pub struct OutboxWorker {
     handoffs: Handoffs,
     /// The tenant's plugin writes riding a reply's row (`crate::plugins`).
     plugins: crate::plugins::PluginClient,
+    /// Whether ManyChat keeps failing: then one row at a time probes it.
+    outage: Arc<Outage>,
 }
 
 /// Why one attempt at a row failed.
@@ -125,6 +149,9 @@ enum AttemptError {
     /// A reply's trigger got no answer (a timeout, a lost connection): ManyChat may have run it,
     /// so it is retried at most once.
     TriggerUnanswered(ManyChatError),
+    /// The next trigger was already sent [`MAX_UNANSWERED_TRIGGERS`] times without an answer
+    /// (a process killed while it waited counts too): it is not sent again.
+    TriggerMayHaveRun,
     BadPayload(String),
     /// The store could not answer a question the delivery depends on; retried like a network
     /// error.
@@ -189,7 +216,9 @@ impl OutboxWorker {
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
-            handoffs: Handoffs::new(store.clone(), manychat.clone(), clock, metrics.clone()),
+            handoffs: Handoffs::new(store.clone(), manychat.clone(), clock, metrics.clone())
+                .with_give_up_after(settings.give_up_after),
+            outage: Arc::default(),
             store,
             manychat,
             clock,
@@ -215,7 +244,9 @@ impl OutboxWorker {
         self
     }
 
-    /// Claims and delivers until `shutdown` fires, then finishes every row in hand (including
+    /// Claims and delivers until `shutdown` fires; then drains for `shutdown_drain`: rows that
+    /// are due, or fall due meanwhile, are still claimed and delivered, and the drain ends early
+    /// once nothing is due and no row is in hand. Then it finishes every row in hand (including
     /// rows waiting in a lane) and returns. A database error is logged and the loop goes on.
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(
@@ -227,20 +258,47 @@ impl OutboxWorker {
         tokio::pin!(keeper);
         let mut lanes = Lanes::default();
         let mut stopping = false;
+        // Set when shutdown fires: claims go on until then.
+        let mut drain_until: Option<tokio::time::Instant> = None;
         loop {
             while let Some(joined) = lanes.tasks.try_join_next_with_id() {
                 self.lane_ended(&mut lanes, joined);
             }
+            if !stopping && shutdown.is_cancelled() {
+                let until = *drain_until.get_or_insert_with(|| {
+                    tracing::info!(
+                        drain_ms = self.settings.shutdown_drain.as_millis() as u64,
+                        "outbox worker draining due rows before it stops"
+                    );
+                    tokio::time::Instant::now() + self.settings.shutdown_drain
+                });
+                if tokio::time::Instant::now() >= until {
+                    stopping = true;
+                }
+            }
             if stopping && lanes.is_empty() {
                 break;
             }
-            let room = self.settings.max_in_flight.saturating_sub(lanes.len());
+            let room = self.outage.room(
+                self.settings.max_in_flight.saturating_sub(lanes.len()),
+                lanes.len(),
+            );
             let mut claimed_full = false;
             if !stopping && room > 0 {
                 let limit = (self.settings.batch_size.max(1) as usize).min(room);
                 match self.claim(limit).await {
                     Ok(rows) => {
                         claimed_full = rows.len() == limit;
+                        if drain_until.is_some() && rows.is_empty() && lanes.is_empty() {
+                            // Draining, nothing due or in hand: done once nothing is open at
+                            // all (a row due later in the drain keeps it going).
+                            let open = self.store.outbox_backlog(self.clock.now(), 1).await;
+                            if open.is_ok_and(|b| b.rows == 0) {
+                                tracing::info!("outbox drained");
+                                stopping = true;
+                                continue;
+                            }
+                        }
                         if !rows.is_empty() {
                             tracing::debug!(rows = rows.len(), "outbox rows claimed");
                         }
@@ -253,13 +311,13 @@ impl OutboxWorker {
                     }
                 }
             }
-            let has_room = lanes.len() < self.settings.max_in_flight;
+            let has_room = lanes.len() < self.settings.max_in_flight || self.outage.ongoing();
             if claimed_full && has_room {
                 // More rows may be due: claim again at once rather than idle.
                 continue;
             }
             tokio::select! {
-                _ = shutdown.cancelled(), if !stopping => stopping = true,
+                _ = shutdown.cancelled(), if drain_until.is_none() => {}
                 Some(joined) = lanes.tasks.join_next_with_id(), if !lanes.tasks.is_empty() => {
                     self.lane_ended(&mut lanes, joined);
                 }
@@ -274,7 +332,13 @@ impl OutboxWorker {
     /// contacts concurrently), renewing the leases meanwhile. Returns the number of rows
     /// processed.
     pub async fn run_once(&self) -> Result<usize, StoreError> {
-        let rows = self.claim(self.settings.batch_size.max(0) as usize).await?;
+        let room = self
+            .outage
+            .room(self.settings.batch_size.max(0) as usize, 0);
+        if room == 0 {
+            return Ok(0);
+        }
+        let rows = self.claim(room).await?;
         let count = rows.len();
         let mut lanes = Lanes::default();
         for row in rows {
@@ -419,6 +483,7 @@ impl OutboxWorker {
         }
         let mut progress = Progress::of(&row);
         let result = self.attempt(&row, &mut progress).await;
+        self.track_outage(&result);
         let settled = match result {
             Ok(()) => {
                 self.metrics.outbox_delivered.inc();
@@ -429,6 +494,29 @@ impl OutboxWorker {
         if let Err(error) = settled {
             // The row stays `delivering` and is claimed again when its lease lapses.
             tracing::error!(row = row.id, error = %error, "outbox: could not settle row");
+        }
+    }
+
+    /// Notes whether ManyChat answered: a passing ManyChat failure starts or extends an outage
+    /// (probed one row at a time), a delivery ends it.
+    fn track_outage(&self, result: &Result<(), AttemptError>) {
+        match result {
+            Ok(()) => {
+                if self.outage.recovered() {
+                    tracing::info!("ManyChat answers again; outbox delivery resumes in full");
+                }
+            }
+            Err(AttemptError::ManyChat(error) | AttemptError::TriggerUnanswered(error))
+                if error.is_retryable() =>
+            {
+                if self.outage.failed(self.manychat.retry_after()) {
+                    tracing::warn!(
+                        error_kind = error.kind(),
+                        "ManyChat is failing; the outbox probes it one row at a time"
+                    );
+                }
+            }
+            Err(_) => {}
         }
     }
 
@@ -444,10 +532,12 @@ impl OutboxWorker {
         }
     }
 
-    /// Delivers a reply's messages from the first one ManyChat has not accepted yet: a message
-    /// whose trigger was accepted is never sent again. The progress is
-    /// written after each accepted message that has another after it, so a crash mid-row
-    /// resumes there too.
+    /// Delivers a reply's messages from the first one ManyChat has not accepted yet, then its
+    /// actions from the first one ManyChat has not answered: nothing ManyChat accepted is sent
+    /// again. Every trigger is counted before it leaves and settled when ManyChat answers, and
+    /// both are saved, so a process killed at any moment resumes after what was accepted and
+    /// repeats at most the one request that got no answer, at most once
+    /// ([`MAX_UNANSWERED_TRIGGERS`]).
     async fn deliver_reply(
         &self,
         row: &OutboxRow,
@@ -460,6 +550,11 @@ impl OutboxWorker {
             .unwrap_or(0)
             .min(total);
         for (index, text) in payload.messages.iter().enumerate().skip(first) {
+            if progress.trigger_timeouts >= MAX_UNANSWERED_TRIGGERS {
+                // Sent that often without an answer (a timeout, or a process killed while it
+                // waited): ManyChat may have run it each time; never a third copy.
+                return Err(AttemptError::TriggerMayHaveRun);
+            }
             // Also on a resumed row: the previous trigger may have been moments ago.
             if index > 0 {
                 tokio::time::sleep(self.settings.reply_gap).await;
@@ -472,6 +567,15 @@ impl OutboxWorker {
                 )
                 .await
                 .map_err(AttemptError::ManyChat)?;
+            progress.trigger_timeouts += 1;
+            self.store
+                .record_outbox_progress(
+                    row.id,
+                    progress.messages_delivered,
+                    progress.trigger_timeouts,
+                )
+                .await
+                .map_err(AttemptError::Store)?;
             match self
                 .manychat
                 .send_flow(&row.subscriber_id, &self.settings.reply_flow_ns)
@@ -480,34 +584,34 @@ impl OutboxWorker {
                 Ok(()) => {
                     progress.messages_delivered = index as i32 + 1;
                     progress.trigger_timeouts = 0;
-                    if index + 1 < total {
-                        self.save_progress(row, *progress).await;
-                    }
+                    // Saved before anything else goes, the actions included.
+                    self.save_progress(row, *progress).await;
                 }
                 Err(error) if error.outcome_unknown() => {
-                    progress.trigger_timeouts += 1;
                     return Err(AttemptError::TriggerUnanswered(error));
                 }
-                Err(error) => return Err(AttemptError::ManyChat(error)),
+                Err(error) => {
+                    // Answered: ManyChat did not run it.
+                    progress.trigger_timeouts -= 1;
+                    self.save_progress(row, *progress).await;
+                    return Err(AttemptError::ManyChat(error));
+                }
             }
         }
-        tracing::info!(
-            conversation = %row.conversation_id,
-            row = row.id,
-            messages = total,
-            resumed_after = first,
-            attempt = row.attempts,
-            "deferred reply delivered"
-        );
-        // Actions follow the text, once: this is the row's first (and only) successful delivery.
+        if first < total {
+            tracing::info!(
+                conversation = %row.conversation_id,
+                row = row.id,
+                messages = total,
+                resumed_after = first,
+                attempt = row.attempts,
+                "deferred reply delivered"
+            );
+        }
+        // Actions follow the text, once, each from where the last attempt left it.
         if !payload.actions.is_empty() {
-            actions::perform_all(
-                &self.manychat,
-                &row.subscriber_id,
-                row.conversation_id,
-                &mut payload.actions,
-            )
-            .await;
+            self.perform_actions(row, &mut payload.actions, progress)
+                .await;
             let config = self.config.as_ref().map(|c| c.snapshot());
             crate::plugins::perform_writes(
                 &self.plugins,
@@ -528,6 +632,69 @@ impl OutboxWorker {
             self.save_actions(payload.turn_id, &payload.actions).await;
         }
         Ok(())
+    }
+
+    /// Performs a delivered reply's pending actions in order, saving on the row before each
+    /// request that it is under way and after it what ManyChat answered. An action whose request
+    /// went out [`MAX_UNANSWERED_TRIGGERS`] times without an answer (the process was killed
+    /// while it waited) is settled `failed` instead of being sent again.
+    async fn perform_actions(
+        &self,
+        row: &OutboxRow,
+        staged: &mut [StagedAction],
+        progress: &mut Progress,
+    ) {
+        for index in 0..staged.len() {
+            if !actions::pending_at(staged, index) {
+                continue;
+            }
+            if progress.trigger_timeouts >= MAX_UNANSWERED_TRIGGERS {
+                let action = &mut staged[index];
+                action.entry.status = ActionStatus::Failed;
+                action.entry.error =
+                    Some("sent without an answer twice; not sent again (it may have run)".into());
+                action.operation = actions::Operation::Cleared;
+                self.metrics
+                    .action(&action.entry.tool, ActionStatus::Failed);
+                progress.trigger_timeouts = 0;
+                self.save_action_progress(row, staged, *progress).await;
+                continue;
+            }
+            progress.trigger_timeouts += 1;
+            self.save_action_progress(row, staged, *progress).await;
+            actions::perform_at(
+                &self.manychat,
+                &row.subscriber_id,
+                row.conversation_id,
+                staged,
+                index,
+            )
+            .await;
+            progress.trigger_timeouts = 0;
+            self.save_action_progress(row, staged, *progress).await;
+        }
+    }
+
+    async fn save_action_progress(
+        &self,
+        row: &OutboxRow,
+        staged: &[StagedAction],
+        progress: Progress,
+    ) {
+        let recorded = match serde_json::to_value(staged) {
+            Ok(value) => value,
+            Err(error) => {
+                tracing::error!(row = row.id, error = %error, "outbox: could not encode the actions");
+                return;
+            }
+        };
+        if let Err(error) = self
+            .store
+            .record_outbox_actions(row.id, &recorded, progress.trigger_timeouts)
+            .await
+        {
+            tracing::error!(row = row.id, error = %error, "outbox: could not record the actions' progress");
+        }
     }
 
     /// 019: writes a `contact_token` row's token into the contact's token field, unless the
@@ -610,16 +777,24 @@ impl OutboxWorker {
                 ),
                 "trigger_unanswered",
             ),
+            AttemptError::TriggerMayHaveRun => (
+                false,
+                format!(
+                    "the trigger was sent {MAX_UNANSWERED_TRIGGERS} times without an answer; it may have run"
+                ),
+                "trigger_unanswered",
+            ),
             AttemptError::BadPayload(m) => (false, m.clone(), "bad_payload"),
             AttemptError::Store(e) => (true, e.to_string(), "store"),
         };
         if progress != Progress::of(row) {
             self.save_progress(row, progress).await;
         }
-        if retryable && row.attempts < MAX_ATTEMPTS {
-            let due = self.clock.now()
-                + chrono::Duration::from_std(backoff(row.attempts))
-                    .unwrap_or(chrono::Duration::seconds(300));
+        let due = match retryable {
+            true => self.retry_at(row).await,
+            false => None,
+        };
+        if let Some(due) = due {
             tracing::warn!(
                 conversation = %row.conversation_id,
                 row = row.id,
@@ -647,6 +822,27 @@ impl OutboxWorker {
             self.hand_off(row).await;
         }
         Ok(())
+    }
+
+    /// When a row that failed passingly is tried again (`retry`): `None` once it is too old to
+    /// help. The contact's window is read from their conversation (the store not answering
+    /// leaves only the give-up time).
+    async fn retry_at(&self, row: &OutboxRow) -> Option<chrono::DateTime<chrono::Utc>> {
+        let last_message_at = self
+            .store
+            .conversation(row.conversation_id)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|c| c.last_message_at);
+        let give_up =
+            retry::give_up_at(row.created_at, last_message_at, self.settings.give_up_after);
+        retry::retry_at(
+            self.clock.now(),
+            give_up,
+            row.attempts,
+            self.manychat.retry_after(),
+        )
     }
 
     /// A reply dead-lettered for good hands its contact to a person. Its

@@ -99,6 +99,11 @@ pub struct Settings {
     /// `OUTBOX_LEASE_MS`: how long an outbox claim lasts unless the live worker renews it; a
     /// crashed worker's rows are taken again after it.
     pub outbox_lease: Duration,
+    /// `OUTBOX_GIVE_UP_AFTER_MS`: how long a reply that keeps failing passingly is retried.
+    pub outbox_give_up_after: Duration,
+    /// `SHUTDOWN_DRAIN_MS`: how long the outbox worker still delivers due rows once the
+    /// process is told to stop.
+    pub shutdown_drain: Duration,
     /// 025 `NUDGE_POLL_MS`: how often the nudge worker looks for due follow-ups.
     pub nudge_poll: Duration,
     /// `PUBLIC_BASE_URL`, `https://`, without a trailing slash.
@@ -255,6 +260,14 @@ impl Settings {
             MIN_OUTBOX_LEASE_MS,
             MAX_OUTBOX_LEASE_MS,
         );
+        let shutdown_drain_ms = env.number("SHUTDOWN_DRAIN_MS", 10_000, 0, 120_000);
+        // A minute at least; never past WhatsApp's 24-hour window.
+        let outbox_give_up_after_ms = env.number(
+            "OUTBOX_GIVE_UP_AFTER_MS",
+            crate::outbox::DEFAULT_GIVE_UP_AFTER.as_millis() as u64,
+            60_000,
+            86_400_000,
+        );
 
         let public_base_url = env.public_base_url(needs.channel);
         let channel = match env.string("CHANNEL") {
@@ -364,6 +377,8 @@ impl Settings {
             contact_tokens_enforced,
             manychat_reply_gap: Duration::from_millis(reply_gap_ms),
             outbox_lease: Duration::from_millis(outbox_lease_ms),
+            outbox_give_up_after: Duration::from_millis(outbox_give_up_after_ms),
+            shutdown_drain: Duration::from_millis(shutdown_drain_ms),
             nudge_poll: Duration::from_millis(nudge_poll_ms),
             public_base_url,
             channel,

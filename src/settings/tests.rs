@@ -272,6 +272,35 @@ fn system_5_2_reply_gap_is_at_most_10000() {
 }
 
 #[test]
+fn fault_shutdown_drain_defaults_to_ten_seconds_and_is_bounded() {
+    assert_eq!(
+        load(&base()).unwrap().shutdown_drain,
+        Duration::from_secs(10)
+    );
+    let s = load(&with(&[("SHUTDOWN_DRAIN_MS", "0")])).unwrap();
+    assert_eq!(s.shutdown_drain, Duration::ZERO);
+    problem(&[("SHUTDOWN_DRAIN_MS", "120001")], "SHUTDOWN_DRAIN_MS");
+}
+
+#[test]
+fn fault_outbox_give_up_after_defaults_to_six_hours_and_is_bounded() {
+    assert_eq!(
+        load(&base()).unwrap().outbox_give_up_after,
+        Duration::from_secs(6 * 3600)
+    );
+    let s = load(&with(&[("OUTBOX_GIVE_UP_AFTER_MS", "600000")])).unwrap();
+    assert_eq!(s.outbox_give_up_after, Duration::from_secs(600));
+    problem(
+        &[("OUTBOX_GIVE_UP_AFTER_MS", "59999")],
+        "OUTBOX_GIVE_UP_AFTER_MS",
+    );
+    problem(
+        &[("OUTBOX_GIVE_UP_AFTER_MS", "86400001")],
+        "OUTBOX_GIVE_UP_AFTER_MS",
+    );
+}
+
+#[test]
 fn outbox_lease_is_seconds_and_bounded() {
     assert_eq!(load(&base()).unwrap().outbox_lease, Duration::from_secs(10));
     let s = load(&with(&[("OUTBOX_LEASE_MS", "3000")])).unwrap();

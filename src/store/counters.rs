@@ -57,6 +57,13 @@ pub trait CounterStore: Send + Sync + 'static {
         false
     }
 
+    /// Whether the database existed before this process opened it (SQLite: the file was there):
+    /// a process before this one may have spent ManyChat's quota moments ago, so a bucket of
+    /// this process's own starts empty.
+    fn reopened(&self) -> bool {
+        false
+    }
+
     /// Takes one slot of the shared ManyChat bucket (one request every `interval`, up
     /// to `burst` back to back), timed by the database's clock: `None` when taken, else how long
     /// until one is free (nothing taken). One round trip. Only where

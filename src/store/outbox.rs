@@ -129,6 +129,16 @@ pub trait OutboxStore: Send + Sync + 'static {
         trigger_timeouts: i32,
     ) -> Result<()>;
 
+    /// Records a reply's actions as they are performed: the payload's `actions` replaced by
+    /// `actions` (each with its outcome so far) and `trigger_timeouts` set to the requests sent
+    /// for the next action without an answer, so a restart resumes after what ManyChat answered.
+    async fn record_outbox_actions(
+        &self,
+        id: i64,
+        actions: &Value,
+        trigger_timeouts: i32,
+    ) -> Result<()>;
+
     /// Settles a row as delivered. A `contact_token` row's plain token is removed from its
     /// payload (019: it rests in the database only while a write awaits retry).
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()>;

@@ -103,7 +103,10 @@ impl AgentJob {
                 let Some(mut message) = self.message.take() else {
                     return;
                 };
-                message.promise = self.promised(message.promise).await;
+                let Ok(promise) = self.promised(message.promise).await else {
+                    return;
+                };
+                message.promise = promise;
                 if let Err(error) = self.engine.settle_aborted(&self, &message, None).await {
                     tracing::error!(conversation = %self.conversation.id, error = %error, "aborted media turn could not be recorded");
                 }
@@ -179,15 +182,23 @@ impl AgentJob {
                 match answer.send(Settled::Answer(result)) {
                     Ok(()) => Ok(()),
                     Err(Settled::Answer(mut answer)) => {
-                        answer.message.promise = self.promised(answer.message.promise).await;
-                        self.engine.settle_deferred(&self, answer).await
+                        match self.promised(answer.message.promise).await {
+                            Ok(promise) => {
+                                answer.message.promise = promise;
+                                self.engine.settle_deferred(&self, answer).await
+                            }
+                            Err(PromiseBroken) => Ok(()),
+                        }
                     }
                     Err(Settled::Decided(_)) => unreachable!("an answer was sent"),
                 }
             }
             Err(_) => {
                 let mut message = message;
-                message.promise = self.promised(message.promise).await;
+                let Ok(promise) = self.promised(message.promise).await else {
+                    return;
+                };
+                message.promise = promise;
                 // 029: a flow already sent cannot be recalled; the record says it went out
                 // (a request still in flight is waited for first). 034: a prospect turn cut
                 // short is recorded too, its intent write discarded, so no later turn sends the
@@ -211,11 +222,34 @@ impl AgentJob {
     }
 
     /// The promise the deferred path keeps: the message's own, or the one the request wrote.
-    pub(super) async fn promised(&mut self, own: Option<Promise>) -> Option<Promise> {
+    /// `Err` when the request could not write it: the contact was answered with the escalation
+    /// copy and handed to a person directly (C6), so the turn delivers nothing more, never the
+    /// real answer after the copy.
+    pub(super) async fn promised(
+        &mut self,
+        own: Option<Promise>,
+    ) -> Result<Option<Promise>, PromiseBroken> {
         match (own, self.promised.take()) {
-            (Some(promise), _) => Some(promise),
-            (None, Some(written)) => written.await.ok().flatten(),
-            (None, None) => None,
+            (Some(promise), _) => Ok(Some(promise)),
+            (None, Some(written)) => match written.await {
+                Ok(Some(promise)) => Ok(Some(promise)),
+                Ok(None) => {
+                    tracing::warn!(
+                        conversation = %self.conversation.id,
+                        "the promise could not be written and the contact got the escalation copy; the turn's answer is not sent"
+                    );
+                    Err(PromiseBroken)
+                }
+                // The request went without answering (it was dropped): nothing was promised
+                // and nothing said; the answer goes through the outbox.
+                Err(_) => Ok(None),
+            },
+            (None, None) => Ok(None),
         }
     }
 }
+
+/// The request could not write the promise of a reply: it answered with the escalation copy and
+/// handed the contact over itself (see [`AgentJob::promised`]).
+#[derive(Debug)]
+pub(super) struct PromiseBroken;

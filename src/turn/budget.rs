@@ -246,12 +246,18 @@ fn input_tokens(request: &ModelRequest, specs_bytes: usize) -> u64 {
     for message in &request.messages {
         bytes += match message {
             Message::User { text } => text.len(),
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant {
+                text,
+                tool_calls,
+                echo,
+            } => {
+                // The provider's thinking blocks or signatures go back with the step: input too.
                 text.as_ref().map_or(0, String::len)
                     + tool_calls
                         .iter()
                         .map(|c| c.id.len() + c.name.len() + arguments_len(&c.arguments))
                         .sum::<usize>()
+                    + echo.items().iter().map(json_len).sum::<usize>()
             }
             Message::ToolResults { results } => results
                 .iter()

@@ -6,7 +6,10 @@
 //! Invariants: the turn's staged actions are discarded, but for an `onEscalation` note of a
 //! model or confidence escalation (024), which follows the copy; the copy, the handoff and the
 //! turn are written in one write; inline, the response carries the copy and the handoff runs once
-//! it is written; deferred, the outbox carries both.
+//! it is written; deferred, the outbox carries both. When the store cannot take the turn (it
+//! does not answer, its disk is full), the contact still gets the copy and the handoff is
+//! performed directly through ManyChat (`hand_off_without_store`): nobody is told a person will
+//! write without being put in a person's queue.
 
 use super::after::after_response;
 use super::agent_job::Answer;
@@ -17,10 +20,63 @@ use crate::actions;
 use crate::agent::EscalationCause;
 use crate::config::TenantConfig;
 use crate::escalation::Escalation;
+use crate::ids::SubscriberId;
 use crate::outbox::ReplyPayload;
 use crate::store::{BudgetCharge, Conversation, NewTurn, StoreError};
 
+/// How long the direct handoff waits for the store to name the contact's conversation (for
+/// the log line only) before it goes without it.
+const CONVERSATION_LOOKUP: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl TurnEngine {
+    /// C6 when the store could not take the turn (a write or read failed, or the turn broke):
+    /// the response is the escalation copy, and no outbox row can carry the handoff, so the
+    /// tenant's handoff (`rules.handoff`: the tag, the flow) is performed here, once, through
+    /// ManyChat. Counted (`handoffs_without_store`) and logged by the conversation's id when the
+    /// store can still name it, never by the contact.
+    pub async fn hand_off_without_store(&self, subscriber: &SubscriberId) {
+        let inner = &self.inner;
+        let config = inner.config.snapshot();
+        let mut handoff = actions::handoff_actions(config.rules.handoff.as_ref());
+        let conversation = tokio::time::timeout(
+            CONVERSATION_LOOKUP,
+            inner.store.conversation_by_subscriber(subscriber),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten()
+        .map(|c| c.id);
+        let reason = Escalation::Error.as_str();
+        if handoff.is_empty() {
+            tracing::warn!(
+                ?conversation,
+                reason,
+                "store could not take the turn; no handoff configured"
+            );
+            return;
+        }
+        actions::perform_all(
+            &inner.manychat,
+            subscriber,
+            conversation.unwrap_or_default(),
+            &mut handoff,
+        )
+        .await;
+        inner.metrics.handoffs_without_store.inc();
+        let performed = handoff
+            .iter()
+            .filter(|a| a.entry.status == actions::ActionStatus::Performed)
+            .count();
+        tracing::warn!(
+            ?conversation,
+            reason,
+            performed,
+            of = handoff.len(),
+            "store could not take the turn; contact handed to a person directly through ManyChat"
+        );
+    }
+
     /// An escalating answer of the model or the guardrails.
     pub(super) async fn escalate_answer(
         &self,

@@ -140,7 +140,10 @@ impl AgentJob {
         let Err(Settled::Decided(mut decided)) = answer.send(Settled::Decided(decided)) else {
             return;
         };
-        decided.message.promise = self.promised(decided.message.promise).await;
+        let Ok(promise) = self.promised(decided.message.promise).await else {
+            return;
+        };
+        decided.message.promise = promise;
         let config = self.derived.config.clone();
         if let Err(error) = self
             .engine

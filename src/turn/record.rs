@@ -388,6 +388,7 @@ impl TurnEngine {
     pub async fn shed(&self, subscriber: &SubscriberId, text: &str, channel: Option<&str>) {
         if let Err(error) = self.record_shed(subscriber, text, channel).await {
             tracing::error!(error = %error, "load-shed message could not be recorded");
+            self.hand_off_without_store(subscriber).await;
         }
     }
 

@@ -46,7 +46,9 @@ impl WaitingTurn {
             Ok(Ok(guard)) => match start.send(Ok(guard)) {
                 Ok(()) => return,
                 Err(Ok(guard)) => {
-                    let promise = (&mut self.promised).await.ok().flatten();
+                    let Some(promise) = self.promised_unless_broken().await else {
+                        return;
+                    };
                     let start = Start {
                         guard: Some(guard),
                         mode: Mode::Deferred,
@@ -73,12 +75,31 @@ impl WaitingTurn {
             },
             Err(_) => {
                 tracing::warn!(conversation = %self.conversation.id, "turn wait expired");
-                let promise = (&mut self.promised).await.ok().flatten();
+                let Some(promise) = self.promised_unless_broken().await else {
+                    return;
+                };
                 self.expired(promise).await.map(|()| TurnResponse::silent())
             }
         };
         if let Err(error) = result {
             tracing::error!(conversation = %self.conversation.id, error = %error, "turn that waited could not run");
+        }
+    }
+
+    /// The promise the request wrote before its silent response (`Some(None)`: the request
+    /// went without one). `None` when it could not write it: it answered with the escalation
+    /// copy and handed the contact over itself, so this turn neither runs nor escalates again.
+    async fn promised_unless_broken(&mut self) -> Option<Option<Promise>> {
+        match (&mut self.promised).await {
+            Ok(Some(promise)) => Some(Some(promise)),
+            Ok(None) => {
+                tracing::warn!(
+                    conversation = %self.conversation.id,
+                    "the promise could not be written and the contact got the escalation copy; the waiting turn does not run"
+                );
+                None
+            }
+            Err(_) => Some(None),
         }
     }
 

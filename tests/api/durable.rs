@@ -13,13 +13,13 @@ use wiremock::MockServer;
 use crate::helpers::*;
 
 /// A `serve` process of the real binary on a tenant folder and database of its own.
-struct Served {
+pub(crate) struct Served {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Served {
-    fn start(dir: &Path, manychat: &MockServer, extra: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(dir: &Path, manychat: &MockServer, extra: &[(&str, &str)]) -> Self {
         let port = free_port();
         let mut env: HashMap<String, String> = HashMap::from([
             (
@@ -59,7 +59,7 @@ impl Served {
         Self { child, port }
     }
 
-    async fn ready(&self) {
+    pub(crate) async fn ready(&self) {
         let client = reqwest::Client::new();
         for _ in 0..400 {
             let health = client
@@ -74,7 +74,7 @@ impl Served {
         panic!("the service did not start");
     }
 
-    async fn send(&self, subscriber: &str, text: &str) -> Value {
+    pub(crate) async fn send(&self, subscriber: &str, text: &str) -> Value {
         reqwest::Client::new()
             .post(format!(
                 "http://127.0.0.1:{}/v1/channels/manychat/message",
@@ -91,7 +91,7 @@ impl Served {
     }
 
     /// SIGKILL: nothing is flushed, drained or settled.
-    fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         self.child.kill().expect("killed");
         let _ = self.child.wait();
     }
@@ -111,7 +111,7 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-fn tenant() -> tempfile::TempDir {
+pub(crate) fn tenant() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     copy_tenant(
         &manychat_agent::config::examples::shipped_examples(),
@@ -120,12 +120,12 @@ fn tenant() -> tempfile::TempDir {
     dir
 }
 
-fn rules(dir: &Path) -> Value {
+pub(crate) fn rules(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("config/rules.json")).unwrap()).unwrap()
 }
 
 /// The texts ManyChat was asked to put in the reply field, in order.
-async fn reply_field_writes(manychat: &MockServer) -> Vec<String> {
+pub(crate) async fn reply_field_writes(manychat: &MockServer) -> Vec<String> {
     manychat
         .received_requests()
         .await
@@ -138,7 +138,7 @@ async fn reply_field_writes(manychat: &MockServer) -> Vec<String> {
         .collect()
 }
 
-async fn tagged(manychat: &MockServer) -> Vec<String> {
+pub(crate) async fn tagged(manychat: &MockServer) -> Vec<String> {
     manychat
         .received_requests()
         .await
@@ -151,7 +151,7 @@ async fn tagged(manychat: &MockServer) -> Vec<String> {
 }
 
 /// Polls (real time, bounded) until `condition` holds.
-async fn eventually(mut condition: impl AsyncFnMut() -> bool, what: &str) {
+pub(crate) async fn eventually(mut condition: impl AsyncFnMut() -> bool, what: &str) {
     for _ in 0..1200 {
         if condition().await {
             return;

@@ -9,6 +9,7 @@ mod binding;
 mod cli;
 mod deferred_channel;
 mod durable;
+mod faults;
 mod flows;
 mod gates;
 mod going_live;

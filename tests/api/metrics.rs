@@ -28,6 +28,7 @@ const COUNTERS: &[&str] = &[
     "outbox_dead_lettered",
     "outbox_dead_letter_handoffs",
     "handoff_failed",
+    "handoffs_without_store",
     "race_lost",
     "model_aborted",
     "load_shed",

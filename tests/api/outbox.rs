@@ -1,5 +1,5 @@
 //! SYSTEM 3.5 and 9 (P0): the outbox worker — success, retryable failure, dead letter,
-//! attempts exhausted, two workers, database errors, shutdown, pacing and order; 012's
+//! an outage outlived, a reply too old to help, two workers, database errors, shutdown, pacing and order; 012's
 //! deferred actions.
 
 use std::sync::Arc;
@@ -166,24 +166,109 @@ async fn system_3_5_error_status_in_a_200_body_is_a_failure() {
     assert_eq!(row.status, OutboxStatus::Failed);
 }
 
-#[tokio::test]
-async fn system_3_5_attempts_exhausted_dead_letters_after_five() {
+/// One `run_once` on the frozen clock, moving it while ManyChat's limiter or a pacing gap waits.
+async fn run_once_advancing(app: &TestApp) -> usize {
+    let worker = app.worker.clone();
+    let mut run = tokio::spawn(async move { worker.run_once().await.unwrap() });
+    loop {
+        tokio::select! {
+            done = &mut run => return done.unwrap(),
+            _ = real_pause() => tokio::time::advance(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn fault_a_ten_minute_manychat_outage_loses_no_reply_and_is_probed_one_request_at_a_time() {
+    let _frozen = FrozenClock::freeze();
+    let app = app().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(503)
+                .insert_header("Retry-After", "30")
+                .set_body_json(json!({"status": "error", "message": "unavailable"})),
+        )
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+    let mut ids = Vec::new();
+    for n in 0..20 {
+        ids.push(queue(&app, &format!("35{n:02}"), messages(&["Still here."])).await);
+    }
+    let began = tokio::time::Instant::now();
+    while began.elapsed() < Duration::from_secs(600) {
+        run_once_advancing(&app).await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    let during = app.manychat_requests().await.len();
+    for id in &ids {
+        let row = app.store.outbox_row(*id).await.unwrap().unwrap();
+        assert_eq!(
+            row.status,
+            OutboxStatus::Pending,
+            "still owed after 10 minutes"
+        );
+    }
+    // The first claim's rows fail together; then one probe at a time, 30 s (Retry-After) to a
+    // minute apart, instead of every row on its own backoff.
+    assert!(during <= 10 + 20, "{during} requests during the outage");
+
+    // ManyChat is back (its recorded requests start again from none).
+    app.manychat.reset().await;
+    manychat_accepts_everything(&app.manychat).await;
+    for _ in 0..300 {
+        run_once_advancing(&app).await;
+        let rows = app.outbox().await;
+        if rows.iter().all(|r| r.status == OutboxStatus::Delivered) {
+            break;
+        }
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    for id in &ids {
+        let row = app.store.outbox_row(*id).await.unwrap().unwrap();
+        assert_eq!(
+            row.status,
+            OutboxStatus::Delivered,
+            "row {id}: nothing lost"
+        );
+    }
+    let triggers = app
+        .manychat_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.path == "/fb/sending/sendFlow")
+        .count();
+    assert_eq!(triggers, 20, "each reply triggered once after the outage");
+}
+
+#[tokio::test(start_paused = true)]
+async fn fault_a_reply_that_keeps_failing_is_dead_lettered_only_when_too_old_to_help() {
+    let _frozen = FrozenClock::freeze();
     let app = app().await;
     fail_flow_with(&app, 500, json!({"status": "error"}), None).await;
     let id = queue(&app, "3005", messages(&["Again."])).await;
-    for attempt in 1..=5 {
-        app.worker.run_once().await.unwrap();
+    let queued = app.store.outbox_row(id).await.unwrap().unwrap();
+    // Six hours of a failing ManyChat (OUTBOX_GIVE_UP_AFTER_MS's default), a minute at a time.
+    let mut seen_failed_at = None;
+    for minute in 0..(6 * 60 + 5) {
+        run_once_advancing(&app).await;
         let row = app.store.outbox_row(id).await.unwrap().unwrap();
-        assert_eq!(row.attempts, attempt);
-        let expected = if attempt < 5 {
-            OutboxStatus::Pending
-        } else {
-            OutboxStatus::Failed
-        };
-        assert_eq!(row.status, expected, "after attempt {attempt}");
-        sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
+        if row.status == OutboxStatus::Failed {
+            seen_failed_at = Some(minute);
+            break;
+        }
+        assert_eq!(row.status, OutboxStatus::Pending, "minute {minute}");
+        assert!(
+            row.next_attempt_at <= queued.created_at + chrono::Duration::hours(6),
+            "never retried past the give-up time"
+        );
+        tokio::time::advance(Duration::from_secs(60)).await;
     }
-    assert_eq!(app.worker.run_once().await.unwrap(), 0);
+    let minute = seen_failed_at.expect("dead-lettered once too old");
+    assert!(
+        minute >= 6 * 60 - 1,
+        "not before six hours: minute {minute}"
+    );
 }
 
 #[tokio::test]
@@ -318,16 +403,17 @@ async fn settle_worker() {
 
 /// Moves the frozen clock in small steps until `done`: a relative sleep registered a little
 /// late (the worker runs on real IO) is still passed, without any real-time wait deciding the
-/// outcome.
+/// outcome. Bounded at 20 s of tokio time: a stopped worker drains for `SHUTDOWN_DRAIN_MS`
+/// (10 s) while a row is still open.
 async fn advance_until(mut done: impl AsyncFnMut() -> bool) {
-    for _ in 0..500 {
+    for _ in 0..2000 {
         if done().await {
             return;
         }
         tokio::time::advance(Duration::from_millis(10)).await;
         real_pause().await;
     }
-    panic!("not done after 5 s of tokio time");
+    panic!("not done after 20 s of tokio time");
 }
 
 async fn agent_turn_with_actions(app: &TestApp, subscriber: &str, actions: &[StagedAction]) -> i64 {

@@ -2,6 +2,7 @@
 //! /v1/channels/manychat/message`), answered by a real provider client talking to a fake that
 //! refuses what the provider's API refuses. ManyChat is a wiremock fake that accepts everything.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};

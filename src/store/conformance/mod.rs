@@ -289,6 +289,7 @@ pub async fn run_all(store: &dyn Store) {
     outbox_replies_are_claimed_ahead_of_contact_token_writes(store).await;
     outbox_renewed_lease_keeps_a_row_from_being_taken(store).await;
     outbox_delivery_progress_is_kept_across_retries(store).await;
+    outbox_action_progress_rewrites_only_the_actions(store).await;
     pending_replies_counts_replies_not_yet_delivered(store).await;
     settled_contact_token_rows_keep_no_token(store).await;
     turn_context_matches_the_separate_reads(store).await;
@@ -400,6 +401,7 @@ mod tests {
         outbox_replies_are_claimed_ahead_of_contact_token_writes,
         outbox_renewed_lease_keeps_a_row_from_being_taken,
         outbox_delivery_progress_is_kept_across_retries,
+        outbox_action_progress_rewrites_only_the_actions,
         pending_replies_counts_replies_not_yet_delivered,
         settled_contact_token_rows_keep_no_token,
         turn_context_matches_the_separate_reads,

@@ -550,6 +550,33 @@ pub async fn outbox_delivery_progress_is_kept_across_retries(store: &dyn Store) 
     settle(store, &[conversation.id]).await;
 }
 
+/// A delivered reply's actions are saved as they are performed (their outcomes and the
+/// request in flight), and the rest of the payload is left as it was, so a restart resumes after
+/// what ManyChat answered.
+pub async fn outbox_action_progress_rewrites_only_the_actions(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let id = enqueue(store, reply_row(&conversation, at_s(0), 7)).await;
+    let performed = json!([{"entry": {"tool": "add_tag", "id": "invented", "status": "performed"},
+        "operation": {"op": "add_tag", "tag": "invented-tag"}}]);
+    store
+        .record_outbox_actions(id, &performed, 1)
+        .await
+        .expect("record_outbox_actions");
+    let saved = row(store, id).await;
+    assert_eq!(saved.payload["actions"], performed);
+    assert_eq!(saved.payload["messages"], json!(["Invented reply 7"]));
+    assert_eq!(saved.payload["turnId"], json!(7));
+    assert_eq!(saved.trigger_timeouts, 1);
+    assert!(
+        store
+            .record_outbox_actions(i64::MAX, &performed, 0)
+            .await
+            .is_err(),
+        "an unknown row is an error"
+    );
+    settle(store, &[conversation.id]).await;
+}
+
 /// 019: a settled `contact_token` row keeps no plain token (delivered or dead-lettered); a row
 /// waiting for its retry keeps it, and reply rows are left as they are.
 pub async fn settled_contact_token_rows_keep_no_token(store: &dyn Store) {

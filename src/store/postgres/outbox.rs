@@ -132,6 +132,27 @@ impl OutboxStore for PgStore {
         Ok(())
     }
 
+    async fn record_outbox_actions(
+        &self,
+        id: i64,
+        actions: &Value,
+        trigger_timeouts: i32,
+    ) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET payload = jsonb_set(payload, '{actions}', $1), \
+             trigger_timeouts = $2 WHERE id = $3",
+        )
+        .bind(Json(actions))
+        .bind(trigger_timeouts)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
         let done = sqlx::query(
             "UPDATE outbox SET status = 'delivered', delivered_at = $1, lease_until = NULL, \

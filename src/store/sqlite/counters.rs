@@ -67,6 +67,10 @@ pub(super) fn add_budget_in(conn: &Db<'_>, charge: BudgetCharge) -> Result<()> {
 
 #[async_trait]
 impl CounterStore for SqliteStore {
+    fn reopened(&self) -> bool {
+        self.reopened
+    }
+
     async fn bump_rate(
         &self,
         subscriber_id: &SubscriberId,

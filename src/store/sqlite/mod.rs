@@ -175,6 +175,8 @@ macro_rules! outbox_columns {
 #[derive(Clone)]
 pub struct SqliteStore {
     jobs: mpsc::Sender<Job>,
+    /// The database file existed before this process opened it.
+    reopened: bool,
 }
 
 /// A write waiting for the database thread.
@@ -301,6 +303,10 @@ impl SqliteStore {
                 "the path names a folder, not a file".to_owned(),
             ));
         }
+        let reopened = match &location {
+            Location::File(path) => tokio::fs::metadata(path).await.is_ok(),
+            Location::Memory => false,
+        };
         // Opening may wait on another process (the WAL switch, migrations): off the runtime.
         let (conn, checkpoints) = tokio::task::spawn_blocking(move || {
             let conn = open(&location)?;
@@ -323,7 +329,7 @@ impl SqliteStore {
             .map_err(|e| {
                 StoreError::Database(format!("cannot start the database thread: {}", e.kind()))
             })?;
-        Ok(Self { jobs })
+        Ok(Self { jobs, reopened })
     }
 
     /// Runs `job` on the database thread, outside any transaction.

@@ -197,6 +197,25 @@ impl OutboxStore for SqliteStore {
         .await
     }
 
+    async fn record_outbox_actions(
+        &self,
+        id: i64,
+        actions: &Value,
+        trigger_timeouts: i32,
+    ) -> Result<()> {
+        let actions = actions.to_string();
+        self.write(move |conn| {
+            update_one(
+                conn,
+                "UPDATE outbox SET payload = json_set(payload, '$.actions', json(?)), \
+                 trigger_timeouts = ? WHERE id = ?",
+                params![actions, trigger_timeouts, id],
+                "outbox row",
+            )
+        })
+        .await
+    }
+
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
         self.write(move |conn| {
             update_one(

@@ -1,0 +1,531 @@
+//! Faults that must not break a promise: the real binary killed with SIGKILL in the middle of a
+//! deferred reply's delivery, and restarted on the same database. The model is an
+//! OpenAI-compatible fake (an outside HTTP endpoint) whose turn stages two tags; ManyChat is the
+//! recording fake, made to hold one request unanswered so the kill lands at a chosen moment.
+//! These wait on real events (bounded polls), never on fixed sleeps.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{body_partial_json, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::durable::{Served, eventually, reply_field_writes, tagged, tenant};
+use crate::helpers::*;
+use crate::selling::{with_nudge, without_sales};
+
+/// The two tags the model's turn stages, as ManyChat names them (the demo tenant's).
+const FIRST_TAG: &str = "interested-wheel-course";
+const SECOND_TAG: &str = "buying-as-gift";
+const REPLY_FLOW: &str = "content20250101_reply";
+
+/// One chat completion of the fake model.
+fn completion(message: Value, finish_reason: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4.1-mini-2025-04-14",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 40, "total_tokens": 940}
+    })
+}
+
+fn tag_call(id: &str, tag: &str) -> Value {
+    completion(
+        json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": id, "type": "function",
+            "function": {"name": "add_tag", "arguments": json!({"tag": tag}).to_string()}
+        }]}),
+        "tool_calls",
+    )
+}
+
+fn final_reply(text: &str) -> Value {
+    let reply = json!({
+        "messages": [text], "escalate": false, "escalation_reason": null,
+        "confidence": 0.9, "closing_question": null
+    });
+    completion(
+        json!({"role": "assistant", "content": reply.to_string(), "refusal": null}),
+        "stop",
+    )
+}
+
+/// The fake model's next turn: one tag per step, then the reply, which takes `delay` (past the
+/// race deadline when the turn is to be deferred).
+async fn model_turn_with_two_tags(model: &MockServer, reply: &str, delay: Duration) {
+    for (priority, body) in [
+        (1, tag_call("call_1", "interested_wheel")),
+        (2, tag_call("call_2", "gift_buyer")),
+    ] {
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(body))
+            .with_priority(priority)
+            .up_to_n_times(1)
+            .mount(model)
+            .await;
+    }
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(final_reply(reply))
+                .set_delay(delay),
+        )
+        .with_priority(3)
+        .up_to_n_times(1)
+        .mount(model)
+        .await;
+}
+
+/// ManyChat takes the tag `tag` and never answers (for longer than any test runs): a process
+/// killed meanwhile never learns whether it was added. Only the first such request hangs.
+async fn manychat_holds_tag(manychat: &MockServer, tag: &str) {
+    Mock::given(method("POST"))
+        .and(path("/fb/subscriber/addTagByName"))
+        .and(body_partial_json(json!({"tag_name": tag})))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"status": "success"}))
+                .set_delay(Duration::from_secs(600)),
+        )
+        .with_priority(1)
+        .up_to_n_times(1)
+        .mount(manychat)
+        .await;
+}
+
+fn model_env(model: &MockServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("AGENT_MODEL", "openai:gpt-4.1-mini".to_owned()),
+        ("OPENAI_API_KEY", "sk-test-key".to_owned()),
+        ("OPENAI_BASE_URL", format!("{}/v1", model.uri())),
+        ("OUTBOX_LEASE_MS", "2000".to_owned()),
+        ("NUDGE_POLL_MS", "1000".to_owned()),
+    ]
+}
+
+fn start(dir: &Path, manychat: &MockServer, env: &[(&'static str, String)]) -> Served {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Served::start(dir, manychat, &env)
+}
+
+async fn reply_triggers(manychat: &MockServer) -> usize {
+    manychat
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path() == "/fb/sending/sendFlow")
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .filter(|b| b["flow_ns"] == REPLY_FLOW)
+        .count()
+}
+
+fn count(tags: &[String], tag: &str) -> usize {
+    tags.iter().filter(|t| *t == tag).count()
+}
+
+fn tenant_with_tags() -> tempfile::TempDir {
+    let dir = tenant();
+    without_sales(&dir.path().join("config"));
+    dir
+}
+
+/// Opens the test's database (after the process is gone).
+async fn store(dir: &Path) -> std::sync::Arc<dyn manychat_agent::store::Store> {
+    manychat_agent::store::connect(&format!("sqlite://{}", dir.join("agent.db").display()))
+        .await
+        .unwrap()
+}
+
+/// The recorded statuses of the tags staged on the contact's last agent turn.
+async fn recorded_tag_statuses(dir: &Path, subscriber: &str) -> Vec<String> {
+    let store = store(dir).await;
+    let conversation = store
+        .conversation_by_subscriber(&manychat_agent::ids::SubscriberId::parse(subscriber).unwrap())
+        .await
+        .unwrap()
+        .expect("the contact is known");
+    let turns = store.turns(conversation.id).await.unwrap();
+    let last = turns
+        .iter()
+        .rev()
+        .find(|t| t.role.as_str() == "agent")
+        .expect("an agent turn");
+    last.actions
+        .as_ref()
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|a| a["tool"] == "add_tag")
+        .map(|a| a["status"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Waits (bounded) until every reply row in the test's database is delivered.
+async fn replies_delivered(dir: &Path) {
+    let store = store(dir).await;
+    eventually(
+        async || {
+            store.outbox_rows().await.unwrap().iter().all(|r| {
+                r.kind != manychat_agent::store::OutboxKind::Reply
+                    || r.status == manychat_agent::store::OutboxStatus::Delivered
+            })
+        },
+        "the reply row is delivered",
+    )
+    .await;
+}
+
+/// The contact's deferred reply is delivered; the process is killed while ManyChat holds the
+/// `held` tag unanswered; a restart finishes the row. Returns ManyChat's tag requests.
+async fn killed_while_performing(held: &str) -> (tempfile::TempDir, MockServer) {
+    let dir = tenant_with_tags();
+    let manychat = MockServer::start().await;
+    let model = MockServer::start().await;
+    manychat_holds_tag(&manychat, held).await;
+    manychat_accepts_everything(&manychat).await;
+    model_turn_with_two_tags(
+        &model,
+        "Wheel classes run on Tuesday evenings.",
+        Duration::from_secs(1),
+    )
+    .await;
+
+    let mut env = model_env(&model);
+    env.push(("RACE_DEADLINE_MS", "300".to_owned()));
+    let first = start(dir.path(), &manychat, &env);
+    first.ready().await;
+    let body = first.send("8901", "When are the wheel classes?").await;
+    assert_eq!(block_texts(&body).len(), 1, "acknowledged: {body}");
+    eventually(
+        async || count(&tagged(&manychat).await, held) == 1,
+        "ManyChat holds the tag request",
+    )
+    .await;
+    first.kill();
+    assert_eq!(
+        reply_triggers(&manychat).await,
+        1,
+        "the reply went before the kill"
+    );
+
+    let second = start(dir.path(), &manychat, &model_env(&model));
+    second.ready().await;
+    let both_performed = async || {
+        let tags = tagged(&manychat).await;
+        count(&tags, FIRST_TAG) >= 1 && count(&tags, SECOND_TAG) >= 1 && count(&tags, held) >= 2
+    };
+    eventually(both_performed, "the restart performs what was left").await;
+    replies_delivered(dir.path()).await;
+    drop(second);
+    (dir, manychat)
+}
+
+#[tokio::test]
+async fn fault_a_reply_killed_during_its_first_action_is_not_sent_again_and_the_action_repeats_at_most_once()
+ {
+    let (dir, manychat) = killed_while_performing(FIRST_TAG).await;
+    assert_eq!(
+        reply_field_writes(&manychat).await,
+        vec!["Wheel classes run on Tuesday evenings.".to_owned()],
+        "the accepted reply is written once"
+    );
+    assert_eq!(reply_triggers(&manychat).await, 1, "and triggered once");
+    let tags = tagged(&manychat).await;
+    assert_eq!(
+        count(&tags, FIRST_TAG),
+        2,
+        "the unanswered tag once more: {tags:?}"
+    );
+    assert_eq!(count(&tags, SECOND_TAG), 1, "{tags:?}");
+    assert_eq!(
+        recorded_tag_statuses(dir.path(), "8901").await,
+        vec!["performed", "performed"]
+    );
+}
+
+#[tokio::test]
+async fn fault_a_reply_killed_after_its_first_action_was_answered_resumes_after_it() {
+    let (dir, manychat) = killed_while_performing(SECOND_TAG).await;
+    assert_eq!(reply_field_writes(&manychat).await.len(), 1);
+    assert_eq!(reply_triggers(&manychat).await, 1);
+    let tags = tagged(&manychat).await;
+    assert_eq!(
+        count(&tags, FIRST_TAG),
+        1,
+        "the answered tag is never repeated: {tags:?}"
+    );
+    assert_eq!(
+        count(&tags, SECOND_TAG),
+        2,
+        "the unanswered one once more: {tags:?}"
+    );
+    assert_eq!(
+        recorded_tag_statuses(dir.path(), "8901").await,
+        vec!["performed", "performed"]
+    );
+}
+
+#[tokio::test]
+async fn fault_a_nudge_reply_killed_during_its_actions_is_delivered_once() {
+    let dir = tenant_with_tags();
+    with_nudge(&dir.path().join("config"));
+    let manychat = MockServer::start().await;
+    let model = MockServer::start().await;
+    manychat_accepts_everything(&manychat).await;
+    // The contact's own turn, answered inline.
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(final_reply("Hello!")))
+        .with_priority(1)
+        .up_to_n_times(1)
+        .mount(&model)
+        .await;
+    let env = model_env(&model);
+    let first = start(dir.path(), &manychat, &env);
+    first.ready().await;
+    let body = first.send("8902", "Hi there").await;
+    assert_eq!(block_texts(&body), vec!["Hello!".to_owned()], "{body}");
+    first.kill();
+
+    // The follow-up falls due now; its turn stages two tags, and ManyChat holds the first.
+    let store = store(dir.path()).await;
+    let conversation = store
+        .conversation_by_subscriber(&manychat_agent::ids::SubscriberId::parse("8902").unwrap())
+        .await
+        .unwrap()
+        .expect("the contact is known");
+    let now = chrono::Utc::now();
+    store
+        .schedule_nudge(conversation.id, "later_today", now, now)
+        .await
+        .unwrap();
+    drop(store);
+    model_turn_with_two_tags(
+        &model,
+        "Still thinking about the wheel course?",
+        Duration::ZERO,
+    )
+    .await;
+    manychat_holds_tag(&manychat, FIRST_TAG).await;
+
+    let second = start(dir.path(), &manychat, &env);
+    second.ready().await;
+    eventually(
+        async || count(&tagged(&manychat).await, FIRST_TAG) == 1,
+        "the nudge reply is delivered and ManyChat holds its first tag",
+    )
+    .await;
+    second.kill();
+    assert_eq!(reply_triggers(&manychat).await, 1);
+
+    let third = start(dir.path(), &manychat, &env);
+    third.ready().await;
+    eventually(
+        async || count(&tagged(&manychat).await, SECOND_TAG) == 1,
+        "the restart performs what was left",
+    )
+    .await;
+    replies_delivered(dir.path()).await;
+    drop(third);
+    assert_eq!(
+        reply_field_writes(&manychat).await,
+        vec!["Still thinking about the wheel course?".to_owned()],
+        "the nudge's text written once"
+    );
+    assert_eq!(reply_triggers(&manychat).await, 1, "and triggered once");
+    let tags = tagged(&manychat).await;
+    assert_eq!(count(&tags, FIRST_TAG), 2, "{tags:?}");
+    assert_eq!(count(&tags, SECOND_TAG), 1, "{tags:?}");
+    assert_eq!(
+        recorded_tag_statuses(dir.path(), "8902").await,
+        vec!["performed", "performed"]
+    );
+}
+
+// --- in-process: the store cannot take the turn -------------------------------------------
+
+use std::sync::Arc;
+
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
+
+/// Makes the test's SQLite database refuse every insert into `table`, as a full disk would.
+fn refuse_inserts(app: &TestApp, table: &str) {
+    let conn = rusqlite::Connection::open(&app.database_path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table} \
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;"
+    ))
+    .unwrap();
+}
+
+/// The space comes back.
+fn accept_inserts(app: &TestApp, table: &str) {
+    let conn = rusqlite::Connection::open(&app.database_path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.execute_batch(&format!("DROP TRIGGER refuse_{table};"))
+        .unwrap();
+}
+
+fn handoff_tag(app: &TestApp) -> String {
+    app.rules()["handoff"]["tag"].as_str().unwrap().to_owned()
+}
+
+async fn tags_sent(app: &TestApp) -> Vec<String> {
+    app.manychat_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.path == "/fb/subscriber/addTagByName")
+        .filter_map(|r| r.body["tag_name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|n| n.ends_with(name))
+        })
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn fault_a_contact_told_a_person_will_write_is_handed_off_when_the_store_cannot_take_the_turn()
+ {
+    let app = spawn_app(Arc::new(ScriptedModel::replies([reply_json(
+        "The wheel course has places.",
+    )])))
+    .await;
+    app.returning_contact("8903").await;
+    refuse_inserts(&app, "turns");
+
+    let (status, body) = app.send("8903", "Any places on the wheel course?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    until(async || !tags_sent(&app).await.is_empty()).await;
+    app.settle().await;
+    assert_eq!(
+        tags_sent(&app).await,
+        vec![handoff_tag(&app)],
+        "handed off once"
+    );
+    assert_eq!(
+        metric(&app.metrics_text().await, "handoffs_without_store_total"),
+        Some(1.0)
+    );
+    assert!(app.outbox().await.is_empty(), "nothing could be queued");
+    assert!(
+        app.turns("8903").await.is_empty(),
+        "nothing could be recorded"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn fault_an_escalation_copy_is_never_followed_by_the_real_answer_when_space_comes_back() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
+        reply_json("The evening class has places."),
+    ))
+    .after(Duration::from_secs(9))]));
+    let app = spawn_app(model.clone()).await;
+    app.returning_contact("8904").await;
+    // The promise of a lost race cannot be written: the contact gets the copy instead.
+    refuse_inserts(&app, "outbox");
+    let request = send_in_background(&app, "8904", "Any places left?");
+    until(async || model.calls() == 1).await;
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (status, body) = request.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+
+    // Space comes back before the model answers: its answer must not follow the copy.
+    accept_inserts(&app, "outbox");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    app.settle_advancing().await;
+    app.worker.run_once().await.unwrap();
+    let replies: Vec<_> = app
+        .manychat_requests()
+        .await
+        .into_iter()
+        .filter(|r| r.path == "/fb/subscriber/setCustomFieldByName")
+        .collect();
+    assert!(replies.is_empty(), "no reply after the copy: {replies:?}");
+    assert!(
+        app.outbox().await.is_empty(),
+        "nothing queued for the contact"
+    );
+    assert_eq!(
+        tags_sent(&app).await,
+        vec![handoff_tag(&app)],
+        "handed off once"
+    );
+}
+
+// --- in-process: SIGTERM drains what is due -----------------------------------------------
+
+/// Queues a reply for `subscriber`, due `after` from now on the app's (tokio's) clock.
+async fn queue_reply(app: &TestApp, subscriber: &str, text: &str, after: Duration) -> i64 {
+    let conversation = app.conversation(subscriber).await;
+    let now = chrono::Utc::now();
+    app.store
+        .enqueue(&manychat_agent::store::NewOutboxRow {
+            conversation_id: conversation.id,
+            subscriber_id: conversation.subscriber_id.clone(),
+            kind: manychat_agent::store::OutboxKind::Reply,
+            payload: json!({"messages": [text], "actions": [], "turnId": null}),
+            next_attempt_at: now + chrono::Duration::from_std(after).unwrap(),
+            created_at: now,
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn fault_sigterm_delivers_the_replies_that_fall_due_within_the_shutdown_drain() {
+    let _frozen = FrozenClock::freeze();
+    let mut options = AppOptions::new(Arc::new(ScriptedModel::replies(Vec::<String>::new())));
+    options.background_workers = true;
+    let app = spawn_app_with(options).await;
+    let soon = queue_reply(&app, "8905", "Due in two seconds.", Duration::from_secs(2)).await;
+    let late = queue_reply(
+        &app,
+        "8906",
+        "Due after the drain.",
+        Duration::from_secs(60),
+    )
+    .await;
+    let store = app.store.clone();
+
+    // SIGTERM (the shutdown token): the default drain is 10 s. The clock moves only here.
+    let mut stopping = tokio::spawn(app.stop());
+    let mut stopped = false;
+    for _ in 0..4000 {
+        tokio::select! {
+            done = &mut stopping => {
+                done.unwrap();
+                stopped = true;
+                break;
+            }
+            _ = real_pause() => tokio::time::advance(Duration::from_millis(50)).await,
+        }
+    }
+    assert!(stopped, "shutdown ends within its bounds");
+    let status = |row: Option<manychat_agent::store::OutboxRow>| row.unwrap().status;
+    assert_eq!(
+        status(store.outbox_row(soon).await.unwrap()),
+        manychat_agent::store::OutboxStatus::Delivered,
+        "due during the drain: delivered before the process stopped"
+    );
+    assert_eq!(
+        status(store.outbox_row(late).await.unwrap()),
+        manychat_agent::store::OutboxStatus::Pending,
+        "due after it: left for the next start"
+    );
+}
