@@ -406,7 +406,7 @@ impl TurnEngine {
             derived,
             conversation,
             contact_text: inbound.text.clone(),
-            notices: sales::notices::notices(&config, &known),
+            notices: sales::notices::for_turn(&config, &known, bound),
             sales: known,
             history,
             bound,
