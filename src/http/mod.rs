@@ -11,6 +11,8 @@
 pub mod auth;
 pub mod client_ip;
 pub mod connections;
+pub mod eviction;
+mod framing;
 pub mod inbound;
 pub mod rate_limit;
 mod response_body;
