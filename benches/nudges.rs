@@ -1,4 +1,4 @@
-//! The nudge worker's claim (issue 16, Performance), measured, not asserted: a due-time scan must
+//! The nudge worker's claim (Performance), measured, not asserted: a due-time scan must
 //! cost the due rows, not the table. 100,000 conversations each hold a pending nudge, of which
 //! 100 are due; the claim (`Store::claim_due_nudges`, limit 100) is timed on SQLite and, when
 //! `TEST_DATABASE_URL` is set, on a fresh PostgreSQL schema. Each round puts the 100 rows back

@@ -1,4 +1,4 @@
-//! The outbox under a backlog (issue 13, Performance), measured, not asserted.
+//! The outbox under a backlog (Performance), measured, not asserted.
 //!
 //! A backlog of replies (1,000 by default, one contact each) is queued in a real SQLite file and
 //! the real outbox worker (`OutboxWorker::run`) delivers it through the real ManyChat client and

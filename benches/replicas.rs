@@ -1,4 +1,4 @@
-//! Scale-out on PostgreSQL (issue 22), measured, not asserted: turns per second with one and
+//! Scale-out on PostgreSQL, measured, not asserted: turns per second with one and
 //! with two replicas of the real app on one PostgreSQL schema, with an instant model and with a
 //! slow one (1 s per turn, far beyond a pool's worth of concurrent turns), and the database's
 //! connection count at its peak during each run.

@@ -1,4 +1,4 @@
-//! `manychat-agent report --weeks 4` over a large SQLite store (issue 18, Performance), measured,
+//! `manychat-agent report --weeks 4` over a large SQLite store (Performance), measured,
 //! not asserted.
 //!
 //! Seeds a real SQLite file (migrated by the store itself) with `BENCH_TURNS` turns (1,000,000

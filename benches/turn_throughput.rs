@@ -51,7 +51,7 @@ use common::{SECRET, env_usize, serve};
 /// An instant model. `Tools`: its first step stages three writes (a tag, a field, a note),
 /// performed after the response, and its second answers. `Read`: its first step reads the
 /// contact, its second answers. `Sales`: to a message asking for the tour ([`TOUR_TEXT`]), its
-/// first step records intent, moves the funnel stage and sends a flow (issue 14: the intent gate,
+/// first step records intent, moves the funnel stage and sends a flow (the intent gate,
 /// the funnel floor and the flow decision, against the contact's records; 029: the flow goes
 /// during the turn), its second answers; to any other message it answers at once. `Flow`: the
 /// same, with the flow alone. The turns with tools are turns of two model steps.
@@ -449,10 +449,10 @@ async fn start_app(
     common::edit_json(&config.join("rules.json"), common::lift_daily_budget);
     common::edit_json(&config.join("tools.json"), |tools| {
         // `plain-unsold`: the plain turn on the demo tenant without its sales markers, the code
-        // path of a tenant that does not sell (no sales record is read): the plain turn before
-        // issue 14, to compare with the selling demo tenant's in the same run. The tool turn stages
+        // path of a tenant that does not sell (no sales record is read): the plain turn as it was
+        // before the sales funnel, to compare with the selling demo tenant's in the same run. The tool turn stages
         // what it always staged and the flow turn sends its flow on the same unsold tenant, so no
-        // write waits for a recorded prospect (issue 14).
+        // write waits for a recorded prospect.
         let unsold = matches!(kind, Kind::Tools | Kind::Flow) || name == "plain-unsold";
         if unsold {
             if kind == Kind::Plain {
@@ -759,7 +759,7 @@ fn main() {
         // At the first concurrency, in rounds, alternated in slices (the three turns in a
         // rotating order, so that none always follows the bare handler): the bare handler; the
         // plain turn of a tenant that does not sell (nothing read: the plain turn's code path
-        // before the sales funnel); the plain turn of the selling demo tenant (issue 14: every
+        // before the sales funnel); the plain turn of the selling demo tenant (every
         // turn reads the contact's sales record and decides its tools against it); and the tool
         // turn (two model steps, three staged writes, on the tenant that does not sell). The tool
         // turn's writes run after each response through the shared limiter (10 ManyChat requests

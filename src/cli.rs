@@ -1,5 +1,10 @@
 //! The commands of SYSTEM 5.4, as library functions `main` calls. Every command first loads and
 //! validates the tenant config and refuses to run on an invalid one.
+//!
+//! `serve`, `worker`, `demo` (its banner says what it relaxes), `config check`, `config upgrade`,
+//! `eval`, `simulate`, `tokens backfill`, `forget`, `retention run`, `report` and
+//! `manychat check` (every name the config and environment rely on, against the account).
+//! `handoff` tells `simulate` why a reply was the handoff copy, from the stored turn and counters.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -170,7 +175,7 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         true => {
             let spec = settings.require_model().map_err(CliError::new)?;
             let model = crate::model::resolve(spec, &startup::model_env(&settings))?;
-            // A USD cap the follow-ups are never priced against would not cap (issue 13).
+            // A USD cap the follow-ups are never priced against would not cap.
             crate::model::pricing::require_price(
                 model.id(),
                 config.snapshot().rules.budget.daily_cost_cap_usd,
@@ -522,7 +527,7 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
     }
 }
 
-/// Every flow, tag and custom field the deployment relies on (issue 21): what `tools.json` and
+/// Every flow, tag and custom field the deployment relies on: what `tools.json` and
 /// `rules.json` name, the reply flow, and the reply and token fields (written with text).
 fn wiring_of(
     config: &crate::config::TenantConfig,
@@ -643,7 +648,7 @@ pub fn demo_sandbox_account(vars: &HashMap<String, String>) -> Account {
     }
 }
 
-/// `manychat-agent manychat check` (issue 21): reads the ManyChat account (flows, tags, custom
+/// `manychat-agent manychat check`: reads the ManyChat account (flows, tags, custom
 /// fields; read-only, paced like every ManyChat request, from the replicas' shared budget on
 /// Postgres) and checks every name the deployment relies on. One line per problem; exit 1 on
 /// any. Run it before going live and after every change to the config or the account.
@@ -858,7 +863,7 @@ pub(crate) async fn existing_store(
     Ok(crate::store::connect(url).await?)
 }
 
-/// `manychat-agent forget <subscriber_id>` (issue 13): erases one contact, every row about it in
+/// `manychat-agent forget <subscriber_id>`: erases one contact, every row about it in
 /// one transaction, and prints what each table lost (counts only). A contact not found is said
 /// so and is not an error: erasing twice is safe.
 pub async fn forget(env: &HashMap<String, String>, subscriber: &str) -> CliResult {
@@ -927,7 +932,7 @@ fn report_sales_keys(env: &HashMap<String, String>) -> Option<crate::store::Sale
     }
 }
 
-/// `manychat-agent report` (issue 18): the last `weeks` ISO weeks' measures, printed or written
+/// `manychat-agent report`: the last `weeks` ISO weeks' measures, printed or written
 /// to `out`. Aggregates only: no subscriber, text or note is read.
 pub async fn report(
     env: &HashMap<String, String>,

@@ -1,4 +1,4 @@
-//! Why a contact was handed to a person (issue 13: the escalation reason is recorded on the
+//! Why a contact was handed to a person (the escalation reason is recorded on the
 //! turn, logged, and counted by reason in `/metrics`).
 //!
 //! One closed list, so the record, the log line and the metric use the same words (a model's

@@ -21,7 +21,7 @@
 //! - [`manychat`]: the only module that knows ManyChat's API: client, limiter, errors, sandbox.
 //! - [`metrics`]: process counters for `GET /metrics`.
 //! - [`store`]: the `Store` trait and its SQLite and Postgres backends (SYSTEM 8).
-//! - [`retention`]: message text cleared after `RETENTION_DAYS`, hourly (issue 13).
+//! - [`retention`]: message text cleared after `RETENTION_DAYS`, hourly.
 //! - [`observability`]: tracing setup and the one redaction list (C5).
 //! - [`evals`]: golden eval cases, their checks and the `eval` report (SYSTEM 9).
 //! - [`startup`]: assembles the app from `Settings`; takes the listener and a shutdown token.

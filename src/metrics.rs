@@ -1,5 +1,5 @@
 //! The process's metrics, served as OpenMetrics text at `GET /metrics` through the
-//! `prometheus-client` crate (SYSTEM 3.1, beyond; issue 18). Every series is listed in README.md
+//! `prometheus-client` crate (beyond SYSTEM 3.1). Every series is listed in README.md
 //! ("Metrics").
 //!
 //! Invariants:
@@ -92,7 +92,7 @@ pub struct Metrics {
     pub outbox_delivered: Counter,
     pub outbox_retried: Counter,
     pub outbox_dead_lettered: Counter,
-    /// Dead-lettered replies whose contact was handed to a person (issue 13).
+    /// Dead-lettered replies whose contact was handed to a person.
     pub outbox_dead_letter_handoffs: Counter,
     /// Turns whose race was lost (or that queued behind a reply): answered through the outbox.
     pub race_lost: Counter,
@@ -116,7 +116,7 @@ pub struct Metrics {
     turns: Family<Labels<1>, Counter>,
     /// Escalations by reason (`crate::escalation::Escalation`).
     escalations: Family<Labels<1>, Counter>,
-    /// Issue 21: requests carrying a ManyChat variable that was not substituted, by body key
+    /// Requests carrying a ManyChat variable that was not substituted, by body key
     /// (`subscriber_id`, `user_id`, `ai_token`).
     not_substituted: Family<Labels<1>, Counter>,
     not_substituted_seen: Mutex<BTreeSet<&'static str>>,
@@ -353,7 +353,7 @@ impl Metrics {
             .unwrap_or_default()
     }
 
-    /// Counts a request whose `field` held a literal ManyChat variable (issue 21).
+    /// Counts a request whose `field` held a literal ManyChat variable.
     pub fn not_substituted(&self, field: &'static str) {
         self.not_substituted
             .get_or_create(&[("field", field)])
@@ -541,7 +541,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue_18_counters_keep_the_documented_names() {
+    fn counters_keep_the_documented_names() {
         let metrics = Metrics::default();
         metrics.outbox_delivered.inc();
         metrics.nudge("scheduled", "");

@@ -1,4 +1,4 @@
-//! Retention (issue 13): what the service keeps about a contact fades with time.
+//! Retention: what the service keeps about a contact fades with time.
 //!
 //! After `RETENTION_DAYS` (default 90; `off` keeps everything) a turn loses its text, the
 //! contact's message or the reply, and keeps the rest of its row: role, outcome, model, bound,
@@ -130,7 +130,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn issue_13_item_10_serve_and_worker_clear_old_text_soon_after_start_then_hourly() {
+    async fn serve_and_worker_clear_old_text_soon_after_start_then_hourly() {
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::connect("sqlite::memory:")
                 .await
@@ -181,7 +181,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn issue_13_item_10_retention_off_clears_nothing() {
+    async fn retention_off_clears_nothing() {
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::connect("sqlite::memory:")
                 .await

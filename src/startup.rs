@@ -142,7 +142,7 @@ impl Application {
             }
         };
         let model = crate::model::timed::TimedModel::wrap(model, metrics.clone());
-        // A USD cap the model's calls are never priced against would not cap (issue 13).
+        // A USD cap the model's calls are never priced against would not cap.
         crate::model::pricing::require_price(
             model.id(),
             config.snapshot().rules.budget.daily_cost_cap_usd,
@@ -274,7 +274,7 @@ impl Application {
         if self.reload_on_sighup {
             spawn_reload_on_sighup(self.state.config.clone(), shutdown.clone())?;
         }
-        // Replies a stopped process promised and did not give (issue 13).
+        // Replies a stopped process promised and did not give.
         if let Err(error) = self.state.turns.recover_promises().await {
             tracing::error!(error = %error, "could not look for interrupted turns");
         }
@@ -348,7 +348,7 @@ pub fn nudge_worker(
     )
 }
 
-/// The ManyChat limiter for a process using `store` (issue 21): on a store that keeps the
+/// The ManyChat limiter for a process using `store`: on a store that keeps the
 /// account-wide bucket (Postgres) every request draws from it, so all replicas together stay
 /// under ManyChat's limit; otherwise (SQLite, one process) the in-process bucket is the budget.
 /// Either way sendFlow is counted per contact in the store.

@@ -280,7 +280,7 @@ pub async fn perform_all(
 
 /// Performs one action and settles its status: `performed`, or `failed` with the error (a
 /// note's text replaced by `[note]`). The ManyChat error is returned so that a caller that
-/// retries (the handoff, issue 13) can tell a passing failure from a refusal.
+/// retries (the handoff) can tell a passing failure from a refusal.
 pub async fn perform_one(
     client: &ManyChatClient,
     subscriber: &SubscriberId,
@@ -330,7 +330,7 @@ pub async fn perform_one(
     settled
 }
 
-/// Counts an action's settled status into the client's metrics (issue 18), where a ManyChat
+/// Counts an action's settled status into the client's metrics, where a ManyChat
 /// attempt decided it.
 fn count(client: &ManyChatClient, action: &StagedAction) {
     if let Some(metrics) = client.metrics() {

@@ -148,7 +148,7 @@ struct CallbackPayload<'a> {
     text: &'static str,
     /// The contact id twice: `{{contact.id}}` as the tenant's own block body has it, and
     /// `{{user_id}}`, the variable ManyChat documents for the callback. Whichever dialect
-    /// ManyChat substitutes, the inbound parse takes the first valid one (issue 21).
+    /// ManyChat substitutes, the inbound parse takes the first valid one.
     subscriber_id: &'static str,
     user_id: &'static str,
     ai_token: TokenVariable<'a>,
@@ -191,8 +191,8 @@ fn shape_messages(channel: Channel, messages: &[String]) -> Vec<Cow<'_, str>> {
     shaped
 }
 
-/// The messages of a reply delivered later through the outbox, shaped as the channel shows them
-/// (issue 21): on WhatsApp one text (one field write and one flow trigger instead of one per
+/// The messages of a reply delivered later through the outbox, shaped as the channel shows them:
+/// on WhatsApp one text (one field write and one flow trigger instead of one per
 /// message, as inline), elsewhere at most the channel's number of messages.
 pub fn deferred_messages(channel: Channel, messages: Vec<String>) -> Vec<String> {
     shape_messages(channel, &messages)
@@ -289,7 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_21_item_4_a_deferred_whatsapp_reply_is_one_message() {
+    fn a_deferred_whatsapp_reply_is_one_message() {
         let three = msgs(&["One.", "Two.", "Three."]);
         assert_eq!(
             deferred_messages(Channel::Whatsapp, three.clone()),

@@ -1,4 +1,4 @@
-//! Why `simulate`'s reply was the handoff copy (issue 19): read back from the service's database,
+//! Why `simulate`'s reply was the handoff copy: read back from the service's database,
 //! the demo's SQLite file by default, so the service logs no contact data to say it.
 //!
 //! The response carries only the copy; the turn's record says how it ended, and for a check

@@ -218,8 +218,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn issue_13_item_9_a_stuck_reload_times_out_keeps_the_old_config_and_drops_its_late_result()
-     {
+    async fn a_stuck_reload_times_out_keeps_the_old_config_and_drops_its_late_result() {
         let dir = demo_copy();
         let handle =
             Arc::new(ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads"));

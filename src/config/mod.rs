@@ -2,7 +2,11 @@
 //!
 //! - [`tenant`]: the files as typed values (strict: unknown keys are errors).
 //! - [`load`]: reading the folder, `.example` fallback for the demo, size limit, strict parsing.
-//! - [`validate`]: every rule beyond types, all reported at once.
+//! - [`validate`]: every rule beyond types, per file (`catalog`, `rules`, `tools`, the last with
+//!   its checks against the catalog and the server's names), all reported at once. A part that
+//!   fails its types is reported and set aside by [`load`], so the rest and the cross-file
+//!   checks still run.
+//! - [`upgrade`]: `config upgrade`, the renames of older keys.
 //! - [`error`]: issues naming file, JSON path and rule, never a value.
 //! - [`handle`]: the config in force and its atomic reload (5.3).
 //! - [`rules_match`]: the opening trigger and escalation keywords, matched before the model.

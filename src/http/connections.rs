@@ -1,4 +1,4 @@
-//! What one client connection may hold (issue 13 item 7): how long it may wait in each phase,
+//! What one client connection may hold: how long it may wait in each phase,
 //! and how many connections one address may keep open.
 //!
 //! An HTTP/1 connection, seen from the server, is always in one of three phases:
@@ -310,7 +310,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_item_7_an_address_holds_at_most_its_cap_and_a_closed_connection_frees_its_slot() {
+    fn an_address_holds_at_most_its_cap_and_a_closed_connection_frees_its_slot() {
         let slots = AddressSlots::new(2);
         let none = TrustProxy::default();
         let first = slots.claim(ip("203.0.113.7"), &none).expect("first");
@@ -326,7 +326,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_item_7_a_trusted_proxy_is_bounded_only_by_the_total_cap() {
+    fn a_trusted_proxy_is_bounded_only_by_the_total_cap() {
         let slots = AddressSlots::new(1);
         let proxy = TrustProxy::parse("loopback").unwrap();
         let held: Vec<_> = (0..10)
@@ -342,7 +342,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn issue_13_item_7_phases_time_out_by_their_own_bounds() {
+    async fn phases_time_out_by_their_own_bounds() {
         let header = Duration::from_secs(10);
         let idle = Duration::from_secs(75);
         let started = Instant::now();

@@ -7,7 +7,7 @@
 //!   (shown only when it is a plain identifier); the log says only that a key was unknown, never
 //!   which ([`InboundError::logged_field`]), since the sender chose its name.
 //! - A lone UTF-16 surrogate escape (`"\ud83d"`, a message cut mid-emoji) becomes U+FFFD, so the
-//!   contact is answered rather than refused (issue 13 item 9).
+//!   contact is answered rather than refused.
 //! - Errors name the field and the rule, never the value: `text: must be a string of at most
 //!   4096 characters`.
 //! - Names (`first_name`, `last_name`) and `locale` are accepted and dropped here; only `channel`
@@ -682,7 +682,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_21_item_1_first_valid_id_of_subscriber_id_and_user_id_wins() {
+    fn first_valid_id_of_subscriber_id_and_user_id_wins() {
         let table = [
             (
                 r#""subscriber_id":"5550001","user_id":"5550002""#,
@@ -710,7 +710,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_21_item_1_literal_variables_are_not_substituted_not_malformed() {
+    fn literal_variables_are_not_substituted_not_malformed() {
         for ids in [
             r#""subscriber_id":"{{contact.id}}","user_id":"{{user_id}}""#,
             r#""subscriber_id":" {{contact.id}} ""#,
@@ -738,7 +738,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_item_9_a_lone_surrogate_in_text_becomes_the_replacement_character() {
+    fn a_lone_surrogate_in_text_becomes_the_replacement_character() {
         let table = [
             (r#"I love it \ud83d"#, "I love it \u{FFFD}"),
             (r#"\ud83d\ude00 pair kept"#, "\u{1F600} pair kept"),
@@ -770,7 +770,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_item_9_an_unknown_key_is_logged_without_its_name() {
+    fn an_unknown_key_is_logged_without_its_name() {
         let e = err(br#"{"subscriber_id":"7","text":"hi","favourite_colour":1}"#);
         assert_eq!(e.field(), Some("favourite_colour"), "the caller is told");
         assert_eq!(e.logged_field(), "(unknown key)");

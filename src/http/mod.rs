@@ -4,9 +4,15 @@
 //! The message route runs its checks in a fixed order: authentication **before the body is read**
 //! (a request without a valid secret is counted against its address's limit, then refused), then
 //! the 64 KiB body limit and the body timeout, then the strict inbound parse, then the contact's
-//! limit (issue 13 item 8), all before the store is touched. An authenticated request never gets
+//! limit, all before the store is touched. An authenticated request never gets
 //! a 500: any failure after authentication answers 200 with the tenant's escalation copy as a
 //! Dynamic Block (C6). `server` runs the connections these routes are served on.
+//!
+//! Files: `auth` (the secret), `rate_limit` and `client_ip` (per address and per contact),
+//! `inbound` (the strict body: `subscriber_id` or `user_id`), `wiring` (unsubstituted ManyChat
+//! variables, answered and reported, also in `/ready`), `response_body` (the body that tells
+//! us the response was written), `server` (the accept loop, connection caps, graceful drain),
+//! `connections` (each connection's phase and its header and idle timeouts).
 
 pub mod auth;
 pub mod client_ip;
@@ -184,7 +190,7 @@ async fn message(
     let mut message = match inbound::InboundMessage::parse(&bytes) {
         Ok(message) => message,
         Err(inbound::InboundError::NotSubstituted { field }) => {
-            // Not the contact's fault and no 400: the contact gets the escalation copy (issue 21).
+            // Not the contact's fault and no 400: the contact gets the escalation copy.
             wiring::report_id_not_substituted(&state.metrics, field);
             let callback = Callback {
                 url: &state.callback_url,
@@ -221,7 +227,7 @@ async fn message(
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         state.metrics.load_shed.inc();
         tracing::warn!("load shed: too many turns in flight");
-        // Recorded and handed to a person (issue 13), not only answered with the copy.
+        // Recorded and handed to a person, not only answered with the copy.
         state
             .turns
             .shed(

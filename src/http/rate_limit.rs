@@ -1,4 +1,4 @@
-//! The request limits (SYSTEM 3.1, issue 13 item 8): 300 requests per minute per key, where the
+//! The request limits (SYSTEM 3.1): 300 requests per minute per key, where the
 //! key is the client's address for a request without a valid secret (counted before the 401),
 //! and the contact (`subscriber_id`) for an authenticated one (counted once the body is parsed,
 //! before the store is touched). ManyChat sends every contact's messages from a few addresses, so
@@ -200,7 +200,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn issue_13_item_8_contacts_have_budgets_of_their_own_apart_from_addresses() {
+    async fn contacts_have_budgets_of_their_own_apart_from_addresses() {
         let limiter = RateLimiter::default();
         let addr = ip("203.0.113.7");
         assert_eq!(spend(&limiter, addr, 301), 300);
@@ -212,7 +212,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn issue_13_item_8_a_refusal_says_when_to_retry_and_that_time_is_enough() {
+    async fn a_refusal_says_when_to_retry_and_that_time_is_enough() {
         let limiter = RateLimiter::default();
         let busy = contact("5550001");
         assert_eq!(spend_contact(&limiter, &busy, 300), 300);

@@ -1,4 +1,4 @@
-//! The accept loop (issue 13 item 7): every connection is served by hyper's HTTP/1 connection
+//! The accept loop: every connection is served by hyper's HTTP/1 connection
 //! under the bounds of [`ConnectionLimits`], so slow or idle clients cannot hold the process's
 //! file descriptors.
 //!
@@ -355,7 +355,7 @@ mod tests {
     use rustix::process::{Resource, getrlimit, setrlimit};
 
     #[test]
-    fn issue_13_item_7_soft_fd_limit_is_raised_to_the_hard_limit() {
+    fn soft_fd_limit_is_raised_to_the_hard_limit() {
         let start = getrlimit(Resource::Nofile);
         let Some(hard) = start.maximum else {
             // An unlimited hard limit leaves nothing to raise to.

@@ -1,4 +1,4 @@
-//! Issue 21: ManyChat variables that reach us unsubstituted (a literal `{{…}}`) are a wiring
+//! ManyChat variables that reach us unsubstituted (a literal `{{…}}`) are a wiring
 //! problem in the tenant's ManyChat setup, not a bad request and not a wrong token. Each one is
 //! logged at error level with what to fix, counted in `/metrics`
 //! (`manychat_agent_variables_not_substituted_total{field=…}`) and listed in `/ready`'s details.

@@ -1,7 +1,7 @@
 //! What a ManyChat account holds that the wiring depends on: its flows, tags and custom fields,
 //! read through the page API (`GET /fb/page/getFlows`, `/fb/page/getTags`,
-//! `/fb/page/getCustomFields`), and the check of a deployment's names against it (issue 21,
-//! `manychat-agent manychat check`).
+//! `/fb/page/getCustomFields`), and the check of a deployment's names against it
+//! (`manychat-agent manychat check`).
 //!
 //! Invariants:
 //! - Parsing is lenient: unknown keys are ignored and an entry without a name is skipped, since
@@ -200,7 +200,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_21_item_2_page_api_data_is_read_leniently() {
+    fn page_api_data_is_read_leniently() {
         let account = account();
         assert_eq!(account.flows.len(), 1, "an entry without ns is skipped");
         assert_eq!(account.tags, vec!["needs-reply"]);
@@ -209,7 +209,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_21_item_2_every_missing_or_mistyped_name_is_one_line() {
+    fn every_missing_or_mistyped_name_is_one_line() {
         let wiring = Wiring {
             flows: vec![
                 Named::new("MANYCHAT_REPLY_FLOW_NS", "content_missing"),

@@ -14,7 +14,7 @@
 //! - [`ManyChatError::outcome_unknown`] tells a request ManyChat may have performed without
 //!   answering (a timeout, a connection lost after the request went out) from one it surely did
 //!   not perform (a refused connection, any answer): the outbox retries a trigger of the first
-//!   kind at most once (issue 13).
+//!   kind at most once.
 
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ pub enum ManyChatError {
         code: Option<i64>,
         endpoint: &'static str,
     },
-    /// Issue 21: the contact already had [`FLOW_SENDS_PER_HOUR`] flows sent in the past hour,
+    /// The contact already had [`FLOW_SENDS_PER_HOUR`] flows sent in the past hour,
     /// ManyChat's documented per-contact limit for sendFlow; the trigger was not sent.
     #[error(
         "sendFlow refused before sending: the contact already had {FLOW_SENDS_PER_HOUR} flows in the past hour (ManyChat's per-contact limit)"
@@ -194,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_item_5_only_a_timeout_or_a_lost_connection_leaves_the_outcome_unknown() {
+    fn only_a_timeout_or_a_lost_connection_leaves_the_outcome_unknown() {
         let unknown = [
             ManyChatError::Timeout(Duration::from_secs(10)),
             ManyChatError::Network("response body"),

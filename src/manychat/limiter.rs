@@ -7,7 +7,7 @@
 //! covered by the lower one): 10 per second, burst 5.
 //!
 //! The limit is per account, not per process: when the deployment has a [`SharedBucket`] (the
-//! Postgres store keeps one in the database, issue 21) every replica draws from it; otherwise
+//! Postgres store keeps one in the database) every replica draws from it; otherwise
 //! (SQLite, one process) the in-process bucket below is the whole budget. sendFlow is also
 //! limited per contact ([`FLOW_SENDS_PER_HOUR`] an hour): a [`FlowCounter`], when given, counts
 //! each trigger and refuses the one past the limit with [`ManyChatError::FlowCapReached`].
@@ -363,8 +363,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn issue_21_item_3_a_shared_bucket_paces_requests_in_arrival_order_one_question_per_slot()
-    {
+    async fn a_shared_bucket_paces_requests_in_arrival_order_one_question_per_slot() {
         let shared = FakeShared::new(false);
         let limiter = ManyChatLimiter::new().with_shared_bucket(shared.clone());
         let start = Instant::now();
@@ -406,7 +405,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn issue_21_item_3_a_shared_bucket_that_fails_falls_back_to_pacing_this_process() {
+    async fn a_shared_bucket_that_fails_falls_back_to_pacing_this_process() {
         let limiter = ManyChatLimiter::new().with_shared_bucket(FakeShared::new(true));
         let start = Instant::now();
         for _ in 0..6 {
@@ -430,7 +429,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn issue_21_item_3_a_contact_past_the_hourly_flow_limit_is_refused() {
+    async fn a_contact_past_the_hourly_flow_limit_is_refused() {
         let contact = SubscriberId::parse("5550001").unwrap();
         let limiter = ManyChatLimiter::new().with_flow_counter(Arc::new(FullCounter));
         assert_eq!(

@@ -10,7 +10,7 @@
 //! - [`contact`]: [`ContactRecord`], getInfo reduced to tag names and custom field values.
 //! - [`sandbox`]: the in-process fake ManyChat the demo runs against.
 //! - [`account`]: the account's flows, tags and custom fields (the page API), and the check of
-//!   a deployment's names against them (`manychat check`, issue 21).
+//!   a deployment's names against them (`manychat check`).
 //!
 //! Architecture invariants: nothing outside this module builds a ManyChat URL or body or reads a
 //! ManyChat response; every request passes the shared limiter; a subscriber's identifiers (name,

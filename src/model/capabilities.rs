@@ -1,4 +1,4 @@
-//! What each model family accepts on the wire (issue 20): the registry the providers consult
+//! What each model family accepts on the wire: the registry the providers consult
 //! before they write a request, so that a model is never sent a field its API refuses.
 //!
 //! One entry per family, matched on the model name (`gpt-5.4-mini`, `claude-haiku-4-5`, an
@@ -276,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_openai_reasoning_models_never_get_a_temperature() {
+    fn openai_reasoning_models_never_get_a_temperature() {
         for model in [
             "gpt-5",
             "gpt-5-mini",
@@ -296,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_openai_chat_models_take_the_deployment_temperature() {
+    fn openai_chat_models_take_the_deployment_temperature() {
         for model in [
             "gpt-4.1",
             "gpt-4.1-mini-2025-04-14",
@@ -310,7 +310,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_unknown_models_send_a_temperature_only_when_the_operator_set_one() {
+    fn unknown_models_send_a_temperature_only_when_the_operator_set_one() {
         for (provider, model, max) in [
             ("openai", "some-future-model", 2.0),
             ("openai", "gpt-50", 2.0),
@@ -324,7 +324,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_anthropic_families_split_at_4_5_and_4_7() {
+    fn anthropic_families_split_at_4_5_and_4_7() {
         let sonnet = of("anthropic", "claude-sonnet-4-5-20250929");
         assert_eq!(sonnet.wire_temperature(1.5, false), Some(1.0));
         assert!(sonnet.structured_output);
@@ -339,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_fine_tuned_openai_models_keep_their_family_without_schema_bounds() {
+    fn fine_tuned_openai_models_keep_their_family_without_schema_bounds() {
         let caps = of("openai", "ft:gpt-4.1-mini-2025-04-14:acme::abc123");
         assert!(!caps.schema_bounds);
         assert_eq!(caps.temperature, OPENAI_TEMPERATURE);
@@ -347,14 +347,14 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_ollama_models_accept_the_deployment_temperature_and_format() {
+    fn ollama_models_accept_the_deployment_temperature_and_format() {
         let caps = of("ollama", "llama3.1:8b");
         assert_eq!(caps.wire_temperature(0.3, false), Some(0.3));
         assert!(caps.structured_output);
     }
 
     #[test]
-    fn issue_20_structured_output_support_follows_the_documented_model_list() {
+    fn structured_output_support_follows_the_documented_model_list() {
         assert!(!of("openai", "gpt-4o-2024-05-13").structured_output);
         assert!(of("openai", "gpt-4o-2024-08-06").structured_output);
         assert!(!of("openai", "o1-mini").structured_output);

@@ -293,7 +293,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn issue_20_ollama_tool_step_sends_tools_and_options_without_format_or_streaming() {
+    async fn ollama_tool_step_sends_tools_and_options_without_format_or_streaming() {
         let server = MockServer::start().await;
         answer_with(&server, 200, final_answer()).await;
 

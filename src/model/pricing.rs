@@ -9,7 +9,7 @@
 //!    hardware).
 //!
 //! A model with none of these has no price, and `serve` refuses to start with it while a USD
-//! cap is configured ([`require_price`], issue 13 item 6): a cap it could never reach would
+//! cap is configured ([`require_price`]): a cap it could never reach would
 //! silently not cap.
 //!
 //! Matching: the id is `provider:model` as `Model::id` returns it, or a bare model name. The
@@ -171,7 +171,7 @@ pub fn cost_usd(model_id: &str, usage: &Usage) -> f64 {
         / 1_000_000.0
 }
 
-/// Refuses a model with no known price while a USD cap is configured (issue 13, item 6): the
+/// Refuses a model with no known price while a USD cap is configured: the
 /// cap would never be reached, so the budget would silently not cap. The error names the model
 /// and the two fixes.
 pub fn require_price(model_id: &str, daily_cost_cap_usd: f64) -> Result<(), ModelError> {
@@ -333,7 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_price_table_covers_the_current_models_of_each_provider() {
+    fn price_table_covers_the_current_models_of_each_provider() {
         for id in [
             "openai:gpt-5.5",
             "openai:gpt-5.4",
@@ -374,7 +374,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_unpriced_model_with_a_usd_cap_is_refused_naming_the_model_and_the_fix() {
+    fn unpriced_model_with_a_usd_cap_is_refused_naming_the_model_and_the_fix() {
         let err = require_price("openai:pricing-test-unlisted", 5.0).expect_err("refused");
         let text = err.to_string();
         for part in [
@@ -394,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_operator_price_prices_an_unlisted_model_and_wins_over_the_table() {
+    fn operator_price_prices_an_unlisted_model_and_wins_over_the_table() {
         let id = "openai:pricing-test-operator";
         assert!(require_price(id, 5.0).is_err());
         set_operator_price(
@@ -411,7 +411,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_operator_price_variables_are_read_together_and_validated() {
+    fn operator_price_variables_are_read_together_and_validated() {
         let read = |pairs: &[(&str, &str)]| {
             let pairs: Vec<(String, String)> = pairs
                 .iter()

@@ -352,7 +352,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn issue_20_agent_temperature_reaches_an_unknown_model_only_when_set() {
+    async fn agent_temperature_reaches_an_unknown_model_only_when_set() {
         let server = MockServer::start().await;
         Mock::given(method("POST"))
             .and(path("/v1/chat/completions"))
@@ -379,7 +379,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_operator_price_is_registered_for_the_resolved_model() {
+    fn operator_price_is_registered_for_the_resolved_model() {
         let price = pricing::Price {
             input: 0.3,
             cached_input: 0.3,

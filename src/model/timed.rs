@@ -1,4 +1,4 @@
-//! A [`Model`] that times each call into `/metrics` (issue 18): the one place every model call
+//! A [`Model`] that times each call into `/metrics`: the one place every model call
 //! of every turn (inbound, deferred, nudge) passes, so no call site measures.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! One AgentReply schema, a wire copy per provider (issue 20).
+//! One AgentReply schema, a wire copy per provider.
 //!
 //! The agent keeps one JSON Schema for the reply, with every bound the reply needs (1–3
 //! messages, 1000 characters each, a confidence from 0 to 1), and validates every provider's
@@ -218,7 +218,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_anthropic_wire_schema_has_no_numeric_or_length_bounds() {
+    fn anthropic_wire_schema_has_no_numeric_or_length_bounds() {
         let wire = for_anthropic(agent_reply_schema());
         for (keyword, value) in all_keywords(&wire) {
             assert!(
@@ -245,7 +245,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_openai_wire_schema_is_the_documented_strict_subset() {
+    fn openai_wire_schema_is_the_documented_strict_subset() {
         let wire = for_openai(agent_reply_schema(), true);
         for (keyword, value) in all_keywords(&wire) {
             assert!(
@@ -282,7 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_openai_fine_tuned_wire_schema_carries_no_bounds() {
+    fn openai_fine_tuned_wire_schema_carries_no_bounds() {
         let wire = for_openai(agent_reply_schema(), false);
         for (keyword, value) in all_keywords(&wire) {
             assert!(openai_allows(&keyword, &value, false), "{keyword}: {value}");
@@ -290,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_bounds_dropped_from_the_wire_are_still_enforced_locally() {
+    fn bounds_dropped_from_the_wire_are_still_enforced_locally() {
         // What Anthropic's copy no longer says, the local schema still refuses.
         for (reply, keyword) in [
             (
@@ -318,7 +318,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_anthropic_wire_schema_still_accepts_every_valid_reply_shape() {
+    fn anthropic_wire_schema_still_accepts_every_valid_reply_shape() {
         // The wire copy is a relaxation: replies valid locally are valid on the wire.
         let wire = for_anthropic(agent_reply_schema());
         let validator = jsonschema::validator_for(&wire).expect("wire schema compiles");
@@ -333,7 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_20_ollama_wire_schema_is_the_local_schema() {
+    fn ollama_wire_schema_is_the_local_schema() {
         assert_eq!(&for_ollama(agent_reply_schema()), &**agent_reply_schema());
     }
 }

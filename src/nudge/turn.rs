@@ -13,7 +13,7 @@
 //! Like an inbound turn it draws on what the process's turns share (`crate::turn::TurnsShared`):
 //! the snapshot's prompt and tool specs, built once per snapshot, and the budget ledger. Before
 //! its model call it reserves an upper estimate of its spend beside the turns in flight
-//! (issue 13 item 6); refused, the nudge is cancelled `cap_reached` with no model call.
+//!; refused, the nudge is cancelled `cap_reached` with no model call.
 //!
 //! Invariant: the turn is written in one write with the nudge's settlement
 //! (`Store::record_nudge_turn`), and only while the nudge is still running under this worker's
@@ -134,7 +134,7 @@ impl NudgeTurn for AgentNudgeTurn {
         let derived = self.shared.derived(&config);
         let history = crate::turn::history_turns(context.history);
         let note = follow_up_note(conversation.last_message_at.unwrap_or(nudge.scheduled_at));
-        // Issue 13 item 6: reserved as an inbound turn reserves, against the day's spend and
+        // Reserved as an inbound turn reserves, against the day's spend and
         // what the turns in flight reserved; given back once the turn's charge is written.
         let estimate = budget::estimate(
             self.model.id(),

@@ -47,7 +47,7 @@ pub enum NudgeVerdict {
     Failed,
     /// The turn did not start (no model call, nothing written): the worker cancels the nudge
     /// with this reason. `cap_reached` when the budget ledger refused its reservation: the
-    /// day's spend and what the turns in flight reserved reach the cap (issue 13 item 6).
+    /// day's spend and what the turns in flight reserved reach the cap.
     Cancelled(CancelReason),
 }
 

@@ -1,4 +1,4 @@
-//! The handoff row (issue 13: a handoff is never lost). When a turn escalates, the tenant's
+//! The handoff row (a handoff is never lost). When a turn escalates, the tenant's
 //! handoff (`rules.handoff`: a tag and/or a flow) is written as a `handoff` outbox row in the
 //! same write as the turn, and performed like a reply is delivered: a failure ManyChat may get
 //! over (429, 5xx, network) is retried with the outbox's backoff, a crash leaves the row for the

@@ -6,20 +6,21 @@
 //! - The outbox row is the only truth; the field is rewritten before every trigger, retries
 //!   included, and never read back.
 //! - A failed attempt is retried from the first message ManyChat has not accepted: a message
-//!   whose trigger was accepted is never sent again (issue 13, which overrides SYSTEM 3.5's
+//!   whose trigger was accepted is never sent again (which overrides SYSTEM 3.5's
 //!   "a partial delivery is retried whole" for accepted messages). The row records how many
 //!   messages were accepted (`messages_delivered`).
 //! - Up to `MAX_ATTEMPTS` attempts, backoff `min(300, 2^attempts)` s; 429, 5xx and network errors
 //!   retry; any other error dead-letters the row at once. A trigger that got no answer (a
 //!   timeout or a connection lost after sending: ManyChat may have run it) is sent at most
 //!   `MAX_UNANSWERED_TRIGGERS` times in all, i.e. retried at most once; then the row is
-//!   dead-lettered rather than risk a third copy (issue 13).
+//!   dead-lettered rather than risk a third copy.
 //! - A reply's actions run once, after its first successful delivery; a dead-lettered row's
 //!   actions are recorded `dead_lettered` and never performed (012). A dead-lettered reply hands
-//!   its contact to a person: `escalated_at` is set and `rules.handoff` performed (issue 13).
+//!   its contact to a person: `escalated_at` is set and `rules.handoff` performed.
 //! - Pacing and order are the store's claim rules (no overtaking, gap after the previous reply)
 //!   plus the gap between the messages of one row, waited here on tokio's clock. Contacts never
-//!   wait for each other: each contact's rows have their own lane (see `worker`).
+//!   wait for each other: each contact's rows have their own lane (see `worker`). A claim takes
+//!   `contact_token` writes after every other due row.
 //! - Rows are claimed with a short lease that the live worker renews while it holds them, so a
 //!   crashed worker's rows are taken again within seconds and a live worker's never are.
 //! - A database error never kills the worker; on shutdown it finishes the rows in hand.
@@ -38,7 +39,7 @@ use crate::actions::StagedAction;
 pub const MAX_ATTEMPTS: i32 = 5;
 
 /// How many times one message's trigger may go unanswered (ManyChat may have run it) before the
-/// row is dead-lettered: the first send and one retry (issue 13, item 5).
+/// row is dead-lettered: the first send and one retry.
 pub const MAX_UNANSWERED_TRIGGERS: i32 = 2;
 
 /// The backoff after the `attempts`-th failed attempt: `min(300, 2^attempts)` seconds.
@@ -60,7 +61,7 @@ pub struct ReplyPayload {
     /// sent after an abort (no agent turn is recorded then). A row written with its turn gets
     /// the turn's id from the store.
     pub turn_id: Option<i64>,
-    /// Set while the row is a promise (3.4, issue 13): the reply owed after an acknowledgement
+    /// Set while the row is a promise (3.4): the reply owed after an acknowledgement
     /// or a silent response, holding the escalation copy until the turn keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promise: Option<PromiseNote>,

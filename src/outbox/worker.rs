@@ -2,7 +2,7 @@
 //! action record. `run` is the service's loop; `run_once` claims one batch and processes it to
 //! the end, and is what tests drive by hand.
 //!
-//! Scheduling (issue 13, item 4):
+//! Scheduling:
 //! - Contacts never wait for each other. Each contact's rows are delivered by their own task (a
 //!   lane); `run` claims again as soon as a claim came back full or a lane ended, never waiting
 //!   for the slowest row of a batch. At most `max_in_flight` contacts are in delivery at once,
@@ -113,7 +113,7 @@ pub struct OutboxWorker {
     config: Option<Arc<ConfigHandle>>,
     /// Rows this worker (and its clones) claimed and has not settled: their leases are renewed.
     held: Arc<Mutex<BTreeSet<i64>>>,
-    /// Performs `handoff` rows (issue 13: a handoff is retried like a reply).
+    /// Performs `handoff` rows (a handoff is retried like a reply).
     handoffs: Handoffs,
 }
 
@@ -121,7 +121,7 @@ pub struct OutboxWorker {
 enum AttemptError {
     ManyChat(ManyChatError),
     /// A reply's trigger got no answer (a timeout, a lost connection): ManyChat may have run it,
-    /// so it is retried at most once (issue 13, item 5).
+    /// so it is retried at most once.
     TriggerUnanswered(ManyChatError),
     BadPayload(String),
     /// The store could not answer a question the delivery depends on; retried like a network
@@ -130,7 +130,7 @@ enum AttemptError {
 }
 
 /// How far a row's delivery got; starts from the row's stored progress and is written back
-/// whenever it changes (issue 13, item 5).
+/// whenever it changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Progress {
     messages_delivered: i32,
@@ -435,7 +435,7 @@ impl OutboxWorker {
     }
 
     /// Delivers a reply's messages from the first one ManyChat has not accepted yet: a message
-    /// whose trigger was accepted is never sent again (issue 13, item 5). The progress is
+    /// whose trigger was accepted is never sent again. The progress is
     /// written after each accepted message that has another after it, so a crash mid-row
     /// resumes there too.
     async fn deliver_reply(
@@ -630,7 +630,7 @@ impl OutboxWorker {
         Ok(())
     }
 
-    /// Issue 13, item 2: a reply dead-lettered for good hands its contact to a person. Its
+    /// A reply dead-lettered for good hands its contact to a person. Its
     /// other actions are recorded `dead_lettered` and never performed (012); the conversation
     /// is marked escalated, the reply's turn records why (`dead_lettered`), and the tenant's
     /// handoff (`rules.handoff`) is queued as a `handoff` row, performed and retried like any

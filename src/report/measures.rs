@@ -339,7 +339,7 @@ mod tests {
     use crate::store::{ActionCount, TurnGroup};
 
     #[test]
-    fn issue_18_percentiles_are_nearest_rank() {
+    fn percentiles_are_nearest_rank() {
         // 20 observations: 10×100, 9×200, 1×5000. p50 = 10th = 100; p95 = 19th = 200.
         let d = [(100, 10), (200, 9), (5000, 1)];
         assert_eq!(percentile(&d, 50), Some(100));
@@ -349,7 +349,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_18_deferred_share_above_20_percent_is_flagged() {
+    fn deferred_share_above_20_percent_is_flagged() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
         let group = |outcome: &str, turns| TurnGroup {
             day,
@@ -410,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_18_sales_rates_divide_the_documented_counts() {
+    fn sales_rates_divide_the_documented_counts() {
         let counts = SalesCounts {
             prospects: 4,
             offered: 3,
@@ -439,7 +439,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_18_sales_measures_a_tenant_does_not_configure_are_none_and_listed() {
+    fn sales_measures_a_tenant_does_not_configure_are_none_and_listed() {
         let keys = SalesKeys {
             payment_flow: Some("payment_link".into()),
             ..SalesKeys::default()

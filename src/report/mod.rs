@@ -1,4 +1,4 @@
-//! `manychat-agent report` (issue 18): the numbers a business and an operator read, per ISO
+//! `manychat-agent report`: the numbers a business and an operator read, per ISO
 //! week, from the store on either backend.
 //!
 //! Three steps, each its own module: the store groups a week's turns (`Store::report_aggregates`,
@@ -6,6 +6,13 @@
 //! hand-computed numbers), and `render` prints them as a table, JSON or a self-contained HTML
 //! page with SVG charts. No subscriber id, message text or note text is ever selected, so none
 //! can reach the output.
+//!
+//! The sales steps are counted by `Store::sales_aggregates` from performed `turns.actions`
+//! entries with the tenant's ids ([`sales_keys`]: the intent field, the funnel field, the
+//! payment-link flow, read from the config the command loads) and from `nudge_sent` turns; the
+//! command reads each week through `Store::report_week`, both together. A measure the tenant's
+//! config cannot give is `None`, with the reason listed. The HTML page charts the weekly funnel
+//! contacts → prospects → offered → prepared → link sent.
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;
@@ -107,7 +114,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue_18_weeks_are_iso_weeks_starting_monday_utc() {
+    fn weeks_are_iso_weeks_starting_monday_utc() {
         // Tuesday 2026-12-01: its ISO week (2026-W49) starts Monday 2026-11-30.
         let now = DateTime::parse_from_rfc3339("2026-12-01T15:00:00Z")
             .unwrap()

@@ -4,9 +4,10 @@
 //! counts and drops each record once counted. Aggregates only leave the store: no subscriber
 //! id, message text or note text is ever selected here.
 
-use chrono::NaiveDate;
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
 
-use super::Role;
+use super::{Result, Role};
 
 /// A period's aggregates (`Store::report_aggregates`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -276,6 +277,42 @@ fn scalar_text(value: &serde_json::Value) -> Option<std::borrow::Cow<'_, str>> {
         serde_json::Value::Number(n) => Some(std::borrow::Cow::Owned(n.to_string())),
         serde_json::Value::Bool(b) => Some(std::borrow::Cow::Borrowed(if *b { "1" } else { "0" })),
         _ => None,
+    }
+}
+
+/// What `manychat-agent report` reads: one period's aggregates.
+#[async_trait]
+pub trait ReportStore: Send + Sync + 'static {
+    /// Issue 18: the sales counts `manychat-agent report` reads for turns created in
+    /// `[from, until)`, by the tenant's `keys` (see [`SalesCounts`]). Counted in the database;
+    /// only the entries' tool, id, value, status and `contactAsked` keys are read.
+    async fn sales_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &SalesKeys,
+    ) -> Result<SalesCounts>;
+
+    /// Issue 18: the aggregates `manychat-agent report` reads for turns created in
+    /// `[from, until)`. Grouped in the database (fast over a busy week); aggregates only.
+    async fn report_aggregates(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<ReportAggregates>;
+
+    /// Issue 18: one report week, `report_aggregates` and `sales_aggregates` together. The
+    /// same results; a backend that tallies action records in the process (SQLite) reads the
+    /// week's records once for both.
+    async fn report_week(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &SalesKeys,
+    ) -> Result<(ReportAggregates, SalesCounts)> {
+        let aggregates = self.report_aggregates(from, until).await?;
+        let counts = self.sales_aggregates(from, until, keys).await?;
+        Ok((aggregates, counts))
     }
 }
 

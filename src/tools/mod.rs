@@ -461,7 +461,7 @@ impl TurnTools {
         }
     }
 
-    /// Records a write the server refused (issue 14: the record says what happened): `refused`
+    /// Records a write the server refused (the record says what happened): `refused`
     /// with its reason, no request, no cap slot. A repeat of the same refusal is recorded once.
     fn record_refusal(&mut self, action: StagedAction, reason: &str) {
         let refused = action.refused(reason);

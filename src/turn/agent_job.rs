@@ -82,7 +82,7 @@ pub(super) struct AgentJob {
     /// 030: where the turn's tools record the flows they send (the request reads it at the
     /// deadline).
     pub(super) flows: FlowSends,
-    /// Given back when the job ends (issue 13 item 6).
+    /// Given back when the job ends.
     pub(super) _reservation: Option<budget::Reservation>,
     pub(super) _in_flight: Option<InFlight>,
 }

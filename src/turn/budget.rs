@@ -1,4 +1,4 @@
-//! The daily budget under concurrency (issue 13 item 6): a turn reserves what it may spend
+//! The daily budget under concurrency: a turn reserves what it may spend
 //! before its model call and gives the reservation back once its charge is recorded, so turns
 //! running at the same time see each other's spending before it is stored. Without this, every
 //! turn that started while the day's spend was under the cap ran, and a burst passed the cap
@@ -133,7 +133,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_item_6_concurrent_turns_see_each_others_reservations() {
+    fn concurrent_turns_see_each_others_reservations() {
         let ledger = Arc::new(BudgetLedger::default());
         let config = config(10_000);
         let day = NaiveDate::from_ymd_opt(2026, 12, 1).unwrap();
@@ -166,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_13_item_6_a_new_day_starts_with_nothing_reserved() {
+    fn a_new_day_starts_with_nothing_reserved() {
         let ledger = Arc::new(BudgetLedger::default());
         let config = config(10_000);
         let monday = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();

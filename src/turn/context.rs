@@ -1,4 +1,4 @@
-//! What a turn reads before it decides (SYSTEM 4, 018, 019, 037, issue 14), in one round: the
+//! What a turn reads before it decides (SYSTEM 4, 018, 019, 037), in one round: the
 //! contact's earlier message times (the turn cap), history (a bound turn only, 019), today's
 //! spend, the replies already queued for the contact, the contact's count in this hour's window
 //! and the sales record (a bound turn only: an unbound one knows only its own message, 019);

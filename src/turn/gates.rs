@@ -74,7 +74,7 @@ impl TurnEngine {
         if let Some(denial) = after_rate(config, context.rate_count + 1, context.spent) {
             return Err(denial);
         }
-        // Issue 13 item 6: what the turns in flight may spend counts too.
+        // What the turns in flight may spend counts too.
         let estimate = budget::estimate(
             inner.model.id(),
             derived.prompt.prefix.len()

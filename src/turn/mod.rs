@@ -13,6 +13,13 @@
 //! recorded; the escalation copy goes through the outbox (C6, `escalate`). A reply already
 //! queued for the contact is never overtaken (037): the answer queues behind it.
 //!
+//! Beside the order: `shared` (what the process's turns share per config snapshot: prompt,
+//! tool specs, keywords, the budget ledger; `serve` hands it to its nudge turns), `media` (a
+//! contact's media read inside the race, and what is decided without the model), `hold` (the
+//! reply held until the flows the turn sent have played, 030), `record` (the one write, the
+//! durable promises and their recovery at start, load-shed records, the handoff's no-repeat
+//! window).
+//!
 //! Invariants: nothing here knows HTTP or ManyChat's JSON; a turn is recorded whole in one
 //! write (`record`, `Store::record_exchange`: the contact's message, its count, the reply, the
 //! charge, the escalation) once its outcome is known, and an inline answer leaves only after
@@ -170,7 +177,7 @@ struct Inner {
     /// 020: turns a media message into text and images.
     media: MediaService,
     /// What the config snapshot in force derives (built once per snapshot, not per turn) and
-    /// what the turns in flight may still spend today (issue 13 item 6); shared with the nudge
+    /// what the turns in flight may still spend today; shared with the nudge
     /// turns of `serve`.
     shared: TurnsShared,
 }
@@ -230,7 +237,7 @@ impl TurnEngine {
     /// Runs one turn. An error means the turn could not be recorded (or hit a bug); the caller
     /// answers with the escalation copy. `in_flight` is the turn's place under
     /// `MAX_TURNS_IN_FLIGHT`: it is held until the turn's model call ends, also after the
-    /// response was sent (issue 13 item 6).
+    /// response was sent.
     pub async fn handle(
         &self,
         inbound: Inbound,

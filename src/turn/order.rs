@@ -5,7 +5,7 @@
 //! arrival order and is the whole mechanism; a turn that finds its contact's mutex free takes it
 //! at once, before it has read its conversation. When several processes share it (Postgres),
 //! the store's `lock_conversation` is the whole mechanism: a ticket taken at arrival, in one
-//! order for every replica, waited for without holding a connection (issue 22). The two are
+//! order for every replica, waited for without holding a connection. The two are
 //! never combined: a turn holding the local mutex while its ticket waits behind a ticket of a
 //! turn queued on that same mutex would wait forever.
 //! The guard is held until the turn has settled: its reply recorded inline, or queued in the

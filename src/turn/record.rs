@@ -1,4 +1,4 @@
-//! How a turn is written down, and what it owes the contact (issue 13: every promise the
+//! How a turn is written down, and what it owes the contact (every promise the
 //! service makes is durable).
 //!
 //! A turn is recorded in one write once its outcome is known: the contact's message, its count,
@@ -9,7 +9,12 @@
 //! the turn's abort window ends. The turn's later write keeps the promise (the reply row gets
 //! the real reply, due now; the fallback handoff goes). If the process dies in between, the
 //! outbox delivers the fallback when it falls due; a process that owns its database (SQLite)
-//! runs such a turn again at start while its abort window lasts (`recover_promises`).
+//! runs such a turn again at start while its abort window lasts (`recover_promises`). On
+//! Postgres (replicas) a pending promise may be another replica's live turn, so it is not run
+//! again: its fallback is delivered. The fallback falls due `PROMISE_MARGIN` after the abort
+//! window ends. An answer decided without the model that queues behind a reply (the scripted
+//! opening, a pre-model escalation) needs no promise: its one write, reply row included,
+//! commits before its silent response leaves.
 
 use std::sync::Arc;
 
@@ -342,7 +347,7 @@ impl TurnEngine {
     }
 
     /// The tenant's handoff for an escalation now, unless this contact was handed over within
-    /// the idle-reset window already (issue 13: a contact escalating again and again in a burst
+    /// the idle-reset window already (a contact escalating again and again in a burst
     /// is not tagged again each time; after an idle gap a new escalation hands it over anew).
     pub(super) fn handoff_for(
         &self,

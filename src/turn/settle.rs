@@ -205,7 +205,7 @@ impl TurnEngine {
     }
 }
 
-/// The answer-time path of a reply settled in `mode` (issue 18).
+/// The answer-time path of a reply settled in `mode`.
 fn answer_path(mode: Mode) -> AnswerPath {
     match mode {
         Mode::Inline => AnswerPath::Inline,

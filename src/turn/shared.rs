@@ -1,6 +1,6 @@
 //! What the model turns of one process share: what a config snapshot derives for every turn
 //! under it, built once per snapshot, and the ledger of what the turns in flight may still spend
-//! today (issue 13 item 6). Inbound turns and nudge turns (025) draw on the same ones, so a nudge
+//! today. Inbound turns and nudge turns (025) draw on the same ones, so a nudge
 //! turn reuses the snapshot's prompt and tool specs (providers' prompt caches see identical
 //! bytes) and reserves its spend beside the inbound turns running at the same time.
 

@@ -83,10 +83,10 @@ fn system_5_2_serve_refuses_to_start_naming_the_variable() {
     assert!(!errors.contains("zq9-tiny"), "a secret is never echoed");
 }
 
-/// Issue 13, item 6: a model with no known price under a USD cap would never be capped, so
+/// A model with no known price under a USD cap would never be capped, so
 /// `serve` refuses to start, naming the model and the price variables that fix it.
 #[test]
-fn issue_13_serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
+fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
     copy_tenant(&repo_path("config"), &config);
@@ -121,7 +121,7 @@ fn issue_13_serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
 
 /// `serve` with nothing set names every missing variable in one run.
 #[test]
-fn issue_19_item_1_serve_with_nothing_set_lists_every_problem_at_once() {
+fn serve_with_nothing_set_lists_every_problem_at_once() {
     let empty = tempfile::tempdir().unwrap();
     let output = binary()
         .arg("serve")
@@ -172,7 +172,7 @@ fn issue_19_item_1_serve_with_nothing_set_lists_every_problem_at_once() {
 
 /// `worker` and `tokens backfill --check` ask only for what they use.
 #[test]
-fn issue_19_item_1_commands_require_only_the_variables_they_use() {
+fn commands_require_only_the_variables_they_use() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
     copy_tenant(&repo_path("config"), &config);
@@ -213,7 +213,7 @@ fn issue_19_item_1_commands_require_only_the_variables_they_use() {
 
 /// A busy port is named, with what to do about it.
 #[test]
-fn issue_19_item_2_a_busy_port_is_named() {
+fn a_busy_port_is_named() {
     let busy = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let port = busy.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
@@ -245,7 +245,7 @@ fn issue_19_item_2_a_busy_port_is_named() {
 
 /// `config check` without MANYCHAT_REPLY_FLOW_NS says which check it could not make.
 #[test]
-fn issue_19_item_3_config_check_says_the_reply_flow_check_was_skipped() {
+fn config_check_says_the_reply_flow_check_was_skipped() {
     let dir = tempfile::tempdir().unwrap();
     copy_tenant(&repo_path("config"), dir.path());
     let output = binary()
@@ -333,7 +333,7 @@ fn stderr(output: &std::process::Output) -> String {
 }
 
 #[tokio::test]
-async fn issue_13_item_10_forget_erases_one_contact_and_prints_counts_never_text() {
+async fn forget_erases_one_contact_and_prints_counts_never_text() {
     let dir = tempfile::tempdir().unwrap();
     let (url, contact) = database_with_two_contacts(dir.path()).await;
     let forget = |id: &str| {
@@ -419,7 +419,7 @@ async fn one_contact_one_id_forget_and_simulate_refuse_a_padded_id() {
 }
 
 #[tokio::test]
-async fn issue_13_item_10_retention_run_clears_old_text_and_is_validated() {
+async fn retention_run_clears_old_text_and_is_validated() {
     let dir = tempfile::tempdir().unwrap();
     let (url, contact) = database_with_two_contacts(dir.path()).await;
     let retention = |days: Option<&str>| {
@@ -456,7 +456,7 @@ async fn issue_13_item_10_retention_run_clears_old_text_and_is_validated() {
 }
 
 #[test]
-fn issue_19_item_6_eval_refuses_without_a_model_and_names_the_model_first() {
+fn eval_refuses_without_a_model_and_names_the_model_first() {
     let output = binary()
         .arg("eval")
         .env_clear()
@@ -586,7 +586,7 @@ fn secret_of(banner: &str) -> String {
 }
 
 #[test]
-fn issue_19_items_4_and_5_the_demo_says_what_it_relaxes_and_never_wedges() {
+fn the_demo_says_what_it_relaxes_and_never_wedges() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
     copy_tenant(&repo_path("config"), &config);

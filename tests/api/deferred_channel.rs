@@ -1,4 +1,4 @@
-//! Issue 21 item 4: a deferred reply is shaped as the channel shows it. On WhatsApp (the
+//! A deferred reply is shaped as the channel shows it. On WhatsApp (the
 //! default channel) a reply of several messages is one field write and one flow trigger, as
 //! inline, instead of one pair per message.
 
@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::helpers::*;
 
 #[tokio::test(start_paused = true)]
-async fn issue_21_item_4_a_deferred_whatsapp_reply_is_one_field_write_and_one_trigger() {
+async fn a_deferred_whatsapp_reply_is_one_field_write_and_one_trigger() {
     let _frozen = FrozenClock::freeze();
     let answer = json!({
         "messages": ["Classes run on Tuesdays.", "The fee is in the catalog."],

@@ -1,4 +1,4 @@
-//! Issue 13: every promise the service makes is durable. The process is killed with SIGKILL
+//! Every promise the service makes is durable. The process is killed with SIGKILL
 //! after it acknowledged a message and restarted; the contact still gets an answer. These run
 //! the real binary, so they wait on real events (bounded polls), never on fixed sleeps.
 
@@ -159,7 +159,7 @@ async fn eventually(mut condition: impl AsyncFnMut() -> bool, what: &str) {
 }
 
 #[tokio::test]
-async fn issue_13_item_1_killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
+async fn killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
     let dir = tenant();
     let manychat = MockServer::start().await;
     manychat_accepts_everything(&manychat).await;
@@ -242,8 +242,7 @@ async fn issue_13_item_1_killed_after_the_acknowledgement_the_turn_runs_again_af
 }
 
 #[tokio::test]
-async fn issue_13_item_1_killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_and_the_handoff()
- {
+async fn killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_and_the_handoff() {
     let dir = tenant();
     let manychat = MockServer::start().await;
     manychat_accepts_everything(&manychat).await;
@@ -359,7 +358,7 @@ fn keyword(app: &TestApp) -> String {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_2_a_failed_handoff_is_retried_through_the_outbox() {
+async fn a_failed_handoff_is_retried_through_the_outbox() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::replies([reply_json("Unused.")]));
     let app = spawn_app(model).await;
@@ -405,7 +404,7 @@ async fn issue_13_item_2_a_failed_handoff_is_retried_through_the_outbox() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_2_a_contact_handed_off_is_not_tagged_again_within_the_idle_window() {
+async fn a_contact_handed_off_is_not_tagged_again_within_the_idle_window() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::replies([reply_json("Unused.")]));
     let app = spawn_app(model).await;
@@ -429,7 +428,7 @@ async fn issue_13_item_2_a_contact_handed_off_is_not_tagged_again_within_the_idl
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_3_the_escalation_reason_is_recorded_logged_and_counted() {
+async fn the_escalation_reason_is_recorded_logged_and_counted() {
     let _frozen = FrozenClock::freeze();
     let logs = manychat_agent::observability::capture_global();
     let model = Arc::new(ScriptedModel::replies([escalation_json("complaint")]));
@@ -466,7 +465,7 @@ async fn issue_13_item_3_the_escalation_reason_is_recorded_logged_and_counted() 
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_2_a_load_shed_contact_is_recorded_and_handed_off() {
+async fn a_load_shed_contact_is_recorded_and_handed_off() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(HangingModel::new());
     let app = spawn_app_with(AppOptions::new(model.clone()).env("MAX_TURNS_IN_FLIGHT", "1")).await;
@@ -495,7 +494,7 @@ async fn issue_13_item_2_a_load_shed_contact_is_recorded_and_handed_off() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_6_a_turn_still_computing_after_a_lost_race_counts_against_the_bound() {
+async fn a_turn_still_computing_after_a_lost_race_counts_against_the_bound() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::from_steps([
         ScriptStep::ok(reply(reply_json("Late answer."))).after(Duration::from_secs(20)),

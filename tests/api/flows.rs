@@ -1,4 +1,4 @@
-//! Issue 15: flows in the turn (029). On an inbound turn `send_flow` sends the flow during the
+//! Flows in the turn (029). On an inbound turn `send_flow` sends the flow during the
 //! model call, before the reply; the payment link's chain follows it at once; every other write
 //! stays staged until after the response. The fake ManyChat records what it received, in order.
 

@@ -1,4 +1,4 @@
-//! Issue 13 items 7–9 through the real app: slow and idle clients, the connection caps, the
+//! Slow and idle clients, the connection caps, the
 //! per-contact limit, and the edges (a FIFO in `config/`, a lone surrogate, unknown keys in the
 //! log, the metrics token).
 //!
@@ -92,7 +92,7 @@ async fn open_and_silent(stream: &mut TcpStream) -> bool {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_7_idle_connection_is_closed_after_the_idle_timeout() {
+async fn idle_connection_is_closed_after_the_idle_timeout() {
     let _frozen = FrozenClock::freeze();
     let app =
         spawn_app_with(AppOptions::new(quiet_model()).env("HTTP_IDLE_TIMEOUT_MS", "5000")).await;
@@ -122,7 +122,7 @@ async fn issue_13_item_7_idle_connection_is_closed_after_the_idle_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_7_a_slow_or_missing_request_head_is_cut_off_at_the_header_timeout() {
+async fn a_slow_or_missing_request_head_is_cut_off_at_the_header_timeout() {
     let _frozen = FrozenClock::freeze();
     let app =
         spawn_app_with(AppOptions::new(quiet_model()).env("HTTP_HEADER_TIMEOUT_MS", "2000")).await;
@@ -154,7 +154,7 @@ async fn issue_13_item_7_a_slow_or_missing_request_head_is_cut_off_at_the_header
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_7_a_body_that_stops_arriving_is_answered_408_at_the_body_timeout() {
+async fn a_body_that_stops_arriving_is_answered_408_at_the_body_timeout() {
     let _frozen = FrozenClock::freeze();
     let model = quiet_model();
     let app =
@@ -185,8 +185,7 @@ async fn issue_13_item_7_a_body_that_stops_arriving_is_answered_408_at_the_body_
 }
 
 #[tokio::test]
-async fn issue_13_item_7_connections_over_the_per_address_cap_are_closed_and_a_freed_slot_is_reused()
- {
+async fn connections_over_the_per_address_cap_are_closed_and_a_freed_slot_is_reused() {
     let app =
         spawn_app_with(AppOptions::new(quiet_model()).env("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "2"))
             .await;
@@ -372,7 +371,7 @@ async fn metrics_text(app: &TestApp) -> String {
 
 // On a frozen clock: in real time the budget would refill while the test sends its requests.
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_8_authenticated_traffic_is_limited_per_contact_not_per_address() {
+async fn authenticated_traffic_is_limited_per_contact_not_per_address() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::replies(vec![reply_json("Noted."); 700]));
     let app = spawn_app(model).await;
@@ -412,7 +411,7 @@ async fn issue_13_item_8_authenticated_traffic_is_limited_per_contact_not_per_ad
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_8_requests_without_a_valid_secret_are_still_limited_per_address() {
+async fn requests_without_a_valid_secret_are_still_limited_per_address() {
     let _frozen = FrozenClock::freeze();
     let app = spawn_app(quiet_model()).await;
     let wrong = |app: &TestApp| {
@@ -439,7 +438,7 @@ async fn issue_13_item_8_requests_without_a_valid_secret_are_still_limited_per_a
 }
 
 #[tokio::test]
-async fn issue_13_item_9_fifo_in_config_is_refused_and_reload_does_not_wedge() {
+async fn fifo_in_config_is_refused_and_reload_does_not_wedge() {
     let logs = manychat_agent::observability::capture_global();
     let mut options = AppOptions::new(quiet_model());
     options.reload_on_sighup = true;
@@ -497,7 +496,7 @@ async fn issue_13_item_9_fifo_in_config_is_refused_and_reload_does_not_wedge() {
 }
 
 #[tokio::test]
-async fn issue_13_item_9_a_lone_surrogate_in_text_is_answered_not_refused() {
+async fn a_lone_surrogate_in_text_is_answered_not_refused() {
     let model = Arc::new(ScriptedModel::replies([reply_json("Happy to help.")]));
     let app = spawn_app(model.clone()).await;
     // A message cut mid-emoji: the high half of U+1F600 without its low half.
@@ -515,7 +514,7 @@ async fn issue_13_item_9_a_lone_surrogate_in_text_is_answered_not_refused() {
 }
 
 #[tokio::test]
-async fn issue_13_item_9_an_unknown_body_key_is_logged_without_its_name() {
+async fn an_unknown_body_key_is_logged_without_its_name() {
     let logs = manychat_agent::observability::capture_global();
     let app = spawn_app(quiet_model()).await;
     let key = "zanzibar_quokka_preference";
@@ -535,7 +534,7 @@ async fn issue_13_item_9_an_unknown_body_key_is_logged_without_its_name() {
 }
 
 #[tokio::test]
-async fn issue_13_item_9_metrics_requires_the_bearer_token_when_one_is_set() {
+async fn metrics_requires_the_bearer_token_when_one_is_set() {
     let token = "metrics-token-0123456789";
     let app = spawn_app_with(AppOptions::new(quiet_model()).env("METRICS_TOKEN", token)).await;
     let url = format!("{}/metrics", app.address);

@@ -168,7 +168,7 @@ async fn spec_030_verification_4_an_inline_reply_after_a_flow_is_held_until_the_
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(field(&lines[0], "path"), "inline");
     assert_eq!(field(&lines[0], "held_ms"), 3_000);
-    // Issue 18: a held reply's answer time is observed on the `held` path, the hold included.
+    // A held reply's answer time is observed on the `held` path, the hold included.
     let metrics = app.metrics_text().await;
     assert!(
         metrics.contains("manychat_agent_answer_duration_seconds_count{path=\"held\"} 1"),
@@ -505,7 +505,7 @@ async fn spec_030_verification_4_an_escalations_handoff_copy_waits_for_the_flow_
     assert_eq!(turn.escalation_reason.as_deref(), Some("explicit_request"));
 }
 
-// ---- Bad input (issue 15): each has a defined result, no reply before its flow, a record.
+// ---- Bad input: each has a defined result, no reply before its flow, a record.
 
 #[tokio::test(start_paused = true)]
 async fn spec_030_bad_input_a_flow_manychat_refuses_or_answers_200_with_an_error_is_not_waited_for()

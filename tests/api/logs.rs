@@ -59,7 +59,7 @@ async fn system_c5_no_personal_data_reaches_any_log_line() {
 /// A message stopped before the model (here by an escalation keyword) is one log line, which
 /// names why.
 #[tokio::test]
-async fn issue_19_item_11_one_line_per_pre_model_escalation() {
+async fn one_line_per_pre_model_escalation() {
     let logs = manychat_agent::observability::capture_global();
     let model = Arc::new(ScriptedModel::replies([reply_json("Unused.")]));
     let app = spawn_app(model.clone()).await;
@@ -77,7 +77,7 @@ async fn issue_19_item_11_one_line_per_pre_model_escalation() {
         .filter(|line| line.contains(&conversation) && line.contains("escalated_precheck"))
         .collect();
     assert_eq!(escalation_lines.len(), 1, "{escalation_lines:#?}");
-    // Issue 13 item 3: the line names the escalation reason.
+    // The line names the escalation reason.
     assert!(
         escalation_lines[0].contains("escalation_keyword"),
         "{escalation_lines:#?}"

@@ -745,7 +745,7 @@ fn spec_020_verification_10_the_transcription_wire_format_lives_only_in_the_mode
 // ---- the demo: a voice note works offline ---------------------------------------------------
 
 #[tokio::test]
-async fn issue_17_item_9_the_sandbox_and_mock_demo_answer_a_voice_note_offline() {
+async fn the_sandbox_and_mock_demo_answer_a_voice_note_offline() {
     use manychat_agent::manychat::sandbox;
     use manychat_agent::model::transcription::DEMO_TRANSCRIPT;
     let shutdown = tokio_util::sync::CancellationToken::new();

@@ -1,4 +1,4 @@
-//! Issue 18: `/metrics` through the Prometheus client, parsed by a strict OpenMetrics parser:
+//! `/metrics` through the Prometheus client, parsed by a strict OpenMetrics parser:
 //! every series README.md documents is there after a turn of each kind, with the values the
 //! turns imply, and no label carries contact data.
 
@@ -126,7 +126,7 @@ fn add_tag(id: &str) -> ToolCall {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_18_metrics_serves_every_documented_series_after_a_turn_of_each_kind() {
+async fn metrics_serves_every_documented_series_after_a_turn_of_each_kind() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::from_steps([
         // 7001: inline.

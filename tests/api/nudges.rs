@@ -1039,7 +1039,7 @@ async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
     }
 }
 
-// --- what a nudge turn shares with the contact's turns (issue 13 item 6, 032, 037) -----------
+// --- what a nudge turn shares with the contact's turns -----------
 
 /// The tenant's daily token cap.
 fn daily_token_cap(dir: &Path, tokens: i64) {
@@ -1049,7 +1049,7 @@ fn daily_token_cap(dir: &Path, tokens: i64) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_6_a_due_nudge_is_cancelled_cap_reached_without_a_model_call_when_a_turn_in_flight_reserved_the_rest_of_the_day()
+async fn a_due_nudge_is_cancelled_cap_reached_without_a_model_call_when_a_turn_in_flight_reserved_the_rest_of_the_day()
  {
     let _frozen = FrozenClock::freeze();
     const CAP: i64 = 1_000_000;
@@ -1431,7 +1431,7 @@ fn counter(text: &str, family: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_18_nudge_turns_count_actions_and_guardrail_violations_like_inbound_turns() {
+async fn nudge_turns_count_actions_and_guardrail_violations_like_inbound_turns() {
     let _frozen = FrozenClock::freeze();
     let actions = "manychat_agent_actions";
     let violations = "manychat_agent_guardrail_violations";

@@ -1,4 +1,4 @@
-//! Issue 15 items 5 and 6: the flows the server sends on its own. The opening flow (032 A, with
+//! The flows the server sends on its own. The opening flow (032 A, with
 //! 034's timing: it goes on the prospect turn, before the model's first flow or before a reply
 //! that does not escalate, at most once per contact) and stage-tied flows (032 B: an accepted
 //! funnel write to a tied stage sends its flow). Through the HTTP route, the fake ManyChat (the

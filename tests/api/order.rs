@@ -184,7 +184,7 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     }
     let body = request.await.unwrap();
     assert!(block_texts(&body).is_empty(), "silent at the deadline");
-    // Issue 13: the silent response is a promise, on disk before it left.
+    // The silent response is a promise, on disk before it left.
     let turns = app.turns("7004").await;
     assert_eq!(turns.len(), 1);
     assert_eq!(turns[0].text, "Is anyone there?", "the message is not lost");

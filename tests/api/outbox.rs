@@ -411,7 +411,7 @@ async fn spec_012_verification_6_dead_lettered_row_performs_no_action() {
             .await
             .iter()
             .any(|r| r.body["tag_name"] == "Interested Lead"),
-        "the reply's own actions are never performed (only the handoff is: issue 13)"
+        "the reply's own actions are never performed (only the handoff is:)"
     );
     let turn = app.store.turn(turn_id).await.unwrap().unwrap();
     assert_eq!(
@@ -420,7 +420,7 @@ async fn spec_012_verification_6_dead_lettered_row_performs_no_action() {
     );
 }
 
-// --- issue 13 ------------------------------------------------------------------------------
+// --- lanes, leases, the at-most-twice trigger and the dead letter's handoff -------------------
 
 /// Queues a reply row for `subscriber` due long ago, so it is due whatever the app's clock
 /// reads (a frozen tokio clock lags the wall clock).
@@ -494,7 +494,7 @@ async fn advance_by_steps_until(
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_4_a_hanging_contact_does_not_delay_another_contact() {
+async fn a_hanging_contact_does_not_delay_another_contact() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
     hang_flows_of(&app, 4001).await;
@@ -528,7 +528,7 @@ async fn issue_13_item_4_a_hanging_contact_does_not_delay_another_contact() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_4_a_contacts_pacing_gap_does_not_delay_another_contact() {
+async fn a_contacts_pacing_gap_does_not_delay_another_contact() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
     queue_overdue(&app, "4003", &["A1.", "A2.", "A3."]).await;
@@ -557,7 +557,7 @@ async fn issue_13_item_4_a_contacts_pacing_gap_does_not_delay_another_contact() 
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_4_a_backlog_is_sent_at_the_full_budget_without_idling_between_batches() {
+async fn a_backlog_is_sent_at_the_full_budget_without_idling_between_batches() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
     // 60 contacts' replies: 120 requests, six claims' worth of rows.
@@ -588,7 +588,7 @@ async fn issue_13_item_4_a_backlog_is_sent_at_the_full_budget_without_idling_bet
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_4_lapsed_lease_is_taken_again_within_seconds() {
+async fn lapsed_lease_is_taken_again_within_seconds() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
     let id = queue_overdue(&app, "4005", &["After the crash."]).await;
@@ -625,7 +625,7 @@ async fn issue_13_item_4_lapsed_lease_is_taken_again_within_seconds() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_4_a_live_workers_row_is_never_taken_while_its_call_hangs() {
+async fn a_live_workers_row_is_never_taken_while_its_call_hangs() {
     let _frozen = FrozenClock::freeze();
     let app = spawn_app_with(
         AppOptions::new(Arc::new(ScriptedModel::replies(Vec::<String>::new())))
@@ -669,7 +669,7 @@ async fn issue_13_item_4_a_live_workers_row_is_never_taken_while_its_call_hangs(
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_5_timed_out_trigger_is_retried_at_most_once() {
+async fn timed_out_trigger_is_retried_at_most_once() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
     hang_flows_of(&app, 4007).await;
@@ -702,7 +702,7 @@ async fn issue_13_item_5_timed_out_trigger_is_retried_at_most_once() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_13_item_5_accepted_message_is_not_resent() {
+async fn accepted_message_is_not_resent() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
     // The first trigger is accepted, the second refused with a 503, then all is well.
@@ -754,7 +754,7 @@ async fn metrics_text(app: &TestApp) -> String {
 }
 
 #[tokio::test]
-async fn issue_13_item_2_dead_lettered_reply_hands_the_contact_to_a_person() {
+async fn dead_lettered_reply_hands_the_contact_to_a_person() {
     let app = app().await;
     fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
     let actions = vec![tag_action("interested", "Interested Lead")];
@@ -791,7 +791,7 @@ async fn issue_13_item_2_dead_lettered_reply_hands_the_contact_to_a_person() {
 }
 
 #[tokio::test]
-async fn issue_13_item_2_a_refused_handoff_is_recorded_and_counted() {
+async fn a_refused_handoff_is_recorded_and_counted() {
     let app = app().await;
     fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
     Mock::given(method("POST"))

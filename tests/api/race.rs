@@ -43,7 +43,7 @@ async fn system_3_4_race_lost_acknowledges_now_and_delivers_the_reply_through_th
     let (status, body) = request.await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
-    // Issue 13: the acknowledgement is a promise, on disk before it left: the message, and
+    // The acknowledgement is a promise, on disk before it left: the message, and
     // the owed reply holding the escalation copy until the model answers.
     assert_eq!(
         app.turns("2002").await.last().unwrap().text,

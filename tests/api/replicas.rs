@@ -1,4 +1,4 @@
-//! Issue 22: several replicas on one PostgreSQL database hold a burst and keep every promise.
+//! Several replicas on one PostgreSQL database hold a burst and keep every promise.
 //! Two app instances share one schema; a burst of slow turns is spread across them.
 
 use std::collections::HashMap;
@@ -22,11 +22,11 @@ fn slow_model(calls: usize) -> Arc<ScriptedModel> {
 
 /// 100 contacts at once, half on each replica, each turn's model answering after 1.2 s: every
 /// contact gets the model's answer (inline, or through the outbox), none gets it twice and none
-/// is left silent. Before issue 22 each turn pinned a pooled connection for its whole model
+/// is left silent. Before tickets each turn pinned a pooled connection for its whole model
 /// call, and most of such a burst got the handoff copy or nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn issue_22_item_4_two_replicas_answer_a_burst_of_slow_turns_once_each() {
+async fn two_replicas_answer_a_burst_of_slow_turns_once_each() {
     let base = test_database_url();
     let schema = create_test_schema(&base).await.unwrap();
     let separator = if base.contains('?') { '&' } else { '?' };
@@ -89,10 +89,10 @@ async fn issue_22_item_4_two_replicas_answer_a_burst_of_slow_turns_once_each() {
 
 /// A contact's messages sent alternately to two replicas, each while the previous turn still
 /// runs, are answered in the order they arrived (tickets taken at arrival), not each replica's
-/// own order (before issue 22: 1, 3, 5, 2, 4).
+/// own order (before tickets: 1, 3, 5, 2, 4).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn issue_22_item_2_a_contacts_turns_run_in_arrival_order_across_replicas() {
+async fn a_contacts_turns_run_in_arrival_order_across_replicas() {
     let base = test_database_url();
     let schema = create_test_schema(&base).await.unwrap();
     let separator = if base.contains('?') { '&' } else { '?' };
@@ -151,7 +151,7 @@ async fn issue_22_item_2_a_contacts_turns_run_in_arrival_order_across_replicas()
 /// contact for the rest of the lease only, seconds, not minutes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn issue_22_item_3_a_dead_replicas_ticket_lapses_within_seconds() {
+async fn a_dead_replicas_ticket_lapses_within_seconds() {
     let base = test_database_url();
     let schema = create_test_schema(&base).await.unwrap();
     let separator = if base.contains('?') { '&' } else { '?' };

@@ -1,4 +1,4 @@
-//! Issue 18: `manychat-agent report` over a seeded store on both backends, run as an operator
+//! `manychat-agent report` over a seeded store on both backends, run as an operator
 //! runs it. Every expected number is worked out by hand from
 //! `manychat_agent::store::conformance::seed_report_week` (listed turn by turn there).
 
@@ -185,7 +185,7 @@ fn report_table_and_html(url: &str) -> [String; 2] {
 }
 
 #[tokio::test]
-async fn issue_18_report_numbers_match_the_hand_computed_ones_on_sqlite() {
+async fn report_numbers_match_the_hand_computed_ones_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/agent.db", dir.path().display());
     report_numbers_are_the_hand_computed_ones(&url).await;
@@ -193,7 +193,7 @@ async fn issue_18_report_numbers_match_the_hand_computed_ones_on_sqlite() {
 
 #[tokio::test]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn issue_18_report_numbers_match_the_hand_computed_ones_on_postgres() {
+async fn report_numbers_match_the_hand_computed_ones_on_postgres() {
     let base = test_database_url();
     let schema = create_test_schema(&base).await.unwrap();
     let separator = if base.contains('?') { '&' } else { '?' };
@@ -202,7 +202,7 @@ async fn issue_18_report_numbers_match_the_hand_computed_ones_on_postgres() {
 }
 
 #[tokio::test]
-async fn issue_18_an_empty_store_says_no_turns_yet_in_every_format() {
+async fn an_empty_store_says_no_turns_yet_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/agent.db", dir.path().display());
     manychat_agent::store::connect(&url).await.unwrap();
@@ -231,7 +231,7 @@ async fn issue_18_an_empty_store_says_no_turns_yet_in_every_format() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("--weeks must be at least 1"));
 }
 
-/// Issue 18 item 1 (023, 025, 032, 034): the sales measures of a seeded week, worked out by hand
+/// The sales measures of a seeded week, worked out by hand
 /// in `seed_sales_week`'s comment, as the command prints them with the demo tenant's config.
 async fn sales_measures_are_the_hand_computed_ones(url: &str) {
     let store = manychat_agent::store::connect(url).await.unwrap();
@@ -288,7 +288,7 @@ async fn sales_measures_are_the_hand_computed_ones(url: &str) {
 }
 
 #[tokio::test]
-async fn issue_18_sales_measures_match_the_hand_computed_ones_on_sqlite() {
+async fn sales_measures_match_the_hand_computed_ones_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/agent.db", dir.path().display());
     sales_measures_are_the_hand_computed_ones(&url).await;
@@ -296,7 +296,7 @@ async fn issue_18_sales_measures_match_the_hand_computed_ones_on_sqlite() {
 
 #[tokio::test]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn issue_18_sales_measures_match_the_hand_computed_ones_on_postgres() {
+async fn sales_measures_match_the_hand_computed_ones_on_postgres() {
     let base = test_database_url();
     let schema = create_test_schema(&base).await.unwrap();
     let separator = if base.contains('?') { '&' } else { '?' };
@@ -305,7 +305,7 @@ async fn issue_18_sales_measures_match_the_hand_computed_ones_on_postgres() {
 }
 
 #[tokio::test]
-async fn issue_18_without_a_loadable_config_the_sales_measures_are_listed_not_measured() {
+async fn without_a_loadable_config_the_sales_measures_are_listed_not_measured() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/agent.db", dir.path().display());
     let store = manychat_agent::store::connect(&url).await.unwrap();

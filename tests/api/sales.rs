@@ -1,4 +1,4 @@
-//! Issue 14: the sales funnel through the HTTP route, the fake ManyChat and the real store on
+//! The sales funnel through the HTTP route, the fake ManyChat and the real store on
 //! both backends (SQLite here; the same cases on Postgres with `--include-ignored`): the intent
 //! gate (034), the funnel (023), conversion events (027), offerings (028, 042) and the payment
 //! gate (032 C). Each test is named for the verification item it proves.
@@ -97,7 +97,7 @@ async fn spec_034_verification_2_writes_before_prospect_are_refused_without_a_re
         "the note and seven writes fill the eight slots, none dropped: {entries:?}"
     );
     assert_eq!(entries.len(), 16, "{entries:?}");
-    // Issue 14: the record says what happened to each gated write.
+    // The record says what happened to each gated write.
     let refused = |tool: &str, id: &str, value: Option<&str>| {
         let mut entry =
             json!({"tool": tool, "id": id, "status": "refused", "reason": "not_prospect"});
@@ -782,9 +782,9 @@ async fn spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_
     );
 }
 
-// --- Issue 14: bad input gets a defined result, and the record says what happened ---------------
+// --- Bad input gets a defined result, and the record says what happened ---------------
 
-/// A refused entry of the record (issue 14): no request was made, its reason says why.
+/// A refused entry of the record: no request was made, its reason says why.
 fn refused_entry(tool: &str, id: &str, value: Option<&str>, reason: &str) -> Value {
     let mut entry = json!({"tool": tool, "id": id, "status": "refused", "reason": reason});
     if let Some(value) = value {
@@ -793,9 +793,7 @@ fn refused_entry(tool: &str, id: &str, value: Option<&str>, reason: &str) -> Val
     entry
 }
 
-async fn issue_14_bad_input_1_a_gated_write_is_recorded_refused_and_reaches_no_one(
-    backend: Backend,
-) {
+async fn sales_bad_input_a_gated_write_is_recorded_refused_and_reaches_no_one(backend: Backend) {
     let model = script(vec![
         tool_calls([
             add_tag("interested_wheel"),
@@ -831,7 +829,7 @@ async fn issue_14_bad_input_1_a_gated_write_is_recorded_refused_and_reaches_no_o
     assert!(prompt.contains("FUNNEL: none recorded yet"), "{prompt}");
 }
 
-async fn issue_14_bad_input_2_an_unknown_offering_is_recorded_refused_and_sends_nothing(
+async fn sales_bad_input_an_unknown_offering_is_recorded_refused_and_sends_nothing(
     backend: Backend,
 ) {
     let model = script(vec![
@@ -869,9 +867,7 @@ async fn issue_14_bad_input_2_an_unknown_offering_is_recorded_refused_and_sends_
     assert!(!user_text(&model.requests()[2]).contains("OFFERING:"));
 }
 
-async fn issue_14_bad_input_3_a_backward_stage_is_recorded_refused_with_its_value(
-    backend: Backend,
-) {
+async fn sales_bad_input_a_backward_stage_is_recorded_refused_with_its_value(backend: Backend) {
     let model = script(vec![
         tool_calls([prospect(), set_field("funnel_stage", "offered")]),
         answer("It is 210.00 GBP."),
@@ -905,9 +901,7 @@ async fn issue_14_bad_input_3_a_backward_stage_is_recorded_refused_with_its_valu
     );
 }
 
-async fn issue_14_bad_input_4_a_link_before_prepared_is_recorded_refused_not_prepared(
-    backend: Backend,
-) {
+async fn sales_bad_input_a_link_before_prepared_is_recorded_refused_not_prepared(backend: Backend) {
     let model = script(vec![
         tool_calls([prospect(), send_flow("booking_link", false)]),
         answer("Happy to help with anything else."),
@@ -927,7 +921,7 @@ async fn issue_14_bad_input_4_a_link_before_prepared_is_recorded_refused_not_pre
     );
 }
 
-async fn issue_14_bad_input_5_contact_asked_on_a_non_link_flow_is_ignored_and_not_recorded(
+async fn sales_bad_input_contact_asked_on_a_non_link_flow_is_ignored_and_not_recorded(
     backend: Backend,
 ) {
     let model = script(vec![
@@ -958,7 +952,7 @@ async fn issue_14_bad_input_5_contact_asked_on_a_non_link_flow_is_ignored_and_no
     );
 }
 
-async fn issue_14_bad_input_6_a_forged_offering_on_an_unbound_request_is_neither_stored_nor_an_adverts(
+async fn sales_bad_input_a_forged_offering_on_an_unbound_request_is_neither_stored_nor_an_adverts(
     backend: Backend,
 ) {
     let model = script(vec![
@@ -1044,10 +1038,10 @@ async fn sales_an_unbound_turn_knows_only_its_own_message_no_notice_and_no_gate_
     assert_eq!(received(&app).await, vec![], "no flow, no link_sent, no event");
 }
 
-/// Issue 14 on the deferred path: a refused entry rides the outbox row untouched; the worker
+/// A refused entry rides the outbox row untouched; the worker
 /// performs only what was staged.
 #[tokio::test(start_paused = true)]
-async fn issue_14_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
+async fn sales_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::from_steps(vec![
         ScriptStep::ok(tool_calls([add_tag("interested_wheel"), prospect()])),
@@ -1123,12 +1117,12 @@ on_both_backends!(
     spec_028_verification_5_the_stored_offering_follows_inbound_and_performed_writes,
     spec_028_verification_6_a_shared_flow_sent_before_a_switch_stays_sent,
     spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_contact_asked,
-    issue_14_bad_input_1_a_gated_write_is_recorded_refused_and_reaches_no_one,
-    issue_14_bad_input_2_an_unknown_offering_is_recorded_refused_and_sends_nothing,
-    issue_14_bad_input_3_a_backward_stage_is_recorded_refused_with_its_value,
-    issue_14_bad_input_4_a_link_before_prepared_is_recorded_refused_not_prepared,
-    issue_14_bad_input_5_contact_asked_on_a_non_link_flow_is_ignored_and_not_recorded,
-    issue_14_bad_input_6_a_forged_offering_on_an_unbound_request_is_neither_stored_nor_an_adverts,
+    sales_bad_input_a_gated_write_is_recorded_refused_and_reaches_no_one,
+    sales_bad_input_an_unknown_offering_is_recorded_refused_and_sends_nothing,
+    sales_bad_input_a_backward_stage_is_recorded_refused_with_its_value,
+    sales_bad_input_a_link_before_prepared_is_recorded_refused_not_prepared,
+    sales_bad_input_contact_asked_on_a_non_link_flow_is_ignored_and_not_recorded,
+    sales_bad_input_a_forged_offering_on_an_unbound_request_is_neither_stored_nor_an_adverts,
     sales_an_unbound_turn_knows_only_its_own_message_no_notice_and_no_gate_from_records,
 );
 
@@ -1153,13 +1147,13 @@ async fn sales_suite_passes(config: &str, suite: &str, at_least: usize) {
 
 /// SALES 023 item 5, 028 item 7, 032 item 5 and 034 item 6 on the demo tenant.
 #[tokio::test]
-async fn issue_14_item_9_sales_golden_suite_passes_on_the_demo_tenant() {
+async fn sales_golden_suite_passes_on_the_demo_tenant() {
     sales_suite_passes("config", "evals/sales-demo", 26).await;
 }
 
 /// The same rules on an invented bicycle workshop (042: the sales layer sells offerings, not
 /// courses): its own catalog, fields and flows, no payment options.
 #[tokio::test]
-async fn issue_14_item_9_sales_golden_suite_passes_on_a_second_vertical() {
+async fn sales_golden_suite_passes_on_a_second_vertical() {
     sales_suite_passes("tests/fixtures/tenant-cycle", "evals/tenant-cycle", 13).await;
 }

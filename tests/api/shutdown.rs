@@ -56,7 +56,7 @@ async fn shutdown_lets_a_turn_in_flight_finish_and_then_stops_accepting() {
 /// "stopped accepting" is logged when the listener stops, before the request still in flight
 /// has been answered, not once every connection has closed.
 #[tokio::test(start_paused = true)]
-async fn issue_19_item_11_stopped_accepting_is_logged_when_it_happens() {
+async fn stopped_accepting_is_logged_when_it_happens() {
     let _frozen = FrozenClock::freeze();
     let (logs, _guard) = manychat_agent::observability::capture_with_format(
         manychat_agent::observability::LogFormat::Json,

@@ -1,4 +1,4 @@
-//! Issue 21: ManyChat wiring that holds in production. The callback survives either variable
+//! ManyChat wiring that holds in production. The callback survives either variable
 //! dialect and an unsubstituted variable is a reported wiring problem (item 1); `manychat check`
 //! reads the account and names every missing or mistyped flow, tag and field (item 2); one
 //! ManyChat budget across replicas and sendFlow's per-contact limit (item 3); ManyChat's error
@@ -73,7 +73,7 @@ async fn not_substituted(app: &TestApp, field: &str) -> String {
 // ---- item 1: the callback survives either dialect ----
 
 #[tokio::test]
-async fn issue_21_item_1_callback_payload_carries_the_contact_under_user_id_and_contact_id() {
+async fn callback_payload_carries_the_contact_under_user_id_and_contact_id() {
     let app = spawn_app(instant_reply("Hello.")).await;
     let (status, body) = app.send("5552101", "Hi").await;
     assert_eq!(status, 200);
@@ -84,7 +84,7 @@ async fn issue_21_item_1_callback_payload_carries_the_contact_under_user_id_and_
 }
 
 #[tokio::test]
-async fn issue_21_item_1_a_callback_in_the_documented_dialect_reaches_the_contact() {
+async fn a_callback_in_the_documented_dialect_reaches_the_contact() {
     let app = spawn_app(instant_reply("Our courses start monthly.")).await;
     // ManyChat substituted only the documented {{user_id}}; {{contact.id}} came back as is.
     let response = app
@@ -110,7 +110,7 @@ async fn issue_21_item_1_a_callback_in_the_documented_dialect_reaches_the_contac
 }
 
 #[tokio::test]
-async fn issue_21_item_1_an_unsubstituted_contact_id_is_answered_counted_and_flagged() {
+async fn an_unsubstituted_contact_id_is_answered_counted_and_flagged() {
     let logs = manychat_agent::observability::capture_global();
     let app = spawn_app(instant_reply("Never used.")).await;
     let response = app
@@ -166,7 +166,7 @@ async fn issue_21_item_1_an_unsubstituted_contact_id_is_answered_counted_and_fla
 }
 
 #[tokio::test]
-async fn issue_21_item_1_ready_has_no_details_while_the_wiring_holds() {
+async fn ready_has_no_details_while_the_wiring_holds() {
     let app = spawn_app(instant_reply("Hello.")).await;
     app.send("5552103", "Hi").await;
     let (status, ready) = ready(&app).await;
@@ -174,7 +174,7 @@ async fn issue_21_item_1_ready_has_no_details_while_the_wiring_holds() {
 }
 
 #[tokio::test]
-async fn issue_21_item_1_an_unsubstituted_token_is_a_wiring_problem_not_a_wrong_token() {
+async fn an_unsubstituted_token_is_a_wiring_problem_not_a_wrong_token() {
     let model = Arc::new(ScriptedModel::replies([
         reply_json("First answer."),
         reply_json("Second answer."),
@@ -317,7 +317,7 @@ async fn run_check(server_uri: String, config: &std::path::Path) -> std::process
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_21_item_2_manychat_check_passes_when_the_account_has_every_name_and_only_reads() {
+async fn manychat_check_passes_when_the_account_has_every_name_and_only_reads() {
     let server = MockServer::start().await;
     let (flows, tags, fields) = demo_account_mocks();
     let (dir, notes) = tenant_with_notes();
@@ -347,7 +347,7 @@ async fn issue_21_item_2_manychat_check_passes_when_the_account_has_every_name_a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_21_item_2_manychat_check_prints_one_line_per_problem_and_fails() {
+async fn manychat_check_prints_one_line_per_problem_and_fails() {
     let server = MockServer::start().await;
     let (mut flows, mut tags, mut fields) = demo_account_mocks();
     // No reply flow, no handoff tag, the reply field a Number field, no notes' fields.
@@ -385,7 +385,7 @@ async fn issue_21_item_2_manychat_check_prints_one_line_per_problem_and_fails() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_21_item_2_manychat_check_reports_manychat_refusing_the_key() {
+async fn manychat_check_reports_manychat_refusing_the_key() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
         .respond_with(ResponseTemplate::new(401).set_body_json(
@@ -406,7 +406,7 @@ async fn issue_21_item_2_manychat_check_reports_manychat_refusing_the_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_21_item_2_manychat_check_passes_against_the_demo_sandbox() {
+async fn manychat_check_passes_against_the_demo_sandbox() {
     let (dir, _) = tenant_with_notes();
     let env: HashMap<String, String> = [
         ("CONFIG_DIR".to_owned(), dir.path().display().to_string()),
@@ -448,7 +448,7 @@ impl Respond for Arrivals {
 /// between its slot and its arrival); the run takes ~2.7 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn issue_21_item_3_two_app_instances_on_one_postgres_never_exceed_ten_per_second() {
+async fn two_app_instances_on_one_postgres_never_exceed_ten_per_second() {
     const REPLIES: usize = 16;
     let base = test_database_url();
     let schema = create_test_schema(&base).await.unwrap();
@@ -548,11 +548,11 @@ fn assert_at_most_ten_per_second_after_a_burst_of_five(times: &[Instant]) {
 
 #[tokio::test]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn issue_21_item_3_the_shared_bucket_takes_a_burst_of_five_then_names_the_wait() {
+async fn the_shared_bucket_takes_a_burst_of_five_then_names_the_wait() {
     let store = manychat_agent::store::postgres::connect_isolated(&test_database_url())
         .await
         .unwrap();
-    use manychat_agent::store::Store;
+    use manychat_agent::store::CounterStore;
     assert!(store.shares_manychat_budget());
     let interval = Duration::from_millis(100);
     for n in 0..5 {
@@ -571,7 +571,7 @@ async fn issue_21_item_3_the_shared_bucket_takes_a_burst_of_five_then_names_the_
 }
 
 #[tokio::test]
-async fn issue_21_item_3_send_flow_past_100_an_hour_for_a_contact_is_refused_and_recorded() {
+async fn send_flow_past_100_an_hour_for_a_contact_is_refused_and_recorded() {
     let model = steps(vec![
         tool_calls([send_flow("wheel_basics_guide")]),
         reply(reply_json("Here is the guide.")),
@@ -609,7 +609,7 @@ async fn issue_21_item_3_send_flow_past_100_an_hour_for_a_contact_is_refused_and
 // ---- item 5: ManyChat's error code ----
 
 #[tokio::test]
-async fn issue_21_item_5_manychat_error_code_is_kept_in_the_action_record() {
+async fn manychat_error_code_is_kept_in_the_action_record() {
     let model = steps(vec![
         tool_calls([send_flow("wheel_basics_guide")]),
         reply(reply_json("Here is the guide.")),
@@ -636,7 +636,7 @@ async fn issue_21_item_5_manychat_error_code_is_kept_in_the_action_record() {
 }
 
 #[tokio::test]
-async fn issue_21_item_5_manychat_error_code_is_kept_in_the_outbox_last_error() {
+async fn manychat_error_code_is_kept_in_the_outbox_last_error() {
     let app = spawn_app(instant_reply("unused")).await;
     Mock::given(method("POST"))
         .and(path(FLOW))

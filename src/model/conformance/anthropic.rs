@@ -376,7 +376,7 @@ fn steps() -> Vec<ModelRequest> {
 }
 
 #[test]
-fn issue_20_anthropic_requests_conform_field_by_field_for_every_model_family() {
+fn anthropic_requests_conform_field_by_field_for_every_model_family() {
     for name in [
         "claude-sonnet-4-5",
         "claude-haiku-4-5-20251001",
@@ -398,7 +398,7 @@ fn issue_20_anthropic_requests_conform_field_by_field_for_every_model_family() {
 }
 
 #[test]
-fn issue_20_anthropic_fake_refuses_the_bounded_schema_every_old_request_carried() {
+fn anthropic_fake_refuses_the_bounded_schema_every_old_request_carried() {
     let mut body =
         model("claude-sonnet-4-5", "https://api.anthropic.com").request_body(&steps()[0]);
     body["output_config"]["format"]["schema"] = (**agent_reply_schema()).clone();
@@ -419,7 +419,7 @@ fn issue_20_anthropic_fake_refuses_the_bounded_schema_every_old_request_carried(
 }
 
 #[tokio::test]
-async fn issue_20_anthropic_turn_passes_a_fake_that_refuses_what_anthropic_refuses() {
+async fn anthropic_turn_passes_a_fake_that_refuses_what_anthropic_refuses() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/messages"))
@@ -471,8 +471,7 @@ async fn issue_20_anthropic_turn_passes_a_fake_that_refuses_what_anthropic_refus
 }
 
 #[tokio::test]
-async fn issue_20_anthropic_turn_through_the_http_route_passes_a_fake_that_refuses_what_anthropic_refuses()
- {
+async fn anthropic_turn_through_the_http_route_passes_a_fake_that_refuses_what_anthropic_refuses() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/messages"))
@@ -504,7 +503,7 @@ async fn issue_20_anthropic_turn_through_the_http_route_passes_a_fake_that_refus
 }
 
 #[test]
-fn issue_20_anthropic_official_response_shapes_parse() {
+fn anthropic_official_response_shapes_parse() {
     // Text with cache reads; thinking blocks (adaptive thinking models) are skipped.
     let answer = official_message(
         json!([
@@ -547,7 +546,7 @@ fn issue_20_anthropic_official_response_shapes_parse() {
 }
 
 #[test]
-fn issue_20_anthropic_compatible_absent_usage_and_null_content_parse() {
+fn anthropic_compatible_absent_usage_and_null_content_parse() {
     let mut answer = official_message(json!([{"type": "text", "text": VALID_REPLY}]), "end_turn");
     answer.as_object_mut().unwrap().remove("usage");
     let parsed = parse_response(answer.to_string().as_bytes()).expect("no usage");

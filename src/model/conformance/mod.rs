@@ -1,4 +1,4 @@
-//! Provider conformance (issue 20): each provider's requests checked against the request shape
+//! Provider conformance: each provider's requests checked against the request shape
 //! its official documentation publishes, and its official response shapes parsed. Test-only.
 //!
 //! The rules are not our own expectations of what we send: each module writes, in its own

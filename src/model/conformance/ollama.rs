@@ -190,7 +190,7 @@ fn steps() -> Vec<ModelRequest> {
 }
 
 #[test]
-fn issue_20_ollama_requests_conform_field_by_field() {
+fn ollama_requests_conform_field_by_field() {
     for (i, step) in steps().iter().enumerate() {
         let body = model("http://localhost:11434").request_body(step);
         let problems = request_problems(&body);
@@ -199,7 +199,7 @@ fn issue_20_ollama_requests_conform_field_by_field() {
 }
 
 #[test]
-fn issue_20_ollama_sends_format_only_on_the_step_without_tools() {
+fn ollama_sends_format_only_on_the_step_without_tools() {
     let provider = model("http://localhost:11434");
     let tool_step = provider.request_body(&steps()[0]);
     assert!(tool_step.get("format").is_none(), "{tool_step}");
@@ -210,7 +210,7 @@ fn issue_20_ollama_sends_format_only_on_the_step_without_tools() {
 }
 
 #[test]
-fn issue_20_ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
+fn ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
     let mut request = first_step(ToolChoice::Auto);
     request.messages.push(Message::Assistant {
         text: None,
@@ -266,7 +266,7 @@ fn issue_20_ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
 }
 
 #[tokio::test]
-async fn issue_20_ollama_turn_passes_a_fake_that_refuses_what_cannot_work() {
+async fn ollama_turn_passes_a_fake_that_refuses_what_cannot_work() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/api/chat"))
@@ -298,7 +298,7 @@ async fn issue_20_ollama_turn_passes_a_fake_that_refuses_what_cannot_work() {
 }
 
 #[tokio::test]
-async fn issue_20_ollama_turn_through_the_http_route_passes_a_fake_that_refuses_what_cannot_work() {
+async fn ollama_turn_through_the_http_route_passes_a_fake_that_refuses_what_cannot_work() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/api/chat"))
@@ -330,7 +330,7 @@ async fn issue_20_ollama_turn_through_the_http_route_passes_a_fake_that_refuses_
 }
 
 #[test]
-fn issue_20_ollama_official_response_shapes_parse() {
+fn ollama_official_response_shapes_parse() {
     // api.md "Chat request (with tools)" response shape: empty content, tool calls with
     // object arguments, no ids.
     let calls = official_chat(
@@ -357,7 +357,7 @@ fn issue_20_ollama_official_response_shapes_parse() {
 }
 
 #[test]
-fn issue_20_ollama_compatible_nulls_and_absent_counts_parse() {
+fn ollama_compatible_nulls_and_absent_counts_parse() {
     let answer = json!({
         "model": "llama3.1:8b", "done": true,
         "message": {"role": "assistant", "content": null, "tool_calls": null}

@@ -429,7 +429,7 @@ fn steps() -> Vec<ModelRequest> {
 }
 
 #[test]
-fn issue_20_openai_requests_conform_field_by_field_for_every_model_family() {
+fn openai_requests_conform_field_by_field_for_every_model_family() {
     for name in [
         "gpt-4.1-mini",
         "gpt-5.4-mini",
@@ -474,7 +474,7 @@ fn spec_020_vision_follows_the_registry_capability() {
 }
 
 #[test]
-fn issue_20_openai_reasoning_models_get_no_temperature_and_max_completion_tokens() {
+fn openai_reasoning_models_get_no_temperature_and_max_completion_tokens() {
     let body = model("gpt-5.4-mini", "http://localhost")
         .with_operator_temperature(true)
         .request_body(&steps()[0]);
@@ -484,8 +484,8 @@ fn issue_20_openai_reasoning_models_get_no_temperature_and_max_completion_tokens
 }
 
 #[test]
-fn issue_20_openai_fake_refuses_what_the_old_requests_carried() {
-    // What every request carried before issue 20: temperature for a reasoning model, maxLength
+fn openai_fake_refuses_what_the_old_requests_carried() {
+    // What every request carried before the capability registry: temperature for a reasoning model, maxLength
     // in the strict schema. The rules refuse both, so the fake is not a rubber stamp.
     let mut body = model("gpt-4.1-mini", "http://localhost").request_body(&steps()[0]);
     body["model"] = json!("gpt-5.4-mini");
@@ -509,7 +509,7 @@ fn issue_20_openai_fake_refuses_what_the_old_requests_carried() {
 }
 
 #[tokio::test]
-async fn issue_20_openai_turn_passes_a_fake_that_refuses_what_openai_refuses() {
+async fn openai_turn_passes_a_fake_that_refuses_what_openai_refuses() {
     let server = refusing_fake().await;
     for name in ["gpt-5.4-mini", "gpt-4.1-mini"] {
         let provider = model(name, &server.uri()).with_operator_temperature(true);
@@ -543,8 +543,7 @@ async fn issue_20_openai_turn_passes_a_fake_that_refuses_what_openai_refuses() {
 }
 
 #[tokio::test]
-async fn issue_20_openai_turn_through_the_http_route_passes_a_fake_that_refuses_what_openai_refuses()
- {
+async fn openai_turn_through_the_http_route_passes_a_fake_that_refuses_what_openai_refuses() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
@@ -573,7 +572,7 @@ async fn issue_20_openai_turn_through_the_http_route_passes_a_fake_that_refuses_
 }
 
 #[test]
-fn issue_20_openai_official_response_shapes_parse() {
+fn openai_official_response_shapes_parse() {
     // spec "Default" example shape: text, cached tokens in prompt_tokens_details.
     let answer =
         parse_response(official_answer(VALID_REPLY).to_string().as_bytes()).expect("parse");
@@ -630,7 +629,7 @@ fn issue_20_openai_official_response_shapes_parse() {
 }
 
 #[test]
-fn issue_20_openai_compatible_tool_calls_null_is_no_calls() {
+fn openai_compatible_tool_calls_null_is_no_calls() {
     let mut answer = official_answer(VALID_REPLY);
     answer["choices"][0]["message"]["tool_calls"] = Value::Null;
     let parsed = parse_response(answer.to_string().as_bytes()).expect("tool_calls: null parses");
@@ -639,7 +638,7 @@ fn issue_20_openai_compatible_tool_calls_null_is_no_calls() {
 }
 
 #[test]
-fn issue_20_openai_compatible_absent_usage_counts_zero() {
+fn openai_compatible_absent_usage_counts_zero() {
     let mut answer = official_answer(VALID_REPLY);
     answer.as_object_mut().unwrap().remove("usage");
     let parsed = parse_response(answer.to_string().as_bytes()).expect("parses without usage");
@@ -648,7 +647,7 @@ fn issue_20_openai_compatible_absent_usage_counts_zero() {
 }
 
 #[test]
-fn issue_20_openai_compatible_content_null_with_tool_calls_parses() {
+fn openai_compatible_content_null_with_tool_calls_parses() {
     let mut answer = official_answer("");
     answer["choices"][0]["message"] = json!({
         "role": "assistant", "content": null,

@@ -1,0 +1,204 @@
+//! Reading the tenant's folder: `prompt.md`, `catalog.json`, `rules.json` and the optional
+//! `tools.json` (SYSTEM 5.1), parsed strictly and validated whole.
+//!
+//! Invariants:
+//! - A load returns a complete, valid [`TenantConfig`] or every issue found, never a partial
+//!   config. Each file is parsed even when another failed, and a value of the wrong type is
+//!   reported and set aside (replaced by a stand-in, or removed) so that the rest of its file is
+//!   still parsed, validated and cross-checked: one run reports them all.
+//! - Issues are in plain words (`must be a whole number, 0 or more, not a string`), not serde's.
+//! - A UTF-8 byte order mark at the start of a file is ignored.
+//! - `<name>.example` is read only when the plain file is absent and the caller allows examples
+//!   (the demo from a fresh checkout, § 5.5); a real deployment never runs on example data by
+//!   accident.
+//! - No file larger than [`MAX_FILE_BYTES`] is read into memory.
+//! - Only regular files (or links to them) are read: a FIFO, socket or device in the folder is
+//!   an issue naming the file, and opening it never blocks (a FIFO would wait for a writer).
+//! - Issues name file, JSON path and rule, never a value from the file (C5, C9): serde's messages
+//!   quote the offending value, so they are scrubbed here before they become an issue.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::de::DeserializeOwned;
+
+use super::error::{ConfigErrors, ConfigIssue};
+use super::tenant::{Catalog, Rules, TenantConfig, ToolsConfig};
+use super::validate;
+
+mod parse;
+mod read;
+mod wording;
+use parse::*;
+use read::*;
+use wording::*;
+
+/// The largest config file read: tenant files are a few KiB; anything near this is a mistake
+/// (a log or a binary in the wrong place), and refusing it keeps a reload cheap.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+pub const PROMPT_FILE: &str = "prompt.md";
+pub const CATALOG_FILE: &str = "catalog.json";
+pub const RULES_FILE: &str = "rules.json";
+pub const TOOLS_FILE: &str = "tools.json";
+
+/// The placeholder in `prompt.md` filled with the catalog's `businessName`.
+pub const BUSINESS_NAME_PLACEHOLDER: &str = "{{businessName}}";
+
+/// What the loader needs from the environment (SYSTEM 5.2) to run the cross-checks of 012 and
+/// 019: the names the server itself writes, which the tenant's tools must never touch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigContext {
+    /// `MANYCHAT_REPLY_FLOW_NS`: the flow that renders a deferred reply. `None` when unset.
+    pub reply_flow_ns: Option<String>,
+    /// `MANYCHAT_REPLY_FIELD` (default `ai_message`): the field a deferred reply is written to.
+    pub reply_field: String,
+    /// `MANYCHAT_TOKEN_FIELD` (default `ai_token`): the field the contact's token lives in.
+    pub token_field: String,
+    /// Whether `<name>.example` may stand in for an absent `<name>` (the demo only).
+    pub allow_examples: bool,
+}
+
+impl Default for ConfigContext {
+    fn default() -> Self {
+        Self {
+            reply_flow_ns: None,
+            reply_field: "ai_message".to_owned(),
+            token_field: "ai_token".to_owned(),
+            allow_examples: false,
+        }
+    }
+}
+
+/// Loads and validates the tenant's folder. Returns every issue at once on failure.
+pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigErrors> {
+    // One clear line for a wrong CONFIG_DIR, rather than one "missing" line per file.
+    if !dir.is_dir() {
+        return Err(ConfigErrors(vec![ConfigIssue::new(
+            dir.display().to_string(),
+            "$",
+            "config folder does not exist or is not a folder (check CONFIG_DIR)",
+        )]));
+    }
+    let mut issues = Vec::new();
+
+    let prompt = read_required(dir, PROMPT_FILE, ctx, &mut issues).and_then(|(name, bytes)| {
+        match String::from_utf8(without_bom(&bytes).to_vec()) {
+            Ok(text) if text.trim().is_empty() => {
+                issues.push(ConfigIssue::new(name, "$", "must not be empty"));
+                None
+            }
+            Ok(text) => Some(text),
+            Err(_) => {
+                issues.push(ConfigIssue::new(name, "$", "is not valid UTF-8 text"));
+                None
+            }
+        }
+    });
+
+    let catalog = read_required(dir, CATALOG_FILE, ctx, &mut issues).map(|(name, bytes)| {
+        let parsed = parse_json::<Catalog>(&name, &bytes, &mut issues);
+        (name, parsed)
+    });
+    let rules = read_required(dir, RULES_FILE, ctx, &mut issues).map(|(name, bytes)| {
+        let parsed = parse_json::<Rules>(&name, &bytes, &mut issues);
+        (name, parsed)
+    });
+    let tools = match read_optional(dir, TOOLS_FILE, ctx, &mut issues) {
+        Optional::Absent => None,
+        Optional::Unreadable => Some((TOOLS_FILE.to_owned(), Parsed::failed())),
+        Optional::Read(name, bytes) => {
+            let parsed = parse_json::<ToolsConfig>(&name, &bytes, &mut issues);
+            Some((name, parsed))
+        }
+    };
+
+    // Validate whatever parsed, even when a sibling did not, and even the part of a file that
+    // parsed when another part did not (the part set aside was reported), so every issue is
+    // reported at once.
+    if let Some((name, parsed @ Parsed { value: Some(c), .. })) = &catalog {
+        issues.extend(kept(validate::catalog(name, c), Some(parsed)));
+    }
+    if let Some((name, parsed @ Parsed { value: Some(r), .. })) = &rules {
+        issues.extend(kept(validate::rules(name, r, ctx), Some(parsed)));
+    }
+    if let Some((name, parsed @ Parsed { value: Some(t), .. })) = &tools {
+        // The cross-checks against the catalog need only its offering ids: read from the
+        // file as written when part of it (or all of it) failed its types.
+        let stand_in = catalog
+            .as_ref()
+            .and_then(|(_, p)| p.offering_ids_stand_in());
+        let against = match &catalog {
+            Some((
+                _,
+                Parsed {
+                    value: Some(c),
+                    set_aside,
+                    ..
+                },
+            )) if set_aside.is_empty() => Some(c),
+            _ => stand_in.as_ref(),
+        };
+        issues.extend(kept(validate::tools(name, t, against, ctx), Some(parsed)));
+    }
+
+    let tools_ok = match tools {
+        None => Ok(None),
+        Some((_, parsed)) => parsed.complete().map(Some).ok_or(()),
+    };
+    match (prompt, complete(catalog), complete(rules), tools_ok) {
+        (Some(prompt), Some(catalog), Some(rules), Ok(tools)) if issues.is_empty() => {
+            let prompt = prompt.replace(BUSINESS_NAME_PLACEHOLDER, &catalog.business_name);
+            Ok(TenantConfig {
+                prompt,
+                catalog,
+                rules,
+                tools,
+            })
+        }
+        _ => {
+            // Every path that yields `None` or `Err` above pushed an issue first.
+            debug_assert!(!issues.is_empty());
+            Err(ConfigErrors(issues))
+        }
+    }
+}
+
+/// The value of a file that parsed whole.
+fn complete<T>(parsed: Option<(String, Parsed<T>)>) -> Option<T> {
+    parsed.and_then(|(_, p)| p.complete())
+}
+
+/// Drops the validation issues that fall inside (or contain) a part of the file set aside
+/// because it failed its types: that part's own issue is already reported, and a rule over
+/// what remains (an empty list, a missing id) would be a false alarm.
+fn kept<T>(found: Vec<ConfigIssue>, parsed: Option<&Parsed<T>>) -> Vec<ConfigIssue> {
+    let Some(parsed) = parsed else {
+        return found;
+    };
+    found
+        .into_iter()
+        .filter(|issue| {
+            !parsed
+                .set_aside
+                .iter()
+                .any(|aside| overlaps(aside, &issue.path))
+        })
+        .collect()
+}
+
+/// Whether one JSON path lies within the other (or they are equal).
+fn overlaps(a: &str, b: &str) -> bool {
+    let within = |inner: &str, outer: &str| {
+        inner == outer
+            || inner
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    };
+    within(a, b) || within(b, a)
+}
+
+#[cfg(test)]
+mod tests;

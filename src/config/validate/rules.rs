@@ -1,0 +1,95 @@
+//! The rules `rules.json` must satisfy beyond its types, including what it may not share with
+//! the server's own settings (the reply flow).
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// rules.json
+
+pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue> {
+    let mut r = Report::new(file);
+    r.non_empty(
+        "$.messages.acknowledgement",
+        &rules.messages.acknowledgement,
+    );
+    r.non_empty("$.messages.escalation", &rules.messages.escalation);
+    if let Some(media) = &rules.messages.media_fallback {
+        r.non_empty("$.messages.mediaFallback", media);
+    }
+    if !(0.0..=1.0).contains(&rules.confidence_threshold) {
+        r.push("$.confidenceThreshold", "must be between 0 and 1");
+    }
+    let at_least_one = [
+        (
+            "$.maxTurnsPerConversation",
+            rules.max_turns_per_conversation,
+        ),
+        ("$.idleResetHours", rules.idle_reset_hours),
+        ("$.historyDays", rules.history_days),
+        (
+            "$.rateLimit.turnsPerSubscriberPerHour",
+            rules.rate_limit.turns_per_subscriber_per_hour,
+        ),
+    ];
+    for (path, value) in at_least_one {
+        if value < 1 {
+            r.push(path, "must be at least 1");
+        }
+    }
+    if rules.budget.daily_token_cap == 0 {
+        r.push("$.budget.dailyTokenCap", "must be greater than zero");
+    }
+    if !(rules.budget.daily_cost_cap_usd.is_finite() && rules.budget.daily_cost_cap_usd > 0.0) {
+        r.push("$.budget.dailyCostCapUsd", "must be greater than zero");
+    }
+
+    for (i, keyword) in rules.escalation_keywords.iter().enumerate() {
+        // An empty keyword is a substring of every message: every turn would escalate.
+        if crate::config::rules_match::fold(keyword).trim().is_empty() {
+            r.push(
+                format!("$.escalationKeywords[{i}]"),
+                "must not be empty (an empty keyword would match every message)",
+            );
+        }
+    }
+
+    if let Some(trigger) = &rules.opening_trigger {
+        if trigger.keywords.is_empty() {
+            r.push(
+                "$.openingTrigger.keywords",
+                "must list at least one keyword",
+            );
+        }
+        for (i, keyword) in trigger.keywords.iter().enumerate() {
+            r.non_empty(format!("$.openingTrigger.keywords[{i}]"), keyword);
+        }
+        r.non_empty("$.openingTrigger.message", &trigger.message);
+    }
+
+    if let Some(learning) = &rules.learning {
+        if let Some(language) = &learning.language {
+            r.non_empty("$.learning.language", language);
+        }
+        if let Some(tag) = &learning.converted_tag {
+            r.non_empty("$.learning.convertedTag", tag);
+        }
+        if let Some(cap) = learning.max_run_cost_usd
+            && !(cap.is_finite() && cap > 0.0)
+        {
+            r.push("$.learning.maxRunCostUsd", "must be greater than zero");
+        }
+    }
+
+    if let Some(handoff) = &rules.handoff {
+        if let Some(tag) = &handoff.tag {
+            r.non_empty("$.handoff.tag", tag);
+        }
+        if let Some(ns) = &handoff.flow_ns {
+            r.non_empty("$.handoff.flowNs", ns);
+            if reply_flow(ctx).is_some_and(|reply| reply == ns.trim()) {
+                r.push("$.handoff.flowNs", REPLY_FLOW_RULE);
+            }
+        }
+    }
+    r.issues
+}

@@ -1,0 +1,272 @@
+//! Reading one variable and its rule: empty strings count as unset, and each problem is
+//! collected instead of stopping, so every variable is checked in one run.
+
+use super::*;
+
+/// Reads variables and collects problems.
+pub(super) struct Reader<'a> {
+    pub(super) lookup: &'a dyn Fn(&str) -> Option<String>,
+    pub(super) problems: Vec<SettingProblem>,
+}
+
+impl Reader<'_> {
+    pub(super) fn problem(&mut self, variable: &'static str, rule: &str) {
+        self.problems.push(SettingProblem {
+            variable,
+            rule: rule.to_owned(),
+        });
+    }
+
+    /// The trimmed value, `None` when unset or blank.
+    pub(super) fn string(&self, name: &str) -> Option<String> {
+        (self.lookup)(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    }
+
+    pub(super) fn or(&self, name: &str, default: &str) -> String {
+        self.string(name).unwrap_or_else(|| default.to_owned())
+    }
+
+    /// A whole number in `min..=max`; the rule names the range.
+    pub(super) fn number(&mut self, name: &'static str, default: u64, min: u64, max: u64) -> u64 {
+        let Some(raw) = self.string(name) else {
+            return default;
+        };
+        match raw.parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => n,
+            _ => {
+                self.problem(name, &format!("must be a whole number from {min} to {max}"));
+                default
+            }
+        }
+    }
+
+    pub(super) fn boolean(&mut self, name: &'static str, default: bool) -> bool {
+        match self.string(name).map(|v| v.to_ascii_lowercase()).as_deref() {
+            None => default,
+            Some("true" | "1") => true,
+            Some("false" | "0") => false,
+            Some(_) => {
+                self.problem(name, "must be true, false, 1 or 0");
+                default
+            }
+        }
+    }
+
+    /// `None` when unset: unset and set-to-the-default are told apart (issue 20).
+    pub(super) fn temperature(&mut self) -> Option<f32> {
+        let raw = self.string("AGENT_TEMPERATURE")?;
+        match raw.parse::<f32>() {
+            Ok(t) if t.is_finite() && (0.0..=2.0).contains(&t) => Some(t),
+            _ => {
+                self.problem("AGENT_TEMPERATURE", "must be a number from 0 to 2");
+                None
+            }
+        }
+    }
+
+    /// The operator's model price (`AGENT_PRICE_*`); each problem names its variable.
+    pub(super) fn price(&mut self) -> Option<Price> {
+        match pricing::operator_price_from(|name| (self.lookup)(name)) {
+            Ok(price) => price,
+            Err(problems) => {
+                for p in problems {
+                    self.problem(p.variable, &p.rule);
+                }
+                None
+            }
+        }
+    }
+
+    /// `AGENT_MODEL` for a command that calls a model: present, a known provider (and mock),
+    /// and the provider's key set. Found here, with every other problem, rather than when the
+    /// model is built after the database has been opened.
+    pub(super) fn model_and_key(
+        &mut self,
+        spec: Option<&str>,
+        openai_key: bool,
+        anthropic_key: bool,
+    ) {
+        use crate::model::registry::{MOCKS, PROVIDERS};
+        const NAME: &str = "AGENT_MODEL";
+        let Some(spec) = spec else {
+            self.problem(
+                NAME,
+                "required, provider:model, e.g. openai:gpt-4.1-mini or mock:demo",
+            );
+            return;
+        };
+        // A spec without a colon was reported by the caller.
+        let Some((provider, model)) = spec.split_once(':') else {
+            return;
+        };
+        if model.is_empty() {
+            self.problem(NAME, "names no model after the provider");
+            return;
+        }
+        // The provider is not echoed: a mistyped spec may hold a pasted key.
+        match provider {
+            "openai" if !openai_key => self.problem(
+                "OPENAI_API_KEY",
+                "required when AGENT_MODEL's provider is openai",
+            ),
+            "anthropic" if !anthropic_key => self.problem(
+                "ANTHROPIC_API_KEY",
+                "required when AGENT_MODEL's provider is anthropic",
+            ),
+            "mock" if !MOCKS.contains(&model) => {
+                let known: Vec<String> = MOCKS.iter().map(|m| format!("mock:{m}")).collect();
+                self.problem(
+                    NAME,
+                    &format!("names an unknown mock model; known: {}", known.join(", ")),
+                );
+            }
+            known if PROVIDERS.contains(&known) => {}
+            _ => self.problem(
+                NAME,
+                &format!("names an unknown provider; known: {}", PROVIDERS.join(", ")),
+            ),
+        }
+    }
+
+    /// An http(s) base URL, stored without a trailing slash.
+    pub(super) fn base_url(&mut self, name: &'static str, default: &str) -> String {
+        let value = self.or(name, default);
+        match reqwest::Url::parse(&value) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {
+                value.trim_end_matches('/').to_owned()
+            }
+            _ => {
+                self.problem(name, "must be an http:// or https:// URL");
+                default.to_owned()
+            }
+        }
+    }
+
+    pub(super) fn public_base_url(&mut self, required: bool) -> String {
+        const NAME: &str = "PUBLIC_BASE_URL";
+        let Some(value) = self.string(NAME) else {
+            if required {
+                self.problem(NAME, "required, an https:// URL");
+            }
+            return String::new();
+        };
+        match reqwest::Url::parse(&value) {
+            Ok(url) if url.scheme() == "https" && url.has_host() => {
+                if url.query().is_some() || url.fragment().is_some() {
+                    self.problem(NAME, "must not carry a query or fragment");
+                }
+                value.trim_end_matches('/').to_owned()
+            }
+            _ => {
+                self.problem(
+                    NAME,
+                    "must be an https:// URL (ManyChat calls only HTTPS, and TLS is the only replay protection)",
+                );
+                String::new()
+            }
+        }
+    }
+
+    /// `RETENTION_DAYS`: a whole number of days, or `off`. Zero is refused rather than read as
+    /// either "keep nothing" or "off": the operator says which.
+    pub(super) fn retention_days(&mut self) -> Option<u32> {
+        const NAME: &str = "RETENTION_DAYS";
+        let Some(raw) = self.string(NAME) else {
+            return Some(DEFAULT_RETENTION_DAYS);
+        };
+        if raw.eq_ignore_ascii_case("off") {
+            return None;
+        }
+        match raw.parse::<u32>() {
+            Ok(days) if (1..=MAX_RETENTION_DAYS).contains(&days) => Some(days),
+            _ => {
+                self.problem(
+                    NAME,
+                    &format!(
+                        "must be a whole number of days from 1 to {MAX_RETENTION_DAYS}, or off"
+                    ),
+                );
+                Some(DEFAULT_RETENTION_DAYS)
+            }
+        }
+    }
+
+    pub(super) fn connection_limits(&mut self) -> ConnectionLimits {
+        let defaults = ConnectionLimits::default();
+        let mut millis = |name: &'static str, default: Duration| {
+            let ms = u64::try_from(default.as_millis()).unwrap_or(MAX_DURATION_MS);
+            Duration::from_millis(self.number(name, ms, 1, MAX_DURATION_MS))
+        };
+        let header_timeout = millis("HTTP_HEADER_TIMEOUT_MS", defaults.header_timeout);
+        let idle_timeout = millis("HTTP_IDLE_TIMEOUT_MS", defaults.idle_timeout);
+        let body_timeout = millis("HTTP_BODY_TIMEOUT_MS", defaults.body_timeout);
+        let max_connections = self.number(
+            "HTTP_MAX_CONNECTIONS",
+            defaults.max_connections as u64,
+            1,
+            MAX_CONNECTIONS_LIMIT,
+        );
+        let max_connections_per_address = self.number(
+            "HTTP_MAX_CONNECTIONS_PER_ADDRESS",
+            defaults.max_connections_per_address as u64,
+            1,
+            MAX_CONNECTIONS_LIMIT,
+        );
+        if max_connections_per_address > max_connections {
+            self.problem(
+                "HTTP_MAX_CONNECTIONS_PER_ADDRESS",
+                "must not exceed HTTP_MAX_CONNECTIONS",
+            );
+        }
+        // The ranges checked above make these conversions exact.
+        ConnectionLimits {
+            header_timeout,
+            idle_timeout,
+            body_timeout,
+            max_connections: usize::try_from(max_connections).unwrap_or(defaults.max_connections),
+            max_connections_per_address: usize::try_from(max_connections_per_address)
+                .unwrap_or(defaults.max_connections_per_address),
+        }
+    }
+
+    pub(super) fn metrics_token(&mut self) -> Option<Secret> {
+        const NAME: &str = "METRICS_TOKEN";
+        let token = self.string(NAME)?;
+        if token.chars().count() < MIN_SECRET_CHARS || token.contains(char::is_whitespace) {
+            self.problem(
+                NAME,
+                &format!("must be at least {MIN_SECRET_CHARS} characters, without whitespace"),
+            );
+        }
+        Some(Secret::new(token))
+    }
+
+    pub(super) fn shared_secrets(&mut self, required: bool) -> Vec<Secret> {
+        const NAME: &str = "MANYCHAT_SHARED_SECRET";
+        let Some(raw) = self.string(NAME) else {
+            if required {
+                self.problem(NAME, "required, one or more comma-separated secrets");
+            }
+            return Vec::new();
+        };
+        let secrets: Vec<&str> = raw.split(',').map(str::trim).collect();
+        let short = secrets
+            .iter()
+            .filter(|s| s.chars().count() < MIN_SECRET_CHARS)
+            .count();
+        if short > 0 {
+            self.problem(
+                NAME,
+                &format!(
+                    "each comma-separated secret must be at least {MIN_SECRET_CHARS} characters ({short} too short or empty)"
+                ),
+            );
+        }
+        if secrets.iter().any(|s| s.contains(char::is_whitespace)) {
+            self.problem(NAME, "a secret must not contain whitespace");
+        }
+        secrets.into_iter().map(Secret::new).collect()
+    }
+}

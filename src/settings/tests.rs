@@ -1,0 +1,596 @@
+use super::*;
+use std::collections::HashMap;
+
+const SECRET_A: &str = "fixture-secret-aaaaaaaa";
+const SECRET_B: &str = "fixture-secret-bbbbbbbb";
+
+fn base() -> HashMap<&'static str, String> {
+    HashMap::from([
+        ("MANYCHAT_SHARED_SECRET", SECRET_A.to_owned()),
+        ("PUBLIC_BASE_URL", "https://agent.example.test".to_owned()),
+    ])
+}
+
+fn load(vars: &HashMap<&'static str, String>) -> Result<Settings, SettingsError> {
+    Settings::from_vars(|name| vars.get(name).cloned())
+}
+
+fn with(pairs: &[(&'static str, &str)]) -> HashMap<&'static str, String> {
+    let mut vars = base();
+    for (k, v) in pairs {
+        vars.insert(k, (*v).to_owned());
+    }
+    vars
+}
+
+fn problem(pairs: &[(&'static str, &str)], variable: &str) -> SettingProblem {
+    let err = load(&with(pairs)).expect_err("should be refused");
+    err.problem(variable)
+        .cloned()
+        .unwrap_or_else(|| panic!("no problem for {variable}: {err}"))
+}
+
+#[test]
+fn system_5_2_defaults_apply_when_unset() {
+    let s = load(&base()).unwrap();
+    assert_eq!(s.agent_model, None);
+    assert_eq!(s.openai_base_url, "https://api.openai.com/v1");
+    assert_eq!(s.anthropic_base_url, "https://api.anthropic.com");
+    assert_eq!(s.ollama_base_url, "http://localhost:11434");
+    assert_eq!(s.agent_max_output_tokens, 400);
+    assert_eq!(s.agent_temperature, None);
+    assert!((s.temperature_or_default() - 0.3).abs() < f32::EPSILON);
+    assert_eq!(s.agent_price, None);
+    assert_eq!(s.manychat_shared_secrets, vec![Secret::new(SECRET_A)]);
+    assert_eq!(s.manychat_api_token, None);
+    assert_eq!(s.manychat_api_base, "https://api.manychat.com");
+    assert_eq!(s.manychat_reply_field, "ai_message");
+    assert_eq!(s.manychat_reply_flow_ns, None);
+    assert_eq!(s.manychat_token_field, "ai_token");
+    assert!(s.contact_tokens_enforced);
+    assert_eq!(s.manychat_reply_gap, Duration::from_millis(2000));
+    assert_eq!(s.public_base_url, "https://agent.example.test");
+    assert_eq!(s.channel, Channel::Whatsapp);
+    assert_eq!(s.race_deadline, Duration::from_millis(8000));
+    assert_eq!(s.model_abort, Duration::from_millis(30_000));
+    assert_eq!(s.database_url.expose(), "sqlite://data/agent.db");
+    assert_eq!(s.port, 3000);
+    assert_eq!(s.bind_address.to_string(), "0.0.0.0");
+    assert!(s.trust_proxy.is_empty());
+    assert_eq!(s.config_dir, PathBuf::from("config"));
+    assert_eq!(s.log_level, "info");
+    assert_eq!(s.max_turns_in_flight, 64);
+}
+
+#[test]
+fn system_5_2_every_variable_is_read() {
+    let s = load(&with(&[
+        ("AGENT_MODEL", "openai:gpt-4.1-mini"),
+        ("OPENAI_API_KEY", "sk-fixture"),
+        ("OPENAI_BASE_URL", "https://llm.example.test/v1/"),
+        ("ANTHROPIC_API_KEY", "ak-fixture"),
+        ("ANTHROPIC_BASE_URL", "https://anthropic.example.test"),
+        ("OLLAMA_BASE_URL", "http://ollama.example.test:11434"),
+        ("AGENT_MAX_OUTPUT_TOKENS", "800"),
+        ("AGENT_TEMPERATURE", "0"),
+        ("AGENT_PRICE_INPUT_PER_MTOK", "0.5"),
+        ("AGENT_PRICE_OUTPUT_PER_MTOK", "2"),
+        ("AGENT_PRICE_CACHED_INPUT_PER_MTOK", "0.05"),
+        ("MANYCHAT_SHARED_SECRET", &format!("{SECRET_A}, {SECRET_B}")),
+        ("MANYCHAT_API_TOKEN", "mc-fixture-token"),
+        ("MANYCHAT_API_BASE", "https://manychat.example.test"),
+        ("MANYCHAT_REPLY_FIELD", "reply_text"),
+        ("MANYCHAT_REPLY_FLOW_NS", "content20250101000000_000001"),
+        ("MANYCHAT_TOKEN_FIELD", "contact_key"),
+        ("CONTACT_TOKENS_ENFORCED", "0"),
+        ("MANYCHAT_REPLY_GAP_MS", "10000"),
+        ("PUBLIC_BASE_URL", "https://agent.example.test/"),
+        ("CHANNEL", "telegram"),
+        ("RACE_DEADLINE_MS", "7000"),
+        ("MODEL_ABORT_MS", "7001"),
+        ("DATABASE_URL", "postgres://agent@db.example.test/agent"),
+        ("PORT", "8080"),
+        ("TRUST_PROXY", "loopback,10.0.0.0/8"),
+        ("CONFIG_DIR", "/etc/agent"),
+        ("LOG_LEVEL", "info,manychat_agent=debug"),
+        ("MAX_TURNS_IN_FLIGHT", "8"),
+    ]))
+    .unwrap();
+    assert_eq!(s.require_model(), Ok("openai:gpt-4.1-mini"));
+    assert_eq!(s.openai_api_key, Some(Secret::new("sk-fixture")));
+    assert_eq!(s.openai_base_url, "https://llm.example.test/v1");
+    assert_eq!(s.anthropic_api_key, Some(Secret::new("ak-fixture")));
+    assert_eq!(s.anthropic_base_url, "https://anthropic.example.test");
+    assert_eq!(s.ollama_base_url, "http://ollama.example.test:11434");
+    assert_eq!(s.agent_max_output_tokens, 800);
+    assert_eq!(s.agent_temperature, Some(0.0));
+    assert_eq!(
+        s.agent_price,
+        Some(Price {
+            input: 0.5,
+            cached_input: 0.05,
+            output: 2.0
+        })
+    );
+    assert_eq!(
+        s.manychat_shared_secrets,
+        vec![Secret::new(SECRET_A), Secret::new(SECRET_B)]
+    );
+    assert_eq!(s.manychat_api_token, Some(Secret::new("mc-fixture-token")));
+    assert_eq!(s.manychat_api_base, "https://manychat.example.test");
+    assert_eq!(s.manychat_reply_field, "reply_text");
+    assert_eq!(
+        s.manychat_reply_flow_ns.as_deref(),
+        Some("content20250101000000_000001")
+    );
+    assert_eq!(s.manychat_token_field, "contact_key");
+    assert!(!s.contact_tokens_enforced);
+    assert_eq!(s.manychat_reply_gap, Duration::from_secs(10));
+    assert_eq!(s.public_base_url, "https://agent.example.test");
+    assert_eq!(s.channel, Channel::Telegram);
+    assert_eq!(s.race_deadline, Duration::from_millis(7000));
+    assert_eq!(s.model_abort, Duration::from_millis(7001));
+    assert_eq!(
+        s.database_url.expose(),
+        "postgres://agent@db.example.test/agent"
+    );
+    assert_eq!(s.port, 8080);
+    assert!(s.trust_proxy.is_trusted("10.2.3.4".parse().unwrap()));
+    assert_eq!(s.config_dir, PathBuf::from("/etc/agent"));
+    assert_eq!(s.log_level, "info,manychat_agent=debug");
+    assert_eq!(s.max_turns_in_flight, 8);
+}
+
+#[test]
+fn system_5_2_empty_strings_count_as_unset() {
+    let s = load(&with(&[
+        ("AGENT_MODEL", ""),
+        ("PORT", ""),
+        ("CHANNEL", "  "),
+        ("MANYCHAT_API_TOKEN", ""),
+        ("LOG_LEVEL", ""),
+        ("TRUST_PROXY", ""),
+    ]))
+    .unwrap();
+    assert_eq!(s.agent_model, None);
+    assert_eq!(s.port, 3000);
+    assert_eq!(s.channel, Channel::Whatsapp);
+    assert_eq!(s.manychat_api_token, None);
+    assert_eq!(s.log_level, "info");
+
+    let err = load(&with(&[
+        ("MANYCHAT_SHARED_SECRET", ""),
+        ("PUBLIC_BASE_URL", ""),
+    ]))
+    .unwrap_err();
+    assert!(err.problem("MANYCHAT_SHARED_SECRET").is_some());
+    assert!(err.problem("PUBLIC_BASE_URL").is_some());
+}
+
+#[test]
+fn system_5_2_shared_secret_is_required() {
+    let mut vars = base();
+    vars.remove("MANYCHAT_SHARED_SECRET");
+    let err = load(&vars).unwrap_err();
+    assert_eq!(
+        err.problem("MANYCHAT_SHARED_SECRET").unwrap().rule,
+        "required, one or more comma-separated secrets"
+    );
+}
+
+#[test]
+fn system_5_2_each_shared_secret_has_at_least_16_characters() {
+    let fifteen = "a".repeat(15);
+    for value in [
+        fifteen.clone(),
+        format!("{SECRET_A},{fifteen}"),
+        format!("{SECRET_A},"),
+    ] {
+        let p = problem(
+            &[("MANYCHAT_SHARED_SECRET", &value)],
+            "MANYCHAT_SHARED_SECRET",
+        );
+        assert!(p.rule.contains("at least 16 characters"), "{}", p.rule);
+        assert!(!p.to_string().contains("aaaa"), "value leaked: {p}");
+    }
+    let sixteen = "b".repeat(16);
+    let s = load(&with(&[("MANYCHAT_SHARED_SECRET", &sixteen)])).unwrap();
+    assert_eq!(s.manychat_shared_secrets.len(), 1);
+}
+
+#[test]
+fn system_5_2_public_base_url_is_required_and_https() {
+    let mut vars = base();
+    vars.remove("PUBLIC_BASE_URL");
+    assert!(
+        load(&vars)
+            .unwrap_err()
+            .problem("PUBLIC_BASE_URL")
+            .is_some()
+    );
+    for bad in [
+        "http://agent.example.test",
+        "agent.example.test",
+        "https://",
+        "ftp://x",
+    ] {
+        let p = problem(&[("PUBLIC_BASE_URL", bad)], "PUBLIC_BASE_URL");
+        assert!(p.rule.contains("https://"), "{bad}: {p}");
+    }
+    let s = load(&with(&[(
+        "PUBLIC_BASE_URL",
+        "https://agent.example.test/base//",
+    )]))
+    .unwrap();
+    assert_eq!(s.public_base_url, "https://agent.example.test/base");
+}
+
+#[test]
+fn system_5_2_model_abort_must_exceed_race_deadline() {
+    for (deadline, abort) in [("8000", "8000"), ("8000", "7999")] {
+        let p = problem(
+            &[("RACE_DEADLINE_MS", deadline), ("MODEL_ABORT_MS", abort)],
+            "MODEL_ABORT_MS",
+        );
+        assert_eq!(p.rule, "must be greater than RACE_DEADLINE_MS");
+    }
+    // The default abort (30000) against a custom deadline is checked too.
+    assert!(load(&with(&[("RACE_DEADLINE_MS", "9000")])).is_ok());
+    assert!(
+        load(&with(&[("MODEL_ABORT_MS", "5000")]))
+            .unwrap_err()
+            .problem("MODEL_ABORT_MS")
+            .is_some()
+    );
+}
+
+#[test]
+fn system_5_2_race_deadline_stays_under_manychats_ten_seconds() {
+    problem(&[("RACE_DEADLINE_MS", "10000")], "RACE_DEADLINE_MS");
+    problem(&[("RACE_DEADLINE_MS", "0")], "RACE_DEADLINE_MS");
+}
+
+#[test]
+fn spec_025_nudge_poll_defaults_to_15_seconds_within_its_bounds() {
+    let s = load(&with(&[])).unwrap();
+    assert_eq!(s.nudge_poll, Duration::from_secs(15));
+    let s = load(&with(&[("NUDGE_POLL_MS", "1000")])).unwrap();
+    assert_eq!(s.nudge_poll, Duration::from_secs(1));
+    problem(&[("NUDGE_POLL_MS", "999")], "NUDGE_POLL_MS");
+    problem(&[("NUDGE_POLL_MS", "600001")], "NUDGE_POLL_MS");
+}
+
+#[test]
+fn system_5_2_reply_gap_is_at_most_10000() {
+    let p = problem(
+        &[("MANYCHAT_REPLY_GAP_MS", "10001")],
+        "MANYCHAT_REPLY_GAP_MS",
+    );
+    assert_eq!(p.rule, "must be a whole number from 0 to 10000");
+    let s = load(&with(&[("MANYCHAT_REPLY_GAP_MS", "0")])).unwrap();
+    assert_eq!(s.manychat_reply_gap, Duration::ZERO);
+}
+
+#[test]
+fn issue_13_item_4_outbox_lease_is_seconds_and_bounded() {
+    assert_eq!(load(&base()).unwrap().outbox_lease, Duration::from_secs(10));
+    let s = load(&with(&[("OUTBOX_LEASE_MS", "3000")])).unwrap();
+    assert_eq!(s.outbox_lease, Duration::from_secs(3));
+    let p = problem(&[("OUTBOX_LEASE_MS", "1999")], "OUTBOX_LEASE_MS");
+    assert_eq!(p.rule, "must be a whole number from 2000 to 300000");
+    problem(&[("OUTBOX_LEASE_MS", "300001")], "OUTBOX_LEASE_MS");
+}
+
+#[test]
+fn system_5_2_channel_is_one_of_four() {
+    for (raw, channel) in [
+        ("whatsapp", Channel::Whatsapp),
+        ("instagram", Channel::Instagram),
+        ("messenger", Channel::Messenger),
+        ("telegram", Channel::Telegram),
+    ] {
+        assert_eq!(load(&with(&[("CHANNEL", raw)])).unwrap().channel, channel);
+    }
+    let p = problem(&[("CHANNEL", "sms")], "CHANNEL");
+    assert_eq!(
+        p.rule,
+        "must be one of whatsapp, instagram, messenger, telegram"
+    );
+}
+
+#[test]
+fn system_5_2_numbers_must_parse() {
+    for variable in [
+        "AGENT_MAX_OUTPUT_TOKENS",
+        "MANYCHAT_REPLY_GAP_MS",
+        "RACE_DEADLINE_MS",
+        "MODEL_ABORT_MS",
+        "MAX_TURNS_IN_FLIGHT",
+        "PORT",
+    ] {
+        for bad in ["abc", "-1", "1.5"] {
+            problem(&[(variable, bad)], variable);
+        }
+    }
+    problem(&[("AGENT_TEMPERATURE", "warm")], "AGENT_TEMPERATURE");
+    problem(&[("AGENT_TEMPERATURE", "NaN")], "AGENT_TEMPERATURE");
+}
+
+#[test]
+fn issue_13_price_variables_are_validated_with_every_other_problem() {
+    let err = load(&with(&[
+        ("AGENT_PRICE_INPUT_PER_MTOK", "cheap"),
+        ("AGENT_PRICE_CACHED_INPUT_PER_MTOK", "0.1"),
+        ("PORT", "x"),
+    ]))
+    .unwrap_err();
+    for variable in [
+        "AGENT_PRICE_INPUT_PER_MTOK",
+        "AGENT_PRICE_OUTPUT_PER_MTOK",
+        "PORT",
+    ] {
+        assert!(err.problem(variable).is_some(), "{variable}: {err}");
+    }
+    assert!(
+        err.problem("AGENT_PRICE_OUTPUT_PER_MTOK")
+            .unwrap()
+            .rule
+            .contains("AGENT_PRICE_INPUT_PER_MTOK")
+    );
+    problem(
+        &[
+            ("AGENT_PRICE_INPUT_PER_MTOK", "1"),
+            ("AGENT_PRICE_OUTPUT_PER_MTOK", "-2"),
+        ],
+        "AGENT_PRICE_OUTPUT_PER_MTOK",
+    );
+}
+
+#[test]
+fn issue_20_unset_temperature_is_told_apart_from_one_set_to_the_default() {
+    assert_eq!(load(&base()).unwrap().agent_temperature, None);
+    let s = load(&with(&[("AGENT_TEMPERATURE", "0.3")])).unwrap();
+    assert_eq!(s.agent_temperature, Some(0.3));
+}
+
+#[test]
+fn system_5_2_port_is_a_u16() {
+    problem(&[("PORT", "65536")], "PORT");
+    assert_eq!(load(&with(&[("PORT", "65535")])).unwrap().port, 65535);
+    assert_eq!(load(&with(&[("PORT", "0")])).unwrap().port, 0);
+}
+
+#[test]
+fn system_5_2_max_turns_in_flight_is_at_least_one() {
+    let p = problem(&[("MAX_TURNS_IN_FLIGHT", "0")], "MAX_TURNS_IN_FLIGHT");
+    assert_eq!(p.rule, "must be a whole number from 1 to 100000");
+}
+
+#[test]
+fn system_5_2_durations_are_bounded_so_deadlines_cannot_overflow() {
+    problem(&[("MODEL_ABORT_MS", "3600001")], "MODEL_ABORT_MS");
+    problem(
+        &[("MODEL_ABORT_MS", "18446744073709551615")],
+        "MODEL_ABORT_MS",
+    );
+}
+
+#[test]
+fn system_5_2_log_level_must_be_a_valid_filter() {
+    problem(&[("LOG_LEVEL", "loud=[")], "LOG_LEVEL");
+    for ok in ["debug", "warn,manychat_agent=trace"] {
+        assert!(load(&with(&[("LOG_LEVEL", ok)])).is_ok(), "{ok}");
+    }
+}
+
+#[test]
+fn system_5_2_trust_proxy_must_parse() {
+    let p = problem(&[("TRUST_PROXY", "loopback,anything")], "TRUST_PROXY");
+    assert!(p.rule.contains("entry 2"), "{p}");
+}
+
+#[test]
+fn system_5_2_contact_tokens_enforced_is_boolean() {
+    for (raw, expected) in [("true", true), ("1", true), ("false", false), ("0", false)] {
+        let s = load(&with(&[("CONTACT_TOKENS_ENFORCED", raw)])).unwrap();
+        assert_eq!(s.contact_tokens_enforced, expected, "{raw}");
+    }
+    problem(
+        &[("CONTACT_TOKENS_ENFORCED", "yes")],
+        "CONTACT_TOKENS_ENFORCED",
+    );
+}
+
+#[test]
+fn system_5_2_agent_model_is_optional_until_required() {
+    let s = load(&base()).unwrap();
+    assert_eq!(s.require_model(), Err(ModelRequired));
+    assert_eq!(
+        ModelRequired.to_string(),
+        "AGENT_MODEL: required (provider:model, e.g. mock:demo)"
+    );
+    let s = load(&with(&[("AGENT_MODEL", "ollama:llama3.1:8b")])).unwrap();
+    assert_eq!(s.require_model(), Ok("ollama:llama3.1:8b"));
+    problem(&[("AGENT_MODEL", "gpt")], "AGENT_MODEL");
+}
+
+#[test]
+fn system_5_2_base_urls_must_be_http() {
+    problem(&[("OPENAI_BASE_URL", "not a url")], "OPENAI_BASE_URL");
+    problem(
+        &[("MANYCHAT_API_BASE", "ftp://x.example.test")],
+        "MANYCHAT_API_BASE",
+    );
+}
+
+#[test]
+fn spec_020_media_base_and_transcription_model() {
+    let s = load(&base()).unwrap();
+    assert_eq!(s.manychat_media_base, crate::media::DEFAULT_MEDIA_BASE);
+    assert_eq!(s.transcription_model, None);
+    let s = load(&with(&[
+        ("MANYCHAT_MEDIA_BASE", "http://127.0.0.1:4010"),
+        ("TRANSCRIPTION_MODEL", "openai:gpt-4o-mini-transcribe"),
+    ]))
+    .unwrap();
+    assert_eq!(s.manychat_media_base, "http://127.0.0.1:4010");
+    assert_eq!(
+        s.transcription_model.as_deref(),
+        Some("openai:gpt-4o-mini-transcribe")
+    );
+    // Plain HTTP only on loopback, like a test's or the demo's file host.
+    problem(
+        &[("MANYCHAT_MEDIA_BASE", "http://files.example.test")],
+        "MANYCHAT_MEDIA_BASE",
+    );
+    problem(&[("TRANSCRIPTION_MODEL", "whisper")], "TRANSCRIPTION_MODEL");
+}
+
+#[test]
+fn issue_13_item_10_retention_days_defaults_to_90_and_accepts_off() {
+    assert_eq!(load(&base()).unwrap().retention_days, Some(90));
+    for (raw, expected) in [
+        ("30", Some(30)),
+        ("off", None),
+        ("OFF", None),
+        ("1", Some(1)),
+    ] {
+        let s = load(&with(&[("RETENTION_DAYS", raw)])).unwrap();
+        assert_eq!(s.retention_days, expected, "{raw}");
+    }
+    for raw in ["0", "-1", "2.5", "forever", "36501"] {
+        let p = problem(&[("RETENTION_DAYS", raw)], "RETENTION_DAYS");
+        assert_eq!(
+            p.rule, "must be a whole number of days from 1 to 36500, or off",
+            "{raw}"
+        );
+    }
+    // Reported with every other problem, and alone for the commands that need only it.
+    let err = load(&HashMap::from([("RETENTION_DAYS", "0".to_owned())])).unwrap_err();
+    assert!(err.problem("RETENTION_DAYS").is_some());
+    assert!(err.problem("PUBLIC_BASE_URL").is_some());
+    assert_eq!(retention_days_from_vars(|_| None), Ok(Some(90)));
+    assert!(retention_days_from_vars(|_| Some("0".to_owned())).is_err());
+}
+
+#[test]
+fn system_5_2_all_problems_are_reported_at_once() {
+    let vars = HashMap::from([
+        ("PORT", "x".to_owned()),
+        ("CHANNEL", "sms".to_owned()),
+        ("MODEL_ABORT_MS", "100".to_owned()),
+    ]);
+    let err = load(&vars).unwrap_err();
+    let names: Vec<&str> = err.problems.iter().map(|p| p.variable).collect();
+    for expected in [
+        "MANYCHAT_SHARED_SECRET",
+        "PUBLIC_BASE_URL",
+        "CHANNEL",
+        "MODEL_ABORT_MS",
+        "PORT",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    let text = err.to_string();
+    assert!(text.starts_with("invalid environment:"), "{text}");
+    assert!(text.contains("\n  PORT: "), "{text}");
+}
+
+#[test]
+fn issue_19_item_2_a_sqlite_folder_that_does_not_exist_is_reported_at_start() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let missing = dir.path().join("no-such-folder");
+    let url = format!("sqlite://{}/agent.db", missing.display());
+    let p = problem(&[("DATABASE_URL", &url)], "DATABASE_URL");
+    assert!(p.rule.contains("does not exist"), "{p}");
+    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    assert!(load(&with(&[("DATABASE_URL", &url)])).is_ok());
+    // The default folder is created by the store, so it is no problem here.
+    assert!(load(&with(&[("DATABASE_URL", "sqlite://data/agent.db")])).is_ok());
+}
+
+#[test]
+fn issue_13_item_7_connection_limits_have_defaults_and_are_read_and_checked() {
+    let s = load(&base()).unwrap();
+    assert_eq!(s.connections, ConnectionLimits::default());
+    assert_eq!(s.connections.header_timeout, Duration::from_secs(10));
+    assert_eq!(s.connections.idle_timeout, Duration::from_secs(75));
+    assert_eq!(s.connections.body_timeout, Duration::from_secs(10));
+    assert_eq!(s.connections.max_connections, 1024);
+    assert_eq!(s.connections.max_connections_per_address, 256);
+    let s = load(&with(&[
+        ("HTTP_HEADER_TIMEOUT_MS", "2000"),
+        ("HTTP_IDLE_TIMEOUT_MS", "90000"),
+        ("HTTP_BODY_TIMEOUT_MS", "3000"),
+        ("HTTP_MAX_CONNECTIONS", "50"),
+        ("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "50"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        s.connections,
+        ConnectionLimits {
+            header_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(90),
+            body_timeout: Duration::from_secs(3),
+            max_connections: 50,
+            max_connections_per_address: 50,
+        }
+    );
+    // Every problem at once, each naming its variable.
+    let err = load(&with(&[
+        ("HTTP_HEADER_TIMEOUT_MS", "0"),
+        ("HTTP_IDLE_TIMEOUT_MS", "soon"),
+        ("HTTP_BODY_TIMEOUT_MS", "3600001"),
+        ("HTTP_MAX_CONNECTIONS", "10"),
+        ("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "11"),
+    ]))
+    .unwrap_err();
+    for variable in [
+        "HTTP_HEADER_TIMEOUT_MS",
+        "HTTP_IDLE_TIMEOUT_MS",
+        "HTTP_BODY_TIMEOUT_MS",
+        "HTTP_MAX_CONNECTIONS_PER_ADDRESS",
+    ] {
+        assert!(err.problem(variable).is_some(), "{variable}: {err}");
+    }
+    assert_eq!(
+        err.problem("HTTP_MAX_CONNECTIONS_PER_ADDRESS")
+            .unwrap()
+            .rule,
+        "must not exceed HTTP_MAX_CONNECTIONS"
+    );
+    problem(&[("HTTP_MAX_CONNECTIONS", "0")], "HTTP_MAX_CONNECTIONS");
+}
+
+#[test]
+fn issue_13_item_9_metrics_token_is_optional_and_long_enough() {
+    assert_eq!(load(&base()).unwrap().metrics_token, None);
+    let s = load(&with(&[("METRICS_TOKEN", "metrics-token-0123456789")])).unwrap();
+    assert_eq!(
+        s.metrics_token,
+        Some(Secret::new("metrics-token-0123456789"))
+    );
+    assert!(!format!("{s:?}").contains("metrics-token"));
+    let p = problem(&[("METRICS_TOKEN", "short")], "METRICS_TOKEN");
+    assert!(!p.to_string().contains("short"), "value leaked: {p}");
+}
+
+#[test]
+fn c5_settings_debug_redacts_secrets() {
+    let s = load(&with(&[
+        ("OPENAI_API_KEY", "sk-fixture-visible"),
+        ("MANYCHAT_API_TOKEN", "mc-fixture-visible"),
+        (
+            "DATABASE_URL",
+            "postgres://agent:pw-fixture-visible@db.example.test/agent",
+        ),
+    ]))
+    .unwrap();
+    let printed = format!("{s:?}");
+    assert!(!printed.contains("fixture-visible"), "{printed}");
+    assert!(!printed.contains(SECRET_A), "{printed}");
+    assert!(printed.contains("[redacted]"));
+}

@@ -1,0 +1,271 @@
+//! Conformance: erasure and retention (`ErasureStore`).
+
+use super::*;
+
+/// A contact with a bit of everything: two exchanges (counted in an hourly window), a queued
+/// reply, a delivered reply and a contact-token row.
+async fn busy_contact(store: &dyn Store) -> (Conversation, Vec<i64>, Vec<i64>) {
+    let conversation = fresh_conversation(store).await;
+    let mut turns = Vec::new();
+    for i in 0..2 {
+        let message = NewTurn::user(
+            conversation.id,
+            format!("Invented question {i}"),
+            true,
+            at_s(i),
+        );
+        let reply = NewTurn::agent(
+            conversation.id,
+            format!("Invented answer {i}"),
+            "answered_inline",
+            true,
+            at_s(i),
+        );
+        let ids = store
+            .record_exchange(Exchange {
+                message: &message,
+                rate: Some((&conversation.subscriber_id, at_s(0))),
+                reply: Some(&reply),
+                charge: None,
+                escalated_at: None,
+                ..Exchange::of(&message)
+            })
+            .await
+            .expect("record_exchange");
+        turns.extend([ids.message, ids.reply.expect("a reply id")]);
+    }
+    let delivered = enqueue(store, reply_row(&conversation, at_s(5), 1)).await;
+    store
+        .mark_delivered(delivered, at_s(6))
+        .await
+        .expect("mark_delivered");
+    let queued = enqueue(store, reply_row(&conversation, at_s(7), 2)).await;
+    let token = enqueue(store, token_row(&conversation, at_s(7))).await;
+    (conversation, turns, vec![delivered, queued, token])
+}
+
+pub async fn issue_13_item_10_forget_deletes_every_row_of_the_contact(store: &dyn Store) {
+    let (contact, contact_turns, contact_rows) = busy_contact(store).await;
+    let (neighbour, neighbour_turns, neighbour_rows) = busy_contact(store).await;
+
+    let forgotten = store
+        .forget_contact(&contact.subscriber_id)
+        .await
+        .expect("forget_contact");
+    assert_eq!(forgotten.conversation_id, Some(contact.id));
+    assert_eq!(
+        forgotten.deleted,
+        vec![
+            ("turns", 4),
+            ("outbox", 3),
+            ("nudges", 0),
+            ("rate_counters", 1),
+            ("manychat_flow_sends", 0),
+            ("turn_tickets", 0),
+            ("conversations", 1)
+        ],
+        "every table of CONTACT_TABLES, in its order, with what it lost"
+    );
+    assert!(forgotten.found());
+
+    assert_eq!(
+        store
+            .conversation_by_subscriber(&contact.subscriber_id)
+            .await
+            .expect("read"),
+        None
+    );
+    assert_eq!(store.conversation(contact.id).await.expect("read"), None);
+    assert!(store.turns(contact.id).await.expect("turns").is_empty());
+    for id in &contact_turns {
+        assert_eq!(store.turn(*id).await.expect("turn"), None, "turn {id}");
+    }
+    for id in &contact_rows {
+        assert_eq!(store.outbox_row(*id).await.expect("row"), None, "row {id}");
+    }
+    assert_eq!(
+        store
+            .rate_count(&contact.subscriber_id, at_s(0))
+            .await
+            .expect("rate"),
+        0
+    );
+
+    // The neighbour keeps everything.
+    assert!(
+        store
+            .conversation(neighbour.id)
+            .await
+            .expect("read")
+            .is_some()
+    );
+    assert_eq!(
+        store
+            .turns(neighbour.id)
+            .await
+            .expect("turns")
+            .iter()
+            .map(|t| t.id)
+            .collect::<Vec<_>>(),
+        neighbour_turns
+    );
+    for id in &neighbour_rows {
+        assert!(store.outbox_row(*id).await.expect("row").is_some());
+    }
+    assert_eq!(
+        store
+            .rate_count(&neighbour.subscriber_id, at_s(0))
+            .await
+            .expect("rate"),
+        2
+    );
+
+    // A second erasure, or one of a contact never seen, finds nothing and fails nothing.
+    let again = store
+        .forget_contact(&contact.subscriber_id)
+        .await
+        .expect("forget_contact again");
+    assert!(!again.found(), "{again:?}");
+    assert_eq!(again.deleted.len(), crate::store::CONTACT_TABLES.len());
+    assert!(
+        !store
+            .forget_contact(&fresh_subscriber())
+            .await
+            .expect("forget a stranger")
+            .found()
+    );
+
+    // The contact writing again starts afresh.
+    let returning = store
+        .conversation_for(&contact.subscriber_id, "whatsapp", at_s(100))
+        .await
+        .expect("conversation_for");
+    assert_ne!(returning.id, contact.id);
+    assert_eq!(returning.turn_count, 0);
+    settle(store, &[neighbour.id]).await;
+}
+
+/// Far before every other case's instants, so on a shared store (`run_all`) retention meets only
+/// this case's rows.
+fn long_ago(days: i64) -> DateTime<Utc> {
+    t0() - chrono::Duration::days(10_000 + days)
+}
+
+pub async fn issue_13_item_10_retention_clears_old_text_and_keeps_the_measures(store: &dyn Store) {
+    let cutoff = long_ago(0);
+    let conversation = fresh_conversation(store).await;
+    let mut old = Vec::new();
+    for i in 0..3 {
+        let mut reply = NewTurn::agent(
+            conversation.id,
+            format!("Invented old answer {i}"),
+            "answered_deferred",
+            true,
+            long_ago(10 - i),
+        );
+        reply.model = Some("mock:demo".to_owned());
+        reply.actions =
+            Some(json!([{"tool": "send_flow", "id": "invented", "status": "performed"}]));
+        reply.reads = 1;
+        reply.input_tokens = 100 + i;
+        reply.output_tokens = 20;
+        reply.cached_tokens = 5;
+        reply.cost_usd = 0.5;
+        reply.latency_ms = 900;
+        old.push(record(store, reply).await);
+    }
+    let kept = record(
+        store,
+        NewTurn::user(
+            conversation.id,
+            "Invented recent question",
+            true,
+            long_ago(-1),
+        ),
+    )
+    .await;
+    let before: Vec<_> = store.turns(conversation.id).await.expect("turns");
+
+    // At most `limit` a call; again until fewer come back.
+    assert_eq!(
+        store
+            .clear_turn_text_before(cutoff, 2)
+            .await
+            .expect("clear"),
+        2
+    );
+    assert_eq!(
+        store
+            .clear_turn_text_before(cutoff, 2)
+            .await
+            .expect("clear"),
+        1
+    );
+    assert_eq!(
+        store
+            .clear_turn_text_before(cutoff, 2)
+            .await
+            .expect("clear"),
+        0,
+        "an emptied turn is not counted again"
+    );
+
+    let after = store.turns(conversation.id).await.expect("turns");
+    assert_eq!(after.len(), before.len(), "no turn is deleted");
+    for (was, now) in before.iter().zip(&after) {
+        if old.contains(&was.id) {
+            let expected = crate::store::Turn {
+                text: String::new(),
+                ..was.clone()
+            };
+            assert_eq!(now, &expected, "only the text goes");
+        } else {
+            assert_eq!(now.id, kept);
+            assert_eq!(now, was, "a turn within the period is untouched");
+        }
+    }
+    let conversation_after = store
+        .conversation(conversation.id)
+        .await
+        .expect("read")
+        .expect("the conversation stays");
+    assert_eq!(conversation_after.turn_count, 1);
+
+    // Settled outbox rows older than the period go; open ones and recent ones stay.
+    let row = |due, marker| reply_row(&conversation, due, marker);
+    let delivered = enqueue(store, row(long_ago(5), 1)).await;
+    store
+        .mark_delivered(delivered, long_ago(5))
+        .await
+        .expect("mark_delivered");
+    let failed = enqueue(store, row(long_ago(5), 2)).await;
+    store
+        .mark_failed(failed, "invented failure", long_ago(5))
+        .await
+        .expect("mark_failed");
+    let open = enqueue(store, row(long_ago(4), 3)).await;
+    let recent = enqueue(store, row(long_ago(-1), 4)).await;
+    store
+        .mark_delivered(recent, long_ago(-1))
+        .await
+        .expect("mark_delivered");
+    assert_eq!(
+        store
+            .delete_settled_outbox_before(cutoff, 1)
+            .await
+            .expect("delete"),
+        1
+    );
+    assert_eq!(
+        store
+            .delete_settled_outbox_before(cutoff, 10)
+            .await
+            .expect("delete"),
+        1
+    );
+    assert_eq!(store.outbox_row(delivered).await.expect("read"), None);
+    assert_eq!(store.outbox_row(failed).await.expect("read"), None);
+    assert_eq!(row_status(store, open).await, OutboxStatus::Pending);
+    assert_eq!(row_status(store, recent).await, OutboxStatus::Delivered);
+    settle(store, &[conversation.id]).await;
+}

@@ -1,0 +1,367 @@
+//! Conformance: nudges (`NudgeStore`, 025).
+
+use super::*;
+
+/// 025 verification 2: scheduling twice leaves one pending row, the later one; scheduling after
+/// a settled nudge makes it pending again (a new silence).
+pub async fn spec_025_scheduling_twice_leaves_one_pending_row(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    store
+        .schedule_nudge(conversation.id, "later_today", at_s(7200), at_s(0))
+        .await
+        .expect("schedule");
+    store
+        .schedule_nudge(conversation.id, "tomorrow", at_s(72_000), at_s(10))
+        .await
+        .expect("schedule again");
+    let nudge = store
+        .nudge(conversation.id)
+        .await
+        .expect("read")
+        .expect("a row");
+    assert_eq!(nudge.status, NudgeStatus::Pending);
+    assert_eq!(
+        nudge.delay_id, "tomorrow",
+        "the later schedule replaced the first"
+    );
+    assert_eq!(nudge.due_at, at_s(72_000));
+    assert_eq!(nudge.scheduled_at, at_s(10));
+    assert_eq!(nudge.claimed_at, None);
+    assert!(
+        store
+            .cancel_nudge(conversation.id, "contact_replied", at_s(20))
+            .await
+            .expect("cancel")
+    );
+    let nudge = store
+        .nudge(conversation.id)
+        .await
+        .expect("read")
+        .expect("a row");
+    assert_eq!(nudge.status, NudgeStatus::Cancelled);
+    assert_eq!(nudge.reason.as_deref(), Some("contact_replied"));
+    assert!(
+        !store
+            .cancel_nudge(conversation.id, "contact_replied", at_s(21))
+            .await
+            .expect("cancel again"),
+        "a settled nudge is not cancelled twice"
+    );
+    store
+        .schedule_nudge(conversation.id, "later_today", at_s(9000), at_s(30))
+        .await
+        .expect("schedule after a settled one");
+    let nudge = store
+        .nudge(conversation.id)
+        .await
+        .expect("read")
+        .expect("a row");
+    assert_eq!((nudge.status, nudge.reason), (NudgeStatus::Pending, None));
+    store
+        .cancel_nudge(conversation.id, "contact_replied", at_s(31))
+        .await
+        .expect("settle");
+}
+
+/// 025: the claim takes due pending rows only, earliest first, at most `limit`, once; a claimed
+/// row settles only under its own claim; a cancelled running row is not settled by its worker.
+pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
+    let base = at_s(1_000_000);
+    let mut mine = Vec::new();
+    for offset in [30, 10, 20, 500] {
+        let conversation = fresh_conversation(store).await;
+        store
+            .schedule_nudge(
+                conversation.id,
+                "later_today",
+                base + chrono::Duration::seconds(offset),
+                base,
+            )
+            .await
+            .expect("schedule");
+        mine.push(conversation.id);
+    }
+    let now = base + chrono::Duration::seconds(100);
+    let first = store.claim_due_nudges(now, 2).await.expect("claim");
+    let order: Vec<_> = first.iter().map(|n| n.conversation_id).collect();
+    assert_eq!(
+        order,
+        vec![mine[1], mine[2]],
+        "earliest due first, at most the limit"
+    );
+    assert!(
+        first
+            .iter()
+            .all(|n| n.status == NudgeStatus::Running && n.claimed_at == Some(now))
+    );
+    let second = store.claim_due_nudges(now, 10).await.expect("claim again");
+    let order: Vec<_> = second.iter().map(|n| n.conversation_id).collect();
+    assert_eq!(
+        order,
+        vec![mine[0]],
+        "a claimed row is not claimed again; a later one waits"
+    );
+    assert!(
+        store
+            .claim_due_nudges(now, 10)
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+
+    // Settled under its own claim.
+    assert!(
+        store
+            .settle_nudge(&first[0], NudgeStatus::Sent, None, now)
+            .await
+            .expect("settle")
+    );
+    assert!(
+        !store
+            .settle_nudge(&first[0], NudgeStatus::Skipped, None, now)
+            .await
+            .expect("settle twice"),
+        "a settled row is not settled again"
+    );
+    // An inbound message cancels a running nudge: its worker's settle then finds it gone.
+    assert!(
+        store
+            .cancel_nudge(mine[2], "contact_replied", now)
+            .await
+            .expect("cancel running")
+    );
+    assert!(
+        !store
+            .settle_nudge(&first[1], NudgeStatus::Sent, None, now)
+            .await
+            .expect("settle cancelled")
+    );
+    let cancelled = store.nudge(mine[2]).await.expect("read").expect("row");
+    assert_eq!(cancelled.status, NudgeStatus::Cancelled);
+    assert_eq!(cancelled.reason.as_deref(), Some("contact_replied"));
+
+    // Crash: a row left running is marked lost after the margin, never claimed again.
+    let later = now + chrono::Duration::seconds(60);
+    assert_eq!(
+        store.mark_lost_nudges(now, later).await.expect("lost"),
+        Vec::<ConversationId>::new(),
+        "claimed at the cutoff: not yet lost"
+    );
+    assert_eq!(
+        store
+            .mark_lost_nudges(now + chrono::Duration::seconds(1), later)
+            .await
+            .expect("lost"),
+        vec![mine[0]],
+        "the lost row's conversation, for its log line"
+    );
+    let lost = store.nudge(mine[0]).await.expect("read").expect("row");
+    assert_eq!(
+        (lost.status, lost.reason.as_deref()),
+        (NudgeStatus::Lost, Some("process_died"))
+    );
+    assert!(
+        !store
+            .settle_nudge(&second[0], NudgeStatus::Sent, None, later)
+            .await
+            .expect("settle lost"),
+        "a lost nudge is never sent"
+    );
+    store
+        .cancel_nudge(mine[3], "contact_replied", later)
+        .await
+        .expect("settle the last");
+}
+
+/// 025: a nudge turn is written whole (the nudge settled, the agent turn, its count and charge,
+/// its reply row carrying the turn's id) only under its claim: a nudge cancelled during the
+/// model call, or marked lost, leaves nothing written.
+pub async fn spec_025_a_nudge_turn_is_written_only_under_its_claim(store: &dyn Store) {
+    let base = at_s(3_000_000);
+    let day = fresh_day();
+    let window = at_s(3_000_000 + 3600);
+    let mut conversations = Vec::new();
+    for _ in 0..3 {
+        let conversation = fresh_conversation(store).await;
+        store
+            .schedule_nudge(conversation.id, "later_today", base, base)
+            .await
+            .expect("schedule");
+        conversations.push(conversation);
+    }
+    let now = base + chrono::Duration::seconds(1);
+    let mut claimed = store.claim_due_nudges(now, 10).await.expect("claim");
+    claimed.retain(|n| conversations.iter().any(|c| c.id == n.conversation_id));
+    claimed.sort_by_key(|n| conversations.iter().position(|c| c.id == n.conversation_id));
+    assert_eq!(claimed.len(), 3);
+    let write = |conversation: &Conversation| {
+        let mut turn = NewTurn::agent(conversation.id, "Any questions?", "nudge_sent", true, now);
+        turn.input_tokens = 40;
+        let mut row = reply_row(conversation, now, 0);
+        row.payload = json!({"messages": ["Any questions?"], "actions": [], "turnId": null});
+        (turn, row)
+    };
+
+    // Still running under its claim: everything is written.
+    let (turn, row) = write(&conversations[0]);
+    let sent = store
+        .record_nudge_turn(NudgeExchange {
+            nudge: &claimed[0],
+            status: NudgeStatus::Sent,
+            reason: None,
+            turn: &turn,
+            rate: Some((&conversations[0].subscriber_id, window)),
+            charge: Some(BudgetCharge {
+                day,
+                tokens: 50,
+                cost_usd: 0.5,
+            }),
+            outbox: std::slice::from_ref(&row),
+            now,
+        })
+        .await
+        .expect("record_nudge_turn")
+        .expect("written under its claim");
+    let nudge = store.nudge(conversations[0].id).await.expect("read");
+    assert_eq!(nudge.map(|n| n.status), Some(NudgeStatus::Sent));
+    let turns = store.turns(conversations[0].id).await.expect("turns");
+    assert_eq!(turns.len(), 1);
+    assert_eq!(
+        (turns[0].id, turns[0].outcome.as_deref()),
+        (sent, Some("nudge_sent"))
+    );
+    assert_eq!(
+        store
+            .rate_count(&conversations[0].subscriber_id, window)
+            .await
+            .expect("rate"),
+        1,
+        "a nudge turn counts in the contact's hour"
+    );
+    assert_eq!(store.budget(day).await.expect("budget").tokens, 50);
+    let after = store
+        .conversation(conversations[0].id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(
+        (after.last_message_at, after.turn_count),
+        (None, 0),
+        "an agent turn is not an inbound message"
+    );
+    let rows: Vec<_> = store
+        .outbox_rows()
+        .await
+        .expect("outbox")
+        .into_iter()
+        .filter(|r| r.conversation_id == conversations[0].id)
+        .collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].payload["turnId"], json!(sent));
+    assert!(
+        store
+            .record_nudge_turn(NudgeExchange {
+                nudge: &claimed[0],
+                status: NudgeStatus::Sent,
+                reason: None,
+                turn: &turn,
+                rate: None,
+                charge: None,
+                outbox: std::slice::from_ref(&row),
+                now,
+            })
+            .await
+            .expect("record again")
+            .is_none(),
+        "a settled nudge is never written twice"
+    );
+
+    // Cancelled while its model call ran, or lost: nothing is written.
+    store
+        .cancel_nudge(conversations[1].id, "contact_replied", now)
+        .await
+        .expect("cancel");
+    store
+        .mark_lost_nudges(now + chrono::Duration::seconds(1), now)
+        .await
+        .expect("lost");
+    for (nudge, conversation) in claimed[1..].iter().zip(&conversations[1..]) {
+        let (turn, row) = write(conversation);
+        let written = store
+            .record_nudge_turn(NudgeExchange {
+                nudge,
+                status: NudgeStatus::Sent,
+                reason: None,
+                turn: &turn,
+                rate: Some((&conversation.subscriber_id, window)),
+                charge: Some(BudgetCharge {
+                    day,
+                    tokens: 50,
+                    cost_usd: 0.5,
+                }),
+                outbox: std::slice::from_ref(&row),
+                now,
+            })
+            .await
+            .expect("record_nudge_turn");
+        assert_eq!(written, None, "no claim, no write");
+        assert!(
+            store
+                .turns(conversation.id)
+                .await
+                .expect("turns")
+                .is_empty()
+        );
+        assert_eq!(
+            store
+                .rate_count(&conversation.subscriber_id, window)
+                .await
+                .expect("rate"),
+            0
+        );
+    }
+    assert_eq!(store.budget(day).await.expect("budget").tokens, 50);
+    let ids: Vec<_> = conversations.iter().map(|c| c.id).collect();
+    assert!(
+        store
+            .outbox_rows()
+            .await
+            .expect("outbox")
+            .iter()
+            .filter(|r| ids.contains(&r.conversation_id))
+            .count()
+            == 1
+    );
+    settle(store, &ids).await;
+}
+
+/// 025: two workers (two stores) claiming the same due rows take each exactly once.
+pub async fn spec_025_two_workers_claim_a_due_nudge_once(a: &dyn Store, b: &dyn Store) {
+    let base = at_s(2_000_000);
+    let mut expected = HashSet::new();
+    for _ in 0..20 {
+        let conversation = fresh_conversation(a).await;
+        a.schedule_nudge(conversation.id, "later_today", base, base)
+            .await
+            .expect("schedule");
+        expected.insert(conversation.id);
+    }
+    async fn drain(store: &dyn Store, now: DateTime<Utc>) -> Vec<ConversationId> {
+        let mut all = Vec::new();
+        loop {
+            let batch = store.claim_due_nudges(now, 3).await.expect("claim");
+            if batch.is_empty() {
+                return all;
+            }
+            all.extend(batch.into_iter().map(|n| n.conversation_id));
+            tokio::task::yield_now().await;
+        }
+    }
+    let now = base + chrono::Duration::seconds(1);
+    let (from_a, from_b) = tokio::join!(drain(a, now), drain(b, now));
+    let mut seen = HashSet::new();
+    for id in from_a.iter().chain(&from_b) {
+        assert!(seen.insert(*id), "nudge of {id} was claimed twice");
+    }
+    assert_eq!(seen, expected, "every due nudge was claimed");
+}

@@ -1,0 +1,144 @@
+//! Conformance: the sales record and the opening's claim (`SalesStore`).
+
+use super::*;
+
+/// Issue 14: `sales_record` holds the stored offering with its time and every agent turn's
+/// action record that holds an entry, oldest first; user turns, turns that offered no tool and
+/// `[]` records are left out, as are other conversations'.
+pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let empty = store
+        .sales_record(conversation.id)
+        .await
+        .expect("sales_record");
+    assert_eq!(empty.offering, None, "no offering stored yet");
+    assert!(empty.actions.is_empty());
+
+    let intent =
+        json!([{"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"}]);
+    let stage = json!([{"tool": "set_field", "id": "funnel_stage", "value": "qualifying", "status": "staged"}]);
+    record(store, NewTurn::user(conversation.id, "q", true, at_s(1))).await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(intent.clone()),
+            ..NewTurn::agent(conversation.id, "a", "answered_inline", true, at_s(2))
+        },
+    )
+    .await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(json!([])),
+            ..NewTurn::agent(conversation.id, "b", "answered_inline", true, at_s(3))
+        },
+    )
+    .await;
+    record(
+        store,
+        NewTurn::agent(conversation.id, "c", "answered_inline", true, at_s(4)),
+    )
+    .await;
+    let later = record(
+        store,
+        NewTurn {
+            actions: Some(stage.clone()),
+            ..NewTurn::agent(conversation.id, "d", "deferred", false, at_s(5))
+        },
+    )
+    .await;
+    record(
+        store,
+        NewTurn {
+            actions: Some(intent.clone()),
+            ..NewTurn::agent(other.id, "e", "answered_inline", true, at_s(6))
+        },
+    )
+    .await;
+    let performed = json!([{"tool": "set_field", "id": "funnel_stage", "value": "qualifying", "status": "performed"}]);
+    store
+        .update_turn_actions(later, &performed)
+        .await
+        .expect("update_turn_actions");
+    store
+        .set_offering(conversation.id, "invented-offering", at_ms(7_250))
+        .await
+        .expect("set_offering");
+
+    let read = store
+        .sales_record(conversation.id)
+        .await
+        .expect("sales_record");
+    assert_eq!(
+        read.offering,
+        Some(("invented-offering".to_owned(), at_ms(7_250)))
+    );
+    let listed: Vec<_> = read
+        .actions
+        .iter()
+        .map(|r| (r.at, r.actions.clone()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(at_s(2), intent), (at_s(5), performed)],
+        "agent turns with entries only, oldest first, as updated"
+    );
+    assert_eq!(
+        store
+            .conversation(conversation.id)
+            .await
+            .expect("conversation")
+            .expect("exists")
+            .offering
+            .as_deref(),
+        Some("invented-offering")
+    );
+    assert!(
+        store.set_offering(Uuid::new_v4(), "x", t0()).await.is_err(),
+        "an unknown conversation is an error"
+    );
+}
+
+/// 032 A / 034: three turns racing to claim one contact's opening: exactly one claims it, the
+/// conversation keeps when, and no later claim succeeds; another contact's claim is its own.
+pub async fn spec_032_the_opening_is_claimed_once_per_contact(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let at = at_ms(9_001);
+    let (a, b, c) = tokio::join!(
+        store.claim_opening(conversation.id, at),
+        store.claim_opening(conversation.id, at),
+        store.claim_opening(conversation.id, at),
+    );
+    let claimed = [a, b, c].map(|r| r.expect("claim_opening"));
+    assert_eq!(
+        claimed.iter().filter(|c| **c).count(),
+        1,
+        "one claim wins: {claimed:?}"
+    );
+    assert!(
+        !store
+            .claim_opening(conversation.id, at_ms(10_000))
+            .await
+            .expect("claim_opening"),
+        "never again"
+    );
+    let read = store
+        .conversation(conversation.id)
+        .await
+        .expect("conversation")
+        .expect("exists");
+    assert_eq!(
+        read.opening_sent_at,
+        Some(at),
+        "the first claim's time is kept"
+    );
+    assert!(
+        store
+            .claim_opening(other.id, at)
+            .await
+            .expect("claim_opening"),
+        "another contact's opening is its own"
+    );
+}

@@ -1,0 +1,137 @@
+//! Nudges (025): one row per conversation, scheduled after a silence, claimed when due, settled
+//! by the nudge turn (`NudgeStore`).
+
+use super::*;
+
+/// 025: the nudge rows and the nudge turn's one write.
+#[async_trait]
+pub trait NudgeStore: Send + Sync + 'static {
+    /// 025: schedules the conversation's one nudge, due at `due_at`, in one upsert: a pending
+    /// nudge is replaced, and so is a settled one (a new silence may have its follow-up).
+    async fn schedule_nudge(
+        &self,
+        conversation_id: ConversationId,
+        delay_id: &str,
+        due_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()>;
+
+    /// 025: cancels the conversation's pending or running nudge with `reason`: whether one was
+    /// cancelled. A running nudge cancelled here is never sent ([`NudgeStore::settle_nudge`] finds it
+    /// no longer its own).
+    async fn cancel_nudge(
+        &self,
+        conversation_id: ConversationId,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool>;
+
+    /// 025: claims up to `limit` pending nudges due at `now`, earliest first, moving them to
+    /// `running` with `claimed_at = now`, atomically: two workers never claim one row.
+    async fn claim_due_nudges(&self, now: DateTime<Utc>, limit: i64) -> Result<Vec<Nudge>>;
+
+    /// 025: settles a claimed nudge (`sent`, `skipped`, `cancelled`) only while it is still the
+    /// claim `nudge` holds (running, claimed at `nudge.claimed_at`): whether it was.
+    async fn settle_nudge(
+        &self,
+        nudge: &Nudge,
+        status: NudgeStatus,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<bool>;
+
+    /// 025: marks `lost` every nudge left `running` since before `claimed_before` (its process
+    /// died mid-turn): it is never sent. Their conversations (each is logged).
+    async fn mark_lost_nudges(
+        &self,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>>;
+
+    /// 025: the conversation's nudge row, whatever its state.
+    async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>>;
+
+    /// 025: a nudge turn's one write, in one transaction: the nudge settled, the agent turn,
+    /// its count in the hourly window, its charge and its outbox rows; and only while the
+    /// nudge is still `running` under the claim `exchange.nudge` holds. `None` (nothing
+    /// written) when it is not: an inbound message cancelled it during the model call, or it
+    /// was marked lost. Otherwise the turn's id.
+    async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>>;
+}
+
+/// 025: what a nudge turn writes (see [`NudgeStore::record_nudge_turn`]). There is no contact
+/// message: the turn is the agent's alone.
+#[derive(Debug, Clone, Copy)]
+pub struct NudgeExchange<'a> {
+    /// The claim the write is made under (its id and `claimed_at`).
+    pub nudge: &'a Nudge,
+    /// `sent` or `skipped`, and why (a skip's reason).
+    pub status: NudgeStatus,
+    pub reason: Option<&'a str>,
+    /// The agent turn (`nudge_sent`, `nudge_skipped`).
+    pub turn: &'a NewTurn,
+    /// Counts the nudge turn against the contact's hourly window (025: nudge turns count).
+    pub rate: Option<(&'a SubscriberId, DateTime<Utc>)>,
+    /// Added to its day's budget.
+    pub charge: Option<BudgetCharge>,
+    /// Outbox rows to insert, in order; a reply row whose payload's `turnId` is null gets the
+    /// turn's id.
+    pub outbox: &'a [NewOutboxRow],
+    /// When the nudge is settled.
+    pub now: DateTime<Utc>,
+}
+
+/// 025: the states of a nudge row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NudgeStatus {
+    Pending,
+    /// Claimed by a worker; its checks or its turn are under way.
+    Running,
+    Sent,
+    /// The nudge turn ran and declined (a model escalation) or failed: nothing was sent.
+    Skipped,
+    Cancelled,
+    /// Left running by a process that died: never sent.
+    Lost,
+}
+
+impl NudgeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Sent => "sent",
+            Self::Skipped => "skipped",
+            Self::Cancelled => "cancelled",
+            Self::Lost => "lost",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Result<Self> {
+        Ok(match raw {
+            "pending" => Self::Pending,
+            "running" => Self::Running,
+            "sent" => Self::Sent,
+            "skipped" => Self::Skipped,
+            "cancelled" => Self::Cancelled,
+            "lost" => Self::Lost,
+            other => return Err(StoreError::Corrupt(format!("nudge status `{other}`"))),
+        })
+    }
+}
+
+/// 025: one conversation's nudge row. No contact data: the conversation's UUID and ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Nudge {
+    pub id: i64,
+    pub conversation_id: ConversationId,
+    /// The configured delay id the model chose.
+    pub delay_id: String,
+    pub due_at: DateTime<Utc>,
+    pub scheduled_at: DateTime<Utc>,
+    pub status: NudgeStatus,
+    /// Why it was cancelled or skipped.
+    pub reason: Option<String>,
+    /// When a worker claimed it (running rows only, and what they settled from).
+    pub claimed_at: Option<DateTime<Utc>>,
+}

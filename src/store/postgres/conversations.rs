@@ -1,0 +1,137 @@
+//! PostgreSQL: conversations and their contact tokens (`ConversationStore`).
+
+use super::*;
+
+pub(super) fn conversation_from(row: &PgRow) -> Result<Conversation> {
+    Ok(Conversation {
+        id: row.try_get("id")?,
+        subscriber_id: common::subscriber(row.try_get::<&str, _>("subscriber_id")?)?,
+        channel: row.try_get("channel")?,
+        turn_count: row.try_get("turn_count")?,
+        escalated_at: row.try_get("escalated_at")?,
+        last_message_at: row.try_get("last_message_at")?,
+        token_hash: row.try_get("token_hash")?,
+        previous_token_hash: row.try_get("previous_token_hash")?,
+        token_issued_at: row.try_get("token_issued_at")?,
+        token_generation: row.try_get("token_generation")?,
+        offering: row.try_get("offering")?,
+        opening_sent_at: row.try_get("opening_sent_at")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+impl PgStore {
+    async fn find_conversation_by_subscriber(
+        &self,
+        subscriber_id: &SubscriberId,
+    ) -> Result<Option<Conversation>> {
+        let row = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = $1"
+        ))
+        .bind(subscriber_id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(conversation_from).transpose()
+    }
+}
+
+#[async_trait]
+impl ConversationStore for PgStore {
+    async fn conversation_for(
+        &self,
+        subscriber_id: &SubscriberId,
+        channel: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Conversation> {
+        // The common case, a returning contact, is one read; the insert only on first contact.
+        if let Some(found) = self.find_conversation_by_subscriber(subscriber_id).await? {
+            return Ok(found);
+        }
+        // Two first messages racing: the loser's insert does nothing and both read the winner.
+        sqlx::query(
+            "INSERT INTO conversations (id, subscriber_id, channel, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $4) ON CONFLICT (subscriber_id) DO NOTHING",
+        )
+        .bind(crate::store::new_conversation_id())
+        .bind(subscriber_id.as_str())
+        .bind(channel)
+        .bind(to_millis(now))
+        .execute(&self.pool)
+        .await?;
+        self.find_conversation_by_subscriber(subscriber_id)
+            .await?
+            .ok_or_else(|| StoreError::Database("conversation vanished after insert".to_owned()))
+    }
+
+    async fn conversation_by_subscriber(
+        &self,
+        subscriber_id: &SubscriberId,
+    ) -> Result<Option<Conversation>> {
+        self.find_conversation_by_subscriber(subscriber_id).await
+    }
+
+    async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
+        let row = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(conversation_from).transpose()
+    }
+
+    async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
+        set_escalated_in(&self.pool, id, at).await
+    }
+
+    async fn set_token(
+        &self,
+        id: ConversationId,
+        token_hash: &str,
+        issued_at: DateTime<Utc>,
+    ) -> Result<i64> {
+        // One statement: the right-hand sides read the row as it was, so the old current hash
+        // becomes the previous one.
+        let generation: Option<i64> = sqlx::query_scalar(
+            "UPDATE conversations SET previous_token_hash = token_hash, token_hash = $1, \
+             token_issued_at = $2, token_generation = token_generation + 1, updated_at = $2 \
+             WHERE id = $3 RETURNING token_generation",
+        )
+        .bind(token_hash)
+        .bind(to_millis(issued_at))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        generation.ok_or_else(|| not_found("conversation"))
+    }
+
+    async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations \
+             WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= $1 \
+             ORDER BY created_at, id"
+        ))
+        .bind(to_millis(since))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(conversation_from).collect()
+    }
+}
+
+pub(super) async fn set_escalated_in(
+    db: impl sqlx::PgExecutor<'_>,
+    id: ConversationId,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    let done =
+        sqlx::query("UPDATE conversations SET escalated_at = $1, updated_at = $1 WHERE id = $2")
+            .bind(to_millis(at))
+            .bind(id)
+            .execute(db)
+            .await?;
+    if done.rows_affected() == 0 {
+        return Err(not_found("conversation"));
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! PostgreSQL: nudges (`NudgeStore`, 025): scheduling, claiming, settling, the nudge turn.
+
+use super::*;
+
+#[async_trait]
+impl NudgeStore for PgStore {
+    async fn schedule_nudge(
+        &self,
+        conversation_id: ConversationId,
+        delay_id: &str,
+        due_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        // One upsert against the conversation's UNIQUE key: concurrent schedulers cannot both
+        // insert (025).
+        sqlx::query(
+            "INSERT INTO nudges (conversation_id, delay_id, due_at, status, reason, \
+             scheduled_at, claimed_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, 'pending', NULL, $4, NULL, $4, $4) \
+             ON CONFLICT (conversation_id) DO UPDATE SET delay_id = EXCLUDED.delay_id, \
+             due_at = EXCLUDED.due_at, status = 'pending', reason = NULL, \
+             scheduled_at = EXCLUDED.scheduled_at, claimed_at = NULL, \
+             updated_at = EXCLUDED.updated_at",
+        )
+        .bind(conversation_id)
+        .bind(delay_id)
+        .bind(to_millis(due_at))
+        .bind(to_millis(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn cancel_nudge(
+        &self,
+        conversation_id: ConversationId,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE nudges SET status = 'cancelled', reason = $1, updated_at = $2 \
+             WHERE conversation_id = $3 AND status IN ('pending', 'running')",
+        )
+        .bind(reason)
+        .bind(to_millis(now))
+        .bind(conversation_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn claim_due_nudges(&self, now: DateTime<Utc>, limit: i64) -> Result<Vec<Nudge>> {
+        // SKIP LOCKED: a row another replica is claiming is passed over, never taken twice;
+        // the scan goes through `nudges_pending_due`, so it costs the due rows.
+        let rows = sqlx::query(
+            "UPDATE nudges SET status = 'running', claimed_at = $1, updated_at = $1 \
+             WHERE id IN (SELECT id FROM nudges WHERE status = 'pending' AND due_at <= $1 \
+                          ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+             AND status = 'pending' \
+             RETURNING id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
+                       claimed_at",
+        )
+        .bind(to_millis(now))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut claimed = rows.iter().map(nudge_from).collect::<Result<Vec<_>>>()?;
+        claimed.sort_by_key(|n| (n.due_at, n.id));
+        Ok(claimed)
+    }
+
+    async fn settle_nudge(
+        &self,
+        nudge: &Nudge,
+        status: NudgeStatus,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE nudges SET status = $1, reason = $2, updated_at = $3 \
+             WHERE id = $4 AND status = 'running' AND claimed_at = $5",
+        )
+        .bind(status.as_str())
+        .bind(reason)
+        .bind(to_millis(now))
+        .bind(nudge.id)
+        .bind(nudge.claimed_at.map(to_millis))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn mark_lost_nudges(
+        &self,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>> {
+        let lost = sqlx::query_scalar(
+            "UPDATE nudges SET status = 'lost', reason = 'process_died', updated_at = $1 \
+             WHERE status = 'running' AND claimed_at < $2 RETURNING conversation_id",
+        )
+        .bind(to_millis(now))
+        .bind(to_millis(claimed_before))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(lost)
+    }
+
+    async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
+        let row = sqlx::query(
+            "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
+             claimed_at FROM nudges WHERE conversation_id = $1",
+        )
+        .bind(conversation_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(nudge_from).transpose()
+    }
+
+    async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>> {
+        // One transaction. The settle takes the row's lock: a cancel committed first leaves it
+        // no longer running (nothing is written); a cancel arriving after waits and then finds
+        // it settled.
+        let mut tx = self.pool.begin().await?;
+        let settled = sqlx::query(
+            "UPDATE nudges SET status = $1, reason = $2, updated_at = $3 \
+             WHERE id = $4 AND status = 'running' AND claimed_at = $5",
+        )
+        .bind(exchange.status.as_str())
+        .bind(exchange.reason)
+        .bind(to_millis(exchange.now))
+        .bind(exchange.nudge.id)
+        .bind(exchange.nudge.claimed_at.map(to_millis))
+        .execute(&mut *tx)
+        .await?;
+        if settled.rows_affected() == 0 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let turn = insert_turn(&mut *tx, exchange.turn).await?;
+        if let Some((subscriber, window)) = exchange.rate {
+            bump_rate_in(&mut tx, subscriber, window).await?;
+        }
+        if let Some(charge) = exchange.charge {
+            add_budget_in(&mut *tx, charge.day, charge.tokens, charge.cost_usd).await?;
+        }
+        for row in exchange.outbox {
+            insert_outbox(&mut *tx, row, Some(turn)).await?;
+        }
+        tx.commit().await?;
+        Ok(Some(turn))
+    }
+}
+
+pub(super) fn nudge_from(row: &PgRow) -> Result<Nudge> {
+    let due_at: DateTime<Utc> = row.try_get("due_at")?;
+    let scheduled_at: Option<DateTime<Utc>> = row.try_get("scheduled_at")?;
+    Ok(Nudge {
+        id: row.try_get("id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        delay_id: row.try_get("delay_id")?,
+        due_at,
+        scheduled_at: scheduled_at.unwrap_or(due_at),
+        status: NudgeStatus::parse(row.try_get::<&str, _>("status")?)?,
+        reason: row.try_get("reason")?,
+        claimed_at: row.try_get("claimed_at")?,
+    })
+}

@@ -1,0 +1,267 @@
+//! PostgreSQL: the outbox (`OutboxStore`): enqueueing, claiming under a lease, settling, the
+//! backlog.
+
+use super::*;
+
+pub(super) fn outbox_from(row: &PgRow) -> Result<OutboxRow> {
+    let Json(payload): Json<Value> = row.try_get("payload")?;
+    Ok(OutboxRow {
+        id: row.try_get("id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        subscriber_id: common::subscriber(row.try_get::<&str, _>("subscriber_id")?)?,
+        kind: common::outbox_kind(row.try_get::<&str, _>("kind")?)?,
+        payload,
+        status: common::outbox_status(row.try_get::<&str, _>("status")?)?,
+        attempts: row.try_get("attempts")?,
+        next_attempt_at: row.try_get("next_attempt_at")?,
+        last_error: row.try_get("last_error")?,
+        lease_until: row.try_get("lease_until")?,
+        created_at: row.try_get("created_at")?,
+        delivered_at: row.try_get("delivered_at")?,
+        messages_delivered: row.try_get("messages_delivered")?,
+        trigger_timeouts: row.try_get("trigger_timeouts")?,
+    })
+}
+
+#[async_trait]
+impl OutboxStore for PgStore {
+    async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
+        insert_outbox(&self.pool, row, None).await
+    }
+
+    async fn claim_outbox_row(
+        &self,
+        id: i64,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<Option<OutboxRow>> {
+        let row = sqlx::query(&format!(
+            "UPDATE outbox SET status = 'delivering', lease_until = $1, \
+             attempts = attempts + 1 WHERE id = $2 AND status = 'pending' \
+             RETURNING {OUTBOX_COLUMNS}"
+        ))
+        .bind(to_millis(after(now, lease)))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(outbox_from).transpose()
+    }
+
+    async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE status = 'pending' AND kind = $1 \
+             ORDER BY id"
+        ))
+        .bind(kind.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(outbox_from).collect()
+    }
+
+    async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>> {
+        // SKIP LOCKED: a row another worker is claiming right now is passed over, not waited
+        // for. A blocked newer reply stays blocked even when the older one is locked, because
+        // the NOT EXISTS still sees the older row as pending or delivering.
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(&format!(
+            "WITH due AS (\
+                 SELECT o.id FROM outbox o \
+                 WHERE ((o.status = 'pending' AND o.next_attempt_at <= $2) \
+                        OR (o.status = 'delivering' AND o.lease_until <= $2)) \
+                   AND (o.kind = 'contact_token' OR \
+                        NOT EXISTS (SELECT 1 FROM outbox p \
+                                    WHERE p.conversation_id = o.conversation_id \
+                                      AND p.kind = 'reply' AND p.id < o.id \
+                                      AND p.status IN ('pending', 'delivering'))) \
+                   AND (o.kind <> 'reply' OR \
+                        NOT EXISTS (SELECT 1 FROM outbox d \
+                                    WHERE d.conversation_id = o.conversation_id \
+                                      AND d.kind = 'reply' AND d.status = 'delivered' \
+                                      AND d.delivered_at > $3)) \
+                 ORDER BY (o.kind = 'contact_token'), o.id LIMIT $4 \
+                 FOR UPDATE SKIP LOCKED) \
+             UPDATE outbox SET status = 'delivering', lease_until = $1, \
+                 attempts = outbox.attempts + 1 \
+             FROM due WHERE outbox.id = due.id \
+             RETURNING outbox.id, {CLAIMED_COLUMNS}"
+        ))
+        .bind(to_millis(after(rules.now, rules.lease)))
+        .bind(to_millis(rules.now))
+        .bind(to_millis(before(rules.now, rules.reply_gap)))
+        .bind(rules.limit.max(0))
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut claimed = rows.iter().map(outbox_from).collect::<Result<Vec<_>>>()?;
+        // RETURNING has no defined order.
+        claimed.sort_by_key(|row| (row.kind == OutboxKind::ContactToken, row.id));
+        Ok(claimed)
+    }
+
+    async fn renew_outbox_leases(&self, ids: &[i64], lease_until: DateTime<Utc>) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "UPDATE outbox SET lease_until = $1 WHERE status = 'delivering' AND id = ANY($2)",
+        )
+        .bind(to_millis(lease_until))
+        .bind(ids)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn record_outbox_progress(
+        &self,
+        id: i64,
+        messages_delivered: i32,
+        trigger_timeouts: i32,
+    ) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET messages_delivered = $1, trigger_timeouts = $2 WHERE id = $3",
+        )
+        .bind(messages_delivered)
+        .bind(trigger_timeouts)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'delivered', delivered_at = $1, lease_until = NULL, \
+             payload = CASE WHEN kind = 'contact_token' THEN payload - 'token' ELSE payload END \
+             WHERE id = $2",
+        )
+        .bind(to_millis(at))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'pending', next_attempt_at = $1, last_error = $2, \
+             lease_until = NULL WHERE id = $3",
+        )
+        .bind(to_millis(next_attempt_at))
+        .bind(bounded_error(error))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn mark_failed(&self, id: i64, error: &str, at: DateTime<Utc>) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'failed', last_error = $1, failed_at = $2, \
+             lease_until = NULL, \
+             payload = CASE WHEN kind = 'contact_token' THEN payload - 'token' ELSE payload END \
+             WHERE id = $3",
+        )
+        .bind(bounded_error(error))
+        .bind(to_millis(at))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("outbox row"));
+        }
+        Ok(())
+    }
+
+    async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(outbox_from).transpose()
+    }
+
+    async fn outbox_backlog(
+        &self,
+        now: DateTime<Utc>,
+        count_cap: i64,
+    ) -> Result<crate::store::OutboxBacklog> {
+        // Both through `outbox_status_due`: the count stops at the cap, the minimum is one
+        // index seek per open status.
+        let rows: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM outbox \
+             WHERE status IN ('pending', 'delivering') LIMIT $1) open",
+        )
+        .bind(count_cap)
+        .fetch_one(&self.pool)
+        .await?;
+        let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT LEAST( \
+             (SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'pending'), \
+             (SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'delivering'))",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(crate::store::OutboxBacklog {
+            rows,
+            oldest_due_at: oldest.filter(|due| *due <= now),
+        })
+    }
+
+    async fn pending_replies(&self, conversation_id: ConversationId) -> Result<i64> {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM outbox WHERE conversation_id = $1 AND kind = 'reply' \
+             AND status IN ('pending', 'delivering')",
+        )
+        .bind(conversation_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(count)
+    }
+
+    async fn outbox_rows(&self) -> Result<Vec<OutboxRow>> {
+        let rows = sqlx::query(&format!("SELECT {OUTBOX_COLUMNS} FROM outbox ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(outbox_from).collect()
+    }
+}
+
+/// Inserts an outbox row; a reply or handoff row without a `turnId` gets `turn` (see
+/// `Exchange`).
+pub(super) async fn insert_outbox(
+    db: impl sqlx::PgExecutor<'_>,
+    row: &NewOutboxRow,
+    turn: Option<i64>,
+) -> Result<i64> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
+         next_attempt_at, created_at) VALUES ($1, $2, $3, \
+         CASE WHEN $3 <> 'contact_token' AND $7::BIGINT IS NOT NULL \
+              AND jsonb_typeof($4::JSONB -> 'turnId') IS DISTINCT FROM 'number' \
+         THEN jsonb_set($4::JSONB, '{turnId}', to_jsonb($7::BIGINT)) ELSE $4::JSONB END, \
+         'pending', $5, $6) \
+         RETURNING id",
+    )
+    .bind(row.conversation_id)
+    .bind(row.subscriber_id.as_str())
+    .bind(row.kind.as_str())
+    .bind(Json(&row.payload))
+    .bind(to_millis(row.next_attempt_at))
+    .bind(to_millis(row.created_at))
+    .bind(turn)
+    .fetch_one(db)
+    .await?;
+    Ok(id)
+}

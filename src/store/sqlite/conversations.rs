@@ -1,0 +1,153 @@
+//! SQLite: conversations and their contact tokens (`ConversationStore`).
+
+use super::*;
+
+/// Columns in the order of `conversation_columns!`.
+pub(super) fn conversation_from(row: &Row<'_>) -> Result<Conversation> {
+    Ok(Conversation {
+        id: uuid(text(row, 0)?)?,
+        subscriber_id: common::subscriber(text(row, 1)?)?,
+        channel: row.get(2)?,
+        turn_count: row.get(3)?,
+        escalated_at: opt_time(row.get(4)?)?,
+        last_message_at: opt_time(row.get(5)?)?,
+        token_hash: row.get(6)?,
+        previous_token_hash: row.get(7)?,
+        token_issued_at: opt_time(row.get(8)?)?,
+        token_generation: row.get(9)?,
+        offering: row.get(10)?,
+        opening_sent_at: opt_time(row.get(11)?)?,
+        created_at: time(row.get(12)?)?,
+        updated_at: time(row.get(13)?)?,
+    })
+}
+
+pub(super) fn conversation_by_subscriber(
+    conn: &Db<'_>,
+    subscriber: &str,
+) -> Result<Option<Conversation>> {
+    query_one(
+        conn,
+        CONVERSATION_BY_SUBSCRIBER,
+        [subscriber],
+        conversation_from,
+    )
+}
+
+pub(super) fn set_escalated_in(conn: &Db<'_>, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
+    update_one(
+        conn,
+        SET_ESCALATED,
+        params![ms(at), ms(at), IdText::of(id)],
+        "conversation",
+    )
+}
+
+#[async_trait]
+impl ConversationStore for SqliteStore {
+    async fn conversation_by_subscriber(
+        &self,
+        subscriber_id: &SubscriberId,
+    ) -> Result<Option<Conversation>> {
+        let subscriber = subscriber_id.as_str().to_owned();
+        self.read(move |conn| conversation_by_subscriber(conn, &subscriber))
+            .await
+    }
+
+    async fn conversation_for(
+        &self,
+        subscriber_id: &SubscriberId,
+        channel: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Conversation> {
+        // The common case, a returning contact, is one read; the insert only on first contact.
+        let subscriber = subscriber_id.as_str().to_owned();
+        let lookup = subscriber.clone();
+        if let Some(found) = self
+            .read(move |conn| conversation_by_subscriber(conn, &lookup))
+            .await?
+        {
+            return Ok(found);
+        }
+        // Two first messages racing: the loser's insert does nothing and both read the winner.
+        let channel = channel.to_owned();
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO conversations (id, subscriber_id, channel, created_at, updated_at) \
+                 VALUES (?, ?, ?, ?, ?) ON CONFLICT (subscriber_id) DO NOTHING",
+            )?
+            .execute(params![
+                crate::store::new_conversation_id().to_string(),
+                subscriber,
+                channel,
+                ms(now),
+                ms(now)
+            ])?;
+            conversation_by_subscriber(conn, &subscriber)?.ok_or_else(|| {
+                StoreError::Database("conversation vanished after insert".to_owned())
+            })
+        })
+        .await
+    }
+
+    async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
+        self.read(move |conn| {
+            query_one(
+                conn,
+                concat!(
+                    "SELECT ",
+                    conversation_columns!(),
+                    " FROM conversations WHERE id = ?"
+                ),
+                [IdText::of(id)],
+                conversation_from,
+            )
+        })
+        .await
+    }
+
+    async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
+        self.write(move |conn| set_escalated_in(conn, id, at)).await
+    }
+
+    async fn set_token(
+        &self,
+        id: ConversationId,
+        token_hash: &str,
+        issued_at: DateTime<Utc>,
+    ) -> Result<i64> {
+        // One statement: the right-hand sides read the row as it was, so the old current hash
+        // becomes the previous one.
+        let token_hash = token_hash.to_owned();
+        self.write(move |conn| {
+            query_one(
+                conn,
+                "UPDATE conversations SET previous_token_hash = token_hash, token_hash = ?, \
+                 token_issued_at = ?, token_generation = token_generation + 1, \
+                 updated_at = ? WHERE id = ? RETURNING token_generation",
+                params![token_hash, ms(issued_at), ms(issued_at), IdText::of(id)],
+                |row| Ok(row.get::<_, i64>(0)?),
+            )?
+            .ok_or_else(|| not_found("conversation"))
+        })
+        .await
+    }
+
+    async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
+        self.read(move |conn| {
+            query_all(
+                conn,
+                concat!(
+                    "SELECT ",
+                    conversation_columns!(),
+                    " FROM conversations \
+                     WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= ? \
+                     ORDER BY created_at, id"
+                ),
+                [ms(since)],
+                conversation_from,
+            )
+        })
+        .await
+    }
+}

@@ -1,0 +1,201 @@
+//! SQLite: nudges (`NudgeStore`, 025): scheduling, claiming, settling, the nudge turn.
+
+use super::*;
+
+#[async_trait]
+impl NudgeStore for SqliteStore {
+    async fn schedule_nudge(
+        &self,
+        conversation_id: ConversationId,
+        delay_id: &str,
+        due_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let delay_id = delay_id.to_owned();
+        self.write(move |conn| {
+            conn.prepare_cached(SCHEDULE_NUDGE)?.execute(params![
+                IdText::of(conversation_id),
+                delay_id,
+                ms(due_at),
+                ms(now)
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn cancel_nudge(
+        &self,
+        conversation_id: ConversationId,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let reason = reason.to_owned();
+        self.write(move |conn| {
+            let changed = conn.prepare_cached(CANCEL_NUDGE)?.execute(params![
+                reason,
+                ms(now),
+                IdText::of(conversation_id)
+            ])?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    async fn claim_due_nudges(&self, now: DateTime<Utc>, limit: i64) -> Result<Vec<Nudge>> {
+        // The one writer makes the select-then-update atomic (and `BEGIN IMMEDIATE` across
+        // processes on one file); the update re-checks `pending` all the same.
+        self.write(move |conn| {
+            let due = query_all(conn, DUE_NUDGES, params![ms(now), limit], nudge_from)?;
+            let mut claimed = Vec::with_capacity(due.len());
+            for mut nudge in due {
+                let changed = conn
+                    .prepare_cached(CLAIM_NUDGE)?
+                    .execute(params![ms(now), nudge.id])?;
+                if changed == 1 {
+                    nudge.status = NudgeStatus::Running;
+                    nudge.claimed_at = Some(now);
+                    claimed.push(nudge);
+                }
+            }
+            Ok(claimed)
+        })
+        .await
+    }
+
+    async fn settle_nudge(
+        &self,
+        nudge: &Nudge,
+        status: NudgeStatus,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let (id, claimed_at) = (nudge.id, nudge.claimed_at.map(ms));
+        let reason = reason.map(str::to_owned);
+        self.write(move |conn| {
+            let changed = conn.prepare_cached(SETTLE_NUDGE)?.execute(params![
+                status.as_str(),
+                reason,
+                ms(now),
+                id,
+                claimed_at
+            ])?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    async fn mark_lost_nudges(
+        &self,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>> {
+        // The one writer makes the select-then-update atomic, as for the claim.
+        self.write(move |conn| {
+            let lost = query_all(conn, LOST_NUDGES, [ms(claimed_before)], |row| {
+                uuid(text(row, 0)?)
+            })?;
+            conn.prepare_cached(LOSE_NUDGES)?
+                .execute(params![ms(now), ms(claimed_before)])?;
+            Ok(lost)
+        })
+        .await
+    }
+
+    async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
+        self.read(move |conn| query_one(conn, NUDGE_OF, [IdText::of(conversation_id)], nudge_from))
+            .await
+    }
+
+    async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>> {
+        let (id, claimed_at) = (exchange.nudge.id, exchange.nudge.claimed_at.map(ms));
+        let (status, reason) = (exchange.status, exchange.reason.map(str::to_owned));
+        let now = ms(exchange.now);
+        let turn = TurnRow::of(exchange.turn)?;
+        let rate = exchange
+            .rate
+            .map(|(subscriber, window)| (subscriber.as_str().to_owned(), window));
+        let charge = exchange.charge;
+        let outbox = exchange
+            .outbox
+            .iter()
+            .map(OutboxInsert::of)
+            .collect::<Result<Vec<_>>>()?;
+        // One job, one savepoint: the claim is checked by the settle itself, so a cancel
+        // committed before it leaves nothing written, and one after it finds the row settled.
+        self.write(move |conn| {
+            let settled = conn.prepare_cached(SETTLE_NUDGE)?.execute(params![
+                status.as_str(),
+                reason,
+                now,
+                id,
+                claimed_at
+            ])?;
+            if settled == 0 {
+                return Ok(None);
+            }
+            let turn_id = turn.insert(conn)?;
+            if let Some((subscriber, window)) = &rate {
+                bump_rate_in(conn, subscriber, *window)?;
+            }
+            if let Some(charge) = charge {
+                add_budget_in(conn, charge)?;
+            }
+            for row in &outbox {
+                row.insert(conn, Some(turn_id))?;
+            }
+            Ok(Some(turn_id))
+        })
+        .await
+    }
+}
+
+macro_rules! nudge_columns {
+    () => {
+        "id, conversation_id, delay_id, due_at, scheduled_at, status, reason, claimed_at"
+    };
+}
+
+/// 025: the conversation's one nudge row, replaced whole (its UNIQUE key is the conversation).
+pub(super) const SCHEDULE_NUDGE: &str = "INSERT INTO nudges (conversation_id, delay_id, due_at, status, \
+     reason, scheduled_at, claimed_at, created_at, updated_at) \
+     VALUES (?1, ?2, ?3, 'pending', NULL, ?4, NULL, ?4, ?4) \
+     ON CONFLICT (conversation_id) DO UPDATE SET delay_id = excluded.delay_id, \
+     due_at = excluded.due_at, status = 'pending', reason = NULL, \
+     scheduled_at = excluded.scheduled_at, claimed_at = NULL, updated_at = excluded.updated_at";
+pub(super) const CANCEL_NUDGE: &str = "UPDATE nudges SET status = 'cancelled', reason = ?1, updated_at = ?2 \
+     WHERE conversation_id = ?3 AND status IN ('pending', 'running')";
+/// Through `nudges_pending_due`: costs the due rows, not the table.
+pub(super) const DUE_NUDGES: &str = concat!(
+    "SELECT ",
+    nudge_columns!(),
+    " FROM nudges WHERE status = 'pending' AND due_at <= ?1 ORDER BY due_at LIMIT ?2"
+);
+pub(super) const CLAIM_NUDGE: &str = "UPDATE nudges SET status = 'running', claimed_at = ?1, updated_at = ?1 \
+     WHERE id = ?2 AND status = 'pending'";
+pub(super) const SETTLE_NUDGE: &str = "UPDATE nudges SET status = ?1, reason = ?2, updated_at = ?3 \
+     WHERE id = ?4 AND status = 'running' AND claimed_at = ?5";
+/// The conversations of the nudges [`LOSE_NUDGES`] marks.
+pub(super) const LOST_NUDGES: &str =
+    "SELECT conversation_id FROM nudges WHERE status = 'running' AND claimed_at < ?1";
+pub(super) const LOSE_NUDGES: &str = "UPDATE nudges SET status = 'lost', reason = 'process_died', \
+     updated_at = ?1 WHERE status = 'running' AND claimed_at < ?2";
+pub(super) const NUDGE_OF: &str = concat!(
+    "SELECT ",
+    nudge_columns!(),
+    " FROM nudges WHERE conversation_id = ?1"
+);
+
+pub(super) fn nudge_from(row: &Row<'_>) -> Result<Nudge> {
+    let due_at = time(row.get(3)?)?;
+    Ok(Nudge {
+        id: row.get(0)?,
+        conversation_id: uuid(text(row, 1)?)?,
+        delay_id: row.get(2)?,
+        due_at,
+        scheduled_at: opt_time(row.get(4)?)?.unwrap_or(due_at),
+        status: NudgeStatus::parse(text(row, 5)?)?,
+        reason: row.get(6)?,
+        claimed_at: opt_time(row.get(7)?)?,
+    })
+}
