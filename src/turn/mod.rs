@@ -38,6 +38,7 @@ mod hold;
 pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
+pub mod place;
 mod race;
 mod record;
 mod settle;
@@ -119,9 +120,9 @@ impl Inbound {
     }
 }
 
-/// A turn's place under `MAX_TURNS_IN_FLIGHT`, shared by the request and the agent it starts:
-/// given back when the last holder ends.
-pub type InFlight = Arc<tokio::sync::OwnedSemaphorePermit>;
+/// A turn's place under `MAX_TURNS_IN_FLIGHT` and among its contact's turns (`place`), shared
+/// by the request and the agent it starts: given back when the last holder ends.
+pub type InFlight = Arc<place::TurnPlace>;
 
 /// What the HTTP layer renders, and what it runs once the response is written.
 #[derive(Debug)]
