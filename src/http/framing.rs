@@ -25,7 +25,8 @@ pub fn refusal(headers: &HeaderMap) -> Option<Response<Body>> {
     } else {
         return None;
     };
-    let body = json!({"error": "invalid_request", "field": "transfer-encoding", "message": message});
+    let body =
+        json!({"error": "invalid_request", "field": "transfer-encoding", "message": message});
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = StatusCode::BAD_REQUEST;
     let headers = response.headers_mut();
@@ -65,7 +66,10 @@ mod tests {
         for refused in [
             headers(&[("transfer-encoding", "identity, chunked")]),
             headers(&[("transfer-encoding", "gzip, chunked")]),
-            headers(&[("transfer-encoding", "chunked"), ("transfer-encoding", "chunked")]),
+            headers(&[
+                ("transfer-encoding", "chunked"),
+                ("transfer-encoding", "chunked"),
+            ]),
             headers(&[("transfer-encoding", "identity")]),
             headers(&[("transfer-encoding", "chunked"), ("content-length", "5")]),
         ] {

@@ -471,7 +471,10 @@ mod tests {
     fn one_contact_one_id_a_padded_or_second_id_is_refused_naming_its_key() {
         let table = [
             (r#"{"subscriber_id":"088001","text":"hi"}"#, "subscriber_id"),
-            (r#"{"subscriber_id":" 0088001 ","text":"hi"}"#, "subscriber_id"),
+            (
+                r#"{"subscriber_id":" 0088001 ","text":"hi"}"#,
+                "subscriber_id",
+            ),
             (r#"{"user_id":"088001","text":"hi"}"#, "user_id"),
             // A valid other key does not rescue the padded one.
             (

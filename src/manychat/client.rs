@@ -236,9 +236,7 @@ impl ManyChatClient {
                 .get(self.url(endpoint))
                 .query(&[("subscriber_id", sub.as_str())])
                 .timeout(timeout);
-            let body = self
-                .execute(endpoint, request, 0, timeout)
-                .await?;
+            let body = self.execute(endpoint, request, 0, timeout).await?;
             parse_get_info(&body).map_err(|e| {
                 let error = ManyChatError::Decode(match e {
                     super::contact::ContactParseError::NotJson => "getInfo body is not JSON",
@@ -286,9 +284,7 @@ impl ManyChatClient {
     async fn page_data(&self, endpoint: Endpoint) -> Result<Value, ManyChatError> {
         self.limiter.acquire().await;
         let request = self.http.get(self.url(endpoint));
-        let body = self
-            .execute(endpoint, request, 0, REQUEST_TIMEOUT)
-            .await?;
+        let body = self.execute(endpoint, request, 0, REQUEST_TIMEOUT).await?;
         serde_json::from_slice::<Value>(&body)
             .ok()
             .and_then(|mut envelope| envelope.get_mut("data").map(Value::take))

@@ -29,6 +29,7 @@
 mod after;
 mod agent_job;
 pub(crate) mod budget;
+mod contact_budget;
 mod context;
 mod detach;
 mod escalate;
@@ -378,7 +379,14 @@ impl TurnEngine {
         // 037: a reply already queued for this contact (a follow-up, 025) is never overtaken:
         // this turn's answer goes through the outbox behind it, and the response is silent.
         let mode = mode.behind(context.queued_replies);
-        let admitted = self.admit(&derived, &inbound, &context, &history, now, &mut message);
+        let admitted = match self.admit(&derived, &inbound, &context, &history, now, &mut message) {
+            // The business's budget lets it through: the contact's own share of it is next.
+            Ok(reservation) => self
+                .contact_budget(&config, &conversation, now)
+                .await?
+                .map(|()| reservation),
+            denied => denied,
+        };
         let reservation = match admitted {
             Ok(reservation) => reservation,
             Err(denial) => {

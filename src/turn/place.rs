@@ -129,7 +129,7 @@ mod tests {
 
     #[tokio::test]
     async fn contact_turns_a_contact_is_admitted_at_most_six_turns_and_a_waiting_turn_holds_no_slot()
-    {
+     {
         let turns = ContactTurns::new();
         let busy = SubscriberId::parse("5553001").unwrap();
         let held: Vec<_> = (0..MAX_TURNS_PER_CONTACT)

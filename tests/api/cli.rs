@@ -402,7 +402,10 @@ async fn one_contact_one_id_forget_and_simulate_refuse_a_padded_id() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
-    assert!(stderr(&output).contains("must not start with a zero"), "{output:?}");
+    assert!(
+        stderr(&output).contains("must not start with a zero"),
+        "{output:?}"
+    );
     let store = manychat_agent::store::connect(&url).await.unwrap();
     assert!(store.conversation(contact.id).await.unwrap().is_some());
 
@@ -415,7 +418,10 @@ async fn one_contact_one_id_forget_and_simulate_refuse_a_padded_id() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
-    assert!(stderr(&output).contains("must not start with a zero"), "{output:?}");
+    assert!(
+        stderr(&output).contains("must not start with a zero"),
+        "{output:?}"
+    );
 }
 
 #[tokio::test]

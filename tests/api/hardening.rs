@@ -248,7 +248,10 @@ async fn connection_cap_a_new_connection_closes_the_one_longest_without_a_reques
     )
     .await;
     let mut trickling = connect(&app).await;
-    trickling.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+    trickling
+        .write_all(b"GET /health HTTP/1.1\r\n")
+        .await
+        .unwrap();
     let mut kept = connect(&app).await;
     assert_eq!(get_health(&mut kept).await, 200);
 

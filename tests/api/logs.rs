@@ -93,7 +93,11 @@ async fn system_c5_a_manychat_refusal_quoting_the_contact_reaches_no_log_line_or
     use wiremock::{Mock, ResponseTemplate};
 
     let logs = manychat_agent::observability::capture_global();
-    let (name, phone, email) = ("Philippa Ombudsworth", "+34 612 48 97 03", "p.ombud@example.net");
+    let (name, phone, email) = (
+        "Philippa Ombudsworth",
+        "+34 612 48 97 03",
+        "p.ombud@example.net",
+    );
     let app = spawn_app(Arc::new(ScriptedModel::replies(Vec::<String>::new()))).await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(400).set_body_json(json!({
@@ -130,8 +134,19 @@ async fn system_c5_a_manychat_refusal_quoting_the_contact_reaches_no_log_line_or
         "the capture sees this delivery"
     );
     assert!(text.contains("2400"), "the code is logged: {text}");
-    for secret in [name, "Philippa", "Ombudsworth", phone, "612 48 97 03", email, "blocked"] {
-        assert!(!stored.contains(secret), "outbox.last_error holds {secret:?}");
+    for secret in [
+        name,
+        "Philippa",
+        "Ombudsworth",
+        phone,
+        "612 48 97 03",
+        email,
+        "blocked",
+    ] {
+        assert!(
+            !stored.contains(secret),
+            "outbox.last_error holds {secret:?}"
+        );
         assert!(!text.contains(secret), "a log line holds {secret:?}");
     }
 }

@@ -1035,7 +1035,11 @@ async fn sales_an_unbound_turn_knows_only_its_own_message_no_notice_and_no_gate_
     for entry in actions.as_array().unwrap() {
         assert_eq!(entry["status"], "refused", "{actions}");
     }
-    assert_eq!(received(&app).await, vec![], "no flow, no link_sent, no event");
+    assert_eq!(
+        received(&app).await,
+        vec![],
+        "no flow, no link_sent, no event"
+    );
 }
 
 /// A refused entry rides the outbox row untouched; the worker
