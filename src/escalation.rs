@@ -18,6 +18,9 @@ pub enum Escalation {
     RateLimit,
     /// Today's token or cost budget is spent (or reserved by turns in flight).
     Budget,
+    /// The contact spent its own share of today's budget (`budget.perContactDailyTokenCap`);
+    /// the business's budget still serves other contacts.
+    BudgetContact,
     /// The model asked for a person, for the reason it gave (SYSTEM 4's list), if any.
     Model(Option<EscalationReason>),
     /// The reply's confidence fell below the threshold.
@@ -56,6 +59,7 @@ impl Escalation {
             Escalation::TurnCap => "turn_cap",
             Escalation::RateLimit => "rate_limit",
             Escalation::Budget => "budget",
+            Escalation::BudgetContact => "budget_contact",
             Escalation::Model(Some(reason)) => reason.as_str(),
             Escalation::Model(None) => "model",
             Escalation::LowConfidence => "low_confidence",

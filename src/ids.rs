@@ -6,8 +6,13 @@
 
 use std::fmt;
 
-/// ManyChat's contact id: 1 to 20 ASCII digits, kept as a string (ManyChat accepts both forms; we
-/// send it as a JSON number).
+/// ManyChat's contact id: 1 to 20 ASCII digits in canonical form (no leading zero), kept as a
+/// string (ManyChat accepts both forms; we send it as a JSON number).
+///
+/// Canonical because ManyChat reads the digits as a number: `088001` and `88001` are the same
+/// contact there, so two spellings here would be two conversations (two histories, two tokens)
+/// for one contact. A padded id is refused, never normalised: ManyChat renders its ids without
+/// padding, so only a forged request carries one.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SubscriberId(String);
 
@@ -20,6 +25,8 @@ pub enum SubscriberIdError {
     NotDigits,
     #[error("subscriber_id is longer than 20 digits")]
     TooLong,
+    #[error("subscriber_id must not start with a zero")]
+    LeadingZero,
 }
 
 impl SubscriberId {
@@ -35,6 +42,9 @@ impl SubscriberId {
         }
         if trimmed.len() > 20 {
             return Err(SubscriberIdError::TooLong);
+        }
+        if trimmed.len() > 1 && trimmed.starts_with('0') {
+            return Err(SubscriberIdError::LeadingZero);
         }
         Ok(Self(trimmed.to_owned()))
     }
@@ -108,6 +118,19 @@ mod tests {
             SubscriberId::parse(&"9".repeat(21)),
             Err(SubscriberIdError::TooLong)
         );
+    }
+
+    #[test]
+    fn subscriber_id_is_canonical_digits_without_leading_zeros() {
+        for padded in ["088001", "0088001", " 088001", "00"] {
+            assert_eq!(
+                SubscriberId::parse(padded),
+                Err(SubscriberIdError::LeadingZero),
+                "{padded}"
+            );
+        }
+        assert_eq!(SubscriberId::parse("88001").unwrap().as_str(), "88001");
+        assert_eq!(SubscriberId::parse("0").unwrap().as_str(), "0");
     }
 
     #[test]

@@ -108,6 +108,9 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Connections closed by the header or idle timeout.
     pub connections_timed_out: Counter,
+    /// Connections closed at `HTTP_MAX_CONNECTIONS` to make room: the open one longest without a
+    /// complete request gave way to a new one.
+    pub connections_evicted: Counter,
     /// Handoffs (tag and/or flow) ManyChat refused for good.
     pub handoff_failed: Counter,
     /// Scrapes whose store read failed or timed out (the store's gauges kept their last values).
@@ -187,6 +190,10 @@ impl Default for Metrics {
         let connections_timed_out = counter(
             "connections_timed_out",
             "Connections closed by the header or idle timeout",
+        );
+        let connections_evicted = counter(
+            "connections_evicted",
+            "Connections closed at the connection cap: the one longest without a complete request gave way to a new one",
         );
         let store_sample_failures = counter(
             "store_sample_failures",
@@ -302,6 +309,7 @@ impl Default for Metrics {
             bad_requests,
             connections_refused,
             connections_timed_out,
+            connections_evicted,
             handoff_failed,
             store_sample_failures,
             turns,

@@ -169,6 +169,11 @@ pub struct Budget {
     /// Model cost per day in USD; greater than zero.
     #[serde(default = "defaults::daily_cost_cap_usd")]
     pub daily_cost_cap_usd: f64,
+    /// Optional: model tokens per day for one contact, at most `dailyTokenCap`; a contact over
+    /// it is handed to a person (`budget_contact`) while the others are still served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub per_contact_daily_token_cap: Option<u64>,
 }
 
 impl Default for Budget {
@@ -176,6 +181,7 @@ impl Default for Budget {
         Self {
             daily_token_cap: defaults::daily_token_cap(),
             daily_cost_cap_usd: defaults::daily_cost_cap_usd(),
+            per_contact_daily_token_cap: None,
         }
     }
 }

@@ -62,6 +62,8 @@ impl Expiry {
 #[derive(Debug, Clone)]
 pub struct Activity {
     phase: Arc<watch::Sender<Phase>>,
+    /// When its last complete request head arrived, or the connection was accepted.
+    last_request: Arc<Mutex<Instant>>,
 }
 
 impl Activity {
@@ -72,6 +74,7 @@ impl Activity {
         });
         let activity = Self {
             phase: Arc::new(phase),
+            last_request: Arc::new(Mutex::new(Instant::now())),
         };
         let watchdog = Watchdog {
             phase: watched,
@@ -97,7 +100,25 @@ impl Activity {
 
     /// The request head was read and the request handed to the router.
     pub fn request_started(&self) {
+        *self
+            .last_request
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
         self.phase.send_replace(Phase::Busy);
+    }
+
+    /// Since when the connection has had no complete request (its last one, else its accept);
+    /// `None` while it serves one (`eviction`: it never gives way then).
+    pub fn waiting_since(&self) -> Option<Instant> {
+        match *self.phase.borrow() {
+            Phase::Busy => None,
+            Phase::AwaitingHead { .. } | Phase::Idle { .. } => Some(
+                *self
+                    .last_request
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            ),
+        }
     }
 
     /// The response was written (its body taken or dropped): the connection is idle from now.

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 use serde_json::Value;
 
-use crate::ids::SubscriberId;
+use crate::ids::{SubscriberId, SubscriberIdError};
 
 /// Largest accepted body (SYSTEM 3.2); the router answers 413 above it.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -150,7 +150,8 @@ fn shown(key: &str) -> &str {
     if plain { key } else { "(unprintable key)" }
 }
 
-const SUBSCRIBER_RULE: &str = "required, a string or number of at most 20 digits";
+const SUBSCRIBER_RULE: &str =
+    "required, a string or number of at most 20 digits, without leading zeros";
 const TEXT_RULE: &str = "must be a string of at most 4096 characters";
 const TOKEN_RULE: &str = "must be a string of at most 256 characters";
 const NULLABLE_STRING_RULE: &str = "must be a string or null";
@@ -264,6 +265,10 @@ pub fn is_unsubstituted(value: &str) -> bool {
 /// The contact id: the first of `subscriber_id` / `user_id` that is a valid id. With none, a
 /// literal `{{…}}` in either is [`InboundError::NotSubstituted`]; otherwise the first key given
 /// (`subscriber_id` when neither is) is invalid.
+///
+/// One contact, one id: a padded id (`"088001"`, which ManyChat reads as the number 88001) is
+/// refused naming its key, even when the other key holds a valid id: it would let a request
+/// speak as a contact under a second spelling of its id.
 fn contact_id(
     subscriber_id: Option<&Value>,
     user_id: Option<&Value>,
@@ -271,16 +276,24 @@ fn contact_id(
     let candidates = [("subscriber_id", subscriber_id), ("user_id", user_id)];
     let mut not_substituted = None;
     let mut first_invalid = None;
+    let mut found: Option<SubscriberId> = None;
     for (field, value) in candidates {
         let Some(value) = value else { continue };
-        if let Some(id) = valid_id(value) {
-            return Ok(id);
+        match valid_id(value) {
+            Ok(id) => {
+                found.get_or_insert(id);
+            }
+            Err(SubscriberIdError::LeadingZero) => return Err(invalid(field, SUBSCRIBER_RULE)),
+            Err(_) if value.as_str().is_some_and(is_unsubstituted) => {
+                not_substituted.get_or_insert(field);
+            }
+            Err(_) => {
+                first_invalid.get_or_insert(field);
+            }
         }
-        if value.as_str().is_some_and(is_unsubstituted) {
-            not_substituted.get_or_insert(field);
-        } else {
-            first_invalid.get_or_insert(field);
-        }
+    }
+    if let Some(id) = found {
+        return Ok(id);
     }
     if let Some(field) = not_substituted {
         return Err(InboundError::NotSubstituted { field });
@@ -291,13 +304,14 @@ fn contact_id(
     ))
 }
 
-fn valid_id(value: &Value) -> Option<SubscriberId> {
+fn valid_id(value: &Value) -> Result<SubscriberId, SubscriberIdError> {
     match value {
-        Value::String(s) => SubscriberId::parse(s).ok(),
+        Value::String(s) => SubscriberId::parse(s),
         Value::Number(n) => n
             .as_u64()
-            .and_then(|n| SubscriberId::parse(&n.to_string()).ok()),
-        _ => None,
+            .ok_or(SubscriberIdError::NotDigits)
+            .and_then(|n| SubscriberId::parse(&n.to_string())),
+        _ => Err(SubscriberIdError::NotDigits),
     }
 }
 
@@ -454,6 +468,37 @@ mod tests {
     }
 
     #[test]
+    fn one_contact_one_id_a_padded_or_second_id_is_refused_naming_its_key() {
+        let table = [
+            (r#"{"subscriber_id":"088001","text":"hi"}"#, "subscriber_id"),
+            (
+                r#"{"subscriber_id":" 0088001 ","text":"hi"}"#,
+                "subscriber_id",
+            ),
+            (r#"{"user_id":"088001","text":"hi"}"#, "user_id"),
+            // A valid other key does not rescue the padded one.
+            (
+                r#"{"subscriber_id":"088001","user_id":"88001","text":"hi"}"#,
+                "subscriber_id",
+            ),
+            (
+                r#"{"subscriber_id":"88001","user_id":"088001","text":"hi"}"#,
+                "user_id",
+            ),
+        ];
+        for (body, field) in table {
+            let e = err(body.as_bytes());
+            assert_eq!(e.field(), Some(field), "{body}");
+            assert!(matches!(e, InboundError::Invalid { .. }), "{body}: {e}");
+        }
+        // The same contact under both keys, and an unsubstituted second key, are one id.
+        let both = ok(r#"{"subscriber_id":"88001","user_id":88001,"text":"hi"}"#);
+        assert_eq!(both.subscriber_id.as_str(), "88001");
+        let literal = ok(r#"{"subscriber_id":"88001","user_id":"{{user_id}}","text":"hi"}"#);
+        assert_eq!(literal.subscriber_id.as_str(), "88001");
+    }
+
+    #[test]
     fn system_3_2_full_body_keeps_only_what_it_needs() {
         let m = ok(r#"{"subscriber_id":"7","text":"hello","ai_token":"tok_abc",
             "first_name":"Jane","last_name":null,"locale":"en_US","channel":"whatsapp",
@@ -531,7 +576,7 @@ mod tests {
             (
                 r#"{"text":"hi"}"#.into(),
                 Some("subscriber_id"),
-                "subscriber_id: required, a string or number of at most 20 digits",
+                "subscriber_id: required, a string or number of at most 20 digits, without leading zeros",
             ),
             (
                 r#"{"subscriber_id":"{{contact.id}}","text":"hi"}"#.into(),
@@ -541,7 +586,7 @@ mod tests {
             (
                 r#"{"user_id":"abc","text":"hi"}"#.into(),
                 Some("user_id"),
-                "user_id: required, a string or number of at most 20 digits",
+                "user_id: required, a string or number of at most 20 digits, without leading zeros",
             ),
             (
                 r#"{"subscriber_id":"{{contact.id}}","user_id":"{{user_id}}"}"#.into(),

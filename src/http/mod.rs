@@ -17,6 +17,8 @@
 pub mod auth;
 pub mod client_ip;
 pub mod connections;
+pub mod eviction;
+mod framing;
 pub mod inbound;
 pub mod rate_limit;
 mod response_body;
@@ -67,6 +69,9 @@ pub struct AppState {
     /// Beyond: turns in flight; when none is free the escalation copy is returned without
     /// calling the model (`load shed`).
     pub in_flight: Arc<Semaphore>,
+    /// Each contact's turns admitted at once (`turn::place`): one contact cannot take every
+    /// slot of `in_flight`.
+    pub contact_turns: Arc<crate::turn::place::ContactTurns>,
     /// `HTTP_BODY_TIMEOUT_MS`: the message body must arrive within this of the request's head.
     pub body_timeout: Duration,
     /// `METRICS_TOKEN`: when set, `GET /metrics` needs it as a bearer token.
@@ -228,6 +233,11 @@ async fn message(
         authorization,
         token_field: &state.token_field,
     };
+    // One contact's burst is refused at its own expense, before it takes any slot.
+    let Some(admission) = state.contact_turns.admit(&message.subscriber_id) else {
+        tracing::warn!("contact has too many turns in flight or waiting; refused with 429");
+        return too_many_requests(&state, rate_limit::RetryAfter(CONTACT_TURNS_RETRY));
+    };
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         state.metrics.load_shed.inc();
         tracing::warn!("load shed: too many turns in flight");
@@ -253,7 +263,8 @@ async fn message(
         media: message.media,
         arrived_at,
     };
-    match state.turns.handle(inbound, Some(Arc::new(permit))).await {
+    let place = crate::turn::place::TurnPlace::new(permit, Some(admission));
+    match state.turns.handle(inbound, Some(Arc::new(place))).await {
         Ok(turn) => {
             let rendered = channel::render(state.channel, &turn.messages, &callback);
             match turn.after {
@@ -287,6 +298,9 @@ async fn message(
         }
     }
 }
+
+/// `Retry-After` for a contact at its turns' cap: about one turn's time.
+const CONTACT_TURNS_RETRY: Duration = Duration::from_secs(10);
 
 /// 429 with `Retry-After`: the whole seconds until the key has budget again.
 fn too_many_requests(state: &AppState, retry: rate_limit::RetryAfter) -> Response {

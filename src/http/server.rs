@@ -2,12 +2,16 @@
 //! under the bounds of [`ConnectionLimits`], so slow or idle clients cannot hold the process's
 //! file descriptors.
 //!
-//! - At most `HTTP_MAX_CONNECTIONS` connections are open; beyond it the loop stops accepting and
-//!   new connections wait in the kernel's listen backlog until one closes (logged once per
-//!   episode), instead of being refused.
+//! - At most `HTTP_MAX_CONNECTIONS` connections are open. A connection that arrives at the cap
+//!   makes the open one that has gone longest without a complete request give way
+//!   (`eviction`), so slow or silent clients cannot keep ManyChat out; only when every open
+//!   connection is serving a request does the newcomer wait for a place (and the loop stop
+//!   accepting, new connections waiting in the kernel's listen backlog; logged once per
+//!   episode).
 //! - At most `HTTP_MAX_CONNECTIONS_PER_ADDRESS` from one client address (trusted proxies
 //!   excepted); one over it is closed as soon as it is accepted.
-//! - A request head must arrive within `HTTP_HEADER_TIMEOUT_MS`, a kept-alive connection is
+//! - A request head must arrive whole within `HTTP_HEADER_TIMEOUT_MS` of its first byte (or of
+//!   the accept), however slowly it trickles, a kept-alive connection is
 //!   closed after `HTTP_IDLE_TIMEOUT_MS` without a request (`connections::Watchdog`), and the
 //!   message route reads its body within `HTTP_BODY_TIMEOUT_MS` (408 otherwise, in `http::message`).
 //! - Shutdown: the listener is closed first (new connections are refused), then every
@@ -31,7 +35,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::client_ip::TrustProxy;
-use super::connections::{Activity, AddressSlot, AddressSlots, Watched};
+use super::connections::{Activity, AddressSlot, AddressSlots, Watchdog, Watched};
+use super::eviction::{Registered, Registry};
 use crate::metrics::Metrics;
 
 /// How long and how many connections may be held (see the module doc). Read from the
@@ -80,24 +85,10 @@ pub async fn serve(
 ) -> io::Result<()> {
     let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_address = AddressSlots::new(limits.max_connections_per_address);
+    let registry = Registry::new();
     let connections = TaskTracker::new();
     let mut at_cap = false;
     loop {
-        if open.available_permits() == 0 && !at_cap {
-            at_cap = true;
-            tracing::warn!(
-                max = limits.max_connections,
-                "connection cap reached; new connections wait in the listen backlog"
-            );
-        }
-        let permit = tokio::select! {
-            biased;
-            () = shutdown.cancelled() => break,
-            permit = open.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-        };
         let (stream, peer) = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
@@ -113,25 +104,57 @@ pub async fn serve(
                 }
             },
         };
-        if at_cap && open.available_permits() > 0 {
-            at_cap = false;
-            tracing::info!("connection cap no longer reached");
-        }
         let Some(slot) = per_address.claim(peer.ip(), &trust_proxy) else {
             metrics.connections_refused.inc();
             tracing::debug!("connection closed: its address is at its connection cap");
             drop(stream);
             continue;
         };
+        let permit = match open.clone().try_acquire_owned() {
+            Ok(permit) => {
+                if at_cap {
+                    at_cap = false;
+                    tracing::info!("connection cap no longer reached");
+                }
+                permit
+            }
+            Err(_) => {
+                if registry.evict_longest_waiting() {
+                    metrics.connections_evicted.inc();
+                    tracing::debug!(
+                        "connection cap reached: the connection longest without a request gives way"
+                    );
+                } else if !at_cap {
+                    at_cap = true;
+                    tracing::warn!(
+                        max = limits.max_connections,
+                        "connection cap reached with every connection serving a request; new connections wait in the listen backlog"
+                    );
+                }
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => break,
+                    permit = open.clone().acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_) => break,
+                    },
+                }
+            }
+        };
+        // Registered before its task runs, so the next arrival at the cap already sees it.
+        let (activity, watchdog) = Activity::new(limits.header_timeout, limits.idle_timeout);
+        let registered = registry.register(activity.clone());
         connections.spawn(serve_connection(
             Connection {
                 stream,
                 peer,
+                activity,
+                watchdog,
+                registered,
                 _permit: permit,
                 _slot: slot,
             },
             router.clone(),
-            limits,
             metrics.clone(),
             shutdown.clone(),
         ));
@@ -146,10 +169,14 @@ pub async fn serve(
     Ok(())
 }
 
-/// An accepted connection and its places under the caps, released when it is dropped.
+/// An accepted connection, its phase, and its places under the caps and in the eviction
+/// registry, released when it is dropped.
 struct Connection {
     stream: TcpStream,
     peer: SocketAddr,
+    activity: Activity,
+    watchdog: Watchdog,
+    registered: Registered,
     _permit: OwnedSemaphorePermit,
     _slot: AddressSlot,
 }
@@ -157,17 +184,19 @@ struct Connection {
 async fn serve_connection(
     connection: Connection,
     router: Router,
-    limits: ConnectionLimits,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
     let Connection {
         stream,
         peer,
+        activity,
+        mut watchdog,
+        registered,
         _permit,
         _slot,
     } = connection;
-    let (activity, mut watchdog) = Activity::new(limits.header_timeout, limits.idle_timeout);
+    let give_way = registered.close.clone();
     let io = TokioIo::new(Watched::new(stream, activity.clone()));
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         activity.request_started();
@@ -176,7 +205,11 @@ async fn serve_connection(
         let mut router = router.clone();
         let activity = activity.clone();
         async move {
-            let response = tower_service::Service::call(&mut router, request).await?;
+            // A body framed any other way than plain chunked or a length never reaches a route.
+            let response = match super::framing::refusal(request.headers()) {
+                Some(refused) => refused,
+                None => tower_service::Service::call(&mut router, request).await?,
+            };
             Ok::<_, std::convert::Infallible>(response.map(|body| {
                 Body::new(ResponseEnd {
                     body,
@@ -194,6 +227,7 @@ async fn serve_connection(
     let expired = tokio::select! {
         result = conn.as_mut() => return log_end(result),
         expiry = watchdog.expired() => Some(expiry),
+        () = give_way.cancelled() => return gave_way(),
         () = shutdown.cancelled() => None,
     };
     let expiry = match expired {
@@ -205,11 +239,17 @@ async fn serve_connection(
             tokio::select! {
                 result = conn.as_mut() => return log_end(result),
                 expiry = watchdog.expired() => expiry,
+                () = give_way.cancelled() => return gave_way(),
             }
         }
     };
     metrics.connections_timed_out.inc();
     tracing::debug!(reason = expiry.label(), "connection closed");
+}
+
+/// The connection was closed at the cap to make room (`eviction`); counted by the accept loop.
+fn gave_way() {
+    tracing::debug!(reason = "connection cap", "connection closed");
 }
 
 fn log_end(result: Result<(), hyper::Error>) {

@@ -23,7 +23,7 @@ use tracing::{debug, warn};
 
 use super::account::{Account, parse_fields, parse_flows, parse_tags};
 use super::contact::{ContactRecord, parse_get_info};
-use super::error::{ManyChatError, scrub_message};
+use super::error::ManyChatError;
 use super::limiter::ManyChatLimiter;
 use crate::ids::{Secret, SubscriberId};
 use crate::metrics::Metrics;
@@ -82,10 +82,6 @@ impl Endpoint {
 struct Envelope {
     #[serde(default)]
     status: Value,
-    #[serde(default)]
-    message: Value,
-    #[serde(default)]
-    details: Value,
     /// ManyChat's numeric error code (e.g. 3011), on some endpoints' errors.
     #[serde(default)]
     code: Value,
@@ -101,26 +97,6 @@ impl Envelope {
         }
         // A code is a few digits; a long number is the shape of an id, never kept (C5).
         .filter(|code| (0..1_000_000).contains(code))
-    }
-
-    /// ManyChat's explanation: `message`, else the `details.messages[].message` entries.
-    fn explanation(&self) -> String {
-        if let Value::String(message) = &self.message
-            && !message.trim().is_empty()
-        {
-            return message.clone();
-        }
-        self.details
-            .get("messages")
-            .and_then(Value::as_array)
-            .map(|entries| {
-                entries
-                    .iter()
-                    .filter_map(|e| e.get("message").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            })
-            .unwrap_or_default()
     }
 }
 
@@ -244,14 +220,13 @@ impl ManyChatClient {
             return Err(error);
         }
         let body = serde_json::json!({"subscriber_id": sub.to_json(), "flow_ns": flow_ns});
-        self.post(Endpoint::SendFlow, &body, &[sub.as_str()]).await
+        self.post(Endpoint::SendFlow, &body).await
     }
 
     /// Adds the tag named `tag_name` to the contact.
     pub async fn add_tag(&self, sub: &SubscriberId, tag_name: &str) -> Result<(), ManyChatError> {
         let body = serde_json::json!({"subscriber_id": sub.to_json(), "tag_name": tag_name});
-        self.post(Endpoint::AddTagByName, &body, &[sub.as_str()])
-            .await
+        self.post(Endpoint::AddTagByName, &body).await
     }
 
     /// Removes the tag named `tag_name` from the contact.
@@ -261,8 +236,7 @@ impl ManyChatClient {
         tag_name: &str,
     ) -> Result<(), ManyChatError> {
         let body = serde_json::json!({"subscriber_id": sub.to_json(), "tag_name": tag_name});
-        self.post(Endpoint::RemoveTagByName, &body, &[sub.as_str()])
-            .await
+        self.post(Endpoint::RemoveTagByName, &body).await
     }
 
     /// Writes `value` (typed as ManyChat expects: string, number, boolean, date string) into the
@@ -278,24 +252,7 @@ impl ManyChatClient {
             "field_name": field_name,
             "field_value": value,
         });
-        // A text value may be the reply or a note: ManyChat quoting it back, raw or JSON-escaped,
-        // must not keep it.
-        let text_value = value.as_str().unwrap_or_default();
-        let quoted = if text_value.is_empty() {
-            String::new()
-        } else {
-            value.to_string()
-        };
-        let escaped = quoted
-            .strip_prefix('"')
-            .and_then(|q| q.strip_suffix('"'))
-            .unwrap_or_default();
-        self.post(
-            Endpoint::SetCustomFieldByName,
-            &body,
-            &[sub.as_str(), text_value, escaped],
-        )
-        .await
+        self.post(Endpoint::SetCustomFieldByName, &body).await
     }
 
     /// Reads the contact's tags and custom fields. `timeout` bounds the whole read, the wait for
@@ -313,9 +270,7 @@ impl ManyChatClient {
                 .get(self.url(endpoint))
                 .query(&[("subscriber_id", sub.as_str())])
                 .timeout(timeout);
-            let body = self
-                .execute(endpoint, request, 0, timeout, &[sub.as_str()])
-                .await?;
+            let body = self.execute(endpoint, request, 0, timeout).await?;
             parse_get_info(&body).map_err(|e| {
                 let error = ManyChatError::Decode(match e {
                     super::contact::ContactParseError::NotJson => "getInfo body is not JSON",
@@ -363,9 +318,7 @@ impl ManyChatClient {
     async fn page_data(&self, endpoint: Endpoint) -> Result<Value, ManyChatError> {
         self.limiter.acquire().await;
         let request = self.http.get(self.url(endpoint));
-        let body = self
-            .execute(endpoint, request, 0, REQUEST_TIMEOUT, &[])
-            .await?;
+        let body = self.execute(endpoint, request, 0, REQUEST_TIMEOUT).await?;
         serde_json::from_slice::<Value>(&body)
             .ok()
             .and_then(|mut envelope| envelope.get_mut("data").map(Value::take))
@@ -376,14 +329,8 @@ impl ManyChatClient {
         format!("{}{}", self.base_url, endpoint.path())
     }
 
-    /// A POST with a JSON body, after the limiter. `scrub` lists the values ManyChat's error
-    /// message must not keep.
-    async fn post(
-        &self,
-        endpoint: Endpoint,
-        body: &Value,
-        scrub: &[&str],
-    ) -> Result<(), ManyChatError> {
+    /// A POST with a JSON body, after the limiter.
+    async fn post(&self, endpoint: Endpoint, body: &Value) -> Result<(), ManyChatError> {
         // `Value`'s Display is its JSON form and cannot fail.
         let bytes = body.to_string().into_bytes();
         let request_bytes = bytes.len();
@@ -393,7 +340,7 @@ impl ManyChatClient {
             .post(self.url(endpoint))
             .header(CONTENT_TYPE, "application/json")
             .body(bytes);
-        self.execute(endpoint, request, request_bytes, REQUEST_TIMEOUT, scrub)
+        self.execute(endpoint, request, request_bytes, REQUEST_TIMEOUT)
             .await
             .map(drop)
     }
@@ -405,11 +352,10 @@ impl ManyChatClient {
         request: reqwest::RequestBuilder,
         request_bytes: usize,
         timeout: Duration,
-        scrub: &[&str],
     ) -> Result<Vec<u8>, ManyChatError> {
         let started = tokio::time::Instant::now();
         let result = self
-            .execute_untimed(endpoint, request, request_bytes, timeout, scrub)
+            .execute_untimed(endpoint, request, request_bytes, timeout)
             .await;
         if let Some(metrics) = &self.metrics {
             metrics.manychat_request(endpoint.name(), result.1, started.elapsed());
@@ -424,7 +370,6 @@ impl ManyChatClient {
         request: reqwest::RequestBuilder,
         request_bytes: usize,
         timeout: Duration,
-        scrub: &[&str],
     ) -> (Result<Vec<u8>, ManyChatError>, Option<u16>) {
         let mut response = match request.send().await {
             Ok(response) => response,
@@ -455,7 +400,7 @@ impl ManyChatClient {
                 return (Err(error), Some(status));
             }
         };
-        let result = match classify(status, &body, scrub) {
+        let result = match classify(endpoint, status, &body) {
             Ok(()) => {
                 debug!(
                     endpoint = endpoint.name(),
@@ -515,15 +460,11 @@ fn transport_error(error: &reqwest::Error, timeout: Duration) -> ManyChatError {
     }
 }
 
-/// Decides from the HTTP status and the body's `status` whether the call worked.
-fn classify(status: u16, body: &[u8], scrub: &[&str]) -> Result<(), ManyChatError> {
+/// Decides from the HTTP status and the body's `status` whether the call worked. A refusal keeps
+/// the status and ManyChat's numeric `code`, never its message (C5: it may quote the contact).
+fn classify(endpoint: Endpoint, status: u16, body: &[u8]) -> Result<(), ManyChatError> {
     let envelope: Option<Envelope> = serde_json::from_slice(body).ok();
-    let explanation = || {
-        envelope
-            .as_ref()
-            .map(|e| scrub_message(&e.explanation(), scrub))
-            .unwrap_or_default()
-    };
+    let endpoint = endpoint.name();
     let code = envelope.as_ref().and_then(Envelope::code);
     match status {
         429 => Err(ManyChatError::RateLimited),
@@ -537,7 +478,7 @@ fn classify(status: u16, body: &[u8], scrub: &[&str]) -> Result<(), ManyChatErro
                 Some("error") => Err(ManyChatError::Api {
                     status,
                     code,
-                    message: explanation(),
+                    endpoint,
                 }),
                 _ => Err(ManyChatError::Decode("success body has no success status")),
             }
@@ -545,7 +486,7 @@ fn classify(status: u16, body: &[u8], scrub: &[&str]) -> Result<(), ManyChatErro
         _ => Err(ManyChatError::Http {
             status,
             code,
-            message: explanation(),
+            endpoint,
         }),
     }
 }

@@ -3,9 +3,11 @@
 //! Invariants:
 //! - No variant carries a subscriber id, a token, a request body or a URL (the getInfo URL holds
 //!   the subscriber id), so an error can be logged whole (C5).
-//! - ManyChat's own error message is kept because it is what an operator needs ("tag not
-//!   found"), but only after [`scrub_message`] removed the subscriber id and text value the
-//!   request carried, long digit runs and control characters, and bounded it to [`MAX_MESSAGE_CHARS`] characters.
+//! - ManyChat's own error text is never kept (C5): a refusal can quote the contact's name, phone
+//!   or email, or the value written, and no scrubbing can know every shape of personal data. An
+//!   error keeps what is ours or a number: the endpoint's name, the HTTP status and ManyChat's
+//!   numeric error `code` (what ManyChat's support and documentation search by), under a fixed
+//!   description, the way model errors keep only a status and a fixed kind.
 //! - [`ManyChatError::is_retryable`] is the single classification the outbox uses (SYSTEM 3.5):
 //!   429, 5xx, network and timeout retry; any other 4xx, an error in a 200 body and an
 //!   undecodable body fail at once.
@@ -19,39 +21,37 @@ use std::time::Duration;
 /// ManyChat's documented limit of sendFlow requests per contact per hour.
 pub const FLOW_SENDS_PER_HOUR: u32 = 100;
 
-/// ` (code N)` when ManyChat named an error code, else nothing.
+/// `, code N` when ManyChat named an error code, else nothing.
 fn code_suffix(code: Option<i64>) -> String {
     code.map(|c| format!(", code {c}")).unwrap_or_default()
 }
 
-/// The longest ManyChat error message kept, in characters.
-pub const MAX_MESSAGE_CHARS: usize = 200;
-
-/// Digit runs at least this long are replaced in ManyChat's messages: they are the shape of a
-/// subscriber id or a phone number, never of an explanation.
-const LONG_DIGIT_RUN: usize = 6;
-
-/// What replaces a scrubbed value in a ManyChat error message.
-const SCRUBBED: &str = "[redacted]";
+/// A fixed explanation of a status an operator can act on without ManyChat's message.
+fn status_hint(status: u16) -> &'static str {
+    match status {
+        401 | 403 => ": the API token was refused (MANYCHAT_API_TOKEN)",
+        _ => "",
+    }
+}
 
 /// A ManyChat request that did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManyChatError {
     /// A 4xx other than 429 (ManyChat's error envelope comes with HTTP 400), or an unexpected
     /// non-success status such as a redirect. `code` is the envelope's numeric `code` (e.g.
-    /// 3011), kept because it is what ManyChat's support and documentation search by.
-    #[error("ManyChat answered HTTP {status}{}: {message}", code_suffix(*.code))]
+    /// 3011); `endpoint` is the API method's name (`sendFlow`). ManyChat's message is not kept.
+    #[error("ManyChat refused {endpoint} (HTTP {status}{}){}", code_suffix(*.code), status_hint(*.status))]
     Http {
         status: u16,
         code: Option<i64>,
-        message: String,
+        endpoint: &'static str,
     },
     /// A 2xx whose body says `"status": "error"`: ManyChat refused the request.
-    #[error("ManyChat reported an error (HTTP {status}{}): {message}", code_suffix(*.code))]
+    #[error("ManyChat reported an error for {endpoint} (HTTP {status}{})", code_suffix(*.code))]
     Api {
         status: u16,
         code: Option<i64>,
-        message: String,
+        endpoint: &'static str,
     },
     /// The contact already had [`FLOW_SENDS_PER_HOUR`] flows sent in the past hour,
     /// ManyChat's documented per-contact limit for sendFlow; the trigger was not sent.
@@ -150,60 +150,6 @@ impl ManyChatError {
     }
 }
 
-/// Makes ManyChat's error message safe to keep: every non-empty `values` string (the subscriber
-/// id and a text field value the request carried; configured names stay, an operator needs
-/// them) and every digit
-/// run of [`LONG_DIGIT_RUN`] or more is replaced, control characters and runs of whitespace become
-/// one space, and the result is cut to [`MAX_MESSAGE_CHARS`] characters.
-pub fn scrub_message(raw: &str, values: &[&str]) -> String {
-    let mut text = raw.to_owned();
-    // Longest first, so a value that contains another is replaced whole.
-    let mut values: Vec<&str> = values.iter().copied().filter(|v| !v.is_empty()).collect();
-    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    for value in values {
-        text = text.replace(value, SCRUBBED);
-    }
-
-    let mut out = String::with_capacity(text.len().min(MAX_MESSAGE_CHARS * 4));
-    let mut digits = String::new();
-    let mut pending_space = false;
-    let flush_digits = |out: &mut String, digits: &mut String| {
-        if digits.len() >= LONG_DIGIT_RUN {
-            out.push_str(SCRUBBED);
-        } else {
-            out.push_str(digits);
-        }
-        digits.clear();
-    };
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            if pending_space && !out.is_empty() {
-                out.push(' ');
-            }
-            pending_space = false;
-            digits.push(c);
-            continue;
-        }
-        flush_digits(&mut out, &mut digits);
-        if c.is_whitespace() || c.is_control() {
-            pending_space = true;
-            continue;
-        }
-        if pending_space && !out.is_empty() {
-            out.push(' ');
-        }
-        pending_space = false;
-        out.push(c);
-    }
-    flush_digits(&mut out, &mut digits);
-
-    if out.chars().count() > MAX_MESSAGE_CHARS {
-        out = out.chars().take(MAX_MESSAGE_CHARS - 1).collect();
-        out.push('…');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,7 +161,7 @@ mod tests {
                 ManyChatError::Http {
                     status: 400,
                     code: None,
-                    message: String::new(),
+                    endpoint: "sendFlow",
                 },
                 false,
                 "http_4xx",
@@ -224,7 +170,7 @@ mod tests {
                 ManyChatError::Api {
                     status: 200,
                     code: Some(3011),
-                    message: String::new(),
+                    endpoint: "sendFlow",
                 },
                 false,
                 "api_error",
@@ -265,12 +211,12 @@ mod tests {
             ManyChatError::Http {
                 status: 400,
                 code: None,
-                message: String::new(),
+                endpoint: "sendFlow",
             },
             ManyChatError::Api {
                 status: 200,
                 code: None,
-                message: String::new(),
+                endpoint: "sendFlow",
             },
             ManyChatError::FlowCapReached,
             ManyChatError::Decode("not json"),
@@ -278,32 +224,5 @@ mod tests {
         for error in known {
             assert!(!error.outcome_unknown(), "{error:?}");
         }
-    }
-
-    #[test]
-    fn c5_scrub_removes_request_values_and_long_digit_runs() {
-        let scrubbed = scrub_message(
-            "Subscriber 987654321 has no field ai_message with value \"Hello Alex\"",
-            &["987654321", "Hello Alex", ""],
-        );
-        assert!(!scrubbed.contains("987654321"));
-        assert!(!scrubbed.contains("Hello Alex"));
-        assert!(scrubbed.contains("has no field ai_message"));
-
-        let phone = scrub_message("Phone +1 5550142 invalid, code 3011", &[]);
-        assert!(!phone.contains("5550142"), "{phone}");
-        assert!(
-            phone.contains("3011"),
-            "short codes are kept for operators: {phone}"
-        );
-    }
-
-    #[test]
-    fn system_3_5_error_message_is_bounded_to_200_chars_and_one_line() {
-        let long = format!("Bad\nrequest\t{}", "x".repeat(500));
-        let scrubbed = scrub_message(&long, &[]);
-        assert_eq!(scrubbed.chars().count(), MAX_MESSAGE_CHARS);
-        assert!(scrubbed.starts_with("Bad request x"));
-        assert!(!scrubbed.contains('\n') && !scrubbed.contains('\t'));
     }
 }

@@ -140,7 +140,9 @@ pub fn from_record(config: &TenantConfig, record: &SalesRecord, request: Request
 
 /// The contact's position from its records (`record`, when the turn's one read brought them;
 /// otherwise read here), storing the offering when it changed (028). A tenant whose config has
-/// nothing the records would decide reads nothing.
+/// nothing the records would decide reads nothing, and neither does an unbound turn (019: it
+/// knows only its own message, so no recorded intent, stage, offering or sent flow opens a gate
+/// for it; its own writes in the turn still count).
 pub async fn read(
     store: &dyn Store,
     config: &TenantConfig,
@@ -148,7 +150,7 @@ pub async fn read(
     record: Option<SalesRecord>,
     request: Request<'_>,
 ) -> Result<Known, StoreError> {
-    if !super::reads_records(config.tools.as_ref()) {
+    if !request.bound || !super::reads_records(config.tools.as_ref()) {
         // Nothing to read: the request's offering still names the turn's (028).
         let mut known = from_record(config, &SalesRecord::default(), request);
         known.store_offering = None;

@@ -4,6 +4,17 @@
 use super::Known;
 use crate::config::{FUNNEL_STAGES, TenantConfig};
 
+/// The notices of a turn: none for an unbound one (019: the sales position comes from the
+/// contact's records, which a request without the contact's token is not told), else
+/// [`notices`].
+pub fn for_turn(config: &TenantConfig, known: &Known, bound: bool) -> Vec<String> {
+    if bound {
+        notices(config, known)
+    } else {
+        Vec::new()
+    }
+}
+
 /// `INTENT:`, `FUNNEL:` and `OFFERING:` lines for a turn, each only when the tenant has the
 /// field it describes (the offering also from the request alone).
 pub fn notices(config: &TenantConfig, known: &Known) -> Vec<String> {

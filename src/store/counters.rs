@@ -51,6 +51,15 @@ pub trait CounterStore: Send + Sync + 'static {
 
     async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()>;
 
+    /// The model tokens (input and output) the conversation's turns created in `[from, until)`
+    /// spent: one contact's share of the day, against `budget.perContactDailyTokenCap`.
+    async fn contact_tokens(
+        &self,
+        conversation: ConversationId,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<i64>;
+
     /// Whether this backend keeps the ManyChat request bucket every replica shares
     /// (Postgres). SQLite serves one process, whose in-process bucket is the whole budget.
     fn shares_manychat_budget(&self) -> bool {

@@ -150,11 +150,13 @@ pub struct TurnContext {
 }
 
 impl TurnContext {
-    /// The context of an unbound turn (019): no history and no cap times, the rest unchanged.
+    /// The context of an unbound turn (019): no history, no cap times and no sales record (it
+    /// knows only its own message), the rest unchanged.
     pub fn unbound(self) -> Self {
         Self {
             earlier_user_turns: Vec::new(),
             history: Vec::new(),
+            sales: None,
             ..self
         }
     }

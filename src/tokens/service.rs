@@ -18,8 +18,8 @@
 //! - A row is **superseded** when the conversation has moved to a newer generation: the worker
 //!   then marks it delivered without writing, so an old token never overwrites a newer one. It
 //!   also refuses a row whose token does not hash to the current hash.
-//! - The token is never logged, never in an error message (the ManyChat client scrubs the value
-//!   from ManyChat's error text, so `last_error` cannot hold it), and [`TokenPayload`]'s `Debug`
+//! - The token is never logged, never in an error message (a ManyChat error keeps none of
+//!   ManyChat's text, so `last_error` cannot hold it), and [`TokenPayload`]'s `Debug`
 //!   is redacted.
 //! - Once the row is settled (delivered, superseded or dead-lettered) the store removes the
 //!   token from its payload, keeping only the generation (`Store::mark_delivered`,

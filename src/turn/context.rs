@@ -1,7 +1,8 @@
 //! What a turn reads before it decides (SYSTEM 4, 018, 019, 037), in one round: the
 //! contact's earlier message times (the turn cap), history (a bound turn only, 019), today's
 //! spend, the replies already queued for the contact, the contact's count in this hour's window
-//! and the sales record; then the contact's sales position, from the server's own records.
+//! and the sales record (a bound turn only: an unbound one knows only its own message, 019);
+//! then the contact's sales position, from the server's own records.
 //!
 //! Invariant: the queued replies are counted after the turn cancelled the contact's nudge
 //! (025), so a follow-up queued in between is counted, and never overtaken (037).
@@ -31,8 +32,9 @@ pub(super) fn context_query(
         history: bound.then_some((history_since, HISTORY_TURNS)),
         day: now.date_naive(),
         rate_window: Some(gates::hour_start(now)),
-        // The contact's sales record comes with the turn's one read.
-        sales: sales::reads_records(config.tools.as_ref()),
+        // The contact's sales record comes with the turn's one read; an unbound turn reads none
+        // (019: it knows only its own message).
+        sales: bound && sales::reads_records(config.tools.as_ref()),
     }
 }
 

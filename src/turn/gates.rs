@@ -24,6 +24,8 @@ pub enum Denial {
     TurnCap,
     RateLimit,
     Budget,
+    /// The contact spent its share of the day (`budget.perContactDailyTokenCap`).
+    BudgetContact,
 }
 
 impl Denial {
@@ -35,6 +37,7 @@ impl Denial {
             Denial::TurnCap => Escalation::TurnCap,
             Denial::RateLimit => Escalation::RateLimit,
             Denial::Budget => Escalation::Budget,
+            Denial::BudgetContact => Escalation::BudgetContact,
         }
     }
 
@@ -44,6 +47,7 @@ impl Denial {
             Denial::TurnCap => "turn_cap",
             Denial::RateLimit => "rate_limit",
             Denial::Budget => "budget",
+            Denial::BudgetContact => "budget_contact",
         }
     }
 }

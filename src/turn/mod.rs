@@ -29,6 +29,7 @@
 mod after;
 mod agent_job;
 pub(crate) mod budget;
+mod contact_budget;
 mod context;
 mod detach;
 mod escalate;
@@ -38,6 +39,7 @@ mod hold;
 pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
+pub mod place;
 mod race;
 mod record;
 mod settle;
@@ -119,9 +121,9 @@ impl Inbound {
     }
 }
 
-/// A turn's place under `MAX_TURNS_IN_FLIGHT`, shared by the request and the agent it starts:
-/// given back when the last holder ends.
-pub type InFlight = Arc<tokio::sync::OwnedSemaphorePermit>;
+/// A turn's place under `MAX_TURNS_IN_FLIGHT` and among its contact's turns (`place`), shared
+/// by the request and the agent it starts: given back when the last holder ends.
+pub type InFlight = Arc<place::TurnPlace>;
 
 /// What the HTTP layer renders, and what it runs once the response is written.
 #[derive(Debug)]
@@ -391,7 +393,14 @@ impl TurnEngine {
         // 037: a reply already queued for this contact (a follow-up, 025) is never overtaken:
         // this turn's answer goes through the outbox behind it, and the response is silent.
         let mode = mode.behind(context.queued_replies);
-        let admitted = self.admit(&derived, &inbound, &context, now, &mut message);
+        let admitted = match self.admit(&derived, &inbound, &context, now, &mut message) {
+            // The business's budget lets it through: the contact's own share of it is next.
+            Ok(reservation) => self
+                .contact_budget(&config, &conversation, now)
+                .await?
+                .map(|()| reservation),
+            denied => denied,
+        };
         let reservation = match admitted {
             Ok(reservation) => reservation,
             Err(denial) => {
@@ -427,7 +436,7 @@ impl TurnEngine {
             derived,
             conversation,
             contact_text: inbound.text.clone(),
-            notices: sales::notices::notices(&config, &known),
+            notices: sales::notices::for_turn(&config, &known, bound),
             sales: known,
             history,
             bound,

@@ -555,7 +555,7 @@ impl TurnEngine {
             engine: self.clone(),
             derived: self.derived(&config),
             contact_text: message.text,
-            notices: crate::sales::notices::notices(&config, &known),
+            notices: crate::sales::notices::for_turn(&config, &known, bound),
             sales: known,
             history: history_turns(history),
             bound,

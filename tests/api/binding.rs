@@ -131,3 +131,36 @@ async fn system_019_flag_off_lets_a_missing_token_read_history() {
     assert!(prompt_of(&model, 1).contains("Earlier message"));
     assert!(app.turns("8004").await.iter().all(|t| t.bound));
 }
+
+#[tokio::test]
+async fn one_contact_one_id_a_padded_id_is_refused_before_any_lookup_or_write() {
+    let (app, model) = enforced_app(1).await;
+    app.returning_contact("88001").await;
+    let before = app.turns("88001").await.len();
+    for body in [
+        json!({"subscriber_id": "088001", "text": "hi"}),
+        json!({"user_id": "0088001", "text": "hi"}),
+        json!({"subscriber_id": "088001", "user_id": "88001", "text": "hi"}),
+    ] {
+        let response = app.post_json(&body).await;
+        assert_eq!(response.status().as_u16(), 400, "{body}");
+        let refused: Value = response.json().await.unwrap();
+        assert!(
+            refused["field"] == "subscriber_id" || refused["field"] == "user_id",
+            "{refused}"
+        );
+    }
+    app.settle().await;
+    assert_eq!(model.calls(), 0);
+    assert!(
+        app.all_manychat_requests().await.is_empty(),
+        "no getInfo, no token write to the real contact"
+    );
+    assert_eq!(app.turns("88001").await.len(), before);
+    let conversation = app.conversation("88001").await;
+    assert_eq!(
+        conversation.token_hash.as_deref(),
+        Some("0".repeat(64).as_str()),
+        "its token is untouched"
+    );
+}

@@ -455,6 +455,39 @@ async fn forget_erases_one_contact_and_prints_counts_never_text() {
 }
 
 #[tokio::test]
+async fn one_contact_one_id_forget_and_simulate_refuse_a_padded_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, contact) = database_with_two_contacts(dir.path()).await;
+    let output = binary()
+        .args(["forget", "05550101"])
+        .env_clear()
+        .env("DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(
+        stderr(&output).contains("must not start with a zero"),
+        "{output:?}"
+    );
+    let store = manychat_agent::store::connect(&url).await.unwrap();
+    assert!(store.conversation(contact.id).await.unwrap().is_some());
+
+    // Refused before any request is made: nothing listens at this address.
+    let output = binary()
+        .args(["simulate", "--subscriber", "05550101", "hi"])
+        .args(["--url", "http://127.0.0.1:9"])
+        .env_clear()
+        .env("MANYCHAT_SHARED_SECRET", "s".repeat(32))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(
+        stderr(&output).contains("must not start with a zero"),
+        "{output:?}"
+    );
+}
+
+#[tokio::test]
 async fn retention_run_clears_old_text_and_is_validated() {
     let dir = tempfile::tempdir().unwrap();
     let (url, contact) = database_with_two_contacts(dir.path()).await;

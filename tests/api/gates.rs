@@ -331,3 +331,32 @@ async fn system_018_budget_a_turn_refused_between_steps_escalates_with_reason_bu
         "counted as a budget escalation"
     );
 }
+
+/// A contact over its share of the day is handed to a person (`budget_contact`); the tenant's
+/// budget keeps serving the others.
+#[tokio::test]
+async fn budget_contact_a_contact_over_its_daily_share_is_handed_over_and_others_are_served() {
+    let (_dir, tenant) = tenant_with_rules(|r| r["budget"]["perContactDailyTokenCap"] = 10.into());
+    let model = replies(3);
+    let mut options = AppOptions::new(model.clone());
+    options.tenant = Some(tenant);
+    let app = spawn_app_with(options).await;
+    let (_, first) = app.send("6020", "hello").await;
+    assert_eq!(block_texts(&first), vec!["Answer 0."]);
+    let (_, second) = app.send("6020", "hello again").await;
+    assert_eq!(block_texts(&second), vec![app.escalation_copy()]);
+    assert_eq!(model.calls(), 1, "its share is spent: no model call");
+    app.settle().await;
+    let turns = app.turns("6020").await;
+    assert_eq!(
+        turns.last().unwrap().escalation_reason.as_deref(),
+        Some("budget_contact")
+    );
+    let (_, other) = app.send("6021", "hello").await;
+    assert_eq!(
+        block_texts(&other),
+        vec!["Answer 1."],
+        "another contact is served"
+    );
+    assert_eq!(model.calls(), 2);
+}

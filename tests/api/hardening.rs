@@ -234,27 +234,127 @@ async fn closed_quickly(stream: &mut TcpStream) -> bool {
     }
 }
 
+/// At the cap, a new connection makes the open one longest without a complete request give
+/// way; one that just finished a request stays.
 #[tokio::test]
-async fn over_the_total_cap_a_new_connection_waits_until_one_closes() {
+async fn connection_cap_a_new_connection_closes_the_one_longest_without_a_request() {
     let app = spawn_app_with(
         AppOptions::new(quiet_model())
             .env("HTTP_MAX_CONNECTIONS", "2")
-            .env("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "2"),
+            .env("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "2")
+            // Every test connection comes from loopback: as a trusted proxy it counts only
+            // against the total cap.
+            .env("TRUST_PROXY", "loopback"),
     )
     .await;
-    let mut first = connect(&app).await;
-    let mut second = connect(&app).await;
-    assert_eq!(get_health(&mut first).await, 200);
-    assert_eq!(get_health(&mut second).await, 200);
+    let mut trickling = connect(&app).await;
+    trickling
+        .write_all(b"GET /health HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    let mut kept = connect(&app).await;
+    assert_eq!(get_health(&mut kept).await, 200);
 
-    // The third connection is in the listen backlog: its request is not served yet...
-    let mut waiting = connect(&app).await;
-    waiting.write_all(HEALTH).await.unwrap();
-    assert!(open_and_silent(&mut waiting).await, "served over the cap");
-    // ...until a connection closes and the server accepts it.
-    drop(first);
-    assert_eq!(read_response(&mut waiting).await.0, 200);
-    assert_eq!(get_health(&mut second).await, 200);
+    let mut newcomer = connect(&app).await;
+    assert_eq!(get_health(&mut newcomer).await, 200, "served at the cap");
+    assert!(closed(&mut trickling).await, "the unfinished head gave way");
+    assert!(open_and_silent(&mut kept).await);
+    // Now the kept connection is the one longest without a request.
+    let mut another = connect(&app).await;
+    assert_eq!(get_health(&mut another).await, 200);
+    assert!(closed(&mut kept).await);
+    assert_eq!(get_health(&mut newcomer).await, 200);
+}
+
+/// A flood of connections trickling header bytes (more than the cap) cannot keep a real,
+/// authenticated request out: it is answered at once, and the trickling heads are cut at the
+/// header timeout however many bytes they send.
+#[tokio::test(start_paused = true)]
+async fn connection_cap_a_slow_header_flood_does_not_delay_a_real_request() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::replies(vec![reply_json("Here to help."); 2]));
+    let app = spawn_app_with(
+        AppOptions::new(model)
+            .env("HTTP_MAX_CONNECTIONS", "8")
+            .env("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "8")
+            .env("TRUST_PROXY", "loopback")
+            .env("HTTP_HEADER_TIMEOUT_MS", "2000"),
+    )
+    .await;
+    let mut flood = Vec::new();
+    for _ in 0..24 {
+        let mut stream = connect(&app).await;
+        stream.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+        flood.push(stream);
+        // The server accepts it (and, past the cap, closes an older one) before the next.
+        let_tasks_run().await;
+        real_pause().await;
+    }
+    // One byte each, for a while: bytes keep coming, no head is finished.
+    for _ in 0..3 {
+        advance(Duration::from_millis(500)).await;
+        for stream in &mut flood {
+            let _ = stream.write_all(b"X").await;
+        }
+        let_tasks_run().await;
+    }
+    // The real request is served inside the flood, with no wait on the clock.
+    let served = tokio::time::timeout(Duration::from_secs(1), app.send("5552901", "Hello"));
+    let (status, body) = served.await.expect("answered at once");
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec!["Here to help."]);
+    // The flood keeps coming while the next one is answered too.
+    for _ in 0..8 {
+        let mut stream = connect(&app).await;
+        stream.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+        flood.push(stream);
+        let_tasks_run().await;
+        real_pause().await;
+    }
+    let served = tokio::time::timeout(Duration::from_secs(1), app.send("5552902", "Hello"));
+    assert_eq!(served.await.expect("answered at once").0, 200);
+    // No trickled head outlives the header timeout.
+    advance(Duration::from_millis(2000)).await;
+    for stream in &mut flood {
+        assert!(closed(stream).await, "a trickled head was kept");
+    }
+    let metrics = app.metrics_text().await;
+    assert!(
+        metrics.contains("manychat_agent_connections_evicted_total"),
+        "{metrics}"
+    );
+}
+
+/// Only `Transfer-Encoding: chunked` frames a body: `identity, chunked` is refused naming the
+/// header, and a request hidden in its body is never served.
+#[tokio::test]
+async fn framing_a_transfer_encoding_other_than_chunked_is_refused_and_nothing_hidden_is_served() {
+    let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
+    let app = spawn_app(model.clone()).await;
+    let hidden = "POST /v1/channels/manychat/message HTTP/1.1\r\nHost: agent.test\r\n\
+                  Content-Type: application/json\r\nContent-Length: 37\r\n\r\n\
+                  {\"subscriber_id\":\"1\",\"text\":\"hidden\"}";
+    let smuggled = format!(
+        "POST /health HTTP/1.1\r\nHost: agent.test\r\nTransfer-Encoding: identity, chunked\r\n\r\n\
+         0\r\n\r\n{hidden}"
+    );
+    let mut stream = connect(&app).await;
+    stream.write_all(smuggled.as_bytes()).await.unwrap();
+    let (status, head, body) = read_response(&mut stream).await;
+    assert_eq!(status, 400, "{head}");
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["field"], "transfer-encoding");
+    assert!(closed(&mut stream).await, "the connection is not reused");
+    app.settle().await;
+    assert_eq!(model.calls(), 0, "the hidden request was not served");
+
+    // Plain chunked is still accepted.
+    let mut stream = connect(&app).await;
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: agent.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_response(&mut stream).await.0, 200);
 }
 
 async fn metrics_on(stream: &mut TcpStream) -> String {

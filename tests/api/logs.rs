@@ -83,3 +83,70 @@ async fn one_line_per_pre_model_escalation() {
         "{escalation_lines:#?}"
     );
 }
+
+/// C5: ManyChat's refusal can quote the contact; only its code and a fixed description are kept.
+#[tokio::test]
+async fn system_c5_a_manychat_refusal_quoting_the_contact_reaches_no_log_line_or_row() {
+    use manychat_agent::clock::Clock;
+    use manychat_agent::store::{NewOutboxRow, OutboxKind, OutboxStatus};
+    use wiremock::matchers::method;
+    use wiremock::{Mock, ResponseTemplate};
+
+    let logs = manychat_agent::observability::capture_global();
+    let (name, phone, email) = (
+        "Philippa Ombudsworth",
+        "+34 612 48 97 03",
+        "p.ombud@example.net",
+    );
+    let app = spawn_app(Arc::new(ScriptedModel::replies(Vec::<String>::new()))).await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
+            "status": "error", "code": 2400,
+            "message": format!("Contact {name} ({phone}, {email}) cannot receive this"),
+            "details": {"messages": [{"message": format!("{name} is blocked")}]}
+        })))
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+    let conversation = app.conversation("5552801").await;
+    let now = Clock::system().now();
+    let id = app
+        .store
+        .enqueue(&NewOutboxRow {
+            conversation_id: conversation.id,
+            subscriber_id: conversation.subscriber_id.clone(),
+            kind: OutboxKind::Reply,
+            payload: json!({"messages": ["A reply owed."], "actions": [], "turnId": null}),
+            next_attempt_at: now,
+            created_at: now,
+        })
+        .await
+        .unwrap();
+    app.worker.run_once().await.unwrap();
+
+    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!(row.status, OutboxStatus::Failed, "a refusal is final");
+    let stored = row.last_error.unwrap();
+    assert!(stored.contains("HTTP 400, code 2400"), "{stored}");
+    let text = logs.text();
+    assert!(
+        text.contains(&conversation.id.to_string()),
+        "the capture sees this delivery"
+    );
+    assert!(text.contains("2400"), "the code is logged: {text}");
+    for secret in [
+        name,
+        "Philippa",
+        "Ombudsworth",
+        phone,
+        "612 48 97 03",
+        email,
+        "blocked",
+    ] {
+        assert!(
+            !stored.contains(secret),
+            "outbox.last_error holds {secret:?}"
+        );
+        assert!(!text.contains(secret), "a log line holds {secret:?}");
+    }
+}

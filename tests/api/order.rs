@@ -281,3 +281,46 @@ async fn system_037_a_scripted_opening_while_a_reply_is_queued_goes_behind_it() 
         "ManyChat gets the queued reply first, then the opening"
     );
 }
+
+/// One contact cannot take every turn slot: its turns waiting behind its first hold none, past
+/// two in flight and four waiting its messages are refused with 429, and another contact is
+/// answered, not load-shed.
+#[tokio::test(start_paused = true)]
+async fn contact_turns_one_contact_cannot_take_every_turn_slot() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::from_steps([
+        ScriptStep::ok(reply(reply_json("Slow answer."))).after(Duration::from_secs(60)),
+        ScriptStep::ok(reply(reply_json("Answered."))),
+    ]));
+    let app = spawn_app_with(AppOptions::new(model.clone()).env("MAX_TURNS_IN_FLIGHT", "2")).await;
+    let first = send_in_background(&app, "5553101", "First");
+    until(async || model.calls() == 1).await;
+    // Five more from the same contact wait behind the first (six admitted): none holds a slot.
+    let waiting: Vec<_> = (0..5)
+        .map(|i| send_in_background(&app, "5553101", &format!("More {i}")))
+        .collect();
+    for _ in 0..20 {
+        let_tasks_run().await;
+        real_pause().await;
+    }
+    let refused = app
+        .post_json(&json!({"subscriber_id": "5553101", "text": "And more"}))
+        .await;
+    assert_eq!(refused.status().as_u16(), 429, "the seventh is refused");
+    assert!(refused.headers().contains_key("retry-after"));
+
+    let (status, body) = app.send("5553102", "Hello").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        block_texts(&body),
+        vec!["Answered."],
+        "another contact is served, not shed"
+    );
+    assert_eq!(model.calls(), 2);
+    let turns = app.turns("5553101").await;
+    assert!(
+        turns.iter().all(|t| t.text != "And more"),
+        "the refused message is not recorded"
+    );
+    drop((first, waiting));
+}

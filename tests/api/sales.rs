@@ -969,10 +969,10 @@ async fn sales_bad_input_a_forged_offering_on_an_unbound_request_is_neither_stor
     app.settle().await;
     let prompt = user_text(&model.requests()[0]);
     assert!(
-        prompt.contains("OFFERING: glaze-lab") && !prompt.contains("from the advert"),
-        "it narrows the turn, and is not the advert's: {prompt}"
+        !prompt.contains("OFFERING:") && !prompt.contains("from the advert"),
+        "an unbound turn is told no sales position: {prompt}"
     );
-    assert!(prompt.contains("INTENT: unknown"), "{prompt}");
+    assert!(!prompt.contains("INTENT:"), "{prompt}");
     assert_eq!(app.conversation("6806").await.offering, None, "not stored");
     assert!(!agent_turn(&app, "6806").await.bound);
     assert_eq!(received(&app).await, vec![], "nothing reached ManyChat");
@@ -986,6 +986,59 @@ async fn sales_bad_input_a_forged_offering_on_an_unbound_request_is_neither_stor
     assert_eq!(
         agent_turn(&app, "6806").await.actions.unwrap()[1],
         refused_entry("send_flow", "glaze_lab_guide", None, "other_offering")
+    );
+}
+
+async fn sales_an_unbound_turn_knows_only_its_own_message_no_notice_and_no_gate_from_records(
+    backend: Backend,
+) {
+    let model = script(vec![
+        tool_calls([
+            send_flow("booking_link", false),
+            send_flow("glaze_lab_guide", false),
+        ]),
+        answer("Happy to help."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    app.returning_contact("6810").await;
+    // The records of a prospect at `prepared` on glaze-lab: for a bound turn the payment link
+    // would go without the contact asking (032 C) and the offering's flow would be allowed.
+    let conversation = app.conversation("6810").await;
+    app.store
+        .record_turn(&NewTurn {
+            actions: Some(json!([
+                {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+                {"tool": "set_field", "id": "course", "value": "glaze-lab", "status": "performed"},
+                {"tool": "set_field", "id": "funnel_stage", "value": "prepared", "status": "performed"},
+            ])),
+            ..NewTurn::agent(conversation.id, "Earlier answer.", "answered_inline", true, chrono::Utc::now() - chrono::Duration::hours(1))
+        })
+        .await
+        .unwrap();
+    let wrong_token = json!({"subscriber_id": "6810", "text": "Send me the link",
+        "ai_token": "not-the-contacts-token"});
+    assert_eq!(app.post_json(&wrong_token).await.status(), 200);
+    app.settle().await;
+
+    let prompt = user_text(&model.requests()[0]);
+    for notice in ["INTENT:", "FUNNEL:", "OFFERING:"] {
+        assert!(!prompt.contains(notice), "{notice} in {prompt}");
+    }
+    let results = tool_results(&model.requests()[1]);
+    // Nothing recorded is known: the contact is not a prospect for this turn.
+    for result in &results[..2] {
+        assert_eq!(result, &json!({"sent": false, "reason": "not_prospect"}));
+    }
+    let turn = agent_turn(&app, "6810").await;
+    assert!(!turn.bound);
+    let actions = turn.actions.unwrap();
+    for entry in actions.as_array().unwrap() {
+        assert_eq!(entry["status"], "refused", "{actions}");
+    }
+    assert_eq!(
+        received(&app).await,
+        vec![],
+        "no flow, no link_sent, no event"
     );
 }
 
@@ -1074,6 +1127,7 @@ on_both_backends!(
     sales_bad_input_a_link_before_prepared_is_recorded_refused_not_prepared,
     sales_bad_input_contact_asked_on_a_non_link_flow_is_ignored_and_not_recorded,
     sales_bad_input_a_forged_offering_on_an_unbound_request_is_neither_stored_nor_an_adverts,
+    sales_an_unbound_turn_knows_only_its_own_message_no_notice_and_no_gate_from_records,
 );
 
 // --- Item 9: the sales golden suites, on the demo tenant and on a second, invented vertical --------

@@ -403,7 +403,7 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
         Some(json!([
             {"tool": "add_tag", "id": "interested_wheel", "status": "performed"},
             {"tool": "remove_tag", "id": "gift_buyer", "status": "failed",
-             "error": "ManyChat answered HTTP 400: Tag not found"}
+             "error": "ManyChat refused removeTagByName (HTTP 400)"}
         ]))
     );
 
@@ -924,7 +924,7 @@ async fn spec_024_verification_8_note_record_has_length_and_no_text_and_no_log_l
     }
     let error = record[1]["error"].as_str().unwrap();
     assert!(
-        error.starts_with("ManyChat answered HTTP 400: Value '"),
+        error == "ManyChat refused setCustomFieldByName (HTTP 400)",
         "{error}"
     );
 

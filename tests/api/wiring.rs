@@ -480,7 +480,7 @@ async fn manychat_check_reports_manychat_refusing_the_key() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains(
-            "cannot read the ManyChat account: ManyChat answered HTTP 401: Wrong format token"
+            "cannot read the ManyChat account: ManyChat refused getFlows (HTTP 401): the API token was refused (MANYCHAT_API_TOKEN)"
         ),
         "{stderr}"
     );
@@ -718,7 +718,7 @@ async fn manychat_error_code_is_kept_in_the_action_record() {
     let actions = turns[1].actions.clone().unwrap();
     assert_eq!(
         actions[0]["error"],
-        json!("ManyChat answered HTTP 400, code 3011: Flow is not published")
+        json!("ManyChat refused sendFlow (HTTP 400, code 3011)")
     );
 }
 
@@ -752,8 +752,6 @@ async fn manychat_error_code_is_kept_in_the_outbox_last_error() {
     assert_eq!(row.status, OutboxStatus::Failed, "a refusal is final");
     assert_eq!(
         row.last_error.as_deref(),
-        Some(
-            "ManyChat reported an error (HTTP 200, code 2011): Subscriber is outside the messaging window"
-        )
+        Some("ManyChat reported an error for sendFlow (HTTP 200, code 2011)")
     );
 }

@@ -39,6 +39,17 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
     if rules.budget.daily_token_cap == 0 {
         r.push("$.budget.dailyTokenCap", "must be greater than zero");
     }
+    match rules.budget.per_contact_daily_token_cap {
+        Some(0) => r.push(
+            "$.budget.perContactDailyTokenCap",
+            "must be greater than zero",
+        ),
+        Some(cap) if cap > rules.budget.daily_token_cap => r.push(
+            "$.budget.perContactDailyTokenCap",
+            "must not exceed budget.dailyTokenCap",
+        ),
+        _ => {}
+    }
     if !(rules.budget.daily_cost_cap_usd.is_finite() && rules.budget.daily_cost_cap_usd > 0.0) {
         r.push("$.budget.dailyCostCapUsd", "must be greater than zero");
     }

@@ -860,3 +860,23 @@ fn system_5_1_note_with_a_fresh_field_is_accepted() {
         .push(note("objections", "agent_note_objections"));
     assert_eq!(tool_issues(&tools, &catalog), []);
 }
+
+#[test]
+fn budget_contact_the_per_contact_share_is_positive_and_within_the_tenants_cap() {
+    let (_, mut rules, _) = demo();
+    rules.budget.daily_token_cap = 1000;
+    for (share, expected) in [
+        (Some(0), Some("must be greater than zero")),
+        (Some(1001), Some("must not exceed budget.dailyTokenCap")),
+        (Some(1000), None),
+        (None, None),
+    ] {
+        rules.budget.per_contact_daily_token_cap = share;
+        let issues = super::rules("rules.json", &rules, &ctx());
+        let expected: Vec<ConfigIssue> = expected
+            .map(|rule| ConfigIssue::new("rules.json", "$.budget.perContactDailyTokenCap", rule))
+            .into_iter()
+            .collect();
+        assert_eq!(issues, expected, "{share:?}");
+    }
+}

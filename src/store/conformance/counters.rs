@@ -55,6 +55,30 @@ pub async fn budget_accumulates_per_day(store: &dyn Store) {
     assert_eq!(store.budget(next).await.expect("budget").tokens, 7);
 }
 
+/// `contact_tokens` sums one conversation's turns in the range only.
+pub async fn contact_tokens_sum_one_conversation_in_its_range(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let spent = |conversation: ConversationId, at, tokens| NewTurn {
+        input_tokens: tokens,
+        output_tokens: 1,
+        ..NewTurn::agent(conversation, "Invented reply", "answered_inline", true, at)
+    };
+    for turn in [
+        spent(conversation.id, at_s(10), 100),
+        spent(conversation.id, at_s(20), 200),
+        spent(conversation.id, at_s(100), 400),
+        spent(other.id, at_s(20), 800),
+    ] {
+        store.record_turn(&turn).await.expect("record");
+    }
+    let tokens = |from, until| store.contact_tokens(conversation.id, at_s(from), at_s(until));
+    assert_eq!(tokens(0, 100).await.expect("sum"), 302, "until is excluded");
+    assert_eq!(tokens(0, 101).await.expect("sum"), 703);
+    assert_eq!(tokens(15, 101).await.expect("sum"), 602);
+    assert_eq!(tokens(200, 300).await.expect("sum"), 0);
+}
+
 /// `rate_count` reads a window's count without changing it: 0 before anything is counted.
 pub async fn rate_count_reads_the_window(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;

@@ -271,6 +271,7 @@ pub async fn run_all(store: &dyn Store) {
     turns_lists_every_turn_oldest_first(store).await;
     rate_counter_counts_per_window(store).await;
     budget_accumulates_per_day(store).await;
+    contact_tokens_sum_one_conversation_in_its_range(store).await;
     outbox_enqueue_stores_a_pending_row(store).await;
     outbox_claim_leases_and_counts_the_attempt(store).await;
     outbox_row_not_due_before_next_attempt_at(store).await;
@@ -385,6 +386,7 @@ mod tests {
         turns_lists_every_turn_oldest_first,
         rate_counter_counts_per_window,
         budget_accumulates_per_day,
+        contact_tokens_sum_one_conversation_in_its_range,
         outbox_enqueue_stores_a_pending_row,
         outbox_claim_leases_and_counts_the_attempt,
         outbox_row_not_due_before_next_attempt_at,

@@ -43,6 +43,24 @@ impl CounterStore for PgStore {
             .unwrap_or_default())
     }
 
+    async fn contact_tokens(
+        &self,
+        conversation: ConversationId,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<i64> {
+        let tokens: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(SUM(input_tokens + output_tokens), 0)::BIGINT FROM turns \
+             WHERE conversation_id = $1 AND created_at >= $2 AND created_at < $3",
+        )
+        .bind(conversation)
+        .bind(to_millis(from))
+        .bind(to_millis(until))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(tokens)
+    }
+
     async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()> {
         add_budget_in(&self.pool, day, tokens, cost_usd).await
     }

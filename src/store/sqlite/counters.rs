@@ -46,6 +46,10 @@ pub(super) fn rate_count_in(
     .unwrap_or(0))
 }
 
+/// One conversation's tokens in a time range (`turns_conversation_created` serves it).
+const CONTACT_TOKENS: &str = "SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM turns \
+    WHERE conversation_id = ? AND created_at >= ? AND created_at < ?";
+
 pub(super) fn budget_in(conn: &Db<'_>, day: NaiveDate) -> Result<BudgetUsage> {
     Ok(query_one(conn, BUDGET, [day_key(day)], |row| {
         Ok(BudgetUsage {
@@ -96,6 +100,24 @@ impl CounterStore for SqliteStore {
 
     async fn budget(&self, day: NaiveDate) -> Result<BudgetUsage> {
         self.read(move |conn| budget_in(conn, day)).await
+    }
+
+    async fn contact_tokens(
+        &self,
+        conversation: ConversationId,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<i64> {
+        self.read(move |conn| {
+            Ok(query_one(
+                conn,
+                CONTACT_TOKENS,
+                params![IdText::of(conversation), ms(from), ms(until)],
+                |row| Ok(row.get(0)?),
+            )?
+            .unwrap_or(0))
+        })
+        .await
     }
 
     async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()> {
