@@ -6,9 +6,7 @@
 //! - a contact has at most [`MAX_TURNS_PER_CONTACT`] turns admitted at once (in flight or
 //!   waiting behind its own earlier turn: [`MAX_IN_FLIGHT_PER_CONTACT`] +
 //!   [`MAX_WAITING_PER_CONTACT`]); a message beyond that is refused with 429 and `Retry-After`
-//!   before any slot is taken, at that contact's expense only. The split itself is not
-//!   enforced: bound turns run one at a time (037), so a contact with its token holds one slot;
-//!   unbound turns do not wait, so a contact without it holds at most the six;
+//!   before any slot is taken, at that contact's expense only;
 //! - a turn waiting behind its contact's earlier turn (037) holds no slot: it gives its slot
 //!   back while it waits ([`TurnPlace::step_aside`]) and takes one again, waiting for it if
 //!   need be, when its place in the contact's order comes ([`TurnPlace::resume`]).
