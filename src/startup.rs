@@ -237,7 +237,6 @@ impl Application {
             callback_url: crate::channel::callback_url(&settings.public_base_url),
             token_field: settings.manychat_token_field.clone(),
             in_flight: Arc::new(Semaphore::new(settings.max_turns_in_flight)),
-            contact_turns: crate::turn::place::ContactTurns::new(),
             body_timeout: settings.connections.body_timeout,
             metrics_auth: settings
                 .metrics_token

@@ -69,9 +69,6 @@ pub struct AppState {
     /// Beyond: turns in flight; when none is free the escalation copy is returned without
     /// calling the model (`load shed`).
     pub in_flight: Arc<Semaphore>,
-    /// Each contact's turns admitted at once (`turn::place`): one contact cannot take every
-    /// slot of `in_flight`.
-    pub contact_turns: Arc<crate::turn::place::ContactTurns>,
     /// `HTTP_BODY_TIMEOUT_MS`: the message body must arrive within this of the request's head.
     pub body_timeout: Duration,
     /// `METRICS_TOKEN`: when set, `GET /metrics` needs it as a bearer token.
@@ -233,11 +230,6 @@ async fn message(
         authorization,
         token_field: &state.token_field,
     };
-    // One contact's burst is refused at its own expense, before it takes any slot.
-    let Some(admission) = state.contact_turns.admit(&message.subscriber_id) else {
-        tracing::warn!("contact has too many turns in flight or waiting; refused with 429");
-        return too_many_requests(&state, rate_limit::RetryAfter(CONTACT_TURNS_RETRY));
-    };
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         state.metrics.load_shed.inc();
         tracing::warn!("load shed: too many turns in flight");
@@ -263,8 +255,7 @@ async fn message(
         media: message.media,
         arrived_at,
     };
-    let place = crate::turn::place::TurnPlace::new(permit, Some(admission));
-    match state.turns.handle(inbound, Some(Arc::new(place))).await {
+    match state.turns.handle(inbound, Some(Arc::new(permit))).await {
         Ok(turn) => {
             let rendered = channel::render(state.channel, &turn.messages, &callback);
             match turn.after {
@@ -298,9 +289,6 @@ async fn message(
         }
     }
 }
-
-/// `Retry-After` for a contact at its turns' cap: about one turn's time.
-const CONTACT_TURNS_RETRY: Duration = Duration::from_secs(10);
 
 /// 429 with `Retry-After`: the whole seconds until the key has budget again.
 fn too_many_requests(state: &AppState, retry: rate_limit::RetryAfter) -> Response {

@@ -39,7 +39,6 @@ mod hold;
 pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
-pub mod place;
 mod race;
 mod record;
 mod settle;
@@ -121,9 +120,9 @@ impl Inbound {
     }
 }
 
-/// A turn's place under `MAX_TURNS_IN_FLIGHT` and among its contact's turns (`place`), shared
-/// by the request and the agent it starts: given back when the last holder ends.
-pub type InFlight = Arc<place::TurnPlace>;
+/// A turn's place under `MAX_TURNS_IN_FLIGHT`, shared by the request and the agent it starts:
+/// given back when the last holder ends.
+pub type InFlight = Arc<tokio::sync::OwnedSemaphorePermit>;
 
 /// What the HTTP layer renders, and what it runs once the response is written.
 #[derive(Debug)]

@@ -35,18 +35,12 @@ impl WaitingTurn {
         let inner = &self.engine.inner;
         let abandon_at =
             self.inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
-        let in_flight = self.in_flight.clone();
-        let acquired = tokio::time::timeout_at(abandon_at, async {
-            let guard = inner
+        let acquired = tokio::time::timeout_at(
+            abandon_at,
+            inner
                 .order
-                .acquire(&self.conversation.subscriber_id, self.conversation.id)
-                .await?;
-            // Its place came: it takes a slot again before it runs.
-            if let Some(place) = &in_flight {
-                place.resume().await;
-            }
-            Ok(guard)
-        })
+                .acquire(&self.conversation.subscriber_id, self.conversation.id),
+        )
         .await;
         let result = match acquired {
             Ok(Ok(guard)) => match start.send(Ok(guard)) {
@@ -153,10 +147,6 @@ impl TurnEngine {
             promised: promise_rx,
             in_flight: in_flight.clone(),
         };
-        // A turn waiting behind its contact's earlier turn holds no slot (`place`).
-        if let Some(place) = &in_flight {
-            place.step_aside();
-        }
         inner.tasks.spawn(waiting.wait(start_tx));
         let deadline = inbound.arrived_at + inner.settings.race_deadline;
         let started = match tokio::time::timeout_at(deadline, &mut start_rx).await {
