@@ -20,7 +20,6 @@ use crate::manychat::ManyChatClient;
 use crate::manychat::account::{Account, AccountField, AccountFlow, Named, Wiring};
 use crate::metrics::Metrics;
 use crate::observability::{self, LogFormat};
-use crate::outbox::{OutboxWorker, WorkerSettings};
 use crate::settings::{Needs, Settings};
 use crate::startup::{self, Application, Overrides};
 use crate::store::Store;
@@ -195,20 +194,15 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         }
         false => None,
     };
-    let worker = OutboxWorker::new(
+    let worker = startup::outbox_worker(
+        &settings,
         store,
         client,
+        reply_flow_ns,
         clock,
-        WorkerSettings::new(
-            settings.manychat_reply_field.clone(),
-            reply_flow_ns,
-            settings.manychat_reply_gap,
-        )
-        .with_token_field(settings.manychat_token_field.clone())
-        .with_lease(settings.outbox_lease),
         metrics,
-    )
-    .with_tenant_config(config);
+        config,
+    );
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {
