@@ -252,6 +252,13 @@ pub trait TurnStore: ConversationStore + CounterStore + OutboxStore + SalesStore
     /// 012: rewrites a turn's action record after its actions ran.
     async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()>;
 
+    /// The business's read tools (`crate::plugins`): writes a turn's plugin reads
+    /// (`[{"tool", "available", "ms"}]`) once the turn is recorded.
+    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()>;
+
+    /// A turn's plugin reads; `None` when it made none (or the turn does not exist).
+    async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>>;
+
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>>;
 
     /// 018 history: the conversation's last `limit` bound turns created at or after `since`,

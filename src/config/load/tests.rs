@@ -2,7 +2,7 @@ use super::*;
 use std::fs;
 
 fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
+    crate::config::examples::shipped_examples()
 }
 
 fn examples_ctx() -> ConfigContext {

@@ -282,6 +282,7 @@ pub async fn run_all(store: &dyn Store) {
     sales_record_reads_offering_and_action_records(store).await;
     spec_032_the_opening_is_claimed_once_per_contact(store).await;
     spec_025_scheduling_twice_leaves_one_pending_row(store).await;
+    spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one(store).await;
     spec_025_claim_takes_due_rows_once(store).await;
     spec_025_a_nudge_turn_is_written_only_under_its_claim(store).await;
     token_rotation_keeps_previous(store).await;
@@ -444,6 +445,7 @@ mod tests {
         sales_aggregates_count_a_period_by_hand,
         report_week_reads_what_the_two_calls_read,
         spec_025_scheduling_twice_leaves_one_pending_row,
+        spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one,
         spec_025_claim_takes_due_rows_once,
         spec_025_a_nudge_turn_is_written_only_under_its_claim,
         run_all,

@@ -134,6 +134,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "nudge_worker",
         include_str!("../../../migrations/sqlite/0013_nudge_worker.sql"),
     ),
+    (
+        14,
+        "nudge_record",
+        include_str!("../../../migrations/sqlite/0014_nudge_record.sql"),
+    ),
+    (
+        15,
+        "turns_plugin_reads",
+        include_str!("../../../migrations/sqlite/0015_turns_plugin_reads.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
