@@ -488,10 +488,7 @@ pub fn send_in_background(app: &TestApp, subscriber: &str, text: &str) -> Backgr
 
 /// The deadline (8 s) passes while `request` waits on a model still thinking: the contact is
 /// answered 200 with the acknowledgement.
-pub async fn acknowledged_at_the_deadline(
-    app: &TestApp,
-    request: tokio::task::JoinHandle<(u16, Value)>,
-) {
+pub async fn acknowledged_at_the_deadline(app: &TestApp, request: Background<(u16, Value)>) {
     tokio::time::advance(Duration::from_secs(8)).await;
     let (status, body) = request.await.unwrap();
     assert_eq!(status, 200);

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use manychat_agent::model::mock::{ScriptedModel, reply, tool_calls};
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply, tool_calls};
 use manychat_agent::model::{Message, Model, ModelError, ModelRequest, ModelResponse};
 use manychat_agent::store::NewTurn;
 use serde_json::{Value, json};

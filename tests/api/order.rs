@@ -26,8 +26,8 @@ async fn second_message_during_the_first_turn(
 ) -> (
     TestApp,
     Arc<ScriptedModel>,
-    tokio::task::JoinHandle<Value>,
-    tokio::task::JoinHandle<Value>,
+    Background<Value>,
+    Background<Value>,
 ) {
     let model = Arc::new(ScriptedModel::from_steps([
         ScriptStep::ok(reply(reply_json(first_answer))).after(Duration::from_secs(seconds)),
