@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 mod common;
-use common::{env_usize, serve};
+use common::{env_usize, run, serve};
 
 /// ManyChat's budget, requests per second.
 const BUDGET_PER_SECOND: f64 = 10.0;
@@ -103,11 +103,7 @@ async fn queue_reply(store: &dyn Store, subscriber: u64, messages: usize) {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    run(async {
         let backlog = env_usize("BENCH_BACKLOG", 1000);
         let messages = env_usize("BENCH_MESSAGES", 1).max(1);
         let fresh = env_usize("BENCH_FRESH", 20);

@@ -177,27 +177,32 @@ fn main() {
         eprintln!("replicas bench: set TEST_DATABASE_URL to a PostgreSQL database");
         std::process::exit(2);
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async move {
+    run(async move {
         let requests = env_usize("BENCH_REQUESTS", 2000);
         let concurrency = env_usize("BENCH_CONCURRENCY", 64);
         let slow_concurrency = env_usize("BENCH_SLOW_CONCURRENCY", 128);
         let fake = Router::new().fallback(|| async {
-            axum::Json(json!({"status": "success", "data": {"id": "1", "tags": [], "custom_fields": []}}))
+            axum::Json(
+                json!({"status": "success", "data": {"id": "1", "tags": [], "custom_fields": []}}),
+            )
         });
         let manychat_base = serve(fake).await;
         let admin = sqlx::PgPool::connect(&base).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
 
-        println!("| model | replicas | clients | turns/s | p50 | p99 | not the model's answer | connections at peak (server) |");
+        println!(
+            "| model | replicas | clients | turns/s | p50 | p99 | not the model's answer | connections at peak (server) |"
+        );
         println!("|---|---|---|---|---|---|---|---|");
         let mut first_contact = 9_000_000;
         for (label, delay, clients, total) in [
             ("instant", Duration::ZERO, concurrency, requests),
-            ("1 s", Duration::from_secs(1), slow_concurrency, slow_concurrency * 4),
+            (
+                "1 s",
+                Duration::from_secs(1),
+                slow_concurrency,
+                slow_concurrency * 4,
+            ),
         ] {
             for replicas in [1usize, 2] {
                 let schema = manychat_agent::store::postgres::create_test_schema(&base)

@@ -49,7 +49,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 mod common;
-use common::{SECRET, env_usize, serve};
+use common::{SECRET, env_usize, run, serve};
 
 /// An instant model. `Tools`: its first step stages three writes (a tag, a field, a note),
 /// performed after the response, and its second answers. `Read`: its first step reads the
@@ -620,11 +620,7 @@ async fn warm_up_all(urls: &[&str], concurrency: usize) {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    run(async {
         let requests = env_usize("BENCH_REQUESTS", 8000);
         let concurrencies: Vec<usize> = std::env::var("BENCH_CONCURRENCY")
             .unwrap_or_else(|_| "8,32,64".to_owned())
@@ -668,22 +664,21 @@ fn main() {
 
         let dir = tempfile::tempdir().unwrap();
         let shutdown = CancellationToken::new();
-        let plain_url = start_app(dir.path(), "plain", &manychat_base, Kind::Plain, &shutdown).await;
+        let app = async |name: &str, manychat: &str, kind: Kind| {
+            start_app(dir.path(), name, manychat, kind, &shutdown).await
+        };
+        let plain_url = app("plain", &manychat_base, Kind::Plain).await;
         // The new-contact phase's app: every request is a contact's first message.
-        let fresh_url = start_app(dir.path(), "fresh", &manychat_base, Kind::Plain, &shutdown).await;
-        let tool_url = start_app(dir.path(), "tools", &manychat_base, Kind::Tools, &shutdown).await;
-        let read_url = start_app(dir.path(), "read", &manychat_base, Kind::Read, &shutdown).await;
+        let fresh_url = app("fresh", &manychat_base, Kind::Plain).await;
+        let tool_url = app("tools", &manychat_base, Kind::Tools).await;
+        let read_url = app("read", &manychat_base, Kind::Read).await;
         // The paced phases' apps, on the slow fake: a flow turn (unsold tenant) and a sales turn
         // (the selling demo tenant), each beside the plain turn of the same app.
-        let flow_url =
-            start_app(dir.path(), "flow", &slow_manychat_base, Kind::Flow, &shutdown).await;
-        let sales_url =
-            start_app(dir.path(), "sales", &slow_manychat_base, Kind::Sales, &shutdown).await;
+        let flow_url = app("flow", &slow_manychat_base, Kind::Flow).await;
+        let sales_url = app("sales", &slow_manychat_base, Kind::Sales).await;
         // Fresh apps for the sales comparisons, so no contact nears the turn cap.
-        let sold_url =
-            start_app(dir.path(), "plain-sold", &manychat_base, Kind::Plain, &shutdown).await;
-        let unsold_url =
-            start_app(dir.path(), "plain-unsold", &manychat_base, Kind::Plain, &shutdown).await;
+        let sold_url = app("plain-sold", &manychat_base, Kind::Plain).await;
+        let unsold_url = app("plain-unsold", &manychat_base, Kind::Plain).await;
 
         drive(bare_url.clone(), 2000, widest).await;
         // Every plain turn answered, warm-up included; checked against the database after.
@@ -722,12 +717,27 @@ fn main() {
                 let slices = slices.min(requests / c).max(1);
                 for slice in 0..slices {
                     let (first, count) = (slice * (requests / slices / c), requests / slices);
-                    bare.push(drive_slice(&bare_client, &bare_url, count, c, first, subscriber).await);
-                    plain.push(drive_slice(&plain_client, &plain_url, count, c, first, subscriber).await);
+                    bare.push(
+                        drive_slice(&bare_client, &bare_url, count, c, first, subscriber).await,
+                    );
+                    plain.push(
+                        drive_slice(&plain_client, &plain_url, count, c, first, subscriber).await,
+                    );
                     // A contact's first message: a contact never seen before per request.
-                    fresh.push(drive_slice(&fresh_client, &fresh_url, count, c, first + round * requests, new_contact).await);
+                    fresh.push(
+                        drive_slice(
+                            &fresh_client,
+                            &fresh_url,
+                            count,
+                            c,
+                            first + round * requests,
+                            new_contact,
+                        )
+                        .await,
+                    );
                 }
-                let (bare, plain, fresh) = (Measured::of(bare), Measured::of(plain), Measured::of(fresh));
+                let (bare, plain, fresh) =
+                    (Measured::of(bare), Measured::of(plain), Measured::of(fresh));
                 plain_answered += plain.requests;
                 println!("round {round}");
                 line("bare handler", c, &bare);
@@ -742,7 +752,10 @@ fn main() {
                 ratios.push(ratio);
                 fresh_ratios.push(fresh_ratio);
             }
-            for (what, ratios) in [("returning", &mut ratios), ("new contact", &mut fresh_ratios)] {
+            for (what, ratios) in [
+                ("returning", &mut ratios),
+                ("new contact", &mut fresh_ratios),
+            ] {
                 ratios.sort_by(f64::total_cmp);
                 summary.push(format!(
                     "c={c:<3} {what:<11} median {:.1}% (rounds: {})",
@@ -791,7 +804,11 @@ fn main() {
         // is fresh, so every database is the same size.
         let c = concurrencies.first().copied().unwrap_or(8);
         warm_up_all(&[&unsold_url, &sold_url, &tool_url], c).await;
-        let apps = [("plain unsold", &unsold_url), ("plain selling", &sold_url), ("tool turn", &tool_url)];
+        let apps = [
+            ("plain unsold", &unsold_url),
+            ("plain selling", &sold_url),
+            ("tool turn", &tool_url),
+        ];
         // Per round: [unsold, selling, tool] as a share of the bare handler, then selling and
         // tool as a share of unsold.
         let mut per_round: Vec<[f64; 5]> = Vec::new();
@@ -903,7 +920,10 @@ fn main() {
                 percentile(latencies, 0.95).as_secs_f64() * 1e3
             );
         };
-        println!("paced, ManyChat answering in {} ms:", MANYCHAT_ANSWER.as_millis());
+        println!(
+            "paced, ManyChat answering in {} ms:",
+            MANYCHAT_ANSWER.as_millis()
+        );
         quantiles("flow turn (one flow)", &flow.0);
         quantiles("plain turn, same app", &flow.1);
         quantiles("sales turn (intent+stage+flow)", &sales.0);

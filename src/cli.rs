@@ -20,7 +20,6 @@ use crate::manychat::ManyChatClient;
 use crate::manychat::account::{Account, AccountField, AccountFlow, Named, Wiring};
 use crate::metrics::Metrics;
 use crate::observability::{self, LogFormat};
-use crate::outbox::{OutboxWorker, WorkerSettings};
 use crate::settings::{Needs, Settings};
 use crate::startup::{self, Application, Overrides};
 use crate::store::Store;
@@ -214,22 +213,15 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         }
         false => None,
     };
-    let worker = OutboxWorker::new(
+    let worker = startup::outbox_worker(
+        &settings,
         store,
         client,
+        reply_flow_ns,
         clock,
-        WorkerSettings::new(
-            settings.manychat_reply_field.clone(),
-            reply_flow_ns,
-            settings.manychat_reply_gap,
-        )
-        .with_token_field(settings.manychat_token_field.clone())
-        .with_lease(settings.outbox_lease)
-        .with_give_up_after(settings.outbox_give_up_after)
-        .with_shutdown_drain(settings.shutdown_drain),
         metrics,
+        config.clone(),
     )
-    .with_tenant_config(config.clone())
     .with_plugins(plugins_client(env, &config)?);
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();

@@ -205,22 +205,15 @@ impl Application {
             metrics.clone(),
             turns.shared(),
         );
-        let worker = OutboxWorker::new(
+        let worker = outbox_worker(
+            &settings,
             store.clone(),
             manychat,
+            reply_flow_ns,
             clock,
-            WorkerSettings::new(
-                settings.manychat_reply_field.clone(),
-                reply_flow_ns,
-                settings.manychat_reply_gap,
-            )
-            .with_token_field(settings.manychat_token_field.clone())
-            .with_lease(settings.outbox_lease)
-            .with_give_up_after(settings.outbox_give_up_after)
-            .with_shutdown_drain(settings.shutdown_drain),
             metrics.clone(),
+            config.clone(),
         )
-        .with_tenant_config(config.clone())
         .with_plugins(plugins.clone());
         let state = AppState {
             turns,
@@ -383,6 +376,30 @@ pub fn nudge_worker(
         },
         Arc::new(turn),
     )
+}
+
+/// The outbox worker of `serve` and `worker`: replies go to `MANYCHAT_REPLY_FIELD` and
+/// `reply_flow_ns`, `MANYCHAT_REPLY_GAP_MS` apart, claimed for `OUTBOX_LEASE_MS`; a
+/// dead-lettered reply hands its contact off per the tenant's `rules.handoff`.
+pub fn outbox_worker(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+    manychat: ManyChatClient,
+    reply_flow_ns: String,
+    clock: Clock,
+    metrics: Arc<Metrics>,
+    config: Arc<ConfigHandle>,
+) -> OutboxWorker {
+    let worker_settings = WorkerSettings::new(
+        settings.manychat_reply_field.clone(),
+        reply_flow_ns,
+        settings.manychat_reply_gap,
+    )
+    .with_token_field(settings.manychat_token_field.clone())
+    .with_lease(settings.outbox_lease)
+    .with_give_up_after(settings.outbox_give_up_after)
+    .with_shutdown_drain(settings.shutdown_drain);
+    OutboxWorker::new(store, manychat, clock, worker_settings, metrics).with_tenant_config(config)
 }
 
 /// The ManyChat limiter for a process using `store`: on a store that keeps the

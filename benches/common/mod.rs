@@ -26,6 +26,15 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// Runs a bench's body to the end on a multi-threaded runtime, as the service runs.
+pub fn run<F: std::future::Future>(bench: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench)
+}
+
 /// Serves `router` on a loopback port; returns its base URL (`http://127.0.0.1:…`).
 pub async fn serve(router: Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -283,6 +283,13 @@ pub(crate) mod tests {
         })
     }
 
+    /// A model that asks for a tool on each of the turn's `MAX_STEPS` calls and never answers.
+    pub(crate) fn a_tool_call_every_step() -> Vec<Result<ModelResponse, ModelError>> {
+        (1..=MAX_STEPS)
+            .map(|step| calls(vec![call(&format!("c{step}"), "add_tag", json!({}))]))
+            .collect()
+    }
+
     pub(crate) fn call(id: &str, name: &str, args: Value) -> ToolCall {
         ToolCall {
             id: id.to_owned(),
@@ -471,12 +478,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn spec_012_loop_step_4_without_output_is_none() {
-        let model = ScriptedModel::new(vec![
-            calls(vec![call("c1", "add_tag", json!({}))]),
-            calls(vec![call("c2", "add_tag", json!({}))]),
-            calls(vec![call("c3", "add_tag", json!({}))]),
-            calls(vec![call("c4", "add_tag", json!({}))]),
-        ]);
+        let model = ScriptedModel::new(a_tool_call_every_step());
         let mut host = RecordingHost::default();
         let r = run_loop(&model, base(), &mut host).await;
         assert_eq!(r.output, Ok(None));

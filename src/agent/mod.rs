@@ -185,7 +185,9 @@ async fn respond(
 mod tests {
     use serde_json::json;
 
-    use super::agent_loop::tests::{RecordingHost, ScriptedModel, answer, call, calls, usage};
+    use super::agent_loop::tests::{
+        RecordingHost, ScriptedModel, a_tool_call_every_step, answer, usage,
+    };
     use super::prompt::tests::demo_config;
     use super::*;
     use crate::store::Role;
@@ -290,12 +292,7 @@ mod tests {
     async fn spec_012_no_reply_after_four_steps_fails_closed_like_a_schema_failure() {
         let cfg = demo_config();
         let prompt = SnapshotPrompt::new(&cfg);
-        let model = ScriptedModel::new(vec![
-            calls(vec![call("c1", "add_tag", json!({}))]),
-            calls(vec![call("c2", "add_tag", json!({}))]),
-            calls(vec![call("c3", "add_tag", json!({}))]),
-            calls(vec![call("c4", "add_tag", json!({}))]),
-        ]);
+        let model = ScriptedModel::new(a_tool_call_every_step());
         let mut host = RecordingHost::default();
         let t = think(&model, input(&cfg, &prompt, "hi"), &mut host).await;
         assert_eq!(t.steps, 4);

@@ -37,6 +37,12 @@ pub struct Account {
     pub fields: Vec<AccountField>,
 }
 
+/// An optional text member of a listed item: empty when ManyChat leaves it out.
+fn text_or_empty(item: &Value, key: &str) -> String {
+    let text = item.get(key).and_then(Value::as_str);
+    text.unwrap_or_default().to_owned()
+}
+
 /// getFlows' `data`: `{"flows": [{"ns", "name", "folder_id"}], "folders": […]}`.
 pub(crate) fn parse_flows(data: &Value) -> Option<Vec<AccountFlow>> {
     let flows = data.get("flows")?.as_array()?;
@@ -46,11 +52,7 @@ pub(crate) fn parse_flows(data: &Value) -> Option<Vec<AccountFlow>> {
             .filter_map(|flow| {
                 Some(AccountFlow {
                     ns: flow.get("ns")?.as_str()?.to_owned(),
-                    name: flow
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
+                    name: text_or_empty(flow, "name"),
                 })
             })
             .collect(),
@@ -75,11 +77,7 @@ pub(crate) fn parse_fields(data: &Value) -> Option<Vec<AccountField>> {
             .filter_map(|field| {
                 Some(AccountField {
                     name: field.get("name")?.as_str()?.to_owned(),
-                    kind: field
-                        .get("type")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
+                    kind: text_or_empty(field, "type"),
                 })
             })
             .collect(),

@@ -225,8 +225,7 @@ impl ManyChatClient {
 
     /// Adds the tag named `tag_name` to the contact.
     pub async fn add_tag(&self, sub: &SubscriberId, tag_name: &str) -> Result<(), ManyChatError> {
-        let body = serde_json::json!({"subscriber_id": sub.to_json(), "tag_name": tag_name});
-        self.post(Endpoint::AddTagByName, &body).await
+        self.post_tag(Endpoint::AddTagByName, sub, tag_name).await
     }
 
     /// Removes the tag named `tag_name` from the contact.
@@ -235,8 +234,19 @@ impl ManyChatClient {
         sub: &SubscriberId,
         tag_name: &str,
     ) -> Result<(), ManyChatError> {
+        self.post_tag(Endpoint::RemoveTagByName, sub, tag_name)
+            .await
+    }
+
+    /// addTagByName and removeTagByName take one body: the contact and the tag's name.
+    async fn post_tag(
+        &self,
+        endpoint: Endpoint,
+        sub: &SubscriberId,
+        tag_name: &str,
+    ) -> Result<(), ManyChatError> {
         let body = serde_json::json!({"subscriber_id": sub.to_json(), "tag_name": tag_name});
-        self.post(Endpoint::RemoveTagByName, &body).await
+        self.post(endpoint, &body).await
     }
 
     /// Writes `value` (typed as ManyChat expects: string, number, boolean, date string) into the

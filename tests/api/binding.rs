@@ -40,6 +40,13 @@ async fn written_tokens(app: &TestApp) -> Vec<String> {
         .collect()
 }
 
+/// `text`, the contact's first message, sent without a token: the token it was issued.
+async fn first_token(app: &TestApp, subscriber: &str, text: &str) -> String {
+    send_with_token(app, subscriber, text, None).await;
+    app.settle().await;
+    written_tokens(app).await.remove(0)
+}
+
 fn prompt_of(model: &ScriptedModel, call: usize) -> String {
     match model.requests()[call].messages.first() {
         Some(Message::User { text }) => text.clone(),
@@ -66,9 +73,7 @@ async fn system_019_first_turn_issues_a_token_written_to_the_field_and_stored_as
 async fn system_019_current_token_reads_history_and_a_wrong_one_is_answered_alone() {
     let _frozen = FrozenClock::freeze();
     let (app, model) = enforced_app(4).await;
-    send_with_token(&app, "8002", "My first question", None).await;
-    app.settle().await;
-    let token = written_tokens(&app).await.remove(0);
+    let token = first_token(&app, "8002", "My first question").await;
 
     send_with_token(&app, "8002", "Second, with my token", Some(&token)).await;
     assert!(
@@ -110,9 +115,7 @@ async fn system_019_current_token_reads_history_and_a_wrong_one_is_answered_alon
 async fn system_019_previous_token_still_binds_after_a_reissue() {
     let _frozen = FrozenClock::freeze();
     let (app, model) = enforced_app(3).await;
-    send_with_token(&app, "8003", "Opening question", None).await;
-    app.settle().await;
-    let first = written_tokens(&app).await.remove(0);
+    let first = first_token(&app, "8003", "Opening question").await;
     tokio::time::advance(std::time::Duration::from_secs(61 * 60)).await;
     // A missing token is unbound and triggers a reissue; the first token becomes "previous".
     send_with_token(&app, "8003", "No token this time", None).await;

@@ -233,7 +233,7 @@ fn commands_require_only_the_variables_they_use() {
         &manychat_agent::config::examples::shipped_examples(),
         &config,
     );
-    let database = format!("sqlite://{}/agent.db", dir.path().display());
+    let database = sqlite_file_url(dir.path());
 
     let output = binary()
         .arg("worker")
@@ -283,10 +283,7 @@ fn a_busy_port_is_named() {
         .arg("serve")
         .env_clear()
         .env("CONFIG_DIR", &config)
-        .env(
-            "DATABASE_URL",
-            format!("sqlite://{}/agent.db", dir.path().display()),
-        )
+        .env("DATABASE_URL", sqlite_file_url(dir.path()))
         .env("MANYCHAT_SHARED_SECRET", "fixture-secret-aaaaaaaa")
         .env("PUBLIC_BASE_URL", "https://agent.example.test")
         .env("MANYCHAT_API_TOKEN", "mc-fixture-token")
@@ -340,7 +337,7 @@ async fn database_with_two_contacts(
 ) -> (String, manychat_agent::store::Conversation) {
     use manychat_agent::ids::SubscriberId;
     use manychat_agent::store::{NewOutboxRow, NewTurn, OutboxKind};
-    let url = format!("sqlite://{}/agent.db", dir.display());
+    let url = sqlite_file_url(dir);
     let store = manychat_agent::store::connect(&url).await.unwrap();
     let now = chrono::Utc::now();
     let mut first = None;

@@ -26,20 +26,7 @@ async fn a_deferred_whatsapp_reply_is_one_field_write_and_one_trigger() {
     ]));
     let app = spawn_app(model.clone()).await;
     app.returning_contact("9201").await;
-    let request = send_in_background(&app, "9201", "When and how much?");
-    until(async || model.calls() == 1).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
-    tokio::time::advance(Duration::from_secs(1)).await;
-    until(async || {
-        app.turns("9201")
-            .await
-            .last()
-            .is_some_and(|t| t.outcome.as_deref() == Some("deferred"))
-    })
-    .await;
-    app.settle().await;
+    deferred_by_a_late_answer(&app, &model, 1, "9201", "When and how much?").await;
 
     app.worker.run_once().await.unwrap();
     let requests = app.manychat_requests().await;

@@ -339,8 +339,8 @@ use std::sync::Arc;
 
 use manychat_agent::model::mock::{HangingModel, ScriptStep, ScriptedModel, reply};
 use manychat_agent::store::{OutboxKind, OutboxStatus};
+use wiremock::Mock;
 use wiremock::matchers::{method, path};
-use wiremock::{Mock, ResponseTemplate};
 
 fn tag_requests(requests: &[Recorded]) -> usize {
     requests
@@ -368,10 +368,7 @@ async fn a_failed_handoff_is_retried_through_the_outbox() {
     // ManyChat refuses the first tag with a server error, then accepts.
     Mock::given(method("POST"))
         .and(path("/fb/subscriber/addTagByName"))
-        .respond_with(
-            ResponseTemplate::new(500)
-                .set_body_json(json!({"status": "error", "message": "Internal error"})),
-        )
+        .respond_with(manychat_error(500, "Internal error"))
         .up_to_n_times(1)
         .with_priority(1)
         .mount(&app.manychat)

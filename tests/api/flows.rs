@@ -109,16 +109,8 @@ async fn spec_029_verification_1_a_flow_over_the_cap_is_not_sent() {
 async fn spec_029_bad_input_manychat_refusing_or_answering_200_with_an_error_status_is_sent_false()
 {
     for (subscriber, response) in [
-        (
-            "7103",
-            ResponseTemplate::new(400)
-                .set_body_json(json!({"status": "error", "message": "Flow not found"})),
-        ),
-        (
-            "7104",
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"status": "error", "message": "Flow not found"})),
-        ),
+        ("7103", manychat_error(400, "Flow not found")),
+        ("7104", manychat_error(200, "Flow not found")),
     ] {
         let mut calls = handbuilding_prospect().to_vec();
         calls.push(send_flow("handbuilding_guide", false));
@@ -270,9 +262,7 @@ async fn spec_029_verification_5_a_deferred_call_aborted_after_sending_a_flow_re
     let app = spawn_app_with(AppOptions::new(model.clone())).await;
     app.returning_contact("7108").await;
     holding_line_at_the_deadline(&app, &model, "7108", "What is the weekend like?").await;
-    tokio::time::advance(Duration::from_secs(22)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle().await;
+    app.queued_after(Duration::from_secs(22)).await;
     let turn = agent_turn(&app, "7108").await;
     assert_eq!(turn.outcome.as_deref(), Some("error"));
     assert_eq!(

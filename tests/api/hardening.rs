@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio::time::advance;
 
 use crate::helpers::*;
-use crate::reload::{escalation_copy_served, send_sighup};
+use crate::reload::{escalation_copy_served, send_sighup, sighup_applies_a_new_escalation_copy};
 
 const HEALTH: &[u8] = b"GET /health HTTP/1.1\r\nHost: agent.test\r\n\r\n";
 
@@ -484,18 +484,9 @@ async fn fifo_in_config_is_refused_and_reload_does_not_wedge() {
 
     // A valid rules.json and the next SIGHUP: applied.
     std::fs::remove_file(&rules_path).unwrap();
-    rules["messages"]["escalation"] = Value::String("A colleague will write to you.".into());
-    std::fs::write(&rules_path, rules.to_string()).unwrap();
-    send_sighup();
-    let mut served = String::new();
-    for _ in 0..400 {
-        served = escalation_copy_served(&app, "9202").await;
-        if served != original {
-            break;
-        }
-        real_pause().await;
-    }
-    assert_eq!(served, "A colleague will write to you.");
+    let copy = "A colleague will write to you.";
+    let edit = (&mut rules, rules_path.as_path());
+    sighup_applies_a_new_escalation_copy(&app, edit, "9202", &original, copy).await;
 }
 
 #[tokio::test]
@@ -564,11 +555,5 @@ async fn metrics_requires_the_bearer_token_when_one_is_set() {
 
     // Without METRICS_TOKEN the endpoint stays open, as before.
     let open = spawn_app(quiet_model()).await;
-    let response = open
-        .http
-        .get(format!("{}/metrics", open.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(open.get("/metrics").await.status().as_u16(), 200);
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manychat_agent::model::Model;
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
 use manychat_agent::outbox::OutboxWorker;
 use manychat_agent::settings::Settings;
 use manychat_agent::startup::{Application, Overrides};
@@ -288,6 +289,12 @@ impl TestApp {
     }
 
     /// Every request the fake ManyChat received, in order.
+    /// The paths ManyChat received, in order (contact-token writes left out).
+    pub async fn manychat_paths(&self) -> Vec<String> {
+        let requests = self.manychat_requests().await;
+        requests.into_iter().map(|r| r.path).collect()
+    }
+
     pub async fn all_manychat_requests(&self) -> Vec<Recorded> {
         self.manychat
             .received_requests()
@@ -323,6 +330,26 @@ impl TestApp {
     pub async fn turns(&self, subscriber: &str) -> Vec<Turn> {
         let conversation = self.conversation(subscriber).await;
         self.store.turns(conversation.id).await.unwrap()
+    }
+
+    /// Waits until the contact's last recorded turn has `outcome` (a lost race's reply is
+    /// recorded as `deferred` once the model answers).
+    pub async fn until_last_outcome(&self, subscriber: &str, outcome: &str) {
+        until(async || {
+            let turns = self.turns(subscriber).await;
+            turns
+                .last()
+                .is_some_and(|t| t.outcome.as_deref() == Some(outcome))
+        })
+        .await;
+    }
+
+    /// Moves tokio's clock `by`, waits until the outbox holds a row (a late reply, or the
+    /// escalation copy an abort queues), then until the app's tasks have settled.
+    pub async fn queued_after(&self, by: Duration) {
+        tokio::time::advance(by).await;
+        until(async || !self.outbox().await.is_empty()).await;
+        self.settle().await;
     }
 
     pub async fn outbox(&self) -> Vec<OutboxRow> {
@@ -373,16 +400,15 @@ impl TestApp {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// A GET of `route` (`/health`, `/metrics`) on the app.
+    pub async fn get(&self, route: &str) -> reqwest::Response {
+        let url = format!("{}{route}", self.address);
+        self.http.get(url).send().await.unwrap()
+    }
+
     /// The app's `/metrics` text.
     pub async fn metrics_text(&self) -> String {
-        self.http
-            .get(format!("{}/metrics", self.address))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        self.get("/metrics").await.text().await.unwrap()
     }
 
     /// Stops the app and waits until it has drained.
@@ -460,6 +486,33 @@ pub fn send_in_background(app: &TestApp, subscriber: &str, text: &str) -> Backgr
     })
 }
 
+/// The deadline (8 s) passes while `request` waits on a model still thinking: the contact is
+/// answered 200 with the acknowledgement.
+pub async fn acknowledged_at_the_deadline(app: &TestApp, request: Background<(u16, Value)>) {
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let (status, body) = request.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+}
+
+/// `text` from `subscriber` on a model whose answer (its call number `call`) comes 9 s in: the
+/// contact is acknowledged at the deadline, and a second later the reply is recorded as
+/// deferred.
+pub async fn deferred_by_a_late_answer(
+    app: &TestApp,
+    model: &ScriptedModel,
+    call: usize,
+    subscriber: &str,
+    text: &str,
+) {
+    let request = send_in_background(app, subscriber, text);
+    until(async || model.calls() == call).await;
+    acknowledged_at_the_deadline(app, request).await;
+    tokio::time::advance(Duration::from_secs(1)).await;
+    app.until_last_outcome(subscriber, "deferred").await;
+    app.settle().await;
+}
+
 /// Polls `condition` in real time (tokio's clock may be frozen) until it holds.
 pub async fn until(mut condition: impl AsyncFnMut() -> bool) {
     for _ in 0..600 {
@@ -469,6 +522,61 @@ pub async fn until(mut condition: impl AsyncFnMut() -> bool) {
         real_pause().await;
     }
     panic!("condition not reached");
+}
+
+/// ManyChat's refusal: `status` with its error body (`{"status": "error", "message": ...}`).
+pub fn manychat_error(status: u16, message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(json!({"status": "error", "message": message}))
+}
+
+/// A model whose one answer is `text` after `delay` (a turn still thinking while the test moves
+/// the clock).
+pub fn slow_reply(text: &str, delay: Duration) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
+        reply_json(text),
+    ))
+    .after(delay)]))
+}
+
+/// A fresh schema on `TEST_DATABASE_URL`'s PostgreSQL: its name and the URL whose
+/// `search_path` is that schema.
+pub async fn fresh_postgres_schema() -> (String, String) {
+    let base = test_database_url();
+    let schema = manychat_agent::store::postgres::create_test_schema(&base)
+        .await
+        .unwrap();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options[search_path]={schema}");
+    (schema, url)
+}
+
+/// The URL of the SQLite file `agent.db` in `dir` (created on first connect).
+pub fn sqlite_file_url(dir: &Path) -> String {
+    format!("sqlite://{}/agent.db", dir.display())
+}
+
+/// Another replica (a holder this app is not) holds the conversation's turn ticket in `schema`,
+/// its lease running for `lease` (a PostgreSQL interval: `'2 seconds'`) from now.
+pub async fn another_replica_holds_the_ticket(
+    schema: &str,
+    conversation: &Conversation,
+    lease: &str,
+) {
+    let admin = sqlx::PgPool::connect(&test_database_url()).await.unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {schema}.turn_tickets (conversation_id, holder, lease_until) \
+         VALUES ($1, gen_random_uuid(), now() + $2::interval)"
+    ))
+    .bind(conversation.id)
+    .bind(lease)
+    .execute(&admin)
+    .await
+    .unwrap();
+}
+
+/// The URL of a fresh schema on `TEST_DATABASE_URL`'s PostgreSQL.
+pub async fn fresh_postgres_url() -> String {
+    fresh_postgres_schema().await.1
 }
 
 /// `TEST_DATABASE_URL`: the tests that need PostgreSQL are `#[ignore]`d and fail without it.

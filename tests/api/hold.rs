@@ -57,15 +57,6 @@ fn steps(steps: Vec<ScriptStep>) -> Arc<ScriptedModel> {
     Arc::new(ScriptedModel::from_steps(steps))
 }
 
-/// The paths ManyChat received, in order (contact-token writes left out).
-async fn paths(app: &TestApp) -> Vec<String> {
-    app.manychat_requests()
-        .await
-        .into_iter()
-        .map(|r| r.path)
-        .collect()
-}
-
 async fn guide_requests(app: &TestApp) -> usize {
     app.manychat_requests()
         .await
@@ -144,7 +135,7 @@ async fn spec_030_verification_4_an_inline_reply_after_a_flow_is_held_until_the_
         "the reply waits for the flow to play"
     );
     assert_eq!(
-        paths(&app).await,
+        app.manychat_paths().await,
         vec![FLOW],
         "nothing but the flow has gone yet: the staged writes follow the reply"
     );
@@ -158,7 +149,7 @@ async fn spec_030_verification_4_an_inline_reply_after_a_flow_is_held_until_the_
         "the response left when the flow's answer time + settleSeconds came"
     );
     app.settle().await;
-    assert_eq!(paths(&app).await, vec![FLOW, SET_FIELD, SET_FIELD]);
+    assert_eq!(app.manychat_paths().await, vec![FLOW, SET_FIELD, SET_FIELD]);
     let turn = agent_turn(&app, "7301").await;
     assert_eq!(turn.outcome.as_deref(), Some("answered_inline"));
     assert!(reply_rows(&app).await.is_empty(), "nothing was queued");
@@ -230,7 +221,7 @@ async fn spec_030_verification_4_a_reply_that_would_pass_the_deadline_is_queued_
         row.payload
     );
     assert_eq!(
-        paths(&app).await,
+        app.manychat_paths().await,
         vec![FLOW],
         "only the flow went during the turn"
     );
@@ -238,7 +229,7 @@ async fn spec_030_verification_4_a_reply_that_would_pass_the_deadline_is_queued_
     // The worker leaves it until the flow's end, then delivers the reply, then the actions.
     advance(Duration::from_millis(19_900)).await;
     app.worker.run_once().await.unwrap();
-    assert_eq!(paths(&app).await, vec![FLOW]);
+    assert_eq!(app.manychat_paths().await, vec![FLOW]);
     advance(Duration::from_millis(100)).await;
     app.worker.run_once().await.unwrap();
     app.settle_advancing().await;
@@ -359,11 +350,15 @@ async fn spec_030_verification_5_a_race_lost_while_the_flow_plays_answers_silent
     );
     assert_eq!(Instant::now() - answered, Duration::from_secs(10));
     app.worker.run_once().await.unwrap();
-    assert_eq!(paths(&app).await, vec![FLOW], "not before the flow's end");
+    assert_eq!(
+        app.manychat_paths().await,
+        vec![FLOW],
+        "not before the flow's end"
+    );
     advance(Duration::from_secs(2)).await;
     app.worker.run_once().await.unwrap();
     assert_eq!(
-        paths(&app).await[1..3],
+        app.manychat_paths().await[1..3],
         [SET_FIELD, FLOW],
         "the reply at 12 s"
     );
@@ -512,16 +507,8 @@ async fn spec_030_bad_input_a_flow_manychat_refuses_or_answers_200_with_an_error
 {
     let _frozen = FrozenClock::freeze();
     for (subscriber, response) in [
-        (
-            "7311",
-            ResponseTemplate::new(400)
-                .set_body_json(json!({"status": "error", "message": "Flow not found"})),
-        ),
-        (
-            "7312",
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"status": "error", "message": "Flow not found"})),
-        ),
+        ("7311", manychat_error(400, "Flow not found")),
+        ("7312", manychat_error(200, "Flow not found")),
     ] {
         let model = guide_then(ScriptStep::ok(answer("Let me tell you instead.")));
         let app = guide_app(&model, 5).await;

@@ -103,19 +103,8 @@ async fn system_3_1_per_address_limit_has_separate_budgets_for_valid_and_invalid
 #[tokio::test]
 async fn system_3_1_health_and_ready_answer() {
     let app = spawn_app(instant_reply("hi")).await;
-    let health = app
-        .http
-        .get(format!("{}/health", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status().as_u16(), 200);
-    let ready = app
-        .http
-        .get(format!("{}/ready", app.address))
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(app.get("/health").await.status().as_u16(), 200);
+    let ready = app.get("/ready").await;
     assert_eq!(ready.status().as_u16(), 200);
     let metrics = app.metrics_text().await;
     assert!(metrics.contains("manychat_agent_outbox_delivered_total 0"));

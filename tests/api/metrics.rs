@@ -85,12 +85,7 @@ struct Scrape {
 
 impl Scrape {
     async fn of(app: &TestApp) -> Self {
-        let response = app
-            .http
-            .get(format!("{}/metrics", app.address))
-            .send()
-            .await
-            .unwrap();
+        let response = app.get("/metrics").await;
         assert_eq!(response.status(), 200);
         assert_eq!(
             response.headers()["content-type"],
@@ -196,20 +191,7 @@ async fn metrics_serves_every_documented_series_after_a_turn_of_each_kind() {
         assert_eq!(status, 200);
         app.settle_advancing().await;
     }
-    let request = send_in_background(&app, "7005", "Any places left?");
-    until(async || model.calls() == 6).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, _) = request.await.unwrap();
-    assert_eq!(status, 200);
-    tokio::time::advance(Duration::from_secs(1)).await;
-    until(async || {
-        app.turns("7005")
-            .await
-            .last()
-            .is_some_and(|t| t.outcome.as_deref() == Some("deferred"))
-    })
-    .await;
-    app.settle().await;
+    deferred_by_a_late_answer(&app, &model, 6, "7005", "Any places left?").await;
 
     // The deferred reply waits in the outbox: the gauges read it at scrape time.
     tokio::time::advance(Duration::from_secs(5)).await;

@@ -71,12 +71,7 @@ async fn spec_025_verification_2_scheduling_twice_leaves_one_pending_row_and_no_
     );
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_ne!(nudge.id, first.id);
-    let paths: Vec<String> = app
-        .manychat_requests()
-        .await
-        .into_iter()
-        .map(|r| r.path)
-        .collect();
+    let paths = app.manychat_paths().await;
     assert_eq!(
         paths,
         vec!["/fb/subscriber/setCustomFieldByName"],
@@ -995,10 +990,7 @@ fn spec_025_worker_with_a_nudge_section_needs_a_model() {
         .arg("worker")
         .env_clear()
         .env("CONFIG_DIR", &config)
-        .env(
-            "DATABASE_URL",
-            format!("sqlite://{}/agent.db", dir.path().display()),
-        )
+        .env("DATABASE_URL", sqlite_file_url(dir.path()))
         .env("MANYCHAT_API_TOKEN", "mc-fixture-token")
         .env("MANYCHAT_REPLY_FLOW_NS", "content20260101000000_000900")
         .output()

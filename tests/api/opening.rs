@@ -14,8 +14,8 @@ use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply, tool_calls};
 use manychat_agent::model::{Message, Model, ModelError, ModelRequest, ModelResponse};
 use manychat_agent::store::NewTurn;
 use serde_json::{Value, json};
+use wiremock::Mock;
 use wiremock::matchers::{body_partial_json, method, path};
-use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
 use crate::selling::*;
@@ -333,10 +333,11 @@ async fn spec_032_the_opening_takes_no_action_slot() {
 async fn spec_034_verification_4_a_lost_race_sends_the_opening_when_the_call_settles_before_the_queued_reply()
  {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(tool_calls([prospect()])),
-        ScriptStep::ok(answer("The weekend course is two days.")).after(Duration::from_secs(10)),
-    ]));
+    let model = tools_then_late(
+        [prospect()],
+        answer("The weekend course is two days."),
+        Duration::from_secs(10),
+    );
     let app = app_with_server_flows(Backend::Sqlite, model.clone()).await;
     app.returning_contact("8008").await;
     holding_line_at_the_deadline(&app, &model, "8008", "What is the weekend course?").await;
@@ -579,10 +580,7 @@ async fn spec_032_b_a_tied_flow_manychat_refuses_is_reported_flow_refused() {
     Mock::given(method("POST"))
         .and(path(FLOW))
         .and(body_partial_json(json!({"flow_ns": GALLERY_NS})))
-        .respond_with(
-            ResponseTemplate::new(400)
-                .set_body_json(json!({"status": "error", "message": "Flow not found"})),
-        )
+        .respond_with(manychat_error(400, "Flow not found"))
         .with_priority(1)
         .mount(&app.manychat)
         .await;

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use manychat_agent::model::Message;
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
-use manychat_agent::store::postgres::create_test_schema;
 use manychat_agent::store::{OutboxKind, OutboxStatus};
 use serde_json::{Value, json};
 
@@ -15,6 +14,33 @@ use crate::helpers::*;
 fn send(app: &TestApp, subscriber: &str, text: &str) -> Background<Value> {
     let request = send_in_background(app, subscriber, text);
     in_background(async move { request.await.unwrap().1 })
+}
+
+/// "First question" then "Second question" from `subscriber`, the second sent while the first
+/// turn's model call runs (it answers `first_answer` after `seconds`; the second call answers
+/// "Second answer." at once): the app, its model and the two requests in flight.
+async fn second_message_during_the_first_turn(
+    subscriber: &str,
+    first_answer: &str,
+    seconds: u64,
+) -> (
+    TestApp,
+    Arc<ScriptedModel>,
+    Background<Value>,
+    Background<Value>,
+) {
+    let model = Arc::new(ScriptedModel::from_steps([
+        ScriptStep::ok(reply(reply_json(first_answer))).after(Duration::from_secs(seconds)),
+        ScriptStep::ok(reply(reply_json("Second answer."))),
+    ]));
+    let app = spawn_app(model.clone()).await;
+    let first = send(&app, subscriber, "First question");
+    until(async || model.calls() == 1).await;
+    let second = send(&app, subscriber, "Second question");
+    for _ in 0..50 {
+        real_pause().await;
+    }
+    (app, model, first, second)
 }
 
 fn user_text(model: &ScriptedModel, call: usize) -> String {
@@ -27,17 +53,8 @@ fn user_text(model: &ScriptedModel, call: usize) -> String {
 #[tokio::test(start_paused = true)]
 async fn system_037_a_second_message_waits_for_the_first_turn_and_sees_its_reply() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([
-        ScriptStep::ok(reply(reply_json("First answer."))).after(Duration::from_secs(3)),
-        ScriptStep::ok(reply(reply_json("Second answer."))),
-    ]));
-    let app = spawn_app(model.clone()).await;
-    let first = send(&app, "7001", "First question");
-    until(async || model.calls() == 1).await;
-    let second = send(&app, "7001", "Second question");
-    for _ in 0..50 {
-        real_pause().await;
-    }
+    let (app, model, first, second) =
+        second_message_during_the_first_turn("7001", "First answer.", 3).await;
     assert_eq!(model.calls(), 1, "the second turn waits before the model");
     assert!(
         app.turns("7001").await.is_empty(),
@@ -74,17 +91,8 @@ async fn system_037_a_second_message_waits_for_the_first_turn_and_sees_its_reply
 #[tokio::test(start_paused = true)]
 async fn system_037_a_turn_that_cannot_start_by_its_deadline_answers_silently_and_replies_later() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([
-        ScriptStep::ok(reply(reply_json("Slow first answer."))).after(Duration::from_secs(20)),
-        ScriptStep::ok(reply(reply_json("Second answer."))),
-    ]));
-    let app = spawn_app(model.clone()).await;
-    let first = send(&app, "7002", "First question");
-    until(async || model.calls() == 1).await;
-    let second = send(&app, "7002", "Second question");
-    for _ in 0..50 {
-        real_pause().await;
-    }
+    let (app, model, first, second) =
+        second_message_during_the_first_turn("7002", "Slow first answer.", 20).await;
 
     tokio::time::advance(Duration::from_secs(8)).await;
     until(async || first.is_finished() && second.is_finished()).await;
@@ -111,10 +119,7 @@ async fn system_037_a_turn_that_cannot_start_by_its_deadline_answers_silently_an
 #[tokio::test]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn system_037_order_holds_across_two_instances_sharing_postgres() {
-    let base = test_database_url();
-    let schema = create_test_schema(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let url = fresh_postgres_url().await;
 
     // The first instance's model takes a moment, so the second message arrives mid-turn.
     let first_model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
@@ -148,26 +153,15 @@ async fn system_037_order_holds_across_two_instances_sharing_postgres() {
 #[tokio::test(start_paused = true)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
-    let base = test_database_url();
     let _frozen = FrozenClock::freeze();
-    let schema = create_test_schema(&base).await.unwrap();
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let (schema, url) = fresh_postgres_schema().await;
     let model = Arc::new(ScriptedModel::replies([reply_json("Never used.")]));
     let app = spawn_app_with(AppOptions::new(model.clone()).env("DATABASE_URL", url)).await;
 
     // Another replica holds this conversation's turn ticket and never lets go (it keeps
     // renewing its lease).
     let conversation = app.conversation("7004").await;
-    sqlx::query(&format!(
-        "INSERT INTO {schema}.turn_tickets (conversation_id, holder, lease_until) \
-         VALUES ($1, gen_random_uuid(), now() + interval '1 hour')"
-    ))
-    .bind(conversation.id)
-    .execute(&admin)
-    .await
-    .unwrap();
+    another_replica_holds_the_ticket(&schema, &conversation, "1 hour").await;
 
     let request = send(&app, "7004", "Is anyone there?");
     // The request has arrived once the contact's first token write (019) reaches ManyChat.
@@ -216,10 +210,10 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
 #[tokio::test(start_paused = true)]
 async fn system_037_a_scripted_opening_while_a_reply_is_queued_goes_behind_it() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
-        reply_json("Our wheel course starts on Monday."),
-    ))
-    .after(Duration::from_secs(10))]));
+    let model = slow_reply(
+        "Our wheel course starts on Monday.",
+        Duration::from_secs(10),
+    );
     let app = spawn_app(model.clone()).await;
     app.returning_contact("7005").await;
     let rules = app.rules();

@@ -885,10 +885,7 @@ async fn a_refused_handoff_is_recorded_and_counted() {
     fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
     Mock::given(method("POST"))
         .and(path("/fb/subscriber/addTagByName"))
-        .respond_with(
-            ResponseTemplate::new(400)
-                .set_body_json(json!({"status": "error", "message": "Tag not found"})),
-        )
+        .respond_with(manychat_error(400, "Tag not found"))
         .with_priority(1)
         .mount(&app.manychat)
         .await;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use manychat_agent::model::mock::{HangingModel, ScriptStep, ScriptedModel, reply};
+use manychat_agent::model::mock::{HangingModel, ScriptedModel};
 use manychat_agent::store::{NewOutboxRow, OutboxKind, OutboxStatus};
 use serde_json::json;
 
@@ -30,19 +30,13 @@ async fn system_3_4_race_won_replies_inline_and_records_the_turn() {
 #[tokio::test(start_paused = true)]
 async fn system_3_4_race_lost_acknowledges_now_and_delivers_the_reply_through_the_outbox() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
-        reply_json("The evening class has places."),
-    ))
-    .after(Duration::from_secs(9))]));
+    let model = slow_reply("The evening class has places.", Duration::from_secs(9));
     let app = spawn_app(model.clone()).await;
     app.returning_contact("2002").await;
     let request = send_in_background(&app, "2002", "Any places left?");
     until(async || model.calls() == 1).await;
 
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, body) = request.await.unwrap();
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    acknowledged_at_the_deadline(&app, request).await;
     // The acknowledgement is a promise, on disk before it left: the message, and
     // the owed reply holding the escalation copy until the model answers.
     assert_eq!(
@@ -59,13 +53,7 @@ async fn system_3_4_race_lost_acknowledges_now_and_delivers_the_reply_through_th
 
     // The model call was not cancelled: its answer arrives and keeps the promise.
     tokio::time::advance(Duration::from_secs(1)).await;
-    until(async || {
-        app.turns("2002")
-            .await
-            .last()
-            .is_some_and(|t| t.outcome.as_deref() == Some("deferred"))
-    })
-    .await;
+    app.until_last_outcome("2002", "deferred").await;
     app.settle().await;
     let kept = app.outbox().await;
     assert_eq!(kept.len(), 1, "the fallback handoff is gone");
@@ -101,13 +89,9 @@ async fn system_3_4_abort_records_no_agent_turn_and_sends_the_escalation_copy_la
     let request = send_in_background(&app, "2003", "Hello?");
     until(async || model.calls() == 1).await;
 
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    acknowledged_at_the_deadline(&app, request).await;
 
-    tokio::time::advance(Duration::from_secs(22)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle().await;
+    app.queued_after(Duration::from_secs(22)).await;
     assert_eq!(
         model.cancelled(),
         1,

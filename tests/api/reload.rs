@@ -1,6 +1,7 @@
 //! SYSTEM 5.3: SIGHUP reloads the tenant config through the real app; an invalid set keeps the
 //! old config in force.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use manychat_agent::model::mock::ScriptedModel;
@@ -16,6 +17,29 @@ pub async fn escalation_copy_served(app: &TestApp, subscriber: &str) -> String {
         .to_owned();
     let (_, body) = app.send(subscriber, &format!("I want a {keyword}")).await;
     block_texts(&body).remove(0)
+}
+
+/// `copy` as the escalation copy of `rules`, written to `rules_path`, and a SIGHUP: the reload
+/// is applied between requests, and `subscriber` is served `copy` instead of `original`.
+pub async fn sighup_applies_a_new_escalation_copy(
+    app: &TestApp,
+    (rules, rules_path): (&mut Value, &Path),
+    subscriber: &str,
+    original: &str,
+    copy: &str,
+) {
+    rules["messages"]["escalation"] = Value::String(copy.into());
+    std::fs::write(rules_path, rules.to_string()).unwrap();
+    send_sighup();
+    let mut served = String::new();
+    for _ in 0..400 {
+        served = escalation_copy_served(app, subscriber).await;
+        if served != original {
+            break;
+        }
+        real_pause().await;
+    }
+    assert_eq!(served, copy);
 }
 
 pub fn send_sighup() {
@@ -47,16 +71,7 @@ async fn system_5_3_sighup_swaps_a_valid_config_and_keeps_the_old_one_on_error()
     assert_eq!(escalation_copy_served(&app, "4002").await, original);
 
     // A valid set is swapped in.
-    rules["messages"]["escalation"] = Value::String("A colleague will take it from here.".into());
-    std::fs::write(&rules_path, rules.to_string()).unwrap();
-    send_sighup();
-    let mut served = String::new();
-    for _ in 0..400 {
-        served = escalation_copy_served(&app, "4003").await;
-        if served != original {
-            break;
-        }
-        real_pause().await;
-    }
-    assert_eq!(served, "A colleague will take it from here.");
+    let copy = "A colleague will take it from here.";
+    let edit = (&mut rules, rules_path.as_path());
+    sighup_applies_a_new_escalation_copy(&app, edit, "4003", &original, copy).await;
 }

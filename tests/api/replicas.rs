@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
-use manychat_agent::store::postgres::create_test_schema;
 use serde_json::Value;
 
 use crate::helpers::*;
@@ -27,10 +26,7 @@ fn slow_model(calls: usize) -> Arc<ScriptedModel> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn two_replicas_answer_a_burst_of_slow_turns_once_each() {
-    let base = test_database_url();
-    let schema = create_test_schema(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let url = fresh_postgres_url().await;
     let one =
         spawn_app_with(AppOptions::new(slow_model(CONTACTS)).env("DATABASE_URL", url.clone()))
             .await;
@@ -94,9 +90,7 @@ async fn two_replicas_answer_a_burst_of_slow_turns_once_each() {
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn a_contacts_turns_run_in_arrival_order_across_replicas() {
     let base = test_database_url();
-    let schema = create_test_schema(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let (schema, url) = fresh_postgres_schema().await;
     let model = || {
         Arc::new(ScriptedModel::from_steps((0..5).map(|_| {
             ScriptStep::ok(reply(reply_json("Noted."))).after(Duration::from_millis(300))
@@ -152,23 +146,12 @@ async fn a_contacts_turns_run_in_arrival_order_across_replicas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn a_dead_replicas_ticket_lapses_within_seconds() {
-    let base = test_database_url();
-    let schema = create_test_schema(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let (schema, url) = fresh_postgres_schema().await;
     let model = Arc::new(ScriptedModel::replies([reply_json(ANSWER)]));
     let app = spawn_app_with(AppOptions::new(model).env("DATABASE_URL", url)).await;
     let conversation = app.conversation("8240001").await;
     // The dead replica's last renewal left its ticket 2 s to live.
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    sqlx::query(&format!(
-        "INSERT INTO {schema}.turn_tickets (conversation_id, holder, lease_until) \
-         VALUES ($1, gen_random_uuid(), now() + interval '2 seconds')"
-    ))
-    .bind(conversation.id)
-    .execute(&admin)
-    .await
-    .unwrap();
+    another_replica_holds_the_ticket(&schema, &conversation, "2 seconds").await;
 
     let started = std::time::Instant::now();
     let (status, body) = app.send("8240001", "Anyone there?").await;

@@ -6,10 +6,9 @@ use std::process::Command;
 
 use chrono::Utc;
 use manychat_agent::store::conformance::{SeededReportWeek, seed_report_week, seed_sales_week};
-use manychat_agent::store::postgres::create_test_schema;
 use serde_json::{Value, json};
 
-use crate::helpers::test_database_url;
+use crate::helpers::{fresh_postgres_url, sqlite_file_url};
 
 /// The demo tenant's config folder: the report reads its sales ids.
 fn demo_config() -> String {
@@ -189,24 +188,21 @@ fn report_table_and_html(url: &str) -> [String; 2] {
 #[tokio::test]
 async fn report_numbers_match_the_hand_computed_ones_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    let url = sqlite_file_url(dir.path());
     report_numbers_are_the_hand_computed_ones(&url).await;
 }
 
 #[tokio::test]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn report_numbers_match_the_hand_computed_ones_on_postgres() {
-    let base = test_database_url();
-    let schema = create_test_schema(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let url = fresh_postgres_url().await;
     report_numbers_are_the_hand_computed_ones(&url).await;
 }
 
 #[tokio::test]
 async fn an_empty_store_says_no_turns_yet_in_every_format() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    let url = sqlite_file_url(dir.path());
     manychat_agent::store::connect(&url).await.unwrap();
     let table = report(&url, &[]);
     assert!(
@@ -240,7 +236,7 @@ async fn an_empty_store_says_no_turns_yet_in_every_format() {
 #[tokio::test]
 async fn a_report_is_titled_with_the_business_and_names_the_version_that_made_it() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    let url = sqlite_file_url(dir.path());
     manychat_agent::store::connect(&url).await.unwrap();
     let version = format!("manychat-agent {}", env!("CARGO_PKG_VERSION"));
     let table = report(&url, &[]);
@@ -347,24 +343,21 @@ async fn sales_measures_are_the_hand_computed_ones(url: &str) {
 #[tokio::test]
 async fn sales_measures_match_the_hand_computed_ones_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    let url = sqlite_file_url(dir.path());
     sales_measures_are_the_hand_computed_ones(&url).await;
 }
 
 #[tokio::test]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn sales_measures_match_the_hand_computed_ones_on_postgres() {
-    let base = test_database_url();
-    let schema = create_test_schema(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let url = fresh_postgres_url().await;
     sales_measures_are_the_hand_computed_ones(&url).await;
 }
 
 #[tokio::test]
 async fn without_a_loadable_config_the_sales_measures_are_listed_not_measured() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    let url = sqlite_file_url(dir.path());
     let store = manychat_agent::store::connect(&url).await.unwrap();
     let (monday, _) = manychat_agent::report::iso_week(Utc::now(), 1);
     seed_sales_week(

@@ -7,11 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use manychat_agent::model::mock::{ScriptStep, ScriptedModel, tool_calls};
+use manychat_agent::model::mock::{ScriptedModel, tool_calls};
 use manychat_agent::store::NewTurn;
 use serde_json::{Value, json};
+use wiremock::Mock;
 use wiremock::matchers::{body_partial_json, method, path};
-use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
 use crate::selling::*;
@@ -350,10 +350,7 @@ async fn spec_027_verification_3_a_performed_stage_write_sends_its_event_after_i
     Mock::given(method("POST"))
         .and(path(SET_FIELD))
         .and(body_partial_json(json!({"field_value": "nurturing"})))
-        .respond_with(
-            ResponseTemplate::new(400)
-                .set_body_json(json!({"status": "error", "message": "Field not found"})),
-        )
+        .respond_with(manychat_error(400, "Field not found"))
         .with_priority(1)
         .mount(&app.manychat)
         .await;
@@ -470,13 +467,11 @@ async fn spec_027_verification_2_and_7_no_model_facing_text_names_an_event(backe
 #[tokio::test(start_paused = true)]
 async fn spec_027_verification_6_the_event_is_recorded_on_the_deferred_path_too() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(tool_calls([
-            prospect(),
-            set_field("funnel_stage", "nurturing"),
-        ])),
-        ScriptStep::ok(answer("Later.")).after(Duration::from_secs(9)),
-    ]));
+    let model = tools_then_late(
+        [prospect(), set_field("funnel_stage", "nurturing")],
+        answer("Later."),
+        Duration::from_secs(9),
+    );
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(with_events)).await;
     // A contact that holds a token already: no token write is in flight when the clock moves.
     app.returning_contact("6901").await;
@@ -1047,10 +1042,11 @@ async fn sales_an_unbound_turn_knows_only_its_own_message_no_notice_and_no_gate_
 #[tokio::test(start_paused = true)]
 async fn sales_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(tool_calls([add_tag("interested_wheel"), prospect()])),
-        ScriptStep::ok(answer("Later.")).after(Duration::from_secs(9)),
-    ]));
+    let model = tools_then_late(
+        [add_tag("interested_wheel"), prospect()],
+        answer("Later."),
+        Duration::from_secs(9),
+    );
     let app = spawn_app_with(AppOptions::new(model.clone())).await;
     app.returning_contact("6807").await;
     holding_line_at_the_deadline(&app, &model, "6807", "Tell me about the wheel course").await;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use manychat_agent::model::mock::{ScriptedModel, call, reply};
+use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_calls};
 use manychat_agent::model::{Message, Model, ModelRequest, ModelResponse, ToolCall};
 use manychat_agent::store::Turn;
 use serde_json::{Value, json};
@@ -42,16 +42,6 @@ pub const CHECKOUT_EVENT_NS: &str = "content20250301000000_200102";
 pub enum Backend {
     Sqlite,
     Postgres,
-}
-
-/// The URL of a fresh schema on `TEST_DATABASE_URL`'s PostgreSQL.
-pub async fn fresh_postgres_url() -> String {
-    let base = test_database_url();
-    let schema = manychat_agent::store::postgres::create_test_schema(&base)
-        .await
-        .unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{separator}options[search_path]={schema}")
 }
 
 /// The demo tenant, on `backend`, with `edit` applied to its config.
@@ -166,6 +156,19 @@ pub fn without_sales(dir: &Path) {
 /// A model that answers with `steps`, in order.
 pub fn script(steps: Vec<ModelResponse>) -> Arc<ScriptedModel> {
     Arc::new(ScriptedModel::new(steps.into_iter().map(Ok).collect()))
+}
+
+/// A model that calls `tools` at once and gives its last answer `last` only `delay` later (a
+/// turn that loses the race, or past the abort never answers).
+pub fn tools_then_late(
+    tools: impl IntoIterator<Item = ToolCall>,
+    last: ModelResponse,
+    delay: Duration,
+) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(tool_calls(tools)),
+        ScriptStep::ok(last).after(delay),
+    ]))
 }
 
 pub fn answer(text: &str) -> ModelResponse {
@@ -355,13 +358,7 @@ pub async fn flow_answers(app: &TestApp, flow_ns: &str, response: ResponseTempla
 
 /// ManyChat refuses `sendFlow` of `flow_ns`.
 pub async fn refuse_flow(app: &TestApp, flow_ns: &str) {
-    flow_answers(
-        app,
-        flow_ns,
-        ResponseTemplate::new(400)
-            .set_body_json(json!({"status": "error", "message": "Flow not found"})),
-    )
-    .await;
+    flow_answers(app, flow_ns, manychat_error(400, "Flow not found")).await;
 }
 
 /// Sends one message, expects 200, waits for the turn's work and returns the response body.
@@ -382,10 +379,7 @@ pub async fn holding_line_at_the_deadline(
 ) {
     let request = send_in_background(app, subscriber, text);
     until(async || model.calls() == 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, body) = request.await.unwrap();
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    acknowledged_at_the_deadline(app, request).await;
 }
 
 /// The flow namespaces ManyChat was asked to send, in order.

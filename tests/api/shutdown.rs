@@ -1,9 +1,7 @@
 //! Shutdown (issue: the channel, item 10): stop accepting, let turns in flight finish.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
 use serde_json::json;
 
 use crate::helpers::*;
@@ -11,10 +9,7 @@ use crate::helpers::*;
 #[tokio::test(start_paused = true)]
 async fn shutdown_lets_a_turn_in_flight_finish_and_then_stops_accepting() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
-        reply_json("Still answered."),
-    ))
-    .after(Duration::from_secs(2))]));
+    let model = slow_reply("Still answered.", Duration::from_secs(2));
     let app = spawn_app(model.clone()).await;
     let http = app.http.clone();
     let url = app.message_url();
@@ -28,21 +23,11 @@ async fn shutdown_lets_a_turn_in_flight_finish_and_then_stops_accepting() {
             .unwrap();
         response.json::<serde_json::Value>().await.unwrap()
     });
-    for _ in 0..400 {
-        if model.calls() == 1 {
-            break;
-        }
-        real_pause().await;
-    }
+    until(async || model.calls() == 1).await;
     let address = app.address.clone();
     app.shutdown.cancel();
     tokio::time::advance(Duration::from_secs(2)).await;
-    for _ in 0..400 {
-        if in_flight.is_finished() {
-            break;
-        }
-        real_pause().await;
-    }
+    until(async || in_flight.is_finished()).await;
     let body = in_flight.await.unwrap();
     assert_eq!(block_texts(&body), vec!["Still answered."]);
     app.stop().await;
@@ -61,10 +46,7 @@ async fn stopped_accepting_is_logged_when_it_happens() {
     let (logs, _guard) = manychat_agent::observability::capture_with_format(
         manychat_agent::observability::LogFormat::Json,
     );
-    let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
-        reply_json("Answered while stopping."),
-    ))
-    .after(Duration::from_secs(2))]));
+    let model = slow_reply("Answered while stopping.", Duration::from_secs(2));
     let app = spawn_app(model.clone()).await;
     let http = app.http.clone();
     let url = app.message_url();
@@ -76,20 +58,10 @@ async fn stopped_accepting_is_logged_when_it_happens() {
             .await
             .unwrap()
     });
-    for _ in 0..400 {
-        if model.calls() == 1 {
-            break;
-        }
-        real_pause().await;
-    }
+    until(async || model.calls() == 1).await;
     app.shutdown.cancel();
     tokio::time::advance(Duration::from_secs(2)).await;
-    for _ in 0..400 {
-        if in_flight.is_finished() {
-            break;
-        }
-        real_pause().await;
-    }
+    until(async || in_flight.is_finished()).await;
     assert_eq!(in_flight.await.unwrap().status().as_u16(), 200);
     app.stop().await;
 

@@ -84,6 +84,22 @@ struct CountingModel {
     seen: std::sync::Mutex<Vec<usize>>,
 }
 
+impl CountingModel {
+    /// The app (on a tenant without the sales funnel) whose model is `inner`, counted.
+    async fn on_an_app(inner: Arc<ScriptedModel>) -> (Arc<TestApp>, Arc<CountingModel>) {
+        let slot = Arc::new(OnceLock::new());
+        let model = Arc::new(CountingModel {
+            inner,
+            app: slot.clone(),
+            seen: std::sync::Mutex::new(Vec::new()),
+        });
+        let options = AppOptions::new(model.clone()).edit(without_sales);
+        let app = Arc::new(spawn_app_with(options).await);
+        assert!(slot.set(app.clone()).is_ok());
+        (app, model)
+    }
+}
+
 #[async_trait]
 impl Model for CountingModel {
     fn id(&self) -> &str {
@@ -112,14 +128,7 @@ async fn spec_012_verification_2_execute_makes_no_request_during_the_model_call(
         ]),
         answer("I am sending you the wheel course guide."),
     ]);
-    let slot = Arc::new(OnceLock::new());
-    let model = Arc::new(CountingModel {
-        inner,
-        app: slot.clone(),
-        seen: std::sync::Mutex::new(Vec::new()),
-    });
-    let app = Arc::new(spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await);
-    assert!(slot.set(app.clone()).is_ok());
+    let (app, model) = CountingModel::on_an_app(inner).await;
 
     let (status, body) = app.send("5001", "Tell me about the wheel course").await;
     assert_eq!(status, 200);
@@ -208,19 +217,18 @@ async fn spec_012_verification_3_each_escalation_path_performs_nothing() {
 #[tokio::test(start_paused = true)]
 async fn spec_012_verification_3_an_aborted_turn_performs_nothing() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(tool_calls([
+    let model = tools_then_late(
+        [
             add_tag("interested_wheel"),
             write_note("handoff_summary", "Asked to book; wants a person."),
-        ])),
-        ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(60)),
-    ]));
+        ],
+        answer("Too late."),
+        Duration::from_secs(60),
+    );
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
     app.returning_contact("5110").await;
     holding_line_at_the_deadline(&app, &model, "5110", "Can I book?").await;
-    tokio::time::advance(Duration::from_secs(22)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle().await;
+    app.queued_after(Duration::from_secs(22)).await;
     assert!(
         app.turns("5110").await.iter().all(|t| t.outcome.is_none()),
         "no agent turn is recorded on abort"
@@ -337,14 +345,7 @@ async fn spec_012_verification_6_inline_actions_follow_the_response() {
         tool_calls([add_tag("interested_wheel")]),
         answer("Noted, the wheel course it is."),
     ]);
-    let slot = Arc::new(OnceLock::new());
-    let model = Arc::new(CountingModel {
-        inner,
-        app: slot.clone(),
-        seen: std::sync::Mutex::new(Vec::new()),
-    });
-    let app = Arc::new(spawn_app_with(AppOptions::new(model.clone()).edit(without_sales)).await);
-    assert!(slot.set(app.clone()).is_ok());
+    let (app, model) = CountingModel::on_an_app(inner).await;
     let (_, body) = app.send("5400", "The wheel one please").await;
     assert_eq!(block_texts(&body), vec!["Noted, the wheel course it is."]);
     app.settle().await;
@@ -363,10 +364,7 @@ async fn spec_012_verification_6_inline_actions_follow_the_response() {
 async fn refuse(app: &TestApp, endpoint: &str, message: &str) {
     Mock::given(method("POST"))
         .and(path(endpoint))
-        .respond_with(
-            ResponseTemplate::new(400)
-                .set_body_json(json!({"status": "error", "message": message})),
-        )
+        .respond_with(manychat_error(400, message))
         .with_priority(1)
         .mount(&app.manychat)
         .await;
@@ -432,9 +430,7 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
     let calls = model.calls();
     let request = send_in_background(&app, "5503", "Some clay, yes");
     until(async || model.calls() == calls + 2).await;
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
+    acknowledged_at_the_deadline(&app, request).await;
     tokio::time::advance(Duration::from_secs(1)).await;
     until(async || !app.outbox().await.is_empty()).await;
     app.settle_advancing().await;
@@ -822,21 +818,22 @@ async fn spec_024_verification_7_on_escalation_note_performed_after_escalation_m
     }
 }
 
+/// A model that writes the handoff summary note, then escalates `delay` in.
+fn a_handoff_note_then_an_escalation_after(delay: Duration) -> Arc<ScriptedModel> {
+    let note = write_note("handoff_summary", "Wants a private lesson.");
+    Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(tool_calls([note])),
+        ScriptStep::ok(reply(escalation_json("explicit_request"))).after(delay),
+    ]))
+}
+
 #[tokio::test(start_paused = true)]
 async fn spec_024_verification_7_deferred_escalation_carries_the_note_behind_the_message() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(tool_calls([write_note(
-            "handoff_summary",
-            "Wants a private lesson.",
-        )])),
-        ScriptStep::ok(reply(escalation_json("explicit_request"))).after(Duration::from_secs(9)),
-    ]));
+    let model = a_handoff_note_then_an_escalation_after(Duration::from_secs(9));
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
     holding_line_at_the_deadline(&app, &model, "6200", "Private lessons?").await;
-    tokio::time::advance(Duration::from_secs(1)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle().await;
+    app.queued_after(Duration::from_secs(1)).await;
     let turn = agent_turn(&app, "6200").await;
     assert_eq!(statuses(&turn), pairs(&[("handoff_summary", "staged")]));
     app.worker.run_once().await.unwrap();
@@ -857,21 +854,13 @@ async fn spec_024_verification_7_deferred_escalation_carries_the_note_behind_the
 #[tokio::test(start_paused = true)]
 async fn spec_024_verification_7_abort_never_performs_the_note() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(vec![
-        ScriptStep::ok(tool_calls([write_note(
-            "handoff_summary",
-            "Wants a private lesson.",
-        )])),
-        ScriptStep::ok(reply(escalation_json("explicit_request"))).after(Duration::from_secs(60)),
-    ]));
+    let model = a_handoff_note_then_an_escalation_after(Duration::from_secs(60));
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
     let request = send_in_background(&app, "6300", "Private lessons?");
     until(async || model.calls() == 2).await;
     tokio::time::advance(Duration::from_secs(8)).await;
     request.await.unwrap();
-    tokio::time::advance(Duration::from_secs(22)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle().await;
+    app.queued_after(Duration::from_secs(22)).await;
     assert!(app.turns("6300").await.iter().all(|t| t.outcome.is_none()));
     app.worker.run_once().await.unwrap();
     let requests = app.manychat_requests().await;

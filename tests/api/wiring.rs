@@ -14,7 +14,6 @@ use manychat_agent::ids::SubscriberId;
 use manychat_agent::manychat::ManyChatError;
 use manychat_agent::model::mock::{ScriptedModel, call, reply, tool_calls};
 use manychat_agent::model::{ModelResponse, ToolCall};
-use manychat_agent::store::postgres::create_test_schema;
 use manychat_agent::store::{NewOutboxRow, OutboxKind, OutboxStatus};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
@@ -41,12 +40,7 @@ fn send_flow(id: &str) -> ToolCall {
 }
 
 async fn get_text(app: &TestApp, route: &str) -> (u16, String) {
-    let response = app
-        .http
-        .get(format!("{}{route}", app.address))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get(route).await;
     let status = response.status().as_u16();
     (status, response.text().await.unwrap())
 }
@@ -531,10 +525,7 @@ impl Respond for Arrivals {
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn two_app_instances_on_one_postgres_never_exceed_ten_per_second() {
     const REPLIES: usize = 16;
-    let base = test_database_url();
-    let schema = create_test_schema(&base).await.unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let url = fresh_postgres_url().await;
     let one =
         spawn_app_with(AppOptions::new(instant_reply("x")).env("DATABASE_URL", url.clone())).await;
     let two = spawn_app_with(AppOptions::new(instant_reply("x")).env("DATABASE_URL", url)).await;
@@ -657,14 +648,19 @@ async fn the_shared_bucket_takes_a_burst_of_five_then_names_the_wait() {
     assert!(wait > Duration::ZERO && wait <= interval, "{wait:?}");
 }
 
-#[tokio::test]
-async fn send_flow_past_100_an_hour_for_a_contact_is_refused_and_recorded() {
+/// The app on a tenant without the sales funnel (a flow is tried at once: no intent gate), its
+/// model sending the wheel course's guide flow, then replying.
+async fn app_sending_the_wheel_guide() -> TestApp {
     let model = steps(vec![
         tool_calls([send_flow("wheel_basics_guide")]),
         reply(reply_json("Here is the guide.")),
     ]);
-    // A tenant without the sales funnel: the flow is tried at once (no intent gate).
-    let app = spawn_app_with(AppOptions::new(model).edit(crate::selling::without_sales)).await;
+    spawn_app_with(AppOptions::new(model).edit(crate::selling::without_sales)).await
+}
+
+#[tokio::test]
+async fn send_flow_past_100_an_hour_for_a_contact_is_refused_and_recorded() {
+    let app = app_sending_the_wheel_guide().await;
     let contact = SubscriberId::parse("5552301").unwrap();
     let now = Clock::system().now();
     for _ in 0..100 {
@@ -697,12 +693,7 @@ async fn send_flow_past_100_an_hour_for_a_contact_is_refused_and_recorded() {
 
 #[tokio::test]
 async fn manychat_error_code_is_kept_in_the_action_record() {
-    let model = steps(vec![
-        tool_calls([send_flow("wheel_basics_guide")]),
-        reply(reply_json("Here is the guide.")),
-    ]);
-    // A tenant without the sales funnel: the flow is tried at once (no intent gate).
-    let app = spawn_app_with(AppOptions::new(model).edit(crate::selling::without_sales)).await;
+    let app = app_sending_the_wheel_guide().await;
     Mock::given(method("POST"))
         .and(path(FLOW))
         .respond_with(ResponseTemplate::new(400).set_body_json(json!({

@@ -48,22 +48,12 @@ pub fn tools(
         r.non_empty(format!("{at}.description"), &flow.description);
         match flow.role {
             Some(FlowRole::PaymentLink) => {
-                payment_links += 1;
-                if payment_links > 1 {
-                    r.push(
-                        format!("{at}.role"),
-                        "at most one flow may have role payment_link",
-                    );
-                }
+                let rule = "at most one flow may have role payment_link";
+                at_most_one(&mut r, format!("{at}.role"), &mut payment_links, rule);
             }
             Some(FlowRole::Opening) => {
-                openings += 1;
-                if openings > 1 {
-                    r.push(
-                        format!("{at}.role"),
-                        "at most one flow may have role opening",
-                    );
-                }
+                let rule = "at most one flow may have role opening";
+                at_most_one(&mut r, format!("{at}.role"), &mut openings, rule);
                 if intent_field.is_none() {
                     r.push(
                         format!("{at}.role"),
@@ -198,22 +188,11 @@ pub fn tools(
                 );
             }
             if field.funnel {
-                funnels += 1;
-                if funnels > 1 {
-                    r.push(
-                        format!("{at}.funnel"),
-                        "at most one field may be the funnel",
-                    );
-                }
-                if field.values != FUNNEL_STAGES {
-                    r.push(
-                        format!("{at}.values"),
-                        format!(
-                            "a funnel field's values must be exactly {} in that order",
-                            FUNNEL_STAGES.join(", ")
-                        ),
-                    );
-                }
+                let rule = "at most one field may be the funnel";
+                at_most_one(&mut r, format!("{at}.funnel"), &mut funnels, rule);
+                values_exactly(&mut r, &at, &field.values, &FUNNEL_STAGES, |stages| {
+                    format!("a funnel field's values must be exactly {stages} in that order")
+                });
                 if intent_field.is_none() {
                     r.push(
                         format!("{at}.funnel"),
@@ -222,31 +201,15 @@ pub fn tools(
                 }
             }
             if field.intent {
-                intents += 1;
-                if intents > 1 {
-                    r.push(
-                        format!("{at}.intent"),
-                        "at most one field may be the intent field",
-                    );
-                }
-                if field.values != INTENT_VALUES {
-                    r.push(
-                        format!("{at}.values"),
-                        format!(
-                            "an intent field's values must be exactly {}",
-                            INTENT_VALUES.join(", ")
-                        ),
-                    );
-                }
+                let rule = "at most one field may be the intent field";
+                at_most_one(&mut r, format!("{at}.intent"), &mut intents, rule);
+                values_exactly(&mut r, &at, &field.values, &INTENT_VALUES, |values| {
+                    format!("an intent field's values must be exactly {values}")
+                });
             }
             if field.offering {
-                offerings += 1;
-                if offerings > 1 {
-                    r.push(
-                        format!("{at}.offering"),
-                        "at most one field may be the offering field",
-                    );
-                }
+                let rule = "at most one field may be the offering field";
+                at_most_one(&mut r, format!("{at}.offering"), &mut offerings, rule);
                 if let Some(ids) = &offering_ids {
                     let values: HashSet<&str> = field.values.iter().map(String::as_str).collect();
                     let catalog_ids: HashSet<&str> = ids.iter().copied().collect();
@@ -371,6 +334,30 @@ pub fn tools(
 }
 
 /// The collisions of 012 and 024 with the fields the server itself writes.
+/// A role only one entry may have (a flow's payment_link or opening; a field's funnel, intent
+/// or offering): `seen` counts the entries that had it so far, and the second and any later one
+/// are refused at `path` with `rule`.
+fn at_most_one(r: &mut Report<'_>, path: String, seen: &mut usize, rule: &str) {
+    *seen += 1;
+    if *seen > 1 {
+        r.push(path, rule);
+    }
+}
+
+/// A marked field's values are exactly `expected`, in its order; otherwise `rule`, given the
+/// expected list, is refused at `{at}.values`.
+fn values_exactly(
+    r: &mut Report<'_>,
+    at: &str,
+    values: &[String],
+    expected: &[&str],
+    rule: impl FnOnce(String) -> String,
+) {
+    if values != expected {
+        r.push(format!("{at}.values"), rule(expected.join(", ")));
+    }
+}
+
 pub(super) fn check_server_fields(
     r: &mut Report<'_>,
     path: String,

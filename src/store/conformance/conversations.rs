@@ -55,46 +55,30 @@ pub async fn escalation_time_is_recorded(store: &dyn Store) {
         .set_escalated(conversation.id, at_s(30))
         .await
         .expect("set_escalated");
-    let stored = store
-        .conversation(conversation.id)
-        .await
-        .expect("read")
-        .expect("exists");
+    let stored = stored_conversation(store, conversation.id).await;
     assert_eq!(stored.escalated_at, Some(at_s(30)));
     assert_eq!(stored.updated_at, at_s(30));
 }
 
 pub async fn token_rotation_keeps_previous(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
-    let first = store
-        .set_token(conversation.id, "hash-one", at_s(10))
-        .await
-        .expect("set_token");
-    assert_eq!(first, 1);
-    let stored = store
-        .conversation(conversation.id)
-        .await
-        .expect("read")
-        .expect("exists");
-    assert_eq!(stored.token_hash.as_deref(), Some("hash-one"));
-    assert_eq!(stored.previous_token_hash, None);
-    assert_eq!(stored.token_issued_at, Some(at_s(10)));
-    assert_eq!(stored.token_generation, 1);
-
-    let second = store
-        .set_token(conversation.id, "hash-two", at_s(20))
-        .await
-        .expect("set_token");
-    assert_eq!(second, 2);
-    let stored = store
-        .conversation(conversation.id)
-        .await
-        .expect("read")
-        .expect("exists");
-    assert_eq!(stored.token_hash.as_deref(), Some("hash-two"));
-    assert_eq!(stored.previous_token_hash.as_deref(), Some("hash-one"));
-    assert_eq!(stored.token_issued_at, Some(at_s(20)));
-    assert_eq!(stored.token_generation, 2);
+    // Each write: the generation it returns, and the token it makes previous.
+    let writes = [
+        ("hash-one", at_s(10), 1, None),
+        ("hash-two", at_s(20), 2, Some("hash-one")),
+    ];
+    for (hash, issued_at, generation, previous) in writes {
+        let written = store
+            .set_token(conversation.id, hash, issued_at)
+            .await
+            .expect("set_token");
+        assert_eq!(written, generation);
+        let stored = stored_conversation(store, conversation.id).await;
+        assert_eq!(stored.token_hash.as_deref(), Some(hash));
+        assert_eq!(stored.previous_token_hash.as_deref(), previous);
+        assert_eq!(stored.token_issued_at, Some(issued_at));
+        assert_eq!(stored.token_generation, generation);
+    }
 }
 
 pub async fn conversations_without_token_lists_recent_contacts_only(store: &dyn Store) {

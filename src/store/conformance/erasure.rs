@@ -1,6 +1,7 @@
 //! Conformance: erasure and retention (`ErasureStore`).
 
 use super::*;
+use crate::store::CONTACT_TABLES;
 
 /// A contact with a bit of everything: two exchanges (counted in an hourly window), a queued
 /// reply, a delivered reply and a contact-token row.
@@ -76,7 +77,7 @@ pub async fn forget_deletes_every_row_of_the_contact(store: &dyn Store) {
         None
     );
     assert_eq!(store.conversation(contact.id).await.expect("read"), None);
-    assert!(store.turns(contact.id).await.expect("turns").is_empty());
+    assert!(stored_turns(store, contact.id).await.is_empty());
     for id in &contact_turns {
         assert_eq!(store.turn(*id).await.expect("turn"), None, "turn {id}");
     }
@@ -184,7 +185,7 @@ pub async fn retention_clears_old_text_and_keeps_the_measures(store: &dyn Store)
         ),
     )
     .await;
-    let before: Vec<_> = store.turns(conversation.id).await.expect("turns");
+    let before: Vec<_> = stored_turns(store, conversation.id).await;
 
     // At most `limit` a call; again until fewer come back.
     assert_eq!(
@@ -210,7 +211,7 @@ pub async fn retention_clears_old_text_and_keeps_the_measures(store: &dyn Store)
         "an emptied turn is not counted again"
     );
 
-    let after = store.turns(conversation.id).await.expect("turns");
+    let after = stored_turns(store, conversation.id).await;
     assert_eq!(after.len(), before.len(), "no turn is deleted");
     for (was, now) in before.iter().zip(&after) {
         if old.contains(&was.id) {
@@ -268,4 +269,75 @@ pub async fn retention_clears_old_text_and_keeps_the_measures(store: &dyn Store)
     assert_eq!(row_status(store, open).await, OutboxStatus::Pending);
     assert_eq!(row_status(store, recent).await, OutboxStatus::Delivered);
     settle(store, &[conversation.id]).await;
+}
+
+// The backends' schema test ("forget covers every table that names a contact") reads its own
+// schema and writes the rows no store call writes yet; these are the parts that are the same.
+
+/// The schema's columns that name a contact, as `(table, column)`, and `CONTACT_TABLES` agree
+/// both ways: a table added later with a `conversation_id` or `subscriber_id` column fails
+/// until it is listed.
+pub fn contact_tables_match_the_schema(schema: &[(String, String)]) {
+    let listed: Vec<&str> = CONTACT_TABLES.iter().map(|(table, _)| *table).collect();
+    for (table, column) in schema {
+        assert!(
+            listed.contains(&table.as_str()),
+            "{table}.{column} names a contact, but forget_contact leaves it: \
+             add {table} to store::CONTACT_TABLES"
+        );
+    }
+    for (table, column) in CONTACT_TABLES {
+        assert!(
+            schema.contains(&((*table).to_owned(), (*column).to_owned())),
+            "CONTACT_TABLES names {table}.{column}, which the schema lacks"
+        );
+    }
+}
+
+/// A contact (subscriber 5550010) with a row in every table a store call writes: the
+/// conversation, a turn in its rate window, a queued reply and a counted flow send.
+pub async fn contact_in_every_written_table(
+    store: &dyn Store,
+    at: DateTime<Utc>,
+) -> (SubscriberId, Conversation) {
+    let subscriber = SubscriberId::parse("5550010").expect("digits");
+    let conversation = store
+        .conversation_for(&subscriber, "whatsapp", at)
+        .await
+        .expect("conversation_for");
+    let message = NewTurn::user(conversation.id, "Invented question", true, at);
+    store
+        .record_exchange(Exchange {
+            rate: Some((&subscriber, at)),
+            ..Exchange::of(&message)
+        })
+        .await
+        .expect("record_exchange");
+    store
+        .enqueue(&NewOutboxRow {
+            conversation_id: conversation.id,
+            subscriber_id: subscriber.clone(),
+            kind: OutboxKind::Reply,
+            payload: json!({"messages": ["Invented reply"]}),
+            next_attempt_at: at,
+            created_at: at,
+        })
+        .await
+        .expect("enqueue");
+    assert!(
+        store
+            .count_flow_send(&subscriber, Utc::now(), 100)
+            .await
+            .expect("a flow send counted")
+    );
+    (subscriber, conversation)
+}
+
+/// `forget_contact` of a contact with a row in every contact table deletes from each.
+pub async fn forget_deletes_from_every_table(store: &dyn Store, subscriber: &SubscriberId) {
+    let forgotten = store.forget_contact(subscriber).await.expect("forget");
+    assert!(
+        forgotten.deleted.iter().all(|(_, rows)| *rows > 0),
+        "a row deleted from every contact table: {forgotten:?}"
+    );
 }

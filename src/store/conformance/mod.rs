@@ -105,6 +105,16 @@ async fn row(store: &dyn Store, id: i64) -> OutboxRow {
         .expect("the row exists")
 }
 
+/// The conversation as the store holds it now.
+async fn stored_conversation(store: &dyn Store, id: ConversationId) -> Conversation {
+    store.conversation(id).await.expect("read").expect("exists")
+}
+
+/// The conversation's turns as the store holds them now, oldest first.
+async fn stored_turns(store: &dyn Store, id: ConversationId) -> Vec<super::Turn> {
+    store.turns(id).await.expect("turns")
+}
+
 /// Dead-letters every unfinished row of these conversations, so no later case claims them.
 async fn settle(store: &dyn Store, conversations: &[ConversationId]) {
     for row in store.outbox_rows().await.expect("outbox_rows") {
@@ -121,22 +131,37 @@ async fn settle(store: &dyn Store, conversations: &[ConversationId]) {
 /// `count` bound exchanges: message `q{i}` at 10·i s, its answer `a{i}` a second later.
 async fn record_exchanges(store: &dyn Store, conversation: &Conversation, count: i64) {
     for i in 0..count {
-        record(
-            store,
-            NewTurn::user(conversation.id, format!("q{i}"), true, at_s(10 * i)),
-        )
-        .await;
-        record(
-            store,
-            NewTurn::agent(
-                conversation.id,
-                format!("a{i}"),
-                "answered_inline",
-                true,
-                at_s(10 * i + 1),
-            ),
-        )
-        .await;
+        record_bound_exchange(store, conversation, i, 10 * i).await;
+    }
+}
+
+/// Bound exchange `i`: message `q{i}` at `at` s, its answer `a{i}` a second later; their ids.
+async fn record_bound_exchange(
+    store: &dyn Store,
+    conversation: &Conversation,
+    i: i64,
+    at: i64,
+) -> [i64; 2] {
+    let user = record(
+        store,
+        NewTurn::user(conversation.id, format!("q{i}"), true, at_s(at)),
+    )
+    .await;
+    let agent = NewTurn::agent(
+        conversation.id,
+        format!("a{i}"),
+        "answered_inline",
+        true,
+        at_s(at + 1),
+    );
+    [user, record(store, agent).await]
+}
+
+/// `turn` with the actions record `actions`.
+fn with_actions(actions: serde_json::Value, turn: NewTurn) -> NewTurn {
+    NewTurn {
+        actions: Some(actions),
+        ..turn
     }
 }
 

@@ -305,7 +305,7 @@ pub async fn spec_025_a_nudge_turn_is_written_only_under_its_claim(store: &dyn S
         .expect("written under its claim");
     let nudge = store.nudge(conversations[0].id).await.expect("read");
     assert_eq!(nudge.map(|n| n.status), Some(NudgeStatus::Sent));
-    let turns = store.turns(conversations[0].id).await.expect("turns");
+    let turns = stored_turns(store, conversations[0].id).await;
     assert_eq!(turns.len(), 1);
     assert_eq!(
         (turns[0].id, turns[0].outcome.as_deref()),
@@ -320,11 +320,7 @@ pub async fn spec_025_a_nudge_turn_is_written_only_under_its_claim(store: &dyn S
         "a nudge turn counts in the contact's hour"
     );
     assert_eq!(store.budget(day).await.expect("budget").tokens, 50);
-    let after = store
-        .conversation(conversations[0].id)
-        .await
-        .expect("read")
-        .expect("exists");
+    let after = stored_conversation(store, conversations[0].id).await;
     assert_eq!(
         (after.last_message_at, after.turn_count),
         (None, 0),
@@ -386,13 +382,7 @@ pub async fn spec_025_a_nudge_turn_is_written_only_under_its_claim(store: &dyn S
             .await
             .expect("record_nudge_turn");
         assert_eq!(written, None, "no claim, no write");
-        assert!(
-            store
-                .turns(conversation.id)
-                .await
-                .expect("turns")
-                .is_empty()
-        );
+        assert!(stored_turns(store, conversation.id).await.is_empty());
         assert_eq!(
             store
                 .rate_count(&conversation.subscriber_id, window)

@@ -21,18 +21,18 @@ pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
     record(store, NewTurn::user(conversation.id, "q", true, at_s(1))).await;
     record(
         store,
-        NewTurn {
-            actions: Some(intent.clone()),
-            ..NewTurn::agent(conversation.id, "a", "answered_inline", true, at_s(2))
-        },
+        with_actions(
+            intent.clone(),
+            NewTurn::agent(conversation.id, "a", "answered_inline", true, at_s(2)),
+        ),
     )
     .await;
     record(
         store,
-        NewTurn {
-            actions: Some(json!([])),
-            ..NewTurn::agent(conversation.id, "b", "answered_inline", true, at_s(3))
-        },
+        with_actions(
+            json!([]),
+            NewTurn::agent(conversation.id, "b", "answered_inline", true, at_s(3)),
+        ),
     )
     .await;
     record(
@@ -42,18 +42,18 @@ pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
     .await;
     let later = record(
         store,
-        NewTurn {
-            actions: Some(stage.clone()),
-            ..NewTurn::agent(conversation.id, "d", "deferred", false, at_s(5))
-        },
+        with_actions(
+            stage.clone(),
+            NewTurn::agent(conversation.id, "d", "deferred", false, at_s(5)),
+        ),
     )
     .await;
     record(
         store,
-        NewTurn {
-            actions: Some(intent.clone()),
-            ..NewTurn::agent(other.id, "e", "answered_inline", true, at_s(6))
-        },
+        with_actions(
+            intent.clone(),
+            NewTurn::agent(other.id, "e", "answered_inline", true, at_s(6)),
+        ),
     )
     .await;
     let performed = json!([{"tool": "set_field", "id": "funnel_stage", "value": "qualifying", "status": "performed"}]);
@@ -85,11 +85,8 @@ pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
         "agent turns with entries only, oldest first, as updated"
     );
     assert_eq!(
-        store
-            .conversation(conversation.id)
+        stored_conversation(store, conversation.id)
             .await
-            .expect("conversation")
-            .expect("exists")
             .offering
             .as_deref(),
         Some("invented-offering")
@@ -124,11 +121,7 @@ pub async fn spec_032_the_opening_is_claimed_once_per_contact(store: &dyn Store)
             .expect("claim_opening"),
         "never again"
     );
-    let read = store
-        .conversation(conversation.id)
-        .await
-        .expect("conversation")
-        .expect("exists");
+    let read = stored_conversation(store, conversation.id).await;
     assert_eq!(
         read.opening_sent_at,
         Some(at),

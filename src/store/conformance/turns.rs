@@ -4,13 +4,7 @@ use super::*;
 
 pub async fn user_turn_updates_last_message_and_bound_count(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
-    let read = || async {
-        store
-            .conversation(conversation.id)
-            .await
-            .expect("read")
-            .expect("exists")
-    };
+    let read = || async { stored_conversation(store, conversation.id).await };
 
     record(store, NewTurn::user(conversation.id, "Hi", true, at_s(10))).await;
     let after_bound = read().await;
@@ -100,7 +94,7 @@ pub async fn turn_seq_orders_turns_in_the_same_millisecond(store: &dyn Store) {
         NewTurn::agent(conversation.id, "second", "answered_inline", true, same),
     )
     .await;
-    let turns = store.turns(conversation.id).await.expect("turns");
+    let turns = stored_turns(store, conversation.id).await;
     assert_eq!(
         turns.iter().map(|t| t.id).collect::<Vec<_>>(),
         vec![first, second]
@@ -157,24 +151,7 @@ pub async fn history_is_bound_only_oldest_first_within_window_and_limit(store: &
     record(store, NewTurn::user(conversation.id, "old", true, at_s(99))).await;
     let mut inside = Vec::new();
     for i in 0..5 {
-        let user = record(
-            store,
-            NewTurn::user(conversation.id, format!("q{i}"), true, at_s(100 + 10 * i)),
-        )
-        .await;
-        let agent = record(
-            store,
-            NewTurn::agent(
-                conversation.id,
-                format!("a{i}"),
-                "answered_inline",
-                true,
-                at_s(101 + 10 * i),
-            ),
-        )
-        .await;
-        inside.push(user);
-        inside.push(agent);
+        inside.extend(record_bound_exchange(store, &conversation, i, 100 + 10 * i).await);
     }
     // Unbound and other contacts' turns never enter history.
     record(
@@ -237,7 +214,7 @@ pub async fn turns_lists_every_turn_oldest_first(store: &dyn Store) {
         NewTurn::agent(conversation.id, "c", "escalated_precheck", false, at_s(30)),
     )
     .await;
-    let turns = store.turns(conversation.id).await.expect("turns");
+    let turns = stored_turns(store, conversation.id).await;
     assert_eq!(
         turns.iter().map(|t| t.id).collect::<Vec<_>>(),
         vec![a, b, c]
@@ -425,11 +402,7 @@ pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
     let usage = store.budget(day).await.expect("budget");
     assert_eq!(usage.tokens, 120);
     assert!((usage.cost_usd - 0.25).abs() < 1e-9);
-    let after_answer = store
-        .conversation(conversation.id)
-        .await
-        .expect("read")
-        .expect("exists");
+    let after_answer = stored_conversation(store, conversation.id).await;
     assert_eq!(after_answer.escalated_at, None);
     assert_eq!(after_answer.turn_count, 1);
     assert_eq!(after_answer.last_message_at, Some(at_s(3601)));
@@ -457,11 +430,7 @@ pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
         .expect("record_exchange");
     assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 1);
     assert_eq!(store.budget(day).await.expect("budget").tokens, 120);
-    let escalated = store
-        .conversation(conversation.id)
-        .await
-        .expect("read")
-        .expect("exists");
+    let escalated = stored_conversation(store, conversation.id).await;
     assert_eq!(escalated.escalated_at, Some(at_s(3602)));
     assert_eq!(escalated.turn_count, 2);
 
@@ -469,19 +438,15 @@ pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
     let alone = NewTurn::user(conversation.id, "hello?", true, at_s(3603));
     let ids = store
         .record_exchange(Exchange {
-            message: &alone,
             rate: Some((subscriber, window)),
-            reply: None,
-            charge: None,
-            escalated_at: None,
-            ..Exchange::of(&message)
+            ..Exchange::of(&alone)
         })
         .await
         .expect("record_exchange");
     assert_eq!(ids.reply, None);
     assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 2);
 
-    let turns = store.turns(conversation.id).await.expect("turns");
+    let turns = stored_turns(store, conversation.id).await;
     let stored: Vec<(Role, &str)> = turns.iter().map(|t| (t.role, t.text.as_str())).collect();
     assert_eq!(
         stored,
@@ -716,13 +681,7 @@ pub async fn record_exchange_is_all_or_nothing(store: &dyn Store) {
         })
         .await;
     assert!(failed.is_err());
-    assert!(
-        store
-            .turns(conversation.id)
-            .await
-            .expect("turns")
-            .is_empty()
-    );
+    assert!(stored_turns(store, conversation.id).await.is_empty());
     assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 0);
     assert_eq!(store.budget(day).await.expect("budget").tokens, 0);
 }

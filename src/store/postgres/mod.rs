@@ -347,6 +347,10 @@ mod tests {
     /// listed in `CONTACT_TABLES`.
     #[tokio::test]
     async fn forget_covers_every_table_that_names_a_contact() {
+        use crate::store::conformance::{
+            contact_in_every_written_table, contact_tables_match_the_schema,
+            forget_deletes_from_every_table,
+        };
         let Ok(url) = std::env::var("TEST_DATABASE_URL") else {
             eprintln!("skipped: TEST_DATABASE_URL is not set, Postgres not tested");
             return;
@@ -360,51 +364,11 @@ mod tests {
         .fetch_all(&store.pool)
         .await
         .expect("the schema");
-        let listed: Vec<&str> = CONTACT_TABLES.iter().map(|(table, _)| *table).collect();
-        for (table, column) in &schema {
-            assert!(
-                listed.contains(&table.as_str()),
-                "{table}.{column} names a contact, but forget_contact leaves it: \
-                 add {table} to store::CONTACT_TABLES"
-            );
-        }
-        for (table, column) in CONTACT_TABLES {
-            assert!(
-                schema.contains(&((*table).to_owned(), (*column).to_owned())),
-                "CONTACT_TABLES names {table}.{column}, which the schema lacks"
-            );
-        }
+        contact_tables_match_the_schema(&schema);
 
         // A contact with a row in every such table (a nudge has no store call yet: inserted here).
         let at = DateTime::from_timestamp_millis(1_770_000_000_000).expect("an instant");
-        let subscriber = SubscriberId::parse("5550010").expect("digits");
-        let conversation = store
-            .conversation_for(&subscriber, "whatsapp", at)
-            .await
-            .expect("conversation_for");
-        let message = NewTurn::user(conversation.id, "Invented question", true, at);
-        store
-            .record_exchange(Exchange {
-                message: &message,
-                rate: Some((&subscriber, at)),
-                reply: None,
-                charge: None,
-                escalated_at: None,
-                ..Exchange::of(&message)
-            })
-            .await
-            .expect("record_exchange");
-        store
-            .enqueue(&NewOutboxRow {
-                conversation_id: conversation.id,
-                subscriber_id: subscriber.clone(),
-                kind: super::super::OutboxKind::Reply,
-                payload: serde_json::json!({"messages": ["Invented reply"]}),
-                next_attempt_at: at,
-                created_at: at,
-            })
-            .await
-            .expect("enqueue");
+        let (subscriber, conversation) = contact_in_every_written_table(&store, at).await;
         sqlx::query(
             "INSERT INTO nudges (conversation_id, delay_id, due_at, status, created_at, \
              updated_at) VALUES ($1, 'invented', $2, 'pending', $2, $2)",
@@ -414,23 +378,12 @@ mod tests {
         .execute(&store.pool)
         .await
         .expect("a nudge");
-
-        assert!(
-            store
-                .count_flow_send(&subscriber, chrono::Utc::now(), 100)
-                .await
-                .expect("a flow send counted")
-        );
         // A turn of the contact holding its place (a ticket).
         let _turn = store
             .lock_conversation(conversation.id)
             .await
             .expect("a ticket");
-        let forgotten = store.forget_contact(&subscriber).await.expect("forget");
-        assert!(
-            forgotten.deleted.iter().all(|(_, rows)| *rows > 0),
-            "a row deleted from every contact table: {forgotten:?}"
-        );
+        forget_deletes_from_every_table(&store, &subscriber).await;
         for (table, column) in schema {
             // Compared as text, so one query serves uuid and text columns.
             let left: i64 = sqlx::query_scalar(&format!(

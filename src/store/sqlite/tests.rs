@@ -521,54 +521,18 @@ async fn contact_columns(store: &SqliteStore) -> Vec<(String, String)> {
 /// listed in `CONTACT_TABLES`.
 #[tokio::test]
 async fn forget_covers_every_table_that_names_a_contact() {
+    use crate::store::conformance::{
+        contact_in_every_written_table, contact_tables_match_the_schema,
+        forget_deletes_from_every_table,
+    };
     let store = SqliteStore::connect("sqlite::memory:")
         .await
         .expect("a store");
     let schema = contact_columns(&store).await;
-    let listed: Vec<&str> = CONTACT_TABLES.iter().map(|(table, _)| *table).collect();
-    for (table, column) in &schema {
-        assert!(
-            listed.contains(&table.as_str()),
-            "{table}.{column} names a contact, but forget_contact leaves it: \
-             add {table} to store::CONTACT_TABLES"
-        );
-    }
-    for (table, column) in CONTACT_TABLES {
-        assert!(
-            schema.contains(&((*table).to_owned(), (*column).to_owned())),
-            "CONTACT_TABLES names {table}.{column}, which the schema lacks"
-        );
-    }
+    contact_tables_match_the_schema(&schema);
 
     // A contact with a row in every such table (a nudge has no store call yet: inserted here).
-    let subscriber = SubscriberId::parse("5550010").expect("digits");
-    let conversation = store
-        .conversation_for(&subscriber, "whatsapp", instant())
-        .await
-        .expect("conversation_for");
-    let message = NewTurn::user(conversation.id, "Invented question", true, instant());
-    store
-        .record_exchange(Exchange {
-            message: &message,
-            rate: Some((&subscriber, instant())),
-            reply: None,
-            charge: None,
-            escalated_at: None,
-            ..Exchange::of(&message)
-        })
-        .await
-        .expect("record_exchange");
-    store
-        .enqueue(&NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: subscriber.clone(),
-            kind: super::super::OutboxKind::Reply,
-            payload: serde_json::json!({"messages": ["Invented reply"]}),
-            next_attempt_at: instant(),
-            created_at: instant(),
-        })
-        .await
-        .expect("enqueue");
+    let (subscriber, conversation) = contact_in_every_written_table(&store, instant()).await;
     let id = conversation.id.to_string();
     store
         .write(move |conn| {
@@ -581,13 +545,6 @@ async fn forget_covers_every_table_that_names_a_contact() {
         })
         .await
         .expect("a nudge");
-
-    assert!(
-        store
-            .count_flow_send(&subscriber, chrono::Utc::now(), 100)
-            .await
-            .expect("a flow send counted")
-    );
     let ticket_for = conversation.id.to_string();
     store
         .write(move |conn| {
@@ -600,11 +557,7 @@ async fn forget_covers_every_table_that_names_a_contact() {
         })
         .await
         .expect("a ticket");
-    let forgotten = store.forget_contact(&subscriber).await.expect("forget");
-    assert!(
-        forgotten.deleted.iter().all(|(_, rows)| *rows > 0),
-        "a row deleted from every contact table: {forgotten:?}"
-    );
+    forget_deletes_from_every_table(&store, &subscriber).await;
     for (table, column) in schema {
         let value = if column == "conversation_id" {
             conversation.id.to_string()
