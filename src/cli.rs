@@ -26,6 +26,8 @@ use crate::startup::{self, Application, Overrides};
 use crate::store::Store;
 
 mod handoff;
+mod release;
+pub use release::release;
 
 /// A command's failure, printed by `main` as `error: …`.
 #[derive(Debug, thiserror::Error)]

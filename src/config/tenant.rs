@@ -215,6 +215,11 @@ pub struct Handoff {
     /// A ManyChat flow sent on escalation (e.g. one that alerts a person).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_ns: Option<String>,
+    /// How long the assistant stays out of a conversation after handing it to a person, from
+    /// 0 (never) to 168; the tag's removal or an operator's release end it sooner.
+    #[serde(default = "defaults::hold_hours")]
+    #[schemars(range(max = 168))]
+    pub hold_hours: u32,
 }
 
 pub mod defaults {
@@ -223,6 +228,9 @@ pub mod defaults {
     }
     pub fn max_turns() -> u32 {
         25
+    }
+    pub fn hold_hours() -> u32 {
+        24
     }
     pub fn idle_reset_hours() -> u32 {
         24

@@ -1,5 +1,6 @@
 //! The HTTP surface (SYSTEM 3.1–3.3): `POST /v1/channels/manychat/message`, `GET /health`,
-//! `GET /ready`, `GET /metrics`.
+//! `GET /ready`, `GET /metrics`, and `POST /v1/channels/manychat/release` (`release`: a contact
+//! held for a person handed back to the assistant).
 //!
 //! The message route runs its checks in a fixed order: authentication **before the body is read**
 //! (a request without a valid secret is counted against its address's limit, then refused), then
@@ -19,6 +20,7 @@ pub mod client_ip;
 pub mod connections;
 pub mod inbound;
 pub mod rate_limit;
+mod release;
 mod response_body;
 pub mod server;
 mod wiring;
@@ -76,6 +78,7 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route(MESSAGE_PATH, post(message))
+        .route(release::RELEASE_PATH, post(release::release))
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
@@ -120,11 +123,14 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
             .into_response();
     }
     // The store's gauges are read here, per scrape, never on a turn.
-    let budget = state.config.snapshot().rules.budget.clone();
+    let config = state.config.snapshot();
+    let budget = config.rules.budget.clone();
     let now = state.clock.now();
+    let hold = crate::handoff::hold_hours(&config);
+    let held_since = (hold > 0).then(|| now - chrono::Duration::hours(i64::from(hold)));
     state
         .metrics
-        .sample_store(state.store.as_ref(), &budget, now)
+        .sample_store(state.store.as_ref(), &budget, held_since, now)
         .await;
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],

@@ -81,6 +81,12 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
     }
 
     if let Some(handoff) = &rules.handoff {
+        if handoff.hold_hours > MAX_HOLD_HOURS {
+            r.push(
+                "$.handoff.holdHours",
+                format!("must be between 0 and {MAX_HOLD_HOURS} hours"),
+            );
+        }
         if let Some(tag) = &handoff.tag {
             r.non_empty("$.handoff.tag", tag);
         }
@@ -93,3 +99,6 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
     }
     r.issues
 }
+
+/// The longest hold after a handoff: a week.
+const MAX_HOLD_HOURS: u32 = 168;

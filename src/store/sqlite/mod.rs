@@ -134,6 +134,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "nudge_worker",
         include_str!("../../../migrations/sqlite/0013_nudge_worker.sql"),
     ),
+    (
+        14,
+        "handoff_hold",
+        include_str!("../../../migrations/sqlite/0014_handoff_hold.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -142,7 +147,7 @@ macro_rules! conversation_columns {
     () => {
         "id, subscriber_id, channel, turn_count, escalated_at, last_message_at, token_hash, \
          previous_token_hash, token_issued_at, token_generation, offering, opening_sent_at, \
-         created_at, updated_at"
+         created_at, updated_at, hold_released_at, hold_release_reason, hold_note_due"
     };
 }
 
