@@ -10,6 +10,7 @@ mod deferred_channel;
 mod durable;
 mod flows;
 mod gates;
+mod handoff_hold;
 mod hardening;
 mod hold;
 mod http_contract;
