@@ -206,7 +206,7 @@ pub struct Learning {
     pub max_run_cost_usd: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Handoff {
     /// A ManyChat tag name added to the contact on escalation.
@@ -220,6 +220,17 @@ pub struct Handoff {
     #[serde(default = "defaults::hold_hours")]
     #[schemars(range(max = 168))]
     pub hold_hours: u32,
+}
+
+impl Default for Handoff {
+    /// No tag, no flow, the default hold.
+    fn default() -> Self {
+        Self {
+            tag: None,
+            flow_ns: None,
+            hold_hours: defaults::hold_hours(),
+        }
+    }
 }
 
 pub mod defaults {
