@@ -514,6 +514,10 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
                 "{dir}: valid ({} offerings, {tools} tool entries)",
                 config.catalog.offerings.len()
             );
+            println!(
+                "{}",
+                crate::handoff::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
+            );
             if let Some(skipped) = skipped {
                 println!("{skipped}");
             }

@@ -130,6 +130,9 @@ pub struct Rules {
     /// Beyond the reference: what the server does in ManyChat when a turn escalates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<Handoff>,
+    /// Business hours; absent: always open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hours: Option<Hours>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -144,6 +147,24 @@ pub struct Messages {
     /// Sent when the contact sends media the agent cannot read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_fallback: Option<String>,
+    /// Sent instead of `escalation` on a handoff outside `hours`; required with `hours`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_closed: Option<String>,
+}
+
+/// Business hours: outside them a handoff answers with `messages.escalationClosed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Hours {
+    /// An IANA time zone (e.g. `Europe/Madrid`); daylight-saving changes follow it.
+    pub timezone: String,
+    /// Per day (`mon` … `sun`), its openings as `HH:MM-HH:MM` ranges (`24:00` ends the day); a
+    /// day absent or empty is closed.
+    #[serde(default)]
+    pub weekly: std::collections::BTreeMap<String, Vec<String>>,
+    /// Dates (`YYYY-MM-DD`, local) closed all day.
+    #[serde(default)]
+    pub closed: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

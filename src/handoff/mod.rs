@@ -14,6 +14,7 @@
 //!
 //! This file is pure: the state of a conversation's hold at an instant, and the note's line.
 
+pub mod hours;
 pub mod release;
 pub mod tag;
 
@@ -60,6 +61,22 @@ pub enum Hold {
         since: DateTime<Utc>,
         at: DateTime<Utc>,
     },
+}
+
+/// The copy a handoff answers with at `now`: `messages.escalationClosed` outside business hours,
+/// `messages.escalation` otherwise (and always without `hours`).
+pub fn escalation_copy(config: &TenantConfig, now: DateTime<Utc>) -> &str {
+    let messages = &config.rules.messages;
+    let closed = config
+        .rules
+        .hours
+        .as_ref()
+        .and_then(|h| hours::Schedule::parse(h).ok())
+        .is_some_and(|schedule| !schedule.is_open(now));
+    match (&messages.escalation_closed, closed) {
+        (Some(copy), true) => copy,
+        _ => &messages.escalation,
+    }
 }
 
 /// `rules.handoff.holdHours`, its default when the tenant has no `handoff` block.
@@ -183,17 +200,30 @@ mod tests {
 
     #[test]
     fn handoff_a_release_ends_the_hold_and_a_newer_handoff_starts_another() {
-        assert_eq!(hold_at(&conversation(Some(8), Some(9)), 24, at(10)), Hold::Free);
+        assert_eq!(
+            hold_at(&conversation(Some(8), Some(9)), 24, at(10)),
+            Hold::Free
+        );
         let again = conversation(Some(10), Some(9));
         assert!(matches!(hold_at(&again, 24, at(11)), Hold::Held { since, .. } if since == at(10)));
-        assert_eq!(release_note(&again), None, "the old release's note is not owed");
+        assert_eq!(
+            release_note(&again),
+            None,
+            "the old release's note is not owed"
+        );
     }
 
     #[test]
     fn handoff_release_note_names_when_a_person_had_the_conversation() {
         let c = conversation(Some(8), Some(9));
         let note = release_note(&c).expect("a note is due");
-        assert_eq!(note, ReleaseNote { from: at(8), to: at(9) });
+        assert_eq!(
+            note,
+            ReleaseNote {
+                from: at(8),
+                to: at(9)
+            }
+        );
         assert_eq!(
             note.line(),
             "A person from the business handled this conversation from 2026-03-02 08:00 to \

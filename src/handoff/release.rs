@@ -23,8 +23,7 @@ pub async fn release_contact(
     };
     match hold_at(&conversation, hold_hours(config), now) {
         Hold::Held { since, .. } => {
-            let released =
-                record(store, &conversation, since, now, Release::Released).await?;
+            let released = record(store, &conversation, since, now, Release::Released).await?;
             Ok(released.then_some(Release::Released))
         }
         Hold::Expired { since, at } => {

@@ -94,9 +94,16 @@ fn parse(bytes: &[u8]) -> Result<SubscriberId, (&'static str, String)> {
         return Err(("body", "body: only subscriber_id is accepted".to_owned()));
     }
     match id {
-        Some(Value::String(raw)) => SubscriberId::parse(raw.trim())
-            .map_err(|_| ("subscriber_id", "subscriber_id: must be the contact's digits".to_owned())),
-        Some(_) => Err(("subscriber_id", "subscriber_id: must be a string of digits".to_owned())),
+        Some(Value::String(raw)) => SubscriberId::parse(raw.trim()).map_err(|_| {
+            (
+                "subscriber_id",
+                "subscriber_id: must be the contact's digits".to_owned(),
+            )
+        }),
+        Some(_) => Err((
+            "subscriber_id",
+            "subscriber_id: must be a string of digits".to_owned(),
+        )),
         None => Err(("subscriber_id", "subscriber_id: is required".to_owned())),
     }
 }

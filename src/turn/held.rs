@@ -54,7 +54,10 @@ impl TurnEngine {
                     None => false,
                 };
                 if !gone {
-                    return self.answer_held(conversation, message, mode).await.map(Some);
+                    return self
+                        .answer_held(conversation, message, mode)
+                        .await
+                        .map(Some);
                 }
                 (since, now, Release::TagRemoved)
             }

@@ -215,15 +215,11 @@ impl TurnEngine {
         }
     }
 
-    /// The tenant's escalation copy from the current config: what any failure answers (C6).
+    /// The tenant's escalation copy from the current config: what any failure answers (C6);
+    /// outside business hours, the closed copy.
     pub fn escalation_copy(&self) -> String {
-        self.inner
-            .config
-            .snapshot()
-            .rules
-            .messages
-            .escalation
-            .clone()
+        let config = self.inner.config.snapshot();
+        crate::handoff::escalation_copy(&config, self.inner.clock.now()).to_owned()
     }
 
     pub fn tasks(&self) -> &TaskTracker {

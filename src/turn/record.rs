@@ -269,7 +269,7 @@ impl TurnEngine {
         let abort_at = now + chrono::Duration::from_std(left).unwrap_or(chrono::Duration::zero());
         let due = abort_at + PROMISE_MARGIN;
         let reply = ReplyPayload {
-            messages: vec![config.rules.messages.escalation.clone()],
+            messages: vec![crate::handoff::escalation_copy(config, now).to_owned()],
             actions: Vec::new(),
             turn_id: None,
             promise: Some(PromiseNote {
@@ -409,7 +409,7 @@ impl TurnEngine {
         let message = Message::new(NewTurn::user(conversation.id, text, false, now));
         let mut reply = NewTurn::agent(
             conversation.id,
-            &config.rules.messages.escalation,
+            crate::handoff::escalation_copy(&config, now),
             "escalated_precheck",
             false,
             now,

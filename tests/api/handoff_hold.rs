@@ -19,10 +19,13 @@ const TAG: &str = "needs-studio-reply";
 
 /// The fake ManyChat shows the contact with the handoff tag (a person has the conversation).
 async fn contact_has_the_tag(app: &TestApp) {
-    getinfo_answers(app, ResponseTemplate::new(200).set_body_json(json!({
-        "status": "success",
-        "data": {"id": "1", "tags": [{"id": 1, "name": TAG}], "custom_fields": []}
-    })))
+    getinfo_answers(
+        app,
+        ResponseTemplate::new(200).set_body_json(json!({
+            "status": "success",
+            "data": {"id": "1", "tags": [{"id": 1, "name": TAG}], "custom_fields": []}
+        })),
+    )
     .await;
 }
 
@@ -84,7 +87,10 @@ async fn assert_held(app: &TestApp, model: &ScriptedModel, subscriber: &str) {
     assert!(message.bound, "the contact's message is recorded as usual");
     assert_eq!(held.outcome.as_deref(), Some("held"));
     assert_eq!(held.text, "");
-    assert!(!held.bound, "the held turn never enters the model's history");
+    assert!(
+        !held.bound,
+        "the held turn never enters the model's history"
+    );
     assert!(held.actions.is_none(), "no handoff again");
 }
 
@@ -145,12 +151,10 @@ async fn handoff_every_escalation_path_starts_the_hold() {
     for (n, case) in paths.into_iter().enumerate() {
         let model = Arc::new(ScriptedModel::from_steps(case.steps));
         let rules = case.rules;
-        let app = spawn_app_with(
-            AppOptions::new(model.clone()).edit(move |dir| {
-                crate::selling::without_sales(dir);
-                edit_rules(dir, rules);
-            }),
-        )
+        let app = spawn_app_with(AppOptions::new(model.clone()).edit(move |dir| {
+            crate::selling::without_sales(dir);
+            edit_rules(dir, rules);
+        }))
         .await;
         let subscriber = format!("{}", 3_100_100 + n);
         let mut last = Value::Null;
@@ -158,7 +162,12 @@ async fn handoff_every_escalation_path_starts_the_hold() {
             last = app.send(&subscriber, text).await.1;
             app.settle_advancing().await;
         }
-        assert_eq!(block_texts(&last), vec![app.escalation_copy()], "{}", case.name);
+        assert_eq!(
+            block_texts(&last),
+            vec![app.escalation_copy()],
+            "{}",
+            case.name
+        );
         assert!(app.conversation(&subscriber).await.escalated_at.is_some());
         app.manychat.reset().await;
         assert_held(&app, &model, &subscriber).await;
@@ -170,9 +179,10 @@ async fn handoff_every_escalation_path_starts_the_hold() {
 async fn handoff_hold_expires_after_hold_hours_and_the_next_turn_is_told() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::from_steps(replies(&["Welcome back."])));
-    let app = spawn_app_with(AppOptions::new(model.clone()).edit(|dir| {
-        edit_rules(dir, |r| r["handoff"]["holdHours"] = 2.into())
-    }))
+    let app = spawn_app_with(
+        AppOptions::new(model.clone())
+            .edit(|dir| edit_rules(dir, |r| r["handoff"]["holdHours"] = 2.into())),
+    )
     .await;
     app.send("3100201", "I want a refund").await;
     app.settle().await;
@@ -183,10 +193,15 @@ async fn handoff_hold_expires_after_hold_hours_and_the_next_turn_is_told() {
     app.settle().await;
     assert_eq!(block_texts(&body), vec!["Welcome back.".to_owned()]);
     let conversation = app.conversation("3100201").await;
-    assert_eq!(conversation.hold_release_reason.as_deref(), Some("hold_expired"));
+    assert_eq!(
+        conversation.hold_release_reason.as_deref(),
+        Some("hold_expired")
+    );
     assert_eq!(
         conversation.hold_released_at,
-        conversation.escalated_at.map(|at| at + chrono::Duration::hours(2)),
+        conversation
+            .escalated_at
+            .map(|at| at + chrono::Duration::hours(2)),
         "the hold ran out two hours after the handoff"
     );
     assert!(!conversation.hold_note_due, "the note was given");
@@ -201,7 +216,10 @@ async fn handoff_hold_expires_after_hold_hours_and_the_next_turn_is_told() {
 #[tokio::test(start_paused = true)]
 async fn handoff_the_tag_removed_releases_the_hold_and_the_message_is_answered() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(replies(&["Happy to help.", "Sure."])));
+    let model = Arc::new(ScriptedModel::from_steps(replies(&[
+        "Happy to help.",
+        "Sure.",
+    ])));
     let app = spawn_app(model.clone()).await;
     app.send("3100301", "I want a refund").await;
     app.settle().await;
@@ -214,7 +232,10 @@ async fn handoff_the_tag_removed_releases_the_hold_and_the_message_is_answered()
     app.settle().await;
     assert_eq!(block_texts(&body), vec!["Happy to help.".to_owned()]);
     let conversation = app.conversation("3100301").await;
-    assert_eq!(conversation.hold_release_reason.as_deref(), Some("tag_removed"));
+    assert_eq!(
+        conversation.hold_release_reason.as_deref(),
+        Some("tag_removed")
+    );
     let prompt = format!("{:?}", model.requests().last().unwrap());
     assert!(prompt.contains("A person from the business handled this conversation"));
 
@@ -300,8 +321,18 @@ async fn handoff_an_operator_release_through_the_route_hands_the_contact_back() 
     let body = r#"{"subscriber_id": "3100501"}"#;
 
     assert_eq!(post_release(&app, None, body).await.0, 401);
-    assert_eq!(post_release(&app, Some("wrong-secret-000000"), body).await.0, 401);
-    for bad in ["", "{}", r#"{"subscriber_id": 3100501}"#, r#"{"subscriber_id": "abc"}"#] {
+    assert_eq!(
+        post_release(&app, Some("wrong-secret-000000"), body)
+            .await
+            .0,
+        401
+    );
+    for bad in [
+        "",
+        "{}",
+        r#"{"subscriber_id": 3100501}"#,
+        r#"{"subscriber_id": "abc"}"#,
+    ] {
         let (status, answer) = post_release(&app, Some(SECRET), bad).await;
         assert_eq!(status, 400, "{bad}");
         assert!(answer["field"].is_string(), "the field is named: {answer}");
@@ -330,7 +361,10 @@ async fn handoff_an_operator_release_through_the_route_hands_the_contact_back() 
         "a release sends nothing to ManyChat"
     );
     let conversation = app.conversation("3100501").await;
-    assert_eq!(conversation.hold_release_reason.as_deref(), Some("released"));
+    assert_eq!(
+        conversation.hold_release_reason.as_deref(),
+        Some("released")
+    );
 
     // The tag is still on the contact, but the operator released it: answered, and told.
     let (_, answer) = app.send("3100501", "Hello").await;
@@ -350,11 +384,16 @@ async fn handoff_a_new_handoff_after_a_release_holds_again_and_tags_again() {
     app.send("3100601", "I want a refund").await;
     app.settle().await;
     let body = r#"{"subscriber_id": "3100601"}"#;
-    assert_eq!(post_release(&app, Some(SECRET), body).await.1["released"], true);
+    assert_eq!(
+        post_release(&app, Some(SECRET), body).await.1["released"],
+        true
+    );
     app.manychat.reset().await;
     manychat_accepts_everything(&app.manychat).await;
     tokio::time::advance(Duration::from_secs(60)).await;
-    let (_, answer) = app.send("3100601", "It is a complaint, refund please").await;
+    let (_, answer) = app
+        .send("3100601", "It is a complaint, refund please")
+        .await;
     app.settle().await;
     assert_eq!(block_texts(&answer), vec![app.escalation_copy()]);
     let tags: Vec<_> = app
@@ -377,8 +416,14 @@ async fn handoff_metrics_count_held_messages_and_contacts_held_now() {
     app.settle().await;
     assert_held(&app, &model, "3100701").await;
     let metrics = app.metrics_text().await;
-    assert!(metrics.contains("manychat_agent_held_messages_total 1"), "{metrics}");
-    assert!(metrics.contains("manychat_agent_contacts_held 1"), "{metrics}");
+    assert!(
+        metrics.contains("manychat_agent_held_messages_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("manychat_agent_contacts_held 1"),
+        "{metrics}"
+    );
 }
 
 /// Replicas share the hold: a release through one holds for the other's next message, on
@@ -399,8 +444,52 @@ async fn handoff_postgres_a_release_on_one_replica_frees_the_contact_on_the_othe
     one.settle().await;
     assert_held(&two, &model, "3100801").await;
     let body = r#"{"subscriber_id": "3100801"}"#;
-    assert_eq!(post_release(&one, Some(SECRET), body).await.1["released"], true);
+    assert_eq!(
+        post_release(&one, Some(SECRET), body).await.1["released"],
+        true
+    );
     let (_, answer) = two.send("3100801", "Hello").await;
     two.settle().await;
     assert_eq!(block_texts(&answer), vec!["Back with you.".to_owned()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn hours_a_handoff_while_closed_answers_with_the_closed_copy_and_still_holds() {
+    let _frozen = FrozenClock::freeze();
+    const CLOSED: &str = "We are closed now; a person will reply when we open.";
+    for (weekly, expected_closed) in [
+        (json!({}), true),
+        (
+            json!({"mon": ["00:00-24:00"], "tue": ["00:00-24:00"], "wed": ["00:00-24:00"],
+                   "thu": ["00:00-24:00"], "fri": ["00:00-24:00"], "sat": ["00:00-24:00"],
+                   "sun": ["00:00-24:00"]}),
+            false,
+        ),
+    ] {
+        let model = Arc::new(ScriptedModel::from_steps(vec![]));
+        let app = spawn_app_with(AppOptions::new(model.clone()).edit(move |dir| {
+            edit_rules(dir, |r| {
+                r["hours"] = json!({"timezone": "Europe/Madrid", "weekly": weekly});
+                r["messages"]["escalationClosed"] = CLOSED.into();
+            })
+        }))
+        .await;
+        let (_, body) = app.send("3100901", "I want a refund").await;
+        app.settle().await;
+        let expected = if expected_closed {
+            CLOSED.to_owned()
+        } else {
+            app.escalation_copy()
+        };
+        assert_eq!(block_texts(&body), vec![expected]);
+        let tagged = app
+            .manychat_requests()
+            .await
+            .iter()
+            .any(|r| r.path == "/fb/subscriber/addTagByName" && r.body["tag_name"] == TAG);
+        assert!(tagged, "the handoff is unchanged");
+        app.manychat.reset().await;
+        assert_held(&app, &model, "3100901").await;
+        app.stop().await;
+    }
 }

@@ -198,19 +198,29 @@ pub async fn handoff_release_is_recorded_once_per_hold(store: &dyn Store) {
 
 /// Contacts held now: handed over after `since` and not released since.
 pub async fn handoff_held_contacts_counts_unreleased_recent_handoffs(store: &dyn Store) {
-    let base = store.held_contacts(at_s(1_000)).await.expect("held_contacts");
+    let base = store
+        .held_contacts(at_s(1_000))
+        .await
+        .expect("held_contacts");
     let held = fresh_conversation(store).await;
     let released = fresh_conversation(store).await;
     let old = fresh_conversation(store).await;
     for (c, at) in [(&held, 2_000), (&released, 2_000), (&old, 500)] {
-        store.set_escalated(c.id, at_s(at)).await.expect("set_escalated");
+        store
+            .set_escalated(c.id, at_s(at))
+            .await
+            .expect("set_escalated");
     }
     store
         .release_hold(released.id, at_s(2_000), at_s(2_100), "released")
         .await
         .expect("release_hold");
     assert_eq!(
-        store.held_contacts(at_s(1_000)).await.expect("held_contacts") - base,
+        store
+            .held_contacts(at_s(1_000))
+            .await
+            .expect("held_contacts")
+            - base,
         1
     );
 }
