@@ -167,29 +167,9 @@ async fn message(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
 
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > BODY_LIMIT) {
-        state.metrics.bad_requests.inc();
-        return too_large();
-    }
-    let read = axum::body::to_bytes(body, BODY_LIMIT);
-    let bytes = match tokio::time::timeout_at(arrived_at + state.body_timeout, read).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(_)) => {
-            state.metrics.bad_requests.inc();
-            return too_large();
-        }
-        Err(_) => {
-            state.metrics.bad_requests.inc();
-            tracing::info!("inbound request refused: the body did not arrive in time");
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                json!({"error": "request_timeout", "message": "body: did not arrive in time"}),
-            );
-        }
+    let bytes = match read_body(&state, &headers, body, arrived_at).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
     };
     let mut message = match inbound::InboundMessage::parse(&bytes) {
         Ok(message) => message,
@@ -288,6 +268,40 @@ fn too_many_requests(state: &AppState, retry: rate_limit::RetryAfter) -> Respons
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(retry.seconds()));
     response
+}
+
+/// An authenticated request's body, within `BODY_LIMIT` (declared or read) and the body
+/// timeout from its arrival; `Err` is the refusal to answer (413, 408), counted.
+async fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    arrived_at: tokio::time::Instant,
+) -> Result<axum::body::Bytes, Response> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > BODY_LIMIT) {
+        state.metrics.bad_requests.inc();
+        return Err(too_large());
+    }
+    let read = axum::body::to_bytes(body, BODY_LIMIT);
+    match tokio::time::timeout_at(arrived_at + state.body_timeout, read).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => {
+            state.metrics.bad_requests.inc();
+            Err(too_large())
+        }
+        Err(_) => {
+            state.metrics.bad_requests.inc();
+            tracing::info!("inbound request refused: the body did not arrive in time");
+            Err(error(
+                StatusCode::REQUEST_TIMEOUT,
+                json!({"error": "request_timeout", "message": "body: did not arrive in time"}),
+            ))
+        }
+    }
 }
 
 fn too_large() -> Response {

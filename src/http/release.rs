@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{AppState, BODY_LIMIT, error, too_large, too_many_requests};
+use super::{AppState, error, too_many_requests};
 use crate::ids::SubscriberId;
 
 /// The route beside the message route.
@@ -37,20 +37,9 @@ pub(super) async fn release(
         state.metrics.unauthorized.inc();
         return error(StatusCode::UNAUTHORIZED, json!({"error": "unauthorized"}));
     }
-    let read = axum::body::to_bytes(body, BODY_LIMIT);
-    let bytes = match tokio::time::timeout_at(arrived_at + state.body_timeout, read).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(_)) => {
-            state.metrics.bad_requests.inc();
-            return too_large();
-        }
-        Err(_) => {
-            state.metrics.bad_requests.inc();
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                json!({"error": "request_timeout", "message": "body: did not arrive in time"}),
-            );
-        }
+    let bytes = match super::read_body(&state, &headers, body, arrived_at).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
     };
     let subscriber = match parse(&bytes) {
         Ok(subscriber) => subscriber,
