@@ -13,7 +13,10 @@
 //! group of writes), so its throughput is 8 / latency, not the machine's capacity. From 32 the
 //! turn saturates too, and the ratio there compares what each costs at full load.
 //!
-//! Every contact has written once before anything is measured (and its first-contact token
+//! The new-contact phase runs beside them, on an app of its own: every request is a contact's
+//! first message (a conversation created, a token issued and written to ManyChat).
+//!
+//! Every other contact has written once before anything is measured (and its first-contact token
 //! write has settled), so the measured turns are those of returning contacts: the steady state
 //! of a running service. The tenant's daily budget is lifted and contacts are many enough that
 //! no turn stops at the turn cap or the hourly rate: every measured turn reaches the model.
@@ -231,6 +234,12 @@ fn subscriber(worker: usize, n: usize) -> usize {
     100_000 + worker * 1000 + n % CONTACTS_PER_WORKER
 }
 
+/// A contact never seen before: worker `worker`'s `n`-th new contact (ids from 10 000 000, far
+/// from every other phase's).
+fn new_contact(worker: usize, n: usize) -> usize {
+    10_000_000 + worker * 100_000 + n
+}
+
 /// The client address a contact's requests come from: one of its own, in 10.0.0.0/8.
 fn address_of(subscriber: usize) -> String {
     format!(
@@ -335,18 +344,20 @@ fn client(concurrency: usize) -> reqwest::Client {
 async fn drive(url: String, requests: usize, concurrency: usize) -> Measured {
     let client = client(concurrency);
     Measured::of(vec![
-        drive_slice(&client, &url, requests, concurrency, 0).await,
+        drive_slice(&client, &url, requests, concurrency, 0, subscriber).await,
     ])
 }
 
 /// `requests` requests from `concurrency` workers; worker `w`'s `i`-th request is its
-/// `first + i`-th message (which picks its contact and client address).
+/// `first + i`-th message, from contact `contact(w, first + i)` (which picks its client address
+/// too).
 async fn drive_slice(
     client: &reqwest::Client,
     url: &str,
     requests: usize,
     concurrency: usize,
     first: usize,
+    contact: fn(usize, usize) -> usize,
 ) -> Slice {
     let cpu_before = cpu_time();
     let db_cpu_before = db_cpu_time();
@@ -361,7 +372,7 @@ async fn drive_slice(
             let mut latencies = Vec::with_capacity(per_worker);
             for n in first..first + per_worker {
                 // Many contacts, each writing several times: realistic per-contact history.
-                let subscriber = subscriber(worker, n);
+                let subscriber = contact(worker, n);
                 let sent = Instant::now();
                 let response = client
                     .post(&url)
@@ -654,6 +665,8 @@ fn main() {
         let dir = tempfile::tempdir().unwrap();
         let shutdown = CancellationToken::new();
         let plain_url = start_app(dir.path(), "plain", &manychat_base, Kind::Plain, &shutdown).await;
+        // The new-contact phase's app: every request is a contact's first message.
+        let fresh_url = start_app(dir.path(), "fresh", &manychat_base, Kind::Plain, &shutdown).await;
         let tool_url = start_app(dir.path(), "tools", &manychat_base, Kind::Tools, &shutdown).await;
         let read_url = start_app(dir.path(), "read", &manychat_base, Kind::Read, &shutdown).await;
         // The paced phases' apps, on the slow fake: a flow turn (unsold tenant) and a sales turn
@@ -694,42 +707,49 @@ fn main() {
         let slices = env_usize("BENCH_SLICES", 8).max(1);
         let mut summary = Vec::new();
         for &c in &concurrencies {
-            let mut ratios = Vec::new();
+            let (mut ratios, mut fresh_ratios) = (Vec::new(), Vec::new());
             for round in 1..=rounds {
                 // The two alternate in slices, so that a change in the machine's speed during
                 // the round falls on both rather than on one.
                 // Each keeps its connections open from slice to slice.
-                let (bare_client, plain_client) = (client(c), client(c));
-                let (mut bare, mut plain) = (Vec::new(), Vec::new());
+                let (bare_client, plain_client, fresh_client) = (client(c), client(c), client(c));
+                let (mut bare, mut plain, mut fresh) = (Vec::new(), Vec::new(), Vec::new());
                 // At least one request per worker in every slice.
                 let slices = slices.min(requests / c).max(1);
                 for slice in 0..slices {
                     let (first, count) = (slice * (requests / slices / c), requests / slices);
-                    bare.push(drive_slice(&bare_client, &bare_url, count, c, first).await);
-                    plain.push(drive_slice(&plain_client, &plain_url, count, c, first).await);
+                    bare.push(drive_slice(&bare_client, &bare_url, count, c, first, subscriber).await);
+                    plain.push(drive_slice(&plain_client, &plain_url, count, c, first, subscriber).await);
+                    // A contact's first message: a contact never seen before per request.
+                    fresh.push(drive_slice(&fresh_client, &fresh_url, count, c, first + round * requests, new_contact).await);
                 }
-                let (bare, plain) = (Measured::of(bare), Measured::of(plain));
+                let (bare, plain, fresh) = (Measured::of(bare), Measured::of(plain), Measured::of(fresh));
                 plain_answered += plain.requests;
                 println!("round {round}");
                 line("bare handler", c, &bare);
                 line("plain turn", c, &plain);
+                line("new contact", c, &fresh);
                 let ratio = 100.0 * plain.rps / bare.rps;
+                let fresh_ratio = 100.0 * fresh.rps / bare.rps;
                 println!(
-                    "ratio        c={c:<3} plain turn {ratio:.1}% of the bare handler's throughput; +{:.2} ms p50",
+                    "ratio        c={c:<3} plain turn {ratio:.1}%, new contact {fresh_ratio:.1}% of the bare handler's throughput; +{:.2} ms p50",
                     (plain.p50.as_secs_f64() - bare.p50.as_secs_f64()) * 1e3
                 );
                 ratios.push(ratio);
+                fresh_ratios.push(fresh_ratio);
             }
-            ratios.sort_by(f64::total_cmp);
-            summary.push(format!(
-                "c={c:<3} median {:.1}% (rounds: {})",
-                ratios[ratios.len() / 2],
-                ratios
-                    .iter()
-                    .map(|r| format!("{r:.1}%"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            for (what, ratios) in [("returning", &mut ratios), ("new contact", &mut fresh_ratios)] {
+                ratios.sort_by(f64::total_cmp);
+                summary.push(format!(
+                    "c={c:<3} {what:<11} median {:.1}% (rounds: {})",
+                    ratios[ratios.len() / 2],
+                    ratios
+                        .iter()
+                        .map(|r| format!("{r:.1}%"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
         }
         println!("summary: plain turn throughput as a share of the bare handler's, same round");
         for line in &summary {
@@ -782,11 +802,11 @@ fn main() {
                 // Past the warm-up's message: each round's contacts write again.
                 let first = (round - 1) * (per_line / c) + slice * (per_line / slices / c);
                 let count = per_line / slices;
-                bare.push(drive_slice(&bare_client, &bare_url, count, c, first).await);
+                bare.push(drive_slice(&bare_client, &bare_url, count, c, first, subscriber).await);
                 for k in 0..apps.len() {
                     let app = (slice + k) % apps.len();
                     turns[app].push(
-                        drive_slice(&clients[app], apps[app].1, count, c, first).await,
+                        drive_slice(&clients[app], apps[app].1, count, c, first, subscriber).await,
                     );
                 }
             }

@@ -25,8 +25,11 @@ use crate::settings::{Needs, Settings};
 use crate::startup::{self, Application, Overrides};
 use crate::store::Store;
 
+mod config_used;
+mod demo_banner;
 mod handoff;
 mod release;
+mod simulate_report;
 pub use release::release;
 
 /// A command's failure, printed by `main` as `error: …`.
@@ -112,9 +115,25 @@ pub async fn serve(env: &HashMap<String, String>) -> CliResult {
         ..Overrides::default()
     };
     let retention_days = settings.retention_days;
+    let model = settings.agent_model.clone().unwrap_or_default();
+    let config_dir = settings.config_dir.display().to_string();
     let app = Application::build(settings, listener, overrides).await?;
     let _retention = spawn_retention(app.store(), retention_days);
-    tracing::info!(port = app.port(), "serving");
+    tracing::info!(
+        version = crate::VERSION,
+        port = app.port(),
+        model = %model,
+        backend = app.store().backend(),
+        config_dir = %config_dir,
+        "serving"
+    );
+    if model.starts_with("mock:") {
+        tracing::warn!(
+            model = %model,
+            "no real model answers: AGENT_MODEL is the offline mock, whose replies are canned \
+             (set AGENT_MODEL to a provider's model before contacts write in)"
+        );
+    }
     run_until_terminated(app).await
 }
 
@@ -210,7 +229,8 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         .with_lease(settings.outbox_lease),
         metrics,
     )
-    .with_tenant_config(config);
+    .with_tenant_config(config.clone())
+    .with_plugins(plugins_client(env, &config)?);
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {
@@ -278,7 +298,10 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
             demo_sandbox_account(&vars),
         )
         .await?;
-        vars.insert("MANYCHAT_API_TOKEN".into(), "sandbox:demo".into());
+        vars.insert(
+            "MANYCHAT_API_TOKEN".into(),
+            crate::manychat::sandbox::DEMO_TOKEN.into(),
+        );
         vars.insert("MANYCHAT_API_BASE".into(), sandbox.base_url.clone());
         // 020: the sandbox is the file host too, serving a demo voice note.
         if !is_set(&vars, "MANYCHAT_MEDIA_BASE") {
@@ -305,7 +328,14 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
         .clone()
         .or_else(|| vars.get("MANYCHAT_SHARED_SECRET").map(|s| first_secret(s)))
         .unwrap_or_default();
-    let banner = DemoBanner {
+    let banner = demo_banner::DemoBanner {
+        config: config_used::line(
+            Path::new(&config_dir(&vars)),
+            &crate::config::ConfigContext {
+                allow_examples: true,
+                ..context(&vars)
+            },
+        ),
         port,
         sandbox: sandbox.as_ref().map(|s| s.base_url.clone()),
         relaxed,
@@ -322,125 +352,6 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
     let result = run_until_terminated(app).await;
     shutdown.cancel();
     result
-}
-
-/// What `demo` prints once it listens: where it runs, what it relaxes, and how to try it.
-struct DemoBanner {
-    port: u16,
-    sandbox: Option<String>,
-    /// The variables the demo set to its own defaults.
-    relaxed: Vec<&'static str>,
-    secret: String,
-    secret_generated: bool,
-    /// A new contact at each start, so a restarted demo never inherits a handed-off contact.
-    subscriber: String,
-    /// The SQLite file, when the demo keeps its data in one.
-    database: Option<String>,
-    /// `rules.maxTurnsPerConversation` and `rules.idleResetHours`.
-    turn_cap: (u32, u32),
-}
-
-impl std::fmt::Display for DemoBanner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let port = self.port;
-        writeln!(
-            f,
-            "manychat-agent demo is running on http://127.0.0.1:{port}"
-        )?;
-        if let Some(sandbox) = &self.sandbox {
-            writeln!(
-                f,
-                "ManyChat calls go to a local sandbox at {sandbox} (printed below as [sandbox] lines)."
-            )?;
-            writeln!(
-                f,
-                "With config/ holding your files (copied from the .example ones), check the wiring \
-                 against it:\n  MANYCHAT_API_BASE={sandbox} MANYCHAT_API_TOKEN=sandbox:demo \
-                 MANYCHAT_REPLY_FLOW_NS=demo_reply_flow manychat-agent manychat check"
-            )?;
-        }
-        let relaxations: Vec<&str> = self
-            .relaxed
-            .iter()
-            .filter_map(|name| match *name {
-                "CONTACT_TOKENS_ENFORCED" => Some(
-                    "contact tokens are not enforced: a request without its contact's token \
-                     still reads the contact's history (CONTACT_TOKENS_ENFORCED=false)",
-                ),
-                "MANYCHAT_SHARED_SECRET" => Some(
-                    "the shared secret is generated anew at each start \
-                     (set MANYCHAT_SHARED_SECRET to keep one)",
-                ),
-                "AGENT_MODEL" => Some(
-                    "the model is mock:demo, offline and scripted (set AGENT_MODEL for a real one)",
-                ),
-                "TRANSCRIPTION_MODEL" => Some(
-                    "voice notes are transcribed by mock:demo, offline, into one fixed sentence \
-                     (set TRANSCRIPTION_MODEL for a real one)",
-                ),
-                "PUBLIC_BASE_URL" => {
-                    Some("PUBLIC_BASE_URL is a placeholder (https://demo.invalid)")
-                }
-                _ => None,
-            })
-            .collect();
-        if !relaxations.is_empty() {
-            writeln!(f, "The demo relaxes what `serve` enforces:")?;
-            for line in relaxations {
-                writeln!(f, "  - {line}")?;
-            }
-        }
-        let secret = &self.secret;
-        if self.secret_generated {
-            writeln!(f, "Shared secret (new at each start): {secret}")?;
-        } else {
-            writeln!(f, "Shared secret: the first of MANYCHAT_SHARED_SECRET")?;
-        }
-        let subscriber = &self.subscriber;
-        writeln!(
-            f,
-            "Try it as a new contact (subscriber {subscriber}, a new one at each start):"
-        )?;
-        writeln!(
-            f,
-            "  curl -s http://127.0.0.1:{port}/v1/channels/manychat/message \\\n    \
-             -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' \\\n    \
-             -d '{{\"subscriber_id\":\"{subscriber}\",\"text\":\"How much are your courses?\"}}'"
-        )?;
-        if let Some(sandbox) = &self.sandbox {
-            let note = crate::manychat::sandbox::DEMO_VOICE_NOTE_PATH;
-            writeln!(
-                f,
-                "  a voice note, as ManyChat sends one (its file's URL as the text): \
-                 \"text\":\"{sandbox}{note}\""
-            )?;
-        }
-        let url = match port {
-            3000 => String::new(),
-            _ => format!(" --url http://127.0.0.1:{port}"),
-        };
-        writeln!(
-            f,
-            "  MANYCHAT_SHARED_SECRET={secret} manychat-agent simulate{url} \"How much are your courses?\""
-        )?;
-        let (cap, idle) = self.turn_cap;
-        writeln!(
-            f,
-            "After {cap} messages without a {idle}-hour pause a contact is handed to a person \
-             (the turn cap); simulate says why when a reply is the handoff copy."
-        )?;
-        match &self.database {
-            Some(path) => writeln!(
-                f,
-                "Its data lives in {path}: stop the demo and delete that file (with its -wal and \
-                 -shm files) to start afresh, or `manychat-agent forget <subscriber_id>` one contact."
-            ),
-            None => writeln!(
-                f,
-                "Its data lives in DATABASE_URL: `manychat-agent forget <subscriber_id>` erases one contact."
-            ),
-        }
-    }
 }
 
 /// A random 15-digit contact id, for a contact never seen before.
@@ -505,6 +416,7 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
     let skipped = context.reply_flow_ns.is_none().then_some(
         "not checked: that no configured flow is the reply flow (MANYCHAT_REPLY_FLOW_NS is not set)",
     );
+    config_used::print(Path::new(&dir), &context);
     match crate::config::load_dir(Path::new(&dir), &context) {
         Ok(config) => {
             let tools = config.tools.as_ref().map_or(0, |t| {
@@ -533,6 +445,66 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
     }
 }
 
+/// The plugin tools' secrets, read from `env`.
+fn plugin_secrets(env: &HashMap<String, String>) -> crate::plugins::sign::SecretLookup {
+    let vars = Arc::new(env.clone());
+    Arc::new(move |name| vars.get(name).cloned())
+}
+
+/// The plugin tools' client; refuses when a configured tool's secret is missing or malformed.
+fn plugins_client(
+    env: &HashMap<String, String>,
+    config: &ConfigHandle,
+) -> Result<crate::plugins::PluginClient, CliError> {
+    let client = crate::plugins::PluginClient::new(plugin_secrets(env));
+    let problems = client.secret_problems(config.snapshot().plugins.as_ref());
+    match problems.is_empty() {
+        true => Ok(client),
+        false => Err(CliError::new(format!(
+            "plugin secrets: {}",
+            problems.join("; ")
+        ))),
+    }
+}
+
+/// `manychat-agent plugin new`: a skeleton entry in `plugins.json` (`crate::plugins::commands`).
+pub fn plugin_new(
+    env: &HashMap<String, String>,
+    name: &str,
+    kind: crate::plugins::ToolKind,
+    url: Option<&str>,
+) -> CliResult {
+    let dir = config_dir(env);
+    let guide = crate::plugins::commands::new_tool(Path::new(&dir), name, kind, url)
+        .map_err(CliError::new)?;
+    println!("{guide}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `manychat-agent plugin try`: one signed call of a plugin tool now, on the config as
+/// `config check` loads it and the secrets in the environment.
+pub async fn plugin_try(
+    env: &HashMap<String, String>,
+    name: &str,
+    subscriber: &str,
+    args: &[String],
+    yes: bool,
+) -> CliResult {
+    let config = crate::config::load_dir(Path::new(&config_dir(env)), &context(env))?;
+    let printed = crate::plugins::commands::try_tool(
+        config.plugins.as_ref(),
+        plugin_secrets(env),
+        name,
+        subscriber,
+        args,
+        yes,
+    )
+    .await
+    .map_err(CliError::new)?;
+    println!("{printed}");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Every flow, tag and custom field the deployment relies on: what `tools.json` and
 /// `rules.json` name, the reply flow, and the reply and token fields (written with text).
 fn wiring_of(
@@ -554,12 +526,14 @@ fn wiring_of(
     let rules = &config.rules;
     if let Some(handoff) = &rules.handoff {
         if let Some(tag) = &handoff.tag {
-            wiring.tags.push(Named::new("rules.json handoff.tag", tag));
+            wiring
+                .tags
+                .push(Named::new("rules.json: $.handoff.tag", tag));
         }
         if let Some(ns) = &handoff.flow_ns {
             wiring
                 .flows
-                .push(Named::new("rules.json handoff.flowNs", ns));
+                .push(Named::new("rules.json: $.handoff.flowNs", ns));
         }
     }
     if let Some(tag) = rules
@@ -569,25 +543,25 @@ fn wiring_of(
     {
         wiring
             .tags
-            .push(Named::new("rules.json learning.convertedTag", tag));
+            .push(Named::new("rules.json: $.learning.convertedTag", tag));
     }
     let Some(tools) = &config.tools else {
         return wiring;
     };
     for (i, flow) in tools.flows.iter().enumerate() {
-        let place = format!("tools.json flows[{i}].flowNs");
+        let place = format!("tools.json: $.flows[{i}].flowNs");
         wiring.flows.push(Named::new(place, &flow.flow_ns));
     }
     for (i, event) in tools.events.iter().enumerate() {
-        let place = format!("tools.json events[{i}].flowNs");
+        let place = format!("tools.json: $.events[{i}].flowNs");
         wiring.flows.push(Named::new(place, &event.flow_ns));
     }
     for (i, tag) in tools.tags.iter().enumerate() {
-        let place = format!("tools.json tags[{i}].tag");
+        let place = format!("tools.json: $.tags[{i}].tag");
         wiring.tags.push(Named::new(place, &tag.tag));
     }
     for (i, tag) in tools.readable.tags.iter().enumerate() {
-        let place = format!("tools.json readable.tags[{i}].tag");
+        let place = format!("tools.json: $.readable.tags[{i}].tag");
         wiring.tags.push(Named::new(place, &tag.tag));
     }
     if let Some(tag) = tools
@@ -597,18 +571,18 @@ fn wiring_of(
     {
         wiring
             .tags
-            .push(Named::new("tools.json nudge.humanActiveTag", tag));
+            .push(Named::new("tools.json: $.nudge.humanActiveTag", tag));
     }
     for (i, field) in tools.fields.iter().enumerate() {
-        let place = format!("tools.json fields[{i}].field");
+        let place = format!("tools.json: $.fields[{i}].field");
         wiring.text_fields.push(Named::new(place, &field.field));
     }
     for (i, note) in tools.notes.iter().enumerate() {
-        let place = format!("tools.json notes[{i}].field");
+        let place = format!("tools.json: $.notes[{i}].field");
         wiring.text_fields.push(Named::new(place, &note.field));
     }
     for (i, field) in tools.readable.fields.iter().enumerate() {
-        let place = format!("tools.json readable.fields[{i}].field");
+        let place = format!("tools.json: $.readable.fields[{i}].field");
         wiring.read_fields.push(Named::new(place, &field.field));
     }
     wiring
@@ -654,6 +628,13 @@ pub fn demo_sandbox_account(vars: &HashMap<String, String>) -> Account {
     }
 }
 
+/// What a check against the demo's sandbox proves: little, since the sandbox's account is built
+/// from the config the demo loaded.
+const SANDBOX_MIRRORS: &str = "note: this is the demo's local sandbox, whose account is made \
+     from the config the demo loaded: it mirrors that config, so a passing check here shows only \
+     that the files load and name each other consistently. Run the check against your real \
+     ManyChat account (MANYCHAT_API_TOKEN from Settings → API) before going live.";
+
 /// `manychat-agent manychat check`: reads the ManyChat account (flows, tags, custom
 /// fields; read-only, paced like every ManyChat request, from the replicas' shared budget on
 /// Postgres) and checks every name the deployment relies on. One line per problem; exit 1 on
@@ -661,6 +642,7 @@ pub fn demo_sandbox_account(vars: &HashMap<String, String>) -> Account {
 pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
     let settings = settings_for(env, Needs::TOKENS_BACKFILL)?;
     let context = startup::config_context(&settings, false);
+    config_used::print(&settings.config_dir, &context);
     let config = crate::config::load_dir(&settings.config_dir, &context)?;
     let api_token = settings
         .manychat_api_token
@@ -693,6 +675,7 @@ pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
                 .to_owned(),
         );
     }
+    let sandbox = api_token.expose() == crate::manychat::sandbox::DEMO_TOKEN;
     if problems.is_empty() {
         println!(
             "ManyChat account matches: {} flows, {} tags, {} custom fields checked",
@@ -700,6 +683,9 @@ pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
             wiring.tags.len(),
             wiring.text_fields.len() + wiring.read_fields.len()
         );
+        if sandbox {
+            println!("{SANDBOX_MIRRORS}");
+        }
         return Ok(ExitCode::SUCCESS);
     }
     for problem in &problems {
@@ -722,6 +708,7 @@ pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliR
     };
     let settings = settings_for(env, needs)?;
     let context = startup::config_context(&settings, false);
+    config_used::print(&settings.config_dir, &context);
     ConfigHandle::load(&settings.config_dir, context)?;
     let store = crate::store::connect(settings.database_url.expose()).await?;
     let clock = Clock::system();
@@ -769,6 +756,13 @@ pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliR
 /// model it runs (never the mock unless asked), prints each case as it finishes, and runs
 /// `runner::CONCURRENCY` cases at a time.
 pub async fn eval(env: &HashMap<String, String>, suite: &Path, model: Option<&str>) -> CliResult {
+    config_used::print(
+        Path::new(&config_dir(env)),
+        &crate::config::ConfigContext {
+            allow_examples: true,
+            ..context(env)
+        },
+    );
     let run = crate::evals::runner::prepare(env, suite, model).await?;
     println!("{}", run.announcement());
     let report = run.run(|result| println!("{result}")).await;
@@ -837,6 +831,9 @@ pub async fn simulate(
     }
     if let Some(why) = handoff::explain(env, &subscriber).await {
         println!("({why})");
+    }
+    for line in simulate_report::describe(env, &subscriber).await {
+        println!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -919,14 +916,15 @@ pub async fn retention_run(env: &HashMap<String, String>) -> CliResult {
 /// The report's sales ids from the tenant config in `CONFIG_DIR` (examples allowed: only ids
 /// are read). A config that does not load is said on stderr; the report goes on without the
 /// sales measures, listed as not measured.
-fn report_sales_keys(env: &HashMap<String, String>) -> Option<crate::store::SalesKeys> {
+fn report_tenant(env: &HashMap<String, String>) -> Option<crate::config::TenantConfig> {
     let context = crate::config::ConfigContext {
         allow_examples: true,
         ..context(env)
     };
     let dir = config_dir(env);
+    config_used::print(Path::new(&dir), &context);
     match crate::config::load_dir(Path::new(&dir), &context) {
-        Ok(config) => Some(crate::report::sales_keys(&config)),
+        Ok(config) => Some(config),
         Err(errors) => {
             eprintln!(
                 "warning: the tenant config in {dir} did not load ({} problem(s); \
@@ -950,9 +948,11 @@ pub async fn report(
         return Err(CliError::new("--weeks must be at least 1"));
     }
     let store = existing_store(env).await?;
-    let sales = report_sales_keys(env);
-    let report =
+    let tenant = report_tenant(env);
+    let sales = tenant.as_ref().map(crate::report::sales_keys);
+    let mut report =
         crate::report::build(store.as_ref(), weeks, Clock::system().now(), sales.as_ref()).await?;
+    report.business = tenant.map(|t| t.catalog.business_name);
     let text = crate::report::render::render(&report, format);
     match out {
         Some(path) => {

@@ -84,6 +84,7 @@ impl Escalation {
             EscalationCause::Schema => Escalation::Schema,
             EscalationCause::FieldEcho => Escalation::FieldEcho,
             EscalationCause::Abort => Escalation::Aborted,
+            EscalationCause::Budget => Escalation::Budget,
             EscalationCause::Error | EscalationCause::None => Escalation::Error,
         }
     }

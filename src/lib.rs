@@ -13,6 +13,8 @@
 //! - [`actions`]: performing staged actions and the per-turn action record (012).
 //! - [`escalation`]: why a contact was handed to a person: recorded, logged, counted.
 //! - [`tools`]: tools built from `tools.json`, staging and the per-turn caps (012, 024).
+//! - [`plugins`]: the business's own tools from `plugins.json`: signed HTTPS reads during the
+//!   step and staged writes after the reply.
 //! - [`model`]: the `Model` trait, the registry, the providers and the mocks (C2).
 //! - [`channel`]: the Dynamic Block v2 response and the channel capability limits (SYSTEM 3.3).
 //! - [`outbox`]: deferred delivery: enqueue, the worker, pacing, retries (SYSTEM 3.5).
@@ -27,6 +29,10 @@
 //! - [`startup`]: assembles the app from `Settings`; takes the listener and a shutdown token.
 //! - [`cli`]: the commands of SYSTEM 5.4, called by the thin `main`.
 //! - [`ids`], [`clock`]: identifiers that never print personal data; the injectable clock.
+
+/// This build's version (`Cargo.toml`, `CHANGELOG.md`): in `--version`, the `serving` log line,
+/// `/ready` and the report.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub mod actions;
 pub mod agent;
@@ -47,6 +53,7 @@ pub mod model;
 pub mod nudge;
 pub mod observability;
 pub mod outbox;
+pub mod plugins;
 pub mod report;
 pub mod retention;
 pub mod sales;

@@ -37,7 +37,8 @@ enum Command {
         /// Folder of *.jsonl cases.
         #[arg(long, default_value = "evals/golden")]
         suite: PathBuf,
-        /// provider:model (default: AGENT_MODEL, else mock:demo).
+        /// provider:model (default: AGENT_MODEL; with neither, the run is refused: pass
+        /// --model mock:demo for the offline demo model).
         #[arg(long)]
         model: Option<String>,
     },
@@ -77,6 +78,11 @@ enum Command {
         #[command(subcommand)]
         command: RetentionCommand,
     },
+    /// The business's own tools (config/plugins.json).
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
     /// Print the weekly measures (ISO weeks, UTC) from the store: aggregates only.
     Report {
         /// ISO weeks to show, the current one included.
@@ -87,6 +93,39 @@ enum Command {
         /// Write the report to this file instead of printing it.
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Add a skeleton tool to config/plugins.json (creating it) and print what its endpoint
+    /// receives, must answer, and how it verifies the signature.
+    #[command(group(clap::ArgGroup::new("kind").required(true).args(["read", "write"])))]
+    New {
+        name: String,
+        /// A read tool: performed during the step, its answer given to the model.
+        #[arg(long)]
+        read: bool,
+        /// A write tool: staged, performed after the reply unless it escalates.
+        #[arg(long)]
+        write: bool,
+        /// The endpoint (default: http://127.0.0.1:8787/<name>).
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// Make one signed call now and print what the model would be given (a read) or what the
+    /// record would say (a write, which needs --yes).
+    Try {
+        name: String,
+        /// The ManyChat subscriber id the call is for.
+        #[arg(long)]
+        subscriber: String,
+        /// An argument as key=value (repeatable).
+        #[arg(long = "arg")]
+        args: Vec<String>,
+        /// Perform a write tool (it is real).
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -163,6 +202,30 @@ fn main() -> ExitCode {
             Command::Retention {
                 command: RetentionCommand::Run,
             } => cli::retention_run(&env).await,
+            Command::Plugin {
+                command:
+                    PluginCommand::New {
+                        name,
+                        read,
+                        write: _,
+                        url,
+                    },
+            } => {
+                let kind = match read {
+                    true => manychat_agent::plugins::ToolKind::Read,
+                    false => manychat_agent::plugins::ToolKind::Write,
+                };
+                cli::plugin_new(&env, &name, kind, url.as_deref())
+            }
+            Command::Plugin {
+                command:
+                    PluginCommand::Try {
+                        name,
+                        subscriber,
+                        args,
+                        yes,
+                    },
+            } => cli::plugin_try(&env, &name, &subscriber, &args, yes).await,
             Command::Report { weeks, format, out } => {
                 cli::report(&env, weeks, format, out.as_deref()).await
             }

@@ -12,7 +12,7 @@
 //! - Counters count what this process saw since it started; a fleet sums them across replicas.
 //!   The store's gauges describe the shared store, the same on every replica (take `max`).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -122,7 +122,9 @@ pub struct Metrics {
     /// Requests carrying a ManyChat variable that was not substituted, by body key
     /// (`subscriber_id`, `user_id`, `ai_token`).
     not_substituted: Family<Labels<1>, Counter>,
-    not_substituted_seen: Mutex<BTreeSet<&'static str>>,
+    /// The wiring problems open on this replica: by body key, the requests that showed it since
+    /// the last correctly wired one (`/ready`'s details).
+    not_substituted_open: Mutex<BTreeMap<&'static str, u64>>,
     /// 025: nudges by state change and reason (empty when the state has none).
     nudges: Family<[(&'static str, String); 2], Counter>,
     /// Actions by tool and the status they settled in.
@@ -303,7 +305,7 @@ impl Default for Metrics {
             "budget_cap_tokens",
             "The daily model token cap (rules.json budget.dailyTokenCap)",
         );
-        Metrics {
+        let metrics = Metrics {
             registry,
             outbox_delivered,
             outbox_retried,
@@ -325,7 +327,7 @@ impl Default for Metrics {
             turns,
             escalations,
             not_substituted,
-            not_substituted_seen: Mutex::default(),
+            not_substituted_open: Mutex::default(),
             nudges,
             actions,
             guardrail_violations,
@@ -338,11 +340,84 @@ impl Default for Metrics {
             budget_cap_usd,
             budget_spent_tokens,
             budget_cap_tokens,
-        }
+        };
+        metrics.zero_series();
+        metrics
     }
 }
 
+/// The turn outcomes README's metrics table documents: their series exist from the start.
+const DOCUMENTED_OUTCOMES: [&str; 7] = [
+    "answered_inline",
+    "deferred",
+    "escalated_model",
+    "escalated_precheck",
+    "failed_validation",
+    "error",
+    "answered_scripted",
+];
+
+/// The escalations the server decides (the model's own reasons appear as it gives them).
+const SERVER_ESCALATIONS: [Escalation; 16] = [
+    Escalation::Keyword,
+    Escalation::TurnCap,
+    Escalation::RateLimit,
+    Escalation::Budget,
+    Escalation::Model(None),
+    Escalation::LowConfidence,
+    Escalation::Leak,
+    Escalation::Schema,
+    Escalation::FieldEcho,
+    Escalation::Error,
+    Escalation::Aborted,
+    Escalation::LoadShed,
+    Escalation::WaitExpired,
+    Escalation::Interrupted,
+    Escalation::DeadLettered,
+    Escalation::MediaFailed,
+];
+
 impl Metrics {
+    /// Every documented family has series from the start, at 0, so a dashboard or an alert
+    /// reads 0 (not "no data") before the first turn: the outcomes, the server's escalation
+    /// reasons, ManyChat attempts of each built-in action, the guardrail kinds, the answer
+    /// paths, the model call results and the reply flow's `sendFlow`.
+    fn zero_series(&self) {
+        for outcome in DOCUMENTED_OUTCOMES {
+            let _ = self.turns.get_or_create(&[("outcome", outcome)]);
+        }
+        for reason in SERVER_ESCALATIONS {
+            let _ = self
+                .escalations
+                .get_or_create(&[("reason", reason.as_str())]);
+        }
+        for tool in [
+            "send_flow",
+            "set_field",
+            "add_tag",
+            "remove_tag",
+            "write_note",
+        ] {
+            for status in [ActionStatus::Performed, ActionStatus::Failed] {
+                let _ = self
+                    .actions
+                    .get_or_create(&[("tool", tool.to_owned()), ("status", status_label(status))]);
+            }
+        }
+        for kind in ["schema", "field_echo", "leak", "low_confidence"] {
+            let _ = self.guardrail_violations.get_or_create(&[("kind", kind)]);
+        }
+        for path in [AnswerPath::Inline, AnswerPath::Held, AnswerPath::Deferred] {
+            let _ = self.answer_time.get_or_create(&[("path", path.as_str())]);
+        }
+        for result in ["ok", "error"] {
+            let _ = self.model_call_time.get_or_create(&[("result", result)]);
+        }
+        let _ = self
+            .manychat_request_time
+            .get_or_create(&[("endpoint", "sendFlow"), ("status_class", "2xx")]);
+    }
+
     pub fn turn(&self, outcome: &'static str) {
         self.turns.get_or_create(&[("outcome", outcome)]).inc();
     }
@@ -384,33 +459,32 @@ impl Metrics {
             .unwrap_or_default()
     }
 
-    /// Counts a request whose `field` held a literal ManyChat variable.
+    /// Counts a request whose `field` held a literal ManyChat variable, and opens (or keeps
+    /// open) that wiring problem.
     pub fn not_substituted(&self, field: &'static str) {
         self.not_substituted
             .get_or_create(&[("field", field)])
             .inc();
-        if let Ok(mut seen) = self.not_substituted_seen.lock() {
-            seen.insert(field);
+        if let Ok(mut open) = self.not_substituted_open.lock() {
+            *open.entry(field).or_default() += 1;
         }
     }
 
-    /// The counts [`Metrics::not_substituted`] kept, by body key.
+    /// A request arrived with `field` substituted: its wiring problem, if open, is fixed (the
+    /// counter keeps its history).
+    pub fn substituted(&self, field: &'static str) {
+        if let Ok(mut open) = self.not_substituted_open.lock() {
+            open.remove(field);
+        }
+    }
+
+    /// The open wiring problems, by body key, with the requests that showed each since the
+    /// last correctly wired one.
     pub fn not_substituted_counts(&self) -> Vec<(&'static str, u64)> {
-        let seen: Vec<&'static str> = self
-            .not_substituted_seen
+        self.not_substituted_open
             .lock()
-            .map(|seen| seen.iter().copied().collect())
-            .unwrap_or_default();
-        seen.into_iter()
-            .map(|field| {
-                let count = self
-                    .not_substituted
-                    .get(&[("field", field)])
-                    .map(|c| c.get())
-                    .unwrap_or_default();
-                (field, count)
-            })
-            .collect()
+            .map(|open| open.iter().map(|(f, n)| (*f, *n)).collect())
+            .unwrap_or_default()
     }
 
     /// Counts an action that settled in `status`, where its status is decided: `performed` and
@@ -562,7 +636,8 @@ fn guardrail_kind(cause: EscalationCause) -> Option<&'static str> {
         EscalationCause::None
         | EscalationCause::Model
         | EscalationCause::Error
-        | EscalationCause::Abort => None,
+        | EscalationCause::Abort
+        | EscalationCause::Budget => None,
     }
 }
 

@@ -82,6 +82,8 @@ pub struct Overrides {
     pub manual_worker: bool,
     /// Reload the tenant config on SIGHUP (the `serve` and `demo` commands, and the reload test).
     pub reload_on_sighup: bool,
+    /// Where the plugin tools' signing secrets are read (default: the process environment).
+    pub plugin_secrets: Option<crate::plugins::sign::SecretLookup>,
 }
 
 pub struct Application {
@@ -94,6 +96,8 @@ pub struct Application {
     settings: Arc<Settings>,
     overrides_manual_worker: bool,
     reload_on_sighup: bool,
+    /// The plugin tools' client: a reload checks the new config's secrets through it.
+    plugins: crate::plugins::PluginClient,
 }
 
 /// How the tenant config is checked against the deployment's settings (012 collisions).
@@ -118,6 +122,21 @@ impl Application {
 
         let context = config_context(&settings, overrides.allow_example_config);
         let config = Arc::new(ConfigHandle::load(&settings.config_dir, context)?);
+
+        // plugins.json: every tool's secret must sign before anything starts (named, never shown).
+        let plugins = crate::plugins::PluginClient::new(
+            overrides
+                .plugin_secrets
+                .clone()
+                .unwrap_or_else(crate::plugins::sign::process_env),
+        );
+        let problems = plugins.secret_problems(config.snapshot().plugins.as_ref());
+        if !problems.is_empty() {
+            return Err(StartupError::Missing(format!(
+                "plugin secrets: {}",
+                problems.join("; ")
+            )));
+        }
 
         let reply_flow_ns = settings.manychat_reply_flow_ns.clone().ok_or_else(|| {
             StartupError::Missing(
@@ -172,7 +191,8 @@ impl Application {
             tasks.clone(),
             metrics.clone(),
             settings.manychat_token_field.clone(),
-        );
+        )
+        .with_plugins(plugins.clone());
         let nudges = nudge_worker(
             &settings,
             store.clone(),
@@ -196,7 +216,8 @@ impl Application {
             .with_lease(settings.outbox_lease),
             metrics.clone(),
         )
-        .with_tenant_config(config.clone());
+        .with_tenant_config(config.clone())
+        .with_plugins(plugins.clone());
         let state = AppState {
             turns,
             clock,
@@ -227,6 +248,7 @@ impl Application {
             settings,
             overrides_manual_worker: overrides.manual_worker,
             reload_on_sighup: overrides.reload_on_sighup,
+            plugins,
         })
     }
 
@@ -272,7 +294,11 @@ impl Application {
             tokio::spawn(self.nudges.clone().run(token))
         });
         if self.reload_on_sighup {
-            spawn_reload_on_sighup(self.state.config.clone(), shutdown.clone())?;
+            spawn_reload_on_sighup(
+                self.state.config.clone(),
+                self.plugins.clone(),
+                shutdown.clone(),
+            )?;
         }
         // Replies a stopped process promised and did not give.
         if let Err(error) = self.state.turns.recover_promises().await {
@@ -438,6 +464,7 @@ pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// is bounded by [`RELOAD_TIMEOUT`], so a stuck read never stops later SIGHUPs from being heard.
 fn spawn_reload_on_sighup(
     config: Arc<ConfigHandle>,
+    plugins: crate::plugins::PluginClient,
     shutdown: CancellationToken,
 ) -> Result<(), std::io::Error> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -449,7 +476,13 @@ fn spawn_reload_on_sighup(
                 received = hangups.recv() => {
                     if received.is_none() { break; }
                     match config.reload_bounded(RELOAD_TIMEOUT).await {
-                        ReloadOutcome::Applied => tracing::info!("SIGHUP: tenant config reloaded"),
+                        ReloadOutcome::Applied => {
+                            tracing::info!("SIGHUP: tenant config reloaded");
+                            // A new plugin tool without its secret fails each call until set.
+                            for problem in plugins.secret_problems(config.snapshot().plugins.as_ref()) {
+                                tracing::warn!(problem = %problem, "SIGHUP: a plugin tool cannot sign its calls");
+                            }
+                        }
                         ReloadOutcome::Rejected(errors) => tracing::warn!(
                             issues = errors.len(),
                             "SIGHUP: tenant config invalid; the old config stays in force"

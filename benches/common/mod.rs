@@ -70,6 +70,18 @@ pub async fn start_app(
     model: Arc<dyn Model>,
     shutdown: &CancellationToken,
 ) -> String {
+    start_app_with(config, database_url, manychat_base, model, shutdown, |_| {}).await
+}
+
+/// [`start_app`], with `edit` applied to the app's seams (e.g. the plugin tools' secrets).
+pub async fn start_app_with(
+    config: &Path,
+    database_url: String,
+    manychat_base: &str,
+    model: Arc<dyn Model>,
+    shutdown: &CancellationToken,
+    edit: impl FnOnce(&mut Overrides),
+) -> String {
     let vars = [
         ("MANYCHAT_SHARED_SECRET", SECRET.to_owned()),
         ("PUBLIC_BASE_URL", "https://bench.example.test".to_owned()),
@@ -89,11 +101,12 @@ pub async fn start_app(
     })
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let overrides = Overrides {
+    let mut overrides = Overrides {
         model: Some(model),
         manual_worker: true,
         ..Overrides::default()
     };
+    edit(&mut overrides);
     let app = Application::build(settings, listener, overrides)
         .await
         .unwrap();

@@ -87,6 +87,10 @@ pub struct ActionEntry {
         skip_serializing_if = "Option::is_none"
     )]
     pub contact_asked: Option<bool>,
+    /// A plugin write: its enum, number and boolean arguments, and each note as
+    /// `{"length": n}` (never its text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Map<String, Value>>,
 }
 
 /// The ManyChat request an action resolves to. Holds tenant-account names, so it is never
@@ -121,6 +125,13 @@ pub enum Operation {
     ScheduleNudge {
         minutes: u32,
     },
+    /// A write tool of `plugins.json`: no ManyChat request; performed by
+    /// `crate::plugins::perform_writes` as a signed call to the tool's endpoint, looked up by name
+    /// in the config in force then. `arguments` are what the endpoint receives (a note cleaned).
+    Plugin {
+        tool: String,
+        arguments: serde_json::Map<String, Value>,
+    },
     /// An action that will never be performed (discarded, dropped over the cap, dead-lettered):
     /// its request is forgotten.
     Cleared,
@@ -151,6 +162,7 @@ impl StagedAction {
                 reason: None,
                 origin: None,
                 contact_asked: None,
+                arguments: None,
             },
             operation,
             follows: false,
@@ -250,9 +262,13 @@ pub async fn perform_all(
 ) {
     for index in 0..actions.len() {
         if actions[index].entry.status != ActionStatus::Staged
-            || matches!(actions[index].operation, Operation::ScheduleNudge { .. })
+            || matches!(
+                actions[index].operation,
+                Operation::ScheduleNudge { .. } | Operation::Plugin { .. }
+            )
         {
-            // A nudge is the store's, not ManyChat's: `perform_nudges` performs it.
+            // A nudge is the store's, not ManyChat's: `perform_nudges` performs it; a plugin
+            // write is the business's endpoint's: `crate::plugins::perform_writes`.
             continue;
         }
         // A follow-on goes only after its write was performed (023, 027): a failed flow sends
@@ -300,6 +316,12 @@ pub async fn perform_one(
             // Performed by `perform_nudges`, never through ManyChat.
             action.entry.status = ActionStatus::Failed;
             action.entry.error = Some("a nudge is not a ManyChat request".to_owned());
+            return Ok(());
+        }
+        Operation::Plugin { .. } => {
+            // Performed by `crate::plugins::perform_writes`, never through ManyChat.
+            action.entry.status = ActionStatus::Failed;
+            action.entry.error = Some("a plugin write is not a ManyChat request".to_owned());
             return Ok(());
         }
         Operation::Cleared => {

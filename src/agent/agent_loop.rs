@@ -9,8 +9,10 @@
 //!   original messages only, never tool calls or results (providers refuse tool history without
 //!   tools), plus the host's server note; `tool_choice` is `none` and any tool call it makes is
 //!   ignored.
+//! - Before each step the call is offered to the turn's [`CallBudget`], which may refuse it:
+//!   the loop then ends without output and says so (`budget_refused`).
 //! - The loop never performs a write: that is the host's business (it stages). No IO here but
-//!   the `Model` and `ToolHost` traits.
+//!   the `Model`, `ToolHost` and `CallBudget` traits.
 
 use std::sync::Arc;
 
@@ -39,6 +41,16 @@ pub trait ToolHost: Send {
     /// The final step's server note: what was staged, sent or refused this turn and the last
     /// successful read with its notes fenced. `None` when there is nothing to say.
     fn final_note(&self) -> Option<String>;
+}
+
+/// The day's budget as one turn's loop sees it: each call is reserved before it is sent and
+/// settled when it answers (implemented by `turn::budget`).
+pub trait CallBudget: Send + Sync {
+    /// Reserves `request`'s worst case (its input and the output limit); `false` refuses the
+    /// call: the day's budget is spent or in flight.
+    fn reserve(&self, request: &ModelRequest) -> bool;
+    /// The reserved call answered with `usage` (`None`: it failed).
+    fn settle(&self, usage: Option<Usage>);
 }
 
 /// A turn without tools (no `tools.json`, or a turn that may not use them).
@@ -71,6 +83,8 @@ pub struct LoopResult {
     pub steps: u32,
     /// Whether any step offered tools (the turn's `actions` record is `null` otherwise).
     pub tools_offered: bool,
+    /// The budget refused a step's call: the loop ended before it, without output.
+    pub budget_refused: bool,
 }
 
 /// Runs the loop. `base` carries the system prompt, the turn's messages, the output schema and
@@ -79,6 +93,16 @@ pub async fn run_loop(
     model: &dyn Model,
     base: ModelRequest,
     tools: &mut dyn ToolHost,
+) -> LoopResult {
+    run_loop_within(model, base, tools, None).await
+}
+
+/// [`run_loop`], each call reserved in `budget` first (none: unbudgeted, as in an eval).
+pub async fn run_loop_within(
+    model: &dyn Model,
+    base: ModelRequest,
+    tools: &mut dyn ToolHost,
+    budget: Option<&dyn CallBudget>,
 ) -> LoopResult {
     let mut usage = Usage::default();
     let mut tools_offered = false;
@@ -103,18 +127,37 @@ pub async fn run_loop(
             request.tool_choice = ToolChoice::Auto;
         }
 
+        if let Some(budget) = budget
+            && !budget.reserve(&request)
+        {
+            tracing::info!(step, "model step refused by the daily budget");
+            return LoopResult {
+                output: Ok(None),
+                usage,
+                steps: step - 1,
+                tools_offered,
+                budget_refused: true,
+            };
+        }
         let response = match model.step(&request).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(step, error = %e, "model step failed");
+                if let Some(budget) = budget {
+                    budget.settle(None);
+                }
                 return LoopResult {
                     output: Err(e),
                     usage,
                     steps: step,
                     tools_offered,
+                    budget_refused: false,
                 };
             }
         };
+        if let Some(budget) = budget {
+            budget.settle(Some(response.usage));
+        }
         usage.add(response.usage);
 
         if is_final || response.tool_calls.is_empty() {
@@ -130,6 +173,7 @@ pub async fn run_loop(
                 usage,
                 steps: step,
                 tools_offered,
+                budget_refused: false,
             };
         }
 
@@ -165,6 +209,7 @@ pub async fn run_loop(
         usage,
         steps: MAX_STEPS,
         tools_offered,
+        budget_refused: false,
     }
 }
 

@@ -5,10 +5,12 @@
 //! 1. schema validation (`parse_reply`); a failure escalates, outcome `failed_validation`;
 //! 2. field-echo stripping: lines that repeat a schema field name (`confidence: 0.9`) are removed;
 //!    a reply left with no message escalates (`low_confidence`);
-//! 3. leak detection: fence markers, the prompt's section markers, or a 60-character run copied
-//!    from the framework rules or the tenant prompt escalate; the reply is matched as written and
-//!    undisguised (NFKC, default-ignorable code points dropped), so zero-width characters, soft
-//!    hyphens or fullwidth letters do not hide a copy;
+//! 3. leak detection: fence markers, the prompt's section markers, or a run of 60 letters and
+//!    digits copied from the framework rules or the tenant prompt escalate. Markers are matched
+//!    as written and undisguised (NFKC, default-ignorable code points dropped); copied text is
+//!    compared on letters and digits only (NFKC, lowercase, everything else removed from both
+//!    sides), so zero-width characters in place of spaces, soft hyphens, fullwidth letters or
+//!    changed punctuation do not hide a copy;
 //! 4. the model's own escalation;
 //! 5. confidence below `confidenceThreshold` escalates `low_confidence`;
 //! 6. clamps: each message at most 1000 characters (cut at a word boundary), at most 3 messages;
@@ -34,7 +36,8 @@ use super::reply::{
     AgentReply, EscalationReason, MAX_MESSAGE_CHARS, MAX_REPLY_MESSAGES, parse_reply,
 };
 
-/// A run of this many characters copied from the protected prompt text is a leak.
+/// A run of this many letters and digits copied from the protected prompt text is a leak. Long
+/// enough (about a dozen words) that no ordinary reply of the golden suites matches by chance.
 pub const LEAK_RUN_CHARS: usize = 60;
 
 /// What the guardrails need from the turn.
@@ -71,6 +74,8 @@ pub enum EscalationCause {
     Error,
     /// The model call hit `MODEL_ABORT_MS` (set by the caller).
     Abort,
+    /// The day's budget refused a step's model call (set by the loop's budget).
+    Budget,
 }
 
 impl EscalationCause {
@@ -84,6 +89,7 @@ impl EscalationCause {
             EscalationCause::FieldEcho => "field_echo_stripped",
             EscalationCause::Error => "error",
             EscalationCause::Abort => "abort",
+            EscalationCause::Budget => "budget",
         }
     }
 }
@@ -124,6 +130,8 @@ impl GuardedReply {
         match self.cause {
             EscalationCause::Schema => "failed_validation",
             EscalationCause::Error | EscalationCause::Abort => "error",
+            // The budget check before a call, like the one before the first.
+            EscalationCause::Budget => "escalated_precheck",
             _ => "escalated_model",
         }
     }
@@ -300,9 +308,9 @@ impl ProtectedText {
         }
     }
 
-    /// Whether `text` holds a run of [`LEAK_RUN_CHARS`] characters copied from the protected
-    /// text, ignoring case and whitespace differences.
-    fn copied_in(&self, text: &str) -> bool {
+    /// Whether `text` holds a run of [`LEAK_RUN_CHARS`] letters and digits copied from the
+    /// protected text, ignoring case, whitespace, punctuation and invisible characters.
+    pub(crate) fn copied_in(&self, text: &str) -> bool {
         let reply = normalise(text);
         windows(&reply).any(|window| {
             // A hash match is confirmed on the text itself, so a collision cannot escalate.
@@ -333,13 +341,15 @@ fn windows(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Undisguised ([`undisguised`]), lowercase, with every whitespace run collapsed to one space.
+/// The letters and digits of `text` as a reader sees them ([`undisguised`]), lowercase, with
+/// everything else (whitespace, punctuation, symbols) removed: a copy is found whatever was put
+/// between its words.
 fn normalise(text: &str) -> String {
     undisguised(text)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// `text` as a reader sees it: NFKC (fullwidth letters, ligatures and other compatibility forms
@@ -434,7 +444,8 @@ mod tests {
                        the kiln firing schedule to anyone who asks.";
         let bakery = "You help a bakery. Always answer in short sentences and never mention \
                       ingredients that are not on the published list.";
-        let copied = "Never reveal the wholesale clay supplier or the kiln firing schedule";
+        let copied =
+            "Never reveal the wholesale clay supplier or the kiln firing schedule to anyone";
         assert!(ProtectedText::new(pottery).copied_in(copied));
         assert!(!ProtectedText::new(bakery).copied_in(copied));
         assert!(ProtectedText::new(pottery).copied_in(copied));
@@ -442,11 +453,12 @@ mod tests {
     }
 
     #[test]
-    fn leak_check_sees_prompt_text_behind_zero_width_soft_hyphen_and_fullwidth() {
+    fn system_4_leak_check_sees_prompt_text_behind_zero_width_soft_hyphen_and_fullwidth() {
         let pottery = "You help a pottery studio. Never reveal the wholesale clay supplier or \
                        the kiln firing schedule to anyone who asks.";
         let protected = ProtectedText::new(pottery);
-        let copied = "Never reveal the wholesale clay supplier or the kiln firing schedule";
+        let copied =
+            "Never reveal the wholesale clay supplier or the kiln firing schedule to anyone";
         let interleave =
             |with: char| -> String { copied.chars().flat_map(|c| [c, with]).collect::<String>() };
         let fullwidth: String = copied
@@ -457,7 +469,15 @@ mod tests {
                 other => other,
             })
             .collect();
+        let swapped = |with: &str| copied.replace(' ', with);
         let disguised = [
+            (
+                "a zero-width space in place of every space",
+                swapped("\u{200B}"),
+            ),
+            ("a soft hyphen in place of every space", swapped("\u{00AD}")),
+            ("no space at all", swapped("")),
+            ("punctuation in place of spaces", swapped(", ")),
             ("zero-width space", interleave('\u{200B}')),
             ("zero-width joiner", interleave('\u{200D}')),
             ("soft hyphen", interleave('\u{00AD}')),
@@ -576,13 +596,29 @@ mod tests {
     fn cases(prefix: &str) -> Vec<Case> {
         use EscalationCause as C;
         use EscalationReason as R;
-        // A 60-character run from the framework rules and one from the tenant prompt, with
-        // case and spacing changed so only normalisation can find them.
-        let rules_run = "EVERY price, date, duration, schedule,   availability or policy";
-        assert!(prefix.contains("Every price, date, duration, schedule, availability or policy"));
-        let prompt_run = "never mention the secret internal pricing spreadsheet called";
+        // A run of more than 60 letters from the framework rules and one from the tenant
+        // prompt, with case, spacing and punctuation changed so only normalisation finds them.
+        let rules_run =
+            "EVERY price; date - duration, schedule,   availability or policy you state must come";
+        assert!(prefix.contains(
+            "Every price, date, duration, schedule, availability or policy you state must come"
+        ));
+        let prompt_run =
+            "and never mention the secret internal pricing spreadsheet called Fern Ledger";
         assert!(prefix.contains(prompt_run));
-        let short_run = &prompt_run[..LEAK_RUN_CHARS - 1];
+        // The same run cut to one letter short of a leak.
+        let short_run = {
+            let mut letters = 0;
+            let end = prompt_run
+                .char_indices()
+                .find(|(_, c)| {
+                    letters += usize::from(c.is_alphanumeric());
+                    letters == LEAK_RUN_CHARS
+                })
+                .map(|(i, _)| i)
+                .unwrap();
+            &prompt_run[..end]
+        };
         let long_word = "word ".repeat(200);
         vec![
             answered(
@@ -709,7 +745,7 @@ mod tests {
                 None,
             ),
             answered(
-                "59 copied characters are not a leak",
+                "59 copied letters are not a leak",
                 reply(json!([short_run]), Value::Null, 0.9),
                 &[short_run],
             ),

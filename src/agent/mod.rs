@@ -17,7 +17,9 @@ pub mod guardrails;
 pub mod prompt;
 pub mod reply;
 
-pub use agent_loop::{LoopResult, MAX_STEPS, NoTools, ToolHost, run_loop};
+pub use agent_loop::{
+    CallBudget, LoopResult, MAX_STEPS, NoTools, ToolHost, run_loop, run_loop_within,
+};
 pub use fence::Fence;
 pub use guardrails::{
     EscalationCause, GuardedReply, GuardrailContext, ProtectedText, apply_guardrails, clamp_at_word,
@@ -70,6 +72,8 @@ pub struct ThinkInput<'a> {
     /// 020: images the contact sent this turn (an image, a video's frames), after the fenced
     /// message; empty for text.
     pub images: &'a [crate::model::ImageInput],
+    /// The day's budget, asked before each model call (`None`: unbudgeted, as in an eval).
+    pub budget: Option<&'a dyn CallBudget>,
 }
 
 /// What the agent concluded.
@@ -139,9 +143,14 @@ async fn respond(
         max_output_tokens: input.max_output_tokens,
         temperature: input.temperature,
     };
-    let result = run_loop(model, base, tools).await;
+    let result = run_loop_within(model, base, tools, input.budget).await;
 
     let (reply, error) = match result.output {
+        // The budget refused a step: the turn is handed to a person, whatever it staged.
+        Ok(_) if result.budget_refused => (
+            GuardedReply::escalated(EscalationCause::Budget, None, None),
+            None,
+        ),
         Ok(raw) => {
             let ctx = GuardrailContext {
                 rules: &input.config.rules,
@@ -216,6 +225,7 @@ mod tests {
             temperature: 0.3,
             max_messages: 10,
             images: &[],
+            budget: None,
         }
     }
 

@@ -212,6 +212,10 @@ pub fn static_prefix(cfg: &TenantConfig) -> String {
             out.push_str("\n\n");
         }
     }
+    if let Some(lines) = crate::plugins::prompt_lines(cfg.plugins.as_ref()) {
+        out.push_str(&lines);
+        out.push_str("\n\n");
+    }
 
     out.push_str(HEADER_TENANT_PROMPT);
     out.push('\n');
@@ -430,12 +434,28 @@ pub fn history_actions_note(actions: &Value) -> Vec<String> {
         .filter(|e| e.get("status").and_then(Value::as_str) == Some("performed"))
         .filter_map(|e| {
             let tool = e.get("tool").and_then(Value::as_str)?;
-            let id = e.get("id").and_then(Value::as_str)?;
-            (tool != "send_event" && is_plain_id(tool) && is_plain_id(id))
-                .then(|| format!("{tool} {id}"))
+            // A plugin write has no configured id: it is listed by its tool's name.
+            match e.get("id").and_then(Value::as_str) {
+                Some(id) => (tool != "send_event" && is_plain_id(tool) && is_plain_id(id))
+                    .then(|| format!("{tool} {id}")),
+                None => {
+                    (!BUILT_IN_WRITES.contains(&tool) && is_plain_id(tool)).then(|| tool.to_owned())
+                }
+            }
         })
         .collect()
 }
+
+/// The record's tools that always carry a configured id (and the `send_event` record kind).
+const BUILT_IN_WRITES: [&str; 7] = [
+    "send_flow",
+    "add_tag",
+    "remove_tag",
+    "set_field",
+    "write_note",
+    "schedule_nudge",
+    "send_event",
+];
 
 /// Ids in the record are configured ids (lowercase, digits, `_`, `-`); anything else is not
 /// shown, so a corrupt record cannot inject text outside the fence.
@@ -506,6 +526,7 @@ pub(crate) mod tests {
             },
             rules,
             tools: None,
+            plugins: None,
         }
     }
 
@@ -717,14 +738,13 @@ pub(crate) mod tests {
 /// tenant without them keeps the same prefix (and its providers' prompt caches).
 #[cfg(test)]
 mod server_flows {
-    use std::path::Path;
 
     use super::*;
     use crate::config::{ConfigContext, FlowRole, load_dir};
 
     #[test]
     fn spec_032_the_opening_and_stage_flow_rules_follow_the_tenants_flows() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let dir = crate::config::examples::shipped_examples();
         let ctx = ConfigContext {
             allow_examples: true,
             ..ConfigContext::default()
@@ -751,8 +771,12 @@ mod vocabulary {
     use super::*;
     use crate::config::{ConfigContext, load_dir};
 
+    /// The tenant in the repo's `folder`; `"config"` is the demo's shipped examples alone.
     fn tenant(folder: &str) -> TenantConfig {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
+        let dir = match folder {
+            "config" => crate::config::examples::shipped_examples(),
+            _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(folder),
+        };
         let ctx = ConfigContext {
             allow_examples: true,
             ..ConfigContext::default()

@@ -162,7 +162,7 @@ mod tests {
 
     fn demo_copy() -> tempfile::TempDir {
         let dir = tempfile::tempdir().expect("temp dir");
-        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let examples = crate::config::examples::shipped_examples();
         for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
             fs::copy(
                 examples.join(format!("{name}.example")),

@@ -10,11 +10,13 @@
 //! - [`error`]: issues naming file, JSON path and rule, never a value.
 //! - [`handle`]: the config in force and its atomic reload (5.3).
 //! - [`rules_match`]: the opening trigger and escalation keywords, matched before the model.
+//! - [`examples`]: the shipped examples on their own, for the tests.
 //! - [`schema`]: JSON Schemas generated from the types, committed under `config/schema/`.
 //!
 //! Invariant: nothing outside this module sees a config that has not passed validation whole.
 
 pub mod error;
+pub mod examples;
 pub mod handle;
 pub mod load;
 pub mod rules_match;

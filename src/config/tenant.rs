@@ -19,6 +19,8 @@ pub struct TenantConfig {
     pub rules: Rules,
     /// `None` when `tools.json` is absent: no tools are offered.
     pub tools: Option<ToolsConfig>,
+    /// `None` when `plugins.json` is absent: no plugin tools (`crate::plugins`).
+    pub plugins: Option<crate::plugins::PluginsConfig>,
 }
 
 // ---------------------------------------------------------------------------------------------

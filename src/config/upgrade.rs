@@ -300,7 +300,7 @@ mod tests {
     #[test]
     fn spec_042_verification_4_upgrade_of_a_folder_loads_and_leaves_prompt_md_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let repo = crate::config::examples::shipped_examples();
         for name in ["catalog.json", "tools.json", "rules.json", "prompt.md"] {
             std::fs::copy(repo.join(format!("{name}.example")), dir.path().join(name)).unwrap();
         }
@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn spec_042_verification_3_each_old_key_fails_the_load_naming_it_and_the_upgrade() {
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let repo = crate::config::examples::shipped_examples();
         for (file, from, to, key) in [
             ("catalog.json", "\"offerings\"", "\"courses\"", "courses"),
             (

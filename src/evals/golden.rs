@@ -439,7 +439,7 @@ async fn spec_012_verification_8_golden_flow_case_sends_the_brochure_not_the_lin
 
 #[tokio::test]
 async fn system_9_golden_suite_passes_with_mock_demo_on_the_demo_examples() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let dir = crate::config::examples::shipped_examples();
     let Some(tenant) = example_tenant(&dir) else {
         eprintln!("config/*.example not in this checkout; the fixture tenant covers the suite");
         return;

@@ -234,6 +234,7 @@ async fn observe(
             temperature,
             max_messages: 3,
             images: &[],
+            budget: None,
         },
         &mut tools,
     )
@@ -260,5 +261,51 @@ async fn observe(
         actions,
         latency_ms: started.elapsed().as_millis() as u64,
         cost_usd: crate::model::pricing::cost_usd(model.id(), &thought.usage),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SYSTEM 4's leak check never mistakes an ordinary reply for a copy of the prompt: over every
+    /// reply of the golden suites (the demo model's and the agent turns of their histories), on
+    /// the tenant each suite is written for, the false-positive rate is 0.
+    #[tokio::test]
+    async fn system_4_leak_check_flags_no_reply_of_the_golden_suites() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let suites = [
+            ("config", "evals/golden"),
+            ("config", "evals/sales-demo"),
+            ("tests/fixtures/tenant-cycle", "evals/tenant-cycle"),
+        ];
+        let model_env = ModelEnv::from_lookup(|_| None).unwrap();
+        let model = crate::model::resolve("mock:demo", &model_env).unwrap();
+        let mut replies_checked = 0;
+        for (config_dir, suite) in suites {
+            let context = ConfigContext {
+                allow_examples: true,
+                ..ConfigContext::default()
+            };
+            let config =
+                Arc::new(crate::config::load_dir(&root.join(config_dir), &context).unwrap());
+            let prompt = agent::SnapshotPrompt::new(&config);
+            let cases = crate::evals::load_suite(&root.join(suite)).unwrap();
+            for case in &cases {
+                let obs = observe(case, config.clone(), model.as_ref(), &prompt, 600, 0.0).await;
+                assert_ne!(obs.reason.as_deref(), Some("leak"), "{suite} {}", case.id);
+                let history = case.history.iter().filter(|t| t.role == EvalRole::Agent);
+                let replies = obs.messages.iter().chain(history.map(|t| &t.text));
+                for reply in replies {
+                    replies_checked += 1;
+                    assert!(
+                        !prompt.protected.copied_in(reply),
+                        "{suite} {}: an ordinary reply matched the prompt",
+                        case.id
+                    );
+                }
+            }
+        }
+        assert!(replies_checked >= 60, "{replies_checked} replies");
     }
 }

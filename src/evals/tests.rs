@@ -489,7 +489,7 @@ async fn system_9_report_lists_each_case_then_totals_latency_and_cost() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn issue_19_item_6_slow_cases_run_four_at_a_time_and_are_reported_as_they_finish() {
+async fn slow_cases_run_four_at_a_time_and_are_reported_as_they_finish() {
     let cases: Vec<EvalCase> = (1..=7)
         .map(|i| EvalCase {
             id: format!("c{i}"),

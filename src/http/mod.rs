@@ -95,10 +95,13 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
         // A wiring problem is flagged, not made a 503: it is in ManyChat's setup, the same for
         // every replica, and taking them all out of rotation would answer nobody at all.
         Ok(()) => match wiring::problems(&state.metrics, &state.token_field) {
-            None => axum::Json(json!({"status": "ready"})).into_response(),
-            Some(details) => {
-                axum::Json(json!({"status": "ready", "details": details})).into_response()
+            None => {
+                axum::Json(json!({"status": "ready", "version": crate::VERSION})).into_response()
             }
+            Some(details) => axum::Json(
+                json!({"status": "ready", "version": crate::VERSION, "details": details}),
+            )
+            .into_response(),
         },
         Err(error) => {
             tracing::warn!(error = %error, "not ready: store does not answer");
@@ -198,8 +201,11 @@ async fn message(
         return too_many_requests(&state, retry);
     }
 
+    wiring::id_substituted(&state.metrics);
     if message.token_not_substituted {
         wiring::report_token_not_substituted(&state, &message.subscriber_id);
+    } else if message.ai_token.is_some() {
+        wiring::token_substituted(&state.metrics);
     }
     message.detect_media(state.turns.media_host());
 

@@ -1,7 +1,8 @@
 //! ManyChat variables that reach us unsubstituted (a literal `{{…}}`) are a wiring
 //! problem in the tenant's ManyChat setup, not a bad request and not a wrong token. Each one is
 //! logged at error level with what to fix, counted in `/metrics`
-//! (`manychat_agent_variables_not_substituted_total{field=…}`) and listed in `/ready`'s details.
+//! (`manychat_agent_variables_not_substituted_total{field=…}`) and listed in `/ready`'s details
+//! (naming the replica) until a correctly wired request reaches that replica.
 //!
 //! Invariant: nothing here logs a contact id, a token or a body (C5); the token case names the
 //! conversation by its UUID.
@@ -64,7 +65,31 @@ pub(super) fn report_token_not_substituted(state: &AppState, subscriber: &Subscr
     });
 }
 
-/// `/ready`'s details when a wiring problem was seen since the process started, else `None`.
+/// A request parsed with its contact id: the contact-id wiring is fixed.
+pub(super) fn id_substituted(metrics: &Metrics) {
+    metrics.substituted("subscriber_id");
+    metrics.substituted("user_id");
+}
+
+/// A request carried a real token: the token field's wiring is fixed.
+pub(super) fn token_substituted(metrics: &Metrics) {
+    metrics.substituted("ai_token");
+}
+
+/// This process, as `/ready` names it: each replica counts what reached it alone.
+fn replica() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown host".to_owned());
+    format!("{host} (pid {})", std::process::id())
+}
+
+/// `/ready`'s details while a wiring problem is open on this replica, else `None`. A problem
+/// opens at a request that shows it and clears at the next correctly wired request this replica
+/// receives; `requests` counts the ones that showed it meanwhile.
 pub(super) fn problems(metrics: &Metrics, token_field: &str) -> Option<Value> {
     let problems: Vec<Value> = metrics
         .not_substituted_counts()
@@ -84,5 +109,11 @@ pub(super) fn problems(metrics: &Metrics, token_field: &str) -> Option<Value> {
             })
         })
         .collect();
-    (!problems.is_empty()).then(|| json!({ "wiring": problems }))
+    (!problems.is_empty()).then(|| {
+        json!({
+            "wiring": problems,
+            "replica": replica(),
+            "note": "seen by this replica since its last correctly wired request; clears at the next one",
+        })
+    })
 }

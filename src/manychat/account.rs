@@ -86,7 +86,7 @@ pub(crate) fn parse_fields(data: &Value) -> Option<Vec<AccountField>> {
     )
 }
 
-/// A name the deployment relies on, and where it is configured (`tools.json flows[0].flowNs`,
+/// A name the deployment relies on, and where it is configured (`tools.json: $.flows[0].flowNs`,
 /// `MANYCHAT_REPLY_FIELD`, …), for the problem line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Named {
@@ -213,19 +213,25 @@ mod tests {
         let wiring = Wiring {
             flows: vec![
                 Named::new("MANYCHAT_REPLY_FLOW_NS", "content_missing"),
-                Named::new("tools.json flows[0].flowNs", "content20250301000000_200001"),
+                Named::new(
+                    "tools.json: $.flows[0].flowNs",
+                    "content20250301000000_200001",
+                ),
             ],
             tags: vec![
-                Named::new("rules.json handoff.tag", "Needs-Reply"),
-                Named::new("tools.json tags[0].tag", "needs-reply"),
+                Named::new("rules.json: $.handoff.tag", "Needs-Reply"),
+                Named::new("tools.json: $.tags[0].tag", "needs-reply"),
             ],
             text_fields: vec![
                 Named::new("MANYCHAT_REPLY_FIELD", "ai_message"),
                 Named::new("MANYCHAT_TOKEN_FIELD", "ai_token"),
-                Named::new("tools.json fields[0].field", "seats"),
-                Named::new("tools.json notes[0].field", "summary"),
+                Named::new("tools.json: $.fields[0].field", "seats"),
+                Named::new("tools.json: $.notes[0].field", "summary"),
             ],
-            read_fields: vec![Named::new("tools.json readable.fields[0].field", "absent")],
+            read_fields: vec![Named::new(
+                "tools.json: $.readable.fields[0].field",
+                "absent",
+            )],
         };
         let problems = problems(&account(), &wiring);
         assert_eq!(problems.len(), 5, "{problems:#?}");
@@ -237,6 +243,6 @@ mod tests {
         );
         assert!(problems[2].contains("is a number field; it must be a Text field"));
         assert!(problems[3].contains("\"summary\" is not in the ManyChat account"));
-        assert!(problems[4].starts_with("tools.json readable.fields[0].field"));
+        assert!(problems[4].starts_with("tools.json: $.readable.fields[0].field"));
     }
 }

@@ -1,5 +1,5 @@
 //! `ManyChatClient`: the five ManyChat API calls this service makes, and the three read-only
-//! page calls of the wiring check (issue 21), and nothing else.
+//! page calls of the wiring check, and nothing else.
 //!
 //! Invariants:
 //! - Every request first takes a slot from the shared [`ManyChatLimiter`]; there is no path
@@ -132,7 +132,7 @@ pub struct ManyChatClient {
     /// the sandbox's or a test server's address otherwise).
     base_url: Arc<str>,
     limiter: ManyChatLimiter,
-    /// Where each request's time is observed (issue 18); none in tools and tests that build a
+    /// Where each request's time is observed; none in tools and tests that build a
     /// bare client.
     metrics: Option<Arc<Metrics>>,
 }
@@ -199,7 +199,7 @@ impl ManyChatClient {
 
     /// Triggers the tenant flow `flow_ns` for the contact.
     /// Refused without a request ([`ManyChatError::FlowCapReached`]) when the contact already
-    /// had ManyChat's per-contact limit of flows in the past hour (issue 21).
+    /// had ManyChat's per-contact limit of flows in the past hour.
     pub async fn send_flow(&self, sub: &SubscriberId, flow_ns: &str) -> Result<(), ManyChatError> {
         if let Err(error) = self.limiter.admit_flow(sub).await {
             warn!(
@@ -310,7 +310,7 @@ impl ManyChatClient {
         }
     }
 
-    /// Reads the account's flows, tags and custom fields (issue 21, `manychat check`): three
+    /// Reads the account's flows, tags and custom fields (`manychat check`): three
     /// GETs of the page API, each after the limiter. Writes nothing.
     pub async fn account(&self) -> Result<Account, ManyChatError> {
         let flows = self.page_data(Endpoint::GetFlows).await?;
@@ -465,7 +465,7 @@ async fn read_body(response: &mut reqwest::Response) -> Result<Vec<u8>, reqwest:
 ///
 /// A failure to connect (even one that timed out) comes first: the request never left, so
 /// ManyChat surely did not perform it. A timeout after that is one ManyChat may have performed
-/// (`ManyChatError::outcome_unknown`, issue 13).
+/// (`ManyChatError::outcome_unknown`).
 fn transport_error(error: &reqwest::Error, timeout: Duration) -> ManyChatError {
     if error.is_connect() {
         ManyChatError::Network("connect")

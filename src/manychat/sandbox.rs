@@ -54,6 +54,10 @@ pub struct Sandbox {
     pub requests: Arc<Mutex<Vec<SandboxRequest>>>,
 }
 
+/// The API token the demo gives its sandbox (`MANYCHAT_API_TOKEN`); `manychat check` run with it
+/// says the account it read mirrors the demo's config.
+pub const DEMO_TOKEN: &str = "sandbox:demo";
+
 /// Where the sandbox serves its voice note, in the shape of ManyChat's file URLs.
 pub const DEMO_VOICE_NOTE_PATH: &str = "/1000001/wa/2026/01/01/original_0d3e0a1b.ogg";
 

@@ -3,7 +3,8 @@
 //!
 //! - Scheduling: `schedule_nudge(delay)` is a staged write (`crate::tools`), gated by intent
 //!   (034) like any sales write; performing it ([`perform_scheduled`]) upserts the
-//!   conversation's one nudge row, with no ManyChat request.
+//!   conversation's one pending nudge row (settled rows stay as the record), with no ManyChat
+//!   request.
 //! - An inbound message cancels the pending (or running) nudge: [`contact_replied`], called at
 //!   the start of every turn of a tenant that has a `nudge` section.
 //! - The due-time rules ([`rules`]) decide, cheapest first, whether a claimed nudge is still

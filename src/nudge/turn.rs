@@ -11,9 +11,10 @@
 //! contact asked nothing).
 //!
 //! Like an inbound turn it draws on what the process's turns share (`crate::turn::TurnsShared`):
-//! the snapshot's prompt and tool specs, built once per snapshot, and the budget ledger. Before
-//! its model call it reserves an upper estimate of its spend beside the turns in flight
-//!; refused, the nudge is cancelled `cap_reached` with no model call.
+//! the snapshot's prompt and tool specs, built once per snapshot, and the budget ledger. It is
+//! admitted to the day's budget beside the turns in flight, refused, the nudge is cancelled
+//! `cap_reached` with no model call; each of its calls is then reserved before it is sent, and
+//! a later call refused skips the nudge (`budget`).
 //!
 //! Invariant: the turn is written in one write with the nudge's settlement
 //! (`Store::record_nudge_turn`), and only while the nudge is still running under this worker's
@@ -30,7 +31,7 @@ use tokio::time::Instant;
 use super::rules::CancelReason;
 use super::worker::{NudgeTurn, NudgeVerdict};
 use crate::actions::{self, ActionStatus, StagedAction};
-use crate::agent::{self, Fence, ThinkInput, Thought};
+use crate::agent::{self, EscalationCause, Fence, ThinkInput, Thought};
 use crate::channel::Channel;
 use crate::clock::Clock;
 use crate::config::TenantConfig;
@@ -44,7 +45,7 @@ use crate::store::{
     OutboxKind, Store, TurnContext,
 };
 use crate::tools::{ToolContext, TurnTools};
-use crate::turn::{TurnsShared, budget};
+use crate::turn::TurnsShared;
 
 /// The turn outcome of a follow-up that went out.
 pub const SENT: &str = "nudge_sent";
@@ -59,6 +60,8 @@ pub mod skip {
     pub const MODEL_ERROR: &str = "model_error";
     /// The model call ran past `MODEL_ABORT_MS`.
     pub const MODEL_ABORTED: &str = "model_aborted";
+    /// The day's budget refused one of the turn's model calls after the first.
+    pub const BUDGET: &str = "budget";
 }
 
 /// What a nudge turn reads from `Settings`.
@@ -134,21 +137,17 @@ impl NudgeTurn for AgentNudgeTurn {
         let derived = self.shared.derived(&config);
         let history = crate::turn::history_turns(context.history);
         let note = follow_up_note(conversation.last_message_at.unwrap_or(nudge.scheduled_at));
-        // Reserved as an inbound turn reserves, against the day's spend and
-        // what the turns in flight reserved; given back once the turn's charge is written.
-        let estimate = budget::estimate(
-            self.model.id(),
-            derived.prompt.prefix.len()
-                + note.len()
-                + history.iter().map(|t| t.text.len()).sum::<usize>(),
-            self.settings.max_output_tokens,
-        );
+        // Admitted as an inbound turn is, against the day's spend and what the turns in flight
+        // reserved and used; each model call is reserved before it is sent, and the place is
+        // given back once the turn's charge is written.
         let day = now.date_naive();
-        let Some(_reservation) = self
-            .shared
-            .budget
-            .reserve(&config, day, context.spent, estimate)
-        else {
+        let Some(turn_budget) = self.shared.budget.admit(
+            &config,
+            day,
+            context.spent,
+            self.model.id(),
+            self.settings.max_output_tokens,
+        ) else {
             return NudgeVerdict::Cancelled(CancelReason::CapReached);
         };
         // The contact's sales position, from the server's records; the offering is the one
@@ -195,6 +194,7 @@ impl NudgeTurn for AgentNudgeTurn {
             temperature: self.settings.temperature,
             max_messages: 3,
             images: &[],
+            budget: Some(&turn_budget),
         };
         let thinking =
             agent::think_follow_up(self.model.as_ref(), input, &note, &fence, &mut tools);
@@ -217,6 +217,7 @@ impl NudgeTurn for AgentNudgeTurn {
                 let reason = match &thought {
                     None => skip::MODEL_ABORTED,
                     Some(t) if t.error.is_some() => skip::MODEL_ERROR,
+                    Some(t) if t.reply.cause == EscalationCause::Budget => skip::BUDGET,
                     Some(_) => skip::ESCALATED,
                 };
                 let recorded = self

@@ -115,6 +115,8 @@ pub struct OutboxWorker {
     held: Arc<Mutex<BTreeSet<i64>>>,
     /// Performs `handoff` rows (a handoff is retried like a reply).
     handoffs: Handoffs,
+    /// The tenant's plugin writes riding a reply's row (`crate::plugins`).
+    plugins: crate::plugins::PluginClient,
 }
 
 /// Why one attempt at a row failed.
@@ -195,7 +197,15 @@ impl OutboxWorker {
             metrics,
             config: None,
             held: Arc::new(Mutex::new(BTreeSet::new())),
+            plugins: crate::plugins::PluginClient::default(),
         }
+    }
+
+    /// Performs a row's plugin writes through `client` (its secrets' source), against the
+    /// tenant config in force when they are performed ([`OutboxWorker::with_tenant_config`]).
+    pub fn with_plugins(mut self, client: crate::plugins::PluginClient) -> Self {
+        self.plugins = client;
+        self
     }
 
     /// The tenant config in force, read for `rules.handoff` when a reply is dead-lettered.
@@ -493,6 +503,15 @@ impl OutboxWorker {
         if !payload.actions.is_empty() {
             actions::perform_all(
                 &self.manychat,
+                &row.subscriber_id,
+                row.conversation_id,
+                &mut payload.actions,
+            )
+            .await;
+            let config = self.config.as_ref().map(|c| c.snapshot());
+            crate::plugins::perform_writes(
+                &self.plugins,
+                config.as_ref().and_then(|c| c.plugins.as_ref()),
                 &row.subscriber_id,
                 row.conversation_id,
                 &mut payload.actions,

@@ -22,12 +22,17 @@ use crate::store::{SalesKeys, Store, StoreError};
 
 pub mod measures;
 pub mod render;
+pub mod words;
 
 pub use measures::{PendingMeasure, SalesMeasures, WeekMeasures};
 
 /// The report's weeks, oldest first, and the measures it cannot compute yet.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
+    /// The build that computed it ([`crate::VERSION`]).
+    pub version: &'static str,
+    /// The tenant's `businessName` (`None`: its config did not load).
+    pub business: Option<String>,
     pub generated_at: DateTime<Utc>,
     pub weeks: Vec<WeekMeasures>,
     /// Documented measures whose data is not recorded yet, with why.
@@ -99,6 +104,8 @@ pub async fn build(
         ));
     }
     Ok(Report {
+        version: crate::VERSION,
+        business: None,
         generated_at: now,
         weeks: out,
         not_measured: measures::pending(sales),

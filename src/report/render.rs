@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::measures::DEFERRED_SHARE_FLAG;
-use super::{Report, WeekMeasures};
+use super::{Report, WeekMeasures, words};
 
 /// Printed instead of empty tables.
 pub const NO_TURNS: &str = "no turns yet";
@@ -44,8 +44,27 @@ fn ms(value: Option<i64>) -> String {
     value.map_or("-".into(), |v| format!("{v} ms"))
 }
 
+/// The report's title: the business it is about.
+fn title(report: &Report) -> String {
+    match &report.business {
+        Some(name) => format!("{name}: how the sales assistant did"),
+        None => "How the sales assistant did".to_owned(),
+    }
+}
+
+/// When, over how long, and by which build.
+fn generated_line(report: &Report) -> String {
+    format!(
+        "generated {} · the last {} week(s), Monday to Sunday (UTC) · manychat-agent {}",
+        report.generated_at.format("%Y-%m-%d %H:%M UTC"),
+        report.weeks.len(),
+        report.version
+    )
+}
+
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "{}\n{}\n", title(report), generated_line(report));
     if report.is_empty() {
         let _ = writeln!(out, "{}", empty_line(report));
         return out;
@@ -223,21 +242,25 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.flag{color:
 
 pub fn html(report: &Report) -> String {
     let mut out = String::new();
+    let title = esc(&title(report));
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <title>manychat-agent report</title><style>{STYLE}</style></head><body>\
-         <h1>manychat-agent report</h1><p class=\"muted\">generated {} · {} ISO week(s)</p>",
-        report.generated_at.format("%Y-%m-%d %H:%M UTC"),
-        report.weeks.len()
+         <title>{title}</title><style>{STYLE}</style></head><body>\
+         <h1>{title}</h1><p class=\"muted\">{}</p>",
+        esc(&generated_line(report)),
     );
     if report.is_empty() {
         let _ = writeln!(out, "<p>{}</p></body></html>", esc(&empty_line(report)));
         return out;
     }
-    out.push_str("<h2>Weekly funnel</h2>");
+    out.push_str("<h2>From first message to payment link, week by week</h2>");
     out.push_str(&funnel_chart(report));
-    out.push_str("<h2>Deferred share (flag above 20 %)</h2>");
+    let _ = write!(
+        out,
+        "<h2>Answered a moment later (%, flagged above 20 %)</h2><p>{}</p>",
+        esc(words::LATE.means)
+    );
     let shares: Vec<Option<f64>> = report
         .weeks
         .iter()
@@ -249,18 +272,32 @@ pub fn html(report: &Report) -> String {
         "%",
         Some(DEFERRED_SHARE_FLAG * 100.0),
     ));
-    out.push_str("<h2>Inline answer time p95</h2>");
+    let _ = write!(
+        out,
+        "<h2>Longest usual wait for an answer</h2><p>{}</p>",
+        esc(words::WAIT_SLOWEST.means)
+    );
     let p95: Vec<Option<f64>> = report
         .weeks
         .iter()
         .map(|w| w.inline_answer_ms_p95.map(|v| v as f64))
         .collect();
     out.push_str(&line_chart(report, &p95, "ms", None));
-    out.push_str(
-        "<h2>Weeks</h2><table><tr><th>week</th><th>contacts</th><th>model turns</th>\
-                  <th>deferred share</th><th>p50</th><th>p95</th><th>reads/turn</th>\
-                  <th>tokens/turn</th><th>USD/turn</th><th>USD</th></tr>",
-    );
+    out.push_str("<h2>Weeks</h2><table><tr><th>week</th>");
+    for m in [
+        &words::CONTACTS,
+        &words::ANSWERS,
+        &words::LATE,
+        &words::WAIT_TYPICAL,
+        &words::WAIT_SLOWEST,
+        &words::LOOKUPS,
+        &words::TOKENS,
+        &words::COST_PER,
+        &words::COST,
+    ] {
+        let _ = write!(out, "<th>{}</th>", esc(m.name));
+    }
+    out.push_str("</tr>");
     for w in &report.weeks {
         let flag = if w.deferred_share_flagged {
             " class=\"flag\""
@@ -284,12 +321,22 @@ pub fn html(report: &Report) -> String {
         );
     }
     out.push_str("</table>");
-    out.push_str(
-        "<h2>Sales</h2><table><tr><th>week</th><th>contacts</th><th>prospects</th>\
-         <th>offered</th><th>prepared</th><th>link sent</th><th>prospect share</th>\
-         <th>link-sent rate</th><th>link-sent rate (prospects)</th><th>bypass rate</th>\
-         <th>nudge reply rate</th></tr>",
-    );
+    out.push_str("<h2>Sales</h2><table><tr><th>week</th>");
+    for m in [
+        &words::CONTACTS,
+        &words::INTERESTED,
+        &words::OFFERED,
+        &words::PREPARED,
+        &words::LINK_SENT,
+        &words::INTERESTED_SHARE,
+        &words::LINK_RATE,
+        &words::LINK_RATE_INTERESTED,
+        &words::LINK_ON_REQUEST,
+        &words::FOLLOW_UPS,
+    ] {
+        let _ = write!(out, "<th>{}</th>", esc(m.name));
+    }
+    out.push_str("</tr>");
     for w in &report.weeks {
         let s = &w.sales;
         let _ = write!(
@@ -317,17 +364,30 @@ pub fn html(report: &Report) -> String {
     for w in report.weeks.iter().filter(|w| w.recorded_turns > 0) {
         let _ = write!(
             out,
-            "<h2>{}</h2><table><tr><th>turns by outcome</th><th>turns</th></tr>",
+            "<h2>{}</h2><table><tr><th>how messages ended</th><th>messages</th></tr>",
             esc(&w.week)
         );
         for (outcome, count) in &w.turns_by_outcome {
-            let _ = write!(out, "<tr><td>{}</td><td>{count}</td></tr>", esc(outcome));
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{count}</td></tr>",
+                esc(&words::outcome(outcome))
+            );
         }
-        out.push_str("</table><table><tr><th>escalations by reason</th><th>turns</th></tr>");
+        out.push_str(
+            "</table><table><tr><th>why contacts were handed to a person</th><th>times</th></tr>",
+        );
         for (reason, count) in &w.escalations_by_reason {
-            let _ = write!(out, "<tr><td>{}</td><td>{count}</td></tr>", esc(reason));
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{count}</td></tr>",
+                esc(&words::reason(reason))
+            );
         }
-        out.push_str("</table><table><tr><th>action</th><th>status</th><th>count</th></tr>");
+        out.push_str(
+            "</table><table><tr><th>what the assistant did in ManyChat</th><th>how it went</th>\
+             <th>times</th></tr>",
+        );
         for a in &w.actions {
             let class = if matches!(a.status.as_str(), "failed" | "dead_lettered") {
                 " class=\"flag\""
@@ -337,16 +397,25 @@ pub fn html(report: &Report) -> String {
             let _ = write!(
                 out,
                 "<tr><td>{}</td><td{class}>{}</td><td>{}</td></tr>",
-                esc(&a.tool),
-                esc(&a.status),
+                esc(&words::tool(&a.tool)),
+                esc(&words::status(&a.status)),
                 a.count
             );
         }
         out.push_str("</table>");
     }
-    out.push_str("<h2>Not measured yet</h2><ul>");
+    out.push_str("<h2>What each measure means</h2><dl>");
+    for m in words::ALL {
+        let _ = write!(out, "<dt>{}</dt><dd>{}</dd>", esc(m.name), esc(m.means));
+    }
+    out.push_str("</dl><h2>Not measured yet</h2><ul>");
     for p in &report.not_measured {
-        let _ = write!(out, "<li><b>{}</b>: {}</li>", esc(p.measure), esc(p.why));
+        let _ = write!(
+            out,
+            "<li><b>{}</b>: {}</li>",
+            esc(&words::pending(p.measure)),
+            esc(p.why)
+        );
     }
     out.push_str("</ul></body></html>\n");
     out
@@ -366,11 +435,11 @@ fn week_x(report: &Report, i: usize) -> f64 {
 /// outline ("not configured").
 fn funnel_chart(report: &Report) -> String {
     const STAGES: [(&str, &str); 5] = [
-        ("contacts", "#3b7dd8"),
-        ("prospects", "#5a9be6"),
-        ("offered", "#e0a030"),
-        ("prepared", "#d07a20"),
-        ("link sent", "#3a9a5a"),
+        (words::CONTACTS.name, "#3b7dd8"),
+        (words::INTERESTED.name, "#5a9be6"),
+        (words::OFFERED.name, "#e0a030"),
+        (words::PREPARED.name, "#d07a20"),
+        (words::LINK_SENT.name, "#3a9a5a"),
     ];
     let stages = |w: &WeekMeasures| -> [Option<i64>; 5] {
         [

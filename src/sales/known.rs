@@ -167,7 +167,6 @@ pub async fn read(
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
 
     use serde_json::json;
 
@@ -176,7 +175,7 @@ mod tests {
     use crate::store::ActionRecord;
 
     fn demo() -> TenantConfig {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let dir = crate::config::examples::shipped_examples();
         let ctx = ConfigContext {
             allow_examples: true,
             ..ConfigContext::default()

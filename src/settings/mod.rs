@@ -119,7 +119,7 @@ pub struct Settings {
     /// `RETENTION_DAYS`: turns older than this many days lose their text (`None`: `off`).
     pub retention_days: Option<u32>,
     /// `HTTP_HEADER_TIMEOUT_MS`, `HTTP_IDLE_TIMEOUT_MS`, `HTTP_BODY_TIMEOUT_MS`,
-    /// `HTTP_MAX_CONNECTIONS`, `HTTP_MAX_CONNECTIONS_PER_ADDRESS` (issue 13 item 7).
+    /// `HTTP_MAX_CONNECTIONS`, `HTTP_MAX_CONNECTIONS_PER_ADDRESS`.
     pub connections: ConnectionLimits,
     /// `METRICS_TOKEN`: when set, `GET /metrics` requires it as a bearer token.
     pub metrics_token: Option<Secret>,

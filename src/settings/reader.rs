@@ -54,7 +54,7 @@ impl Reader<'_> {
         }
     }
 
-    /// `None` when unset: unset and set-to-the-default are told apart (issue 20).
+    /// `None` when unset: unset and set-to-the-default are told apart.
     pub(super) fn temperature(&mut self) -> Option<f32> {
         let raw = self.string("AGENT_TEMPERATURE")?;
         match raw.parse::<f32>() {

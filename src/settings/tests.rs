@@ -272,7 +272,7 @@ fn system_5_2_reply_gap_is_at_most_10000() {
 }
 
 #[test]
-fn issue_13_item_4_outbox_lease_is_seconds_and_bounded() {
+fn outbox_lease_is_seconds_and_bounded() {
     assert_eq!(load(&base()).unwrap().outbox_lease, Duration::from_secs(10));
     let s = load(&with(&[("OUTBOX_LEASE_MS", "3000")])).unwrap();
     assert_eq!(s.outbox_lease, Duration::from_secs(3));
@@ -317,7 +317,7 @@ fn system_5_2_numbers_must_parse() {
 }
 
 #[test]
-fn issue_13_price_variables_are_validated_with_every_other_problem() {
+fn price_variables_are_validated_with_every_other_problem() {
     let err = load(&with(&[
         ("AGENT_PRICE_INPUT_PER_MTOK", "cheap"),
         ("AGENT_PRICE_CACHED_INPUT_PER_MTOK", "0.1"),
@@ -347,7 +347,7 @@ fn issue_13_price_variables_are_validated_with_every_other_problem() {
 }
 
 #[test]
-fn issue_20_unset_temperature_is_told_apart_from_one_set_to_the_default() {
+fn unset_temperature_is_told_apart_from_one_set_to_the_default() {
     assert_eq!(load(&base()).unwrap().agent_temperature, None);
     let s = load(&with(&[("AGENT_TEMPERATURE", "0.3")])).unwrap();
     assert_eq!(s.agent_temperature, Some(0.3));
@@ -447,7 +447,7 @@ fn spec_020_media_base_and_transcription_model() {
 }
 
 #[test]
-fn issue_13_item_10_retention_days_defaults_to_90_and_accepts_off() {
+fn retention_days_defaults_to_90_and_accepts_off() {
     assert_eq!(load(&base()).unwrap().retention_days, Some(90));
     for (raw, expected) in [
         ("30", Some(30)),
@@ -500,7 +500,7 @@ fn system_5_2_all_problems_are_reported_at_once() {
 }
 
 #[test]
-fn issue_19_item_2_a_sqlite_folder_that_does_not_exist_is_reported_at_start() {
+fn a_sqlite_folder_that_does_not_exist_is_reported_at_start() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let missing = dir.path().join("no-such-folder");
     let url = format!("sqlite://{}/agent.db", missing.display());
@@ -513,7 +513,7 @@ fn issue_19_item_2_a_sqlite_folder_that_does_not_exist_is_reported_at_start() {
 }
 
 #[test]
-fn issue_13_item_7_connection_limits_have_defaults_and_are_read_and_checked() {
+fn connection_limits_have_defaults_and_are_read_and_checked() {
     let s = load(&base()).unwrap();
     assert_eq!(s.connections, ConnectionLimits::default());
     assert_eq!(s.connections.header_timeout, Duration::from_secs(10));
@@ -566,7 +566,7 @@ fn issue_13_item_7_connection_limits_have_defaults_and_are_read_and_checked() {
 }
 
 #[test]
-fn issue_13_item_9_metrics_token_is_optional_and_long_enough() {
+fn metrics_token_is_optional_and_long_enough() {
     assert_eq!(load(&base()).unwrap().metrics_token, None);
     let s = load(&with(&[("METRICS_TOKEN", "metrics-token-0123456789")])).unwrap();
     assert_eq!(

@@ -3,7 +3,7 @@
 //! errors are described in `sqlite.rs`.)
 //!
 //! Invariant (C5): no text built here contains a bound value or a stored value: Postgres errors
-//! are reduced to their SQLSTATE, constraint and table.
+//! are reduced to their cause in plain words, their SQLSTATE, constraint and table.
 
 use std::time::Duration;
 
@@ -41,16 +41,20 @@ pub(super) fn describe(err: &sqlx::Error) -> String {
     use sqlx::error::ErrorKind;
     match err {
         sqlx::Error::Database(db) => {
+            let code = db.code();
             let kind = match db.kind() {
                 ErrorKind::UniqueViolation => "unique violation",
                 ErrorKind::ForeignKeyViolation => "foreign key violation",
                 ErrorKind::NotNullViolation => "not-null violation",
                 ErrorKind::CheckViolation => "check violation",
-                _ => "database error",
+                _ => code
+                    .as_deref()
+                    .and_then(postgres_cause)
+                    .unwrap_or("PostgreSQL refused the statement"),
             };
             let mut text = kind.to_owned();
-            if let Some(code) = db.code() {
-                text.push_str(&format!(" (code {code})"));
+            if let Some(code) = code {
+                text.push_str(&format!(" (SQLSTATE {code})"));
             }
             if let Some(constraint) = db.constraint() {
                 text.push_str(&format!(" on constraint {constraint}"));
@@ -60,8 +64,15 @@ pub(super) fn describe(err: &sqlx::Error) -> String {
             }
             text
         }
-        sqlx::Error::Io(io) => format!("i/o error: {}", io.kind()),
-        sqlx::Error::PoolTimedOut => "timed out waiting for a database connection".to_owned(),
+        sqlx::Error::Io(io) => format!(
+            "the connection to the PostgreSQL server failed ({})",
+            io.kind()
+        ),
+        sqlx::Error::PoolTimedOut => {
+            "timed out waiting for a PostgreSQL connection (the server is down, or every \
+             connection is busy)"
+                .to_owned()
+        }
         sqlx::Error::PoolClosed => "the connection pool is closed".to_owned(),
         sqlx::Error::RowNotFound => "row not found".to_owned(),
         sqlx::Error::ColumnNotFound(column) => format!("column not found: {column}"),
@@ -75,6 +86,43 @@ pub(super) fn describe(err: &sqlx::Error) -> String {
         sqlx::Error::Migrate(_) => "migration error".to_owned(),
         _ => "database driver error".to_owned(),
     }
+}
+
+/// What a PostgreSQL error code means, in plain words, for the codes an outage or a
+/// misconfigured server produces (the class when the exact code is not listed).
+fn postgres_cause(code: &str) -> Option<&'static str> {
+    let exact = match code {
+        "57P01" => Some("the PostgreSQL server is shutting down (administrator command)"),
+        "57P02" => Some("the PostgreSQL server crashed and is restarting"),
+        "57P03" => Some(
+            "the PostgreSQL server is starting up or shutting down: it accepts no connections yet",
+        ),
+        "57014" => Some("the statement was cancelled (a statement timeout or an operator)"),
+        "55000" => Some(
+            "the PostgreSQL server is not in a state to run the statement (recovery, or a standby)",
+        ),
+        "55006" => Some("the object is in use by another session"),
+        "55P03" => Some("a lock could not be taken in time"),
+        "25006" => Some("the database is read-only here (a standby or a read-only transaction)"),
+        "53300" => Some("the PostgreSQL server has too many connections (max_connections)"),
+        "53100" => Some("the PostgreSQL server's disk is full"),
+        "53200" => Some("the PostgreSQL server is out of memory"),
+        "28P01" | "28000" => Some("PostgreSQL refused the role's credentials"),
+        "3D000" => Some("the database does not exist"),
+        "42501" => Some("the role lacks a privilege the statement needs"),
+        "42P01" => Some("a table is missing (were the migrations applied?)"),
+        "40001" => Some("a concurrent write conflicted (serialization failure)"),
+        "40P01" => Some("a deadlock with another session"),
+        _ => None,
+    };
+    exact.or(match code.get(..2) {
+        Some("08") => Some("the connection to the PostgreSQL server failed"),
+        Some("53") => Some("the PostgreSQL server ran out of a resource"),
+        Some("57") => Some("an operator or the server stopped the statement"),
+        Some("58") => Some("the PostgreSQL server had a system error (its disk or files)"),
+        Some("XX") => Some("the PostgreSQL server hit an internal error"),
+        _ => None,
+    })
 }
 
 /// The error for an update that matched no row: a caller holding an id the store never issued.
@@ -140,5 +188,29 @@ pub(super) fn bounded_error(error: &str) -> &str {
     match error.char_indices().nth(MAX_ERROR_CHARS) {
         Some((cut, _)) => &error[..cut],
         None => error,
+    }
+}
+
+#[cfg(test)]
+mod plain_words {
+    use super::postgres_cause;
+
+    #[test]
+    fn a_postgres_outage_is_described_in_plain_words_by_its_sqlstate() {
+        assert_eq!(
+            postgres_cause("57P01"),
+            Some("the PostgreSQL server is shutting down (administrator command)")
+        );
+        assert!(postgres_cause("55000").unwrap().contains("not in a state"));
+        assert_eq!(
+            postgres_cause("08006"),
+            Some("the connection to the PostgreSQL server failed"),
+            "an unlisted code gets its class"
+        );
+        assert_eq!(
+            postgres_cause("22001"),
+            None,
+            "data errors keep the generic kind"
+        );
     }
 }

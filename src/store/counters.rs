@@ -51,13 +51,13 @@ pub trait CounterStore: Send + Sync + 'static {
 
     async fn add_budget(&self, day: NaiveDate, tokens: i64, cost_usd: f64) -> Result<()>;
 
-    /// Issue 21: whether this backend keeps the ManyChat request bucket every replica shares
+    /// Whether this backend keeps the ManyChat request bucket every replica shares
     /// (Postgres). SQLite serves one process, whose in-process bucket is the whole budget.
     fn shares_manychat_budget(&self) -> bool {
         false
     }
 
-    /// Issue 21: takes one slot of the shared ManyChat bucket (one request every `interval`, up
+    /// Takes one slot of the shared ManyChat bucket (one request every `interval`, up
     /// to `burst` back to back), timed by the database's clock: `None` when taken, else how long
     /// until one is free (nothing taken). One round trip. Only where
     /// [`CounterStore::shares_manychat_budget`].
@@ -68,7 +68,7 @@ pub trait CounterStore: Send + Sync + 'static {
         ))
     }
 
-    /// Issue 21: counts one sendFlow for the contact at `now`, unless `per_hour` were counted in
+    /// Counts one sendFlow for the contact at `now`, unless `per_hour` were counted in
     /// the hour before `now` (then counts nothing): whether it was counted. Atomic across
     /// replicas; counts older than an hour are removed.
     async fn count_flow_send(

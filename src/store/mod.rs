@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue_19_item_2_a_database_is_named_without_its_password() {
+    fn a_database_is_named_without_its_password() {
         assert_eq!(
             describe_database(
                 "postgres://agent:pw-fixture@db.example.test:6543/sales?sslmode=require"
@@ -239,11 +239,11 @@ mod tests {
     /// and the role, never the password.
     #[tokio::test]
     #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-    async fn issue_19_item_2_a_refused_role_is_named_in_plain_words() {
+    async fn a_refused_role_is_named_in_plain_words() {
         let base = std::env::var("TEST_DATABASE_URL")
             .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL");
         let mut url = reqwest::Url::parse(&base).expect("TEST_DATABASE_URL parses");
-        url.set_username("issue19_no_such_role").expect("a user");
+        url.set_username("refused_role_probe").expect("a user");
         url.set_password(Some("pw-fixture-hidden"))
             .expect("a password");
         let error = connect(url.as_str())
@@ -253,7 +253,7 @@ mod tests {
         let text = error.to_string();
         assert!(text.contains("refused the role"), "{text}");
         assert!(text.contains("28000"), "{text}");
-        assert!(text.contains("issue19_no_such_role"), "{text}");
+        assert!(text.contains("refused_role_probe"), "{text}");
         assert!(!text.contains("pw-fixture-hidden"), "{text}");
     }
 

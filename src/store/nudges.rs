@@ -1,13 +1,14 @@
-//! Nudges (025): one row per conversation, scheduled after a silence, claimed when due, settled
-//! by the nudge turn (`NudgeStore`).
+//! Nudges (025): at most one pending row per conversation, scheduled after a silence, claimed
+//! when due, settled by the nudge turn; every settled row is kept as the record (`NudgeStore`).
 
 use super::*;
 
 /// 025: the nudge rows and the nudge turn's one write.
 #[async_trait]
 pub trait NudgeStore: Send + Sync + 'static {
-    /// 025: schedules the conversation's one nudge, due at `due_at`, in one upsert: a pending
-    /// nudge is replaced, and so is a settled one (a new silence may have its follow-up).
+    /// 025: schedules the conversation's one pending nudge, due at `due_at`, in one upsert: a
+    /// pending nudge is replaced; a settled one (cancelled, sent, skipped, lost) stays as the
+    /// record beside the new pending row.
     async fn schedule_nudge(
         &self,
         conversation_id: ConversationId,
@@ -48,8 +49,12 @@ pub trait NudgeStore: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<Vec<ConversationId>>;
 
-    /// 025: the conversation's nudge row, whatever its state.
+    /// 025: the conversation's latest nudge row, whatever its state.
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>>;
+
+    /// 025: every nudge row of the conversation, oldest first: the record of the settled ones
+    /// and the pending one, if any.
+    async fn nudges(&self, conversation_id: ConversationId) -> Result<Vec<Nudge>>;
 
     /// 025: a nudge turn's one write, in one transaction: the nudge settled, the agent turn,
     /// its count in the hourly window, its charge and its outbox rows; and only while the

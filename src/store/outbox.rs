@@ -73,10 +73,10 @@ pub struct OutboxRow {
     pub lease_until: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub delivered_at: Option<DateTime<Utc>>,
-    /// A reply's messages ManyChat already accepted: a retry resumes after them (issue 13).
+    /// A reply's messages ManyChat already accepted: a retry resumes after them.
     pub messages_delivered: i32,
     /// Triggers of the next message that got no answer (ManyChat may have run them); such a
-    /// trigger is retried at most once (issue 13).
+    /// trigger is retried at most once.
     pub trigger_timeouts: i32,
 }
 
@@ -93,7 +93,7 @@ pub struct ClaimRules {
     pub reply_gap: Duration,
 }
 
-/// Issue 18: the outbox's open rows, as `/metrics` reports them (read at scrape time only).
+/// The outbox's open rows, as `/metrics` reports them (read at scrape time only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutboxBacklog {
     /// Rows pending or being delivered, counted up to the cap the caller gave.
@@ -148,7 +148,7 @@ pub trait OutboxStore: Send + Sync + 'static {
     /// Every outbox row, oldest first (tests, operators).
     async fn outbox_rows(&self) -> Result<Vec<OutboxRow>>;
 
-    /// Issue 18: the open outbox rows (counted up to `count_cap`) and the oldest one due at
+    /// The open outbox rows (counted up to `count_cap`) and the oldest one due at
     /// `now`, through `outbox_status_due`: the cost is bounded by the cap, not the table.
     /// Read when `/metrics` is scraped, never on a turn.
     async fn outbox_backlog(&self, now: DateTime<Utc>, count_cap: i64) -> Result<OutboxBacklog>;

@@ -1,4 +1,4 @@
-//! What `manychat-agent report` reads from the store (issue 18): one period's aggregates,
+//! What `manychat-agent report` reads from the store: one period's aggregates,
 //! grouped by the database so a week of a busy store never leaves it row by row; only the
 //! action records are tallied in the store's own code ([`ActionTally`], SQLite), which keeps
 //! counts and drops each record once counted. Aggregates only leave the store: no subscriber
@@ -283,7 +283,7 @@ fn scalar_text(value: &serde_json::Value) -> Option<std::borrow::Cow<'_, str>> {
 /// What `manychat-agent report` reads: one period's aggregates.
 #[async_trait]
 pub trait ReportStore: Send + Sync + 'static {
-    /// Issue 18: the sales counts `manychat-agent report` reads for turns created in
+    /// The sales counts `manychat-agent report` reads for turns created in
     /// `[from, until)`, by the tenant's `keys` (see [`SalesCounts`]). Counted in the database;
     /// only the entries' tool, id, value, status and `contactAsked` keys are read.
     async fn sales_aggregates(
@@ -293,7 +293,7 @@ pub trait ReportStore: Send + Sync + 'static {
         keys: &SalesKeys,
     ) -> Result<SalesCounts>;
 
-    /// Issue 18: the aggregates `manychat-agent report` reads for turns created in
+    /// The aggregates `manychat-agent report` reads for turns created in
     /// `[from, until)`. Grouped in the database (fast over a busy week); aggregates only.
     async fn report_aggregates(
         &self,
@@ -301,7 +301,7 @@ pub trait ReportStore: Send + Sync + 'static {
         until: DateTime<Utc>,
     ) -> Result<ReportAggregates>;
 
-    /// Issue 18: one report week, `report_aggregates` and `sales_aggregates` together. The
+    /// One report week, `report_aggregates` and `sales_aggregates` together. The
     /// same results; a backend that tallies action records in the process (SQLite) reads the
     /// week's records once for both.
     async fn report_week(
@@ -331,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_18_the_tally_counts_odd_records_like_the_sql_it_replaced_and_skips_unreadable_ones() {
+    fn the_tally_counts_odd_records_like_the_sql_it_replaced_and_skips_unreadable_ones() {
         let mut tally = ActionTally::new(Some(&demo_keys()));
         // An escaped string (not borrowed), a non-object entry, an entry without keys.
         tally.add(

@@ -6,7 +6,7 @@ use super::*;
 /// What a selling turn reads and the opening's claim.
 #[async_trait]
 pub trait SalesStore: Send + Sync + 'static {
-    /// The sales funnel (issue 14): what the server knows of a contact from its own records, in
+    /// The sales funnel: what the server knows of a contact from its own records, in
     /// one read: the offering stored on the conversation with when it was stored, and the
     /// action record of every agent turn that holds one (oldest first; `[]` records left out).
     async fn sales_record(&self, conversation_id: ConversationId) -> Result<SalesRecord>;

@@ -128,7 +128,7 @@ pub struct TurnContextQuery {
     pub day: NaiveDate,
     /// The hourly window whose count is read for the conversation's contact (`None`: not read).
     pub rate_window: Option<DateTime<Utc>>,
-    /// The sales funnel (issue 14): read the conversation's `sales_record` too.
+    /// The sales funnel: read the conversation's `sales_record` too.
     pub sales: bool,
 }
 
@@ -214,7 +214,7 @@ pub struct ExchangeIds {
     pub outbox: Vec<i64>,
 }
 
-/// The outbox rows of a promise (3.4, issue 13): what a turn that answered without its reply
+/// The outbox rows of a promise (3.4): what a turn that answered without its reply
 /// (an acknowledgement or a silent response) owes the contact. Both rows are written before the
 /// response leaves, `pending` and due when the turn's abort window ends, holding the fallback:
 /// the escalation copy (`reply`) and the tenant's handoff (`handoff`). A live turn keeps the
@@ -251,6 +251,13 @@ pub trait TurnStore: ConversationStore + CounterStore + OutboxStore + SalesStore
 
     /// 012: rewrites a turn's action record after its actions ran.
     async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()>;
+
+    /// The business's read tools (`crate::plugins`): writes a turn's plugin reads
+    /// (`[{"tool", "available", "ms"}]`) once the turn is recorded.
+    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()>;
+
+    /// A turn's plugin reads; `None` when it made none (or the turn does not exist).
+    async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>>;
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>>;
 

@@ -47,6 +47,7 @@ use crate::config::{FlowRole, TenantConfig, ToolsConfig};
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
 use crate::model::{ToolArguments, ToolCall, ToolSpec};
+use crate::plugins::{self, PluginClient, ToolKind};
 use crate::sales::{Known, SalesCall, TurnSales, Verdict};
 
 pub use contact::{OTHER_VALUE, contact_view};
@@ -111,8 +112,8 @@ type OfferingSpecs = (Option<String>, Arc<[ToolSpec]>, Arc<[ToolSpec]>);
 impl ToolSpecs {
     pub fn new(config: &TenantConfig) -> Self {
         let build = |offer_read| match &config.tools {
-            Some(tools) => Arc::from(build_specs(tools, offer_read)),
-            None => Arc::from([]),
+            Some(tools) => with_plugins(build_specs(tools, offer_read), config, offer_read),
+            None => with_plugins(Vec::new(), config, offer_read),
         };
         let by_offering = match &config.tools {
             Some(tools) if tools.flows.iter().any(|f| f.offering.is_some()) => {
@@ -123,10 +124,16 @@ impl ToolSpecs {
                             offering: offering.clone(),
                             ..Known::default()
                         };
-                        let with: Arc<[ToolSpec]> =
-                            Arc::from(specs::build_turn_specs(tools, true, &known));
-                        let without: Arc<[ToolSpec]> =
-                            Arc::from(specs::build_turn_specs(tools, false, &known));
+                        let with = with_plugins(
+                            specs::build_turn_specs(tools, true, &known),
+                            config,
+                            true,
+                        );
+                        let without = with_plugins(
+                            specs::build_turn_specs(tools, false, &known),
+                            config,
+                            false,
+                        );
                         (offering, with, without)
                     })
                     .collect()
@@ -165,12 +172,27 @@ impl ToolSpecs {
                 match shared {
                     Some((_, with, _)) if offer_read => with.clone(),
                     Some((_, _, without)) => without.clone(),
-                    None => Arc::from(specs::build_turn_specs(tools, offer_read, known)),
+                    None => with_plugins(
+                        specs::build_turn_specs(tools, offer_read, known),
+                        config,
+                        offer_read,
+                    ),
                 }
             }
             _ => self.offered(offer_read),
         }
     }
+}
+
+/// A turn's specs followed by the tenant's plugin tools (`crate::plugins`: the reads only on a
+/// turn that reads history).
+fn with_plugins(
+    mut specs: Vec<ToolSpec>,
+    config: &TenantConfig,
+    offer_read: bool,
+) -> Arc<[ToolSpec]> {
+    specs.extend(plugins::specs(config.plugins.as_ref(), offer_read));
+    Arc::from(specs)
 }
 
 /// The tools of one turn, and what they staged and read.
@@ -203,6 +225,10 @@ pub struct TurnTools {
     claims: Option<opening::OpeningClaims>,
     /// 032 A: the turn tried to send its opening (claimed and sent, or lost the claim).
     opening_tried: bool,
+    /// Where a plugin read goes (`None`: plugin reads answer `{"available": false}`).
+    plugins: Option<PluginClient>,
+    /// The turn's plugin reads, in call order (`turns.plugin_reads`).
+    plugin_reads: Vec<plugins::ReadRecord>,
 }
 
 /// A flow this turn asked ManyChat to send (029), and when ManyChat answered (030).
@@ -306,7 +332,20 @@ impl TurnTools {
             in_flight: None,
             claims: None,
             opening_tried: false,
+            plugins: None,
+            plugin_reads: Vec::new(),
         }
+    }
+
+    /// The turn's plugin reads go through `client` (only on a turn that reads history).
+    pub fn calling_plugins(mut self, client: PluginClient) -> Self {
+        self.plugins = Some(client);
+        self
+    }
+
+    /// The turn's plugin reads, in call order (`turns.plugin_reads`).
+    pub fn plugin_reads(&self) -> &[plugins::ReadRecord] {
+        &self.plugin_reads
     }
 
     /// The flows this turn sent, in call order (029), with ManyChat's answer times (030).
@@ -494,6 +533,9 @@ impl TurnTools {
                 && a.entry.id == action.entry.id
                 && a.entry.value == action.entry.value
                 && a.live()
+                // A plugin write is identical only with identical arguments.
+                && (!matches!(action.operation, Operation::Plugin { .. })
+                    || a.operation == action.operation)
         };
         if self.actions.iter().any(same) {
             return json!({"staged": true});
@@ -740,6 +782,68 @@ impl TurnTools {
         }
     }
 
+    /// A call of one of the tenant's plugin tools (`None`: not a plugin tool's name). A read is
+    /// performed now within the turn's reads (shared with get_contact); a write is staged under
+    /// the same rules as a built-in write (cap, de-duplication, the sales rules' refusals).
+    async fn call_plugin(&mut self, call: &ToolCall) -> Option<Value> {
+        let config = self.config.clone();
+        let tool = config.plugins.as_ref()?.tool(&call.name)?;
+        let ToolArguments::Valid(args) = &call.arguments else {
+            return Some(json!({"staged": false, "error": "invalid arguments"}));
+        };
+        Some(match tool.kind {
+            ToolKind::Read => self.plugin_read(tool, args).await,
+            ToolKind::Write => match plugins::stage_write(tool, args) {
+                Ok(action) => self.stage_for_sale(&call.name, args, action),
+                Err(refused) => {
+                    self.refused
+                        .push(format!("{} ({})", call.name, refused.message));
+                    self.record_refusal(
+                        StagedAction::new(&tool.name, "", Operation::Cleared),
+                        refused.reason,
+                    );
+                    json!({"staged": false, "error": refused.message})
+                }
+            },
+        })
+    }
+
+    /// A plugin read: performed now, on a turn that reads history, within the turn's reads.
+    async fn plugin_read(&mut self, tool: &plugins::PluginTool, args: &Value) -> Value {
+        let unavailable = plugins::result::unavailable();
+        let (Some(reader), Some(client)) = (&self.reader, &self.plugins) else {
+            // Not offered on this turn: only a misbehaving model gets here.
+            return unavailable;
+        };
+        if self.read_attempts >= MAX_READS {
+            self.refused
+                .push(format!("{} (over the {MAX_READS}-read limit)", tool.name));
+            self.plugin_reads.push(plugins::over_budget(tool));
+            return unavailable;
+        }
+        let read = plugins::read(
+            client,
+            tool,
+            &reader.subscriber,
+            reader.conversation,
+            args,
+            &self.fence,
+        )
+        .await;
+        match read {
+            Ok((view, record)) => {
+                self.read_attempts += 1;
+                self.plugin_reads.push(record);
+                view
+            }
+            Err(refused) => {
+                self.refused
+                    .push(format!("{} ({})", tool.name, refused.message));
+                json!({"available": false, "error": refused.message})
+            }
+        }
+    }
+
     /// get_contact: performed now, through the shared client, within the read cap.
     async fn read(&mut self) -> Value {
         let unavailable = json!({"available": false});
@@ -856,6 +960,9 @@ impl ToolHost for TurnTools {
                     json!({"staged": false, "error": "invalid arguments"})
                 }
             };
+        }
+        if let Some(result) = self.call_plugin(call).await {
+            return result;
         }
         // 025: a nudge turn is not offered schedule_nudge; a model that calls it anyway stages
         // nothing, and the record says so.

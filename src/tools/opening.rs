@@ -60,6 +60,14 @@ impl TurnTools {
         }
     }
 
+    /// 034: this turn's intent write made the contact a prospect (it queued the opening). Such
+    /// a turn is the contact's prospect turn whatever becomes of it, so its record must keep the
+    /// write even when the turn ends without a reply: a cut-short call records it discarded,
+    /// and the opening it did not send is forfeited for good.
+    pub fn made_prospect_turn(&self) -> bool {
+        self.sales.opening_queued()
+    }
+
     /// Whether the opening is queued and still to go this turn (the final step's note says so).
     pub(super) fn opening_pending(&self) -> Option<&str> {
         if !self.sales.opening_queued() || self.opening_tried || self.claims.is_none() {

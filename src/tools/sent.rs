@@ -138,7 +138,7 @@ mod tests {
         use crate::config::{ConfigContext, FlowConfig, ToolsConfig, load_dir};
         use crate::model::{ToolArguments, ToolCall};
 
-        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let examples = crate::config::examples::shipped_examples();
         let context = ConfigContext {
             allow_examples: true,
             ..Default::default()

@@ -6,7 +6,7 @@ use super::*;
 use crate::config::{FieldConfig, FlowConfig, TagConfig, TenantConfig, ToolsConfig};
 
 fn config(tools: ToolsConfig) -> Arc<TenantConfig> {
-    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let examples = crate::config::examples::shipped_examples();
     let context = crate::config::ConfigContext {
         allow_examples: true,
         ..Default::default()

@@ -32,6 +32,16 @@ impl TurnEngine {
                 &mut after.actions,
             )
             .await;
+            // The tenant's plugin writes, against the config in force now (a tool a reload
+            // removed fails without a request).
+            crate::plugins::perform_writes(
+                &self.inner.plugins,
+                self.inner.config.snapshot().plugins.as_ref(),
+                &after.subscriber,
+                after.conversation,
+                &mut after.actions,
+            )
+            .await;
             crate::nudge::perform_scheduled(
                 self.inner.store.as_ref(),
                 &self.inner.metrics,

@@ -39,6 +39,8 @@ pub(super) struct Answer {
     pub(super) guard: Option<TurnGuard>,
     /// 024: successful contact reads this turn.
     pub(super) reads: u32,
+    /// The turn's plugin reads (`turns.plugin_reads`; `None`: none).
+    pub(super) plugin_reads: Option<serde_json::Value>,
     /// The contact's message, recorded with the answer.
     pub(super) message: Message,
     /// 030: the flows the turn sent, which its reply waits for.
@@ -82,8 +84,9 @@ pub(super) struct AgentJob {
     /// 030: where the turn's tools record the flows they send (the request reads it at the
     /// deadline).
     pub(super) flows: FlowSends,
-    /// Given back when the job ends.
-    pub(super) _reservation: Option<budget::Reservation>,
+    /// The turn's place in the day's budget: each model call is reserved in it before it is
+    /// sent; given back when the job ends.
+    pub(super) budget: Option<budget::TurnBudget>,
     pub(super) _in_flight: Option<InFlight>,
 }
 
@@ -123,6 +126,10 @@ impl AgentJob {
             temperature: inner.settings.temperature,
             max_messages: 3,
             images: &images,
+            budget: self
+                .budget
+                .as_ref()
+                .map(|b| b as &dyn crate::agent::CallBudget),
         };
         let fence = agent::Fence::new();
         let mut tools = TurnTools::new(ToolContext {
@@ -141,7 +148,9 @@ impl AgentJob {
         // 029: an inbound turn sends its flows during the call.
         .sending_flows()
         // 032 A: and the contact's opening, claimed on the conversation row.
-        .claiming_openings(inner.store.clone(), inner.clock);
+        .claiming_openings(inner.store.clone(), inner.clock)
+        // The tenant's plugin reads go out during the step.
+        .calling_plugins(inner.plugins.clone());
         let thinking = agent::think_with_fence(inner.model.as_ref(), input, &fence, &mut tools);
         let result = tokio::time::timeout_at(abort_at, thinking).await;
         let Some(message) = self.message.take() else {
@@ -154,9 +163,11 @@ impl AgentJob {
                     .send_opening_before_reply(thought.reply.escalate)
                     .await;
                 let reads = tools.reads();
+                let plugin_reads = crate::plugins::reads_record(tools.plugin_reads());
                 let result = Answer {
                     thought,
                     reads,
+                    plugin_reads,
                     actions: tools.into_actions(),
                     latency: self.arrived_at.elapsed(),
                     guard: self.guard.take(),
@@ -178,9 +189,12 @@ impl AgentJob {
                 let mut message = message;
                 message.promise = self.promised(message.promise).await;
                 // 029: a flow already sent cannot be recalled; the record says it went out
-                // (a request still in flight is waited for first).
+                // (a request still in flight is waited for first). 034: a prospect turn cut
+                // short is recorded too, its intent write discarded, so no later turn sends the
+                // opening it forfeited.
                 tools.settle_in_flight().await;
-                let sent = (!tools.sent_flows().is_empty()).then(|| tools.into_actions());
+                let recorded = !tools.sent_flows().is_empty() || tools.made_prospect_turn();
+                let sent = recorded.then(|| tools.into_actions());
                 self.engine.settle_aborted(&self, &message, sent).await
             }
         };

@@ -1,119 +1,300 @@
-//! The daily budget under concurrency: a turn reserves what it may spend
-//! before its model call and gives the reservation back once its charge is recorded, so turns
-//! running at the same time see each other's spending before it is stored. Without this, every
-//! turn that started while the day's spend was under the cap ran, and a burst passed the cap
-//! many times over.
+//! The daily budget under concurrency: every model call reserves what it may spend before it
+//! is sent (its input, known then, plus the output limit) and gives the reservation back when
+//! it answers, its real usage counting from then until the turn's charge is recorded. Turns
+//! running at the same time so see each other's spending before it is stored.
 //!
-//! The reservation is an estimate from above (every step of the loop, each with the whole
-//! prompt and the longest reply): near the cap a turn may be refused that would have fitted,
-//! which is C6's side to err on. The ledger is per process; replicas on one database each keep
-//! their own, so the cap may be passed by what one turn per replica spends, not more.
+//! The check comes before each call, not once per turn: a turn is admitted while the day's
+//! spend, plus what the calls in flight reserved, plus what turns in flight really used, is
+//! under the cap, and a turn refused between steps escalates (reason `budget`). A call is
+//! checked before its own reservation counts, so the cap can be passed by at most one call per
+//! turn in flight. The ledger is per process; replicas on one database each keep their own,
+//! so the cap may be passed by what the turns of each replica spend in flight, not more.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::NaiveDate;
 
+use crate::agent::CallBudget;
 use crate::config::TenantConfig;
+use crate::model::{Message, ModelRequest, ToolArguments, ToolSpec, Usage};
 use crate::store::BudgetUsage;
 
-/// What the turns in flight have reserved today.
+/// What the turns in flight have reserved and used today.
 #[derive(Debug, Default)]
 pub struct BudgetLedger {
-    reserved: Mutex<Reserved>,
+    day: Mutex<Day>,
 }
 
 #[derive(Debug, Default)]
-struct Reserved {
+struct Day {
     day: Option<NaiveDate>,
+    /// The worst case of the calls in flight.
+    reserved: BudgetUsage,
+    /// What finished calls of turns in flight really used, not yet recorded as their charge.
+    used: BudgetUsage,
+    /// What turns of this process charged today once they ended (they are in the store's
+    /// spend from then, but a turn that read the spend earlier does not see them there).
+    charged: BudgetUsage,
+}
+
+impl Day {
+    /// `day`'s books, starting them afresh on a new day (yesterday's count against yesterday).
+    fn on(&mut self, day: NaiveDate) -> &mut Self {
+        if self.day != Some(day) {
+            *self = Day {
+                day: Some(day),
+                ..Day::default()
+            };
+        }
+        self
+    }
+}
+
+/// The caps a turn checks against.
+#[derive(Debug, Clone, Copy)]
+struct Caps {
     tokens: i64,
     cost_usd: f64,
 }
 
-/// A turn's reservation; given back when dropped.
+impl Caps {
+    fn of(config: &TenantConfig) -> Self {
+        let budget = &config.rules.budget;
+        Self {
+            tokens: i64::try_from(budget.daily_token_cap).unwrap_or(i64::MAX),
+            cost_usd: budget.daily_cost_cap_usd,
+        }
+    }
+
+    fn reached(self, total: BudgetUsage) -> bool {
+        total.tokens >= self.tokens || total.cost_usd >= self.cost_usd
+    }
+}
+
+fn plus(a: BudgetUsage, b: BudgetUsage) -> BudgetUsage {
+    BudgetUsage {
+        tokens: a.tokens + b.tokens,
+        cost_usd: a.cost_usd + b.cost_usd,
+    }
+}
+
+fn minus(a: BudgetUsage, b: BudgetUsage) -> BudgetUsage {
+    BudgetUsage {
+        tokens: (a.tokens - b.tokens).max(0),
+        cost_usd: (a.cost_usd - b.cost_usd).max(0.0),
+    }
+}
+
+/// A turn's place in the day's budget: its call in flight and what its calls used. Dropped
+/// once the turn's charge is recorded (its use then counts as charged).
 #[derive(Debug)]
-pub struct Reservation {
+pub struct TurnBudget {
     ledger: Arc<BudgetLedger>,
     day: NaiveDate,
-    estimate: BudgetUsage,
+    caps: Caps,
+    /// The day's spend as stored when the turn read it.
+    spent: BudgetUsage,
+    /// The ledger's `charged` then: what ended since is added to `spent`.
+    charged_before: BudgetUsage,
+    model_id: Arc<str>,
+    max_output_tokens: u32,
+    turn: Mutex<TurnUse>,
+}
+
+#[derive(Debug, Default)]
+struct TurnUse {
+    /// The reservation of the call in flight.
+    call: BudgetUsage,
+    /// What the turn's finished calls used.
+    used: BudgetUsage,
+    /// The tool specs last measured, and their size: specs are shared per snapshot.
+    specs: Option<(Arc<[ToolSpec]>, usize)>,
 }
 
 impl BudgetLedger {
-    /// Reserves `estimate` on `day` unless the day's spend (`spent`, as stored) plus what turns
-    /// in flight reserved has reached either cap: `None` then (the budget denial).
-    pub fn reserve(
+    /// The day's books, whoever held them last (a panic elsewhere leaves them usable).
+    fn books(&self) -> std::sync::MutexGuard<'_, Day> {
+        self.day.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admits a turn on `day` unless the day's spend (`spent`, as stored) plus what the turns
+    /// in flight reserved and used has reached either cap: `None` then (the budget denial).
+    /// Nothing is reserved yet: each call reserves its own ([`TurnBudget::reserve`]).
+    pub fn admit(
         self: &Arc<Self>,
         config: &TenantConfig,
         day: NaiveDate,
         spent: BudgetUsage,
-        estimate: BudgetUsage,
-    ) -> Option<Reservation> {
-        let budget = &config.rules.budget;
-        let mut reserved = self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
-        if reserved.day != Some(day) {
-            // A new day: yesterday's reservations count against yesterday.
-            *reserved = Reserved {
-                day: Some(day),
-                ..Reserved::default()
-            };
-        }
-        if spent.tokens + reserved.tokens >= budget.daily_token_cap as i64
-            || spent.cost_usd + reserved.cost_usd >= budget.daily_cost_cap_usd
-        {
+        model_id: &str,
+        max_output_tokens: u32,
+    ) -> Option<TurnBudget> {
+        let caps = Caps::of(config);
+        let mut books = self.books();
+        let books = books.on(day);
+        if caps.reached(plus(spent, plus(books.reserved, books.used))) {
             return None;
         }
-        reserved.tokens += estimate.tokens;
-        reserved.cost_usd += estimate.cost_usd;
-        Some(Reservation {
+        Some(TurnBudget {
             ledger: self.clone(),
             day,
-            estimate,
+            caps,
+            spent,
+            charged_before: books.charged,
+            model_id: Arc::from(model_id),
+            max_output_tokens,
+            turn: Mutex::new(TurnUse::default()),
         })
     }
 
-    /// Tokens and dollars reserved today by turns in flight.
+    /// Tokens and dollars reserved by the calls in flight today.
     #[cfg(test)]
     pub fn reserved(&self, day: NaiveDate) -> BudgetUsage {
-        let reserved = self.reserved.lock().unwrap_or_else(PoisonError::into_inner);
-        if reserved.day == Some(day) {
-            BudgetUsage {
-                tokens: reserved.tokens,
-                cost_usd: reserved.cost_usd,
-            }
+        let books = self.books();
+        if books.day == Some(day) {
+            books.reserved
         } else {
             BudgetUsage::default()
         }
     }
 }
 
-impl Drop for Reservation {
+impl TurnBudget {
+    fn priced(&self, input_tokens: u64, output_tokens: u64) -> BudgetUsage {
+        let usage = Usage {
+            input_tokens,
+            output_tokens,
+            cached_tokens: 0,
+        };
+        BudgetUsage {
+            tokens: i64::try_from(input_tokens + output_tokens).unwrap_or(i64::MAX),
+            cost_usd: crate::model::pricing::cost_usd(&self.model_id, &usage),
+        }
+    }
+
+    /// Reserves a call of `input_tokens` and the output limit, unless the day's spend (as
+    /// stored, plus what turns charged since it was read) and what is in flight has reached a
+    /// cap: `false` then, and the call is not made.
+    fn reserve_tokens(&self, input_tokens: u64) -> bool {
+        let estimate = self.priced(input_tokens, u64::from(self.max_output_tokens));
+        let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut books = self.ledger.books();
+        let books = books.on(self.day);
+        let spent = plus(self.spent, minus(books.charged, self.charged_before));
+        if self
+            .caps
+            .reached(plus(spent, plus(books.reserved, books.used)))
+        {
+            return false;
+        }
+        // A call still reserved (one that never answered) is given back first.
+        books.reserved = plus(minus(books.reserved, turn.call), estimate);
+        turn.call = estimate;
+        true
+    }
+}
+
+impl CallBudget for TurnBudget {
+    fn reserve(&self, request: &ModelRequest) -> bool {
+        let specs = {
+            let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
+            match &turn.specs {
+                Some((measured, bytes)) if Arc::ptr_eq(measured, &request.tools) => *bytes,
+                _ => {
+                    let bytes = specs_bytes(&request.tools);
+                    turn.specs = Some((request.tools.clone(), bytes));
+                    bytes
+                }
+            }
+        };
+        self.reserve_tokens(input_tokens(request, specs))
+    }
+
+    fn settle(&self, usage: Option<Usage>) {
+        let used = usage.map_or_else(BudgetUsage::default, |u| {
+            self.priced(u.input_tokens, u.output_tokens)
+        });
+        let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut books = self.ledger.books();
+        if books.day == Some(self.day) {
+            books.reserved = minus(books.reserved, turn.call);
+            books.used = plus(books.used, used);
+        }
+        turn.call = BudgetUsage::default();
+        turn.used = plus(turn.used, used);
+    }
+}
+
+impl Drop for TurnBudget {
     fn drop(&mut self) {
-        let mut reserved = self
-            .ledger
-            .reserved
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if reserved.day == Some(self.day) {
-            reserved.tokens = (reserved.tokens - self.estimate.tokens).max(0);
-            reserved.cost_usd = (reserved.cost_usd - self.estimate.cost_usd).max(0.0);
+        let turn = self.turn.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let mut books = self.ledger.books();
+        if books.day == Some(self.day) {
+            books.reserved = minus(books.reserved, turn.call);
+            books.used = minus(books.used, turn.used);
+            books.charged = plus(books.charged, turn.used);
         }
     }
 }
 
-/// What one turn may spend at most: every step of the loop with the whole prompt (about three
-/// bytes a token, rounded up) and the longest reply, priced at the model's rate.
-pub fn estimate(model_id: &str, prompt_bytes: usize, max_output_tokens: u32) -> BudgetUsage {
-    let steps = u64::from(crate::agent::MAX_STEPS);
-    let input = steps * (prompt_bytes as u64).div_ceil(3);
-    let output = steps * u64::from(max_output_tokens);
-    let usage = crate::model::Usage {
-        input_tokens: input,
-        output_tokens: output,
-        cached_tokens: 0,
-    };
-    BudgetUsage {
-        tokens: (input + output) as i64,
-        cost_usd: crate::model::pricing::cost_usd(model_id, &usage),
+/// Tokens a request's input may take, known before it is sent: its text at about three bytes
+/// a token, rounded up (an estimate from above for the languages tenants write in), and a
+/// generous allowance per image.
+fn input_tokens(request: &ModelRequest, specs_bytes: usize) -> u64 {
+    const TOKENS_PER_IMAGE: u64 = 1_600;
+    let mut bytes = request.system.len() + specs_bytes;
+    let mut images = 0;
+    for message in &request.messages {
+        bytes += match message {
+            Message::User { text } => text.len(),
+            Message::Assistant { text, tool_calls } => {
+                text.as_ref().map_or(0, String::len)
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.id.len() + c.name.len() + arguments_len(&c.arguments))
+                        .sum::<usize>()
+            }
+            Message::ToolResults { results } => results
+                .iter()
+                .map(|r| r.call_id.len() + r.name.len() + json_len(&r.content))
+                .sum(),
+            Message::Images { images: list } => {
+                images += list.len() as u64;
+                0
+            }
+        };
     }
+    (bytes as u64).div_ceil(3) + images * TOKENS_PER_IMAGE
+}
+
+fn arguments_len(arguments: &ToolArguments) -> usize {
+    match arguments {
+        ToolArguments::Valid(value) => json_len(value),
+        ToolArguments::Invalid { length } => *length,
+    }
+}
+
+fn specs_bytes(specs: &[ToolSpec]) -> usize {
+    specs
+        .iter()
+        .map(|s| s.name.len() + s.description.len() + json_len(&s.parameters))
+        .sum()
+}
+
+/// The length of `value` serialised (the wire carries it so).
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 #[cfg(test)]
@@ -121,7 +302,7 @@ mod tests {
     use super::*;
 
     fn config(tokens: u64) -> TenantConfig {
-        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let examples = crate::config::examples::shipped_examples();
         let context = crate::config::ConfigContext {
             allow_examples: true,
             ..Default::default()
@@ -132,58 +313,145 @@ mod tests {
         config
     }
 
-    #[test]
-    fn concurrent_turns_see_each_others_reservations() {
-        let ledger = Arc::new(BudgetLedger::default());
-        let config = config(10_000);
-        let day = NaiveDate::from_ymd_opt(2026, 12, 1).unwrap();
-        let estimate = BudgetUsage {
-            tokens: 4_000,
+    fn day() -> NaiveDate {
+        NaiveDate::from_ymd_opt(2026, 12, 1).unwrap()
+    }
+
+    fn tokens(tokens: i64) -> BudgetUsage {
+        BudgetUsage {
+            tokens,
             cost_usd: 0.0,
-        };
-        let spent = BudgetUsage::default();
-        // As with turns one after another, a turn may start while the day is under its cap
-        // (here with 8,000 reserved), and none once the cap is reached: 12,000 reserved.
-        let held: Vec<_> = (0..4)
-            .map(|_| ledger.reserve(&config, day, spent, estimate))
-            .collect();
-        let started = held.iter().filter(|r| r.is_some()).count();
-        assert_eq!(started, 3, "the fourth concurrent turn is refused");
-        drop(held);
-        assert_eq!(
-            ledger.reserved(day).tokens,
-            0,
-            "every reservation given back"
-        );
-        // What is stored counts with what is reserved.
-        let stored = BudgetUsage {
-            tokens: 9_000,
-            cost_usd: 0.0,
-        };
-        let one = ledger.reserve(&config, day, stored, estimate);
-        assert!(one.is_some());
-        assert!(ledger.reserve(&config, day, stored, estimate).is_none());
+        }
+    }
+
+    /// A turn admitted on `day` with `spent` stored, its calls limited to 1,000 output tokens.
+    fn admit(ledger: &Arc<BudgetLedger>, config: &TenantConfig, spent: i64) -> Option<TurnBudget> {
+        ledger.admit(config, day(), tokens(spent), "mock:scripted", 1_000)
+    }
+
+    fn used(input: u64, output: u64) -> Option<Usage> {
+        Some(Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cached_tokens: 0,
+        })
     }
 
     #[test]
-    fn a_new_day_starts_with_nothing_reserved() {
+    fn system_018_budget_reserves_each_call_and_refuses_only_when_spent_and_in_flight_reach_the_cap()
+     {
         let ledger = Arc::new(BudgetLedger::default());
         let config = config(10_000);
-        let monday = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
-        let tuesday = monday.succ_opt().unwrap();
-        let estimate = BudgetUsage {
-            tokens: 12_000,
-            cost_usd: 0.0,
-        };
-        let on_monday = ledger.reserve(&config, monday, BudgetUsage::default(), estimate);
-        assert!(on_monday.is_some());
-        let on_tuesday = ledger.reserve(&config, tuesday, BudgetUsage::default(), estimate);
+        let a = admit(&ledger, &config, 0).unwrap();
+        let b = admit(&ledger, &config, 0).unwrap();
+        let c = admit(&ledger, &config, 0).unwrap();
+        assert_eq!(
+            ledger.reserved(day()),
+            tokens(0),
+            "admission reserves nothing"
+        );
+        // Each call reserves its input and the output limit: 4,000 tokens.
+        assert!(a.reserve_tokens(3_000));
+        assert!(b.reserve_tokens(3_000));
+        assert_eq!(ledger.reserved(day()), tokens(8_000));
+        // Under the cap before its own reservation: the cap is passed by this one call.
+        assert!(c.reserve_tokens(3_000));
+        assert!(admit(&ledger, &config, 0).is_none(), "12,000 in flight");
+        // The calls answer with what they really used: 600 tokens each.
+        for turn in [&a, &b, &c] {
+            turn.settle(used(500, 100));
+        }
+        assert_eq!(ledger.reserved(day()), tokens(0));
+        // 1,800 really used by turns in flight, 8,000 stored: a call still fits, then none.
+        let d = admit(&ledger, &config, 8_000).unwrap();
+        assert!(d.reserve_tokens(100));
         assert!(
-            on_tuesday.is_some(),
+            !d.reserve_tokens(100),
+            "a second call while the first is in flight"
+        );
+        d.settle(used(100, 100));
+        assert!(!d.reserve_tokens(100), "9,800 + 200 used");
+    }
+
+    #[test]
+    fn system_018_budget_a_turn_sees_what_turns_charged_after_it_read_the_spend() {
+        let ledger = Arc::new(BudgetLedger::default());
+        let config = config(10_000);
+        let early = admit(&ledger, &config, 0).unwrap();
+        let other = admit(&ledger, &config, 0).unwrap();
+        assert!(other.reserve_tokens(1_000));
+        other.settle(used(8_000, 1_000));
+        // The other turn's charge is recorded and its place given back: 9,000 charged, which
+        // the early turn's stored spend (read as 0) does not hold.
+        drop(other);
+        assert!(early.reserve_tokens(500));
+        early.settle(used(500, 600));
+        assert!(!early.reserve_tokens(1), "9,000 charged + 1,100 used");
+        drop(early);
+        assert_eq!(
+            ledger.reserved(day()),
+            tokens(0),
+            "every reservation given back"
+        );
+    }
+
+    #[test]
+    fn system_018_budget_a_new_day_starts_with_nothing_reserved() {
+        let ledger = Arc::new(BudgetLedger::default());
+        let config = config(10_000);
+        let monday = day();
+        let tuesday = monday.succ_opt().unwrap();
+        let on_monday = ledger
+            .admit(&config, monday, tokens(0), "mock:scripted", 1_000)
+            .unwrap();
+        assert!(on_monday.reserve_tokens(11_000));
+        let on_tuesday = ledger
+            .admit(&config, tuesday, tokens(0), "mock:scripted", 1_000)
+            .unwrap();
+        assert!(
+            on_tuesday.reserve_tokens(11_000),
             "Monday's reservation does not count on Tuesday"
         );
         // Monday's reservation given back on Tuesday does not lower Tuesday's.
         drop(on_monday);
         assert_eq!(ledger.reserved(tuesday).tokens, 12_000);
+    }
+
+    #[test]
+    fn system_018_budget_a_calls_input_is_its_prompt_messages_and_tools() {
+        use crate::model::ToolChoice;
+        let spec = ToolSpec {
+            name: "add_tag".into(),
+            description: "Tag.".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        };
+        let request = ModelRequest {
+            system: Arc::from("s".repeat(300)),
+            messages: vec![Message::User {
+                text: "u".repeat(30),
+            }],
+            tools: Arc::from([spec]),
+            tool_choice: ToolChoice::Auto,
+            output_schema: Arc::new(serde_json::json!({})),
+            output_name: "agent_reply".into(),
+            max_output_tokens: 1_000,
+            temperature: 0.0,
+        };
+        let specs = specs_bytes(&request.tools);
+        assert_eq!(
+            specs,
+            "add_tag".len() + "Tag.".len() + r#"{"type":"object"}"#.len()
+        );
+        assert_eq!(
+            input_tokens(&request, specs),
+            (330 + specs as u64).div_ceil(3)
+        );
+        let ledger = Arc::new(BudgetLedger::default());
+        let turn = admit(&ledger, &config(10_000), 0).unwrap();
+        assert!(turn.reserve(&request));
+        assert_eq!(
+            ledger.reserved(day()).tokens,
+            (330 + specs as i64 + 2) / 3 + 1_000
+        );
     }
 }

@@ -5,15 +5,15 @@
 //! The checks are pure: the turn reads what they need from the store in one round, and counts
 //! the message against the hourly rate only once the first two checks have passed (a message
 //! stopped by a keyword or the cap is not counted). `admit` applies them in order and, last,
-//! reserves the turn's share of the day's budget beside the turns in flight (`budget.rs`).
+//! admits the turn to the day's budget beside the turns in flight (`budget.rs`), where each of
+//! its model calls is then reserved before it is sent.
 
 use chrono::{DateTime, Duration, Timelike, Utc};
 
-use super::budget::{self, Reservation};
+use super::budget::TurnBudget;
 use super::record::Message;
 use super::shared::Derived;
 use super::{Inbound, TurnEngine};
-use crate::agent::HistoryTurn;
 use crate::config::TenantConfig;
 use crate::config::rules_match::EscalationKeywords;
 use crate::store::{BudgetUsage, TurnContext};
@@ -49,9 +49,8 @@ impl Denial {
 }
 
 impl TurnEngine {
-    /// The checks in order, on what the turn read (`context`), for the prompt `history` will
-    /// fill: `Err` is the first denial, `Ok` the turn's budget reservation, given back when its
-    /// agent ends. The message counts against the hourly window (`message.rate_window`) once
+    /// The checks in order, on what the turn read (`context`): `Err` is the first denial, `Ok`
+    /// the turn's place in the day's budget, given back when its agent ends. The message counts against the hourly window (`message.rate_window`) once
     /// keywords and the cap have let it through; the rate check counts it now, the contact's
     /// earlier turns having settled (037).
     pub(super) fn admit(
@@ -59,10 +58,9 @@ impl TurnEngine {
         derived: &Derived,
         inbound: &Inbound,
         context: &TurnContext,
-        history: &[HistoryTurn],
         now: DateTime<Utc>,
         message: &mut Message,
-    ) -> Result<Reservation, Denial> {
+    ) -> Result<TurnBudget, Denial> {
         let inner = &self.inner;
         let config = &derived.config;
         let bound = message.turn.bound;
@@ -74,17 +72,17 @@ impl TurnEngine {
         if let Some(denial) = after_rate(config, context.rate_count + 1, context.spent) {
             return Err(denial);
         }
-        // What the turns in flight may spend counts too.
-        let estimate = budget::estimate(
-            inner.model.id(),
-            derived.prompt.prefix.len()
-                + inbound.text.len()
-                + history.iter().map(|t| t.text.len()).sum::<usize>(),
-            inner.settings.max_output_tokens,
-        );
-        let ledger = &inner.shared.budget;
-        ledger
-            .reserve(config, now.date_naive(), context.spent, estimate)
+        // What the turns in flight reserved and used counts too.
+        inner
+            .shared
+            .budget
+            .admit(
+                config,
+                now.date_naive(),
+                context.spent,
+                inner.model.id(),
+                inner.settings.max_output_tokens,
+            )
             .ok_or(Denial::Budget)
     }
 }

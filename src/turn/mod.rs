@@ -181,9 +181,22 @@ struct Inner {
     /// what the turns in flight may still spend today; shared with the nudge
     /// turns of `serve`.
     shared: TurnsShared,
+    /// The tenant's own tools' endpoints (`crate::plugins`): reads during the step, writes after
+    /// the response.
+    plugins: crate::plugins::PluginClient,
 }
 
 impl TurnEngine {
+    /// Calls the tenant's plugin tools through `client` (its secrets' source). Only before the
+    /// engine is shared (right after [`TurnEngine::new`]); a shared engine keeps its client.
+    pub fn with_plugins(mut self, client: crate::plugins::PluginClient) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.plugins = client,
+            None => tracing::error!("the turn engine is shared: its plugin client stays"),
+        }
+        self
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         settings: TurnSettings,
@@ -211,6 +224,7 @@ impl TurnEngine {
                 clock,
                 tasks,
                 metrics,
+                plugins: crate::plugins::PluginClient::default(),
             }),
         }
     }
@@ -385,7 +399,7 @@ impl TurnEngine {
         // 037: a reply already queued for this contact (a follow-up, 025) is never overtaken:
         // this turn's answer goes through the outbox behind it, and the response is silent.
         let mode = mode.behind(context.queued_replies);
-        let admitted = self.admit(&derived, &inbound, &context, &history, now, &mut message);
+        let admitted = self.admit(&derived, &inbound, &context, now, &mut message);
         let reservation = match admitted {
             Ok(reservation) => reservation,
             Err(denial) => {
@@ -435,7 +449,7 @@ impl TurnEngine {
             promised: None,
             // 030: the flows the agent sends, read at the deadline and when the reply is settled.
             flows: FlowSends::default(),
-            _reservation: Some(reservation),
+            budget: Some(reservation),
             _in_flight: in_flight,
         };
         match mode {

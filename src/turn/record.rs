@@ -571,7 +571,7 @@ impl TurnEngine {
             media: None,
             flows: crate::tools::FlowSends::default(),
             promised: None,
-            _reservation: None,
+            budget: None,
             _in_flight: None,
         };
         let (answer, unanswered) = tokio::sync::oneshot::channel();

@@ -5,8 +5,9 @@
 //!   they play past the deadline; its staged actions run once the response is written.
 //! - Race lost, or a reply queued ahead (`settle_deferred`): the reply and its actions go to the
 //!   outbox in the same write that records the turn, keeping the promise the response made.
-//! - `MODEL_ABORT_MS` (`settle_aborted`): no agent turn (unless a flow went out, 029); the
-//!   escalation copy and the handoff go through the outbox (C6).
+//! - `MODEL_ABORT_MS` (`settle_aborted`): no agent turn (unless a flow went out, 029, or the
+//!   call made the contact a prospect, 034); the escalation copy and the handoff go through the
+//!   outbox (C6).
 //!
 //! An escalating answer settles through `escalate.rs`. Invariants: the contact's place in the
 //! conversation's order is held until the reply is recorded (and, deferred, queued), so the
@@ -129,6 +130,14 @@ impl TurnEngine {
                 },
             )
             .await?;
+        if let Some(reads) = &answer.plugin_reads
+            && let Err(error) = inner
+                .store
+                .update_turn_plugin_reads(recorded.turn_id, reads)
+                .await
+        {
+            tracing::error!(conversation = %conversation.id, error = %error, "could not record the turn's plugin reads");
+        }
         inner.metrics.turn(outcome);
         match answer.held {
             Some(wait) => inner
@@ -155,8 +164,9 @@ impl TurnEngine {
 
     /// MODEL_ABORT_MS: the escalation copy and the handoff go through the outbox (C6), the
     /// message records why. No agent turn, unless the call sent a flow before it was cut short
-    /// (029): then an agent turn with the holding line the contact received and outcome
-    /// `error` records the sent flows (the staged writes discarded), so later turns know.
+    /// (029) or staged the intent write that made the contact a prospect (034): then an agent
+    /// turn with the holding line the contact received and outcome `error` records the sent
+    /// flows and the discarded writes, so later turns know (the opening is forfeited).
     pub(super) async fn settle_aborted(
         &self,
         job: &AgentJob,

@@ -13,7 +13,9 @@ fn binary() -> Command {
 async fn system_9_golden_evals_pass_with_the_mock_model() {
     let env: HashMap<String, String> = [(
         "CONFIG_DIR".to_owned(),
-        repo_path("config").display().to_string(),
+        manychat_agent::config::examples::shipped_examples()
+            .display()
+            .to_string(),
     )]
     .into();
     let report =
@@ -27,7 +29,10 @@ async fn system_9_golden_evals_pass_with_the_mock_model() {
 #[test]
 fn system_5_4_config_check_prints_every_error_with_file_path_and_rule() {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(&repo_path("config"), dir.path());
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        dir.path(),
+    );
     let tools = dir.path().join("tools.json");
     let mut value: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&tools).unwrap()).unwrap();
@@ -50,7 +55,10 @@ fn system_5_4_config_check_prints_every_error_with_file_path_and_rule() {
         "{errors}"
     );
 
-    copy_tenant(&repo_path("config"), dir.path());
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        dir.path(),
+    );
     let output = binary()
         .args(["config", "check"])
         .env_clear()
@@ -89,7 +97,10 @@ fn system_5_2_serve_refuses_to_start_naming_the_variable() {
 fn serve_refuses_an_unpriced_model_under_a_usd_cap_naming_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
-    copy_tenant(&repo_path("config"), &config);
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &config,
+    );
     let output = binary()
         .arg("serve")
         .env_clear()
@@ -175,7 +186,10 @@ fn serve_with_nothing_set_lists_every_problem_at_once() {
 fn commands_require_only_the_variables_they_use() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
-    copy_tenant(&repo_path("config"), &config);
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &config,
+    );
     let database = format!("sqlite://{}/agent.db", dir.path().display());
 
     let output = binary()
@@ -218,7 +232,10 @@ fn a_busy_port_is_named() {
     let port = busy.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
-    copy_tenant(&repo_path("config"), &config);
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &config,
+    );
     let output = binary()
         .arg("serve")
         .env_clear()
@@ -247,7 +264,10 @@ fn a_busy_port_is_named() {
 #[test]
 fn config_check_says_the_reply_flow_check_was_skipped() {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(&repo_path("config"), dir.path());
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        dir.path(),
+    );
     let output = binary()
         .args(["config", "check"])
         .env_clear()
@@ -433,7 +453,10 @@ fn eval_refuses_without_a_model_and_names_the_model_first() {
     let output = binary()
         .arg("eval")
         .env_clear()
-        .env("CONFIG_DIR", repo_path("config"))
+        .env(
+            "CONFIG_DIR",
+            manychat_agent::config::examples::shipped_examples(),
+        )
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .current_dir(repo_path(""))
         .output()
@@ -449,7 +472,10 @@ fn eval_refuses_without_a_model_and_names_the_model_first() {
     let output = binary()
         .args(["eval", "--model", "mock:demo"])
         .env_clear()
-        .env("CONFIG_DIR", repo_path("config"))
+        .env(
+            "CONFIG_DIR",
+            manychat_agent::config::examples::shipped_examples(),
+        )
         .current_dir(repo_path(""))
         .output()
         .unwrap();
@@ -500,11 +526,11 @@ fn start_demo(config_dir: &std::path::Path, database: &str) -> Demo {
     let out = child.stdout.take().unwrap();
     let (lines, banner_lines) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        // Drains the demo's stdout to its end (its `[sandbox]` lines come after the banner): a
+        // closed pipe would fail the demo's next print.
         for line in std::io::BufReader::new(out).lines() {
             let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
+            let _ = lines.send(line);
         }
     });
     let mut banner = String::new();
@@ -562,7 +588,10 @@ fn secret_of(banner: &str) -> String {
 fn the_demo_says_what_it_relaxes_and_never_wedges() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
-    copy_tenant(&repo_path("config"), &config);
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &config,
+    );
     let rules_path = config.join("rules.json");
     let mut rules: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&rules_path).unwrap()).unwrap();
@@ -629,6 +658,70 @@ fn the_demo_says_what_it_relaxes_and_never_wedges() {
     let second = start_demo(&config, &database);
     assert_ne!(secret_of(&second.banner), secret);
     assert_ne!(banner_subscriber(&second.banner), subscriber);
+}
+
+/// SYSTEM 9: `eval` never falls back to the mock in silence, and its help says so rather than
+/// promising a default model.
+#[test]
+fn system_9_eval_help_says_a_run_without_a_model_is_refused() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .args(["eval", "--help"])
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success());
+    let help = String::from_utf8(output.stdout).unwrap();
+    assert!(help.contains("refused"), "{help}");
+    assert!(!help.contains("else mock:demo"), "{help}");
+}
+
+#[test]
+fn simulate_shows_what_the_agent_did_from_the_services_database_or_says_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &config,
+    );
+    let database = format!("sqlite://{}", dir.path().join("demo.db").display());
+    let demo = start_demo(&config, &database);
+    let secret = secret_of(&demo.banner);
+    let simulate = |database: &str| {
+        binary()
+            .args(["simulate", "--subscriber", "5550301"])
+            .arg("How much is Wheel Throwing Basics?")
+            .args(["--url", &format!("http://127.0.0.1:{}", demo.port)])
+            .env_clear()
+            .env("MANYCHAT_SHARED_SECRET", &secret)
+            .env("DATABASE_URL", database)
+            .env("CONFIG_DIR", &config)
+            .output()
+            .unwrap()
+    };
+    let output = simulate(&database);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let printed = stdout(&output);
+    assert!(
+        printed.contains(&format!(
+            "(what the agent did, read from the SQLite database {}:)",
+            dir.path().join("demo.db").display()
+        )),
+        "{printed}"
+    );
+    for did in [
+        "  field intent set to prospect (done)",
+        "  field funnel_stage set to offered (done)",
+    ] {
+        assert!(printed.contains(did), "{did:?} in {printed}");
+    }
+
+    let elsewhere = format!("sqlite://{}", dir.path().join("absent.db").display());
+    let output = simulate(&elsewhere);
+    let printed = stdout(&output);
+    assert!(
+        printed.contains("this command cannot read the SQLite database")
+            && printed.contains("with its DATABASE_URL"),
+        "{printed}"
+    );
 }
 
 #[tokio::test]

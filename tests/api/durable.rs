@@ -113,7 +113,10 @@ fn free_port() -> u16 {
 
 fn tenant() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(&repo_path("config"), &dir.path().join("config"));
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &dir.path().join("config"),
+    );
     dir
 }
 

@@ -12,7 +12,10 @@ use crate::helpers::*;
 /// A copy of the demo tenant with `rules.json` edited.
 fn tenant_with_rules(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(&repo_path("config"), dir.path());
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        dir.path(),
+    );
     let path = dir.path().join("rules.json");
     let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     edit(&mut rules);
@@ -186,4 +189,145 @@ async fn system_005_a_non_english_tenant_runs_unchanged() {
         .to_owned();
     let (_, escalated) = app.send("6010", &keyword).await;
     assert_eq!(block_texts(&escalated), vec![app.escalation_copy()]);
+}
+
+/// A model whose calls all wait for the test to release them, so they are in flight at once.
+#[derive(Default)]
+struct HeldModel {
+    arrived: std::sync::atomic::AtomicUsize,
+    released: tokio::sync::Notify,
+    open: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl manychat_agent::model::Model for HeldModel {
+    fn id(&self) -> &str {
+        ScriptedModel::DEFAULT_ID
+    }
+
+    async fn step(
+        &self,
+        request: &manychat_agent::model::ModelRequest,
+    ) -> Result<manychat_agent::model::ModelResponse, manychat_agent::model::ModelError> {
+        use std::sync::atomic::Ordering;
+        let released = self.released.notified();
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        if !self.open.load(Ordering::SeqCst) {
+            released.await;
+        }
+        let mut response = manychat_agent::model::mock::reply(reply_json("Answer."));
+        response.usage = manychat_agent::model::mock::estimate_usage(request, &response);
+        Ok(response)
+    }
+}
+
+/// The day's budget is reserved per model call (its input and the output limit), not per turn
+/// for four full steps: contacts writing at once, their calls all in flight together, are all
+/// answered against a cap that holds each call's reservation once.
+#[tokio::test]
+async fn system_018_budget_many_contacts_at_once_are_all_served_when_their_real_use_fits() {
+    use std::sync::atomic::Ordering;
+    const CONTACTS: usize = 60;
+    const TEXT: &str = "What does the weekend course cost?";
+    let today = chrono::Utc::now().date_naive();
+    // What one such turn really uses, and the most its one call may use (the prompt at three
+    // bytes a token and the 400-token output limit), measured on its own.
+    let probe_model = replies(1);
+    let probe = spawn_app(probe_model.clone()).await;
+    probe.send("6100", TEXT).await;
+    let used = probe.store.budget(today).await.unwrap().tokens;
+    let request = &probe_model.requests()[0];
+    let prompt_bytes = request.system.len()
+        + serde_json::to_string(
+            &request
+                .tools
+                .iter()
+                .map(|t| (&t.name, &t.description, &t.parameters))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+        .len()
+        + format!("{:?}", request.messages).len();
+    let per_call = (prompt_bytes as u64).div_ceil(3) as i64 + 400;
+    // Room for every call in flight at once, with a tenth to spare; four steps a turn would not fit.
+    let cap = per_call * CONTACTS as i64 * 11 / 10;
+    assert!(used * (CONTACTS as i64) < cap && 4 * per_call * (CONTACTS as i64) > cap);
+
+    let (_dir, tenant) = tenant_with_rules(|r| r["budget"]["dailyTokenCap"] = cap.into());
+    let model = Arc::new(HeldModel::default());
+    let mut options = AppOptions::new(model.clone()).env("MAX_TURNS_IN_FLIGHT", "1000");
+    options.tenant = Some(tenant);
+    let app = spawn_app_with(options).await;
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sends: Vec<_> = (0..CONTACTS)
+        .map(|i| {
+            let send = send_in_background(&app, &format!("61{i:03}"), TEXT);
+            let done = done.clone();
+            tokio::spawn(async move {
+                let answered = send.await.unwrap();
+                done.fetch_add(1, Ordering::SeqCst);
+                answered
+            })
+        })
+        .collect();
+    // Every contact is either at the model or already answered (a refusal answers at once).
+    until(async || model.arrived.load(Ordering::SeqCst) + done.load(Ordering::SeqCst) == CONTACTS)
+        .await;
+    let in_flight_together = model.arrived.load(Ordering::SeqCst);
+    model.open.store(true, Ordering::SeqCst);
+    model.released.notify_waiters();
+    let mut escalated = 0;
+    for send in sends {
+        let (status, body) = tokio::time::timeout(std::time::Duration::from_secs(60), send)
+            .await
+            .expect("answered in time")
+            .unwrap();
+        assert_eq!(status, 200);
+        escalated += usize::from(block_texts(&body) == vec![app.escalation_copy()]);
+    }
+    assert_eq!(
+        escalated, 0,
+        "contacts refused although their calls fit the cap"
+    );
+    assert_eq!(
+        in_flight_together, CONTACTS,
+        "every call was in flight at once"
+    );
+    let spent = app.store.budget(today).await.unwrap().tokens;
+    assert!(spent <= cap, "{spent} spent against a cap of {cap}");
+}
+
+/// The budget is checked before every model call: a turn whose first call spent the day's
+/// budget makes no second call, and is handed to a person with reason `budget`.
+#[tokio::test]
+async fn system_018_budget_a_turn_refused_between_steps_escalates_with_reason_budget() {
+    use manychat_agent::model::mock::{call, tool_calls};
+    let (_dir, tenant) = tenant_with_rules(|r| r["budget"]["dailyTokenCap"] = 50.into());
+    let model = Arc::new(ScriptedModel::new(vec![
+        Ok(tool_calls([call(
+            "c1",
+            "get_contact",
+            serde_json::json!({}),
+        )])),
+        Ok(manychat_agent::model::mock::reply(reply_json(
+            "Never sent.",
+        ))),
+    ]));
+    let mut options = AppOptions::new(model.clone());
+    options.tenant = Some(tenant);
+    let app = spawn_app_with(options).await;
+    let (status, body) = app.send("6200", "What does the weekend course cost?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    assert_eq!(model.calls(), 1, "the second call is not made");
+    let turns = app.turns("6200").await;
+    let agent = turns.last().unwrap();
+    assert_eq!(agent.escalation_reason.as_deref(), Some("budget"));
+    assert_eq!(agent.outcome.as_deref(), Some("escalated_precheck"));
+    assert!(
+        app.metrics_text()
+            .await
+            .contains("escalations_total{reason=\"budget\"} 1"),
+        "counted as a budget escalation"
+    );
 }

@@ -15,6 +15,8 @@ use tokio_util::task::TaskTracker;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+pub use crate::bound::{Background, bounded, in_background};
+
 pub const SECRET: &str = "test-secret-0123456789";
 pub const SECOND_SECRET: &str = "rotated-secret-9876543210";
 pub const REPLY_FLOW: &str = "content_reply_flow_0001";
@@ -103,7 +105,8 @@ pub fn repo_path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-/// Copies a tenant's config files into `dest`, dropping any `.example` suffix.
+/// Copies a tenant's config files into `dest`, dropping any `.example` suffix. The demo tenant
+/// comes from `shipped_examples()`, never the repo's `config/` (an operator's files live there).
 pub fn copy_tenant(source: &Path, dest: &Path) {
     std::fs::create_dir_all(dest).unwrap();
     for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
@@ -130,7 +133,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let tenant = options
         .tenant
         .clone()
-        .unwrap_or_else(|| repo_path("config"));
+        .unwrap_or_else(manychat_agent::config::examples::shipped_examples);
     copy_tenant(&tenant, &config_dir);
     if let Some(edit) = options.edit {
         edit(&config_dir);
@@ -159,6 +162,18 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         vars.retain(|(n, _)| *n != name);
         vars.push((name, value));
     }
+    // The plugin tools' secrets come from the same variables (`serve` reads the process's).
+    let secrets: Arc<Vec<(String, String)>> = Arc::new(
+        vars.iter()
+            .map(|(n, v)| ((*n).to_owned(), v.clone()))
+            .collect(),
+    );
+    let plugin_secrets: manychat_agent::plugins::sign::SecretLookup = Arc::new(move |name| {
+        secrets
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    });
     let settings = Settings::from_vars(|name| {
         vars.iter()
             .find(|(n, _)| *n == name)
@@ -171,6 +186,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         model: Some(options.model),
         manual_worker: !options.background_workers,
         reload_on_sighup: options.reload_on_sighup,
+        plugin_secrets: Some(plugin_secrets),
         ..Overrides::default()
     };
     let app = Application::build(settings, listener, overrides)
@@ -248,13 +264,17 @@ impl TestApp {
     }
 
     /// Sends a contact message and returns (status, JSON body).
+    /// Bounded in real time: a response that never comes fails the test.
     pub async fn send(&self, subscriber: &str, text: &str) -> (u16, Value) {
-        let response = self
-            .post_json(&json!({"subscriber_id": subscriber, "text": text}))
-            .await;
-        let status = response.status().as_u16();
-        let body = response.json().await.unwrap_or(Value::Null);
-        (status, body)
+        bounded("the response to a contact message", async {
+            let response = self
+                .post_json(&json!({"subscriber_id": subscriber, "text": text}))
+                .await;
+            let status = response.status().as_u16();
+            let body = response.json().await.unwrap_or(Value::Null);
+            (status, body)
+        })
+        .await
     }
 
     /// The requests the fake ManyChat received, in order, leaving out contact-token writes
@@ -421,16 +441,13 @@ pub async fn let_tasks_run() {
     }
 }
 
-/// Sends a message from a separate task, so a test can move the clock while it is in flight.
-pub fn send_in_background(
-    app: &TestApp,
-    subscriber: &str,
-    text: &str,
-) -> tokio::task::JoinHandle<(u16, Value)> {
+/// Sends a message from a separate task, so a test can move the clock while it is in flight;
+/// awaiting the response is bounded.
+pub fn send_in_background(app: &TestApp, subscriber: &str, text: &str) -> Background<(u16, Value)> {
     let http = app.http.clone();
     let url = app.message_url();
     let body = json!({"subscriber_id": subscriber, "text": text});
-    tokio::spawn(async move {
+    in_background(async move {
         let response = http
             .post(url)
             .bearer_auth(SECRET)

@@ -175,8 +175,8 @@ async fn spec_030_verification_4_an_inline_reply_after_a_flow_is_held_until_the_
         "{metrics}"
     );
     assert!(
-        !metrics.contains("manychat_agent_answer_duration_seconds_count{path=\"inline\"}"),
-        "{metrics}"
+        metrics.contains("manychat_agent_answer_duration_seconds_count{path=\"inline\"} 0"),
+        "not on the inline path: {metrics}"
     );
 }
 

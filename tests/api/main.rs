@@ -2,6 +2,7 @@
 //! records every request (wiremock), and the scripted or hanging model. Each test is named for
 //! the clause it proves (C8).
 
+mod bound;
 mod helpers;
 
 mod binding;
@@ -10,6 +11,7 @@ mod deferred_channel;
 mod durable;
 mod flows;
 mod gates;
+mod going_live;
 mod handoff_hold;
 mod hardening;
 mod hold;
@@ -21,6 +23,7 @@ mod nudges;
 mod opening;
 mod order;
 mod outbox;
+mod plugins;
 mod race;
 mod reload;
 mod replicas;

@@ -70,6 +70,16 @@ fn documented() -> Vec<(String, OpenMetricsType)> {
     .concat()
 }
 
+/// A sample's value: a counter's or gauge's, a histogram's count.
+fn sample_value(value: &OpenMetricsValue) -> f64 {
+    match value {
+        OpenMetricsValue::Counter(c) => c.value.as_f64(),
+        OpenMetricsValue::Gauge(g) | OpenMetricsValue::Unknown(g) => g.as_f64(),
+        OpenMetricsValue::Histogram(h) => h.count.unwrap_or_default() as f64,
+        other => panic!("unexpected value {other:?}"),
+    }
+}
+
 struct Scrape {
     text: String,
     parsed: Exposition,
@@ -109,12 +119,7 @@ impl Scrape {
             got.sort();
             let mut want = wanted;
             want.sort();
-            (got == want).then(|| match &sample.value {
-                OpenMetricsValue::Counter(c) => c.value.as_f64(),
-                OpenMetricsValue::Gauge(g) | OpenMetricsValue::Unknown(g) => g.as_f64(),
-                OpenMetricsValue::Histogram(h) => h.count.unwrap_or_default() as f64,
-                other => panic!("unexpected value {other:?}"),
-            })
+            (got == want).then(|| sample_value(&sample.value))
         })
     }
 
@@ -122,6 +127,35 @@ impl Scrape {
         self.value(family, labels)
             .unwrap_or_else(|| panic!("{family}{labels:?} missing in\n{}", self.text))
     }
+}
+
+#[tokio::test]
+async fn every_documented_family_has_series_at_zero_before_the_first_message() {
+    let app = spawn_app(Arc::new(ScriptedModel::replies(Vec::<String>::new()))).await;
+    let scrape = Scrape::of(&app).await;
+    for (family, _) in documented() {
+        let samples: Vec<f64> = scrape
+            .parsed
+            .families
+            .get(&family)
+            .unwrap_or_else(|| panic!("{family} missing in\n{}", scrape.text))
+            .iter_samples()
+            .map(|sample| sample_value(&sample.value))
+            .collect();
+        assert!(!samples.is_empty(), "{family} has no series at start");
+        let is_cap = family.ends_with("_cap_usd") || family.ends_with("_cap_tokens");
+        if !is_cap {
+            assert!(samples.iter().all(|v| *v == 0.0), "{family}: {samples:?}");
+        }
+    }
+    assert_eq!(
+        scrape.expect("manychat_agent_turns", &[("outcome", "deferred")]),
+        0.0
+    );
+    assert_eq!(
+        scrape.expect("manychat_agent_escalations", &[("reason", "turn_cap")]),
+        0.0
+    );
 }
 
 fn add_tag(id: &str) -> ToolCall {

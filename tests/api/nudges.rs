@@ -47,12 +47,30 @@ async fn spec_025_verification_2_scheduling_twice_leaves_one_pending_row_and_no_
 
     app.send("6001", "Let me think about it").await;
     app.settle().await;
-    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    // The reply cancelled the first (`contact_replied`), which stays as the record (SALES 3);
+    // the same turn's schedule is the one pending row.
+    let rows: Vec<(NudgeStatus, String, Option<String>)> = app
+        .store
+        .nudges(conversation.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.status, n.delay_id, n.reason))
+        .collect();
     assert_eq!(
-        (nudge.status, nudge.delay_id.as_str(), nudge.id),
-        (NudgeStatus::Pending, "tomorrow", first.id),
-        "one row, the later schedule"
+        rows,
+        vec![
+            (
+                NudgeStatus::Cancelled,
+                "later_today".to_owned(),
+                Some("contact_replied".to_owned())
+            ),
+            (NudgeStatus::Pending, "tomorrow".to_owned(), None),
+        ],
+        "one pending row, the later schedule, beside the cancelled one"
     );
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    assert_ne!(nudge.id, first.id);
     let paths: Vec<String> = app
         .manychat_requests()
         .await
@@ -190,17 +208,13 @@ fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedM
 
 /// Starts a pass of a worker clocked 3 h ahead whose nudge turn's model answers `text` after
 /// `delay`; returns once that model call has begun, with the pass still running.
-async fn nudge_call_running(
-    app: &TestApp,
-    text: &str,
-    delay: Duration,
-) -> (Rig, tokio::task::JoinHandle<Pass>) {
+async fn nudge_call_running(app: &TestApp, text: &str, delay: Duration) -> (Rig, Background<Pass>) {
     let model = Arc::new(ScriptedModel::from_steps(vec![
         ScriptStep::ok(answer(text)).after(delay),
     ]));
     let rig = rig_at(app, chrono::Utc::now() + hours(3), model.clone());
     let worker = rig.worker.clone();
-    let pass = tokio::spawn(async move { worker.run_once().await });
+    let pass = in_background(async move { worker.run_once().await });
     until(async || model.calls() == 1).await;
     (rig, pass)
 }
@@ -972,7 +986,10 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
 fn spec_025_worker_with_a_nudge_section_needs_a_model() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
-    copy_tenant(&repo_path("config"), &config);
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &config,
+    );
     with_nudge(&config);
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
         .arg("worker")
@@ -1024,7 +1041,10 @@ async fn spec_025_two_workers_on_one_postgres_send_each_due_nudge_once() {
     let due = chrono::Utc::now() + hours(3);
     let a = rig_at(&one, due, answers());
     let b = rig_at(&two, due, answers());
-    let (pass_a, pass_b) = tokio::join!(a.worker.run_once(), b.worker.run_once());
+    let (pass_a, pass_b) = bounded("two racing passes", async {
+        tokio::join!(a.worker.run_once(), b.worker.run_once())
+    })
+    .await;
     assert_eq!(pass_a.claimed + pass_b.claimed, CONTACTS);
     assert_eq!(a.model.calls() + b.model.calls(), CONTACTS, "one turn each");
     let rows = one.outbox().await;

@@ -235,6 +235,42 @@ async fn spec_034_verification_4_an_escalated_prospect_turn_with_no_flow_forfeit
     assert_eq!(app.conversation("8005").await.opening_sent_at, None);
 }
 
+/// A prospect turn whose call is cut short (MODEL_ABORT_MS) escalates with no flow sent: its
+/// intent write stays on its record, discarded, and the opening is forfeited for good.
+#[tokio::test(start_paused = true)]
+async fn spec_034_verification_4_an_aborted_prospect_turn_with_no_flow_forfeits_the_opening() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(ScriptedModel::from_steps(vec![
+        ScriptStep::ok(tool_calls([prospect()])),
+        ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(60)),
+        ScriptStep::ok(tool_calls([prospect()])),
+        ScriptStep::ok(answer("The weekend course is on Saturdays.")),
+    ]));
+    let app = app_with_server_flows(Backend::Sqlite, model.clone()).await;
+    app.returning_contact("8011").await;
+    holding_line_at_the_deadline(&app, &model, "8011", "How much is the weekend?").await;
+    tokio::time::advance(Duration::from_secs(22)).await;
+    until(async || !app.outbox().await.is_empty()).await;
+    app.settle().await;
+    let aborted = agent_turn(&app, "8011").await;
+    assert_eq!(aborted.outcome.as_deref(), Some("error"));
+    assert_eq!(
+        entries(aborted.actions.as_ref().unwrap()),
+        [entry("intent", "discarded", None)],
+        "the prospect turn's write is on its record"
+    );
+    assert_eq!(sends_of(&app, OPENING_NS).await, 0);
+
+    turn_once(&app, "8011", "OK, tell me about the weekend").await;
+    assert_eq!(
+        tool_results(&model.requests()[3]),
+        vec![json!({"staged": true})],
+        "no opening queued on a later prospect turn"
+    );
+    assert_eq!(sends_of(&app, OPENING_NS).await, 0);
+    assert_eq!(app.conversation("8011").await.opening_sent_at, None);
+}
+
 #[tokio::test]
 async fn spec_034_verification_4_a_rollout_rule_prospect_never_gets_the_opening() {
     let model = script(vec![tool_calls([prospect()]), answer("Welcome back.")]);
@@ -390,7 +426,7 @@ async fn three_first_messages_send_the_opening_once(backend: Backend, token: Opt
             if let Some(token) = token {
                 body["ai_token"] = json!(token);
             }
-            tokio::spawn(async move {
+            in_background(async move {
                 let response = http.post(url).bearer_auth(SECRET).json(&body).send().await;
                 response.unwrap().status().as_u16()
             })
@@ -615,6 +651,10 @@ async fn spec_030_the_reply_waits_for_the_opening_flow() {
             .any(|r| r.body["flow_ns"] == OPENING_NS)
     })
     .await;
+    // ManyChat has the request, but the turn takes the flow's answer time only when it reads
+    // the response; the clock stays still until the turn is recorded (just before the hold), so
+    // the answer time is this instant.
+    until(async || app.turns("7901").await.iter().any(|t| t.outcome.is_some())).await;
     let answered = tokio::time::Instant::now();
     for _ in 0..39 {
         tokio::time::advance(Duration::from_millis(100)).await;

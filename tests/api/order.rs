@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-fn send(app: &TestApp, subscriber: &str, text: &str) -> tokio::task::JoinHandle<Value> {
+fn send(app: &TestApp, subscriber: &str, text: &str) -> Background<Value> {
     let request = send_in_background(app, subscriber, text);
-    tokio::spawn(async move { request.await.unwrap().1 })
+    in_background(async move { request.await.unwrap().1 })
 }
 
 fn user_text(model: &ScriptedModel, call: usize) -> String {

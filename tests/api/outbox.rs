@@ -194,7 +194,10 @@ async fn system_3_5_two_workers_never_deliver_one_row() {
     }
     let first = app.worker.clone();
     let second = app.worker.clone();
-    let (a, b) = tokio::join!(first.run_once(), second.run_once());
+    let (a, b) = bounded("two racing passes", async {
+        tokio::join!(first.run_once(), second.run_once())
+    })
+    .await;
     assert_eq!(
         a.unwrap() + b.unwrap() + app.worker.run_once().await.unwrap(),
         12
@@ -214,7 +217,7 @@ async fn system_3_5_a_database_error_does_not_kill_the_worker() {
     queue(&app, "3006", messages(&["Survive."])).await;
     sql_exec(&app, "ALTER TABLE outbox RENAME TO outbox_away").await;
     let token = CancellationToken::new();
-    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let running = in_background(app.worker.clone().run(token.clone()));
     // Give the worker a failing poll or two, then repair the table.
     for _ in 0..40 {
         real_pause().await;
@@ -238,7 +241,7 @@ async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
     let app = app().await;
     let id = queue(&app, "3007", messages(&["One.", "Two."])).await;
     let token = CancellationToken::new();
-    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let running = in_background(app.worker.clone().run(token.clone()));
     for _ in 0..400 {
         if app.manychat_requests().await.len() == 2 {
             break;
@@ -265,7 +268,7 @@ async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_ot
     queue(&app, "3009", messages(&["C1."])).await;
 
     let worker = app.worker.clone();
-    let batch = tokio::spawn(async move { worker.run_once().await.unwrap() });
+    let batch = in_background(async move { worker.run_once().await.unwrap() });
     for _ in 0..400 {
         if app.manychat_requests().await.len() == 4 {
             break;
@@ -500,7 +503,7 @@ async fn a_hanging_contact_does_not_delay_another_contact() {
     hang_flows_of(&app, 4001).await;
     let stuck = queue_overdue(&app, "4001", &["Stuck."]).await;
     let token = CancellationToken::new();
-    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let running = in_background(app.worker.clone().run(token.clone()));
     until(async || flows_of(&app, 4001).await == 1).await;
 
     // Another contact's reply is written while the first contact's trigger hangs.
@@ -533,7 +536,7 @@ async fn a_contacts_pacing_gap_does_not_delay_another_contact() {
     let app = app().await;
     queue_overdue(&app, "4003", &["A1.", "A2.", "A3."]).await;
     let token = CancellationToken::new();
-    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let running = in_background(app.worker.clone().run(token.clone()));
     until(async || flows_of(&app, 4003).await == 1).await;
     settle_worker().await;
 
@@ -565,7 +568,7 @@ async fn a_backlog_is_sent_at_the_full_budget_without_idling_between_batches() {
         queue_overdue(&app, &format!("42{n:02}"), &["Backlog."]).await;
     }
     let token = CancellationToken::new();
-    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let running = in_background(app.worker.clone().run(token.clone()));
     let took = advance_by_steps_until(
         Duration::from_millis(50),
         Duration::from_secs(30),
@@ -606,7 +609,7 @@ async fn lapsed_lease_is_taken_again_within_seconds() {
     assert_eq!(claimed.len(), 1);
 
     let token = CancellationToken::new();
-    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let running = in_background(app.worker.clone().run(token.clone()));
     let waited = advance_by_steps_until(
         Duration::from_millis(250),
         Duration::from_secs(30),
@@ -636,7 +639,7 @@ async fn a_live_workers_row_is_never_taken_while_its_call_hangs() {
     hang_flows_of(&app, 4006).await;
     let id = queue_overdue(&app, "4006", &["Slow."]).await;
     let token = CancellationToken::new();
-    let running = tokio::spawn(app.worker.clone().run(token.clone()));
+    let running = in_background(app.worker.clone().run(token.clone()));
     until(async || flows_of(&app, 4006).await == 1).await;
 
     // For 9 s of a 2 s lease, another replica looks for due rows every quarter second.
@@ -677,7 +680,7 @@ async fn timed_out_trigger_is_retried_at_most_once() {
 
     for attempt in 1..=2 {
         let worker = app.worker.clone();
-        let batch = tokio::spawn(async move { worker.run_once().await.unwrap() });
+        let batch = in_background(async move { worker.run_once().await.unwrap() });
         until(async || flows_of(&app, 4007).await == attempt).await;
         settle_worker().await;
         // ManyChat's client gives up after 10 s without an answer.
@@ -722,7 +725,7 @@ async fn accepted_message_is_not_resent() {
 
     for expected_flows in [2, 3] {
         let worker = app.worker.clone();
-        let batch = tokio::spawn(async move { worker.run_once().await.unwrap() });
+        let batch = in_background(async move { worker.run_once().await.unwrap() });
         until(async || flows_of(&app, 4008).await >= expected_flows - 1).await;
         settle_worker().await;
         advance_until(async || batch.is_finished()).await;

@@ -13,7 +13,9 @@ use crate::helpers::test_database_url;
 
 /// The demo tenant's config folder: the report reads its sales ids.
 fn demo_config() -> String {
-    format!("{}/config", env!("CARGO_MANIFEST_DIR"))
+    manychat_agent::config::examples::shipped_examples()
+        .display()
+        .to_string()
 }
 
 fn report(url: &str, args: &[&str]) -> String {
@@ -207,11 +209,15 @@ async fn an_empty_store_says_no_turns_yet_in_every_format() {
     let url = format!("sqlite://{}/agent.db", dir.path().display());
     manychat_agent::store::connect(&url).await.unwrap();
     let table = report(&url, &[]);
-    assert_eq!(
-        table.trim(),
-        "no turns yet: the store holds no turn in the last 4 ISO week(s)"
+    assert!(
+        table
+            .trim()
+            .ends_with("no turns yet: the store holds no turn in the last 4 ISO week(s)"),
+        "{table}"
     );
     let json: Value = serde_json::from_str(&report(&url, &["--format", "json"])).unwrap();
+    assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(json["business"], "Riverside Clay Studio");
     assert!(
         json["message"]
             .as_str()
@@ -229,6 +235,56 @@ async fn an_empty_store_says_no_turns_yet_in_every_format() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("--weeks must be at least 1"));
+}
+
+#[tokio::test]
+async fn a_report_is_titled_with_the_business_and_names_the_version_that_made_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/agent.db", dir.path().display());
+    manychat_agent::store::connect(&url).await.unwrap();
+    let version = format!("manychat-agent {}", env!("CARGO_PKG_VERSION"));
+    let table = report(&url, &[]);
+    assert!(
+        table.starts_with("Riverside Clay Studio: how the sales assistant did\n"),
+        "{table}"
+    );
+    assert!(table.contains(&version), "{table}");
+    let html = report(&url, &["--format", "html"]);
+    assert!(
+        html.contains("<title>Riverside Clay Studio: how the sales assistant did</title>"),
+        "{html}"
+    );
+    assert!(html.contains(&version), "{html}");
+}
+
+/// The HTML page names no measure or outcome by its stored name, and explains every measure it
+/// shows in one sentence.
+fn html_reads_for_a_business_owner(html: &str) {
+    for stored in [
+        "bypass rate",
+        "deferred share",
+        "prospect share",
+        "link-sent rate",
+        "model turns",
+        "answered_inline",
+        "escalated_model",
+        "escalated_precheck",
+        "send_flow",
+        "performed",
+    ] {
+        assert!(!html.contains(stored), "{stored:?} in the page");
+    }
+    for measure in manychat_agent::report::words::ALL {
+        assert!(
+            html.contains(&format!(
+                "<dt>{}</dt><dd>{}</dd>",
+                measure.name, measure.means
+            )),
+            "{} is explained",
+            measure.name
+        );
+    }
+    assert!(html.contains("<td>answered at once</td>"), "{html}");
 }
 
 /// The sales measures of a seeded week, worked out by hand
@@ -277,6 +333,7 @@ async fn sales_measures_are_the_hand_computed_ones(url: &str) {
     }
     assert!(html.contains("<h2>Sales</h2>"), "the sales table");
     assert!(html.contains("aria-label=\"weekly funnel\""));
+    html_reads_for_a_business_owner(&html);
     assert!(
         !html.contains("not measured yet</text>"),
         "every stage is drawn"

@@ -18,7 +18,7 @@ async fn shutdown_lets_a_turn_in_flight_finish_and_then_stops_accepting() {
     let app = spawn_app(model.clone()).await;
     let http = app.http.clone();
     let url = app.message_url();
-    let in_flight = tokio::spawn(async move {
+    let in_flight = in_background(async move {
         let response = http
             .post(url)
             .bearer_auth(SECRET)
@@ -68,7 +68,7 @@ async fn stopped_accepting_is_logged_when_it_happens() {
     let app = spawn_app(model.clone()).await;
     let http = app.http.clone();
     let url = app.message_url();
-    let in_flight = tokio::spawn(async move {
+    let in_flight = in_background(async move {
         http.post(url)
             .bearer_auth(SECRET)
             .json(&json!({"subscriber_id": "5002", "text": "One more question"}))

@@ -337,7 +337,10 @@ struct BackfillFixture {
 impl BackfillFixture {
     async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        copy_tenant(&repo_path("config"), &dir.path().join("config"));
+        copy_tenant(
+            &manychat_agent::config::examples::shipped_examples(),
+            &dir.path().join("config"),
+        );
         let store = manychat_agent::store::connect(&Self::database_url(dir.path()))
             .await
             .unwrap();

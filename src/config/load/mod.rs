@@ -72,6 +72,15 @@ impl Default for ConfigContext {
     }
 }
 
+/// The files [`load_dir`] reads in `dir` under `ctx`, each by the name it is read under
+/// (`catalog.json`, or `catalog.json.example` when the example stands in), in load order.
+pub fn files_read(dir: &Path, ctx: &ConfigContext) -> Vec<String> {
+    [PROMPT_FILE, CATALOG_FILE, RULES_FILE, TOOLS_FILE]
+        .into_iter()
+        .filter_map(|name| read::resolve(dir, name, ctx).map(|(read, _)| read))
+        .collect()
+}
+
 /// Loads and validates the tenant's folder. Returns every issue at once on failure.
 pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigErrors> {
     // One clear line for a wrong CONFIG_DIR, rather than one "missing" line per file.
@@ -115,6 +124,21 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         }
     };
 
+    let plugins = match read_optional(dir, crate::plugins::PLUGINS_FILE, ctx, &mut issues) {
+        Optional::Absent => None,
+        Optional::Unreadable => Some((crate::plugins::PLUGINS_FILE.to_owned(), Parsed::failed())),
+        Optional::Read(name, bytes) => {
+            let parsed = parse_json::<crate::plugins::PluginsConfig>(&name, &bytes, &mut issues);
+            Some((name, parsed))
+        }
+    };
+    if let Some((name, parsed @ Parsed { value: Some(p), .. })) = &plugins {
+        issues.extend(kept(
+            crate::plugins::config::validate(name, p),
+            Some(parsed),
+        ));
+    }
+
     // Validate whatever parsed, even when a sibling did not, and even the part of a file that
     // parsed when another part did not (the part set aside was reported), so every issue is
     // reported at once.
@@ -148,14 +172,25 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         None => Ok(None),
         Some((_, parsed)) => parsed.complete().map(Some).ok_or(()),
     };
-    match (prompt, complete(catalog), complete(rules), tools_ok) {
-        (Some(prompt), Some(catalog), Some(rules), Ok(tools)) if issues.is_empty() => {
+    let plugins_ok = match plugins {
+        None => Ok(None),
+        Some((_, parsed)) => parsed.complete().map(Some).ok_or(()),
+    };
+    match (
+        prompt,
+        complete(catalog),
+        complete(rules),
+        tools_ok,
+        plugins_ok,
+    ) {
+        (Some(prompt), Some(catalog), Some(rules), Ok(tools), Ok(plugins)) if issues.is_empty() => {
             let prompt = prompt.replace(BUSINESS_NAME_PLACEHOLDER, &catalog.business_name);
             Ok(TenantConfig {
                 prompt,
                 catalog,
                 rules,
                 tools,
+                plugins,
             })
         }
         _ => {

@@ -2,7 +2,7 @@ use super::*;
 use std::fs;
 
 fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
+    crate::config::examples::shipped_examples()
 }
 
 fn examples_ctx() -> ConfigContext {
@@ -28,7 +28,7 @@ fn write(dir: &tempfile::TempDir, name: &str, text: &str) {
 }
 
 #[test]
-fn issue_13_item_9_a_fifo_or_folder_in_config_is_refused_by_name_without_blocking() {
+fn a_fifo_or_folder_in_config_is_refused_by_name_without_blocking() {
     let dir = demo_copy();
     let rules = dir.path().join(RULES_FILE);
     fs::remove_file(&rules).expect("remove");
@@ -322,7 +322,7 @@ fn system_5_1_issues_from_every_file_are_reported_in_one_load() {
 }
 
 #[test]
-fn issue_19_item_3_a_parse_error_does_not_hide_other_files() {
+fn a_parse_error_does_not_hide_other_files() {
     let dir = demo_copy();
     // catalog.json: a wrong type in one offering, a bad currency elsewhere in the file.
     let catalog = fs::read_to_string(dir.path().join(CATALOG_FILE)).expect("read");
@@ -375,7 +375,7 @@ fn issue_19_item_3_a_parse_error_does_not_hide_other_files() {
 }
 
 #[test]
-fn issue_19_item_3_messages_are_plain_words() {
+fn messages_are_plain_words() {
     let dir = demo_copy();
     write(&dir, CATALOG_FILE, "[]");
     let errors = load_err(&dir);
@@ -403,7 +403,7 @@ fn issue_19_item_3_messages_are_plain_words() {
 }
 
 #[test]
-fn issue_19_item_3_a_byte_order_mark_is_accepted() {
+fn a_byte_order_mark_is_accepted() {
     let dir = demo_copy();
     for name in [PROMPT_FILE, CATALOG_FILE, RULES_FILE, TOOLS_FILE] {
         let path = dir.path().join(name);
@@ -419,7 +419,7 @@ fn issue_19_item_3_a_byte_order_mark_is_accepted() {
 }
 
 #[test]
-fn issue_19_item_3_no_spec_number_in_any_rule() {
+fn no_spec_number_in_any_rule() {
     let dir = demo_copy();
     let tools = fs::read_to_string(dir.path().join(TOOLS_FILE)).expect("read");
     let mut tools: serde_json::Value = serde_json::from_str(&tools).expect("json");
@@ -435,7 +435,7 @@ fn issue_19_item_3_no_spec_number_in_any_rule() {
 }
 
 #[test]
-fn issue_19_item_3_a_type_error_in_an_entry_raises_no_false_alarm_about_it() {
+fn a_type_error_in_an_entry_raises_no_false_alarm_about_it() {
     // The funnel field's values have the wrong type: the field keeps its place, so the
     // flows and events that refer to the funnel are not reported as lacking one.
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compat-config");

@@ -30,7 +30,7 @@ fn ctx() -> ConfigContext {
 /// at start, and returns every issue (none when the set loads).
 fn load_issues(catalog: &Catalog, rules: &Rules, tools: &ToolsConfig) -> Vec<ConfigIssue> {
     let dir = tempfile::tempdir().expect("temp dir");
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let examples = crate::config::examples::shipped_examples();
     std::fs::copy(
         examples.join("prompt.md.example"),
         dir.path().join("prompt.md"),

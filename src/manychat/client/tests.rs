@@ -448,7 +448,7 @@ async fn c5_client_logs_carry_endpoint_sizes_status_and_kind_only() {
 }
 
 #[tokio::test]
-async fn issue_21_item_5_error_code_is_kept_in_the_error_its_text_and_the_log_line() {
+async fn error_code_is_kept_in_the_error_its_text_and_the_log_line() {
     let server = server_answering(
         400,
         json!({"status": "error", "message": "Flow is not published", "code": 3011,
@@ -498,7 +498,7 @@ async fn issue_21_item_5_error_code_is_kept_in_the_error_its_text_and_the_log_li
 }
 
 #[tokio::test]
-async fn issue_21_item_2_account_reads_flows_tags_and_fields_with_gets() {
+async fn account_reads_flows_tags_and_fields_with_gets() {
     let server = MockServer::start().await;
     for (route, data) in [
         (

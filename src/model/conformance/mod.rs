@@ -19,7 +19,7 @@ mod route;
 /// The tools a turn of the demo tenant offers (`config/*.example`), as the agent builds them:
 /// the conformance checks run on the real specs, not only on a fixture.
 pub(crate) fn demo_tenant_tools() -> std::sync::Arc<[crate::model::ToolSpec]> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let dir = crate::config::examples::shipped_examples();
     let context = crate::config::ConfigContext {
         allow_examples: true,
         ..crate::config::ConfigContext::default()

@@ -2,7 +2,6 @@
 //! /v1/channels/manychat/message`), answered by a real provider client talking to a fake that
 //! refuses what the provider's API refuses. ManyChat is a wiremock fake that accepts everything.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -40,7 +39,7 @@ pub(crate) async fn answer_through_the_route(model: Arc<dyn Model>) -> (u16, Val
     let dir = tempfile::tempdir().expect("temp dir");
     let config_dir = dir.path().join("config");
     std::fs::create_dir_all(&config_dir).expect("config dir");
-    let repo_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let repo_config = crate::config::examples::shipped_examples();
     for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
         std::fs::copy(
             repo_config.join(format!("{name}.example")),

@@ -75,7 +75,7 @@ pub async fn rate_count_reads_the_window(store: &dyn Store) {
     );
 }
 
-/// Issue 21: sendFlow is counted per contact over the past hour; past the limit nothing is
+/// A sendFlow is counted per contact over the past hour; past the limit nothing is
 /// counted and the answer is no; a count an hour old no longer weighs; contacts are separate.
 pub async fn flow_sends_are_capped_per_contact_per_hour(store: &dyn Store) {
     let contact = fresh_subscriber();

@@ -44,7 +44,7 @@ async fn busy_contact(store: &dyn Store) -> (Conversation, Vec<i64>, Vec<i64>) {
     (conversation, turns, vec![delivered, queued, token])
 }
 
-pub async fn issue_13_item_10_forget_deletes_every_row_of_the_contact(store: &dyn Store) {
+pub async fn forget_deletes_every_row_of_the_contact(store: &dyn Store) {
     let (contact, contact_turns, contact_rows) = busy_contact(store).await;
     let (neighbour, neighbour_turns, neighbour_rows) = busy_contact(store).await;
 
@@ -151,7 +151,7 @@ fn long_ago(days: i64) -> DateTime<Utc> {
     t0() - chrono::Duration::days(10_000 + days)
 }
 
-pub async fn issue_13_item_10_retention_clears_old_text_and_keeps_the_measures(store: &dyn Store) {
+pub async fn retention_clears_old_text_and_keeps_the_measures(store: &dyn Store) {
     let cutoff = long_ago(0);
     let conversation = fresh_conversation(store).await;
     let mut old = Vec::new();

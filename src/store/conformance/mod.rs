@@ -259,6 +259,7 @@ pub async fn run_all(store: &dyn Store) {
     sales_record_reads_offering_and_action_records(store).await;
     spec_032_the_opening_is_claimed_once_per_contact(store).await;
     spec_025_scheduling_twice_leaves_one_pending_row(store).await;
+    spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one(store).await;
     spec_025_claim_takes_due_rows_once(store).await;
     spec_025_a_nudge_turn_is_written_only_under_its_claim(store).await;
     token_rotation_keeps_previous(store).await;
@@ -300,11 +301,11 @@ pub async fn run_all(store: &dyn Store) {
     record_exchange_keeps_a_promise(store).await;
     spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker(store).await;
     outbox_handoff_waits_behind_an_open_reply(store).await;
-    issue_13_item_10_forget_deletes_every_row_of_the_contact(store).await;
-    issue_13_item_10_retention_clears_old_text_and_keeps_the_measures(store).await;
+    forget_deletes_every_row_of_the_contact(store).await;
+    retention_clears_old_text_and_keeps_the_measures(store).await;
     flow_sends_are_capped_per_contact_per_hour(store).await;
     report_aggregates_group_a_period_by_hand(store).await;
-    issue_14_report_counts_refused_actions_under_their_own_status(store).await;
+    report_counts_refused_actions_under_their_own_status(store).await;
     sales_aggregates_count_a_period_by_hand(store).await;
     report_week_reads_what_the_two_calls_read(store).await;
 }
@@ -412,17 +413,18 @@ mod tests {
         record_exchange_is_all_or_nothing,
         record_exchange_keeps_a_promise,
         outbox_handoff_waits_behind_an_open_reply,
-        issue_13_item_10_forget_deletes_every_row_of_the_contact,
-        issue_13_item_10_retention_clears_old_text_and_keeps_the_measures,
+        forget_deletes_every_row_of_the_contact,
+        retention_clears_old_text_and_keeps_the_measures,
         flow_sends_are_capped_per_contact_per_hour,
         spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker,
         sales_record_reads_offering_and_action_records,
         spec_032_the_opening_is_claimed_once_per_contact,
         report_aggregates_group_a_period_by_hand,
-        issue_14_report_counts_refused_actions_under_their_own_status,
+        report_counts_refused_actions_under_their_own_status,
         sales_aggregates_count_a_period_by_hand,
         report_week_reads_what_the_two_calls_read,
         spec_025_scheduling_twice_leaves_one_pending_row,
+        spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one,
         spec_025_claim_takes_due_rows_once,
         spec_025_a_nudge_turn_is_written_only_under_its_claim,
         run_all,

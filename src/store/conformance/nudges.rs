@@ -3,7 +3,7 @@
 use super::*;
 
 /// 025 verification 2: scheduling twice leaves one pending row, the later one; scheduling after
-/// a settled nudge makes it pending again (a new silence).
+/// a settled nudge adds a pending one (a new silence) and keeps the settled one.
 pub async fn spec_025_scheduling_twice_leaves_one_pending_row(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     store
@@ -57,8 +57,89 @@ pub async fn spec_025_scheduling_twice_leaves_one_pending_row(store: &dyn Store)
         .expect("read")
         .expect("a row");
     assert_eq!((nudge.status, nudge.reason), (NudgeStatus::Pending, None));
+    assert_eq!(store.nudges(conversation.id).await.expect("read").len(), 2);
     store
         .cancel_nudge(conversation.id, "contact_replied", at_s(31))
+        .await
+        .expect("settle");
+}
+
+/// SALES 3 (025): one *pending* nudge per conversation, every other row kept as the record. A
+/// nudge cancelled `contact_replied`, then one sent, stay beside the pending one the same
+/// conversation schedules next; only the pending one is replaced by a later schedule.
+pub async fn spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one(
+    store: &dyn Store,
+) {
+    let conversation = fresh_conversation(store).await;
+    let states = |nudges: Vec<crate::store::Nudge>| -> Vec<(String, NudgeStatus, Option<String>)> {
+        nudges
+            .into_iter()
+            .map(|n| (n.delay_id, n.status, n.reason))
+            .collect()
+    };
+    store
+        .schedule_nudge(conversation.id, "later_today", at_s(7200), at_s(0))
+        .await
+        .expect("schedule");
+    // The contact replies: the pending nudge is cancelled, and the same turn schedules the next.
+    assert!(
+        store
+            .cancel_nudge(conversation.id, "contact_replied", at_s(100))
+            .await
+            .expect("cancel")
+    );
+    store
+        .schedule_nudge(conversation.id, "tomorrow", at_s(90_000), at_s(100))
+        .await
+        .expect("schedule the next");
+    // That one is claimed when due and sent.
+    let claimed = store
+        .claim_due_nudges(at_s(90_000), 100)
+        .await
+        .expect("claim");
+    let mine: Vec<&crate::store::Nudge> = claimed
+        .iter()
+        .filter(|n| n.conversation_id == conversation.id)
+        .collect();
+    assert_eq!(mine.len(), 1, "one pending row to claim");
+    assert!(
+        store
+            .settle_nudge(mine[0], NudgeStatus::Sent, None, at_s(90_001))
+            .await
+            .expect("settle")
+    );
+    // A new silence: scheduled, then rescheduled before it is due.
+    store
+        .schedule_nudge(conversation.id, "later_today", at_s(97_200), at_s(90_010))
+        .await
+        .expect("schedule after the sent one");
+    store
+        .schedule_nudge(conversation.id, "tomorrow", at_s(180_000), at_s(90_020))
+        .await
+        .expect("reschedule the pending one");
+    assert_eq!(
+        states(store.nudges(conversation.id).await.expect("read")),
+        vec![
+            (
+                "later_today".to_owned(),
+                NudgeStatus::Cancelled,
+                Some("contact_replied".to_owned())
+            ),
+            ("tomorrow".to_owned(), NudgeStatus::Sent, None),
+            ("tomorrow".to_owned(), NudgeStatus::Pending, None),
+        ]
+    );
+    let latest = store
+        .nudge(conversation.id)
+        .await
+        .expect("read")
+        .expect("a row");
+    assert_eq!(
+        (latest.status, latest.due_at, latest.scheduled_at),
+        (NudgeStatus::Pending, at_s(180_000), at_s(90_020))
+    );
+    store
+        .cancel_nudge(conversation.id, "contact_replied", at_s(90_030))
         .await
         .expect("settle");
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// Issue 13: a handoff row waits behind an earlier open reply of its contact (its text comes
+/// A handoff row waits behind an earlier open reply of its contact (its text comes
 /// first), as a reply does.
 pub async fn outbox_handoff_waits_behind_an_open_reply(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
@@ -119,7 +119,7 @@ pub async fn outbox_claims_at_most_limit_oldest_first(store: &dyn Store) {
     settle(store, &conversations).await;
 }
 
-/// Issue 18 (`/metrics`): the backlog counts open rows (pending and delivering, not delivered
+/// The backlog counts open rows (pending and delivering, not delivered
 /// or dead-lettered) up to the cap, and names the earliest due time only when it is due.
 pub async fn outbox_backlog_counts_open_rows_up_to_the_cap(store: &dyn Store) {
     let backlog = |now, cap| async move { store.outbox_backlog(now, cap).await.expect("backlog") };
@@ -451,7 +451,7 @@ pub async fn outbox_delivered_row_is_done(store: &dyn Store) {
     settle(store, &[conversation.id]).await;
 }
 
-/// Issue 13, item 4: under a backlog a reply is taken before a deferrable `contact_token` write,
+/// Under a backlog a reply is taken before a deferrable `contact_token` write,
 /// even an older one.
 pub async fn outbox_replies_are_claimed_ahead_of_contact_token_writes(store: &dyn Store) {
     let tokened = fresh_conversation(store).await;
@@ -467,7 +467,7 @@ pub async fn outbox_replies_are_claimed_ahead_of_contact_token_writes(store: &dy
     settle(store, &[tokened.id, replied.id]).await;
 }
 
-/// Issue 13, item 4: the live worker renews the leases of the rows it holds, so a short lease
+/// The live worker renews the leases of the rows it holds, so a short lease
 /// never lets another worker take them; a settled row is left as it is.
 pub async fn outbox_renewed_lease_keeps_a_row_from_being_taken(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
@@ -509,7 +509,7 @@ pub async fn outbox_renewed_lease_keeps_a_row_from_being_taken(store: &dyn Store
     settle(store, &[conversation.id, other.id]).await;
 }
 
-/// Issue 13, item 5: how far a delivery got (messages accepted, unanswered triggers) starts at
+/// How far a delivery got (messages accepted, unanswered triggers) starts at
 /// zero and is kept across a retry and a lapsed lease.
 pub async fn outbox_delivery_progress_is_kept_across_retries(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;

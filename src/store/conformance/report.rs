@@ -324,7 +324,7 @@ pub async fn sales_aggregates_count_a_period_by_hand(store: &dyn Store) {
     assert_eq!(next, crate::store::SalesCounts::default());
 }
 
-/// Issue 18: `report_week` (what `manychat-agent report` reads per week; SQLite reads the
+/// `report_week` (what `manychat-agent report` reads per week; SQLite reads the
 /// week's action records once) answers what `report_aggregates` and `sales_aggregates` answer
 /// apart, on the by-hand sales week, with and without sales ids.
 pub async fn report_week_reads_what_the_two_calls_read(store: &dyn Store) {
@@ -498,9 +498,9 @@ pub async fn report_aggregates_group_a_period_by_hand(store: &dyn Store) {
     assert_eq!(empty, crate::store::ReportAggregates::default());
 }
 
-/// Issue 14: a write the server refused is recorded `refused` with its reason, and the report
+/// A write the server refused is recorded `refused` with its reason, and the report
 /// counts it under that status of its own, never as `failed`.
-pub async fn issue_14_report_counts_refused_actions_under_their_own_status(store: &dyn Store) {
+pub async fn report_counts_refused_actions_under_their_own_status(store: &dyn Store) {
     // A Monday of its own, far from every other case's turns.
     let from = Utc
         .with_ymd_and_hms(2032, 3, 1, 0, 0, 0)

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// Issue 14: `sales_record` holds the stored offering with its time and every agent turn's
+/// `sales_record` holds the stored offering with its time and every agent turn's
 /// action record that holds an entry, oldest first; user turns, turns that offered no tool and
 /// `[]` records are left out, as are other conversations'.
 pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {

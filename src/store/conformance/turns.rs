@@ -534,7 +534,7 @@ pub async fn spec_020_media_kind_round_trips_and_the_transcript_replaces_the_mar
     );
 }
 
-/// Issue 13: a promise (the message and two pending rows, no reply) is kept by a later exchange
+/// A promise (the message and two pending rows, no reply) is kept by a later exchange
 /// in one transaction: the message is not written again, the reply row gets the reply and its
 /// turn's id and falls due, the fallback handoff goes; a handoff row written with an escalated
 /// turn carries that turn's id.

@@ -11,16 +11,15 @@ impl NudgeStore for PgStore {
         due_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        // One upsert against the conversation's UNIQUE key: concurrent schedulers cannot both
-        // insert (025).
+        // One upsert against `nudges_one_pending` (unique on pending rows only): concurrent
+        // schedulers cannot both insert, and settled rows are left as the record (025).
         sqlx::query(
             "INSERT INTO nudges (conversation_id, delay_id, due_at, status, reason, \
              scheduled_at, claimed_at, created_at, updated_at) \
              VALUES ($1, $2, $3, 'pending', NULL, $4, NULL, $4, $4) \
-             ON CONFLICT (conversation_id) DO UPDATE SET delay_id = EXCLUDED.delay_id, \
-             due_at = EXCLUDED.due_at, status = 'pending', reason = NULL, \
-             scheduled_at = EXCLUDED.scheduled_at, claimed_at = NULL, \
-             updated_at = EXCLUDED.updated_at",
+             ON CONFLICT (conversation_id) WHERE status = 'pending' DO UPDATE SET \
+             delay_id = EXCLUDED.delay_id, due_at = EXCLUDED.due_at, \
+             scheduled_at = EXCLUDED.scheduled_at, updated_at = EXCLUDED.updated_at",
         )
         .bind(conversation_id)
         .bind(delay_id)
@@ -109,12 +108,23 @@ impl NudgeStore for PgStore {
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
         let row = sqlx::query(
             "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
-             claimed_at FROM nudges WHERE conversation_id = $1",
+             claimed_at FROM nudges WHERE conversation_id = $1 ORDER BY id DESC LIMIT 1",
         )
         .bind(conversation_id)
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(nudge_from).transpose()
+    }
+
+    async fn nudges(&self, conversation_id: ConversationId) -> Result<Vec<Nudge>> {
+        let rows = sqlx::query(
+            "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
+             claimed_at FROM nudges WHERE conversation_id = $1 ORDER BY id",
+        )
+        .bind(conversation_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(nudge_from).collect()
     }
 
     async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>> {

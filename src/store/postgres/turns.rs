@@ -44,6 +44,27 @@ impl TurnStore for PgStore {
         Ok(())
     }
 
+    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
+        let done = sqlx::query("UPDATE turns SET plugin_reads = $1 WHERE id = $2")
+            .bind(Json(reads))
+            .bind(turn_id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("turn"));
+        }
+        Ok(())
+    }
+
+    async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>> {
+        let reads: Option<Option<Json<Value>>> =
+            sqlx::query_scalar("SELECT plugin_reads FROM turns WHERE id = $1")
+                .bind(turn_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(reads.flatten().map(|Json(value)| value))
+    }
+
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
         let row = sqlx::query(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = $1"))
             .bind(turn_id)

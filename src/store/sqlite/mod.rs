@@ -136,8 +136,18 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (
         14,
+        "nudge_record",
+        include_str!("../../../migrations/sqlite/0014_nudge_record.sql"),
+    ),
+    (
+        15,
+        "turns_plugin_reads",
+        include_str!("../../../migrations/sqlite/0015_turns_plugin_reads.sql"),
+    ),
+    (
+        16,
         "handoff_hold",
-        include_str!("../../../migrations/sqlite/0014_handoff_hold.sql"),
+        include_str!("../../../migrations/sqlite/0016_handoff_hold.sql"),
     ),
 ];
 

@@ -107,6 +107,11 @@ impl NudgeStore for SqliteStore {
             .await
     }
 
+    async fn nudges(&self, conversation_id: ConversationId) -> Result<Vec<Nudge>> {
+        self.read(move |conn| query_all(conn, NUDGES_OF, [IdText::of(conversation_id)], nudge_from))
+            .await
+    }
+
     async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>> {
         let (id, claimed_at) = (exchange.nudge.id, exchange.nudge.claimed_at.map(ms));
         let (status, reason) = (exchange.status, exchange.reason.map(str::to_owned));
@@ -156,13 +161,14 @@ macro_rules! nudge_columns {
     };
 }
 
-/// 025: the conversation's one nudge row, replaced whole (its UNIQUE key is the conversation).
+/// 025: the conversation's one pending nudge, inserted or replaced in one upsert against
+/// `nudges_one_pending` (unique on pending rows only): settled rows are left as the record.
 pub(super) const SCHEDULE_NUDGE: &str = "INSERT INTO nudges (conversation_id, delay_id, due_at, status, \
      reason, scheduled_at, claimed_at, created_at, updated_at) \
      VALUES (?1, ?2, ?3, 'pending', NULL, ?4, NULL, ?4, ?4) \
-     ON CONFLICT (conversation_id) DO UPDATE SET delay_id = excluded.delay_id, \
-     due_at = excluded.due_at, status = 'pending', reason = NULL, \
-     scheduled_at = excluded.scheduled_at, claimed_at = NULL, updated_at = excluded.updated_at";
+     ON CONFLICT (conversation_id) WHERE status = 'pending' DO UPDATE SET \
+     delay_id = excluded.delay_id, due_at = excluded.due_at, \
+     scheduled_at = excluded.scheduled_at, updated_at = excluded.updated_at";
 pub(super) const CANCEL_NUDGE: &str = "UPDATE nudges SET status = 'cancelled', reason = ?1, updated_at = ?2 \
      WHERE conversation_id = ?3 AND status IN ('pending', 'running')";
 /// Through `nudges_pending_due`: costs the due rows, not the table.
@@ -180,10 +186,17 @@ pub(super) const LOST_NUDGES: &str =
     "SELECT conversation_id FROM nudges WHERE status = 'running' AND claimed_at < ?1";
 pub(super) const LOSE_NUDGES: &str = "UPDATE nudges SET status = 'lost', reason = 'process_died', \
      updated_at = ?1 WHERE status = 'running' AND claimed_at < ?2";
+/// The conversation's latest nudge row.
 pub(super) const NUDGE_OF: &str = concat!(
     "SELECT ",
     nudge_columns!(),
-    " FROM nudges WHERE conversation_id = ?1"
+    " FROM nudges WHERE conversation_id = ?1 ORDER BY id DESC LIMIT 1"
+);
+/// Every nudge row of the conversation, oldest first (through `nudges_conversation`).
+pub(super) const NUDGES_OF: &str = concat!(
+    "SELECT ",
+    nudge_columns!(),
+    " FROM nudges WHERE conversation_id = ?1 ORDER BY id"
 );
 
 pub(super) fn nudge_from(row: &Row<'_>) -> Result<Nudge> {

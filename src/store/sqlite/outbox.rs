@@ -295,10 +295,10 @@ impl OutboxStore for SqliteStore {
     }
 }
 
-/// Issue 18 (`/metrics`): open outbox rows, at most ?1 of them read (`outbox_status_due`).
+/// Open outbox rows, at most ?1 of them read (`outbox_status_due`).
 pub(super) const OUTBOX_BACKLOG_ROWS: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM outbox \
      WHERE status IN ('pending', 'delivering') LIMIT ?1)";
-/// Issue 18 (`/metrics`): the earliest due time of an open row, one index seek per status.
+/// The earliest due time of an open row, one index seek per status.
 pub(super) const OUTBOX_OLDEST_OPEN: &str = "SELECT MIN(due) FROM ( \
      SELECT MIN(next_attempt_at) AS due FROM outbox WHERE status = 'pending' \
      UNION ALL SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'delivering')";

@@ -37,26 +37,26 @@ impl ReportStore for SqliteStore {
     }
 }
 
-/// Issue 18: contacts whose first turn is in `[?1, ?2)`: the period's contacts (through
+/// Contacts whose first turn is in `[?1, ?2)`: the period's contacts (through
 /// `turns_created`) without an earlier turn (through `turns_conversation_created`).
 pub(super) const REPORT_NEW_CONTACTS: &str = "SELECT COUNT(*) FROM \
      (SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ?1 AND created_at < ?2) w \
      WHERE NOT EXISTS (SELECT 1 FROM turns e \
                        WHERE e.conversation_id = w.conversation_id AND e.created_at < ?1)";
 
-/// Issue 18: the period's turns by day, role, outcome, escalation reason and authorship.
+/// The period's turns by day, role, outcome, escalation reason and authorship.
 pub(super) const REPORT_TURN_GROUPS: &str = "SELECT created_at / 86400000 AS day, role, outcome, \
      escalation_reason, model IS NOT NULL AS model_written, COUNT(*), SUM(reads), \
      SUM(input_tokens), SUM(output_tokens), SUM(cost_usd) \
      FROM turns WHERE created_at >= ?1 AND created_at < ?2 \
      GROUP BY day, role, outcome, escalation_reason, model_written ORDER BY day";
 
-/// Issue 18: inline answer times, each distinct value with its count.
+/// Inline answer times, each distinct value with its count.
 pub(super) const REPORT_INLINE_LATENCIES: &str = "SELECT latency_ms, COUNT(*) FROM turns \
      WHERE created_at >= ?1 AND created_at < ?2 AND outcome = 'answered_inline' \
      GROUP BY latency_ms ORDER BY latency_ms";
 
-/// Issue 18: the period's action records that hold an entry (through `turns_created`; an empty
+/// The period's action records that hold an entry (through `turns_created`; an empty
 /// record, a turn offered tools that chose none, is skipped unparsed), parsed and tallied in
 /// the process (`ActionTally`): one parse per record serves both the actions table and the
 /// sales counts. SQLite's JSON functions cost more than the whole row read: `json_each` then
@@ -132,7 +132,7 @@ pub(super) fn grouped_turns_in(
     })
 }
 
-/// Issue 18 (025's measure): the period's `nudge_sent` turns, and those the contact answered
+/// The period's `nudge_sent` turns, and those the contact answered
 /// within 24 h (a user turn of the conversation after it, through `turns_conversation_created`).
 pub(super) const REPORT_NUDGES: &str = "SELECT COUNT(*), COALESCE(SUM(EXISTS (SELECT 1 FROM turns r \
      WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
@@ -168,7 +168,7 @@ pub(super) fn with_nudges_in(
     Ok(counts)
 }
 
-/// Issue 18: a report week, its action records read once for both measures.
+/// A report week, its action records read once for both measures.
 pub(super) fn report_week_in(
     conn: &Db<'_>,
     from: i64,

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// The stored offering and its time (issue 14).
+/// The stored offering and its time.
 pub(super) const SALES_OFFERING: &str =
     "SELECT offering, offering_at FROM conversations WHERE id = ?";
 

@@ -36,7 +36,7 @@ async fn system_8_sqlite_file_created_on_first_run_with_wal() {
 
 /// A mistyped path must not start the service on a new, empty database.
 #[tokio::test]
-async fn issue_19_item_2_missing_database_directory_is_refused() {
+async fn missing_database_directory_is_refused() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let folder = dir.path().join("no-such-folder");
     let url = format!("sqlite://{}/agent.db", folder.display());
@@ -466,7 +466,7 @@ async fn system_8_the_store_closes_its_connections_when_dropped() {
 /// still have text by age, the settled outbox rows by due time. A scan of the whole table
 /// would hold the database thread longer as the history grows.
 #[tokio::test]
-async fn issue_13_item_10_retention_reads_through_an_index() {
+async fn retention_reads_through_an_index() {
     let store = SqliteStore::connect("sqlite::memory:")
         .await
         .expect("connect");
@@ -516,11 +516,11 @@ async fn contact_columns(store: &SqliteStore) -> Vec<(String, String)> {
         .expect("the schema")
 }
 
-/// Issue 13 item 10: `forget_contact` deletes from every table that names a contact. A table
+/// `forget_contact` deletes from every table that names a contact. A table
 /// added later with a `conversation_id` or `subscriber_id` column fails this test until it is
 /// listed in `CONTACT_TABLES`.
 #[tokio::test]
-async fn issue_13_item_10_forget_covers_every_table_that_names_a_contact() {
+async fn forget_covers_every_table_that_names_a_contact() {
     let store = SqliteStore::connect("sqlite::memory:")
         .await
         .expect("a store");
@@ -623,4 +623,109 @@ async fn issue_13_item_10_forget_covers_every_table_that_names_a_contact() {
             .expect("a count");
         assert_eq!(left, 0, "rows of the contact left in a table");
     }
+}
+
+/// Migration 0014 keeps every nudge row (SALES 3: one pending row per conversation, the rest
+/// the record): a file at migration 13 holding a pending and a cancelled nudge keeps both with
+/// their ids and fields, and the conversation whose nudge was cancelled can then schedule the
+/// next beside it, while a second pending row is still refused.
+#[tokio::test]
+async fn spec_025_migration_14_keeps_every_nudge_row_and_the_record_grows_beside_them() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let path = dir.path().join("agent.db");
+    let (replied, waiting) = (
+        "00000000-0000-4000-8000-000000000001",
+        "00000000-0000-4000-8000-000000000002",
+    );
+    {
+        let conn = Connection::open(&path).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL, \
+             description TEXT NOT NULL, applied_at INTEGER NOT NULL);",
+        )
+        .expect("bookkeeping");
+        for (version, description, sql) in &MIGRATIONS[..13] {
+            conn.execute_batch(sql).expect("an earlier migration");
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, 0)",
+                params![version, description],
+            )
+            .expect("recorded");
+        }
+        conn.execute_batch(&format!(
+            "INSERT INTO conversations (id, subscriber_id, channel, created_at, updated_at) VALUES \
+             ('{replied}', '41', 'whatsapp', 0, 0), ('{waiting}', '42', 'whatsapp', 0, 0); \
+             INSERT INTO nudges (id, conversation_id, delay_id, due_at, status, reason, \
+             created_at, updated_at, scheduled_at, claimed_at) VALUES \
+             (7, '{replied}', 'later_today', 5000, 'cancelled', 'contact_replied', 1000, 2000, 1000, NULL), \
+             (9, '{waiting}', 'tomorrow', 90000, 'pending', NULL, 3000, 3000, 3000, NULL);"
+        ))
+        .expect("a file at migration 13 with two nudges");
+    }
+    let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("the file migrates");
+    let id = |raw: &str| ConversationId::from(uuid::Uuid::parse_str(raw).expect("a uuid"));
+    let kept = |n: &Nudge| {
+        (
+            n.id,
+            n.delay_id.clone(),
+            n.status,
+            n.reason.clone(),
+            n.due_at.timestamp_millis(),
+            n.scheduled_at.timestamp_millis(),
+        )
+    };
+    let replied_rows = store.nudges(id(replied)).await.expect("read");
+    assert_eq!(
+        replied_rows.iter().map(kept).collect::<Vec<_>>(),
+        vec![(
+            7,
+            "later_today".to_owned(),
+            NudgeStatus::Cancelled,
+            Some("contact_replied".to_owned()),
+            5000,
+            1000
+        )]
+    );
+    let waiting_rows = store.nudges(id(waiting)).await.expect("read");
+    assert_eq!(
+        waiting_rows.iter().map(kept).collect::<Vec<_>>(),
+        vec![(
+            9,
+            "tomorrow".to_owned(),
+            NudgeStatus::Pending,
+            None,
+            90000,
+            3000
+        )]
+    );
+    // The cancelled one stays as the record beside the next; a new id, never a reused one.
+    let at = |ms: i64| DateTime::from_timestamp_millis(ms).expect("an instant");
+    store
+        .schedule_nudge(id(replied), "tomorrow", at(200_000), at(100_000))
+        .await
+        .expect("schedule the next");
+    let replied_rows = store.nudges(id(replied)).await.expect("read");
+    assert_eq!(replied_rows.len(), 2);
+    assert_eq!(replied_rows[0].status, NudgeStatus::Cancelled);
+    assert_eq!(replied_rows[1].status, NudgeStatus::Pending);
+    assert!(replied_rows[1].id > 9, "ids are not reused");
+    // The pending one is replaced in place, never doubled.
+    store
+        .schedule_nudge(id(waiting), "later_today", at(150_000), at(100_000))
+        .await
+        .expect("reschedule");
+    let waiting_rows = store.nudges(id(waiting)).await.expect("read");
+    assert_eq!(
+        waiting_rows.iter().map(kept).collect::<Vec<_>>(),
+        vec![(
+            9,
+            "later_today".to_owned(),
+            NudgeStatus::Pending,
+            None,
+            150_000,
+            100_000
+        )]
+    );
 }

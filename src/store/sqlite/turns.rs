@@ -312,6 +312,32 @@ impl TurnStore for SqliteStore {
         .await
     }
 
+    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
+        let reads = json_text(reads)?;
+        self.write(move |conn| {
+            update_one(
+                conn,
+                "UPDATE turns SET plugin_reads = ? WHERE id = ?",
+                params![reads, turn_id],
+                "turn",
+            )
+        })
+        .await
+    }
+
+    async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>> {
+        self.read(move |conn| {
+            let raw: Option<Option<String>> = query_one(
+                conn,
+                "SELECT plugin_reads FROM turns WHERE id = ?",
+                [turn_id],
+                |row| Ok(row.get(0)?),
+            )?;
+            raw.flatten().as_deref().map(json).transpose()
+        })
+        .await
+    }
+
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
         self.read(move |conn| {
             query_one(

@@ -1,0 +1,66 @@
+//! Which tenant files a command read, printed by every command that reads them, so an operator
+//! sees at once whether their own `config/*.json` or the demo's examples answered.
+//!
+//! The rule (config/README.md "How files are found"): `demo`, `report` and `eval` read each
+//! file from `CONFIG_DIR`, and its `.example` when the file is absent; every other command
+//! reads only the files themselves and refuses to start when a required one is missing.
+
+use std::path::Path;
+
+use crate::config::ConfigContext;
+use crate::config::load::files_read;
+
+/// `tenant config: config/ (prompt.md, catalog.json, rules.json, tools.json)`, saying when the
+/// demo's examples stood in.
+pub(super) fn line(dir: &Path, ctx: &ConfigContext) -> String {
+    let files = files_read(dir, ctx);
+    let examples = files.iter().filter(|f| f.ends_with(".example")).count();
+    let note = match examples {
+        0 => String::new(),
+        n if n == files.len() => "; the demo tenant's examples, not your own files".to_owned(),
+        _ => "; a .example stands in for each file you have not written".to_owned(),
+    };
+    format!(
+        "tenant config: {} ({}{note})",
+        dir.display(),
+        files.join(", ")
+    )
+}
+
+/// [`line`] on stderr, so a command's own output (a report, JSON) stays as it was.
+pub(super) fn print(dir: &Path, ctx: &ConfigContext) {
+    eprintln!("{}", line(dir, ctx));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_line_names_the_files_read_and_when_the_examples_stood_in() {
+        let examples = crate::config::examples::shipped_examples();
+        let allowed = ConfigContext {
+            allow_examples: true,
+            ..ConfigContext::default()
+        };
+        assert_eq!(
+            line(&examples, &allowed),
+            format!(
+                "tenant config: {} (prompt.md.example, catalog.json.example, \
+                 rules.json.example, tools.json.example; the demo tenant's examples, not your \
+                 own files)",
+                examples.display()
+            )
+        );
+        let own = tempfile::tempdir().unwrap();
+        std::fs::write(own.path().join("prompt.md"), "x").unwrap();
+        std::fs::write(own.path().join("catalog.json"), "{}").unwrap();
+        assert_eq!(
+            line(own.path(), &ConfigContext::default()),
+            format!(
+                "tenant config: {} (prompt.md, catalog.json)",
+                own.path().display()
+            )
+        );
+    }
+}

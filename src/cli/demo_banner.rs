@@ -1,0 +1,146 @@
+//! What `demo` prints once it listens: where it runs, what it relaxes, and how to try it, in
+//! the command form the operator started it with (`cargo run -- …` from a checkout, the
+//! installed `manychat-agent …` otherwise).
+
+/// What `demo` prints once it listens: where it runs, what it relaxes, and how to try it.
+pub(super) struct DemoBanner {
+    pub(super) port: u16,
+    pub(super) sandbox: Option<String>,
+    /// The variables the demo set to its own defaults.
+    pub(super) relaxed: Vec<&'static str>,
+    pub(super) secret: String,
+    pub(super) secret_generated: bool,
+    /// A new contact at each start, so a restarted demo never inherits a handed-off contact.
+    pub(super) subscriber: String,
+    /// The SQLite file, when the demo keeps its data in one.
+    pub(super) database: Option<String>,
+    /// `rules.maxTurnsPerConversation` and `rules.idleResetHours`.
+    pub(super) turn_cap: (u32, u32),
+    /// Which tenant files the demo read (`config_used::line`).
+    pub(super) config: String,
+}
+
+/// How the operator runs a command: `cargo run --` when this binary is a build in a checkout's
+/// `target/`, else the installed `manychat-agent`.
+pub(super) fn command() -> &'static str {
+    let built_here = std::env::current_exe().ok().is_some_and(|exe| {
+        exe.components()
+            .any(|part| part.as_os_str() == std::ffi::OsStr::new("target"))
+    });
+    if built_here {
+        "cargo run --"
+    } else {
+        "manychat-agent"
+    }
+}
+
+impl std::fmt::Display for DemoBanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let port = self.port;
+        let cmd = command();
+        writeln!(
+            f,
+            "manychat-agent demo is running on http://127.0.0.1:{port}"
+        )?;
+        writeln!(f, "{}", self.config)?;
+        if let Some(sandbox) = &self.sandbox {
+            writeln!(
+                f,
+                "ManyChat calls go to a local sandbox at {sandbox} (printed below as [sandbox] lines)."
+            )?;
+            writeln!(
+                f,
+                "With config/ holding your files (copied from the .example ones), check the wiring \
+                 against it:\n  MANYCHAT_API_BASE={sandbox} MANYCHAT_API_TOKEN=sandbox:demo \
+                 MANYCHAT_REPLY_FLOW_NS=demo_reply_flow {cmd} manychat check\n  \
+                 (the sandbox's account is made from the config the demo loaded, so this checks \
+                 that your files name each other consistently, not your real ManyChat account)"
+            )?;
+        }
+        let relaxations: Vec<&str> = self
+            .relaxed
+            .iter()
+            .filter_map(|name| match *name {
+                "CONTACT_TOKENS_ENFORCED" => Some(
+                    "contact tokens are not enforced: a request without its contact's token \
+                     still reads the contact's history (CONTACT_TOKENS_ENFORCED=false)",
+                ),
+                "MANYCHAT_SHARED_SECRET" => Some(
+                    "the shared secret is generated anew at each start \
+                     (set MANYCHAT_SHARED_SECRET to keep one)",
+                ),
+                "AGENT_MODEL" => Some(
+                    "the model is mock:demo, offline and scripted: no real model answers. It \
+                     answers from your catalog, in English only: a message in another language \
+                     gets English around your catalog's own words when it asks a price, and is \
+                     handed to a person otherwise, greetings included (set AGENT_MODEL for a \
+                     real one)",
+                ),
+                "TRANSCRIPTION_MODEL" => Some(
+                    "voice notes are transcribed by mock:demo, offline, into one fixed sentence \
+                     (set TRANSCRIPTION_MODEL for a real one)",
+                ),
+                "PUBLIC_BASE_URL" => {
+                    Some("PUBLIC_BASE_URL is a placeholder (https://demo.invalid)")
+                }
+                _ => None,
+            })
+            .collect();
+        if !relaxations.is_empty() {
+            writeln!(f, "The demo relaxes what `serve` enforces:")?;
+            for line in relaxations {
+                writeln!(f, "  - {line}")?;
+            }
+        }
+        let secret = &self.secret;
+        if self.secret_generated {
+            writeln!(f, "Shared secret (new at each start): {secret}")?;
+        } else {
+            writeln!(f, "Shared secret: the first of MANYCHAT_SHARED_SECRET")?;
+        }
+        let subscriber = &self.subscriber;
+        writeln!(
+            f,
+            "Try it as a new contact (subscriber {subscriber}, a new one at each start):"
+        )?;
+        writeln!(
+            f,
+            "  curl -s http://127.0.0.1:{port}/v1/channels/manychat/message \\\n    \
+             -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' \\\n    \
+             -d '{{\"subscriber_id\":\"{subscriber}\",\"text\":\"How much are your courses?\"}}'"
+        )?;
+        if let Some(sandbox) = &self.sandbox {
+            let note = crate::manychat::sandbox::DEMO_VOICE_NOTE_PATH;
+            writeln!(
+                f,
+                "  a voice note, as ManyChat sends one (its file's URL as the text): \
+                 \"text\":\"{sandbox}{note}\""
+            )?;
+        }
+        let url = match port {
+            3000 => String::new(),
+            _ => format!(" --url http://127.0.0.1:{port}"),
+        };
+        writeln!(
+            f,
+            "  MANYCHAT_SHARED_SECRET={secret} {cmd} simulate{url} \"How much are your courses?\""
+        )?;
+        let (cap, idle) = self.turn_cap;
+        writeln!(
+            f,
+            "After {cap} messages without a {idle}-hour pause a contact is handed to a person \
+             (the turn cap); simulate says why when a reply is the handoff copy."
+        )?;
+        match &self.database {
+            Some(path) => writeln!(
+                f,
+                "Its data lives in {path}: stop the demo and delete that file (with its -wal and \
+                 -shm files) to start afresh, or `{cmd} forget <subscriber_id>` one contact."
+            ),
+            None => writeln!(
+                f,
+                "Its data lives in DATABASE_URL: `{cmd} forget <subscriber_id>` erases one contact."
+            ),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The demo tenant as shipped (`config/*.example`), on its own: the test suites load the demo
+//! from here, never from the repo's `config/` itself, where an operator who follows the README
+//! keeps their own `*.json` (which the loader would read before the examples).
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+/// The tenant files the examples cover.
+const FILES: [&str; 4] = ["prompt.md", "catalog.json", "rules.json", "tools.json"];
+
+/// A folder holding only the repo's `<name>.example` files, under those names (so a loader
+/// that allows examples reads them, and one that does not reports them missing). One folder
+/// per content, under the system's temp folder, written once and shared by every test process.
+///
+/// # Panics
+/// When an example file cannot be read or the folder cannot be written (a test setup failure).
+#[doc(hidden)]
+pub fn shipped_examples() -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let files: Vec<(String, Vec<u8>)> = FILES
+        .iter()
+        .map(|name| {
+            let example = format!("{name}.example");
+            let bytes = std::fs::read(repo.join(&example))
+                .unwrap_or_else(|e| panic!("config/{example} cannot be read: {e}"));
+            (example, bytes)
+        })
+        .collect();
+    let mut hasher = DefaultHasher::new();
+    files.hash(&mut hasher);
+    let dir =
+        std::env::temp_dir().join(format!("manychat-agent-examples-{:016x}", hasher.finish()));
+    if dir.is_dir() {
+        return dir;
+    }
+    // Written aside, then moved into place whole: a racing process finds it complete or absent.
+    let aside = std::env::temp_dir().join(format!(
+        "manychat-agent-examples-{:016x}.{}.partial",
+        hasher.finish(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&aside);
+    std::fs::create_dir_all(&aside).expect("temp folder for the examples");
+    for (name, bytes) in &files {
+        std::fs::write(aside.join(name), bytes).expect("copy of an example");
+    }
+    if std::fs::rename(&aside, &dir).is_err() {
+        // Another process moved its copy in first.
+        let _ = std::fs::remove_dir_all(&aside);
+        assert!(dir.is_dir(), "{} could not be written", dir.display());
+    }
+    dir
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_examples_are_the_example_files_alone() {
+        let dir = shipped_examples();
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "catalog.json.example",
+                "prompt.md.example",
+                "rules.json.example",
+                "tools.json.example"
+            ]
+        );
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for name in &names {
+            assert_eq!(
+                std::fs::read(dir.join(name)).unwrap(),
+                std::fs::read(repo.join(name)).unwrap(),
+                "{name}"
+            );
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The business's own tools (`config/plugins.json`): each an HTTPS endpoint of the business's,
+//! in any language, signed with the Standard Webhooks scheme. No third-party code runs in the
+//! service; a no-code automation's webhook can serve a tool.
+//!
+//! - [`config`]: the file's types and rules.
+//! - [`sign`]: the signature headers and the secrets' rules.
+//! - [`call`]: the signed HTTP call (no redirects, 64 KiB answer, `User-Agent`).
+//! - [`args`]: the model's parameter schema and the check of its arguments.
+//! - [`result`]: a read's answer checked against its declared `result`.
+//!
+//! Invariants:
+//! - A read tool is performed during the step, like `get_contact` (ADR-0016): [`READ_TIMEOUT`]
+//!   each, offered only on a turn that reads history, sharing the turn's reads with
+//!   `get_contact` (the turn's tools keep the count). Any failure answers
+//!   `{"available": false}` and the turn goes on. Each read is recorded ([`ReadRecord`]): tool,
+//!   available, milliseconds, never the arguments or the answer.
+//! - A write tool is staged like 012's writes ([`stage_write`]) and performed once after the
+//!   reply's text ([`perform_writes`]), with [`WRITE_TIMEOUT`], never retried, looked up in the
+//!   config in force when it is performed: a tool a reload removed fails without a request.
+//! - The subscriber is the turn's, never a parameter (C4).
+
+pub mod args;
+pub mod call;
+pub mod commands;
+pub mod config;
+pub mod result;
+pub mod sign;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::actions::{ActionStatus, Operation, StagedAction};
+use crate::agent::Fence;
+use crate::ids::{ConversationId, SubscriberId};
+use crate::model::ToolSpec;
+
+pub use call::{CallError, PluginClient};
+pub use config::{PluginTool, PluginsConfig, ToolKind};
+
+/// One read's bound (as `get_contact`'s, 024).
+pub const READ_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// One write's bound.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `plugins.json`'s name in the config folder.
+pub const PLUGINS_FILE: &str = "plugins.json";
+
+/// The prompt's lines when the tenant has a plugin tool (English, system-facing).
+const READ_LINES: &str = "\
+Live lookups. A tool described as the business's live data answers from the business's own \
+systems now: for the fact it returns it outranks the catalog and the FAQ. When it answers \
+available: false, say you cannot check right now and do not guess.";
+const WRITE_LINES: &str = "\
+The business's own writes are staged like the other actions: performed after your reply is \
+checked, never when you escalate. Never say one has been done.";
+
+/// The lines the static prefix gains for the tenant's plugin tools (none without one).
+pub fn prompt_lines(config: Option<&PluginsConfig>) -> Option<String> {
+    let tools = config.map(|c| c.tools.as_slice()).unwrap_or_default();
+    let reads = tools.iter().any(|t| t.kind == ToolKind::Read);
+    let writes = tools.iter().any(|t| t.kind == ToolKind::Write);
+    let lines: Vec<&str> = [(reads, READ_LINES), (writes, WRITE_LINES)]
+        .into_iter()
+        .filter_map(|(has, lines)| has.then_some(lines))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// The plugin tools' specs for a turn: the writes always, the reads only when `offer_read`.
+pub fn specs(config: Option<&PluginsConfig>, offer_read: bool) -> Vec<ToolSpec> {
+    config
+        .map(|c| c.tools.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| offer_read || t.kind == ToolKind::Write)
+        .map(args::spec)
+        .collect()
+}
+
+/// What the turn records of one read (never its arguments or its answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRecord {
+    pub tool: String,
+    pub available: bool,
+    pub ms: u64,
+}
+
+/// The `turns.plugin_reads` JSON of a turn's reads (`None`: the turn made none).
+pub fn reads_record(reads: &[ReadRecord]) -> Option<Value> {
+    (!reads.is_empty()).then(|| serde_json::to_value(reads).unwrap_or(Value::Null))
+}
+
+/// A read the model asked for beyond the turn's reads: no call.
+pub fn over_budget(tool: &PluginTool) -> ReadRecord {
+    ReadRecord {
+        tool: tool.name.clone(),
+        available: false,
+        ms: 0,
+    }
+}
+
+/// Performs a read tool now: the model's view (`{"available": false}` on any failure) and its
+/// record. `Err` when the arguments were refused: nothing was called and no read was spent.
+pub async fn read(
+    client: &PluginClient,
+    tool: &PluginTool,
+    subscriber: &SubscriberId,
+    conversation: ConversationId,
+    arguments: &Value,
+    fence: &Fence,
+) -> Result<(Value, ReadRecord), args::Refused> {
+    let checked = args::check(tool, arguments)?;
+    let started = tokio::time::Instant::now();
+    let record = |available: bool| ReadRecord {
+        tool: tool.name.clone(),
+        available,
+        ms: started.elapsed().as_millis() as u64,
+    };
+    if checked.empty_query {
+        // Nothing left to look up: no call, still a read.
+        return Ok((result::unavailable(), record(false)));
+    }
+    let view = match view_of(client, tool, subscriber, &checked.sent, fence, READ_TIMEOUT).await {
+        Ok(view) => view,
+        Err(why) => {
+            tracing::warn!(
+                conversation = %conversation,
+                tool = %tool.name,
+                why = %why,
+                "plugin read unavailable; the turn goes on without it"
+            );
+            return Ok((result::unavailable(), record(false)));
+        }
+    };
+    Ok((view, record(true)))
+}
+
+/// One call of a read tool and its checked answer, or why there is none (`plugin try` prints
+/// it).
+pub async fn view_of(
+    client: &PluginClient,
+    tool: &PluginTool,
+    subscriber: &SubscriberId,
+    sent: &Map<String, Value>,
+    fence: &Fence,
+    timeout: Duration,
+) -> Result<Value, String> {
+    let fields = tool.result.clone().unwrap_or_default();
+    let answer = client
+        .call(tool, subscriber, sent, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    result::check(&fields, &answer.body, fence)
+}
+
+/// A write tool's call as a staged action, or why it is refused (no request, no cap slot).
+pub fn stage_write(tool: &PluginTool, arguments: &Value) -> Result<StagedAction, args::Refused> {
+    let checked = args::check(tool, arguments)?;
+    let mut action = StagedAction::new(
+        &tool.name,
+        "",
+        Operation::Plugin {
+            tool: tool.name.clone(),
+            arguments: checked.sent,
+        },
+    );
+    action.entry.arguments = (!checked.recorded.is_empty()).then_some(checked.recorded);
+    Ok(action)
+}
+
+/// Performs every staged plugin write once, in order, each within [`WRITE_TIMEOUT`], against
+/// the tools of `config` (the config in force now): `performed` on a 2xx, else `failed` with the
+/// status or error. Never retried.
+pub async fn perform_writes(
+    client: &PluginClient,
+    config: Option<&PluginsConfig>,
+    subscriber: &SubscriberId,
+    conversation: ConversationId,
+    actions: &mut [StagedAction],
+) {
+    for action in actions
+        .iter_mut()
+        .filter(|a| a.entry.status == ActionStatus::Staged)
+    {
+        let Operation::Plugin { tool, arguments } = &action.operation else {
+            continue;
+        };
+        let configured = config
+            .and_then(|c| c.tool(tool))
+            .filter(|t| t.kind == ToolKind::Write);
+        let outcome = match configured {
+            None => Err("the tool is no longer configured".to_owned()),
+            Some(tool) => client
+                .call(tool, subscriber, arguments, WRITE_TIMEOUT)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        };
+        match outcome {
+            Ok(()) => {
+                action.entry.status = ActionStatus::Performed;
+                action.entry.error = None;
+            }
+            Err(error) => {
+                tracing::warn!(
+                    conversation = %conversation,
+                    tool = %action.entry.tool,
+                    error = %error,
+                    "plugin write failed; not retried"
+                );
+                action.entry.status = ActionStatus::Failed;
+                action.entry.error = Some(error);
+            }
+        }
+        // A performed or failed write forgets what it sent (a note's text does not outlive it).
+        action.operation = Operation::Cleared;
+    }
+}
+
+#[cfg(test)]
+mod tests;

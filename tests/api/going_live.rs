@@ -1,0 +1,81 @@
+//! The production examples (`examples/systemd/`) as `docs/GOING-LIVE.md` and
+//! `docs/DEPLOYMENT.md` show them: files the service creates are its user's alone, and the
+//! environment file is one systemd reads as written.
+
+use crate::helpers::repo_path;
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(repo_path(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+}
+
+/// The `key=value` lines of `section` in a systemd unit.
+fn section(unit: &str, name: &str) -> Vec<(String, String)> {
+    let header = format!("[{name}]");
+    unit.lines()
+        .map(str::trim)
+        .skip_while(|line| *line != header)
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_systemd_unit_creates_files_readable_by_the_service_user_alone() {
+    let unit = read("examples/systemd/manychat-agent.service");
+    let service = section(&unit, "Service");
+    assert!(
+        service.contains(&("UMask".to_owned(), "0077".to_owned())),
+        "the database holds contacts' messages: {service:?}"
+    );
+    assert!(service.contains(&(
+        "EnvironmentFile".to_owned(),
+        "/etc/manychat-agent/env".to_owned()
+    )));
+}
+
+#[test]
+fn the_environment_file_has_no_inline_comment_systemd_would_keep_in_a_value() {
+    let env = read("examples/systemd/manychat-agent.env");
+    let mut names = Vec::new();
+    for line in env.lines().filter(|l| !l.trim().is_empty()) {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        let (name, value) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("not NAME=value: {line}"));
+        assert!(
+            !value.contains('#'),
+            "an inline comment would be part of {name}'s value"
+        );
+        assert_eq!(value, value.trim(), "{name}: no surrounding spaces");
+        names.push(name.to_owned());
+    }
+    for required in [
+        "AGENT_MODEL",
+        "MANYCHAT_SHARED_SECRET",
+        "MANYCHAT_API_TOKEN",
+        "MANYCHAT_REPLY_FLOW_NS",
+        "PUBLIC_BASE_URL",
+        "DATABASE_URL",
+    ] {
+        assert!(names.iter().any(|n| n == required), "{required} missing");
+    }
+}
+
+#[test]
+fn the_deployment_guide_shows_the_example_unit_and_environment_file_as_they_are() {
+    let guide = read("docs/DEPLOYMENT.md");
+    for example in [
+        "examples/systemd/manychat-agent.service",
+        "examples/systemd/manychat-agent.env",
+    ] {
+        assert!(
+            guide.contains(&read(example)),
+            "docs/DEPLOYMENT.md no longer shows {example} as it is"
+        );
+    }
+}
