@@ -27,7 +27,9 @@ use crate::store::Store;
 mod config_used;
 mod demo_banner;
 mod handoff;
+mod release;
 mod simulate_report;
+pub use release::release;
 
 /// A command's failure, printed by `main` as `error: …`.
 #[derive(Debug, thiserror::Error)]
@@ -417,6 +419,10 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
             println!(
                 "{dir}: valid ({} offerings, {tools} tool entries)",
                 config.catalog.offerings.len()
+            );
+            println!(
+                "{}",
+                crate::handoff::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
             );
             if let Some(skipped) = skipped {
                 println!("{skipped}");

@@ -42,6 +42,7 @@ pub mod clock;
 pub mod config;
 pub mod escalation;
 pub mod evals;
+pub mod handoff;
 pub mod http;
 pub mod ids;
 

@@ -68,6 +68,11 @@ enum Command {
         /// The contact's ManyChat subscriber id (digits).
         subscriber_id: String,
     },
+    /// Hand a contact held for a person back to the assistant (the handoff hold).
+    Release {
+        /// The contact's ManyChat subscriber id (digits).
+        subscriber_id: String,
+    },
     /// Retention commands (RETENTION_DAYS).
     Retention {
         #[command(subcommand)]
@@ -193,6 +198,7 @@ fn main() -> ExitCode {
                 command: TokensCommand::Backfill { check },
             } => cli::tokens_backfill(&env, check).await,
             Command::Forget { subscriber_id } => cli::forget(&env, &subscriber_id).await,
+            Command::Release { subscriber_id } => cli::release(&env, &subscriber_id).await,
             Command::Retention {
                 command: RetentionCommand::Run,
             } => cli::retention_run(&env).await,

@@ -115,6 +115,12 @@ pub struct Metrics {
     pub handoff_failed: Counter,
     /// Scrapes whose store read failed or timed out (the store's gauges kept their last values).
     pub store_sample_failures: Counter,
+    /// Messages a held contact sent while a person had the conversation (`crate::handoff`).
+    held_messages: Counter,
+    /// Holds released, by reason (`hold_expired`, `tag_removed`, `released`).
+    hold_releases: Family<Labels<1>, Counter>,
+    /// Contacts held for a person now (read at scrape time).
+    contacts_held: Gauge,
     /// Turns by outcome (SYSTEM 4's outcome names).
     turns: Family<Labels<1>, Counter>,
     /// Escalations by reason (`crate::escalation::Escalation`).
@@ -198,6 +204,25 @@ impl Default for Metrics {
         let store_sample_failures = counter(
             "store_sample_failures",
             "Scrapes whose store read failed or timed out; the store's gauges kept their last values",
+        );
+        let held_messages = counter(
+            "held_messages",
+            "Messages from contacts held for a person, recorded and not answered",
+        );
+        let hold_releases: Family<Labels<1>, Counter> = Family::default();
+        for why in crate::handoff::Release::ALL {
+            let _ = hold_releases.get_or_create(&[("reason", why.as_str())]);
+        }
+        registry.register(
+            "hold_releases",
+            "Holds for a person released, by reason (a handoff starts one: see escalations)",
+            hold_releases.clone(),
+        );
+        let contacts_held = Gauge::default();
+        registry.register(
+            "contacts_held",
+            "Contacts held for a person now (read at scrape time)",
+            contacts_held.clone(),
         );
         let turns = Family::default();
         registry.register("turns", "Turns by outcome", turns.clone());
@@ -312,6 +337,9 @@ impl Default for Metrics {
             connections_evicted,
             handoff_failed,
             store_sample_failures,
+            held_messages,
+            hold_releases,
+            contacts_held,
             turns,
             escalations,
             not_substituted,
@@ -408,6 +436,17 @@ impl Metrics {
 
     pub fn turn(&self, outcome: &'static str) {
         self.turns.get_or_create(&[("outcome", outcome)]).inc();
+    }
+
+    /// A message recorded while its contact was held for a person.
+    pub fn held_message(&self) {
+        self.held_messages.inc();
+    }
+
+    pub fn hold_release(&self, why: crate::handoff::Release) {
+        self.hold_releases
+            .get_or_create(&[("reason", why.as_str())])
+            .inc();
     }
 
     pub fn escalation(&self, reason: Escalation) {
@@ -534,17 +573,29 @@ impl Metrics {
     /// (counted up to [`OUTBOX_BACKLOG_COUNT_CAP`]), the age of the oldest row due, and today's
     /// budget use beside its caps. A read that fails or outlasts [`STORE_SAMPLE_TIMEOUT`] leaves
     /// the last values and is counted.
-    pub async fn sample_store(&self, store: &dyn Store, budget: &Budget, now: DateTime<Utc>) {
+    /// `held_since` is `holdHours` ago (`None`: the hold is off, nobody is held).
+    pub async fn sample_store(
+        &self,
+        store: &dyn Store,
+        budget: &Budget,
+        held_since: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) {
         self.budget_cap_usd.set(budget.daily_cost_cap_usd);
         self.budget_cap_tokens
             .set(i64::try_from(budget.daily_token_cap).unwrap_or(i64::MAX));
         let reads = async {
             let backlog = store.outbox_backlog(now, OUTBOX_BACKLOG_COUNT_CAP).await?;
             let spent = store.budget(now.date_naive()).await?;
-            Ok::<_, crate::store::StoreError>((backlog, spent))
+            let held = match held_since {
+                Some(since) => store.held_contacts(since).await?,
+                None => 0,
+            };
+            Ok::<_, crate::store::StoreError>((backlog, spent, held))
         };
         match tokio::time::timeout(STORE_SAMPLE_TIMEOUT, reads).await {
-            Ok(Ok((backlog, spent))) => {
+            Ok(Ok((backlog, spent, held))) => {
+                self.contacts_held.set(held);
                 self.outbox_backlog.set(backlog.rows);
                 let age = backlog
                     .oldest_due_at

@@ -132,6 +132,9 @@ pub struct Rules {
     /// Beyond the reference: what the server does in ManyChat when a turn escalates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<Handoff>,
+    /// Business hours; absent: always open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hours: Option<Hours>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -146,6 +149,24 @@ pub struct Messages {
     /// Sent when the contact sends media the agent cannot read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_fallback: Option<String>,
+    /// Sent instead of `escalation` on a handoff outside `hours`; required with `hours`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_closed: Option<String>,
+}
+
+/// Business hours: outside them a handoff answers with `messages.escalationClosed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Hours {
+    /// An IANA time zone (e.g. `Europe/Madrid`); daylight-saving changes follow it.
+    pub timezone: String,
+    /// Per day (`mon` … `sun`), its openings as `HH:MM-HH:MM` ranges (`24:00` ends the day); a
+    /// day absent or empty is closed.
+    #[serde(default)]
+    pub weekly: std::collections::BTreeMap<String, Vec<String>>,
+    /// Dates (`YYYY-MM-DD`, local) closed all day.
+    #[serde(default)]
+    pub closed: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -214,7 +235,7 @@ pub struct Learning {
     pub max_run_cost_usd: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Handoff {
     /// A ManyChat tag name added to the contact on escalation.
@@ -223,6 +244,22 @@ pub struct Handoff {
     /// A ManyChat flow sent on escalation (e.g. one that alerts a person).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_ns: Option<String>,
+    /// How long the assistant stays out of a conversation after handing it to a person, from
+    /// 0 (never) to 168; the tag's removal or an operator's release end it sooner.
+    #[serde(default = "defaults::hold_hours")]
+    #[schemars(range(max = 168))]
+    pub hold_hours: u32,
+}
+
+impl Default for Handoff {
+    /// No tag, no flow, the default hold.
+    fn default() -> Self {
+        Self {
+            tag: None,
+            flow_ns: None,
+            hold_hours: defaults::hold_hours(),
+        }
+    }
 }
 
 pub mod defaults {
@@ -231,6 +268,9 @@ pub mod defaults {
     }
     pub fn max_turns() -> u32 {
         25
+    }
+    pub fn hold_hours() -> u32 {
+        24
     }
     pub fn idle_reset_hours() -> u32 {
         24

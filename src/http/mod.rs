@@ -1,5 +1,6 @@
 //! The HTTP surface (SYSTEM 3.1–3.3): `POST /v1/channels/manychat/message`, `GET /health`,
-//! `GET /ready`, `GET /metrics`.
+//! `GET /ready`, `GET /metrics`, and `POST /v1/channels/manychat/release` (`release`: a contact
+//! held for a person handed back to the assistant).
 //!
 //! The message route runs its checks in a fixed order: authentication **before the body is read**
 //! (a request without a valid secret is counted against its address's limit, then refused), then
@@ -21,6 +22,7 @@ pub mod eviction;
 mod framing;
 pub mod inbound;
 pub mod rate_limit;
+mod release;
 mod response_body;
 pub mod server;
 mod wiring;
@@ -78,6 +80,7 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route(MESSAGE_PATH, post(message))
+        .route(release::RELEASE_PATH, post(release::release))
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
@@ -125,11 +128,14 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
             .into_response();
     }
     // The store's gauges are read here, per scrape, never on a turn.
-    let budget = state.config.snapshot().rules.budget.clone();
+    let config = state.config.snapshot();
+    let budget = config.rules.budget.clone();
     let now = state.clock.now();
+    let hold = crate::handoff::hold_hours(&config);
+    let held_since = (hold > 0).then(|| now - chrono::Duration::hours(i64::from(hold)));
     state
         .metrics
-        .sample_store(state.store.as_ref(), &budget, now)
+        .sample_store(state.store.as_ref(), &budget, held_since, now)
         .await;
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
@@ -166,29 +172,9 @@ async fn message(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
 
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > BODY_LIMIT) {
-        state.metrics.bad_requests.inc();
-        return too_large();
-    }
-    let read = axum::body::to_bytes(body, BODY_LIMIT);
-    let bytes = match tokio::time::timeout_at(arrived_at + state.body_timeout, read).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(_)) => {
-            state.metrics.bad_requests.inc();
-            return too_large();
-        }
-        Err(_) => {
-            state.metrics.bad_requests.inc();
-            tracing::info!("inbound request refused: the body did not arrive in time");
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                json!({"error": "request_timeout", "message": "body: did not arrive in time"}),
-            );
-        }
+    let bytes = match read_body(&state, &headers, body, arrived_at).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
     };
     let mut message = match inbound::InboundMessage::parse(&bytes) {
         Ok(message) => message,
@@ -301,6 +287,40 @@ fn too_many_requests(state: &AppState, retry: rate_limit::RetryAfter) -> Respons
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(retry.seconds()));
     response
+}
+
+/// An authenticated request's body, within `BODY_LIMIT` (declared or read) and the body
+/// timeout from its arrival; `Err` is the refusal to answer (413, 408), counted.
+async fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    arrived_at: tokio::time::Instant,
+) -> Result<axum::body::Bytes, Response> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > BODY_LIMIT) {
+        state.metrics.bad_requests.inc();
+        return Err(too_large());
+    }
+    let read = axum::body::to_bytes(body, BODY_LIMIT);
+    match tokio::time::timeout_at(arrived_at + state.body_timeout, read).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => {
+            state.metrics.bad_requests.inc();
+            Err(too_large())
+        }
+        Err(_) => {
+            state.metrics.bad_requests.inc();
+            tracing::info!("inbound request refused: the body did not arrive in time");
+            Err(error(
+                StatusCode::REQUEST_TIMEOUT,
+                json!({"error": "request_timeout", "message": "body: did not arrive in time"}),
+            ))
+        }
+    }
 }
 
 fn too_large() -> Response {

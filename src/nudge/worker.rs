@@ -245,6 +245,15 @@ impl NudgeWorker {
         if let Some(reason) = rules::before_read(&facts) {
             return Some(reason);
         }
+        // A contact held for a person gets nothing unprompted (`handoff`), whenever the nudge
+        // was scheduled.
+        let hours = crate::handoff::hold_hours(config);
+        if matches!(
+            crate::handoff::hold_at(conversation, hours, now),
+            crate::handoff::Hold::Held { .. }
+        ) {
+            return Some(CancelReason::Escalated);
+        }
         let tag = config
             .tools
             .as_ref()

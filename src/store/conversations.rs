@@ -20,6 +20,14 @@ pub struct Conversation {
     pub opening_sent_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The handoff that holds: when the hold begun at `escalated_at` was released (none yet, or
+    /// a release older than the last handoff: the hold in force is not released).
+    pub hold_released_at: Option<DateTime<Utc>>,
+    /// Why: `hold_expired`, `tag_removed` or `released` (`handoff::Release`).
+    pub hold_release_reason: Option<String>,
+    /// A release has not been told to the model yet: the next turn's prompt says a person had
+    /// the conversation.
+    pub hold_note_due: bool,
 }
 
 /// A contact's conversation and its contact tokens.
@@ -42,6 +50,25 @@ pub trait ConversationStore: Send + Sync + 'static {
     ) -> Result<Option<Conversation>>;
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()>;
+
+    /// The handoff that holds: records the release (at `at`, for `reason`) of the hold that began
+    /// at `held_since` (the conversation's `escalated_at`) and marks the note due. False, and
+    /// nothing written, when that hold is not the one in force (a newer handoff) or was released
+    /// already.
+    async fn release_hold(
+        &self,
+        id: ConversationId,
+        held_since: DateTime<Utc>,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<bool>;
+
+    /// The release's note was given to the model (the first turn after a release).
+    async fn hold_noted(&self, id: ConversationId) -> Result<()>;
+
+    /// Conversations handed over after `since` whose hold is not released: the contacts held now
+    /// when `since` is `holdHours` ago.
+    async fn held_contacts(&self, since: DateTime<Utc>) -> Result<i64>;
 
     /// 019: replace the current token hash, keeping the previous one, and bump the generation.
     async fn set_token(

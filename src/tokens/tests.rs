@@ -27,6 +27,9 @@ fn conversation() -> Conversation {
         opening_sent_at: None,
         created_at: at(9, 0),
         updated_at: at(9, 0),
+        hold_released_at: None,
+        hold_release_reason: None,
+        hold_note_due: false,
     }
 }
 

@@ -132,7 +132,8 @@ impl TurnEngine {
             tracing::info!(conversation = %conversation.id, discarded, "staged actions discarded on escalation");
         }
         let handoff = self.handoff_for(config, conversation, now);
-        let copy = &config.rules.messages.escalation;
+        // Outside business hours, the closed copy (`handoff::hours`).
+        let copy = &crate::handoff::escalation_copy(config, now).to_owned();
         let mut turn = NewTurn::agent(conversation.id, copy, outcome, message.turn.bound, now);
         turn.escalation_reason = Some(reason.as_str().to_owned());
         if let Some(answer) = answer {
@@ -147,7 +148,7 @@ impl TurnEngine {
         let failed = answer.is_some_and(|a| a.thought.error.is_some());
         let deferred = (mode == Mode::Deferred).then(|| ReplyPayload {
             actions: record.clone(),
-            ..ReplyPayload::of(hold::owed_after_failure(config, message, failed))
+            ..ReplyPayload::of(hold::owed_after_failure(config, message, failed, copy))
         });
         // The message, the reply, its charge, `escalated_at` and the handoff, in one write.
         let charge = answer.is_some().then(|| BudgetCharge::of(&turn));

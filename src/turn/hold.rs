@@ -73,20 +73,19 @@ pub(super) fn decide(
 
 /// What the outbox owes a contact whose turn escalated on the deferred path: the escalation
 /// copy, preceded by the holding line when the call failed after a silent response (030).
+/// `copy` is the escalation copy in force (`handoff::escalation_copy`: business hours).
 pub(super) fn owed_after_failure(
     config: &TenantConfig,
     message: &Message,
     failed: bool,
+    copy: &str,
 ) -> Vec<String> {
     let messages = &config.rules.messages;
     let withheld = message.promise.is_some_and(|p| p.holding_line_withheld);
     if failed && withheld {
-        vec![
-            messages.acknowledgement.clone(),
-            messages.escalation.clone(),
-        ]
+        vec![messages.acknowledgement.clone(), copy.to_owned()]
     } else {
-        vec![messages.escalation.clone()]
+        vec![copy.to_owned()]
     }
 }
 

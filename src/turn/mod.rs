@@ -34,6 +34,7 @@ mod context;
 mod detach;
 mod escalate;
 mod gates;
+mod held;
 mod hold;
 // 025: the nudge worker applies the turn cap to a nudge turn.
 pub use gates::messages_since_idle_gap;
@@ -229,15 +230,11 @@ impl TurnEngine {
         }
     }
 
-    /// The tenant's escalation copy from the current config: what any failure answers (C6).
+    /// The tenant's escalation copy from the current config: what any failure answers (C6);
+    /// outside business hours, the closed copy.
     pub fn escalation_copy(&self) -> String {
-        self.inner
-            .config
-            .snapshot()
-            .rules
-            .messages
-            .escalation
-            .clone()
+        let config = self.inner.config.snapshot();
+        crate::handoff::escalation_copy(&config, self.inner.clock.now()).to_owned()
     }
 
     pub fn tasks(&self) -> &TaskTracker {
@@ -339,7 +336,7 @@ impl TurnEngine {
         &self,
         inbound: Inbound,
         config: Arc<TenantConfig>,
-        conversation: Conversation,
+        mut conversation: Conversation,
         bound: bool,
         start: Start,
     ) -> Result<TurnResponse, TurnError> {
@@ -366,6 +363,17 @@ impl TurnEngine {
             now,
         )
         .await;
+        // A contact held for a person is recorded and not answered (`handoff`); a hold that has
+        // ended is released here, and this turn tells the model.
+        let fresh = read.is_some();
+        if let Some(response) = self
+            .held(&config, &mut conversation, fresh, &mut message, mode)
+            .await?
+        {
+            drop(guard);
+            return Ok(response);
+        }
+        let release_note = self.release_note(&conversation).await;
         if let Some(opening) = scripted_opening(&inbound, &config) {
             // 037: like any answer, it never overtakes a reply already queued for the contact.
             let counted = read.as_ref().map(|context| context.queued_replies);
@@ -430,12 +438,14 @@ impl TurnEngine {
         let known = self
             .sales_position(&config, &conversation, &inbound, bound, now, context.sales)
             .await?;
+        let mut notices = sales::notices::for_turn(&config, &known, bound);
+        notices.extend(release_note);
         let job = AgentJob {
             engine: self.clone(),
             derived,
             conversation,
             contact_text: inbound.text.clone(),
-            notices: sales::notices::for_turn(&config, &known, bound),
+            notices,
             sales: known,
             history,
             bound,

@@ -269,7 +269,7 @@ impl TurnEngine {
         let abort_at = now + chrono::Duration::from_std(left).unwrap_or(chrono::Duration::zero());
         let due = abort_at + PROMISE_MARGIN;
         let reply = ReplyPayload {
-            messages: vec![config.rules.messages.escalation.clone()],
+            messages: vec![crate::handoff::escalation_copy(config, now).to_owned()],
             actions: Vec::new(),
             turn_id: None,
             promise: Some(PromiseNote {
@@ -347,7 +347,7 @@ impl TurnEngine {
     }
 
     /// The tenant's handoff for an escalation now, unless this contact was handed over within
-    /// the idle-reset window already (a contact escalating again and again in a burst
+    /// the idle-reset window already and not handed back since (a contact escalating again and again in a burst
     /// is not tagged again each time; after an idle gap a new escalation hands it over anew).
     pub(super) fn handoff_for(
         &self,
@@ -356,10 +356,11 @@ impl TurnEngine {
         now: DateTime<Utc>,
     ) -> Vec<StagedAction> {
         let window = chrono::Duration::hours(i64::from(config.rules.idle_reset_hours));
-        if conversation
-            .escalated_at
-            .is_some_and(|at| now - at < window)
-        {
+        // A contact handed back to the assistant since (`handoff`) is handed over anew: the
+        // person removed the tag, or the hold ended, so the tag and the flow are due again.
+        if conversation.escalated_at.is_some_and(|at| {
+            now - at < window && !crate::handoff::released_since(conversation, at)
+        }) {
             return Vec::new();
         }
         actions::handoff_actions(config.rules.handoff.as_ref())
@@ -409,7 +410,7 @@ impl TurnEngine {
         let message = Message::new(NewTurn::user(conversation.id, text, false, now));
         let mut reply = NewTurn::agent(
             conversation.id,
-            &config.rules.messages.escalation,
+            crate::handoff::escalation_copy(&config, now),
             "escalated_precheck",
             false,
             now,

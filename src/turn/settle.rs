@@ -201,7 +201,10 @@ impl TurnEngine {
                 reply: reply.as_ref(),
                 escalated_at: Some(now),
                 deferred: Some(ReplyPayload::of(hold::owed_after_failure(
-                    config, &message, true,
+                    config,
+                    &message,
+                    true,
+                    crate::handoff::escalation_copy(config, now),
                 ))),
                 // 030: after the flows it sent, like any reply of the turn.
                 due: self.due_after_flows(job.conversation.id, &job.flows),

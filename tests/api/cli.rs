@@ -796,3 +796,47 @@ fn simulate_shows_what_the_agent_did_from_the_services_database_or_says_it_canno
         "{printed}"
     );
 }
+
+#[tokio::test]
+async fn handoff_release_command_hands_a_held_contact_back_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("agent.db").display());
+    let config = dir.path().join("config");
+    copy_tenant(&repo_path("config"), &config);
+    let store = manychat_agent::store::connect(&url).await.unwrap();
+    let subscriber = manychat_agent::ids::SubscriberId::parse("5550301").unwrap();
+    let now = chrono::Utc::now();
+    let conversation = store
+        .conversation_for(&subscriber, "whatsapp", now)
+        .await
+        .unwrap();
+    store.set_escalated(conversation.id, now).await.unwrap();
+    let release = |id: &str| {
+        binary()
+            .args(["release", id])
+            .env_clear()
+            .env("DATABASE_URL", &url)
+            .env("CONFIG_DIR", &config)
+            .output()
+            .unwrap()
+    };
+
+    let output = release("5550301");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).starts_with("released"), "{output:?}");
+    let stored = store.conversation(conversation.id).await.unwrap().unwrap();
+    assert_eq!(stored.hold_release_reason.as_deref(), Some("released"));
+    assert!(stored.hold_note_due);
+
+    let output = release("5550301");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).starts_with("not held"), "{output:?}");
+    let output = release("5550399");
+    assert!(
+        stdout(&output).starts_with("not held"),
+        "an unknown contact: {output:?}"
+    );
+    let output = release("55503O1");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(stderr(&output).contains("digits"), "{output:?}");
+}

@@ -407,7 +407,11 @@ async fn a_failed_handoff_is_retried_through_the_outbox() {
 async fn a_contact_handed_off_is_not_tagged_again_within_the_idle_window() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::replies([reply_json("Unused.")]));
-    let app = spawn_app(model).await;
+    // The hold off: every message of the burst escalates anew.
+    let app = spawn_app_with(AppOptions::new(model).edit(|dir| {
+        crate::selling::edit_rules(dir, |rules| rules["handoff"]["holdHours"] = 0.into())
+    }))
+    .await;
     let keyword = keyword(&app);
     for _ in 0..3 {
         let (_, body) = app.send("9102", &format!("{keyword} please")).await;

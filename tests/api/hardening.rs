@@ -377,7 +377,13 @@ async fn metrics_text(app: &TestApp) -> String {
 async fn authenticated_traffic_is_limited_per_contact_not_per_address() {
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::replies(vec![reply_json("Noted."); 700]));
-    let app = spawn_app(model).await;
+    // The hold off: the busy contact's messages past the hourly rate escalate, and each would
+    // otherwise read the handoff tag through the ManyChat limiter, which a frozen clock never
+    // refills.
+    let app = spawn_app_with(AppOptions::new(model).edit(|dir| {
+        crate::selling::edit_rules(dir, |rules| rules["handoff"]["holdHours"] = 0.into())
+    }))
+    .await;
     // More than the old per-address budget, all from 127.0.0.1, for different contacts.
     for i in 0..301 {
         let (status, _) = app.send(&format!("77{i:05}"), "Hello").await;

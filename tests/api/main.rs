@@ -13,6 +13,7 @@ mod faults;
 mod flows;
 mod gates;
 mod going_live;
+mod handoff_hold;
 mod hardening;
 mod hold;
 mod http_contract;

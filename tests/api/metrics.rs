@@ -38,6 +38,8 @@ const COUNTERS: &[&str] = &[
     "connections_refused",
     "connections_timed_out",
     "store_sample_failures",
+    "held_messages",
+    "hold_releases",
 ];
 const HISTOGRAMS: &[&str] = &[
     "answer_duration_seconds",
@@ -51,6 +53,7 @@ const GAUGES: &[&str] = &[
     "budget_cap_usd",
     "budget_spent_tokens",
     "budget_cap_tokens",
+    "contacts_held",
 ];
 
 fn documented() -> Vec<(String, OpenMetricsType)> {

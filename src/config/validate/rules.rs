@@ -91,7 +91,30 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
         }
     }
 
+    if let Some(closed) = &rules.messages.escalation_closed {
+        r.non_empty("$.messages.escalationClosed", closed);
+    }
+    if let Some(hours) = &rules.hours {
+        if let Err(problems) = crate::handoff::hours::Schedule::parse(hours) {
+            for (path, rule) in problems {
+                r.push(path, rule);
+            }
+        }
+        if rules.messages.escalation_closed.is_none() {
+            r.push(
+                "$.messages.escalationClosed",
+                "is required with hours: the copy a handoff sends while the business is closed",
+            );
+        }
+    }
+
     if let Some(handoff) = &rules.handoff {
+        if handoff.hold_hours > MAX_HOLD_HOURS {
+            r.push(
+                "$.handoff.holdHours",
+                format!("must be between 0 and {MAX_HOLD_HOURS} hours"),
+            );
+        }
         if let Some(tag) = &handoff.tag {
             r.non_empty("$.handoff.tag", tag);
         }
@@ -104,3 +127,6 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
     }
     r.issues
 }
+
+/// The longest hold after a handoff: a week.
+const MAX_HOLD_HOURS: u32 = 168;

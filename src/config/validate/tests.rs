@@ -170,6 +170,55 @@ fn system_4_handoff_flow_equal_to_reply_flow_fails_at_load() {
 }
 
 #[test]
+fn handoff_hold_hours_past_a_week_fails_at_load_and_zero_to_168_pass() {
+    for (hours, refused) in [(0, false), (24, false), (168, false), (169, true)] {
+        let (catalog, mut rules, tools) = demo();
+        rules
+            .handoff
+            .get_or_insert_with(Default::default)
+            .hold_hours = hours;
+        let issues = load_issues(&catalog, &rules, &tools);
+        let expected = refused.then(|| {
+            ConfigIssue::new(
+                "rules.json",
+                "$.handoff.holdHours",
+                "must be between 0 and 168 hours",
+            )
+        });
+        assert_eq!(issues, expected.into_iter().collect::<Vec<_>>(), "{hours}");
+    }
+}
+
+#[test]
+fn hours_without_escalation_closed_fails_at_load_naming_the_path() {
+    let (catalog, mut rules, tools) = demo();
+    rules.hours = Some(crate::config::Hours {
+        timezone: "Europe/Madrid".to_owned(),
+        weekly: [("mon".to_owned(), vec!["09:00-18:00".to_owned()])].into(),
+        closed: vec![],
+    });
+    let issues = load_issues(&catalog, &rules, &tools);
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert_eq!(issues[0].path, "$.messages.escalationClosed");
+    rules.messages.escalation_closed = Some("We are closed; a person replies when we open.".into());
+    assert_eq!(load_issues(&catalog, &rules, &tools), []);
+    rules.hours.as_mut().unwrap().timezone = "Nowhere/City".into();
+    let issues = load_issues(&catalog, &rules, &tools);
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert_eq!(issues[0].path, "$.hours.timezone");
+    assert_eq!(issues[0].file, "rules.json");
+}
+
+#[test]
+fn handoff_hold_hours_defaults_to_a_day() {
+    let handoff: crate::config::Handoff = serde_json::from_str(r#"{"tag": "t"}"#).unwrap();
+    assert_eq!(handoff.hold_hours, 24);
+    assert_eq!(crate::config::Handoff::default().hold_hours, 24);
+    let negative = serde_json::from_str::<crate::config::Handoff>(r#"{"holdHours": -1}"#);
+    assert!(negative.is_err(), "a negative hold is refused");
+}
+
+#[test]
 fn spec_024_verification_5_note_without_never_rendered_fails() {
     let (catalog, _, mut tools) = demo();
     tools.notes[0].never_rendered = false;

@@ -114,3 +114,97 @@ pub async fn conversations_without_token_lists_recent_contacts_only(store: &dyn 
         "a contact silent since before `since` is not"
     );
 }
+
+/// The handoff that holds: a release is recorded on the row (time, reason, note due), once per
+/// hold; a newer handoff is not released by a release meant for an older one.
+pub async fn handoff_release_is_recorded_once_per_hold(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    assert!(
+        !store
+            .release_hold(conversation.id, at_s(30), at_s(40), "released")
+            .await
+            .expect("release_hold"),
+        "never handed over: nothing to release"
+    );
+    store
+        .set_escalated(conversation.id, at_s(30))
+        .await
+        .expect("set_escalated");
+    assert!(
+        !store
+            .release_hold(conversation.id, at_s(20), at_s(40), "released")
+            .await
+            .expect("release_hold"),
+        "a release for an older handoff does not release the newer hold"
+    );
+    assert!(
+        store
+            .release_hold(conversation.id, at_s(30), at_s(40), "tag_removed")
+            .await
+            .expect("release_hold")
+    );
+    let stored = store
+        .conversation(conversation.id)
+        .await
+        .expect("conversation")
+        .expect("row");
+    assert_eq!(stored.hold_released_at, Some(at_s(40)));
+    assert_eq!(stored.hold_release_reason.as_deref(), Some("tag_removed"));
+    assert!(stored.hold_note_due);
+    assert!(
+        !store
+            .release_hold(conversation.id, at_s(30), at_s(50), "released")
+            .await
+            .expect("release_hold"),
+        "released already (another replica, the CLI)"
+    );
+    store.hold_noted(conversation.id).await.expect("hold_noted");
+    let noted = store
+        .conversation(conversation.id)
+        .await
+        .expect("conversation")
+        .expect("row");
+    assert!(!noted.hold_note_due);
+    assert_eq!(noted.hold_released_at, Some(at_s(40)), "the release stays");
+
+    // A new handoff starts a new hold, which can be released in its turn.
+    store
+        .set_escalated(conversation.id, at_s(60))
+        .await
+        .expect("set_escalated");
+    assert!(
+        store
+            .release_hold(conversation.id, at_s(60), at_s(70), "hold_expired")
+            .await
+            .expect("release_hold")
+    );
+}
+
+/// Contacts held now: handed over after `since` and not released since.
+pub async fn handoff_held_contacts_counts_unreleased_recent_handoffs(store: &dyn Store) {
+    let base = store
+        .held_contacts(at_s(1_000))
+        .await
+        .expect("held_contacts");
+    let held = fresh_conversation(store).await;
+    let released = fresh_conversation(store).await;
+    let old = fresh_conversation(store).await;
+    for (c, at) in [(&held, 2_000), (&released, 2_000), (&old, 500)] {
+        store
+            .set_escalated(c.id, at_s(at))
+            .await
+            .expect("set_escalated");
+    }
+    store
+        .release_hold(released.id, at_s(2_000), at_s(2_100), "released")
+        .await
+        .expect("release_hold");
+    assert_eq!(
+        store
+            .held_contacts(at_s(1_000))
+            .await
+            .expect("held_contacts")
+            - base,
+        1
+    );
+}

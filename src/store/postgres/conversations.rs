@@ -18,6 +18,9 @@ pub(super) fn conversation_from(row: &PgRow) -> Result<Conversation> {
         opening_sent_at: row.try_get("opening_sent_at")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
+        hold_released_at: row.try_get("hold_released_at")?,
+        hold_release_reason: row.try_get("hold_release_reason")?,
+        hold_note_due: row.try_get("hold_note_due")?,
     })
 }
 
@@ -83,6 +86,46 @@ impl ConversationStore for PgStore {
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
         set_escalated_in(&self.pool, id, at).await
+    }
+
+    async fn release_hold(
+        &self,
+        id: ConversationId,
+        held_since: DateTime<Utc>,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE conversations SET hold_released_at = $1, hold_release_reason = $2, \
+             hold_note_due = TRUE, updated_at = $1 \
+             WHERE id = $3 AND escalated_at = $4 \
+             AND (hold_released_at IS NULL OR hold_released_at < escalated_at)",
+        )
+        .bind(to_millis(at))
+        .bind(reason)
+        .bind(id)
+        .bind(held_since)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn hold_noted(&self, id: ConversationId) -> Result<()> {
+        sqlx::query("UPDATE conversations SET hold_note_due = FALSE WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn held_contacts(&self, since: DateTime<Utc>) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM conversations WHERE escalated_at > $1 \
+             AND (hold_released_at IS NULL OR hold_released_at < escalated_at)",
+        )
+        .bind(to_millis(since))
+        .fetch_one(&self.pool)
+        .await?)
     }
 
     async fn set_token(

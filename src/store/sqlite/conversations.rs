@@ -19,6 +19,9 @@ pub(super) fn conversation_from(row: &Row<'_>) -> Result<Conversation> {
         opening_sent_at: opt_time(row.get(11)?)?,
         created_at: time(row.get(12)?)?,
         updated_at: time(row.get(13)?)?,
+        hold_released_at: opt_time(row.get(14)?)?,
+        hold_release_reason: row.get(15)?,
+        hold_note_due: row.get::<_, i64>(16)? != 0,
     })
 }
 
@@ -108,6 +111,55 @@ impl ConversationStore for SqliteStore {
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
         self.write(move |conn| set_escalated_in(conn, id, at)).await
+    }
+
+    async fn release_hold(
+        &self,
+        id: ConversationId,
+        held_since: DateTime<Utc>,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<bool> {
+        let reason = reason.to_owned();
+        self.write(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE conversations SET hold_released_at = ?, hold_release_reason = ?, \
+                     hold_note_due = 1, updated_at = ? \
+                     WHERE id = ? AND escalated_at = ? \
+                     AND (hold_released_at IS NULL OR hold_released_at < escalated_at)",
+                )?
+                .execute(params![
+                    ms(at),
+                    reason,
+                    ms(at),
+                    IdText::of(id),
+                    ms(held_since)
+                ])?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    async fn hold_noted(&self, id: ConversationId) -> Result<()> {
+        self.write(move |conn| {
+            conn.prepare_cached("UPDATE conversations SET hold_note_due = 0 WHERE id = ?")?
+                .execute([IdText::of(id)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn held_contacts(&self, since: DateTime<Utc>) -> Result<i64> {
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM conversations WHERE escalated_at > ? \
+                     AND (hold_released_at IS NULL OR hold_released_at < escalated_at)",
+                )?
+                .query_row([ms(since)], |row| row.get::<_, i64>(0))?)
+        })
+        .await
     }
 
     async fn set_token(

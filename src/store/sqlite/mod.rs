@@ -144,6 +144,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turns_plugin_reads",
         include_str!("../../../migrations/sqlite/0015_turns_plugin_reads.sql"),
     ),
+    (
+        16,
+        "handoff_hold",
+        include_str!("../../../migrations/sqlite/0016_handoff_hold.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -152,7 +157,7 @@ macro_rules! conversation_columns {
     () => {
         "id, subscriber_id, channel, turn_count, escalated_at, last_message_at, token_hash, \
          previous_token_hash, token_issued_at, token_generation, offering, opening_sent_at, \
-         created_at, updated_at"
+         created_at, updated_at, hold_released_at, hold_release_reason, hold_note_due"
     };
 }
 
