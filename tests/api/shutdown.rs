@@ -1,4 +1,4 @@
-//! Shutdown (issue: the channel, item 10): stop accepting, let turns in flight finish.
+//! Shutdown (SYSTEM 3): stop accepting, let turns in flight finish.
 
 use std::time::Duration;
 
