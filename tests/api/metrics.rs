@@ -37,6 +37,7 @@ const COUNTERS: &[&str] = &[
     "bad_requests",
     "connections_refused",
     "connections_timed_out",
+    "connections_evicted",
     "store_sample_failures",
     "held_messages",
     "hold_releases",
