@@ -29,9 +29,11 @@ impl TurnEngine {
             .store
             .contact_tokens(conversation.id, from, until)
             .await?;
-        Ok(over_share(spent, cap)
-            .then_some(Denial::BudgetContact)
-            .map_or(Ok(()), Err))
+        Ok(if over_share(spent, cap) {
+            Err(Denial::BudgetContact)
+        } else {
+            Ok(())
+        })
     }
 }
 

@@ -470,21 +470,9 @@ async fn fault_an_escalation_copy_is_never_followed_by_the_real_answer_when_spac
 
 // --- in-process: SIGTERM drains what is due -----------------------------------------------
 
-/// Queues a reply for `subscriber`, due `after` from now on the app's (tokio's) clock.
+/// Queues a reply for `subscriber`, due `after` from now.
 async fn queue_reply(app: &TestApp, subscriber: &str, text: &str, after: Duration) -> i64 {
-    let conversation = app.conversation(subscriber).await;
-    let now = chrono::Utc::now();
-    app.store
-        .enqueue(&manychat_agent::store::NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: manychat_agent::store::OutboxKind::Reply,
-            payload: json!({"messages": [text], "actions": [], "turnId": null}),
-            next_attempt_at: now + chrono::Duration::from_std(after).unwrap(),
-            created_at: now,
-        })
-        .await
-        .unwrap()
+    queue_reply_at(app, subscriber, text, chrono::Utc::now(), after).await
 }
 
 #[tokio::test(start_paused = true)]

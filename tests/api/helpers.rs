@@ -586,3 +586,26 @@ pub fn test_database_url() -> String {
         .filter(|url| !url.is_empty())
         .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL")
 }
+
+/// Queues a reply row (`text`, no actions) for `subscriber`, created at `now` and due `after`
+/// it: what a turn owes the contact through the outbox. Returns the row's id.
+pub async fn queue_reply_at(
+    app: &TestApp,
+    subscriber: &str,
+    text: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    after: Duration,
+) -> i64 {
+    let conversation = app.conversation(subscriber).await;
+    app.store
+        .enqueue(&manychat_agent::store::NewOutboxRow {
+            conversation_id: conversation.id,
+            subscriber_id: conversation.subscriber_id.clone(),
+            kind: manychat_agent::store::OutboxKind::Reply,
+            payload: json!({"messages": [text], "actions": [], "turnId": null}),
+            next_attempt_at: now + chrono::Duration::from_std(after).unwrap(),
+            created_at: now,
+        })
+        .await
+        .unwrap()
+}

@@ -88,7 +88,7 @@ async fn one_line_per_pre_model_escalation() {
 #[tokio::test]
 async fn system_c5_a_manychat_refusal_quoting_the_contact_reaches_no_log_line_or_row() {
     use manychat_agent::clock::Clock;
-    use manychat_agent::store::{NewOutboxRow, OutboxKind, OutboxStatus};
+    use manychat_agent::store::OutboxStatus;
     use wiremock::matchers::method;
     use wiremock::{Mock, ResponseTemplate};
 
@@ -109,19 +109,14 @@ async fn system_c5_a_manychat_refusal_quoting_the_contact_reaches_no_log_line_or
         .mount(&app.manychat)
         .await;
     let conversation = app.conversation("5552801").await;
-    let now = Clock::system().now();
-    let id = app
-        .store
-        .enqueue(&NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: OutboxKind::Reply,
-            payload: json!({"messages": ["A reply owed."], "actions": [], "turnId": null}),
-            next_attempt_at: now,
-            created_at: now,
-        })
-        .await
-        .unwrap();
+    let id = queue_reply_at(
+        &app,
+        "5552801",
+        "A reply owed.",
+        Clock::system().now(),
+        std::time::Duration::ZERO,
+    )
+    .await;
     app.worker.run_once().await.unwrap();
 
     let row = app.store.outbox_row(id).await.unwrap().unwrap();

@@ -724,20 +724,14 @@ async fn manychat_error_code_is_kept_in_the_outbox_last_error() {
         .with_priority(1)
         .mount(&app.manychat)
         .await;
-    let conversation = app.conversation("5552502").await;
-    let now = Clock::system().now();
-    let id = app
-        .store
-        .enqueue(&NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: OutboxKind::Reply,
-            payload: json!({"messages": ["A reply owed."], "actions": [], "turnId": null}),
-            next_attempt_at: now,
-            created_at: now,
-        })
-        .await
-        .unwrap();
+    let id = queue_reply_at(
+        &app,
+        "5552502",
+        "A reply owed.",
+        Clock::system().now(),
+        Duration::ZERO,
+    )
+    .await;
     app.worker.run_once().await.unwrap();
     let row = app.store.outbox_row(id).await.unwrap().unwrap();
     assert_eq!(row.status, OutboxStatus::Failed, "a refusal is final");
