@@ -523,10 +523,7 @@ mod tests {
         answer["usage"]["cache_creation_input_tokens"] = json!(100);
         answer_with(&server, 200, answer).await;
 
-        let response = model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("step");
+        let response = first_step_answer(&model_for(&server)).await;
 
         assert_eq!(
             response,
@@ -562,10 +559,7 @@ mod tests {
         )
         .await;
 
-        let response = model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("step");
+        let response = first_step_answer(&model_for(&server)).await;
 
         assert_eq!(response.stop, StopReason::ToolCalls);
         assert_eq!(
@@ -625,23 +619,17 @@ mod tests {
         assert_eq!(response.output.as_deref(), Some(VALID_REPLY));
     }
 
+    fn anthropic_error(kind: &str, message: &str) -> Value {
+        json!({"type": "error", "error": {"type": kind, "message": message}})
+    }
+
     #[tokio::test]
     async fn anthropic_429_is_rate_limited_after_one_retry() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(429)
-                    .insert_header("retry-after", "0")
-                    .set_body_json(json!({"type": "error",
-                        "error": {"type": "rate_limit_error", "message": "slow down"}})),
-            )
-            .mount(&server)
-            .await;
+        let body = anthropic_error("rate_limit_error", "slow down");
+        answer_every_post(&server, error_answer(429, Some(("retry-after", "0")), body)).await;
 
-        let err = model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("429");
+        let err = first_step_error(&model_for(&server)).await;
 
         assert_eq!(err, ModelError::RateLimited);
         assert_eq!(received_bodies(&server).await.len(), 2);
@@ -650,43 +638,25 @@ mod tests {
     #[tokio::test]
     async fn anthropic_529_overloaded_is_an_http_error_with_its_type() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(529)
-                    .insert_header("retry-after-ms", "5")
-                    .set_body_json(json!({"type": "error",
-                        "error": {"type": "overloaded_error", "message": "Overloaded"}})),
-            )
-            .mount(&server)
-            .await;
+        let body = anthropic_error("overloaded_error", "Overloaded");
+        answer_every_post(
+            &server,
+            error_answer(529, Some(("retry-after-ms", "5")), body),
+        )
+        .await;
 
-        let err = model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("529");
+        let err = first_step_error(&model_for(&server)).await;
 
-        assert_eq!(
-            err,
-            ModelError::Http {
-                status: 529,
-                kind: "overloaded_error".into()
-            }
-        );
+        assert_eq!(err, http_error(529, "overloaded_error"));
         assert_eq!(received_bodies(&server).await.len(), 2);
     }
 
     #[tokio::test]
     async fn anthropic_malformed_body_is_malformed() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(ResponseTemplate::new(200).set_body_string("not json at all"))
-            .mount(&server)
-            .await;
+        answer_every_post(&server, garbled_answer("not json at all")).await;
 
-        let err = model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("malformed");
+        let err = first_step_error(&model_for(&server)).await;
 
         assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
     }

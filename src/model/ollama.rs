@@ -375,10 +375,7 @@ mod tests {
         let server = MockServer::start().await;
         answer_with(&server, 200, final_answer()).await;
 
-        let response = model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("step");
+        let response = first_step_answer(&model_for(&server)).await;
 
         assert_eq!(
             response,
@@ -451,18 +448,9 @@ mod tests {
         )
         .await;
 
-        let err = model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("404");
+        let err = first_step_error(&model_for(&server)).await;
 
-        assert_eq!(
-            err,
-            ModelError::Http {
-                status: 404,
-                kind: "unknown".into()
-            }
-        );
+        assert_eq!(err, http_error(404, "unknown"));
         assert_eq!(received_bodies(&server).await.len(), 1);
     }
 
@@ -471,10 +459,7 @@ mod tests {
         let server = MockServer::start().await;
         answer_with(&server, 200, json!({"done": true})).await;
 
-        let err = model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("malformed");
+        let err = first_step_error(&model_for(&server)).await;
 
         assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
     }

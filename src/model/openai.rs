@@ -384,12 +384,8 @@ mod tests {
     async fn system_4_openai_tool_step_sends_strict_tools_auto_choice_and_json_schema() {
         let server = MockServer::start().await;
         answer_with(&server, 200, final_answer()).await;
-        let model = model_for(&server).await;
 
-        model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("step");
+        first_step_answer(&model_for(&server).await).await;
 
         let bodies = received_bodies(&server).await;
         assert_eq!(bodies.len(), 1);
@@ -515,12 +511,7 @@ mod tests {
     async fn openai_final_answer_returns_output_and_usage_with_cached_tokens() {
         let server = MockServer::start().await;
         answer_with(&server, 200, final_answer()).await;
-        let model = model_for(&server).await;
-
-        let response = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("step");
+        let response = first_step_answer(&model_for(&server).await).await;
 
         assert_eq!(
             response,
@@ -562,12 +553,7 @@ mod tests {
             ),
         )
         .await;
-        let model = model_for(&server).await;
-
-        let response = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("step");
+        let response = first_step_answer(&model_for(&server).await).await;
 
         assert_eq!(response.stop, StopReason::ToolCalls);
         assert_eq!(response.output, None);
@@ -607,60 +593,48 @@ mod tests {
             ),
         )
         .await;
-        let model = model_for(&server).await;
 
-        let response = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("step");
+        let response = first_step_answer(&model_for(&server).await).await;
 
         assert_eq!(response.stop, StopReason::Refused);
         assert_eq!(response.output, None);
     }
 
+    fn parsed_completion(content: &str, finish_reason: &str) -> ModelResponse {
+        let body = completion(
+            json!({"role": "assistant", "content": content}),
+            finish_reason,
+        );
+        parse_response(body.to_string().as_bytes()).expect("parse")
+    }
+
     #[tokio::test]
     async fn openai_content_filter_is_refused_and_length_is_length() {
-        let filtered = parse_response(
-            completion(
-                json!({"role": "assistant", "content": "{"}),
-                "content_filter",
-            )
-            .to_string()
-            .as_bytes(),
-        )
-        .expect("parse");
-        assert_eq!(filtered.stop, StopReason::Refused);
+        assert_eq!(
+            parsed_completion("{", "content_filter").stop,
+            StopReason::Refused
+        );
 
-        let cut = parse_response(
-            completion(
-                json!({"role": "assistant", "content": "{\"messages\":[\"The pot"}),
-                "length",
-            )
-            .to_string()
-            .as_bytes(),
-        )
-        .expect("parse");
+        let cut = parsed_completion("{\"messages\":[\"The pot", "length");
         assert_eq!(cut.stop, StopReason::Length);
         assert_eq!(cut.output.as_deref(), Some("{\"messages\":[\"The pot"));
+    }
+
+    fn openai_error(kind: &str) -> Value {
+        json!({"error": {"message": "Please try again later.", "type": kind, "param": null, "code": null}})
     }
 
     #[tokio::test]
     async fn openai_429_is_retried_once_then_reported_as_rate_limited() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(429)
-                    .insert_header("retry-after-ms", "5")
-                    .set_body_json(json!({"error": {"type": "rate_limit_exceeded"}})),
-            )
-            .mount(&server)
-            .await;
-        let model = model_for(&server).await;
+        let answer = error_answer(
+            429,
+            Some(("retry-after-ms", "5")),
+            openai_error("rate_limit_exceeded"),
+        );
+        answer_every_post(&server, answer).await;
 
-        let err = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("429");
+        let err = first_step_error(&model_for(&server).await).await;
 
         assert_eq!(err, ModelError::RateLimited);
         assert_eq!(received_bodies(&server).await.len(), 2);
@@ -669,18 +643,11 @@ mod tests {
     #[tokio::test]
     async fn openai_one_429_then_success_returns_the_answer() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(ResponseTemplate::new(429).insert_header("retry-after-ms", "5"))
-            .up_to_n_times(1)
-            .mount(&server)
-            .await;
+        let answer = ResponseTemplate::new(429).insert_header("retry-after-ms", "5");
+        answer_next_posts(&server, 1, answer).await;
         answer_with(&server, 200, final_answer()).await;
-        let model = model_for(&server).await;
 
-        let response = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("retried");
+        let response = first_step_answer(&model_for(&server).await).await;
 
         assert_eq!(response.output.as_deref(), Some(VALID_REPLY));
         let bodies = received_bodies(&server).await;
@@ -691,16 +658,10 @@ mod tests {
     #[tokio::test]
     async fn openai_429_asking_for_more_than_a_second_is_not_retried() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "20"))
-            .mount(&server)
-            .await;
-        let model = model_for(&server).await;
+        let answer = ResponseTemplate::new(429).insert_header("retry-after", "20");
+        answer_every_post(&server, answer).await;
 
-        let err = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("429");
+        let err = first_step_error(&model_for(&server).await).await;
 
         assert_eq!(err, ModelError::RateLimited);
         assert_eq!(received_bodies(&server).await.len(), 1);
@@ -709,64 +670,33 @@ mod tests {
     #[tokio::test]
     async fn openai_5xx_is_retried_once_then_reports_status_and_error_type() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(503)
-                    .insert_header("retry-after-ms", "5")
-                    .set_body_json(json!({"error": {
-                        "message": "The server is overloaded.",
-                        "type": "server_error",
-                        "param": null,
-                        "code": null
-                    }})),
-            )
-            .mount(&server)
-            .await;
-        let model = model_for(&server).await;
-
-        let err = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("503");
-
-        assert_eq!(
-            err,
-            ModelError::Http {
-                status: 503,
-                kind: "server_error".into()
-            }
+        let answer = error_answer(
+            503,
+            Some(("retry-after-ms", "5")),
+            openai_error("server_error"),
         );
+        answer_every_post(&server, answer).await;
+
+        let err = first_step_error(&model_for(&server).await).await;
+
+        assert_eq!(err, http_error(503, "server_error"));
         assert_eq!(received_bodies(&server).await.len(), 2);
     }
 
     #[tokio::test]
     async fn c5_openai_4xx_is_not_retried_and_never_quotes_the_error_message() {
         let server = MockServer::start().await;
-        answer_with(
-            &server,
-            400,
-            json!({"error": {
-                "message": "Invalid value in messages[1]: How much is the pottery course?",
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": null
-            }}),
-        )
-        .await;
-        let model = model_for(&server).await;
+        let body = json!({"error": {
+            "message": "Invalid value in messages[1]: How much is the pottery course?",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": null
+        }});
+        answer_with(&server, 400, body).await;
 
-        let err = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("400");
+        let err = first_step_error(&model_for(&server).await).await;
 
-        assert_eq!(
-            err,
-            ModelError::Http {
-                status: 400,
-                kind: "invalid_request_error".into()
-            }
-        );
+        assert_eq!(err, http_error(400, "invalid_request_error"));
         assert!(!err.to_string().contains("pottery"));
         assert_eq!(received_bodies(&server).await.len(), 1);
     }
@@ -774,16 +704,9 @@ mod tests {
     #[tokio::test]
     async fn openai_malformed_body_is_malformed() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(ResponseTemplate::new(200).set_body_string("{\"choices\": [oops"))
-            .mount(&server)
-            .await;
-        let model = model_for(&server).await;
+        answer_every_post(&server, garbled_answer("{\"choices\": [oops")).await;
 
-        let err = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("malformed");
+        let err = first_step_error(&model_for(&server).await).await;
 
         assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
     }
@@ -799,10 +722,7 @@ mod tests {
         let model =
             OpenAiModel::new("gpt-4.1-mini", &Secret::new("k"), &closed_port_url()).expect("model");
 
-        let err = model
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect_err("refused");
+        let err = first_step_error(&model).await;
 
         assert!(matches!(err, ModelError::Transport(_)), "{err:?}");
     }

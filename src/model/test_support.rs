@@ -2,9 +2,13 @@
 //! read what a wiremock server received. Compiled for tests only.
 
 use serde_json::{Value, json};
-use wiremock::MockServer;
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use super::{Message, ModelRequest, ToolArguments, ToolCall, ToolChoice, ToolResult, ToolSpec};
+use super::{
+    Message, Model, ModelError, ModelRequest, ModelResponse, ToolArguments, ToolCall, ToolChoice,
+    ToolResult, ToolSpec,
+};
 
 pub(crate) const SYSTEM: &str = "You are the assistant of Demo Academy. Catalog: ...";
 pub(crate) const CONTACT_TEXT: &str = "<contact>How much is the pottery course?</contact>";
@@ -152,4 +156,65 @@ pub(crate) fn closed_port_url() -> String {
     let port = listener.local_addr().expect("local addr").port();
     drop(listener);
     format!("http://127.0.0.1:{port}")
+}
+
+/// Answers every POST the server receives with `answer`.
+pub(crate) async fn answer_every_post(server: &MockServer, answer: ResponseTemplate) {
+    Mock::given(method("POST"))
+        .respond_with(answer)
+        .mount(server)
+        .await;
+}
+
+/// Answers the next `times` POSTs with `answer`; mounted first, it wins over later mounts while
+/// it lasts.
+pub(crate) async fn answer_next_posts(server: &MockServer, times: u64, answer: ResponseTemplate) {
+    Mock::given(method("POST"))
+        .respond_with(answer)
+        .up_to_n_times(times)
+        .mount(server)
+        .await;
+}
+
+/// A provider's error answer: `status` with its JSON error body and, where the provider says
+/// when to come back, that header.
+pub(crate) fn error_answer(
+    status: u16,
+    retry: Option<(&str, &str)>,
+    body: Value,
+) -> ResponseTemplate {
+    let answer = ResponseTemplate::new(status).set_body_json(body);
+    match retry {
+        Some((name, value)) => answer.insert_header(name, value),
+        None => answer,
+    }
+}
+
+/// A 200 whose body is not the provider's JSON.
+pub(crate) fn garbled_answer(body: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_string(body)
+}
+
+/// The first step of a turn sent to `model`, which must fail; its error.
+pub(crate) async fn first_step_error(model: &impl Model) -> ModelError {
+    model
+        .step(&first_step(ToolChoice::Auto))
+        .await
+        .expect_err("the step must fail")
+}
+
+/// The first step of a turn sent to `model`, which must succeed; its answer.
+pub(crate) async fn first_step_answer(model: &impl Model) -> ModelResponse {
+    model
+        .step(&first_step(ToolChoice::Auto))
+        .await
+        .expect("the step must succeed")
+}
+
+/// The error a provider's HTTP failure maps to.
+pub(crate) fn http_error(status: u16, kind: &str) -> ModelError {
+    ModelError::Http {
+        status,
+        kind: kind.into(),
+    }
 }

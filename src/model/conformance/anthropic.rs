@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer};
 
-use super::{RefusesWhatTheApiRefuses, missing_keys, schema_keywords, unknown_keys};
+use super::{
+    RefusesWhatTheApiRefuses, assert_refused_as, assert_route_turn_conforms, missing_keys,
+    refusing_fake_at, schema_keywords, unknown_keys,
+};
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
 use crate::model::anthropic::{AnthropicModel, parse_response};
@@ -547,50 +550,25 @@ async fn anthropic_turn_passes_a_fake_that_refuses_what_anthropic_refuses() {
         .send()
         .await
         .expect("send");
-    assert_eq!(refused.status(), 400);
-    let err = crate::model::transport::status_error(
-        refused.status(),
-        &refused.bytes().await.expect("body"),
-    );
-    assert_eq!(
-        err,
-        crate::model::ModelError::Http {
-            status: 400,
-            kind: "invalid_request_error".into()
-        }
-    );
+    assert_refused_as(refused, "invalid_request_error").await;
 }
 
 #[tokio::test]
 async fn anthropic_turn_through_the_http_route_passes_a_fake_that_refuses_what_anthropic_refuses() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/messages"))
-        .respond_with(RefusesWhatTheApiRefuses {
-            check: request_problems,
-            error_body,
-            ok: official_message(
-                json!([{"type": "text", "text": super::route::route_reply()}]),
-                "end_turn",
-            ),
-        })
-        .mount(&server)
-        .await;
+    let fake = RefusesWhatTheApiRefuses {
+        check: request_problems,
+        error_body,
+        ok: official_message(
+            json!([{"type": "text", "text": super::route::route_reply()}]),
+            "end_turn",
+        ),
+    };
+    let server = refusing_fake_at("/v1/messages", fake).await;
     let provider: Arc<dyn Model> = Arc::new(model("claude-haiku-4-5", &server.uri()));
 
-    let (status, body) = super::route::answer_through_the_route(provider).await;
+    let answer = super::route::answer_through_the_route(provider).await;
 
-    assert_eq!(status, 200);
-    assert_eq!(
-        super::route::block_texts(&body),
-        vec![super::route::ROUTE_REPLY_TEXT]
-    );
-    let received = server.received_requests().await.unwrap_or_default();
-    assert!(!received.is_empty(), "the model was called");
-    for request in received {
-        let sent: Value = serde_json::from_slice(&request.body).expect("json");
-        assert!(request_problems(&sent).is_empty(), "{sent}");
-    }
+    assert_route_turn_conforms(answer, &server, request_problems).await;
 }
 
 #[test]

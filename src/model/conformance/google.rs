@@ -1100,27 +1100,16 @@ async fn google_blocked_answer_through_the_http_route_escalates_and_is_never_the
 #[tokio::test]
 async fn google_errors_are_retried_like_the_other_providers_and_summarised_to_their_status() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(503)
-                .insert_header("retry-after-ms", "5")
-                .set_body_json(json!({"error": {"code": 503,
-                    "message": "The model is overloaded for: How much is the pottery course?",
-                    "status": "UNAVAILABLE"}})),
-        )
-        .mount(&server)
-        .await;
-    let err = model("gemini-2.5-flash", &server.uri())
-        .step(&first_step(ToolChoice::Auto))
-        .await
-        .expect_err("503");
-    assert_eq!(
-        err,
-        crate::model::ModelError::Http {
-            status: 503,
-            kind: "UNAVAILABLE".into()
-        }
-    );
+    let body = json!({"error": {"code": 503,
+        "message": "The model is overloaded for: How much is the pottery course?",
+        "status": "UNAVAILABLE"}});
+    answer_every_post(
+        &server,
+        error_answer(503, Some(("retry-after-ms", "5")), body),
+    )
+    .await;
+    let err = first_step_error(&model("gemini-2.5-flash", &server.uri())).await;
+    assert_eq!(err, http_error(503, "UNAVAILABLE"));
     assert!(!err.to_string().contains("pottery"));
     assert_eq!(received_bodies(&server).await.len(), 2, "one retry");
 
@@ -1140,24 +1129,12 @@ async fn google_errors_are_retried_like_the_other_providers_and_summarised_to_th
         .step(&bad)
         .await
         .expect_err("no contents");
-    assert_eq!(
-        err,
-        crate::model::ModelError::Http {
-            status: 400,
-            kind: "INVALID_ARGUMENT".into()
-        }
-    );
+    assert_eq!(err, http_error(400, "INVALID_ARGUMENT"));
+
     let too_many = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(429).set_body_json(
-            json!({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}),
-        ))
-        .mount(&too_many)
-        .await;
-    let err = model("gemini-2.5-flash", &too_many.uri())
-        .step(&first_step(ToolChoice::Auto))
-        .await
-        .expect_err("429");
+    let body = json!({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}});
+    answer_every_post(&too_many, error_answer(429, None, body)).await;
+    let err = first_step_error(&model("gemini-2.5-flash", &too_many.uri())).await;
     assert_eq!(err, crate::model::ModelError::RateLimited);
 }
 

@@ -9,7 +9,8 @@
 //! real HTTP code against that fake.
 
 use serde_json::Value;
-use wiremock::{Request, Respond, ResponseTemplate};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 pub(crate) mod anthropic;
 pub(crate) mod google;
@@ -101,5 +102,42 @@ impl Respond for RefusesWhatTheApiRefuses {
         } else {
             ResponseTemplate::new(400).set_body_json((self.error_body)(&problems))
         }
+    }
+}
+
+/// A new server whose POSTs to `route` are answered by `fake`.
+pub(crate) async fn refusing_fake_at(route: &str, fake: RefusesWhatTheApiRefuses) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(route))
+        .respond_with(fake)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// The fake refused `refused` the way the provider documents it: a 400 whose body our error
+/// mapping reads as `kind`.
+pub(crate) async fn assert_refused_as(refused: reqwest::Response, kind: &str) {
+    assert_eq!(refused.status(), 400);
+    let status = refused.status();
+    let err = crate::model::transport::status_error(status, &refused.bytes().await.expect("body"));
+    assert_eq!(err, crate::model::test_support::http_error(400, kind));
+}
+
+/// A turn through the HTTP route answered the route's reply, and every request the provider's
+/// fake received passes `check` (there was at least one).
+pub(crate) async fn assert_route_turn_conforms(
+    (status, body): (u16, Value),
+    server: &MockServer,
+    check: fn(&Value) -> Vec<String>,
+) {
+    assert_eq!(status, 200);
+    assert_eq!(route::block_texts(&body), vec![route::ROUTE_REPLY_TEXT]);
+    let received = server.received_requests().await.unwrap_or_default();
+    assert!(!received.is_empty(), "the model was called");
+    for request in received {
+        let sent: Value = serde_json::from_slice(&request.body).expect("json");
+        assert!(check(&sent).is_empty(), "{sent}");
     }
 }

@@ -6,10 +6,12 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer};
+use wiremock::MockServer;
 
-use super::{RefusesWhatTheApiRefuses, missing_keys, unknown_keys};
+use super::{
+    RefusesWhatTheApiRefuses, assert_route_turn_conforms, missing_keys, refusing_fake_at,
+    unknown_keys,
+};
 use crate::agent::agent_reply_schema;
 use crate::model::ollama::{OllamaModel, parse_response};
 use crate::model::test_support::*;
@@ -170,6 +172,15 @@ fn spec_020_ollama_an_image_is_a_base64_string_in_a_messages_images() {
     assert!(!request_problems(&wrong).is_empty());
 }
 
+async fn refusing_fake(reply: &str) -> MockServer {
+    let fake = RefusesWhatTheApiRefuses {
+        check: request_problems,
+        error_body,
+        ok: official_chat(json!({"role": "assistant", "content": reply}), "stop"),
+    };
+    refusing_fake_at("/api/chat", fake).await
+}
+
 fn model(base: &str) -> OllamaModel {
     OllamaModel::new("llama3.1:8b", base).expect("model")
 }
@@ -269,16 +280,7 @@ fn ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
 
 #[tokio::test]
 async fn ollama_turn_passes_a_fake_that_refuses_what_cannot_work() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/api/chat"))
-        .respond_with(RefusesWhatTheApiRefuses {
-            check: request_problems,
-            error_body,
-            ok: official_chat(json!({"role": "assistant", "content": VALID_REPLY}), "stop"),
-        })
-        .mount(&server)
-        .await;
+    let server = refusing_fake(VALID_REPLY).await;
     let provider = model(&server.uri());
     for step in steps() {
         let response = provider
@@ -301,34 +303,12 @@ async fn ollama_turn_passes_a_fake_that_refuses_what_cannot_work() {
 
 #[tokio::test]
 async fn ollama_turn_through_the_http_route_passes_a_fake_that_refuses_what_cannot_work() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/api/chat"))
-        .respond_with(RefusesWhatTheApiRefuses {
-            check: request_problems,
-            error_body,
-            ok: official_chat(
-                json!({"role": "assistant", "content": super::route::route_reply()}),
-                "stop",
-            ),
-        })
-        .mount(&server)
-        .await;
+    let server = refusing_fake(&super::route::route_reply()).await;
     let provider: Arc<dyn Model> = Arc::new(model(&server.uri()));
 
-    let (status, body) = super::route::answer_through_the_route(provider).await;
+    let answer = super::route::answer_through_the_route(provider).await;
 
-    assert_eq!(status, 200);
-    assert_eq!(
-        super::route::block_texts(&body),
-        vec![super::route::ROUTE_REPLY_TEXT]
-    );
-    let received = server.received_requests().await.unwrap_or_default();
-    assert!(!received.is_empty(), "the model was called");
-    for request in received {
-        let sent: Value = serde_json::from_slice(&request.body).expect("json");
-        assert!(request_problems(&sent).is_empty(), "{sent}");
-    }
+    assert_route_turn_conforms(answer, &server, request_problems).await;
 }
 
 #[test]

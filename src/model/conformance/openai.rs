@@ -6,10 +6,12 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer};
+use wiremock::MockServer;
 
-use super::{RefusesWhatTheApiRefuses, missing_keys, schema_keywords, unknown_keys};
+use super::{
+    RefusesWhatTheApiRefuses, assert_refused_as, assert_route_turn_conforms, missing_keys,
+    refusing_fake_at, schema_keywords, unknown_keys,
+};
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
 use crate::model::openai::{OpenAiModel, parse_response};
@@ -412,18 +414,13 @@ fn official_answer(content: &str) -> Value {
     })
 }
 
-async fn refusing_fake() -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(RefusesWhatTheApiRefuses {
-            check: request_problems,
-            error_body,
-            ok: official_answer(VALID_REPLY),
-        })
-        .mount(&server)
-        .await;
-    server
+async fn refusing_fake(reply: &str) -> MockServer {
+    let fake = RefusesWhatTheApiRefuses {
+        check: request_problems,
+        error_body,
+        ok: official_answer(reply),
+    };
+    refusing_fake_at("/v1/chat/completions", fake).await
 }
 
 fn model(name: &str, base: &str) -> OpenAiModel {
@@ -528,7 +525,7 @@ fn openai_fake_refuses_what_the_old_requests_carried() {
 
 #[tokio::test]
 async fn openai_turn_passes_a_fake_that_refuses_what_openai_refuses() {
-    let server = refusing_fake().await;
+    let server = refusing_fake(VALID_REPLY).await;
     for name in ["gpt-5.4-mini", "gpt-4.1-mini"] {
         let provider = model(name, &server.uri()).with_operator_temperature(true);
         for step in steps() {
@@ -546,47 +543,17 @@ async fn openai_turn_passes_a_fake_that_refuses_what_openai_refuses() {
         .send()
         .await
         .expect("send");
-    assert_eq!(refused.status(), 400);
-    let err = crate::model::transport::status_error(
-        refused.status(),
-        &refused.bytes().await.expect("body"),
-    );
-    assert_eq!(
-        err,
-        crate::model::ModelError::Http {
-            status: 400,
-            kind: "invalid_request_error".into()
-        }
-    );
+    assert_refused_as(refused, "invalid_request_error").await;
 }
 
 #[tokio::test]
 async fn openai_turn_through_the_http_route_passes_a_fake_that_refuses_what_openai_refuses() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(RefusesWhatTheApiRefuses {
-            check: request_problems,
-            error_body,
-            ok: official_answer(&super::route::route_reply()),
-        })
-        .mount(&server)
-        .await;
+    let server = refusing_fake(&super::route::route_reply()).await;
     let provider: Arc<dyn Model> = Arc::new(model("gpt-5.4-mini", &server.uri()));
 
-    let (status, body) = super::route::answer_through_the_route(provider).await;
+    let answer = super::route::answer_through_the_route(provider).await;
 
-    assert_eq!(status, 200);
-    assert_eq!(
-        super::route::block_texts(&body),
-        vec![super::route::ROUTE_REPLY_TEXT]
-    );
-    let received = server.received_requests().await.unwrap_or_default();
-    assert!(!received.is_empty(), "the model was called");
-    for request in received {
-        let sent: Value = serde_json::from_slice(&request.body).expect("json");
-        assert!(request_problems(&sent).is_empty(), "{sent}");
-    }
+    assert_route_turn_conforms(answer, &server, request_problems).await;
 }
 
 #[test]
