@@ -149,6 +149,10 @@ pub struct Messages {
     /// Sent when the contact sends media the agent cannot read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_fallback: Option<String>,
+    /// 013: sent instead of a reply that repeats an earlier agent message; absent, the repeat
+    /// is sent and only recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closer: Option<String>,
     /// Sent instead of `escalation` on a handoff outside `hours`; required with `hours`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalation_closed: Option<String>,
