@@ -16,7 +16,7 @@ CREATE TABLE window_closings (
     created_at      TIMESTAMPTZ NOT NULL,
     updated_at      TIMESTAMPTZ NOT NULL
 );
-CREATE INDEX window_closings_retry ON window_closings (claimed_at) WHERE status = 'retry';
+CREATE INDEX window_closings_retry ON window_closings (updated_at) WHERE status = 'retry';
 
 -- The worker looks for contacts whose last message is 1380 to 1440 minutes old.
 CREATE INDEX conversations_last_message_at ON conversations (last_message_at);

@@ -34,4 +34,5 @@ mod selling;
 mod shutdown;
 mod tokens;
 mod tools;
+mod window_closing;
 mod wiring;

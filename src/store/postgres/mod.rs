@@ -22,6 +22,7 @@ use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
 use super::{ActionRecord, Nudge, NudgeExchange, NudgeStatus, SalesRecord};
+use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use super::{
     BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
     Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Store,

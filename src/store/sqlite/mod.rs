@@ -45,6 +45,7 @@ use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
 use super::{ActionRecord, Nudge, NudgeExchange, NudgeStatus, SalesRecord};
+use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use super::{
     BudgetCharge, BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock,
     Exchange, ExchangeIds, Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow,
