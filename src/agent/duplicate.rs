@@ -121,7 +121,10 @@ mod tests {
                 actions_performed: Vec::new(),
             },
         ];
-        assert!(repeats(&["the COURSE is   450 usd. 👍".to_owned()], &history));
+        assert!(repeats(
+            &["the COURSE is   450 usd. 👍".to_owned()],
+            &history
+        ));
         assert!(repeats(
             &["Something new".to_owned(), "hello!".to_owned()],
             &history

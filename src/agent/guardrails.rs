@@ -258,7 +258,10 @@ pub fn apply_guardrails(raw: Option<&str>, ctx: &GuardrailContext<'_>) -> Guarde
         out.push(clamp_at_word(&q, MAX_MESSAGE_CHARS));
     }
     if let Some(duplicate) = duplicate {
-        tracing::info!(kind = duplicate.kind(), "reply repeated an earlier agent message");
+        tracing::info!(
+            kind = duplicate.kind(),
+            "reply repeated an earlier agent message"
+        );
     }
     GuardedReply {
         messages: out,
@@ -931,7 +934,11 @@ mod tests {
     #[test]
     fn spec_013_a_repeated_reply_becomes_the_closer_without_its_closing_question() {
         let got = against_history(
-            reply(json!(["It runs on  TUESDAYS. 📅"]), json!("Shall I book you?"), 0.8),
+            reply(
+                json!(["It runs on  TUESDAYS. 📅"]),
+                json!("Shall I book you?"),
+                0.8,
+            ),
             "Hi!\n\nIt runs on Tuesdays.",
             Some("Glad to help. Write whenever you like."),
         );
@@ -945,11 +952,18 @@ mod tests {
     #[test]
     fn spec_013_without_a_closer_the_repeat_is_sent_and_marked() {
         let got = against_history(
-            reply(json!(["It runs on tuesdays."]), json!("Shall I book you?"), 0.8),
+            reply(
+                json!(["It runs on tuesdays."]),
+                json!("Shall I book you?"),
+                0.8,
+            ),
             "It runs on Tuesdays.",
             None,
         );
-        assert_eq!(got.messages, vec!["It runs on tuesdays.", "Shall I book you?"]);
+        assert_eq!(
+            got.messages,
+            vec!["It runs on tuesdays.", "Shall I book you?"]
+        );
         assert_eq!(got.duplicate, Some(Duplicate::Detected));
         let fresh = against_history(
             reply(json!(["It runs on Mondays."]), Value::Null, 0.8),

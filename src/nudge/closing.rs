@@ -25,9 +25,7 @@ use serde_json::json;
 use super::rules;
 use super::worker::NudgeWorker;
 use crate::config::TenantConfig;
-use crate::store::{
-    Conversation, NewTurn, WindowClosing, WindowClosingClaim, WindowClosingStatus,
-};
+use crate::store::{Conversation, NewTurn, WindowClosing, WindowClosingClaim, WindowClosingStatus};
 
 /// Minutes after the contact's last message the flow is sent (fixed: 025's bound).
 pub const DUE_AFTER_MINUTES: i64 = crate::config::MAX_NUDGE_MINUTES as i64;

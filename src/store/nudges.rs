@@ -68,8 +68,7 @@ pub trait NudgeStore: Send + Sync + 'static {
     /// (`open_after`, `due_before`] and who have no row yet (inserted `running`), then rows in
     /// `retry` last settled at or before `retry_before` (moved back to `running`). The claim is
     /// `claimed_at = now`.
-    async fn claim_window_closings(&self, claim: WindowClosingClaim)
-    -> Result<Vec<WindowClosing>>;
+    async fn claim_window_closings(&self, claim: WindowClosingClaim) -> Result<Vec<WindowClosing>>;
 
     /// 031: settles a claimed row (`retry`, `given_up`, `skipped` with its reason) with its
     /// failed-send count, only while it is still running under `claimed`'s claim: whether it
@@ -98,8 +97,10 @@ pub trait NudgeStore: Send + Sync + 'static {
     ) -> Result<Option<i64>>;
 
     /// 031: the conversation's window-closing row, if any.
-    async fn window_closing(&self, conversation_id: ConversationId)
-    -> Result<Option<WindowClosing>>;
+    async fn window_closing(
+        &self,
+        conversation_id: ConversationId,
+    ) -> Result<Option<WindowClosing>>;
 }
 
 /// 025: what a nudge turn writes (see [`NudgeStore::record_nudge_turn`]). There is no contact

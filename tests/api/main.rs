@@ -20,6 +20,7 @@ mod http_contract;
 mod logs;
 mod media;
 mod metrics;
+mod no_repeat;
 mod nudges;
 mod opening;
 mod order;

@@ -254,7 +254,7 @@ async fn schedule_after_last_message(
     conversation
 }
 
-pub async fn get_info_answers(app: &TestApp, status: u16, tags: &[&str]) {
+async fn get_info_answers(app: &TestApp, status: u16, tags: &[&str]) {
     let tags: Vec<Value> = tags
         .iter()
         .enumerate()

@@ -10,7 +10,7 @@ use wiremock::matchers::{body_partial_json, method, path, query_param};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
-use crate::nudges::{Rig, get_info_answers, hours, rig_at};
+use crate::nudges::{Rig, hours, rig_at};
 use crate::selling::*;
 
 const WINDOW_FLOW: &str = "content20260101000000_000955";
@@ -54,7 +54,12 @@ async fn window_flows(app: &TestApp) -> Vec<String> {
         .await
         .iter()
         .filter(|r| r.path == FLOW && r.body["flow_ns"] == WINDOW_FLOW)
-        .map(|r| r.body["subscriber_id"].to_string().trim_matches('"').to_owned())
+        .map(|r| {
+            r.body["subscriber_id"]
+                .to_string()
+                .trim_matches('"')
+                .to_owned()
+        })
         .collect()
 }
 
@@ -237,11 +242,20 @@ async fn spec_031_window_closing_verification_3_contact_replied_leaves_the_conta
     // The contact wrote before the retry: released, due again from the new message.
     let replied = last + minutes(1385);
     app.store
-        .record_turn(&NewTurn::user(conversation.id, "still there?", true, replied))
+        .record_turn(&NewTurn::user(
+            conversation.id,
+            "still there?",
+            true,
+            replied,
+        ))
         .await
         .unwrap();
     let rig = pass_at(&app, last + minutes(1390)).await;
-    assert_eq!(rig.metrics.window_closing_count("released", "contact_replied"), 1);
+    assert_eq!(
+        rig.metrics
+            .window_closing_count("released", "contact_replied"),
+        1
+    );
     assert_eq!(row(&app, &conversation).await, None);
     assert!(window_flows(&app).await.is_empty());
     pass_at(&app, replied + minutes(1379)).await;
@@ -336,7 +350,12 @@ async fn spec_031_window_closing_a_send_failing_until_the_window_closes_is_given
         Some((WindowClosingStatus::GivenUp, None))
     );
     assert_eq!(rig.metrics.window_closing_count("given_up", ""), 1);
-    let stored = app.store.window_closing(conversation.id).await.unwrap().unwrap();
+    let stored = app
+        .store
+        .window_closing(conversation.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.attempts, 3);
     // Counted as sent: ManyChat answering again changes nothing, nor a new silence.
     app.manychat.reset().await;

@@ -738,7 +738,10 @@ fn spec_031_window_closing_verification_1_its_flow_is_checked_like_a_flow_and_is
         });
     };
     with(&mut tools, "content20260101000000_000955");
-    assert!(tool_issues(&tools, &catalog).is_empty(), "a distinct flow loads");
+    assert!(
+        tool_issues(&tools, &catalog).is_empty(),
+        "a distinct flow loads"
+    );
     let flow = tools.flows[0].flow_ns.clone();
     for (ns, rule) in [
         (flow.as_str(), "must not equal any flows[].flowNs"),

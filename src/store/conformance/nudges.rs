@@ -512,7 +512,10 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
     let retry = |now| claimed_for(store, now, contact.id);
     assert_eq!(retry(minutes(1381)).await, None);
     let again = retry(minutes(1382)).await.expect("claimed again");
-    assert_eq!((again.status, again.attempts), (WindowClosingStatus::Running, 1));
+    assert_eq!(
+        (again.status, again.attempts),
+        (WindowClosingStatus::Running, 1)
+    );
     assert!(
         !store
             .settle_window_closing(&claimed, WindowClosingStatus::Retry, None, 2, minutes(1382))
@@ -525,7 +528,10 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
     wrote(store, contact.id, minutes(1390)).await;
     assert!(store.release_window_closing(&again).await.expect("release"));
     assert_eq!(store.window_closing(contact.id).await.expect("read"), None);
-    assert_eq!(claimed_for(store, minutes(1390 + 1379), contact.id).await, None);
+    assert_eq!(
+        claimed_for(store, minutes(1390 + 1379), contact.id).await,
+        None
+    );
     let due = claimed_for(store, minutes(1390 + 1380), contact.id)
         .await
         .expect("due again");
@@ -552,13 +558,20 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
             .is_none(),
         "a sent row is not written twice"
     );
-    let row = store.window_closing(contact.id).await.expect("read").unwrap();
+    let row = store
+        .window_closing(contact.id)
+        .await
+        .expect("read")
+        .unwrap();
     assert_eq!(row.status, WindowClosingStatus::Sent);
     let turns = store.turns(contact.id).await.expect("turns");
     let recorded = turns.iter().find(|t| t.id == turn_id).expect("the turn");
     assert_eq!(recorded.outcome.as_deref(), Some("window_closing_sent"));
     wrote(store, contact.id, minutes(5000)).await;
-    assert_eq!(claimed_for(store, minutes(5000 + 1380), contact.id).await, None);
+    assert_eq!(
+        claimed_for(store, minutes(5000 + 1380), contact.id).await,
+        None
+    );
 
     // A skip other than contact_replied is final.
     assert!(
@@ -573,13 +586,20 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
             .await
             .expect("skip")
     );
-    let row = store.window_closing(skipped.id).await.expect("read").unwrap();
+    let row = store
+        .window_closing(skipped.id)
+        .await
+        .expect("read")
+        .unwrap();
     assert_eq!(
         (row.status, row.reason.as_deref()),
         (WindowClosingStatus::Skipped, Some("escalated"))
     );
     wrote(store, skipped.id, minutes(3000)).await;
-    assert_eq!(claimed_for(store, minutes(3000 + 1380), skipped.id).await, None);
+    assert_eq!(
+        claimed_for(store, minutes(3000 + 1380), skipped.id).await,
+        None
+    );
 }
 
 /// 031: two workers claiming at once take each due contact once.

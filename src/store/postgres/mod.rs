@@ -22,7 +22,6 @@ use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
 use super::{ActionRecord, Nudge, NudgeExchange, NudgeStatus, SalesRecord};
-use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use super::{
     BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
     Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Store,
@@ -32,6 +31,7 @@ use super::{
     ConversationStore, CounterStore, ErasureStore, NudgeStore, OrderStore, OutboxStore,
     ReportStore, SalesStore, TurnStore,
 };
+use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use crate::ids::{ConversationId, SubscriberId};
 
 /// `DATABASE_POOL_SIZE` when unset. A turn holds a connection only for its short queries (never

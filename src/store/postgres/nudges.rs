@@ -161,10 +161,7 @@ impl NudgeStore for PgStore {
         Ok(Some(turn))
     }
 
-    async fn claim_window_closings(
-        &self,
-        claim: WindowClosingClaim,
-    ) -> Result<Vec<WindowClosing>> {
+    async fn claim_window_closings(&self, claim: WindowClosingClaim) -> Result<Vec<WindowClosing>> {
         // The primary key decides between replicas: a contact two workers select at once is
         // inserted by one; the other's insert does nothing and returns no row.
         let fresh = sqlx::query(

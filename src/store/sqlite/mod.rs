@@ -45,7 +45,6 @@ use uuid::Uuid;
 
 use super::common::{self, after, before, bounded_error, not_found};
 use super::{ActionRecord, Nudge, NudgeExchange, NudgeStatus, SalesRecord};
-use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use super::{
     BudgetCharge, BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock,
     Exchange, ExchangeIds, Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow,
@@ -55,6 +54,7 @@ use super::{
     ConversationStore, CounterStore, ErasureStore, NudgeStore, OrderStore, OutboxStore,
     ReportStore, SalesStore, TurnStore,
 };
+use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use crate::ids::{ConversationId, SubscriberId};
 
 mod checkpoint;

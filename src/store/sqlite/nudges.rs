@@ -154,10 +154,7 @@ impl NudgeStore for SqliteStore {
         .await
     }
 
-    async fn claim_window_closings(
-        &self,
-        claim: WindowClosingClaim,
-    ) -> Result<Vec<WindowClosing>> {
+    async fn claim_window_closings(&self, claim: WindowClosingClaim) -> Result<Vec<WindowClosing>> {
         // The one writer makes each select-then-write atomic; the insert and the update
         // re-check all the same.
         self.write(move |conn| {
@@ -170,11 +167,9 @@ impl NudgeStore for SqliteStore {
             )?;
             let mut claimed = Vec::with_capacity(due.len());
             for (conversation, last_inbound) in due {
-                let changed = conn.prepare_cached(INSERT_WINDOW_CLOSING)?.execute(params![
-                    conversation,
-                    last_inbound,
-                    now
-                ])?;
+                let changed = conn
+                    .prepare_cached(INSERT_WINDOW_CLOSING)?
+                    .execute(params![conversation, last_inbound, now])?;
                 if changed == 1 {
                     claimed.push(WindowClosing {
                         conversation_id: uuid(&conversation)?,
@@ -193,10 +188,9 @@ impl NudgeStore for SqliteStore {
                 window_closing_from,
             )?;
             for mut row in retries {
-                let changed = conn.prepare_cached(CLAIM_WINDOW_CLOSING)?.execute(params![
-                    now,
-                    IdText::of(row.conversation_id)
-                ])?;
+                let changed = conn
+                    .prepare_cached(CLAIM_WINDOW_CLOSING)?
+                    .execute(params![now, IdText::of(row.conversation_id)])?;
                 if changed == 1 {
                     row.status = WindowClosingStatus::Running;
                     row.claimed_at = time(now)?;
@@ -219,14 +213,16 @@ impl NudgeStore for SqliteStore {
         let (id, claimed_at) = (claimed.conversation_id, ms(claimed.claimed_at));
         let reason = reason.map(str::to_owned);
         self.write(move |conn| {
-            let changed = conn.prepare_cached(SETTLE_WINDOW_CLOSING)?.execute(params![
-                status.as_str(),
-                reason,
-                attempts,
-                ms(now),
-                IdText::of(id),
-                claimed_at
-            ])?;
+            let changed = conn
+                .prepare_cached(SETTLE_WINDOW_CLOSING)?
+                .execute(params![
+                    status.as_str(),
+                    reason,
+                    attempts,
+                    ms(now),
+                    IdText::of(id),
+                    claimed_at
+                ])?;
             Ok(changed > 0)
         })
         .await
@@ -253,14 +249,16 @@ impl NudgeStore for SqliteStore {
         let now = ms(turn.created_at);
         let turn = TurnRow::of(turn)?;
         self.write(move |conn| {
-            let settled = conn.prepare_cached(SETTLE_WINDOW_CLOSING)?.execute(params![
-                WindowClosingStatus::Sent.as_str(),
-                Option::<String>::None,
-                attempts,
-                now,
-                IdText::of(id),
-                claimed_at
-            ])?;
+            let settled = conn
+                .prepare_cached(SETTLE_WINDOW_CLOSING)?
+                .execute(params![
+                    WindowClosingStatus::Sent.as_str(),
+                    Option::<String>::None,
+                    attempts,
+                    now,
+                    IdText::of(id),
+                    claimed_at
+                ])?;
             if settled == 0 {
                 return Ok(None);
             }
