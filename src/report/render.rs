@@ -218,7 +218,7 @@ fn sales_rows(out: &mut String, w: &WeekMeasures) {
     );
     row(
         out,
-        "  window-closing reply rate (24 h)",
+        "  last-word reply rate (24 h)",
         rate(
             s.window_closing_reply_rate,
             Some(s.window_closings_replied),
