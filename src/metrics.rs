@@ -27,6 +27,7 @@ use prometheus_client::registry::Registry;
 
 use crate::actions::{ActionStatus, StagedAction};
 use crate::agent::EscalationCause;
+use crate::agent::duplicate::Duplicate;
 use crate::config::Budget;
 use crate::escalation::Escalation;
 use crate::store::Store;
@@ -137,6 +138,10 @@ pub struct Metrics {
     actions: Family<[(&'static str, String); 2], Counter>,
     /// Replies a guardrail stopped, by kind.
     guardrail_violations: Family<Labels<1>, Counter>,
+    /// 013: replies that repeated an earlier agent message, by kind (`replaced`, `detected`).
+    duplicate_replies: Family<Labels<1>, Counter>,
+    /// 031: window-closing flows by state (`sent`, `given_up`, `retry`, `skipped`) and reason.
+    window_closings: Family<[(&'static str, String); 2], Counter>,
     answer_time: HistogramFamily<Labels<1>>,
     model_call_time: HistogramFamily<Labels<1>>,
     manychat_request_time: HistogramFamily<Labels<2>>,
@@ -263,6 +268,21 @@ impl Default for Metrics {
             "Replies a guardrail stopped, by kind",
             guardrail_violations.clone(),
         );
+        let duplicate_replies = Family::default();
+        registry.register(
+            "duplicate_replies",
+            "Replies that repeated an earlier agent message, by kind (replaced by the closer, or detected and sent)",
+            duplicate_replies.clone(),
+        );
+        let window_closings: Family<[(&'static str, String); 2], Counter> = Family::default();
+        for state in ["sent", "given_up"] {
+            let _ = window_closings.get_or_create(&nudge_labels(state, ""));
+        }
+        registry.register(
+            "window_closings",
+            "Window-closing flows by state and reason",
+            window_closings.clone(),
+        );
         let answer_time = histograms(|| Histogram::new(ANSWER_BUCKETS));
         registry.register(
             "answer_duration_seconds",
@@ -347,6 +367,8 @@ impl Default for Metrics {
             nudges,
             actions,
             guardrail_violations,
+            duplicate_replies,
+            window_closings,
             answer_time,
             model_call_time,
             manychat_request_time,
@@ -363,7 +385,7 @@ impl Default for Metrics {
 }
 
 /// The turn outcomes README's metrics table documents: their series exist from the start.
-const DOCUMENTED_OUTCOMES: [&str; 7] = [
+const DOCUMENTED_OUTCOMES: [&str; 8] = [
     "answered_inline",
     "deferred",
     "escalated_model",
@@ -371,6 +393,7 @@ const DOCUMENTED_OUTCOMES: [&str; 7] = [
     "failed_validation",
     "error",
     "answered_scripted",
+    "window_closing_sent",
 ];
 
 /// The escalations the server decides (the model's own reasons appear as it gives them).
@@ -423,6 +446,11 @@ impl Metrics {
         for kind in ["schema", "field_echo", "leak", "low_confidence"] {
             let _ = self.guardrail_violations.get_or_create(&[("kind", kind)]);
         }
+        for duplicate in [Duplicate::Replaced, Duplicate::Detected] {
+            let _ = self
+                .duplicate_replies
+                .get_or_create(&[("kind", duplicate.kind())]);
+        }
         for path in [AnswerPath::Inline, AnswerPath::Held, AnswerPath::Deferred] {
             let _ = self.answer_time.get_or_create(&[("path", path.as_str())]);
         }
@@ -453,6 +481,28 @@ impl Metrics {
         self.escalations
             .get_or_create(&[("reason", reason.as_str())])
             .inc();
+    }
+
+    /// 013: a reply that repeated an earlier agent message.
+    pub fn duplicate(&self, duplicate: Duplicate) {
+        self.duplicate_replies
+            .get_or_create(&[("kind", duplicate.kind())])
+            .inc();
+    }
+
+    /// 031: a window-closing flow's state change, with its reason (`""` for none).
+    pub fn window_closing(&self, state: &'static str, reason: &'static str) {
+        self.window_closings
+            .get_or_create(&nudge_labels(state, reason))
+            .inc();
+    }
+
+    /// The count [`Metrics::window_closing`] kept for `state` and `reason`.
+    pub fn window_closing_count(&self, state: &str, reason: &str) -> u64 {
+        self.window_closings
+            .get(&nudge_labels(state, reason))
+            .map(|c| c.get())
+            .unwrap_or_default()
     }
 
     /// Counts a nudge's state change (025): `state` with its `reason` (`""` for none).

@@ -14,7 +14,9 @@
 //! 4. the model's own escalation;
 //! 5. confidence below `confidenceThreshold` escalates `low_confidence`;
 //! 6. clamps: each message at most 1000 characters (cut at a word boundary), at most 3 messages;
-//! 7. the closing question is appended as the last message.
+//! 7. a reply repeating an earlier agent message of the history becomes `messages.closer`, or is
+//!    only marked when no closer is set (013, [`super::duplicate`]);
+//! 8. the closing question is appended as the last message (not after a closer).
 //!
 //! Invariants: an escalating `GuardedReply` has no messages (the caller sends the tenant's
 //! escalation copy); a non-escalating one has at least one non-empty message. Nothing here logs
@@ -30,8 +32,9 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::config::Rules;
 
+use super::duplicate::{self, Duplicate};
 use super::fence::Fence;
-use super::prompt::{HEADER_CATALOG, SECTION_MARKERS};
+use super::prompt::{HEADER_CATALOG, HistoryTurn, SECTION_MARKERS};
 use super::reply::{
     AgentReply, EscalationReason, MAX_MESSAGE_CHARS, MAX_REPLY_MESSAGES, parse_reply,
 };
@@ -51,6 +54,8 @@ pub struct GuardrailContext<'a> {
     /// The channel's message cap; the reply never exceeds it (nor 3 messages before the closing
     /// question).
     pub max_messages: usize,
+    /// The history the model was given: a reply may not repeat its agent messages (013).
+    pub history: &'a [HistoryTurn],
 }
 
 /// Why a turn escalated, as far as the agent core knows. The caller uses it to pick the outcome
@@ -104,6 +109,8 @@ pub struct GuardedReply {
     pub cause: EscalationCause,
     /// The model's confidence, when its output passed the schema.
     pub confidence: Option<f64>,
+    /// 013: the reply repeated an earlier agent message (never on an escalation).
+    pub duplicate: Option<Duplicate>,
 }
 
 impl GuardedReply {
@@ -119,6 +126,7 @@ impl GuardedReply {
             reason,
             cause,
             confidence,
+            duplicate: None,
         }
     }
 
@@ -147,6 +155,7 @@ impl fmt::Debug for GuardedReply {
             .field("reason", &self.reason)
             .field("cause", &self.cause)
             .field("confidence", &self.confidence)
+            .field("duplicate", &self.duplicate)
             .finish()
     }
 }
@@ -225,18 +234,34 @@ pub fn apply_guardrails(raw: Option<&str>, ctx: &GuardrailContext<'_>) -> Guarde
         );
     }
 
-    // 6. Clamps. 7. The closing question, when the channel has room for it: the answer itself
-    // matters more than the question that follows it.
+    // 6. Clamps.
     let cap = ctx.max_messages.max(1);
     let mut out: Vec<String> = messages
         .iter()
         .take(MAX_REPLY_MESSAGES.min(cap))
         .map(|m| clamp_at_word(m, MAX_MESSAGE_CHARS))
         .collect();
-    if let Some(q) = closing_question
+    // 7. A repeat (013): the closer replaces the reply and its closing question.
+    let repeated = duplicate::repeats(&out, ctx.history);
+    let closer = ctx.rules.messages.closer.as_deref().filter(|_| repeated);
+    let duplicate = repeated.then_some(match closer {
+        Some(_) => Duplicate::Replaced,
+        None => Duplicate::Detected,
+    });
+    if let Some(closer) = closer {
+        out = vec![clamp_at_word(closer, MAX_MESSAGE_CHARS)];
+    } else if let Some(q) = closing_question
         && out.len() < cap
     {
+        // 8. The closing question, when the channel has room for it: the answer itself matters
+        // more than the question that follows it.
         out.push(clamp_at_word(&q, MAX_MESSAGE_CHARS));
+    }
+    if let Some(duplicate) = duplicate {
+        tracing::info!(
+            kind = duplicate.kind(),
+            "reply repeated an earlier agent message"
+        );
     }
     GuardedReply {
         messages: out,
@@ -244,6 +269,7 @@ pub fn apply_guardrails(raw: Option<&str>, ctx: &GuardrailContext<'_>) -> Guarde
         reason: None,
         cause: EscalationCause::None,
         confidence: Some(confidence),
+        duplicate,
     }
 }
 
@@ -820,6 +846,7 @@ mod tests {
                 protected: &ProtectedText::new(&prefix),
                 fence: &fence,
                 max_messages: case.max_messages,
+                history: &[],
             };
             let got = apply_guardrails(case.raw.as_deref(), &ctx);
             assert_eq!(got.messages, case.messages, "{}: messages", case.name);
@@ -855,6 +882,7 @@ mod tests {
             protected: &ProtectedText::new(&prefix),
             fence: &fence,
             max_messages: 10,
+            history: &[],
         };
         let got = apply_guardrails(reply(json!([long]), Value::Null, 0.9).as_deref(), &ctx);
         assert_eq!(got.cause, EscalationCause::None);
@@ -872,6 +900,7 @@ mod tests {
             protected: &ProtectedText::new(&prefix),
             fence: &fence,
             max_messages: 10,
+            history: &[],
         };
         let got = apply_guardrails(
             reply(json!(["Tuesdays."]), Value::Null, 0.9).as_deref(),
@@ -879,6 +908,82 @@ mod tests {
         );
         assert_eq!(got.cause, EscalationCause::LowConfidence);
         assert_eq!(got.confidence, Some(0.9));
+    }
+
+    /// The guardrails on `raw` with `history`, the demo rules and `closer`.
+    fn against_history(raw: Option<String>, history: &str, closer: Option<&str>) -> GuardedReply {
+        let mut cfg = demo_config();
+        cfg.rules.messages.closer = closer.map(str::to_owned);
+        let prefix = static_prefix(&cfg);
+        let fence = Fence::from_nonce(NONCE).unwrap();
+        let history = [crate::agent::HistoryTurn {
+            role: crate::store::Role::Agent,
+            text: history.to_owned(),
+            actions_performed: Vec::new(),
+        }];
+        let ctx = GuardrailContext {
+            rules: &cfg.rules,
+            protected: &ProtectedText::new(&prefix),
+            fence: &fence,
+            max_messages: 10,
+            history: &history,
+        };
+        apply_guardrails(raw.as_deref(), &ctx)
+    }
+
+    #[test]
+    fn spec_013_a_repeated_reply_becomes_the_closer_without_its_closing_question() {
+        let got = against_history(
+            reply(
+                json!(["It runs on  TUESDAYS. 📅"]),
+                json!("Shall I book you?"),
+                0.8,
+            ),
+            "Hi!\n\nIt runs on Tuesdays.",
+            Some("Glad to help. Write whenever you like."),
+        );
+        assert_eq!(got.messages, vec!["Glad to help. Write whenever you like."]);
+        assert!(!got.escalate);
+        assert_eq!(got.confidence, Some(0.8));
+        assert_eq!(got.duplicate, Some(Duplicate::Replaced));
+        assert_eq!(got.outcome(), "answered_inline");
+    }
+
+    #[test]
+    fn spec_013_without_a_closer_the_repeat_is_sent_and_marked() {
+        let got = against_history(
+            reply(
+                json!(["It runs on tuesdays."]),
+                json!("Shall I book you?"),
+                0.8,
+            ),
+            "It runs on Tuesdays.",
+            None,
+        );
+        assert_eq!(
+            got.messages,
+            vec!["It runs on tuesdays.", "Shall I book you?"]
+        );
+        assert_eq!(got.duplicate, Some(Duplicate::Detected));
+        let fresh = against_history(
+            reply(json!(["It runs on Mondays."]), Value::Null, 0.8),
+            "It runs on Tuesdays.",
+            Some("Bye."),
+        );
+        assert_eq!(fresh.messages, vec!["It runs on Mondays."]);
+        assert_eq!(fresh.duplicate, None);
+    }
+
+    #[test]
+    fn spec_013_an_escalation_is_not_checked_for_repeats() {
+        let got = against_history(
+            escalating(json!(["It runs on Tuesdays."]), "complaint"),
+            "It runs on Tuesdays.",
+            Some("Bye."),
+        );
+        assert!(got.escalate);
+        assert!(got.messages.is_empty());
+        assert_eq!(got.duplicate, None);
     }
 
     #[test]
@@ -915,6 +1020,7 @@ mod tests {
             reason: None,
             cause: EscalationCause::None,
             confidence: Some(0.9),
+            duplicate: None,
         };
         let debug = format!("{r:?}");
         assert!(!debug.contains("Invented"));

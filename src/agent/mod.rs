@@ -4,7 +4,8 @@
 //! - [`fence`]: the per-turn nonce fence around contact text.
 //! - [`agent_loop`]: the four-step tool loop over the `Model` and `ToolHost` traits.
 //! - [`reply`]: AgentReply, its strict JSON Schema and the parser.
-//! - [`guardrails`]: schema, field echoes, leaks, escalation, confidence, clamps.
+//! - [`guardrails`]: schema, field echoes, leaks, escalation, confidence, clamps, repeats.
+//! - [`duplicate`]: no reply said twice (013).
 //!
 //! Architecture invariant: no IO here. The store, ManyChat and the clock are the caller's; this
 //! module only talks to a model through [`Model`] and to the turn's tools through [`ToolHost`],
@@ -12,6 +13,7 @@
 //! every guardrail or an escalation with no messages (the caller sends the tenant's copy).
 
 pub mod agent_loop;
+pub mod duplicate;
 pub mod fence;
 pub mod guardrails;
 pub mod prompt;
@@ -157,6 +159,7 @@ async fn respond(
                 protected: &input.prompt.protected,
                 fence,
                 max_messages: input.max_messages,
+                history: input.history,
             };
             (apply_guardrails(raw.as_deref(), &ctx), None)
         }

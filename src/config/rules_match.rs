@@ -91,6 +91,7 @@ mod tests {
             acknowledgement: "One moment.".to_owned(),
             escalation: "A person will reply.".to_owned(),
             media_fallback: None,
+            closer: None,
             escalation_closed: None,
         };
         rules.escalation_keywords = escalation.iter().map(|k| (*k).to_owned()).collect();

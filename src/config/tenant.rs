@@ -149,6 +149,10 @@ pub struct Messages {
     /// Sent when the contact sends media the agent cannot read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_fallback: Option<String>,
+    /// 013: sent instead of a reply that repeats an earlier agent message; absent, the repeat
+    /// is sent and only recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closer: Option<String>,
     /// Sent instead of `escalation` on a handoff outside `hours`; required with `hours`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalation_closed: Option<String>,
@@ -339,6 +343,18 @@ pub struct ToolsConfig {
     /// Conversion events sent when the funnel reaches a stage (027).
     #[serde(default)]
     pub events: Vec<EventConfig>,
+    /// The flow the server sends as the contact's 24-hour window is about to close (031).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_closing: Option<WindowClosingConfig>,
+}
+
+/// 031: sent by the server, with no model call, at the contact's last message plus 1380
+/// minutes, once per contact ever. Never shown to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WindowClosingConfig {
+    /// The flow's namespace in the tenant's ManyChat account; not any `flows[].flowNs`.
+    pub flow_ns: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

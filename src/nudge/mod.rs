@@ -13,9 +13,14 @@
 //!   the agent on the history and the follow-up note and writes its reply to the outbox, in one
 //!   write with the nudge's settlement.
 //!
+//! - The window-closing flow (031, [`closing`]): sent by the worker's pass with no model call
+//!   as a contact's window is about to close, once per contact ever; it cancels the pending
+//!   nudge.
+//!
 //! Invariants: a nudge row holds ids and times only, never contact data; every state change is
 //! one log line with the conversation's UUID and the reason, and one count in `/metrics`.
 
+pub mod closing;
 pub mod rules;
 pub mod turn;
 pub mod worker;

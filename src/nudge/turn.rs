@@ -270,6 +270,8 @@ impl AgentNudgeTurn {
         let messages = thought.reply.messages.clone();
         let mut turn = NewTurn::agent(conversation.id, messages.join("\n\n"), SENT, true, now);
         crate::turn::fill_usage(&mut turn, self.model.id(), thought.usage, latency);
+        let duplicate = thought.reply.duplicate;
+        turn.duplicate = duplicate.map(|d| d.as_str().to_owned());
         turn.actions = thought.tools_offered.then(|| actions::record(&staged));
         // Counted once the turn is written: the staged ones are counted where the outbox
         // attempts them, the rest (refused, dropped over the cap, …) here.
@@ -305,6 +307,9 @@ impl AgentNudgeTurn {
             .await;
         if matches!(written, Written::Yes) {
             self.metrics.actions_unattempted(&unattempted);
+            if let Some(duplicate) = duplicate {
+                self.metrics.duplicate(duplicate);
+            }
         }
         written.then_verdict(NudgeVerdict::Sent)
     }

@@ -1,4 +1,5 @@
-//! The nudge worker (025): claims due nudges atomically and re-checks each one, cheapest first,
+//! The nudge worker (025): each pass also sends the window-closing flows due (031,
+//! `super::closing`). It claims due nudges atomically and re-checks each one, cheapest first,
 //! before any model call. The turn itself is behind [`NudgeTurn`] (`super::turn` on the real
 //! agent); `serve` and `worker` run it every `NUDGE_POLL_MS`.
 //!
@@ -73,11 +74,11 @@ pub struct NudgeSettings {
 
 #[derive(Clone)]
 pub struct NudgeWorker {
-    store: Arc<dyn Store>,
-    manychat: ManyChatClient,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) manychat: ManyChatClient,
     config: Arc<ConfigHandle>,
-    clock: Clock,
-    metrics: Arc<Metrics>,
+    pub(super) clock: Clock,
+    pub(super) metrics: Arc<Metrics>,
     settings: NudgeSettings,
     turn: Arc<dyn NudgeTurn>,
 }
@@ -142,6 +143,9 @@ impl NudgeWorker {
             }
             Err(error) => tracing::error!(error = %error, "could not look for lost nudges"),
         }
+        // 031: the window-closing flows due now (before the nudges: sending one cancels the
+        // contact's pending nudge).
+        self.window_closings(&self.config.snapshot()).await;
         let claimed = match self.store.claim_due_nudges(now, BATCH).await {
             Ok(claimed) => claimed,
             Err(error) => {

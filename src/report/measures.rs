@@ -85,6 +85,10 @@ pub struct SalesMeasures {
     pub nudges_replied: i64,
     /// `nudges_replied / nudges_sent` (025).
     pub nudge_reply_rate: Option<f64>,
+    /// `window_closing_sent` turns this week, those answered within 24 h, and their rate (031).
+    pub window_closings_sent: i64,
+    pub window_closings_replied: i64,
+    pub window_closing_reply_rate: Option<f64>,
 }
 
 impl SalesMeasures {
@@ -111,6 +115,12 @@ impl SalesMeasures {
             nudges_sent: counts.nudges_sent,
             nudges_replied: counts.nudges_replied,
             nudge_reply_rate: per(counts.nudges_replied, counts.nudges_sent),
+            window_closings_sent: counts.window_closings_sent,
+            window_closings_replied: counts.window_closings_replied,
+            window_closing_reply_rate: per(
+                counts.window_closings_replied,
+                counts.window_closings_sent,
+            ),
         }
     }
 }
@@ -420,6 +430,8 @@ mod tests {
             links_contact_asked: 1,
             nudges_sent: 5,
             nudges_replied: 2,
+            window_closings_sent: 4,
+            window_closings_replied: 1,
         };
         let sales = SalesMeasures::of(&counts, &demo_keys(), 10);
         assert_eq!(
@@ -435,6 +447,11 @@ mod tests {
             "1 of 4 links by contactAsked"
         );
         assert_eq!(sales.nudge_reply_rate, Some(0.4), "2 of 5 nudges answered");
+        assert_eq!(
+            sales.window_closing_reply_rate,
+            Some(0.25),
+            "1 of 4 window-closing flows answered"
+        );
         assert_eq!((sales.offered, sales.prepared), (Some(3), Some(2)));
     }
 

@@ -216,6 +216,15 @@ fn sales_rows(out: &mut String, w: &WeekMeasures) {
             Some(s.nudges_sent),
         ),
     );
+    row(
+        out,
+        "  last-word reply rate (24 h)",
+        rate(
+            s.window_closing_reply_rate,
+            Some(s.window_closings_replied),
+            Some(s.window_closings_sent),
+        ),
+    );
 }
 
 pub fn json(report: &Report) -> String {
@@ -333,6 +342,7 @@ pub fn html(report: &Report) -> String {
         &words::LINK_RATE_INTERESTED,
         &words::LINK_ON_REQUEST,
         &words::FOLLOW_UPS,
+        &words::LAST_WORDS,
     ] {
         let _ = write!(out, "<th>{}</th>", esc(m.name));
     }
@@ -342,7 +352,7 @@ pub fn html(report: &Report) -> String {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&w.week),
             w.contacts_with_first_turn,
             count(s.prospects),
@@ -357,6 +367,11 @@ pub fn html(report: &Report) -> String {
                 s.nudge_reply_rate,
                 Some(s.nudges_replied),
                 Some(s.nudges_sent)
+            ),
+            rate(
+                s.window_closing_reply_rate,
+                Some(s.window_closings_replied),
+                Some(s.window_closings_sent)
             ),
         );
     }

@@ -87,8 +87,13 @@ pub const FOLLOW_UPS: Measure = measure(
     "Of the follow-up messages the assistant sent, the share the contact answered within a day.",
 );
 
+pub const LAST_WORDS: Measure = measure(
+    "last words answered",
+    "Of the messages sent as a contact's 24-hour window was about to close, the share the contact answered within a day.",
+);
+
 /// Every measure the page shows, in the order it explains them.
-pub const ALL: [&Measure; 18] = [
+pub const ALL: [&Measure; 19] = [
     &CONTACTS,
     &ANSWERS,
     &LATE,
@@ -107,6 +112,7 @@ pub const ALL: [&Measure; 18] = [
     &LINK_RATE_INTERESTED,
     &LINK_ON_REQUEST,
     &FOLLOW_UPS,
+    &LAST_WORDS,
 ];
 
 /// A stored name with no plain name here, shown readably: `some_new_name` as "some new name".
@@ -128,6 +134,7 @@ pub fn outcome(name: &str) -> String {
         "failed_validation" => "handed to a person: the assistant's reply failed a check".into(),
         "error" => "handed to a person: the assistant could not answer".into(),
         "nudge_sent" => "follow-up sent".into(),
+        "window_closing_sent" => "last word before the window closed".into(),
         "media_fallback" => "a voice note or file that could not be read".into(),
         other => readable(other),
     }

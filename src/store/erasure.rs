@@ -34,6 +34,7 @@ pub const CONTACT_TABLES: &[(&str, &str)] = &[
     ("turns", "conversation_id"),
     ("outbox", "conversation_id"),
     ("nudges", "conversation_id"),
+    ("window_closings", "conversation_id"),
     ("rate_counters", "subscriber_id"),
     ("manychat_flow_sends", "subscriber_id"),
     ("turn_tickets", "conversation_id"),

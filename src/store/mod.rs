@@ -196,7 +196,10 @@ mod turns;
 pub use conversations::{Conversation, ConversationStore};
 pub use counters::{BudgetCharge, BudgetUsage, CounterStore};
 pub use erasure::{CONTACT_TABLES, ErasureStore, Forgotten};
-pub use nudges::{Nudge, NudgeExchange, NudgeStatus, NudgeStore};
+pub use nudges::{
+    Nudge, NudgeExchange, NudgeStatus, NudgeStore, WindowClosing, WindowClosingClaim,
+    WindowClosingStatus,
+};
 pub use order::{ConversationLock, OrderStore};
 pub use outbox::{
     ClaimRules, NewOutboxRow, OutboxBacklog, OutboxKind, OutboxRow, OutboxStatus, OutboxStore,

@@ -62,6 +62,45 @@ pub trait NudgeStore: Send + Sync + 'static {
     /// written) when it is not: an inbound message cancelled it during the model call, or it
     /// was marked lost. Otherwise the turn's id.
     async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>>;
+
+    /// 031: claims, atomically (two workers never claim one contact), up to `claim.limit`
+    /// contacts due their window-closing flow: those whose last message falls in
+    /// (`open_after`, `due_before`] and who have no row yet (inserted `running`), then rows in
+    /// `retry` last settled at or before `retry_before` (moved back to `running`). The claim is
+    /// `claimed_at = now`.
+    async fn claim_window_closings(&self, claim: WindowClosingClaim) -> Result<Vec<WindowClosing>>;
+
+    /// 031: settles a claimed row (`retry`, `given_up`, `skipped` with its reason) with its
+    /// failed-send count, only while it is still running under `claimed`'s claim: whether it
+    /// was.
+    async fn settle_window_closing(
+        &self,
+        claimed: &WindowClosing,
+        status: WindowClosingStatus,
+        reason: Option<&str>,
+        attempts: i64,
+        now: DateTime<Utc>,
+    ) -> Result<bool>;
+
+    /// 031: the contact wrote since the claim: its row is deleted under the claim, so it is
+    /// due again at its new last message plus 1380 minutes. Whether it was.
+    async fn release_window_closing(&self, claimed: &WindowClosing) -> Result<bool>;
+
+    /// 031: a sent window-closing flow, in one transaction: the row `sent` under `claimed`'s
+    /// claim and the agent turn `turn`. `None` (nothing written) when the claim no longer
+    /// holds; otherwise the turn's id.
+    async fn record_window_closing(
+        &self,
+        claimed: &WindowClosing,
+        turn: &NewTurn,
+        attempts: i64,
+    ) -> Result<Option<i64>>;
+
+    /// 031: the conversation's window-closing row, if any.
+    async fn window_closing(
+        &self,
+        conversation_id: ConversationId,
+    ) -> Result<Option<WindowClosing>>;
 }
 
 /// 025: what a nudge turn writes (see [`NudgeStore::record_nudge_turn`]). There is no contact
@@ -139,4 +178,73 @@ pub struct Nudge {
     pub reason: Option<String>,
     /// When a worker claimed it (running rows only, and what they settled from).
     pub claimed_at: Option<DateTime<Utc>>,
+}
+
+/// 031: the bounds of one window-closing claim (see [`NudgeStore::claim_window_closings`]).
+#[derive(Debug, Clone, Copy)]
+pub struct WindowClosingClaim {
+    pub now: DateTime<Utc>,
+    /// Contacts whose last message is at or before this are due (the message plus 1380 min).
+    pub due_before: DateTime<Utc>,
+    /// ... and after this: their 24-hour window is still open.
+    pub open_after: DateTime<Utc>,
+    /// A failed send is tried again once its row was last settled at or before this.
+    pub retry_before: DateTime<Utc>,
+    pub limit: i64,
+}
+
+/// 031: the states of a contact's window-closing row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowClosingStatus {
+    /// Claimed by a worker: its checks or its send are under way.
+    Running,
+    /// The send failed; it is tried again while the window is open.
+    Retry,
+    Sent,
+    /// The window closed while the send kept failing: counts as sent.
+    GivenUp,
+    /// A check stopped it for good (its reason).
+    Skipped,
+}
+
+impl WindowClosingStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Retry => "retry",
+            Self::Sent => "sent",
+            Self::GivenUp => "given_up",
+            Self::Skipped => "skipped",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Result<Self> {
+        Ok(match raw {
+            "running" => Self::Running,
+            "retry" => Self::Retry,
+            "sent" => Self::Sent,
+            "given_up" => Self::GivenUp,
+            "skipped" => Self::Skipped,
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "window-closing status `{other}`"
+                )));
+            }
+        })
+    }
+}
+
+/// 031: a contact's one window-closing row. Ids and times only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowClosing {
+    pub conversation_id: ConversationId,
+    pub status: WindowClosingStatus,
+    /// Why it was skipped.
+    pub reason: Option<String>,
+    /// The contact's last message when it was first claimed: the window it closes.
+    pub last_inbound_at: DateTime<Utc>,
+    /// The claim a settle is made under.
+    pub claimed_at: DateTime<Utc>,
+    /// Failed sends so far.
+    pub attempts: i64,
 }

@@ -83,6 +83,10 @@ pub struct SalesCounts {
     /// `nudge_sent` turns in the period, and those the contact answered within 24 h.
     pub nudges_sent: i64,
     pub nudges_replied: i64,
+    /// 031: `window_closing_sent` turns in the period, and those the contact answered within
+    /// 24 h.
+    pub window_closings_sent: i64,
+    pub window_closings_replied: i64,
 }
 
 /// SQLite stores days as whole days since the Unix epoch.

@@ -45,6 +45,10 @@ pub struct NewTurn {
     /// 020: the kind of media the contact sent (`audio | image | video | unsupported`); `None`
     /// for typed text. The media's URL is never stored.
     pub media_kind: Option<String>,
+    /// 013: on an agent turn whose reply repeated an earlier agent message,
+    /// `duplicate_replaced` (the closer was sent instead) or `duplicate_detected` (sent as it
+    /// was).
+    pub duplicate: Option<String>,
 }
 
 impl NewTurn {
@@ -72,6 +76,7 @@ impl NewTurn {
             created_at: at,
             escalation_reason: None,
             media_kind: None,
+            duplicate: None,
         }
     }
 
@@ -113,6 +118,8 @@ pub struct Turn {
     pub escalation_reason: Option<String>,
     /// 020: see [`NewTurn::media_kind`].
     pub media_kind: Option<String>,
+    /// 013: see [`NewTurn::duplicate`].
+    pub duplicate: Option<String>,
 }
 
 /// What a turn reads before its checks about its conversation, asked for in one call

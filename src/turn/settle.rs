@@ -108,6 +108,8 @@ impl TurnEngine {
             inner.clock.now(),
         );
         self.fill_usage(&mut turn, answer);
+        let duplicate = answer.thought.reply.duplicate;
+        turn.duplicate = duplicate.map(|d| d.as_str().to_owned());
         turn.actions = answer
             .thought
             .tools_offered
@@ -139,6 +141,9 @@ impl TurnEngine {
             tracing::error!(conversation = %conversation.id, error = %error, "could not record the turn's plugin reads");
         }
         inner.metrics.turn(outcome);
+        if let Some(duplicate) = duplicate {
+            inner.metrics.duplicate(duplicate);
+        }
         match answer.held {
             Some(wait) => inner
                 .metrics

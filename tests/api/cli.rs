@@ -412,7 +412,7 @@ async fn forget_erases_one_contact_and_prints_counts_never_text() {
         printed.trim(),
         format!(
             "forgot conversation {}; rows deleted: turns 2, outbox 1, nudges 0, \
-             rate_counters 1, manychat_flow_sends 0, turn_tickets 0, conversations 1",
+             window_closings 0, rate_counters 1, manychat_flow_sends 0, turn_tickets 0, conversations 1",
             contact.id
         )
     );

@@ -22,6 +22,8 @@ const COUNTERS: &[&str] = &[
     "actions",
     "guardrail_violations",
     "nudges",
+    "duplicate_replies",
+    "window_closings",
     "variables_not_substituted",
     "outbox_delivered",
     "outbox_retried",

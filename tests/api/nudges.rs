@@ -142,14 +142,14 @@ use wiremock::{Mock, ResponseTemplate};
 
 /// A nudge worker on the app's store, tenant and fake ManyChat, its own model and metrics, its
 /// clock reading `at` now.
-struct Rig {
-    worker: NudgeWorker,
+pub struct Rig {
+    pub worker: NudgeWorker,
     /// The nudge turn's model: its calls are the nudge's model calls.
-    model: Arc<ScriptedModel>,
-    metrics: Arc<Metrics>,
+    pub model: Arc<ScriptedModel>,
+    pub metrics: Arc<Metrics>,
 }
 
-fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedModel>) -> Rig {
+pub fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<ScriptedModel>) -> Rig {
     let config = ConfigHandle::load(
         &app.config_dir,
         ConfigContext {
@@ -299,7 +299,7 @@ fn quiet() -> Arc<ScriptedModel> {
     )
 }
 
-fn hours(n: i64) -> chrono::Duration {
+pub fn hours(n: i64) -> chrono::Duration {
     chrono::Duration::hours(n)
 }
 

@@ -310,6 +310,10 @@ async fn sales_measures_are_the_hand_computed_ones(url: &str) {
             "nudges_sent": 3,
             "nudges_replied": 2,
             "nudge_reply_rate": 2.0 / 3.0,
+            // The seed's T answers its window-closing flow too.
+            "window_closings_sent": 1,
+            "window_closings_replied": 1,
+            "window_closing_reply_rate": 1.0,
         })
     );
     // The week after holds P's answer only: no sales, no nudge.
@@ -324,6 +328,7 @@ async fn sales_measures_are_the_hand_computed_ones(url: &str) {
         "link-sent rate (prospects)       66.7 % (2/3)",
         "bypass rate (contactAsked links) 33.3 % (1/3)",
         "nudge reply rate (24 h)          66.7 % (2/3)",
+        "last-word reply rate (24 h)      100.0 % (1/1)",
     ] {
         assert!(table.contains(line), "{line} in\n{table}");
     }

@@ -13,6 +13,9 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
         &rules.messages.acknowledgement,
     );
     r.non_empty("$.messages.escalation", &rules.messages.escalation);
+    if let Some(closer) = &rules.messages.closer {
+        r.non_empty("$.messages.closer", closer);
+    }
     if let Some(media) = &rules.messages.media_fallback {
         r.non_empty("$.messages.mediaFallback", media);
     }

@@ -1,6 +1,6 @@
 use super::*;
 use crate::config::load::load_dir;
-use crate::config::tenant::{NoteConfig, NudgeConfig, NudgeDelay};
+use crate::config::tenant::{NoteConfig, NudgeConfig, NudgeDelay, WindowClosingConfig};
 use std::path::Path;
 
 fn example<T: serde::de::DeserializeOwned>(name: &str) -> T {
@@ -727,6 +727,33 @@ fn spec_030_settle_seconds_over_30_fails() {
             "must be between 0 and 30"
         )]
     );
+}
+
+#[test]
+fn spec_031_window_closing_verification_1_its_flow_is_checked_like_a_flow_and_is_none_of_flows() {
+    let (catalog, _, mut tools) = demo();
+    let with = |tools: &mut ToolsConfig, ns: &str| {
+        tools.window_closing = Some(WindowClosingConfig {
+            flow_ns: ns.to_owned(),
+        });
+    };
+    with(&mut tools, "content20260101000000_000955");
+    assert!(
+        tool_issues(&tools, &catalog).is_empty(),
+        "a distinct flow loads"
+    );
+    let flow = tools.flows[0].flow_ns.clone();
+    for (ns, rule) in [
+        (flow.as_str(), "must not equal any flows[].flowNs"),
+        ("content20260101000000_000900", "reply"),
+        ("  ", "must not be empty"),
+    ] {
+        with(&mut tools, ns);
+        let issues = tool_issues(&tools, &catalog);
+        assert_eq!(issues.len(), 1, "{ns:?}: {issues:?}");
+        assert_eq!(issues[0].0, "$.windowClosing.flowNs");
+        assert!(issues[0].1.contains(rule), "{ns:?}: {issues:?}");
+    }
 }
 
 #[test]

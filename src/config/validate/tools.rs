@@ -330,6 +330,22 @@ pub fn tools(
         }
     }
 
+    // 031: the window-closing flow is checked as a flow is, and is none of the model's flows.
+    if let Some(closing) = &tools.window_closing {
+        let at = "$.windowClosing.flowNs";
+        r.non_empty(at, &closing.flow_ns);
+        if reply_flow.is_some_and(|reply| reply == closing.flow_ns.trim()) {
+            r.push(at, REPLY_FLOW_RULE);
+        }
+        if tools
+            .flows
+            .iter()
+            .any(|f| f.flow_ns.trim() == closing.flow_ns.trim())
+        {
+            r.push(at, "must not equal any flows[].flowNs");
+        }
+    }
+
     r.issues
 }
 

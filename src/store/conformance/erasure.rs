@@ -60,6 +60,7 @@ pub async fn forget_deletes_every_row_of_the_contact(store: &dyn Store) {
             ("turns", 4),
             ("outbox", 3),
             ("nudges", 0),
+            ("window_closings", 0),
             ("rate_counters", 1),
             ("manychat_flow_sends", 0),
             ("turn_tickets", 0),
@@ -313,6 +314,18 @@ pub async fn contact_in_every_written_table(
         })
         .await
         .expect("record_exchange");
+    // 031: its window-closing row, claimed once its last message is 1380 minutes old.
+    let due = at + chrono::Duration::minutes(1381);
+    store
+        .claim_window_closings(crate::store::WindowClosingClaim {
+            now: due,
+            due_before: at,
+            open_after: at - chrono::Duration::minutes(1),
+            retry_before: due,
+            limit: 10,
+        })
+        .await
+        .expect("a window-closing row");
     store
         .enqueue(&NewOutboxRow {
             conversation_id: conversation.id,

@@ -20,7 +20,8 @@ use uuid::Uuid;
 use super::{
     BudgetCharge, BudgetUsage, ClaimRules, Conversation, Exchange, KeepPromise, NewOutboxRow,
     NewTurn, NudgeExchange, NudgeStatus, OutboxKind, OutboxRow, OutboxStatus, PromiseRows, Role,
-    Store, StoreError, TurnContext, TurnContextQuery,
+    Store, StoreError, TurnContext, TurnContextQuery, WindowClosing, WindowClosingClaim,
+    WindowClosingStatus,
 };
 use crate::ids::{ConversationId, SubscriberId};
 
@@ -287,6 +288,7 @@ pub async fn run_all(store: &dyn Store) {
     spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one(store).await;
     spec_025_claim_takes_due_rows_once(store).await;
     spec_025_a_nudge_turn_is_written_only_under_its_claim(store).await;
+    spec_031_window_closing_is_claimed_once_per_contact_from_its_last_message(store).await;
     token_rotation_keeps_previous(store).await;
     conversations_without_token_lists_recent_contacts_only(store).await;
     user_turn_updates_last_message_and_bound_count(store).await;
@@ -456,6 +458,7 @@ mod tests {
         spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one,
         spec_025_claim_takes_due_rows_once,
         spec_025_a_nudge_turn_is_written_only_under_its_claim,
+        spec_031_window_closing_is_claimed_once_per_contact_from_its_last_message,
         run_all,
     );
 
@@ -516,5 +519,24 @@ mod tests {
             .await
             .expect("two stores on one schema");
         super::spec_025_two_workers_claim_a_due_nudge_once(&first, &second).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_spec_031_two_workers_claim_a_due_window_closing_once() {
+        let (dir, first) = sqlite_store().await;
+        let second = SqliteStore::connect(&sqlite_url(&dir))
+            .await
+            .expect("a second store on the same file");
+        super::spec_031_two_workers_claim_a_due_window_closing_once(&first, &second).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+    async fn postgres_spec_031_two_workers_claim_a_due_window_closing_once() {
+        let url = postgres_url();
+        let (first, second) = connect_isolated_pair(&url)
+            .await
+            .expect("two stores on one schema");
+        super::spec_031_two_workers_claim_a_due_window_closing_once(&first, &second).await;
     }
 }

@@ -436,3 +436,193 @@ pub async fn spec_025_two_workers_claim_a_due_nudge_once(a: &dyn Store, b: &dyn 
     }
     assert_eq!(seen, expected, "every due nudge was claimed");
 }
+
+// --- 031: the window-closing flow ---------------------------------------------------------------
+
+/// A claim at `now` with 031's bounds: due at the last message plus 1380 minutes, the window
+/// open until plus 1440, a failed send tried again after a minute.
+fn closing_claim(now: DateTime<Utc>) -> WindowClosingClaim {
+    WindowClosingClaim {
+        now,
+        due_before: now - chrono::Duration::minutes(1380),
+        open_after: now - chrono::Duration::minutes(1440),
+        retry_before: now - chrono::Duration::minutes(1),
+        limit: 100,
+    }
+}
+
+async fn claimed_for(
+    store: &dyn Store,
+    now: DateTime<Utc>,
+    conversation: ConversationId,
+) -> Option<WindowClosing> {
+    store
+        .claim_window_closings(closing_claim(now))
+        .await
+        .expect("claim")
+        .into_iter()
+        .find(|c| c.conversation_id == conversation)
+}
+
+async fn wrote(store: &dyn Store, conversation: ConversationId, at: DateTime<Utc>) {
+    store
+        .record_turn(&NewTurn::user(conversation, "hello", false, at))
+        .await
+        .expect("record_turn");
+}
+
+/// 031: claimed at the last message plus 1380 minutes (not before, not once the window
+/// closed), once; a failed send is claimed again after its wait; a `contact_replied` release
+/// makes the contact due again from its new message; a sent row is never claimed again, nor a
+/// skipped one.
+pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_message(
+    store: &dyn Store,
+) {
+    // Far from the other cases' messages: their contacts are never due here.
+    let base = at_s(90_000_000);
+    let minutes = |n: i64| base + chrono::Duration::minutes(n);
+    let contact = fresh_conversation(store).await;
+    wrote(store, contact.id, base).await;
+    let stale = fresh_conversation(store).await;
+    wrote(store, stale.id, base - chrono::Duration::days(2)).await;
+    let skipped = fresh_conversation(store).await;
+    wrote(store, skipped.id, base).await;
+
+    assert_eq!(claimed_for(store, minutes(1379), contact.id).await, None);
+    let first = store
+        .claim_window_closings(closing_claim(minutes(1380)))
+        .await
+        .expect("claim");
+    let of = |id: ConversationId| first.iter().find(|c| c.conversation_id == id).cloned();
+    let claimed = of(contact.id).expect("due at +1380 min");
+    let other = of(skipped.id).expect("due at +1380 min");
+    assert_eq!(claimed.status, WindowClosingStatus::Running);
+    assert_eq!(claimed.last_inbound_at, base);
+    assert_eq!(claimed.attempts, 0);
+    assert_eq!(claimed_for(store, minutes(1381), contact.id).await, None);
+    assert_eq!(claimed_for(store, minutes(1381), stale.id).await, None);
+
+    // A failed send: tried again a minute after it was settled.
+    assert!(
+        store
+            .settle_window_closing(&claimed, WindowClosingStatus::Retry, None, 1, minutes(1381))
+            .await
+            .expect("settle")
+    );
+    let retry = |now| claimed_for(store, now, contact.id);
+    assert_eq!(retry(minutes(1381)).await, None);
+    let again = retry(minutes(1382)).await.expect("claimed again");
+    assert_eq!(
+        (again.status, again.attempts),
+        (WindowClosingStatus::Running, 1)
+    );
+    assert!(
+        !store
+            .settle_window_closing(&claimed, WindowClosingStatus::Retry, None, 2, minutes(1382))
+            .await
+            .expect("settle"),
+        "the first claim no longer holds"
+    );
+
+    // The contact wrote: released, due again from the new message.
+    wrote(store, contact.id, minutes(1390)).await;
+    assert!(store.release_window_closing(&again).await.expect("release"));
+    assert_eq!(store.window_closing(contact.id).await.expect("read"), None);
+    assert_eq!(
+        claimed_for(store, minutes(1390 + 1379), contact.id).await,
+        None
+    );
+    let due = claimed_for(store, minutes(1390 + 1380), contact.id)
+        .await
+        .expect("due again");
+    assert_eq!(due.last_inbound_at, minutes(1390));
+
+    // Sent, with its turn, in one write; never claimed again.
+    let turn = NewTurn::agent(
+        contact.id,
+        "",
+        "window_closing_sent",
+        true,
+        minutes(1390 + 1380),
+    );
+    let turn_id = store
+        .record_window_closing(&due, &turn, 0)
+        .await
+        .expect("record")
+        .expect("under its claim");
+    assert!(
+        store
+            .record_window_closing(&due, &turn, 0)
+            .await
+            .expect("record again")
+            .is_none(),
+        "a sent row is not written twice"
+    );
+    let row = store
+        .window_closing(contact.id)
+        .await
+        .expect("read")
+        .unwrap();
+    assert_eq!(row.status, WindowClosingStatus::Sent);
+    let turns = store.turns(contact.id).await.expect("turns");
+    let recorded = turns.iter().find(|t| t.id == turn_id).expect("the turn");
+    assert_eq!(recorded.outcome.as_deref(), Some("window_closing_sent"));
+    wrote(store, contact.id, minutes(5000)).await;
+    assert_eq!(
+        claimed_for(store, minutes(5000 + 1380), contact.id).await,
+        None
+    );
+
+    // A skip other than contact_replied is final.
+    assert!(
+        store
+            .settle_window_closing(
+                &other,
+                WindowClosingStatus::Skipped,
+                Some("escalated"),
+                0,
+                minutes(1380)
+            )
+            .await
+            .expect("skip")
+    );
+    let row = store
+        .window_closing(skipped.id)
+        .await
+        .expect("read")
+        .unwrap();
+    assert_eq!(
+        (row.status, row.reason.as_deref()),
+        (WindowClosingStatus::Skipped, Some("escalated"))
+    );
+    wrote(store, skipped.id, minutes(3000)).await;
+    assert_eq!(
+        claimed_for(store, minutes(3000 + 1380), skipped.id).await,
+        None
+    );
+}
+
+/// 031: two workers claiming at once take each due contact once.
+pub async fn spec_031_two_workers_claim_a_due_window_closing_once(a: &dyn Store, b: &dyn Store) {
+    let base = at_s(95_000_000);
+    let mut expected = HashSet::new();
+    for _ in 0..12 {
+        let conversation = fresh_conversation(a).await;
+        wrote(a, conversation.id, base).await;
+        expected.insert(conversation.id);
+    }
+    let now = base + chrono::Duration::minutes(1400);
+    let (from_a, from_b) = tokio::join!(
+        a.claim_window_closings(closing_claim(now)),
+        b.claim_window_closings(closing_claim(now))
+    );
+    let mut seen = HashSet::new();
+    for claimed in from_a.expect("claim").iter().chain(&from_b.expect("claim")) {
+        assert!(
+            seen.insert(claimed.conversation_id),
+            "{} was claimed twice",
+            claimed.conversation_id
+        );
+    }
+    assert_eq!(seen, expected, "every due contact was claimed");
+}

@@ -255,6 +255,7 @@ pub async fn seed_sales_week(store: &dyn Store, from: DateTime<Utc>) -> Vec<Subs
         user(t, at(4, 8)),
         agent(t, "answered_inline", at(4, 8), json!([])),
         agent(t, "nudge_sent", at(4, 10), json!([])),
+        agent(t, "window_closing_sent", at(4, 11), json!([])),
         user(t, at(4, 20)),
         // S answers its nudge 25 h later; P 11 h later, in the next week.
         agent(s, "nudge_sent", at(5, 10), json!([])),
@@ -292,6 +293,8 @@ pub async fn sales_aggregates_count_a_period_by_hand(store: &dyn Store) {
             links_contact_asked: 1,
             nudges_sent: 3,
             nudges_replied: 2,
+            window_closings_sent: 1,
+            window_closings_replied: 1,
         }
     );
     assert_eq!(
@@ -313,6 +316,8 @@ pub async fn sales_aggregates_count_a_period_by_hand(store: &dyn Store) {
         crate::store::SalesCounts {
             nudges_sent: 3,
             nudges_replied: 2,
+            window_closings_sent: 1,
+            window_closings_replied: 1,
             ..crate::store::SalesCounts::default()
         }
     );

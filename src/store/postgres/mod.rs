@@ -31,6 +31,7 @@ use super::{
     ConversationStore, CounterStore, ErasureStore, NudgeStore, OrderStore, OutboxStore,
     ReportStore, SalesStore, TurnStore,
 };
+use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use crate::ids::{ConversationId, SubscriberId};
 
 /// `DATABASE_POOL_SIZE` when unset. A turn holds a connection only for its short queries (never
@@ -48,7 +49,7 @@ const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, esca
 
 const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model, bound, \
      actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-     escalation_reason, media_kind";
+     escalation_reason, media_kind, duplicate";
 
 const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
      attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at, \

@@ -160,6 +160,134 @@ impl NudgeStore for PgStore {
         tx.commit().await?;
         Ok(Some(turn))
     }
+
+    async fn claim_window_closings(&self, claim: WindowClosingClaim) -> Result<Vec<WindowClosing>> {
+        // The primary key decides between replicas: a contact two workers select at once is
+        // inserted by one; the other's insert does nothing and returns no row.
+        let fresh = sqlx::query(
+            "INSERT INTO window_closings (conversation_id, status, reason, last_inbound_at, \
+             claimed_at, attempts, created_at, updated_at) \
+             SELECT c.id, 'running', NULL, c.last_message_at, $1, 0, $1, $1 \
+             FROM conversations c \
+             WHERE c.last_message_at > $2 AND c.last_message_at <= $3 \
+             AND NOT EXISTS (SELECT 1 FROM window_closings w WHERE w.conversation_id = c.id) \
+             ORDER BY c.last_message_at LIMIT $4 \
+             ON CONFLICT (conversation_id) DO NOTHING \
+             RETURNING conversation_id, status, reason, last_inbound_at, claimed_at, attempts",
+        )
+        .bind(to_millis(claim.now))
+        .bind(to_millis(claim.open_after))
+        .bind(to_millis(claim.due_before))
+        .bind(claim.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        // SKIP LOCKED: a row another replica is claiming is passed over, never taken twice.
+        let retries = sqlx::query(
+            "UPDATE window_closings SET status = 'running', claimed_at = $1, updated_at = $1 \
+             WHERE conversation_id IN (SELECT conversation_id FROM window_closings \
+                 WHERE status = 'retry' AND updated_at <= $2 ORDER BY updated_at LIMIT $3 \
+                 FOR UPDATE SKIP LOCKED) \
+             AND status = 'retry' \
+             RETURNING conversation_id, status, reason, last_inbound_at, claimed_at, attempts",
+        )
+        .bind(to_millis(claim.now))
+        .bind(to_millis(claim.retry_before))
+        .bind(claim.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        fresh
+            .iter()
+            .chain(retries.iter())
+            .map(window_closing_from)
+            .collect()
+    }
+
+    async fn settle_window_closing(
+        &self,
+        claimed: &WindowClosing,
+        status: WindowClosingStatus,
+        reason: Option<&str>,
+        attempts: i64,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let done = sqlx::query(SETTLE_WINDOW_CLOSING)
+            .bind(status.as_str())
+            .bind(reason)
+            .bind(attempts as i32)
+            .bind(to_millis(now))
+            .bind(claimed.conversation_id)
+            .bind(to_millis(claimed.claimed_at))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn release_window_closing(&self, claimed: &WindowClosing) -> Result<bool> {
+        let done = sqlx::query(
+            "DELETE FROM window_closings \
+             WHERE conversation_id = $1 AND status = 'running' AND claimed_at = $2",
+        )
+        .bind(claimed.conversation_id)
+        .bind(to_millis(claimed.claimed_at))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn record_window_closing(
+        &self,
+        claimed: &WindowClosing,
+        turn: &NewTurn,
+        attempts: i64,
+    ) -> Result<Option<i64>> {
+        // One transaction; the settle takes the row's lock and checks the claim.
+        let mut tx = self.pool.begin().await?;
+        let settled = sqlx::query(SETTLE_WINDOW_CLOSING)
+            .bind(WindowClosingStatus::Sent.as_str())
+            .bind(Option::<&str>::None)
+            .bind(attempts as i32)
+            .bind(to_millis(turn.created_at))
+            .bind(claimed.conversation_id)
+            .bind(to_millis(claimed.claimed_at))
+            .execute(&mut *tx)
+            .await?;
+        if settled.rows_affected() == 0 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let id = insert_turn(&mut *tx, turn).await?;
+        tx.commit().await?;
+        Ok(Some(id))
+    }
+
+    async fn window_closing(
+        &self,
+        conversation_id: ConversationId,
+    ) -> Result<Option<WindowClosing>> {
+        let row = sqlx::query(
+            "SELECT conversation_id, status, reason, last_inbound_at, claimed_at, attempts \
+             FROM window_closings WHERE conversation_id = $1",
+        )
+        .bind(conversation_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(window_closing_from).transpose()
+    }
+}
+
+const SETTLE_WINDOW_CLOSING: &str = "UPDATE window_closings SET status = $1, reason = $2, \
+     attempts = $3, updated_at = $4 \
+     WHERE conversation_id = $5 AND status = 'running' AND claimed_at = $6";
+
+fn window_closing_from(row: &PgRow) -> Result<WindowClosing> {
+    Ok(WindowClosing {
+        conversation_id: row.try_get("conversation_id")?,
+        status: WindowClosingStatus::parse(row.try_get::<&str, _>("status")?)?,
+        reason: row.try_get("reason")?,
+        last_inbound_at: row.try_get("last_inbound_at")?,
+        claimed_at: row.try_get("claimed_at")?,
+        attempts: i64::from(row.try_get::<i32, _>("attempts")?),
+    })
 }
 
 pub(super) fn nudge_from(row: &PgRow) -> Result<Nudge> {

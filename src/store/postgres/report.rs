@@ -55,18 +55,32 @@ impl ReportStore for PgStore {
                 counts.links_contact_asked,
             ) = row;
         }
-        (counts.nudges_sent, counts.nudges_replied) = sqlx::query_as(
-            "SELECT COUNT(*), COUNT(*) FILTER (WHERE EXISTS (SELECT 1 FROM turns r \
-             WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
-               AND r.created_at > n.created_at \
-               AND r.created_at <= n.created_at + interval '24 hours')) \
-             FROM turns n WHERE n.created_at >= $1 AND n.created_at < $2 \
-               AND n.outcome = 'nudge_sent'",
-        )
-        .bind(from)
-        .bind(until)
-        .fetch_one(&self.pool)
-        .await?;
+        for (outcome, sent, replied) in [
+            (
+                "nudge_sent",
+                &mut counts.nudges_sent,
+                &mut counts.nudges_replied,
+            ),
+            (
+                crate::nudge::closing::SENT,
+                &mut counts.window_closings_sent,
+                &mut counts.window_closings_replied,
+            ),
+        ] {
+            (*sent, *replied) = sqlx::query_as(
+                "SELECT COUNT(*), COUNT(*) FILTER (WHERE EXISTS (SELECT 1 FROM turns r \
+                 WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
+                   AND r.created_at > n.created_at \
+                   AND r.created_at <= n.created_at + interval '24 hours')) \
+                 FROM turns n WHERE n.created_at >= $1 AND n.created_at < $2 \
+                   AND n.outcome = $3",
+            )
+            .bind(from)
+            .bind(until)
+            .bind(outcome)
+            .fetch_one(&self.pool)
+            .await?;
+        }
         Ok(counts)
     }
 

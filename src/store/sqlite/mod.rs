@@ -54,6 +54,7 @@ use super::{
     ConversationStore, CounterStore, ErasureStore, NudgeStore, OrderStore, OutboxStore,
     ReportStore, SalesStore, TurnStore,
 };
+use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use crate::ids::{ConversationId, SubscriberId};
 
 mod checkpoint;
@@ -149,6 +150,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "handoff_hold",
         include_str!("../../../migrations/sqlite/0016_handoff_hold.sql"),
     ),
+    (
+        17,
+        "conversation_craft",
+        include_str!("../../../migrations/sqlite/0017_conversation_craft.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -165,7 +171,7 @@ macro_rules! turn_columns {
     () => {
         "id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
          input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-         escalation_reason, media_kind"
+         escalation_reason, media_kind, duplicate"
     };
 }
 

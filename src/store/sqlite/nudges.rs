@@ -153,6 +153,179 @@ impl NudgeStore for SqliteStore {
         })
         .await
     }
+
+    async fn claim_window_closings(&self, claim: WindowClosingClaim) -> Result<Vec<WindowClosing>> {
+        // The one writer makes each select-then-write atomic; the insert and the update
+        // re-check all the same.
+        self.write(move |conn| {
+            let now = ms(claim.now);
+            let due = query_all(
+                conn,
+                DUE_WINDOW_CLOSINGS,
+                params![ms(claim.open_after), ms(claim.due_before), claim.limit],
+                |row| Ok((text(row, 0)?.to_owned(), row.get::<_, i64>(1)?)),
+            )?;
+            let mut claimed = Vec::with_capacity(due.len());
+            for (conversation, last_inbound) in due {
+                let changed = conn
+                    .prepare_cached(INSERT_WINDOW_CLOSING)?
+                    .execute(params![conversation, last_inbound, now])?;
+                if changed == 1 {
+                    claimed.push(WindowClosing {
+                        conversation_id: uuid(&conversation)?,
+                        status: WindowClosingStatus::Running,
+                        reason: None,
+                        last_inbound_at: time(last_inbound)?,
+                        claimed_at: time(now)?,
+                        attempts: 0,
+                    });
+                }
+            }
+            let retries = query_all(
+                conn,
+                RETRY_WINDOW_CLOSINGS,
+                params![ms(claim.retry_before), claim.limit],
+                window_closing_from,
+            )?;
+            for mut row in retries {
+                let changed = conn
+                    .prepare_cached(CLAIM_WINDOW_CLOSING)?
+                    .execute(params![now, IdText::of(row.conversation_id)])?;
+                if changed == 1 {
+                    row.status = WindowClosingStatus::Running;
+                    row.claimed_at = time(now)?;
+                    claimed.push(row);
+                }
+            }
+            Ok(claimed)
+        })
+        .await
+    }
+
+    async fn settle_window_closing(
+        &self,
+        claimed: &WindowClosing,
+        status: WindowClosingStatus,
+        reason: Option<&str>,
+        attempts: i64,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let (id, claimed_at) = (claimed.conversation_id, ms(claimed.claimed_at));
+        let reason = reason.map(str::to_owned);
+        self.write(move |conn| {
+            let changed = conn
+                .prepare_cached(SETTLE_WINDOW_CLOSING)?
+                .execute(params![
+                    status.as_str(),
+                    reason,
+                    attempts,
+                    ms(now),
+                    IdText::of(id),
+                    claimed_at
+                ])?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    async fn release_window_closing(&self, claimed: &WindowClosing) -> Result<bool> {
+        let (id, claimed_at) = (claimed.conversation_id, ms(claimed.claimed_at));
+        self.write(move |conn| {
+            let changed = conn
+                .prepare_cached(RELEASE_WINDOW_CLOSING)?
+                .execute(params![IdText::of(id), claimed_at])?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    async fn record_window_closing(
+        &self,
+        claimed: &WindowClosing,
+        turn: &NewTurn,
+        attempts: i64,
+    ) -> Result<Option<i64>> {
+        let (id, claimed_at) = (claimed.conversation_id, ms(claimed.claimed_at));
+        let now = ms(turn.created_at);
+        let turn = TurnRow::of(turn)?;
+        self.write(move |conn| {
+            let settled = conn
+                .prepare_cached(SETTLE_WINDOW_CLOSING)?
+                .execute(params![
+                    WindowClosingStatus::Sent.as_str(),
+                    Option::<String>::None,
+                    attempts,
+                    now,
+                    IdText::of(id),
+                    claimed_at
+                ])?;
+            if settled == 0 {
+                return Ok(None);
+            }
+            Ok(Some(turn.insert(conn)?))
+        })
+        .await
+    }
+
+    async fn window_closing(
+        &self,
+        conversation_id: ConversationId,
+    ) -> Result<Option<WindowClosing>> {
+        self.read(move |conn| {
+            query_one(
+                conn,
+                WINDOW_CLOSING_OF,
+                [IdText::of(conversation_id)],
+                window_closing_from,
+            )
+        })
+        .await
+    }
+}
+
+macro_rules! window_closing_columns {
+    () => {
+        "conversation_id, status, reason, last_inbound_at, claimed_at, attempts"
+    };
+}
+
+/// 031: contacts whose last message is 1380 to 1440 minutes old and who have no row (through
+/// `conversations_last_message_at`).
+pub(super) const DUE_WINDOW_CLOSINGS: &str = "SELECT c.id, c.last_message_at FROM conversations c \
+     WHERE c.last_message_at > ?1 AND c.last_message_at <= ?2 \
+     AND NOT EXISTS (SELECT 1 FROM window_closings w WHERE w.conversation_id = c.id) \
+     ORDER BY c.last_message_at LIMIT ?3";
+pub(super) const INSERT_WINDOW_CLOSING: &str = "INSERT INTO window_closings (conversation_id, status, \
+     reason, last_inbound_at, claimed_at, attempts, created_at, updated_at) \
+     VALUES (?1, 'running', NULL, ?2, ?3, 0, ?3, ?3) ON CONFLICT (conversation_id) DO NOTHING";
+/// Through `window_closings_retry`.
+pub(super) const RETRY_WINDOW_CLOSINGS: &str = concat!(
+    "SELECT ",
+    window_closing_columns!(),
+    " FROM window_closings WHERE status = 'retry' AND updated_at <= ?1 ORDER BY updated_at LIMIT ?2"
+);
+pub(super) const CLAIM_WINDOW_CLOSING: &str = "UPDATE window_closings SET status = 'running', \
+     claimed_at = ?1, updated_at = ?1 WHERE conversation_id = ?2 AND status = 'retry'";
+pub(super) const SETTLE_WINDOW_CLOSING: &str = "UPDATE window_closings SET status = ?1, reason = ?2, \
+     attempts = ?3, updated_at = ?4 \
+     WHERE conversation_id = ?5 AND status = 'running' AND claimed_at = ?6";
+pub(super) const RELEASE_WINDOW_CLOSING: &str = "DELETE FROM window_closings \
+     WHERE conversation_id = ?1 AND status = 'running' AND claimed_at = ?2";
+pub(super) const WINDOW_CLOSING_OF: &str = concat!(
+    "SELECT ",
+    window_closing_columns!(),
+    " FROM window_closings WHERE conversation_id = ?1"
+);
+
+pub(super) fn window_closing_from(row: &Row<'_>) -> Result<WindowClosing> {
+    Ok(WindowClosing {
+        conversation_id: uuid(text(row, 0)?)?,
+        status: WindowClosingStatus::parse(text(row, 1)?)?,
+        reason: row.get(2)?,
+        last_inbound_at: time(row.get(3)?)?,
+        claimed_at: time(row.get(4)?)?,
+        attempts: row.get(5)?,
+    })
 }
 
 macro_rules! nudge_columns {

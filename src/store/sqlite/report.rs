@@ -132,12 +132,12 @@ pub(super) fn grouped_turns_in(
     })
 }
 
-/// The period's `nudge_sent` turns, and those the contact answered
+/// The period's turns of outcome `?3` (`nudge_sent`, `window_closing_sent`), and those the contact answered
 /// within 24 h (a user turn of the conversation after it, through `turns_conversation_created`).
 pub(super) const REPORT_NUDGES: &str = "SELECT COUNT(*), COALESCE(SUM(EXISTS (SELECT 1 FROM turns r \
      WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
        AND r.created_at > n.created_at AND r.created_at <= n.created_at + 86400000)), 0) \
-     FROM turns n WHERE n.created_at >= ?1 AND n.created_at < ?2 AND n.outcome = 'nudge_sent'";
+     FROM turns n WHERE n.created_at >= ?1 AND n.created_at < ?2 AND n.outcome = ?3";
 
 pub(super) fn sales_aggregates_in(
     conn: &Db<'_>,
@@ -162,9 +162,15 @@ pub(super) fn with_nudges_in(
     until: i64,
     mut counts: crate::store::SalesCounts,
 ) -> Result<crate::store::SalesCounts> {
-    (counts.nudges_sent, counts.nudges_replied) = conn
-        .prepare_cached(REPORT_NUDGES)?
-        .query_row(params![from, until], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let sent_and_replied = |outcome: &str| {
+        conn.prepare_cached(REPORT_NUDGES)?
+            .query_row(params![from, until, outcome], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+    };
+    (counts.nudges_sent, counts.nudges_replied) = sent_and_replied("nudge_sent")?;
+    (counts.window_closings_sent, counts.window_closings_replied) =
+        sent_and_replied(crate::nudge::closing::SENT)?;
     Ok(counts)
 }
 

@@ -1,0 +1,406 @@
+//! Spec 031 (the window-closing flow) through the real app: the nudge worker's pass, clocked
+//! where each case needs it, sends `windowClosing.flowNs` through the fake ManyChat; the store
+//! holds the contact's one row and the agent turn.
+
+use std::path::Path;
+
+use manychat_agent::store::{NewTurn, NudgeStatus, WindowClosingStatus};
+use serde_json::json;
+use wiremock::matchers::{body_partial_json, method, path, query_param};
+use wiremock::{Mock, ResponseTemplate};
+
+use crate::helpers::*;
+use crate::nudges::{Rig, hours, rig_at};
+use crate::selling::*;
+
+const WINDOW_FLOW: &str = "content20260101000000_000955";
+
+fn with_window_closing(dir: &Path) {
+    with_nudge(dir);
+    edit_tools(dir, |tools| {
+        tools["windowClosing"] = json!({"flowNs": WINDOW_FLOW});
+    });
+}
+
+fn minutes(n: i64) -> chrono::Duration {
+    chrono::Duration::minutes(n)
+}
+
+fn answers(n: usize) -> std::sync::Arc<manychat_agent::model::mock::ScriptedModel> {
+    script(
+        (0..n)
+            .map(|_| answer("The wheel course starts on Monday."))
+            .collect(),
+    )
+}
+
+/// The contact wrote once and was answered.
+async fn wrote_once(app: &TestApp, subscriber: &str) -> manychat_agent::store::Conversation {
+    app.send(subscriber, "How much is the wheel course?").await;
+    app.settle().await;
+    app.conversation(subscriber).await
+}
+
+/// One worker pass at `at`, on a model with no script (any call would be counted).
+async fn pass_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>) -> Rig {
+    let rig = rig_at(app, at, script(Vec::new()));
+    rig.worker.run_once().await;
+    rig
+}
+
+/// The window-closing flow's `sendFlow` requests ManyChat received, by subscriber.
+async fn window_flows(app: &TestApp) -> Vec<String> {
+    app.manychat_requests()
+        .await
+        .iter()
+        .filter(|r| r.path == FLOW && r.body["flow_ns"] == WINDOW_FLOW)
+        .map(|r| {
+            r.body["subscriber_id"]
+                .to_string()
+                .trim_matches('"')
+                .to_owned()
+        })
+        .collect()
+}
+
+async fn row(
+    app: &TestApp,
+    conversation: &manychat_agent::store::Conversation,
+) -> Option<(WindowClosingStatus, Option<String>)> {
+    app.store
+        .window_closing(conversation.id)
+        .await
+        .unwrap()
+        .map(|r| (r.status, r.reason))
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_031_window_closing_verification_2_sent_at_1380_minutes_with_no_model_call_and_recorded()
+ {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(answers(1)).edit(with_window_closing)).await;
+    let conversation = wrote_once(&app, "8101").await;
+    let last = conversation.last_message_at.unwrap();
+
+    pass_at(&app, last + minutes(1379)).await;
+    assert!(window_flows(&app).await.is_empty(), "not before +1380 min");
+    assert_eq!(row(&app, &conversation).await, None);
+
+    let rig = pass_at(&app, last + minutes(1380)).await;
+    assert_eq!(window_flows(&app).await, vec!["8101".to_owned()]);
+    assert_eq!(rig.model.calls(), 0, "no model call");
+    assert_eq!(
+        row(&app, &conversation).await,
+        Some((WindowClosingStatus::Sent, None))
+    );
+    let turn = app.turns("8101").await.pop().unwrap();
+    assert_eq!(turn.outcome.as_deref(), Some("window_closing_sent"));
+    assert_eq!(turn.text, "", "no text");
+    assert!(!turn.bound, "never in the model's history");
+    assert_eq!(
+        turn.actions.unwrap(),
+        json!([{"tool": "send_flow", "id": "window_closing", "status": "performed", "origin": "window_closing"}]),
+        "the flow is its one performed action"
+    );
+    assert_eq!(rig.metrics.window_closing_count("sent", ""), 1);
+    assert!(
+        rig.metrics
+            .render()
+            .contains("manychat_agent_turns_total{outcome=\"window_closing_sent\"} 1")
+    );
+
+    // Once: later passes inside the window send nothing more.
+    pass_at(&app, last + minutes(1381)).await;
+    pass_at(&app, last + minutes(1439)).await;
+    assert_eq!(window_flows(&app).await.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_031_window_closing_verification_3_each_skip_reason_in_order_without_a_send() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(answers(5)).edit(|dir| {
+        with_window_closing(dir);
+        edit_rules(dir, |rules| rules["handoff"]["holdHours"] = json!(72));
+    }))
+    .await;
+    let tagged = |subscriber: &'static str, status: u16, tags: &'static [&'static str]| {
+        let tags: Vec<_> = tags.iter().map(|t| json!({"id": 1, "name": t})).collect();
+        Mock::given(method("GET"))
+            .and(path("/fb/subscriber/getInfo"))
+            .and(query_param("subscriber_id", subscriber))
+            .respond_with(ResponseTemplate::new(status).set_body_json(json!({
+                "status": "success",
+                "data": {"id": "1", "tags": tags, "custom_fields": []}
+            })))
+            .with_priority(1)
+    };
+    let human = &["human-handling"];
+    // escalated, and tagged: the escalation is checked first (no read is made).
+    let escalated = wrote_once(&app, "8201").await;
+    let last = escalated.last_message_at.unwrap();
+    app.store
+        .set_escalated(escalated.id, last + minutes(1))
+        .await
+        .unwrap();
+    tagged("8201", 200, human).mount(&app.manychat).await;
+    // link_sent, and tagged: the funnel is checked before the read.
+    let link = wrote_once(&app, "8202").await;
+    let answer_turn = app.turns("8202").await.pop().unwrap();
+    app.store
+        .update_turn_actions(
+            answer_turn.id,
+            &json!([
+                {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+                {"tool": "set_field", "id": "funnel_stage", "value": "link_sent", "status": "performed"}
+            ]),
+        )
+        .await
+        .unwrap();
+    tagged("8202", 200, human).mount(&app.manychat).await;
+    let active = wrote_once(&app, "8203").await;
+    tagged("8203", 200, human).mount(&app.manychat).await;
+    let unread = wrote_once(&app, "8204").await;
+    tagged("8204", 500, &[]).mount(&app.manychat).await;
+    // Held for a person: handed over before the idle gap, still within holdHours.
+    let held = wrote_once(&app, "8205").await;
+    app.store
+        .set_escalated(held.id, last - hours(25))
+        .await
+        .unwrap();
+    tagged("8205", 200, &[]).mount(&app.manychat).await;
+    for conversation in [&escalated, &link, &active, &unread, &held] {
+        assert_eq!(conversation.last_message_at, Some(last), "one instant");
+    }
+
+    let rig = pass_at(&app, last + minutes(1380)).await;
+    assert!(window_flows(&app).await.is_empty(), "nothing sent");
+    assert_eq!(rig.model.calls(), 0);
+    for (conversation, reason) in [
+        (&escalated, "escalated"),
+        (&link, "link_sent"),
+        (&active, "human_active"),
+        (&unread, "read_failed"),
+        (&held, "held"),
+    ] {
+        assert_eq!(
+            row(&app, conversation).await,
+            Some((WindowClosingStatus::Skipped, Some(reason.to_owned()))),
+            "{reason}"
+        );
+        assert_eq!(rig.metrics.window_closing_count("skipped", reason), 1);
+    }
+    let reads: Vec<String> = app
+        .manychat_requests()
+        .await
+        .iter()
+        .filter(|r| r.path.starts_with("/fb/subscriber/getInfo"))
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(
+        reads.len(),
+        3,
+        "read only for the contacts the cheaper checks let through"
+    );
+
+    // A skip other than contact_replied is final: a new silence sends nothing.
+    let later = last + hours(30);
+    app.store
+        .record_turn(&NewTurn::user(active.id, "back again", true, later))
+        .await
+        .unwrap();
+    pass_at(&app, later + minutes(1380)).await;
+    assert!(window_flows(&app).await.is_empty());
+}
+
+/// Fails the window-closing flow's `sendFlow` with a 500.
+async fn window_flow_fails(app: &TestApp) {
+    Mock::given(method("POST"))
+        .and(path(FLOW))
+        .and(body_partial_json(json!({"flow_ns": WINDOW_FLOW})))
+        .respond_with(manychat_error(500, "temporarily unavailable"))
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_031_window_closing_verification_3_contact_replied_leaves_the_contact_due_again() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(answers(1)).edit(with_window_closing)).await;
+    let conversation = wrote_once(&app, "8301").await;
+    let last = conversation.last_message_at.unwrap();
+    window_flow_fails(&app).await;
+    let rig = pass_at(&app, last + minutes(1380)).await;
+    assert_eq!(
+        row(&app, &conversation).await,
+        Some((WindowClosingStatus::Retry, None))
+    );
+    assert_eq!(rig.metrics.window_closing_count("retry", ""), 1);
+    app.manychat.reset().await;
+    manychat_accepts_everything(&app.manychat).await;
+
+    // The contact wrote before the retry: released, due again from the new message.
+    let replied = last + minutes(1385);
+    app.store
+        .record_turn(&NewTurn::user(
+            conversation.id,
+            "still there?",
+            true,
+            replied,
+        ))
+        .await
+        .unwrap();
+    let rig = pass_at(&app, last + minutes(1390)).await;
+    assert_eq!(
+        rig.metrics
+            .window_closing_count("released", "contact_replied"),
+        1
+    );
+    assert_eq!(row(&app, &conversation).await, None);
+    assert!(window_flows(&app).await.is_empty());
+    pass_at(&app, replied + minutes(1379)).await;
+    assert!(window_flows(&app).await.is_empty());
+    pass_at(&app, replied + minutes(1380)).await;
+    assert_eq!(window_flows(&app).await, vec!["8301".to_owned()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_031_window_closing_verification_4_no_resend_after_an_idle_reset() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(answers(1)).edit(with_window_closing)).await;
+    let conversation = wrote_once(&app, "8401").await;
+    let last = conversation.last_message_at.unwrap();
+    pass_at(&app, last + minutes(1380)).await;
+    assert_eq!(window_flows(&app).await.len(), 1);
+    // Two days later (past idleResetHours) the contact writes again and falls silent.
+    let again = last + hours(48);
+    app.store
+        .record_turn(&NewTurn::user(conversation.id, "hello again", true, again))
+        .await
+        .unwrap();
+    pass_at(&app, again + minutes(1380)).await;
+    pass_at(&app, again + minutes(1400)).await;
+    assert_eq!(window_flows(&app).await.len(), 1, "once per contact ever");
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_031_window_closing_verification_5_a_pending_nudge_is_cancelled_and_a_sent_nudge_does_not_block()
+ {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(answers(2)).edit(with_window_closing)).await;
+    let pending = wrote_once(&app, "8501").await;
+    let last = pending.last_message_at.unwrap();
+    app.store
+        .schedule_nudge(pending.id, "tomorrow", last + minutes(1380), last)
+        .await
+        .unwrap();
+    // The other contact's nudge went out earlier.
+    let nudged = wrote_once(&app, "8502").await;
+    app.store
+        .schedule_nudge(nudged.id, "later_today", last + hours(2), last)
+        .await
+        .unwrap();
+    let claimed = app
+        .store
+        .claim_due_nudges(last + hours(2), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    app.store
+        .settle_nudge(&claimed[0], NudgeStatus::Sent, None, last + hours(2))
+        .await
+        .unwrap();
+
+    let rig = pass_at(&app, last + minutes(1380)).await;
+    let mut sent = window_flows(&app).await;
+    sent.sort();
+    assert_eq!(sent, vec!["8501".to_owned(), "8502".to_owned()]);
+    let nudge = app.store.nudge(pending.id).await.unwrap().unwrap();
+    assert_eq!(
+        (nudge.status, nudge.reason.as_deref()),
+        (NudgeStatus::Cancelled, Some("window_closing"))
+    );
+    assert_eq!(rig.metrics.nudge_count("cancelled", "window_closing"), 1);
+    assert_eq!(rig.model.calls(), 0, "the nudge's model never ran");
+    let nudge = app.store.nudge(nudged.id).await.unwrap().unwrap();
+    assert_eq!(nudge.status, NudgeStatus::Sent, "a sent nudge stays sent");
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_031_window_closing_a_send_failing_until_the_window_closes_is_given_up_and_counts_as_sent()
+ {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(answers(1)).edit(with_window_closing)).await;
+    let conversation = wrote_once(&app, "8601").await;
+    let last = conversation.last_message_at.unwrap();
+    window_flow_fails(&app).await;
+    pass_at(&app, last + minutes(1380)).await;
+    pass_at(&app, last + minutes(1400)).await;
+    let attempts = window_flows(&app).await.len();
+    assert_eq!(attempts, 2, "tried again while the window is open");
+    assert_eq!(
+        row(&app, &conversation).await,
+        Some((WindowClosingStatus::Retry, None))
+    );
+    // The last try a minute before the window closes fails: given up.
+    let rig = pass_at(&app, last + minutes(1439)).await;
+    assert_eq!(window_flows(&app).await.len(), 3);
+    assert_eq!(
+        row(&app, &conversation).await,
+        Some((WindowClosingStatus::GivenUp, None))
+    );
+    assert_eq!(rig.metrics.window_closing_count("given_up", ""), 1);
+    let stored = app
+        .store
+        .window_closing(conversation.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.attempts, 3);
+    // Counted as sent: ManyChat answering again changes nothing, nor a new silence.
+    app.manychat.reset().await;
+    manychat_accepts_everything(&app.manychat).await;
+    let again = last + hours(48);
+    app.store
+        .record_turn(&NewTurn::user(conversation.id, "hello again", true, again))
+        .await
+        .unwrap();
+    pass_at(&app, again + minutes(1380)).await;
+    assert!(window_flows(&app).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+async fn spec_031_window_closing_two_workers_on_one_postgres_send_once() {
+    const CONTACTS: usize = 4;
+    let url = fresh_postgres_url().await;
+    let one = spawn_app_with(
+        AppOptions::new(answers(CONTACTS))
+            .edit(with_window_closing)
+            .env("DATABASE_URL", url.clone()),
+    )
+    .await;
+    let two = spawn_app_with(
+        AppOptions::new(answers(0))
+            .edit(with_window_closing)
+            .env("DATABASE_URL", url),
+    )
+    .await;
+    let mut last = None;
+    for n in 0..CONTACTS {
+        let conversation = wrote_once(&one, &format!("8701{n}")).await;
+        last = last.max(conversation.last_message_at);
+    }
+    let due = last.unwrap() + minutes(1381);
+    let a = rig_at(&one, due, script(Vec::new()));
+    let b = rig_at(&two, due, script(Vec::new()));
+    bounded("two racing passes", async {
+        tokio::join!(a.worker.run_once(), b.worker.run_once())
+    })
+    .await;
+    let mut sent = window_flows(&one).await;
+    sent.extend(window_flows(&two).await);
+    sent.sort();
+    let expected: Vec<String> = (0..CONTACTS).map(|n| format!("8701{n}")).collect();
+    assert_eq!(sent, expected, "each contact's flow sent once");
+}
