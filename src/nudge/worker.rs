@@ -140,12 +140,20 @@ impl NudgeWorker {
                     );
                 }
             }
-            Err(error) => tracing::error!(error = %error, "could not look for lost nudges"),
+            Err(error) => crate::store_failure!(
+                self.store,
+                error.during("marking lost nudges"),
+                "could not look for lost nudges"
+            ),
         }
         let claimed = match self.store.claim_due_nudges(now, BATCH).await {
             Ok(claimed) => claimed,
             Err(error) => {
-                tracing::error!(error = %error, "could not claim due nudges");
+                crate::store_failure!(
+                    self.store,
+                    error.during("claiming due nudges"),
+                    "could not claim due nudges"
+                );
                 return pass;
             }
         };
@@ -162,7 +170,12 @@ impl NudgeWorker {
             Ok(Some(conversation)) => conversation,
             Ok(None) => return,
             Err(error) => {
-                tracing::error!(conversation = %nudge.conversation_id, error = %error, "could not read the nudge's conversation; it stays running and is marked lost");
+                crate::store_failure!(
+                    self.store,
+                    error.during("reading a nudge's conversation"),
+                    conversation = %nudge.conversation_id,
+                    "could not read the nudge's conversation; it stays running and is marked lost"
+                );
                 return;
             }
         };
@@ -174,7 +187,12 @@ impl NudgeWorker {
         {
             Ok(context) => context,
             Err(error) => {
-                tracing::error!(conversation = %conversation.id, error = %error, "could not read the nudge's context; it stays running and is marked lost");
+                crate::store_failure!(
+                    self.store,
+                    error.during("reading a nudge's history"),
+                    conversation = %conversation.id,
+                    "could not read the nudge's context; it stays running and is marked lost"
+                );
                 return;
             }
         };
@@ -293,7 +311,12 @@ impl NudgeWorker {
             // Cancelled meanwhile (the contact wrote): that change was logged where it happened.
             Ok(false) => {}
             Err(error) => {
-                tracing::error!(conversation = %nudge.conversation_id, error = %error, "could not settle the nudge; it stays running and is marked lost")
+                crate::store_failure!(
+                    self.store,
+                    error.during("settling a nudge"),
+                    conversation = %nudge.conversation_id,
+                    "could not settle the nudge; it stays running and is marked lost"
+                )
             }
         }
     }

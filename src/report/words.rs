@@ -129,6 +129,7 @@ pub fn outcome(name: &str) -> String {
         "error" => "handed to a person: the assistant could not answer".into(),
         "nudge_sent" => "follow-up sent".into(),
         "media_fallback" => "a voice note or file that could not be read".into(),
+        "held" => "left to your team: a person had the conversation".into(),
         other => readable(other),
     }
 }

@@ -57,7 +57,12 @@ impl TurnEngine {
                 .update_turn_actions(after.turn_id, &actions::record(&after.actions))
                 .await
             {
-                tracing::error!(conversation = %after.conversation, error = %error, "could not update the action record");
+                crate::store_failure!(
+                    self.inner.store,
+                    error.during("updating a turn's action record"),
+                    conversation = %after.conversation,
+                    "could not update the action record"
+                );
             }
         }
         if let Some(row) = after.handoff_row {

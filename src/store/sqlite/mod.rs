@@ -149,6 +149,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "handoff_hold",
         include_str!("../../../migrations/sqlite/0016_handoff_hold.sql"),
     ),
+    (
+        17,
+        "hold_releases",
+        include_str!("../../../migrations/sqlite/0017_hold_releases.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -708,6 +713,10 @@ fn clone_error(error: &StoreError) -> StoreError {
         StoreError::UnsupportedUrl => StoreError::UnsupportedUrl,
         StoreError::Corrupt(text) => StoreError::Corrupt(text.clone()),
         StoreError::PromiseLapsed => StoreError::PromiseLapsed,
+        StoreError::During { operation, error } => StoreError::During {
+            operation,
+            error: Box::new(clone_error(error)),
+        },
     }
 }
 
