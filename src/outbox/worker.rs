@@ -627,6 +627,7 @@ impl OutboxWorker {
             crate::plugins::perform_writes(
                 &self.plugins,
                 config.as_ref().and_then(|c| c.plugins.as_ref()),
+                &self.metrics,
                 &row.subscriber_id,
                 row.conversation_id,
                 &mut payload.actions,

@@ -37,6 +37,7 @@ impl TurnEngine {
             crate::plugins::perform_writes(
                 &self.inner.plugins,
                 self.inner.config.snapshot().plugins.as_ref(),
+                &self.inner.metrics,
                 &after.subscriber,
                 after.conversation,
                 &mut after.actions,
