@@ -817,8 +817,16 @@ pub async fn simulate(
         .as_array()
         .cloned()
         .unwrap_or_default();
-    if messages.is_empty() {
-        println!("(silent response: the reply will arrive through the outbox)");
+    let held = match messages.is_empty() {
+        true => handoff::held(env, &subscriber).await,
+        false => None,
+    };
+    match &held {
+        Some(lines) => lines.iter().for_each(|line| println!("{line}")),
+        None if messages.is_empty() => {
+            println!("(silent response: the reply will arrive through the outbox)")
+        }
+        None => {}
     }
     for message in messages {
         println!("{}", message["text"].as_str().unwrap_or_default());

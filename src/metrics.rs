@@ -555,8 +555,9 @@ impl Metrics {
 
     /// Counts an action that settled in `status`, where its status is decided: `performed` and
     /// `failed` per ManyChat attempt (`crate::actions::perform_one`; a retried handoff counts
-    /// each attempt), the others when the turn's record is written. `tool` is a built-in tool
-    /// or record kind.
+    /// each attempt), the others when the turn's record is written; a plugin write's call
+    /// (`crate::plugins::perform_writes`) likewise. `tool` is a built-in tool, a record kind or
+    /// a `plugins.json` write tool's name.
     pub fn action(&self, tool: &str, status: ActionStatus) {
         self.actions
             .get_or_create(&[("tool", tool.to_owned()), ("status", status_label(status))])

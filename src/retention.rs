@@ -91,7 +91,11 @@ pub async fn run_periodically(
                 "retention: text older than the period cleared"
             ),
             Err(error) => {
-                tracing::warn!(error = %error, "retention pass failed; tried again in an hour")
+                crate::store_failure!(
+                    store,
+                    error.during("clearing text past the retention period"),
+                    "retention pass failed; tried again in an hour"
+                )
             }
         }
         next = tokio::time::Instant::now() + EVERY;

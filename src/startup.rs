@@ -98,8 +98,6 @@ pub struct Application {
     settings: Arc<Settings>,
     overrides_manual_worker: bool,
     reload_on_sighup: bool,
-    /// The plugin tools' client: a reload checks the new config's secrets through it.
-    plugins: crate::plugins::PluginClient,
 }
 
 /// How the tenant config is checked against the deployment's settings (012 collisions).
@@ -139,6 +137,8 @@ impl Application {
                 problems.join("; ")
             )));
         }
+        // A reload that adds a tool without its secret is refused the same way.
+        config.check_with(plugins.reload_check());
 
         let reply_flow_ns = settings.manychat_reply_flow_ns.clone().ok_or_else(|| {
             StartupError::Missing(
@@ -245,7 +245,6 @@ impl Application {
             settings,
             overrides_manual_worker: overrides.manual_worker,
             reload_on_sighup: overrides.reload_on_sighup,
-            plugins,
         })
     }
 
@@ -294,11 +293,7 @@ impl Application {
             tokio::spawn(self.nudges.clone().run(token))
         });
         if self.reload_on_sighup {
-            spawn_reload_on_sighup(
-                self.state.config.clone(),
-                self.plugins.clone(),
-                shutdown.clone(),
-            )?;
+            spawn_reload_on_sighup(self.state.config.clone(), shutdown.clone())?;
         }
         // Replies a stopped process promised and did not give.
         if let Err(error) = self.state.turns.recover_promises().await {
@@ -501,7 +496,6 @@ pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// is bounded by [`RELOAD_TIMEOUT`], so a stuck read never stops later SIGHUPs from being heard.
 fn spawn_reload_on_sighup(
     config: Arc<ConfigHandle>,
-    plugins: crate::plugins::PluginClient,
     shutdown: CancellationToken,
 ) -> Result<(), std::io::Error> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -513,13 +507,7 @@ fn spawn_reload_on_sighup(
                 received = hangups.recv() => {
                     if received.is_none() { break; }
                     match config.reload_bounded(RELOAD_TIMEOUT).await {
-                        ReloadOutcome::Applied => {
-                            tracing::info!("SIGHUP: tenant config reloaded");
-                            // A new plugin tool without its secret fails each call until set.
-                            for problem in plugins.secret_problems(config.snapshot().plugins.as_ref()) {
-                                tracing::warn!(problem = %problem, "SIGHUP: a plugin tool cannot sign its calls");
-                            }
-                        }
+                        ReloadOutcome::Applied => tracing::info!("SIGHUP: tenant config reloaded"),
                         ReloadOutcome::Rejected(errors) => tracing::warn!(
                             issues = errors.len(),
                             "SIGHUP: tenant config invalid; the old config stays in force"

@@ -59,6 +59,57 @@ pub(super) async fn explain(
     ))
 }
 
+/// When the contact's latest message was held for a person (`crate::handoff`): what happened
+/// and how to hand the contact back. `None` for any other turn, or without the database.
+pub(super) async fn held(
+    env: &HashMap<String, String>,
+    subscriber: &SubscriberId,
+) -> Option<Vec<String>> {
+    let store = super::existing_store(env).await.ok()?;
+    let conversation = store.conversation_by_subscriber(subscriber).await.ok()??;
+    let turns = store.turns(conversation.id).await.ok()?;
+    let last = turns.last().filter(|turn| turn.role == Role::Agent)?;
+    if last.outcome.as_deref() != Some(crate::handoff::HELD_OUTCOME) {
+        return None;
+    }
+    let since = conversation.escalated_at?;
+    let config = tenant_config(env);
+    let until = config.as_ref().and_then(|c| {
+        match crate::handoff::hold_at(&conversation, crate::handoff::hold_hours(c), Utc::now()) {
+            crate::handoff::Hold::Held { until, .. } => Some(until),
+            _ => None,
+        }
+    });
+    let tag = config
+        .as_ref()
+        .and_then(|c| c.rules.handoff.as_ref())
+        .and_then(|h| h.tag.clone());
+    let mut lines = vec![format!(
+        "(held for a person: the contact was handed to a person at {}, so the assistant did not \
+         answer and sent nothing; the message is recorded)",
+        since.format("%Y-%m-%d %H:%M UTC")
+    )];
+    let mut ends = Vec::new();
+    if let Some(until) = until {
+        ends.push(format!("at {}", until.format("%Y-%m-%d %H:%M UTC")));
+    }
+    if let Some(tag) = tag {
+        ends.push(format!(
+            "when the tag {tag} is removed from the contact in ManyChat"
+        ));
+    }
+    ends.push("when someone releases it".to_owned());
+    lines.push(format!("(the hold ends {})", ends.join(", or ")));
+    lines.push(format!(
+        "(to hand the contact back to the assistant now: manychat-agent release {}, or POST \
+         {} with {{\"subscriber_id\": \"{}\"}} and the shared secret)",
+        subscriber.as_str(),
+        crate::http::RELEASE_PATH,
+        subscriber.as_str()
+    ));
+    Some(lines)
+}
+
 /// The tenant config as the demo loads it (`CONFIG_DIR`, the examples allowed).
 fn tenant_config(env: &HashMap<String, String>) -> Option<TenantConfig> {
     let dir = env

@@ -10,6 +10,10 @@
 //! - A bounded reload ([`ConfigHandle::reload_bounded`]) swaps only what it read within its
 //!   bound: a read that returns late is dropped, and while it is still stuck no other read
 //!   starts, so a wedged file system costs one thread, not one per SIGHUP.
+//! - A set that needs something of the process beyond its files (a plugin tool's signing secret
+//!   in the environment) is checked by the [`EnvCheck`]s registered with
+//!   [`ConfigHandle::check_with`] before it is swapped in; an issue they find refuses the reload
+//!   like a file error (named by file, path and rule, never a value).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +39,10 @@ pub enum ReloadOutcome {
     StillReading,
 }
 
+/// A check a loaded set must pass before a reload swaps it in, for what the files cannot say
+/// alone (the environment): the issues it finds, none when the set may be applied.
+pub type EnvCheck = Box<dyn Fn(&Path, &TenantConfig) -> Vec<ConfigIssue> + Send + Sync>;
+
 /// The tenant config in force, swappable atomically.
 pub struct ConfigHandle {
     current: ArcSwap<TenantConfig>,
@@ -44,6 +52,8 @@ pub struct ConfigHandle {
     ctx: ConfigContext,
     /// Set while a bounded reload's read runs, until that read returns (even after its bound).
     reading: AtomicBool,
+    /// What a reloaded set must also pass ([`Self::check_with`]).
+    checks: std::sync::RwLock<Vec<EnvCheck>>,
 }
 
 impl ConfigHandle {
@@ -61,7 +71,30 @@ impl ConfigHandle {
             dir: dir.into(),
             ctx,
             reading: AtomicBool::new(false),
+            checks: std::sync::RwLock::new(Vec::new()),
         }
+    }
+
+    /// Registers a check every reloaded set must pass before it is swapped in (`serve` checks
+    /// the plugin tools' secrets in its environment). The config in force is not checked again:
+    /// the caller checked it at start.
+    pub fn check_with(&self, check: EnvCheck) {
+        self.checks
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(check);
+    }
+
+    /// The registered checks' issues for `config`.
+    fn env_issues(&self, config: &TenantConfig) -> Vec<ConfigIssue> {
+        let checks = self
+            .checks
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        checks
+            .iter()
+            .flat_map(|check| check(&self.dir, config))
+            .collect()
     }
 
     /// The config in force, to hold for the whole of one turn.
@@ -124,8 +157,13 @@ impl ConfigHandle {
         }
     }
 
-    /// Swaps in a config that loaded, or logs why the set was refused.
+    /// Swaps in a config that loaded and passes the registered checks, or logs why the set was
+    /// refused.
     fn settle(&self, loaded: Result<TenantConfig, ConfigErrors>) -> ReloadOutcome {
+        let loaded = loaded.and_then(|config| match self.env_issues(&config) {
+            issues if issues.is_empty() => Ok(config),
+            issues => Err(ConfigErrors(issues)),
+        });
         match loaded {
             Ok(config) => {
                 self.current.store(Arc::new(config));

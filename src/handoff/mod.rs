@@ -23,6 +23,9 @@ use chrono::{DateTime, Duration, Utc};
 use crate::config::TenantConfig;
 use crate::store::Conversation;
 
+/// The outcome of the agent turn recorded for a message answered while its contact is held.
+pub const HELD_OUTCOME: &str = "held";
+
 /// Why a hold ended, as recorded on the conversation and counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {

@@ -48,6 +48,8 @@ use crate::turn::{Inbound, TurnEngine};
 
 /// The route ManyChat's Dynamic Block calls.
 pub const MESSAGE_PATH: &str = channel::MESSAGE_ROUTE;
+/// The operator's release route (`crate::handoff`).
+pub const RELEASE_PATH: &str = release::RELEASE_PATH;
 /// SYSTEM 3.2: the inbound body limit.
 pub const BODY_LIMIT: usize = 64 * 1024;
 
@@ -219,8 +221,9 @@ async fn message(
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         state.metrics.load_shed.inc();
         tracing::warn!("load shed: too many turns in flight");
-        // Recorded and handed to a person, not only answered with the copy.
-        state
+        // Recorded and handed to a person, not only answered with the copy; a contact held for
+        // a person already gets the held (silent) answer.
+        let shed = state
             .turns
             .shed(
                 &message.subscriber_id,
@@ -228,7 +231,12 @@ async fn message(
                 message.channel.as_deref(),
             )
             .await;
-        return escalation_response(&state, &callback);
+        return match shed {
+            crate::turn::Shed::Held => {
+                block_response(&channel::render(state.channel, &[], &callback))
+            }
+            crate::turn::Shed::HandedOff => escalation_response(&state, &callback),
+        };
     };
 
     let subscriber = message.subscriber_id.clone();
@@ -260,7 +268,16 @@ async fn message(
             }
         }
         Err(e) => {
-            tracing::error!(error = %e, "turn failed; answering with the escalation copy");
+            match &e {
+                crate::turn::TurnError::Store(error) => crate::store_failure!(
+                    state.store,
+                    error,
+                    "turn failed; answering with the escalation copy"
+                ),
+                other => {
+                    tracing::error!(error = %other, "turn failed; answering with the escalation copy")
+                }
+            }
             // C6: nothing recorded it, so no outbox row hands the contact over; the handoff
             // goes directly once the copy is written.
             let copy = [state.turns.escalation_copy()];

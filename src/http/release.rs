@@ -63,7 +63,11 @@ pub(super) async fn release(
             axum::Json(json!({"released": released.is_some()})).into_response()
         }
         Err(failure) => {
-            tracing::error!(error = %failure, "release: the store failed");
+            crate::store_failure!(
+                state.store,
+                failure.during("releasing a held contact"),
+                "release: the store failed"
+            );
             error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 json!({"error": "unavailable", "message": "the store did not answer; try again"}),

@@ -141,7 +141,11 @@ impl NudgeWorker {
                     );
                 }
             }
-            Err(error) => tracing::error!(error = %error, "could not look for lost nudges"),
+            Err(error) => crate::store_failure!(
+                self.store,
+                error.during("marking lost nudges"),
+                "could not look for lost nudges"
+            ),
         }
         // 031: the window-closing flows due now (before the nudges: sending one cancels the
         // contact's pending nudge).
@@ -149,7 +153,11 @@ impl NudgeWorker {
         let claimed = match self.store.claim_due_nudges(now, BATCH).await {
             Ok(claimed) => claimed,
             Err(error) => {
-                tracing::error!(error = %error, "could not claim due nudges");
+                crate::store_failure!(
+                    self.store,
+                    error.during("claiming due nudges"),
+                    "could not claim due nudges"
+                );
                 return pass;
             }
         };
@@ -166,7 +174,12 @@ impl NudgeWorker {
             Ok(Some(conversation)) => conversation,
             Ok(None) => return,
             Err(error) => {
-                tracing::error!(conversation = %nudge.conversation_id, error = %error, "could not read the nudge's conversation; it stays running and is marked lost");
+                crate::store_failure!(
+                    self.store,
+                    error.during("reading a nudge's conversation"),
+                    conversation = %nudge.conversation_id,
+                    "could not read the nudge's conversation; it stays running and is marked lost"
+                );
                 return;
             }
         };
@@ -178,7 +191,12 @@ impl NudgeWorker {
         {
             Ok(context) => context,
             Err(error) => {
-                tracing::error!(conversation = %conversation.id, error = %error, "could not read the nudge's context; it stays running and is marked lost");
+                crate::store_failure!(
+                    self.store,
+                    error.during("reading a nudge's history"),
+                    conversation = %conversation.id,
+                    "could not read the nudge's context; it stays running and is marked lost"
+                );
                 return;
             }
         };
@@ -297,7 +315,12 @@ impl NudgeWorker {
             // Cancelled meanwhile (the contact wrote): that change was logged where it happened.
             Ok(false) => {}
             Err(error) => {
-                tracing::error!(conversation = %nudge.conversation_id, error = %error, "could not settle the nudge; it stays running and is marked lost")
+                crate::store_failure!(
+                    self.store,
+                    error.during("settling a nudge"),
+                    conversation = %nudge.conversation_id,
+                    "could not settle the nudge; it stays running and is marked lost"
+                )
             }
         }
     }

@@ -88,14 +88,24 @@ impl Handoffs {
             Ok(Some(row)) => self.perform(&row).await,
             Ok(None) => {}
             // The row stays pending; the worker performs it when it falls due.
-            Err(error) => tracing::error!(row = row_id, error = %error, "handoff: could not claim"),
+            Err(error) => crate::store_failure!(
+                self.store,
+                error.during("claiming a handoff row"),
+                row = row_id,
+                "handoff: could not claim"
+            ),
         }
     }
 
     /// Performs a claimed `handoff` row and settles it: delivered, retried, or dead-lettered.
     pub async fn perform(&self, row: &OutboxRow) {
         if let Err(error) = self.attempt(row).await {
-            tracing::error!(row = row.id, error = %error, "handoff: could not settle row");
+            crate::store_failure!(
+                self.store,
+                error.during("performing a handoff row"),
+                row = row.id,
+                "handoff: could not settle row"
+            );
         }
     }
 

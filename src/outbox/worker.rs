@@ -36,7 +36,7 @@ use crate::ids::ConversationId;
 use crate::manychat::{ManyChatClient, ManyChatError};
 use crate::metrics::Metrics;
 use crate::store::{
-    ClaimRules, Exchange, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Store, StoreError,
+    ClaimRules, During, Exchange, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Store, StoreError,
 };
 use crate::tokens::{self, TokenPayload};
 
@@ -307,7 +307,7 @@ impl OutboxWorker {
                         }
                     }
                     Err(error) => {
-                        tracing::error!(error = %error, "outbox worker: database error")
+                        crate::store_failure!(self.store, error, "outbox worker: database error")
                     }
                 }
             }
@@ -367,6 +367,7 @@ impl OutboxWorker {
                 reply_gap: self.settings.reply_gap,
             })
             .await
+            .during("claiming outbox rows")
     }
 
     /// Hands a claimed row to its contact's lane, starting one when the contact has none.
@@ -471,7 +472,12 @@ impl OutboxWorker {
             if let Err(error) = self.store.renew_outbox_leases(&ids, until).await {
                 // The next renewal tries again; only a failure for a whole lease lets another
                 // worker take these rows.
-                tracing::error!(rows = ids.len(), error = %error, "outbox: could not renew leases");
+                crate::store_failure!(
+                    self.store,
+                    error.during("renewing outbox leases"),
+                    rows = ids.len(),
+                    "outbox: could not renew leases"
+                );
             }
         }
     }
@@ -493,7 +499,12 @@ impl OutboxWorker {
         };
         if let Err(error) = settled {
             // The row stays `delivering` and is claimed again when its lease lapses.
-            tracing::error!(row = row.id, error = %error, "outbox: could not settle row");
+            crate::store_failure!(
+                self.store,
+                error.during("settling an outbox row"),
+                row = row.id,
+                "outbox: could not settle row"
+            );
         }
     }
 
@@ -616,6 +627,7 @@ impl OutboxWorker {
             crate::plugins::perform_writes(
                 &self.plugins,
                 config.as_ref().and_then(|c| c.plugins.as_ref()),
+                &self.metrics,
                 &row.subscriber_id,
                 row.conversation_id,
                 &mut payload.actions,
@@ -693,7 +705,12 @@ impl OutboxWorker {
             .record_outbox_actions(row.id, &recorded, progress.trigger_timeouts)
             .await
         {
-            tracing::error!(row = row.id, error = %error, "outbox: could not record the actions' progress");
+            crate::store_failure!(
+                self.store,
+                error.during("recording an outbox row's action progress"),
+                row = row.id,
+                "outbox: could not record the actions' progress"
+            );
         }
     }
 
@@ -757,7 +774,12 @@ impl OutboxWorker {
             )
             .await
         {
-            tracing::error!(row = row.id, error = %error, "outbox: could not record delivery progress");
+            crate::store_failure!(
+                self.store,
+                error.during("recording an outbox row's delivery progress"),
+                row = row.id,
+                "outbox: could not record delivery progress"
+            );
         }
     }
 
@@ -955,7 +977,12 @@ impl OutboxWorker {
             .update_turn_actions(turn_id, &actions::record(actions))
             .await
         {
-            tracing::error!(turn = turn_id, error = %error, "could not update the action record");
+            crate::store_failure!(
+                self.store,
+                error.during("updating a turn's action record"),
+                turn = turn_id,
+                "could not update the action record"
+            );
         }
     }
 }

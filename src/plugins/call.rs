@@ -86,6 +86,34 @@ impl PluginClient {
         problems
     }
 
+    /// The same problems as config issues (`plugins.json`, the tool's `secretEnv` path, the
+    /// variable and its rule; never its value), for a reload to refuse the set on.
+    pub fn secret_issues(&self, config: Option<&PluginsConfig>) -> Vec<crate::config::ConfigIssue> {
+        let tools = config.map(|c| c.tools.as_slice()).unwrap_or_default();
+        tools
+            .iter()
+            .enumerate()
+            .filter_map(|(i, tool)| {
+                let rule = sign::secret_problem((self.secrets)(&tool.secret_env).as_deref())?;
+                Some(crate::config::ConfigIssue::new(
+                    "plugins.json",
+                    format!("$.tools[{i}].secretEnv"),
+                    format!(
+                        "the environment variable {} {rule}: tool {} could not sign its calls",
+                        tool.secret_env, tool.name
+                    ),
+                ))
+            })
+            .collect()
+    }
+
+    /// The reload check (`ConfigHandle::check_with`): a set whose plugin tools cannot all sign
+    /// is refused like a bad config, and the one in force stays.
+    pub fn reload_check(&self) -> crate::config::handle::EnvCheck {
+        let client = self.clone();
+        Box::new(move |_, config| client.secret_issues(config.plugins.as_ref()))
+    }
+
     /// Calls `tool` for `subscriber` with `arguments`, within `timeout`.
     pub async fn call(
         &self,

@@ -36,28 +36,35 @@ pub fn new_tool(
         return Err(format!("{name} is a built-in tool's name"));
     }
     let path = dir.join(PLUGINS_FILE);
-    let mut file: Value = match std::fs::read(&path) {
-        Ok(bytes) => {
-            let parsed: Value = serde_json::from_slice(&bytes)
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let parsed: Value = serde_json::from_str(&text)
                 .map_err(|_| format!("{PLUGINS_FILE} is not valid JSON; fix it first"))?;
             checked(&parsed)
                 .map_err(|issues| format!("{PLUGINS_FILE} is invalid; fix it first:\n{issues}"))?;
-            parsed
+            let tools = parsed["tools"]
+                .as_array()
+                .ok_or_else(|| format!("{PLUGINS_FILE} has no tools list"))?;
+            if tools.iter().any(|t| t["name"] == name) {
+                return Err(format!("{name} is already in {PLUGINS_FILE}"));
+            }
+            Some(text)
         }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => json!({"tools": []}),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
         Err(error) => return Err(format!("cannot read {PLUGINS_FILE}: {error}")),
     };
-    let tools = file["tools"]
-        .as_array_mut()
+    let fields = skeleton(name, kind, url);
+    let entry = Value::Object(
+        fields
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect(),
+    );
+    let text = with_entry(existing.as_deref(), &fields)
         .ok_or_else(|| format!("{PLUGINS_FILE} has no tools list"))?;
-    if tools.iter().any(|t| t["name"] == name) {
-        return Err(format!("{name} is already in {PLUGINS_FILE}"));
-    }
-    let entry = skeleton(name, kind, url);
-    tools.push(entry.clone());
+    let file: Value = serde_json::from_str(&text)
+        .map_err(|_| format!("the new entry could not be added to {PLUGINS_FILE}"))?;
     checked(&file).map_err(|issues| format!("the new entry is refused:\n{issues}"))?;
-    let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
-    text.push('\n');
     let temporary = dir.join(format!(".{PLUGINS_FILE}.new"));
     std::fs::write(&temporary, &text)
         .and_then(|()| std::fs::rename(&temporary, &path))
@@ -88,28 +95,116 @@ fn checked(file: &Value) -> Result<PluginsConfig, String> {
     }
 }
 
-fn skeleton(name: &str, kind: ToolKind, url: Option<&str>) -> Value {
+/// The new entry's keys and values, in the documented order: name, kind, url, secretEnv,
+/// description, parameters, result.
+fn skeleton(name: &str, kind: ToolKind, url: Option<&str>) -> Vec<(&'static str, Value)> {
     let url = url.map_or_else(|| format!("http://127.0.0.1:8787/{name}"), str::to_owned);
     let secret_env = format!("PLUGIN_{}_SECRET", name.to_ascii_uppercase());
+    let mut fields = vec![
+        ("name", json!(name)),
+        ("kind", json!(kind.as_str())),
+        ("url", json!(url)),
+        ("secretEnv", json!(secret_env)),
+    ];
     match kind {
-        ToolKind::Read => json!({
-            "name": name,
-            "kind": "read",
-            "url": url,
-            "secretEnv": secret_env,
-            "description": "What this looks up, and when to use it.",
-            "parameters": {"query": {"type": "query", "maxLength": 200}},
-            "result": {"answer": {"type": "text", "maxLength": 200}}
-        }),
-        ToolKind::Write => json!({
-            "name": name,
-            "kind": "write",
-            "url": url,
-            "secretEnv": secret_env,
-            "description": "What this records, and when to use it.",
-            "parameters": {"summary": {"type": "note", "maxLength": 300}}
-        }),
+        ToolKind::Read => fields.extend([
+            (
+                "description",
+                json!("What this looks up, and when to use it."),
+            ),
+            (
+                "parameters",
+                json!({"query": {"type": "query", "maxLength": 200}}),
+            ),
+            (
+                "result",
+                json!({"answer": {"type": "text", "maxLength": 200}}),
+            ),
+        ]),
+        ToolKind::Write => fields.extend([
+            (
+                "description",
+                json!("What this records, and when to use it."),
+            ),
+            (
+                "parameters",
+                json!({"summary": {"type": "note", "maxLength": 300}}),
+            ),
+        ]),
     }
+    fields
+}
+
+/// The file's text with the entry `fields` appended to its tools list: the existing text kept
+/// as it is (its keys in their order), the entry's keys in theirs. `None` when the file has no
+/// top-level tools list. A new file is written from scratch.
+fn with_entry(existing: Option<&str>, fields: &[(&str, Value)]) -> Option<String> {
+    let entry = entry_text(fields, "    ");
+    let Some(text) = existing else {
+        return Some(format!("{{\n  \"tools\": [\n{entry}\n  ]\n}}\n"));
+    };
+    let (open, close) = tools_list(text)?;
+    let inside = &text[open + 1..close];
+    let spliced = match inside.trim_end().len() {
+        0 => format!("{}[\n{entry}\n  ]{}", &text[..open], &text[close + 1..]),
+        kept => {
+            let end = open + 1 + kept;
+            format!("{},\n{entry}{}", &text[..end], &text[end..])
+        }
+    };
+    Some(spliced)
+}
+
+/// One entry as indented JSON text, its keys in the given order.
+fn entry_text(fields: &[(&str, Value)], indent: &str) -> String {
+    let inner = format!("{indent}  ");
+    let lines: Vec<String> = fields
+        .iter()
+        .map(|(key, value)| {
+            let value = serde_json::to_string_pretty(value)
+                .unwrap_or_default()
+                .replace('\n', &format!("\n{inner}"));
+            format!("{inner}{}: {value}", Value::from(*key))
+        })
+        .collect();
+    format!("{indent}{{\n{}\n{indent}}}", lines.join(",\n"))
+}
+
+/// Where the top-level `tools` list opens and closes (its `[` and `]`) in `text`, a JSON
+/// object already parsed: strings are skipped whole, so no bracket inside one counts.
+fn tools_list(text: &str) -> Option<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut i, mut open) = (0usize, 0usize, None);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                let key = text.get(start..=i.min(bytes.len() - 1));
+                if depth == 1 && open.is_none() && key == Some("\"tools\"") {
+                    let after = text.get(i + 1..)?.trim_start().strip_prefix(':');
+                    if let Some(list) = after.map(str::trim_start).filter(|r| r.starts_with('[')) {
+                        i = text.len() - list.len();
+                        open = Some(i);
+                        continue;
+                    }
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if let Some(open) = open.filter(|_| depth == 1) {
+                    return Some((open, i));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 fn guide(entry: &Value, kind: ToolKind) -> String {
@@ -210,9 +305,11 @@ pub async fn try_tool(
                     tool.url
                 ));
             }
+            // A one-off call: its count goes nowhere (no service is serving metrics here).
             super::perform_writes(
                 &client,
                 plugins,
+                &crate::metrics::Metrics::default(),
                 &subscriber,
                 uuid::Uuid::nil(),
                 std::slice::from_mut(&mut action),

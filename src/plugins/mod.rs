@@ -173,10 +173,12 @@ pub fn stage_write(tool: &PluginTool, arguments: &Value) -> Result<StagedAction,
 
 /// Performs every staged plugin write once, in order, each within [`WRITE_TIMEOUT`], against
 /// the tools of `config` (the config in force now): `performed` on a 2xx, else `failed` with the
-/// status or error. Never retried.
+/// status or error. Never retried. Each outcome is counted in `actions_total` under the tool's
+/// name, as a built-in action's ManyChat attempt is.
 pub async fn perform_writes(
     client: &PluginClient,
     config: Option<&PluginsConfig>,
+    metrics: &crate::metrics::Metrics,
     subscriber: &SubscriberId,
     conversation: ConversationId,
     actions: &mut [StagedAction],
@@ -215,6 +217,7 @@ pub async fn perform_writes(
                 action.entry.error = Some(error);
             }
         }
+        metrics.action(&action.entry.tool, action.entry.status);
         // A performed or failed write forgets what it sent (a note's text does not outlive it).
         action.operation = Operation::Cleared;
     }

@@ -380,3 +380,54 @@ fn plugin_the_prompt_gains_lines_only_for_the_kinds_configured() {
     assert!(!prompt_lines(Some(&writes)).unwrap().contains("outranks"));
     assert!(prompt_lines(Some(&PluginsConfig { tools: vec![] })).is_none());
 }
+
+/// A reload that adds a tool whose secret is missing or malformed is refused like a bad config:
+/// the config in force stays, and the refusal names the variable, never its value.
+#[test]
+fn plugin_a_reload_adding_a_tool_without_a_valid_secret_keeps_the_old_config() {
+    let mut first = example();
+    first["tools"].as_array_mut().unwrap().truncate(1);
+    let dir = folder_with(&first.to_string());
+    let read_secret = first["tools"][0]["secretEnv"].as_str().unwrap().to_owned();
+    let added_secret = example()["tools"][1]["secretEnv"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let valid = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let malformed = "not-a-secret-value-9431";
+    for added in [None, Some(malformed)] {
+        let (logs, _guard) = crate::observability::capture();
+        let read = read_secret.clone();
+        let secrets: sign::SecretLookup = std::sync::Arc::new(move |name: &str| match name {
+            n if n == read => Some(valid.to_owned()),
+            _ => added.map(str::to_owned),
+        });
+        let handle = crate::config::ConfigHandle::load(dir.path(), ConfigContext::default())
+            .expect("the first set loads");
+        handle.check_with(PluginClient::new(secrets).reload_check());
+        let before = handle.snapshot();
+        std::fs::write(dir.path().join("plugins.json"), example().to_string()).unwrap();
+
+        let outcome = handle.reload();
+        let crate::config::ReloadOutcome::Rejected(errors) = outcome else {
+            panic!("a tool that cannot sign refuses the reload, got {outcome:?}");
+        };
+        let issue = &errors.issues()[0];
+        assert_eq!(
+            (issue.file.as_str(), issue.path.as_str()),
+            ("plugins.json", "$.tools[1].secretEnv")
+        );
+        assert!(issue.rule.contains(&added_secret), "{}", issue.rule);
+        assert_eq!(*handle.snapshot(), *before, "the old config stays in force");
+        let text = logs.text();
+        assert!(
+            text.contains(&added_secret),
+            "the refusal is logged: {text}"
+        );
+        assert!(!text.contains(malformed), "never the value: {text}");
+        assert!(!text.contains(valid), "never a value: {text}");
+
+        // Restored for the next case.
+        std::fs::write(dir.path().join("plugins.json"), first.to_string()).unwrap();
+    }
+}

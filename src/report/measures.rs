@@ -54,6 +54,9 @@ pub struct WeekMeasures {
     pub cost_usd_per_turn: Option<f64>,
     /// The sales measures (023, 025, 032, 034).
     pub sales: SalesMeasures,
+    /// The handoff that holds: handoffs, releases, hours with a person, messages held (read
+    /// beside the aggregates, `super::handoffs::read`).
+    pub handoffs: super::handoffs::HandoffMeasures,
 }
 
 /// A week's sales measures, from performed `turns.actions` entries and `nudge_sent` turns. A
@@ -228,6 +231,7 @@ impl WeekMeasures {
             tokens_per_turn: None,
             cost_usd_per_turn: None,
             sales: SalesMeasures::of(sales, keys, aggregates.new_contacts),
+            handoffs: super::handoffs::HandoffMeasures::default(),
         };
         let mut reads = 0;
         // Model-written turns that answered a message: the deferred share's denominator.

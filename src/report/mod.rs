@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::config::TenantConfig;
 use crate::store::{SalesKeys, Store, StoreError};
 
+pub mod handoffs;
 pub mod measures;
 pub mod render;
 pub mod words;
@@ -96,12 +97,9 @@ pub async fn build(
         let (from, until) = iso_week(now, back);
         let (from, until) = (midnight(from), midnight(until));
         let (aggregates, counts) = store.report_week(from, until, &keys).await?;
-        out.push(WeekMeasures::of(
-            from.date_naive(),
-            &aggregates,
-            &counts,
-            &keys,
-        ));
+        let mut week = WeekMeasures::of(from.date_naive(), &aggregates, &counts, &keys);
+        week.handoffs = handoffs::read(store, &aggregates, from, until).await?;
+        out.push(week);
     }
     Ok(Report {
         version: crate::VERSION,

@@ -115,6 +115,7 @@ fn week_table(out: &mut String, w: &WeekMeasures) {
     row(out, "cost per turn (USD)", num(w.cost_usd_per_turn, 4));
     row(out, "cost (USD)", format!("{:.4}", w.cost_usd));
     sales_rows(out, w);
+    super::handoffs::table_rows(out, &w.handoffs);
     let _ = writeln!(out, "  turns by outcome:");
     for (outcome, count) in &w.turns_by_outcome {
         let _ = writeln!(out, "    {outcome:<32} {count}");
@@ -376,6 +377,10 @@ pub fn html(report: &Report) -> String {
         );
     }
     out.push_str("</table>");
+    out.push_str(&super::handoffs::html_table(
+        report.weeks.iter().map(|w| (w.week.as_str(), &w.handoffs)),
+        esc,
+    ));
     for w in report.weeks.iter().filter(|w| w.recorded_turns > 0) {
         let _ = write!(
             out,
@@ -420,7 +425,7 @@ pub fn html(report: &Report) -> String {
         out.push_str("</table>");
     }
     out.push_str("<h2>What each measure means</h2><dl>");
-    for m in words::ALL {
+    for m in words::ALL.iter().chain(super::handoffs::WORDS.iter()) {
         let _ = write!(out, "<dt>{}</dt><dd>{}</dd>", esc(m.name), esc(m.means));
     }
     out.push_str("</dl><h2>Not measured yet</h2><ul>");

@@ -136,6 +136,7 @@ pub fn outcome(name: &str) -> String {
         "nudge_sent" => "follow-up sent".into(),
         "window_closing_sent" => "last word before the window closed".into(),
         "media_fallback" => "a voice note or file that could not be read".into(),
+        "held" => "left to your team: a person had the conversation".into(),
         other => readable(other),
     }
 }

@@ -30,6 +30,16 @@ pub struct Conversation {
     pub hold_note_due: bool,
 }
 
+/// One released hold, as the history keeps it (`hold_releases`): when the handoff began it, when
+/// and why it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldRelease {
+    pub held_since: DateTime<Utc>,
+    pub released_at: DateTime<Utc>,
+    /// `hold_expired`, `tag_removed` or `released` (`handoff::Release`).
+    pub reason: String,
+}
+
 /// A contact's conversation and its contact tokens.
 #[async_trait]
 pub trait ConversationStore: Send + Sync + 'static {
@@ -52,7 +62,8 @@ pub trait ConversationStore: Send + Sync + 'static {
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()>;
 
     /// The handoff that holds: records the release (at `at`, for `reason`) of the hold that began
-    /// at `held_since` (the conversation's `escalated_at`) and marks the note due. False, and
+    /// at `held_since` (the conversation's `escalated_at`), marks the note due and adds the
+    /// release to the history (`hold_releases`), all in one write. False, and
     /// nothing written, when that hold is not the one in force (a newer handoff) or was released
     /// already.
     async fn release_hold(
@@ -62,6 +73,15 @@ pub trait ConversationStore: Send + Sync + 'static {
         at: DateTime<Utc>,
         reason: &str,
     ) -> Result<bool>;
+
+    /// The releases recorded in `[from, until)` (by `released_at`), oldest first: the history
+    /// `release_hold` writes, one row per released hold, for `manychat-agent report`. Reasons
+    /// and times only, never the contact.
+    async fn hold_releases(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<HoldRelease>>;
 
     /// The release's note was given to the model (the first turn after a release).
     async fn hold_noted(&self, id: ConversationId) -> Result<()>;

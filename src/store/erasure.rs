@@ -38,6 +38,7 @@ pub const CONTACT_TABLES: &[(&str, &str)] = &[
     ("rate_counters", "subscriber_id"),
     ("manychat_flow_sends", "subscriber_id"),
     ("turn_tickets", "conversation_id"),
+    ("hold_releases", "conversation_id"),
     ("conversations", "subscriber_id"),
 ];
 

@@ -69,6 +69,73 @@ pub enum StoreError {
     UnsupportedUrl,
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// `error` met while the service was doing `operation` ("recording the contact's turn"),
+    /// labelled where the call is made ([`StoreError::during`]) so the line that logs it says
+    /// what failed, beside the backend and the cause.
+    #[error("{operation}: {error}")]
+    During {
+        operation: &'static str,
+        error: Box<StoreError>,
+    },
+}
+
+impl StoreError {
+    /// Labels the error with the operation that met it, for the line that logs it. The first
+    /// label is kept (it is the most exact); a lapsed promise is a turn's condition that
+    /// callers match, not a failure, and is never labelled.
+    pub fn during(self, operation: &'static str) -> Self {
+        match self {
+            StoreError::During { .. } | StoreError::PromiseLapsed => self,
+            error => StoreError::During {
+                operation,
+                error: Box::new(error),
+            },
+        }
+    }
+
+    /// The operation the error was labelled with, if any.
+    pub fn operation(&self) -> Option<&'static str> {
+        match self {
+            StoreError::During { operation, .. } => Some(operation),
+            _ => None,
+        }
+    }
+
+    /// The error without its label: the cause in plain words.
+    pub fn cause(&self) -> &StoreError {
+        match self {
+            StoreError::During { error, .. } => error.cause(),
+            error => error,
+        }
+    }
+}
+
+/// Logs a store failure at error level with the same three fields everywhere: `operation` (the
+/// label [`StoreError::during`] put on it), `backend` (`sqlite` or `postgres`) and `error` (the
+/// cause in plain words), then the call site's own fields and message:
+/// `store_failure!(store, error, row = id, "outbox: could not settle the row")`.
+#[macro_export]
+macro_rules! store_failure {
+    ($store:expr, $error:expr, $($rest:tt)+) => {{
+        let error: &$crate::store::StoreError = &$error;
+        tracing::error!(
+            operation = error.operation(),
+            backend = $store.backend(),
+            error = %error.cause(),
+            $($rest)+
+        )
+    }};
+}
+
+/// `.during("…")` on a store call's result: [`StoreError::during`] on its error.
+pub trait During<T> {
+    fn during(self, operation: &'static str) -> Result<T>;
+}
+
+impl<T> During<T> for Result<T> {
+    fn during(self, operation: &'static str) -> Result<T> {
+        self.map_err(|error| error.during(operation))
+    }
 }
 
 #[async_trait]
@@ -193,7 +260,7 @@ pub mod postgres;
 mod report;
 mod sales;
 mod turns;
-pub use conversations::{Conversation, ConversationStore};
+pub use conversations::{Conversation, ConversationStore, HoldRelease};
 pub use counters::{BudgetCharge, BudgetUsage, CounterStore};
 pub use erasure::{CONTACT_TABLES, ErasureStore, Forgotten};
 pub use nudges::{

@@ -37,6 +37,7 @@ impl TurnEngine {
             crate::plugins::perform_writes(
                 &self.inner.plugins,
                 self.inner.config.snapshot().plugins.as_ref(),
+                &self.inner.metrics,
                 &after.subscriber,
                 after.conversation,
                 &mut after.actions,
@@ -57,7 +58,12 @@ impl TurnEngine {
                 .update_turn_actions(after.turn_id, &actions::record(&after.actions))
                 .await
             {
-                tracing::error!(conversation = %after.conversation, error = %error, "could not update the action record");
+                crate::store_failure!(
+                    self.inner.store,
+                    error.during("updating a turn's action record"),
+                    conversation = %after.conversation,
+                    "could not update the action record"
+                );
             }
         }
         if let Some(row) = after.handoff_row {

@@ -108,7 +108,12 @@ impl AgentJob {
                 };
                 message.promise = promise;
                 if let Err(error) = self.engine.settle_aborted(&self, &message, None).await {
-                    tracing::error!(conversation = %self.conversation.id, error = %error, "aborted media turn could not be recorded");
+                    crate::store_failure!(
+                        self.engine.inner.store,
+                        error,
+                        conversation = %self.conversation.id,
+                        "aborted media turn could not be recorded"
+                    );
                 }
                 return;
             };
@@ -216,7 +221,12 @@ impl AgentJob {
                 "the turn finished after its promise lapsed; the contact got the escalation copy"
             ),
             Err(error) => {
-                tracing::error!(conversation = %self.conversation.id, error = %error, "deferred turn could not be recorded")
+                crate::store_failure!(
+                    self.engine.inner.store,
+                    error,
+                    conversation = %self.conversation.id,
+                    "deferred turn could not be recorded"
+                )
             }
         }
     }

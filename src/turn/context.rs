@@ -14,7 +14,9 @@ use crate::agent::{self, HistoryTurn};
 use crate::config::TenantConfig;
 use crate::nudge::Replied;
 use crate::sales;
-use crate::store::{Conversation, Role, SalesRecord, StoreError, TurnContext, TurnContextQuery};
+use crate::store::{
+    Conversation, During, Role, SalesRecord, StoreError, TurnContext, TurnContextQuery,
+};
 
 /// How many earlier turns the model sees (018).
 pub const HISTORY_TURNS: i64 = 10;
@@ -74,11 +76,10 @@ impl TurnEngine {
                     self.queued_replies(conversation, counted, replied).await?;
                 Ok(context)
             }
-            None => {
-                store
-                    .turn_context(conversation, context_query(config, bound, now))
-                    .await
-            }
+            None => store
+                .turn_context(conversation, context_query(config, bound, now))
+                .await
+                .during("reading the contact's history"),
         }
     }
 

@@ -17,7 +17,7 @@ use crate::outbox::ReplyPayload;
 use crate::store::{Conversation, NewTurn, StoreError};
 
 /// The outcome of a message answered while its contact is held for a person.
-pub(super) const HELD: &str = "held";
+pub(super) const HELD: &str = handoff::HELD_OUTCOME;
 
 impl TurnEngine {
     /// `Some(response)` when the conversation is held: the message is recorded and the turn ends.
@@ -71,6 +71,36 @@ impl TurnEngine {
             conversation.hold_note_due = true;
         }
         Ok(None)
+    }
+
+    /// Load shedding (`shed`) for a contact held for a person: true when the message was
+    /// recorded as held (the caller answers silently: no copy, no handoff again). The tag is not
+    /// read (the service is overloaded, and a hold fails toward the person). A hold that ran out
+    /// is recorded here and the message is shed as usual (false).
+    pub(super) async fn shed_held(
+        &self,
+        config: &TenantConfig,
+        conversation: &Conversation,
+        message: &mut Message,
+    ) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        match handoff::hold_at(conversation, handoff::hold_hours(config), inner.clock.now()) {
+            Hold::Free => Ok(false),
+            Hold::Held { .. } => {
+                self.answer_held(conversation, message, Mode::Inline)
+                    .await?;
+                Ok(true)
+            }
+            Hold::Expired { since, at } => {
+                let why = Release::HoldExpired;
+                if handoff::release::record(inner.store.as_ref(), conversation, since, at, why)
+                    .await?
+                {
+                    inner.metrics.hold_release(why);
+                }
+                Ok(false)
+            }
+        }
     }
 
     /// Records the held message and its silent `held` turn, in one write.

@@ -150,7 +150,12 @@ impl AgentJob {
             .settle_decided(&config, &self.conversation, decided, Mode::Deferred)
             .await
         {
-            tracing::error!(conversation = %self.conversation.id, error = %error, "media turn could not be recorded");
+            crate::store_failure!(
+                self.engine.inner.store,
+                error,
+                conversation = %self.conversation.id,
+                "media turn could not be recorded"
+            );
         }
     }
 }

@@ -53,6 +53,7 @@ use context::context_query;
 pub(crate) use context::history_turns;
 pub use gates::Denial;
 pub use order::{TurnGuard, TurnOrder};
+pub use record::Shed;
 pub(crate) use record::fill_usage;
 use record::{Message, Promise};
 use shared::Derived;
@@ -74,7 +75,7 @@ use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::outbox::Handoffs;
 use crate::sales;
-use crate::store::{Conversation, NewTurn, Store, StoreError, TurnContext};
+use crate::store::{Conversation, During, NewTurn, Store, StoreError, TurnContext};
 use crate::tokens::{self, TokenService};
 use crate::tools::FlowSends;
 
@@ -278,7 +279,8 @@ impl TurnEngine {
             if let Some((conversation, context)) = inner
                 .store
                 .returning_contact(&inbound.subscriber_id, query)
-                .await?
+                .await
+                .during("reading the contact's conversation and history")?
             {
                 let bound = self.bind(&conversation, &inbound);
                 // An unbound turn neither waits nor blocks, and reads no history.
@@ -302,7 +304,8 @@ impl TurnEngine {
         let conversation = inner
             .store
             .conversation_for(&inbound.subscriber_id, channel, inner.clock.now())
-            .await?;
+            .await
+            .during("reading the contact's conversation")?;
         let bound = self.bind(&conversation, &inbound);
         // 037: unbound turns neither wait nor block.
         if !bound {

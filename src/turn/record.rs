@@ -30,7 +30,7 @@ use crate::escalation::Escalation;
 use crate::ids::SubscriberId;
 use crate::outbox::{HandoffPayload, PromiseNote, ReplyPayload};
 use crate::store::{
-    BudgetCharge, Conversation, Exchange, KeepPromise, NewOutboxRow, NewTurn, OutboxKind,
+    BudgetCharge, Conversation, During, Exchange, KeepPromise, NewOutboxRow, NewTurn, OutboxKind,
     PromiseRows, StoreError,
 };
 
@@ -107,6 +107,15 @@ pub(super) struct Outcome<'a> {
     /// The handoff follows an inline response: the request performs it once the response is
     /// written, the worker only after a grace period.
     pub inline: bool,
+}
+
+/// How a load-shed message was answered (`TurnEngine::shed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shed {
+    /// With the escalation copy: the contact is handed to a person.
+    HandedOff,
+    /// Silently: the contact is held for a person already.
+    Held,
 }
 
 /// What the write gave back.
@@ -208,7 +217,8 @@ impl TurnEngine {
                 outbox: &rows,
                 keep,
             })
-            .await?;
+            .await
+            .during("recording the contact's turn")?;
         Ok(Recorded {
             turn_id: ids.reply.unwrap_or(ids.message),
             handoff_row: has_handoff.then(|| ids.outbox.last().copied()).flatten(),
@@ -302,7 +312,8 @@ impl TurnEngine {
                 outbox: &rows,
                 ..Exchange::of(&message.turn)
             })
-            .await?;
+            .await
+            .during("writing the promise of a reply")?;
         let [reply, handoff] = ids.outbox[..] else {
             return Err(StoreError::Corrupt("a promise wrote no rows".to_owned()));
         };
@@ -385,11 +396,21 @@ impl TurnEngine {
 
     /// A load-shed message (3.3 beyond): recorded with the escalation copy and handed to a
     /// person (the handoff row is performed by the worker), so the contact is not forgotten.
-    /// Reads and writes nothing else: the service is overloaded.
-    pub async fn shed(&self, subscriber: &SubscriberId, text: &str, channel: Option<&str>) {
-        if let Err(error) = self.record_shed(subscriber, text, channel).await {
-            tracing::error!(error = %error, "load-shed message could not be recorded");
-            self.hand_off_without_store(subscriber).await;
+    /// Reads and writes nothing else: the service is overloaded. A contact held for a person
+    /// (`crate::handoff`) is not handed over again: its message is recorded as held and the
+    /// answer is silent ([`Shed::Held`]).
+    pub async fn shed(&self, subscriber: &SubscriberId, text: &str, channel: Option<&str>) -> Shed {
+        match self.record_shed(subscriber, text, channel).await {
+            Ok(shed) => shed,
+            Err(error) => {
+                crate::store_failure!(
+                    self.inner.store,
+                    error,
+                    "load-shed message could not be recorded"
+                );
+                self.hand_off_without_store(subscriber).await;
+                Shed::HandedOff
+            }
         }
     }
 
@@ -398,16 +419,20 @@ impl TurnEngine {
         subscriber: &SubscriberId,
         text: &str,
         channel: Option<&str>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Shed, StoreError> {
         let inner = &self.inner;
         let config = inner.config.snapshot();
         let now = inner.clock.now();
         let conversation = inner
             .store
             .conversation_for(subscriber, channel.unwrap_or("whatsapp"), now)
-            .await?;
+            .await
+            .during("reading a load-shed contact's conversation")?;
         // Unbound: it neither enters history nor counts for the cap (it was never answered).
-        let message = Message::new(NewTurn::user(conversation.id, text, false, now));
+        let mut message = Message::new(NewTurn::user(conversation.id, text, false, now));
+        if self.shed_held(&config, &conversation, &mut message).await? {
+            return Ok(Shed::Held);
+        }
         let mut reply = NewTurn::agent(
             conversation.id,
             crate::handoff::escalation_copy(&config, now),
@@ -431,7 +456,7 @@ impl TurnEngine {
         )
         .await?;
         self.escalated(&conversation, "escalated_precheck", Escalation::LoadShed);
-        Ok(())
+        Ok(Shed::HandedOff)
     }
 
     /// At start, on a store one process owns (SQLite): every promise a stopped process left

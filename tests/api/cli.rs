@@ -412,7 +412,8 @@ async fn forget_erases_one_contact_and_prints_counts_never_text() {
         printed.trim(),
         format!(
             "forgot conversation {}; rows deleted: turns 2, outbox 1, nudges 0, \
-             window_closings 0, rate_counters 1, manychat_flow_sends 0, turn_tickets 0, conversations 1",
+             window_closings 0, rate_counters 1, manychat_flow_sends 0, turn_tickets 0, \
+             hold_releases 0, conversations 1",
             contact.id
         )
     );
@@ -795,6 +796,75 @@ fn simulate_shows_what_the_agent_did_from_the_services_database_or_says_it_canno
             && printed.contains("with its DATABASE_URL"),
         "{printed}"
     );
+}
+
+/// README's sale walk-through against the demo: four messages end in the payment handoff, the
+/// fifth is held for the person (and `simulate` says so and how to release it), and after
+/// `release` the contact is answered again.
+#[test]
+fn handoff_the_readme_sale_ends_held_and_simulate_says_how_to_release_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        &config,
+    );
+    let database = format!("sqlite://{}", dir.path().join("demo.db").display());
+    let demo = start_demo(&config, &database);
+    let secret = secret_of(&demo.banner);
+    let run = |args: &[&str]| {
+        let output = binary()
+            .args(args)
+            .args(if args[0] == "simulate" {
+                vec![
+                    "--url".to_owned(),
+                    format!("http://127.0.0.1:{}", demo.port),
+                ]
+            } else {
+                vec![]
+            })
+            .env_clear()
+            .env("MANYCHAT_SHARED_SECRET", &secret)
+            .env("DATABASE_URL", &database)
+            .env("CONFIG_DIR", &config)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        stdout(&output)
+    };
+    let say = |text: &str| run(&["simulate", "--subscriber", "5550401", text]);
+    for text in [
+        "How much is Wheel Throwing Basics?",
+        "Can you send me the details for the wheel course?",
+        "Great, how do I book and pay?",
+    ] {
+        let printed = say(text);
+        assert!(!printed.contains("handed to a person"), "{printed}");
+    }
+    let printed = say("I have paid, here is my receipt");
+    assert!(
+        printed.contains("handed to a person, reason stored: payment_reported"),
+        "{printed}"
+    );
+
+    let printed = say("Did you get it?");
+    assert!(
+        printed.contains("(held for a person: the contact was handed to a person at "),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("when the tag needs-studio-reply is removed from the contact"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("manychat-agent release 5550401, or POST /v1/channels/manychat/release"),
+        "{printed}"
+    );
+    assert!(!printed.contains("through the outbox"), "{printed}");
+
+    assert!(run(&["release", "5550401"]).starts_with("released"));
+    let printed = say("Did you get it?");
+    assert!(!printed.contains("held for a person"), "{printed}");
 }
 
 #[tokio::test]

@@ -517,3 +517,42 @@ async fn fault_sigterm_delivers_the_replies_that_fall_due_within_the_shutdown_dr
         "due after it: left for the next start"
     );
 }
+
+/// A database failure's log line says which operation failed, on which backend, and the cause
+/// in plain words (here the turn cannot be recorded: the disk is full).
+#[tokio::test]
+async fn fault_a_database_failure_is_logged_with_its_operation_backend_and_cause() {
+    let logs = manychat_agent::observability::capture_global();
+    let app = spawn_app(Arc::new(ScriptedModel::replies([reply_json(
+        "The wheel course has places.",
+    )])))
+    .await;
+    app.returning_contact("8906").await;
+    refuse_inserts(&app, "turns");
+    let (status, body) = app.send("8906", "Any places on the wheel course?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    app.settle().await;
+    let failed: Vec<serde_json::Value> = logs
+        .lines()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| {
+            line["message"] == "turn failed; answering with the escalation copy"
+                && line["operation"] == "recording the contact's turn"
+        })
+        .collect();
+    let [line, ..] = &failed[..] else {
+        panic!(
+            "the turn's failure is logged with its operation: {}",
+            logs.text()
+        );
+    };
+    assert_eq!(line["backend"], "sqlite", "{line}");
+    let cause = line["error"].as_str().unwrap_or_default();
+    assert!(cause.contains("database or disk is full"), "{line}");
+    assert!(
+        !cause.contains("recording the contact's turn"),
+        "the cause is the cause alone: {line}"
+    );
+}

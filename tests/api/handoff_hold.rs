@@ -493,3 +493,48 @@ async fn hours_a_handoff_while_closed_answers_with_the_closed_copy_and_still_hol
         app.stop().await;
     }
 }
+
+/// Load shedding is a handoff path, but never for a contact held already: its message is
+/// recorded as held and answered silently, with no copy, no tag read and no handoff again.
+#[tokio::test(start_paused = true)]
+async fn handoff_a_load_shed_message_from_a_held_contact_gets_no_copy_and_no_handoff_again() {
+    let _frozen = FrozenClock::freeze();
+    let model = Arc::new(manychat_agent::model::mock::HangingModel::new());
+    let app = spawn_app_with(AppOptions::new(model.clone()).env("MAX_TURNS_IN_FLIGHT", "1")).await;
+    app.send("3100801", "I want a refund").await;
+    app.settle().await;
+    let handed_over = app.conversation("3100801").await.escalated_at;
+    assert!(handed_over.is_some());
+    let id = app.conversation("3100801").await.id;
+    let rows = async || {
+        let all = app.outbox().await;
+        all.iter().filter(|r| r.conversation_id == id).count()
+    };
+    let handoff_rows = rows().await;
+
+    // Another contact's turn takes the only place: the held contact's message is shed.
+    let busy = send_in_background(&app, "3100802", "A question");
+    until(async || model.calls() == 1).await;
+    app.manychat.reset().await;
+    manychat_accepts_everything(&app.manychat).await;
+    let (status, body) = app.send("3100801", "Are you there?").await;
+    assert_held_response(status, &body);
+    tokio::time::advance(Duration::from_secs(11)).await;
+    app.worker.run_once().await.unwrap();
+    assert_eq!(
+        paths(&app.all_manychat_requests().await),
+        Vec::<String>::new(),
+        "no tag read, no tag, no flow"
+    );
+    let conversation = app.conversation("3100801").await;
+    assert_eq!(conversation.escalated_at, handed_over, "no new handoff");
+    assert_eq!(rows().await, handoff_rows, "no handoff row");
+    let turns = app.turns("3100801").await;
+    let [.., message, held] = &turns[..] else {
+        panic!("the shed message and its held turn are recorded");
+    };
+    assert_eq!(message.text, "Are you there?");
+    assert_eq!(held.outcome.as_deref(), Some("held"));
+    assert_eq!(held.escalation_reason, None);
+    drop(busy);
+}

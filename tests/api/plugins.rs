@@ -201,6 +201,13 @@ async fn plugin_a_write_is_performed_once_after_the_text_signed_and_recorded_wit
         }])
     );
     assert!(!turn.actions.unwrap().to_string().contains("evenings"));
+    // Counted like a built-in action's outcome.
+    let metrics = app.metrics_text().await;
+    assert!(
+        metrics
+            .contains("manychat_agent_actions_total{tool=\"create_lead\",status=\"performed\"} 1"),
+        "{metrics}"
+    );
 
     // The next turn's history lists the performed write by name.
     app.send("8101", "Thanks!").await;
@@ -689,6 +696,68 @@ fn plugin_new_adds_a_checked_skeleton_all_or_nothing() {
     let output = plugin_command(dir.path(), &["new", "create_lead", "--write"]);
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ not json");
+}
+
+/// Where each key first appears in `text`, after `from`.
+fn key_positions(text: &str, from: usize, keys: &[&str]) -> Vec<usize> {
+    keys.iter()
+        .map(|k| from + text[from..].find(&format!("\"{k}\":")).expect(k))
+        .collect()
+}
+
+#[test]
+fn plugin_new_writes_keys_in_the_documented_order_and_keeps_the_files_own() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tenant(
+        &manychat_agent::config::examples::shipped_examples(),
+        dir.path(),
+    );
+    let file = dir.path().join("plugins.json");
+    let order = [
+        "name",
+        "kind",
+        "url",
+        "secretEnv",
+        "description",
+        "parameters",
+    ];
+
+    // A new file: the entry's keys as the documented example orders them.
+    let made = plugin_command(dir.path(), &["new", "seats_left", "--read"]);
+    assert_eq!(made.status.code(), Some(0), "{made:?}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let at = key_positions(&text, 0, &[&order[..], &["result"]].concat());
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+
+    // An existing file in an order of its own, with its spacing: kept byte for byte, and the
+    // new entry follows in the documented order.
+    let own = "{\"tools\": [ {\"url\": \"https://crm.example.test/[lead]\", \"name\": \"create_lead\", \
+               \"kind\": \"write\", \"secretEnv\": \"PLUGIN_CRM_SECRET\", \
+               \"description\": \"Record the lead.\", \
+               \"parameters\": {\"summary\": {\"type\": \"note\", \"maxLength\": 300}}} ] }\n";
+    std::fs::write(&file, own).unwrap();
+    let made = plugin_command(dir.path(), &["new", "call_back", "--write"]);
+    assert_eq!(made.status.code(), Some(0), "{made:?}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept = own
+        .trim_end()
+        .trim_end_matches('}')
+        .trim_end()
+        .trim_end_matches(']')
+        .trim_end();
+    assert!(
+        text.starts_with(kept),
+        "the file's own text is kept: {text}"
+    );
+    let entry = text.find("\"call_back\"").unwrap() - "\"name\": ".len();
+    let at = key_positions(&text, entry, &order);
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+    let written: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(written["tools"][1]["name"], "call_back");
+    assert_eq!(
+        written["tools"][0]["url"],
+        "https://crm.example.test/[lead]"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -390,3 +390,86 @@ async fn without_a_loadable_config_the_sales_measures_are_listed_not_measured() 
             .any(|p| p["measure"] == "sales measures")
     );
 }
+
+// --- the handoff that holds -------------------------------------------------------------
+
+/// Last ISO week: two handoffs of one contact, each released (after 2 h by an operator, after
+/// 5 h by the tag's removal), one message held in between, and a third handoff still held.
+async fn seed_handoffs(url: &str) {
+    use manychat_agent::store::NewTurn;
+    let store = manychat_agent::store::connect(url).await.unwrap();
+    let (monday, _) = manychat_agent::report::iso_week(Utc::now(), 1);
+    let at =
+        |hour: i64| monday.and_hms_opt(0, 0, 0).unwrap().and_utc() + chrono::Duration::hours(hour);
+    let subscriber = manychat_agent::ids::SubscriberId::parse("5550777").unwrap();
+    let id = store
+        .conversation_for(&subscriber, "whatsapp", at(0))
+        .await
+        .unwrap()
+        .id;
+    let handoff = |hour| NewTurn {
+        escalation_reason: Some("escalation_keyword".into()),
+        ..NewTurn::agent(id, "Invented copy", "escalated_precheck", false, at(hour))
+    };
+    for (turn, escalated) in [
+        (handoff(1), Some(1)),
+        (NewTurn::agent(id, "", "held", false, at(2)), None),
+        (handoff(10), Some(10)),
+        (handoff(30), Some(30)),
+    ] {
+        store.record_turn(&turn).await.unwrap();
+        if let Some(hour) = escalated {
+            store.set_escalated(id, at(hour)).await.unwrap();
+        }
+        if escalated == Some(1) {
+            assert!(
+                store
+                    .release_hold(id, at(1), at(3), "released")
+                    .await
+                    .unwrap()
+            );
+        }
+        if escalated == Some(10) {
+            assert!(
+                store
+                    .release_hold(id, at(10), at(15), "tag_removed")
+                    .await
+                    .unwrap()
+            );
+        }
+    }
+}
+
+async fn report_counts_handoffs_releases_hours_and_held_messages(url: &str) {
+    seed_handoffs(url).await;
+    let report: Value = serde_json::from_str(&report(url, &["--format", "json"])).unwrap();
+    let last_week = &report["weeks"][2]["handoffs"];
+    assert_eq!(
+        last_week,
+        &json!({
+            "handoffs": 3,
+            "releases_by_reason": {"hold_expired": 0, "released": 1, "tag_removed": 1},
+            "median_hours_with_a_person": 3.5,
+            "messages_held": 1
+        }),
+        "{report}"
+    );
+    let [table, html] = report_table_and_html(url);
+    assert!(table.contains("median hours with a person"), "{table}");
+    assert!(html.contains("When a person took over"), "{html}");
+    assert!(html.contains("<td>3.5 h</td>"), "{html}");
+}
+
+#[tokio::test]
+async fn handoff_report_counts_handoffs_releases_hours_and_held_messages_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_file_url(dir.path());
+    report_counts_handoffs_releases_hours_and_held_messages(&url).await;
+}
+
+#[tokio::test]
+#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+async fn handoff_report_counts_handoffs_releases_hours_and_held_messages_on_postgres() {
+    let url = fresh_postgres_url().await;
+    report_counts_handoffs_releases_hours_and_held_messages(&url).await;
+}

@@ -1,6 +1,7 @@
 //! Conformance: conversations and their contact tokens (`ConversationStore`).
 
 use super::*;
+use crate::store::HoldRelease;
 
 pub async fn conversation_created_once_with_random_uuid(store: &dyn Store) {
     let subscriber = fresh_subscriber();
@@ -207,4 +208,64 @@ pub async fn handoff_held_contacts_counts_unreleased_recent_handoffs(store: &dyn
             - base,
         1
     );
+}
+
+/// The release history: every released hold is a row (the conversation keeps only the latest),
+/// read back by release time in `[from, until)`, oldest first; a refused release adds none.
+pub async fn handoff_every_release_is_kept_in_the_history(store: &dyn Store) {
+    // A stretch of time no other case releases in.
+    let base = 500_000;
+    let conversation = fresh_conversation(store).await;
+    for (handoff, release, reason) in [
+        (base, base + 3_600, "released"),
+        (base + 7_200, base + 9_000, "tag_removed"),
+    ] {
+        store
+            .set_escalated(conversation.id, at_s(handoff))
+            .await
+            .expect("set_escalated");
+        assert!(
+            store
+                .release_hold(conversation.id, at_s(handoff), at_s(release), reason)
+                .await
+                .expect("release_hold")
+        );
+    }
+    assert!(
+        !store
+            .release_hold(
+                conversation.id,
+                at_s(base + 7_200),
+                at_s(base + 9_500),
+                "released"
+            )
+            .await
+            .expect("release_hold"),
+        "released already"
+    );
+    let history = store
+        .hold_releases(at_s(base), at_s(base + 10_000))
+        .await
+        .expect("hold_releases");
+    assert_eq!(
+        history,
+        vec![
+            HoldRelease {
+                held_since: at_s(base),
+                released_at: at_s(base + 3_600),
+                reason: "released".into(),
+            },
+            HoldRelease {
+                held_since: at_s(base + 7_200),
+                released_at: at_s(base + 9_000),
+                reason: "tag_removed".into(),
+            },
+        ],
+        "both holds, oldest first; the refused release is not there"
+    );
+    let later = store
+        .hold_releases(at_s(base + 3_601), at_s(base + 9_000))
+        .await
+        .expect("hold_releases");
+    assert!(later.is_empty(), "`until` is excluded: {later:?}");
 }

@@ -42,6 +42,15 @@ async fn busy_contact(store: &dyn Store) -> (Conversation, Vec<i64>, Vec<i64>) {
         .expect("mark_delivered");
     let queued = enqueue(store, reply_row(&conversation, at_s(7), 2)).await;
     let token = enqueue(store, token_row(&conversation, at_s(7))).await;
+    // A hold a person had, released: a line in the release history.
+    store
+        .set_escalated(conversation.id, at_s(8))
+        .await
+        .expect("set_escalated");
+    store
+        .release_hold(conversation.id, at_s(8), at_s(9), "released")
+        .await
+        .expect("release_hold");
     (conversation, turns, vec![delivered, queued, token])
 }
 
@@ -64,6 +73,7 @@ pub async fn forget_deletes_every_row_of_the_contact(store: &dyn Store) {
             ("rate_counters", 1),
             ("manychat_flow_sends", 0),
             ("turn_tickets", 0),
+            ("hold_releases", 1),
             ("conversations", 1)
         ],
         "every table of CONTACT_TABLES, in its order, with what it lost"
@@ -296,7 +306,8 @@ pub fn contact_tables_match_the_schema(schema: &[(String, String)]) {
 }
 
 /// A contact (subscriber 5550010) with a row in every table a store call writes: the
-/// conversation, a turn in its rate window, a queued reply and a counted flow send.
+/// conversation, a turn in its rate window, a queued reply, a counted flow send and a released
+/// hold.
 pub async fn contact_in_every_written_table(
     store: &dyn Store,
     at: DateTime<Utc>,
@@ -342,6 +353,16 @@ pub async fn contact_in_every_written_table(
             .count_flow_send(&subscriber, Utc::now(), 100)
             .await
             .expect("a flow send counted")
+    );
+    store
+        .set_escalated(conversation.id, at)
+        .await
+        .expect("set_escalated");
+    assert!(
+        store
+            .release_hold(conversation.id, at, at, "released")
+            .await
+            .expect("a released hold in the history")
     );
     (subscriber, conversation)
 }

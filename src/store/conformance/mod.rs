@@ -282,6 +282,7 @@ pub async fn run_all(store: &dyn Store) {
     escalation_time_is_recorded(store).await;
     handoff_release_is_recorded_once_per_hold(store).await;
     handoff_held_contacts_counts_unreleased_recent_handoffs(store).await;
+    handoff_every_release_is_kept_in_the_history(store).await;
     sales_record_reads_offering_and_action_records(store).await;
     spec_032_the_opening_is_claimed_once_per_contact(store).await;
     spec_025_scheduling_twice_leaves_one_pending_row(store).await;
@@ -406,6 +407,7 @@ mod tests {
         escalation_time_is_recorded,
         handoff_release_is_recorded_once_per_hold,
         handoff_held_contacts_counts_unreleased_recent_handoffs,
+        handoff_every_release_is_kept_in_the_history,
         token_rotation_keeps_previous,
         conversations_without_token_lists_recent_contacts_only,
         user_turn_updates_last_message_and_bound_count,

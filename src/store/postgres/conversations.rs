@@ -1,6 +1,7 @@
 //! PostgreSQL: conversations and their contact tokens (`ConversationStore`).
 
 use super::*;
+use crate::store::HoldRelease;
 
 pub(super) fn conversation_from(row: &PgRow) -> Result<Conversation> {
     Ok(Conversation {
@@ -95,11 +96,16 @@ impl ConversationStore for PgStore {
         at: DateTime<Utc>,
         reason: &str,
     ) -> Result<bool> {
+        // One statement: the release on the row and its line in the history.
         let done = sqlx::query(
-            "UPDATE conversations SET hold_released_at = $1, hold_release_reason = $2, \
-             hold_note_due = TRUE, updated_at = $1 \
-             WHERE id = $3 AND escalated_at = $4 \
-             AND (hold_released_at IS NULL OR hold_released_at < escalated_at)",
+            "WITH released AS (\
+               UPDATE conversations SET hold_released_at = $1, hold_release_reason = $2, \
+               hold_note_due = TRUE, updated_at = $1 \
+               WHERE id = $3 AND escalated_at = $4 \
+               AND (hold_released_at IS NULL OR hold_released_at < escalated_at) \
+               RETURNING id, escalated_at) \
+             INSERT INTO hold_releases (conversation_id, held_since, released_at, reason) \
+             SELECT id, escalated_at, $1, $2 FROM released",
         )
         .bind(to_millis(at))
         .bind(reason)
@@ -108,6 +114,30 @@ impl ConversationStore for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn hold_releases(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<HoldRelease>> {
+        let rows = sqlx::query(
+            "SELECT held_since, released_at, reason FROM hold_releases \
+             WHERE released_at >= $1 AND released_at < $2 ORDER BY released_at, id",
+        )
+        .bind(from)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(HoldRelease {
+                    held_since: row.try_get("held_since")?,
+                    released_at: row.try_get("released_at")?,
+                    reason: row.try_get("reason")?,
+                })
+            })
+            .collect()
     }
 
     async fn hold_noted(&self, id: ConversationId) -> Result<()> {

@@ -1,6 +1,7 @@
 //! SQLite: conversations and their contact tokens (`ConversationStore`).
 
 use super::*;
+use crate::store::HoldRelease;
 
 /// Columns in the order of `conversation_columns!`.
 pub(super) fn conversation_from(row: &Row<'_>) -> Result<Conversation> {
@@ -136,7 +137,38 @@ impl ConversationStore for SqliteStore {
                     IdText::of(id),
                     ms(held_since)
                 ])?;
-            Ok(changed > 0)
+            if changed == 0 {
+                return Ok(false);
+            }
+            conn.prepare_cached(
+                "INSERT INTO hold_releases (conversation_id, held_since, released_at, reason) \
+                 VALUES (?, ?, ?, ?)",
+            )?
+            .execute(params![IdText::of(id), ms(held_since), ms(at), reason])?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn hold_releases(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<HoldRelease>> {
+        self.read(move |conn| {
+            query_all(
+                conn,
+                "SELECT held_since, released_at, reason FROM hold_releases \
+                 WHERE released_at >= ? AND released_at < ? ORDER BY released_at, id",
+                [ms(from), ms(until)],
+                |row| {
+                    Ok(HoldRelease {
+                        held_since: time(row.get(0)?)?,
+                        released_at: time(row.get(1)?)?,
+                        reason: row.get(2)?,
+                    })
+                },
+            )
         })
         .await
     }

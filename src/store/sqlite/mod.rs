@@ -155,6 +155,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "conversation_craft",
         include_str!("../../../migrations/sqlite/0017_conversation_craft.sql"),
     ),
+    (
+        18,
+        "hold_releases",
+        include_str!("../../../migrations/sqlite/0018_hold_releases.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -714,6 +719,10 @@ fn clone_error(error: &StoreError) -> StoreError {
         StoreError::UnsupportedUrl => StoreError::UnsupportedUrl,
         StoreError::Corrupt(text) => StoreError::Corrupt(text.clone()),
         StoreError::PromiseLapsed => StoreError::PromiseLapsed,
+        StoreError::During { operation, error } => StoreError::During {
+            operation,
+            error: Box::new(clone_error(error)),
+        },
     }
 }
 
