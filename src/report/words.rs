@@ -129,6 +129,7 @@ pub fn outcome(name: &str) -> String {
         "error" => "handed to a person: the assistant could not answer".into(),
         "nudge_sent" => "follow-up sent".into(),
         "media_fallback" => "a voice note or file that could not be read".into(),
+        "contact_busy" => "recorded, not answered: the contact sent many messages at once".into(),
         other => readable(other),
     }
 }
