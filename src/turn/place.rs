@@ -227,7 +227,8 @@ mod tests {
         drop(other);
         let mut next = places.place(&contact("5553003"));
         assert!(next.wait());
-        assert!(next.start().await.is_some());
-        assert_eq!(places.slots.available_permits(), 0);
+        let started = next.start().await;
+        assert!(started.is_some());
+        assert_eq!(places.slots.available_permits(), 0, "it holds the slot");
     }
 }
