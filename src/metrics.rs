@@ -122,6 +122,9 @@ pub struct Metrics {
     hold_releases: Family<Labels<1>, Counter>,
     /// Contacts held for a person now (read at scrape time).
     contacts_held: Gauge,
+    /// Turns waiting for their contact's earlier turn or room among its turns in flight
+    /// (`crate::turn::place`): they hold no slot.
+    turns_waiting: Gauge,
     /// Turns by outcome (SYSTEM 4's outcome names).
     turns: Family<Labels<1>, Counter>,
     /// Escalations by reason (`crate::escalation::Escalation`).
@@ -228,6 +231,12 @@ impl Default for Metrics {
             "contacts_held",
             "Contacts held for a person now (read at scrape time)",
             contacts_held.clone(),
+        );
+        let turns_waiting = Gauge::default();
+        registry.register(
+            "turns_waiting",
+            "Turns waiting for their contact's earlier turns, holding no MAX_TURNS_IN_FLIGHT slot",
+            turns_waiting.clone(),
         );
         let turns = Family::default();
         registry.register("turns", "Turns by outcome", turns.clone());
@@ -360,6 +369,7 @@ impl Default for Metrics {
             held_messages,
             hold_releases,
             contacts_held,
+            turns_waiting,
             turns,
             escalations,
             not_substituted,
@@ -464,6 +474,11 @@ impl Metrics {
 
     pub fn turn(&self, outcome: &'static str) {
         self.turns.get_or_create(&[("outcome", outcome)]).inc();
+    }
+
+    /// The waiting turns' gauge, which `crate::turn::place` keeps.
+    pub fn turns_waiting(&self) -> Gauge {
+        self.turns_waiting.clone()
     }
 
     /// A message recorded while its contact was held for a person.

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -215,6 +214,8 @@ impl Application {
             config.clone(),
         )
         .with_plugins(plugins.clone());
+        let places =
+            crate::turn::TurnPlaces::new(settings.max_turns_in_flight, metrics.turns_waiting());
         let state = AppState {
             turns,
             clock,
@@ -229,7 +230,7 @@ impl Application {
             channel: settings.channel,
             callback_url: crate::channel::callback_url(&settings.public_base_url),
             token_field: settings.manychat_token_field.clone(),
-            in_flight: Arc::new(Semaphore::new(settings.max_turns_in_flight)),
+            places,
             body_timeout: settings.connections.body_timeout,
             metrics_auth: settings
                 .metrics_token

@@ -38,7 +38,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
-use tokio::sync::Semaphore;
 
 use crate::channel::{self, Callback, Channel};
 use crate::config::ConfigHandle;
@@ -70,9 +69,10 @@ pub struct AppState {
     pub callback_url: String,
     /// `MANYCHAT_TOKEN_FIELD`, named in the callback payload.
     pub token_field: String,
-    /// Beyond: turns in flight; when none is free the escalation copy is returned without
-    /// calling the model (`load shed`).
-    pub in_flight: Arc<Semaphore>,
+    /// Beyond: turns in flight (`MAX_TURNS_IN_FLIGHT`) and each contact's share of them
+    /// (`turn::place`); a turn that could start when none is free gets the escalation copy
+    /// without a model call (`load shed`).
+    pub places: Arc<crate::turn::TurnPlaces>,
     /// `HTTP_BODY_TIMEOUT_MS`: the message body must arrive within this of the request's head.
     pub body_timeout: Duration,
     /// `METRICS_TOKEN`: when set, `GET /metrics` needs it as a bearer token.
@@ -218,27 +218,9 @@ async fn message(
         authorization,
         token_field: &state.token_field,
     };
-    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
-        state.metrics.load_shed.inc();
-        tracing::warn!("load shed: too many turns in flight");
-        // Recorded and handed to a person, not only answered with the copy; a contact held for
-        // a person already gets the held (silent) answer.
-        let shed = state
-            .turns
-            .shed(
-                &message.subscriber_id,
-                &message.text,
-                message.channel.as_deref(),
-            )
-            .await;
-        return match shed {
-            crate::turn::Shed::Held => {
-                block_response(&channel::render(state.channel, &[], &callback))
-            }
-            crate::turn::Shed::HandedOff => escalation_response(&state, &callback),
-        };
-    };
-
+    // The turn takes a slot when it can start (a load-shed one is recorded and handed to a
+    // person, and answered with the copy); one waiting behind its contact's turns holds none.
+    let place = state.places.place(&message.subscriber_id);
     let subscriber = message.subscriber_id.clone();
     let inbound = Inbound {
         subscriber_id: message.subscriber_id,
@@ -249,7 +231,7 @@ async fn message(
         media: message.media,
         arrived_at,
     };
-    match state.turns.handle(inbound, Some(Arc::new(permit))).await {
+    match state.turns.handle(inbound, place).await {
         Ok(turn) => {
             let rendered = channel::render(state.channel, &turn.messages, &callback);
             match turn.after {

@@ -137,6 +137,7 @@ pub fn outcome(name: &str) -> String {
         "window_closing_sent" => "last word before the window closed".into(),
         "media_fallback" => "a voice note or file that could not be read".into(),
         "held" => "left to your team: a person had the conversation".into(),
+        "contact_busy" => "recorded, not answered: the contact sent many messages at once".into(),
         other => readable(other),
     }
 }

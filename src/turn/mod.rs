@@ -29,6 +29,7 @@
 mod after;
 mod agent_job;
 pub(crate) mod budget;
+mod busy;
 mod contact_budget;
 mod context;
 mod detach;
@@ -40,6 +41,7 @@ mod hold;
 pub use gates::messages_since_idle_gap;
 mod media;
 mod order;
+pub mod place;
 mod race;
 mod record;
 mod settle;
@@ -122,9 +124,7 @@ impl Inbound {
     }
 }
 
-/// A turn's place under `MAX_TURNS_IN_FLIGHT`, shared by the request and the agent it starts:
-/// given back when the last holder ends.
-pub type InFlight = Arc<tokio::sync::OwnedSemaphorePermit>;
+pub use place::{InFlight, TurnPlace, TurnPlaces};
 
 /// What the HTTP layer renders, and what it runs once the response is written.
 #[derive(Debug)]
@@ -248,15 +248,15 @@ impl TurnEngine {
     }
 
     /// Runs one turn. An error means the turn could not be recorded (or hit a bug); the caller
-    /// answers with the escalation copy. `in_flight` is the turn's place under
-    /// `MAX_TURNS_IN_FLIGHT`: it is held until the turn's model call ends, also after the
-    /// response was sent.
+    /// answers with the escalation copy. `place` is the message's place among the turns in
+    /// flight (`place`): the turn takes its slot when it can start, and holds it until its
+    /// model call ends, also after the response was sent.
     pub async fn handle(
         &self,
         inbound: Inbound,
-        in_flight: Option<InFlight>,
+        place: TurnPlace,
     ) -> Result<TurnResponse, TurnError> {
-        detach::caught(self.handle_turn(inbound, in_flight))
+        detach::caught(self.handle_turn(inbound, place))
             .await
             .unwrap_or_else(|| {
                 tracing::error!("a turn panicked");
@@ -267,7 +267,7 @@ impl TurnEngine {
     async fn handle_turn(
         &self,
         inbound: Inbound,
-        in_flight: Option<InFlight>,
+        place: TurnPlace,
     ) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
         let config = inner.config.snapshot();
@@ -289,14 +289,13 @@ impl TurnEngine {
                 } else {
                     (None, context.unbound())
                 };
-                let start = Start {
+                let ready = Ready {
+                    conversation,
+                    bound,
                     guard,
-                    mode: Mode::Inline,
                     context: Some((now, context)),
-                    promise: None,
-                    in_flight,
                 };
-                return self.run(inbound, config, conversation, bound, start).await;
+                return self.start_or_wait(inbound, config, ready, place).await;
             }
             // A first contact: the conversation is created below.
         }
@@ -309,12 +308,55 @@ impl TurnEngine {
         let bound = self.bind(&conversation, &inbound);
         // 037: unbound turns neither wait nor block.
         if !bound {
-            let start = Start::inline(None, in_flight);
-            return self.run(inbound, config, conversation, bound, start).await;
+            let ready = Ready {
+                conversation,
+                bound,
+                guard: None,
+                context: None,
+            };
+            return self.start_or_wait(inbound, config, ready, place).await;
         }
 
-        self.run_in_order(inbound, config, conversation, bound, in_flight)
+        self.run_in_order(inbound, config, conversation, bound, None, place)
             .await
+    }
+
+    /// A turn that may run now in its contact's order: it starts when its contact has room and
+    /// a slot is free (`place`), waits when its contact has not, and is load-shed when no slot
+    /// is free.
+    async fn start_or_wait(
+        &self,
+        inbound: Inbound,
+        config: Arc<TenantConfig>,
+        ready: Ready,
+        mut place: TurnPlace,
+    ) -> Result<TurnResponse, TurnError> {
+        let Ready {
+            conversation,
+            bound,
+            guard,
+            context,
+        } = ready;
+        match place.try_start() {
+            Ok(in_flight) => {
+                let start = Start {
+                    guard,
+                    mode: Mode::Inline,
+                    context,
+                    promise: None,
+                    in_flight: Some(in_flight),
+                };
+                self.run(inbound, config, conversation, bound, start).await
+            }
+            Err(place::NotNow::Full) => {
+                drop(guard);
+                Ok(self.shed_now(&inbound).await)
+            }
+            Err(place::NotNow::ContactBusy) => {
+                self.run_in_order(inbound, config, conversation, bound, guard, place)
+                    .await
+            }
+        }
     }
 
     /// 019: whether the request is bound (it reads and extends history: its token matches, or
@@ -494,6 +536,16 @@ impl Mode {
     fn behind(self, queued: i64) -> Self {
         if queued > 0 { Mode::Deferred } else { self }
     }
+}
+
+/// A turn whose conversation is read, that may run now in its contact's order.
+struct Ready {
+    conversation: Conversation,
+    bound: bool,
+    /// Its place in the contact's order (none for an unbound turn).
+    guard: Option<TurnGuard>,
+    /// What the turn read already, with the time it was read for.
+    context: Option<(DateTime<Utc>, TurnContext)>,
 }
 
 /// What a turn starts with.

@@ -1,15 +1,19 @@
-//! A turn that must wait for its contact's earlier turns (037). The request waits until its
-//! deadline (`run_in_order`) while a task of its own waits for the contact's place: the task
-//! either hands the place to the request still waiting, or runs the turn itself with its replies
-//! queued (keeping the promise the request wrote before its silent response), or gives up after
-//! `MODEL_ABORT_MS + RACE_DEADLINE_MS` and hands the contact to a person.
+//! A turn that must wait for its contact's earlier turns (037), or for its contact to have room
+//! among the turns in flight (`place`). The request waits until its deadline (`run_in_order`)
+//! while a task of its own waits for the turn's place and then takes its slot: the task either
+//! hands both to the request still waiting, or runs the turn itself with its replies queued
+//! (keeping the promise the request wrote before its silent response), or gives up after
+//! `MODEL_ABORT_MS + RACE_DEADLINE_MS` and hands the contact to a person. A waiting turn holds
+//! no slot; one whose place comes when every slot is taken is load-shed. A contact has at most
+//! `place::WAITING_PER_CONTACT` turns waiting; a message beyond them is `contact_busy`.
 
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
+use super::place::{InFlight, TurnPlace};
 use super::record::{Message, Promise};
-use super::{InFlight, Inbound, Mode, Start, TurnEngine, TurnError, TurnGuard, TurnResponse};
+use super::{Inbound, Mode, Start, TurnEngine, TurnError, TurnGuard, TurnResponse};
 use crate::config::TenantConfig;
 use crate::escalation::Escalation;
 use crate::store::{Conversation, StoreError};
@@ -23,38 +27,46 @@ pub(super) struct WaitingTurn {
     pub bound: bool,
     /// The promise the request wrote when it stopped waiting (`None`: it could not).
     pub promised: oneshot::Receiver<Option<Promise>>,
-    pub in_flight: Option<InFlight>,
+}
+
+/// What the waiting task hands over once the turn's place has come.
+pub(super) enum Started {
+    /// Its place in the contact's order (none for an unbound turn) and its slot.
+    Run(Option<TurnGuard>, InFlight),
+    /// Every slot was taken: the turn is load-shed.
+    Shed,
 }
 
 impl WaitingTurn {
-    /// Waits for the turn's place; hands it to the request if it is still waiting, otherwise
-    /// runs the turn itself with its replies queued. Abandons the wait after
+    /// Waits for the turn's place and slot; hands them to the request if it is still waiting,
+    /// otherwise runs the turn itself with its replies queued. Abandons the wait after
     /// `MODEL_ABORT_MS + RACE_DEADLINE_MS`, recording the message and queueing the escalation
-    /// copy (C6: nothing is lost, a person takes over).
-    pub(super) async fn wait(mut self, start: oneshot::Sender<Result<TurnGuard, StoreError>>) {
+    /// copy (C6: nothing is lost, a person takes over). `guard` is the turn's place in its
+    /// contact's order when it was taken already (a bound turn waiting only for its contact to
+    /// have room); `place` counts among the contact's waiting turns.
+    pub(super) async fn wait(
+        mut self,
+        guard: Option<TurnGuard>,
+        place: TurnPlace,
+        start: oneshot::Sender<Result<Started, StoreError>>,
+    ) {
         let inner = &self.engine.inner;
         let abandon_at =
             self.inbound.arrived_at + inner.settings.model_abort + inner.settings.race_deadline;
-        let acquired = tokio::time::timeout_at(
-            abandon_at,
-            inner
-                .order
-                .acquire(&self.conversation.subscriber_id, self.conversation.id),
-        )
-        .await;
+        let acquired = tokio::time::timeout_at(abandon_at, self.place_comes(guard, place)).await;
         let result = match acquired {
-            Ok(Ok(guard)) => match start.send(Ok(guard)) {
+            Ok(Ok(started)) => match start.send(Ok(started)) {
                 Ok(()) => return,
-                Err(Ok(guard)) => {
+                Err(Ok(Started::Run(guard, in_flight))) => {
                     let Some(promise) = self.promised_unless_broken().await else {
                         return;
                     };
                     let start = Start {
-                        guard: Some(guard),
+                        guard,
                         mode: Mode::Deferred,
                         context: None,
                         promise,
-                        in_flight: self.in_flight,
+                        in_flight: Some(in_flight),
                     };
                     self.engine
                         .run(
@@ -65,6 +77,16 @@ impl WaitingTurn {
                             start,
                         )
                         .await
+                }
+                Err(Ok(Started::Shed)) => {
+                    let Some(promise) = self.promised_unless_broken().await else {
+                        return;
+                    };
+                    self.engine.inner.metrics.load_shed.inc();
+                    tracing::warn!(conversation = %self.conversation.id, "load shed: too many turns in flight when its place came");
+                    self.escalate(promise, "escalated_precheck", Escalation::LoadShed)
+                        .await
+                        .map(|()| TurnResponse::silent())
                 }
                 Err(Err(_)) => return,
             },
@@ -78,12 +100,37 @@ impl WaitingTurn {
                 let Some(promise) = self.promised_unless_broken().await else {
                     return;
                 };
-                self.expired(promise).await.map(|()| TurnResponse::silent())
+                self.escalate(promise, "error", Escalation::WaitExpired)
+                    .await
+                    .map(|()| TurnResponse::silent())
             }
         };
         if let Err(error) = result {
             tracing::error!(conversation = %self.conversation.id, error = %error, "turn that waited could not run");
         }
+    }
+
+    /// The turn's place in its contact's order (a bound turn's), then its contact's room and a
+    /// slot (`place`).
+    async fn place_comes(
+        &self,
+        guard: Option<TurnGuard>,
+        place: TurnPlace,
+    ) -> Result<Started, StoreError> {
+        let guard = match guard {
+            None if self.bound => Some(
+                self.engine
+                    .inner
+                    .order
+                    .acquire(&self.conversation.subscriber_id, self.conversation.id)
+                    .await?,
+            ),
+            guard => guard,
+        };
+        Ok(match place.start().await {
+            Some(in_flight) => Started::Run(guard, in_flight),
+            None => Started::Shed,
+        })
     }
 
     /// The promise the request wrote before its silent response (`Some(None)`: the request
@@ -103,7 +150,13 @@ impl WaitingTurn {
         }
     }
 
-    async fn expired(&self, promise: Option<Promise>) -> Result<(), TurnError> {
+    /// Records the message with the escalation copy queued (the request answered already).
+    async fn escalate(
+        &self,
+        promise: Option<Promise>,
+        outcome: &'static str,
+        reason: Escalation,
+    ) -> Result<(), TurnError> {
         let engine = &self.engine;
         let now = engine.inner.clock.now();
         let mut message = Message::new(self.inbound.turn(self.conversation.id, self.bound, now));
@@ -113,8 +166,8 @@ impl WaitingTurn {
                 &self.config,
                 &self.conversation,
                 &message,
-                "error",
-                Escalation::WaitExpired,
+                outcome,
+                reason,
                 None,
                 Mode::Deferred,
             )
@@ -124,18 +177,25 @@ impl WaitingTurn {
 }
 
 impl TurnEngine {
-    /// 037: waits for the conversation's earlier turns, in arrival order, then runs the turn.
-    /// The wait counts against the deadline; a turn that cannot start in time answers silently
-    /// and runs later in the waiting task, replying through the outbox.
+    /// 037: waits for the conversation's earlier turns, in arrival order, and for the contact
+    /// to have room among the turns in flight (`place`), then runs the turn. The wait counts
+    /// against the deadline; a turn that cannot start in time answers silently and runs later
+    /// in the waiting task, replying through the outbox. A contact with its most turns waiting
+    /// already gets `contact_busy`.
     pub(super) async fn run_in_order(
         &self,
         inbound: Inbound,
         config: Arc<TenantConfig>,
         conversation: Conversation,
         bound: bool,
-        in_flight: Option<InFlight>,
+        guard: Option<TurnGuard>,
+        mut place: TurnPlace,
     ) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
+        if !place.wait() {
+            drop(guard);
+            return self.contact_busy(&conversation, &inbound).await;
+        }
         let (start_tx, mut start_rx) = oneshot::channel();
         let (promise_tx, promise_rx) = oneshot::channel();
         let waiting = WaitingTurn {
@@ -145,9 +205,8 @@ impl TurnEngine {
             conversation: conversation.clone(),
             bound,
             promised: promise_rx,
-            in_flight: in_flight.clone(),
         };
-        inner.tasks.spawn(waiting.wait(start_tx));
+        inner.tasks.spawn(waiting.wait(guard, place, start_tx));
         let deadline = inbound.arrived_at + inner.settings.race_deadline;
         let started = match tokio::time::timeout_at(deadline, &mut start_rx).await {
             Ok(Ok(started)) => Some(started),
@@ -160,10 +219,14 @@ impl TurnEngine {
             }
         };
         match started {
-            Some(Ok(guard)) => {
+            Some(Ok(Started::Run(guard, in_flight))) => {
                 drop(promise_tx);
-                let start = Start::inline(Some(guard), in_flight);
+                let start = Start::inline(guard, Some(in_flight));
                 self.run(inbound, config, conversation, bound, start).await
+            }
+            Some(Ok(Started::Shed)) => {
+                drop(promise_tx);
+                Ok(self.shed_now(&inbound).await)
             }
             Some(Err(error)) => Err(error.into()),
             None => {

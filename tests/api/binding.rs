@@ -41,7 +41,7 @@ async fn written_tokens(app: &TestApp) -> Vec<String> {
 }
 
 /// `text`, the contact's first message, sent without a token: the token it was issued.
-async fn first_token(app: &TestApp, subscriber: &str, text: &str) -> String {
+pub(crate) async fn first_token(app: &TestApp, subscriber: &str, text: &str) -> String {
     send_with_token(app, subscriber, text, None).await;
     app.settle().await;
     written_tokens(app).await.remove(0)

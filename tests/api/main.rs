@@ -7,6 +7,7 @@ mod helpers;
 
 mod binding;
 mod cli;
+mod contact_turns;
 mod deferred_channel;
 mod durable;
 mod faults;

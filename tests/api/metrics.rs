@@ -57,6 +57,7 @@ const GAUGES: &[&str] = &[
     "budget_spent_tokens",
     "budget_cap_tokens",
     "contacts_held",
+    "turns_waiting",
 ];
 
 fn documented() -> Vec<(String, OpenMetricsType)> {
