@@ -480,12 +480,15 @@ fn media_settings(settings: &Settings) -> Result<crate::media::MediaSettings, St
         .transpose()?;
     let ffmpeg = crate::media::video::Ffmpeg::find();
     if ffmpeg.is_none() {
-        tracing::warn!("ffmpeg not found on PATH: contacts' videos take the media fallback");
+        tracing::warn!(
+            "ffmpeg or ffprobe not found on PATH: contacts' videos take the media fallback, voice notes go unprobed"
+        );
     }
     Ok(crate::media::MediaSettings {
         host,
         transcriber,
         ffmpeg,
+        limits: settings.media_limits,
     })
 }
 

@@ -4,7 +4,10 @@
 //! - [`detect`]: which inbound `text` is ManyChat's media URL, and of which kind (called by the
 //!   ManyChat adapter only, `http::inbound`).
 //! - [`download`]: the bounded fetch from the media host into the turn's private directory.
-//! - [`video`]: frames and soundtrack by the system's ffmpeg.
+//! - [`probe`]: what a voice note or video declares (duration, frame sizes), read by ffprobe
+//!   before anything decodes it; [`limits`] refuses what is over the limits (the fallback) and
+//!   holds the job slots; [`process`] bounds each ffmpeg/ffprobe process.
+//! - [`video`]: frames and audio by the system's ffmpeg, audio cut to the limit.
 //! - Transcription is the model registry's (`model::transcription`, C2): this module only calls
 //!   the `Transcriber` it is given.
 //! - [`MediaService::prepare`]: the one call a turn makes, inside its race, turning the media
@@ -13,18 +16,24 @@
 //! Invariants: the media URL is never stored or logged (the turn records a marker, then the
 //! transcript; `MediaRef`'s `Debug` shows only the kind); bytes live in a private temporary
 //! directory removed when the call ends or is dropped; every step is cancelled by dropping the
-//! future (the turn's deadline and abort), ffmpeg children included.
+//! future (the turn's deadline and abort), ffmpeg children included; at most
+//! `MEDIA_MAX_JOBS` media messages are read at once; with ffmpeg installed, nothing is decoded
+//! or transcribed before the probe admits it.
 
 pub mod detect;
 pub mod download;
+pub mod limits;
+pub mod probe;
+mod process;
 pub mod video;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use reqwest::Url;
 
 pub use detect::{DEFAULT_MEDIA_BASE, Detected, InvalidMediaBase, MediaHost, detect};
+use limits::JobSlots;
+pub use limits::MediaLimits;
 use video::Ffmpeg;
 
 use crate::model::ImageInput;
@@ -116,6 +125,12 @@ pub enum FallbackCause {
     /// A video for a deployment with neither image input nor transcription.
     NeitherHalf,
     NoFfmpeg,
+    /// The probe found a duration over `MEDIA_MAX_DURATION_SECONDS`.
+    TooLong,
+    /// The probe found a video stream over `MEDIA_MAX_DIMENSION`.
+    FrameTooLarge,
+    /// The file declares no duration, or a video stream no size: it cannot be bounded.
+    Unmeasured,
 }
 
 impl FallbackCause {
@@ -127,6 +142,9 @@ impl FallbackCause {
             Self::NoVision => "model_without_vision",
             Self::NeitherHalf => "video_without_frames_or_transcript",
             Self::NoFfmpeg => "no_ffmpeg",
+            Self::TooLong => "over_duration_limit",
+            Self::FrameTooLarge => "over_dimension_limit",
+            Self::Unmeasured => "unmeasured",
         }
     }
 }
@@ -146,6 +164,8 @@ pub enum MediaError {
     Transcription,
     #[error("ffmpeg failed")]
     Ffmpeg,
+    #[error("ffmpeg ran past its time limit")]
+    Timeout,
 }
 
 impl MediaError {
@@ -157,6 +177,7 @@ impl MediaError {
             Self::TooLarge => "too_large",
             Self::Transcription => "transcription",
             Self::Ffmpeg => "ffmpeg",
+            Self::Timeout => "ffmpeg_timeout",
         }
     }
 }
@@ -190,8 +211,11 @@ pub struct MediaSettings {
     pub host: MediaHost,
     /// `TRANSCRIPTION_MODEL`, resolved by the model registry; `None` when unset.
     pub transcriber: Option<Arc<dyn Transcriber>>,
-    /// The system's ffmpeg; `None` when it is not installed (videos then take the fallback).
+    /// The system's ffmpeg and ffprobe; `None` when they are not installed (videos then take
+    /// the fallback, voice notes go unprobed within their download size).
     pub ffmpeg: Option<Ffmpeg>,
+    /// The `MEDIA_*` limits.
+    pub limits: MediaLimits,
 }
 
 impl std::fmt::Debug for MediaSettings {
@@ -200,6 +224,7 @@ impl std::fmt::Debug for MediaSettings {
             .field("host", &self.host)
             .field("transcriber", &self.transcriber.as_ref().map(|t| t.id()))
             .field("ffmpeg", &self.ffmpeg.is_some())
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -209,11 +234,13 @@ impl std::fmt::Debug for MediaSettings {
 pub struct MediaService {
     settings: MediaSettings,
     http: reqwest::Client,
+    jobs: JobSlots,
 }
 
 impl MediaService {
     pub fn new(settings: MediaSettings) -> Self {
         Self {
+            jobs: JobSlots::new(settings.limits.max_jobs),
             settings,
             http: download::client(),
         }
@@ -249,6 +276,8 @@ impl MediaService {
         if let Some(cause) = fallback {
             return Ok(Prepared::Fallback(cause));
         }
+        // One of `MEDIA_MAX_JOBS` slots, held from the download to the transcript.
+        let _slot = self.jobs.acquire().await;
         // Private (0700) and removed when this call ends or is dropped.
         let dir = tempfile::Builder::new()
             .prefix("manychat-media-")
@@ -259,12 +288,9 @@ impl MediaService {
         match media.kind {
             MediaKind::Audio => {
                 let transcriber = transcriber.expect("checked above");
-                let clip = AudioClip {
-                    path: file.path.clone(),
-                    len: file.len,
-                    file_name: "voice-note.ogg",
-                    media_type: "audio/ogg",
-                    duration: None,
+                let clip = match self.voice_note(&file, dir.path()).await? {
+                    Ok(clip) => clip,
+                    Err(cause) => return Ok(Prepared::Fallback(cause)),
                 };
                 let transcript = transcriber
                     .transcribe(clip)
@@ -306,8 +332,69 @@ impl MediaService {
         }
     }
 
+    /// The clip a voice note is transcribed from. With ffmpeg: probed first (over the limits,
+    /// the fallback), and cut to `MEDIA_MAX_AUDIO_SECONDS` when longer; the file as downloaded
+    /// otherwise (WhatsApp's own Opus), its cost estimated from its size.
+    async fn voice_note(
+        &self,
+        file: &download::Downloaded,
+        dir: &std::path::Path,
+    ) -> Result<Result<AudioClip, FallbackCause>, MediaError> {
+        let as_sent = AudioClip {
+            path: file.path.clone(),
+            len: file.len,
+            file_name: "voice-note.ogg",
+            media_type: "audio/ogg",
+            duration: None,
+        };
+        let Some(ffmpeg) = self.settings.ffmpeg.as_ref() else {
+            return Ok(Ok(as_sent));
+        };
+        let limits = &self.settings.limits;
+        let probe = ffmpeg.probe(&file.path, "ogg", limits).await?;
+        if let Err(cause) = limits.admit(&probe) {
+            return Ok(Err(cause));
+        }
+        if !probe.has_audio {
+            return Err(MediaError::Ffmpeg);
+        }
+        if probe.duration.is_some_and(|d| d <= limits.max_audio) {
+            return Ok(Ok(as_sent));
+        }
+        self.cut_audio(ffmpeg, &file.path, "ogg", dir, &probe)
+            .await
+            .map(Ok)
+    }
+
+    /// The audio of `input`, cut to `MEDIA_MAX_AUDIO_SECONDS` and encoded compactly.
+    async fn cut_audio(
+        &self,
+        ffmpeg: &Ffmpeg,
+        input: &std::path::Path,
+        container: &str,
+        dir: &std::path::Path,
+        probe: &probe::Probe,
+    ) -> Result<AudioClip, MediaError> {
+        let limits = &self.settings.limits;
+        let path = ffmpeg.audio(input, container, dir, limits).await?;
+        let len = tokio::fs::metadata(&path)
+            .await
+            .map_err(|_| MediaError::Ffmpeg)?
+            .len();
+        let duration = probe
+            .duration
+            .map_or(limits.max_audio, |d| d.min(limits.max_audio));
+        Ok(AudioClip {
+            path,
+            len,
+            file_name: "audio.ogg",
+            media_type: "audio/ogg",
+            duration: Some(duration),
+        })
+    }
+
     /// The degradation table: frames and transcript, frames only, transcript only, or the
-    /// fallback when neither yields anything.
+    /// fallback when neither yields anything. Probed first: over the limits, the fallback.
     async fn split_video(
         &self,
         ffmpeg: &Ffmpeg,
@@ -316,10 +403,14 @@ impl MediaService {
         vision: bool,
         transcriber: Option<&dyn Transcriber>,
     ) -> Result<Prepared, MediaError> {
-        let probe = ffmpeg.probe(input).await?;
+        let limits = &self.settings.limits;
+        let probe = ffmpeg.probe(input, "mov", limits).await?;
+        if let Err(cause) = limits.admit(&probe) {
+            return Ok(Prepared::Fallback(cause));
+        }
         let mut images = Vec::new();
-        if vision && probe.has_video {
-            for frame in ffmpeg.frames(input, dir, &probe).await? {
+        if vision && probe.has_video() {
+            for frame in ffmpeg.frames(input, dir, &probe, limits).await? {
                 images.push(ImageInput {
                     media_type: "image/png",
                     bytes: read(&frame).await?,
@@ -330,18 +421,7 @@ impl MediaService {
         if let Some(transcriber) = transcriber
             && probe.has_audio
         {
-            let sound = ffmpeg.soundtrack(input, dir).await?;
-            let len = tokio::fs::metadata(&sound)
-                .await
-                .map_err(|_| MediaError::Ffmpeg)?
-                .len();
-            let clip = AudioClip {
-                path: sound,
-                len,
-                file_name: "soundtrack.wav",
-                media_type: "audio/wav",
-                duration: probe.duration.or(Some(Duration::ZERO)),
-            };
+            let clip = self.cut_audio(ffmpeg, input, "mov", dir, &probe).await?;
             transcript = Some(
                 transcriber
                     .transcribe(clip)

@@ -88,6 +88,9 @@ pub struct Settings {
     pub manychat_media_base: String,
     /// 020 `TRANSCRIPTION_MODEL` (`provider:model`); `None`: voice notes take the fallback.
     pub transcription_model: Option<String>,
+    /// 020 `MEDIA_MAX_DURATION_SECONDS`, `MEDIA_MAX_AUDIO_SECONDS`, `MEDIA_MAX_DIMENSION`,
+    /// `MEDIA_PROCESS_MEMORY_MB`, `MEDIA_PROCESS_TIMEOUT_MS`, `MEDIA_MAX_JOBS`.
+    pub media_limits: crate::media::MediaLimits,
     /// The per-contact custom field a deferred reply is written to.
     pub manychat_reply_field: String,
     /// The tenant flow that renders the reply field; needed for deferred delivery.
@@ -237,6 +240,7 @@ impl Settings {
                 "must be provider:model, e.g. openai:gpt-4o-mini-transcribe",
             );
         }
+        let media_limits = env.media_limits();
         let manychat_reply_field = env.or("MANYCHAT_REPLY_FIELD", "ai_message");
         let manychat_reply_flow_ns = env.string("MANYCHAT_REPLY_FLOW_NS");
         if needs.reply_flow && manychat_reply_flow_ns.is_none() {
@@ -371,6 +375,7 @@ impl Settings {
             manychat_api_base,
             manychat_media_base,
             transcription_model,
+            media_limits,
             manychat_reply_field,
             manychat_reply_flow_ns,
             manychat_token_field,

@@ -247,6 +247,51 @@ impl Reader<'_> {
         }
     }
 
+    /// 020's media limits (`MEDIA_*`), each within its range.
+    pub(super) fn media_limits(&mut self) -> crate::media::MediaLimits {
+        use crate::media::limits::*;
+        let max_duration = self.number(
+            "MEDIA_MAX_DURATION_SECONDS",
+            DEFAULT_MAX_DURATION_SECONDS,
+            1,
+            MAX_MEDIA_SECONDS,
+        );
+        let max_audio = self.number(
+            "MEDIA_MAX_AUDIO_SECONDS",
+            DEFAULT_MAX_AUDIO_SECONDS,
+            1,
+            MAX_MEDIA_SECONDS,
+        );
+        let max_dimension = self.number(
+            "MEDIA_MAX_DIMENSION",
+            u64::from(DEFAULT_MAX_DIMENSION),
+            16,
+            u64::from(MAX_DIMENSION),
+        );
+        let memory_mb = self.number(
+            "MEDIA_PROCESS_MEMORY_MB",
+            DEFAULT_PROCESS_MEMORY_MB,
+            MIN_PROCESS_MEMORY_MB,
+            MAX_PROCESS_MEMORY_MB,
+        );
+        let timeout_ms = self.number(
+            "MEDIA_PROCESS_TIMEOUT_MS",
+            DEFAULT_PROCESS_TIMEOUT_MS,
+            100,
+            MAX_DURATION_MS,
+        );
+        let max_jobs = self.number("MEDIA_MAX_JOBS", DEFAULT_MAX_JOBS as u64, 1, MAX_JOBS);
+        // The ranges checked above make these conversions exact.
+        MediaLimits {
+            max_duration: Duration::from_secs(max_duration),
+            max_audio: Duration::from_secs(max_audio),
+            max_dimension: u32::try_from(max_dimension).unwrap_or(DEFAULT_MAX_DIMENSION),
+            process_memory: memory_mb * 1024 * 1024,
+            process_time: Duration::from_millis(timeout_ms),
+            max_jobs: usize::try_from(max_jobs).unwrap_or(DEFAULT_MAX_JOBS),
+        }
+    }
+
     pub(super) fn metrics_token(&mut self) -> Option<Secret> {
         const NAME: &str = "METRICS_TOKEN";
         let token = self.string(NAME)?;

@@ -623,3 +623,57 @@ fn c5_settings_debug_redacts_secrets() {
     assert!(!printed.contains(SECRET_A), "{printed}");
     assert!(printed.contains("[redacted]"));
 }
+
+#[test]
+fn media_limits_have_defaults_and_are_read_and_checked() {
+    use crate::media::MediaLimits;
+    let s = load(&base()).unwrap();
+    assert_eq!(s.media_limits, MediaLimits::default());
+    assert_eq!(s.media_limits.max_duration, Duration::from_secs(300));
+    assert_eq!(s.media_limits.max_audio, Duration::from_secs(300));
+    assert_eq!(s.media_limits.max_dimension, 4096);
+    assert_eq!(s.media_limits.process_memory, 1024 * 1024 * 1024);
+    assert_eq!(s.media_limits.process_time, Duration::from_secs(20));
+    assert_eq!(s.media_limits.max_jobs, 2);
+    let s = load(&with(&[
+        ("MEDIA_MAX_DURATION_SECONDS", "120"),
+        ("MEDIA_MAX_AUDIO_SECONDS", "60"),
+        ("MEDIA_MAX_DIMENSION", "2048"),
+        ("MEDIA_PROCESS_MEMORY_MB", "512"),
+        ("MEDIA_PROCESS_TIMEOUT_MS", "5000"),
+        ("MEDIA_MAX_JOBS", "4"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        s.media_limits,
+        MediaLimits {
+            max_duration: Duration::from_secs(120),
+            max_audio: Duration::from_secs(60),
+            max_dimension: 2048,
+            process_memory: 512 * 1024 * 1024,
+            process_time: Duration::from_secs(5),
+            max_jobs: 4,
+        }
+    );
+    // Every problem at once, each naming its variable.
+    let err = load(&with(&[
+        ("MEDIA_MAX_DURATION_SECONDS", "0"),
+        ("MEDIA_MAX_AUDIO_SECONDS", "3601"),
+        ("MEDIA_MAX_DIMENSION", "wide"),
+        ("MEDIA_PROCESS_MEMORY_MB", "64"),
+        ("MEDIA_PROCESS_TIMEOUT_MS", "99"),
+        ("MEDIA_MAX_JOBS", "0"),
+    ]))
+    .unwrap_err();
+    for variable in [
+        "MEDIA_MAX_DURATION_SECONDS",
+        "MEDIA_MAX_AUDIO_SECONDS",
+        "MEDIA_MAX_DIMENSION",
+        "MEDIA_PROCESS_MEMORY_MB",
+        "MEDIA_PROCESS_TIMEOUT_MS",
+        "MEDIA_MAX_JOBS",
+    ] {
+        assert!(err.problem(variable).is_some(), "{variable}: {err}");
+    }
+    assert_eq!(err.problems.len(), 6, "{err}");
+}

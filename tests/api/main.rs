@@ -17,6 +17,7 @@ mod going_live;
 mod handoff_hold;
 mod hardening;
 mod hold;
+mod hostile_media;
 mod http_contract;
 mod logs;
 mod media;

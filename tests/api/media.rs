@@ -19,33 +19,33 @@ const OGG: &[u8] = include_bytes!("../fixtures/media/tone.ogg");
 const PNG: &[u8] = include_bytes!("../fixtures/media/colour-bars.png");
 const MP4_WITH_SOUND: &[u8] = include_bytes!("../fixtures/media/clip-with-sound.mp4");
 /// 1280×720, no soundtrack, `moov` after the data (unreadable from a pipe).
-const MP4_WIDE_SILENT: &[u8] = include_bytes!("../fixtures/media/wide-silent.mp4");
+pub(crate) const MP4_WIDE_SILENT: &[u8] = include_bytes!("../fixtures/media/wide-silent.mp4");
 
-const TRANSCRIPT: &str = "Do you still have places in the Saturday class?";
+pub(crate) const TRANSCRIPT: &str = "Do you still have places in the Saturday class?";
 
 fn media_path(ext: &str) -> String {
     format!("/1234567/wa/2026/11/30/original_0a1b2c3d4e5f.{ext}")
 }
 
 /// The fake file host and the fake transcription server.
-struct Fakes {
-    files: MockServer,
-    speech: MockServer,
+pub(crate) struct Fakes {
+    pub files: MockServer,
+    pub speech: MockServer,
 }
 
 impl Fakes {
-    async fn start() -> Self {
+    pub async fn start() -> Self {
         Self {
             files: MockServer::start().await,
             speech: MockServer::start().await,
         }
     }
 
-    fn url(&self, ext: &str) -> String {
+    pub fn url(&self, ext: &str) -> String {
         format!("{}{}", self.files.uri(), media_path(ext))
     }
 
-    async fn serve(&self, ext: &str, content_type: &str, bytes: &[u8]) {
+    pub async fn serve(&self, ext: &str, content_type: &str, bytes: &[u8]) {
         Mock::given(method("GET"))
             .and(path(media_path(ext)))
             .respond_with(
@@ -57,7 +57,7 @@ impl Fakes {
             .await;
     }
 
-    async fn transcribe_as(&self, text: &str) {
+    pub async fn transcribe_as(&self, text: &str) {
         Mock::given(method("POST"))
             .and(path("/v1/audio/transcriptions"))
             .respond_with(ResponseTemplate::new(200).set_body_json(json!({"text": text})))
@@ -65,7 +65,7 @@ impl Fakes {
             .await;
     }
 
-    async fn file_requests(&self) -> usize {
+    pub async fn file_requests(&self) -> usize {
         self.files
             .received_requests()
             .await
@@ -73,12 +73,12 @@ impl Fakes {
             .len()
     }
 
-    async fn transcriptions(&self) -> Vec<Request> {
+    pub async fn transcriptions(&self) -> Vec<Request> {
         self.speech.received_requests().await.unwrap_or_default()
     }
 
     /// The app with the fakes wired in; `transcription`: whether TRANSCRIPTION_MODEL is set.
-    fn options(&self, model: Arc<ScriptedModel>, transcription: bool) -> AppOptions {
+    pub fn options(&self, model: Arc<ScriptedModel>, transcription: bool) -> AppOptions {
         let mut options = AppOptions::new(model).env("MANYCHAT_MEDIA_BASE", self.files.uri());
         if transcription {
             options = options
@@ -99,7 +99,7 @@ fn without_media_fallback(dir: &std::path::Path) {
     });
 }
 
-fn media_fallback(app: &TestApp) -> String {
+pub(crate) fn media_fallback(app: &TestApp) -> String {
     app.rules()["messages"]["mediaFallback"]
         .as_str()
         .expect("the demo tenant sets mediaFallback")
@@ -119,7 +119,7 @@ fn prompt_text(request: &ModelRequest) -> String {
         .join("\n")
 }
 
-fn images(request: &ModelRequest) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn images(request: &ModelRequest) -> Vec<(String, Vec<u8>)> {
     request
         .messages
         .iter()
@@ -151,7 +151,7 @@ async fn assert_no_url_stored(app: &TestApp, subscriber: &str) {
     }
 }
 
-fn ffmpeg_required() {
+pub(crate) fn ffmpeg_required() {
     assert!(
         manychat_agent::media::video::Ffmpeg::find().is_some(),
         "these tests need ffmpeg on PATH (`.ci/run` installs it): run with --include-ignored, \
@@ -378,8 +378,8 @@ async fn spec_020_verification_5_video_with_vision_and_transcription_gives_frame
     assert!(
         sound
             .body
-            .windows(b"soundtrack.wav".len())
-            .any(|w| w == b"soundtrack.wav")
+            .windows(b"audio.ogg".len())
+            .any(|w| w == b"audio.ogg")
     );
     let turns = app.turns("3501").await;
     assert_eq!(turns[0].text, TRANSCRIPT);
@@ -601,12 +601,19 @@ async fn spec_020_verification_7_transcription_and_ffmpeg_failures_give_error() 
 // ---- 8. the race ----------------------------------------------------------------------------
 
 /// A transcription server on the test's own runtime, answering after `delay` of tokio time (the
-/// frozen clock decides when it answers).
-async fn slow_transcriber(delay: Duration, text: &'static str) -> String {
+/// frozen clock decides when it answers); its base URL, and how many clips it has received.
+async fn slow_transcriber(
+    delay: Duration,
+    text: &'static str,
+) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
     use axum::routing::post;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let received = Arc::new(AtomicUsize::new(0));
+    let counter = received.clone();
     let app = axum::Router::new().route(
         "/v1/audio/transcriptions",
         post(move || async move {
+            counter.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(delay).await;
             axum::Json(json!({"text": text}))
         }),
@@ -614,7 +621,7 @@ async fn slow_transcriber(delay: Duration, text: &'static str) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{address}/v1")
+    (format!("http://{address}/v1"), received)
 }
 
 #[tokio::test(start_paused = true)]
@@ -623,7 +630,7 @@ async fn spec_020_verification_8_a_slow_transcription_loses_the_race_and_the_rep
     let _frozen = FrozenClock::freeze();
     let fakes = Fakes::start().await;
     fakes.serve("ogg", "audio/ogg", OGG).await;
-    let speech = slow_transcriber(Duration::from_secs(9), TRANSCRIPT).await;
+    let (speech, received) = slow_transcriber(Duration::from_secs(9), TRANSCRIPT).await;
     let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
         reply_json("Yes, there are places on Saturday."),
     ))]));
@@ -634,6 +641,8 @@ async fn spec_020_verification_8_a_slow_transcription_loses_the_race_and_the_rep
     app.returning_contact("3801").await;
     let request = send_in_background(&app, "3801", &fakes.url("ogg"));
     until(async || fakes.file_requests().await == 1).await;
+    // Downloaded, probed, and the clip is with the transcriber before its clock starts.
+    until(async || received.load(std::sync::atomic::Ordering::SeqCst) == 1).await;
     for _ in 0..20 {
         real_pause().await;
     }
@@ -677,7 +686,7 @@ async fn spec_020_verification_8_a_fallback_decided_after_the_deadline_keeps_its
     let _frozen = FrozenClock::freeze();
     let fakes = Fakes::start().await;
     fakes.serve("ogg", "audio/ogg", OGG).await;
-    let speech = slow_transcriber(Duration::from_secs(9), "").await;
+    let (speech, received) = slow_transcriber(Duration::from_secs(9), "").await;
     let model = Arc::new(ScriptedModel::replies([reply_json("unused")]));
     let options = fakes
         .options(model.clone(), true)
@@ -686,6 +695,8 @@ async fn spec_020_verification_8_a_fallback_decided_after_the_deadline_keeps_its
     app.returning_contact("3802").await;
     let request = send_in_background(&app, "3802", &fakes.url("ogg"));
     until(async || fakes.file_requests().await == 1).await;
+    // Downloaded, probed, and the clip is with the transcriber before its clock starts.
+    until(async || received.load(std::sync::atomic::Ordering::SeqCst) == 1).await;
     for _ in 0..20 {
         real_pause().await;
     }

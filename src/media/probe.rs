@@ -1,0 +1,145 @@
+//! What a media file declares, read by the system's `ffprobe` before anything decodes it: its
+//! duration (the longest of the container's and every stream's) and each video stream's size.
+//!
+//! The probe itself is bounded: one process under the media limits, the container named (`-f`)
+//! so a crafted file cannot pick another demuxer, `-protocol_whitelist file` so it cannot make
+//! ffprobe open anything else, and one decoder thread. (No `max_pixels` here: a decoder the
+//! probe opens would fail on an oversized picture, and the probe would report nothing to
+//! refuse; the memory limit bounds what that decoder may allocate.)
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::MediaError;
+use super::limits::MediaLimits;
+use super::process;
+
+/// What the probe learned of a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    /// The longest duration the file declares; `None` when it declares none.
+    pub duration: Option<Duration>,
+    pub has_audio: bool,
+    /// Each video stream's width and height, `None` where the file does not say.
+    pub frames: Vec<Option<(u32, u32)>>,
+}
+
+impl Probe {
+    pub fn has_video(&self) -> bool {
+        !self.frames.is_empty()
+    }
+}
+
+/// Probes `input`, read as `container` (`mov` for MP4 and 3GP, `ogg` for a voice note).
+pub async fn probe(
+    ffprobe: &Path,
+    input: &Path,
+    container: &str,
+    limits: &MediaLimits,
+) -> Result<Probe, MediaError> {
+    let mut command = process::command(ffprobe, limits);
+    command
+        .args(["-hide_banner", "-v", "error"])
+        .args(["-protocol_whitelist", "file", "-threads", "1"])
+        .args(["-f", container])
+        .args([
+            "-show_entries",
+            "format=duration:stream=codec_type,width,height,duration",
+            "-of",
+            "json",
+            "-i",
+        ])
+        .arg(input)
+        .stdout(Stdio::piped());
+    let output = process::run(command, limits).await?;
+    if !output.status.success() {
+        return Err(MediaError::Ffmpeg);
+    }
+    parse(&output.stdout).ok_or(MediaError::Ffmpeg)
+}
+
+#[derive(Deserialize)]
+struct Listing {
+    #[serde(default)]
+    streams: Vec<Stream>,
+    format: Option<Format>,
+}
+
+#[derive(Deserialize)]
+struct Stream {
+    #[serde(default)]
+    codec_type: String,
+    width: Option<u32>,
+    height: Option<u32>,
+    duration: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Format {
+    duration: Option<String>,
+}
+
+/// ffprobe's JSON listing as a [`Probe`]; `None` when it is not one, or names neither audio
+/// nor video.
+fn parse(json: &[u8]) -> Option<Probe> {
+    let listing: Listing = serde_json::from_slice(json).ok()?;
+    let declared = listing
+        .format
+        .and_then(|f| f.duration)
+        .into_iter()
+        .chain(listing.streams.iter().filter_map(|s| s.duration.clone()));
+    let duration = declared.filter_map(|d| seconds(&d)).max();
+    let frames: Vec<_> = listing
+        .streams
+        .iter()
+        .filter(|s| s.codec_type == "video")
+        .map(|s| s.width.zip(s.height))
+        .collect();
+    let has_audio = listing.streams.iter().any(|s| s.codec_type == "audio");
+    (has_audio || !frames.is_empty()).then_some(Probe {
+        duration,
+        has_audio,
+        frames,
+    })
+}
+
+/// ffprobe's `"12.345000"` as a duration (`N/A`, negative or not a number is none).
+fn seconds(text: &str) -> Option<Duration> {
+    let seconds: f64 = text.trim().parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(1e9)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_reads_the_longest_declared_duration_and_each_frame_size() {
+        let listing = br#"{"programs":[],"streams":[
+            {"codec_type":"video","width":160,"height":120,"duration":"2.000000"},
+            {"codec_type":"audio","duration":"14400.000000"}],
+            "format":{"duration":"2.000000"}}"#;
+        assert_eq!(
+            parse(listing),
+            Some(Probe {
+                duration: Some(Duration::from_secs(14_400)),
+                has_audio: true,
+                frames: vec![Some((160, 120))],
+            })
+        );
+        let unmeasured = br#"{"streams":[{"codec_type":"video","duration":"N/A"}],"format":{}}"#;
+        assert_eq!(
+            parse(unmeasured),
+            Some(Probe {
+                duration: None,
+                has_audio: false,
+                frames: vec![None],
+            })
+        );
+        assert_eq!(parse(br#"{"streams":[{"codec_type":"data"}]}"#), None);
+        assert_eq!(parse(b"not json"), None);
+    }
+}
