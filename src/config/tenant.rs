@@ -135,7 +135,7 @@ pub struct Rules {
     /// Business hours; absent: always open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hours: Option<Hours>,
-    /// A contact's message sent in pieces gets one answer (`crate::burst`).
+    /// A contact's message sent in pieces gets one answer.
     #[serde(default, skip_serializing_if = "Burst::is_off")]
     pub burst: Burst,
 }

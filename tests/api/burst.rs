@@ -299,8 +299,8 @@ async fn burst_never_waits_past_the_race_deadline_minus_2_seconds() {
     assert!(!contact_message(&model, 1).contains("piece 5"));
 }
 
-/// `first` then, while its turn gathers, a second message that must not join: `second` sends
-/// it. After the window the first turn's model call holds the first piece alone.
+/// After "hi" and a message that must not join it: the first model call read "hi", no contact
+/// message carries a burst's mark, and no piece was counted as merged.
 async fn assert_not_joined(app: &TestApp, model: &ScriptedModel, subscriber: &str) {
     let contact = contact_message(model, 0);
     assert!(contact.contains("hi"), "{contact}");
