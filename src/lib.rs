@@ -9,6 +9,7 @@
 //!   health and readiness (SYSTEM 3.1–3.2).
 //! - [`turn`]: one turn from parsed message to outcome: gates, the race, the delivery choice
 //!   (SYSTEM 3.4, 4), the reply held until the flows the turn sent have played (030).
+//! - [`burst`]: a message sent in pieces waits for the rest and gets one answer.
 //! - [`agent`]: the prompt and its fence, the four-step loop, AgentReply and the guardrails.
 //! - [`actions`]: performing staged actions and the per-turn action record (012).
 //! - [`escalation`]: why a contact was handed to a person: recorded, logged, counted.
@@ -36,6 +37,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub mod actions;
 pub mod agent;
+pub mod burst;
 pub mod channel;
 pub mod cli;
 pub mod clock;

@@ -118,6 +118,8 @@ pub struct Metrics {
     pub store_sample_failures: Counter,
     /// Messages a held contact sent while a person had the conversation (`crate::handoff`).
     held_messages: Counter,
+    /// Pieces of a contact's message that joined an earlier piece's turn (`crate::burst`).
+    burst_pieces_merged: Counter,
     /// Holds released, by reason (`hold_expired`, `tag_removed`, `released`).
     hold_releases: Family<Labels<1>, Counter>,
     /// Contacts held for a person now (read at scrape time).
@@ -216,6 +218,10 @@ impl Default for Metrics {
         let held_messages = counter(
             "held_messages",
             "Messages from contacts held for a person, recorded and not answered",
+        );
+        let burst_pieces_merged = counter(
+            "burst_pieces_merged",
+            "Contact messages that joined the turn of an earlier piece of the same burst (answered once, with it)",
         );
         let hold_releases: Family<Labels<1>, Counter> = Family::default();
         for why in crate::handoff::Release::ALL {
@@ -367,6 +373,7 @@ impl Default for Metrics {
             handoff_failed,
             store_sample_failures,
             held_messages,
+            burst_pieces_merged,
             hold_releases,
             contacts_held,
             turns_waiting,
@@ -484,6 +491,11 @@ impl Metrics {
     /// A message recorded while its contact was held for a person.
     pub fn held_message(&self) {
         self.held_messages.inc();
+    }
+
+    /// A piece that joined a burst's turn (`crate::burst`).
+    pub fn burst_piece_merged(&self) {
+        self.burst_pieces_merged.inc();
     }
 
     pub fn hold_release(&self, why: crate::handoff::Release) {

@@ -135,6 +135,28 @@ pub struct Rules {
     /// Business hours; absent: always open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hours: Option<Hours>,
+    /// A contact's message sent in pieces gets one answer.
+    #[serde(default, skip_serializing_if = "Burst::is_off")]
+    pub burst: Burst,
+}
+
+/// How long a turn waits for more pieces of the contact's message before the model runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Burst {
+    /// Quiet time, in milliseconds, that ends a burst; 0 answers every message on its own.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 3000))]
+    pub window_ms: u32,
+}
+
+impl Burst {
+    /// The longest window a tenant may set.
+    pub const MAX_WINDOW_MS: u32 = 3000;
+
+    pub fn is_off(&self) -> bool {
+        self.window_ms == 0
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -37,6 +37,11 @@ pub struct WeekMeasures {
     pub deferred_share: Option<f64>,
     /// `deferred_share` above [`DEFERRED_SHARE_FLAG`].
     pub deferred_share_flagged: bool,
+    /// Turns whose contact message others joined (`crate::burst`: answered once).
+    pub merged_turns: i64,
+    /// `merged_turns` ÷ the contact messages that started a turn (every contact message but a
+    /// joined piece); `None` without such messages.
+    pub merged_share: Option<f64>,
     /// Inline answer time (`answered_inline` turns' `latency_ms`), nearest-rank percentiles.
     pub inline_answer_ms_p50: Option<i64>,
     pub inline_answer_ms_p95: Option<i64>,
@@ -220,6 +225,8 @@ impl WeekMeasures {
             deferred_turns: 0,
             deferred_share: None,
             deferred_share_flagged: false,
+            merged_turns: 0,
+            merged_share: None,
             inline_answer_ms_p50: percentile(&aggregates.inline_latencies, 50),
             inline_answer_ms_p95: percentile(&aggregates.inline_latencies, 95),
             reads_per_turn: None,
@@ -236,6 +243,8 @@ impl WeekMeasures {
         let mut reads = 0;
         // Model-written turns that answered a message: the deferred share's denominator.
         let mut answering = 0;
+        // Contact messages that started a turn: the merged share's denominator.
+        let mut started = 0;
         let mut days: BTreeMap<NaiveDate, DayMeasure> = BTreeMap::new();
         for group in &aggregates.turn_groups {
             measures.recorded_turns += group.turns;
@@ -257,6 +266,16 @@ impl WeekMeasures {
             day.input_tokens += group.input_tokens;
             day.output_tokens += group.output_tokens;
             day.cost_usd += group.cost_usd;
+            if group.role == Role::User {
+                match group.outcome.as_deref() {
+                    Some(crate::burst::JOINED) => {}
+                    Some(crate::burst::MERGED) => {
+                        measures.merged_turns += group.turns;
+                        started += group.turns;
+                    }
+                    _ => started += group.turns,
+                }
+            }
             if group.role != Role::Agent {
                 continue;
             }
@@ -290,6 +309,7 @@ impl WeekMeasures {
         measures.deferred_share_flagged = measures
             .deferred_share
             .is_some_and(|share| share > DEFERRED_SHARE_FLAG);
+        measures.merged_share = per(measures.merged_turns, started);
         measures.reads_per_turn = per(reads, turns);
         measures.tokens_per_turn = per(measures.input_tokens + measures.output_tokens, turns);
         measures.cost_usd_per_turn = per_f(measures.cost_usd, turns);
@@ -360,6 +380,47 @@ mod tests {
         assert_eq!(percentile(&d, 95), Some(200));
         assert_eq!(percentile(&d, 100), Some(5000));
         assert_eq!(percentile(&[], 95), None);
+    }
+
+    #[test]
+    fn merged_share_is_merged_turns_over_the_messages_that_started_a_turn() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+        let message = |outcome: Option<&str>, turns| TurnGroup {
+            day,
+            role: Role::User,
+            outcome: outcome.map(str::to_owned),
+            escalation_reason: None,
+            model_written: false,
+            turns,
+            reads: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+        };
+        let aggregates = ReportAggregates {
+            turn_groups: vec![
+                message(None, 6),
+                message(Some(crate::burst::MERGED), 2),
+                message(Some(crate::burst::JOINED), 5),
+            ],
+            ..ReportAggregates::default()
+        };
+        let week = WeekMeasures::of(
+            day,
+            &aggregates,
+            &SalesCounts::default(),
+            &SalesKeys::default(),
+        );
+        // 8 messages started a turn (the 5 joined pieces did not); 2 of them merged pieces.
+        assert_eq!(week.merged_turns, 2);
+        assert_eq!(week.merged_share, Some(0.25));
+        let none = WeekMeasures::of(
+            day,
+            &ReportAggregates::default(),
+            &SalesCounts::default(),
+            &SalesKeys::default(),
+        );
+        assert_eq!(none.merged_share, None);
     }
 
     #[test]

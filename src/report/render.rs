@@ -108,6 +108,7 @@ fn week_table(out: &mut String, w: &WeekMeasures) {
         "deferred share",
         format!("{}{flag}", pct(w.deferred_share)),
     );
+    row(out, "turns that merged pieces", pct(w.merged_share));
     row(out, "inline answer time p50", ms(w.inline_answer_ms_p50));
     row(out, "inline answer time p95", ms(w.inline_answer_ms_p95));
     row(out, "reads per turn", num(w.reads_per_turn, 2));

@@ -25,7 +25,8 @@ pub struct NewTurn {
     pub conversation_id: ConversationId,
     pub role: Role,
     pub text: String,
-    /// One of SYSTEM 4's turn outcomes; `None` on user turns.
+    /// One of SYSTEM 4's turn outcomes; on user turns `None`, or a burst's mark
+    /// (`crate::burst::MERGED`, `crate::burst::JOINED`).
     pub outcome: Option<String>,
     pub model: Option<String>,
     /// 019: only bound turns are read as history or counted by the cap.

@@ -29,6 +29,7 @@
 mod after;
 mod agent_job;
 pub(crate) mod budget;
+mod burst;
 mod busy;
 mod contact_budget;
 mod context;
@@ -186,6 +187,8 @@ struct Inner {
     /// The tenant's own tools' endpoints (`crate::plugins`): reads during the step, writes after
     /// the response.
     plugins: crate::plugins::PluginClient,
+    /// The contacts' bursts open in this process (`crate::burst`).
+    bursts: crate::burst::Bursts,
 }
 
 impl TurnEngine {
@@ -227,6 +230,7 @@ impl TurnEngine {
                 tasks,
                 metrics,
                 plugins: crate::plugins::PluginClient::default(),
+                bursts: crate::burst::Bursts::default(),
             }),
         }
     }
@@ -316,6 +320,10 @@ impl TurnEngine {
             };
             return self.start_or_wait(inbound, config, ready, place).await;
         }
+        // A piece of a message whose turn is still gathering joins it (`burst`).
+        if let Some(response) = self.join_burst(&config, &conversation, &inbound).await? {
+            return Ok(response);
+        }
 
         self.run_in_order(inbound, config, conversation, bound, None, place)
             .await
@@ -379,7 +387,7 @@ impl TurnEngine {
     /// reply in the outbox before giving up its place, so the next turn cannot overtake it.
     async fn run(
         &self,
-        inbound: Inbound,
+        mut inbound: Inbound,
         config: Arc<TenantConfig>,
         mut conversation: Conversation,
         bound: bool,
@@ -439,6 +447,16 @@ impl TurnEngine {
         let mut context = self
             .read_context(&config, &conversation, bound, now, read, replied)
             .await?;
+        // The rest of a message sent in pieces joins it before the checks (`burst`).
+        let holds_place = guard.is_some();
+        self.gather_burst(
+            &config,
+            &mut inbound,
+            &mut context,
+            &mut message,
+            holds_place,
+        )
+        .await;
         // What the snapshot derives (keywords, prompt, tool specs), looked up once per turn.
         let derived = self.derived(&config);
         let history = history_turns(std::mem::take(&mut context.history));

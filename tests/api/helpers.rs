@@ -77,6 +77,9 @@ pub struct AppOptions {
     /// Run the outbox and nudge workers in the background, as `serve` does (default: tests
     /// drive the outbox worker by hand).
     pub background_workers: bool,
+    /// Keep the tenant's `burst.windowMs` (the demo's 1500). By default every message is its
+    /// own turn (`burst.windowMs` 0), so a test's messages are answered as they come.
+    pub burst: bool,
 }
 
 impl AppOptions {
@@ -88,7 +91,14 @@ impl AppOptions {
             reload_on_sighup: false,
             edit: None,
             background_workers: false,
+            burst: false,
         }
+    }
+
+    /// Keeps the tenant's `burst.windowMs` (see [`AppOptions::burst`]).
+    pub fn with_burst(mut self) -> Self {
+        self.burst = true;
+        self
     }
 
     pub fn edit(mut self, edit: impl FnOnce(&Path) + Send + 'static) -> Self {
@@ -136,6 +146,13 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         .clone()
         .unwrap_or_else(manychat_agent::config::examples::shipped_examples);
     copy_tenant(&tenant, &config_dir);
+    if !options.burst {
+        crate::selling::edit_rules(&config_dir, |rules| {
+            if let Some(rules) = rules.as_object_mut() {
+                rules.remove("burst");
+            }
+        });
+    }
     if let Some(edit) = options.edit {
         edit(&config_dir);
     }

@@ -6,6 +6,7 @@ mod bound;
 mod helpers;
 
 mod binding;
+mod burst;
 mod cli;
 mod contact_turns;
 mod deferred_channel;

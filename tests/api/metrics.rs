@@ -42,6 +42,7 @@ const COUNTERS: &[&str] = &[
     "connections_evicted",
     "store_sample_failures",
     "held_messages",
+    "burst_pieces_merged",
     "hold_releases",
 ];
 const HISTOGRAMS: &[&str] = &[

@@ -39,6 +39,9 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
             r.push(path, "must be at least 1");
         }
     }
+    if rules.burst.window_ms > Burst::MAX_WINDOW_MS {
+        r.push("$.burst.windowMs", "must be between 0 and 3000");
+    }
     if rules.budget.daily_token_cap == 0 {
         r.push("$.budget.dailyTokenCap", "must be greater than zero");
     }

@@ -956,3 +956,16 @@ fn budget_contact_the_per_contact_share_is_positive_and_within_the_tenants_cap()
         assert_eq!(issues, expected, "{share:?}");
     }
 }
+
+#[test]
+fn burst_window_is_between_0_and_3000_ms() {
+    let (_, mut rules, _) = demo();
+    rules.burst.window_ms = Burst::MAX_WINDOW_MS;
+    assert!(super::rules("rules.json", &rules, &ctx()).is_empty());
+    rules.burst.window_ms = 3001;
+    let issues = super::rules("rules.json", &rules, &ctx());
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert_eq!(issues[0].path, "$.burst.windowMs");
+    assert_eq!(issues[0].file, "rules.json");
+    assert!(issues[0].rule.contains("between 0 and 3000"), "{issues:?}");
+}
