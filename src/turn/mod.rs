@@ -2,7 +2,8 @@
 //! the turn's types and its order (`handle`, `run`); each step lives in a module of its own.
 //!
 //! The order is fixed: conversation and its place in the contact's order (`order`, `waiting`)
-//! → scripted opening → one round of reads (`context`: earlier message times, today's spend,
+//! and among the turns in flight (`place`: a waiting turn holds no slot; `busy`: beyond a
+//! contact's waiting turns, or no slot free) → scripted opening → one round of reads (`context`: earlier message times, today's spend,
 //! history, queued replies, the hourly count, the sales record) → escalation keywords, the turn
 //! cap, the per-contact rate and the daily budget (`gates`, `budget`) → the agent runs
 //! (`agent_job`), raced against the deadline measured from the request's arrival (`race`: in
