@@ -32,6 +32,7 @@ mod report;
 mod sales;
 mod selling;
 mod shutdown;
+mod takeover;
 mod tokens;
 mod tools;
 mod wiring;

@@ -149,6 +149,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "handoff_hold",
         include_str!("../../../migrations/sqlite/0016_handoff_hold.sql"),
     ),
+    (
+        17,
+        "promise_owners",
+        include_str!("../../../migrations/sqlite/0017_promise_owners.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
