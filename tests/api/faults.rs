@@ -433,7 +433,13 @@ async fn fault_a_contact_told_a_person_will_write_is_handed_off_when_the_store_c
 #[tokio::test]
 async fn fault_a_contact_handed_over_moments_ago_is_not_tagged_again_when_the_store_cannot_take_its_next_turn()
  {
-    let app = spawn_app(Arc::new(ScriptedModel::replies([reply_json("Unused.")]))).await;
+    // No hold: the contact's next message is a turn of its own (the fake ManyChat would report
+    // the tag gone, which hands the contact back).
+    let model = Arc::new(ScriptedModel::replies([reply_json("Unused.")]));
+    let options = AppOptions::new(model).edit(|dir| {
+        crate::selling::edit_rules(dir, |rules| rules["handoff"]["holdHours"] = json!(0))
+    });
+    let app = spawn_app_with(options).await;
     app.returning_contact("8906").await;
     let (_, body) = app.send("8906", "I would like a refund please").await;
     assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
