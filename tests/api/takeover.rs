@@ -176,7 +176,11 @@ async fn survivor_reruns_a_dead_replicas_turn_within_its_abort_window() {
         format!("{contact_text:?}").contains("Any evening classes?"),
         "from the contact's recorded message"
     );
-    deliver(&app).await;
+    until(async || {
+        deliver(&app).await;
+        !replies_delivered(&app).await.is_empty()
+    })
+    .await;
     assert_eq!(replies_delivered(&app).await, vec![ANSWER.to_owned()]);
     assert!(
         tags_sent(&app).await.is_empty(),
@@ -217,10 +221,19 @@ async fn two_survivors_run_a_dead_replicas_turn_once() {
     one.settle().await;
     two.settle().await;
     assert_eq!(first.calls() + second.calls(), 1, "one survivor ran it");
-    deliver(&one).await;
-    deliver(&two).await;
-    let delivered = [replies_delivered(&one).await, replies_delivered(&two).await].concat();
-    assert_eq!(delivered, vec![ANSWER.to_owned()], "one answer, no copy");
+    let delivered =
+        async || [replies_delivered(&one).await, replies_delivered(&two).await].concat();
+    until(async || {
+        deliver(&one).await;
+        deliver(&two).await;
+        !delivered().await.is_empty()
+    })
+    .await;
+    assert_eq!(
+        delivered().await,
+        vec![ANSWER.to_owned()],
+        "one answer, no copy"
+    );
 }
 
 /// The claim itself: of two survivors taking the same promise at once, exactly one gets it.
