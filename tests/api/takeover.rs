@@ -440,7 +440,11 @@ async fn a_killed_replicas_acknowledged_contacts_get_the_real_answer_from_a_surv
         .count();
     let copied = acknowledged
         .iter()
-        .filter(|s| delivered.get(*s).is_some_and(|r| r == &[copy.clone()]))
+        .filter(|s| {
+            delivered
+                .get(*s)
+                .is_some_and(|r| r == std::slice::from_ref(&copy))
+        })
         .count();
     let twice = acknowledged
         .iter()
