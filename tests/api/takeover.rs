@@ -11,6 +11,7 @@ use manychat_agent::model::mock::ScriptedModel;
 use manychat_agent::outbox::{HandoffPayload, PromiseNote, ReplyPayload};
 use manychat_agent::store::{Exchange, NewOutboxRow, NewTurn, OutboxKind};
 
+use crate::durable::eventually;
 use crate::helpers::*;
 
 const ANSWER: &str = "The evening wheel class has two places left.";
@@ -168,7 +169,11 @@ async fn survivor_reruns_a_dead_replicas_turn_within_its_abort_window() {
     owned_by_a_dead_replica(&app, &schema, "8801").await;
 
     // The survivor's next look (about a second) claims it and runs the turn again.
-    until(async || promise_kept(&app, row).await).await;
+    eventually(
+        async || promise_kept(&app, row).await,
+        "a survivor kept the promise",
+    )
+    .await;
     app.settle().await;
     assert_eq!(model.calls(), 1, "the turn ran again once");
     let contact_text = &model.requests()[0];
@@ -176,10 +181,13 @@ async fn survivor_reruns_a_dead_replicas_turn_within_its_abort_window() {
         format!("{contact_text:?}").contains("Any evening classes?"),
         "from the contact's recorded message"
     );
-    until(async || {
-        deliver(&app).await;
-        !replies_delivered(&app).await.is_empty()
-    })
+    eventually(
+        async || {
+            deliver(&app).await;
+            !replies_delivered(&app).await.is_empty()
+        },
+        "the answer is delivered",
+    )
     .await;
     assert_eq!(replies_delivered(&app).await, vec![ANSWER.to_owned()]);
     assert!(
@@ -213,7 +221,11 @@ async fn two_survivors_run_a_dead_replicas_turn_once() {
     .await;
     owned_by_a_dead_replica(&one, &schema, "8802").await;
 
-    until(async || promise_kept(&one, row).await).await;
+    eventually(
+        async || promise_kept(&one, row).await,
+        "a survivor kept the promise",
+    )
+    .await;
     one.settle().await;
     two.settle().await;
     // Another look by both: the promise is no longer anybody's to take.
@@ -223,11 +235,14 @@ async fn two_survivors_run_a_dead_replicas_turn_once() {
     assert_eq!(first.calls() + second.calls(), 1, "one survivor ran it");
     let delivered =
         async || [replies_delivered(&one).await, replies_delivered(&two).await].concat();
-    until(async || {
-        deliver(&one).await;
-        deliver(&two).await;
-        !delivered().await.is_empty()
-    })
+    eventually(
+        async || {
+            deliver(&one).await;
+            deliver(&two).await;
+            !delivered().await.is_empty()
+        },
+        "the answer is delivered",
+    )
     .await;
     assert_eq!(
         delivered().await,
