@@ -183,6 +183,7 @@ impl Application {
                 contact_tokens_enforced: settings.contact_tokens_enforced,
                 channel: settings.channel,
                 media: media_settings(&settings)?,
+                outbox_give_up_after: settings.outbox_give_up_after,
             },
             config.clone(),
             store.clone(),
@@ -300,6 +301,13 @@ impl Application {
         if let Err(error) = self.state.turns.recover_promises().await {
             tracing::error!(error = %error, "could not look for interrupted turns");
         }
+        // Several replicas: this one's lease, and the turns of one that died (`turn::takeover`).
+        // It keeps its lease until its own turns are drained.
+        let takeover = {
+            let turns = self.state.turns.clone();
+            let (shutdown, stop) = (shutdown.clone(), worker_stop.clone());
+            tokio::spawn(async move { turns.take_over_promises(shutdown, stop).await })
+        };
         http::server::raise_fd_limit(&self.settings.connections);
         let router = http::router(self.state.clone());
         http::server::serve(
@@ -327,6 +335,7 @@ impl Application {
         if let Some(worker) = worker {
             let _ = worker.await;
         }
+        let _ = takeover.await;
         tracing::info!("shutdown complete");
         Ok(())
     }

@@ -117,6 +117,21 @@ impl Handoffs {
                 .mark_failed(row.id, "handoff payload is malformed", self.clock.now())
                 .await;
         };
+        // A promise's fallback whose contact was handed to a person since the promise was
+        // written (the fallback of an earlier promise, an escalation): the contact is in a
+        // person's queue already, so the tag and the flow are not performed again.
+        if payload.fallback && self.handed_off_since(row).await? {
+            tracing::info!(
+                conversation = %row.conversation_id,
+                row = row.id,
+                "handoff not repeated: the contact was handed to a person since"
+            );
+            self.store.mark_delivered(row.id, self.clock.now()).await?;
+            if let Some(message) = payload.turn_id {
+                self.mark_interrupted(row, message).await?;
+            }
+            return Ok(());
+        }
         let mut passing = None;
         for action in payload
             .actions
@@ -187,6 +202,16 @@ impl Handoffs {
             (_, None) => {}
         }
         Ok(())
+    }
+
+    /// Whether the row's contact was handed to a person after the row was written, and not
+    /// handed back since.
+    async fn handed_off_since(&self, row: &OutboxRow) -> Result<bool, StoreError> {
+        let conversation = self.store.conversation(row.conversation_id).await?;
+        Ok(conversation.is_some_and(|c| {
+            c.escalated_at
+                .is_some_and(|at| at > row.created_at && !crate::handoff::released_since(&c, at))
+        }))
     }
 
     /// A promise's fallback: the contact's message records why it was handed over, and the

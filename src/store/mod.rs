@@ -269,7 +269,8 @@ pub use nudges::{
 };
 pub use order::{ConversationLock, OrderStore};
 pub use outbox::{
-    ClaimRules, NewOutboxRow, OutboxBacklog, OutboxKind, OutboxRow, OutboxStatus, OutboxStore,
+    ClaimRules, NewOutboxRow, OrphanedPromise, OutboxBacklog, OutboxKind, OutboxRow, OutboxStatus,
+    OutboxStore,
 };
 pub use report::{ActionCount, ReportAggregates, ReportStore, SalesCounts, SalesKeys, TurnGroup};
 pub use sales::{ActionRecord, SalesRecord, SalesStore};

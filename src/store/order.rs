@@ -40,4 +40,10 @@ pub trait OrderStore: Send + Sync + 'static {
     fn single_process(&self) -> bool {
         false
     }
+
+    /// Renews this process's lease as a live replica (PostgreSQL), which keeps the promises it
+    /// wrote its own (`OutboxStore::orphaned_promises`). A store one process owns keeps none.
+    async fn beat(&self) -> Result<()> {
+        Ok(())
+    }
 }

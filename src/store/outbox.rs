@@ -174,4 +174,30 @@ pub trait OutboxStore: Send + Sync + 'static {
 
     /// The `pending` rows of a kind, oldest first (promises to recover at start).
     async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>>;
+
+    /// Promises whose writer is gone, oldest first, each with its fallback `handoff` row: pending
+    /// `reply` rows still holding their promise note whose writing process's lease
+    /// (`OrderStore::beat`) lapsed. A store one process owns has none: that process runs its
+    /// own again at start (`TurnEngine::recover_promises`).
+    async fn orphaned_promises(&self) -> Result<Vec<OrphanedPromise>> {
+        Ok(Vec::new())
+    }
+
+    /// Takes an orphaned promise over for this process, atomically (its owner becomes this
+    /// process under the row's lock, so two survivors never both take it), and lets the dead
+    /// owner's turn tickets of that conversation go, so the turn run again does not wait for
+    /// them to lapse. False when the row is no longer pending, its owner lives, or another
+    /// process took it first.
+    async fn claim_promise(&self, _reply_row: i64) -> Result<bool> {
+        Ok(false)
+    }
+}
+
+/// A promise whose writer died (see [`OutboxStore::orphaned_promises`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrphanedPromise {
+    /// The `reply` row holding the promise (its payload names the message and the window).
+    pub reply: OutboxRow,
+    /// The promise's fallback `handoff` row.
+    pub handoff: i64,
 }

@@ -37,17 +37,33 @@ impl TurnEngine {
     pub async fn hand_off_without_store(&self, subscriber: &SubscriberId) {
         let inner = &self.inner;
         let config = inner.config.snapshot();
-        let mut handoff = actions::handoff_actions(config.rules.handoff.as_ref());
-        let conversation = tokio::time::timeout(
+        let found = tokio::time::timeout(
             CONVERSATION_LOOKUP,
             inner.store.conversation_by_subscriber(subscriber),
         )
         .await
         .ok()
         .and_then(Result::ok)
-        .flatten()
-        .map(|c| c.id);
+        .flatten();
+        let conversation = found.as_ref().map(|c| c.id);
         let reason = Escalation::Error.as_str();
+        // A contact the store shows handed over within the idle-reset window (the turn that
+        // broke wrote its handoff row before it did, or an earlier escalation) is in a person's
+        // queue already: it is not tagged twice.
+        if let Some(found) = &found
+            && self
+                .handoff_for(&config, found, inner.clock.now())
+                .is_empty()
+            && found.escalated_at.is_some()
+        {
+            tracing::warn!(
+                ?conversation,
+                reason,
+                "turn failed; the contact was handed to a person already"
+            );
+            return;
+        }
+        let mut handoff = actions::handoff_actions(config.rules.handoff.as_ref());
         if handoff.is_empty() {
             tracing::warn!(
                 ?conversation,

@@ -19,7 +19,7 @@
 //! contact's media read inside the race, and what is decided without the model), `hold` (the
 //! reply held until the flows the turn sent have played, 030), `record` (the one write, the
 //! durable promises and their recovery at start, load-shed records, the handoff's no-repeat
-//! window).
+//! window), `takeover` (a dead replica's promises run again by a survivor).
 //!
 //! Invariants: nothing here knows HTTP or ManyChat's JSON; a turn is recorded whole in one
 //! write (`record`, `Store::record_exchange`: the contact's message, its count, the reply, the
@@ -48,6 +48,7 @@ mod race;
 mod record;
 mod settle;
 mod shared;
+mod takeover;
 mod waiting;
 
 pub use after::AfterResponse;
@@ -98,6 +99,8 @@ pub struct TurnSettings {
     pub channel: crate::channel::Channel,
     /// 020: the media host, the transcriber and ffmpeg.
     pub media: MediaSettings,
+    /// `OUTBOX_GIVE_UP_AFTER_MS`: how long an inline escalation's handoff is retried.
+    pub outbox_give_up_after: Duration,
 }
 
 /// A contact message that passed the HTTP layer.
@@ -215,6 +218,7 @@ impl TurnEngine {
         metrics: Arc<Metrics>,
         token_field: String,
     ) -> Self {
+        let give_up_after = settings.outbox_give_up_after;
         Self {
             inner: Arc::new(Inner {
                 media: MediaService::new(settings.media.clone()),
@@ -223,7 +227,8 @@ impl TurnEngine {
                 order: TurnOrder::new(store.clone()),
                 shared: TurnsShared::default(),
                 tokens: TokenService::new(store.clone(), manychat.clone(), token_field, clock),
-                handoffs: Handoffs::new(store.clone(), manychat.clone(), clock, metrics.clone()),
+                handoffs: Handoffs::new(store.clone(), manychat.clone(), clock, metrics.clone())
+                    .with_give_up_after(give_up_after),
                 store,
                 model,
                 manychat,

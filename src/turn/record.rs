@@ -10,8 +10,9 @@
 //! the real reply, due now; the fallback handoff goes). If the process dies in between, the
 //! outbox delivers the fallback when it falls due; a process that owns its database (SQLite)
 //! runs such a turn again at start while its abort window lasts (`recover_promises`). On
-//! Postgres (replicas) a pending promise may be another replica's live turn, so it is not run
-//! again: its fallback is delivered. The fallback falls due `PROMISE_MARGIN` after the abort
+//! Postgres (replicas) a pending promise may be another replica's live turn: it is run again
+//! only once its owner's lease lapsed, by the survivor that claims it (`takeover`), and while
+//! its window lasts; otherwise its fallback is delivered. The fallback falls due `PROMISE_MARGIN` after the abort
 //! window ends. An answer decided without the model that queues behind a reply (the scripted
 //! opening, a pre-model escalation) needs no promise: its one write, reply row included,
 //! commits before its silent response leaves.
@@ -527,7 +528,7 @@ impl TurnEngine {
     }
 
     /// Runs an interrupted turn again from its recorded message; its reply keeps the promise.
-    async fn run_again(
+    pub(super) async fn run_again(
         &self,
         conversation_id: crate::ids::ConversationId,
         promise: Promise,

@@ -41,7 +41,7 @@ fn tag_call(id: &str, tag: &str) -> Value {
     )
 }
 
-fn final_reply(text: &str) -> Value {
+pub(crate) fn final_reply(text: &str) -> Value {
     let reply = json!({
         "messages": [text], "escalate": false, "escalation_reason": null,
         "confidence": 0.9, "closing_question": null
@@ -97,7 +97,7 @@ async fn manychat_holds_tag(manychat: &MockServer, tag: &str) {
         .await;
 }
 
-fn model_env(model: &MockServer) -> Vec<(&'static str, String)> {
+pub(crate) fn model_env(model: &MockServer) -> Vec<(&'static str, String)> {
     vec![
         ("AGENT_MODEL", "openai:gpt-4.1-mini".to_owned()),
         ("OPENAI_API_KEY", "sk-test-key".to_owned()),
@@ -424,6 +424,36 @@ async fn fault_a_contact_told_a_person_will_write_is_handed_off_when_the_store_c
     assert!(
         app.turns("8903").await.is_empty(),
         "nothing could be recorded"
+    );
+}
+
+/// A contact handed to a person moments ago whose next turn the store cannot take gets the copy
+/// and is not tagged again: the store shows it in a person's queue already (a turn that broke
+/// after writing its handoff row is one such contact).
+#[tokio::test]
+async fn fault_a_contact_handed_over_moments_ago_is_not_tagged_again_when_the_store_cannot_take_its_next_turn()
+ {
+    // No hold: the contact's next message is a turn of its own (the fake ManyChat would report
+    // the tag gone, which hands the contact back).
+    let model = Arc::new(ScriptedModel::replies([reply_json("Unused.")]));
+    let options = AppOptions::new(model).edit(|dir| {
+        crate::selling::edit_rules(dir, |rules| rules["handoff"]["holdHours"] = json!(0))
+    });
+    let app = spawn_app_with(options).await;
+    app.returning_contact("8906").await;
+    let (_, body) = app.send("8906", "I would like a refund please").await;
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    until(async || !tags_sent(&app).await.is_empty()).await;
+    refuse_inserts(&app, "turns");
+
+    let (status, body) = app.send("8906", "Hello? Anyone there?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    app.settle().await;
+    assert_eq!(
+        tags_sent(&app).await,
+        vec![handoff_tag(&app)],
+        "handed off once"
     );
 }
 

@@ -36,6 +36,7 @@ mod report;
 mod sales;
 mod selling;
 mod shutdown;
+mod takeover;
 mod tokens;
 mod tools;
 mod window_closing;

@@ -21,7 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 
 use super::common::{self, after, before, bounded_error, not_found, to_millis};
-use super::{ActionRecord, Nudge, NudgeExchange, NudgeStatus, SalesRecord};
+use super::{ActionRecord, Nudge, NudgeExchange, NudgeStatus, OrphanedPromise, SalesRecord};
 use super::{
     BudgetUsage, CONTACT_TABLES, ClaimRules, Conversation, ConversationLock, Exchange, ExchangeIds,
     Forgotten, KeepPromise, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, Result, Store,

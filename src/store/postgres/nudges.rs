@@ -155,7 +155,7 @@ impl NudgeStore for PgStore {
             add_budget_in(&mut *tx, charge.day, charge.tokens, charge.cost_usd).await?;
         }
         for row in exchange.outbox {
-            insert_outbox(&mut *tx, row, Some(turn)).await?;
+            insert_outbox(&mut *tx, row, Some(turn), self.tickets.holder()).await?;
         }
         tx.commit().await?;
         Ok(Some(turn))

@@ -27,7 +27,29 @@ impl OrderStore for PgStore {
             pause = (pause * 2).min(TICKET_POLL_MAX);
         }
     }
+
+    async fn beat(&self) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO replicas (holder, lease_until) \
+             VALUES ($1, now() + make_interval(secs => $2)) \
+             ON CONFLICT (holder) DO UPDATE SET lease_until = EXCLUDED.lease_until",
+        )
+        .bind(self.tickets.holder())
+        .bind(REPLICA_LEASE_SECS)
+        .execute(&self.pool)
+        .await?;
+        // Replicas gone for a day: their promises are long settled.
+        sqlx::query("DELETE FROM replicas WHERE lease_until < now() - interval '1 day'")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
 }
+
+/// How long a replica counts as alive after its last beat (`OrderStore::beat`, about every
+/// second while `serve` runs): a replica silent that long is taken for dead and its promises
+/// are run again by the survivors.
+pub(super) const REPLICA_LEASE_SECS: i32 = 5;
 
 /// How long a turn ticket lives without a renewal; its process renews it every third of that.
 pub(super) const TICKET_LEASE_SECS: i32 = 10;
@@ -62,6 +84,11 @@ impl Tickets {
             holder: uuid::Uuid::new_v4(),
             state: std::sync::Mutex::default(),
         }
+    }
+
+    /// This process's id: the holder of its tickets and the owner of the promises it writes.
+    pub(super) fn holder(&self) -> uuid::Uuid {
+        self.holder
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, TicketState> {

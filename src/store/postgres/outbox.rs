@@ -26,7 +26,7 @@ pub(super) fn outbox_from(row: &PgRow) -> Result<OutboxRow> {
 #[async_trait]
 impl OutboxStore for PgStore {
     async fn enqueue(&self, row: &NewOutboxRow) -> Result<i64> {
-        insert_outbox(&self.pool, row, None).await
+        insert_outbox(&self.pool, row, None, self.tickets.holder()).await
     }
 
     async fn claim_outbox_row(
@@ -45,6 +45,74 @@ impl OutboxStore for PgStore {
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(outbox_from).transpose()
+    }
+
+    async fn orphaned_promises(&self) -> Result<Vec<OrphanedPromise>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {OUTBOX_COLUMNS}, (SELECT h.id FROM outbox h \
+                 WHERE h.conversation_id = o.conversation_id AND h.kind = 'handoff' \
+                 AND h.status = 'pending' AND h.payload -> 'turnId' = o.payload -> 'turnId' \
+                 AND h.payload ->> 'fallback' = 'true' ORDER BY h.id LIMIT 1) AS fallback \
+             FROM outbox o WHERE o.kind = 'reply' AND o.status = 'pending' \
+             AND o.owner IS NOT NULL AND o.owner <> $1 \
+             AND jsonb_typeof(o.payload -> 'promise') = 'object' \
+             AND NOT EXISTS (SELECT 1 FROM replicas r WHERE r.holder = o.owner \
+                             AND r.lease_until > now()) \
+             ORDER BY o.id LIMIT 500"
+        ))
+        .bind(self.tickets.holder())
+        .fetch_all(&self.pool)
+        .await?;
+        let mut orphans = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // A promise without its fallback row is not one a turn wrote whole: left alone.
+            if let Some(handoff) = row.try_get::<Option<i64>, _>("fallback")? {
+                orphans.push(OrphanedPromise {
+                    reply: outbox_from(row)?,
+                    handoff,
+                });
+            }
+        }
+        Ok(orphans)
+    }
+
+    async fn claim_promise(&self, reply_row: i64) -> Result<bool> {
+        let me = self.tickets.holder();
+        let mut tx = self.pool.begin().await?;
+        // The row's lock orders two survivors: the second reads the first one's claim.
+        let owner: Option<(Option<uuid::Uuid>, ConversationId)> = sqlx::query_as(
+            "SELECT owner, conversation_id FROM outbox WHERE id = $1 AND status = 'pending' \
+             FOR UPDATE",
+        )
+        .bind(reply_row)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((Some(dead), conversation)) = owner else {
+            return Ok(false);
+        };
+        let alive: bool = sqlx::query_scalar(
+            "SELECT $1 = $2 OR EXISTS (SELECT 1 FROM replicas WHERE holder = $1 \
+             AND lease_until > now())",
+        )
+        .bind(dead)
+        .bind(me)
+        .fetch_one(&mut *tx)
+        .await?;
+        if alive {
+            return Ok(false);
+        }
+        sqlx::query("UPDATE outbox SET owner = $1 WHERE id = $2")
+            .bind(me)
+            .bind(reply_row)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM turn_tickets WHERE holder = $1 AND conversation_id = $2")
+            .bind(dead)
+            .bind(conversation)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>> {
@@ -265,14 +333,16 @@ pub(super) async fn insert_outbox(
     db: impl sqlx::PgExecutor<'_>,
     row: &NewOutboxRow,
     turn: Option<i64>,
+    owner: uuid::Uuid,
 ) -> Result<i64> {
+    // `owner`: the process writing the row, whose promise it is until it dies.
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO outbox (conversation_id, subscriber_id, kind, payload, status, \
-         next_attempt_at, created_at) VALUES ($1, $2, $3, \
+         next_attempt_at, created_at, owner) VALUES ($1, $2, $3, \
          CASE WHEN $3 <> 'contact_token' AND $7::BIGINT IS NOT NULL \
               AND jsonb_typeof($4::JSONB -> 'turnId') IS DISTINCT FROM 'number' \
          THEN jsonb_set($4::JSONB, '{turnId}', to_jsonb($7::BIGINT)) ELSE $4::JSONB END, \
-         'pending', $5, $6) \
+         'pending', $5, $6, $8) \
          RETURNING id",
     )
     .bind(row.conversation_id)
@@ -282,6 +352,7 @@ pub(super) async fn insert_outbox(
     .bind(to_millis(row.next_attempt_at))
     .bind(to_millis(row.created_at))
     .bind(turn)
+    .bind(owner)
     .fetch_one(db)
     .await?;
     Ok(id)

@@ -164,10 +164,17 @@ impl TurnStore for PgStore {
         }
         let mut outbox = Vec::with_capacity(exchange.outbox.len());
         for row in exchange.outbox {
-            outbox.push(insert_outbox(&mut *tx, row, Some(reply.unwrap_or(message))).await?);
+            let turn = Some(reply.unwrap_or(message));
+            outbox.push(insert_outbox(&mut *tx, row, turn, self.tickets.holder()).await?);
         }
         if let Some(keep) = exchange.keep {
-            keep_promise_in(&mut tx, keep, reply.unwrap_or(message)).await?;
+            keep_promise_in(
+                &mut tx,
+                keep,
+                reply.unwrap_or(message),
+                self.tickets.holder(),
+            )
+            .await?;
         }
         tx.commit().await?;
         Ok(ExchangeIds {
@@ -184,19 +191,24 @@ pub(super) async fn keep_promise_in(
     tx: &mut sqlx::PgConnection,
     keep: KeepPromise<'_>,
     turn: i64,
+    owner: uuid::Uuid,
 ) -> Result<()> {
+    // Only the promise's owner keeps it: a replica taken for dead whose promise a survivor
+    // took over finds it lapsed, so the contact gets one answer, the survivor's.
     let kept = sqlx::query(
         "UPDATE outbox SET payload = CASE \
              WHEN $1::JSONB IS NULL THEN payload \
              WHEN $4::BIGINT IS NOT NULL \
                   AND jsonb_typeof($1::JSONB -> 'turnId') IS DISTINCT FROM 'number' \
              THEN jsonb_set($1::JSONB, '{turnId}', to_jsonb($4::BIGINT)) ELSE $1::JSONB END, \
-         next_attempt_at = $2 WHERE id = $3 AND status = 'pending'",
+         next_attempt_at = $2 WHERE id = $3 AND status = 'pending' \
+         AND (owner IS NULL OR owner = $5)",
     )
     .bind(keep.payload.map(Json))
     .bind(to_millis(keep.due))
     .bind(keep.rows.reply)
     .bind(turn)
+    .bind(owner)
     .execute(&mut *tx)
     .await?;
     if kept.rows_affected() == 0 {

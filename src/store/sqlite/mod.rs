@@ -160,6 +160,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "hold_releases",
         include_str!("../../../migrations/sqlite/0018_hold_releases.sql"),
     ),
+    (
+        19,
+        "promise_owners",
+        include_str!("../../../migrations/sqlite/0019_promise_owners.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
