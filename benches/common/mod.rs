@@ -96,6 +96,30 @@ pub async fn start_app_with(
     shutdown: &CancellationToken,
     edit: impl FnOnce(&mut Overrides),
 ) -> String {
+    start_app_on(
+        config,
+        database_url,
+        manychat_base,
+        &[],
+        Some(model),
+        shutdown,
+        edit,
+    )
+    .await
+}
+
+/// [`start_app_with`], with `extra` settings (e.g. `AGENT_MODEL` and a provider's base URL,
+/// resolved as `serve` resolves them when `model` is `None`; an extra setting replaces the
+/// benches' own of the same name).
+pub async fn start_app_on(
+    config: &Path,
+    database_url: String,
+    manychat_base: &str,
+    extra: &[(&str, String)],
+    model: Option<Arc<dyn Model>>,
+    shutdown: &CancellationToken,
+    edit: impl FnOnce(&mut Overrides),
+) -> String {
     let vars = [
         ("MANYCHAT_SHARED_SECRET", SECRET.to_owned()),
         ("PUBLIC_BASE_URL", "https://bench.example.test".to_owned()),
@@ -109,14 +133,16 @@ pub async fn start_app_with(
         ("CONTACT_TOKENS_ENFORCED", "false".to_owned()),
     ];
     let settings = Settings::from_vars(|name| {
-        vars.iter()
+        extra
+            .iter()
+            .chain(vars.iter())
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.clone())
     })
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mut overrides = Overrides {
-        model: Some(model),
+        model,
         manual_worker: true,
         ..Overrides::default()
     };

@@ -342,8 +342,7 @@ impl Model for AnthropicModel {
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let body = self.request_body(request);
         let bytes =
-            transport::post_json(&self.client, "anthropic", &self.url, &self.headers, &body)
-                .await?;
+            transport::post_json(&self.client, "anthropic", &self.url, &self.headers, body).await?;
         parse_response(&bytes)
     }
 }

@@ -251,7 +251,7 @@ impl Model for OllamaModel {
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let body = self.request_body(request);
         let bytes =
-            transport::post_json(&self.client, "ollama", &self.url, &HeaderMap::new(), &body)
+            transport::post_json(&self.client, "ollama", &self.url, &HeaderMap::new(), body)
                 .await?;
         parse_response(&bytes)
     }

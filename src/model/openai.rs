@@ -327,7 +327,7 @@ impl Model for OpenAiModel {
     async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let body = self.request_body(request);
         let bytes =
-            transport::post_json(&self.client, "openai", &self.url, &self.headers, &body).await?;
+            transport::post_json(&self.client, "openai", &self.url, &self.headers, body).await?;
         parse_response(&bytes)
     }
 }

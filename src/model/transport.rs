@@ -13,6 +13,7 @@
 
 use std::time::Duration;
 
+use hyper::body::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
@@ -72,15 +73,16 @@ pub(crate) fn normalise_base_url(raw: &str, variable: &str) -> Result<String, Mo
 /// Sends `body` as JSON to `url` and returns the response body of a 2xx answer.
 ///
 /// `provider` names the provider in log lines (`openai`, `anthropic`, `google`, `ollama`).
+/// The body is serialised once and its tree dropped before the request goes: a call waiting on
+/// its provider holds the bytes alone, and a retry sends the same bytes again.
 pub(crate) async fn post_json(
     client: &Client,
     provider: &'static str,
     url: &str,
     headers: &HeaderMap,
-    body: &Value,
+    body: Value,
 ) -> Result<Vec<u8>, ModelError> {
-    let payload = serde_json::to_vec(body)
-        .map_err(|_| ModelError::Malformed("request body could not be serialised".into()))?;
+    let payload = serialise(body)?;
     let mut attempt = 1u8;
     loop {
         let started = tokio::time::Instant::now();
@@ -122,6 +124,15 @@ pub(crate) async fn post_json(
         }
         return Err(status_error(status, &bytes));
     }
+}
+
+/// `body` as JSON bytes, sized to fit (a waiting call keeps them), its tree dropped.
+fn serialise(body: Value) -> Result<Bytes, ModelError> {
+    let mut payload = serde_json::to_vec(&body)
+        .map_err(|_| ModelError::Malformed("request body could not be serialised".into()))?;
+    drop(body);
+    payload.shrink_to_fit();
+    Ok(Bytes::from(payload))
 }
 
 /// The wait before retrying a failed answer, or `None` when it must not be retried: the status
@@ -262,6 +273,14 @@ mod tests {
             map.insert(*name, HeaderValue::from_static(value));
         }
         map
+    }
+
+    #[test]
+    fn a_request_body_is_sent_as_its_json_text_exactly() {
+        let body =
+            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "é\n"}]});
+        let expected = serde_json::to_vec(&body).unwrap();
+        assert_eq!(&serialise(body).unwrap()[..], &expected[..]);
     }
 
     #[test]
