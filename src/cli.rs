@@ -530,11 +530,7 @@ fn wiring_of(
                 .push(Named::new("rules.json: $.handoff.flowNs", ns));
         }
     }
-    if let Some(tag) = rules
-        .learning
-        .as_ref()
-        .and_then(|l| l.converted_tag.as_ref())
-    {
+    if let Some(tag) = rules.learning.as_ref().map(|l| &l.converted_tag) {
         wiring
             .tags
             .push(Named::new("rules.json: $.learning.convertedTag", tag));

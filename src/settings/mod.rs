@@ -88,6 +88,9 @@ pub struct Settings {
     pub manychat_media_base: String,
     /// 020 `TRANSCRIPTION_MODEL` (`provider:model`); `None`: voice notes take the fallback.
     pub transcription_model: Option<String>,
+    /// `INSIGHT_MODEL` (031): the analyst model (`provider:model`, the same registry as
+    /// `AGENT_MODEL`); unset, no learning run.
+    pub insight_model: Option<String>,
     /// The per-contact custom field a deferred reply is written to.
     pub manychat_reply_field: String,
     /// The tenant flow that renders the reply field; needed for deferred delivery.
@@ -237,6 +240,17 @@ impl Settings {
                 "must be provider:model, e.g. openai:gpt-4o-mini-transcribe",
             );
         }
+        let insight_model = env.string("INSIGHT_MODEL");
+        if let Some(spec) = &insight_model
+            && !spec
+                .split_once(':')
+                .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty())
+        {
+            env.problem(
+                "INSIGHT_MODEL",
+                "must be provider:model, e.g. anthropic:claude-sonnet-4-5",
+            );
+        }
         let manychat_reply_field = env.or("MANYCHAT_REPLY_FIELD", "ai_message");
         let manychat_reply_flow_ns = env.string("MANYCHAT_REPLY_FLOW_NS");
         if needs.reply_flow && manychat_reply_flow_ns.is_none() {
@@ -371,6 +385,7 @@ impl Settings {
             manychat_api_base,
             manychat_media_base,
             transcription_model,
+            insight_model,
             manychat_reply_field,
             manychat_reply_flow_ns,
             manychat_token_field,

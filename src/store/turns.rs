@@ -45,6 +45,9 @@ pub struct NewTurn {
     /// 020: the kind of media the contact sent (`audio | image | video | unsupported`); `None`
     /// for typed text. The media's URL is never stored.
     pub media_kind: Option<String>,
+    /// 031: the content hash of the playbook a model-written turn was prompted with; `None`
+    /// without an active playbook and on every turn no model wrote.
+    pub playbook_version: Option<String>,
 }
 
 impl NewTurn {
@@ -72,6 +75,7 @@ impl NewTurn {
             created_at: at,
             escalation_reason: None,
             media_kind: None,
+            playbook_version: None,
         }
     }
 
@@ -113,6 +117,8 @@ pub struct Turn {
     pub escalation_reason: Option<String>,
     /// 020: see [`NewTurn::media_kind`].
     pub media_kind: Option<String>,
+    /// 031: see [`NewTurn::playbook_version`].
+    pub playbook_version: Option<String>,
 }
 
 /// What a turn reads before its checks about its conversation, asked for in one call

@@ -149,6 +149,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "handoff_hold",
         include_str!("../../../migrations/sqlite/0016_handoff_hold.sql"),
     ),
+    (
+        17,
+        "learning",
+        include_str!("../../../migrations/sqlite/0017_learning.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -165,7 +170,7 @@ macro_rules! turn_columns {
     () => {
         "id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
          input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-         escalation_reason, media_kind"
+         escalation_reason, media_kind, playbook_version"
     };
 }
 
@@ -826,6 +831,7 @@ impl Store for SqliteStore {
 mod conversations;
 mod counters;
 mod erasure;
+mod learning;
 mod nudges;
 mod order;
 mod outbox;
