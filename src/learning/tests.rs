@@ -863,6 +863,23 @@ pub(super) async fn spec_031_the_activation_gate_refuses_and_a_rollback_skips_it
     assert!(short.contains("at least its first 8"), "{short}");
 }
 
+/// 031: the agent never writes the playbook: no tool offered on a turn names it, for a
+/// tenant that learns.
+#[test]
+fn spec_031_no_tool_can_write_the_playbook() {
+    let config = learning_tenant(5.0);
+    let tools = config.tools.as_ref().expect("the example has tools");
+    for offer_read in [false, true] {
+        for spec in crate::tools::build_specs(tools, offer_read) {
+            let text =
+                format!("{} {} {}", spec.name, spec.description, spec.parameters).to_lowercase();
+            for word in ["playbook", "insight", "proposal", "tactic"] {
+                assert!(!text.contains(word), "tool {} mentions {word}", spec.name);
+            }
+        }
+    }
+}
+
 #[test]
 fn spec_031_proposal_checks_refuse_digits_currency_shapes_and_unknown_turns() {
     use super::proposals::{Refusal, check, text_refusal};
