@@ -170,6 +170,6 @@ async fn candidates(
             subscriber: conversation.subscriber_id,
         });
     }
-    found.sort_by(|a, b| b.member.last_bound_at.cmp(&a.member.last_bound_at));
+    found.sort_by_key(|c| std::cmp::Reverse(c.member.last_bound_at));
     Ok(found)
 }
