@@ -27,6 +27,7 @@ use crate::store::Store;
 mod config_used;
 mod demo_banner;
 mod handoff;
+pub mod insights;
 mod release;
 mod simulate_report;
 pub use release::release;
@@ -116,8 +117,10 @@ pub async fn serve(env: &HashMap<String, String>) -> CliResult {
     let retention_days = settings.retention_days;
     let model = settings.agent_model.clone().unwrap_or_default();
     let config_dir = settings.config_dir.display().to_string();
+    let weekly = insights::weekly_parts(&settings)?;
     let app = Application::build(settings, listener, overrides).await?;
     let _retention = spawn_retention(app.store(), retention_days);
+    let _learning = insights::spawn_weekly(weekly, app.store(), app.config())?;
     tracing::info!(
         version = crate::VERSION,
         port = app.port(),
@@ -184,6 +187,11 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
     let store = crate::store::connect(settings.database_url.expose()).await?;
     let _retention = spawn_retention(store.clone(), settings.retention_days);
+    let _learning = insights::spawn_weekly(
+        insights::weekly_parts(&settings)?,
+        store.clone(),
+        config.clone(),
+    )?;
     let client = ManyChatClient::new(
         &settings.manychat_api_base,
         &token,
@@ -530,11 +538,7 @@ fn wiring_of(
                 .push(Named::new("rules.json: $.handoff.flowNs", ns));
         }
     }
-    if let Some(tag) = rules
-        .learning
-        .as_ref()
-        .and_then(|l| l.converted_tag.as_ref())
-    {
+    if let Some(tag) = rules.learning.as_ref().map(|l| &l.converted_tag) {
         wiring
             .tags
             .push(Named::new("rules.json: $.learning.convertedTag", tag));

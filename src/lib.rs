@@ -47,6 +47,7 @@ pub mod evals;
 pub mod handoff;
 pub mod http;
 pub mod ids;
+pub mod learning;
 
 pub mod manychat;
 pub mod media;

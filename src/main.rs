@@ -83,6 +83,12 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Learning from what sold: the weekly analyst run, its review, activation behind the
+    /// eval gate.
+    Insights {
+        #[command(subcommand)]
+        command: InsightsCommand,
+    },
     /// Print the weekly measures (ISO weeks, UTC) from the store: aggregates only.
     Report {
         /// ISO weeks to show, the current one included.
@@ -93,6 +99,41 @@ enum Command {
         /// Write the report to this file instead of printing it.
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum InsightsCommand {
+    /// Run this ISO week's analyst now (serve and worker run it weekly).
+    Run {
+        /// Run again although this week's run was made.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Review pending proposals: a walk in the terminal, or one verb as flags.
+    Review {
+        /// List pending proposals and playbook versions.
+        #[arg(long)]
+        list: bool,
+        /// Approve the proposal with this id.
+        #[arg(long)]
+        approve: Option<i64>,
+        /// With --approve: the tactic as edited.
+        #[arg(long)]
+        text: Option<String>,
+        /// Reject the proposal with this id.
+        #[arg(long)]
+        reject: Option<i64>,
+        /// Retire the active playbook's insight at this place (from 1).
+        #[arg(long)]
+        retire: Option<usize>,
+    },
+    /// Make a playbook version live (its hash, or a unique prefix of 8+ characters).
+    Activate {
+        version: String,
+        /// The golden suite the eval records were made against.
+        #[arg(long, default_value = "evals/golden")]
+        suite: PathBuf,
     },
 }
 
@@ -226,6 +267,31 @@ fn main() -> ExitCode {
                         yes,
                     },
             } => cli::plugin_try(&env, &name, &subscriber, &args, yes).await,
+            Command::Insights {
+                command: InsightsCommand::Run { force },
+            } => cli::insights::run(&env, force).await,
+            Command::Insights {
+                command:
+                    InsightsCommand::Review {
+                        list,
+                        approve,
+                        text,
+                        reject,
+                        retire,
+                    },
+            } => {
+                let args = cli::insights::ReviewArgs {
+                    list,
+                    approve,
+                    text,
+                    reject,
+                    retire,
+                };
+                cli::insights::review(&env, args).await
+            }
+            Command::Insights {
+                command: InsightsCommand::Activate { version, suite },
+            } => cli::insights::activate_version(&env, &version, &suite).await,
             Command::Report { weeks, format, out } => {
                 cli::report(&env, weeks, format, out.as_deref()).await
             }

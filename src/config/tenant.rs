@@ -253,12 +253,25 @@ impl Default for RateLimit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Learning {
+    /// The language the analyst writes its proposals in (absent: English).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub converted_tag: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_run_cost_usd: Option<f64>,
+    /// The ManyChat tag a paying contact carries: the only signal learning reads.
+    pub converted_tag: String,
+    /// The most one analyst run may cost, in USD, priced at its worst case before the call;
+    /// required, no default.
+    pub max_run_cost_usd: f64,
+}
+
+impl Learning {
+    /// The proposals' language.
+    pub fn language(&self) -> &str {
+        self.language
+            .as_deref()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .unwrap_or("English")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

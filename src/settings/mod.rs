@@ -91,6 +91,9 @@ pub struct Settings {
     /// 020 `MEDIA_MAX_DURATION_SECONDS`, `MEDIA_MAX_AUDIO_SECONDS`, `MEDIA_MAX_DIMENSION`,
     /// `MEDIA_PROCESS_MEMORY_MB`, `MEDIA_PROCESS_TIMEOUT_MS`, `MEDIA_MAX_JOBS`.
     pub media_limits: crate::media::MediaLimits,
+    /// `INSIGHT_MODEL` (031): the analyst model (`provider:model`, the same registry as
+    /// `AGENT_MODEL`); unset, no learning run.
+    pub insight_model: Option<String>,
     /// The per-contact custom field a deferred reply is written to.
     pub manychat_reply_field: String,
     /// The tenant flow that renders the reply field; needed for deferred delivery.
@@ -241,6 +244,17 @@ impl Settings {
             );
         }
         let media_limits = env.media_limits();
+        let insight_model = env.string("INSIGHT_MODEL");
+        if let Some(spec) = &insight_model
+            && !spec
+                .split_once(':')
+                .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty())
+        {
+            env.problem(
+                "INSIGHT_MODEL",
+                "must be provider:model, e.g. anthropic:claude-sonnet-4-5",
+            );
+        }
         let manychat_reply_field = env.or("MANYCHAT_REPLY_FIELD", "ai_message");
         let manychat_reply_flow_ns = env.string("MANYCHAT_REPLY_FLOW_NS");
         if needs.reply_flow && manychat_reply_flow_ns.is_none() {
@@ -376,6 +390,7 @@ impl Settings {
             manychat_media_base,
             transcription_model,
             media_limits,
+            insight_model,
             manychat_reply_field,
             manychat_reply_flow_ns,
             manychat_token_field,

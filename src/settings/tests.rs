@@ -476,6 +476,17 @@ fn spec_020_media_base_and_transcription_model() {
 }
 
 #[test]
+fn spec_031_insight_model_is_provider_and_model_and_unset_means_no_run() {
+    assert_eq!(load(&base()).unwrap().insight_model, None);
+    let s = load(&with(&[("INSIGHT_MODEL", "anthropic:claude-sonnet-4-5")])).unwrap();
+    assert_eq!(
+        s.insight_model.as_deref(),
+        Some("anthropic:claude-sonnet-4-5")
+    );
+    problem(&[("INSIGHT_MODEL", "claude")], "INSIGHT_MODEL");
+}
+
+#[test]
 fn retention_days_defaults_to_90_and_accepts_off() {
     assert_eq!(load(&base()).unwrap().retention_days, Some(90));
     for (raw, expected) in [

@@ -29,6 +29,7 @@
 //! | `sales` | `SalesStore` | the sales record (offering, action records), the opening's claim |
 //! | `report` | `ReportStore` | the report's aggregates |
 //! | `erasure` | `ErasureStore` | forgetting a contact, retention |
+//! | `learning` | `LearningStore` | analyst runs, proposals, playbook versions, eval records |
 //!
 //! Each concern has a file here (`src/store/<concern>.rs`: the trait and the types its callers
 //! pass, re-exported from `store`), one per backend (`sqlite/<concern>.rs`,
@@ -149,6 +150,7 @@ pub trait Store:
     + SalesStore
     + ReportStore
     + ErasureStore
+    + LearningStore
     + Send
     + Sync
     + 'static
@@ -253,6 +255,7 @@ mod common;
 mod conversations;
 mod counters;
 mod erasure;
+pub mod learning;
 mod nudges;
 mod order;
 mod outbox;
@@ -263,6 +266,7 @@ mod turns;
 pub use conversations::{Conversation, ConversationStore, HoldRelease};
 pub use counters::{BudgetCharge, BudgetUsage, CounterStore};
 pub use erasure::{CONTACT_TABLES, ErasureStore, Forgotten};
+pub use learning::LearningStore;
 pub use nudges::{
     Nudge, NudgeExchange, NudgeStatus, NudgeStore, WindowClosing, WindowClosingClaim,
     WindowClosingStatus,

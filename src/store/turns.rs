@@ -50,6 +50,9 @@ pub struct NewTurn {
     /// `duplicate_replaced` (the closer was sent instead) or `duplicate_detected` (sent as it
     /// was).
     pub duplicate: Option<String>,
+    /// 031: the content hash of the playbook a model-written turn was prompted with; `None`
+    /// without an active playbook and on every turn no model wrote.
+    pub playbook_version: Option<String>,
 }
 
 impl NewTurn {
@@ -78,6 +81,7 @@ impl NewTurn {
             escalation_reason: None,
             media_kind: None,
             duplicate: None,
+            playbook_version: None,
         }
     }
 
@@ -121,6 +125,8 @@ pub struct Turn {
     pub media_kind: Option<String>,
     /// 013: see [`NewTurn::duplicate`].
     pub duplicate: Option<String>,
+    /// 031: see [`NewTurn::playbook_version`].
+    pub playbook_version: Option<String>,
 }
 
 /// What a turn reads before its checks about its conversation, asked for in one call

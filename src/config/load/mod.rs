@@ -168,6 +168,17 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         issues.extend(kept(validate::tools(name, t, against, ctx), Some(parsed)));
     }
 
+    if let Some((name, Parsed { value: Some(r), .. })) = &rules {
+        // A tools.json that failed to parse was reported; its funnel field is not judged.
+        match &tools {
+            None => issues.extend(validate::learning_needs_funnel(name, r, None)),
+            Some((_, Parsed { value: Some(t), .. })) => {
+                issues.extend(validate::learning_needs_funnel(name, r, Some(t)))
+            }
+            Some(_) => {}
+        }
+    }
+
     let tools_ok = match tools {
         None => Ok(None),
         Some((_, parsed)) => parsed.complete().map(Some).ok_or(()),

@@ -87,12 +87,9 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
         if let Some(language) = &learning.language {
             r.non_empty("$.learning.language", language);
         }
-        if let Some(tag) = &learning.converted_tag {
-            r.non_empty("$.learning.convertedTag", tag);
-        }
-        if let Some(cap) = learning.max_run_cost_usd
-            && !(cap.is_finite() && cap > 0.0)
-        {
+        r.non_empty("$.learning.convertedTag", &learning.converted_tag);
+        let cap = learning.max_run_cost_usd;
+        if !(cap.is_finite() && cap > 0.0) {
             r.push("$.learning.maxRunCostUsd", "must be greater than zero");
         }
     }
@@ -130,6 +127,26 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
                 r.push("$.handoff.flowNs", REPLY_FLOW_RULE);
             }
         }
+    }
+    r.issues
+}
+
+/// 031: learning reads the funnel (a performed write at `offered` or later picks the cohort),
+/// so a `learning` section needs a funnel field in `tools.json`. `tools` is `None` when the
+/// tenant has no `tools.json`.
+pub fn learning_needs_funnel(
+    file: &str,
+    rules: &Rules,
+    tools: Option<&ToolsConfig>,
+) -> Vec<ConfigIssue> {
+    let mut r = Report::new(file);
+    let has_funnel = tools.is_some_and(|t| t.fields.iter().any(|f| f.funnel));
+    if rules.learning.is_some() && !has_funnel {
+        r.push(
+            "$.learning",
+            "requires a funnel field in tools.json (a field with \"funnel\": true): the \
+             cohort is the contacts whose funnel reached offered",
+        );
     }
     r.issues
 }

@@ -256,6 +256,7 @@ async fn row_status(store: &dyn Store, id: i64) -> OutboxStatus {
 mod conversations;
 mod counters;
 mod erasure;
+mod learning;
 mod nudges;
 mod outbox;
 mod report;
@@ -265,6 +266,7 @@ mod turns;
 pub use conversations::*;
 pub use counters::*;
 pub use erasure::*;
+pub use learning::*;
 pub use nudges::*;
 pub use outbox::*;
 pub use report::*;
@@ -338,6 +340,13 @@ pub async fn run_all(store: &dyn Store) {
     report_counts_refused_actions_under_their_own_status(store).await;
     sales_aggregates_count_a_period_by_hand(store).await;
     report_week_reads_what_the_two_calls_read(store).await;
+    spec_031_the_weekly_claim_is_taken_once(store).await;
+    spec_031_a_run_ends_with_its_proposals(store).await;
+    spec_031_a_run_left_running_is_failed(store).await;
+    spec_031_a_review_makes_one_version_not_yet_active(store).await;
+    spec_031_one_version_is_active_and_its_first_activation_is_kept(store).await;
+    spec_031_eval_records_of_a_mock_model_never_count(store).await;
+    spec_031_playbook_version_is_kept_on_the_turn(store).await;
 }
 
 #[cfg(test)]
@@ -461,6 +470,13 @@ mod tests {
         spec_025_claim_takes_due_rows_once,
         spec_025_a_nudge_turn_is_written_only_under_its_claim,
         spec_031_window_closing_is_claimed_once_per_contact_from_its_last_message,
+        spec_031_the_weekly_claim_is_taken_once,
+        spec_031_a_run_ends_with_its_proposals,
+        spec_031_a_run_left_running_is_failed,
+        spec_031_a_review_makes_one_version_not_yet_active,
+        spec_031_one_version_is_active_and_its_first_activation_is_kept,
+        spec_031_eval_records_of_a_mock_model_never_count,
+        spec_031_playbook_version_is_kept_on_the_turn,
         run_all,
     );
 

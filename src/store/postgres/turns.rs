@@ -24,6 +24,7 @@ pub(super) fn turn_from(row: &PgRow) -> Result<Turn> {
         escalation_reason: row.try_get("escalation_reason")?,
         media_kind: row.try_get("media_kind")?,
         duplicate: row.try_get("duplicate")?,
+        playbook_version: row.try_get("playbook_version")?,
     })
 }
 
@@ -238,9 +239,9 @@ pub(super) async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -
         "WITH inserted AS (\
              INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
              reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
-             created_at, escalation_reason, media_kind, duplicate) \
+             created_at, escalation_reason, media_kind, duplicate, playbook_version) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17) \
+             $17, $18) \
              RETURNING id), \
          touched AS (\
              UPDATE conversations SET last_message_at = GREATEST(last_message_at, $14), \
@@ -265,6 +266,7 @@ pub(super) async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -
     .bind(&turn.escalation_reason)
     .bind(&turn.media_kind)
     .bind(&turn.duplicate)
+    .bind(&turn.playbook_version)
     .fetch_one(db)
     .await?;
     Ok(id)

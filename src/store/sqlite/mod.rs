@@ -165,6 +165,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "promise_owners",
         include_str!("../../../migrations/sqlite/0019_promise_owners.sql"),
     ),
+    (
+        20,
+        "learning",
+        include_str!("../../../migrations/sqlite/0020_learning.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -181,7 +186,7 @@ macro_rules! turn_columns {
     () => {
         "id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
          input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-         escalation_reason, media_kind, duplicate"
+         escalation_reason, media_kind, duplicate, playbook_version"
     };
 }
 
@@ -846,6 +851,7 @@ impl Store for SqliteStore {
 mod conversations;
 mod counters;
 mod erasure;
+mod learning;
 mod nudges;
 mod order;
 mod outbox;

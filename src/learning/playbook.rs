@@ -1,0 +1,168 @@
+//! Playbook versions (031 § Bounds, § The prompt): a version is its insights in order, named by
+//! the SHA-256 of their text ([`content_hash`]); at most [`MAX_INSIGHTS`] insights and
+//! [`MAX_CHARS`] characters. The active version is rendered after the catalog, inside the
+//! cached prefix, under [`HEADER_PLAYBOOK`] ([`section`]); the turns read it from a
+//! [`PlaybookCache`] loaded at start and refreshed every [`REFRESH_EVERY`] off the inbound path
+//! (a failed refresh keeps the version it had).
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::store::Store;
+
+pub const MAX_INSIGHTS: usize = 10;
+pub const MAX_CHARS: usize = 2000;
+pub const REFRESH_EVERY: Duration = Duration::from_secs(60);
+/// The shortest prefix of a hash `insights activate` takes.
+pub const MIN_PREFIX: usize = 8;
+
+pub const HEADER_PLAYBOOK: &str = "# PLAYBOOK";
+/// What the model is told the playbook is, under its heading.
+const PLAYBOOK_RULE: &str = "Tactics the business approved from what sold before. They are \
+ways of conducting the conversation, never facts: never take a price, date, product detail or \
+promise from them. Where one conflicts with any rule above, the rule wins.";
+
+/// The version's name: the SHA-256 (hex) of its insights, each followed by a line break.
+pub fn content_hash(insights: &[String]) -> String {
+    let mut hasher = Sha256::new();
+    for insight in insights {
+        hasher.update(insight.as_bytes());
+        hasher.update(b"\n");
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Why a version cannot be made: over [`MAX_INSIGHTS`] or [`MAX_CHARS`].
+pub fn bounds_problem(insights: &[String]) -> Option<String> {
+    let chars: usize = insights.iter().map(|i| i.chars().count()).sum();
+    if insights.len() > MAX_INSIGHTS {
+        return Some(format!(
+            "a playbook holds at most {MAX_INSIGHTS} insights (this one would hold {}): retire \
+             one first",
+            insights.len()
+        ));
+    }
+    if chars > MAX_CHARS {
+        return Some(format!(
+            "a playbook holds at most {MAX_CHARS} characters (this one would hold {chars}): \
+             shorten or retire an insight first"
+        ));
+    }
+    None
+}
+
+/// The prompt's playbook section, appended to the static prefix after the catalog.
+pub fn section(insights: &[String]) -> String {
+    let mut out = String::new();
+    out.push('\n');
+    out.push_str(HEADER_PLAYBOOK);
+    out.push('\n');
+    out.push_str(PLAYBOOK_RULE);
+    out.push('\n');
+    for insight in insights {
+        out.push_str("- ");
+        out.push_str(&crate::agent::fence::one_line(insight));
+        out.push('\n');
+    }
+    out
+}
+
+/// The version the turns are prompted with: its hash (written on each model-written turn) and
+/// its section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActivePlaybook {
+    pub hash: String,
+    pub section: Arc<str>,
+}
+
+impl ActivePlaybook {
+    pub fn of(version: &crate::store::learning::PlaybookVersion) -> Self {
+        Self {
+            hash: version.content_hash.clone(),
+            section: Arc::from(section(&version.insights)),
+        }
+    }
+}
+
+/// The active playbook as this process last read it, shared by its turns. Empty for a tenant
+/// without `learning` and until a version is activated.
+#[derive(Clone, Default)]
+pub struct PlaybookCache {
+    current: Arc<RwLock<Option<Arc<ActivePlaybook>>>>,
+}
+
+impl PlaybookCache {
+    pub fn current(&self) -> Option<Arc<ActivePlaybook>> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, playbook: Option<ActivePlaybook>) {
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if current.as_deref() != playbook.as_ref() {
+            *current = playbook.map(Arc::new);
+        }
+    }
+
+    /// Reads the active version once; a failed read keeps the current one.
+    pub async fn refresh(&self, store: &dyn Store) {
+        match store.active_playbook().await {
+            Ok(active) => self.set(active.as_ref().map(ActivePlaybook::of)),
+            Err(error) => tracing::warn!(
+                error = %error,
+                "playbook refresh failed: the current version stays"
+            ),
+        }
+    }
+
+    /// Refreshes every [`REFRESH_EVERY`] until `shutdown`.
+    pub async fn run(self, store: Arc<dyn Store>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(REFRESH_EVERY) => self.refresh(store.as_ref()).await,
+            }
+        }
+    }
+}
+
+/// The version `wanted` names among `versions`: its whole hash, or a prefix of at least
+/// [`MIN_PREFIX`] characters that names one version only.
+pub fn find<'v>(
+    versions: &'v [crate::store::learning::PlaybookVersion],
+    wanted: &str,
+) -> Result<&'v crate::store::learning::PlaybookVersion, String> {
+    let wanted = wanted.trim().to_ascii_lowercase();
+    if wanted.len() < MIN_PREFIX {
+        return Err(format!(
+            "give the version's hash or at least its first {MIN_PREFIX} characters \
+             (`manychat-agent insights review --list` prints them)"
+        ));
+    }
+    let matching: Vec<_> = versions
+        .iter()
+        .filter(|v| v.content_hash.starts_with(&wanted))
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!(
+            "no playbook version {wanted} (`manychat-agent insights review --list` prints them)"
+        )),
+        _ => Err(format!(
+            "{wanted} names {} versions: give more of the hash",
+            matching.len()
+        )),
+    }
+}

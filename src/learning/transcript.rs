@@ -1,0 +1,42 @@
+//! A cohort member as the analyst reads it: each bound turn's text cleaned as a note's is (its
+//! first two steps: control characters and whitespace runs collapsed, identifier shapes
+//! replaced by `[removed]`), labelled with its turn id, inside the run's fence (untrusted text);
+//! and the worst-case price of a request (031 § Analyst).
+
+use super::cohort::Member;
+use crate::agent::Fence;
+use crate::model::Usage;
+use crate::store::Role;
+use crate::tools::NoteText;
+
+/// A member's turns as lines inside the fence; a turn whose text is empty (retention emptied
+/// it) is left out. `None` when nothing is left.
+pub fn render(member: &Member, fence: &Fence) -> Option<String> {
+    let mut lines = Vec::new();
+    for turn in &member.turns {
+        let Some(clean) = NoteText::clean(&turn.text, usize::MAX) else {
+            continue;
+        };
+        let who = match turn.role {
+            Role::User => "contact",
+            Role::Agent => "agent",
+        };
+        lines.push(format!("[turn {}] {who}: {}", turn.id, clean.as_str()));
+    }
+    (!lines.is_empty()).then(|| fence.wrap(&lines.join("\n")))
+}
+
+/// The turn ids a member's transcript shows, as the analyst cites them.
+pub fn turn_ids(member: &Member) -> impl Iterator<Item = String> + '_ {
+    member.turns.iter().map(|t| t.id.to_string())
+}
+
+/// The worst case of a request: its input at one token per three characters, and the whole
+/// output limit.
+pub fn worst_case_usage(characters: usize, output_limit: u32) -> Usage {
+    Usage {
+        input_tokens: characters.div_ceil(3) as u64,
+        output_tokens: u64::from(output_limit),
+        cached_tokens: 0,
+    }
+}

@@ -1,0 +1,368 @@
+//! Conformance: learning runs and their weekly claim, proposals, playbook versions and eval
+//! records (`LearningStore`, 031). Weeks and hashes are random, so the cases share nothing.
+
+use super::*;
+use crate::store::learning::{EvalRecord, NewProposal, ProposalStatus, Review, RunEnd, RunStatus};
+
+fn fresh_week() -> String {
+    format!("test-{}", Uuid::new_v4().simple())
+}
+
+fn fresh_hash() -> String {
+    format!("{:064x}", Uuid::new_v4().as_u128())
+}
+
+fn proposal(text: &str) -> NewProposal {
+    NewProposal {
+        text: text.to_owned(),
+        rationale: "Invented rationale".to_owned(),
+        converted_count: 4,
+        not_converted_count: 1,
+        turn_ids: vec!["7".to_owned(), "9".to_owned()],
+    }
+}
+
+fn end(status: RunStatus, proposals: Vec<NewProposal>) -> RunEnd {
+    RunEnd {
+        status,
+        converted_count: 21,
+        not_converted_count: 30,
+        cost_usd: 0.123456,
+        reason: None,
+        proposals,
+        at: at_s(60),
+    }
+}
+
+/// 031: one unforced run per ISO week, whoever claims first; `--force` always gets a run.
+pub async fn spec_031_the_weekly_claim_is_taken_once(store: &dyn Store) {
+    let week = fresh_week();
+    let first = store
+        .claim_learning_run(&week, false, t0())
+        .await
+        .expect("claim");
+    assert!(first.is_some(), "the first claim of a week wins");
+    let second = store
+        .claim_learning_run(&week, false, at_s(1))
+        .await
+        .expect("claim");
+    assert_eq!(second, None, "the week is claimed");
+    let forced = store
+        .claim_learning_run(&week, true, at_s(2))
+        .await
+        .expect("forced claim");
+    assert!(forced.is_some() && forced != first, "--force runs again");
+
+    let other = fresh_week();
+    let (a, b) = tokio::join!(
+        store.claim_learning_run(&other, false, t0()),
+        store.claim_learning_run(&other, false, t0())
+    );
+    let won = [a.expect("claim"), b.expect("claim")]
+        .iter()
+        .filter(|c| c.is_some())
+        .count();
+    assert_eq!(won, 1, "of two racing claims exactly one wins");
+}
+
+/// 031: a run's end and its proposals are written together; a run ends once.
+pub async fn spec_031_a_run_ends_with_its_proposals(store: &dyn Store) {
+    let id = store
+        .claim_learning_run(&fresh_week(), false, t0())
+        .await
+        .expect("claim")
+        .expect("a run");
+    let runs = store.learning_runs(50).await.expect("runs");
+    let running = runs.iter().find(|r| r.id == id).expect("the run is listed");
+    assert_eq!(running.status, RunStatus::Running);
+    assert_eq!(running.finished_at, None);
+
+    let text = format!("Invented tactic {}", Uuid::new_v4().simple());
+    store
+        .finish_learning_run(id, &end(RunStatus::Completed, vec![proposal(&text)]))
+        .await
+        .expect("finish");
+    let run = store
+        .learning_runs(50)
+        .await
+        .expect("runs")
+        .into_iter()
+        .find(|r| r.id == id)
+        .expect("the run");
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!((run.converted_count, run.not_converted_count), (21, 30));
+    assert!((run.cost_usd - 0.123456).abs() < 1e-9, "{}", run.cost_usd);
+    assert_eq!(run.finished_at, Some(at_s(60)));
+
+    let pending = store
+        .proposals(ProposalStatus::Pending, 1000)
+        .await
+        .expect("proposals");
+    let stored = pending
+        .iter()
+        .find(|p| p.text == text)
+        .expect("the proposal is pending");
+    assert_eq!(stored.run_id, id);
+    assert_eq!(stored.turn_ids, vec!["7".to_owned(), "9".to_owned()]);
+    assert_eq!((stored.converted_count, stored.not_converted_count), (4, 1));
+    assert_eq!(stored.created_at, at_s(60));
+
+    let again = store
+        .finish_learning_run(id, &end(RunStatus::Failed, vec![]))
+        .await;
+    assert!(again.is_err(), "a finished run is not finished again");
+}
+
+/// 031: a process that stopped mid-run leaves its run `failed`, found on the next start.
+pub async fn spec_031_a_run_left_running_is_failed(store: &dyn Store) {
+    let id = store
+        .claim_learning_run(&fresh_week(), false, t0())
+        .await
+        .expect("claim")
+        .expect("a run");
+    let recent = store
+        .claim_learning_run(&fresh_week(), false, at_s(100))
+        .await
+        .expect("claim")
+        .expect("a run");
+    let failed = store
+        .fail_running_learning_runs(at_s(50), "the process stopped during the run", at_s(150))
+        .await
+        .expect("fail");
+    assert!(failed >= 1);
+    let runs = store.learning_runs(50).await.expect("runs");
+    let still = runs
+        .iter()
+        .find(|r| r.id == recent)
+        .expect("the recent run");
+    assert_eq!(
+        still.status,
+        RunStatus::Running,
+        "a run started since is another process's, still at work"
+    );
+    let run = store
+        .learning_runs(50)
+        .await
+        .expect("runs")
+        .into_iter()
+        .find(|r| r.id == id)
+        .expect("the run");
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(
+        run.reason.as_deref(),
+        Some("the process stopped during the run")
+    );
+}
+
+/// 031: one review writes its decisions and one version; a version's hash is unique and the
+/// version is not active until activated; only pending proposals change.
+pub async fn spec_031_a_review_makes_one_version_not_yet_active(store: &dyn Store) {
+    let id = store
+        .claim_learning_run(&fresh_week(), false, t0())
+        .await
+        .expect("claim")
+        .expect("a run");
+    let (keep, drop) = (
+        format!("Keep {}", Uuid::new_v4().simple()),
+        format!("Drop {}", Uuid::new_v4().simple()),
+    );
+    store
+        .finish_learning_run(
+            id,
+            &end(RunStatus::Completed, vec![proposal(&keep), proposal(&drop)]),
+        )
+        .await
+        .expect("finish");
+    let pending = store
+        .proposals(ProposalStatus::Pending, 1000)
+        .await
+        .expect("pending");
+    let find = |text: &str| pending.iter().find(|p| p.text == text).expect("pending").id;
+    let (keep_id, drop_id) = (find(&keep), find(&drop));
+    let hash = fresh_hash();
+    let review = Review {
+        approved: vec![keep_id],
+        rejected: vec![drop_id],
+        version: Some((hash.clone(), vec![keep.clone()])),
+        at: at_s(90),
+    };
+    store.record_review(&review).await.expect("review");
+    // The same review again changes nothing: decided proposals stay, the hash is kept.
+    store
+        .record_review(&Review {
+            approved: vec![drop_id],
+            rejected: vec![keep_id],
+            version: Some((hash.clone(), vec!["Other".to_owned()])),
+            at: at_s(91),
+        })
+        .await
+        .expect("review again");
+
+    let approved = store
+        .proposals(ProposalStatus::Approved, 1000)
+        .await
+        .expect("approved");
+    assert!(
+        approved
+            .iter()
+            .any(|p| p.id == keep_id && p.reviewed_at == Some(at_s(90)))
+    );
+    let rejected = store
+        .proposals(ProposalStatus::Rejected, 1000)
+        .await
+        .expect("rejected");
+    assert!(rejected.iter().any(|p| p.id == drop_id));
+    let versions = store.playbook_versions().await.expect("versions");
+    let version = versions
+        .iter()
+        .filter(|v| v.content_hash == hash)
+        .collect::<Vec<_>>();
+    assert_eq!(version.len(), 1, "one version per hash");
+    assert_eq!(version[0].insights, vec![keep], "a version never changes");
+    assert!(!version[0].active, "a new version is not active");
+    assert_eq!(version[0].activated_at, None);
+}
+
+/// 031: at most one version is active; activating another retires the first, and a version's
+/// first activation time is kept (how a rollback is known).
+pub async fn spec_031_one_version_is_active_and_its_first_activation_is_kept(store: &dyn Store) {
+    let (first, second) = (fresh_hash(), fresh_hash());
+    for hash in [&first, &second] {
+        store
+            .record_review(&Review {
+                approved: vec![],
+                rejected: vec![],
+                version: Some((hash.clone(), vec![format!("Tactic {hash}")])),
+                at: t0(),
+            })
+            .await
+            .expect("version");
+    }
+    let versions = store.playbook_versions().await.expect("versions");
+    let id = |hash: &str| {
+        versions
+            .iter()
+            .find(|v| v.content_hash == hash)
+            .expect("stored")
+            .id
+    };
+    store
+        .activate_playbook(id(&first), at_s(10))
+        .await
+        .expect("activate");
+    store
+        .activate_playbook(id(&second), at_s(20))
+        .await
+        .expect("activate");
+    let active = store.active_playbook().await.expect("active").expect("one");
+    assert_eq!(active.content_hash, second);
+    store
+        .activate_playbook(id(&first), at_s(30))
+        .await
+        .expect("roll back");
+    let active = store.active_playbook().await.expect("active").expect("one");
+    assert_eq!(active.content_hash, first);
+    assert_eq!(
+        active.activated_at,
+        Some(at_s(10)),
+        "the first activation is kept"
+    );
+    let all = store.playbook_versions().await.expect("versions");
+    assert_eq!(all.iter().filter(|v| v.active).count(), 1, "one active");
+    assert!(store.activate_playbook(i64::MAX, at_s(40)).await.is_err());
+}
+
+/// 031: the newest eval record of a playbook against a suite, never a mock model's.
+pub async fn spec_031_eval_records_of_a_mock_model_never_count(store: &dyn Store) {
+    let (playbook, suite) = (fresh_hash(), fresh_hash());
+    let record = |model: &str, at, passed: bool| EvalRecord {
+        playbook_hash: playbook.clone(),
+        suite_hash: suite.clone(),
+        model: model.to_owned(),
+        outcomes: json!({"case-a": passed}),
+        created_at: at,
+    };
+    store
+        .record_eval(&record("mock:demo", at_s(1), true))
+        .await
+        .expect("record");
+    assert_eq!(
+        store.latest_eval(&playbook, &suite).await.expect("read"),
+        None,
+        "a mock model's record never counts"
+    );
+    store
+        .record_eval(&record("openai:gpt-4.1-mini", at_s(2), false))
+        .await
+        .expect("record");
+    store
+        .record_eval(&record("openai:gpt-4.1-mini", at_s(3), true))
+        .await
+        .expect("record");
+    store
+        .record_eval(&record("mock:demo", at_s(4), false))
+        .await
+        .expect("record");
+    let latest = store
+        .latest_eval(&playbook, &suite)
+        .await
+        .expect("read")
+        .expect("a real model's record");
+    assert_eq!(latest, record("openai:gpt-4.1-mini", at_s(3), true));
+    assert_eq!(
+        store
+            .latest_eval(&playbook, &fresh_hash())
+            .await
+            .expect("read"),
+        None,
+        "another suite's record does not count"
+    );
+}
+
+/// 031: `turns.playbook_version` round-trips, and the learning reads find a conversation's
+/// agent turns with a record.
+pub async fn spec_031_playbook_version_is_kept_on_the_turn(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let since = at_s(1000);
+    let actions = json!([{"tool": "set_field", "id": "funnel_stage", "value": "offered", "status": "performed"}]);
+    let written = record(
+        store,
+        NewTurn {
+            model: Some("mock:demo".to_owned()),
+            actions: Some(actions.clone()),
+            playbook_version: Some("abc123".to_owned()),
+            ..NewTurn::agent(
+                conversation.id,
+                "Invented",
+                "answered_inline",
+                true,
+                at_s(1001),
+            )
+        },
+    )
+    .await;
+    let turn = store.turn(written).await.expect("turn").expect("exists");
+    assert_eq!(turn.playbook_version.as_deref(), Some("abc123"));
+
+    let candidates = store
+        .conversations_with_actions_since(since)
+        .await
+        .expect("candidates");
+    assert!(candidates.contains(&conversation.id));
+    assert!(
+        !store
+            .conversations_with_actions_since(at_s(1002))
+            .await
+            .expect("candidates")
+            .contains(&conversation.id),
+        "an older record is outside the window"
+    );
+    let turns = store.playbook_turns(since).await.expect("turns");
+    let mine = turns
+        .iter()
+        .find(|t| t.conversation_id == conversation.id)
+        .expect("the turn");
+    assert_eq!(mine.playbook_version.as_deref(), Some("abc123"));
+    assert_eq!(mine.actions, actions);
+    assert_eq!(mine.at, at_s(1001));
+}

@@ -1,0 +1,366 @@
+//! SQLite: learning runs, proposals, playbook versions and eval records (`LearningStore`).
+
+use super::*;
+use crate::store::learning::{
+    EvalRecord, LearningRun, PlaybookTurn, PlaybookVersion, Proposal, ProposalStatus, Review,
+    RunEnd, RunStatus,
+};
+
+macro_rules! run_columns {
+    () => {
+        "id, week, forced, status, converted_count, not_converted_count, cost_usd, reason, \
+         started_at, finished_at"
+    };
+}
+macro_rules! proposal_columns {
+    () => {
+        "id, run_id, text, rationale, converted_count, not_converted_count, turn_ids, status, \
+         reviewed_at, created_at"
+    };
+}
+macro_rules! version_columns {
+    () => {
+        "id, content_hash, insights, active, activated_at, created_at"
+    };
+}
+
+fn run_from(row: &Row<'_>) -> Result<LearningRun> {
+    Ok(LearningRun {
+        id: row.get(0)?,
+        week: row.get(1)?,
+        forced: row.get(2)?,
+        status: RunStatus::parse(text(row, 3)?)?,
+        converted_count: row.get(4)?,
+        not_converted_count: row.get(5)?,
+        cost_usd: row.get(6)?,
+        reason: row.get(7)?,
+        started_at: time(row.get(8)?)?,
+        finished_at: opt_time(row.get(9)?)?,
+    })
+}
+
+fn strings(raw: &str) -> Result<Vec<String>> {
+    serde_json::from_str(raw).map_err(|_| StoreError::Corrupt("invalid stored list".to_owned()))
+}
+
+fn proposal_from(row: &Row<'_>) -> Result<Proposal> {
+    Ok(Proposal {
+        id: row.get(0)?,
+        run_id: row.get(1)?,
+        text: row.get(2)?,
+        rationale: row.get(3)?,
+        converted_count: row.get(4)?,
+        not_converted_count: row.get(5)?,
+        turn_ids: strings(text(row, 6)?)?,
+        status: ProposalStatus::parse(text(row, 7)?)?,
+        reviewed_at: opt_time(row.get(8)?)?,
+        created_at: time(row.get(9)?)?,
+    })
+}
+
+fn version_from(row: &Row<'_>) -> Result<PlaybookVersion> {
+    Ok(PlaybookVersion {
+        id: row.get(0)?,
+        content_hash: row.get(1)?,
+        insights: strings(text(row, 2)?)?,
+        active: row.get(3)?,
+        activated_at: opt_time(row.get(4)?)?,
+        created_at: time(row.get(5)?)?,
+    })
+}
+
+fn all<T>(
+    conn: &Db<'_>,
+    sql: &'static str,
+    params: impl rusqlite::Params,
+    map: impl Fn(&Row<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let mut rows = statement.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(map(row)?);
+    }
+    Ok(out)
+}
+
+fn list_text(list: &[String]) -> Result<String> {
+    serde_json::to_string(list)
+        .map_err(|_| StoreError::Database("cannot serialise a list".to_owned()))
+}
+
+#[async_trait]
+impl crate::store::LearningStore for SqliteStore {
+    async fn claim_learning_run(
+        &self,
+        week: &str,
+        forced: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Option<i64>> {
+        let week = week.to_owned();
+        self.write(move |conn| {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO learning_runs (week, forced, status, started_at) \
+                     VALUES (?, ?, 'running', ?)",
+                )?
+                .execute(params![week, forced, ms(at)])?;
+            Ok((inserted == 1).then(|| conn.last_insert_rowid()))
+        })
+        .await
+    }
+
+    async fn finish_learning_run(&self, id: i64, end: &RunEnd) -> Result<()> {
+        let end = end.clone();
+        self.write(move |conn| {
+            update_one(
+                conn,
+                "UPDATE learning_runs SET status = ?, converted_count = ?, \
+                 not_converted_count = ?, cost_usd = ?, reason = ?, finished_at = ? \
+                 WHERE id = ? AND status = 'running'",
+                params![
+                    end.status.as_str(),
+                    end.converted_count,
+                    end.not_converted_count,
+                    end.cost_usd,
+                    end.reason,
+                    ms(end.at),
+                    id
+                ],
+                "running learning run",
+            )?;
+            for proposal in &end.proposals {
+                conn.prepare_cached(
+                    "INSERT INTO insight_proposals (run_id, text, rationale, converted_count, \
+                     not_converted_count, turn_ids, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                )?
+                .execute(params![
+                    id,
+                    proposal.text,
+                    proposal.rationale,
+                    proposal.converted_count,
+                    proposal.not_converted_count,
+                    list_text(&proposal.turn_ids)?,
+                    ms(end.at)
+                ])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn fail_running_learning_runs(
+        &self,
+        started_before: DateTime<Utc>,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Result<u64> {
+        let reason = reason.to_owned();
+        self.write(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE learning_runs SET status = 'failed', reason = ?, finished_at = ? \
+                     WHERE status = 'running' AND started_at < ?",
+                )?
+                .execute(params![reason, ms(at), ms(started_before)])?;
+            Ok(changed as u64)
+        })
+        .await
+    }
+
+    async fn learning_runs(&self, limit: i64) -> Result<Vec<LearningRun>> {
+        self.read(move |conn| {
+            all(
+                conn,
+                concat!(
+                    "SELECT ",
+                    run_columns!(),
+                    " FROM learning_runs ORDER BY id DESC LIMIT ?"
+                ),
+                params![limit],
+                run_from,
+            )
+        })
+        .await
+    }
+
+    async fn proposals(&self, status: ProposalStatus, limit: i64) -> Result<Vec<Proposal>> {
+        self.read(move |conn| {
+            let mut found = all(
+                conn,
+                concat!(
+                    "SELECT ",
+                    proposal_columns!(),
+                    " FROM insight_proposals WHERE status = ? ORDER BY id DESC LIMIT ?"
+                ),
+                params![status.as_str(), limit],
+                proposal_from,
+            )?;
+            found.reverse();
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn record_review(&self, review: &Review) -> Result<()> {
+        let review = review.clone();
+        self.write(move |conn| {
+            let decided = [
+                (ProposalStatus::Approved, &review.approved),
+                (ProposalStatus::Rejected, &review.rejected),
+            ];
+            for (status, ids) in decided {
+                for id in ids {
+                    conn.prepare_cached(
+                        "UPDATE insight_proposals SET status = ?, reviewed_at = ? \
+                         WHERE id = ? AND status = 'pending'",
+                    )?
+                    .execute(params![status.as_str(), ms(review.at), id])?;
+                }
+            }
+            if let Some((hash, insights)) = &review.version {
+                conn.prepare_cached(
+                    "INSERT OR IGNORE INTO playbook_versions (content_hash, insights, created_at) \
+                     VALUES (?, ?, ?)",
+                )?
+                .execute(params![hash, list_text(insights)?, ms(review.at)])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn playbook_versions(&self) -> Result<Vec<PlaybookVersion>> {
+        self.read(move |conn| {
+            all(
+                conn,
+                concat!(
+                    "SELECT ",
+                    version_columns!(),
+                    " FROM playbook_versions ORDER BY id"
+                ),
+                [],
+                version_from,
+            )
+        })
+        .await
+    }
+
+    async fn active_playbook(&self) -> Result<Option<PlaybookVersion>> {
+        self.read(move |conn| {
+            Ok(all(
+                conn,
+                concat!(
+                    "SELECT ",
+                    version_columns!(),
+                    " FROM playbook_versions WHERE active = 1"
+                ),
+                [],
+                version_from,
+            )?
+            .pop())
+        })
+        .await
+    }
+
+    async fn activate_playbook(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE playbook_versions SET active = 0 WHERE active = 1 AND id <> ?",
+            )?
+            .execute(params![id])?;
+            update_one(
+                conn,
+                "UPDATE playbook_versions SET active = 1, \
+                 activated_at = COALESCE(activated_at, ?) WHERE id = ?",
+                params![ms(at), id],
+                "playbook version",
+            )
+        })
+        .await
+    }
+
+    async fn record_eval(&self, record: &EvalRecord) -> Result<()> {
+        let record = record.clone();
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO eval_records (playbook_hash, suite_hash, model, outcomes, \
+                 created_at) VALUES (?, ?, ?, ?, ?)",
+            )?
+            .execute(params![
+                record.playbook_hash,
+                record.suite_hash,
+                record.model,
+                json_text(&record.outcomes)?,
+                ms(record.created_at)
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn latest_eval(
+        &self,
+        playbook_hash: &str,
+        suite_hash: &str,
+    ) -> Result<Option<EvalRecord>> {
+        let (playbook_hash, suite_hash) = (playbook_hash.to_owned(), suite_hash.to_owned());
+        self.read(move |conn| {
+            Ok(all(
+                conn,
+                "SELECT playbook_hash, suite_hash, model, outcomes, created_at FROM eval_records \
+                 WHERE playbook_hash = ? AND suite_hash = ? AND model NOT LIKE 'mock:%' \
+                 ORDER BY id DESC LIMIT 1",
+                params![playbook_hash, suite_hash],
+                |row| {
+                    Ok(EvalRecord {
+                        playbook_hash: row.get(0)?,
+                        suite_hash: row.get(1)?,
+                        model: row.get(2)?,
+                        outcomes: json(text(row, 3)?)?,
+                        created_at: time(row.get(4)?)?,
+                    })
+                },
+            )?
+            .pop())
+        })
+        .await
+    }
+
+    async fn conversations_with_actions_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>> {
+        self.read(move |conn| {
+            all(
+                conn,
+                "SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ? \
+                 AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]'",
+                params![ms(since)],
+                |row| uuid(text(row, 0)?),
+            )
+        })
+        .await
+    }
+
+    async fn playbook_turns(&self, since: DateTime<Utc>) -> Result<Vec<PlaybookTurn>> {
+        self.read(move |conn| {
+            all(
+                conn,
+                "SELECT conversation_id, created_at, playbook_version, actions FROM turns \
+                 WHERE created_at >= ? AND role = 'agent' AND actions IS NOT NULL \
+                 AND actions <> '[]' ORDER BY created_at, seq",
+                params![ms(since)],
+                |row| {
+                    Ok(PlaybookTurn {
+                        conversation_id: uuid(text(row, 0)?)?,
+                        at: time(row.get(1)?)?,
+                        playbook_version: row.get(2)?,
+                        actions: json(text(row, 3)?)?,
+                    })
+                },
+            )
+        })
+        .await
+    }
+}
