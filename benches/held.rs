@@ -199,7 +199,6 @@ fn main() {
         }
         tokio::time::sleep_until(next.into()).await;
         close(&mut pending);
-        drop(close);
         settle(&requests).await;
         assert_eq!(
             model.calls(),
