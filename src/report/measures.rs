@@ -414,6 +414,16 @@ mod tests {
         // 8 messages started a turn (the 5 joined pieces did not); 2 of them merged pieces.
         assert_eq!(week.merged_turns, 2);
         assert_eq!(week.merged_share, Some(0.25));
+        // The page's weekly table shows it, under its plain name.
+        let page = super::super::render::html(&super::super::Report {
+            version: crate::VERSION,
+            business: None,
+            generated_at: chrono::Utc::now(),
+            weeks: vec![week.clone()],
+            not_measured: Vec::new(),
+        });
+        assert!(page.contains("<th>messages sent in pieces</th>"), "{page}");
+        assert!(page.contains("<td>25.0 %</td>"), "{page}");
         let none = WeekMeasures::of(
             day,
             &ReportAggregates::default(),

@@ -299,6 +299,7 @@ pub fn html(report: &Report) -> String {
         &words::CONTACTS,
         &words::ANSWERS,
         &words::LATE,
+        &words::MERGED,
         &words::WAIT_TYPICAL,
         &words::WAIT_SLOWEST,
         &words::LOOKUPS,
@@ -318,11 +319,12 @@ pub fn html(report: &Report) -> String {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td{flag}>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{:.4}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4}</td></tr>",
             esc(&w.week),
             w.contacts_with_first_turn,
             w.model_written_turns,
             pct(w.deferred_share),
+            pct(w.merged_share),
             ms(w.inline_answer_ms_p50),
             ms(w.inline_answer_ms_p95),
             num(w.reads_per_turn, 2),

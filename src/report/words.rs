@@ -25,6 +25,11 @@ pub const LATE: Measure = measure(
     "Of the assistant's answers, the share that took longer than ManyChat waits and arrived a \
      moment later as a separate message; above 20 % the assistant is too slow for your contacts.",
 );
+pub const MERGED: Measure = measure(
+    "messages sent in pieces",
+    "Of the contacts' messages that started an answer, the share that gathered more messages sent \
+     in quick succession (rules.json burst.windowMs) into that one answer.",
+);
 pub const WAIT_TYPICAL: Measure = measure(
     "typical wait",
     "How long half of your contacts waited at most for an answer given at once.",
@@ -93,10 +98,11 @@ pub const LAST_WORDS: Measure = measure(
 );
 
 /// Every measure the page shows, in the order it explains them.
-pub const ALL: [&Measure; 19] = [
+pub const ALL: [&Measure; 20] = [
     &CONTACTS,
     &ANSWERS,
     &LATE,
+    &MERGED,
     &WAIT_TYPICAL,
     &WAIT_SLOWEST,
     &LOOKUPS,
