@@ -116,19 +116,23 @@ mod tests {
         turns.into_iter().map(|t| t.text).collect()
     }
 
-    /// Reads until `done` holds: a read queued together with the pass's write may be answered
-    /// before that write commits, the next one after it.
+    /// Reads until `done` holds (for at most about 5 s of real time): a read queued together
+    /// with the pass's write may be answered before that write commits, the next one after it.
+    /// The wait between reads is real time, not the paused clock's, because the store's thread
+    /// commits in real time (a paused sleep passes at once, however busy the machine is).
     async fn eventually(
         store: &dyn Store,
         id: crate::ids::ConversationId,
         done: impl Fn(&[String]) -> bool,
     ) -> Vec<String> {
-        for _ in 0..20 {
+        for _ in 0..500 {
             let now = texts(store, id).await;
             if done(&now) {
                 return now;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(10)))
+                .await
+                .expect("a real-time pause");
         }
         texts(store, id).await
     }
