@@ -16,6 +16,7 @@ pub mod agent_loop;
 pub mod duplicate;
 pub mod fence;
 pub mod guardrails;
+mod leak;
 pub mod prompt;
 pub mod reply;
 

@@ -1,0 +1,314 @@
+//! 031's review and activation items: a review makes one content-hashed version, and the
+//! activation gate refuses without a passing eval record while a rollback skips it. Run on both
+//! backends by the parent module's cases.
+
+use super::*;
+
+/// Pending proposals written as a run would: answers their ids.
+async fn pending_proposals(store: &dyn Store, texts: &[&str]) -> Vec<i64> {
+    use crate::store::learning::{NewProposal, RunEnd};
+    let run = store
+        .claim_learning_run(&format!("review-{}", Uuid::new_v4().simple()), true, now())
+        .await
+        .expect("claim")
+        .expect("a run");
+    let proposals = texts
+        .iter()
+        .map(|text| NewProposal {
+            text: (*text).to_owned(),
+            rationale: "Invented rationale".to_owned(),
+            converted_count: 3,
+            not_converted_count: 1,
+            turn_ids: vec!["1".to_owned()],
+        })
+        .collect();
+    let end = RunEnd {
+        status: RunStatus::Completed,
+        converted_count: 20,
+        not_converted_count: 20,
+        cost_usd: 0.0,
+        reason: None,
+        proposals,
+        at: now(),
+    };
+    store.finish_learning_run(run, &end).await.expect("finish");
+    let pending = store
+        .proposals(ProposalStatus::Pending, 1000)
+        .await
+        .expect("pending");
+    texts
+        .iter()
+        .map(|t| pending.iter().find(|p| p.text == *t).expect("pending").id)
+        .collect()
+}
+
+/// 031 § Review: one review's approvals (as written or edited) make one immutable version named
+/// by its content hash, not active; a rejected proposal is in no version; an edit keeps the
+/// rules; a version holds at most 10 insights and 2,000 characters.
+pub(super) async fn spec_031_a_review_makes_one_content_hashed_version_not_yet_active(
+    store: &dyn Store,
+) {
+    use crate::learning::review::{Decision, apply};
+    let ids = pending_proposals(
+        store,
+        &[
+            "Invented tactic one",
+            "Invented tactic two",
+            "Invented tactic three",
+        ],
+    )
+    .await;
+    let refused = apply(
+        store,
+        &[Decision::Approve {
+            id: ids[0],
+            text: Some("Offer 2 dates".to_owned()),
+        }],
+        now(),
+    )
+    .await;
+    assert!(
+        refused.is_err_and(|e| e.contains("digit")),
+        "an edit keeps the rules"
+    );
+    let reviewed = apply(
+        store,
+        &[
+            Decision::Approve {
+                id: ids[0],
+                text: None,
+            },
+            Decision::Approve {
+                id: ids[1],
+                text: Some("Invented tactic two, edited".to_owned()),
+            },
+            Decision::Reject { id: ids[2] },
+        ],
+        now(),
+    )
+    .await
+    .expect("the review");
+    let (hash, insights) = reviewed.version.expect("a version");
+    assert_eq!(
+        insights,
+        vec![
+            "Invented tactic one".to_owned(),
+            "Invented tactic two, edited".to_owned()
+        ]
+    );
+    assert_eq!(hash, crate::learning::playbook::content_hash(&insights));
+    let versions = store.playbook_versions().await.expect("versions");
+    assert_eq!(versions.len(), 1);
+    assert!(!versions[0].active, "a reviewed version is not active");
+    assert!(store.active_playbook().await.expect("active").is_none());
+    assert!(
+        apply(store, &[Decision::Reject { id: ids[2] }], now())
+            .await
+            .is_err(),
+        "a decided proposal is not pending"
+    );
+    assert!(
+        store
+            .proposals(ProposalStatus::Pending, 100)
+            .await
+            .expect("pending")
+            .is_empty()
+    );
+
+    // Bounds: an eleventh insight, or over 2,000 characters, is refused.
+    let texts: Vec<String> = (0..11)
+        .map(|i| format!("Invented tactic {}", "abcdefghijk".chars().nth(i).unwrap()))
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let ids = pending_proposals(store, &refs).await;
+    let all: Vec<Decision> = ids
+        .iter()
+        .map(|&id| Decision::Approve { id, text: None })
+        .collect();
+    let eleven = apply(store, &all, now()).await;
+    assert!(
+        eleven.is_err_and(|e| e.contains("at most 10")),
+        "ten insights at most"
+    );
+    let long: Vec<String> = (0..9)
+        .map(|i| {
+            format!(
+                "{} {}",
+                "Invented long tactic".repeat(12),
+                "abcdefghi".chars().nth(i).unwrap()
+            )
+        })
+        .collect();
+    let refs: Vec<&str> = long.iter().map(|t| &t[..t.len().min(280)]).collect();
+    let ids = pending_proposals(store, &refs).await;
+    let all: Vec<Decision> = ids
+        .iter()
+        .map(|&id| Decision::Approve { id, text: None })
+        .collect();
+    let over = apply(store, &all, now()).await;
+    assert!(
+        over.is_err_and(|e| e.contains("2000 characters")),
+        "2,000 characters at most"
+    );
+    assert_eq!(
+        store.playbook_versions().await.expect("versions").len(),
+        1,
+        "nothing written"
+    );
+}
+
+/// A version made by one review approving `texts`: answers its hash.
+async fn version_of(store: &dyn Store, texts: &[&str]) -> String {
+    use crate::learning::review::{Decision, apply};
+    let ids = pending_proposals(store, texts).await;
+    let decisions: Vec<Decision> = ids
+        .iter()
+        .map(|&id| Decision::Approve { id, text: None })
+        .collect();
+    apply(store, &decisions, now())
+        .await
+        .expect("review")
+        .version
+        .expect("a version")
+        .0
+}
+
+async fn eval_record(store: &dyn Store, playbook: &str, model: &str, outcomes: serde_json::Value) {
+    store
+        .record_eval(&crate::store::learning::EvalRecord {
+            playbook_hash: playbook.to_owned(),
+            suite_hash: "suite-a".to_owned(),
+            model: model.to_owned(),
+            outcomes,
+            created_at: now(),
+        })
+        .await
+        .expect("record");
+}
+
+/// 031 § Activation gate: every refusal (no record, a mock model's record, no baseline, a new
+/// failure, an unknown or too short version), a first activation against the no-playbook
+/// record, the next against the active version's, and the rollback without the gate.
+pub(super) async fn spec_031_the_activation_gate_refuses_and_a_rollback_skips_it(
+    store: &dyn Store,
+) {
+    use crate::learning::gate::{Activated, activate};
+    let first = version_of(store, &["Invented first tactic"]).await;
+    let refused = activate(store, &first, "suite-a", now())
+        .await
+        .expect_err("no record");
+    assert!(
+        refused.contains(&format!("PLAYBOOK_VERSION={first} manychat-agent eval")),
+        "{refused}"
+    );
+    eval_record(store, &first, "mock:demo", json!({"a": true})).await;
+    assert!(
+        activate(store, &first, "suite-a", now()).await.is_err(),
+        "a mock record never counts"
+    );
+    eval_record(
+        store,
+        &first,
+        "openai:gpt-4.1-mini",
+        json!({"a": false, "b": true}),
+    )
+    .await;
+    let refused = activate(store, &first, "suite-a", now())
+        .await
+        .expect_err("no baseline");
+    assert!(
+        refused.contains("no-playbook baseline") && refused.contains("without PLAYBOOK_VERSION"),
+        "{refused}"
+    );
+    eval_record(
+        store,
+        "",
+        "openai:gpt-4.1-mini",
+        json!({"a": true, "b": true}),
+    )
+    .await;
+    let refused = activate(store, &first, "suite-a", now())
+        .await
+        .expect_err("a new failure");
+    assert!(
+        refused.contains("fails 1 case(s)") && refused.contains('a'),
+        "{refused}"
+    );
+    assert!(
+        activate(store, &first, "suite-b", now()).await.is_err(),
+        "a record against another suite does not count"
+    );
+    // The baseline failed `a` too: not a new failure.
+    eval_record(
+        store,
+        "",
+        "openai:gpt-4.1-mini",
+        json!({"a": false, "b": true}),
+    )
+    .await;
+    assert_eq!(
+        activate(store, &first[..8], "suite-a", now()).await,
+        Ok(Activated::Gated {
+            hash: first.clone()
+        })
+    );
+    assert_eq!(
+        store
+            .active_playbook()
+            .await
+            .expect("active")
+            .expect("one")
+            .content_hash,
+        first
+    );
+
+    let second = version_of(store, &["Invented second tactic"]).await;
+    eval_record(
+        store,
+        &second,
+        "openai:gpt-4.1-mini",
+        json!({"a": true, "b": false}),
+    )
+    .await;
+    let refused = activate(store, &second, "suite-a", now())
+        .await
+        .expect_err("b regressed");
+    assert!(refused.contains('b'), "{refused}");
+    eval_record(
+        store,
+        &second,
+        "openai:gpt-4.1-mini",
+        json!({"a": true, "b": true}),
+    )
+    .await;
+    assert_eq!(
+        activate(store, &second, "suite-a", now()).await,
+        Ok(Activated::Gated {
+            hash: second.clone()
+        })
+    );
+    // Rollback: the first was active before; no record is asked for.
+    assert_eq!(
+        activate(store, &first, "suite-z", now()).await,
+        Ok(Activated::RolledBack {
+            hash: first.clone()
+        })
+    );
+    assert_eq!(
+        store
+            .active_playbook()
+            .await
+            .expect("active")
+            .expect("one")
+            .content_hash,
+        first
+    );
+    let unknown = activate(store, "ffffffffffff", "suite-a", now())
+        .await
+        .expect_err("unknown");
+    assert!(unknown.contains("no playbook version"), "{unknown}");
+    let short = activate(store, &first[..4], "suite-a", now())
+        .await
+        .expect_err("too short");
+    assert!(short.contains("at least its first 8"), "{short}");
+}
