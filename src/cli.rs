@@ -199,6 +199,9 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
     )?;
     let clock = Clock::system();
     let metrics = std::sync::Arc::new(Metrics::default());
+    // 031: follow-ups are prompted with the active playbook, refreshed every minute.
+    let playbook =
+        crate::learning::playbook::PlaybookCache::load(store.as_ref(), &config.snapshot()).await;
     let nudge_worker = match nudges {
         true => {
             let spec = settings.require_model().map_err(CliError::new)?;
@@ -218,11 +221,12 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
                 clock,
                 metrics.clone(),
                 // This process runs no inbound turn: its follow-ups share only each other's.
-                crate::turn::TurnsShared::default(),
+                crate::turn::TurnsShared::default().with_playbook(playbook.clone()),
             ))
         }
         false => None,
     };
+    let refresh = (store.clone(), config.clone());
     let worker = startup::outbox_worker(
         &settings,
         store,
@@ -239,6 +243,9 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
         startup::termination_signal().await;
         trigger.cancel();
     });
+    if nudge_worker.is_some() {
+        playbook.spawn(refresh.0, refresh.1, shutdown.clone());
+    }
     match nudge_worker {
         Some(nudges) => {
             tracing::info!(

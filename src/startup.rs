@@ -1,5 +1,5 @@
 //! Assembles the application from `Settings`: store, tenant config, model, ManyChat client,
-//! turn engine, router, outbox worker and nudge worker. Takes its listener and a shutdown token,
+//! turn engine (with the active playbook, 031), router, outbox worker and nudge worker. Takes its listener and a shutdown token,
 //! so tests run the same app on port 0 that production runs on its port (STYLE 1, 7).
 //!
 //! Shutdown order: stop accepting and let requests in flight finish (`http::server`, which also
@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use crate::clock::Clock;
 use crate::config::{ConfigContext, ConfigErrors, ConfigHandle, ReloadOutcome};
 use crate::http::{self, AppState};
+use crate::learning::playbook::PlaybookCache;
 use crate::manychat::limiter::{BucketQuota, FlowCounter, SharedBucket};
 use crate::manychat::{ManyChatClient, ManyChatError, ManyChatLimiter};
 use crate::metrics::Metrics;
@@ -93,6 +94,8 @@ pub struct Application {
     worker: OutboxWorker,
     /// 025: follow-ups that fall due.
     nudges: NudgeWorker,
+    /// 031: the active playbook the turns are prompted with.
+    playbook: PlaybookCache,
     tasks: TaskTracker,
     settings: Arc<Settings>,
     overrides_manual_worker: bool,
@@ -173,6 +176,8 @@ impl Application {
             manychat_limiter(&store, clock),
         )?
         .with_metrics(metrics.clone());
+        // 031: the active playbook, read once now; `run` refreshes it every minute.
+        let playbook = PlaybookCache::load(store.as_ref(), &config.snapshot()).await;
         let tasks = TaskTracker::new();
         let turns = TurnEngine::new(
             TurnSettings {
@@ -194,7 +199,8 @@ impl Application {
             metrics.clone(),
             settings.manychat_token_field.clone(),
         )
-        .with_plugins(plugins.clone());
+        .with_plugins(plugins.clone())
+        .with_playbook(playbook.clone());
         let nudges = nudge_worker(
             &settings,
             store.clone(),
@@ -243,6 +249,7 @@ impl Application {
             state,
             worker,
             nudges,
+            playbook,
             tasks,
             settings,
             overrides_manual_worker: overrides.manual_worker,
@@ -276,6 +283,11 @@ impl Application {
         self.nudges.clone()
     }
 
+    /// 031: the active playbook as the turns read it, for tests that wait on its refresh.
+    pub fn playbook(&self) -> PlaybookCache {
+        self.playbook.clone()
+    }
+
     /// Agent tasks and post-response actions still running.
     pub fn tasks(&self) -> TaskTracker {
         self.tasks.clone()
@@ -297,6 +309,12 @@ impl Application {
         if self.reload_on_sighup {
             spawn_reload_on_sighup(self.state.config.clone(), shutdown.clone())?;
         }
+        // 031: off the inbound path; a failed refresh keeps the version the turns have.
+        self.playbook.spawn(
+            self.state.store.clone(),
+            self.state.config.clone(),
+            shutdown.clone(),
+        );
         // Replies a stopped process promised and did not give.
         if let Err(error) = self.state.turns.recover_promises().await {
             tracing::error!(error = %error, "could not look for interrupted turns");

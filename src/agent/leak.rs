@@ -12,15 +12,16 @@ use std::hash::{BuildHasher, RandomState};
 use unicode_normalization::UnicodeNormalization;
 
 use super::fence::Fence;
-use super::prompt::{HEADER_CATALOG, SECTION_MARKERS};
+use super::prompt::{HEADER_CATALOG, HEADER_PLAYBOOK, SECTION_MARKERS};
 
 /// A run of this many letters and digits copied from the protected prompt text is a leak. Long
 /// enough (about a dozen words) that no ordinary reply of the golden suites matches by chance.
 pub const LEAK_RUN_CHARS: usize = 60;
 
 /// The prompt text a reply may not copy: the framework rules and the tenant prompt (everything
-/// before the catalog block), normalised. The catalog, FAQ and payment options are excluded: a
-/// reply may legitimately quote them.
+/// before the catalog block) and, 031, the playbook section after the payment options (its rule
+/// and the approved tactics: the agent's instructions, never copy for a contact), normalised.
+/// The catalog, FAQ and payment options are excluded: a reply may legitimately quote them.
 ///
 /// Built once per config snapshot (`agent::SnapshotPrompt`): every window of
 /// [`LEAK_RUN_CHARS`] characters is hashed up front, so checking a reply costs one lookup per
@@ -33,13 +34,22 @@ pub struct ProtectedText {
 }
 
 impl ProtectedText {
-    /// The protected part of a static prefix (`agent::static_prefix`).
+    /// The protected part of a static prefix (`agent::static_prefix`), with the playbook
+    /// section when the prefix carries one.
     pub fn new(prefix: &str) -> Self {
         // Tenant text after the catalog header never starts a line with `# ` (prompt.rs indents
-        // continuations), so the last header line is ours even if the tenant prompt holds one.
+        // continuations), so the last header line is ours even if the tenant prompt holds one,
+        // and a playbook header after it is ours too.
         let marker = format!("\n{HEADER_CATALOG}\n");
         let end = prefix.rfind(&marker).unwrap_or(prefix.len());
-        let normalised = normalise(&prefix[..end]);
+        let mut normalised = normalise(&prefix[..end]);
+        let playbook = format!("\n{HEADER_PLAYBOOK}\n");
+        if let Some(at) = prefix[end..].find(&playbook) {
+            // A space between the parts: a reply's normalised text holds none, so no copy is
+            // found across the catalog that lies between them.
+            normalised.push(' ');
+            normalised.push_str(&normalise(&prefix[end + at..]));
+        }
         let hasher = RandomState::new();
         let windows = windows(&normalised)
             .map(|window| hasher.hash_one(window))
@@ -172,6 +182,30 @@ mod tests {
         assert!(!ProtectedText::new(bakery).copied_in(copied));
         assert!(ProtectedText::new(pottery).copied_in(copied));
         assert!(!ProtectedText::new(pottery).copied_in("The kiln is fired on Fridays."));
+    }
+
+    /// 031: the playbook section is protected as the rules above the catalog are: a reply that
+    /// copies a tactic, or names the section's header, leaks; the catalog between them is still
+    /// quotable, and no copy is found across it.
+    #[test]
+    fn spec_031_the_playbook_section_is_protected_like_the_rules() {
+        let tactic = "Invented tactic: before the price, ask which weekday evening suits the \
+                      contact best for the wheel course";
+        let catalog = "- offering wheel: Wheel course | price 120.00 EUR\n  Six evenings at \
+                       the wheel for complete beginners with all clay included\n";
+        let prefix = format!(
+            "# FRAMEWORK RULES\nBe kind.\n\n# CATALOG\n{catalog}\n# PAYMENT OPTIONS\n(none)\n\n\
+             # PLAYBOOK\nTactics.\n- {tactic}\n"
+        );
+        let protected = ProtectedText::new(&prefix);
+        assert!(protected.copied_in(tactic));
+        assert!(!protected.copied_in(catalog), "the catalog stays quotable");
+        assert_eq!(
+            leak_kind("Sure! # PLAYBOOK says hi", &Fence::new(), &protected),
+            Some("section_marker")
+        );
+        let without = ProtectedText::new(&prefix[..prefix.find("\n# PLAYBOOK").unwrap()]);
+        assert!(!without.copied_in(tactic));
     }
 
     #[test]

@@ -40,20 +40,41 @@ use crate::model::{Message, Model, ModelError, ModelRequest, ToolChoice, Usage};
 /// The structured output's name on the wire.
 pub const OUTPUT_NAME: &str = "agent_reply";
 
-/// What the agent derives from one config snapshot, built once per snapshot and shared by its
-/// turns (the turn engine keeps it beside the snapshot): the static prefix, byte-identical
-/// across turns so providers' prompt caches hit, and the text the leak guardrail protects,
-/// already prepared.
+/// What the agent derives from one config snapshot (and, 031, the playbook it carries), built
+/// once per pair and shared by its turns (the turn engine keeps it beside the snapshot): the
+/// static prefix, byte-identical across turns so providers' prompt caches hit, and the text the
+/// leak guardrail protects, already prepared.
 pub struct SnapshotPrompt {
     pub prefix: Arc<str>,
     pub protected: ProtectedText,
+    /// 031: the content hash of the playbook version the prefix carries, written on the turns
+    /// it prompts; `None`: no playbook (the prefix is [`static_prefix`] exactly).
+    pub playbook: Option<String>,
 }
 
 impl SnapshotPrompt {
+    /// The prefix without a playbook: [`static_prefix`], byte for byte.
     pub fn new(config: &TenantConfig) -> Self {
-        let prefix: Arc<str> = Arc::from(static_prefix(config));
+        Self::with_playbook(config, None)
+    }
+
+    /// 031: [`static_prefix`] followed by the playbook's section (after the catalog, inside
+    /// the cached prefix). The section is protected like the rules above the catalog: a reply
+    /// that copies a tactic or the section's own words is reciting its instructions.
+    pub fn with_playbook(
+        config: &TenantConfig,
+        playbook: Option<&crate::learning::playbook::ActivePlaybook>,
+    ) -> Self {
+        let mut prefix = static_prefix(config);
+        if let Some(playbook) = playbook {
+            prefix.push_str(&playbook.section);
+        }
         let protected = ProtectedText::new(&prefix);
-        Self { prefix, protected }
+        Self {
+            prefix: Arc::from(prefix),
+            protected,
+            playbook: playbook.map(|p| p.hash.clone()),
+        }
     }
 }
 
@@ -88,6 +109,8 @@ pub struct Thought {
     /// The model error that ended the turn, if any (`reply` then escalates with cause `Error`).
     pub error: Option<ModelError>,
     pub tools_offered: bool,
+    /// 031: the playbook version the prompt carried ([`SnapshotPrompt::playbook`]).
+    pub playbook: Option<String>,
 }
 
 /// Runs one turn through the model with a fresh fence.
@@ -182,6 +205,7 @@ async fn respond(
         steps: result.steps,
         error,
         tools_offered: result.tools_offered,
+        playbook: input.prompt.playbook.clone(),
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - The static prefix depends only on the config snapshot, so it is byte-identical across the
-//!   turns of one snapshot and providers can cache it.
+//!   turns of one snapshot and providers can cache it. The playbook section (031) is appended
+//!   after it by `agent::SnapshotPrompt`, never here: without it the prefix is unchanged.
 //! - Contact text appears only inside a fence (C4); history text is stripped of markers too.
 //!   Notices and the action notes are server-written and sit outside the fence.
 //! - Tenant text in the catalog, FAQ and payment blocks never starts a line at column 0 after its
@@ -26,6 +27,9 @@ pub const HEADER_TENANT_PROMPT: &str = "# TENANT PROMPT";
 pub const HEADER_CATALOG: &str = "# CATALOG";
 pub const HEADER_FAQ: &str = "# FAQ";
 pub const HEADER_PAYMENT_OPTIONS: &str = "# PAYMENT OPTIONS";
+/// 031: the active playbook's section, after the payment options, for a tenant with `learning`
+/// (`SnapshotPrompt::with_playbook`); never part of [`static_prefix`].
+pub const HEADER_PLAYBOOK: &str = "# PLAYBOOK";
 
 /// Section labels of the per-turn user message.
 pub const LABEL_NOTICES: &str = "SERVER NOTICES (system-authored, not from the contact):";
@@ -43,6 +47,7 @@ pub const SECTION_MARKERS: &[&str] = &[
     HEADER_CATALOG,
     HEADER_FAQ,
     HEADER_PAYMENT_OPTIONS,
+    HEADER_PLAYBOOK,
     "SERVER NOTICES",
     "SERVER NOTE",
     "HISTORY (oldest first",

@@ -5,6 +5,7 @@
 //! [`PlaybookCache`] loaded at start and refreshed every [`REFRESH_EVERY`] off the inbound path
 //! (a failed refresh keeps the version it had).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ pub const REFRESH_EVERY: Duration = Duration::from_secs(60);
 /// The shortest prefix of a hash `insights activate` takes.
 pub const MIN_PREFIX: usize = 8;
 
-pub const HEADER_PLAYBOOK: &str = "# PLAYBOOK";
+pub use crate::agent::prompt::HEADER_PLAYBOOK;
 /// What the model is told the playbook is, under its heading.
 const PLAYBOOK_RULE: &str = "Tactics the business approved from what sold before. They are \
 ways of conducting the conversation, never facts: never take a price, date, product detail or \
@@ -96,6 +97,8 @@ impl ActivePlaybook {
 #[derive(Clone, Default)]
 pub struct PlaybookCache {
     current: Arc<RwLock<Option<Arc<ActivePlaybook>>>>,
+    /// The reads of the active version made so far, failed or not.
+    reads: Arc<AtomicU64>,
 }
 
 impl PlaybookCache {
@@ -104,6 +107,14 @@ impl PlaybookCache {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// A cache already holding `playbook` (tests of what the turns are prompted with).
+    #[cfg(test)]
+    pub(crate) fn holding(playbook: ActivePlaybook) -> Self {
+        let cache = Self::default();
+        cache.set(Some(playbook));
+        cache
     }
 
     fn set(&self, playbook: Option<ActivePlaybook>) {
@@ -125,16 +136,53 @@ impl PlaybookCache {
                 "playbook refresh failed: the current version stays"
             ),
         }
+        self.reads.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Refreshes every [`REFRESH_EVERY`] until `shutdown`.
-    pub async fn run(self, store: Arc<dyn Store>, shutdown: CancellationToken) {
+    /// How many reads of the active version have ended, failed or not (what a test waits on
+    /// after moving the clock past a refresh).
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// The cache as a process starts: the active version read once for a tenant with
+    /// `learning` (a failed read starts without one), empty otherwise.
+    pub async fn load(store: &dyn Store, config: &crate::config::TenantConfig) -> Self {
+        let cache = Self::default();
+        if config.rules.learning.is_some() {
+            cache.refresh(store).await;
+        }
+        cache
+    }
+
+    /// Refreshes every [`REFRESH_EVERY`] until `shutdown`, in a task of its own: no turn waits
+    /// for it. While the config in force has no `learning` nothing is read.
+    pub async fn run(
+        self,
+        store: Arc<dyn Store>,
+        config: Arc<crate::config::ConfigHandle>,
+        shutdown: CancellationToken,
+    ) {
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(REFRESH_EVERY) => self.refresh(store.as_ref()).await,
+                () = tokio::time::sleep(REFRESH_EVERY) => {
+                    if config.snapshot().rules.learning.is_some() {
+                        self.refresh(store.as_ref()).await;
+                    }
+                }
             }
         }
+    }
+
+    /// [`PlaybookCache::run`] spawned; it ends with `shutdown`.
+    pub fn spawn(
+        &self,
+        store: Arc<dyn Store>,
+        config: Arc<crate::config::ConfigHandle>,
+        shutdown: CancellationToken,
+    ) {
+        tokio::spawn(self.clone().run(store, config, shutdown));
     }
 }
 

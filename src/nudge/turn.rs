@@ -269,7 +269,7 @@ impl AgentNudgeTurn {
         let now = self.clock.now();
         let messages = thought.reply.messages.clone();
         let mut turn = NewTurn::agent(conversation.id, messages.join("\n\n"), SENT, true, now);
-        crate::turn::fill_usage(&mut turn, self.model.id(), thought.usage, latency);
+        crate::turn::fill_usage(&mut turn, self.model.id(), &thought, latency);
         let duplicate = thought.reply.duplicate;
         turn.duplicate = duplicate.map(|d| d.as_str().to_owned());
         turn.actions = thought.tools_offered.then(|| actions::record(&staged));
@@ -335,7 +335,7 @@ impl AgentNudgeTurn {
         }
         let mut turn = NewTurn::agent(conversation.id, "", SKIPPED, false, now);
         if let Some(thought) = &thought {
-            crate::turn::fill_usage(&mut turn, self.model.id(), thought.usage, latency);
+            crate::turn::fill_usage(&mut turn, self.model.id(), thought, latency);
         }
         turn.actions = tools_offered.then(|| actions::record(&staged));
         let written = self

@@ -54,6 +54,8 @@ pub(super) struct Answer {
 /// What the agent's task hands back: the model's answer, or (020) a decision made without the
 /// model once the media was read.
 #[derive(Debug)]
+// Sent once per turn through a oneshot: the variants' sizes cost nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Settled {
     Answer(Answer),
     Decided(Decided),

@@ -206,6 +206,16 @@ impl TurnEngine {
         self
     }
 
+    /// 031: prompts the turns (and the nudge turns sharing [`TurnEngine::shared`]) with
+    /// `playbook`'s active version. Only before the engine is shared, as [`Self::with_plugins`].
+    pub fn with_playbook(mut self, playbook: crate::learning::playbook::PlaybookCache) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.shared = inner.shared.clone().with_playbook(playbook),
+            None => tracing::error!("the turn engine is shared: its playbook stays"),
+        }
+        self
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         settings: TurnSettings,

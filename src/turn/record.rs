@@ -43,14 +43,17 @@ const PROMISE_MARGIN: chrono::Duration = chrono::Duration::seconds(5);
 /// as soon as its response is written; the worker takes it only if that did not happen.
 const INLINE_HANDOFF_GRACE: chrono::Duration = chrono::Duration::seconds(10);
 
-/// A model turn's model, tokens, cost and time, as every model turn records them (an inbound
-/// turn adds its contact reads; a nudge turn has none).
+/// A model turn's model, tokens, cost and time, and (031) the playbook version its prompt
+/// carried, as every model turn records them (an inbound turn adds its contact reads; a nudge
+/// turn has none).
 pub(crate) fn fill_usage(
     turn: &mut NewTurn,
     model_id: &str,
-    usage: crate::model::Usage,
+    thought: &crate::agent::Thought,
     latency: std::time::Duration,
 ) {
+    let usage = thought.usage;
+    turn.playbook_version = thought.playbook.clone();
     turn.model = Some(model_id.to_owned());
     turn.input_tokens = usage.input_tokens as i64;
     turn.output_tokens = usage.output_tokens as i64;

@@ -163,7 +163,7 @@ impl TurnEngine {
 
     pub(super) fn fill_usage(&self, turn: &mut NewTurn, answer: &Answer) {
         let model = self.inner.model.id();
-        fill_usage(turn, model, answer.thought.usage, answer.latency);
+        fill_usage(turn, model, &answer.thought, answer.latency);
         turn.reads = i64::from(answer.reads);
     }
 

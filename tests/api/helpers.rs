@@ -53,6 +53,8 @@ pub struct TestApp {
     pub worker: OutboxWorker,
     /// The app's own nudge worker (025), on what its turns share; tests run it by hand.
     pub nudges: manychat_agent::nudge::NudgeWorker,
+    /// 031: the active playbook the app's turns are prompted with.
+    pub playbook: manychat_agent::learning::playbook::PlaybookCache,
     pub tasks: TaskTracker,
     pub config_dir: PathBuf,
     pub database_path: PathBuf,
@@ -214,6 +216,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let store = app.store();
     let worker = app.worker();
     let nudges = app.nudge_worker();
+    let playbook = app.playbook();
     let tasks = app.tasks();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
@@ -226,6 +229,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         manychat,
         worker,
         nudges,
+        playbook,
         tasks,
         config_dir,
         database_path,
