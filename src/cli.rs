@@ -26,10 +26,12 @@ use crate::store::Store;
 
 mod config_used;
 mod demo_banner;
+mod eval;
 mod handoff;
 pub mod insights;
 mod release;
 mod simulate_report;
+pub use eval::eval;
 pub use release::release;
 
 /// A command's failure, printed by `main` as `error: …`.
@@ -755,28 +757,6 @@ pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliR
         report.issued, report.written, report.queued
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// `manychat-agent eval`: runs a golden suite; non-zero exit on any failure. Says first which
-/// model it runs (never the mock unless asked), prints each case as it finishes, and runs
-/// `runner::CONCURRENCY` cases at a time.
-pub async fn eval(env: &HashMap<String, String>, suite: &Path, model: Option<&str>) -> CliResult {
-    config_used::print(
-        Path::new(&config_dir(env)),
-        &crate::config::ConfigContext {
-            allow_examples: true,
-            ..context(env)
-        },
-    );
-    let run = crate::evals::runner::prepare(env, suite, model).await?;
-    println!("{}", run.announcement());
-    let report = run.run(|result| println!("{result}")).await;
-    println!("{}", report.summary());
-    Ok(if report.failed() == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }
 
 /// `manychat-agent simulate "text"`: posts a message as ManyChat would and prints the reply.

@@ -33,6 +33,12 @@ enum Command {
         command: ConfigCommand,
     },
     /// Run a golden eval suite against a model.
+    ///
+    /// PLAYBOOK_VERSION=<hash, or a unique prefix of 8+ characters> runs it with that playbook
+    /// version in the prompt (unset: no playbook, the baseline). With the service's database
+    /// (DATABASE_URL, else data/agent.db when it exists) and a model that is not mock:, the run
+    /// ends by writing the eval record `insights activate` needs; a mock model's run writes
+    /// none.
     Eval {
         /// Folder of *.jsonl cases.
         #[arg(long, default_value = "evals/golden")]

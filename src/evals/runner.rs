@@ -1,6 +1,7 @@
 //! `manychat-agent eval`: runs a golden suite through the same agent a turn uses — the scripted
 //! opening and escalation keywords first, then the prompt, the four-step loop with the tenant's
-//! tools (staged, never performed), and the guardrails — and reports each case.
+//! tools (staged, never performed), and the guardrails — and reports each case. With a playbook
+//! version (031, `PLAYBOOK_VERSION`) the prompt carries its section as a turn's would.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use super::{CaseResult, EvalCase, EvalError, EvalReport, EvalRole, Observation};
 use crate::actions::ActionStatus;
 use crate::agent::{self, HistoryTurn, ThinkInput};
 use crate::config::{ConfigContext, TenantConfig};
+use crate::learning::playbook::ActivePlaybook;
 use crate::model::{Model, ModelEnv};
 use crate::store::Role;
 use crate::tools::TurnTools;
@@ -36,6 +38,8 @@ pub struct PreparedRun {
     config: Arc<TenantConfig>,
     model: Arc<dyn Model>,
     model_env: ModelEnv,
+    /// 031: the playbook version the prompt carries (`None`: the no-playbook prompt).
+    playbook: Option<ActivePlaybook>,
 }
 
 /// Loads the tenant config (`CONFIG_DIR`, examples allowed), the model (`--model`, else
@@ -78,6 +82,7 @@ pub async fn prepare(
         config: Arc::new(config),
         model,
         model_env,
+        playbook: None,
     })
 }
 
@@ -96,13 +101,26 @@ impl PreparedRun {
         )
     }
 
+    /// 031: the cases run with `playbook`'s section in the prompt, after the catalog.
+    pub fn with_playbook(mut self, playbook: Option<ActivePlaybook>) -> Self {
+        self.playbook = playbook;
+        self
+    }
+
+    /// The model's id (`provider:model`) as its turns record it.
+    pub fn model_id(&self) -> &str {
+        self.model.id()
+    }
+
     /// Runs every case, handing each result to `finished` as its case ends.
     pub async fn run(&self, finished: impl FnMut(&CaseResult)) -> EvalReport {
-        run_cases_reporting(
+        let prompt = agent::SnapshotPrompt::with_playbook(&self.config, self.playbook.as_ref());
+        run_prompted(
             &self.cases,
             self.config.clone(),
             self.model.clone(),
             &self.model_env,
+            Arc::new(prompt),
             finished,
         )
         .await
@@ -137,6 +155,18 @@ pub async fn run_cases_reporting(
     finished: impl FnMut(&CaseResult),
 ) -> EvalReport {
     let prompt = Arc::new(agent::SnapshotPrompt::new(&config));
+    run_prompted(cases, config, model, env, prompt, finished).await
+}
+
+/// [`run_cases_reporting`] on `prompt` (the static prefix, or with a playbook's section).
+async fn run_prompted(
+    cases: &[EvalCase],
+    config: Arc<TenantConfig>,
+    model: Arc<dyn Model>,
+    env: &ModelEnv,
+    prompt: Arc<agent::SnapshotPrompt>,
+    finished: impl FnMut(&CaseResult),
+) -> EvalReport {
     let probes_source = prompt
         .prefix
         .split(agent::prompt::HEADER_CATALOG)

@@ -129,6 +129,18 @@ pub async fn activate(
     Ok(Activated::Gated { hash })
 }
 
+/// An eval report's outcomes as its record keeps them and [`new_failures`] reads them: each
+/// case's id, mapped to whether it passed. Every golden case is asserted (each has `expect`).
+pub fn outcomes(report: &crate::evals::EvalReport) -> Value {
+    Value::Object(
+        report
+            .results
+            .iter()
+            .map(|r| (r.id.clone(), Value::Bool(r.passed())))
+            .collect(),
+    )
+}
+
 /// The cases `candidate` fails (`false`) that `baseline` did not fail.
 pub fn new_failures(candidate: &Value, baseline: &Value) -> Vec<String> {
     let Some(cases) = candidate.as_object() else {

@@ -560,8 +560,13 @@ fn eval_refuses_without_a_model_and_names_the_model_first() {
         lines[0].starts_with("eval: model mock:demo (from --model), suite evals/golden, "),
         "{printed}"
     );
+    assert_eq!(lines[1], "playbook: none (the no-playbook baseline)");
     assert!(
-        lines[1].starts_with("PASS "),
+        lines[2].starts_with("eval record: none is written: a mock model's eval never counts"),
+        "a mock's run says plainly that it records nothing: {printed}"
+    );
+    assert!(
+        lines[3].starts_with("PASS "),
         "each case as it finishes: {printed}"
     );
     let cases = lines.iter().filter(|l| l.starts_with("PASS ")).count();
@@ -746,6 +751,9 @@ fn system_9_eval_help_says_a_run_without_a_model_is_refused() {
     let help = String::from_utf8(output.stdout).unwrap();
     assert!(help.contains("refused"), "{help}");
     assert!(!help.contains("else mock:demo"), "{help}");
+    // 031: the help says how a playbook version is evaluated and when a record is written.
+    assert!(help.contains("PLAYBOOK_VERSION"), "{help}");
+    assert!(help.contains("eval record"), "{help}");
 }
 
 #[test]

@@ -1,22 +1,31 @@
 //! Learning from what sold (031), from the outside: the active playbook in the turns' prompt
 //! (after the catalog, refreshed every minute off the inbound path, a failed refresh keeping the
-//! version, `turns.playbook_version` on model-written turns, nothing changed without `learning`).
+//! version, `turns.playbook_version` on model-written turns, nothing changed without `learning`),
+//! and `eval` with `PLAYBOOK_VERSION` writing the record `insights activate` gates on, through
+//! the CLI functions, the real store and an OpenAI-compatible fake (a model that is not a mock).
 //! All tactics and texts are invented.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use manychat_agent::learning::gate::suite_hash;
 use manychat_agent::learning::playbook::{HEADER_PLAYBOOK, REFRESH_EVERY, content_hash, section};
 use manychat_agent::model::mock::ScriptedModel;
 use manychat_agent::store::learning::Review;
 use manychat_agent::store::{Role, Store};
-use serde_json::json;
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::helpers::*;
 use crate::selling::edit_rules;
 
 const TACTIC: &str = "Invented tactic: ask which evening suits the contact before the price";
+/// A tactic the fake model obeys by handing every contact to a person: the suite regresses.
+const REGRESSING: &str = "Invented tactic: hand every contact to a person at once";
 const QUESTION: &str = "How much is the wheel course?";
 const ANSWER: &str = "The wheel course is 120 euros.";
 
@@ -279,4 +288,272 @@ async fn spec_031_a_nudge_turn_is_prompted_with_the_playbook_and_records_its_ver
     let nudge = turns.last().unwrap();
     assert_eq!((nudge.role, nudge.text.as_str()), (Role::Agent, FOLLOW_UP));
     assert_eq!(nudge.playbook_version.as_deref(), Some(hash.as_str()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// `eval` with PLAYBOOK_VERSION, and the gate it feeds
+
+const MODEL: &str = "openai:gpt-4.1-mini";
+const CASES: [&str; 2] = ["asks_the_price", "asks_for_evenings"];
+
+/// An OpenAI-compatible model (not a mock) that answers every case, unless its system prompt
+/// carries [`REGRESSING`]: then it hands the contact to a person, and every case fails.
+struct FakeOpenAi;
+
+impl Respond for FakeOpenAi {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let regressing = String::from_utf8_lossy(&request.body).contains(REGRESSING);
+        let reply = json!({
+            "messages": [if regressing { "One moment." } else { ANSWER }],
+            "escalate": regressing,
+            "escalation_reason": if regressing { json!("low_confidence") } else { Value::Null },
+            "confidence": 0.9, "closing_question": null
+        });
+        ResponseTemplate::new(200).set_body_json(json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "gpt-4.1-mini-2025-04-14",
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.to_string(), "refusal": null},
+                "finish_reason": "stop"
+            }],
+            "usage": {"prompt_tokens": 900, "completion_tokens": 40, "total_tokens": 940}
+        }))
+    }
+}
+
+/// A deployment's pieces for `eval`: the demo tenant with `learning`, a two-case suite, the
+/// fake model and the store at `url`.
+struct EvalBench {
+    dir: tempfile::TempDir,
+    url: String,
+    model: MockServer,
+    store: Arc<dyn Store>,
+}
+
+impl EvalBench {
+    async fn new(url: String) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        copy_tenant(
+            &manychat_agent::config::examples::shipped_examples(),
+            &config,
+        );
+        with_learning(&config);
+        let suite = dir.path().join("suite");
+        std::fs::create_dir_all(&suite).unwrap();
+        let cases = [
+            json!({"id": CASES[0], "text": QUESTION,
+                   "expect": {"escalate": false, "must_contain": ["wheel"]}}),
+            json!({"id": CASES[1], "text": "Do you run classes in the evening?",
+                   "expect": {"escalate": false}}),
+        ];
+        let lines: Vec<String> = cases.iter().map(Value::to_string).collect();
+        std::fs::write(suite.join("cases.jsonl"), lines.join("\n") + "\n").unwrap();
+        let model = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(FakeOpenAi)
+            .mount(&model)
+            .await;
+        let store = manychat_agent::store::connect(&url).await.unwrap();
+        Self {
+            dir,
+            url,
+            model,
+            store,
+        }
+    }
+
+    fn suite(&self) -> PathBuf {
+        self.dir.path().join("suite")
+    }
+
+    fn env(&self, version: Option<&str>) -> HashMap<String, String> {
+        let mut env: HashMap<String, String> = [
+            (
+                "CONFIG_DIR",
+                self.dir.path().join("config").display().to_string(),
+            ),
+            ("DATABASE_URL", self.url.clone()),
+            ("OPENAI_API_KEY", "sk-test-key".to_owned()),
+            ("OPENAI_BASE_URL", format!("{}/v1", self.model.uri())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        if let Some(version) = version {
+            env.insert("PLAYBOOK_VERSION".to_owned(), version.to_owned());
+        }
+        env
+    }
+
+    async fn eval(&self, version: Option<&str>) -> ExitCode {
+        manychat_agent::cli::eval(&self.env(version), &self.suite(), Some(MODEL))
+            .await
+            .unwrap()
+    }
+
+    async fn activate(&self, version: &str) -> Result<ExitCode, String> {
+        manychat_agent::cli::insights::activate_version(&self.env(None), version, &self.suite())
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The system prompts of the model requests made since `from`.
+    async fn prompts_since(&self, from: usize) -> Vec<String> {
+        let requests = self.model.received_requests().await.unwrap();
+        requests[from..]
+            .iter()
+            .map(|r| {
+                let body: Value = serde_json::from_slice(&r.body).unwrap();
+                body["messages"][0]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    async fn requests(&self) -> usize {
+        self.model.received_requests().await.unwrap().len()
+    }
+
+    /// Every eval record stored, whatever its model (the gate reads only real models').
+    async fn record_count(&self) -> i64 {
+        match self.url.strip_prefix("sqlite://") {
+            Some(file) => rusqlite::Connection::open(file)
+                .unwrap()
+                .query_row("SELECT COUNT(*) FROM eval_records", [], |row| row.get(0))
+                .unwrap(),
+            None => {
+                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+                sqlx::query_scalar("SELECT COUNT(*) FROM eval_records")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        }
+    }
+}
+
+/// 031 § Activation gate: `eval` writes the record of the prompt it ran (no playbook: `""`; a
+/// version named by `PLAYBOOK_VERSION`: its hash) against the suite's hash with each case's
+/// outcome; a mock's run writes none and says so; an unknown version is refused before any
+/// model call; `insights activate` then passes on the records (no-playbook baseline, then the
+/// version) and refuses a version whose eval fails a case the active version's passes.
+async fn eval_records_feed_the_gate(url: String) {
+    let bench = EvalBench::new(url).await;
+    let suite_hash = suite_hash(&bench.suite()).unwrap();
+    let good = stored_version(bench.store.as_ref(), &[TACTIC]).await;
+    let bad = stored_version(bench.store.as_ref(), &[REGRESSING]).await;
+
+    let unknown = manychat_agent::cli::eval(
+        &bench.env(Some("deadbeefdeadbeef")),
+        &bench.suite(),
+        Some(MODEL),
+    )
+    .await
+    .expect_err("an unknown version is refused");
+    assert!(
+        unknown
+            .to_string()
+            .contains("PLAYBOOK_VERSION: no playbook version deadbeefdeadbeef"),
+        "{unknown}"
+    );
+    assert_eq!(bench.requests().await, 0, "refused before any model call");
+    let refused = bench.activate(&good[..12]).await.unwrap_err();
+    assert!(
+        refused.contains(&format!("PLAYBOOK_VERSION={good} manychat-agent eval")),
+        "{refused}"
+    );
+
+    // A mock's run: the suite runs, no record is written, and the run says so.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .args(["eval", "--model", "mock:demo", "--suite"])
+        .arg(bench.suite())
+        .env_clear()
+        .envs(bench.env(Some(&good)))
+        .current_dir(bench.dir.path())
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        printed.contains(&format!("playbook: version {good} in the prompt"))
+            && printed.contains("eval record: none is written: a mock model's eval never counts")
+            && printed.contains("2 cases:"),
+        "{output:?}"
+    );
+    assert_eq!(bench.record_count().await, 0);
+
+    // The no-playbook baseline.
+    assert_eq!(bench.eval(None).await, ExitCode::SUCCESS);
+    let baseline = bench
+        .store
+        .latest_eval("", &suite_hash)
+        .await
+        .unwrap()
+        .expect("the no-playbook record");
+    assert_eq!(baseline.model, MODEL);
+    assert_eq!(baseline.suite_hash, suite_hash);
+    assert_eq!(baseline.outcomes, json!({CASES[0]: true, CASES[1]: true}));
+    let prompts = bench.prompts_since(0).await;
+    assert_eq!(prompts.len(), 2);
+    assert!(
+        prompts.iter().all(|p| !p.contains(HEADER_PLAYBOOK)),
+        "no playbook"
+    );
+
+    // The version, named by a prefix: its section in every prompt, after the catalog.
+    let from = bench.requests().await;
+    assert_eq!(bench.eval(Some(&good[..12])).await, ExitCode::SUCCESS);
+    let record = bench
+        .store
+        .latest_eval(&good, &suite_hash)
+        .await
+        .unwrap()
+        .expect("the version's record");
+    assert_eq!(record.playbook_hash, good);
+    assert_eq!(record.outcomes, json!({CASES[0]: true, CASES[1]: true}));
+    let expected = section(&[TACTIC.to_owned()]);
+    for prompt in bench.prompts_since(from).await {
+        assert!(prompt.ends_with(&expected), "{prompt}");
+        assert!(prompt.rfind("\n# CATALOG\n") < prompt.rfind(HEADER_PLAYBOOK));
+    }
+    assert_eq!(bench.activate(&good[..12]).await, Ok(ExitCode::SUCCESS));
+    let active = bench.store.active_playbook().await.unwrap().unwrap();
+    assert_eq!(active.content_hash, good);
+
+    // A version whose eval fails the cases the active version passes is refused.
+    assert_eq!(bench.eval(Some(&bad)).await, ExitCode::FAILURE);
+    let record = bench
+        .store
+        .latest_eval(&bad, &suite_hash)
+        .await
+        .unwrap()
+        .expect("a failing run is recorded too");
+    assert_eq!(record.outcomes, json!({CASES[0]: false, CASES[1]: false}));
+    let refused = bench.activate(&bad).await.unwrap_err();
+    assert!(
+        refused.contains("fails 2 case(s) the baseline passes")
+            && refused.contains(CASES[0])
+            && refused.contains(CASES[1]),
+        "{refused}"
+    );
+    let active = bench.store.active_playbook().await.unwrap().unwrap();
+    assert_eq!(active.content_hash, good, "the active version stays");
+    assert_eq!(bench.record_count().await, 3);
+}
+
+#[tokio::test]
+async fn spec_031_eval_with_playbook_version_writes_the_record_the_gate_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    eval_records_feed_the_gate(sqlite_file_url(dir.path())).await;
+}
+
+#[tokio::test]
+#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+async fn spec_031_eval_with_playbook_version_writes_the_record_the_gate_reads_on_postgres() {
+    eval_records_feed_the_gate(fresh_postgres_url().await).await;
 }
