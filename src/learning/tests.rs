@@ -17,6 +17,11 @@ use crate::model::mock::ScriptedModel;
 use crate::store::learning::{ProposalStatus, RunStatus};
 use crate::store::{NewTurn, Store};
 
+mod measures;
+use measures::{
+    spec_031_measures_attribute_to_the_version_of_the_first_offered_write,
+    spec_031_report_has_a_section_per_playbook_version,
+};
 mod review;
 use review::{
     spec_031_a_review_makes_one_content_hashed_version_not_yet_active,
@@ -691,6 +696,8 @@ mod sqlite {
         spec_031_the_week_is_claimed_once_and_force_runs_again,
         spec_031_a_review_makes_one_content_hashed_version_not_yet_active,
         spec_031_the_activation_gate_refuses_and_a_rollback_skips_it,
+        spec_031_measures_attribute_to_the_version_of_the_first_offered_write,
+        spec_031_report_has_a_section_per_playbook_version,
     );
 
     /// Two processes on one SQLite file.
@@ -760,6 +767,8 @@ mod postgres {
         spec_031_the_week_is_claimed_once_and_force_runs_again,
         spec_031_a_review_makes_one_content_hashed_version_not_yet_active,
         spec_031_the_activation_gate_refuses_and_a_rollback_skips_it,
+        spec_031_measures_attribute_to_the_version_of_the_first_offered_write,
+        spec_031_report_has_a_section_per_playbook_version,
     );
 
     /// Two replicas: two pools on one schema.
