@@ -141,6 +141,13 @@ enum InsightsCommand {
         #[arg(long, default_value = "evals/golden")]
         suite: PathBuf,
     },
+    /// Link sent per playbook version: a before/after reading from the store, not a
+    /// controlled experiment.
+    Report {
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -298,6 +305,9 @@ fn main() -> ExitCode {
             Command::Insights {
                 command: InsightsCommand::Activate { version, suite },
             } => cli::insights::activate_version(&env, &version, &suite).await,
+            Command::Insights {
+                command: InsightsCommand::Report { json },
+            } => cli::insights::report(&env, json).await,
             Command::Report { weeks, format, out } => {
                 cli::report(&env, weeks, format, out.as_deref()).await
             }

@@ -1,6 +1,7 @@
-//! `manychat-agent insights run|review|activate` (031): the analyst run on demand, the review
-//! of its proposals (a terminal walk, or the same verbs as flags for scripts), and activation
-//! behind the eval gate. Prints counts, proposals and hashes; never a transcript.
+//! `manychat-agent insights run|review|activate|report` (031): the analyst run on demand, the
+//! review of its proposals (a terminal walk, or the same verbs as flags for scripts),
+//! activation behind the eval gate, and the sales per playbook version. Prints counts,
+//! proposals and hashes; never a transcript.
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -274,6 +275,35 @@ pub async fn activate_version(
              services pick it up within a minute"
         ),
         Activated::AlreadyActive { hash } => println!("playbook version {hash} is already active"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `insights report [--json]`: link sent per playbook version, from the store alone (the
+/// tenant config gives the funnel field and the payment-link flow; no ManyChat read).
+pub async fn report(env: &HashMap<String, String>, json: bool) -> CliResult {
+    let tenant = super::report_tenant(env).ok_or_else(|| {
+        CliError::new("the tenant config did not load: it names the funnel and the payment link")
+    })?;
+    let keys = crate::learning::measures::Keys::of(&crate::report::sales_keys(&tenant))
+        .ok_or_else(|| {
+            CliError::new(
+                "tools.json needs a funnel field and a payment_link flow: nothing to measure",
+            )
+        })?;
+    let store = existing_store(env).await?;
+    let measures =
+        crate::learning::measures::read(store.as_ref(), &keys, Clock::system().now()).await?;
+    if json {
+        let value = serde_json::to_value(&measures).unwrap_or_default();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+    } else {
+        let mut out = String::new();
+        crate::report::playbooks::text(&mut out, &measures);
+        print!("{out}");
     }
     Ok(ExitCode::SUCCESS)
 }

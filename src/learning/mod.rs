@@ -11,6 +11,7 @@
 //!   analyst call, the run's end; [`schedule`]: the weekly run `serve` and `worker` check hourly.
 //! - [`playbook`]: versions (content hash, bounds), the prompt's section, the 60-second refresh.
 //! - [`review`]: the review's verbs, with or without a terminal; [`gate`]: activation.
+//! - [`measures`]: sales per playbook version (`insights report`, a section of `report`).
 //!
 //! Invariants: the agent never writes the playbook (no tool reaches this module); nothing here
 //! stores or logs transcript text, a subscriber id or a name: runs and proposals hold counts,
@@ -23,6 +24,7 @@ use chrono::{DateTime, Datelike, Utc};
 
 pub mod cohort;
 pub mod gate;
+pub mod measures;
 pub mod playbook;
 pub mod proposals;
 pub mod review;

@@ -17,11 +17,18 @@ use crate::model::mock::ScriptedModel;
 use crate::store::learning::{ProposalStatus, RunStatus};
 use crate::store::{NewTurn, Store};
 
+mod measures;
+use measures::{
+    spec_031_measures_attribute_to_the_version_of_the_first_offered_write,
+    spec_031_report_has_a_section_per_playbook_version,
+};
 mod review;
+mod schedule;
 use review::{
     spec_031_a_review_makes_one_content_hashed_version_not_yet_active,
     spec_031_the_activation_gate_refuses_and_a_rollback_skips_it,
 };
+use schedule::spec_031_the_hourly_check_runs_the_analyst_once_per_iso_week;
 
 /// The run's clock: a fixed instant.
 fn now() -> DateTime<Utc> {
@@ -379,7 +386,10 @@ pub(super) async fn spec_031_an_invalid_answer_fails_the_run_and_keeps_nothing(s
         let (status, kept, reason) = finished(&outcome);
         assert_eq!(status, RunStatus::Failed);
         assert_eq!(kept, 0);
-        assert!(reason.is_some_and(|r| r.contains("analyst")));
+        assert!(reason.as_ref().is_some_and(|r| r.contains("analyst")));
+        let stored = &store.learning_runs(1).await.expect("runs")[0];
+        assert_eq!(stored.status, RunStatus::Failed, "the run is stored failed");
+        assert_eq!(stored.reason, reason, "with its reason");
     }
     assert!(
         store
@@ -691,7 +701,18 @@ mod sqlite {
         spec_031_the_week_is_claimed_once_and_force_runs_again,
         spec_031_a_review_makes_one_content_hashed_version_not_yet_active,
         spec_031_the_activation_gate_refuses_and_a_rollback_skips_it,
+        spec_031_measures_attribute_to_the_version_of_the_first_offered_write,
+        spec_031_report_has_a_section_per_playbook_version,
     );
+
+    #[tokio::test(start_paused = true)]
+    async fn spec_031_the_hourly_check_runs_the_analyst_once_per_iso_week() {
+        let (_dir, store) = store().await;
+        super::spec_031_the_hourly_check_runs_the_analyst_once_per_iso_week(std::sync::Arc::new(
+            store,
+        ))
+        .await;
+    }
 
     /// Two processes on one SQLite file.
     #[tokio::test(start_paused = true)]
@@ -760,7 +781,16 @@ mod postgres {
         spec_031_the_week_is_claimed_once_and_force_runs_again,
         spec_031_a_review_makes_one_content_hashed_version_not_yet_active,
         spec_031_the_activation_gate_refuses_and_a_rollback_skips_it,
+        spec_031_measures_attribute_to_the_version_of_the_first_offered_write,
+        spec_031_report_has_a_section_per_playbook_version,
     );
+
+    #[tokio::test]
+    #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+    async fn spec_031_the_hourly_check_runs_the_analyst_once_per_iso_week() {
+        let store = std::sync::Arc::new(store().await);
+        driven(super::spec_031_the_hourly_check_runs_the_analyst_once_per_iso_week(store)).await;
+    }
 
     /// Two replicas: two pools on one schema.
     #[tokio::test]

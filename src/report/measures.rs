@@ -194,6 +194,12 @@ pub fn pending(keys: Option<&SalesKeys>) -> Vec<PendingMeasure> {
             why: "tools.json has no payment_link flow",
         });
     }
+    if keys.funnel_field.is_none() || keys.payment_flow.is_none() {
+        out.push(PendingMeasure {
+            measure: "link sent per playbook version",
+            why: "tools.json needs a funnel field and a payment_link flow",
+        });
+    }
     out
 }
 
@@ -420,6 +426,7 @@ mod tests {
             business: None,
             generated_at: chrono::Utc::now(),
             weeks: vec![week.clone()],
+            playbooks: None,
             not_measured: Vec::new(),
         });
         assert!(page.contains("<th>messages sent in pieces</th>"), "{page}");

@@ -12,7 +12,8 @@
 //! payment-link flow, read from the config the command loads) and from `nudge_sent` turns; the
 //! command reads each week through `Store::report_week`, both together. A measure the tenant's
 //! config cannot give is `None`, with the reason listed. The HTML page charts the weekly funnel
-//! contacts → prospects → offered → prepared → link sent.
+//! contacts → prospects → offered → prepared → link sent. The sales per playbook version
+//! (`crate::learning::measures`, over all weeks) follow the weeks, `playbooks` printing them.
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;
@@ -22,6 +23,7 @@ use crate::store::{SalesKeys, Store, StoreError};
 
 pub mod handoffs;
 pub mod measures;
+pub mod playbooks;
 pub mod render;
 pub mod words;
 
@@ -36,6 +38,9 @@ pub struct Report {
     pub business: Option<String>,
     pub generated_at: DateTime<Utc>,
     pub weeks: Vec<WeekMeasures>,
+    /// The sales per playbook version (031), over the store's whole history; `None` when the
+    /// tenant has no funnel field or payment-link flow (listed in `not_measured`).
+    pub playbooks: Option<crate::learning::measures::PlaybookMeasures>,
     /// Documented measures whose data is not recorded yet, with why.
     pub not_measured: Vec<PendingMeasure>,
 }
@@ -101,11 +106,16 @@ pub async fn build(
         week.handoffs = handoffs::read(store, &aggregates, from, until).await?;
         out.push(week);
     }
+    let playbooks = match sales.and_then(crate::learning::measures::Keys::of) {
+        Some(keys) => Some(crate::learning::measures::read(store, &keys, now).await?),
+        None => None,
+    };
     Ok(Report {
         version: crate::VERSION,
         business: None,
         generated_at: now,
         weeks: out,
+        playbooks,
         not_measured: measures::pending(sales),
     })
 }

@@ -72,6 +72,10 @@ pub fn table(report: &Report) -> String {
     for week in &report.weeks {
         week_table(&mut out, week);
     }
+    if let Some(playbooks) = &report.playbooks {
+        super::playbooks::text(&mut out, playbooks);
+        let _ = writeln!(out);
+    }
     let _ = writeln!(out, "not measured yet:");
     for pending in &report.not_measured {
         let _ = writeln!(out, "  {:<42} {}", pending.measure, pending.why);
@@ -426,6 +430,9 @@ pub fn html(report: &Report) -> String {
             );
         }
         out.push_str("</table>");
+    }
+    if let Some(playbooks) = &report.playbooks {
+        out.push_str(&super::playbooks::html(playbooks, esc));
     }
     out.push_str("<h2>What each measure means</h2><dl>");
     for m in words::ALL.iter().chain(super::handoffs::WORDS.iter()) {

@@ -235,4 +235,11 @@ pub trait LearningStore: Send + Sync + 'static {
     /// Agent turns with an action record at or after `since`, oldest first, with the playbook
     /// version they were prompted with (the per-version measures).
     async fn playbook_turns(&self, since: DateTime<Utc>) -> Result<Vec<PlaybookTurn>>;
+
+    /// Each conversation with a bound turn at or after `since`, and when its latest bound turn
+    /// was written (the per-version measures' settle; any order). No text is read.
+    async fn last_bound_turns(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(ConversationId, DateTime<Utc>)>>;
 }

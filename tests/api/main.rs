@@ -20,6 +20,7 @@ mod hardening;
 mod hold;
 mod hostile_media;
 mod http_contract;
+mod insights;
 mod learning;
 mod logs;
 mod media;

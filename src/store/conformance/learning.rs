@@ -366,3 +366,31 @@ pub async fn spec_031_playbook_version_is_kept_on_the_turn(store: &dyn Store) {
     assert_eq!(mine.actions, actions);
     assert_eq!(mine.at, at_s(1001));
 }
+
+/// 031 § Measures: each conversation's latest bound turn (an unbound one never counts), from
+/// `since` on.
+pub async fn spec_031_the_latest_bound_turn_of_each_conversation(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    for (id, bound, at) in [
+        (conversation.id, true, at_s(2001)),
+        (conversation.id, true, at_s(2003)),
+        (conversation.id, false, at_s(2009)),
+        (other.id, true, at_s(1999)),
+    ] {
+        record(store, NewTurn::user(id, "Invented", bound, at)).await;
+    }
+    let latest = store
+        .last_bound_turns(at_s(2000))
+        .await
+        .expect("latest bound turns");
+    let mine: Vec<_> = latest
+        .iter()
+        .filter(|(id, _)| *id == conversation.id || *id == other.id)
+        .collect();
+    assert_eq!(
+        mine,
+        vec![&(conversation.id, at_s(2003))],
+        "the latest bound turn; the unbound one and the one before `since` do not count"
+    );
+}

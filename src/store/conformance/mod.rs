@@ -347,6 +347,7 @@ pub async fn run_all(store: &dyn Store) {
     spec_031_one_version_is_active_and_its_first_activation_is_kept(store).await;
     spec_031_eval_records_of_a_mock_model_never_count(store).await;
     spec_031_playbook_version_is_kept_on_the_turn(store).await;
+    spec_031_the_latest_bound_turn_of_each_conversation(store).await;
 }
 
 #[cfg(test)]
@@ -477,6 +478,7 @@ mod tests {
         spec_031_one_version_is_active_and_its_first_activation_is_kept,
         spec_031_eval_records_of_a_mock_model_never_count,
         spec_031_playbook_version_is_kept_on_the_turn,
+        spec_031_the_latest_bound_turn_of_each_conversation,
         run_all,
     );
 

@@ -306,4 +306,18 @@ impl crate::store::LearningStore for PgStore {
             )
             .collect())
     }
+
+    async fn last_bound_turns(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(ConversationId, DateTime<Utc>)>> {
+        let rows: Vec<(ConversationId, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT conversation_id, MAX(created_at) FROM turns \
+             WHERE bound AND created_at >= $1 GROUP BY conversation_id",
+        )
+        .bind(to_millis(since))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
 }

@@ -363,4 +363,20 @@ impl crate::store::LearningStore for SqliteStore {
         })
         .await
     }
+
+    async fn last_bound_turns(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(ConversationId, DateTime<Utc>)>> {
+        self.read(move |conn| {
+            all(
+                conn,
+                "SELECT conversation_id, MAX(created_at) FROM turns \
+                 WHERE bound = 1 AND created_at >= ? GROUP BY conversation_id",
+                params![ms(since)],
+                |row| Ok((uuid(text(row, 0)?)?, time(row.get(1)?)?)),
+            )
+        })
+        .await
+    }
 }
