@@ -12,9 +12,11 @@
 //! provider holds every call for `BENCH_MODEL_MS` (12 s, past the 8 s race deadline). Sampled:
 //! the resident memory while all of them wait before the deadline, and after every
 //! acknowledgement has left (the agents still waiting). Per waiting turn = (waiting − at rest) /
-//! turns. The acknowledgement's time is each response's time from its request's sending, less
-//! `RACE_DEADLINE_MS` (the deadline counts from the request's arrival, so this is an upper
-//! bound): median, p95 and max. `BENCH_RUNS` (3) runs, each with a fresh child.
+//! turns. Each contact's connection is opened first (how long the connects took is reported:
+//! a full listen queue shows as connects re-sent a second later), then every request is written
+//! at once; the acknowledgement's time is each response's time from its request's writing, less
+//! `RACE_DEADLINE_MS` (the deadline counts from the request's arrival): median, p95 and max.
+//! `BENCH_RUNS` (3) runs, each with a fresh child.
 //!
 //! Run: `cargo bench --bench waiting_turns` (optionally `BENCH_WAITING=1000 BENCH_MODEL_MS=12000
 //! BENCH_RUNS=3`).
@@ -179,23 +181,30 @@ async fn parent() {
 
         slow.store(true, Ordering::Relaxed);
         let started = Instant::now();
+        let all_connected = Arc::new(tokio::sync::Barrier::new(waiting + 1));
         let mut turns = tokio::task::JoinSet::new();
         for n in 0..waiting {
-            let (client, url) = (client.clone(), url.clone());
+            let (url, all_connected) = (url.clone(), all_connected.clone());
             turns.spawn(async move {
+                let connecting = Instant::now();
+                let mut stream = connect(&url).await;
+                let connected = connecting.elapsed();
+                all_connected.wait().await;
                 let sent = Instant::now();
-                let body = send(&client, &url, 6_000_000 + run * 100_000 + n).await;
-                (sent.elapsed(), body)
+                let body = write_and_read(&mut stream, &url, 6_000_000 + run * 100_000 + n).await;
+                (connected, sent.elapsed(), body)
             });
         }
+        all_connected.wait().await;
         // All waiting, before the deadline.
         tokio::time::sleep_until((started + DEADLINE - Duration::from_millis(1500)).into()).await;
         let before_deadline = rss_kib(pid);
         // Every response promises a reply: the acknowledgement, or silence from a turn that
         // could not start before its deadline (its response promised the reply already).
-        let (mut acks, mut silent) = (Vec::new(), 0);
+        let (mut acks, mut connects, mut silent) = (Vec::new(), Vec::new(), 0);
         while let Some(result) = turns.join_next().await {
-            let (elapsed, body) = result.unwrap();
+            let (connected, elapsed, body) = result.unwrap();
+            connects.push(connected);
             if body.contains("\"messages\":[]") {
                 silent += 1;
             } else {
@@ -209,6 +218,7 @@ async fn parent() {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let after_ack = rss_kib(pid);
         acks.sort();
+        connects.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let pick = |q: f64| acks[((acks.len() as f64 * q) as usize).min(acks.len() - 1)];
         let kib_per = |rss: u64| rss.saturating_sub(idle) as f64 / waiting as f64;
@@ -226,6 +236,12 @@ async fn parent() {
             ms(pick(0.5)),
             ms(pick(0.95)),
             ms(*acks.last().unwrap())
+        );
+        println!(
+            "run {run}: {waiting} connects opened at once took {:.1} ms (median), {:.1} ms (p95), {:.1} ms (max)",
+            ms(connects[connects.len() / 2]),
+            ms(connects[(connects.len() * 95 / 100).min(connects.len() - 1)]),
+            ms(*connects.last().unwrap())
         );
         per_turn.push(kib_per(before_deadline).max(kib_per(after_ack)));
         p95s.push(ms(pick(0.95)));
@@ -256,24 +272,75 @@ async fn parent() {
     println!("provider calls: {}", calls.load(Ordering::Relaxed));
 }
 
-/// One contact message; returns the response body.
+/// One contact message over a fresh connection; returns the response body (the warm-up).
 async fn send(client: &reqwest::Client, url: &str, subscriber: usize) -> String {
     let response = client
         .post(url)
         .bearer_auth(SECRET)
-        .header(
-            "x-forwarded-for",
-            format!(
-                "10.{}.{}.{}",
-                (subscriber >> 16) & 255,
-                (subscriber >> 8) & 255,
-                subscriber & 255
-            ),
-        )
-        .json(&json!({"subscriber_id": subscriber.to_string(), "text": "When are classes?"}))
+        .header("x-forwarded-for", forwarded_for(subscriber))
+        .json(&message(subscriber))
         .send()
         .await
         .unwrap();
     assert!(response.status().is_success(), "{}", response.status());
     response.text().await.unwrap()
+}
+
+/// A distinct client address per contact, so that no per-address limit is what is measured.
+fn forwarded_for(subscriber: usize) -> String {
+    format!(
+        "10.{}.{}.{}",
+        (subscriber >> 16) & 255,
+        (subscriber >> 8) & 255,
+        subscriber & 255
+    )
+}
+
+fn message(subscriber: usize) -> Value {
+    json!({"subscriber_id": subscriber.to_string(), "text": "When are classes?"})
+}
+
+/// `url`'s `host:port` and path.
+fn split_url(url: &str) -> (&str, &str) {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let slash = rest.find('/').unwrap_or(rest.len());
+    (&rest[..slash], &rest[slash..])
+}
+
+/// A connection to the app, opened before its request is written.
+async fn connect(url: &str) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(split_url(url).0)
+        .await
+        .unwrap()
+}
+
+/// Writes one contact message on `stream` as HTTP/1.1 (the connection closed after it) and
+/// reads the whole response; returns its body.
+async fn write_and_read(
+    stream: &mut tokio::net::TcpStream,
+    url: &str,
+    subscriber: usize,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (host, path) = split_url(url);
+    let body = message(subscriber).to_string();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {SECRET}\r\n\
+         x-forwarded-for: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        forwarded_for(subscriber),
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    assert!(
+        response.starts_with("HTTP/1.1 200"),
+        "{}",
+        response.lines().next().unwrap_or_default()
+    );
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
 }

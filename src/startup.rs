@@ -50,10 +50,27 @@ pub enum StartupError {
     Listen { address: SocketAddr, reason: String },
 }
 
+/// Connections the kernel holds for `accept` before it drops new ones. ManyChat opens one per
+/// contact message, so a broadcast's replies arrive as hundreds of connections at once: at
+/// tokio's default of 1,024 a thousand simultaneous contacts overflowed the queue and their
+/// connections were re-sent a second later, past the reply's deadline. The kernel lowers it to
+/// `net.core.somaxconn` (4,096 on current kernels).
+pub const LISTEN_BACKLOG: u32 = 4096;
+
 /// Binds the HTTP listener, naming the address and, for the common failures, the cause.
 pub async fn bind(address: SocketAddr) -> Result<TcpListener, StartupError> {
     use std::io::ErrorKind;
-    TcpListener::bind(address).await.map_err(|error| {
+    let listen = || {
+        let socket = match address {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        // As `TcpListener::bind` does: a restart may bind while old connections linger.
+        socket.set_reuseaddr(true)?;
+        socket.bind(address)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    listen().map_err(|error| {
         let reason = match error.kind() {
             ErrorKind::AddrInUse => format!(
                 "port {} is already in use by another process (stop it, or set PORT)",

@@ -140,7 +140,10 @@ pub async fn start_app_on(
             .map(|(_, v)| v.clone())
     })
     .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // The listener `serve` binds (its backlog included).
+    let listener = manychat_agent::startup::bind(([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
     let mut overrides = Overrides {
         model,
         manual_worker: true,
