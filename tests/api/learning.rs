@@ -250,6 +250,67 @@ async fn spec_031_without_learning_the_prompt_is_byte_identical_with_a_version_a
     without_learning_the_prompt_is_unchanged(Some(&url)).await;
 }
 
+/// 031 verification: pending and rejected proposals never reach the prompt; only the active
+/// version's insights do, and an approved insight only once its version is active.
+#[tokio::test(start_paused = true)]
+async fn spec_031_pending_and_rejected_proposals_are_never_in_the_prompt() {
+    use manychat_agent::store::learning::{NewProposal, ProposalStatus, RunEnd, RunStatus};
+    const PENDING: &str = "Invented proposal still pending: offer the evening class first";
+    const REJECTED: &str = "Invented proposal rejected: mention the teacher's name early";
+    let _frozen = FrozenClock::freeze();
+    let model = answers(2);
+    let app = app_on(model.clone(), None, true).await;
+    let store = app.store.as_ref();
+    let run = store
+        .claim_learning_run("2026-W49", false, chrono::Utc::now())
+        .await
+        .unwrap()
+        .expect("the week's claim");
+    let proposal = |text: &str| NewProposal {
+        text: text.to_owned(),
+        rationale: "Invented rationale".to_owned(),
+        converted_count: 3,
+        not_converted_count: 1,
+        turn_ids: Vec::new(),
+    };
+    let end = RunEnd {
+        status: RunStatus::Completed,
+        converted_count: 20,
+        not_converted_count: 20,
+        cost_usd: 0.1,
+        reason: None,
+        proposals: vec![proposal(PENDING), proposal(REJECTED)],
+        at: chrono::Utc::now(),
+    };
+    store.finish_learning_run(run, &end).await.unwrap();
+    let pending = store.proposals(ProposalStatus::Pending, 10).await.unwrap();
+    let rejected_id = pending.iter().find(|p| p.text == REJECTED).unwrap().id;
+    let hash = content_hash(&[TACTIC.to_owned()]);
+    let review = Review {
+        approved: Vec::new(),
+        rejected: vec![rejected_id],
+        version: Some((hash.clone(), vec![TACTIC.to_owned()])),
+        at: chrono::Utc::now(),
+    };
+    store.record_review(&review).await.unwrap();
+
+    // A version made but not active: nothing of the playbook is in the prompt.
+    past_a_refresh(&app, None).await;
+    ask(&app, "9303").await;
+    let system = model.requests()[0].system.clone();
+    for text in [PENDING, REJECTED, TACTIC, HEADER_PLAYBOOK] {
+        assert!(!system.contains(text), "{text:?} is not in the prompt");
+    }
+
+    activate(store, &hash).await;
+    past_a_refresh(&app, None).await;
+    ask(&app, "9303").await;
+    let system = model.requests()[1].system.clone();
+    assert!(system.contains(&format!("- {TACTIC}\n")), "the active version");
+    assert!(!system.contains(PENDING), "a pending proposal never");
+    assert!(!system.contains(REJECTED), "a rejected proposal never");
+}
+
 /// 031: a follow-up (025) is a model-written turn too: the nudge worker `serve` runs shares
 /// the turns' playbook, so its prompt carries the section and its turn records the version.
 #[tokio::test(start_paused = true)]
