@@ -28,6 +28,7 @@ mod nudges;
 mod opening;
 mod order;
 mod outbox;
+mod plugin_outbox;
 mod plugins;
 mod race;
 mod reload;
