@@ -479,6 +479,20 @@ impl Metrics {
             .get_or_create(&[("endpoint", "sendFlow"), ("status_class", "2xx")]);
     }
 
+    /// Gives every `plugins.json` tool of `config` (reads and writes) its `actions_total`
+    /// series at 0, `performed` and `failed`, as the built-in actions have from the start.
+    /// Called at each scrape with the config in force, so a tool a reload added has them too.
+    pub fn plugin_tools(&self, config: Option<&crate::plugins::PluginsConfig>) {
+        for tool in config.map(|c| c.tools.as_slice()).unwrap_or_default() {
+            for status in [ActionStatus::Performed, ActionStatus::Failed] {
+                let _ = self.actions.get_or_create(&[
+                    ("tool", tool.name.clone()),
+                    ("status", status_label(status)),
+                ]);
+            }
+        }
+    }
+
     pub fn turn(&self, outcome: &'static str) {
         self.turns.get_or_create(&[("outcome", outcome)]).inc();
     }
@@ -582,9 +596,10 @@ impl Metrics {
 
     /// Counts an action that settled in `status`, where its status is decided: `performed` and
     /// `failed` per ManyChat attempt (`crate::actions::perform_one`; a retried handoff counts
-    /// each attempt), the others when the turn's record is written; a plugin write's call
-    /// (`crate::plugins::perform_writes`) likewise. `tool` is a built-in tool, a record kind or
-    /// a `plugins.json` write tool's name.
+    /// each attempt), the others when the turn's record is written; a plugin tool's call
+    /// likewise (`crate::plugins::perform_write`, and a read's `crate::plugins::read`:
+    /// `performed` when the model got its answer). `tool` is a built-in tool, a record kind or
+    /// a `plugins.json` tool's name.
     pub fn action(&self, tool: &str, status: ActionStatus) {
         self.actions
             .get_or_create(&[("tool", tool.to_owned()), ("status", status_label(status))])

@@ -13,7 +13,9 @@
 //!   each, offered only on a turn that reads history, sharing the turn's reads with
 //!   `get_contact` (the turn's tools keep the count). Any failure answers
 //!   `{"available": false}` and the turn goes on. Each read is recorded ([`ReadRecord`]): tool,
-//!   available, milliseconds, never the arguments or the answer.
+//!   available, milliseconds, never the arguments or the answer; each call is counted in
+//!   `actions_total` under the tool's name (`performed` when its answer was given, else
+//!   `failed`), where every configured tool has its series from the start.
 //! - A write tool is staged like 012's writes ([`stage_write`]) and performed once after the
 //!   reply's text ([`perform_write`]), with [`WRITE_TIMEOUT`], never retried, looked up in the
 //!   config in force when it is performed: a tool a reload removed fails without a request. On
@@ -125,7 +127,15 @@ pub async fn read(
         // Nothing left to look up: no call, still a read.
         return Ok((result::unavailable(), record(false)));
     }
-    let view = match view_of(client, tool, subscriber, &checked.sent, fence, READ_TIMEOUT).await {
+    let called = view_of(client, tool, subscriber, &checked.sent, fence, READ_TIMEOUT).await;
+    if let Some(metrics) = client.metrics() {
+        let status = match called {
+            Ok(_) => ActionStatus::Performed,
+            Err(_) => ActionStatus::Failed,
+        };
+        metrics.action(&tool.name, status);
+    }
+    let view = match called {
         Ok(view) => view,
         Err(why) => {
             tracing::warn!(
