@@ -145,7 +145,8 @@ pub struct Metrics {
     guardrail_violations: Family<Labels<1>, Counter>,
     /// 013: replies that repeated an earlier agent message, by kind (`replaced`, `detected`).
     duplicate_replies: Family<Labels<1>, Counter>,
-    /// 031: window-closing flows by state (`sent`, `given_up`, `retry`, `skipped`) and reason.
+    /// 031: window-closing flows by state (`sent`, `given_up`, `lost`, `retry`, `skipped`) and
+    /// reason.
     window_closings: Family<[(&'static str, String); 2], Counter>,
     answer_time: HistogramFamily<Labels<1>>,
     model_call_time: HistogramFamily<Labels<1>>,
@@ -293,6 +294,7 @@ impl Default for Metrics {
         for state in ["sent", "given_up"] {
             let _ = window_closings.get_or_create(&nudge_labels(state, ""));
         }
+        let _ = window_closings.get_or_create(&nudge_labels("lost", "process_died"));
         registry.register(
             "window_closings",
             "Window-closing flows by state and reason",
