@@ -98,7 +98,8 @@ pub struct Metrics {
     /// Contacts answered with the escalation copy while the store could not take their turn,
     /// handed to a person directly through ManyChat.
     pub handoffs_without_store: Counter,
-    /// Turns whose race was lost (or that queued behind a reply): answered through the outbox.
+    /// Turns whose race was lost (or that queued behind a reply, or whose request was gone):
+    /// answered through the outbox.
     pub race_lost: Counter,
     pub model_aborted: Counter,
     pub load_shed: Counter,
@@ -186,7 +187,7 @@ impl Default for Metrics {
         );
         let race_lost = counter(
             "race_lost",
-            "Turns answered through the outbox: the race was lost or a reply was queued ahead",
+            "Turns answered through the outbox: the race was lost, a reply was queued ahead, or the request was gone",
         );
         let model_aborted = counter("model_aborted", "Model calls cut at MODEL_ABORT_MS");
         let load_shed = counter(
