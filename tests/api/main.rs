@@ -7,6 +7,7 @@ mod helpers;
 
 mod binding;
 mod burst;
+mod burst_replicas;
 mod cli;
 mod contact_turns;
 mod deferred_channel;
