@@ -98,7 +98,8 @@ pub struct Metrics {
     /// Contacts answered with the escalation copy while the store could not take their turn,
     /// handed to a person directly through ManyChat.
     pub handoffs_without_store: Counter,
-    /// Turns whose race was lost (or that queued behind a reply): answered through the outbox.
+    /// Turns whose race was lost (or that queued behind a reply, or whose request was gone):
+    /// answered through the outbox.
     pub race_lost: Counter,
     pub model_aborted: Counter,
     pub load_shed: Counter,
@@ -145,7 +146,8 @@ pub struct Metrics {
     guardrail_violations: Family<Labels<1>, Counter>,
     /// 013: replies that repeated an earlier agent message, by kind (`replaced`, `detected`).
     duplicate_replies: Family<Labels<1>, Counter>,
-    /// 031: window-closing flows by state (`sent`, `given_up`, `retry`, `skipped`) and reason.
+    /// 031: window-closing flows by state (`sent`, `given_up`, `lost`, `retry`, `skipped`) and
+    /// reason.
     window_closings: Family<[(&'static str, String); 2], Counter>,
     answer_time: HistogramFamily<Labels<1>>,
     model_call_time: HistogramFamily<Labels<1>>,
@@ -185,7 +187,7 @@ impl Default for Metrics {
         );
         let race_lost = counter(
             "race_lost",
-            "Turns answered through the outbox: the race was lost or a reply was queued ahead",
+            "Turns answered through the outbox: the race was lost, a reply was queued ahead, or the request was gone",
         );
         let model_aborted = counter("model_aborted", "Model calls cut at MODEL_ABORT_MS");
         let load_shed = counter(
@@ -293,6 +295,7 @@ impl Default for Metrics {
         for state in ["sent", "given_up"] {
             let _ = window_closings.get_or_create(&nudge_labels(state, ""));
         }
+        let _ = window_closings.get_or_create(&nudge_labels("lost", "process_died"));
         registry.register(
             "window_closings",
             "Window-closing flows by state and reason",
@@ -479,6 +482,20 @@ impl Metrics {
             .get_or_create(&[("endpoint", "sendFlow"), ("status_class", "2xx")]);
     }
 
+    /// Gives every `plugins.json` tool of `config` (reads and writes) its `actions_total`
+    /// series at 0, `performed` and `failed`, as the built-in actions have from the start.
+    /// Called at each scrape with the config in force, so a tool a reload added has them too.
+    pub fn plugin_tools(&self, config: Option<&crate::plugins::PluginsConfig>) {
+        for tool in config.map(|c| c.tools.as_slice()).unwrap_or_default() {
+            for status in [ActionStatus::Performed, ActionStatus::Failed] {
+                let _ = self.actions.get_or_create(&[
+                    ("tool", tool.name.clone()),
+                    ("status", status_label(status)),
+                ]);
+            }
+        }
+    }
+
     pub fn turn(&self, outcome: &'static str) {
         self.turns.get_or_create(&[("outcome", outcome)]).inc();
     }
@@ -582,9 +599,10 @@ impl Metrics {
 
     /// Counts an action that settled in `status`, where its status is decided: `performed` and
     /// `failed` per ManyChat attempt (`crate::actions::perform_one`; a retried handoff counts
-    /// each attempt), the others when the turn's record is written; a plugin write's call
-    /// (`crate::plugins::perform_writes`) likewise. `tool` is a built-in tool, a record kind or
-    /// a `plugins.json` write tool's name.
+    /// each attempt), the others when the turn's record is written; a plugin tool's call
+    /// likewise (`crate::plugins::perform_write`, and a read's `crate::plugins::read`:
+    /// `performed` when the model got its answer). `tool` is a built-in tool, a record kind or
+    /// a `plugins.json` tool's name.
     pub fn action(&self, tool: &str, status: ActionStatus) {
         self.actions
             .get_or_create(&[("tool", tool.to_owned()), ("status", status_label(status))])

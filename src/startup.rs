@@ -148,7 +148,8 @@ impl Application {
                 .plugin_secrets
                 .clone()
                 .unwrap_or_else(crate::plugins::sign::process_env),
-        );
+        )
+        .with_metrics(metrics.clone());
         let problems = plugins.secret_problems(config.snapshot().plugins.as_ref());
         if !problems.is_empty() {
             return Err(StartupError::Missing(format!(

@@ -139,6 +139,8 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         .metrics
         .sample_store(state.store.as_ref(), &budget, held_since, now)
         .await;
+    // The plugin tools in force have their series, a reloaded one included.
+    state.metrics.plugin_tools(config.plugins.as_ref());
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         state.metrics.render(),

@@ -5,7 +5,7 @@
 //!   [`DUE_AFTER_MINUTES`], while the window is open; claimed atomically by the nudge worker's
 //!   pass (`Store::claim_window_closings`), so replicas send it once.
 //! - Once per contact ever: the contact's `window_closings` row stays (`sent`, `given_up`,
-//!   `skipped`) across idle resets. Only a `contact_replied` skip deletes it, and the contact is
+//!   `skipped`, `lost`) across idle resets. Only a `contact_replied` skip deletes it, and the contact is
 //!   due again from its new message.
 //! - Checked in order ([`Skip`]): `contact_replied`, `escalated`, `link_sent`, `human_active`
 //!   (the nudge's `humanActiveTag`), `read_failed`, `held`. No cap applies.
@@ -15,6 +15,10 @@
 //!   the model's history.
 //! - A failed send is tried again after [`RETRY_AFTER_MINUTES`] while the window is open, then
 //!   given up (`given_up`), which counts as sent.
+//! - A row left `running` by a process that died (or that a store error left claimed) is
+//!   marked `lost` (`process_died`) once its claim is older than the nudge worker's bound
+//!   (`MODEL_ABORT_MS` plus `LOST_MARGIN`): it counts as sent, since the send may have
+//!   happened, and is never claimed again.
 //!
 //! Every state change is one log line with the conversation's UUID and the reason, and one count
 //! in `/metrics` (`window_closings_total{state,reason}`).
@@ -39,6 +43,8 @@ pub const SENT: &str = "window_closing_sent";
 pub const ACTION_ID: &str = "window_closing";
 /// Contacts claimed per pass.
 pub const BATCH: i64 = 10;
+/// Why a row was marked `lost`.
+pub const LOST_REASON: &str = "process_died";
 
 /// Why the flow was not sent, in the order checked. The names are `window_closings.reason`
 /// and the `/metrics` labels.
@@ -137,7 +143,7 @@ impl NudgeWorker {
             Ok(Some(conversation)) => conversation,
             Ok(None) => return,
             Err(error) => {
-                tracing::error!(conversation = %id, error = %error, "could not read the window-closing flow's conversation; it stays claimed, never sent");
+                tracing::error!(conversation = %id, error = %error, "could not read the window-closing flow's conversation; it stays claimed and is marked lost");
                 return;
             }
         };
@@ -192,7 +198,7 @@ impl NudgeWorker {
     }
 
     /// 031's checks in order; `Err` when the conversation's record could not be read (the row
-    /// stays claimed and is never sent).
+    /// stays claimed and is marked lost).
     async fn closing_check(
         &self,
         config: &TenantConfig,
@@ -209,7 +215,7 @@ impl NudgeWorker {
             .sales_record(conversation.id)
             .await
             .map_err(|error| {
-                tracing::error!(conversation = %conversation.id, error = %error, "could not read the window-closing flow's sales record; it stays claimed, never sent");
+                tracing::error!(conversation = %conversation.id, error = %error, "could not read the window-closing flow's sales record; it stays claimed and is marked lost");
             })?;
         let request = crate::sales::known::Request {
             offering: None,
@@ -270,7 +276,7 @@ impl NudgeWorker {
             }
             Ok(None) => {}
             Err(error) => {
-                tracing::error!(conversation = %claimed.conversation_id, error = %error, "could not record the sent window-closing flow; it stays claimed, never sent again");
+                tracing::error!(conversation = %claimed.conversation_id, error = %error, "could not record the sent window-closing flow; it stays claimed and is marked lost, never sent again");
             }
         }
     }
@@ -292,9 +298,40 @@ impl NudgeWorker {
             Ok(true) => self.closing_settled(claimed, status.as_str(), reason.unwrap_or("")),
             Ok(false) => {}
             Err(error) => {
-                tracing::error!(conversation = %claimed.conversation_id, error = %error, "could not settle the window-closing flow; it stays claimed, never sent")
+                tracing::error!(conversation = %claimed.conversation_id, error = %error, "could not settle the window-closing flow; it stays claimed and is marked lost")
             }
         }
+    }
+
+    /// Marks `lost` the rows claimed before `cutoff` and still running (their process died):
+    /// how many.
+    pub(super) async fn mark_lost_window_closings(
+        &self,
+        cutoff: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> u64 {
+        let lost = match self.store.mark_lost_window_closings(cutoff, now).await {
+            Ok(lost) => lost,
+            Err(error) => {
+                crate::store_failure!(
+                    self.store,
+                    error.during("marking lost window-closing flows"),
+                    "could not look for lost window-closing flows"
+                );
+                return 0;
+            }
+        };
+        for conversation in &lost {
+            self.metrics
+                .window_closing(WindowClosingStatus::Lost.as_str(), LOST_REASON);
+            tracing::warn!(
+                conversation = %conversation,
+                state = WindowClosingStatus::Lost.as_str(),
+                reason = LOST_REASON,
+                "window-closing flow left running by a stopped process marked lost; counts as sent, never sent again"
+            );
+        }
+        lost.len() as u64
     }
 
     fn closing_settled(&self, claimed: &WindowClosing, state: &'static str, reason: &'static str) {

@@ -7,7 +7,7 @@
 //! cancellation by `Store::settle_nudge`, a nudge turn by its one write,
 //! `Store::record_nudge_turn`), so an inbound message that cancels it meanwhile wins; a row left
 //! `running` by a dead process is never claimed again, and after `MODEL_ABORT_MS` plus
-//! [`LOST_MARGIN`] it is marked `lost` and counted. Every state change is one log line with the
+//! [`LOST_MARGIN`] it is marked `lost` and counted; a window-closing row likewise (031). Every state change is one log line with the
 //! conversation's UUID and the reason, and one count in `/metrics`.
 
 use std::sync::Arc;
@@ -87,7 +87,10 @@ pub struct NudgeWorker {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pass {
     pub claimed: usize,
+    /// Nudges marked lost.
     pub lost: u64,
+    /// 031: window-closing rows marked lost.
+    pub lost_window_closings: u64,
 }
 
 impl NudgeWorker {
@@ -147,8 +150,9 @@ impl NudgeWorker {
                 "could not look for lost nudges"
             ),
         }
-        // 031: the window-closing flows due now (before the nudges: sending one cancels the
-        // contact's pending nudge).
+        // 031: window-closing rows a dead process left running, by the same bound; then the
+        // flows due now (before the nudges: sending one cancels the contact's pending nudge).
+        pass.lost_window_closings = self.mark_lost_window_closings(cutoff, now).await;
         self.window_closings(&self.config.snapshot()).await;
         let claimed = match self.store.claim_due_nudges(now, BATCH).await {
             Ok(claimed) => claimed,

@@ -40,6 +40,8 @@ use crate::store::{
 };
 use crate::tokens::{self, TokenPayload};
 
+mod reply_actions;
+
 /// The default `lease`: short, so a crashed worker's rows are taken again within seconds; the
 /// live worker renews it every quarter lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -623,16 +625,8 @@ impl OutboxWorker {
         if !payload.actions.is_empty() {
             self.perform_actions(row, &mut payload.actions, progress)
                 .await;
-            let config = self.config.as_ref().map(|c| c.snapshot());
-            crate::plugins::perform_writes(
-                &self.plugins,
-                config.as_ref().and_then(|c| c.plugins.as_ref()),
-                &self.metrics,
-                &row.subscriber_id,
-                row.conversation_id,
-                &mut payload.actions,
-            )
-            .await;
+            self.perform_plugin_writes(row, &mut payload.actions, progress)
+                .await?;
             crate::nudge::perform_scheduled(
                 self.store.as_ref(),
                 &self.metrics,
@@ -644,74 +638,6 @@ impl OutboxWorker {
             self.save_actions(payload.turn_id, &payload.actions).await;
         }
         Ok(())
-    }
-
-    /// Performs a delivered reply's pending actions in order, saving on the row before each
-    /// request that it is under way and after it what ManyChat answered. An action whose request
-    /// went out [`MAX_UNANSWERED_TRIGGERS`] times without an answer (the process was killed
-    /// while it waited) is settled `failed` instead of being sent again.
-    async fn perform_actions(
-        &self,
-        row: &OutboxRow,
-        staged: &mut [StagedAction],
-        progress: &mut Progress,
-    ) {
-        for index in 0..staged.len() {
-            if !actions::pending_at(staged, index) {
-                continue;
-            }
-            if progress.trigger_timeouts >= MAX_UNANSWERED_TRIGGERS {
-                let action = &mut staged[index];
-                action.entry.status = ActionStatus::Failed;
-                action.entry.error =
-                    Some("sent without an answer twice; not sent again (it may have run)".into());
-                action.operation = actions::Operation::Cleared;
-                self.metrics
-                    .action(&action.entry.tool, ActionStatus::Failed);
-                progress.trigger_timeouts = 0;
-                self.save_action_progress(row, staged, *progress).await;
-                continue;
-            }
-            progress.trigger_timeouts += 1;
-            self.save_action_progress(row, staged, *progress).await;
-            actions::perform_at(
-                &self.manychat,
-                &row.subscriber_id,
-                row.conversation_id,
-                staged,
-                index,
-            )
-            .await;
-            progress.trigger_timeouts = 0;
-            self.save_action_progress(row, staged, *progress).await;
-        }
-    }
-
-    async fn save_action_progress(
-        &self,
-        row: &OutboxRow,
-        staged: &[StagedAction],
-        progress: Progress,
-    ) {
-        let recorded = match serde_json::to_value(staged) {
-            Ok(value) => value,
-            Err(error) => {
-                tracing::error!(row = row.id, error = %error, "outbox: could not encode the actions");
-                return;
-            }
-        };
-        if let Err(error) = self
-            .store
-            .record_outbox_actions(row.id, &recorded, progress.trigger_timeouts)
-            .await
-        {
-            crate::store_failure!(
-                self.store,
-                error.during("recording an outbox row's action progress"),
-                row = row.id,
-                "outbox: could not record the actions' progress"
-            );
-        }
     }
 
     /// 019: writes a `contact_token` row's token into the contact's token field, unless the

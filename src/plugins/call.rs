@@ -49,6 +49,8 @@ pub struct Answer {
 pub struct PluginClient {
     http: reqwest::Client,
     secrets: SecretLookup,
+    /// Where a read's call is counted (`actions_total` under the tool's name).
+    metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 impl Default for PluginClient {
@@ -65,7 +67,22 @@ impl PluginClient {
             .user_agent(USER_AGENT)
             .build()
             .unwrap_or_default();
-        Self { http, secrets }
+        Self {
+            http,
+            secrets,
+            metrics: None,
+        }
+    }
+
+    /// Counts each read's call into `metrics` (the service's).
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Where a read's call is counted, if anywhere.
+    pub fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        self.metrics.as_deref()
     }
 
     /// Every tool whose secret is missing or malformed, as `VARIABLE rule` lines (`serve`

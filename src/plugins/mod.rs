@@ -13,10 +13,14 @@
 //!   each, offered only on a turn that reads history, sharing the turn's reads with
 //!   `get_contact` (the turn's tools keep the count). Any failure answers
 //!   `{"available": false}` and the turn goes on. Each read is recorded ([`ReadRecord`]): tool,
-//!   available, milliseconds, never the arguments or the answer.
+//!   available, milliseconds, never the arguments or the answer; each call is counted in
+//!   `actions_total` under the tool's name (`performed` when its answer was given, else
+//!   `failed`), where every configured tool has its series from the start.
 //! - A write tool is staged like 012's writes ([`stage_write`]) and performed once after the
-//!   reply's text ([`perform_writes`]), with [`WRITE_TIMEOUT`], never retried, looked up in the
-//!   config in force when it is performed: a tool a reload removed fails without a request.
+//!   reply's text ([`perform_write`]), with [`WRITE_TIMEOUT`], never retried, looked up in the
+//!   config in force when it is performed: a tool a reload removed fails without a request. On
+//!   the outbox path its row records that it is under way before the request; one found under
+//!   way on a resumed row is settled `failed` ([`settle_may_have_run`]), never sent again.
 //! - The subscriber is the turn's, never a parameter (C4).
 
 pub mod args;
@@ -123,7 +127,15 @@ pub async fn read(
         // Nothing left to look up: no call, still a read.
         return Ok((result::unavailable(), record(false)));
     }
-    let view = match view_of(client, tool, subscriber, &checked.sent, fence, READ_TIMEOUT).await {
+    let called = view_of(client, tool, subscriber, &checked.sent, fence, READ_TIMEOUT).await;
+    if let Some(metrics) = client.metrics() {
+        let status = match called {
+            Ok(_) => ActionStatus::Performed,
+            Err(_) => ActionStatus::Failed,
+        };
+        metrics.action(&tool.name, status);
+    }
+    let view = match called {
         Ok(view) => view,
         Err(why) => {
             tracing::warn!(
@@ -171,10 +183,9 @@ pub fn stage_write(tool: &PluginTool, arguments: &Value) -> Result<StagedAction,
     Ok(action)
 }
 
-/// Performs every staged plugin write once, in order, each within [`WRITE_TIMEOUT`], against
-/// the tools of `config` (the config in force now): `performed` on a 2xx, else `failed` with the
-/// status or error. Never retried. Each outcome is counted in `actions_total` under the tool's
-/// name, as a built-in action's ManyChat attempt is.
+/// Performs every staged plugin write once, in order ([`perform_write`]). The inline path's
+/// and `plugin try`'s: a reply's row in the outbox performs them one by one, saving before each
+/// that it is under way (`crate::outbox`).
 pub async fn perform_writes(
     client: &PluginClient,
     config: Option<&PluginsConfig>,
@@ -183,44 +194,87 @@ pub async fn perform_writes(
     conversation: ConversationId,
     actions: &mut [StagedAction],
 ) {
-    for action in actions
-        .iter_mut()
-        .filter(|a| a.entry.status == ActionStatus::Staged)
-    {
-        let Operation::Plugin { tool, arguments } = &action.operation else {
-            continue;
-        };
-        let configured = config
-            .and_then(|c| c.tool(tool))
-            .filter(|t| t.kind == ToolKind::Write);
-        let outcome = match configured {
-            None => Err("the tool is no longer configured".to_owned()),
-            Some(tool) => client
-                .call(tool, subscriber, arguments, WRITE_TIMEOUT)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-        };
-        match outcome {
-            Ok(()) => {
-                action.entry.status = ActionStatus::Performed;
-                action.entry.error = None;
-            }
-            Err(error) => {
-                tracing::warn!(
-                    conversation = %conversation,
-                    tool = %action.entry.tool,
-                    error = %error,
-                    "plugin write failed; not retried"
-                );
-                action.entry.status = ActionStatus::Failed;
-                action.entry.error = Some(error);
-            }
-        }
-        metrics.action(&action.entry.tool, action.entry.status);
-        // A performed or failed write forgets what it sent (a note's text does not outlive it).
-        action.operation = Operation::Cleared;
+    for action in actions.iter_mut() {
+        perform_write(client, config, metrics, subscriber, conversation, action).await;
     }
+}
+
+/// Whether `action` is a plugin write still to be performed.
+pub fn pending_write(action: &StagedAction) -> bool {
+    action.entry.status == ActionStatus::Staged
+        && matches!(action.operation, Operation::Plugin { .. })
+}
+
+/// Performs one staged plugin write (anything else is left alone) within [`WRITE_TIMEOUT`],
+/// against the tools of `config` (the config in force now): `performed` on a 2xx, else `failed`
+/// with the status or error. Never retried. Its outcome is counted in `actions_total` under the
+/// tool's name, as a built-in action's ManyChat attempt is.
+pub async fn perform_write(
+    client: &PluginClient,
+    config: Option<&PluginsConfig>,
+    metrics: &crate::metrics::Metrics,
+    subscriber: &SubscriberId,
+    conversation: ConversationId,
+    action: &mut StagedAction,
+) {
+    if !pending_write(action) {
+        return;
+    }
+    let Operation::Plugin { tool, arguments } = &action.operation else {
+        return;
+    };
+    let configured = config
+        .and_then(|c| c.tool(tool))
+        .filter(|t| t.kind == ToolKind::Write);
+    let outcome = match configured {
+        None => Err("the tool is no longer configured".to_owned()),
+        Some(tool) => client
+            .call(tool, subscriber, arguments, WRITE_TIMEOUT)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+    };
+    match outcome {
+        Ok(()) => {
+            action.entry.status = ActionStatus::Performed;
+            action.entry.error = None;
+        }
+        Err(error) => {
+            tracing::warn!(
+                conversation = %conversation,
+                tool = %action.entry.tool,
+                error = %error,
+                "plugin write failed; not retried"
+            );
+            action.entry.status = ActionStatus::Failed;
+            action.entry.error = Some(error);
+        }
+    }
+    metrics.action(&action.entry.tool, action.entry.status);
+    // A performed or failed write forgets what it sent (a note's text does not outlive it).
+    action.operation = Operation::Cleared;
+}
+
+/// The error of a plugin write found under way on a resumed outbox row.
+pub const MAY_HAVE_RUN: &str =
+    "under way when its process stopped; not sent again (it may have run)";
+
+/// Settles a plugin write found under way on a resumed outbox row (its process stopped while
+/// it waited for the endpoint): `failed`, never sent again, since the endpoint may have run it.
+pub fn settle_may_have_run(
+    metrics: &crate::metrics::Metrics,
+    conversation: ConversationId,
+    action: &mut StagedAction,
+) {
+    tracing::warn!(
+        conversation = %conversation,
+        tool = %action.entry.tool,
+        "plugin write was under way when its process stopped; not sent again"
+    );
+    action.entry.status = ActionStatus::Failed;
+    action.entry.error = Some(MAY_HAVE_RUN.to_owned());
+    action.operation = Operation::Cleared;
+    metrics.action(&action.entry.tool, ActionStatus::Failed);
 }
 
 #[cfg(test)]

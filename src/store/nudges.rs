@@ -96,6 +96,16 @@ pub trait NudgeStore: Send + Sync + 'static {
         attempts: i64,
     ) -> Result<Option<i64>>;
 
+    /// 031: marks `lost` (reason `process_died`) every window-closing row left `running` since
+    /// before `claimed_before` (its process died during its checks or its send): it counts as
+    /// sent and is never claimed again, since the send may have happened. Their conversations
+    /// (each is logged).
+    async fn mark_lost_window_closings(
+        &self,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>>;
+
     /// 031: the conversation's window-closing row, if any.
     async fn window_closing(
         &self,
@@ -205,6 +215,9 @@ pub enum WindowClosingStatus {
     GivenUp,
     /// A check stopped it for good (its reason).
     Skipped,
+    /// Left running by a process that died (`process_died`): counts as sent, since the send
+    /// may have happened.
+    Lost,
 }
 
 impl WindowClosingStatus {
@@ -215,6 +228,7 @@ impl WindowClosingStatus {
             Self::Sent => "sent",
             Self::GivenUp => "given_up",
             Self::Skipped => "skipped",
+            Self::Lost => "lost",
         }
     }
 
@@ -225,6 +239,7 @@ impl WindowClosingStatus {
             "sent" => Self::Sent,
             "given_up" => Self::GivenUp,
             "skipped" => Self::Skipped,
+            "lost" => Self::Lost,
             other => {
                 return Err(StoreError::Corrupt(format!(
                     "window-closing status `{other}`"

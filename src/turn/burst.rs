@@ -1,22 +1,27 @@
 //! The turn's two calls into `crate::burst`: a piece joins its contact's open burst
 //! (`join_burst`, before it would wait for its place), and the burst's first piece waits for the
-//! rest (`gather_burst`, after its reads and before the checks).
+//! rest (`gather_burst`, after its reads and before the checks), in work that outlives its
+//! request: a first piece whose client went during the window is answered through the outbox.
 //!
 //! Rules: only a bound text message opens a burst or joins one; a scripted-opening trigger and a
 //! message to a contact held for a person never join (their turns answer them as usual). A
 //! joined piece is recorded as its own contact message, counted against the hourly window, and
-//! answered with a silent response: the first piece's request carries the one reply. The merged
+//! answered with a silent response: the first piece's request carries the one reply, or, when
+//! that request went during the window, the outbox does. The merged
 //! turn counts every piece for the turn cap and the hourly rate, and checks the escalation
 //! keywords against every piece. The pieces' contact messages carry the burst's marks
 //! (`burst::MERGED` on the first, `burst::JOINED` on the rest) for the report.
 
+use tokio::sync::oneshot;
+
+use super::detach::Detachable;
 use super::gates::hour_start;
 use super::record::{Message, Outcome};
-use super::{Inbound, TurnEngine, TurnResponse, scripted_opening};
+use super::{Inbound, Mode, ReadTurn, TurnEngine, TurnError, TurnResponse, scripted_opening};
 use crate::burst::{self, OpenBurst};
 use crate::config::TenantConfig;
 use crate::handoff::{self, Hold};
-use crate::store::{Conversation, StoreError, TurnContext};
+use crate::store::{Conversation, StoreError};
 
 impl TurnEngine {
     /// `Some(response)` when `inbound` joined its contact's open burst: its message is recorded
@@ -53,37 +58,76 @@ impl TurnEngine {
         }
     }
 
-    /// Opens the contact's burst when `inbound` may start one, waits for its pieces and folds
-    /// them in: `inbound.text` becomes the merged message, and `context` counts the pieces for
-    /// the turn cap and the hourly rate. Returns how many pieces joined.
-    pub(super) async fn gather_burst(
-        &self,
-        config: &TenantConfig,
-        inbound: &mut Inbound,
-        context: &mut TurnContext,
-        message: &mut Message,
-        holds_place: bool,
-    ) -> usize {
+    /// Runs the rest of the turn ([`TurnEngine::proceed`]), after the contact's burst when it
+    /// opens one: `windowMs` set, its place held, a text message, time left before
+    /// [`burst::latest_start`]. The window is waited in work that outlives the request
+    /// (`detach`): when the first piece's client goes during the window (the joined pieces were
+    /// answered silently, counting on its response), the merged turn still runs, the deferred
+    /// way, and its reply reaches the contact through the outbox.
+    pub(super) async fn gather_burst(&self, turn: ReadTurn) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
-        let window = std::time::Duration::from_millis(u64::from(config.rules.burst.window_ms));
-        let latest = burst::latest_start(inbound.arrived_at, inner.settings.race_deadline);
+        let window = std::time::Duration::from_millis(u64::from(turn.config.rules.burst.window_ms));
+        let latest = burst::latest_start(turn.inbound.arrived_at, inner.settings.race_deadline);
         if window.is_zero()
-            || !holds_place
-            || inbound.media.is_some()
+            || turn.guard.is_none()
+            || turn.inbound.media.is_some()
             || latest <= tokio::time::Instant::now()
         {
-            return 0;
+            return self.proceed(turn).await;
         }
         let open: OpenBurst = inner
             .bursts
-            .open(&inbound.subscriber_id, message.turn.created_at);
-        let pieces = open.collect(window, latest).await;
-        if pieces.is_empty() {
-            return 0;
+            .open(&turn.inbound.subscriber_id, turn.message.turn.created_at);
+        let (gathered_tx, gathered_rx) = oneshot::channel();
+        let engine = self.clone();
+        let work = async move {
+            let mut turn = turn;
+            let pieces = open.collect(window, latest).await;
+            engine.fold_pieces(&mut turn, pieces);
+            let Err(mut turn) = gathered_tx.send(turn) else {
+                return;
+            };
+            // The request went during the window: nobody carries the reply back.
+            turn.mode = Mode::Deferred;
+            let conversation = turn.conversation.id;
+            let subscriber = turn.inbound.subscriber_id.clone();
+            tracing::info!(%conversation, "the first piece's request went during its burst; answering through the outbox");
+            if let Err(error) = engine.proceed(turn).await {
+                match &error {
+                    TurnError::Store(error) => crate::store_failure!(
+                        engine.inner.store,
+                        error,
+                        %conversation,
+                        "burst turn failed after its request went; handing the contact over"
+                    ),
+                    other => {
+                        tracing::error!(%conversation, error = %other, "burst turn failed after its request went; handing the contact over")
+                    }
+                }
+                engine.hand_off_without_store(&subscriber).await;
+            }
+        };
+        // Polled by the request while it waits; in a task of its own once the request is gone.
+        let mut work = Detachable::new(&inner.tasks, work);
+        let gathered = work.wait(gathered_rx).await;
+        drop(work);
+        match gathered {
+            Ok(turn) => self.proceed(turn).await,
+            // The work panicked (a bug): the contact gets the escalation copy.
+            Err(_) => Err(TurnError::Panicked),
         }
-        inbound.text = burst::merged_text(&inbound.text, &pieces);
-        message.turn.outcome = Some(burst::MERGED.to_owned());
-        let now = inner.clock.now();
+    }
+
+    /// Folds the pieces that joined into the turn: `inbound.text` becomes the merged message,
+    /// and the context counts the pieces for the turn cap and the hourly rate.
+    fn fold_pieces(&self, turn: &mut ReadTurn, pieces: Vec<String>) {
+        if pieces.is_empty() {
+            return;
+        }
+        turn.inbound.text = burst::merged_text(&turn.inbound.text, &pieces);
+        turn.message.turn.outcome = Some(burst::MERGED.to_owned());
+        let now = self.inner.clock.now();
+        let context = &mut turn.context;
         context.rate_count += pieces.len() as i64;
         // Newest first: the pieces are the contact's latest messages.
         let earlier = std::mem::take(&mut context.earlier_user_turns);
@@ -91,7 +135,6 @@ impl TurnEngine {
             .chain(earlier)
             .collect();
         tracing::info!(pieces = pieces.len() + 1, "burst answered as one message");
-        pieces.len()
     }
 }
 

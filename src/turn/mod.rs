@@ -403,7 +403,7 @@ impl TurnEngine {
     /// reply in the outbox before giving up its place, so the next turn cannot overtake it.
     async fn run(
         &self,
-        mut inbound: Inbound,
+        inbound: Inbound,
         config: Arc<TenantConfig>,
         mut conversation: Conversation,
         bound: bool,
@@ -460,19 +460,43 @@ impl TurnEngine {
             return Ok(response);
         }
 
-        let mut context = self
+        let context = self
             .read_context(&config, &conversation, bound, now, read, replied)
             .await?;
+        let turn = ReadTurn {
+            inbound,
+            config,
+            conversation,
+            bound,
+            guard,
+            mode,
+            context,
+            message,
+            now,
+            release_note,
+            in_flight,
+        };
         // The rest of a message sent in pieces joins it before the checks (`burst`).
-        let holds_place = guard.is_some();
-        self.gather_burst(
-            &config,
-            &mut inbound,
-            &mut context,
-            &mut message,
-            holds_place,
-        )
-        .await;
+        self.gather_burst(turn).await
+    }
+
+    /// A turn once it has read what it needs: the checks, the promise a silent response makes,
+    /// and the agent (raced inline, or behind the queued replies).
+    async fn proceed(&self, turn: ReadTurn) -> Result<TurnResponse, TurnError> {
+        let inner = &self.inner;
+        let ReadTurn {
+            inbound,
+            config,
+            conversation,
+            bound,
+            guard,
+            mode,
+            mut context,
+            mut message,
+            now,
+            release_note,
+            in_flight,
+        } = turn;
         // What the snapshot derives (keywords, prompt, tool specs), looked up once per turn.
         let derived = self.derived(&config);
         let history = history_turns(std::mem::take(&mut context.history));
@@ -580,6 +604,26 @@ struct Ready {
     guard: Option<TurnGuard>,
     /// What the turn read already, with the time it was read for.
     context: Option<(DateTime<Utc>, TurnContext)>,
+}
+
+/// A turn that has read what it needs and holds its place (`TurnEngine::proceed` runs the
+/// rest).
+struct ReadTurn {
+    inbound: Inbound,
+    config: Arc<TenantConfig>,
+    conversation: Conversation,
+    bound: bool,
+    /// Its place in the conversation's order (none for an unbound turn).
+    guard: Option<TurnGuard>,
+    mode: Mode,
+    context: TurnContext,
+    /// The contact's message, recorded with the turn's outcome.
+    message: Message,
+    /// When the turn's reads were made for.
+    now: DateTime<Utc>,
+    /// The notice of a hold that ended, for the model.
+    release_note: Option<String>,
+    in_flight: Option<InFlight>,
 }
 
 /// What a turn starts with.

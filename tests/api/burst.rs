@@ -154,6 +154,95 @@ async fn burst_three_pieces_make_one_model_call_on_postgres() {
     three_pieces_make_one_turn(app, model, "8102").await;
 }
 
+/// The first piece's client goes during the window, after the second piece joined and before
+/// the third: the merged turn still runs once, the deferred way, and its one reply reaches the
+/// contact through the outbox (the reply field, then the reply flow), sent once.
+#[tokio::test(start_paused = true)]
+async fn burst_a_first_piece_whose_client_went_during_the_window_is_answered_through_the_outbox() {
+    let _frozen = FrozenClock::freeze();
+    let model = one_answer();
+    let app = burst_app(model.clone(), None).await;
+    let window = window(&app);
+    app.returning_contact("8103").await;
+    let http = app.http.clone();
+    let url = app.message_url();
+    let first = tokio::spawn(async move {
+        http.post(url)
+            .bearer_auth(SECRET)
+            .json(&json!({"subscriber_id": "8103", "text": PIECES[0]}))
+            .send()
+            .await
+    });
+    pause().await;
+    let (_, second) = app.send("8103", PIECES[1]).await;
+    assert_joined_response(&second);
+    // The client gives up on the first piece: its connection closes.
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    pause().await;
+    advance(Duration::from_millis(500)).await;
+    let third = send(&app, "8103", PIECES[2]);
+    pause().await;
+    advance(window).await;
+    assert_joined_response(&third.await.unwrap());
+    app.settle_advancing().await;
+
+    assert_eq!(model.calls(), 1, "one model call for the three pieces");
+    assert!(
+        contact_message(&model, 0).contains(&PIECES.join("\n")),
+        "{}",
+        contact_message(&model, 0)
+    );
+    assert!(app.manychat_requests().await.is_empty(), "nothing sent yet");
+    app.worker.run_once().await.unwrap();
+    let sent: Vec<(String, Value)> = app
+        .manychat_requests()
+        .await
+        .into_iter()
+        .map(|r| {
+            let what = match r.path.as_str() {
+                "/fb/subscriber/setCustomFieldByName" => r.body["field_value"].clone(),
+                _ => r.body["flow_ns"].clone(),
+            };
+            (r.path, what)
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        vec![
+            (
+                "/fb/subscriber/setCustomFieldByName".to_owned(),
+                json!("The wheel course is 120 euros.")
+            ),
+            ("/fb/sending/sendFlow".to_owned(), json!(REPLY_FLOW)),
+        ],
+        "the one reply, once"
+    );
+    assert_eq!(
+        app.worker.run_once().await.unwrap(),
+        0,
+        "nothing more is owed"
+    );
+    let turns = app.turns("8103").await;
+    let recorded: Vec<(Role, &str, Option<&str>)> = turns
+        .iter()
+        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            (Role::User, PIECES[0], Some("burst_merged")),
+            (Role::User, PIECES[1], Some("burst_joined")),
+            (Role::User, PIECES[2], Some("burst_joined")),
+            (
+                Role::Agent,
+                "The wheel course is 120 euros.",
+                Some("deferred")
+            ),
+        ]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn burst_a_piece_after_the_model_started_is_a_new_turn() {
     let _frozen = FrozenClock::freeze();

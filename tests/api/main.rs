@@ -7,6 +7,7 @@ mod helpers;
 
 mod binding;
 mod burst;
+mod burst_replicas;
 mod cli;
 mod contact_turns;
 mod deferred_channel;
@@ -30,6 +31,7 @@ mod nudges;
 mod opening;
 mod order;
 mod outbox;
+mod plugin_outbox;
 mod plugins;
 mod race;
 mod reload;

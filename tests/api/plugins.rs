@@ -614,6 +614,72 @@ async fn plugin_a_write_whose_tool_a_reload_removed_fails_without_a_request() {
     app.stop().await;
 }
 
+// --- metrics ----------------------------------------------------------------------------------
+
+/// `actions_total`'s series of `tool` in `status`, with its value.
+fn series(tool: &str, status: &str, value: u64) -> String {
+    format!("manychat_agent_actions_total{{tool=\"{tool}\",status=\"{status}\"}} {value}")
+}
+
+#[tokio::test]
+async fn plugin_every_configured_tool_has_its_series_at_zero_from_start_and_after_a_reload_that_adds_one()
+ {
+    let server = endpoint(json!({"seats": 3})).await;
+    let model = script(vec![
+        tool_calls([seats("wheel_basics", 1)]),
+        answer("There are three seats left."),
+    ]);
+    let plugins = plugins_json(&server.uri());
+    let mut options = AppOptions::new(model)
+        .edit(move |dir| {
+            without_sales(dir);
+            write_plugins(dir, &plugins);
+        })
+        .env(SECRET_ENV, PLUGIN_SECRET);
+    options.reload_on_sighup = true;
+    let app = spawn_app_with(options).await;
+    let text = app.metrics_text().await;
+    for tool in ["seats_left", "create_lead"] {
+        for status in ["performed", "failed"] {
+            assert!(
+                text.contains(&series(tool, status, 0)),
+                "{tool} {status}:\n{text}"
+            );
+        }
+    }
+
+    // A reload adds a write tool: its series are there at 0 too.
+    let mut more = plugins_json(&server.uri());
+    let mut callback = more["tools"][1].clone();
+    callback["name"] = json!("request_callback");
+    more["tools"].as_array_mut().unwrap().push(callback);
+    write_plugins(&app.config_dir, &more);
+    crate::reload::send_sighup();
+    until(async || {
+        app.metrics_text()
+            .await
+            .contains(&series("request_callback", "failed", 0))
+    })
+    .await;
+    assert!(
+        app.metrics_text()
+            .await
+            .contains(&series("request_callback", "performed", 0))
+    );
+
+    // A read's call counts under its tool's name.
+    app.returning_contact("8113").await;
+    app.send("8113", "Is there room in the wheel class?").await;
+    assert_eq!(signed_requests(&server, SEATS).await.len(), 1);
+    let text = app.metrics_text().await;
+    assert!(
+        text.contains(&series("seats_left", "performed", 1)),
+        "{text}"
+    );
+    assert!(text.contains(&series("seats_left", "failed", 0)), "{text}");
+    app.stop().await;
+}
+
 // --- the commands -----------------------------------------------------------------------------
 
 fn binary() -> std::process::Command {

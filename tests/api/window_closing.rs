@@ -369,6 +369,81 @@ async fn spec_031_window_closing_a_send_failing_until_the_window_closes_is_given
     assert!(window_flows(&app).await.is_empty());
 }
 
+/// A process claims the contact's flow and dies before it settles it: within the nudge
+/// worker's bound (the rig's `MODEL_ABORT_MS` of 30 s plus 60 s) the row stays the dead claim's;
+/// past it the row is `lost`, counted like `given_up`, and counts as sent: it is never sent,
+/// since the dead process may have sent it, also after a new silence.
+async fn spec_031_window_closing_a_flow_left_running_by_a_dead_process_is_marked_lost_and_counts_as_sent(
+    backend: Backend,
+) {
+    let _frozen = FrozenClock::freeze();
+    let mut options = AppOptions::new(answers(1)).edit(with_window_closing);
+    if let Backend::Postgres = backend {
+        options = options.env("DATABASE_URL", fresh_postgres_url().await);
+    }
+    let app = spawn_app_with(options).await;
+    let conversation = wrote_once(&app, "8801").await;
+    let last = conversation.last_message_at.unwrap();
+    let due = last + minutes(1380);
+    let claimed = app
+        .store
+        .claim_window_closings(manychat_agent::nudge::closing::claim_at(due))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "the dead process's claim");
+
+    let rig = pass_at(&app, due + chrono::Duration::seconds(89)).await;
+    assert_eq!(
+        row(&app, &conversation).await,
+        Some((WindowClosingStatus::Running, None)),
+        "within the bound the claim may still be alive"
+    );
+    assert_eq!(rig.metrics.window_closing_count("lost", "process_died"), 0);
+
+    let rig = pass_at(&app, due + chrono::Duration::seconds(91)).await;
+    assert_eq!(
+        row(&app, &conversation).await,
+        Some((WindowClosingStatus::Lost, Some("process_died".to_owned())))
+    );
+    assert_eq!(rig.worker.run_once().await.lost_window_closings, 0, "once");
+    assert!(rig.metrics.render().contains(
+        "manychat_agent_window_closings_total{state=\"lost\",reason=\"process_died\"} 1"
+    ));
+    pass_at(&app, last + minutes(1439)).await;
+    let again = last + hours(48);
+    app.store
+        .record_turn(&NewTurn::user(conversation.id, "hello again", true, again))
+        .await
+        .unwrap();
+    pass_at(&app, again + minutes(1380)).await;
+    assert!(window_flows(&app).await.is_empty(), "never sent");
+    assert!(
+        app.metrics_text().await.contains(
+            "manychat_agent_window_closings_total{state=\"lost\",reason=\"process_died\"} 0"
+        ),
+        "the series is there from the start"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn spec_031_window_closing_a_flow_left_running_by_a_dead_process_is_marked_lost_and_counts_as_sent_sqlite()
+ {
+    spec_031_window_closing_a_flow_left_running_by_a_dead_process_is_marked_lost_and_counts_as_sent(
+        Backend::Sqlite,
+    )
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+async fn spec_031_window_closing_a_flow_left_running_by_a_dead_process_is_marked_lost_and_counts_as_sent_postgres()
+ {
+    spec_031_window_closing_a_flow_left_running_by_a_dead_process_is_marked_lost_and_counts_as_sent(
+        Backend::Postgres,
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn spec_031_window_closing_two_workers_on_one_postgres_send_once() {

@@ -292,6 +292,7 @@ pub async fn run_all(store: &dyn Store) {
     spec_025_claim_takes_due_rows_once(store).await;
     spec_025_a_nudge_turn_is_written_only_under_its_claim(store).await;
     spec_031_window_closing_is_claimed_once_per_contact_from_its_last_message(store).await;
+    spec_031_a_window_closing_left_running_is_marked_lost_and_counts_as_sent(store).await;
     token_rotation_keeps_previous(store).await;
     conversations_without_token_lists_recent_contacts_only(store).await;
     user_turn_updates_last_message_and_bound_count(store).await;
@@ -471,6 +472,7 @@ mod tests {
         spec_025_claim_takes_due_rows_once,
         spec_025_a_nudge_turn_is_written_only_under_its_claim,
         spec_031_window_closing_is_claimed_once_per_contact_from_its_last_message,
+        spec_031_a_window_closing_left_running_is_marked_lost_and_counts_as_sent,
         spec_031_the_weekly_claim_is_taken_once,
         spec_031_a_run_ends_with_its_proposals,
         spec_031_a_run_left_running_is_failed,

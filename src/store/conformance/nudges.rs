@@ -602,6 +602,139 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
     );
 }
 
+/// 031: a row left `running` by a process that died is marked `lost` once its claim is older
+/// than the cutoff (not at it), with `process_died`; it is then settled by nobody, never claimed
+/// again, also after a new silence (it counts as sent). A row claimed after the cutoff, and a
+/// row waiting to retry, are left alone.
+pub async fn spec_031_a_window_closing_left_running_is_marked_lost_and_counts_as_sent(
+    store: &dyn Store,
+) {
+    // Far from the other cases' messages: their contacts are never due here.
+    let base = at_s(100_000_000);
+    let minutes = |n: i64| base + chrono::Duration::minutes(n);
+    let died = fresh_conversation(store).await;
+    wrote(store, died.id, base).await;
+    let retrying = fresh_conversation(store).await;
+    wrote(store, retrying.id, base).await;
+    let live = fresh_conversation(store).await;
+    wrote(store, live.id, base + chrono::Duration::minutes(5)).await;
+
+    let claimed = store
+        .claim_window_closings(closing_claim(minutes(1380)))
+        .await
+        .expect("claim");
+    let of = |id: ConversationId| claimed.iter().find(|c| c.conversation_id == id).cloned();
+    let dead = of(died.id).expect("due at +1380 min");
+    let retry = of(retrying.id).expect("due at +1380 min");
+    let alive = claimed_for(store, minutes(1385), live.id)
+        .await
+        .expect("due at +1380 min");
+    assert!(
+        store
+            .settle_window_closing(&retry, WindowClosingStatus::Retry, None, 1, minutes(1385))
+            .await
+            .expect("settle")
+    );
+
+    let lost = |cutoff| store.mark_lost_window_closings(cutoff, minutes(1383));
+    assert!(
+        !lost(minutes(1380)).await.expect("lost").contains(&died.id),
+        "claimed at the cutoff: not yet lost"
+    );
+    let marked = lost(minutes(1381)).await.expect("lost");
+    assert!(
+        marked.contains(&died.id),
+        "the lost row's conversation, for its log line"
+    );
+    assert!(!marked.contains(&retrying.id), "a retry is not running");
+    assert!(!marked.contains(&live.id), "claimed after the cutoff");
+    let row = store
+        .window_closing(died.id)
+        .await
+        .expect("read")
+        .expect("the row stays");
+    assert_eq!(
+        (row.status, row.reason.as_deref()),
+        (WindowClosingStatus::Lost, Some("process_died"))
+    );
+    assert_eq!(
+        store
+            .window_closing(retrying.id)
+            .await
+            .expect("read")
+            .map(|r| r.status),
+        Some(WindowClosingStatus::Retry)
+    );
+    assert_eq!(
+        store
+            .window_closing(live.id)
+            .await
+            .expect("read")
+            .map(|r| r.status),
+        Some(WindowClosingStatus::Running)
+    );
+    assert!(
+        !lost(minutes(1381)).await.expect("lost").contains(&died.id),
+        "marked once"
+    );
+
+    // The dead claim no longer holds: nothing is written under it.
+    let turn = NewTurn::agent(died.id, "", "window_closing_sent", false, minutes(1384));
+    assert!(
+        store
+            .record_window_closing(&dead, &turn, 0)
+            .await
+            .expect("record")
+            .is_none()
+    );
+    assert!(
+        !store
+            .settle_window_closing(&dead, WindowClosingStatus::Retry, None, 1, minutes(1384))
+            .await
+            .expect("settle")
+    );
+    assert!(!store.release_window_closing(&dead).await.expect("release"));
+    // Never claimed again, nor after a new silence: it counts as sent.
+    let again = store
+        .claim_window_closings(closing_claim(minutes(1400)))
+        .await
+        .expect("claim");
+    assert!(again.iter().all(|c| c.conversation_id != died.id));
+    let retried = again
+        .iter()
+        .find(|c| c.conversation_id == retrying.id)
+        .expect("the retry is claimed again");
+    assert!(
+        store
+            .settle_window_closing(
+                retried,
+                WindowClosingStatus::GivenUp,
+                None,
+                2,
+                minutes(1400)
+            )
+            .await
+            .expect("settle")
+    );
+    wrote(store, died.id, minutes(3000)).await;
+    assert_eq!(
+        claimed_for(store, minutes(3000 + 1380), died.id).await,
+        None
+    );
+    assert!(
+        store
+            .settle_window_closing(
+                &alive,
+                WindowClosingStatus::Skipped,
+                Some("escalated"),
+                0,
+                minutes(1386)
+            )
+            .await
+            .expect("settle")
+    );
+}
+
 /// 031: two workers claiming at once take each due contact once.
 pub async fn spec_031_two_workers_claim_a_due_window_closing_once(a: &dyn Store, b: &dyn Store) {
     let base = at_s(95_000_000);

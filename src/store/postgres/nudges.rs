@@ -260,6 +260,23 @@ impl NudgeStore for PgStore {
         Ok(Some(id))
     }
 
+    async fn mark_lost_window_closings(
+        &self,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>> {
+        let lost = sqlx::query_scalar(
+            "UPDATE window_closings SET status = 'lost', reason = 'process_died', \
+             updated_at = $1 WHERE status = 'running' AND claimed_at < $2 \
+             RETURNING conversation_id",
+        )
+        .bind(to_millis(now))
+        .bind(to_millis(claimed_before))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(lost)
+    }
+
     async fn window_closing(
         &self,
         conversation_id: ConversationId,

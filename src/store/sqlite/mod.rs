@@ -170,6 +170,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "learning",
         include_str!("../../../migrations/sqlite/0020_learning.sql"),
     ),
+    (
+        21,
+        "window_closings_lost",
+        include_str!("../../../migrations/sqlite/0021_window_closings_lost.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on

@@ -267,6 +267,23 @@ impl NudgeStore for SqliteStore {
         .await
     }
 
+    async fn mark_lost_window_closings(
+        &self,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>> {
+        // The one writer makes the select-then-update atomic, as for the nudges.
+        self.write(move |conn| {
+            let lost = query_all(conn, LOST_WINDOW_CLOSINGS, [ms(claimed_before)], |row| {
+                uuid(text(row, 0)?)
+            })?;
+            conn.prepare_cached(LOSE_WINDOW_CLOSINGS)?
+                .execute(params![ms(now), ms(claimed_before)])?;
+            Ok(lost)
+        })
+        .await
+    }
+
     async fn window_closing(
         &self,
         conversation_id: ConversationId,
@@ -311,6 +328,12 @@ pub(super) const SETTLE_WINDOW_CLOSING: &str = "UPDATE window_closings SET statu
      WHERE conversation_id = ?5 AND status = 'running' AND claimed_at = ?6";
 pub(super) const RELEASE_WINDOW_CLOSING: &str = "DELETE FROM window_closings \
      WHERE conversation_id = ?1 AND status = 'running' AND claimed_at = ?2";
+/// The conversations of the rows [`LOSE_WINDOW_CLOSINGS`] marks (through
+/// `window_closings_running_claimed`).
+pub(super) const LOST_WINDOW_CLOSINGS: &str =
+    "SELECT conversation_id FROM window_closings WHERE status = 'running' AND claimed_at < ?1";
+pub(super) const LOSE_WINDOW_CLOSINGS: &str = "UPDATE window_closings SET status = 'lost', \
+     reason = 'process_died', updated_at = ?1 WHERE status = 'running' AND claimed_at < ?2";
 pub(super) const WINDOW_CLOSING_OF: &str = concat!(
     "SELECT ",
     window_closing_columns!(),
