@@ -1,7 +1,8 @@
 //! The activation gate (031 § Activation gate): a version goes live only with an eval record of
 //! its content hash against the current golden suite's hash, made with a model that is not a
 //! mock, in which no asserted case fails that did not also fail in the baseline (the active
-//! version's record, or the no-playbook record on a first activation). A version that was
+//! version's record, or the no-playbook record on a first activation). A baseline that passes
+//! no case gates nothing (the model was likely unreachable while it ran) and is refused. A version that was
 //! active before goes live again without the gate: the rollback.
 
 use std::path::Path;
@@ -113,6 +114,15 @@ pub async fn activate(
                 eval_command(&baseline_hash)
             )
         })?;
+    if passes_no_case(&baseline.outcomes) {
+        // Nothing could fail anew against it: a provider outage during the baseline's eval
+        // would let any version through.
+        return Err(format!(
+            "the baseline's eval record passes no case (was the model unreachable?): run `{}` \
+             again first",
+            eval_command(&baseline_hash)
+        ));
+    }
     let regressions = new_failures(&candidate.outcomes, &baseline.outcomes);
     if !regressions.is_empty() {
         return Err(format!(
@@ -139,6 +149,13 @@ pub fn outcomes(report: &crate::evals::EvalReport) -> Value {
             .map(|r| (r.id.clone(), Value::Bool(r.passed())))
             .collect(),
     )
+}
+
+/// A record in which no case passed (or that holds none) cannot be a baseline.
+pub fn passes_no_case(outcomes: &Value) -> bool {
+    !outcomes
+        .as_object()
+        .is_some_and(|cases| cases.values().any(|passed| passed.as_bool() == Some(true)))
 }
 
 /// The cases `candidate` fails (`false`) that `baseline` did not fail.

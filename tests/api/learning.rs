@@ -306,7 +306,10 @@ async fn spec_031_pending_and_rejected_proposals_are_never_in_the_prompt() {
     past_a_refresh(&app, None).await;
     ask(&app, "9303").await;
     let system = model.requests()[1].system.clone();
-    assert!(system.contains(&format!("- {TACTIC}\n")), "the active version");
+    assert!(
+        system.contains(&format!("- {TACTIC}\n")),
+        "the active version"
+    );
     assert!(!system.contains(PENDING), "a pending proposal never");
     assert!(!system.contains(REJECTED), "a rejected proposal never");
 }

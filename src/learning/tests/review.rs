@@ -238,6 +238,18 @@ pub(super) async fn spec_031_the_activation_gate_refuses_and_a_rollback_skips_it
         activate(store, &first, "suite-b", now()).await.is_err(),
         "a record against another suite does not count"
     );
+    // A baseline that passes nothing (an outage while it ran) gates nothing: refused.
+    eval_record(
+        store,
+        "",
+        "openai:gpt-4.1-mini",
+        json!({"a": false, "b": false}),
+    )
+    .await;
+    let refused = activate(store, &first, "suite-a", now())
+        .await
+        .expect_err("a baseline that passes no case");
+    assert!(refused.contains("passes no case"), "{refused}");
     // The baseline failed `a` too: not a new failure.
     eval_record(
         store,
