@@ -126,26 +126,18 @@ pub(crate) fn rules(dir: &Path) -> Value {
 
 /// The texts ManyChat was asked to put in the reply field, in order.
 pub(crate) async fn reply_field_writes(manychat: &MockServer) -> Vec<String> {
-    manychat
-        .received_requests()
+    bodies_on(manychat, "/fb/subscriber/setCustomFieldByName")
         .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path() == "/fb/subscriber/setCustomFieldByName")
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .into_iter()
         .filter(|b| b["field_name"] == "ai_message")
         .filter_map(|b| b["field_value"].as_str().map(str::to_owned))
         .collect()
 }
 
 pub(crate) async fn tagged(manychat: &MockServer) -> Vec<String> {
-    manychat
-        .received_requests()
+    bodies_on(manychat, "/fb/subscriber/addTagByName")
         .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path() == "/fb/subscriber/addTagByName")
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .into_iter()
         .filter_map(|b| b["tag_name"].as_str().map(str::to_owned))
         .collect()
 }

@@ -86,11 +86,7 @@ async fn manychat_holds_tag(manychat: &MockServer, tag: &str) {
     Mock::given(method("POST"))
         .and(path("/fb/subscriber/addTagByName"))
         .and(body_partial_json(json!({"tag_name": tag})))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"status": "success"}))
-                .set_delay(Duration::from_secs(600)),
-        )
+        .respond_with(manychat_success_after(Duration::from_secs(600)))
         .with_priority(1)
         .up_to_n_times(1)
         .mount(manychat)
@@ -113,13 +109,9 @@ fn start(dir: &Path, manychat: &MockServer, env: &[(&'static str, String)]) -> S
 }
 
 async fn reply_triggers(manychat: &MockServer) -> usize {
-    manychat
-        .received_requests()
+    bodies_on(manychat, "/fb/sending/sendFlow")
         .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path() == "/fb/sending/sendFlow")
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .into_iter()
         .filter(|b| b["flow_ns"] == REPLY_FLOW)
         .count()
 }
@@ -377,12 +369,8 @@ fn handoff_tag(app: &TestApp) -> String {
 }
 
 async fn tags_sent(app: &TestApp) -> Vec<String> {
-    app.manychat_requests()
+    app.manychat_texts("/fb/subscriber/addTagByName", "tag_name")
         .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/addTagByName")
-        .filter_map(|r| r.body["tag_name"].as_str().map(str::to_owned))
-        .collect()
 }
 
 fn metric(text: &str, name: &str) -> Option<f64> {
@@ -480,12 +468,9 @@ async fn fault_an_escalation_copy_is_never_followed_by_the_real_answer_when_spac
     tokio::time::advance(Duration::from_secs(2)).await;
     app.settle_advancing().await;
     app.worker.run_once().await.unwrap();
-    let replies: Vec<_> = app
-        .manychat_requests()
-        .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/setCustomFieldByName")
-        .collect();
+    let replies = app
+        .manychat_requests_to("/fb/subscriber/setCustomFieldByName")
+        .await;
     assert!(replies.is_empty(), "no reply after the copy: {replies:?}");
     assert!(
         app.outbox().await.is_empty(),

@@ -373,7 +373,10 @@ async fn handoff_an_operator_release_through_the_route_hands_the_contact_back() 
     let prompt = format!("{:?}", model.requests().last().unwrap());
     assert!(prompt.contains("A person from the business handled this conversation"));
     let metrics = app.metrics_text().await;
-    assert!(metrics.contains(r#"manychat_agent_hold_releases_total{reason="released"} 1"#));
+    assert_metric(
+        &metrics,
+        r#"manychat_agent_hold_releases_total{reason="released"} 1"#,
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -396,12 +399,9 @@ async fn handoff_a_new_handoff_after_a_release_holds_again_and_tags_again() {
         .await;
     app.settle().await;
     assert_eq!(block_texts(&answer), vec![app.escalation_copy()]);
-    let tags: Vec<_> = app
-        .manychat_requests()
-        .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/addTagByName")
-        .collect();
+    let tags = app
+        .manychat_requests_to("/fb/subscriber/addTagByName")
+        .await;
     assert_eq!(tags.len(), 1, "handed back, then over again: tagged again");
     app.manychat.reset().await;
     assert_held(&app, &model, "3100601").await;
@@ -416,14 +416,8 @@ async fn handoff_metrics_count_held_messages_and_contacts_held_now() {
     app.settle().await;
     assert_held(&app, &model, "3100701").await;
     let metrics = app.metrics_text().await;
-    assert!(
-        metrics.contains("manychat_agent_held_messages_total 1"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("manychat_agent_contacts_held 1"),
-        "{metrics}"
-    );
+    assert_metric(&metrics, "manychat_agent_held_messages_total 1");
+    assert_metric(&metrics, "manychat_agent_contacts_held 1");
 }
 
 /// Replicas share the hold: a release through one holds for the other's next message, on
@@ -431,12 +425,7 @@ async fn handoff_metrics_count_held_messages_and_contacts_held_now() {
 #[tokio::test]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn handoff_postgres_a_release_on_one_replica_frees_the_contact_on_the_other() {
-    let base = test_database_url();
-    let schema = manychat_agent::store::postgres::create_test_schema(&base)
-        .await
-        .unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let (_, url) = fresh_postgres_schema().await;
     let model = Arc::new(ScriptedModel::from_steps(replies(&["Back with you."])));
     let one = spawn_app_with(AppOptions::new(model.clone()).env("DATABASE_URL", url.clone())).await;
     let two = spawn_app_with(AppOptions::new(model.clone()).env("DATABASE_URL", url)).await;

@@ -115,10 +115,7 @@ async fn idle_connection_is_closed_after_the_idle_timeout() {
         "an idle connection outlived the idle timeout"
     );
     let metrics = metrics_text(&app).await;
-    assert!(
-        metrics.contains("manychat_agent_connections_timed_out_total 1"),
-        "{metrics}"
-    );
+    assert_metric(&metrics, "manychat_agent_connections_timed_out_total 1");
 }
 
 #[tokio::test(start_paused = true)]
@@ -201,10 +198,7 @@ async fn connections_over_the_per_address_cap_are_closed_and_a_freed_slot_is_reu
     );
 
     let metrics = metrics_on(&mut second).await;
-    assert!(
-        metrics.contains("manychat_agent_connections_refused_total 1"),
-        "{metrics}"
-    );
+    assert_metric(&metrics, "manychat_agent_connections_refused_total 1");
 
     // Once a connection closes its slot is free again.
     drop(first);
@@ -319,10 +313,7 @@ async fn connection_cap_a_slow_header_flood_does_not_delay_a_real_request() {
         assert!(closed(stream).await, "a trickled head was kept");
     }
     let metrics = app.metrics_text().await;
-    assert!(
-        metrics.contains("manychat_agent_connections_evicted_total"),
-        "{metrics}"
-    );
+    assert_metric(&metrics, "manychat_agent_connections_evicted_total");
 }
 
 /// Only `Transfer-Encoding: chunked` frames a body: `identity, chunked` is refused naming the

@@ -121,21 +121,13 @@ async fn survivor(model: Arc<ScriptedModel>, url: &str) -> TestApp {
 
 /// The texts ManyChat was asked to put in the reply field, in order.
 async fn replies_delivered(app: &TestApp) -> Vec<String> {
-    app.manychat_requests()
+    app.manychat_texts("/fb/subscriber/setCustomFieldByName", "field_value")
         .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/setCustomFieldByName")
-        .filter_map(|r| r.body["field_value"].as_str().map(str::to_owned))
-        .collect()
 }
 
 async fn tags_sent(app: &TestApp) -> Vec<String> {
-    app.manychat_requests()
+    app.manychat_texts("/fb/subscriber/addTagByName", "tag_name")
         .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/addTagByName")
-        .filter_map(|r| r.body["tag_name"].as_str().map(str::to_owned))
-        .collect()
 }
 
 /// Delivers what the outbox holds that is due now.
@@ -322,13 +314,7 @@ async fn a_delivered_fallback_is_not_followed_by_a_second_handoff(app: TestApp) 
         vec![app.escalation_copy(), app.escalation_copy()]
     );
     assert_eq!(tags_sent(&app).await, vec![tag], "handed off once");
-    assert!(
-        app.outbox()
-            .await
-            .iter()
-            .all(|r| r.status == manychat_agent::store::OutboxStatus::Delivered),
-        "both fallbacks settled"
-    );
+    assert!(app.all_delivered().await, "both fallbacks settled");
     let turns = app.turns("8805").await;
     assert!(
         turns

@@ -47,13 +47,9 @@ async fn written_tokens(app: &TestApp, field: &str) -> Vec<String> {
 }
 
 async fn token_writes(manychat: &MockServer, field: &str) -> Vec<String> {
-    manychat
-        .received_requests()
+    bodies_on(manychat, SET_FIELD)
         .await
-        .unwrap_or_default()
         .into_iter()
-        .filter(|r| r.url.path() == SET_FIELD)
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
         .filter(|body| body["field_name"] == field)
         .filter_map(|body| body["field_value"].as_str().map(str::to_owned))
         .collect()
@@ -224,11 +220,7 @@ async fn system_019_write_not_done_by_response_time_is_left_to_the_outbox() {
     // ManyChat takes far longer than the turn has left.
     Mock::given(method("POST"))
         .and(path(SET_FIELD))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"status": "success"}))
-                .set_delay(Duration::from_secs(10)),
-        )
+        .respond_with(manychat_success_after(Duration::from_secs(10)))
         .up_to_n_times(1)
         .with_priority(1)
         .mount(&app.manychat)
