@@ -119,6 +119,29 @@ impl PgStore {
     }
 }
 
+/// A statement that must have changed a row: `not_found(what)` when it changed none.
+fn changed(done: sqlx::postgres::PgQueryResult, what: &'static str) -> Result<()> {
+    if done.rows_affected() == 0 {
+        return Err(not_found(what));
+    }
+    Ok(())
+}
+
+/// Tests only: `TEST_DATABASE_URL`, the PostgreSQL the `#[ignore]`d tests need.
+#[cfg(test)]
+fn test_database_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL")
+}
+
+/// Tests only: a store on a fresh schema of `TEST_DATABASE_URL`.
+#[cfg(test)]
+async fn isolated_test_store() -> PgStore {
+    connect_isolated(&test_database_url())
+        .await
+        .expect("connect to Postgres")
+}
+
 /// Why a connection could not be made, in an operator's words, with the SQLSTATE or I/O kind
 /// for a search. The common failures are named; the rest keep the driver's bounded description.
 fn connect_failure(err: &sqlx::Error) -> String {
@@ -253,9 +276,7 @@ mod tests {
     #[tokio::test]
     #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
     async fn spec_025_migration_13_keeps_every_nudge_row_and_the_record_grows_beside_them() {
-        let url = std::env::var("TEST_DATABASE_URL")
-            .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL");
-        let (options, schema) = fresh_schema(&url).await.expect("a schema");
+        let (options, schema) = fresh_schema(&test_database_url()).await.expect("a schema");
         let options = options.options([("search_path", schema.as_str())]);
         let store = PgStore::connect_with(options.clone(), 2)
             .await
@@ -324,9 +345,7 @@ mod tests {
     #[tokio::test]
     #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
     async fn system_8_every_postgres_migration_file_is_applied() {
-        let url = std::env::var("TEST_DATABASE_URL")
-            .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL");
-        let store = connect_isolated(&url).await.expect("connect to Postgres");
+        let store = isolated_test_store().await;
         let applied: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
                 .fetch_one(&store.pool)
@@ -354,9 +373,7 @@ mod tests {
             contact_in_every_written_table, contact_tables_match_the_schema,
             forget_deletes_from_every_table,
         };
-        let url = std::env::var("TEST_DATABASE_URL")
-            .expect("TEST_DATABASE_URL names the PostgreSQL database this test runs on");
-        let store = connect_isolated(&url).await.expect("connect to Postgres");
+        let store = isolated_test_store().await;
         let schema: Vec<(String, String)> = sqlx::query_as(
             "SELECT table_name::text, column_name::text FROM information_schema.columns \
              WHERE table_schema = current_schema() \

@@ -28,6 +28,18 @@ pub(super) fn turn_from(row: &PgRow) -> Result<Turn> {
     })
 }
 
+impl PgStore {
+    /// Writes `value` as the JSON of one turn's column (`sql` binds it, then the turn's id).
+    async fn set_turn_json(&self, sql: &'static str, turn_id: i64, value: &Value) -> Result<()> {
+        let done = sqlx::query(sql)
+            .bind(Json(value))
+            .bind(turn_id)
+            .execute(&self.pool)
+            .await?;
+        changed(done, "turn")
+    }
+}
+
 #[async_trait]
 impl TurnStore for PgStore {
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
@@ -35,27 +47,21 @@ impl TurnStore for PgStore {
     }
 
     async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
-        let done = sqlx::query("UPDATE turns SET actions = $1 WHERE id = $2")
-            .bind(Json(actions))
-            .bind(turn_id)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("turn"));
-        }
-        Ok(())
+        self.set_turn_json(
+            "UPDATE turns SET actions = $1 WHERE id = $2",
+            turn_id,
+            actions,
+        )
+        .await
     }
 
     async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
-        let done = sqlx::query("UPDATE turns SET plugin_reads = $1 WHERE id = $2")
-            .bind(Json(reads))
-            .bind(turn_id)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("turn"));
-        }
-        Ok(())
+        self.set_turn_json(
+            "UPDATE turns SET plugin_reads = $1 WHERE id = $2",
+            turn_id,
+            reads,
+        )
+        .await
     }
 
     async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>> {

@@ -295,6 +295,15 @@ pub(super) fn turn_context_in(
     })
 }
 
+impl SqliteStore {
+    /// Writes `value` as the JSON text of one turn's column (`sql` binds it, then the turn's id).
+    async fn set_turn_json(&self, sql: &'static str, turn_id: i64, value: &Value) -> Result<()> {
+        let value = json_text(value)?;
+        self.write(move |conn| update_one(conn, sql, params![value, turn_id], "turn"))
+            .await
+    }
+}
+
 #[async_trait]
 impl TurnStore for SqliteStore {
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
@@ -304,28 +313,20 @@ impl TurnStore for SqliteStore {
     }
 
     async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
-        let actions = json_text(actions)?;
-        self.write(move |conn| {
-            update_one(
-                conn,
-                "UPDATE turns SET actions = ? WHERE id = ?",
-                params![actions, turn_id],
-                "turn",
-            )
-        })
+        self.set_turn_json(
+            "UPDATE turns SET actions = ? WHERE id = ?",
+            turn_id,
+            actions,
+        )
         .await
     }
 
     async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
-        let reads = json_text(reads)?;
-        self.write(move |conn| {
-            update_one(
-                conn,
-                "UPDATE turns SET plugin_reads = ? WHERE id = ?",
-                params![reads, turn_id],
-                "turn",
-            )
-        })
+        self.set_turn_json(
+            "UPDATE turns SET plugin_reads = ? WHERE id = ?",
+            turn_id,
+            reads,
+        )
         .await
     }
 
