@@ -153,6 +153,22 @@ pub(crate) async fn eventually(mut condition: impl AsyncFnMut() -> bool, what: &
     panic!("never happened: {what}");
 }
 
+/// A process serving `dir` with `mock:slow` (it answers after 12 s) and a 0.3 s deadline, so
+/// the contact is acknowledged; a model call is aborted after `abort_ms`.
+async fn slow_process(dir: &Path, manychat: &MockServer, abort_ms: &str) -> Served {
+    let served = Served::start(
+        dir,
+        manychat,
+        &[
+            ("AGENT_MODEL", "mock:slow"),
+            ("RACE_DEADLINE_MS", "300"),
+            ("MODEL_ABORT_MS", abort_ms),
+        ],
+    );
+    served.ready().await;
+    served
+}
+
 #[tokio::test]
 async fn killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
     let dir = tenant();
@@ -161,16 +177,7 @@ async fn killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
     let rules = rules(dir.path());
 
     // The model answers after 12 s; the deadline is 0.3 s: the contact is acknowledged.
-    let first = Served::start(
-        dir.path(),
-        &manychat,
-        &[
-            ("AGENT_MODEL", "mock:slow"),
-            ("RACE_DEADLINE_MS", "300"),
-            ("MODEL_ABORT_MS", "60000"),
-        ],
-    );
-    first.ready().await;
+    let first = slow_process(dir.path(), &manychat, "60000").await;
     let body = first.send("8801", "When are the evening classes?").await;
     assert_eq!(
         block_texts(&body),
@@ -243,16 +250,7 @@ async fn killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_a
     manychat_accepts_everything(&manychat).await;
     let rules = rules(dir.path());
 
-    let first = Served::start(
-        dir.path(),
-        &manychat,
-        &[
-            ("AGENT_MODEL", "mock:slow"),
-            ("RACE_DEADLINE_MS", "300"),
-            ("MODEL_ABORT_MS", "4000"),
-        ],
-    );
-    first.ready().await;
+    let first = slow_process(dir.path(), &manychat, "4000").await;
     let body = first.send("8802", "Do you have parking?").await;
     assert_eq!(block_texts(&body).len(), 1, "acknowledged");
     // Killed well inside the 4 s window (a loaded machine may take a while between the answer
