@@ -1,6 +1,7 @@
 //! PostgreSQL: turns, the history, and a turn's units of work (`TurnStore`).
 
 use super::*;
+use crate::store::TurnJson;
 
 pub(super) fn turn_from(row: &PgRow) -> Result<Turn> {
     let actions: Option<Json<Value>> = row.try_get("actions")?;
@@ -28,40 +29,23 @@ pub(super) fn turn_from(row: &PgRow) -> Result<Turn> {
     })
 }
 
-impl PgStore {
-    /// Writes `value` as the JSON of one turn's column (`sql` binds it, then the turn's id).
-    async fn set_turn_json(&self, sql: &'static str, turn_id: i64, value: &Value) -> Result<()> {
-        let done = sqlx::query(sql)
-            .bind(Json(value))
-            .bind(turn_id)
-            .execute(&self.pool)
-            .await?;
-        changed(done, "turn")
-    }
-}
-
 #[async_trait]
 impl TurnStore for PgStore {
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
         insert_turn(&self.pool, turn).await
     }
 
-    async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
-        self.set_turn_json(
-            "UPDATE turns SET actions = $1 WHERE id = $2",
-            turn_id,
-            actions,
-        )
-        .await
-    }
-
-    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
-        self.set_turn_json(
-            "UPDATE turns SET plugin_reads = $1 WHERE id = $2",
-            turn_id,
-            reads,
-        )
-        .await
+    async fn set_turn_json(&self, column: TurnJson, turn_id: i64, value: &Value) -> Result<()> {
+        let sql = match column {
+            TurnJson::Actions => "UPDATE turns SET actions = $1 WHERE id = $2",
+            TurnJson::PluginReads => "UPDATE turns SET plugin_reads = $1 WHERE id = $2",
+        };
+        let done = sqlx::query(sql)
+            .bind(Json(value))
+            .bind(turn_id)
+            .execute(&self.pool)
+            .await?;
+        changed(done, "turn")
     }
 
     async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>> {

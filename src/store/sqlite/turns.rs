@@ -2,6 +2,7 @@
 //! turn runs, its one read (`turn_context`) and its one write (`record_exchange`).
 
 use super::*;
+use crate::store::TurnJson;
 
 /// Columns in the order of `turn_columns!`.
 pub(super) fn turn_from(row: &Row<'_>) -> Result<Turn> {
@@ -295,15 +296,6 @@ pub(super) fn turn_context_in(
     })
 }
 
-impl SqliteStore {
-    /// Writes `value` as the JSON text of one turn's column (`sql` binds it, then the turn's id).
-    async fn set_turn_json(&self, sql: &'static str, turn_id: i64, value: &Value) -> Result<()> {
-        let value = json_text(value)?;
-        self.write(move |conn| update_one(conn, sql, params![value, turn_id], "turn"))
-            .await
-    }
-}
-
 #[async_trait]
 impl TurnStore for SqliteStore {
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64> {
@@ -312,22 +304,14 @@ impl TurnStore for SqliteStore {
         self.write(move |conn| row.insert(conn)).await
     }
 
-    async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
-        self.set_turn_json(
-            "UPDATE turns SET actions = ? WHERE id = ?",
-            turn_id,
-            actions,
-        )
-        .await
-    }
-
-    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
-        self.set_turn_json(
-            "UPDATE turns SET plugin_reads = ? WHERE id = ?",
-            turn_id,
-            reads,
-        )
-        .await
+    async fn set_turn_json(&self, column: TurnJson, turn_id: i64, value: &Value) -> Result<()> {
+        let sql = match column {
+            TurnJson::Actions => "UPDATE turns SET actions = ? WHERE id = ?",
+            TurnJson::PluginReads => "UPDATE turns SET plugin_reads = ? WHERE id = ?",
+        };
+        let value = json_text(value)?;
+        self.write(move |conn| update_one(conn, sql, params![value, turn_id], "turn"))
+            .await
     }
 
     async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>> {
