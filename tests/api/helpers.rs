@@ -106,6 +106,12 @@ impl AppOptions {
         self
     }
 
+    /// Serves the tenant folder `tenant` instead of the demo's.
+    pub fn with_tenant(mut self, tenant: PathBuf) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
     pub fn env(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.env.push((name, value.into()));
         self
