@@ -55,6 +55,16 @@ async fn token_writes(manychat: &MockServer, field: &str) -> Vec<String> {
         .collect()
 }
 
+/// Issues the contact a token again, on its conversation as the store now holds it.
+async fn issue_again(
+    app: &TestApp,
+    service: &TokenService,
+    conversation: &Conversation,
+) -> IssueOutcome {
+    let stored = reload(app.store.as_ref(), conversation).await;
+    service.issue_and_write(&stored).await.unwrap()
+}
+
 async fn reload(store: &dyn Store, conversation: &Conversation) -> Conversation {
     store
         .conversation(conversation.id)
@@ -185,10 +195,7 @@ async fn system_019_superseded_generation_is_not_written() {
         panic!("the first write fails and is queued");
     };
     // A later unbound request issues again, and that write lands.
-    let newer = tokens_service
-        .issue_and_write(&reload(app.store.as_ref(), &conversation).await)
-        .await
-        .unwrap();
+    let newer = issue_again(&app, &tokens_service, &conversation).await;
     assert_eq!(newer, IssueOutcome::Written { generation: 2 });
     let before = written_tokens(&app, "ai_token").await;
     assert_eq!(before.len(), 2);
@@ -293,10 +300,7 @@ async fn system_019_token_never_in_any_log_line_or_stored_error() {
     let failed = app.store.outbox_row(row).await.unwrap().unwrap();
     assert_eq!(failed.status, OutboxStatus::Failed);
     // Then a token that is written at once.
-    let written = tokens_service
-        .issue_and_write(&reload(app.store.as_ref(), &conversation).await)
-        .await
-        .unwrap();
+    let written = issue_again(&app, &tokens_service, &conversation).await;
     assert_eq!(written, IssueOutcome::Written { generation: 2 });
 
     let issued = written_tokens(&app, "ai_token").await;
@@ -394,13 +398,29 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+impl BackfillFixture {
+    /// A contact for each `(subscriber, days_ago)`, as [`Self::contact`] makes it.
+    async fn contacts(&self, wanted: &[(&str, i64)]) -> Vec<Conversation> {
+        let mut contacts = Vec::new();
+        for (subscriber, days_ago) in wanted {
+            contacts.push(self.contact(subscriber, *days_ago).await);
+        }
+        contacts
+    }
+
+    /// Runs the backfill with `args`, which must exit with `code` and say `says`; its output.
+    async fn expect(&self, args: &[&str], code: i32, says: &str) -> Output {
+        let output = self.run(args).await;
+        assert_eq!(output.status.code(), Some(code), "{output:?}");
+        assert!(stdout(&output).contains(says), "{}", stdout(&output));
+        output
+    }
+}
+
 #[tokio::test]
 async fn system_019_backfill_is_idempotent() {
     let fixture = BackfillFixture::new().await;
-    let recent = [
-        fixture.contact("7200001", 1).await,
-        fixture.contact("7200002", 29).await,
-    ];
+    let recent = fixture.contacts(&[("7200001", 1), ("7200002", 29)]).await;
     let stale = fixture.contact("7200003", 40).await;
     let holder = fixture.contact("7200004", 2).await;
     let holder_generation = fixture
@@ -413,13 +433,9 @@ async fn system_019_backfill_is_idempotent() {
         .await
         .unwrap();
 
-    let first = fixture.run(&[]).await;
-    assert_eq!(first.status.code(), Some(0), "{first:?}");
-    assert!(
-        stdout(&first).contains("issued 2 tokens: 2 written, 0 queued"),
-        "{}",
-        stdout(&first)
-    );
+    let first = fixture
+        .expect(&[], 0, "issued 2 tokens: 2 written, 0 queued")
+        .await;
     let writes = token_writes(&fixture.manychat, "ai_token").await;
     assert_eq!(writes.len(), 2);
     let mut after_first = Vec::new();
@@ -454,13 +470,7 @@ async fn system_019_backfill_is_idempotent() {
         );
     }
 
-    let second = fixture.run(&[]).await;
-    assert_eq!(second.status.code(), Some(0), "{second:?}");
-    assert!(
-        stdout(&second).contains("issued 0 tokens"),
-        "{}",
-        stdout(&second)
-    );
+    fixture.expect(&[], 0, "issued 0 tokens").await;
     assert_eq!(token_writes(&fixture.manychat, "ai_token").await.len(), 2);
     for stored in &after_first {
         assert_eq!(&reload(fixture.store.as_ref(), stored).await, stored);
@@ -470,18 +480,11 @@ async fn system_019_backfill_is_idempotent() {
 #[tokio::test]
 async fn system_019_backfill_check_exit_code() {
     let fixture = BackfillFixture::new().await;
-    let lacking = [
-        fixture.contact("7300001", 1).await,
-        fixture.contact("7300002", 3).await,
-    ];
+    let lacking = fixture.contacts(&[("7300001", 1), ("7300002", 3)]).await;
 
-    let check = fixture.run(&["--check"]).await;
-    assert_eq!(check.status.code(), Some(1), "{check:?}");
-    assert!(
-        stdout(&check).contains("2 recent contacts have no token"),
-        "{}",
-        stdout(&check)
-    );
+    fixture
+        .expect(&["--check"], 1, "2 recent contacts have no token")
+        .await;
     assert!(
         fixture
             .manychat
@@ -503,11 +506,7 @@ async fn system_019_backfill_check_exit_code() {
 
     let backfill = fixture.run(&[]).await;
     assert_eq!(backfill.status.code(), Some(0), "{backfill:?}");
-    let check = fixture.run(&["--check"]).await;
-    assert_eq!(check.status.code(), Some(0), "{check:?}");
-    assert!(
-        stdout(&check).contains("0 recent contacts have no token"),
-        "{}",
-        stdout(&check)
-    );
+    fixture
+        .expect(&["--check"], 0, "0 recent contacts have no token")
+        .await;
 }
