@@ -113,10 +113,7 @@ fn free_port() -> u16 {
 
 pub(crate) fn tenant() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &dir.path().join("config"),
-    );
+    copy_demo_tenant(&dir.path().join("config"));
     dir
 }
 

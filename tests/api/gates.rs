@@ -12,10 +12,7 @@ use crate::helpers::*;
 /// A copy of the demo tenant with `rules.json` edited.
 fn tenant_with_rules(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
+    copy_demo_tenant(dir.path());
     let path = dir.path().join("rules.json");
     let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     edit(&mut rules);

@@ -137,6 +137,11 @@ pub fn copy_tenant(source: &Path, dest: &Path) {
     }
 }
 
+/// Copies the demo tenant (`shipped_examples()`) into `dest`.
+pub fn copy_demo_tenant(dest: &Path) {
+    copy_tenant(&manychat_agent::config::examples::shipped_examples(), dest);
+}
+
 pub async fn spawn_app(model: Arc<dyn Model>) -> TestApp {
     spawn_app_with(AppOptions::new(model)).await
 }

@@ -333,10 +333,7 @@ struct BackfillFixture {
 impl BackfillFixture {
     async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        copy_tenant(
-            &manychat_agent::config::examples::shipped_examples(),
-            &dir.path().join("config"),
-        );
+        copy_demo_tenant(&dir.path().join("config"));
         let store = manychat_agent::store::connect(&Self::database_url(dir.path()))
             .await
             .unwrap();
