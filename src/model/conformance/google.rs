@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use super::{RefusesWhatTheApiRefuses, missing_keys, schema_keywords, unknown_keys};
+use super::{RefusesWhatTheApiRefuses, elements, missing_keys, schema_keywords, unknown_keys};
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
 use crate::model::google::{GoogleModel, parse_response};
@@ -342,12 +342,7 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
             ],
             &at,
         ));
-        for (j, declaration) in tool["functionDeclarations"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
+        for (j, declaration) in elements(&tool["functionDeclarations"]) {
             declared += 1;
             let at = format!("{at}.functionDeclarations[{j}]");
             problems.extend(unknown_keys(

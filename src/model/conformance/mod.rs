@@ -68,6 +68,11 @@ pub(crate) fn schema_keywords(schema: &Value) -> Vec<(String, Value)> {
     out
 }
 
+/// The elements of `list` with their positions; none when it is not an array.
+pub(crate) fn elements(list: &Value) -> impl Iterator<Item = (usize, &Value)> {
+    list.as_array().into_iter().flatten().enumerate()
+}
+
 /// The keys of `object` that `allowed` does not list, as `<at>.<key>` problems.
 pub(crate) fn unknown_keys(object: &Value, allowed: &[&str], at: &str) -> Vec<String> {
     object

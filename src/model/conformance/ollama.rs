@@ -10,7 +10,7 @@ use wiremock::MockServer;
 
 use super::{
     RefusesWhatTheApiRefuses, assert_real_steps_answered, assert_real_steps_conform,
-    assert_route_turn_conforms, missing_keys, real_steps, refusing_fake_at, unknown_keys,
+    assert_route_turn_conforms, elements, missing_keys, real_steps, refusing_fake_at, unknown_keys,
 };
 use crate::agent::agent_reply_schema;
 use crate::model::ollama::{OllamaModel, parse_response};
@@ -61,12 +61,7 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
         ));
     }
     // types.go `Message`; api.md lists role system, user, assistant or tool.
-    for (i, message) in body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+    for (i, message) in elements(&body["messages"]) {
         let at = format!("messages[{i}]");
         problems.extend(unknown_keys(
             message,
@@ -103,12 +98,7 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
             }
         }
         // types.go `ToolCall`: optional id, function {index, name, arguments as an object}.
-        for (j, call) in message["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
+        for (j, call) in elements(&message["tool_calls"]) {
             let at = format!("{at}.tool_calls[{j}]");
             problems.extend(unknown_keys(call, &["id", "function"], &at));
             if !call["function"]["arguments"].is_object() {

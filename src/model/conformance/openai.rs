@@ -10,8 +10,8 @@ use wiremock::MockServer;
 
 use super::{
     RefusesWhatTheApiRefuses, assert_real_steps_answered, assert_real_steps_conform,
-    assert_refused_as, assert_route_turn_conforms, missing_keys, real_steps, refusing_fake_at,
-    schema_keywords, unknown_keys,
+    assert_refused_as, assert_route_turn_conforms, elements, missing_keys, real_steps,
+    refusing_fake_at, schema_keywords, unknown_keys,
 };
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
@@ -227,12 +227,7 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
             if message["content"].is_null() && message.get("tool_calls").is_none() {
                 problems.push(format!("{at}.content: required without tool_calls"));
             }
-            for (j, call) in message["tool_calls"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
+            for (j, call) in elements(&message["tool_calls"]) {
                 // spec `ChatCompletionMessageToolCall`: id, type function, function{name,
                 // arguments as a string}.
                 let at = format!("{at}.tool_calls[{j}]");
