@@ -106,6 +106,20 @@ async fn row(store: &dyn Store, id: i64) -> OutboxRow {
         .expect("the row exists")
 }
 
+/// Releases the hold `held_since` began, at `at` for `reason` (`ConversationStore::release_hold`):
+/// whether it was the one in force.
+async fn release(
+    store: &dyn Store,
+    id: ConversationId,
+    (held_since, at): (DateTime<Utc>, DateTime<Utc>),
+    reason: &str,
+) -> bool {
+    store
+        .release_hold(id, held_since, at, reason)
+        .await
+        .expect("release_hold")
+}
+
 /// The conversation as the store holds it now.
 async fn stored_conversation(store: &dyn Store, id: ConversationId) -> Conversation {
     store.conversation(id).await.expect("read").expect("exists")
