@@ -498,15 +498,16 @@ mod tests {
         json!({"error": {"message": "Please try again later.", "type": kind, "param": null, "code": null}})
     }
 
+    /// OpenAI's error `status` of type `kind`, asking to retry in 5 ms: the step's error and
+    /// how many requests were made.
+    async fn failed_with_a_short_retry(status: u16, kind: &str) -> (ModelError, usize) {
+        let answer = error_answer(status, Some(("retry-after-ms", "5")), openai_error(kind));
+        failed_step(answer, model_for).await
+    }
+
     #[tokio::test]
     async fn openai_429_is_retried_once_then_reported_as_rate_limited() {
-        let answer = error_answer(
-            429,
-            Some(("retry-after-ms", "5")),
-            openai_error("rate_limit_exceeded"),
-        );
-
-        let (err, sent) = failed_step(answer, model_for).await;
+        let (err, sent) = failed_with_a_short_retry(429, "rate_limit_exceeded").await;
 
         assert_eq!(err, ModelError::RateLimited);
         assert_eq!(sent, 2);
@@ -539,13 +540,7 @@ mod tests {
 
     #[tokio::test]
     async fn openai_5xx_is_retried_once_then_reports_status_and_error_type() {
-        let answer = error_answer(
-            503,
-            Some(("retry-after-ms", "5")),
-            openai_error("server_error"),
-        );
-
-        let (err, sent) = failed_step(answer, model_for).await;
+        let (err, sent) = failed_with_a_short_retry(503, "server_error").await;
 
         assert_eq!(err, http_error(503, "server_error"));
         assert_eq!(sent, 2);

@@ -546,17 +546,22 @@ async fn anthropic_turn_through_the_http_route_passes_a_fake_that_refuses_what_a
     assert_route_turn_conforms(provider, &server, request_problems).await;
 }
 
-#[test]
-fn anthropic_official_response_shapes_parse() {
-    // Text with cache reads; thinking blocks (adaptive thinking models) are skipped.
+/// A final answer whose thinking block (`thinking`) comes before the valid reply, parsed.
+fn thought_then_replied(thinking: &str) -> crate::model::ModelResponse {
     let answer = official_message(
         json!([
-            {"type": "thinking", "thinking": "…", "signature": "sig"},
+            {"type": "thinking", "thinking": thinking, "signature": "sig"},
             {"type": "text", "text": VALID_REPLY}
         ]),
         "end_turn",
     );
-    let parsed = parse_response(answer.to_string().as_bytes()).expect("parse");
+    parse_response(answer.to_string().as_bytes()).expect("parse")
+}
+
+#[test]
+fn anthropic_official_response_shapes_parse() {
+    // Text with cache reads; thinking blocks (adaptive thinking models) are skipped.
+    let parsed = thought_then_replied("…");
     assert_eq!(parsed.output.as_deref(), Some(VALID_REPLY));
     assert_eq!(parsed.usage.cached_tokens, 1900);
     assert_eq!(parsed.usage.input_tokens, 1940);
@@ -713,14 +718,7 @@ fn anthropic_thinking_blocks_of_a_tool_turn_are_sent_back_unchanged_first_on_the
             .any(|p| p.contains("must start with a thinking block"))
     );
     // A final answer's thinking is not kept: there is no next step.
-    let reply = official_message(
-        json!([
-            {"type": "thinking", "thinking": "Done.", "signature": "sig"},
-            {"type": "text", "text": VALID_REPLY}
-        ]),
-        "end_turn",
-    );
-    let parsed = parse_response(reply.to_string().as_bytes()).expect("parse");
+    let parsed = thought_then_replied("Done.");
     assert!(parsed.echo.is_empty());
     assert_eq!(parsed.output.as_deref(), Some(VALID_REPLY));
 }
@@ -777,9 +775,7 @@ async fn anthropic_thinking_turn_through_the_http_route_echoes_the_thinking_and_
     )
     .await;
 
-    assert_eq!(status, 200);
-    let texts = super::route::block_texts(&body);
-    assert_eq!(texts, vec![super::route::ROUTE_REPLY_TEXT]);
+    super::route::assert_the_route_reply(status, &body);
     assert!(!body.to_string().contains("SECRET-THOUGHT"));
     let sent = received_bodies(&server).await;
     assert_eq!(sent.len(), 2, "a tool step, then the reply");

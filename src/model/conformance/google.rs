@@ -993,11 +993,7 @@ async fn google_plain_turn_through_the_http_route_passes_a_fake_that_refuses_wha
     let (status, body) =
         super::route::answer_through_the_route(provider_for(&server, "gemini-2.5-flash")).await;
 
-    assert_eq!(status, 200);
-    assert_eq!(
-        super::route::block_texts(&body),
-        vec![super::route::ROUTE_REPLY_TEXT]
-    );
+    super::route::assert_the_route_reply(status, &body);
     let sent = bodies.lock().unwrap().clone();
     assert_eq!(sent.len(), 1, "one step");
     assert!(request_problems_for("gemini-2.5-flash", &sent[0]).is_empty());
@@ -1017,11 +1013,7 @@ async fn google_tool_turn_through_the_http_route_pairs_the_result_and_echoes_the
         super::route::answer_through_the_route(provider_for(&server, "gemini-3-flash-preview"))
             .await;
 
-    assert_eq!(status, 200);
-    assert_eq!(
-        super::route::block_texts(&body),
-        vec![super::route::ROUTE_REPLY_TEXT]
-    );
+    super::route::assert_the_route_reply(status, &body);
     let sent = bodies.lock().unwrap().clone();
     assert_eq!(sent.len(), 2, "a tool step, then the reply");
     let contents = sent[1]["contents"].as_array().unwrap();
@@ -1055,11 +1047,7 @@ async fn google_media_turn_through_the_http_route_sends_the_image_inline() {
     )
     .await;
 
-    assert_eq!(status, 200);
-    assert_eq!(
-        super::route::block_texts(&body),
-        vec![super::route::ROUTE_REPLY_TEXT]
-    );
+    super::route::assert_the_route_reply(status, &body);
     let sent = bodies.lock().unwrap().clone();
     let parts: Vec<Value> = sent[0]["contents"]
         .as_array()

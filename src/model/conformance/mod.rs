@@ -184,8 +184,7 @@ pub(crate) async fn assert_route_turn_conforms(
     check: fn(&Value) -> Vec<String>,
 ) {
     let (status, body) = route::answer_through_the_route(provider).await;
-    assert_eq!(status, 200);
-    assert_eq!(route::block_texts(&body), vec![route::ROUTE_REPLY_TEXT]);
+    route::assert_the_route_reply(status, &body);
     let received = server.received_requests().await.unwrap_or_default();
     assert!(!received.is_empty(), "the model was called");
     for request in received {
