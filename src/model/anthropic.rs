@@ -404,8 +404,7 @@ mod tests {
     #[tokio::test]
     async fn anthropic_step_without_tools_omits_tools_and_tool_choice() {
         let server = answering_at(AT, 200, final_answer()).await;
-        let mut request = first_step(ToolChoice::None);
-        request.tools = std::sync::Arc::from([]);
+        let request = tool_less_step(ToolChoice::None);
 
         let body = body_sent(&model_for(&server), &request, &server).await;
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());

@@ -351,8 +351,7 @@ mod tests {
     #[tokio::test]
     async fn openai_step_without_tools_sends_no_empty_tools_array() {
         let server = answering_at(AT, 200, final_answer()).await;
-        let mut request = first_step(ToolChoice::Auto);
-        request.tools = std::sync::Arc::from([]);
+        let request = tool_less_step(ToolChoice::Auto);
 
         let body = body_sent(&model_for(&server), &request, &server).await;
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());

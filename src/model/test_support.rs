@@ -57,6 +57,14 @@ pub(crate) fn first_step(choice: ToolChoice) -> ModelRequest {
     }
 }
 
+/// Step 1 of a turn that offers no tool at all.
+pub(crate) fn tool_less_step(choice: ToolChoice) -> ModelRequest {
+    ModelRequest {
+        tools: std::sync::Arc::from([]),
+        ..first_step(choice)
+    }
+}
+
 /// A tiny PNG's bytes (a fixture of the media tests: colour bars, fictional).
 pub(crate) const IMAGE_BYTES: &[u8] = include_bytes!("../../tests/fixtures/media/colour-bars.png");
 
@@ -85,6 +93,30 @@ pub(crate) fn call(id: &str, name: &str, arguments: ToolArguments) -> ToolCall {
         name: name.into(),
         arguments,
     }
+}
+
+/// The model's turn that made `calls` (no text, nothing to echo), as the next step replays it.
+pub(crate) fn calls_made(calls: Vec<ToolCall>) -> Message {
+    Message::Assistant {
+        text: None,
+        tool_calls: calls,
+        echo: Default::default(),
+    }
+}
+
+/// A call's result that is no error.
+pub(crate) fn ok_result(call_id: &str, name: &str, content: Value) -> ToolResult {
+    ToolResult {
+        call_id: call_id.into(),
+        name: name.into(),
+        content,
+        is_error: false,
+    }
+}
+
+/// The results of a step's calls, as the next step sends them.
+pub(crate) fn results(results: Vec<ToolResult>) -> Message {
+    Message::ToolResults { results }
 }
 
 /// Step 2 of a turn: the first step's two calls replayed, then their results (one an error).

@@ -26,9 +26,7 @@ use crate::model::anthropic::{AnthropicModel, parse_response};
 use crate::model::reasoning::Effort;
 use crate::model::test_support::*;
 use crate::model::wire_schema::ANTHROPIC_FORMATS;
-use crate::model::{
-    Message, Model, ProviderEcho, StopReason, ToolArguments, ToolChoice, ToolResult,
-};
+use crate::model::{Message, Model, ProviderEcho, StopReason, ToolArguments, ToolChoice};
 
 /// SDK params `MessageCreateParams`: every documented body field.
 const REQUEST_FIELDS: &[&str] = &[
@@ -688,14 +686,11 @@ fn anthropic_thinking_blocks_of_a_tool_turn_are_sent_back_unchanged_first_on_the
         tool_calls: parsed.tool_calls.clone(),
         echo: parsed.echo.clone(),
     });
-    request.messages.push(Message::ToolResults {
-        results: vec![ToolResult {
-            call_id: "toolu_01".into(),
-            name: "get_contact".into(),
-            content: json!({"name": null}),
-            is_error: false,
-        }],
-    });
+    request.messages.push(results(vec![ok_result(
+        "toolu_01",
+        "get_contact",
+        json!({"name": null}),
+    )]));
     let provider = model("claude-sonnet-4-5", "https://api.anthropic.com")
         .with_reasoning_effort(Some(Effort::Low));
     let body = provider.request_body(&request);

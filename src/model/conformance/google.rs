@@ -702,14 +702,11 @@ fn google_function_results_follow_their_calls_in_order_by_name_and_gemini_id() {
         tool_calls: parsed.tool_calls.clone(),
         echo: parsed.echo,
     });
-    request.messages.push(Message::ToolResults {
-        results: vec![crate::model::ToolResult {
-            call_id: parsed.tool_calls[0].id.clone(),
-            name: "get_contact".into(),
-            content: json!({"name": null}),
-            is_error: false,
-        }],
-    });
+    request.messages.push(results(vec![ok_result(
+        &parsed.tool_calls[0].id,
+        "get_contact",
+        json!({"name": null}),
+    )]));
     let body = model("gemini-2.5-flash", "http://localhost").request_body(&request);
     assert!(
         body["contents"][1]["parts"][0]["functionCall"]

@@ -15,7 +15,7 @@ use super::{
 use crate::agent::agent_reply_schema;
 use crate::model::ollama::{OllamaModel, parse_response};
 use crate::model::test_support::*;
-use crate::model::{Message, Model, StopReason, ToolArguments, ToolCall, ToolChoice, ToolResult};
+use crate::model::{Message, Model, StopReason, ToolArguments, ToolCall, ToolChoice};
 
 /// types.go `ChatRequest`: every documented body field.
 const REQUEST_FIELDS: &[&str] = &[
@@ -206,14 +206,11 @@ fn ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
         }],
         echo: Default::default(),
     });
-    request.messages.push(Message::ToolResults {
-        results: vec![ToolResult {
-            call_id: "call_7f3a".into(),
-            name: "send_flow".into(),
-            content: json!({"staged": true}),
-            is_error: false,
-        }],
-    });
+    request.messages.push(results(vec![ok_result(
+        "call_7f3a",
+        "send_flow",
+        json!({"staged": true}),
+    )]));
     let body = model("http://localhost:11434").request_body(&request);
     assert_eq!(
         body["messages"][2]["tool_calls"][0]["id"],
@@ -231,19 +228,12 @@ fn ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
     );
     let parsed = parse_response(answer.to_string().as_bytes()).expect("parse");
     let mut request = first_step(ToolChoice::Auto);
-    request.messages.push(Message::Assistant {
-        text: None,
-        tool_calls: parsed.tool_calls.clone(),
-        echo: Default::default(),
-    });
-    request.messages.push(Message::ToolResults {
-        results: vec![ToolResult {
-            call_id: parsed.tool_calls[0].id.clone(),
-            name: "send_flow".into(),
-            content: json!({"staged": true}),
-            is_error: false,
-        }],
-    });
+    request.messages.push(calls_made(parsed.tool_calls.clone()));
+    request.messages.push(results(vec![ok_result(
+        &parsed.tool_calls[0].id,
+        "send_flow",
+        json!({"staged": true}),
+    )]));
     let body = model("http://localhost:11434").request_body(&request);
     assert!(
         body["messages"][2]["tool_calls"][0].get("id").is_none(),
