@@ -283,26 +283,22 @@ mod tests {
             .expect("connect");
         let at = |s: i64| DateTime::from_timestamp(1_770_000_000 + s, 0).expect("an instant");
         let subscriber = |n: &str| SubscriberId::parse(n).expect("an id");
-        let replied = store
-            .conversation_for(&subscriber("41"), "whatsapp", at(0))
-            .await
-            .expect("conversation");
-        let waiting = store
-            .conversation_for(&subscriber("42"), "whatsapp", at(0))
-            .await
-            .expect("conversation");
-        store
-            .schedule_nudge(replied.id, "later_today", at(7200), at(0))
-            .await
-            .expect("schedule");
+        let contact = async |n: &str| {
+            let subscriber = subscriber(n);
+            let conversation = store.conversation_for(&subscriber, "whatsapp", at(0));
+            conversation.await.expect("conversation")
+        };
+        let (replied, waiting) = (contact("41").await, contact("42").await);
+        let schedule = async |id, delay: &str, due, now| {
+            let scheduled = store.schedule_nudge(id, delay, at(due), at(now));
+            scheduled.await.expect("schedule")
+        };
+        schedule(replied.id, "later_today", 7200, 0).await;
         store
             .cancel_nudge(replied.id, "contact_replied", at(60))
             .await
             .expect("cancel");
-        store
-            .schedule_nudge(waiting.id, "tomorrow", at(90_000), at(30))
-            .await
-            .expect("schedule");
+        schedule(waiting.id, "tomorrow", 90_000, 30).await;
         // Back to migration 12: the conversation's UNIQUE key, not the pending-only index.
         sqlx::raw_sql(
             "DROP INDEX nudges_one_pending; DROP INDEX nudges_conversation;              ALTER TABLE nudges ADD CONSTRAINT nudges_conversation_id_key UNIQUE (conversation_id);              DELETE FROM _sqlx_migrations WHERE version = 13;",
