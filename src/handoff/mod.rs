@@ -151,24 +151,13 @@ mod tests {
     }
 
     fn conversation(escalated: Option<u32>, released: Option<u32>) -> Conversation {
+        let subscriber = crate::ids::SubscriberId::parse("4400100").unwrap();
         Conversation {
-            id: uuid::Uuid::nil(),
-            subscriber_id: crate::ids::SubscriberId::parse("4400100").unwrap(),
-            channel: "whatsapp".into(),
-            turn_count: 0,
             escalated_at: escalated.map(at),
-            last_message_at: None,
-            token_hash: None,
-            previous_token_hash: None,
-            token_issued_at: None,
-            token_generation: 0,
-            offering: None,
-            opening_sent_at: None,
-            created_at: at(0),
-            updated_at: at(0),
             hold_released_at: released.map(at),
             hold_release_reason: released.map(|_| "released".to_owned()),
             hold_note_due: released.is_some(),
+            ..Conversation::first_contact(uuid::Uuid::nil(), subscriber, at(0))
         }
     }
 

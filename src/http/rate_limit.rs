@@ -191,12 +191,18 @@ mod tests {
             .count() as u32
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn system_3_1_three_hundred_pass_and_the_next_is_refused() {
+    /// A limiter whose address `203.0.113.7` spent its minute: 300 passed, the next refused.
+    fn spent_address() -> (RateLimiter, IpAddr) {
         let limiter = RateLimiter::default();
         let addr = ip("203.0.113.7");
         assert_eq!(spend(&limiter, addr, 300), 300);
         assert!(limiter.check_address(addr).is_err());
+        (limiter, addr)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn system_3_1_three_hundred_pass_and_the_next_is_refused() {
+        spent_address();
     }
 
     #[tokio::test(start_paused = true)]
@@ -230,10 +236,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn system_3_1_budget_refills_after_a_minute() {
-        let limiter = RateLimiter::default();
-        let addr = ip("203.0.113.7");
-        assert_eq!(spend(&limiter, addr, 300), 300);
-        assert!(limiter.check_address(addr).is_err());
+        let (limiter, addr) = spent_address();
         advance(Duration::from_secs(30)).await;
         assert_eq!(spend(&limiter, addr, 300), 150);
         advance(Duration::from_secs(60)).await;

@@ -381,34 +381,27 @@ impl ManyChatClient {
         request_bytes: usize,
         timeout: Duration,
     ) -> (Result<Vec<u8>, ManyChatError>, Option<u16>) {
+        // Sending or reading the answer failed below HTTP (the status, once one came).
+        let transport_failed = |e: &reqwest::Error, status: Option<u16>| {
+            let error = transport_error(e, timeout);
+            warn!(
+                endpoint = endpoint.name(),
+                request_bytes,
+                status,
+                kind = error.kind(),
+                "manychat request failed"
+            );
+            (Err(error), status)
+        };
         let mut response = match request.send().await {
             Ok(response) => response,
-            Err(e) => {
-                let error = transport_error(&e, timeout);
-                warn!(
-                    endpoint = endpoint.name(),
-                    request_bytes,
-                    kind = error.kind(),
-                    "manychat request failed"
-                );
-                return (Err(error), None);
-            }
+            Err(e) => return transport_failed(&e, None),
         };
         let status = response.status().as_u16();
         self.note_retry_after(status, response.headers());
         let body = match read_body(&mut response).await {
             Ok(body) => body,
-            Err(e) => {
-                let error = transport_error(&e, timeout);
-                warn!(
-                    endpoint = endpoint.name(),
-                    request_bytes,
-                    status,
-                    kind = error.kind(),
-                    "manychat request failed"
-                );
-                return (Err(error), Some(status));
-            }
+            Err(e) => return transport_failed(&e, Some(status)),
         };
         let result = match classify(endpoint, status, &body) {
             Ok(()) => {

@@ -247,21 +247,48 @@ mod tests {
     use std::time::Duration;
     use tokio::time::Instant;
 
+    /// Takes `n` permits one after another; how long they took.
+    async fn take(limiter: &ManyChatLimiter, n: usize) -> Duration {
+        let start = Instant::now();
+        for _ in 0..n {
+            limiter.acquire().await;
+        }
+        start.elapsed()
+    }
+
+    /// `n` waiters, each queued before the next arrives: in the order they were served, each
+    /// with when.
+    async fn served_waiters(limiter: &ManyChatLimiter, n: usize) -> Vec<(usize, Instant)> {
+        let served = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for i in 0..n {
+            let limiter = limiter.clone();
+            let served = served.clone();
+            waiters.push(tokio::spawn(async move {
+                limiter.acquire().await;
+                served.lock().unwrap().push((i, Instant::now()));
+            }));
+            for _ in 0..5 {
+                tokio::task::yield_now().await;
+            }
+        }
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        served.lock().unwrap().clone()
+    }
+
     #[tokio::test(start_paused = true)]
     async fn fault_a_limiter_starting_empty_never_bursts_before_its_quota_refills() {
         let limiter = ManyChatLimiter::starting_empty();
-        let start = Instant::now();
-        limiter.acquire().await;
+        let first = take(&limiter, 1).await;
         assert_eq!(
-            start.elapsed(),
+            first,
             Duration::from_millis(100),
             "the first request waits an interval"
         );
-        for _ in 0..9 {
-            limiter.acquire().await;
-        }
         assert_eq!(
-            start.elapsed(),
+            first + take(&limiter, 9).await,
             Duration::from_secs(1),
             "10 in the first second, never the burst on top"
         );
@@ -271,11 +298,8 @@ mod tests {
     async fn system_3_5_limiter_lets_a_burst_of_five_through_then_paces_at_ten_per_second() {
         let limiter = ManyChatLimiter::new();
         let start = Instant::now();
-        for _ in 0..5 {
-            limiter.acquire().await;
-        }
         assert_eq!(
-            start.elapsed(),
+            take(&limiter, 5).await,
             Duration::ZERO,
             "the burst of 5 must not wait"
         );
@@ -299,13 +323,9 @@ mod tests {
     async fn system_3_5_limiter_is_shared_between_clones() {
         let limiter = ManyChatLimiter::new();
         let other = limiter.clone();
-        let start = Instant::now();
-        for _ in 0..5 {
-            other.acquire().await;
-        }
-        limiter.acquire().await;
+        let burst = take(&other, 5).await;
         assert!(
-            start.elapsed() >= Duration::from_millis(100),
+            burst + take(&limiter, 1).await >= Duration::from_millis(100),
             "a clone draws from the same bucket"
         );
     }
@@ -313,42 +333,21 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn system_3_5_limiter_serves_waiters_in_arrival_order() {
         let limiter = ManyChatLimiter::new();
-        for _ in 0..5 {
-            limiter.acquire().await;
-        }
-        let served = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut waiters = Vec::new();
-        for n in 0..12 {
-            let limiter = limiter.clone();
-            let served = served.clone();
-            waiters.push(tokio::spawn(async move {
-                limiter.acquire().await;
-                served.lock().unwrap().push(n);
-            }));
-            // Each waiter is queued before the next arrives.
-            for _ in 0..5 {
-                tokio::task::yield_now().await;
-            }
-        }
-        for waiter in waiters {
-            waiter.await.unwrap();
-        }
-        assert_eq!(*served.lock().unwrap(), (0..12).collect::<Vec<_>>());
+        take(&limiter, 5).await;
+        let served = served_waiters(&limiter, 12).await;
+        assert_eq!(
+            served.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            (0..12).collect::<Vec<_>>()
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn system_3_5_limiter_refills_after_idle_time() {
         let limiter = ManyChatLimiter::new();
-        for _ in 0..5 {
-            limiter.acquire().await;
-        }
+        take(&limiter, 5).await;
         tokio::time::advance(Duration::from_millis(500)).await;
-        let start = Instant::now();
-        for _ in 0..5 {
-            limiter.acquire().await;
-        }
         assert_eq!(
-            start.elapsed(),
+            take(&limiter, 5).await,
             Duration::ZERO,
             "half a second refills the burst of 5"
         );
@@ -397,27 +396,8 @@ mod tests {
         let shared = FakeShared::new(false);
         let limiter = ManyChatLimiter::new().with_shared_bucket(shared.clone());
         let start = Instant::now();
-        for _ in 0..5 {
-            limiter.acquire().await;
-        }
-        assert_eq!(start.elapsed(), Duration::ZERO, "the burst of 5");
-        let served = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut waiters = Vec::new();
-        for n in 0..10 {
-            let limiter = limiter.clone();
-            let served = served.clone();
-            waiters.push(tokio::spawn(async move {
-                limiter.acquire().await;
-                served.lock().unwrap().push((n, Instant::now()));
-            }));
-            for _ in 0..5 {
-                tokio::task::yield_now().await;
-            }
-        }
-        for waiter in waiters {
-            waiter.await.unwrap();
-        }
-        let served = served.lock().unwrap().clone();
+        assert_eq!(take(&limiter, 5).await, Duration::ZERO, "the burst of 5");
+        let served = served_waiters(&limiter, 10).await;
         assert_eq!(
             served.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
             (0..10).collect::<Vec<_>>()
@@ -437,14 +417,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_shared_bucket_that_fails_falls_back_to_pacing_this_process() {
         let limiter = ManyChatLimiter::new().with_shared_bucket(FakeShared::new(true));
-        let start = Instant::now();
-        for _ in 0..6 {
-            limiter.acquire().await;
-        }
+        let took = take(&limiter, 6).await;
         assert!(
-            start.elapsed() >= Duration::from_millis(100),
-            "the local bucket still paces: {:?}",
-            start.elapsed()
+            took >= Duration::from_millis(100),
+            "the local bucket still paces: {took:?}"
         );
     }
 

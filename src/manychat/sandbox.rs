@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header::AUTHORIZATION};
 use axum::response::{IntoResponse, Response};
@@ -220,6 +221,15 @@ fn required_str<'a>(body: &'a Value, key: &str) -> Result<&'a str, Refusal> {
     }
 }
 
+/// What every write endpoint checks first, as ManyChat does: the bearer token, a JSON body and
+/// its contact. The body, and the contact's key.
+fn accept(headers: &HeaderMap, bytes: &[u8]) -> Result<(Value, String), Refusal> {
+    authorized(headers)?;
+    let body = json_body(bytes)?;
+    let key = subscriber_key(&body)?;
+    Ok((body, key))
+}
+
 /// The body as JSON, or ManyChat's 400. Parsed by hand so a bad body gets the envelope, not
 /// axum's plain-text rejection.
 fn json_body(bytes: &[u8]) -> Result<Value, Refusal> {
@@ -249,18 +259,11 @@ fn display_value(field: &str, value: &Value) -> String {
     }
 }
 
-async fn send_flow(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    bytes: axum::body::Bytes,
-) -> Response {
-    let accepted = (|| {
-        authorized(&headers)?;
-        let body = json_body(&bytes)?;
-        subscriber_key(&body)?;
+async fn send_flow(State(state): State<AppState>, headers: HeaderMap, bytes: Bytes) -> Response {
+    let accepted = accept(&headers, &bytes).and_then(|(body, _)| {
         let flow_ns = required_str(&body, "flow_ns")?.to_owned();
-        Ok::<_, Refusal>((body, flow_ns))
-    })();
+        Ok((body, flow_ns))
+    });
     match accepted {
         Ok((body, flow_ns)) => {
             println!("[sandbox] sendFlow {flow_ns}");
@@ -271,30 +274,19 @@ async fn send_flow(
     }
 }
 
-async fn add_tag(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    bytes: axum::body::Bytes,
-) -> Response {
+async fn add_tag(State(state): State<AppState>, headers: HeaderMap, bytes: Bytes) -> Response {
     change_tag(&state, &headers, &bytes, true)
 }
 
-async fn remove_tag(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    bytes: axum::body::Bytes,
-) -> Response {
+async fn remove_tag(State(state): State<AppState>, headers: HeaderMap, bytes: Bytes) -> Response {
     change_tag(&state, &headers, &bytes, false)
 }
 
 fn change_tag(state: &AppState, headers: &HeaderMap, bytes: &[u8], add: bool) -> Response {
-    let accepted = (|| {
-        authorized(headers)?;
-        let body = json_body(bytes)?;
-        let key = subscriber_key(&body)?;
+    let accepted = accept(headers, bytes).and_then(|(body, key)| {
         let tag = required_str(&body, "tag_name")?.to_owned();
-        Ok::<_, Refusal>((body, key, tag))
-    })();
+        Ok((body, key, tag))
+    });
     let (body, key, tag) = match accepted {
         Ok(accepted) => accepted,
         Err(refused) => return refused.into_response(),
@@ -318,21 +310,14 @@ fn change_tag(state: &AppState, headers: &HeaderMap, bytes: &[u8], add: bool) ->
     success()
 }
 
-async fn set_field(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    bytes: axum::body::Bytes,
-) -> Response {
-    let accepted = (|| {
-        authorized(&headers)?;
-        let body = json_body(&bytes)?;
-        let key = subscriber_key(&body)?;
+async fn set_field(State(state): State<AppState>, headers: HeaderMap, bytes: Bytes) -> Response {
+    let accepted = accept(&headers, &bytes).and_then(|(body, key)| {
         let field = required_str(&body, "field_name")?.to_owned();
         let Some(value) = body.get("field_value").cloned() else {
             return Err(refuse(StatusCode::BAD_REQUEST, "field_value is required"));
         };
-        Ok::<_, Refusal>((body, key, field, value))
-    })();
+        Ok((body, key, field, value))
+    });
     let (body, key, field, value) = match accepted {
         Ok(accepted) => accepted,
         Err(refused) => return refused.into_response(),

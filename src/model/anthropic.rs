@@ -23,17 +23,17 @@
 //!   thinking guide: thinking blocks must be passed back unmodified with tool use). Their text is
 //!   never output.
 
-use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::capabilities::{self, Capabilities, EffortControl};
-use super::reasoning::{self, Effort};
-use super::transport::{self, null_as_default, temperature_json};
+use super::capabilities::EffortControl;
+use super::http::{self, Endpoint, HttpModel, Wire};
+use super::reasoning;
+use super::transport::{self, null_as_default};
 use super::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, ProviderEcho, StopReason,
-    ToolArguments, ToolCall, ToolChoice, Usage, wire_schema,
+    Message, ModelError, ModelRequest, ModelResponse, ProviderEcho, StopReason, ToolArguments,
+    ToolCall, ToolChoice, Usage, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -44,62 +44,32 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const API_VERSION: &str = "2023-06-01";
 
 /// A Claude model behind the Messages API.
-pub struct AnthropicModel {
-    /// `anthropic:<model>`, as recorded on the turn.
-    id: String,
-    model: String,
-    /// `{base}/v1/messages`.
-    url: String,
-    /// `x-api-key` (sensitive) and `anthropic-version`.
-    headers: HeaderMap,
-    client: reqwest::Client,
-    capabilities: Capabilities,
-    /// Whether the operator set `AGENT_TEMPERATURE` (an unknown model gets it only then).
-    operator_temperature: bool,
-    /// `AGENT_REASONING_EFFORT`: thinking on, as the model takes it.
-    effort: Option<Effort>,
-}
+pub type AnthropicModel = HttpModel<Anthropic>;
+
+/// The Messages API wire format.
+pub struct Anthropic;
 
 impl AnthropicModel {
-    /// `base_url` is `ANTHROPIC_BASE_URL` (with or without a trailing slash).
+    /// `base_url` is `ANTHROPIC_BASE_URL` (with or without a trailing slash). Posts to
+    /// `{base}/v1/messages` with `x-api-key` (sensitive) and `anthropic-version`.
     pub fn new(model: &str, api_key: &Secret, base_url: &str) -> Result<Self, ModelError> {
         let base = transport::normalise_base_url(base_url, "ANTHROPIC_BASE_URL")?;
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            HeaderName::from_static("x-api-key"),
-            transport::secret_header(api_key.expose(), "ANTHROPIC_API_KEY")?,
-        );
+        let key = HeaderName::from_static("x-api-key");
+        let mut headers = transport::secret_headers(key, api_key.expose(), "ANTHROPIC_API_KEY")?;
         headers.insert(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
-        Ok(Self {
-            id: format!("anthropic:{model}"),
-            model: model.to_owned(),
-            url: format!("{base}/v1/messages"),
-            headers,
-            client: transport::build_client()?,
-            capabilities: capabilities::of("anthropic", model),
-            operator_temperature: false,
-            effort: None,
-        })
+        let url = format!("{base}/v1/messages");
+        let endpoint = Endpoint::new("anthropic", model, model, url, headers)?;
+        Ok(HttpModel::from_parts(endpoint, Anthropic, parse_response))
     }
+}
 
-    /// `AGENT_REASONING_EFFORT` (checked against the model by `reasoning::check` at start).
-    pub fn with_reasoning_effort(mut self, effort: Option<Effort>) -> Self {
-        self.effort = effort;
-        self
-    }
-
-    /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
-    pub fn with_operator_temperature(mut self, set: bool) -> Self {
-        self.operator_temperature = set;
-        self
-    }
-
-    pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
+impl Wire for Anthropic {
+    fn request_body(&self, endpoint: &Endpoint, request: &ModelRequest) -> Value {
         let mut body = json!({
-            "model": self.model,
+            "model": endpoint.model,
             "max_tokens": request.max_output_tokens,
             "system": [{
                 "type": "text",
@@ -108,9 +78,10 @@ impl AnthropicModel {
             }],
             "messages": messages(&request.messages),
         });
-        let thinking = self
+        let capabilities = &endpoint.capabilities;
+        let thinking = endpoint
             .effort
-            .and_then(|effort| match self.capabilities.reasoning_effort {
+            .and_then(|effort| match capabilities.reasoning_effort {
                 EffortControl::AnthropicBudget => Some((
                     json!({"type": "enabled", "budget_tokens": reasoning::thinking_budget(effort)}),
                     None,
@@ -123,14 +94,12 @@ impl AnthropicModel {
             });
         // Anthropic accepts 0–1 (the capability's range); AGENT_TEMPERATURE allows OpenAI's 0–2.
         if thinking.is_none()
-            && let Some(temperature) = self
-                .capabilities
-                .wire_temperature(request.temperature, self.operator_temperature)
+            && let Some(temperature) = endpoint.temperature(request)
         {
-            body["temperature"] = temperature_json(temperature);
+            body["temperature"] = temperature;
         }
         let mut output_config = serde_json::Map::new();
-        if self.capabilities.structured_output {
+        if capabilities.structured_output {
             output_config.insert(
                 "format".into(),
                 json!({
@@ -152,13 +121,7 @@ impl AnthropicModel {
             let tools: Vec<Value> = request
                 .tools
                 .iter()
-                .map(|tool| {
-                    json!({
-                        "name": tool.name,
-                        "description": tool.description,
-                        "input_schema": tool.parameters,
-                    })
-                })
+                .map(|tool| http::declaration(tool, "input_schema"))
                 .collect();
             body["tools"] = Value::Array(tools);
             body["tool_choice"] = match request.tool_choice {
@@ -316,8 +279,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
     let stop = match parsed.stop_reason.as_deref() {
         Some("refusal") => StopReason::Refused,
         Some("max_tokens") => StopReason::Length,
-        _ if !tool_calls.is_empty() => StopReason::ToolCalls,
-        _ => StopReason::Completed,
+        _ => http::finished(&tool_calls),
     };
     let output = (stop != StopReason::Refused && !text.is_empty()).then_some(text);
     Ok(ModelResponse {
@@ -329,29 +291,10 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
     })
 }
 
-#[async_trait]
-impl Model for AnthropicModel {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn accepts_images(&self) -> bool {
-        self.capabilities.vision
-    }
-
-    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let body = self.request_body(request);
-        let bytes =
-            transport::post_json(&self.client, "anthropic", &self.url, &self.headers, body).await?;
-        parse_response(&bytes)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use wiremock::matchers::{header as header_is, method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
+    use wiremock::MockServer;
 
     use super::*;
     use crate::model::test_support::*;
@@ -365,15 +308,14 @@ mod tests {
         .expect("model")
     }
 
-    async fn answer_with(server: &MockServer, status: u16, body: Value) {
-        Mock::given(method("POST"))
-            .and(path("/v1/messages"))
-            .and(header_is("x-api-key", "sk-ant-test"))
-            .and(header_is("anthropic-version", "2023-06-01"))
-            .respond_with(ResponseTemplate::new(status).set_body_json(body))
-            .mount(server)
-            .await;
-    }
+    /// Where the model posts, with the headers it must send.
+    const AT: (&str, &[(&str, &str)]) = (
+        "/v1/messages",
+        &[
+            ("x-api-key", "sk-ant-test"),
+            ("anthropic-version", "2023-06-01"),
+        ],
+    );
 
     fn message(content: Value, stop_reason: &str) -> Value {
         json!({
@@ -400,13 +342,9 @@ mod tests {
     #[tokio::test]
     async fn system_4_anthropic_tool_step_caches_the_system_block_and_sends_tools_auto_and_output_config()
      {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
+        let server = answering_at(AT, 200, final_answer()).await;
 
-        model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("step");
+        first_step_answer(&model_for(&server)).await;
 
         let bodies = received_bodies(&server).await;
         assert_eq!(bodies.len(), 1, "headers and path must match");
@@ -442,15 +380,9 @@ mod tests {
 
     #[tokio::test]
     async fn system_4_anthropic_final_step_sends_the_tools_with_tool_choice_none() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
+        let server = answering_at(AT, 200, final_answer()).await;
 
-        model_for(&server)
-            .step(&first_step(ToolChoice::None))
-            .await
-            .expect("step");
-
-        let body = &received_bodies(&server).await[0];
+        let body = body_sent(&model_for(&server), &first_step(ToolChoice::None), &server).await;
         assert_eq!(body["tool_choice"], json!({"type": "none"}));
         assert_eq!(body["tools"][0]["name"], json!("send_flow"));
         assert_eq!(
@@ -471,30 +403,23 @@ mod tests {
 
     #[tokio::test]
     async fn anthropic_step_without_tools_omits_tools_and_tool_choice() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
-        let mut request = first_step(ToolChoice::None);
-        request.tools = std::sync::Arc::from([]);
+        let server = answering_at(AT, 200, final_answer()).await;
+        let request = tool_less_step(ToolChoice::None);
 
-        model_for(&server).step(&request).await.expect("step");
-
-        let body = &received_bodies(&server).await[0];
+        let body = body_sent(&model_for(&server), &request, &server).await;
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
     }
 
     #[tokio::test]
     async fn system_4_anthropic_replays_tool_use_blocks_and_all_results_in_one_user_message() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
+        let server = answering_at(AT, 200, final_answer()).await;
         let mut request = second_step();
         // A server note after the results joins the same user message, after the results.
         request.messages.push(Message::User {
             text: "[server note]".into(),
         });
 
-        model_for(&server).step(&request).await.expect("step");
-
-        let body = &received_bodies(&server).await[0];
+        let body = body_sent(&model_for(&server), &request, &server).await;
         assert_eq!(
             body["messages"],
             json!([
@@ -517,34 +442,26 @@ mod tests {
 
     #[tokio::test]
     async fn anthropic_final_answer_returns_text_and_counts_cache_reads_and_writes_as_input() {
-        let server = MockServer::start().await;
         let mut answer = final_answer();
         answer["usage"]["cache_creation_input_tokens"] = json!(100);
-        answer_with(&server, 200, answer).await;
+        let server = answering_at(AT, 200, answer).await;
 
         let response = first_step_answer(&model_for(&server)).await;
 
         assert_eq!(
             response,
-            ModelResponse {
-                tool_calls: vec![],
-                output: Some(VALID_REPLY.into()),
-                usage: Usage {
-                    input_tokens: 50 + 100 + 1800,
-                    output_tokens: 90,
-                    cached_tokens: 1800
-                },
-                stop: StopReason::Completed,
-                echo: Default::default(),
-            }
+            final_response(Usage {
+                input_tokens: 50 + 100 + 1800,
+                output_tokens: 90,
+                cached_tokens: 1800
+            })
         );
     }
 
     #[tokio::test]
     async fn anthropic_tool_use_blocks_become_calls_with_object_arguments() {
-        let server = MockServer::start().await;
-        answer_with(
-            &server,
+        let server = answering_at(
+            AT,
             200,
             message(
                 json!([
@@ -564,57 +481,47 @@ mod tests {
         assert_eq!(
             response.tool_calls,
             vec![
-                ToolCall {
-                    id: "toolu_1".into(),
-                    name: "send_flow".into(),
-                    arguments: ToolArguments::Valid(json!({"id": "brochure"})),
-                },
-                ToolCall {
-                    id: "toolu_2".into(),
-                    name: "send_flow".into(),
-                    arguments: ToolArguments::Invalid { length: 4 },
-                },
+                call(
+                    "toolu_1",
+                    "send_flow",
+                    ToolArguments::Valid(json!({"id": "brochure"}))
+                ),
+                call("toolu_2", "send_flow", ToolArguments::Invalid { length: 4 }),
             ]
         );
     }
 
     #[tokio::test]
     async fn anthropic_refusal_is_refused_without_output_and_max_tokens_is_length() {
-        let refused = parse_response(
-            message(json!([{"type": "text", "text": "I can't."}]), "refusal")
-                .to_string()
-                .as_bytes(),
-        )
-        .expect("parse");
+        let refused = parsed(
+            parse_response,
+            &message(json!([{"type": "text", "text": "I can't."}]), "refusal"),
+        );
         assert_eq!(refused.stop, StopReason::Refused);
         assert_eq!(refused.output, None);
 
-        let cut = parse_response(
-            message(
+        let cut = parsed(
+            parse_response,
+            &message(
                 json!([{"type": "text", "text": "{\"messages\":"}]),
                 "max_tokens",
-            )
-            .to_string()
-            .as_bytes(),
-        )
-        .expect("parse");
+            ),
+        );
         assert_eq!(cut.stop, StopReason::Length);
     }
 
     #[tokio::test]
     async fn anthropic_unknown_block_types_are_skipped() {
-        let response = parse_response(
-            message(
+        let response = parsed(
+            parse_response,
+            &message(
                 json!([
                     {"type": "thinking", "thinking": "...", "signature": "x"},
                     {"type": "text", "text": VALID_REPLY}
                 ]),
                 "end_turn",
-            )
-            .to_string()
-            .as_bytes(),
-        )
-        .expect("parse");
+            ),
+        );
         assert_eq!(response.output.as_deref(), Some(VALID_REPLY));
     }
 
@@ -624,38 +531,29 @@ mod tests {
 
     #[tokio::test]
     async fn anthropic_429_is_rate_limited_after_one_retry() {
-        let server = MockServer::start().await;
         let body = anthropic_error("rate_limit_error", "slow down");
-        answer_every_post(&server, error_answer(429, Some(("retry-after", "0")), body)).await;
+        let answer = error_answer(429, Some(("retry-after", "0")), body);
 
-        let err = first_step_error(&model_for(&server)).await;
+        let (err, sent) = failed_step(answer, model_for).await;
 
         assert_eq!(err, ModelError::RateLimited);
-        assert_eq!(received_bodies(&server).await.len(), 2);
+        assert_eq!(sent, 2);
     }
 
     #[tokio::test]
     async fn anthropic_529_overloaded_is_an_http_error_with_its_type() {
-        let server = MockServer::start().await;
         let body = anthropic_error("overloaded_error", "Overloaded");
-        answer_every_post(
-            &server,
-            error_answer(529, Some(("retry-after-ms", "5")), body),
-        )
-        .await;
+        let answer = error_answer(529, Some(("retry-after-ms", "5")), body);
 
-        let err = first_step_error(&model_for(&server)).await;
+        let (err, sent) = failed_step(answer, model_for).await;
 
         assert_eq!(err, http_error(529, "overloaded_error"));
-        assert_eq!(received_bodies(&server).await.len(), 2);
+        assert_eq!(sent, 2);
     }
 
     #[tokio::test]
     async fn anthropic_malformed_body_is_malformed() {
-        let server = MockServer::start().await;
-        answer_every_post(&server, garbled_answer("not json at all")).await;
-
-        let err = first_step_error(&model_for(&server)).await;
+        let (err, _) = failed_step(garbled_answer("not json at all"), model_for).await;
 
         assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
     }

@@ -28,17 +28,17 @@
 //! - `AGENT_REASONING_EFFORT` goes as `generationConfig.thinkingConfig`: `thinkingBudget` on
 //!   Gemini 2.5, `thinkingLevel` on 3 and later (`capabilities::EffortControl`).
 
-use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderName};
+use reqwest::header::HeaderName;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::capabilities::{self, Capabilities, EffortControl};
+use super::capabilities::EffortControl;
+use super::http::{self, Endpoint, HttpModel, Wire};
 use super::reasoning::{self, Effort};
-use super::transport::{self, null_as_default, temperature_json};
+use super::transport::{self, null_as_default};
 use super::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, ProviderEcho, StopReason,
-    ToolArguments, ToolCall, ToolChoice, Usage, wire_schema,
+    Message, ModelError, ModelRequest, ModelResponse, ProviderEcho, StopReason, ToolArguments,
+    ToolCall, ToolChoice, Usage, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -54,24 +54,12 @@ pub const API_KEY_VAR: &str = "GOOGLE_GENERATIVE_AI_API_KEY";
 const POSITIONAL_ID_PREFIX: &str = "gemini-call-";
 
 /// A Gemini model behind the Gemini API.
-pub struct GoogleModel {
-    /// `google:<model>`, as recorded on the turn.
-    id: String,
-    /// `{base}/models/{model}:generateContent`.
-    url: String,
-    /// `x-goog-api-key`, marked sensitive.
-    headers: HeaderMap,
-    client: reqwest::Client,
-    capabilities: Capabilities,
-    /// Whether the model takes `responseJsonSchema` beside function declarations (Gemini 3 on).
-    schema_with_tools: bool,
-    operator_temperature: bool,
-    effort: Option<Effort>,
-}
+pub type GoogleModel = HttpModel<Google>;
 
 impl GoogleModel {
     /// `base_url` is `GOOGLE_BASE_URL` (with or without a trailing slash). `model` may be given
-    /// as `models/<name>`.
+    /// as `models/<name>`. Posts to `{base}/models/{model}:generateContent` with
+    /// `x-goog-api-key`, marked sensitive.
     pub fn new(model: &str, api_key: &Secret, base_url: &str) -> Result<Self, ModelError> {
         let base = transport::normalise_base_url(base_url, "GOOGLE_BASE_URL")?;
         let name = model.strip_prefix("models/").unwrap_or(model);
@@ -86,54 +74,40 @@ impl GoogleModel {
                     .into(),
             ));
         }
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            HeaderName::from_static("x-goog-api-key"),
-            transport::secret_header(api_key.expose(), API_KEY_VAR)?,
-        );
-        Ok(Self {
-            id: format!("google:{model}"),
-            url: format!("{base}/models/{name}:generateContent"),
-            headers,
-            client: transport::build_client()?,
-            capabilities: capabilities::of("google", name),
+        let key = HeaderName::from_static("x-goog-api-key");
+        let headers = transport::secret_headers(key, api_key.expose(), API_KEY_VAR)?;
+        let url = format!("{base}/models/{name}:generateContent");
+        let wire = Google {
             schema_with_tools: ["gemini-3", "gemini-4", "gemini-5"]
                 .iter()
                 .any(|p| name.starts_with(p)),
-            operator_temperature: false,
-            effort: None,
-        })
+        };
+        let endpoint = Endpoint::new("google", model, name, url, headers)?;
+        Ok(HttpModel::from_parts(endpoint, wire, parse_response))
     }
+}
 
-    /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
-    pub fn with_operator_temperature(mut self, set: bool) -> Self {
-        self.operator_temperature = set;
-        self
-    }
+/// The `generateContent` wire format.
+pub struct Google {
+    /// Whether the model takes `responseJsonSchema` beside function declarations (Gemini 3 on).
+    schema_with_tools: bool,
+}
 
-    /// `AGENT_REASONING_EFFORT` (checked against the model by `reasoning::check` at start).
-    pub fn with_reasoning_effort(mut self, effort: Option<Effort>) -> Self {
-        self.effort = effort;
-        self
-    }
-
-    pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
+impl Wire for Google {
+    fn request_body(&self, endpoint: &Endpoint, request: &ModelRequest) -> Value {
         let offer_tools = !request.tools.is_empty()
             && (request.tool_choice == ToolChoice::Auto || self.schema_with_tools);
         let mut generation = json!({"maxOutputTokens": request.max_output_tokens});
-        if let Some(temperature) = self
-            .capabilities
-            .wire_temperature(request.temperature, self.operator_temperature)
-        {
-            generation["temperature"] = temperature_json(temperature);
+        if let Some(temperature) = endpoint.temperature(request) {
+            generation["temperature"] = temperature;
         }
         if !offer_tools || self.schema_with_tools {
             generation["responseMimeType"] = json!("application/json");
-            if self.capabilities.structured_output {
+            if endpoint.capabilities.structured_output {
                 generation["responseJsonSchema"] = wire_schema::for_google(&request.output_schema);
             }
         }
-        if let Some(thinking) = self.thinking_config() {
+        if let Some(thinking) = thinking_config(endpoint) {
             generation["thinkingConfig"] = thinking;
         }
         let mut body = json!({
@@ -145,13 +119,7 @@ impl GoogleModel {
             let declarations: Vec<Value> = request
                 .tools
                 .iter()
-                .map(|tool| {
-                    json!({
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parametersJsonSchema": tool.parameters,
-                    })
-                })
+                .map(|tool| http::declaration(tool, "parametersJsonSchema"))
                 .collect();
             body["tools"] = json!([{"functionDeclarations": declarations}]);
             let mode = match request.tool_choice {
@@ -162,17 +130,18 @@ impl GoogleModel {
         }
         body
     }
+}
 
-    fn thinking_config(&self) -> Option<Value> {
-        let effort = self.effort?;
-        match self.capabilities.reasoning_effort {
-            EffortControl::GeminiBudget => {
-                Some(json!({"thinkingBudget": reasoning::thinking_budget(effort)}))
-            }
-            EffortControl::GeminiLevel(_) => Some(json!({"thinkingLevel": thinking_level(effort)})),
-            // Refused at start (`reasoning::check`); nothing is sent.
-            _ => None,
+/// `generationConfig.thinkingConfig` for `AGENT_REASONING_EFFORT`, as the model takes it.
+fn thinking_config(endpoint: &Endpoint) -> Option<Value> {
+    let effort = endpoint.effort?;
+    match endpoint.capabilities.reasoning_effort {
+        EffortControl::GeminiBudget => {
+            Some(json!({"thinkingBudget": reasoning::thinking_budget(effort)}))
         }
+        EffortControl::GeminiLevel(_) => Some(json!({"thinkingLevel": thinking_level(effort)})),
+        // Refused at start (`reasoning::check`); nothing is sent.
+        _ => None,
     }
 }
 
@@ -375,11 +344,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
     } else {
         ProviderEcho::default()
     };
-    let stop = stop.unwrap_or(if tool_calls.is_empty() {
-        StopReason::Completed
-    } else {
-        StopReason::ToolCalls
-    });
+    let stop = stop.unwrap_or_else(|| http::finished(&tool_calls));
     Ok(ModelResponse {
         tool_calls,
         output: (!text.is_empty()).then_some(text),
@@ -387,22 +352,4 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
         stop,
         echo,
     })
-}
-
-#[async_trait]
-impl Model for GoogleModel {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn accepts_images(&self) -> bool {
-        self.capabilities.vision
-    }
-
-    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let body = self.request_body(request);
-        let bytes =
-            transport::post_json(&self.client, "google", &self.url, &self.headers, body).await?;
-        parse_response(&bytes)
-    }
 }

@@ -5,8 +5,9 @@
 //! step and reads a `ModelResponse`; it never sees OpenAI, Anthropic, Gemini or Ollama JSON.
 //!
 //! - [`registry`]: `AGENT_MODEL` → `Arc<dyn Model>`, and the model environment (`ModelEnv`).
-//! - [`openai`], [`anthropic`], [`google`], [`ollama`]: one file per wire format; `transport` holds the HTTP
-//!   exchange they share (one retry at most, errors summarised, no bodies in logs).
+//! - [`openai`], [`anthropic`], [`google`], [`ollama`]: one file per wire format, each an
+//!   [`http::HttpModel`] (the endpoint every provider keeps, and its wire); `transport` holds the
+//!   HTTP exchange they share (one retry at most, errors summarised, no bodies in logs).
 //! - [`mock`]: the scripted, hanging and slow models; [`demo`]: `mock:demo`.
 //! - [`capabilities`]: what each model family accepts (temperature, structured output, bounds);
 //!   [`wire_schema`]: the AgentReply schema as each provider's structured output takes it.
@@ -27,6 +28,7 @@ pub mod capabilities;
 mod conformance;
 pub mod demo;
 pub mod google;
+pub mod http;
 pub mod mock;
 pub mod ollama;
 pub mod openai;

@@ -10,16 +10,14 @@
 //!   made from the call's position and never sent back.
 //! - Ollama has no API key: a base URL is all it needs.
 
-use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::capabilities::{self, Capabilities};
-use super::transport::{self, null_as_default, temperature_json};
+use super::http::{self, Endpoint, HttpModel, Wire, WireToolCall};
+use super::transport::{self, null_as_default};
 use super::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
-    ToolChoice, Usage, wire_schema,
+    Message, ModelError, ModelRequest, ModelResponse, StopReason, ToolChoice, Usage, wire_schema,
 };
 
 /// The prefix of an id made from a call's position, for a call Ollama sent without one. Such an
@@ -30,75 +28,40 @@ const POSITIONAL_ID_PREFIX: &str = "ollama-call-";
 pub const DEFAULT_BASE_URL: &str = "http://localhost:11434";
 
 /// A model served by Ollama.
-pub struct OllamaModel {
-    /// `ollama:<model>`, as recorded on the turn.
-    id: String,
-    /// The model tag, which may itself hold a colon (`llama3.1:8b`).
-    model: String,
-    /// `{base}/api/chat`.
-    url: String,
-    client: reqwest::Client,
-    capabilities: Capabilities,
-    /// Whether the operator set `AGENT_TEMPERATURE`.
-    operator_temperature: bool,
-}
+pub type OllamaModel = HttpModel<Ollama>;
+
+/// Ollama's `/api/chat` wire format.
+pub struct Ollama;
 
 impl OllamaModel {
+    /// Posts to `{base}/api/chat`, with no credential. `model` is the tag, which may itself hold
+    /// a colon (`llama3.1:8b`).
     pub fn new(model: &str, base_url: &str) -> Result<Self, ModelError> {
         let base = transport::normalise_base_url(base_url, "OLLAMA_BASE_URL")?;
-        Ok(Self {
-            id: format!("ollama:{model}"),
-            model: model.to_owned(),
-            url: format!("{base}/api/chat"),
-            client: transport::build_client()?,
-            capabilities: capabilities::of("ollama", model),
-            operator_temperature: false,
-        })
+        let url = format!("{base}/api/chat");
+        let endpoint = Endpoint::new("ollama", model, model, url, HeaderMap::new())?;
+        Ok(HttpModel::from_parts(endpoint, Ollama, parse_response))
     }
+}
 
-    /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
-    pub fn with_operator_temperature(mut self, set: bool) -> Self {
-        self.operator_temperature = set;
-        self
-    }
-
-    pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
-        let mut messages = vec![json!({"role": "system", "content": &*request.system})];
-        for message in &request.messages {
-            append_message(&mut messages, message);
-        }
+impl Wire for Ollama {
+    fn request_body(&self, endpoint: &Endpoint, request: &ModelRequest) -> Value {
         let mut options = json!({"num_predict": request.max_output_tokens});
-        if let Some(temperature) = self
-            .capabilities
-            .wire_temperature(request.temperature, self.operator_temperature)
-        {
-            options["temperature"] = temperature_json(temperature);
+        if let Some(temperature) = endpoint.temperature(request) {
+            options["temperature"] = temperature;
         }
         let mut body = json!({
-            "model": self.model,
+            "model": endpoint.model,
             "stream": false,
-            "messages": messages,
+            "messages": http::chat_messages(request, append_message),
             "options": options,
         });
         let offers_tools = request.tool_choice == ToolChoice::Auto && !request.tools.is_empty();
-        if !offers_tools && self.capabilities.structured_output {
+        if !offers_tools && endpoint.capabilities.structured_output {
             body["format"] = wire_schema::for_ollama(&request.output_schema);
         }
         if offers_tools {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|tool| {
-                    json!({
-                        "type": "function",
-                        "function": {
-                            "name": tool.name,
-                            "description": tool.description,
-                            "parameters": tool.parameters,
-                        },
-                    })
-                })
-                .collect();
+            let tools = request.tools.iter().map(http::function_tool).collect();
             body["tools"] = Value::Array(tools);
         }
         body
@@ -181,47 +144,18 @@ struct WireMessage {
     tool_calls: Vec<WireToolCall>,
 }
 
-#[derive(Deserialize)]
-struct WireToolCall {
-    #[serde(default)]
-    id: Option<String>,
-    function: WireFunction,
-}
-
-#[derive(Deserialize)]
-struct WireFunction {
-    name: String,
-    #[serde(default)]
-    arguments: Value,
-}
-
 /// Reads an `/api/chat` answer. serde's own messages are dropped: they can quote a value.
 pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
     let parsed: ChatResponse = serde_json::from_slice(bytes)
         .map_err(|_| ModelError::Malformed("Ollama response is not a chat object".into()))?;
-    let tool_calls: Vec<ToolCall> = parsed
-        .message
-        .tool_calls
-        .into_iter()
-        .enumerate()
-        .map(|(index, call)| ToolCall {
-            id: call
-                .id
-                .filter(|id| !id.is_empty())
-                .unwrap_or_else(|| format!("{POSITIONAL_ID_PREFIX}{index}")),
-            name: call.function.name,
-            arguments: match call.function.arguments {
-                Value::Null => ToolArguments::from_json_text(""),
-                other => ToolArguments::from_json_value(other),
-            },
-        })
-        .collect();
+    let tool_calls = http::calls(parsed.message.tool_calls, |index, id| {
+        id.filter(|id| !id.is_empty())
+            .unwrap_or_else(|| format!("{POSITIONAL_ID_PREFIX}{index}"))
+    });
     let stop = if parsed.done_reason.as_deref() == Some("length") {
         StopReason::Length
-    } else if !tool_calls.is_empty() {
-        StopReason::ToolCalls
     } else {
-        StopReason::Completed
+        http::finished(&tool_calls)
     };
     let content = parsed.message.content;
     Ok(ModelResponse {
@@ -238,45 +172,21 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
     })
 }
 
-#[async_trait]
-impl Model for OllamaModel {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn accepts_images(&self) -> bool {
-        self.capabilities.vision
-    }
-
-    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let body = self.request_body(request);
-        let bytes =
-            transport::post_json(&self.client, "ollama", &self.url, &HeaderMap::new(), body)
-                .await?;
-        parse_response(&bytes)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
+    use wiremock::MockServer;
 
     use super::*;
+    use crate::model::ToolArguments;
     use crate::model::test_support::*;
 
     fn model_for(server: &MockServer) -> OllamaModel {
         OllamaModel::new("llama3.1:8b", &format!("{}/", server.uri())).expect("model")
     }
 
-    async fn answer_with(server: &MockServer, status: u16, body: Value) {
-        Mock::given(method("POST"))
-            .and(path("/api/chat"))
-            .respond_with(ResponseTemplate::new(status).set_body_json(body))
-            .mount(server)
-            .await;
-    }
+    /// Where the model posts (no header is checked).
+    const AT: (&str, &[(&str, &str)]) = ("/api/chat", &[]);
 
     fn chat(message: Value, done_reason: &str) -> Value {
         json!({
@@ -297,13 +207,9 @@ mod tests {
 
     #[tokio::test]
     async fn ollama_tool_step_sends_tools_and_options_without_format_or_streaming() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
+        let server = answering_at(AT, 200, final_answer()).await;
 
-        model_for(&server)
-            .step(&first_step(ToolChoice::Auto))
-            .await
-            .expect("step");
+        first_step_answer(&model_for(&server)).await;
 
         let bodies = received_bodies(&server).await;
         assert_eq!(bodies.len(), 1);
@@ -331,27 +237,18 @@ mod tests {
 
     #[tokio::test]
     async fn system_4_ollama_final_step_omits_the_tools() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
+        let server = answering_at(AT, 200, final_answer()).await;
 
-        model_for(&server)
-            .step(&first_step(ToolChoice::None))
-            .await
-            .expect("step");
-
-        let body = &received_bodies(&server).await[0];
+        let body = body_sent(&model_for(&server), &first_step(ToolChoice::None), &server).await;
         assert!(body.get("tools").is_none(), "{body}");
         assert_eq!(body["format"], agent_reply_schema());
     }
 
     #[tokio::test]
     async fn ollama_replays_tool_calls_as_objects_and_one_tool_message_per_result() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
+        let server = answering_at(AT, 200, final_answer()).await;
 
-        model_for(&server).step(&second_step()).await.expect("step");
-
-        let body = &received_bodies(&server).await[0];
+        let body = body_sent(&model_for(&server), &second_step(), &server).await;
         assert_eq!(
             body["messages"],
             json!([
@@ -372,77 +269,63 @@ mod tests {
 
     #[tokio::test]
     async fn ollama_final_answer_reads_output_and_eval_counts_as_usage() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
+        let server = answering_at(AT, 200, final_answer()).await;
 
         let response = first_step_answer(&model_for(&server)).await;
 
         assert_eq!(
             response,
-            ModelResponse {
-                tool_calls: vec![],
-                output: Some(VALID_REPLY.into()),
-                usage: Usage {
-                    input_tokens: 640,
-                    output_tokens: 70,
-                    cached_tokens: 0
-                },
-                stop: StopReason::Completed,
-                echo: Default::default(),
-            }
+            final_response(Usage {
+                input_tokens: 640,
+                output_tokens: 70,
+                cached_tokens: 0
+            })
         );
     }
 
     #[tokio::test]
     async fn ollama_tool_calls_carry_object_arguments_and_get_ids_by_position() {
-        let response = parse_response(
-            chat(
+        let response = parsed(
+            parse_response,
+            &chat(
                 json!({"role": "assistant", "content": "", "tool_calls": [
                     {"function": {"name": "send_flow", "arguments": {"id": "brochure"}}},
                     {"function": {"name": "send_flow", "arguments": 7}}
                 ]}),
                 "stop",
-            )
-            .to_string()
-            .as_bytes(),
-        )
-        .expect("parse");
+            ),
+        );
 
         assert_eq!(response.stop, StopReason::ToolCalls);
         assert_eq!(response.output, None);
         assert_eq!(
             response.tool_calls,
             vec![
-                ToolCall {
-                    id: "ollama-call-0".into(),
-                    name: "send_flow".into(),
-                    arguments: ToolArguments::Valid(json!({"id": "brochure"})),
-                },
-                ToolCall {
-                    id: "ollama-call-1".into(),
-                    name: "send_flow".into(),
-                    arguments: ToolArguments::Invalid { length: 1 },
-                },
+                call(
+                    "ollama-call-0",
+                    "send_flow",
+                    ToolArguments::Valid(json!({"id": "brochure"}))
+                ),
+                call(
+                    "ollama-call-1",
+                    "send_flow",
+                    ToolArguments::Invalid { length: 1 }
+                ),
             ]
         );
     }
 
     #[tokio::test]
     async fn ollama_done_reason_length_is_length() {
-        let response = parse_response(
-            chat(json!({"role": "assistant", "content": "{\"mess"}), "length")
-                .to_string()
-                .as_bytes(),
-        )
-        .expect("parse");
+        let answer = chat(json!({"role": "assistant", "content": "{\"mess"}), "length");
+        let response = parsed(parse_response, &answer);
         assert_eq!(response.stop, StopReason::Length);
     }
 
     #[tokio::test]
     async fn c5_ollama_unknown_model_is_an_http_error_without_its_message() {
-        let server = MockServer::start().await;
-        answer_with(
-            &server,
+        let server = answering_at(
+            AT,
             404,
             json!({"error": "model \"llama3.1:8b\" not found, try pulling it first"}),
         )
@@ -456,8 +339,7 @@ mod tests {
 
     #[tokio::test]
     async fn ollama_malformed_body_is_malformed() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, json!({"done": true})).await;
+        let server = answering_at(AT, 200, json!({"done": true})).await;
 
         let err = first_step_error(&model_for(&server)).await;
 

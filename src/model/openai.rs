@@ -20,17 +20,15 @@
 //! - Compatible servers are read tolerantly: `tool_calls: null`, no `usage`, `content: null`
 //!   beside tool calls.
 
-use async_trait::async_trait;
-use reqwest::header::{AUTHORIZATION, HeaderMap};
+use reqwest::header::AUTHORIZATION;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::capabilities::{self, Capabilities, EffortControl};
-use super::reasoning::Effort;
-use super::transport::{self, null_as_default, temperature_json};
+use super::capabilities::EffortControl;
+use super::http::{self, Endpoint, HttpModel, Wire, WireToolCall};
+use super::transport::{self, null_as_default};
 use super::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
-    ToolChoice, Usage, wire_schema,
+    Message, ModelError, ModelRequest, ModelResponse, StopReason, ToolChoice, Usage, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -38,88 +36,50 @@ use crate::ids::Secret;
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// A model behind an OpenAI-compatible Chat Completions endpoint.
-pub struct OpenAiModel {
-    /// `openai:<model>`, as recorded on the turn.
-    id: String,
-    /// The model name sent on the wire.
-    model: String,
-    /// `{base}/chat/completions`.
-    url: String,
-    /// The `Authorization: Bearer` header, marked sensitive.
-    headers: HeaderMap,
-    client: reqwest::Client,
-    capabilities: Capabilities,
-    /// Whether the operator set `AGENT_TEMPERATURE` (an unknown model gets it only then).
-    operator_temperature: bool,
-    /// `AGENT_REASONING_EFFORT`, sent as `reasoning_effort` to a model that takes it.
-    effort: Option<Effort>,
-}
+pub type OpenAiModel = HttpModel<OpenAi>;
+
+/// The Chat Completions wire format.
+pub struct OpenAi;
 
 impl OpenAiModel {
-    /// `base_url` is `OPENAI_BASE_URL` (with or without a trailing slash).
+    /// `base_url` is `OPENAI_BASE_URL` (with or without a trailing slash). Posts to
+    /// `{base}/chat/completions` with an `Authorization: Bearer` header, marked sensitive.
     pub fn new(model: &str, api_key: &Secret, base_url: &str) -> Result<Self, ModelError> {
         let base = transport::normalise_base_url(base_url, "OPENAI_BASE_URL")?;
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            AUTHORIZATION,
-            transport::secret_header(&format!("Bearer {}", api_key.expose()), "OPENAI_API_KEY")?,
-        );
-        Ok(Self {
-            id: format!("openai:{model}"),
-            model: model.to_owned(),
-            url: format!("{base}/chat/completions"),
-            headers,
-            client: transport::build_client()?,
-            capabilities: capabilities::of("openai", model),
-            operator_temperature: false,
-            effort: None,
-        })
+        let bearer = format!("Bearer {}", api_key.expose());
+        let headers = transport::secret_headers(AUTHORIZATION, &bearer, "OPENAI_API_KEY")?;
+        let url = format!("{base}/chat/completions");
+        let endpoint = Endpoint::new("openai", model, model, url, headers)?;
+        Ok(HttpModel::from_parts(endpoint, OpenAi, parse_response))
     }
+}
 
-    /// `AGENT_REASONING_EFFORT` (checked against the model by `reasoning::check` at start).
-    pub fn with_reasoning_effort(mut self, effort: Option<Effort>) -> Self {
-        self.effort = effort;
-        self
-    }
-
-    /// Marks `AGENT_TEMPERATURE` as set by the operator (see `Capabilities::wire_temperature`).
-    pub fn with_operator_temperature(mut self, set: bool) -> Self {
-        self.operator_temperature = set;
-        self
-    }
-
-    /// The request body for one step. Public within the module tree for tests only.
-    pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
-        let mut messages = vec![json!({"role": "system", "content": &*request.system})];
-        for message in &request.messages {
-            append_message(&mut messages, message);
-        }
+impl Wire for OpenAi {
+    fn request_body(&self, endpoint: &Endpoint, request: &ModelRequest) -> Value {
+        let capabilities = &endpoint.capabilities;
         let mut body = json!({
-            "model": self.model,
-            "messages": messages,
+            "model": endpoint.model,
+            "messages": http::chat_messages(request, append_message),
             "max_completion_tokens": request.max_output_tokens,
         });
-        if self.capabilities.structured_output {
+        if capabilities.structured_output {
             body["response_format"] = json!({
                 "type": "json_schema",
                 "json_schema": {
                     "name": request.output_name,
                     "schema": wire_schema::for_openai(
                         &request.output_schema,
-                        self.capabilities.schema_bounds,
+                        capabilities.schema_bounds,
                     ),
                     "strict": true,
                 },
             });
         }
-        if let Some(temperature) = self
-            .capabilities
-            .wire_temperature(request.temperature, self.operator_temperature)
-        {
-            body["temperature"] = temperature_json(temperature);
+        if let Some(temperature) = endpoint.temperature(request) {
+            body["temperature"] = temperature;
         }
         if let (Some(effort), EffortControl::OpenAi(_)) =
-            (self.effort, self.capabilities.reasoning_effort)
+            (endpoint.effort, capabilities.reasoning_effort)
         {
             body["reasoning_effort"] = json!(effort.as_str());
         }
@@ -128,15 +88,9 @@ impl OpenAiModel {
                 .tools
                 .iter()
                 .map(|tool| {
-                    json!({
-                        "type": "function",
-                        "function": {
-                            "name": tool.name,
-                            "description": tool.description,
-                            "parameters": tool.parameters,
-                            "strict": true,
-                        },
-                    })
+                    let mut tool = http::function_tool(tool);
+                    tool["function"]["strict"] = json!(true);
+                    tool
                 })
                 .collect();
             body["tools"] = Value::Array(tools);
@@ -221,21 +175,6 @@ struct WireMessage {
 }
 
 #[derive(Deserialize)]
-struct WireToolCall {
-    #[serde(default)]
-    id: Option<String>,
-    function: WireFunction,
-}
-
-#[derive(Deserialize)]
-struct WireFunction {
-    name: String,
-    /// A JSON string per the API; some compatible servers send an object.
-    #[serde(default)]
-    arguments: Value,
-}
-
-#[derive(Deserialize)]
 struct WireUsage {
     #[serde(default, deserialize_with = "null_as_default")]
     prompt_tokens: u64,
@@ -273,21 +212,10 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
         .next()
         .ok_or_else(|| ModelError::Malformed("OpenAI response has no choices".into()))?;
 
-    let tool_calls: Vec<ToolCall> = choice
-        .message
-        .tool_calls
-        .into_iter()
-        .enumerate()
-        .map(|(index, call)| ToolCall {
-            // Some compatible servers omit the id; the loop still needs one to pair the result.
-            id: call.id.unwrap_or_else(|| format!("call_{index}")),
-            name: call.function.name,
-            arguments: match call.function.arguments {
-                Value::Null => ToolArguments::from_json_text(""),
-                other => ToolArguments::from_json_value(other),
-            },
-        })
-        .collect();
+    // Some compatible servers omit the id; the loop still needs one to pair the result.
+    let tool_calls = http::calls(choice.message.tool_calls, |index, id| {
+        id.unwrap_or_else(|| format!("call_{index}"))
+    });
 
     let refused = choice.message.refusal.is_some_and(|r| !r.is_empty())
         || choice.finish_reason.as_deref() == Some("content_filter");
@@ -295,10 +223,8 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
         StopReason::Refused
     } else if choice.finish_reason.as_deref() == Some("length") {
         StopReason::Length
-    } else if !tool_calls.is_empty() {
-        StopReason::ToolCalls
     } else {
-        StopReason::Completed
+        http::finished(&tool_calls)
     };
     let output = if refused {
         None
@@ -314,34 +240,16 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
     })
 }
 
-#[async_trait]
-impl Model for OpenAiModel {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn accepts_images(&self) -> bool {
-        self.capabilities.vision
-    }
-
-    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let body = self.request_body(request);
-        let bytes =
-            transport::post_json(&self.client, "openai", &self.url, &self.headers, body).await?;
-        parse_response(&bytes)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
+    use wiremock::{MockServer, ResponseTemplate};
 
     use super::*;
+    use crate::model::ToolArguments;
     use crate::model::test_support::*;
 
-    async fn model_for(server: &MockServer) -> OpenAiModel {
+    fn model_for(server: &MockServer) -> OpenAiModel {
         OpenAiModel::new(
             "gpt-4.1-mini",
             &Secret::new("sk-test-key"),
@@ -350,13 +258,8 @@ mod tests {
         .expect("model")
     }
 
-    async fn answer_with(server: &MockServer, status: u16, body: Value) {
-        Mock::given(method("POST"))
-            .and(path("/v1/chat/completions"))
-            .respond_with(ResponseTemplate::new(status).set_body_json(body))
-            .mount(server)
-            .await;
-    }
+    /// Where the model posts (no header is checked).
+    const AT: (&str, &[(&str, &str)]) = ("/v1/chat/completions", &[]);
 
     fn completion(message: Value, finish_reason: &str) -> Value {
         json!({
@@ -382,10 +285,9 @@ mod tests {
 
     #[tokio::test]
     async fn system_4_openai_tool_step_sends_strict_tools_auto_choice_and_json_schema() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
+        let server = answering_at(AT, 200, final_answer()).await;
 
-        first_step_answer(&model_for(&server).await).await;
+        first_step_answer(&model_for(&server)).await;
 
         let bodies = received_bodies(&server).await;
         assert_eq!(bodies.len(), 1);
@@ -430,16 +332,9 @@ mod tests {
 
     #[tokio::test]
     async fn system_4_openai_final_step_omits_tools_and_tool_choice_but_keeps_the_schema() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
-        let model = model_for(&server).await;
+        let server = answering_at(AT, 200, final_answer()).await;
 
-        model
-            .step(&first_step(ToolChoice::None))
-            .await
-            .expect("step");
-
-        let body = &received_bodies(&server).await[0];
+        let body = &body_sent(&model_for(&server), &first_step(ToolChoice::None), &server).await;
         for key in ["tools", "tool_choice", "parallel_tool_calls"] {
             assert!(body.get(key).is_none(), "{key} must be omitted: {body}");
         }
@@ -455,27 +350,18 @@ mod tests {
 
     #[tokio::test]
     async fn openai_step_without_tools_sends_no_empty_tools_array() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
-        let model = model_for(&server).await;
-        let mut request = first_step(ToolChoice::Auto);
-        request.tools = std::sync::Arc::from([]);
+        let server = answering_at(AT, 200, final_answer()).await;
+        let request = tool_less_step(ToolChoice::Auto);
 
-        model.step(&request).await.expect("step");
-
-        let body = &received_bodies(&server).await[0];
+        let body = body_sent(&model_for(&server), &request, &server).await;
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
     }
 
     #[tokio::test]
     async fn system_4_openai_replays_tool_calls_as_strings_and_one_tool_message_per_result() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
-        let model = model_for(&server).await;
+        let server = answering_at(AT, 200, final_answer()).await;
 
-        model.step(&second_step()).await.expect("step");
-
-        let body = &received_bodies(&server).await[0];
+        let body = body_sent(&model_for(&server), &second_step(), &server).await;
         assert_eq!(
             body["messages"],
             json!([
@@ -509,32 +395,24 @@ mod tests {
 
     #[tokio::test]
     async fn openai_final_answer_returns_output_and_usage_with_cached_tokens() {
-        let server = MockServer::start().await;
-        answer_with(&server, 200, final_answer()).await;
-        let response = first_step_answer(&model_for(&server).await).await;
+        let server = answering_at(AT, 200, final_answer()).await;
+        let response = first_step_answer(&model_for(&server)).await;
 
         assert_eq!(
             response,
-            ModelResponse {
-                tool_calls: vec![],
-                output: Some(VALID_REPLY.into()),
-                usage: Usage {
-                    input_tokens: 1200,
-                    output_tokens: 80,
-                    cached_tokens: 1024
-                },
-                stop: StopReason::Completed,
-                echo: Default::default(),
-            }
+            final_response(Usage {
+                input_tokens: 1200,
+                output_tokens: 80,
+                cached_tokens: 1024
+            })
         );
     }
 
     #[tokio::test]
     async fn c5_openai_tool_calls_parse_valid_objects_and_keep_only_the_length_of_invalid_ones() {
-        let server = MockServer::start().await;
         let bad_arguments = "{\"id\": \"brochure\""; // cut short: not JSON
-        answer_with(
-            &server,
+        let server = answering_at(
+            AT,
             200,
             completion(
                 json!({
@@ -553,39 +431,34 @@ mod tests {
             ),
         )
         .await;
-        let response = first_step_answer(&model_for(&server).await).await;
+        let response = first_step_answer(&model_for(&server)).await;
 
         assert_eq!(response.stop, StopReason::ToolCalls);
         assert_eq!(response.output, None);
         assert_eq!(
             response.tool_calls,
             vec![
-                ToolCall {
-                    id: "call_1".into(),
-                    name: "send_flow".into(),
-                    arguments: ToolArguments::Valid(json!({"id": "brochure"})),
-                },
-                ToolCall {
-                    id: "call_2".into(),
-                    name: "send_flow".into(),
-                    arguments: ToolArguments::Invalid {
+                call(
+                    "call_1",
+                    "send_flow",
+                    ToolArguments::Valid(json!({"id": "brochure"}))
+                ),
+                call(
+                    "call_2",
+                    "send_flow",
+                    ToolArguments::Invalid {
                         length: bad_arguments.len()
-                    },
-                },
-                ToolCall {
-                    id: "call_3".into(),
-                    name: "send_flow".into(),
-                    arguments: ToolArguments::Invalid { length: 5 },
-                },
+                    }
+                ),
+                call("call_3", "send_flow", ToolArguments::Invalid { length: 5 }),
             ]
         );
     }
 
     #[tokio::test]
     async fn openai_refusal_is_refused_and_its_text_is_not_output() {
-        let server = MockServer::start().await;
-        answer_with(
-            &server,
+        let server = answering_at(
+            AT,
             200,
             completion(
                 json!({"role": "assistant", "content": null, "refusal": "I can't help with that."}),
@@ -594,7 +467,7 @@ mod tests {
         )
         .await;
 
-        let response = first_step_answer(&model_for(&server).await).await;
+        let response = first_step_answer(&model_for(&server)).await;
 
         assert_eq!(response.stop, StopReason::Refused);
         assert_eq!(response.output, None);
@@ -605,7 +478,7 @@ mod tests {
             json!({"role": "assistant", "content": content}),
             finish_reason,
         );
-        parse_response(body.to_string().as_bytes()).expect("parse")
+        parsed(parse_response, &body)
     }
 
     #[tokio::test]
@@ -624,20 +497,19 @@ mod tests {
         json!({"error": {"message": "Please try again later.", "type": kind, "param": null, "code": null}})
     }
 
+    /// OpenAI's error `status` of type `kind`, asking to retry in 5 ms: the step's error and
+    /// how many requests were made.
+    async fn failed_with_a_short_retry(status: u16, kind: &str) -> (ModelError, usize) {
+        let answer = error_answer(status, Some(("retry-after-ms", "5")), openai_error(kind));
+        failed_step(answer, model_for).await
+    }
+
     #[tokio::test]
     async fn openai_429_is_retried_once_then_reported_as_rate_limited() {
-        let server = MockServer::start().await;
-        let answer = error_answer(
-            429,
-            Some(("retry-after-ms", "5")),
-            openai_error("rate_limit_exceeded"),
-        );
-        answer_every_post(&server, answer).await;
-
-        let err = first_step_error(&model_for(&server).await).await;
+        let (err, sent) = failed_with_a_short_retry(429, "rate_limit_exceeded").await;
 
         assert_eq!(err, ModelError::RateLimited);
-        assert_eq!(received_bodies(&server).await.len(), 2);
+        assert_eq!(sent, 2);
     }
 
     #[tokio::test]
@@ -645,9 +517,9 @@ mod tests {
         let server = MockServer::start().await;
         let answer = ResponseTemplate::new(429).insert_header("retry-after-ms", "5");
         answer_next_posts(&server, 1, answer).await;
-        answer_with(&server, 200, final_answer()).await;
+        answer_at(&server, AT, 200, final_answer()).await;
 
-        let response = first_step_answer(&model_for(&server).await).await;
+        let response = first_step_answer(&model_for(&server)).await;
 
         assert_eq!(response.output.as_deref(), Some(VALID_REPLY));
         let bodies = received_bodies(&server).await;
@@ -657,44 +529,33 @@ mod tests {
 
     #[tokio::test]
     async fn openai_429_asking_for_more_than_a_second_is_not_retried() {
-        let server = MockServer::start().await;
         let answer = ResponseTemplate::new(429).insert_header("retry-after", "20");
-        answer_every_post(&server, answer).await;
 
-        let err = first_step_error(&model_for(&server).await).await;
+        let (err, sent) = failed_step(answer, model_for).await;
 
         assert_eq!(err, ModelError::RateLimited);
-        assert_eq!(received_bodies(&server).await.len(), 1);
+        assert_eq!(sent, 1);
     }
 
     #[tokio::test]
     async fn openai_5xx_is_retried_once_then_reports_status_and_error_type() {
-        let server = MockServer::start().await;
-        let answer = error_answer(
-            503,
-            Some(("retry-after-ms", "5")),
-            openai_error("server_error"),
-        );
-        answer_every_post(&server, answer).await;
-
-        let err = first_step_error(&model_for(&server).await).await;
+        let (err, sent) = failed_with_a_short_retry(503, "server_error").await;
 
         assert_eq!(err, http_error(503, "server_error"));
-        assert_eq!(received_bodies(&server).await.len(), 2);
+        assert_eq!(sent, 2);
     }
 
     #[tokio::test]
     async fn c5_openai_4xx_is_not_retried_and_never_quotes_the_error_message() {
-        let server = MockServer::start().await;
         let body = json!({"error": {
             "message": "Invalid value in messages[1]: How much is the pottery course?",
             "type": "invalid_request_error",
             "param": "messages",
             "code": null
         }});
-        answer_with(&server, 400, body).await;
+        let server = answering_at(AT, 400, body).await;
 
-        let err = first_step_error(&model_for(&server).await).await;
+        let err = first_step_error(&model_for(&server)).await;
 
         assert_eq!(err, http_error(400, "invalid_request_error"));
         assert!(!err.to_string().contains("pottery"));
@@ -703,10 +564,7 @@ mod tests {
 
     #[tokio::test]
     async fn openai_malformed_body_is_malformed() {
-        let server = MockServer::start().await;
-        answer_every_post(&server, garbled_answer("{\"choices\": [oops")).await;
-
-        let err = first_step_error(&model_for(&server).await).await;
+        let (err, _) = failed_step(garbled_answer("{\"choices\": [oops"), model_for).await;
 
         assert!(matches!(err, ModelError::Malformed(_)), "{err:?}");
     }

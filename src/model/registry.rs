@@ -243,12 +243,10 @@ mod tests {
     use std::collections::HashMap;
 
     use serde_json::json;
-    use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
 
     use super::*;
     use crate::model::ToolChoice;
-    use crate::model::test_support::{VALID_REPLY, first_step, received_bodies};
+    use crate::model::test_support::{VALID_REPLY, answering_at, first_step, received_bodies};
 
     fn with_keys() -> ModelEnv {
         ModelEnv {
@@ -285,16 +283,12 @@ mod tests {
 
     #[tokio::test]
     async fn system_5_2_ollama_spec_splits_at_the_first_colon_only() {
-        let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .and(path("/api/chat"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-                "message": {"role": "assistant", "content": VALID_REPLY},
-                "done": true, "done_reason": "stop",
-                "prompt_eval_count": 1, "eval_count": 1
-            })))
-            .mount(&server)
-            .await;
+        let answer = json!({
+            "message": {"role": "assistant", "content": VALID_REPLY},
+            "done": true, "done_reason": "stop",
+            "prompt_eval_count": 1, "eval_count": 1
+        });
+        let server = answering_at(("/api/chat", &[]), 200, answer).await;
         let env = ModelEnv {
             ollama_base_url: server.uri(),
             ..ModelEnv::default()
@@ -397,15 +391,11 @@ mod tests {
 
     #[tokio::test]
     async fn agent_temperature_reaches_an_unknown_model_only_when_set() {
-        let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .and(path("/v1/chat/completions"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": VALID_REPLY}}]
-            })))
-            .mount(&server)
-            .await;
+        let answer = json!({
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": VALID_REPLY}}]
+        });
+        let server = answering_at(("/v1/chat/completions", &[]), 200, answer).await;
         for (set, sent) in [(None, None), (Some(0.3), Some(json!(0.3)))] {
             let env = ModelEnv {
                 openai_base_url: format!("{}/v1", server.uri()),

@@ -2,12 +2,12 @@
 //! read what a wiremock server received. Compiled for tests only.
 
 use serde_json::{Value, json};
-use wiremock::matchers::method;
+use wiremock::matchers::{header as header_is, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use super::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, ToolArguments, ToolCall, ToolChoice,
-    ToolResult, ToolSpec,
+    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
+    ToolChoice, ToolResult, ToolSpec, Usage,
 };
 
 pub(crate) const SYSTEM: &str = "You are the assistant of Demo Academy. Catalog: ...";
@@ -57,6 +57,14 @@ pub(crate) fn first_step(choice: ToolChoice) -> ModelRequest {
     }
 }
 
+/// Step 1 of a turn that offers no tool at all.
+pub(crate) fn tool_less_step(choice: ToolChoice) -> ModelRequest {
+    ModelRequest {
+        tools: std::sync::Arc::from([]),
+        ..first_step(choice)
+    }
+}
+
 /// A tiny PNG's bytes (a fixture of the media tests: colour bars, fictional).
 pub(crate) const IMAGE_BYTES: &[u8] = include_bytes!("../../tests/fixtures/media/colour-bars.png");
 
@@ -78,22 +86,55 @@ pub(crate) fn image_base64() -> String {
     base64::engine::general_purpose::STANDARD.encode(IMAGE_BYTES)
 }
 
+/// A call as a provider's answer carries it (or a step replays it).
+pub(crate) fn call(id: &str, name: &str, arguments: ToolArguments) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments,
+    }
+}
+
+/// The model's turn that made `calls` (no text, nothing to echo), as the next step replays it.
+pub(crate) fn calls_made(calls: Vec<ToolCall>) -> Message {
+    Message::Assistant {
+        text: None,
+        tool_calls: calls,
+        echo: Default::default(),
+    }
+}
+
+/// A call's result that is no error.
+pub(crate) fn ok_result(call_id: &str, name: &str, content: Value) -> ToolResult {
+    ToolResult {
+        call_id: call_id.into(),
+        name: name.into(),
+        content,
+        is_error: false,
+    }
+}
+
+/// The results of a step's calls, as the next step sends them.
+pub(crate) fn results(results: Vec<ToolResult>) -> Message {
+    Message::ToolResults { results }
+}
+
 /// Step 2 of a turn: the first step's two calls replayed, then their results (one an error).
 pub(crate) fn second_step() -> ModelRequest {
     let mut request = first_step(ToolChoice::Auto);
     request.messages.push(Message::Assistant {
         text: None,
         tool_calls: vec![
-            ToolCall {
-                id: "call_a".into(),
-                name: "send_flow".into(),
-                arguments: ToolArguments::Valid(json!({"id": "brochure"})),
-            },
-            ToolCall {
-                id: "call_b".into(),
-                name: "get_contact".into(),
-                arguments: ToolArguments::Invalid { length: 9 },
-            },
+            call(
+                "call_a",
+                "send_flow",
+                ToolArguments::Valid(json!({"id": "brochure"})),
+            ),
+            call(
+                "call_b",
+                "get_contact",
+                ToolArguments::Invalid { length: 9 },
+            ),
         ],
         echo: Default::default(),
     });
@@ -114,6 +155,18 @@ pub(crate) fn second_step() -> ModelRequest {
         ],
     });
     request
+}
+
+/// What a provider reads from its final answer to [`first_step`]: [`VALID_REPLY`], completed,
+/// with `usage`.
+pub(crate) fn final_response(usage: Usage) -> ModelResponse {
+    ModelResponse {
+        tool_calls: vec![],
+        output: Some(VALID_REPLY.into()),
+        usage,
+        stop: StopReason::Completed,
+        echo: Default::default(),
+    }
 }
 
 pub(crate) const VALID_REPLY: &str = r#"{"messages":["The pottery course costs 120 USD."],"escalate":false,"escalation_reason":null,"confidence":0.9,"closing_question":null}"#;
@@ -158,6 +211,48 @@ pub(crate) fn closed_port_url() -> String {
     format!("http://127.0.0.1:{port}")
 }
 
+/// Answers the POSTs to `route` that carry `headers` with `status` and `body` (a request that
+/// does not match gets wiremock's 404).
+pub(crate) async fn answer_at(
+    server: &MockServer,
+    (route, headers): (&str, &[(&str, &str)]),
+    status: u16,
+    body: Value,
+) {
+    let mut mock = Mock::given(method("POST")).and(path(route));
+    for (name, value) in headers {
+        mock = mock.and(header_is(*name, *value));
+    }
+    mock.respond_with(ResponseTemplate::new(status).set_body_json(body))
+        .mount(server)
+        .await;
+}
+
+/// A new server that answers as [`answer_at`] does.
+pub(crate) async fn answering_at(
+    at: (&str, &[(&str, &str)]),
+    status: u16,
+    body: Value,
+) -> MockServer {
+    let server = MockServer::start().await;
+    answer_at(&server, at, status, body).await;
+    server
+}
+
+/// The body `model` sent for `request`, which must succeed: the first the server received.
+pub(crate) async fn body_sent(
+    model: &impl Model,
+    request: &ModelRequest,
+    server: &MockServer,
+) -> Value {
+    model.step(request).await.expect("step");
+    let bodies = received_bodies(server).await;
+    bodies
+        .into_iter()
+        .next()
+        .expect("the server received the step")
+}
+
 /// Answers every POST the server receives with `answer`.
 pub(crate) async fn answer_every_post(server: &MockServer, answer: ResponseTemplate) {
     Mock::given(method("POST"))
@@ -193,6 +288,27 @@ pub(crate) fn error_answer(
 /// A 200 whose body is not the provider's JSON.
 pub(crate) fn garbled_answer(body: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_string(body)
+}
+
+/// `answer` as `parse` reads it, which must succeed.
+pub(crate) fn parsed(
+    parse: fn(&[u8]) -> Result<ModelResponse, ModelError>,
+    answer: &Value,
+) -> ModelResponse {
+    parse(answer.to_string().as_bytes()).expect("parse")
+}
+
+/// The first step of a turn sent to the model `model_for` builds for a server that answers
+/// every POST with `answer`, which must fail: its error, and how many requests the server
+/// received (two when the step was retried).
+pub(crate) async fn failed_step<M: Model>(
+    answer: ResponseTemplate,
+    model_for: impl FnOnce(&MockServer) -> M,
+) -> (ModelError, usize) {
+    let server = MockServer::start().await;
+    answer_every_post(&server, answer).await;
+    let err = first_step_error(&model_for(&server)).await;
+    (err, received_bodies(&server).await.len())
 }
 
 /// The first step of a turn sent to `model`, which must fail; its error.

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use hyper::body::Bytes;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
 
@@ -44,16 +44,21 @@ pub(crate) fn build_client() -> Result<Client, ModelError> {
         .map_err(|_| ModelError::Config("the HTTP client for the model could not be built".into()))
 }
 
-/// A header value that holds a credential: refused if it is not a valid header value, and marked
-/// sensitive so HTTP-level debugging never prints it.
-pub(crate) fn secret_header(value: &str, variable: &str) -> Result<HeaderValue, ModelError> {
+/// The headers of a request that carries a credential, `name: value` alone: refused if `value`
+/// (from `variable`) is not a valid header value, and marked sensitive so HTTP-level debugging
+/// never prints it.
+pub(crate) fn secret_headers(
+    name: HeaderName,
+    value: &str,
+    variable: &str,
+) -> Result<HeaderMap, ModelError> {
     let mut header = HeaderValue::from_str(value).map_err(|_| {
         ModelError::Config(format!(
             "{variable} contains characters that are not allowed in an HTTP header"
         ))
     })?;
     header.set_sensitive(true);
-    Ok(header)
+    Ok(HeaderMap::from_iter([(name, header)]))
 }
 
 /// Checks a base URL from the environment and strips its trailing slashes, so `{base}/path`

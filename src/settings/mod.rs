@@ -232,29 +232,10 @@ impl Settings {
         if let Err(e) = crate::media::MediaHost::parse(&manychat_media_base) {
             env.problem("MANYCHAT_MEDIA_BASE", &e.to_string());
         }
-        let transcription_model = env.string("TRANSCRIPTION_MODEL");
-        if let Some(spec) = &transcription_model
-            && !spec
-                .split_once(':')
-                .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty())
-        {
-            env.problem(
-                "TRANSCRIPTION_MODEL",
-                "must be provider:model, e.g. openai:gpt-4o-mini-transcribe",
-            );
-        }
+        let transcription_model =
+            env.model_spec("TRANSCRIPTION_MODEL", "openai:gpt-4o-mini-transcribe");
         let media_limits = env.media_limits();
-        let insight_model = env.string("INSIGHT_MODEL");
-        if let Some(spec) = &insight_model
-            && !spec
-                .split_once(':')
-                .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty())
-        {
-            env.problem(
-                "INSIGHT_MODEL",
-                "must be provider:model, e.g. anthropic:claude-sonnet-4-5",
-            );
-        }
+        let insight_model = env.model_spec("INSIGHT_MODEL", "anthropic:claude-sonnet-4-5");
         let manychat_reply_field = env.or("MANYCHAT_REPLY_FIELD", "ai_message");
         let manychat_reply_flow_ns = env.string("MANYCHAT_REPLY_FLOW_NS");
         if needs.reply_flow && manychat_reply_flow_ns.is_none() {

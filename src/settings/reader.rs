@@ -24,6 +24,19 @@ impl Reader<'_> {
             .filter(|v| !v.is_empty())
     }
 
+    /// A model named `provider:model` (both parts non-empty), `None` when unset; the rule
+    /// gives `example`.
+    pub(super) fn model_spec(&mut self, name: &'static str, example: &str) -> Option<String> {
+        let spec = self.string(name)?;
+        let named = spec
+            .split_once(':')
+            .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty());
+        if !named {
+            self.problem(name, &format!("must be provider:model, e.g. {example}"));
+        }
+        Some(spec)
+    }
+
     pub(super) fn or(&self, name: &str, default: &str) -> String {
         self.string(name).unwrap_or_else(|| default.to_owned())
     }

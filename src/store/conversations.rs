@@ -30,6 +30,37 @@ pub struct Conversation {
     pub hold_note_due: bool,
 }
 
+#[cfg(test)]
+impl Conversation {
+    /// A fixture of the unit tests: the contact's conversation as its first contact creates it,
+    /// at `at`, on WhatsApp: no turn, no handoff, no token, no offering.
+    pub(crate) fn first_contact(
+        id: ConversationId,
+        subscriber_id: SubscriberId,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id,
+            subscriber_id,
+            channel: "whatsapp".into(),
+            turn_count: 0,
+            escalated_at: None,
+            last_message_at: None,
+            token_hash: None,
+            previous_token_hash: None,
+            token_issued_at: None,
+            token_generation: 0,
+            offering: None,
+            opening_sent_at: None,
+            created_at: at,
+            updated_at: at,
+            hold_released_at: None,
+            hold_release_reason: None,
+            hold_note_due: false,
+        }
+    }
+}
+
 /// One released hold, as the history keeps it (`hold_releases`): when the handoff began it, when
 /// and why it ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

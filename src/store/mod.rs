@@ -280,7 +280,7 @@ pub use report::{ActionCount, ReportAggregates, ReportStore, SalesCounts, SalesK
 pub use sales::{ActionRecord, SalesRecord, SalesStore};
 pub use turns::{
     Exchange, ExchangeIds, KeepPromise, NewTurn, PromiseRows, Role, Turn, TurnContext,
-    TurnContextQuery, TurnStore,
+    TurnContextQuery, TurnJson, TurnStore,
 };
 pub mod sqlite;
 

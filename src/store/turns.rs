@@ -19,6 +19,15 @@ impl Role {
     }
 }
 
+/// A turn's columns that hold JSON written after the turn is recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnJson {
+    /// 012: the action record (`actions`).
+    Actions,
+    /// The business's read tools: the plugin reads (`plugin_reads`).
+    PluginReads,
+}
+
 /// A turn to record. `text` is the contact's message (user) or the reply as delivered (agent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewTurn {
@@ -266,11 +275,20 @@ pub trait TurnStore: ConversationStore + CounterStore + OutboxStore + SalesStore
     async fn record_turn(&self, turn: &NewTurn) -> Result<i64>;
 
     /// 012: rewrites a turn's action record after its actions ran.
-    async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()>;
+    async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
+        self.set_turn_json(TurnJson::Actions, turn_id, actions)
+            .await
+    }
 
     /// The business's read tools (`crate::plugins`): writes a turn's plugin reads
     /// (`[{"tool", "available", "ms"}]`) once the turn is recorded.
-    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()>;
+    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
+        self.set_turn_json(TurnJson::PluginReads, turn_id, reads)
+            .await
+    }
+
+    /// Writes `value` as one of a turn's JSON columns; a turn that does not exist is an error.
+    async fn set_turn_json(&self, column: TurnJson, turn_id: i64, value: &Value) -> Result<()>;
 
     /// A turn's plugin reads; `None` when it made none (or the turn does not exist).
     async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>>;

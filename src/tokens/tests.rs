@@ -12,25 +12,8 @@ fn at(hour: u32, minute: u32) -> DateTime<Utc> {
 }
 
 fn conversation() -> Conversation {
-    Conversation {
-        id: uuid::Uuid::new_v4(),
-        subscriber_id: SubscriberId::parse("4400100").expect("fixture id"),
-        channel: "whatsapp".into(),
-        turn_count: 0,
-        escalated_at: None,
-        last_message_at: None,
-        token_hash: None,
-        previous_token_hash: None,
-        token_issued_at: None,
-        token_generation: 0,
-        offering: None,
-        opening_sent_at: None,
-        created_at: at(9, 0),
-        updated_at: at(9, 0),
-        hold_released_at: None,
-        hold_release_reason: None,
-        hold_note_due: false,
-    }
+    let subscriber = SubscriberId::parse("4400100").expect("fixture id");
+    Conversation::first_contact(uuid::Uuid::new_v4(), subscriber, at(9, 0))
 }
 
 /// A conversation holding `current` (and `previous`), issued at `issued`.

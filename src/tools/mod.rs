@@ -393,6 +393,8 @@ impl TurnTools {
                 .and_then(Value::as_str)
                 .ok_or_else(|| Rejected::new("missing_argument", &format!("{key} is required")))
         };
+        // The call named no configured `what`.
+        let unknown = |what: &str| Rejected::new("unknown_id", &format!("unknown {what} id"));
         match name {
             "send_flow" => {
                 let id = arg("flow")?;
@@ -400,7 +402,7 @@ impl TurnTools {
                     .flows
                     .iter()
                     .find(|f| f.id == id && f.role != Some(FlowRole::Opening))
-                    .ok_or_else(|| Rejected::new("unknown_id", "unknown flow id"))?;
+                    .ok_or_else(|| unknown("flow"))?;
                 Ok(StagedAction::new(
                     "send_flow",
                     &flow.id,
@@ -415,7 +417,7 @@ impl TurnTools {
                     .tags
                     .iter()
                     .find(|t| t.id == id)
-                    .ok_or_else(|| Rejected::new("unknown_id", "unknown tag id"))?;
+                    .ok_or_else(|| unknown("tag"))?;
                 let operation = if name == "add_tag" {
                     Operation::AddTag {
                         tag: tag.tag.clone(),
@@ -434,7 +436,7 @@ impl TurnTools {
                     .fields
                     .iter()
                     .find(|f| f.id == id)
-                    .ok_or_else(|| Rejected::new("unknown_id", "unknown field id"))?;
+                    .ok_or_else(|| unknown("field"))?;
                 if !specs::model_values(field).any(|v| v == value) {
                     // An offering, stage or value the tenant did not configure: the field is
                     // named in the record, the model's value never is.
@@ -462,7 +464,7 @@ impl TurnTools {
                     .notes
                     .iter()
                     .find(|n| n.id == id)
-                    .ok_or_else(|| Rejected::new("unknown_id", "unknown note id"))?;
+                    .ok_or_else(|| unknown("note"))?;
                 let Some(text) = NoteText::clean(raw, note.max_length as usize) else {
                     return Err(Rejected {
                         reason: "empty_note",
@@ -488,7 +490,7 @@ impl TurnTools {
                     .nudge
                     .as_ref()
                     .and_then(|n| n.delays.iter().find(|d| d.id == id))
-                    .ok_or_else(|| Rejected::new("unknown_id", "unknown delay id"))?;
+                    .ok_or_else(|| unknown("delay"))?;
                 Ok(StagedAction::new(
                     "schedule_nudge",
                     &delay.id,

@@ -9,6 +9,52 @@ fn binary() -> Command {
     Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
 }
 
+/// The binary with `args`, in an empty environment (the caller adds the variables it means).
+fn command(args: &[&str]) -> Command {
+    let mut command = binary();
+    command.args(args).env_clear();
+    command
+}
+
+/// A folder with the demo tenant in its `config/`: the folder's guard and the config path.
+fn service_dir() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_demo_tenant(&config);
+    (dir, config)
+}
+
+/// What a refused command (exit 1) wrote to stderr.
+fn refusal(output: &std::process::Output) -> String {
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    stderr(output)
+}
+
+/// What `command`, refused (exit 1), wrote to stderr, which names every one of `variables`.
+fn refusal_naming(command: &mut Command, variables: &[&str]) -> String {
+    let errors = refusal(&command.output().unwrap());
+    for variable in variables {
+        assert!(
+            errors.contains(variable),
+            "{variable} not named in:\n{errors}"
+        );
+    }
+    errors
+}
+
+/// The command was refused (exit 1), saying `says` on stderr.
+fn assert_refused(output: &std::process::Output, says: &str) {
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(stderr(output).contains(says), "{output:?}");
+}
+
+/// `manychat-agent config check` on the tenant in `dir`, with `env` besides `CONFIG_DIR`.
+fn config_check(dir: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut check = command(&["config", "check"]);
+    check.env("CONFIG_DIR", dir);
+    check.envs(env.iter().copied()).output().unwrap()
+}
+
 #[tokio::test]
 async fn system_9_golden_evals_pass_with_the_mock_model() {
     let env: HashMap<String, String> = [(
@@ -29,10 +75,7 @@ async fn system_9_golden_evals_pass_with_the_mock_model() {
 #[test]
 fn system_5_4_config_check_prints_every_error_with_file_path_and_rule() {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
+    copy_demo_tenant(dir.path());
     let tools = dir.path().join("tools.json");
     let mut value: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&tools).unwrap()).unwrap();
@@ -40,66 +83,43 @@ fn system_5_4_config_check_prints_every_error_with_file_path_and_rule() {
     value["notes"][0]["maxLength"] = serde_json::json!(900);
     std::fs::write(&tools, value.to_string()).unwrap();
 
-    let output = binary()
-        .args(["config", "check"])
-        .env_clear()
-        .env("CONFIG_DIR", dir.path())
-        .env("MANYCHAT_REPLY_FLOW_NS", "content_reply_flow_0001")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let errors = String::from_utf8_lossy(&output.stderr);
+    let output = config_check(
+        dir.path(),
+        &[("MANYCHAT_REPLY_FLOW_NS", "content_reply_flow_0001")],
+    );
+    let errors = refusal(&output);
     assert!(errors.contains("tools.json: $.flows[0].flowNs"), "{errors}");
     assert!(
         errors.contains("tools.json: $.notes[0].maxLength"),
         "{errors}"
     );
 
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
-    let output = binary()
-        .args(["config", "check"])
-        .env_clear()
-        .env("CONFIG_DIR", dir.path())
-        .output()
-        .unwrap();
+    copy_demo_tenant(dir.path());
+    let output = config_check(dir.path(), &[]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
 }
 
 #[test]
 fn system_5_2_serve_refuses_to_start_naming_the_variable() {
-    let output = binary()
-        .arg("serve")
-        .env_clear()
-        .env("MANYCHAT_SHARED_SECRET", "zq9-tiny")
-        .env("PUBLIC_BASE_URL", "http://insecure.example.test")
-        .env("RACE_DEADLINE_MS", "9000")
-        .env("MODEL_ABORT_MS", "8000")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let errors = String::from_utf8_lossy(&output.stderr);
-    for variable in [
-        "MANYCHAT_SHARED_SECRET",
-        "PUBLIC_BASE_URL",
-        "MODEL_ABORT_MS",
-    ] {
-        assert!(errors.contains(variable), "{variable} named in {errors}");
-    }
+    let errors = refusal_naming(
+        command(&["serve"])
+            .env("MANYCHAT_SHARED_SECRET", "zq9-tiny")
+            .env("PUBLIC_BASE_URL", "http://insecure.example.test")
+            .env("RACE_DEADLINE_MS", "9000")
+            .env("MODEL_ABORT_MS", "8000"),
+        &[
+            "MANYCHAT_SHARED_SECRET",
+            "PUBLIC_BASE_URL",
+            "MODEL_ABORT_MS",
+        ],
+    );
     assert!(!errors.contains("zq9-tiny"), "a secret is never echoed");
 }
 
 /// Runs `serve` on the demo tenant with every required variable set and `vars` beside them,
 /// expects it to refuse at start, and returns what it wrote to stderr.
 fn serve_refusal(vars: &[(&str, &str)]) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config");
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &config,
-    );
+    let (dir, config) = service_dir();
     let mut command = binary();
     command
         .arg("serve")
@@ -117,9 +137,7 @@ fn serve_refusal(vars: &[(&str, &str)]) -> String {
     for (name, value) in vars {
         command.env(name, value);
     }
-    let output = command.output().unwrap();
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    refusal(&command.output().unwrap())
 }
 
 /// A model with no known price under a USD cap would never be capped, so
@@ -177,34 +195,22 @@ fn reasoning_effort_serve_refuses_at_start_a_model_that_takes_no_such_setting_na
 #[test]
 fn serve_with_nothing_set_lists_every_problem_at_once() {
     let empty = tempfile::tempdir().unwrap();
-    let output = binary()
-        .arg("serve")
-        .env_clear()
-        .current_dir(empty.path())
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let errors = String::from_utf8_lossy(&output.stderr);
-    for variable in [
-        "MANYCHAT_SHARED_SECRET",
-        "PUBLIC_BASE_URL",
-        "MANYCHAT_REPLY_FLOW_NS",
-        "MANYCHAT_API_TOKEN",
-        "AGENT_MODEL",
-    ] {
-        assert!(
-            errors.contains(variable),
-            "{variable} missing from:\n{errors}"
-        );
-    }
+    let errors = refusal_naming(
+        command(&["serve"]).current_dir(empty.path()),
+        &[
+            "MANYCHAT_SHARED_SECRET",
+            "PUBLIC_BASE_URL",
+            "MANYCHAT_REPLY_FLOW_NS",
+            "MANYCHAT_API_TOKEN",
+            "AGENT_MODEL",
+        ],
+    );
     // The tenant config's problem is in the same run.
     assert!(errors.contains("CONFIG_DIR"), "{errors}");
 
     // A bad DATABASE_URL scheme and a provider without its key, in the same run too; the
     // password in the URL is not echoed.
-    let output = binary()
-        .arg("serve")
-        .env_clear()
+    let output = command(&["serve"])
         .current_dir(empty.path())
         .env("AGENT_MODEL", "openai:gpt-4.1-mini")
         .env(
@@ -213,8 +219,7 @@ fn serve_with_nothing_set_lists_every_problem_at_once() {
         )
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let errors = String::from_utf8_lossy(&output.stderr);
+    let errors = refusal(&output);
     for variable in ["OPENAI_API_KEY", "DATABASE_URL", "MANYCHAT_SHARED_SECRET"] {
         assert!(
             errors.contains(variable),
@@ -227,23 +232,15 @@ fn serve_with_nothing_set_lists_every_problem_at_once() {
 /// `worker` and `tokens backfill --check` ask only for what they use.
 #[test]
 fn commands_require_only_the_variables_they_use() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config");
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &config,
-    );
+    let (dir, config) = service_dir();
     let database = sqlite_file_url(dir.path());
 
-    let output = binary()
-        .arg("worker")
-        .env_clear()
+    let output = command(&["worker"])
         .env("CONFIG_DIR", &config)
         .env("DATABASE_URL", &database)
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let errors = String::from_utf8_lossy(&output.stderr);
+    let errors = refusal(&output);
     for needed in ["MANYCHAT_API_TOKEN", "MANYCHAT_REPLY_FLOW_NS"] {
         assert!(errors.contains(needed), "{needed} missing from:\n{errors}");
     }
@@ -254,9 +251,7 @@ fn commands_require_only_the_variables_they_use() {
         );
     }
 
-    let output = binary()
-        .args(["tokens", "backfill", "--check"])
-        .env_clear()
+    let output = command(&["tokens", "backfill", "--check"])
         .env("CONFIG_DIR", &config)
         .env("DATABASE_URL", &database)
         .output()
@@ -273,15 +268,8 @@ fn commands_require_only_the_variables_they_use() {
 fn a_busy_port_is_named() {
     let busy = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let port = busy.local_addr().unwrap().port();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config");
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &config,
-    );
-    let output = binary()
-        .arg("serve")
-        .env_clear()
+    let (dir, config) = service_dir();
+    let output = command(&["serve"])
         .env("CONFIG_DIR", &config)
         .env("DATABASE_URL", sqlite_file_url(dir.path()))
         .env("MANYCHAT_SHARED_SECRET", "fixture-secret-aaaaaaaa")
@@ -292,8 +280,7 @@ fn a_busy_port_is_named() {
         .env("PORT", port.to_string())
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let errors = String::from_utf8_lossy(&output.stderr);
+    let errors = refusal(&output);
     assert!(
         errors.contains(&format!("port {port} is already in use")),
         "{errors}"
@@ -304,29 +291,18 @@ fn a_busy_port_is_named() {
 #[test]
 fn config_check_says_the_reply_flow_check_was_skipped() {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
-    let output = binary()
-        .args(["config", "check"])
-        .env_clear()
-        .env("CONFIG_DIR", dir.path())
-        .output()
-        .unwrap();
+    copy_demo_tenant(dir.path());
+    let output = config_check(dir.path(), &[]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let printed = String::from_utf8_lossy(&output.stdout);
     assert!(printed.contains("valid"), "{printed}");
     assert!(printed.contains("not checked"), "{printed}");
     assert!(printed.contains("MANYCHAT_REPLY_FLOW_NS"), "{printed}");
 
-    let output = binary()
-        .args(["config", "check"])
-        .env_clear()
-        .env("CONFIG_DIR", dir.path())
-        .env("MANYCHAT_REPLY_FLOW_NS", "content20260101000000_000900")
-        .output()
-        .unwrap();
+    let output = config_check(
+        dir.path(),
+        &[("MANYCHAT_REPLY_FLOW_NS", "content20260101000000_000900")],
+    );
     assert!(!String::from_utf8_lossy(&output.stdout).contains("not checked"));
 }
 
@@ -397,9 +373,7 @@ async fn forget_erases_one_contact_and_prints_counts_never_text() {
     let dir = tempfile::tempdir().unwrap();
     let (url, contact) = database_with_two_contacts(dir.path()).await;
     let forget = |id: &str| {
-        binary()
-            .args(["forget", id])
-            .env_clear()
+        command(&["forget", id])
             .env("DATABASE_URL", &url)
             .output()
             .unwrap()
@@ -436,19 +410,15 @@ async fn forget_erases_one_contact_and_prints_counts_never_text() {
 
     // A bad id is refused, naming the rule.
     let output = forget("55501O1");
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
-    assert!(stderr(&output).contains("digits"), "{output:?}");
+    assert_refused(&output, "digits");
 
     // A database that does not exist is not created empty.
     let missing = dir.path().join("elsewhere/agent.db");
-    let output = binary()
-        .args(["forget", "5550102"])
-        .env_clear()
+    let output = command(&["forget", "5550102"])
         .env("DATABASE_URL", format!("sqlite://{}", missing.display()))
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
-    assert!(stderr(&output).contains("no SQLite database"), "{output:?}");
+    assert_refused(&output, "no SQLite database");
     assert!(!missing.exists());
 }
 
@@ -456,17 +426,11 @@ async fn forget_erases_one_contact_and_prints_counts_never_text() {
 async fn one_contact_one_id_forget_and_simulate_refuse_a_padded_id() {
     let dir = tempfile::tempdir().unwrap();
     let (url, contact) = database_with_two_contacts(dir.path()).await;
-    let output = binary()
-        .args(["forget", "05550101"])
-        .env_clear()
+    let output = command(&["forget", "05550101"])
         .env("DATABASE_URL", &url)
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
-    assert!(
-        stderr(&output).contains("must not start with a zero"),
-        "{output:?}"
-    );
+    assert_refused(&output, "must not start with a zero");
     let store = manychat_agent::store::connect(&url).await.unwrap();
     assert!(store.conversation(contact.id).await.unwrap().is_some());
 
@@ -478,11 +442,7 @@ async fn one_contact_one_id_forget_and_simulate_refuse_a_padded_id() {
         .env("MANYCHAT_SHARED_SECRET", "s".repeat(32))
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
-    assert!(
-        stderr(&output).contains("must not start with a zero"),
-        "{output:?}"
-    );
+    assert_refused(&output, "must not start with a zero");
 }
 
 #[tokio::test]
@@ -524,9 +484,7 @@ async fn retention_run_clears_old_text_and_is_validated() {
 
 #[test]
 fn eval_refuses_without_a_model_and_names_the_model_first() {
-    let output = binary()
-        .arg("eval")
-        .env_clear()
+    let output = command(&["eval"])
         .env(
             "CONFIG_DIR",
             manychat_agent::config::examples::shipped_examples(),
@@ -543,9 +501,7 @@ fn eval_refuses_without_a_model_and_names_the_model_first() {
     );
     assert!(stdout(&output).is_empty(), "no case ran on a silent mock");
 
-    let output = binary()
-        .args(["eval", "--model", "mock:demo"])
-        .env_clear()
+    let output = command(&["eval", "--model", "mock:demo"])
         .env(
             "CONFIG_DIR",
             manychat_agent::config::examples::shipped_examples(),
@@ -590,11 +546,18 @@ impl Drop for Demo {
     }
 }
 
+/// The demo started on the demo tenant and a fresh database in a folder of its own: the
+/// folder's guard, the config path, the database URL and the demo.
+fn started_demo() -> (tempfile::TempDir, std::path::PathBuf, String, Demo) {
+    let (dir, config) = service_dir();
+    let database = format!("sqlite://{}", dir.path().join("demo.db").display());
+    let demo = start_demo(&config, &database);
+    (dir, config, database, demo)
+}
+
 fn start_demo(config_dir: &std::path::Path, database: &str) -> Demo {
     use std::io::BufRead;
-    let mut child = binary()
-        .arg("demo")
-        .env_clear()
+    let mut child = command(&["demo"])
         .env("CONFIG_DIR", config_dir)
         .env("DATABASE_URL", database)
         .env("PORT", "0")
@@ -665,12 +628,7 @@ fn secret_of(banner: &str) -> String {
 
 #[test]
 fn the_demo_says_what_it_relaxes_and_never_wedges() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config");
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &config,
-    );
+    let (dir, config) = service_dir();
     let rules_path = config.join("rules.json");
     let mut rules: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&rules_path).unwrap()).unwrap();
@@ -758,14 +716,7 @@ fn system_9_eval_help_says_a_run_without_a_model_is_refused() {
 
 #[test]
 fn simulate_shows_what_the_agent_did_from_the_services_database_or_says_it_cannot() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config");
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &config,
-    );
-    let database = format!("sqlite://{}", dir.path().join("demo.db").display());
-    let demo = start_demo(&config, &database);
+    let (dir, config, database, demo) = started_demo();
     let secret = secret_of(&demo.banner);
     let simulate = |database: &str| {
         binary()
@@ -811,14 +762,7 @@ fn simulate_shows_what_the_agent_did_from_the_services_database_or_says_it_canno
 /// `release` the contact is answered again.
 #[test]
 fn handoff_the_readme_sale_ends_held_and_simulate_says_how_to_release_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config");
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &config,
-    );
-    let database = format!("sqlite://{}", dir.path().join("demo.db").display());
-    let demo = start_demo(&config, &database);
+    let (_dir, config, database, demo) = started_demo();
     let secret = secret_of(&demo.banner);
     let run = |args: &[&str]| {
         let output = binary()
@@ -890,9 +834,7 @@ async fn handoff_release_command_hands_a_held_contact_back_once() {
         .unwrap();
     store.set_escalated(conversation.id, now).await.unwrap();
     let release = |id: &str| {
-        binary()
-            .args(["release", id])
-            .env_clear()
+        command(&["release", id])
             .env("DATABASE_URL", &url)
             .env("CONFIG_DIR", &config)
             .output()
@@ -915,6 +857,5 @@ async fn handoff_release_command_hands_a_held_contact_back_once() {
         "an unknown contact: {output:?}"
     );
     let output = release("55503O1");
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
-    assert!(stderr(&output).contains("digits"), "{output:?}");
+    assert_refused(&output, "digits");
 }

@@ -113,10 +113,7 @@ fn free_port() -> u16 {
 
 pub(crate) fn tenant() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &dir.path().join("config"),
-    );
+    copy_demo_tenant(&dir.path().join("config"));
     dir
 }
 
@@ -126,26 +123,18 @@ pub(crate) fn rules(dir: &Path) -> Value {
 
 /// The texts ManyChat was asked to put in the reply field, in order.
 pub(crate) async fn reply_field_writes(manychat: &MockServer) -> Vec<String> {
-    manychat
-        .received_requests()
+    bodies_on(manychat, "/fb/subscriber/setCustomFieldByName")
         .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path() == "/fb/subscriber/setCustomFieldByName")
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .into_iter()
         .filter(|b| b["field_name"] == "ai_message")
         .filter_map(|b| b["field_value"].as_str().map(str::to_owned))
         .collect()
 }
 
 pub(crate) async fn tagged(manychat: &MockServer) -> Vec<String> {
-    manychat
-        .received_requests()
+    bodies_on(manychat, "/fb/subscriber/addTagByName")
         .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path() == "/fb/subscriber/addTagByName")
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .into_iter()
         .filter_map(|b| b["tag_name"].as_str().map(str::to_owned))
         .collect()
 }
@@ -161,6 +150,22 @@ pub(crate) async fn eventually(mut condition: impl AsyncFnMut() -> bool, what: &
     panic!("never happened: {what}");
 }
 
+/// A process serving `dir` with `mock:slow` (it answers after 12 s) and a 0.3 s deadline, so
+/// the contact is acknowledged; a model call is aborted after `abort_ms`.
+async fn slow_process(dir: &Path, manychat: &MockServer, abort_ms: &str) -> Served {
+    let served = Served::start(
+        dir,
+        manychat,
+        &[
+            ("AGENT_MODEL", "mock:slow"),
+            ("RACE_DEADLINE_MS", "300"),
+            ("MODEL_ABORT_MS", abort_ms),
+        ],
+    );
+    served.ready().await;
+    served
+}
+
 #[tokio::test]
 async fn killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
     let dir = tenant();
@@ -169,16 +174,7 @@ async fn killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
     let rules = rules(dir.path());
 
     // The model answers after 12 s; the deadline is 0.3 s: the contact is acknowledged.
-    let first = Served::start(
-        dir.path(),
-        &manychat,
-        &[
-            ("AGENT_MODEL", "mock:slow"),
-            ("RACE_DEADLINE_MS", "300"),
-            ("MODEL_ABORT_MS", "60000"),
-        ],
-    );
-    first.ready().await;
+    let first = slow_process(dir.path(), &manychat, "60000").await;
     let body = first.send("8801", "When are the evening classes?").await;
     assert_eq!(
         block_texts(&body),
@@ -251,16 +247,7 @@ async fn killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_a
     manychat_accepts_everything(&manychat).await;
     let rules = rules(dir.path());
 
-    let first = Served::start(
-        dir.path(),
-        &manychat,
-        &[
-            ("AGENT_MODEL", "mock:slow"),
-            ("RACE_DEADLINE_MS", "300"),
-            ("MODEL_ABORT_MS", "4000"),
-        ],
-    );
-    first.ready().await;
+    let first = slow_process(dir.path(), &manychat, "4000").await;
     let body = first.send("8802", "Do you have parking?").await;
     assert_eq!(block_texts(&body).len(), 1, "acknowledged");
     // Killed well inside the 4 s window (a loaded machine may take a while between the answer

@@ -86,11 +86,7 @@ async fn manychat_holds_tag(manychat: &MockServer, tag: &str) {
     Mock::given(method("POST"))
         .and(path("/fb/subscriber/addTagByName"))
         .and(body_partial_json(json!({"tag_name": tag})))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"status": "success"}))
-                .set_delay(Duration::from_secs(600)),
-        )
+        .respond_with(manychat_success_after(Duration::from_secs(600)))
         .with_priority(1)
         .up_to_n_times(1)
         .mount(manychat)
@@ -107,19 +103,28 @@ pub(crate) fn model_env(model: &MockServer) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn start(dir: &Path, manychat: &MockServer, env: &[(&'static str, String)]) -> Served {
+/// A process serving `dir` with `env`, once it is ready.
+async fn start(dir: &Path, manychat: &MockServer, env: &[(&'static str, String)]) -> Served {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    Served::start(dir, manychat, &env)
+    let served = Served::start(dir, manychat, &env);
+    served.ready().await;
+    served
+}
+
+/// ManyChat was given `reply` once, and its flow was triggered once.
+async fn assert_written_and_triggered_once(manychat: &MockServer, reply: &str) {
+    assert_eq!(
+        reply_field_writes(manychat).await,
+        vec![reply.to_owned()],
+        "the reply is written once"
+    );
+    assert_eq!(reply_triggers(manychat).await, 1, "and triggered once");
 }
 
 async fn reply_triggers(manychat: &MockServer) -> usize {
-    manychat
-        .received_requests()
+    bodies_on(manychat, "/fb/sending/sendFlow")
         .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.url.path() == "/fb/sending/sendFlow")
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .into_iter()
         .filter(|b| b["flow_ns"] == REPLY_FLOW)
         .count()
 }
@@ -197,8 +202,7 @@ async fn killed_while_performing(held: &str) -> (tempfile::TempDir, MockServer) 
 
     let mut env = model_env(&model);
     env.push(("RACE_DEADLINE_MS", "300".to_owned()));
-    let first = start(dir.path(), &manychat, &env);
-    first.ready().await;
+    let first = start(dir.path(), &manychat, &env).await;
     let body = first.send("8901", "When are the wheel classes?").await;
     assert_eq!(block_texts(&body).len(), 1, "acknowledged: {body}");
     eventually(
@@ -213,8 +217,7 @@ async fn killed_while_performing(held: &str) -> (tempfile::TempDir, MockServer) 
         "the reply went before the kill"
     );
 
-    let second = start(dir.path(), &manychat, &model_env(&model));
-    second.ready().await;
+    let second = start(dir.path(), &manychat, &model_env(&model)).await;
     let both_performed = async || {
         let tags = tagged(&manychat).await;
         count(&tags, FIRST_TAG) >= 1 && count(&tags, SECOND_TAG) >= 1 && count(&tags, held) >= 2
@@ -229,12 +232,7 @@ async fn killed_while_performing(held: &str) -> (tempfile::TempDir, MockServer) 
 async fn fault_a_reply_killed_during_its_first_action_is_not_sent_again_and_the_action_repeats_at_most_once()
  {
     let (dir, manychat) = killed_while_performing(FIRST_TAG).await;
-    assert_eq!(
-        reply_field_writes(&manychat).await,
-        vec!["Wheel classes run on Tuesday evenings.".to_owned()],
-        "the accepted reply is written once"
-    );
-    assert_eq!(reply_triggers(&manychat).await, 1, "and triggered once");
+    assert_written_and_triggered_once(&manychat, "Wheel classes run on Tuesday evenings.").await;
     let tags = tagged(&manychat).await;
     assert_eq!(
         count(&tags, FIRST_TAG),
@@ -286,8 +284,7 @@ async fn fault_a_nudge_reply_killed_during_its_actions_is_delivered_once() {
         .mount(&model)
         .await;
     let env = model_env(&model);
-    let first = start(dir.path(), &manychat, &env);
-    first.ready().await;
+    let first = start(dir.path(), &manychat, &env).await;
     let body = first.send("8902", "Hi there").await;
     assert_eq!(block_texts(&body), vec!["Hello!".to_owned()], "{body}");
     first.kill();
@@ -313,8 +310,7 @@ async fn fault_a_nudge_reply_killed_during_its_actions_is_delivered_once() {
     .await;
     manychat_holds_tag(&manychat, FIRST_TAG).await;
 
-    let second = start(dir.path(), &manychat, &env);
-    second.ready().await;
+    let second = start(dir.path(), &manychat, &env).await;
     eventually(
         async || count(&tagged(&manychat).await, FIRST_TAG) == 1,
         "the nudge reply is delivered and ManyChat holds its first tag",
@@ -323,8 +319,7 @@ async fn fault_a_nudge_reply_killed_during_its_actions_is_delivered_once() {
     second.kill();
     assert_eq!(reply_triggers(&manychat).await, 1);
 
-    let third = start(dir.path(), &manychat, &env);
-    third.ready().await;
+    let third = start(dir.path(), &manychat, &env).await;
     eventually(
         async || count(&tagged(&manychat).await, SECOND_TAG) == 1,
         "the restart performs what was left",
@@ -332,12 +327,7 @@ async fn fault_a_nudge_reply_killed_during_its_actions_is_delivered_once() {
     .await;
     replies_delivered(dir.path()).await;
     drop(third);
-    assert_eq!(
-        reply_field_writes(&manychat).await,
-        vec!["Still thinking about the wheel course?".to_owned()],
-        "the nudge's text written once"
-    );
-    assert_eq!(reply_triggers(&manychat).await, 1, "and triggered once");
+    assert_written_and_triggered_once(&manychat, "Still thinking about the wheel course?").await;
     let tags = tagged(&manychat).await;
     assert_eq!(count(&tags, FIRST_TAG), 2, "{tags:?}");
     assert_eq!(count(&tags, SECOND_TAG), 1, "{tags:?}");
@@ -377,12 +367,8 @@ fn handoff_tag(app: &TestApp) -> String {
 }
 
 async fn tags_sent(app: &TestApp) -> Vec<String> {
-    app.manychat_requests()
+    app.manychat_texts("/fb/subscriber/addTagByName", "tag_name")
         .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/addTagByName")
-        .filter_map(|r| r.body["tag_name"].as_str().map(str::to_owned))
-        .collect()
 }
 
 fn metric(text: &str, name: &str) -> Option<f64> {
@@ -396,19 +382,27 @@ fn metric(text: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// A returning contact's message whose turn the store refuses (its inserts into `turns`
+/// fail): the contact is answered with the escalation copy. The app.
+async fn turn_the_store_refuses(subscriber: &str) -> TestApp {
+    let model = Arc::new(ScriptedModel::replies([reply_json(
+        "The wheel course has places.",
+    )]));
+    let app = spawn_app(model).await;
+    app.returning_contact(subscriber).await;
+    refuse_inserts(&app, "turns");
+    let (status, body) = app
+        .send(subscriber, "Any places on the wheel course?")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    app
+}
+
 #[tokio::test]
 async fn fault_a_contact_told_a_person_will_write_is_handed_off_when_the_store_cannot_take_the_turn()
  {
-    let app = spawn_app(Arc::new(ScriptedModel::replies([reply_json(
-        "The wheel course has places.",
-    )])))
-    .await;
-    app.returning_contact("8903").await;
-    refuse_inserts(&app, "turns");
-
-    let (status, body) = app.send("8903", "Any places on the wheel course?").await;
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    let app = turn_the_store_refuses("8903").await;
     until(async || !tags_sent(&app).await.is_empty()).await;
     app.settle().await;
     assert_eq!(
@@ -480,12 +474,9 @@ async fn fault_an_escalation_copy_is_never_followed_by_the_real_answer_when_spac
     tokio::time::advance(Duration::from_secs(2)).await;
     app.settle_advancing().await;
     app.worker.run_once().await.unwrap();
-    let replies: Vec<_> = app
-        .manychat_requests()
-        .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/setCustomFieldByName")
-        .collect();
+    let replies = app
+        .manychat_requests_to("/fb/subscriber/setCustomFieldByName")
+        .await;
     assert!(replies.is_empty(), "no reply after the copy: {replies:?}");
     assert!(
         app.outbox().await.is_empty(),
@@ -553,15 +544,7 @@ async fn fault_sigterm_delivers_the_replies_that_fall_due_within_the_shutdown_dr
 #[tokio::test]
 async fn fault_a_database_failure_is_logged_with_its_operation_backend_and_cause() {
     let logs = manychat_agent::observability::capture_global();
-    let app = spawn_app(Arc::new(ScriptedModel::replies([reply_json(
-        "The wheel course has places.",
-    )])))
-    .await;
-    app.returning_contact("8906").await;
-    refuse_inserts(&app, "turns");
-    let (status, body) = app.send("8906", "Any places on the wheel course?").await;
-    assert_eq!(status, 200);
-    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    let app = turn_the_store_refuses("8906").await;
     app.settle().await;
     let failed: Vec<serde_json::Value> = logs
         .lines()

@@ -12,10 +12,7 @@ use crate::helpers::*;
 /// A copy of the demo tenant with `rules.json` edited.
 fn tenant_with_rules(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
+    copy_demo_tenant(dir.path());
     let path = dir.path().join("rules.json");
     let mut rules: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     edit(&mut rules);
@@ -28,6 +25,32 @@ fn replies(n: usize) -> Arc<ScriptedModel> {
     Arc::new(ScriptedModel::replies(
         (0..n).map(|i| reply_json(&format!("Answer {i}."))),
     ))
+}
+
+/// The app on a copy of the demo tenant with `rules.json` edited, its model answering `n`
+/// times; the copy's guard, the model and the app.
+async fn gated_app(
+    edit: impl FnOnce(&mut Value),
+    n: usize,
+) -> (tempfile::TempDir, Arc<ScriptedModel>, TestApp) {
+    let (dir, tenant) = tenant_with_rules(edit);
+    let model = replies(n);
+    let app = spawn_app_with(AppOptions::new(model.clone()).with_tenant(tenant)).await;
+    (dir, model, app)
+}
+
+/// The texts of the answer to `text` from `subscriber`.
+async fn answer(app: &TestApp, subscriber: &str, text: &str) -> Vec<String> {
+    let (_, body) = app.send(subscriber, text).await;
+    block_texts(&body)
+}
+
+/// The answer to `text` from `subscriber` is the escalation copy: the contact is handed over.
+async fn assert_handed_over(app: &TestApp, subscriber: &str, text: &str) {
+    assert_eq!(
+        answer(app, subscriber, text).await,
+        vec![app.escalation_copy()]
+    );
 }
 
 async fn last_outcome(app: &TestApp, subscriber: &str) -> String {
@@ -78,49 +101,38 @@ async fn system_4_escalation_keyword_escalates_before_the_model_ignoring_case_an
 
 #[tokio::test]
 async fn system_018_turn_cap_escalates_before_the_model() {
-    let (_dir, tenant) = tenant_with_rules(|r| r["maxTurnsPerConversation"] = 2.into());
-    let model = replies(3);
-    let mut options = AppOptions::new(model.clone());
-    options.tenant = Some(tenant);
-    let app = spawn_app_with(options).await;
+    let (_dir, model, app) = gated_app(|r| r["maxTurnsPerConversation"] = 2.into(), 3).await;
     app.send("6003", "first").await;
     app.send("6003", "second").await;
-    let (_, body) = app.send("6003", "third").await;
-    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    assert_handed_over(&app, "6003", "third").await;
     assert_eq!(model.calls(), 2);
     assert_eq!(last_outcome(&app, "6003").await, "escalated_precheck");
 }
 
 #[tokio::test]
 async fn system_4_per_contact_hourly_rate_is_counted_in_the_store() {
-    let (_dir, tenant) = tenant_with_rules(|r| {
-        r["rateLimit"]["turnsPerSubscriberPerHour"] = 2.into();
-    });
-    let model = replies(3);
-    let mut options = AppOptions::new(model.clone());
-    options.tenant = Some(tenant);
-    let app = spawn_app_with(options).await;
+    let (_dir, model, app) = gated_app(
+        |r| r["rateLimit"]["turnsPerSubscriberPerHour"] = 2.into(),
+        3,
+    )
+    .await;
     app.send("6004", "one").await;
     app.send("6004", "two").await;
-    let (_, body) = app.send("6004", "three").await;
-    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    assert_handed_over(&app, "6004", "three").await;
     assert_eq!(model.calls(), 2);
     // Another contact has its own budget.
-    let (_, other) = app.send("6005", "hello").await;
-    assert_eq!(block_texts(&other), vec!["Answer 2."]);
+    assert_eq!(answer(&app, "6005", "hello").await, vec!["Answer 2."]);
 }
 
 /// SYSTEM 4's order: a message the escalation keywords already stopped never reaches the rate
 /// check, so it is not counted against the contact's hour.
 #[tokio::test]
 async fn system_4_a_message_stopped_before_the_rate_check_is_not_counted() {
-    let (_dir, tenant) = tenant_with_rules(|r| {
-        r["rateLimit"]["turnsPerSubscriberPerHour"] = 2.into();
-    });
-    let model = replies(2);
-    let mut options = AppOptions::new(model.clone());
-    options.tenant = Some(tenant);
-    let app = spawn_app_with(options).await;
+    let (_dir, model, app) = gated_app(
+        |r| r["rateLimit"]["turnsPerSubscriberPerHour"] = 2.into(),
+        2,
+    )
+    .await;
     let keyword = app.rules()["escalationKeywords"][0]
         .as_str()
         .unwrap()
@@ -135,22 +147,15 @@ async fn system_4_a_message_stopped_before_the_rate_check_is_not_counted() {
         vec!["Answer 1."],
         "the keyword message was not counted"
     );
-    let (_, three) = app.send("6008", "three").await;
-    assert_eq!(block_texts(&three), vec![app.escalation_copy()]);
+    assert_handed_over(&app, "6008", "three").await;
     assert_eq!(model.calls(), 2);
 }
 
 #[tokio::test]
 async fn system_4_daily_token_budget_escalates_before_the_model() {
-    let (_dir, tenant) = tenant_with_rules(|r| r["budget"]["dailyTokenCap"] = 10.into());
-    let model = replies(2);
-    let mut options = AppOptions::new(model.clone());
-    options.tenant = Some(tenant);
-    let app = spawn_app_with(options).await;
-    let (_, first) = app.send("6006", "hello").await;
-    assert_eq!(block_texts(&first), vec!["Answer 0."]);
-    let (_, second) = app.send("6007", "hello again").await;
-    assert_eq!(block_texts(&second), vec![app.escalation_copy()]);
+    let (_dir, model, app) = gated_app(|r| r["budget"]["dailyTokenCap"] = 10.into(), 2).await;
+    assert_eq!(answer(&app, "6006", "hello").await, vec!["Answer 0."]);
+    assert_handed_over(&app, "6007", "hello again").await;
     assert_eq!(model.calls(), 1, "the budget is spent: no model call");
 }
 
@@ -173,12 +178,15 @@ async fn system_018_history_carries_earlier_turns_outside_the_current_fence() {
 #[tokio::test]
 async fn system_005_a_non_english_tenant_runs_unchanged() {
     let model = Arc::new(ScriptedModel::replies([reply_json("Claro, hay plazas.")]));
-    let mut options = AppOptions::new(model.clone());
-    options.tenant = Some(repo_path("tests/fixtures/tenant-es"));
-    let app = spawn_app_with(options).await;
+    let app = spawn_app_with(
+        AppOptions::new(model.clone()).with_tenant(repo_path("tests/fixtures/tenant-es")),
+    )
+    .await;
     let prompt = std::fs::read_to_string(repo_path("tests/fixtures/tenant-es/prompt.md")).unwrap();
-    let (_, body) = app.send("6009", "¿Quedan plazas?").await;
-    assert_eq!(block_texts(&body), vec!["Claro, hay plazas."]);
+    assert_eq!(
+        answer(&app, "6009", "¿Quedan plazas?").await,
+        vec!["Claro, hay plazas."]
+    );
     let first_line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap();
     let first_line = first_line.split("{{").next().unwrap();
     assert!(model.requests()[0].system.contains(first_line.trim()));
@@ -255,9 +263,12 @@ async fn system_018_budget_many_contacts_at_once_are_all_served_when_their_real_
 
     let (_dir, tenant) = tenant_with_rules(|r| r["budget"]["dailyTokenCap"] = cap.into());
     let model = Arc::new(HeldModel::default());
-    let mut options = AppOptions::new(model.clone()).env("MAX_TURNS_IN_FLIGHT", "1000");
-    options.tenant = Some(tenant);
-    let app = spawn_app_with(options).await;
+    let app = spawn_app_with(
+        AppOptions::new(model.clone())
+            .env("MAX_TURNS_IN_FLIGHT", "1000")
+            .with_tenant(tenant),
+    )
+    .await;
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let sends: Vec<_> = (0..CONTACTS)
         .map(|i| {
@@ -313,9 +324,7 @@ async fn system_018_budget_a_turn_refused_between_steps_escalates_with_reason_bu
             "Never sent.",
         ))),
     ]));
-    let mut options = AppOptions::new(model.clone());
-    options.tenant = Some(tenant);
-    let app = spawn_app_with(options).await;
+    let app = spawn_app_with(AppOptions::new(model.clone()).with_tenant(tenant)).await;
     let (status, body) = app.send("6200", "What does the weekend course cost?").await;
     assert_eq!(status, 200);
     assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
@@ -336,15 +345,10 @@ async fn system_018_budget_a_turn_refused_between_steps_escalates_with_reason_bu
 /// budget keeps serving the others.
 #[tokio::test]
 async fn budget_contact_a_contact_over_its_daily_share_is_handed_over_and_others_are_served() {
-    let (_dir, tenant) = tenant_with_rules(|r| r["budget"]["perContactDailyTokenCap"] = 10.into());
-    let model = replies(3);
-    let mut options = AppOptions::new(model.clone());
-    options.tenant = Some(tenant);
-    let app = spawn_app_with(options).await;
-    let (_, first) = app.send("6020", "hello").await;
-    assert_eq!(block_texts(&first), vec!["Answer 0."]);
-    let (_, second) = app.send("6020", "hello again").await;
-    assert_eq!(block_texts(&second), vec![app.escalation_copy()]);
+    let (_dir, model, app) =
+        gated_app(|r| r["budget"]["perContactDailyTokenCap"] = 10.into(), 3).await;
+    assert_eq!(answer(&app, "6020", "hello").await, vec!["Answer 0."]);
+    assert_handed_over(&app, "6020", "hello again").await;
     assert_eq!(model.calls(), 1, "its share is spent: no model call");
     app.settle().await;
     let turns = app.turns("6020").await;

@@ -67,6 +67,36 @@ fn replies(texts: &[&str]) -> Vec<ScriptStep> {
 
 /// Sends a message to a held contact and asserts it was held: the held response, no model call,
 /// no ManyChat request but the one tag read, the message recorded, a silent `held` turn.
+/// `subscriber` asks for a refund and is handed to a person (the keyword check escalates).
+async fn ask_for_a_refund(app: &TestApp, subscriber: &str) {
+    app.send(subscriber, "I want a refund").await;
+    app.settle().await;
+}
+
+/// An app whose model is never asked, with `subscriber` already handed to a person.
+async fn handed_over(subscriber: &str) -> (Arc<ScriptedModel>, TestApp) {
+    let model = Arc::new(ScriptedModel::from_steps(vec![]));
+    let app = spawn_app(model.clone()).await;
+    ask_for_a_refund(&app, subscriber).await;
+    (model, app)
+}
+
+/// `subscriber`'s next message, `text`, is answered by the model with `reply`: the hold was
+/// released, for `reason`. The conversation as the store then holds it.
+async fn answered_after_release(
+    app: &TestApp,
+    subscriber: &str,
+    (text, reply): (&str, &str),
+    reason: &str,
+) -> manychat_agent::store::Conversation {
+    let (_, body) = app.send(subscriber, text).await;
+    app.settle().await;
+    assert_eq!(block_texts(&body), vec![reply.to_owned()]);
+    let conversation = app.conversation(subscriber).await;
+    assert_eq!(conversation.hold_release_reason.as_deref(), Some(reason));
+    conversation
+}
+
 async fn assert_held(app: &TestApp, model: &ScriptedModel, subscriber: &str) {
     let calls = model.calls();
     contact_has_the_tag(app).await;
@@ -184,19 +214,12 @@ async fn handoff_hold_expires_after_hold_hours_and_the_next_turn_is_told() {
             .edit(|dir| edit_rules(dir, |r| r["handoff"]["holdHours"] = 2.into())),
     )
     .await;
-    app.send("3100201", "I want a refund").await;
-    app.settle().await;
+    ask_for_a_refund(&app, "3100201").await;
     assert_held(&app, &model, "3100201").await;
 
     tokio::time::advance(Duration::from_secs(2 * 3600)).await;
-    let (_, body) = app.send("3100201", "Hello again").await;
-    app.settle().await;
-    assert_eq!(block_texts(&body), vec!["Welcome back.".to_owned()]);
-    let conversation = app.conversation("3100201").await;
-    assert_eq!(
-        conversation.hold_release_reason.as_deref(),
-        Some("hold_expired")
-    );
+    let asked = ("Hello again", "Welcome back.");
+    let conversation = answered_after_release(&app, "3100201", asked, "hold_expired").await;
     assert_eq!(
         conversation.hold_released_at,
         conversation
@@ -221,21 +244,14 @@ async fn handoff_the_tag_removed_releases_the_hold_and_the_message_is_answered()
         "Sure.",
     ])));
     let app = spawn_app(model.clone()).await;
-    app.send("3100301", "I want a refund").await;
-    app.settle().await;
+    ask_for_a_refund(&app, "3100301").await;
     assert_held(&app, &model, "3100301").await;
 
     // The person removed the tag in ManyChat: the default fake shows no tags.
     app.manychat.reset().await;
     manychat_accepts_everything(&app.manychat).await;
-    let (_, body) = app.send("3100301", "Thanks, one more question").await;
-    app.settle().await;
-    assert_eq!(block_texts(&body), vec!["Happy to help.".to_owned()]);
-    let conversation = app.conversation("3100301").await;
-    assert_eq!(
-        conversation.hold_release_reason.as_deref(),
-        Some("tag_removed")
-    );
+    let asked = ("Thanks, one more question", "Happy to help.");
+    answered_after_release(&app, "3100301", asked, "tag_removed").await;
     let prompt = format!("{:?}", model.requests().last().unwrap());
     assert!(prompt.contains("A person from the business handled this conversation"));
 
@@ -255,10 +271,7 @@ async fn handoff_the_tag_removed_releases_the_hold_and_the_message_is_answered()
 #[tokio::test(start_paused = true)]
 async fn handoff_a_failed_or_slow_tag_read_keeps_the_hold() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(vec![]));
-    let app = spawn_app(model.clone()).await;
-    app.send("3100401", "I want a refund").await;
-    app.settle().await;
+    let (model, app) = handed_over("3100401").await;
 
     getinfo_answers(
         &app,
@@ -315,8 +328,7 @@ async fn handoff_an_operator_release_through_the_route_hands_the_contact_back() 
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(ScriptedModel::from_steps(replies(&["Back with you."])));
     let app = spawn_app(model.clone()).await;
-    app.send("3100501", "I want a refund").await;
-    app.settle().await;
+    ask_for_a_refund(&app, "3100501").await;
     contact_has_the_tag(&app).await;
     let body = r#"{"subscriber_id": "3100501"}"#;
 
@@ -373,16 +385,16 @@ async fn handoff_an_operator_release_through_the_route_hands_the_contact_back() 
     let prompt = format!("{:?}", model.requests().last().unwrap());
     assert!(prompt.contains("A person from the business handled this conversation"));
     let metrics = app.metrics_text().await;
-    assert!(metrics.contains(r#"manychat_agent_hold_releases_total{reason="released"} 1"#));
+    assert_metric(
+        &metrics,
+        r#"manychat_agent_hold_releases_total{reason="released"} 1"#,
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn handoff_a_new_handoff_after_a_release_holds_again_and_tags_again() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(vec![]));
-    let app = spawn_app(model.clone()).await;
-    app.send("3100601", "I want a refund").await;
-    app.settle().await;
+    let (model, app) = handed_over("3100601").await;
     let body = r#"{"subscriber_id": "3100601"}"#;
     assert_eq!(
         post_release(&app, Some(SECRET), body).await.1["released"],
@@ -396,12 +408,9 @@ async fn handoff_a_new_handoff_after_a_release_holds_again_and_tags_again() {
         .await;
     app.settle().await;
     assert_eq!(block_texts(&answer), vec![app.escalation_copy()]);
-    let tags: Vec<_> = app
-        .manychat_requests()
-        .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/addTagByName")
-        .collect();
+    let tags = app
+        .manychat_requests_to("/fb/subscriber/addTagByName")
+        .await;
     assert_eq!(tags.len(), 1, "handed back, then over again: tagged again");
     app.manychat.reset().await;
     assert_held(&app, &model, "3100601").await;
@@ -410,20 +419,11 @@ async fn handoff_a_new_handoff_after_a_release_holds_again_and_tags_again() {
 #[tokio::test(start_paused = true)]
 async fn handoff_metrics_count_held_messages_and_contacts_held_now() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps(vec![]));
-    let app = spawn_app(model.clone()).await;
-    app.send("3100701", "I want a refund").await;
-    app.settle().await;
+    let (model, app) = handed_over("3100701").await;
     assert_held(&app, &model, "3100701").await;
     let metrics = app.metrics_text().await;
-    assert!(
-        metrics.contains("manychat_agent_held_messages_total 1"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("manychat_agent_contacts_held 1"),
-        "{metrics}"
-    );
+    assert_metric(&metrics, "manychat_agent_held_messages_total 1");
+    assert_metric(&metrics, "manychat_agent_contacts_held 1");
 }
 
 /// Replicas share the hold: a release through one holds for the other's next message, on
@@ -431,12 +431,7 @@ async fn handoff_metrics_count_held_messages_and_contacts_held_now() {
 #[tokio::test]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn handoff_postgres_a_release_on_one_replica_frees_the_contact_on_the_other() {
-    let base = test_database_url();
-    let schema = manychat_agent::store::postgres::create_test_schema(&base)
-        .await
-        .unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options[search_path]={schema}");
+    let (_, url) = fresh_postgres_schema().await;
     let model = Arc::new(ScriptedModel::from_steps(replies(&["Back with you."])));
     let one = spawn_app_with(AppOptions::new(model.clone()).env("DATABASE_URL", url.clone())).await;
     let two = spawn_app_with(AppOptions::new(model.clone()).env("DATABASE_URL", url)).await;
@@ -501,8 +496,7 @@ async fn handoff_a_load_shed_message_from_a_held_contact_gets_no_copy_and_no_han
     let _frozen = FrozenClock::freeze();
     let model = Arc::new(manychat_agent::model::mock::HangingModel::new());
     let app = spawn_app_with(AppOptions::new(model.clone()).env("MAX_TURNS_IN_FLIGHT", "1")).await;
-    app.send("3100801", "I want a refund").await;
-    app.settle().await;
+    ask_for_a_refund(&app, "3100801").await;
     let handed_over = app.conversation("3100801").await.escalated_at;
     assert!(handed_over.is_some());
     let id = app.conversation("3100801").await.id;

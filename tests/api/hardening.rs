@@ -25,6 +25,11 @@ fn quiet_model() -> Arc<ScriptedModel> {
     Arc::new(ScriptedModel::replies(Vec::<String>::new()))
 }
 
+/// An app whose model is never asked, with the variable `name` set to `value`.
+async fn quiet_app_with(name: &'static str, value: &str) -> TestApp {
+    spawn_app_with(AppOptions::new(quiet_model()).env(name, value)).await
+}
+
 async fn connect(app: &TestApp) -> TcpStream {
     let address = app.address.trim_start_matches("http://");
     TcpStream::connect(address).await.expect("connects")
@@ -94,8 +99,7 @@ async fn open_and_silent(stream: &mut TcpStream) -> bool {
 #[tokio::test(start_paused = true)]
 async fn idle_connection_is_closed_after_the_idle_timeout() {
     let _frozen = FrozenClock::freeze();
-    let app =
-        spawn_app_with(AppOptions::new(quiet_model()).env("HTTP_IDLE_TIMEOUT_MS", "5000")).await;
+    let app = quiet_app_with("HTTP_IDLE_TIMEOUT_MS", "5000").await;
     let mut conn = connect(&app).await;
     assert_eq!(get_health(&mut conn).await, 200);
 
@@ -115,17 +119,13 @@ async fn idle_connection_is_closed_after_the_idle_timeout() {
         "an idle connection outlived the idle timeout"
     );
     let metrics = metrics_text(&app).await;
-    assert!(
-        metrics.contains("manychat_agent_connections_timed_out_total 1"),
-        "{metrics}"
-    );
+    assert_metric(&metrics, "manychat_agent_connections_timed_out_total 1");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_or_missing_request_head_is_cut_off_at_the_header_timeout() {
     let _frozen = FrozenClock::freeze();
-    let app =
-        spawn_app_with(AppOptions::new(quiet_model()).env("HTTP_HEADER_TIMEOUT_MS", "2000")).await;
+    let app = quiet_app_with("HTTP_HEADER_TIMEOUT_MS", "2000").await;
     let mut silent = connect(&app).await;
     let mut trickling = connect(&app).await;
     let mut kept = connect(&app).await;
@@ -186,9 +186,7 @@ async fn a_body_that_stops_arriving_is_answered_408_at_the_body_timeout() {
 
 #[tokio::test]
 async fn connections_over_the_per_address_cap_are_closed_and_a_freed_slot_is_reused() {
-    let app =
-        spawn_app_with(AppOptions::new(quiet_model()).env("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "2"))
-            .await;
+    let app = quiet_app_with("HTTP_MAX_CONNECTIONS_PER_ADDRESS", "2").await;
     let mut first = connect(&app).await;
     let mut second = connect(&app).await;
     assert_eq!(get_health(&mut first).await, 200);
@@ -201,10 +199,7 @@ async fn connections_over_the_per_address_cap_are_closed_and_a_freed_slot_is_reu
     );
 
     let metrics = metrics_on(&mut second).await;
-    assert!(
-        metrics.contains("manychat_agent_connections_refused_total 1"),
-        "{metrics}"
-    );
+    assert_metric(&metrics, "manychat_agent_connections_refused_total 1");
 
     // Once a connection closes its slot is free again.
     drop(first);
@@ -282,14 +277,7 @@ async fn connection_cap_a_slow_header_flood_does_not_delay_a_real_request() {
     )
     .await;
     let mut flood = Vec::new();
-    for _ in 0..24 {
-        let mut stream = connect(&app).await;
-        stream.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
-        flood.push(stream);
-        // The server accepts it (and, past the cap, closes an older one) before the next.
-        let_tasks_run().await;
-        real_pause().await;
-    }
+    trickle_heads(&app, &mut flood, 24).await;
     // One byte each, for a while: bytes keep coming, no head is finished.
     for _ in 0..3 {
         advance(Duration::from_millis(500)).await;
@@ -304,13 +292,7 @@ async fn connection_cap_a_slow_header_flood_does_not_delay_a_real_request() {
     assert_eq!(status, 200);
     assert_eq!(block_texts(&body), vec!["Here to help."]);
     // The flood keeps coming while the next one is answered too.
-    for _ in 0..8 {
-        let mut stream = connect(&app).await;
-        stream.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
-        flood.push(stream);
-        let_tasks_run().await;
-        real_pause().await;
-    }
+    trickle_heads(&app, &mut flood, 8).await;
     let served = tokio::time::timeout(Duration::from_secs(1), app.send("5552902", "Hello"));
     assert_eq!(served.await.expect("answered at once").0, 200);
     // No trickled head outlives the header timeout.
@@ -319,10 +301,19 @@ async fn connection_cap_a_slow_header_flood_does_not_delay_a_real_request() {
         assert!(closed(stream).await, "a trickled head was kept");
     }
     let metrics = app.metrics_text().await;
-    assert!(
-        metrics.contains("manychat_agent_connections_evicted_total"),
-        "{metrics}"
-    );
+    assert_metric(&metrics, "manychat_agent_connections_evicted_total");
+}
+
+/// `n` more connections of the flood, each sending the start of a head it never finishes.
+async fn trickle_heads(app: &TestApp, flood: &mut Vec<TcpStream>, n: usize) {
+    for _ in 0..n {
+        let mut stream = connect(app).await;
+        stream.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+        flood.push(stream);
+        // The server accepts it (and, past the cap, closes an older one) before the next.
+        let_tasks_run().await;
+        real_pause().await;
+    }
 }
 
 /// Only `Transfer-Encoding: chunked` frames a body: `identity, chunked` is refused naming the
@@ -536,7 +527,7 @@ async fn an_unknown_body_key_is_logged_without_its_name() {
 #[tokio::test]
 async fn metrics_requires_the_bearer_token_when_one_is_set() {
     let token = "metrics-token-0123456789";
-    let app = spawn_app_with(AppOptions::new(quiet_model()).env("METRICS_TOKEN", token)).await;
+    let app = quiet_app_with("METRICS_TOKEN", token).await;
     let url = format!("{}/metrics", app.address);
     let missing = app.http.get(&url).send().await.unwrap();
     assert_eq!(missing.status().as_u16(), 401);

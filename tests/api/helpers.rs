@@ -108,6 +108,12 @@ impl AppOptions {
         self
     }
 
+    /// Serves the tenant folder `tenant` instead of the demo's.
+    pub fn with_tenant(mut self, tenant: PathBuf) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
     pub fn env(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.env.push((name, value.into()));
         self
@@ -131,6 +137,11 @@ pub fn copy_tenant(source: &Path, dest: &Path) {
             }
         }
     }
+}
+
+/// Copies the demo tenant (`shipped_examples()`) into `dest`.
+pub fn copy_demo_tenant(dest: &Path) {
+    copy_tenant(&manychat_agent::config::examples::shipped_examples(), dest);
 }
 
 pub async fn spawn_app(model: Arc<dyn Model>) -> TestApp {
@@ -257,6 +268,14 @@ pub async fn manychat_accepts_everything(server: &MockServer) {
         .await;
 }
 
+/// ManyChat's success answer, sent only after `delay` (in real time: a request ManyChat takes
+/// its time over, or never answers while a test runs).
+pub fn manychat_success_after(delay: Duration) -> ResponseTemplate {
+    ResponseTemplate::new(200)
+        .set_body_json(json!({"status": "success"}))
+        .set_delay(delay)
+}
+
 /// One request ManyChat received: its path and JSON body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
@@ -309,7 +328,23 @@ impl TestApp {
             .collect()
     }
 
-    /// Every request the fake ManyChat received, in order.
+    /// The requests ManyChat received on `path`, in order (contact-token writes left out).
+    pub async fn manychat_requests_to(&self, path: &str) -> Vec<Recorded> {
+        let mut requests = self.manychat_requests().await;
+        requests.retain(|r| r.path == path);
+        requests
+    }
+
+    /// The text under `key` of each request ManyChat received on `path`, in order: the tags
+    /// added (`tag_name`), the replies written (`field_value`).
+    pub async fn manychat_texts(&self, path: &str, key: &str) -> Vec<String> {
+        let requests = self.manychat_requests_to(path).await;
+        requests
+            .iter()
+            .filter_map(|r| r.body[key].as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// The paths ManyChat received, in order (contact-token writes left out).
     pub async fn manychat_paths(&self) -> Vec<String> {
         let requests = self.manychat_requests().await;
@@ -375,6 +410,13 @@ impl TestApp {
 
     pub async fn outbox(&self) -> Vec<OutboxRow> {
         self.store.outbox_rows().await.unwrap()
+    }
+
+    /// Every outbox row is delivered: nothing is left owed.
+    pub async fn all_delivered(&self) -> bool {
+        let rows = self.outbox().await;
+        rows.iter()
+            .all(|r| r.status == manychat_agent::store::OutboxStatus::Delivered)
     }
 
     /// Waits until agent tasks and post-response actions still running have finished.
@@ -557,6 +599,21 @@ pub fn slow_reply(text: &str, delay: Duration) -> Arc<ScriptedModel> {
         reply_json(text),
     ))
     .after(delay)]))
+}
+
+/// The JSON bodies `server` (a fake ManyChat) received on `path`, in order.
+pub async fn bodies_on(server: &MockServer, path: &str) -> Vec<Value> {
+    let requests = server.received_requests().await.unwrap_or_default();
+    requests
+        .iter()
+        .filter(|r| r.url.path() == path)
+        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+        .collect()
+}
+
+/// The metrics text holds `line` (a sample with its value, or a metric's name).
+pub fn assert_metric(metrics: &str, line: &str) {
+    assert!(metrics.contains(line), "{line} not in: {metrics}");
 }
 
 /// A fresh schema on `TEST_DATABASE_URL`'s PostgreSQL: its name and the URL whose

@@ -16,7 +16,6 @@ use manychat_agent::model::{ModelError, ToolCall};
 use manychat_agent::store::{OutboxKind, OutboxRow, OutboxStatus};
 use serde_json::{Value, json};
 use tokio::time::Instant;
-use wiremock::ResponseTemplate;
 
 use crate::helpers::*;
 use crate::selling::*;
@@ -161,9 +160,9 @@ async fn spec_030_verification_4_an_inline_reply_after_a_flow_is_held_until_the_
     assert_eq!(field(&lines[0], "held_ms"), 3_000);
     // A held reply's answer time is observed on the `held` path, the hold included.
     let metrics = app.metrics_text().await;
-    assert!(
-        metrics.contains("manychat_agent_answer_duration_seconds_count{path=\"held\"} 1"),
-        "{metrics}"
+    assert_metric(
+        &metrics,
+        "manychat_agent_answer_duration_seconds_count{path=\"held\"} 1",
     );
     assert!(
         metrics.contains("manychat_agent_answer_duration_seconds_count{path=\"inline\"} 0"),
@@ -544,9 +543,7 @@ async fn spec_030_bad_input_a_flow_request_still_in_flight_at_the_deadline_gets_
     flow_answers(
         &app,
         GUIDE_NS,
-        ResponseTemplate::new(200)
-            .set_body_json(json!({"status": "success"}))
-            .set_delay(Duration::from_secs(120)),
+        manychat_success_after(Duration::from_secs(120)),
     )
     .await;
     app.returning_contact("7313").await;

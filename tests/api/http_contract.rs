@@ -21,17 +21,26 @@ async fn count_rows(app: &TestApp, table: &str) -> i64 {
     .unwrap()
 }
 
+/// A request with a wrong secret carrying `body`, from `client` (`x-forwarded-for`) when given.
+async fn wrong_secret(
+    app: &TestApp,
+    client: Option<&str>,
+    body: &'static str,
+) -> reqwest::Response {
+    let mut request = app
+        .http
+        .post(app.message_url())
+        .bearer_auth("wrong-secret-0000000000");
+    if let Some(client) = client {
+        request = request.header("x-forwarded-for", client);
+    }
+    request.body(body).send().await.unwrap()
+}
+
 #[tokio::test]
 async fn system_3_1_bad_secret_gets_401_before_the_body_is_read() {
     let app = spawn_app(instant_reply("hi")).await;
-    let response = app
-        .http
-        .post(app.message_url())
-        .bearer_auth("wrong-secret-0000000000")
-        .body("{not json at all")
-        .send()
-        .await
-        .unwrap();
+    let response = wrong_secret(&app, None, "{not json at all").await;
     assert_eq!(response.status().as_u16(), 401);
     assert_eq!(
         response.json::<Value>().await.unwrap(),
@@ -83,14 +92,7 @@ async fn system_3_1_per_address_limit_has_separate_budgets_for_valid_and_invalid
     let app = spawn_app(instant_reply("hi")).await;
     let mut statuses = Vec::new();
     for _ in 0..301 {
-        let response = app
-            .http
-            .post(app.message_url())
-            .bearer_auth("wrong-secret-0000000000")
-            .body("{}")
-            .send()
-            .await
-            .unwrap();
+        let response = wrong_secret(&app, None, "{}").await;
         statuses.push(response.status().as_u16());
     }
     assert!(statuses[..300].iter().all(|s| *s == 401));
@@ -290,15 +292,8 @@ async fn system_017_trust_proxy_counts_the_forwarded_client_and_ignores_it_other
     let refused = async |client: &str| {
         let mut last = 0;
         for _ in 0..301 {
-            last = app
-                .http
-                .post(app.message_url())
-                .bearer_auth("wrong-secret-0000000000")
-                .header("x-forwarded-for", client)
-                .body("{}")
-                .send()
+            last = wrong_secret(&app, Some(client), "{}")
                 .await
-                .unwrap()
                 .status()
                 .as_u16();
         }
@@ -310,15 +305,7 @@ async fn system_017_trust_proxy_counts_the_forwarded_client_and_ignores_it_other
         "the forwarded client's budget is spent"
     );
     // Another client behind the same trusted proxy has its own budget.
-    let other = app
-        .http
-        .post(app.message_url())
-        .bearer_auth("wrong-secret-0000000000")
-        .header("x-forwarded-for", "203.0.113.8")
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
+    let other = wrong_secret(&app, Some("203.0.113.8"), "{}").await;
     assert_eq!(other.status().as_u16(), 401);
 }
 
@@ -327,24 +314,9 @@ async fn system_017_forwarded_header_from_an_untrusted_peer_is_ignored() {
     let _frozen = FrozenClock::freeze();
     let app = spawn_app(instant_reply("hi")).await; // TRUST_PROXY empty
     for n in 0..300 {
-        app.http
-            .post(app.message_url())
-            .bearer_auth("wrong-secret-0000000000")
-            .header("x-forwarded-for", format!("203.0.113.{}", n % 200))
-            .body("{}")
-            .send()
-            .await
-            .unwrap();
+        wrong_secret(&app, Some(&format!("203.0.113.{}", n % 200)), "{}").await;
     }
     // Rotating the header does not buy a fresh budget: the peer address is what counts.
-    let response = app
-        .http
-        .post(app.message_url())
-        .bearer_auth("wrong-secret-0000000000")
-        .header("x-forwarded-for", "198.51.100.1")
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
+    let response = wrong_secret(&app, Some("198.51.100.1"), "{}").await;
     assert_eq!(response.status().as_u16(), 429);
 }

@@ -13,7 +13,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::helpers::*;
-use crate::selling::edit_rules;
+use crate::selling::{edit_rules, user_text};
 
 const OGG: &[u8] = include_bytes!("../fixtures/media/tone.ogg");
 const PNG: &[u8] = include_bytes!("../fixtures/media/colour-bars.png");
@@ -104,19 +104,6 @@ pub(crate) fn media_fallback(app: &TestApp) -> String {
         .as_str()
         .expect("the demo tenant sets mediaFallback")
         .to_owned()
-}
-
-/// The fenced user text of a model request.
-fn prompt_text(request: &ModelRequest) -> String {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { text } => Some(text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 pub(crate) fn images(request: &ModelRequest) -> Vec<(String, Vec<u8>)> {
@@ -234,7 +221,7 @@ async fn spec_020_verification_2_a_voice_note_is_transcribed_answered_and_no_url
     );
 
     // The model read the transcript as the contact's message, and was told it is one.
-    let prompt = prompt_text(&model.requests()[0]);
+    let prompt = user_text(&model.requests()[0]);
     assert!(prompt.contains(TRANSCRIPT));
     assert!(prompt.contains("transcript of a voice note"));
     assert!(!prompt.contains("original_"));
@@ -309,7 +296,7 @@ async fn spec_020_verification_4_an_image_reaches_a_vision_model_once_as_bytes_a
     let first = &model.requests()[0];
     assert_eq!(images(first), vec![("image/png".to_owned(), PNG.to_vec())]);
     assert!(
-        prompt_text(first).contains("never evidence of a catalog fact"),
+        user_text(first).contains("never evidence of a catalog fact"),
         "the model is told an image proves nothing"
     );
     let turns = app.turns("3401").await;
@@ -323,7 +310,7 @@ async fn spec_020_verification_4_an_image_reaches_a_vision_model_once_as_bytes_a
         images(second).is_empty(),
         "the image went to the model once"
     );
-    assert!(prompt_text(second).contains("[image]"));
+    assert!(user_text(second).contains("[image]"));
     assert_no_url_stored(&app, "3401").await;
 }
 
@@ -373,7 +360,7 @@ async fn spec_020_verification_5_video_with_vision_and_transcription_gives_frame
             "a small frame is never enlarged"
         );
     }
-    assert!(prompt_text(request).contains(TRANSCRIPT));
+    assert!(user_text(request).contains(TRANSCRIPT));
     let sound = &fakes.transcriptions().await[0];
     assert!(
         sound
@@ -426,7 +413,7 @@ async fn spec_020_verification_5_video_with_transcription_only_gives_the_transcr
         images(request).is_empty(),
         "a model without vision gets no frames"
     );
-    assert!(prompt_text(request).contains(TRANSCRIPT));
+    assert!(user_text(request).contains(TRANSCRIPT));
     assert_eq!(app.turns("3503").await[0].text, TRANSCRIPT);
 }
 

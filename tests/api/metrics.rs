@@ -149,14 +149,12 @@ async fn every_documented_family_has_series_at_zero_before_the_first_message() {
             assert!(samples.iter().all(|v| *v == 0.0), "{family}: {samples:?}");
         }
     }
-    assert_eq!(
-        scrape.expect("manychat_agent_turns", &[("outcome", "deferred")]),
-        0.0
-    );
-    assert_eq!(
-        scrape.expect("manychat_agent_escalations", &[("reason", "turn_cap")]),
-        0.0
-    );
+    for (family, labels) in [
+        ("manychat_agent_turns", [("outcome", "deferred")]),
+        ("manychat_agent_escalations", [("reason", "turn_cap")]),
+    ] {
+        assert_eq!(scrape.expect(family, &labels), 0.0, "{family} {labels:?}");
+    }
 }
 
 fn add_tag(id: &str) -> ToolCall {
@@ -239,18 +237,31 @@ async fn metrics_serves_every_documented_series_after_a_turn_of_each_kind() {
             "{outcome}"
         );
     }
-    assert_eq!(
-        after.expect("manychat_agent_turns", &[("outcome", "answered_inline")]),
-        2.0
-    );
-    assert_eq!(
-        after.expect("manychat_agent_escalations", &[("reason", "complaint")]),
-        1.0
-    );
-    assert_eq!(
-        after.expect("manychat_agent_guardrail_violations", &[("kind", "schema")]),
-        1.0
-    );
+    for (family, labels, count) in [
+        (
+            "manychat_agent_turns",
+            [("outcome", "answered_inline")],
+            2.0,
+        ),
+        ("manychat_agent_escalations", [("reason", "complaint")], 1.0),
+        (
+            "manychat_agent_guardrail_violations",
+            [("kind", "schema")],
+            1.0,
+        ),
+        (
+            "manychat_agent_answer_duration_seconds",
+            [("path", "inline")],
+            2.0,
+        ),
+        (
+            "manychat_agent_answer_duration_seconds",
+            [("path", "deferred")],
+            1.0,
+        ),
+    ] {
+        assert_eq!(after.expect(family, &labels), count, "{family} {labels:?}");
+    }
     assert_eq!(
         after.expect(
             "manychat_agent_actions",
@@ -258,20 +269,6 @@ async fn metrics_serves_every_documented_series_after_a_turn_of_each_kind() {
         ) as i64,
         1 + 2 * handoff_tags(&app),
         "the staged tag, and the handoff's tag on each of the two escalations"
-    );
-    assert_eq!(
-        after.expect(
-            "manychat_agent_answer_duration_seconds",
-            &[("path", "inline")]
-        ),
-        2.0
-    );
-    assert_eq!(
-        after.expect(
-            "manychat_agent_answer_duration_seconds",
-            &[("path", "deferred")]
-        ),
-        1.0
     );
     assert_eq!(
         after.expect(

@@ -56,9 +56,9 @@ async fn spec_013_a_repeated_reply_is_replaced_by_the_closer_without_its_closing
     let first = &app.turns("9101").await[1];
     assert_eq!(first.duplicate, None, "the first answer repeated nothing");
     let metrics = app.metrics_text().await;
-    assert!(
-        metrics.contains("manychat_agent_duplicate_replies_total{kind=\"replaced\"} 1"),
-        "{metrics}"
+    assert_metric(
+        &metrics,
+        "manychat_agent_duplicate_replies_total{kind=\"replaced\"} 1",
     );
 }
 
@@ -80,8 +80,14 @@ async fn spec_013_without_a_closer_the_repeat_is_sent_and_recorded_as_detected()
     let turn = app.turns("9102").await.pop().unwrap();
     assert_eq!(turn.duplicate.as_deref(), Some("duplicate_detected"));
     let metrics = app.metrics_text().await;
-    assert!(metrics.contains("manychat_agent_duplicate_replies_total{kind=\"detected\"} 1"));
-    assert!(metrics.contains("manychat_agent_duplicate_replies_total{kind=\"replaced\"} 0"));
+    assert_metric(
+        &metrics,
+        "manychat_agent_duplicate_replies_total{kind=\"detected\"} 1",
+    );
+    assert_metric(
+        &metrics,
+        "manychat_agent_duplicate_replies_total{kind=\"replaced\"} 0",
+    );
 }
 
 #[tokio::test]

@@ -29,6 +29,13 @@ async fn app(model: Arc<ScriptedModel>) -> TestApp {
     app_with_server_flows(Backend::Sqlite, model).await
 }
 
+/// The app on `model` after `subscriber`'s one turn of `text` (answered 200, settled).
+async fn after_a_turn(model: Arc<ScriptedModel>, subscriber: &str, text: &str) -> TestApp {
+    let app = app(model).await;
+    turn_once(&app, subscriber, text).await;
+    app
+}
+
 /// The intent write's result on the prospect turn (034).
 fn opening_queued() -> Value {
     json!({
@@ -39,14 +46,22 @@ fn opening_queued() -> Value {
 
 // --- 032 A / 034: the opening ----------------------------------------------------------------------
 
+/// The step's tool results are the staged write's alone: no opening was queued with it.
+fn assert_nothing_queued(request: &ModelRequest, why: &str) {
+    assert_eq!(
+        tool_results(request),
+        vec![json!({"staged": true})],
+        "{why}"
+    );
+}
+
 #[tokio::test]
 async fn spec_032_verification_2_the_opening_is_never_the_models_choice() {
     let model = script(vec![
         tool_calls([prospect(), send_flow("studio_welcome", false)]),
         answer("Happy to help."),
     ]);
-    let app = app(model.clone()).await;
-    turn_once(&app, "8001", "What courses do you run?").await;
+    let app = after_a_turn(model.clone(), "8001", "What courses do you run?").await;
     let request = &model.requests()[0];
     let send_flow = request
         .tools
@@ -130,11 +145,7 @@ async fn spec_034_verification_4_the_opening_goes_just_before_the_models_first_f
 
     // The contact is unknown again, and a later turn records prospect: no second opening.
     turn_once(&app, "8002", "How much is the weekend?").await;
-    assert_eq!(
-        tool_results(&model.requests()[3]),
-        vec![json!({"staged": true})],
-        "not queued again"
-    );
+    assert_nothing_queued(&model.requests()[3], "not queued again");
     assert_eq!(sends_of(&app, OPENING_NS).await, 1);
 }
 
@@ -146,8 +157,7 @@ async fn spec_034_verification_4_on_a_later_prospect_turn_with_no_flow_the_openi
         tool_calls([prospect()]),
         answer("The weekend course is two days of handbuilding."),
     ]);
-    let app = app(model.clone()).await;
-    turn_once(&app, "8003", "Hi").await;
+    let app = after_a_turn(model.clone(), "8003", "Hi").await;
     assert!(
         received(&app).await.is_empty(),
         "a bare hello is unknown: no opening"
@@ -194,13 +204,9 @@ async fn spec_034_verification_4_no_opening_on_unknown_or_not_prospect_turns() {
         tool_calls([set_field("intent", "not_prospect")]),
         answer("Thanks, I will pass that on to the studio."),
     ]);
-    let app = app(model.clone()).await;
-    turn_once(&app, "8004", "Hi").await;
+    let app = after_a_turn(model.clone(), "8004", "Hi").await;
     turn_once(&app, "8004", "I sell clay to studios").await;
-    assert_eq!(
-        tool_results(&model.requests()[2]),
-        vec![json!({"staged": true})]
-    );
+    assert_nothing_queued(&model.requests()[2], "the write is staged and nothing more");
     assert_eq!(
         received(&app).await,
         pairs(&[(SET_FIELD, "studio_intent=not_prospect")])
@@ -216,8 +222,12 @@ async fn spec_034_verification_4_an_escalated_prospect_turn_with_no_flow_forfeit
         tool_calls([prospect()]),
         answer("The weekend course is on Saturdays."),
     ]);
-    let app = app(model.clone()).await;
-    turn_once(&app, "8005", "How much is the weekend? Any discount?").await;
+    let app = after_a_turn(
+        model.clone(),
+        "8005",
+        "How much is the weekend? Any discount?",
+    )
+    .await;
     assert!(
         !received(&app)
             .await
@@ -227,10 +237,7 @@ async fn spec_034_verification_4_an_escalated_prospect_turn_with_no_flow_forfeit
     );
     // A person has the conversation: a later prospect turn still gets no opening.
     turn_once(&app, "8005", "OK, tell me about the weekend").await;
-    assert_eq!(
-        tool_results(&model.requests()[3]),
-        vec![json!({"staged": true})]
-    );
+    assert_nothing_queued(&model.requests()[3], "the write is staged and nothing more");
     assert_eq!(sends_of(&app, OPENING_NS).await, 0);
     assert_eq!(app.conversation("8005").await.opening_sent_at, None);
 }
@@ -262,10 +269,9 @@ async fn spec_034_verification_4_an_aborted_prospect_turn_with_no_flow_forfeits_
     assert_eq!(sends_of(&app, OPENING_NS).await, 0);
 
     turn_once(&app, "8011", "OK, tell me about the weekend").await;
-    assert_eq!(
-        tool_results(&model.requests()[3]),
-        vec![json!({"staged": true})],
-        "no opening queued on a later prospect turn"
+    assert_nothing_queued(
+        &model.requests()[3],
+        "no opening queued on a later prospect turn",
     );
     assert_eq!(sends_of(&app, OPENING_NS).await, 0);
     assert_eq!(app.conversation("8011").await.opening_sent_at, None);
@@ -291,10 +297,9 @@ async fn spec_034_verification_4_a_rollout_rule_prospect_never_gets_the_opening(
         .await
         .unwrap();
     turn_once(&app, "8006", "Hello again").await;
-    assert_eq!(
-        tool_results(&model.requests()[1]),
-        vec![json!({"staged": true})],
-        "no write made them a prospect: nothing is queued"
+    assert_nothing_queued(
+        &model.requests()[1],
+        "no write made them a prospect: nothing is queued",
     );
     assert_eq!(sends_of(&app, OPENING_NS).await, 0);
 }
@@ -314,8 +319,7 @@ async fn spec_032_the_opening_takes_no_action_slot() {
         ]),
         answer("That is the weekend guide."),
     ]);
-    let app = app(model.clone()).await;
-    turn_once(&app, "8007", "Tell me about the weekend").await;
+    let app = after_a_turn(model.clone(), "8007", "Tell me about the weekend").await;
     let results = tool_results(&model.requests()[1]);
     assert_eq!(
         results[7],
@@ -513,8 +517,7 @@ async fn spec_032_verification_3_a_write_to_a_tied_stage_sends_its_flow_once_aft
         ]),
         answer("The weekend is 180.00 GBP."),
     ]);
-    let app = app(model.clone()).await;
-    turn_once(&app, "8020", "What is the weekend course like?").await;
+    let app = after_a_turn(model.clone(), "8020", "What is the weekend course like?").await;
     assert_eq!(
         tool_results(&model.requests()[1]),
         vec![
@@ -565,8 +568,7 @@ async fn spec_032_verification_3_a_write_that_skips_a_tied_stage_sends_only_the_
         ]),
         answer("The glaze lab is 95.00 GBP."),
     ]);
-    let app = app(model.clone()).await;
-    turn_once(&app, "8021", "How much is the glaze lab?").await;
+    let app = after_a_turn(model.clone(), "8021", "How much is the glaze lab?").await;
     assert_eq!(
         tool_results(&model.requests()[1])[2],
         json!({"staged": true, "flowSent": "glaze_lab_guide"})
@@ -621,8 +623,7 @@ async fn spec_032_b_a_tied_flow_past_the_action_limit_is_dropped_and_reported() 
         ]),
         answer("Noted."),
     ]);
-    let app = app(model.clone()).await;
-    turn_once(&app, "8023", "Tell me everything").await;
+    let app = after_a_turn(model.clone(), "8023", "Tell me everything").await;
     assert_eq!(
         tool_results(&model.requests()[1])[7],
         json!({

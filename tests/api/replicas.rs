@@ -73,13 +73,7 @@ async fn two_replicas_answer_a_burst_of_slow_turns_once_each() {
         );
     }
     for app in [&one, &two] {
-        assert!(
-            app.outbox()
-                .await
-                .iter()
-                .all(|r| r.status == manychat_agent::store::OutboxStatus::Delivered),
-            "nothing left owed"
-        );
+        assert!(app.all_delivered().await, "nothing left owed");
     }
 }
 

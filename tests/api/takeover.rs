@@ -91,6 +91,20 @@ async fn owned_by_a_dead_replica(app: &TestApp, schema: &str, subscriber: &str) 
     .unwrap();
 }
 
+/// What a replica that died mid-turn leaves for the survivors on `schema`: `subscriber`'s
+/// promise of "Any evening classes?" (whose abort window ends `window` from now), its rows
+/// still owned by the dead replica. The promise's reply row.
+async fn dead_replicas_promise(
+    app: &TestApp,
+    schema: &str,
+    subscriber: &str,
+    window: chrono::Duration,
+) -> i64 {
+    let row = promise_left_by_a_dead_replica(app, subscriber, "Any evening classes?", window).await;
+    owned_by_a_dead_replica(app, schema, subscriber).await;
+    row
+}
+
 /// Waits (bounded) until every app on `schema` has looked for orphaned promises at least once
 /// more: each look follows a renewal of its lease, about a second apart, so two renewals after
 /// now mean a whole look in between.
@@ -121,21 +135,13 @@ async fn survivor(model: Arc<ScriptedModel>, url: &str) -> TestApp {
 
 /// The texts ManyChat was asked to put in the reply field, in order.
 async fn replies_delivered(app: &TestApp) -> Vec<String> {
-    app.manychat_requests()
+    app.manychat_texts("/fb/subscriber/setCustomFieldByName", "field_value")
         .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/setCustomFieldByName")
-        .filter_map(|r| r.body["field_value"].as_str().map(str::to_owned))
-        .collect()
 }
 
 async fn tags_sent(app: &TestApp) -> Vec<String> {
-    app.manychat_requests()
+    app.manychat_texts("/fb/subscriber/addTagByName", "tag_name")
         .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/addTagByName")
-        .filter_map(|r| r.body["tag_name"].as_str().map(str::to_owned))
-        .collect()
 }
 
 /// Delivers what the outbox holds that is due now.
@@ -153,27 +159,32 @@ async fn promise_kept(app: &TestApp, row: i64) -> bool {
     row.payload.get("promise").is_none()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn survivor_reruns_a_dead_replicas_turn_within_its_abort_window() {
-    let (schema, url) = fresh_postgres_schema().await;
-    let model = answering(ANSWER);
-    let app = survivor(model.clone(), &url).await;
-    let row = promise_left_by_a_dead_replica(
-        &app,
-        "8801",
-        "Any evening classes?",
-        chrono::Duration::seconds(30),
-    )
-    .await;
-    owned_by_a_dead_replica(&app, &schema, "8801").await;
-
-    // The survivor's next look (about a second) claims it and runs the turn again.
+/// Waits (bounded) until a survivor kept the promise whose reply row is `row`.
+async fn until_kept(app: &TestApp, row: i64) {
     eventually(
-        async || promise_kept(&app, row).await,
+        async || promise_kept(app, row).await,
         "a survivor kept the promise",
     )
     .await;
+}
+
+/// A fresh schema and one survivor on it, its model answering [`ANSWER`]: the schema, the
+/// model and the survivor.
+async fn lone_survivor() -> (String, Arc<ScriptedModel>, TestApp) {
+    let (schema, url) = fresh_postgres_schema().await;
+    let model = answering(ANSWER);
+    let app = survivor(model.clone(), &url).await;
+    (schema, model, app)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+async fn survivor_reruns_a_dead_replicas_turn_within_its_abort_window() {
+    let (schema, model, app) = lone_survivor().await;
+    let row = dead_replicas_promise(&app, &schema, "8801", chrono::Duration::seconds(30)).await;
+
+    // The survivor's next look (about a second) claims it and runs the turn again.
+    until_kept(&app, row).await;
     app.settle().await;
     assert_eq!(model.calls(), 1, "the turn ran again once");
     let contact_text = &model.requests()[0];
@@ -212,20 +223,9 @@ async fn two_survivors_run_a_dead_replicas_turn_once() {
     let (first, second) = (answering(ANSWER), answering(ANSWER));
     let one = survivor(first.clone(), &url).await;
     let two = survivor(second.clone(), &url).await;
-    let row = promise_left_by_a_dead_replica(
-        &one,
-        "8802",
-        "Any evening classes?",
-        chrono::Duration::seconds(30),
-    )
-    .await;
-    owned_by_a_dead_replica(&one, &schema, "8802").await;
+    let row = dead_replicas_promise(&one, &schema, "8802", chrono::Duration::seconds(30)).await;
 
-    eventually(
-        async || promise_kept(&one, row).await,
-        "a survivor kept the promise",
-    )
-    .await;
+    until_kept(&one, row).await;
     one.settle().await;
     two.settle().await;
     // Another look by both: the promise is no longer anybody's to take.
@@ -259,14 +259,7 @@ async fn a_dead_replicas_promise_is_claimed_by_one_survivor_only() {
     let one = survivor(answering(ANSWER), &url).await;
     let two = survivor(answering(ANSWER), &url).await;
     // Its window is over, so neither app's own look takes it; the claims here race.
-    let row = promise_left_by_a_dead_replica(
-        &one,
-        "8803",
-        "Any evening classes?",
-        -chrono::Duration::seconds(1),
-    )
-    .await;
-    owned_by_a_dead_replica(&one, &schema, "8803").await;
+    let row = dead_replicas_promise(&one, &schema, "8803", -chrono::Duration::seconds(1)).await;
     let (a, b) = tokio::join!(one.store.claim_promise(row), two.store.claim_promise(row));
     let (a, b) = (a.unwrap(), b.unwrap());
     assert!(a ^ b, "exactly one claim wins: {a} {b}");
@@ -288,17 +281,8 @@ async fn a_dead_replicas_promise_is_claimed_by_one_survivor_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn past_its_window_a_dead_replicas_promise_gets_the_copy_and_one_handoff() {
-    let (schema, url) = fresh_postgres_schema().await;
-    let model = answering(ANSWER);
-    let app = survivor(model.clone(), &url).await;
-    promise_left_by_a_dead_replica(
-        &app,
-        "8804",
-        "Any evening classes?",
-        -chrono::Duration::seconds(6),
-    )
-    .await;
-    owned_by_a_dead_replica(&app, &schema, "8804").await;
+    let (schema, model, app) = lone_survivor().await;
+    dead_replicas_promise(&app, &schema, "8804", -chrono::Duration::seconds(6)).await;
     // A look by the survivor: a promise past its window is not run again.
     after_a_look(&schema).await;
     app.settle().await;
@@ -322,13 +306,7 @@ async fn a_delivered_fallback_is_not_followed_by_a_second_handoff(app: TestApp) 
         vec![app.escalation_copy(), app.escalation_copy()]
     );
     assert_eq!(tags_sent(&app).await, vec![tag], "handed off once");
-    assert!(
-        app.outbox()
-            .await
-            .iter()
-            .all(|r| r.status == manychat_agent::store::OutboxStatus::Delivered),
-        "both fallbacks settled"
-    );
+    assert!(app.all_delivered().await, "both fallbacks settled");
     let turns = app.turns("8805").await;
     assert!(
         turns

@@ -47,16 +47,22 @@ async fn written_tokens(app: &TestApp, field: &str) -> Vec<String> {
 }
 
 async fn token_writes(manychat: &MockServer, field: &str) -> Vec<String> {
-    manychat
-        .received_requests()
+    bodies_on(manychat, SET_FIELD)
         .await
-        .unwrap_or_default()
         .into_iter()
-        .filter(|r| r.url.path() == SET_FIELD)
-        .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
         .filter(|body| body["field_name"] == field)
         .filter_map(|body| body["field_value"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// Issues the contact a token again, on its conversation as the store now holds it.
+async fn issue_again(
+    app: &TestApp,
+    service: &TokenService,
+    conversation: &Conversation,
+) -> IssueOutcome {
+    let stored = reload(app.store.as_ref(), conversation).await;
+    service.issue_and_write(&stored).await.unwrap()
 }
 
 async fn reload(store: &dyn Store, conversation: &Conversation) -> Conversation {
@@ -189,10 +195,7 @@ async fn system_019_superseded_generation_is_not_written() {
         panic!("the first write fails and is queued");
     };
     // A later unbound request issues again, and that write lands.
-    let newer = tokens_service
-        .issue_and_write(&reload(app.store.as_ref(), &conversation).await)
-        .await
-        .unwrap();
+    let newer = issue_again(&app, &tokens_service, &conversation).await;
     assert_eq!(newer, IssueOutcome::Written { generation: 2 });
     let before = written_tokens(&app, "ai_token").await;
     assert_eq!(before.len(), 2);
@@ -224,11 +227,7 @@ async fn system_019_write_not_done_by_response_time_is_left_to_the_outbox() {
     // ManyChat takes far longer than the turn has left.
     Mock::given(method("POST"))
         .and(path(SET_FIELD))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(json!({"status": "success"}))
-                .set_delay(Duration::from_secs(10)),
-        )
+        .respond_with(manychat_success_after(Duration::from_secs(10)))
         .up_to_n_times(1)
         .with_priority(1)
         .mount(&app.manychat)
@@ -301,10 +300,7 @@ async fn system_019_token_never_in_any_log_line_or_stored_error() {
     let failed = app.store.outbox_row(row).await.unwrap().unwrap();
     assert_eq!(failed.status, OutboxStatus::Failed);
     // Then a token that is written at once.
-    let written = tokens_service
-        .issue_and_write(&reload(app.store.as_ref(), &conversation).await)
-        .await
-        .unwrap();
+    let written = issue_again(&app, &tokens_service, &conversation).await;
     assert_eq!(written, IssueOutcome::Written { generation: 2 });
 
     let issued = written_tokens(&app, "ai_token").await;
@@ -337,10 +333,7 @@ struct BackfillFixture {
 impl BackfillFixture {
     async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        copy_tenant(
-            &manychat_agent::config::examples::shipped_examples(),
-            &dir.path().join("config"),
-        );
+        copy_demo_tenant(&dir.path().join("config"));
         let store = manychat_agent::store::connect(&Self::database_url(dir.path()))
             .await
             .unwrap();
@@ -402,13 +395,29 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+impl BackfillFixture {
+    /// A contact for each `(subscriber, days_ago)`, as [`Self::contact`] makes it.
+    async fn contacts(&self, wanted: &[(&str, i64)]) -> Vec<Conversation> {
+        let mut contacts = Vec::new();
+        for (subscriber, days_ago) in wanted {
+            contacts.push(self.contact(subscriber, *days_ago).await);
+        }
+        contacts
+    }
+
+    /// Runs the backfill with `args`, which must exit with `code` and say `says`; its output.
+    async fn expect(&self, args: &[&str], code: i32, says: &str) -> Output {
+        let output = self.run(args).await;
+        assert_eq!(output.status.code(), Some(code), "{output:?}");
+        assert!(stdout(&output).contains(says), "{}", stdout(&output));
+        output
+    }
+}
+
 #[tokio::test]
 async fn system_019_backfill_is_idempotent() {
     let fixture = BackfillFixture::new().await;
-    let recent = [
-        fixture.contact("7200001", 1).await,
-        fixture.contact("7200002", 29).await,
-    ];
+    let recent = fixture.contacts(&[("7200001", 1), ("7200002", 29)]).await;
     let stale = fixture.contact("7200003", 40).await;
     let holder = fixture.contact("7200004", 2).await;
     let holder_generation = fixture
@@ -421,13 +430,9 @@ async fn system_019_backfill_is_idempotent() {
         .await
         .unwrap();
 
-    let first = fixture.run(&[]).await;
-    assert_eq!(first.status.code(), Some(0), "{first:?}");
-    assert!(
-        stdout(&first).contains("issued 2 tokens: 2 written, 0 queued"),
-        "{}",
-        stdout(&first)
-    );
+    let first = fixture
+        .expect(&[], 0, "issued 2 tokens: 2 written, 0 queued")
+        .await;
     let writes = token_writes(&fixture.manychat, "ai_token").await;
     assert_eq!(writes.len(), 2);
     let mut after_first = Vec::new();
@@ -462,13 +467,7 @@ async fn system_019_backfill_is_idempotent() {
         );
     }
 
-    let second = fixture.run(&[]).await;
-    assert_eq!(second.status.code(), Some(0), "{second:?}");
-    assert!(
-        stdout(&second).contains("issued 0 tokens"),
-        "{}",
-        stdout(&second)
-    );
+    fixture.expect(&[], 0, "issued 0 tokens").await;
     assert_eq!(token_writes(&fixture.manychat, "ai_token").await.len(), 2);
     for stored in &after_first {
         assert_eq!(&reload(fixture.store.as_ref(), stored).await, stored);
@@ -478,18 +477,11 @@ async fn system_019_backfill_is_idempotent() {
 #[tokio::test]
 async fn system_019_backfill_check_exit_code() {
     let fixture = BackfillFixture::new().await;
-    let lacking = [
-        fixture.contact("7300001", 1).await,
-        fixture.contact("7300002", 3).await,
-    ];
+    let lacking = fixture.contacts(&[("7300001", 1), ("7300002", 3)]).await;
 
-    let check = fixture.run(&["--check"]).await;
-    assert_eq!(check.status.code(), Some(1), "{check:?}");
-    assert!(
-        stdout(&check).contains("2 recent contacts have no token"),
-        "{}",
-        stdout(&check)
-    );
+    fixture
+        .expect(&["--check"], 1, "2 recent contacts have no token")
+        .await;
     assert!(
         fixture
             .manychat
@@ -511,11 +503,7 @@ async fn system_019_backfill_check_exit_code() {
 
     let backfill = fixture.run(&[]).await;
     assert_eq!(backfill.status.code(), Some(0), "{backfill:?}");
-    let check = fixture.run(&["--check"]).await;
-    assert_eq!(check.status.code(), Some(0), "{check:?}");
-    assert!(
-        stdout(&check).contains("0 recent contacts have no token"),
-        "{}",
-        stdout(&check)
-    );
+    fixture
+        .expect(&["--check"], 0, "0 recent contacts have no token")
+        .await;
 }

@@ -315,10 +315,7 @@ async fn mount_account(server: &MockServer, flows: Value, tags: Value, fields: V
 /// The demo tenant's config (notes' fields included) with the names the fake account lacks.
 fn tenant_with_notes() -> (tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
+    copy_demo_tenant(dir.path());
     let tools: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("tools.json")).unwrap())
             .unwrap();

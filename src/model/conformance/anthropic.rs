@@ -16,8 +16,9 @@ use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer};
 
 use super::{
-    RefusesWhatTheApiRefuses, assert_refused_as, assert_route_turn_conforms, missing_keys,
-    refusing_fake_at, schema_keywords, unknown_keys,
+    RefusesWhatTheApiRefuses, assert_real_steps_answered, assert_real_steps_conform,
+    assert_refused_as, assert_route_turn_conforms, missing_keys, real_steps, refusing_fake_at,
+    schema_keywords, unknown_keys,
 };
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
@@ -25,9 +26,7 @@ use crate::model::anthropic::{AnthropicModel, parse_response};
 use crate::model::reasoning::Effort;
 use crate::model::test_support::*;
 use crate::model::wire_schema::ANTHROPIC_FORMATS;
-use crate::model::{
-    Message, Model, ModelRequest, ProviderEcho, StopReason, ToolArguments, ToolChoice, ToolResult,
-};
+use crate::model::{Message, Model, ProviderEcho, StopReason, ToolArguments, ToolChoice};
 
 /// SDK params `MessageCreateParams`: every documented body field.
 const REQUEST_FIELDS: &[&str] = &[
@@ -454,21 +453,6 @@ fn model(name: &str, base: &str) -> AnthropicModel {
     AnthropicModel::new(name, &Secret::new("sk-ant-test"), base).expect("model")
 }
 
-fn steps() -> Vec<ModelRequest> {
-    // The real AgentReply schema (every local bound in it) and the demo tenant's real tools.
-    let tools = super::demo_tenant_tools();
-    let real = |mut request: ModelRequest| {
-        request.output_schema = Arc::clone(agent_reply_schema());
-        request.tools = Arc::clone(&tools);
-        request
-    };
-    vec![
-        real(first_step(ToolChoice::Auto)),
-        real(second_step()),
-        real(first_step(ToolChoice::None)),
-    ]
-}
-
 #[test]
 fn anthropic_requests_conform_field_by_field_for_every_model_family() {
     for name in [
@@ -482,11 +466,7 @@ fn anthropic_requests_conform_field_by_field_for_every_model_family() {
         for operator_temperature in [false, true] {
             let provider = model(name, "https://api.anthropic.com")
                 .with_operator_temperature(operator_temperature);
-            for (i, step) in steps().iter().enumerate() {
-                let body = provider.request_body(step);
-                let problems = request_problems(&body);
-                assert!(problems.is_empty(), "{name} step {i}: {problems:?}\n{body}");
-            }
+            assert_real_steps_conform(name, |step| provider.request_body(step), request_problems);
         }
     }
 }
@@ -494,7 +474,7 @@ fn anthropic_requests_conform_field_by_field_for_every_model_family() {
 #[test]
 fn anthropic_fake_refuses_the_bounded_schema_every_old_request_carried() {
     let mut body =
-        model("claude-sonnet-4-5", "https://api.anthropic.com").request_body(&steps()[0]);
+        model("claude-sonnet-4-5", "https://api.anthropic.com").request_body(&real_steps()[0]);
     body["output_config"]["format"]["schema"] = (**agent_reply_schema()).clone();
     let problems = request_problems(&body);
     for keyword in ["maxItems", "maxLength", "minimum", "maximum"] {
@@ -503,7 +483,8 @@ fn anthropic_fake_refuses_the_bounded_schema_every_old_request_carried() {
             "{keyword}: {problems:?}"
         );
     }
-    let mut body = model("claude-opus-5-5", "https://api.anthropic.com").request_body(&steps()[0]);
+    let mut body =
+        model("claude-opus-5-5", "https://api.anthropic.com").request_body(&real_steps()[0]);
     body["temperature"] = json!(0.3);
     assert!(
         request_problems(&body)
@@ -531,13 +512,7 @@ async fn anthropic_turn_passes_a_fake_that_refuses_what_anthropic_refuses() {
         "claude-sonnet-4-20250514",
     ] {
         let provider = model(name, &server.uri()).with_operator_temperature(true);
-        for step in steps() {
-            let response = provider
-                .step(&step)
-                .await
-                .expect("the fake accepts the request");
-            assert_eq!(response.output.as_deref(), Some(VALID_REPLY), "{name}");
-        }
+        assert_real_steps_answered(&provider, name).await;
     }
     let refused = reqwest::Client::new()
         .post(format!("{}/v1/messages", server.uri()))
@@ -566,22 +541,25 @@ async fn anthropic_turn_through_the_http_route_passes_a_fake_that_refuses_what_a
     let server = refusing_fake_at("/v1/messages", fake).await;
     let provider: Arc<dyn Model> = Arc::new(model("claude-haiku-4-5", &server.uri()));
 
-    let answer = super::route::answer_through_the_route(provider).await;
+    assert_route_turn_conforms(provider, &server, request_problems).await;
+}
 
-    assert_route_turn_conforms(answer, &server, request_problems).await;
+/// A final answer whose thinking block (`thinking`) comes before the valid reply, parsed.
+fn thought_then_replied(thinking: &str) -> crate::model::ModelResponse {
+    let answer = official_message(
+        json!([
+            {"type": "thinking", "thinking": thinking, "signature": "sig"},
+            {"type": "text", "text": VALID_REPLY}
+        ]),
+        "end_turn",
+    );
+    parse_response(answer.to_string().as_bytes()).expect("parse")
 }
 
 #[test]
 fn anthropic_official_response_shapes_parse() {
     // Text with cache reads; thinking blocks (adaptive thinking models) are skipped.
-    let answer = official_message(
-        json!([
-            {"type": "thinking", "thinking": "…", "signature": "sig"},
-            {"type": "text", "text": VALID_REPLY}
-        ]),
-        "end_turn",
-    );
-    let parsed = parse_response(answer.to_string().as_bytes()).expect("parse");
+    let parsed = thought_then_replied("…");
     assert_eq!(parsed.output.as_deref(), Some(VALID_REPLY));
     assert_eq!(parsed.usage.cached_tokens, 1900);
     assert_eq!(parsed.usage.input_tokens, 1940);
@@ -631,7 +609,7 @@ fn anthropic_reasoning_effort_is_extended_thinking_with_a_budget_under_max_token
     let provider = model("claude-sonnet-4-5", "https://api.anthropic.com")
         .with_operator_temperature(true)
         .with_reasoning_effort(Some(Effort::Low));
-    for (i, mut step) in steps().into_iter().enumerate() {
+    for (i, mut step) in real_steps().into_iter().enumerate() {
         step.max_output_tokens = 4000;
         let body = provider.request_body(&step);
         assert_eq!(
@@ -665,7 +643,7 @@ fn anthropic_reasoning_effort_on_an_adaptive_model_is_adaptive_thinking_with_out
 {
     let provider = model("claude-opus-5-5", "https://api.anthropic.com")
         .with_reasoning_effort(Some(Effort::High));
-    let body = provider.request_body(&steps()[0]);
+    let body = provider.request_body(&real_steps()[0]);
     assert_eq!(body["thinking"], json!({"type": "adaptive"}));
     assert_eq!(body["output_config"]["effort"], json!("high"));
     assert_eq!(
@@ -708,14 +686,11 @@ fn anthropic_thinking_blocks_of_a_tool_turn_are_sent_back_unchanged_first_on_the
         tool_calls: parsed.tool_calls.clone(),
         echo: parsed.echo.clone(),
     });
-    request.messages.push(Message::ToolResults {
-        results: vec![ToolResult {
-            call_id: "toolu_01".into(),
-            name: "get_contact".into(),
-            content: json!({"name": null}),
-            is_error: false,
-        }],
-    });
+    request.messages.push(results(vec![ok_result(
+        "toolu_01",
+        "get_contact",
+        json!({"name": null}),
+    )]));
     let provider = model("claude-sonnet-4-5", "https://api.anthropic.com")
         .with_reasoning_effort(Some(Effort::Low));
     let body = provider.request_body(&request);
@@ -738,14 +713,7 @@ fn anthropic_thinking_blocks_of_a_tool_turn_are_sent_back_unchanged_first_on_the
             .any(|p| p.contains("must start with a thinking block"))
     );
     // A final answer's thinking is not kept: there is no next step.
-    let reply = official_message(
-        json!([
-            {"type": "thinking", "thinking": "Done.", "signature": "sig"},
-            {"type": "text", "text": VALID_REPLY}
-        ]),
-        "end_turn",
-    );
-    let parsed = parse_response(reply.to_string().as_bytes()).expect("parse");
+    let parsed = thought_then_replied("Done.");
     assert!(parsed.echo.is_empty());
     assert_eq!(parsed.output.as_deref(), Some(VALID_REPLY));
 }
@@ -802,9 +770,7 @@ async fn anthropic_thinking_turn_through_the_http_route_echoes_the_thinking_and_
     )
     .await;
 
-    assert_eq!(status, 200);
-    let texts = super::route::block_texts(&body);
-    assert_eq!(texts, vec![super::route::ROUTE_REPLY_TEXT]);
+    super::route::assert_the_route_reply(status, &body);
     assert!(!body.to_string().contains("SECRET-THOUGHT"));
     let sent = received_bodies(&server).await;
     assert_eq!(sent.len(), 2, "a tool step, then the reply");

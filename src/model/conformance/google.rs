@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use super::{RefusesWhatTheApiRefuses, missing_keys, schema_keywords, unknown_keys};
+use super::{RefusesWhatTheApiRefuses, elements, missing_keys, schema_keywords, unknown_keys};
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
 use crate::model::google::{GoogleModel, parse_response};
@@ -342,12 +342,7 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
             ],
             &at,
         ));
-        for (j, declaration) in tool["functionDeclarations"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
+        for (j, declaration) in elements(&tool["functionDeclarations"]) {
             declared += 1;
             let at = format!("{at}.functionDeclarations[{j}]");
             problems.extend(unknown_keys(
@@ -707,14 +702,11 @@ fn google_function_results_follow_their_calls_in_order_by_name_and_gemini_id() {
         tool_calls: parsed.tool_calls.clone(),
         echo: parsed.echo,
     });
-    request.messages.push(Message::ToolResults {
-        results: vec![crate::model::ToolResult {
-            call_id: parsed.tool_calls[0].id.clone(),
-            name: "get_contact".into(),
-            content: json!({"name": null}),
-            is_error: false,
-        }],
-    });
+    request.messages.push(results(vec![ok_result(
+        &parsed.tool_calls[0].id,
+        "get_contact",
+        json!({"name": null}),
+    )]));
     let body = model("gemini-2.5-flash", "http://localhost").request_body(&request);
     assert!(
         body["contents"][1]["parts"][0]["functionCall"]
@@ -998,11 +990,7 @@ async fn google_plain_turn_through_the_http_route_passes_a_fake_that_refuses_wha
     let (status, body) =
         super::route::answer_through_the_route(provider_for(&server, "gemini-2.5-flash")).await;
 
-    assert_eq!(status, 200);
-    assert_eq!(
-        super::route::block_texts(&body),
-        vec![super::route::ROUTE_REPLY_TEXT]
-    );
+    super::route::assert_the_route_reply(status, &body);
     let sent = bodies.lock().unwrap().clone();
     assert_eq!(sent.len(), 1, "one step");
     assert!(request_problems_for("gemini-2.5-flash", &sent[0]).is_empty());
@@ -1022,11 +1010,7 @@ async fn google_tool_turn_through_the_http_route_pairs_the_result_and_echoes_the
         super::route::answer_through_the_route(provider_for(&server, "gemini-3-flash-preview"))
             .await;
 
-    assert_eq!(status, 200);
-    assert_eq!(
-        super::route::block_texts(&body),
-        vec![super::route::ROUTE_REPLY_TEXT]
-    );
+    super::route::assert_the_route_reply(status, &body);
     let sent = bodies.lock().unwrap().clone();
     assert_eq!(sent.len(), 2, "a tool step, then the reply");
     let contents = sent[1]["contents"].as_array().unwrap();
@@ -1060,11 +1044,7 @@ async fn google_media_turn_through_the_http_route_sends_the_image_inline() {
     )
     .await;
 
-    assert_eq!(status, 200);
-    assert_eq!(
-        super::route::block_texts(&body),
-        vec![super::route::ROUTE_REPLY_TEXT]
-    );
+    super::route::assert_the_route_reply(status, &body);
     let sent = bodies.lock().unwrap().clone();
     let parts: Vec<Value> = sent[0]["contents"]
         .as_array()

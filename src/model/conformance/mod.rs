@@ -8,9 +8,14 @@
 //! real API refuses; a documented success otherwise. A turn then runs through the provider's
 //! real HTTP code against that fake.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::model::test_support::{VALID_REPLY, first_step, second_step};
+use crate::model::{Model, ModelRequest, ToolChoice};
 
 pub(crate) mod anthropic;
 pub(crate) mod google;
@@ -61,6 +66,11 @@ pub(crate) fn schema_keywords(schema: &Value) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     walk(schema, &mut out);
     out
+}
+
+/// The elements of `list` with their positions; none when it is not an array.
+pub(crate) fn elements(list: &Value) -> impl Iterator<Item = (usize, &Value)> {
+    list.as_array().into_iter().flatten().enumerate()
 }
 
 /// The keys of `object` that `allowed` does not list, as `<at>.<key>` problems.
@@ -125,15 +135,56 @@ pub(crate) async fn assert_refused_as(refused: reqwest::Response, kind: &str) {
     assert_eq!(err, crate::model::test_support::http_error(400, kind));
 }
 
-/// A turn through the HTTP route answered the route's reply, and every request the provider's
-/// fake received passes `check` (there was at least one).
+/// The turn's three kinds of step (tools offered, tool results, the reply) with the real
+/// AgentReply schema (every local bound in it) and the demo tenant's real tools.
+pub(crate) fn real_steps() -> Vec<ModelRequest> {
+    let tools = demo_tenant_tools();
+    let real = |mut request: ModelRequest| {
+        request.output_schema = Arc::clone(crate::agent::agent_reply_schema());
+        request.tools = Arc::clone(&tools);
+        request
+    };
+    vec![
+        real(first_step(ToolChoice::Auto)),
+        real(second_step()),
+        real(first_step(ToolChoice::None)),
+    ]
+}
+
+/// Every one of [`real_steps`], written by `body` for the model `name`, passes `check`.
+pub(crate) fn assert_real_steps_conform(
+    name: &str,
+    body: impl Fn(&ModelRequest) -> Value,
+    check: fn(&Value) -> Vec<String>,
+) {
+    for (i, step) in real_steps().iter().enumerate() {
+        let body = body(step);
+        let problems = check(&body);
+        assert!(problems.is_empty(), "{name} step {i}: {problems:?}\n{body}");
+    }
+}
+
+/// `provider` answers every one of [`real_steps`] with the valid reply (its fake accepted each
+/// request).
+pub(crate) async fn assert_real_steps_answered(provider: &impl Model, name: &str) {
+    for step in real_steps() {
+        let response = provider
+            .step(&step)
+            .await
+            .expect("the fake accepts the request");
+        assert_eq!(response.output.as_deref(), Some(VALID_REPLY), "{name}");
+    }
+}
+
+/// A turn of `provider` through the HTTP route answered the route's reply, and every request
+/// the provider's fake `server` received passes `check` (there was at least one).
 pub(crate) async fn assert_route_turn_conforms(
-    (status, body): (u16, Value),
+    provider: Arc<dyn Model>,
     server: &MockServer,
     check: fn(&Value) -> Vec<String>,
 ) {
-    assert_eq!(status, 200);
-    assert_eq!(route::block_texts(&body), vec![route::ROUTE_REPLY_TEXT]);
+    let (status, body) = route::answer_through_the_route(provider).await;
+    route::assert_the_route_reply(status, &body);
     let received = server.received_requests().await.unwrap_or_default();
     assert!(!received.is_empty(), "the model was called");
     for request in received {

@@ -9,15 +9,13 @@ use serde_json::{Value, json};
 use wiremock::MockServer;
 
 use super::{
-    RefusesWhatTheApiRefuses, assert_route_turn_conforms, missing_keys, refusing_fake_at,
-    unknown_keys,
+    RefusesWhatTheApiRefuses, assert_real_steps_answered, assert_real_steps_conform,
+    assert_route_turn_conforms, elements, missing_keys, real_steps, refusing_fake_at, unknown_keys,
 };
 use crate::agent::agent_reply_schema;
 use crate::model::ollama::{OllamaModel, parse_response};
 use crate::model::test_support::*;
-use crate::model::{
-    Message, Model, ModelRequest, StopReason, ToolArguments, ToolCall, ToolChoice, ToolResult,
-};
+use crate::model::{Message, Model, StopReason, ToolArguments, ToolCall, ToolChoice};
 
 /// types.go `ChatRequest`: every documented body field.
 const REQUEST_FIELDS: &[&str] = &[
@@ -63,12 +61,7 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
         ));
     }
     // types.go `Message`; api.md lists role system, user, assistant or tool.
-    for (i, message) in body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+    for (i, message) in elements(&body["messages"]) {
         let at = format!("messages[{i}]");
         problems.extend(unknown_keys(
             message,
@@ -105,12 +98,7 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
             }
         }
         // types.go `ToolCall`: optional id, function {index, name, arguments as an object}.
-        for (j, call) in message["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
+        for (j, call) in elements(&message["tool_calls"]) {
             let at = format!("{at}.tool_calls[{j}]");
             problems.extend(unknown_keys(call, &["id", "function"], &at));
             if !call["function"]["arguments"].is_object() {
@@ -185,37 +173,23 @@ fn model(base: &str) -> OllamaModel {
     OllamaModel::new("llama3.1:8b", base).expect("model")
 }
 
-fn steps() -> Vec<ModelRequest> {
-    // The real AgentReply schema (every local bound in it) and the demo tenant's real tools.
-    let tools = super::demo_tenant_tools();
-    let real = |mut request: ModelRequest| {
-        request.output_schema = Arc::clone(agent_reply_schema());
-        request.tools = Arc::clone(&tools);
-        request
-    };
-    vec![
-        real(first_step(ToolChoice::Auto)),
-        real(second_step()),
-        real(first_step(ToolChoice::None)),
-    ]
-}
-
 #[test]
 fn ollama_requests_conform_field_by_field() {
-    for (i, step) in steps().iter().enumerate() {
-        let body = model("http://localhost:11434").request_body(step);
-        let problems = request_problems(&body);
-        assert!(problems.is_empty(), "step {i}: {problems:?}\n{body}");
-    }
+    let provider = model("http://localhost:11434");
+    assert_real_steps_conform(
+        "llama3.1:8b",
+        |step| provider.request_body(step),
+        request_problems,
+    );
 }
 
 #[test]
 fn ollama_sends_format_only_on_the_step_without_tools() {
     let provider = model("http://localhost:11434");
-    let tool_step = provider.request_body(&steps()[0]);
+    let tool_step = provider.request_body(&real_steps()[0]);
     assert!(tool_step.get("format").is_none(), "{tool_step}");
     assert!(tool_step["tools"].is_array());
-    let final_step = provider.request_body(&steps()[2]);
+    let final_step = provider.request_body(&real_steps()[2]);
     assert!(final_step.get("tools").is_none());
     assert_eq!(&final_step["format"], &**agent_reply_schema());
 }
@@ -232,14 +206,11 @@ fn ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
         }],
         echo: Default::default(),
     });
-    request.messages.push(Message::ToolResults {
-        results: vec![ToolResult {
-            call_id: "call_7f3a".into(),
-            name: "send_flow".into(),
-            content: json!({"staged": true}),
-            is_error: false,
-        }],
-    });
+    request.messages.push(results(vec![ok_result(
+        "call_7f3a",
+        "send_flow",
+        json!({"staged": true}),
+    )]));
     let body = model("http://localhost:11434").request_body(&request);
     assert_eq!(
         body["messages"][2]["tool_calls"][0]["id"],
@@ -257,19 +228,12 @@ fn ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
     );
     let parsed = parse_response(answer.to_string().as_bytes()).expect("parse");
     let mut request = first_step(ToolChoice::Auto);
-    request.messages.push(Message::Assistant {
-        text: None,
-        tool_calls: parsed.tool_calls.clone(),
-        echo: Default::default(),
-    });
-    request.messages.push(Message::ToolResults {
-        results: vec![ToolResult {
-            call_id: parsed.tool_calls[0].id.clone(),
-            name: "send_flow".into(),
-            content: json!({"staged": true}),
-            is_error: false,
-        }],
-    });
+    request.messages.push(calls_made(parsed.tool_calls.clone()));
+    request.messages.push(results(vec![ok_result(
+        &parsed.tool_calls[0].id,
+        "send_flow",
+        json!({"staged": true}),
+    )]));
     let body = model("http://localhost:11434").request_body(&request);
     assert!(
         body["messages"][2]["tool_calls"][0].get("id").is_none(),
@@ -282,15 +246,9 @@ fn ollama_tool_results_are_paired_by_the_call_id_ollama_sent() {
 async fn ollama_turn_passes_a_fake_that_refuses_what_cannot_work() {
     let server = refusing_fake(VALID_REPLY).await;
     let provider = model(&server.uri());
-    for step in steps() {
-        let response = provider
-            .step(&step)
-            .await
-            .expect("the fake accepts the request");
-        assert_eq!(response.output.as_deref(), Some(VALID_REPLY));
-    }
+    assert_real_steps_answered(&provider, "llama3.1:8b").await;
     // The old request (format beside tools) is refused by the fake.
-    let mut old = provider.request_body(&steps()[0]);
+    let mut old = provider.request_body(&real_steps()[0]);
     old["format"] = (**agent_reply_schema()).clone();
     let refused = reqwest::Client::new()
         .post(format!("{}/api/chat", server.uri()))
@@ -306,9 +264,7 @@ async fn ollama_turn_through_the_http_route_passes_a_fake_that_refuses_what_cann
     let server = refusing_fake(&super::route::route_reply()).await;
     let provider: Arc<dyn Model> = Arc::new(model(&server.uri()));
 
-    let answer = super::route::answer_through_the_route(provider).await;
-
-    assert_route_turn_conforms(answer, &server, request_problems).await;
+    assert_route_turn_conforms(provider, &server, request_problems).await;
 }
 
 #[test]

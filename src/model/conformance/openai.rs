@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use wiremock::MockServer;
 
 use super::{
-    RefusesWhatTheApiRefuses, assert_refused_as, assert_route_turn_conforms, missing_keys,
+    RefusesWhatTheApiRefuses, assert_real_steps_answered, assert_real_steps_conform,
+    assert_refused_as, assert_route_turn_conforms, elements, missing_keys, real_steps,
     refusing_fake_at, schema_keywords, unknown_keys,
 };
 use crate::agent::agent_reply_schema;
@@ -17,7 +18,7 @@ use crate::ids::Secret;
 use crate::model::openai::{OpenAiModel, parse_response};
 use crate::model::test_support::*;
 use crate::model::wire_schema::OPENAI_BOUNDS;
-use crate::model::{Model, ModelRequest, StopReason, ToolArguments, ToolChoice};
+use crate::model::{Model, StopReason, ToolArguments};
 
 /// spec `CreateChatCompletionRequest` (with `CreateModelResponseProperties` and
 /// `ModelResponseProperties`): every documented request field.
@@ -226,12 +227,7 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
             if message["content"].is_null() && message.get("tool_calls").is_none() {
                 problems.push(format!("{at}.content: required without tool_calls"));
             }
-            for (j, call) in message["tool_calls"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
+            for (j, call) in elements(&message["tool_calls"]) {
                 // spec `ChatCompletionMessageToolCall`: id, type function, function{name,
                 // arguments as a string}.
                 let at = format!("{at}.tool_calls[{j}]");
@@ -427,22 +423,6 @@ fn model(name: &str, base: &str) -> OpenAiModel {
     OpenAiModel::new(name, &Secret::new("sk-test"), &format!("{base}/v1")).expect("model")
 }
 
-/// The turn's three kinds of step with the real AgentReply schema (every local bound in it).
-fn steps() -> Vec<ModelRequest> {
-    // The real AgentReply schema (every local bound in it) and the demo tenant's real tools.
-    let tools = super::demo_tenant_tools();
-    let real = |mut request: ModelRequest| {
-        request.output_schema = Arc::clone(agent_reply_schema());
-        request.tools = Arc::clone(&tools);
-        request
-    };
-    vec![
-        real(first_step(ToolChoice::Auto)),
-        real(second_step()),
-        real(first_step(ToolChoice::None)),
-    ]
-}
-
 #[test]
 fn openai_requests_conform_field_by_field_for_every_model_family() {
     for name in [
@@ -455,11 +435,7 @@ fn openai_requests_conform_field_by_field_for_every_model_family() {
         for operator_temperature in [false, true] {
             let provider =
                 model(name, "http://localhost").with_operator_temperature(operator_temperature);
-            for (i, step) in steps().iter().enumerate() {
-                let body = provider.request_body(step);
-                let problems = request_problems(&body);
-                assert!(problems.is_empty(), "{name} step {i}: {problems:?}\n{body}");
-            }
+            assert_real_steps_conform(name, |step| provider.request_body(step), request_problems);
         }
     }
 }
@@ -492,7 +468,7 @@ fn spec_020_vision_follows_the_registry_capability() {
 fn openai_reasoning_models_get_no_temperature_and_max_completion_tokens() {
     let body = model("gpt-5.4-mini", "http://localhost")
         .with_operator_temperature(true)
-        .request_body(&steps()[0]);
+        .request_body(&real_steps()[0]);
     assert!(body.get("temperature").is_none(), "{body}");
     assert_eq!(body["max_completion_tokens"], json!(400));
     assert!(body.get("max_tokens").is_none());
@@ -502,7 +478,7 @@ fn openai_reasoning_models_get_no_temperature_and_max_completion_tokens() {
 fn openai_fake_refuses_what_the_old_requests_carried() {
     // What every request carried before the capability registry: temperature for a reasoning model, maxLength
     // in the strict schema. The rules refuse both, so the fake is not a rubber stamp.
-    let mut body = model("gpt-4.1-mini", "http://localhost").request_body(&steps()[0]);
+    let mut body = model("gpt-4.1-mini", "http://localhost").request_body(&real_steps()[0]);
     body["model"] = json!("gpt-5.4-mini");
     body["temperature"] = json!(0.3);
     body["response_format"]["json_schema"]["schema"] = (**agent_reply_schema()).clone();
@@ -528,13 +504,7 @@ async fn openai_turn_passes_a_fake_that_refuses_what_openai_refuses() {
     let server = refusing_fake(VALID_REPLY).await;
     for name in ["gpt-5.4-mini", "gpt-4.1-mini"] {
         let provider = model(name, &server.uri()).with_operator_temperature(true);
-        for step in steps() {
-            let response = provider
-                .step(&step)
-                .await
-                .expect("the fake accepts the request");
-            assert_eq!(response.output.as_deref(), Some(VALID_REPLY));
-        }
+        assert_real_steps_answered(&provider, name).await;
     }
     // And the fake answers a refused request the way OpenAI documents it.
     let refused = reqwest::Client::new()
@@ -551,9 +521,7 @@ async fn openai_turn_through_the_http_route_passes_a_fake_that_refuses_what_open
     let server = refusing_fake(&super::route::route_reply()).await;
     let provider: Arc<dyn Model> = Arc::new(model("gpt-5.4-mini", &server.uri()));
 
-    let answer = super::route::answer_through_the_route(provider).await;
-
-    assert_route_turn_conforms(answer, &server, request_problems).await;
+    assert_route_turn_conforms(provider, &server, request_problems).await;
 }
 
 #[test]
@@ -655,7 +623,7 @@ fn openai_reasoning_effort_goes_as_reasoning_effort_to_the_models_that_take_it()
         ("o4-mini", Effort::Low),
     ] {
         let provider = model(name, "http://localhost").with_reasoning_effort(Some(effort));
-        for (i, step) in steps().iter().enumerate() {
+        for (i, step) in real_steps().iter().enumerate() {
             let body = provider.request_body(step);
             assert_eq!(body["reasoning_effort"], json!(effort.as_str()), "{name}");
             let problems = request_problems(&body);
@@ -663,14 +631,14 @@ fn openai_reasoning_effort_goes_as_reasoning_effort_to_the_models_that_take_it()
         }
     }
     // Unset sends nothing; a chat model is never sent one (the start refuses it first).
-    let body = model("gpt-5-mini", "http://localhost").request_body(&steps()[0]);
+    let body = model("gpt-5-mini", "http://localhost").request_body(&real_steps()[0]);
     assert!(body.get("reasoning_effort").is_none());
     let body = model("gpt-4.1-mini", "http://localhost")
         .with_reasoning_effort(Some(Effort::Low))
-        .request_body(&steps()[0]);
+        .request_body(&real_steps()[0]);
     assert!(body.get("reasoning_effort").is_none());
     // What the API refuses: minimal on GPT-5.1 and later, any effort on a chat model.
-    let mut wrong = model("gpt-5.4-mini", "http://localhost").request_body(&steps()[0]);
+    let mut wrong = model("gpt-5.4-mini", "http://localhost").request_body(&real_steps()[0]);
     wrong["reasoning_effort"] = json!("minimal");
     assert!(!request_problems(&wrong).is_empty());
     wrong["model"] = json!("gpt-4.1-mini");

@@ -140,6 +140,12 @@ pub(crate) async fn answer_text_through_the_route(
 }
 
 /// The texts of the Dynamic Block answer.
+/// The route answered 200 with [`ROUTE_REPLY_TEXT`], the model's reply, as its one block.
+pub(crate) fn assert_the_route_reply(status: u16, body: &Value) {
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(body), vec![ROUTE_REPLY_TEXT]);
+}
+
 pub(crate) fn block_texts(body: &Value) -> Vec<String> {
     body["content"]["messages"]
         .as_array()

@@ -4,6 +4,8 @@
 //! stand-in scaffolding, not tenant copy (C9).
 
 use super::*;
+// The funnel in order, as the `FUNNEL:` notice and the funnel field name its stages (023).
+use crate::config::tenant::FUNNEL_STAGES as STAGES;
 
 // ---------------------------------------------------------------------------------------------
 // Replies built from the catalog
@@ -193,16 +195,6 @@ pub(super) fn choose_flow(
 
 // ---------------------------------------------------------------------------------------------
 // The sales moves (034, 028, 023): record intent, the offering and the stage before answering
-
-/// The funnel in order, as the `FUNNEL:` notice and the funnel field name its stages.
-pub(super) const STAGES: [&str; 6] = [
-    "new",
-    "qualifying",
-    "nurturing",
-    "offered",
-    "prepared",
-    "link_sent",
-];
 
 /// The ids of the sales fields `set_field` offers, read from its description lines
 /// (`- <id>: <description> Values: a, b.`): the field whose values are exactly the intent
@@ -457,28 +449,8 @@ pub(super) fn call_length(call: &ToolCall) -> usize {
 // ---------------------------------------------------------------------------------------------
 // The AgentReply
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Reason {
-    PriceNegotiation,
-    Complaint,
-    OutOfScope,
-    ExplicitRequest,
-    LowConfidence,
-    PaymentReported,
-}
-
-impl Reason {
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            Reason::PriceNegotiation => "price_negotiation",
-            Reason::Complaint => "complaint",
-            Reason::OutOfScope => "out_of_scope",
-            Reason::ExplicitRequest => "explicit_request",
-            Reason::LowConfidence => "low_confidence",
-            Reason::PaymentReported => "payment_reported",
-        }
-    }
-}
+/// The demo escalates for the agent's own reasons (SYSTEM 4), spelled as the agent reads them.
+pub(super) use crate::agent::EscalationReason as Reason;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Reply {

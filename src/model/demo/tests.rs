@@ -1,5 +1,6 @@
 use super::*;
-use crate::model::{ToolChoice, ToolResult};
+use crate::model::ToolChoice;
+use crate::model::test_support::{calls_made, ok_result, results};
 
 const NONCE: &str = "0123456789abcdef";
 
@@ -279,19 +280,12 @@ async fn spec_012_verification_8_mock_calls_send_flow_then_says_what_it_is_sendi
         ToolArguments::Valid(json!({"flow": "river_runner_brochure", "contactAsked": true}))
     );
 
-    req.messages.push(Message::Assistant {
-        text: None,
-        tool_calls: first.tool_calls.clone(),
-        echo: Default::default(),
-    });
-    req.messages.push(Message::ToolResults {
-        results: vec![ToolResult {
-            call_id: call.id.clone(),
-            name: "send_flow".into(),
-            content: json!({"sent": true}),
-            is_error: false,
-        }],
-    });
+    req.messages.push(calls_made(first.tool_calls.clone()));
+    req.messages.push(results(vec![ok_result(
+        &call.id,
+        "send_flow",
+        json!({"sent": true}),
+    )]));
     let second = model.step(&req).await.unwrap();
     assert!(second.tool_calls.is_empty());
     let reply: Value = serde_json::from_str(&second.output.unwrap()).unwrap();
@@ -317,19 +311,12 @@ async fn spec_012_verification_8_refused_flow_is_not_claimed() {
         first.tool_calls[0].arguments,
         ToolArguments::Valid(json!({"flow": "sea_basics_brochure", "contactAsked": true}))
     );
-    req.messages.push(Message::Assistant {
-        text: None,
-        tool_calls: first.tool_calls.clone(),
-        echo: Default::default(),
-    });
-    req.messages.push(Message::ToolResults {
-        results: vec![ToolResult {
-            call_id: first.tool_calls[0].id.clone(),
-            name: "send_flow".into(),
-            content: json!({"sent": false, "reason": "not_prospect"}),
-            is_error: false,
-        }],
-    });
+    req.messages.push(calls_made(first.tool_calls.clone()));
+    req.messages.push(results(vec![ok_result(
+        &first.tool_calls[0].id,
+        "send_flow",
+        json!({"sent": false, "reason": "not_prospect"}),
+    )]));
     let reply: Value =
         serde_json::from_str(&model.step(&req).await.unwrap().output.unwrap()).unwrap();
     let text = joined(&reply);

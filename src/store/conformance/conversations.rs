@@ -121,10 +121,7 @@ pub async fn conversations_without_token_lists_recent_contacts_only(store: &dyn 
 pub async fn handoff_release_is_recorded_once_per_hold(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     assert!(
-        !store
-            .release_hold(conversation.id, at_s(30), at_s(40), "released")
-            .await
-            .expect("release_hold"),
+        !release(store, conversation.id, (at_s(30), at_s(40)), "released").await,
         "never handed over: nothing to release"
     );
     store
@@ -132,18 +129,10 @@ pub async fn handoff_release_is_recorded_once_per_hold(store: &dyn Store) {
         .await
         .expect("set_escalated");
     assert!(
-        !store
-            .release_hold(conversation.id, at_s(20), at_s(40), "released")
-            .await
-            .expect("release_hold"),
+        !release(store, conversation.id, (at_s(20), at_s(40)), "released").await,
         "a release for an older handoff does not release the newer hold"
     );
-    assert!(
-        store
-            .release_hold(conversation.id, at_s(30), at_s(40), "tag_removed")
-            .await
-            .expect("release_hold")
-    );
+    assert!(release(store, conversation.id, (at_s(30), at_s(40)), "tag_removed").await);
     let stored = store
         .conversation(conversation.id)
         .await
@@ -153,10 +142,7 @@ pub async fn handoff_release_is_recorded_once_per_hold(store: &dyn Store) {
     assert_eq!(stored.hold_release_reason.as_deref(), Some("tag_removed"));
     assert!(stored.hold_note_due);
     assert!(
-        !store
-            .release_hold(conversation.id, at_s(30), at_s(50), "released")
-            .await
-            .expect("release_hold"),
+        !release(store, conversation.id, (at_s(30), at_s(50)), "released").await,
         "released already (another replica, the CLI)"
     );
     store.hold_noted(conversation.id).await.expect("hold_noted");
@@ -173,12 +159,7 @@ pub async fn handoff_release_is_recorded_once_per_hold(store: &dyn Store) {
         .set_escalated(conversation.id, at_s(60))
         .await
         .expect("set_escalated");
-    assert!(
-        store
-            .release_hold(conversation.id, at_s(60), at_s(70), "hold_expired")
-            .await
-            .expect("release_hold")
-    );
+    assert!(release(store, conversation.id, (at_s(60), at_s(70)), "hold_expired").await);
 }
 
 /// Contacts held now: handed over after `since` and not released since.
@@ -196,10 +177,7 @@ pub async fn handoff_held_contacts_counts_unreleased_recent_handoffs(store: &dyn
             .await
             .expect("set_escalated");
     }
-    store
-        .release_hold(released.id, at_s(2_000), at_s(2_100), "released")
-        .await
-        .expect("release_hold");
+    release(store, released.id, (at_s(2_000), at_s(2_100)), "released").await;
     assert_eq!(
         store
             .held_contacts(at_s(1_000))
@@ -216,7 +194,7 @@ pub async fn handoff_every_release_is_kept_in_the_history(store: &dyn Store) {
     // A stretch of time no other case releases in.
     let base = 500_000;
     let conversation = fresh_conversation(store).await;
-    for (handoff, release, reason) in [
+    for (handoff, released, reason) in [
         (base, base + 3_600, "released"),
         (base + 7_200, base + 9_000, "tag_removed"),
     ] {
@@ -224,12 +202,8 @@ pub async fn handoff_every_release_is_kept_in_the_history(store: &dyn Store) {
             .set_escalated(conversation.id, at_s(handoff))
             .await
             .expect("set_escalated");
-        assert!(
-            store
-                .release_hold(conversation.id, at_s(handoff), at_s(release), reason)
-                .await
-                .expect("release_hold")
-        );
+        let hold = (at_s(handoff), at_s(released));
+        assert!(release(store, conversation.id, hold, reason).await);
     }
     assert!(
         !store

@@ -47,10 +47,7 @@ async fn busy_contact(store: &dyn Store) -> (Conversation, Vec<i64>, Vec<i64>) {
         .set_escalated(conversation.id, at_s(8))
         .await
         .expect("set_escalated");
-    store
-        .release_hold(conversation.id, at_s(8), at_s(9), "released")
-        .await
-        .expect("release_hold");
+    release(store, conversation.id, (at_s(8), at_s(9)), "released").await;
     (conversation, turns, vec![delivered, queued, token])
 }
 

@@ -106,6 +106,20 @@ async fn row(store: &dyn Store, id: i64) -> OutboxRow {
         .expect("the row exists")
 }
 
+/// Releases the hold `held_since` began, at `at` for `reason` (`ConversationStore::release_hold`):
+/// whether it was the one in force.
+async fn release(
+    store: &dyn Store,
+    id: ConversationId,
+    (held_since, at): (DateTime<Utc>, DateTime<Utc>),
+    reason: &str,
+) -> bool {
+    store
+        .release_hold(id, held_since, at, reason)
+        .await
+        .expect("release_hold")
+}
+
 /// The conversation as the store holds it now.
 async fn stored_conversation(store: &dyn Store, id: ConversationId) -> Conversation {
     store.conversation(id).await.expect("read").expect("exists")
@@ -484,81 +498,40 @@ mod tests {
         run_all,
     );
 
-    /// Two processes on one SQLite file: two stores, two pools.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn sqlite_outbox_two_workers_never_claim_one_row() {
-        let (dir, first) = sqlite_store().await;
-        let second = SqliteStore::connect(&sqlite_url(&dir))
-            .await
-            .expect("a second store on the same file");
-        super::outbox_two_workers_never_claim_one_row(&first, &second).await;
+    /// The cases of two workers, each under its two names: on two stores of one SQLite file
+    /// (two processes, two pools) and on two stores of one Postgres schema (two replicas).
+    macro_rules! two_workers {
+        ($($sqlite:ident, $postgres:ident => $case:ident;)*) => {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $sqlite() {
+                    let (dir, first) = sqlite_store().await;
+                    let second = SqliteStore::connect(&sqlite_url(&dir))
+                        .await
+                        .expect("a second store on the same file");
+                    super::$case(&first, &second).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+                async fn $postgres() {
+                    let (first, second) = connect_isolated_pair(&postgres_url())
+                        .await
+                        .expect("two stores on one schema");
+                    super::$case(&first, &second).await;
+                }
+            )*
+        };
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn sqlite_outbox_two_workers_keep_each_contacts_order() {
-        let (dir, first) = sqlite_store().await;
-        let second = SqliteStore::connect(&sqlite_url(&dir))
-            .await
-            .expect("a second store on the same file");
-        super::outbox_two_workers_keep_each_contacts_order(&first, &second).await;
-    }
-
-    /// Two replicas on one Postgres schema: two stores, two pools.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-    async fn postgres_outbox_two_workers_never_claim_one_row() {
-        let url = postgres_url();
-        let (first, second) = connect_isolated_pair(&url)
-            .await
-            .expect("two stores on one schema");
-        super::outbox_two_workers_never_claim_one_row(&first, &second).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-    async fn postgres_outbox_two_workers_keep_each_contacts_order() {
-        let url = postgres_url();
-        let (first, second) = connect_isolated_pair(&url)
-            .await
-            .expect("two stores on one schema");
-        super::outbox_two_workers_keep_each_contacts_order(&first, &second).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn sqlite_spec_025_two_workers_claim_a_due_nudge_once() {
-        let (dir, first) = sqlite_store().await;
-        let second = SqliteStore::connect(&sqlite_url(&dir))
-            .await
-            .expect("a second store on the same file");
-        super::spec_025_two_workers_claim_a_due_nudge_once(&first, &second).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-    async fn postgres_spec_025_two_workers_claim_a_due_nudge_once() {
-        let url = postgres_url();
-        let (first, second) = connect_isolated_pair(&url)
-            .await
-            .expect("two stores on one schema");
-        super::spec_025_two_workers_claim_a_due_nudge_once(&first, &second).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn sqlite_spec_031_two_workers_claim_a_due_window_closing_once() {
-        let (dir, first) = sqlite_store().await;
-        let second = SqliteStore::connect(&sqlite_url(&dir))
-            .await
-            .expect("a second store on the same file");
-        super::spec_031_two_workers_claim_a_due_window_closing_once(&first, &second).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-    async fn postgres_spec_031_two_workers_claim_a_due_window_closing_once() {
-        let url = postgres_url();
-        let (first, second) = connect_isolated_pair(&url)
-            .await
-            .expect("two stores on one schema");
-        super::spec_031_two_workers_claim_a_due_window_closing_once(&first, &second).await;
+    two_workers! {
+        sqlite_outbox_two_workers_never_claim_one_row,
+        postgres_outbox_two_workers_never_claim_one_row => outbox_two_workers_never_claim_one_row;
+        sqlite_outbox_two_workers_keep_each_contacts_order,
+        postgres_outbox_two_workers_keep_each_contacts_order => outbox_two_workers_keep_each_contacts_order;
+        sqlite_spec_025_two_workers_claim_a_due_nudge_once,
+        postgres_spec_025_two_workers_claim_a_due_nudge_once => spec_025_two_workers_claim_a_due_nudge_once;
+        sqlite_spec_031_two_workers_claim_a_due_window_closing_once,
+        postgres_spec_031_two_workers_claim_a_due_window_closing_once => spec_031_two_workers_claim_a_due_window_closing_once;
     }
 }

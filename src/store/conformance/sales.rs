@@ -18,42 +18,24 @@ pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
     let intent =
         json!([{"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"}]);
     let stage = json!([{"tool": "set_field", "id": "funnel_stage", "value": "qualifying", "status": "staged"}]);
+    let agent = |id, text, outcome, bound, at| NewTurn::agent(id, text, outcome, bound, at_s(at));
+    let inline = "answered_inline";
     record(store, NewTurn::user(conversation.id, "q", true, at_s(1))).await;
+    for turn in [
+        with_actions(intent.clone(), agent(conversation.id, "a", inline, true, 2)),
+        with_actions(json!([]), agent(conversation.id, "b", inline, true, 3)),
+        agent(conversation.id, "c", inline, true, 4),
+    ] {
+        record(store, turn).await;
+    }
+    let staged = with_actions(
+        stage.clone(),
+        agent(conversation.id, "d", "deferred", false, 5),
+    );
+    let later = record(store, staged).await;
     record(
         store,
-        with_actions(
-            intent.clone(),
-            NewTurn::agent(conversation.id, "a", "answered_inline", true, at_s(2)),
-        ),
-    )
-    .await;
-    record(
-        store,
-        with_actions(
-            json!([]),
-            NewTurn::agent(conversation.id, "b", "answered_inline", true, at_s(3)),
-        ),
-    )
-    .await;
-    record(
-        store,
-        NewTurn::agent(conversation.id, "c", "answered_inline", true, at_s(4)),
-    )
-    .await;
-    let later = record(
-        store,
-        with_actions(
-            stage.clone(),
-            NewTurn::agent(conversation.id, "d", "deferred", false, at_s(5)),
-        ),
-    )
-    .await;
-    record(
-        store,
-        with_actions(
-            intent.clone(),
-            NewTurn::agent(other.id, "e", "answered_inline", true, at_s(6)),
-        ),
+        with_actions(intent.clone(), agent(other.id, "e", inline, true, 6)),
     )
     .await;
     let performed = json!([{"tool": "set_field", "id": "funnel_stage", "value": "qualifying", "status": "performed"}]);

@@ -203,8 +203,5 @@ pub(super) async fn set_escalated_in(
             .bind(id)
             .execute(db)
             .await?;
-    if done.rows_affected() == 0 {
-        return Err(not_found("conversation"));
-    }
-    Ok(())
+    changed(done, "conversation")
 }

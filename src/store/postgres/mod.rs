@@ -119,6 +119,29 @@ impl PgStore {
     }
 }
 
+/// A statement that must have changed a row: `not_found(what)` when it changed none.
+fn changed(done: sqlx::postgres::PgQueryResult, what: &'static str) -> Result<()> {
+    if done.rows_affected() == 0 {
+        return Err(not_found(what));
+    }
+    Ok(())
+}
+
+/// Tests only: `TEST_DATABASE_URL`, the PostgreSQL the `#[ignore]`d tests need.
+#[cfg(test)]
+fn test_database_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL")
+}
+
+/// Tests only: a store on a fresh schema of `TEST_DATABASE_URL`.
+#[cfg(test)]
+async fn isolated_test_store() -> PgStore {
+    connect_isolated(&test_database_url())
+        .await
+        .expect("connect to Postgres")
+}
+
 /// Why a connection could not be made, in an operator's words, with the SQLSTATE or I/O kind
 /// for a search. The common failures are named; the rest keep the driver's bounded description.
 fn connect_failure(err: &sqlx::Error) -> String {
@@ -253,35 +276,29 @@ mod tests {
     #[tokio::test]
     #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
     async fn spec_025_migration_13_keeps_every_nudge_row_and_the_record_grows_beside_them() {
-        let url = std::env::var("TEST_DATABASE_URL")
-            .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL");
-        let (options, schema) = fresh_schema(&url).await.expect("a schema");
+        let (options, schema) = fresh_schema(&test_database_url()).await.expect("a schema");
         let options = options.options([("search_path", schema.as_str())]);
         let store = PgStore::connect_with(options.clone(), 2)
             .await
             .expect("connect");
         let at = |s: i64| DateTime::from_timestamp(1_770_000_000 + s, 0).expect("an instant");
         let subscriber = |n: &str| SubscriberId::parse(n).expect("an id");
-        let replied = store
-            .conversation_for(&subscriber("41"), "whatsapp", at(0))
-            .await
-            .expect("conversation");
-        let waiting = store
-            .conversation_for(&subscriber("42"), "whatsapp", at(0))
-            .await
-            .expect("conversation");
-        store
-            .schedule_nudge(replied.id, "later_today", at(7200), at(0))
-            .await
-            .expect("schedule");
+        let contact = async |n: &str| {
+            let subscriber = subscriber(n);
+            let conversation = store.conversation_for(&subscriber, "whatsapp", at(0));
+            conversation.await.expect("conversation")
+        };
+        let (replied, waiting) = (contact("41").await, contact("42").await);
+        let schedule = async |id, delay: &str, due, now| {
+            let scheduled = store.schedule_nudge(id, delay, at(due), at(now));
+            scheduled.await.expect("schedule")
+        };
+        schedule(replied.id, "later_today", 7200, 0).await;
         store
             .cancel_nudge(replied.id, "contact_replied", at(60))
             .await
             .expect("cancel");
-        store
-            .schedule_nudge(waiting.id, "tomorrow", at(90_000), at(30))
-            .await
-            .expect("schedule");
+        schedule(waiting.id, "tomorrow", 90_000, 30).await;
         // Back to migration 12: the conversation's UNIQUE key, not the pending-only index.
         sqlx::raw_sql(
             "DROP INDEX nudges_one_pending; DROP INDEX nudges_conversation;              ALTER TABLE nudges ADD CONSTRAINT nudges_conversation_id_key UNIQUE (conversation_id);              DELETE FROM _sqlx_migrations WHERE version = 13;",
@@ -324,9 +341,7 @@ mod tests {
     #[tokio::test]
     #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
     async fn system_8_every_postgres_migration_file_is_applied() {
-        let url = std::env::var("TEST_DATABASE_URL")
-            .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL");
-        let store = connect_isolated(&url).await.expect("connect to Postgres");
+        let store = isolated_test_store().await;
         let applied: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
                 .fetch_one(&store.pool)
@@ -354,9 +369,7 @@ mod tests {
             contact_in_every_written_table, contact_tables_match_the_schema,
             forget_deletes_from_every_table,
         };
-        let url = std::env::var("TEST_DATABASE_URL")
-            .expect("TEST_DATABASE_URL names the PostgreSQL database this test runs on");
-        let store = connect_isolated(&url).await.expect("connect to Postgres");
+        let store = isolated_test_store().await;
         let schema: Vec<(String, String)> = sqlx::query_as(
             "SELECT table_name::text, column_name::text FROM information_schema.columns \
              WHERE table_schema = current_schema() \

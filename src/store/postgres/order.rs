@@ -213,9 +213,7 @@ mod tests {
     #[tokio::test]
     #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
     async fn system_037_only_a_live_turns_ticket_is_renewed_and_a_stranded_one_lapses() {
-        let url = std::env::var("TEST_DATABASE_URL")
-            .expect("TEST_DATABASE_URL is not set: this test needs PostgreSQL");
-        let store = connect_isolated(&url).await.expect("connect to Postgres");
+        let store = isolated_test_store().await;
         let at = DateTime::from_timestamp_millis(1_770_000_000_000).expect("an instant");
         let live_contact = store
             .conversation_for(&SubscriberId::parse("5550021").unwrap(), "whatsapp", at)

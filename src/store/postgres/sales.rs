@@ -45,10 +45,7 @@ impl SalesStore for PgStore {
         .bind(id)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("conversation"));
-        }
-        Ok(())
+        changed(done, "conversation")
     }
 
     async fn claim_opening(&self, id: ConversationId, at: DateTime<Utc>) -> Result<bool> {

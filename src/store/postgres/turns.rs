@@ -1,6 +1,7 @@
 //! PostgreSQL: turns, the history, and a turn's units of work (`TurnStore`).
 
 use super::*;
+use crate::store::TurnJson;
 
 pub(super) fn turn_from(row: &PgRow) -> Result<Turn> {
     let actions: Option<Json<Value>> = row.try_get("actions")?;
@@ -34,28 +35,17 @@ impl TurnStore for PgStore {
         insert_turn(&self.pool, turn).await
     }
 
-    async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
-        let done = sqlx::query("UPDATE turns SET actions = $1 WHERE id = $2")
-            .bind(Json(actions))
+    async fn set_turn_json(&self, column: TurnJson, turn_id: i64, value: &Value) -> Result<()> {
+        let sql = match column {
+            TurnJson::Actions => "UPDATE turns SET actions = $1 WHERE id = $2",
+            TurnJson::PluginReads => "UPDATE turns SET plugin_reads = $1 WHERE id = $2",
+        };
+        let done = sqlx::query(sql)
+            .bind(Json(value))
             .bind(turn_id)
             .execute(&self.pool)
             .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("turn"));
-        }
-        Ok(())
-    }
-
-    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
-        let done = sqlx::query("UPDATE turns SET plugin_reads = $1 WHERE id = $2")
-            .bind(Json(reads))
-            .bind(turn_id)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("turn"));
-        }
-        Ok(())
+        changed(done, "turn")
     }
 
     async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>> {

@@ -32,23 +32,29 @@ impl ErasureStore for SqliteStore {
     }
 
     async fn clear_turn_text_before(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
-        let (before, limit) = (ms(before), limit.max(0));
-        self.write(move |conn| {
-            let cleared = conn
-                .prepare_cached(CLEAR_OLD_TURN_TEXT)?
-                .execute(params![before, limit])?;
-            Ok(cleared as u64)
-        })
-        .await
+        self.retention_batch(CLEAR_OLD_TURN_TEXT, before, limit)
+            .await
     }
 
     async fn delete_settled_outbox_before(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
+        self.retention_batch(DELETE_OLD_SETTLED_OUTBOX, before, limit)
+            .await
+    }
+}
+
+impl SqliteStore {
+    /// One retention batch: `sql` (the period's end, then the batch size) run once; the rows
+    /// it changed.
+    async fn retention_batch(
+        &self,
+        sql: &'static str,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64> {
         let (before, limit) = (ms(before), limit.max(0));
         self.write(move |conn| {
-            let deleted = conn
-                .prepare_cached(DELETE_OLD_SETTLED_OUTBOX)?
-                .execute(params![before, limit])?;
-            Ok(deleted as u64)
+            let changed = conn.prepare_cached(sql)?.execute(params![before, limit])?;
+            Ok(changed as u64)
         })
         .await
     }

@@ -12,6 +12,61 @@ async fn pragma<T: rusqlite::types::FromSql + Send + 'static>(
         .expect("a pragma")
 }
 
+/// A store on a fresh in-memory database.
+async fn in_memory() -> SqliteStore {
+    SqliteStore::connect("sqlite::memory:")
+        .await
+        .expect("connect")
+}
+
+/// A store on the database file at `path`.
+async fn on_file(path: &Path) -> SqliteStore {
+    SqliteStore::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("the file opens")
+}
+
+/// A database file as an earlier build left it (`build` writes it): the folder's guard and the
+/// file's path.
+fn earlier_file(build: impl FnOnce(&Connection)) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let path = dir.path().join("agent.db");
+    build(&Connection::open(&path).expect("open"));
+    (dir, path)
+}
+
+/// The plan `explain` (`EXPLAIN`, `EXPLAIN QUERY PLAN`) gives each of `statements`, run with
+/// no value bound (the plan does not depend on them): column `column` of each row.
+async fn plans(
+    store: &SqliteStore,
+    explain: &'static str,
+    column: usize,
+    statements: &'static [&'static str],
+) -> Vec<Vec<String>> {
+    store
+        .read(move |conn| {
+            let mut plans = Vec::new();
+            for sql in statements {
+                let mut explained = conn.prepare(&format!("{explain} {sql}"))?;
+                let mut rows = explained.raw_query();
+                let mut plan = Vec::new();
+                while let Some(row) = rows.next()? {
+                    plan.push(row.get::<_, String>(column)?);
+                }
+                plans.push(plan);
+            }
+            Ok(plans)
+        })
+        .await
+        .expect("every statement compiles")
+}
+
+/// The tokens the budget counts on [`instant`]'s day.
+async fn tokens_today(store: &SqliteStore) -> i64 {
+    let day = instant().date_naive();
+    store.budget(day).await.expect("budget").tokens
+}
+
 #[tokio::test]
 async fn system_8_sqlite_file_created_on_first_run_with_wal() {
     let dir = tempfile::tempdir().expect("a temporary folder");
@@ -52,27 +107,9 @@ async fn missing_database_directory_is_refused() {
 
 #[tokio::test]
 async fn system_8_a_turns_statements_open_no_temporary_btree() {
-    let store = SqliteStore::connect("sqlite::memory:")
-        .await
-        .expect("connect");
-    let plans = store
-        .read(|conn| {
-            let mut plans = Vec::new();
-            for sql in TURN_STATEMENTS {
-                let mut explain = conn.prepare(&format!("EXPLAIN {sql}"))?;
-                // The plan does not depend on the values: run it with none bound.
-                let mut rows = explain.raw_query();
-                let mut opcodes = Vec::new();
-                while let Some(row) = rows.next()? {
-                    opcodes.push(row.get::<_, String>(1)?);
-                }
-                plans.push((*sql, opcodes));
-            }
-            Ok(plans)
-        })
-        .await
-        .expect("every statement compiles");
-    for (sql, opcodes) in plans {
+    let store = in_memory().await;
+    let opcodes = plans(&store, "EXPLAIN", 1, TURN_STATEMENTS).await;
+    for (sql, opcodes) in TURN_STATEMENTS.iter().zip(opcodes) {
         for temporary in ["OpenEphemeral", "OpenAutoindex", "SorterOpen"] {
             assert!(
                 !opcodes.iter().any(|op| op == temporary),
@@ -166,10 +203,7 @@ async fn system_9_migrations_rerun_on_reopen_and_keep_data() {
 /// `_sqlx_migrations`, opens with its data and is not migrated twice.
 #[tokio::test]
 async fn system_9_a_file_from_an_earlier_build_is_adopted() {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let path = dir.path().join("agent.db");
-    {
-        let conn = Connection::open(&path).expect("open");
+    let (_dir, path) = earlier_file(|conn| {
         conn.execute_batch(MIGRATIONS[0].2).expect("the schema");
         conn.execute_batch(
             "CREATE TABLE _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT \
@@ -179,10 +213,8 @@ async fn system_9_a_file_from_an_earlier_build_is_adopted() {
              INSERT INTO budget_counters (day, tokens, cost_usd) VALUES ('2026-01-10', 7, 0);",
         )
         .expect("an earlier build's file");
-    }
-    let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
-        .await
-        .expect("the earlier file opens");
+    });
+    let store = on_file(&path).await;
     let day = NaiveDate::from_ymd_opt(2026, 1, 10).expect("a day");
     assert_eq!(store.budget(day).await.expect("budget").tokens, 7);
 }
@@ -191,10 +223,7 @@ async fn system_9_a_file_from_an_earlier_build_is_adopted() {
 /// and new turns get the next id (and `seq` equal to it).
 #[tokio::test]
 async fn system_9_turns_written_before_migration_3_are_kept_in_order() {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let path = dir.path().join("agent.db");
-    {
-        let conn = Connection::open(&path).expect("open");
+    let (_dir, path) = earlier_file(|conn| {
         conn.execute_batch(MIGRATIONS[0].2).expect("migration 1");
         conn.execute_batch(MIGRATIONS[1].2).expect("migration 2");
         conn.execute_batch(
@@ -208,10 +237,8 @@ async fn system_9_turns_written_before_migration_3_are_kept_in_order() {
              (2, '00000000-0000-4000-8000-000000000001', 'agent', 'second', 1, 1000);",
         )
         .expect("a file at migration 2 with two turns");
-    }
-    let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
-        .await
-        .expect("the file migrates");
+    });
+    let store = on_file(&path).await;
     let conversation = store
         .conversation_for(
             &SubscriberId::parse("42").expect("an id"),
@@ -250,9 +277,7 @@ async fn system_5_4_two_processes_opening_a_fresh_file_both_start() {
 
 #[tokio::test]
 async fn system_8_in_memory_database_needs_no_folder() {
-    let store = SqliteStore::connect("sqlite::memory:")
-        .await
-        .expect("connect");
+    let store = in_memory().await;
     store.ping().await.expect("ping");
 }
 
@@ -307,22 +332,13 @@ async fn system_8_a_failed_write_among_concurrent_writes_undoes_only_itself() {
         .add_budget(instant().date_naive(), 5, 0.01)
         .await
         .expect("a later write");
-    assert_eq!(
-        store
-            .budget(instant().date_naive())
-            .await
-            .expect("budget")
-            .tokens,
-        5
-    );
+    assert_eq!(tokens_today(&store).await, 5);
 }
 
 /// A job that panics fails alone: the thread keeps serving reads and writes.
 #[tokio::test]
 async fn system_8_a_panicking_job_does_not_stop_the_database_thread() {
-    let store = SqliteStore::connect("sqlite::memory:")
-        .await
-        .expect("connect");
+    let store = in_memory().await;
     let read = store
         .read(|_| -> Result<()> { panic!("a bug in a read") })
         .await;
@@ -342,11 +358,7 @@ async fn system_8_a_panicking_job_does_not_stop_the_database_thread() {
         .await;
     assert!(write.is_err());
     assert_eq!(
-        store
-            .budget(instant().date_naive())
-            .await
-            .expect("budget")
-            .tokens,
+        tokens_today(&store).await,
         0,
         "the panicking write was rolled back"
     );
@@ -467,25 +479,17 @@ async fn system_8_the_store_closes_its_connections_when_dropped() {
 /// would hold the database thread longer as the history grows.
 #[tokio::test]
 async fn retention_reads_through_an_index() {
-    let store = SqliteStore::connect("sqlite::memory:")
-        .await
-        .expect("connect");
-    let plans = store
-        .read(|conn| {
-            let mut plans = Vec::new();
-            for sql in [CLEAR_OLD_TURN_TEXT, DELETE_OLD_SETTLED_OUTBOX] {
-                let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
-                let mut rows = explain.raw_query();
-                let mut details = Vec::new();
-                while let Some(row) = rows.next()? {
-                    details.push(row.get::<_, String>(3)?);
-                }
-                plans.push(details.join("; "));
-            }
-            Ok(plans)
-        })
-        .await
-        .expect("every statement compiles");
+    let store = in_memory().await;
+    let plans: Vec<String> = plans(
+        &store,
+        "EXPLAIN QUERY PLAN",
+        3,
+        &[CLEAR_OLD_TURN_TEXT, DELETE_OLD_SETTLED_OUTBOX],
+    )
+    .await
+    .iter()
+    .map(|details| details.join("; "))
+    .collect();
     assert!(
         plans[0].contains("USING INDEX turns_text_kept (created_at<?)"),
         "{}",
@@ -525,9 +529,7 @@ async fn forget_covers_every_table_that_names_a_contact() {
         contact_in_every_written_table, contact_tables_match_the_schema,
         forget_deletes_from_every_table,
     };
-    let store = SqliteStore::connect("sqlite::memory:")
-        .await
-        .expect("a store");
+    let store = in_memory().await;
     let schema = contact_columns(&store).await;
     contact_tables_match_the_schema(&schema);
 
@@ -584,14 +586,11 @@ async fn forget_covers_every_table_that_names_a_contact() {
 /// next beside it, while a second pending row is still refused.
 #[tokio::test]
 async fn spec_025_migration_14_keeps_every_nudge_row_and_the_record_grows_beside_them() {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let path = dir.path().join("agent.db");
     let (replied, waiting) = (
         "00000000-0000-4000-8000-000000000001",
         "00000000-0000-4000-8000-000000000002",
     );
-    {
-        let conn = Connection::open(&path).expect("open");
+    let (_dir, path) = earlier_file(|conn| {
         conn.execute_batch(
             "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL, \
              description TEXT NOT NULL, applied_at INTEGER NOT NULL);",
@@ -614,10 +613,8 @@ async fn spec_025_migration_14_keeps_every_nudge_row_and_the_record_grows_beside
              (9, '{waiting}', 'tomorrow', 90000, 'pending', NULL, 3000, 3000, 3000, NULL);"
         ))
         .expect("a file at migration 13 with two nudges");
-    }
-    let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
-        .await
-        .expect("the file migrates");
+    });
+    let store = on_file(&path).await;
     let id = |raw: &str| ConversationId::from(uuid::Uuid::parse_str(raw).expect("a uuid"));
     let kept = |n: &Nudge| {
         (
@@ -629,30 +626,26 @@ async fn spec_025_migration_14_keeps_every_nudge_row_and_the_record_grows_beside
             n.scheduled_at.timestamp_millis(),
         )
     };
-    let replied_rows = store.nudges(id(replied)).await.expect("read");
-    assert_eq!(
-        replied_rows.iter().map(kept).collect::<Vec<_>>(),
-        vec![(
-            7,
-            "later_today".to_owned(),
-            NudgeStatus::Cancelled,
-            Some("contact_replied".to_owned()),
-            5000,
-            1000
-        )]
+    let kept_rows = async |raw: &str| {
+        let rows = store.nudges(id(raw)).await.expect("read");
+        rows.iter().map(kept).collect::<Vec<_>>()
+    };
+    // (id, delay, status, reason, due, scheduled) as the file held them.
+    let row = |id, delay: &str, status, reason: Option<&str>, due, scheduled| {
+        let reason = reason.map(str::to_owned);
+        (id, delay.to_owned(), status, reason, due, scheduled)
+    };
+    let expected = row(
+        7,
+        "later_today",
+        NudgeStatus::Cancelled,
+        Some("contact_replied"),
+        5000,
+        1000,
     );
-    let waiting_rows = store.nudges(id(waiting)).await.expect("read");
-    assert_eq!(
-        waiting_rows.iter().map(kept).collect::<Vec<_>>(),
-        vec![(
-            9,
-            "tomorrow".to_owned(),
-            NudgeStatus::Pending,
-            None,
-            90000,
-            3000
-        )]
-    );
+    assert_eq!(kept_rows(replied).await, vec![expected]);
+    let expected = row(9, "tomorrow", NudgeStatus::Pending, None, 90000, 3000);
+    assert_eq!(kept_rows(waiting).await, vec![expected]);
     // The cancelled one stays as the record beside the next; a new id, never a reused one.
     let at = |ms: i64| DateTime::from_timestamp_millis(ms).expect("an instant");
     store
@@ -669,16 +662,13 @@ async fn spec_025_migration_14_keeps_every_nudge_row_and_the_record_grows_beside
         .schedule_nudge(id(waiting), "later_today", at(150_000), at(100_000))
         .await
         .expect("reschedule");
-    let waiting_rows = store.nudges(id(waiting)).await.expect("read");
-    assert_eq!(
-        waiting_rows.iter().map(kept).collect::<Vec<_>>(),
-        vec![(
-            9,
-            "later_today".to_owned(),
-            NudgeStatus::Pending,
-            None,
-            150_000,
-            100_000
-        )]
+    let expected = row(
+        9,
+        "later_today",
+        NudgeStatus::Pending,
+        None,
+        150_000,
+        100_000,
     );
+    assert_eq!(kept_rows(waiting).await, vec![expected]);
 }

@@ -2,6 +2,7 @@
 //! turn runs, its one read (`turn_context`) and its one write (`record_exchange`).
 
 use super::*;
+use crate::store::TurnJson;
 
 /// Columns in the order of `turn_columns!`.
 pub(super) fn turn_from(row: &Row<'_>) -> Result<Turn> {
@@ -303,30 +304,14 @@ impl TurnStore for SqliteStore {
         self.write(move |conn| row.insert(conn)).await
     }
 
-    async fn update_turn_actions(&self, turn_id: i64, actions: &Value) -> Result<()> {
-        let actions = json_text(actions)?;
-        self.write(move |conn| {
-            update_one(
-                conn,
-                "UPDATE turns SET actions = ? WHERE id = ?",
-                params![actions, turn_id],
-                "turn",
-            )
-        })
-        .await
-    }
-
-    async fn update_turn_plugin_reads(&self, turn_id: i64, reads: &Value) -> Result<()> {
-        let reads = json_text(reads)?;
-        self.write(move |conn| {
-            update_one(
-                conn,
-                "UPDATE turns SET plugin_reads = ? WHERE id = ?",
-                params![reads, turn_id],
-                "turn",
-            )
-        })
-        .await
+    async fn set_turn_json(&self, column: TurnJson, turn_id: i64, value: &Value) -> Result<()> {
+        let sql = match column {
+            TurnJson::Actions => "UPDATE turns SET actions = ? WHERE id = ?",
+            TurnJson::PluginReads => "UPDATE turns SET plugin_reads = ? WHERE id = ?",
+        };
+        let value = json_text(value)?;
+        self.write(move |conn| update_one(conn, sql, params![value, turn_id], "turn"))
+            .await
     }
 
     async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>> {
