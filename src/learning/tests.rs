@@ -670,6 +670,27 @@ fn spec_031_learning_requires_a_funnel_field_and_a_cost_cap() {
     assert!(text.contains("funnel field"), "{text}");
 }
 
+/// The cases that take one store, named once: each backend's module runs them through its own
+/// `cases!`.
+macro_rules! store_cases {
+    ($run:ident) => {
+        $run!(
+            spec_031_a_completed_run_keeps_its_checked_proposals,
+            spec_031_cohort_exclusions_failed_reads_and_nineteen_is_insufficient,
+            spec_031_labels_are_read_one_a_second,
+            spec_031_transcripts_are_cleaned_and_fenced,
+            spec_031_an_invalid_answer_fails_the_run_and_keeps_nothing,
+            spec_031_refused_proposals_and_no_transcript_text_stored_or_logged,
+            spec_031_cost_trimming_and_skipped_budget_never_in_the_budget,
+            spec_031_the_week_is_claimed_once_and_force_runs_again,
+            spec_031_a_review_makes_one_content_hashed_version_not_yet_active,
+            spec_031_the_activation_gate_refuses_and_a_rollback_skips_it,
+            spec_031_measures_attribute_to_the_version_of_the_first_offered_write,
+            spec_031_report_has_a_section_per_playbook_version,
+        );
+    };
+}
+
 mod sqlite {
     use crate::store::sqlite::SqliteStore;
 
@@ -690,20 +711,7 @@ mod sqlite {
         )*};
     }
 
-    cases!(
-        spec_031_a_completed_run_keeps_its_checked_proposals,
-        spec_031_cohort_exclusions_failed_reads_and_nineteen_is_insufficient,
-        spec_031_labels_are_read_one_a_second,
-        spec_031_transcripts_are_cleaned_and_fenced,
-        spec_031_an_invalid_answer_fails_the_run_and_keeps_nothing,
-        spec_031_refused_proposals_and_no_transcript_text_stored_or_logged,
-        spec_031_cost_trimming_and_skipped_budget_never_in_the_budget,
-        spec_031_the_week_is_claimed_once_and_force_runs_again,
-        spec_031_a_review_makes_one_content_hashed_version_not_yet_active,
-        spec_031_the_activation_gate_refuses_and_a_rollback_skips_it,
-        spec_031_measures_attribute_to_the_version_of_the_first_offered_write,
-        spec_031_report_has_a_section_per_playbook_version,
-    );
+    store_cases!(cases);
 
     #[tokio::test(start_paused = true)]
     async fn spec_031_the_hourly_check_runs_the_analyst_once_per_iso_week() {
@@ -770,20 +778,7 @@ mod postgres {
         )*};
     }
 
-    cases!(
-        spec_031_a_completed_run_keeps_its_checked_proposals,
-        spec_031_cohort_exclusions_failed_reads_and_nineteen_is_insufficient,
-        spec_031_labels_are_read_one_a_second,
-        spec_031_transcripts_are_cleaned_and_fenced,
-        spec_031_an_invalid_answer_fails_the_run_and_keeps_nothing,
-        spec_031_refused_proposals_and_no_transcript_text_stored_or_logged,
-        spec_031_cost_trimming_and_skipped_budget_never_in_the_budget,
-        spec_031_the_week_is_claimed_once_and_force_runs_again,
-        spec_031_a_review_makes_one_content_hashed_version_not_yet_active,
-        spec_031_the_activation_gate_refuses_and_a_rollback_skips_it,
-        spec_031_measures_attribute_to_the_version_of_the_first_offered_write,
-        spec_031_report_has_a_section_per_playbook_version,
-    );
+    store_cases!(cases);
 
     #[tokio::test]
     #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]

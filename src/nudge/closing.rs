@@ -226,25 +226,10 @@ impl NudgeWorker {
         if known.stage == Some(crate::sales::LINK_SENT) {
             return Ok(Some(Skip::LinkSent));
         }
-        let tag = config
-            .tools
-            .as_ref()
-            .and_then(|t| t.nudge.as_ref())
-            .and_then(|n| n.human_active_tag.as_deref());
-        if let Some(tag) = tag {
-            let read = self
-                .manychat
-                .get_contact(
-                    &conversation.subscriber_id,
-                    crate::manychat::REQUEST_TIMEOUT,
-                )
-                .await;
-            let tags = read.as_ref().map(|r| r.tags.as_slice()).map_err(|_| ());
-            match rules::after_read(tags, tag) {
-                Some(rules::CancelReason::HumanActive) => return Ok(Some(Skip::HumanActive)),
-                Some(_) => return Ok(Some(Skip::ReadFailed)),
-                None => {}
-            }
+        match rules::human_active_check(&self.manychat, config, &conversation.subscriber_id).await {
+            Some(rules::CancelReason::HumanActive) => return Ok(Some(Skip::HumanActive)),
+            Some(_) => return Ok(Some(Skip::ReadFailed)),
+            None => {}
         }
         let hours = crate::handoff::hold_hours(config);
         if matches!(

@@ -94,6 +94,33 @@ pub fn window_closing(now: DateTime<Utc>, last_inbound_at: Option<DateTime<Utc>>
     }
 }
 
+/// The tenant's `humanActiveTag` (`tools.json` `nudge`), when it has one.
+pub fn human_active_tag(config: &crate::config::TenantConfig) -> Option<&str> {
+    config
+        .tools
+        .as_ref()
+        .and_then(|t| t.nudge.as_ref())
+        .and_then(|n| n.human_active_tag.as_deref())
+}
+
+/// The `human_active` check before anything unprompted is sent: without a `humanActiveTag`
+/// nothing is read; otherwise the contact's tags are read (025: the client's 10 s, not
+/// `get_contact`'s 1500 ms; only tag names are used) and [`after_read`] decides.
+pub async fn human_active_check(
+    manychat: &crate::manychat::ManyChatClient,
+    config: &crate::config::TenantConfig,
+    subscriber: &crate::ids::SubscriberId,
+) -> Option<CancelReason> {
+    let tag = human_active_tag(config)?;
+    let read = manychat
+        .get_contact(subscriber, crate::manychat::REQUEST_TIMEOUT)
+        .await;
+    after_read(
+        read.as_ref().map(|r| r.tags.as_slice()).map_err(|_| ()),
+        tag,
+    )
+}
+
 /// The `human_active` read's verdict: the tag present cancels, a failed read cancels.
 pub fn after_read(read: Result<&[String], ()>, human_active_tag: &str) -> Option<CancelReason> {
     match read {

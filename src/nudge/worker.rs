@@ -280,24 +280,10 @@ impl NudgeWorker {
         ) {
             return Some(CancelReason::Escalated);
         }
-        let tag = config
-            .tools
-            .as_ref()
-            .and_then(|t| t.nudge.as_ref())
-            .and_then(|n| n.human_active_tag.as_deref());
-        if let Some(tag) = tag {
-            // 025: the client's 10 s, not get_contact's 1500 ms; only tag names are used.
-            let read = self
-                .manychat
-                .get_contact(
-                    &conversation.subscriber_id,
-                    crate::manychat::REQUEST_TIMEOUT,
-                )
-                .await;
-            let tags = read.as_ref().map(|r| r.tags.as_slice()).map_err(|_| ());
-            if let Some(reason) = rules::after_read(tags, tag) {
-                return Some(reason);
-            }
+        if let Some(reason) =
+            rules::human_active_check(&self.manychat, config, &conversation.subscriber_id).await
+        {
+            return Some(reason);
         }
         // Last: the rate limit counts the turn.
         if context.rate_count + 1 > i64::from(rules_config.rate_limit.turns_per_subscriber_per_hour)

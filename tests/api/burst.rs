@@ -101,24 +101,7 @@ async fn three_pieces_make_one_turn(app: TestApp, model: Arc<ScriptedModel>, sub
         "the model reads the pieces in order, inside the fence, as one message: {}",
         contact_message(&model, 0)
     );
-    let turns = app.turns(subscriber).await;
-    let recorded: Vec<(Role, &str, Option<&str>)> = turns
-        .iter()
-        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
-        .collect();
-    assert_eq!(
-        recorded,
-        [
-            (Role::User, PIECES[0], Some("burst_merged")),
-            (Role::User, PIECES[1], Some("burst_joined")),
-            (Role::User, PIECES[2], Some("burst_joined")),
-            (
-                Role::Agent,
-                "The wheel course is 120 euros.",
-                Some("answered_inline")
-            ),
-        ]
-    );
+    assert_one_turn_of_three_pieces(&app, subscriber, "answered_inline").await;
     assert!(
         app.outbox().await.is_empty(),
         "nothing is owed: the joined pieces promised no reply of their own"
@@ -134,6 +117,25 @@ fn one_answer() -> Arc<ScriptedModel> {
     Arc::new(ScriptedModel::replies([reply_json(
         "The wheel course is 120 euros.",
     )]))
+}
+
+/// The contact's record after a three-piece burst: the three pieces in order (the first
+/// `burst_merged`, the others `burst_joined`) and one agent turn with `outcome`.
+async fn assert_one_turn_of_three_pieces(app: &TestApp, subscriber: &str, outcome: &str) {
+    let turns = app.turns(subscriber).await;
+    let recorded: Vec<(Role, &str, Option<&str>)> = turns
+        .iter()
+        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            (Role::User, PIECES[0], Some("burst_merged")),
+            (Role::User, PIECES[1], Some("burst_joined")),
+            (Role::User, PIECES[2], Some("burst_joined")),
+            (Role::Agent, "The wheel course is 120 euros.", Some(outcome)),
+        ]
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -223,24 +225,7 @@ async fn burst_a_first_piece_whose_client_went_during_the_window_is_answered_thr
         0,
         "nothing more is owed"
     );
-    let turns = app.turns("8103").await;
-    let recorded: Vec<(Role, &str, Option<&str>)> = turns
-        .iter()
-        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
-        .collect();
-    assert_eq!(
-        recorded,
-        [
-            (Role::User, PIECES[0], Some("burst_merged")),
-            (Role::User, PIECES[1], Some("burst_joined")),
-            (Role::User, PIECES[2], Some("burst_joined")),
-            (
-                Role::Agent,
-                "The wheel course is 120 euros.",
-                Some("deferred")
-            ),
-        ]
-    );
+    assert_one_turn_of_three_pieces(&app, "8103", "deferred").await;
 }
 
 #[tokio::test(start_paused = true)]

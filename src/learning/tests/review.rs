@@ -193,108 +193,60 @@ pub(super) async fn spec_031_the_activation_gate_refuses_and_a_rollback_skips_it
     store: &dyn Store,
 ) {
     use crate::learning::gate::{Activated, activate};
+    const REAL: &str = "openai:gpt-4.1-mini";
+    let gate = async |wanted: &str| activate(store, wanted, "suite-a", now()).await;
+    let refused = async |wanted: &str, why: &str| gate(wanted).await.expect_err(why);
+    let active = async || {
+        let active = store.active_playbook().await.expect("active");
+        active.expect("one").content_hash
+    };
+
     let first = version_of(store, &["Invented first tactic"]).await;
-    let refused = activate(store, &first, "suite-a", now())
-        .await
-        .expect_err("no record");
+    let no_record = refused(&first, "no record").await;
     assert!(
-        refused.contains(&format!("PLAYBOOK_VERSION={first} manychat-agent eval")),
-        "{refused}"
+        no_record.contains(&format!("PLAYBOOK_VERSION={first} manychat-agent eval")),
+        "{no_record}"
     );
     eval_record(store, &first, "mock:demo", json!({"a": true})).await;
+    assert!(gate(&first).await.is_err(), "a mock record never counts");
+    eval_record(store, &first, REAL, json!({"a": false, "b": true})).await;
+    let no_baseline = refused(&first, "no baseline").await;
     assert!(
-        activate(store, &first, "suite-a", now()).await.is_err(),
-        "a mock record never counts"
+        no_baseline.contains("no-playbook baseline")
+            && no_baseline.contains("without PLAYBOOK_VERSION"),
+        "{no_baseline}"
     );
-    eval_record(
-        store,
-        &first,
-        "openai:gpt-4.1-mini",
-        json!({"a": false, "b": true}),
-    )
-    .await;
-    let refused = activate(store, &first, "suite-a", now())
-        .await
-        .expect_err("no baseline");
+    eval_record(store, "", REAL, json!({"a": true, "b": true})).await;
+    let new_failure = refused(&first, "a new failure").await;
     assert!(
-        refused.contains("no-playbook baseline") && refused.contains("without PLAYBOOK_VERSION"),
-        "{refused}"
-    );
-    eval_record(
-        store,
-        "",
-        "openai:gpt-4.1-mini",
-        json!({"a": true, "b": true}),
-    )
-    .await;
-    let refused = activate(store, &first, "suite-a", now())
-        .await
-        .expect_err("a new failure");
-    assert!(
-        refused.contains("fails 1 case(s)") && refused.contains('a'),
-        "{refused}"
+        new_failure.contains("fails 1 case(s)") && new_failure.contains('a'),
+        "{new_failure}"
     );
     assert!(
         activate(store, &first, "suite-b", now()).await.is_err(),
         "a record against another suite does not count"
     );
     // A baseline that passes nothing (an outage while it ran) gates nothing: refused.
-    eval_record(
-        store,
-        "",
-        "openai:gpt-4.1-mini",
-        json!({"a": false, "b": false}),
-    )
-    .await;
-    let refused = activate(store, &first, "suite-a", now())
-        .await
-        .expect_err("a baseline that passes no case");
-    assert!(refused.contains("passes no case"), "{refused}");
+    eval_record(store, "", REAL, json!({"a": false, "b": false})).await;
+    let outage = refused(&first, "a baseline that passes no case").await;
+    assert!(outage.contains("passes no case"), "{outage}");
     // The baseline failed `a` too: not a new failure.
-    eval_record(
-        store,
-        "",
-        "openai:gpt-4.1-mini",
-        json!({"a": false, "b": true}),
-    )
-    .await;
+    eval_record(store, "", REAL, json!({"a": false, "b": true})).await;
     assert_eq!(
-        activate(store, &first[..8], "suite-a", now()).await,
+        gate(&first[..8]).await,
         Ok(Activated::Gated {
             hash: first.clone()
         })
     );
-    assert_eq!(
-        store
-            .active_playbook()
-            .await
-            .expect("active")
-            .expect("one")
-            .content_hash,
-        first
-    );
+    assert_eq!(active().await, first);
 
     let second = version_of(store, &["Invented second tactic"]).await;
-    eval_record(
-        store,
-        &second,
-        "openai:gpt-4.1-mini",
-        json!({"a": true, "b": false}),
-    )
-    .await;
-    let refused = activate(store, &second, "suite-a", now())
-        .await
-        .expect_err("b regressed");
-    assert!(refused.contains('b'), "{refused}");
-    eval_record(
-        store,
-        &second,
-        "openai:gpt-4.1-mini",
-        json!({"a": true, "b": true}),
-    )
-    .await;
+    eval_record(store, &second, REAL, json!({"a": true, "b": false})).await;
+    let regressed = refused(&second, "b regressed").await;
+    assert!(regressed.contains('b'), "{regressed}");
+    eval_record(store, &second, REAL, json!({"a": true, "b": true})).await;
     assert_eq!(
-        activate(store, &second, "suite-a", now()).await,
+        gate(&second).await,
         Ok(Activated::Gated {
             hash: second.clone()
         })
@@ -306,21 +258,9 @@ pub(super) async fn spec_031_the_activation_gate_refuses_and_a_rollback_skips_it
             hash: first.clone()
         })
     );
-    assert_eq!(
-        store
-            .active_playbook()
-            .await
-            .expect("active")
-            .expect("one")
-            .content_hash,
-        first
-    );
-    let unknown = activate(store, "ffffffffffff", "suite-a", now())
-        .await
-        .expect_err("unknown");
+    assert_eq!(active().await, first);
+    let unknown = refused("ffffffffffff", "unknown").await;
     assert!(unknown.contains("no playbook version"), "{unknown}");
-    let short = activate(store, &first[..4], "suite-a", now())
-        .await
-        .expect_err("too short");
+    let short = refused(&first[..4], "too short").await;
     assert!(short.contains("at least its first 8"), "{short}");
 }

@@ -2,7 +2,9 @@
 //! records (`LearningStore`, 031). Weeks and hashes are random, so the cases share nothing.
 
 use super::*;
-use crate::store::learning::{EvalRecord, NewProposal, ProposalStatus, Review, RunEnd, RunStatus};
+use crate::store::learning::{
+    EvalRecord, LearningRun, NewProposal, ProposalStatus, Review, RunEnd, RunStatus,
+};
 
 fn fresh_week() -> String {
     format!("test-{}", Uuid::new_v4().simple())
@@ -65,13 +67,24 @@ pub async fn spec_031_the_weekly_claim_is_taken_once(store: &dyn Store) {
     assert_eq!(won, 1, "of two racing claims exactly one wins");
 }
 
-/// 031: a run's end and its proposals are written together; a run ends once.
-pub async fn spec_031_a_run_ends_with_its_proposals(store: &dyn Store) {
-    let id = store
-        .claim_learning_run(&fresh_week(), false, t0())
+/// A run claimed for a week of its own at `at`: its id.
+async fn claimed_run(store: &dyn Store, at: DateTime<Utc>) -> i64 {
+    store
+        .claim_learning_run(&fresh_week(), false, at)
         .await
         .expect("claim")
-        .expect("a run");
+        .expect("a run")
+}
+
+/// Run `id` as the store lists it.
+async fn run_of(store: &dyn Store, id: i64) -> LearningRun {
+    let runs = store.learning_runs(50).await.expect("runs");
+    runs.into_iter().find(|r| r.id == id).expect("the run")
+}
+
+/// 031: a run's end and its proposals are written together; a run ends once.
+pub async fn spec_031_a_run_ends_with_its_proposals(store: &dyn Store) {
+    let id = claimed_run(store, t0()).await;
     let runs = store.learning_runs(50).await.expect("runs");
     let running = runs.iter().find(|r| r.id == id).expect("the run is listed");
     assert_eq!(running.status, RunStatus::Running);
@@ -82,13 +95,7 @@ pub async fn spec_031_a_run_ends_with_its_proposals(store: &dyn Store) {
         .finish_learning_run(id, &end(RunStatus::Completed, vec![proposal(&text)]))
         .await
         .expect("finish");
-    let run = store
-        .learning_runs(50)
-        .await
-        .expect("runs")
-        .into_iter()
-        .find(|r| r.id == id)
-        .expect("the run");
+    let run = run_of(store, id).await;
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!((run.converted_count, run.not_converted_count), (21, 30));
     assert!((run.cost_usd - 0.123456).abs() < 1e-9, "{}", run.cost_usd);
@@ -115,16 +122,8 @@ pub async fn spec_031_a_run_ends_with_its_proposals(store: &dyn Store) {
 
 /// 031: a process that stopped mid-run leaves its run `failed`, found on the next start.
 pub async fn spec_031_a_run_left_running_is_failed(store: &dyn Store) {
-    let id = store
-        .claim_learning_run(&fresh_week(), false, t0())
-        .await
-        .expect("claim")
-        .expect("a run");
-    let recent = store
-        .claim_learning_run(&fresh_week(), false, at_s(100))
-        .await
-        .expect("claim")
-        .expect("a run");
+    let id = claimed_run(store, t0()).await;
+    let recent = claimed_run(store, at_s(100)).await;
     let failed = store
         .fail_running_learning_runs(at_s(50), "the process stopped during the run", at_s(150))
         .await
@@ -140,13 +139,7 @@ pub async fn spec_031_a_run_left_running_is_failed(store: &dyn Store) {
         RunStatus::Running,
         "a run started since is another process's, still at work"
     );
-    let run = store
-        .learning_runs(50)
-        .await
-        .expect("runs")
-        .into_iter()
-        .find(|r| r.id == id)
-        .expect("the run");
+    let run = run_of(store, id).await;
     assert_eq!(run.status, RunStatus::Failed);
     assert_eq!(
         run.reason.as_deref(),
@@ -157,11 +150,7 @@ pub async fn spec_031_a_run_left_running_is_failed(store: &dyn Store) {
 /// 031: one review writes its decisions and one version; a version's hash is unique and the
 /// version is not active until activated; only pending proposals change.
 pub async fn spec_031_a_review_makes_one_version_not_yet_active(store: &dyn Store) {
-    let id = store
-        .claim_learning_run(&fresh_week(), false, t0())
-        .await
-        .expect("claim")
-        .expect("a run");
+    let id = claimed_run(store, t0()).await;
     let (keep, drop) = (
         format!("Keep {}", Uuid::new_v4().simple()),
         format!("Drop {}", Uuid::new_v4().simple()),

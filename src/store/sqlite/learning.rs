@@ -69,21 +69,6 @@ fn version_from(row: &Row<'_>) -> Result<PlaybookVersion> {
     })
 }
 
-fn all<T>(
-    conn: &Db<'_>,
-    sql: &'static str,
-    params: impl rusqlite::Params,
-    map: impl Fn(&Row<'_>) -> Result<T>,
-) -> Result<Vec<T>> {
-    let mut statement = conn.prepare_cached(sql)?;
-    let mut rows = statement.query(params)?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        out.push(map(row)?);
-    }
-    Ok(out)
-}
-
 fn list_text(list: &[String]) -> Result<String> {
     serde_json::to_string(list)
         .map_err(|_| StoreError::Database("cannot serialise a list".to_owned()))
@@ -170,7 +155,7 @@ impl crate::store::LearningStore for SqliteStore {
 
     async fn learning_runs(&self, limit: i64) -> Result<Vec<LearningRun>> {
         self.read(move |conn| {
-            all(
+            query_all(
                 conn,
                 concat!(
                     "SELECT ",
@@ -186,7 +171,7 @@ impl crate::store::LearningStore for SqliteStore {
 
     async fn proposals(&self, status: ProposalStatus, limit: i64) -> Result<Vec<Proposal>> {
         self.read(move |conn| {
-            let mut found = all(
+            let mut found = query_all(
                 conn,
                 concat!(
                     "SELECT ",
@@ -232,7 +217,7 @@ impl crate::store::LearningStore for SqliteStore {
 
     async fn playbook_versions(&self) -> Result<Vec<PlaybookVersion>> {
         self.read(move |conn| {
-            all(
+            query_all(
                 conn,
                 concat!(
                     "SELECT ",
@@ -248,7 +233,7 @@ impl crate::store::LearningStore for SqliteStore {
 
     async fn active_playbook(&self) -> Result<Option<PlaybookVersion>> {
         self.read(move |conn| {
-            Ok(all(
+            Ok(query_all(
                 conn,
                 concat!(
                     "SELECT ",
@@ -306,7 +291,7 @@ impl crate::store::LearningStore for SqliteStore {
     ) -> Result<Option<EvalRecord>> {
         let (playbook_hash, suite_hash) = (playbook_hash.to_owned(), suite_hash.to_owned());
         self.read(move |conn| {
-            Ok(all(
+            Ok(query_all(
                 conn,
                 "SELECT playbook_hash, suite_hash, model, outcomes, created_at FROM eval_records \
                  WHERE playbook_hash = ? AND suite_hash = ? AND model NOT LIKE 'mock:%' \
@@ -332,7 +317,7 @@ impl crate::store::LearningStore for SqliteStore {
         since: DateTime<Utc>,
     ) -> Result<Vec<ConversationId>> {
         self.read(move |conn| {
-            all(
+            query_all(
                 conn,
                 "SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ? \
                  AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]'",
@@ -345,7 +330,7 @@ impl crate::store::LearningStore for SqliteStore {
 
     async fn playbook_turns(&self, since: DateTime<Utc>) -> Result<Vec<PlaybookTurn>> {
         self.read(move |conn| {
-            all(
+            query_all(
                 conn,
                 "SELECT conversation_id, created_at, playbook_version, actions FROM turns \
                  WHERE created_at >= ? AND role = 'agent' AND actions IS NOT NULL \
@@ -369,7 +354,7 @@ impl crate::store::LearningStore for SqliteStore {
         since: DateTime<Utc>,
     ) -> Result<Vec<(ConversationId, DateTime<Utc>)>> {
         self.read(move |conn| {
-            all(
+            query_all(
                 conn,
                 "SELECT conversation_id, MAX(created_at) FROM turns \
                  WHERE bound = 1 AND created_at >= ? GROUP BY conversation_id",
