@@ -687,3 +687,32 @@ pub async fn queue_reply_at(
         .await
         .unwrap()
 }
+
+/// Runs each `case(backend)` as a test on SQLite and on PostgreSQL (ignored without
+/// `TEST_DATABASE_URL`), in modules `sqlite` and `postgres` of the calling file; the optional
+/// first attribute is the test's (default `#[tokio::test]`).
+macro_rules! on_both_backends {
+    (#[$test:meta] $($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[$test]
+                async fn $case() {
+                    super::$case(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[$test]
+                #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+                async fn $case() {
+                    super::$case(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+    ($($case:ident),* $(,)?) => {
+        on_both_backends!(#[tokio::test] $($case),*);
+    };
+}
+pub(crate) use on_both_backends;

@@ -471,29 +471,8 @@ async fn spec_032_racing_turns_claim_the_opening_once(backend: Backend) {
     three_first_messages_send_the_opening_once(backend, Some("not-the-contacts-token")).await;
 }
 
-macro_rules! on_both_backends {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-                async fn $case() {
-                    super::$case(super::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     spec_032_three_first_messages_send_the_opening_once,
     spec_032_racing_turns_claim_the_opening_once,
 );

@@ -329,29 +329,8 @@ async fn plugin_a_write_on_a_deferred_reply_rides_the_outbox_row_after_the_text(
     app.stop().await;
 }
 
-macro_rules! on_both_backends {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-                async fn $case() {
-                    super::$case(super::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     plugin_a_write_is_performed_once_after_the_text_signed_and_recorded_without_its_note,
     plugin_a_read_runs_during_the_step_and_is_recorded_without_its_answer,
     plugin_reads_share_the_turns_two_reads_with_get_contact,

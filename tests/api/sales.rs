@@ -1079,28 +1079,6 @@ async fn sales_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
     assert_eq!(sent.last().unwrap().body["field_value"], "prospect");
 }
 
-macro_rules! on_both_backends {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    super::$case(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-                async fn $case() {
-                    super::$case(super::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     spec_034_verification_2_writes_before_prospect_are_refused_without_a_request_or_a_cap_slot,
     spec_034_verification_3_intent_notice_follows_the_last_performed_write_and_the_rollout_rule,

@@ -95,9 +95,7 @@ impl crate::store::LearningStore for PgStore {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("running learning run"));
-        }
+        changed(done, "running learning run")?;
         for proposal in &end.proposals {
             sqlx::query(
                 "INSERT INTO insight_proposals (run_id, text, rationale, converted_count, \
@@ -223,9 +221,7 @@ impl crate::store::LearningStore for PgStore {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("playbook version"));
-        }
+        changed(done, "playbook version")?;
         tx.commit().await?;
         Ok(())
     }

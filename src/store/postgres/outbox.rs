@@ -194,10 +194,7 @@ impl OutboxStore for PgStore {
         .bind(id)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("outbox row"));
-        }
-        Ok(())
+        changed(done, "outbox row")
     }
 
     async fn record_outbox_actions(
@@ -215,10 +212,7 @@ impl OutboxStore for PgStore {
         .bind(id)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("outbox row"));
-        }
-        Ok(())
+        changed(done, "outbox row")
     }
 
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
@@ -231,10 +225,7 @@ impl OutboxStore for PgStore {
         .bind(id)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("outbox row"));
-        }
-        Ok(())
+        changed(done, "outbox row")
     }
 
     async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()> {
@@ -247,10 +238,7 @@ impl OutboxStore for PgStore {
         .bind(id)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("outbox row"));
-        }
-        Ok(())
+        changed(done, "outbox row")
     }
 
     async fn mark_failed(&self, id: i64, error: &str, at: DateTime<Utc>) -> Result<()> {
@@ -265,10 +253,7 @@ impl OutboxStore for PgStore {
         .bind(id)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(not_found("outbox row"));
-        }
-        Ok(())
+        changed(done, "outbox row")
     }
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
