@@ -443,24 +443,17 @@ pub fn history_actions_note(actions: &Value) -> Vec<String> {
             match e.get("id").and_then(Value::as_str) {
                 Some(id) => (tool != "send_event" && is_plain_id(tool) && is_plain_id(id))
                     .then(|| format!("{tool} {id}")),
-                None => {
-                    (!BUILT_IN_WRITES.contains(&tool) && is_plain_id(tool)).then(|| tool.to_owned())
-                }
+                None => (!is_built_in_write(tool) && is_plain_id(tool)).then(|| tool.to_owned()),
             }
         })
         .collect()
 }
 
-/// The record's tools that always carry a configured id (and the `send_event` record kind).
-const BUILT_IN_WRITES: [&str; 7] = [
-    "send_flow",
-    "add_tag",
-    "remove_tag",
-    "set_field",
-    "write_note",
-    "schedule_nudge",
-    "send_event",
-];
+/// Whether `tool` is one of the record's kinds that always carry a configured id: the built-in
+/// write tools and the `send_event` record kind.
+fn is_built_in_write(tool: &str) -> bool {
+    tool == "send_event" || crate::tools::WRITE_TOOLS.contains(&tool)
+}
 
 /// Ids in the record are configured ids (lowercase, digits, `_`, `-`); anything else is not
 /// shown, so a corrupt record cannot inject text outside the fence.

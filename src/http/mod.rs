@@ -159,27 +159,16 @@ async fn message(
     body: Body,
 ) -> Response {
     let arrived_at = tokio::time::Instant::now();
-    let authorization = headers.get(header::AUTHORIZATION);
-    if !state.auth.check(authorization) {
-        // Only requests without a valid secret are limited per address: ManyChat's real
-        // traffic comes from a few addresses and is limited per contact below.
-        let client = state.trust_proxy.client_ip(peer.ip(), &headers);
-        if let Err(retry) = state.rate_limit.check_address(client) {
-            return too_many_requests(&state, retry);
-        }
-        state.metrics.unauthorized.inc();
-        return error(StatusCode::UNAUTHORIZED, json!({"error": "unauthorized"}));
-    }
-    // The caller's own Authorization goes back in the callback, so secret rotation keeps
-    // working for conversations already in progress.
-    let authorization = authorization
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-
-    let bytes = match read_body(&state, &headers, body, arrived_at).await {
+    let bytes = match authorized_body(&state, peer, &headers, body, arrived_at).await {
         Ok(bytes) => bytes,
         Err(refused) => return refused,
     };
+    // The caller's own Authorization goes back in the callback, so secret rotation keeps
+    // working for conversations already in progress.
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
     let mut message = match inbound::InboundMessage::parse(&bytes) {
         Ok(message) => message,
         Err(inbound::InboundError::NotSubstituted { field }) => {
@@ -288,6 +277,31 @@ fn too_many_requests(state: &AppState, retry: rate_limit::RetryAfter) -> Respons
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(retry.seconds()));
     response
+}
+
+/// The body of a request that carries the valid secret, checked before the body is read; `Err`
+/// is the refusal to answer, counted. A request without the secret is limited per address
+/// (429), then answered 401: only such requests are limited per address, since ManyChat's real
+/// traffic comes from a few addresses and is limited per contact.
+async fn authorized_body(
+    state: &AppState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    body: Body,
+    arrived_at: tokio::time::Instant,
+) -> Result<axum::body::Bytes, Response> {
+    if !state.auth.check(headers.get(header::AUTHORIZATION)) {
+        let client = state.trust_proxy.client_ip(peer.ip(), headers);
+        if let Err(retry) = state.rate_limit.check_address(client) {
+            return Err(too_many_requests(state, retry));
+        }
+        state.metrics.unauthorized.inc();
+        return Err(error(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "unauthorized"}),
+        ));
+    }
+    read_body(state, headers, body, arrived_at).await
 }
 
 /// An authenticated request's body, within `BODY_LIMIT` (declared or read) and the body

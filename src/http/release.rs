@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::{AppState, error, too_many_requests};
+use super::{AppState, error};
 use crate::ids::SubscriberId;
 
 /// The route beside the message route.
@@ -29,15 +29,7 @@ pub(super) async fn release(
     body: Body,
 ) -> Response {
     let arrived_at = tokio::time::Instant::now();
-    if !state.auth.check(headers.get(header::AUTHORIZATION)) {
-        let client = state.trust_proxy.client_ip(peer.ip(), &headers);
-        if let Err(retry) = state.rate_limit.check_address(client) {
-            return too_many_requests(&state, retry);
-        }
-        state.metrics.unauthorized.inc();
-        return error(StatusCode::UNAUTHORIZED, json!({"error": "unauthorized"}));
-    }
-    let bytes = match super::read_body(&state, &headers, body, arrived_at).await {
+    let bytes = match super::authorized_body(&state, peer, &headers, body, arrived_at).await {
         Ok(bytes) => bytes,
         Err(refused) => return refused,
     };

@@ -187,21 +187,10 @@ pub fn html_table<'a>(
 mod tests {
     use super::*;
     use crate::store::TurnGroup;
-    use chrono::{Duration, NaiveDate, TimeZone};
+    use chrono::{Duration, TimeZone};
 
     fn group(role: Role, outcome: &str, reason: Option<&str>, turns: i64) -> TurnGroup {
-        TurnGroup {
-            day: NaiveDate::from_ymd_opt(2026, 11, 30).unwrap(),
-            role,
-            outcome: Some(outcome.into()),
-            escalation_reason: reason.map(str::to_owned),
-            model_written: false,
-            turns,
-            reads: 0,
-            input_tokens: 0,
-            output_tokens: 0,
-            cost_usd: 0.0,
-        }
+        crate::report::turn_group(role, Some(outcome), reason, turns)
     }
 
     fn release(hours: i64, reason: &str) -> HoldRelease {

@@ -391,17 +391,8 @@ mod tests {
     #[test]
     fn merged_share_is_merged_turns_over_the_messages_that_started_a_turn() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
-        let message = |outcome: Option<&str>, turns| TurnGroup {
-            day,
-            role: Role::User,
-            outcome: outcome.map(str::to_owned),
-            escalation_reason: None,
-            model_written: false,
-            turns,
-            reads: 0,
-            input_tokens: 0,
-            output_tokens: 0,
-            cost_usd: 0.0,
+        let message = |outcome: Option<&str>, turns| {
+            crate::report::turn_group(Role::User, outcome, None, turns)
         };
         let aggregates = ReportAggregates {
             turn_groups: vec![

@@ -124,6 +124,29 @@ fn midnight(day: NaiveDate) -> DateTime<Utc> {
     day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc()
 }
 
+/// For the measures' tests: `turns` turns of one group on 2026-11-30, written by no model and
+/// with no usage.
+#[cfg(test)]
+pub(crate) fn turn_group(
+    role: crate::store::Role,
+    outcome: Option<&str>,
+    reason: Option<&str>,
+    turns: i64,
+) -> crate::store::TurnGroup {
+    crate::store::TurnGroup {
+        day: chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap(),
+        role,
+        outcome: outcome.map(str::to_owned),
+        escalation_reason: reason.map(str::to_owned),
+        model_written: false,
+        turns,
+        reads: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_usd: 0.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -885,7 +885,7 @@ impl TurnTools {
 
 /// The tools that write (everything but `get_contact`): a refused call of one is recorded under
 /// its name; any other name is recorded as `unknown`.
-const WRITE_TOOLS: [&str; 6] = [
+pub const WRITE_TOOLS: [&str; 6] = [
     "send_flow",
     "add_tag",
     "remove_tag",
