@@ -738,16 +738,11 @@ pub(crate) mod tests {
 mod server_flows {
 
     use super::*;
-    use crate::config::{ConfigContext, FlowRole, load_dir};
+    use crate::config::FlowRole;
 
     #[test]
     fn spec_032_the_opening_and_stage_flow_rules_follow_the_tenants_flows() {
-        let dir = crate::config::examples::shipped_examples();
-        let ctx = ConfigContext {
-            allow_examples: true,
-            ..ConfigContext::default()
-        };
-        let mut cfg = load_dir(&dir, &ctx).expect("the demo tenant loads");
+        let mut cfg = crate::config::examples::demo_tenant();
         let plain = static_prefix(&cfg);
         assert!(!plain.contains(OPENING_RULES) && !plain.contains(STAGE_FLOW_RULES));
         let tools = cfg.tools.as_mut().expect("tools");

@@ -52,6 +52,34 @@ pub fn shipped_examples() -> PathBuf {
     dir
 }
 
+/// The demo tenant loaded from [`shipped_examples`], as a loader that allows the examples reads
+/// it.
+///
+/// # Panics
+/// When the examples do not load (a test setup failure).
+#[doc(hidden)]
+pub fn demo_tenant() -> super::TenantConfig {
+    let context = super::ConfigContext {
+        allow_examples: true,
+        ..super::ConfigContext::default()
+    };
+    super::load_dir(&shipped_examples(), &context).expect("the demo tenant loads")
+}
+
+/// Copies the demo tenant's example files into `dir` under their own names (`rules.json`, …),
+/// as an operator's files that a test may then edit.
+///
+/// # Panics
+/// When a file cannot be copied (a test setup failure).
+#[doc(hidden)]
+pub fn copy_demo_into(dir: &Path) {
+    let examples = shipped_examples();
+    for name in FILES {
+        std::fs::copy(examples.join(format!("{name}.example")), dir.join(name))
+            .unwrap_or_else(|e| panic!("config/{name}.example cannot be copied: {e}"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -200,14 +200,7 @@ mod tests {
 
     fn demo_copy() -> tempfile::TempDir {
         let dir = tempfile::tempdir().expect("temp dir");
-        let examples = crate::config::examples::shipped_examples();
-        for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
-            fs::copy(
-                examples.join(format!("{name}.example")),
-                dir.path().join(name),
-            )
-            .expect("copy example");
-        }
+        crate::config::examples::copy_demo_into(dir.path());
         dir
     }
 

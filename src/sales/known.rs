@@ -169,20 +169,13 @@ pub async fn read(
 
 #[cfg(test)]
 mod tests {
-
     use serde_json::json;
 
     use super::*;
-    use crate::config::{ConfigContext, load_dir};
     use crate::store::ActionRecord;
 
     fn demo() -> TenantConfig {
-        let dir = crate::config::examples::shipped_examples();
-        let ctx = ConfigContext {
-            allow_examples: true,
-            ..ConfigContext::default()
-        };
-        load_dir(&dir, &ctx).expect("the demo tenant loads")
+        crate::config::examples::demo_tenant()
     }
 
     fn at(minutes: i64) -> DateTime<Utc> {

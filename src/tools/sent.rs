@@ -135,15 +135,10 @@ mod tests {
     #[tokio::test]
     async fn spec_029_verification_1_without_a_sender_send_flow_stages_and_nothing_waits() {
         use crate::agent::ToolHost;
-        use crate::config::{ConfigContext, FlowConfig, ToolsConfig, load_dir};
+        use crate::config::{FlowConfig, ToolsConfig};
         use crate::model::{ToolArguments, ToolCall};
 
-        let examples = crate::config::examples::shipped_examples();
-        let context = ConfigContext {
-            allow_examples: true,
-            ..Default::default()
-        };
-        let mut config = load_dir(&examples, &context).expect("demo tenant loads");
+        let mut config = crate::config::examples::demo_tenant();
         config.tools = Some(ToolsConfig {
             flows: vec![FlowConfig {
                 id: "brochure".into(),

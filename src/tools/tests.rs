@@ -6,12 +6,7 @@ use super::*;
 use crate::config::{FieldConfig, FlowConfig, TagConfig, TenantConfig, ToolsConfig};
 
 fn config(tools: ToolsConfig) -> Arc<TenantConfig> {
-    let examples = crate::config::examples::shipped_examples();
-    let context = crate::config::ConfigContext {
-        allow_examples: true,
-        ..Default::default()
-    };
-    let mut config = crate::config::load_dir(&examples, &context).expect("demo tenant loads");
+    let mut config = crate::config::examples::demo_tenant();
     config.tools = Some(tools);
     Arc::new(config)
 }

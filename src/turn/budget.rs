@@ -308,12 +308,7 @@ mod tests {
     use super::*;
 
     fn config(tokens: u64) -> TenantConfig {
-        let examples = crate::config::examples::shipped_examples();
-        let context = crate::config::ConfigContext {
-            allow_examples: true,
-            ..Default::default()
-        };
-        let mut config = crate::config::load_dir(&examples, &context).expect("demo tenant loads");
+        let mut config = crate::config::examples::demo_tenant();
         config.rules.budget.daily_token_cap = tokens;
         config.rules.budget.daily_cost_cap_usd = 1_000.0;
         config

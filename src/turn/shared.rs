@@ -76,17 +76,11 @@ impl TurnsShared {
 mod tests {
     use super::*;
     use crate::agent::static_prefix;
-    use crate::config::{ConfigContext, Learning};
+    use crate::config::Learning;
     use crate::learning::playbook::{ActivePlaybook, content_hash, section};
 
     fn tenant(learning: bool) -> Arc<TenantConfig> {
-        let context = ConfigContext {
-            allow_examples: true,
-            ..ConfigContext::default()
-        };
-        let mut config =
-            crate::config::load_dir(&crate::config::examples::shipped_examples(), &context)
-                .expect("the shipped examples load");
+        let mut config = crate::config::examples::demo_tenant();
         config.rules.learning = learning.then(|| Learning {
             language: None,
             converted_tag: "paid".to_owned(),
