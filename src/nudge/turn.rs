@@ -294,14 +294,13 @@ impl AgentNudgeTurn {
                 return NudgeVerdict::Failed;
             }
         };
-        let row = NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: OutboxKind::Reply,
+        let row = NewOutboxRow::new(
+            conversation.id,
+            &conversation.subscriber_id,
+            OutboxKind::Reply,
             payload,
-            next_attempt_at: now,
-            created_at: now,
-        };
+            now,
+        );
         let written = self
             .write(conversation, nudge, NudgeStatus::Sent, None, &turn, &[row])
             .await;

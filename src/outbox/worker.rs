@@ -834,15 +834,15 @@ impl OutboxWorker {
                 turn_id,
                 fallback: false,
             };
-            vec![NewOutboxRow {
-                conversation_id: row.conversation_id,
-                subscriber_id: row.subscriber_id.clone(),
-                kind: OutboxKind::Handoff,
-                payload: serde_json::to_value(&payload)
-                    .map_err(|e| StoreError::Corrupt(format!("handoff payload: {e}")))?,
-                next_attempt_at: now,
-                created_at: now,
-            }]
+            let payload = serde_json::to_value(&payload)
+                .map_err(|e| StoreError::Corrupt(format!("handoff payload: {e}")))?;
+            vec![NewOutboxRow::new(
+                row.conversation_id,
+                &row.subscriber_id,
+                OutboxKind::Handoff,
+                payload,
+                now,
+            )]
         };
         let queued: Vec<i64> = match turn_id {
             // The reply's turn records why its contact was handed over, with the handoff row

@@ -57,6 +57,35 @@ pub struct NewOutboxRow {
     pub created_at: DateTime<Utc>,
 }
 
+impl NewOutboxRow {
+    /// A row for the contact `subscriber_id` of conversation `conversation_id`, written at
+    /// `now` and due at once.
+    pub fn new(
+        conversation_id: ConversationId,
+        subscriber_id: &SubscriberId,
+        kind: OutboxKind,
+        payload: Value,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            conversation_id,
+            subscriber_id: subscriber_id.clone(),
+            kind,
+            payload,
+            next_attempt_at: now,
+            created_at: now,
+        }
+    }
+
+    /// The same row, due at `due` instead.
+    pub fn due_at(self, due: DateTime<Utc>) -> Self {
+        Self {
+            next_attempt_at: due,
+            ..self
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboxRow {
     pub id: i64,

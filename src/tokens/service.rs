@@ -218,17 +218,16 @@ impl TokenService {
                 };
                 let row = self
                     .store
-                    .enqueue(&NewOutboxRow {
-                        conversation_id: conversation.id,
-                        subscriber_id: conversation.subscriber_id.clone(),
-                        kind: OutboxKind::ContactToken,
-                        payload: serde_json::json!({
+                    .enqueue(&NewOutboxRow::new(
+                        conversation.id,
+                        &conversation.subscriber_id,
+                        OutboxKind::ContactToken,
+                        serde_json::json!({
                             "generation": payload.generation,
                             "token": payload.token,
                         }),
-                        next_attempt_at: now,
-                        created_at: now,
-                    })
+                        now,
+                    ))
                     .await?;
                 tracing::warn!(
                     conversation = %conversation.id,

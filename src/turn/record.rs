@@ -619,14 +619,14 @@ fn outbox_row(
     due: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> NewOutboxRow {
-    NewOutboxRow {
-        conversation_id: conversation.id,
-        subscriber_id: conversation.subscriber_id.clone(),
+    NewOutboxRow::new(
+        conversation.id,
+        &conversation.subscriber_id,
         kind,
         payload,
-        next_attempt_at: due,
-        created_at: now,
-    }
+        now,
+    )
+    .due_at(due)
 }
 
 fn to_value(payload: &impl serde::Serialize) -> Result<serde_json::Value, StoreError> {
