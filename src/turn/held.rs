@@ -9,7 +9,7 @@
 //! the model's history, while the contact's message is recorded as usual.
 
 use super::gates::hour_start;
-use super::record::{Message, Outcome};
+use super::record::Message;
 use super::{Mode, TurnEngine, TurnResponse};
 use crate::config::TenantConfig;
 use crate::handoff::{self, Hold, Release};
@@ -118,19 +118,9 @@ impl TurnEngine {
         // the promise is kept with nothing to say, so its fallback copy and handoff go.
         let deferred =
             (mode == Mode::Deferred && message.promise.is_some()).then(|| ReplyPayload::of(vec![]));
-        self.record(
-            conversation,
-            message,
-            Outcome {
-                reply: Some(&held),
-                deferred,
-                ..Outcome::default()
-            },
-        )
-        .await?;
-        self.inner.metrics.turn(HELD);
+        self.record_server_reply(conversation, message, &held, HELD, deferred)
+            .await?;
         self.inner.metrics.held_message();
-        tracing::info!(conversation = %conversation.id, outcome = HELD, "turn");
         Ok(TurnResponse::silent())
     }
 

@@ -248,18 +248,8 @@ impl TurnEngine {
             self.inner.clock.now(),
         );
         let deferred = (mode == Mode::Deferred).then(|| ReplyPayload::of(vec![text.to_owned()]));
-        self.record(
-            conversation,
-            message,
-            Outcome {
-                reply: Some(&reply),
-                deferred,
-                ..Outcome::default()
-            },
-        )
-        .await?;
-        self.inner.metrics.turn(outcome);
-        tracing::info!(conversation = %conversation.id, outcome, "turn");
+        self.record_server_reply(conversation, message, &reply, outcome, deferred)
+            .await?;
         Ok(match mode {
             Mode::Inline => TurnResponse {
                 messages: vec![text.to_owned()],
@@ -267,6 +257,31 @@ impl TurnEngine {
             },
             Mode::Deferred => TurnResponse::silent(),
         })
+    }
+
+    /// Records `message` with `reply`, a turn the server wrote without the model, in one write
+    /// (with `deferred`, the payload the outbox delivers), then counts and logs its `outcome`.
+    pub(super) async fn record_server_reply(
+        &self,
+        conversation: &Conversation,
+        message: &Message,
+        reply: &NewTurn,
+        outcome: &'static str,
+        deferred: Option<ReplyPayload>,
+    ) -> Result<(), StoreError> {
+        self.record(
+            conversation,
+            message,
+            Outcome {
+                reply: Some(reply),
+                deferred,
+                ..Outcome::default()
+            },
+        )
+        .await?;
+        self.inner.metrics.turn(outcome);
+        tracing::info!(conversation = %conversation.id, outcome, "turn");
+        Ok(())
     }
 
     /// Records `message` with a promise (see the module doc) before a response that does not
