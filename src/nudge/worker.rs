@@ -21,7 +21,9 @@ use crate::clock::Clock;
 use crate::config::{ConfigHandle, TenantConfig};
 use crate::manychat::ManyChatClient;
 use crate::metrics::Metrics;
-use crate::store::{Conversation, Nudge, NudgeStatus, Store, TurnContext, TurnContextQuery};
+use crate::store::{
+    Conversation, During, Nudge, NudgeStatus, Store, StoreError, TurnContext, TurnContextQuery,
+};
 
 /// 025's poll interval (`pollIntervalMs`).
 pub const DEFAULT_POLL: Duration = Duration::from_secs(15);
@@ -174,32 +176,15 @@ impl NudgeWorker {
 
     async fn handle(&self, nudge: Nudge) {
         let config = self.config.snapshot();
-        let conversation = match self.store.conversation(nudge.conversation_id).await {
-            Ok(Some(conversation)) => conversation,
+        let (conversation, context) = match self.read_nudged(&config, &nudge).await {
+            Ok(Some(read)) => read,
             Ok(None) => return,
             Err(error) => {
                 crate::store_failure!(
                     self.store,
-                    error.during("reading a nudge's conversation"),
+                    error,
                     conversation = %nudge.conversation_id,
-                    "could not read the nudge's conversation; it stays running and is marked lost"
-                );
-                return;
-            }
-        };
-        let now = self.clock.now();
-        let context = match self
-            .store
-            .turn_context(&conversation, context_query(&config, now))
-            .await
-        {
-            Ok(context) => context,
-            Err(error) => {
-                crate::store_failure!(
-                    self.store,
-                    error.during("reading a nudge's history"),
-                    conversation = %conversation.id,
-                    "could not read the nudge's context; it stays running and is marked lost"
+                    "could not read the nudge's conversation or history; it stays running and is marked lost"
                 );
                 return;
             }
@@ -234,6 +219,29 @@ impl NudgeWorker {
                     .await
             }
         }
+    }
+
+    /// The nudge's conversation and the history its turn reads; `None` when the conversation is
+    /// gone.
+    async fn read_nudged(
+        &self,
+        config: &TenantConfig,
+        nudge: &Nudge,
+    ) -> Result<Option<(Conversation, TurnContext)>, StoreError> {
+        let Some(conversation) = self
+            .store
+            .conversation(nudge.conversation_id)
+            .await
+            .during("reading a nudge's conversation")?
+        else {
+            return Ok(None);
+        };
+        let context = self
+            .store
+            .turn_context(&conversation, context_query(config, self.clock.now()))
+            .await
+            .during("reading a nudge's history")?;
+        Ok(Some((conversation, context)))
     }
 
     /// 025's checks in order, cheapest first; the `human_active` read and the rate limit last.
