@@ -30,13 +30,12 @@ impl PgStore {
         &self,
         subscriber_id: &SubscriberId,
     ) -> Result<Option<Conversation>> {
-        let row = sqlx::query(&format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = $1"
-        ))
-        .bind(subscriber_id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(conversation_from).transpose()
+        self.one_by(
+            &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = $1"),
+            subscriber_id.as_str(),
+            conversation_from,
+        )
+        .await
     }
 }
 
@@ -76,13 +75,12 @@ impl ConversationStore for PgStore {
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
-        let row = sqlx::query(&format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(conversation_from).transpose()
+        self.one_by(
+            &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1"),
+            id,
+            conversation_from,
+        )
+        .await
     }
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
@@ -180,15 +178,16 @@ impl ConversationStore for PgStore {
     }
 
     async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations \
+        self.all_by(
+            &format!(
+                "SELECT {CONVERSATION_COLUMNS} FROM conversations \
              WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= $1 \
              ORDER BY created_at, id"
-        ))
-        .bind(to_millis(since))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(conversation_from).collect()
+            ),
+            to_millis(since),
+            conversation_from,
+        )
+        .await
     }
 }
 

@@ -134,13 +134,12 @@ impl crate::store::LearningStore for PgStore {
     }
 
     async fn learning_runs(&self, limit: i64) -> Result<Vec<LearningRun>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM learning_runs ORDER BY id DESC LIMIT $1"
-        ))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(run_from).collect()
+        self.all_by(
+            &format!("SELECT {RUN_COLUMNS} FROM learning_runs ORDER BY id DESC LIMIT $1"),
+            limit,
+            run_from,
+        )
+        .await
     }
 
     async fn proposals(&self, status: ProposalStatus, limit: i64) -> Result<Vec<Proposal>> {

@@ -119,6 +119,33 @@ impl PgStore {
     }
 }
 
+/// Maps one answered row to its record.
+type FromRow<T> = fn(&PgRow) -> Result<T>;
+
+impl PgStore {
+    /// The first row `sql` answers with `key` bound as `$1`, mapped by `from`; `None` when it
+    /// answers none.
+    async fn one_by<'q, K, T>(&self, sql: &'q str, key: K, from: FromRow<T>) -> Result<Option<T>>
+    where
+        K: 'q + Send + sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+    {
+        let row = sqlx::query(sql)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(from).transpose()
+    }
+
+    /// Every row `sql` answers with `key` bound as `$1`, in its order, each mapped by `from`.
+    async fn all_by<'q, K, T>(&self, sql: &'q str, key: K, from: FromRow<T>) -> Result<Vec<T>>
+    where
+        K: 'q + Send + sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+    {
+        let rows = sqlx::query(sql).bind(key).fetch_all(&self.pool).await?;
+        rows.iter().map(from).collect()
+    }
+}
+
 /// A statement that must have changed a row: `not_found(what)` when it changed none.
 fn changed(done: sqlx::postgres::PgQueryResult, what: &'static str) -> Result<()> {
     if done.rows_affected() == 0 {

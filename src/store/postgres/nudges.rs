@@ -106,25 +106,23 @@ impl NudgeStore for PgStore {
     }
 
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
-        let row = sqlx::query(
+        self.one_by(
             "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
              claimed_at FROM nudges WHERE conversation_id = $1 ORDER BY id DESC LIMIT 1",
+            conversation_id,
+            nudge_from,
         )
-        .bind(conversation_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(nudge_from).transpose()
+        .await
     }
 
     async fn nudges(&self, conversation_id: ConversationId) -> Result<Vec<Nudge>> {
-        let rows = sqlx::query(
+        self.all_by(
             "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
              claimed_at FROM nudges WHERE conversation_id = $1 ORDER BY id",
+            conversation_id,
+            nudge_from,
         )
-        .bind(conversation_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(nudge_from).collect()
+        .await
     }
 
     async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>> {
@@ -281,14 +279,13 @@ impl NudgeStore for PgStore {
         &self,
         conversation_id: ConversationId,
     ) -> Result<Option<WindowClosing>> {
-        let row = sqlx::query(
+        self.one_by(
             "SELECT conversation_id, status, reason, last_inbound_at, claimed_at, attempts \
              FROM window_closings WHERE conversation_id = $1",
+            conversation_id,
+            window_closing_from,
         )
-        .bind(conversation_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(window_closing_from).transpose()
+        .await
     }
 }
 

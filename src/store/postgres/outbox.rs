@@ -116,14 +116,15 @@ impl OutboxStore for PgStore {
     }
 
     async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE status = 'pending' AND kind = $1 \
+        self.all_by(
+            &format!(
+                "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE status = 'pending' AND kind = $1 \
              ORDER BY id"
-        ))
-        .bind(kind.as_str())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(outbox_from).collect()
+            ),
+            kind.as_str(),
+            outbox_from,
+        )
+        .await
     }
 
     async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>> {
@@ -257,13 +258,12 @@ impl OutboxStore for PgStore {
     }
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
-        let row = sqlx::query(&format!(
-            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(outbox_from).transpose()
+        self.one_by(
+            &format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = $1"),
+            id,
+            outbox_from,
+        )
+        .await
     }
 
     async fn outbox_backlog(

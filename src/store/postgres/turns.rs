@@ -58,11 +58,12 @@ impl TurnStore for PgStore {
     }
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
-        let row = sqlx::query(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = $1"))
-            .bind(turn_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(turn_from).transpose()
+        self.one_by(
+            &format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = $1"),
+            turn_id,
+            turn_from,
+        )
+        .await
     }
 
     async fn history(
@@ -104,13 +105,9 @@ impl TurnStore for PgStore {
     }
 
     async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>> {
-        let rows = sqlx::query(&format!(
+        self.all_by(&format!(
             "SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 ORDER BY created_at, seq"
-        ))
-        .bind(conversation_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(turn_from).collect()
+        ), conversation_id, turn_from).await
     }
 
     async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {
