@@ -2,6 +2,24 @@
 
 use super::*;
 
+impl PgStore {
+    /// Runs `update`, which marks lost (at `$1`) the rows claimed before `$2`, and answers
+    /// their contacts.
+    async fn mark_lost(
+        &self,
+        update: &str,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>> {
+        let lost = sqlx::query_scalar(update)
+            .bind(to_millis(now))
+            .bind(to_millis(claimed_before))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(lost)
+    }
+}
+
 #[async_trait]
 impl NudgeStore for PgStore {
     async fn schedule_nudge(
@@ -94,15 +112,13 @@ impl NudgeStore for PgStore {
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<ConversationId>> {
-        let lost = sqlx::query_scalar(
+        self.mark_lost(
             "UPDATE nudges SET status = 'lost', reason = 'process_died', updated_at = $1 \
              WHERE status = 'running' AND claimed_at < $2 RETURNING conversation_id",
+            claimed_before,
+            now,
         )
-        .bind(to_millis(now))
-        .bind(to_millis(claimed_before))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(lost)
+        .await
     }
 
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
@@ -263,16 +279,14 @@ impl NudgeStore for PgStore {
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<ConversationId>> {
-        let lost = sqlx::query_scalar(
+        self.mark_lost(
             "UPDATE window_closings SET status = 'lost', reason = 'process_died', \
              updated_at = $1 WHERE status = 'running' AND claimed_at < $2 \
              RETURNING conversation_id",
+            claimed_before,
+            now,
         )
-        .bind(to_millis(now))
-        .bind(to_millis(claimed_before))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(lost)
+        .await
     }
 
     async fn window_closing(
