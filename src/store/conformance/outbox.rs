@@ -2,6 +2,20 @@
 
 use super::*;
 
+/// A fresh conversation with one reply due at 0: the conversation and the row's id.
+async fn fresh_reply(store: &dyn Store) -> (Conversation, i64) {
+    let conversation = fresh_conversation(store).await;
+    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    (conversation, id)
+}
+
+/// [`fresh_reply`], claimed at 0 (the only row that claim takes).
+async fn claimed_reply(store: &dyn Store) -> (Conversation, i64) {
+    let (conversation, id) = fresh_reply(store).await;
+    assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
+    (conversation, id)
+}
+
 /// A handoff row waits behind an earlier open reply of its contact (its text comes
 /// first), as a reply does.
 pub async fn outbox_handoff_waits_behind_an_open_reply(store: &dyn Store) {
@@ -77,8 +91,7 @@ pub async fn outbox_enqueue_stores_a_pending_row(store: &dyn Store) {
 }
 
 pub async fn outbox_claim_leases_and_counts_the_attempt(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let (conversation, id) = fresh_reply(store).await;
     let claimed = store.claim_outbox(rules(at_s(1), 10)).await.expect("claim");
     assert_eq!(claimed.len(), 1);
     let claimed = &claimed[0];
@@ -399,9 +412,7 @@ pub async fn outbox_failed_row_is_never_claimed_again(store: &dyn Store) {
 }
 
 pub async fn outbox_retry_due_later(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
-    assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
+    let (conversation, id) = claimed_reply(store).await;
     store
         .mark_retry(id, at_s(4), "http 503")
         .await
@@ -421,8 +432,7 @@ pub async fn outbox_retry_due_later(store: &dyn Store) {
 }
 
 pub async fn outbox_last_error_is_bounded(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let (conversation, id) = fresh_reply(store).await;
     store
         .mark_retry(id, at_s(4), &"é".repeat(5000))
         .await
@@ -436,9 +446,7 @@ pub async fn outbox_last_error_is_bounded(store: &dyn Store) {
 }
 
 pub async fn outbox_delivered_row_is_done(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
-    assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
+    let (conversation, id) = claimed_reply(store).await;
     store
         .mark_delivered(id, at_s(3))
         .await
@@ -512,8 +520,7 @@ pub async fn outbox_renewed_lease_keeps_a_row_from_being_taken(store: &dyn Store
 /// How far a delivery got (messages accepted, unanswered triggers) starts at
 /// zero and is kept across a retry and a lapsed lease.
 pub async fn outbox_delivery_progress_is_kept_across_retries(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let (conversation, id) = fresh_reply(store).await;
     let fresh = row(store, id).await;
     assert_eq!((fresh.messages_delivered, fresh.trigger_timeouts), (0, 0));
     assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
