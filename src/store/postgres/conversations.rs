@@ -3,6 +3,11 @@
 use super::*;
 use crate::store::HoldRelease;
 
+const CONVERSATION: Record<Conversation> = Record {
+    columns: CONVERSATION_COLUMNS,
+    from: conversation_from,
+};
+
 pub(super) fn conversation_from(row: &PgRow) -> Result<Conversation> {
     Ok(Conversation {
         id: row.try_get("id")?,
@@ -31,9 +36,9 @@ impl PgStore {
         subscriber_id: &SubscriberId,
     ) -> Result<Option<Conversation>> {
         self.one_by(
-            &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = $1"),
+            CONVERSATION,
+            "FROM conversations WHERE subscriber_id = $1",
             subscriber_id.as_str(),
-            conversation_from,
         )
         .await
     }
@@ -75,12 +80,8 @@ impl ConversationStore for PgStore {
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
-        self.one_by(
-            &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1"),
-            id,
-            conversation_from,
-        )
-        .await
+        self.one_by(CONVERSATION, "FROM conversations WHERE id = $1", id)
+            .await
     }
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
@@ -179,13 +180,11 @@ impl ConversationStore for PgStore {
 
     async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
         self.all_by(
-            &format!(
-                "SELECT {CONVERSATION_COLUMNS} FROM conversations \
+            CONVERSATION,
+            "FROM conversations \
              WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= $1 \
-             ORDER BY created_at, id"
-            ),
+             ORDER BY created_at, id",
             to_millis(since),
-            conversation_from,
         )
         .await
     }

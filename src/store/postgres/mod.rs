@@ -119,30 +119,36 @@ impl PgStore {
     }
 }
 
-/// Maps one answered row to its record.
-type FromRow<T> = fn(&PgRow) -> Result<T>;
+/// What a `SELECT` of one kind of record reads: its column list and how a row maps to it.
+struct Record<T> {
+    columns: &'static str,
+    from: fn(&PgRow) -> Result<T>,
+}
 
 impl PgStore {
-    /// The first row `sql` answers with `key` bound as `$1`, mapped by `from`; `None` when it
-    /// answers none.
-    async fn one_by<'q, K, T>(&self, sql: &'q str, key: K, from: FromRow<T>) -> Result<Option<T>>
+    /// The first `record` that `SELECT {columns} {rest}` answers with `key` bound as `$1`;
+    /// `None` when it answers none.
+    async fn one_by<K, T>(&self, record: Record<T>, rest: &str, key: K) -> Result<Option<T>>
     where
-        K: 'q + Send + sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+        K: Send + for<'e> sqlx::Encode<'e, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
     {
-        let row = sqlx::query(sql)
+        let sql = format!("SELECT {} {rest}", record.columns);
+        let row = sqlx::query(&sql)
             .bind(key)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(from).transpose()
+        row.as_ref().map(record.from).transpose()
     }
 
-    /// Every row `sql` answers with `key` bound as `$1`, in its order, each mapped by `from`.
-    async fn all_by<'q, K, T>(&self, sql: &'q str, key: K, from: FromRow<T>) -> Result<Vec<T>>
+    /// Every `record` that `SELECT {columns} {rest}` answers with `key` bound as `$1`, in its
+    /// order.
+    async fn all_by<K, T>(&self, record: Record<T>, rest: &str, key: K) -> Result<Vec<T>>
     where
-        K: 'q + Send + sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+        K: Send + for<'e> sqlx::Encode<'e, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
     {
-        let rows = sqlx::query(sql).bind(key).fetch_all(&self.pool).await?;
-        rows.iter().map(from).collect()
+        let sql = format!("SELECT {} {rest}", record.columns);
+        let rows = sqlx::query(&sql).bind(key).fetch_all(&self.pool).await?;
+        rows.iter().map(record.from).collect()
     }
 }
 

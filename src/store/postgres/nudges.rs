@@ -123,20 +123,18 @@ impl NudgeStore for PgStore {
 
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
         self.one_by(
-            "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
-             claimed_at FROM nudges WHERE conversation_id = $1 ORDER BY id DESC LIMIT 1",
+            NUDGE,
+            "FROM nudges WHERE conversation_id = $1 ORDER BY id DESC LIMIT 1",
             conversation_id,
-            nudge_from,
         )
         .await
     }
 
     async fn nudges(&self, conversation_id: ConversationId) -> Result<Vec<Nudge>> {
         self.all_by(
-            "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
-             claimed_at FROM nudges WHERE conversation_id = $1 ORDER BY id",
+            NUDGE,
+            "FROM nudges WHERE conversation_id = $1 ORDER BY id",
             conversation_id,
-            nudge_from,
         )
         .await
     }
@@ -294,10 +292,9 @@ impl NudgeStore for PgStore {
         conversation_id: ConversationId,
     ) -> Result<Option<WindowClosing>> {
         self.one_by(
-            "SELECT conversation_id, status, reason, last_inbound_at, claimed_at, attempts \
-             FROM window_closings WHERE conversation_id = $1",
+            WINDOW_CLOSING,
+            "FROM window_closings WHERE conversation_id = $1",
             conversation_id,
-            window_closing_from,
         )
         .await
     }
@@ -306,6 +303,11 @@ impl NudgeStore for PgStore {
 const SETTLE_WINDOW_CLOSING: &str = "UPDATE window_closings SET status = $1, reason = $2, \
      attempts = $3, updated_at = $4 \
      WHERE conversation_id = $5 AND status = 'running' AND claimed_at = $6";
+
+const WINDOW_CLOSING: Record<WindowClosing> = Record {
+    columns: "conversation_id, status, reason, last_inbound_at, claimed_at, attempts",
+    from: window_closing_from,
+};
 
 fn window_closing_from(row: &PgRow) -> Result<WindowClosing> {
     Ok(WindowClosing {
@@ -317,6 +319,11 @@ fn window_closing_from(row: &PgRow) -> Result<WindowClosing> {
         attempts: i64::from(row.try_get::<i32, _>("attempts")?),
     })
 }
+
+const NUDGE: Record<Nudge> = Record {
+    columns: "id, conversation_id, delay_id, due_at, scheduled_at, status, reason, claimed_at",
+    from: nudge_from,
+};
 
 pub(super) fn nudge_from(row: &PgRow) -> Result<Nudge> {
     let due_at: DateTime<Utc> = row.try_get("due_at")?;

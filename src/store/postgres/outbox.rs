@@ -3,6 +3,11 @@
 
 use super::*;
 
+const OUTBOX: Record<OutboxRow> = Record {
+    columns: OUTBOX_COLUMNS,
+    from: outbox_from,
+};
+
 pub(super) fn outbox_from(row: &PgRow) -> Result<OutboxRow> {
     let Json(payload): Json<Value> = row.try_get("payload")?;
     Ok(OutboxRow {
@@ -117,12 +122,9 @@ impl OutboxStore for PgStore {
 
     async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>> {
         self.all_by(
-            &format!(
-                "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE status = 'pending' AND kind = $1 \
-             ORDER BY id"
-            ),
+            OUTBOX,
+            "FROM outbox WHERE status = 'pending' AND kind = $1 ORDER BY id",
             kind.as_str(),
-            outbox_from,
         )
         .await
     }
@@ -258,12 +260,7 @@ impl OutboxStore for PgStore {
     }
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
-        self.one_by(
-            &format!("SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = $1"),
-            id,
-            outbox_from,
-        )
-        .await
+        self.one_by(OUTBOX, "FROM outbox WHERE id = $1", id).await
     }
 
     async fn outbox_backlog(

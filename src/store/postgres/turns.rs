@@ -3,6 +3,11 @@
 use super::*;
 use crate::store::TurnJson;
 
+const TURN: Record<Turn> = Record {
+    columns: TURN_COLUMNS,
+    from: turn_from,
+};
+
 pub(super) fn turn_from(row: &PgRow) -> Result<Turn> {
     let actions: Option<Json<Value>> = row.try_get("actions")?;
     Ok(Turn {
@@ -58,12 +63,7 @@ impl TurnStore for PgStore {
     }
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
-        self.one_by(
-            &format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = $1"),
-            turn_id,
-            turn_from,
-        )
-        .await
+        self.one_by(TURN, "FROM turns WHERE id = $1", turn_id).await
     }
 
     async fn history(
@@ -105,9 +105,12 @@ impl TurnStore for PgStore {
     }
 
     async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>> {
-        self.all_by(&format!(
-            "SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 ORDER BY created_at, seq"
-        ), conversation_id, turn_from).await
+        self.all_by(
+            TURN,
+            "FROM turns WHERE conversation_id = $1 ORDER BY created_at, seq",
+            conversation_id,
+        )
+        .await
     }
 
     async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {
