@@ -231,24 +231,20 @@ pub async fn spec_031_one_version_is_active_and_its_first_activation_is_kept(sto
             .expect("stored")
             .id
     };
-    store
-        .activate_playbook(id(&first), at_s(10))
-        .await
-        .expect("activate");
-    store
-        .activate_playbook(id(&second), at_s(20))
-        .await
-        .expect("activate");
-    let active = store.active_playbook().await.expect("active").expect("one");
-    assert_eq!(active.content_hash, second);
-    store
-        .activate_playbook(id(&first), at_s(30))
-        .await
-        .expect("roll back");
-    let active = store.active_playbook().await.expect("active").expect("one");
-    assert_eq!(active.content_hash, first);
+    // The first, the second, then a roll back to the first: the version active after each.
+    let mut active = Vec::new();
+    for (hash, at) in [(&first, 10), (&second, 20), (&first, 30)] {
+        store
+            .activate_playbook(id(hash), at_s(at))
+            .await
+            .unwrap_or_else(|e| panic!("activate at {at}: {e:?}"));
+        active.push(store.active_playbook().await.expect("active").expect("one"));
+    }
+    assert_eq!(active[0].content_hash, first);
+    assert_eq!(active[1].content_hash, second);
+    assert_eq!(active[2].content_hash, first, "rolled back");
     assert_eq!(
-        active.activated_at,
+        active[2].activated_at,
         Some(at_s(10)),
         "the first activation is kept"
     );
