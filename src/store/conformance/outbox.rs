@@ -16,6 +16,34 @@ async fn claimed_reply(store: &dyn Store) -> (Conversation, i64) {
     (conversation, id)
 }
 
+/// Claims under `rules`, which must take `id` alone (`why`) for its second attempt.
+async fn claimed_again(store: &dyn Store, rules: ClaimRules, id: i64, why: &str) -> OutboxRow {
+    let claimed = store.claim_outbox(rules).await.expect("claim");
+    assert_eq!(
+        claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![id],
+        "{why}"
+    );
+    assert_eq!(claimed[0].attempts, 2, "{why}: the second attempt");
+    claimed.into_iter().next().expect("one row")
+}
+
+/// `count` fresh contacts with one reply each, due at 0, in that order: their conversations
+/// and the rows' ids.
+async fn replies_of_fresh_contacts(
+    store: &dyn Store,
+    count: i64,
+) -> (Vec<ConversationId>, Vec<i64>) {
+    let mut conversations = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..count {
+        let conversation = fresh_conversation(store).await;
+        ids.push(enqueue(store, reply_row(&conversation, at_s(0), i)).await);
+        conversations.push(conversation.id);
+    }
+    (conversations, ids)
+}
+
 /// A handoff row waits behind an earlier open reply of its contact (its text comes
 /// first), as a reply does.
 pub async fn outbox_handoff_waits_behind_an_open_reply(store: &dyn Store) {
@@ -120,13 +148,7 @@ pub async fn outbox_row_not_due_before_next_attempt_at(store: &dyn Store) {
 }
 
 pub async fn outbox_claims_at_most_limit_oldest_first(store: &dyn Store) {
-    let mut conversations = Vec::new();
-    let mut ids = Vec::new();
-    for i in 0..3 {
-        let conversation = fresh_conversation(store).await;
-        ids.push(enqueue(store, reply_row(&conversation, at_s(0), i)).await);
-        conversations.push(conversation.id);
-    }
+    let (conversations, ids) = replies_of_fresh_contacts(store, 3).await;
     assert_eq!(claim(store, rules(at_s(1), 2)).await, ids[..2].to_vec());
     assert_eq!(claim(store, rules(at_s(1), 2)).await, ids[2..].to_vec());
     settle(store, &conversations).await;
@@ -183,13 +205,8 @@ pub async fn outbox_backlog_counts_open_rows_up_to_the_cap(store: &dyn Store) {
 /// Two stores (two pools: two workers) claim concurrently over 20 due rows of 20 contacts,
 /// each taking small batches until nothing is left. Every row is claimed exactly once.
 pub async fn outbox_two_workers_never_claim_one_row(a: &dyn Store, b: &dyn Store) {
-    let mut conversations = Vec::new();
-    let mut expected = HashSet::new();
-    for i in 0..20 {
-        let conversation = fresh_conversation(a).await;
-        expected.insert(enqueue(a, reply_row(&conversation, at_s(0), i)).await);
-        conversations.push(conversation.id);
-    }
+    let (conversations, ids) = replies_of_fresh_contacts(a, 20).await;
+    let expected: HashSet<i64> = ids.into_iter().collect();
     async fn drain(store: &dyn Store) -> Vec<i64> {
         let mut all = Vec::new();
         loop {
@@ -367,14 +384,14 @@ pub async fn outbox_expired_lease_is_reclaimed(store: &dyn Store) {
         claim(store, lease(at_ms(29_999))).await.is_empty(),
         "the lease holds"
     );
-    let reclaimed = store.claim_outbox(lease(at_s(30))).await.expect("claim");
-    assert_eq!(
-        reclaimed.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![first],
-        "the expired row is taken again, and still holds back the newer reply"
-    );
-    assert_eq!(reclaimed[0].attempts, 2);
-    assert_eq!(reclaimed[0].lease_until, Some(at_s(60)));
+    let reclaimed = claimed_again(
+        store,
+        lease(at_s(30)),
+        first,
+        "the expired row is taken again, and still holds back the newer reply",
+    )
+    .await;
+    assert_eq!(reclaimed.lease_until, Some(at_s(60)));
     settle(store, &[conversation.id]).await;
 }
 
@@ -425,9 +442,7 @@ pub async fn outbox_retry_due_later(store: &dyn Store) {
     assert_eq!(retried.attempts, 1);
 
     assert!(claim(store, rules(at_ms(3_999), 10)).await.is_empty());
-    let again = store.claim_outbox(rules(at_s(4), 10)).await.expect("claim");
-    assert_eq!(again.iter().map(|r| r.id).collect::<Vec<_>>(), vec![id]);
-    assert_eq!(again[0].attempts, 2);
+    claimed_again(store, rules(at_s(4), 10), id, "the retry is due").await;
     settle(store, &[conversation.id]).await;
 }
 
@@ -507,13 +522,13 @@ pub async fn outbox_renewed_lease_keeps_a_row_from_being_taken(store: &dyn Store
     let delivered = row(store, done).await;
     assert_eq!(delivered.status, OutboxStatus::Delivered);
     assert_eq!(delivered.lease_until, None, "a settled row gets no lease");
-    let retaken = store.claim_outbox(short(at_s(18))).await.expect("claim");
-    assert_eq!(
-        retaken.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![held],
-        "once renewals stop, the row is taken again when the lease lapses"
-    );
-    assert_eq!(retaken[0].attempts, 2);
+    claimed_again(
+        store,
+        short(at_s(18)),
+        held,
+        "once renewals stop, the row is taken again when the lease lapses",
+    )
+    .await;
     settle(store, &[conversation.id, other.id]).await;
 }
 
