@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::store::learning::{
-    EvalRecord, LearningRun, NewProposal, ProposalStatus, Review, RunEnd, RunStatus,
+    EvalRecord, LearningRun, NewProposal, Proposal, ProposalStatus, Review, RunEnd, RunStatus,
 };
 
 fn fresh_week() -> String {
@@ -82,6 +82,14 @@ async fn run_of(store: &dyn Store, id: i64) -> LearningRun {
     runs.into_iter().find(|r| r.id == id).expect("the run")
 }
 
+/// The proposals in `status` (up to 1000).
+async fn proposals_in(store: &dyn Store, status: ProposalStatus) -> Vec<Proposal> {
+    store
+        .proposals(status, 1000)
+        .await
+        .unwrap_or_else(|e| panic!("proposals {status:?}: {e:?}"))
+}
+
 /// 031: a run's end and its proposals are written together; a run ends once.
 pub async fn spec_031_a_run_ends_with_its_proposals(store: &dyn Store) {
     let id = claimed_run(store, t0()).await;
@@ -101,10 +109,7 @@ pub async fn spec_031_a_run_ends_with_its_proposals(store: &dyn Store) {
     assert!((run.cost_usd - 0.123456).abs() < 1e-9, "{}", run.cost_usd);
     assert_eq!(run.finished_at, Some(at_s(60)));
 
-    let pending = store
-        .proposals(ProposalStatus::Pending, 1000)
-        .await
-        .expect("proposals");
+    let pending = proposals_in(store, ProposalStatus::Pending).await;
     let stored = pending
         .iter()
         .find(|p| p.text == text)
@@ -162,10 +167,7 @@ pub async fn spec_031_a_review_makes_one_version_not_yet_active(store: &dyn Stor
         )
         .await
         .expect("finish");
-    let pending = store
-        .proposals(ProposalStatus::Pending, 1000)
-        .await
-        .expect("pending");
+    let pending = proposals_in(store, ProposalStatus::Pending).await;
     let find = |text: &str| pending.iter().find(|p| p.text == text).expect("pending").id;
     let (keep_id, drop_id) = (find(&keep), find(&drop));
     let hash = fresh_hash();
@@ -187,19 +189,13 @@ pub async fn spec_031_a_review_makes_one_version_not_yet_active(store: &dyn Stor
         .await
         .expect("review again");
 
-    let approved = store
-        .proposals(ProposalStatus::Approved, 1000)
-        .await
-        .expect("approved");
+    let approved = proposals_in(store, ProposalStatus::Approved).await;
     assert!(
         approved
             .iter()
             .any(|p| p.id == keep_id && p.reviewed_at == Some(at_s(90)))
     );
-    let rejected = store
-        .proposals(ProposalStatus::Rejected, 1000)
-        .await
-        .expect("rejected");
+    let rejected = proposals_in(store, ProposalStatus::Rejected).await;
     assert!(rejected.iter().any(|p| p.id == drop_id));
     let versions = store.playbook_versions().await.expect("versions");
     let version = versions
@@ -235,24 +231,20 @@ pub async fn spec_031_one_version_is_active_and_its_first_activation_is_kept(sto
             .expect("stored")
             .id
     };
-    store
-        .activate_playbook(id(&first), at_s(10))
-        .await
-        .expect("activate");
-    store
-        .activate_playbook(id(&second), at_s(20))
-        .await
-        .expect("activate");
-    let active = store.active_playbook().await.expect("active").expect("one");
-    assert_eq!(active.content_hash, second);
-    store
-        .activate_playbook(id(&first), at_s(30))
-        .await
-        .expect("roll back");
-    let active = store.active_playbook().await.expect("active").expect("one");
-    assert_eq!(active.content_hash, first);
+    // The first, the second, then a roll back to the first: the version active after each.
+    let mut active = Vec::new();
+    for (hash, at) in [(&first, 10), (&second, 20), (&first, 30)] {
+        store
+            .activate_playbook(id(hash), at_s(at))
+            .await
+            .unwrap_or_else(|e| panic!("activate at {at}: {e:?}"));
+        active.push(store.active_playbook().await.expect("active").expect("one"));
+    }
+    assert_eq!(active[0].content_hash, first);
+    assert_eq!(active[1].content_hash, second);
+    assert_eq!(active[2].content_hash, first, "rolled back");
     assert_eq!(
-        active.activated_at,
+        active[2].activated_at,
         Some(at_s(10)),
         "the first activation is kept"
     );

@@ -2,6 +2,48 @@
 
 use super::*;
 
+/// A fresh conversation with one reply due at 0: the conversation and the row's id.
+async fn fresh_reply(store: &dyn Store) -> (Conversation, i64) {
+    let conversation = fresh_conversation(store).await;
+    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    (conversation, id)
+}
+
+/// [`fresh_reply`], claimed at 0 (the only row that claim takes).
+async fn claimed_reply(store: &dyn Store) -> (Conversation, i64) {
+    let (conversation, id) = fresh_reply(store).await;
+    assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
+    (conversation, id)
+}
+
+/// Claims under `rules`, which must take `id` alone (`why`) for its second attempt.
+async fn claimed_again(store: &dyn Store, rules: ClaimRules, id: i64, why: &str) -> OutboxRow {
+    let claimed = store.claim_outbox(rules).await.expect("claim");
+    assert_eq!(
+        claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![id],
+        "{why}"
+    );
+    assert_eq!(claimed[0].attempts, 2, "{why}: the second attempt");
+    claimed.into_iter().next().expect("one row")
+}
+
+/// `count` fresh contacts with one reply each, due at 0, in that order: their conversations
+/// and the rows' ids.
+async fn replies_of_fresh_contacts(
+    store: &dyn Store,
+    count: i64,
+) -> (Vec<ConversationId>, Vec<i64>) {
+    let mut conversations = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..count {
+        let conversation = fresh_conversation(store).await;
+        ids.push(enqueue(store, reply_row(&conversation, at_s(0), i)).await);
+        conversations.push(conversation.id);
+    }
+    (conversations, ids)
+}
+
 /// A handoff row waits behind an earlier open reply of its contact (its text comes
 /// first), as a reply does.
 pub async fn outbox_handoff_waits_behind_an_open_reply(store: &dyn Store) {
@@ -77,8 +119,7 @@ pub async fn outbox_enqueue_stores_a_pending_row(store: &dyn Store) {
 }
 
 pub async fn outbox_claim_leases_and_counts_the_attempt(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let (conversation, id) = fresh_reply(store).await;
     let claimed = store.claim_outbox(rules(at_s(1), 10)).await.expect("claim");
     assert_eq!(claimed.len(), 1);
     let claimed = &claimed[0];
@@ -107,13 +148,7 @@ pub async fn outbox_row_not_due_before_next_attempt_at(store: &dyn Store) {
 }
 
 pub async fn outbox_claims_at_most_limit_oldest_first(store: &dyn Store) {
-    let mut conversations = Vec::new();
-    let mut ids = Vec::new();
-    for i in 0..3 {
-        let conversation = fresh_conversation(store).await;
-        ids.push(enqueue(store, reply_row(&conversation, at_s(0), i)).await);
-        conversations.push(conversation.id);
-    }
+    let (conversations, ids) = replies_of_fresh_contacts(store, 3).await;
     assert_eq!(claim(store, rules(at_s(1), 2)).await, ids[..2].to_vec());
     assert_eq!(claim(store, rules(at_s(1), 2)).await, ids[2..].to_vec());
     settle(store, &conversations).await;
@@ -170,13 +205,8 @@ pub async fn outbox_backlog_counts_open_rows_up_to_the_cap(store: &dyn Store) {
 /// Two stores (two pools: two workers) claim concurrently over 20 due rows of 20 contacts,
 /// each taking small batches until nothing is left. Every row is claimed exactly once.
 pub async fn outbox_two_workers_never_claim_one_row(a: &dyn Store, b: &dyn Store) {
-    let mut conversations = Vec::new();
-    let mut expected = HashSet::new();
-    for i in 0..20 {
-        let conversation = fresh_conversation(a).await;
-        expected.insert(enqueue(a, reply_row(&conversation, at_s(0), i)).await);
-        conversations.push(conversation.id);
-    }
+    let (conversations, ids) = replies_of_fresh_contacts(a, 20).await;
+    let expected: HashSet<i64> = ids.into_iter().collect();
     async fn drain(store: &dyn Store) -> Vec<i64> {
         let mut all = Vec::new();
         loop {
@@ -354,14 +384,14 @@ pub async fn outbox_expired_lease_is_reclaimed(store: &dyn Store) {
         claim(store, lease(at_ms(29_999))).await.is_empty(),
         "the lease holds"
     );
-    let reclaimed = store.claim_outbox(lease(at_s(30))).await.expect("claim");
-    assert_eq!(
-        reclaimed.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![first],
-        "the expired row is taken again, and still holds back the newer reply"
-    );
-    assert_eq!(reclaimed[0].attempts, 2);
-    assert_eq!(reclaimed[0].lease_until, Some(at_s(60)));
+    let reclaimed = claimed_again(
+        store,
+        lease(at_s(30)),
+        first,
+        "the expired row is taken again, and still holds back the newer reply",
+    )
+    .await;
+    assert_eq!(reclaimed.lease_until, Some(at_s(60)));
     settle(store, &[conversation.id]).await;
 }
 
@@ -399,9 +429,7 @@ pub async fn outbox_failed_row_is_never_claimed_again(store: &dyn Store) {
 }
 
 pub async fn outbox_retry_due_later(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
-    assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
+    let (conversation, id) = claimed_reply(store).await;
     store
         .mark_retry(id, at_s(4), "http 503")
         .await
@@ -414,15 +442,12 @@ pub async fn outbox_retry_due_later(store: &dyn Store) {
     assert_eq!(retried.attempts, 1);
 
     assert!(claim(store, rules(at_ms(3_999), 10)).await.is_empty());
-    let again = store.claim_outbox(rules(at_s(4), 10)).await.expect("claim");
-    assert_eq!(again.iter().map(|r| r.id).collect::<Vec<_>>(), vec![id]);
-    assert_eq!(again[0].attempts, 2);
+    claimed_again(store, rules(at_s(4), 10), id, "the retry is due").await;
     settle(store, &[conversation.id]).await;
 }
 
 pub async fn outbox_last_error_is_bounded(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let (conversation, id) = fresh_reply(store).await;
     store
         .mark_retry(id, at_s(4), &"é".repeat(5000))
         .await
@@ -436,9 +461,7 @@ pub async fn outbox_last_error_is_bounded(store: &dyn Store) {
 }
 
 pub async fn outbox_delivered_row_is_done(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
-    assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);
+    let (conversation, id) = claimed_reply(store).await;
     store
         .mark_delivered(id, at_s(3))
         .await
@@ -499,21 +522,20 @@ pub async fn outbox_renewed_lease_keeps_a_row_from_being_taken(store: &dyn Store
     let delivered = row(store, done).await;
     assert_eq!(delivered.status, OutboxStatus::Delivered);
     assert_eq!(delivered.lease_until, None, "a settled row gets no lease");
-    let retaken = store.claim_outbox(short(at_s(18))).await.expect("claim");
-    assert_eq!(
-        retaken.iter().map(|r| r.id).collect::<Vec<_>>(),
-        vec![held],
-        "once renewals stop, the row is taken again when the lease lapses"
-    );
-    assert_eq!(retaken[0].attempts, 2);
+    claimed_again(
+        store,
+        short(at_s(18)),
+        held,
+        "once renewals stop, the row is taken again when the lease lapses",
+    )
+    .await;
     settle(store, &[conversation.id, other.id]).await;
 }
 
 /// How far a delivery got (messages accepted, unanswered triggers) starts at
 /// zero and is kept across a retry and a lapsed lease.
 pub async fn outbox_delivery_progress_is_kept_across_retries(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let id = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
+    let (conversation, id) = fresh_reply(store).await;
     let fresh = row(store, id).await;
     assert_eq!((fresh.messages_delivered, fresh.trigger_timeouts), (0, 0));
     assert_eq!(claim(store, rules(at_s(0), 10)).await, vec![id]);

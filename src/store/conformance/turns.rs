@@ -364,6 +364,29 @@ pub async fn returning_contact_reads_conversation_and_context_together(store: &d
     settle(store, &[conversation.id]).await;
 }
 
+/// `message` counted under `rate`, answered by `reply` and charged `tokens` and `cost_usd` on
+/// `day`, with no escalation.
+fn charged_exchange<'a>(
+    message: &'a NewTurn,
+    rate: (&'a SubscriberId, DateTime<Utc>),
+    reply: &'a NewTurn,
+    day: NaiveDate,
+    tokens: i64,
+    cost_usd: f64,
+) -> Exchange<'a> {
+    Exchange {
+        rate: Some(rate),
+        reply: Some(reply),
+        charge: Some(BudgetCharge {
+            day,
+            tokens,
+            cost_usd,
+        }),
+        escalated_at: None,
+        ..Exchange::of(message)
+    }
+}
+
 /// `record_exchange` writes the message, its count, the reply, the charge and the escalation,
 /// each only when asked, in that order (the message before its reply).
 pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
@@ -382,18 +405,14 @@ pub async fn record_exchange_writes_what_it_is_given(store: &dyn Store) {
     );
     reply.input_tokens = 100;
     let answered = store
-        .record_exchange(Exchange {
-            message: &message,
-            rate: Some((subscriber, window)),
-            reply: Some(&reply),
-            charge: Some(BudgetCharge {
-                day,
-                tokens: 120,
-                cost_usd: 0.25,
-            }),
-            escalated_at: None,
-            ..Exchange::of(&message)
-        })
+        .record_exchange(charged_exchange(
+            &message,
+            (subscriber, window),
+            &reply,
+            day,
+            120,
+            0.25,
+        ))
         .await
         .expect("record_exchange");
     let reply_id = answered.reply.expect("a reply id");
@@ -667,18 +686,14 @@ pub async fn record_exchange_is_all_or_nothing(store: &dyn Store) {
         at_s(3601),
     );
     let failed = store
-        .record_exchange(Exchange {
-            message: &message,
-            rate: Some((subscriber, window)),
-            reply: Some(&orphan),
-            charge: Some(BudgetCharge {
-                day,
-                tokens: 5,
-                cost_usd: 0.0,
-            }),
-            escalated_at: None,
-            ..Exchange::of(&message)
-        })
+        .record_exchange(charged_exchange(
+            &message,
+            (subscriber, window),
+            &orphan,
+            day,
+            5,
+            0.0,
+        ))
         .await;
     assert!(failed.is_err());
     assert!(stored_turns(store, conversation.id).await.is_empty());

@@ -3,6 +3,11 @@
 use super::*;
 use crate::store::HoldRelease;
 
+const CONVERSATION: Record<Conversation> = Record {
+    columns: CONVERSATION_COLUMNS,
+    from: conversation_from,
+};
+
 pub(super) fn conversation_from(row: &PgRow) -> Result<Conversation> {
     Ok(Conversation {
         id: row.try_get("id")?,
@@ -30,13 +35,12 @@ impl PgStore {
         &self,
         subscriber_id: &SubscriberId,
     ) -> Result<Option<Conversation>> {
-        let row = sqlx::query(&format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE subscriber_id = $1"
-        ))
-        .bind(subscriber_id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(conversation_from).transpose()
+        self.one_by(
+            CONVERSATION,
+            "FROM conversations WHERE subscriber_id = $1",
+            subscriber_id.as_str(),
+        )
+        .await
     }
 }
 
@@ -76,13 +80,8 @@ impl ConversationStore for PgStore {
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
-        let row = sqlx::query(&format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(conversation_from).transpose()
+        self.one_by(CONVERSATION, "FROM conversations WHERE id = $1", id)
+            .await
     }
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()> {
@@ -180,15 +179,14 @@ impl ConversationStore for PgStore {
     }
 
     async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations \
+        self.all_by(
+            CONVERSATION,
+            "FROM conversations \
              WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= $1 \
-             ORDER BY created_at, id"
-        ))
-        .bind(to_millis(since))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(conversation_from).collect()
+             ORDER BY created_at, id",
+            to_millis(since),
+        )
+        .await
     }
 }
 

@@ -13,6 +13,11 @@ const PROPOSAL_COLUMNS: &str = "id, run_id, text, rationale, converted_count, \
      not_converted_count, turn_ids, status, reviewed_at, created_at";
 const VERSION_COLUMNS: &str = "id, content_hash, insights, active, activated_at, created_at";
 
+const LEARNING_RUN: Record<LearningRun> = Record {
+    columns: RUN_COLUMNS,
+    from: run_from,
+};
+
 fn run_from(row: &PgRow) -> Result<LearningRun> {
     let status: String = row.try_get("status")?;
     Ok(LearningRun {
@@ -134,13 +139,12 @@ impl crate::store::LearningStore for PgStore {
     }
 
     async fn learning_runs(&self, limit: i64) -> Result<Vec<LearningRun>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM learning_runs ORDER BY id DESC LIMIT $1"
-        ))
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(run_from).collect()
+        self.all_by(
+            LEARNING_RUN,
+            "FROM learning_runs ORDER BY id DESC LIMIT $1",
+            limit,
+        )
+        .await
     }
 
     async fn proposals(&self, status: ProposalStatus, limit: i64) -> Result<Vec<Proposal>> {

@@ -119,6 +119,39 @@ impl PgStore {
     }
 }
 
+/// What a `SELECT` of one kind of record reads: its column list and how a row maps to it.
+struct Record<T> {
+    columns: &'static str,
+    from: fn(&PgRow) -> Result<T>,
+}
+
+impl PgStore {
+    /// The first `record` that `SELECT {columns} {rest}` answers with `key` bound as `$1`;
+    /// `None` when it answers none.
+    async fn one_by<K, T>(&self, record: Record<T>, rest: &str, key: K) -> Result<Option<T>>
+    where
+        K: Send + for<'e> sqlx::Encode<'e, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+    {
+        let sql = format!("SELECT {} {rest}", record.columns);
+        let row = sqlx::query(&sql)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(record.from).transpose()
+    }
+
+    /// Every `record` that `SELECT {columns} {rest}` answers with `key` bound as `$1`, in its
+    /// order.
+    async fn all_by<K, T>(&self, record: Record<T>, rest: &str, key: K) -> Result<Vec<T>>
+    where
+        K: Send + for<'e> sqlx::Encode<'e, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+    {
+        let sql = format!("SELECT {} {rest}", record.columns);
+        let rows = sqlx::query(&sql).bind(key).fetch_all(&self.pool).await?;
+        rows.iter().map(record.from).collect()
+    }
+}
+
 /// A statement that must have changed a row: `not_found(what)` when it changed none.
 fn changed(done: sqlx::postgres::PgQueryResult, what: &'static str) -> Result<()> {
     if done.rows_affected() == 0 {

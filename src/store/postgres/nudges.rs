@@ -2,6 +2,24 @@
 
 use super::*;
 
+impl PgStore {
+    /// Runs `update`, which marks lost (at `$1`) the rows claimed before `$2`, and answers
+    /// their contacts.
+    async fn mark_lost(
+        &self,
+        update: &str,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>> {
+        let lost = sqlx::query_scalar(update)
+            .bind(to_millis(now))
+            .bind(to_millis(claimed_before))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(lost)
+    }
+}
+
 #[async_trait]
 impl NudgeStore for PgStore {
     async fn schedule_nudge(
@@ -94,37 +112,31 @@ impl NudgeStore for PgStore {
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<ConversationId>> {
-        let lost = sqlx::query_scalar(
+        self.mark_lost(
             "UPDATE nudges SET status = 'lost', reason = 'process_died', updated_at = $1 \
              WHERE status = 'running' AND claimed_at < $2 RETURNING conversation_id",
+            claimed_before,
+            now,
         )
-        .bind(to_millis(now))
-        .bind(to_millis(claimed_before))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(lost)
+        .await
     }
 
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
-        let row = sqlx::query(
-            "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
-             claimed_at FROM nudges WHERE conversation_id = $1 ORDER BY id DESC LIMIT 1",
+        self.one_by(
+            NUDGE,
+            "FROM nudges WHERE conversation_id = $1 ORDER BY id DESC LIMIT 1",
+            conversation_id,
         )
-        .bind(conversation_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(nudge_from).transpose()
+        .await
     }
 
     async fn nudges(&self, conversation_id: ConversationId) -> Result<Vec<Nudge>> {
-        let rows = sqlx::query(
-            "SELECT id, conversation_id, delay_id, due_at, scheduled_at, status, reason, \
-             claimed_at FROM nudges WHERE conversation_id = $1 ORDER BY id",
+        self.all_by(
+            NUDGE,
+            "FROM nudges WHERE conversation_id = $1 ORDER BY id",
+            conversation_id,
         )
-        .bind(conversation_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(nudge_from).collect()
+        .await
     }
 
     async fn record_nudge_turn(&self, exchange: NudgeExchange<'_>) -> Result<Option<i64>> {
@@ -265,36 +277,37 @@ impl NudgeStore for PgStore {
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<ConversationId>> {
-        let lost = sqlx::query_scalar(
+        self.mark_lost(
             "UPDATE window_closings SET status = 'lost', reason = 'process_died', \
              updated_at = $1 WHERE status = 'running' AND claimed_at < $2 \
              RETURNING conversation_id",
+            claimed_before,
+            now,
         )
-        .bind(to_millis(now))
-        .bind(to_millis(claimed_before))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(lost)
+        .await
     }
 
     async fn window_closing(
         &self,
         conversation_id: ConversationId,
     ) -> Result<Option<WindowClosing>> {
-        let row = sqlx::query(
-            "SELECT conversation_id, status, reason, last_inbound_at, claimed_at, attempts \
-             FROM window_closings WHERE conversation_id = $1",
+        self.one_by(
+            WINDOW_CLOSING,
+            "FROM window_closings WHERE conversation_id = $1",
+            conversation_id,
         )
-        .bind(conversation_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(window_closing_from).transpose()
+        .await
     }
 }
 
 const SETTLE_WINDOW_CLOSING: &str = "UPDATE window_closings SET status = $1, reason = $2, \
      attempts = $3, updated_at = $4 \
      WHERE conversation_id = $5 AND status = 'running' AND claimed_at = $6";
+
+const WINDOW_CLOSING: Record<WindowClosing> = Record {
+    columns: "conversation_id, status, reason, last_inbound_at, claimed_at, attempts",
+    from: window_closing_from,
+};
 
 fn window_closing_from(row: &PgRow) -> Result<WindowClosing> {
     Ok(WindowClosing {
@@ -306,6 +319,11 @@ fn window_closing_from(row: &PgRow) -> Result<WindowClosing> {
         attempts: i64::from(row.try_get::<i32, _>("attempts")?),
     })
 }
+
+const NUDGE: Record<Nudge> = Record {
+    columns: "id, conversation_id, delay_id, due_at, scheduled_at, status, reason, claimed_at",
+    from: nudge_from,
+};
 
 pub(super) fn nudge_from(row: &PgRow) -> Result<Nudge> {
     let due_at: DateTime<Utc> = row.try_get("due_at")?;

@@ -3,6 +3,11 @@
 
 use super::*;
 
+const OUTBOX: Record<OutboxRow> = Record {
+    columns: OUTBOX_COLUMNS,
+    from: outbox_from,
+};
+
 pub(super) fn outbox_from(row: &PgRow) -> Result<OutboxRow> {
     let Json(payload): Json<Value> = row.try_get("payload")?;
     Ok(OutboxRow {
@@ -116,14 +121,12 @@ impl OutboxStore for PgStore {
     }
 
     async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE status = 'pending' AND kind = $1 \
-             ORDER BY id"
-        ))
-        .bind(kind.as_str())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(outbox_from).collect()
+        self.all_by(
+            OUTBOX,
+            "FROM outbox WHERE status = 'pending' AND kind = $1 ORDER BY id",
+            kind.as_str(),
+        )
+        .await
     }
 
     async fn claim_outbox(&self, rules: ClaimRules) -> Result<Vec<OutboxRow>> {
@@ -257,13 +260,7 @@ impl OutboxStore for PgStore {
     }
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
-        let row = sqlx::query(&format!(
-            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(outbox_from).transpose()
+        self.one_by(OUTBOX, "FROM outbox WHERE id = $1", id).await
     }
 
     async fn outbox_backlog(

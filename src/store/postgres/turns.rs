@@ -3,6 +3,11 @@
 use super::*;
 use crate::store::TurnJson;
 
+const TURN: Record<Turn> = Record {
+    columns: TURN_COLUMNS,
+    from: turn_from,
+};
+
 pub(super) fn turn_from(row: &PgRow) -> Result<Turn> {
     let actions: Option<Json<Value>> = row.try_get("actions")?;
     Ok(Turn {
@@ -58,11 +63,7 @@ impl TurnStore for PgStore {
     }
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
-        let row = sqlx::query(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = $1"))
-            .bind(turn_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(turn_from).transpose()
+        self.one_by(TURN, "FROM turns WHERE id = $1", turn_id).await
     }
 
     async fn history(
@@ -104,13 +105,12 @@ impl TurnStore for PgStore {
     }
 
     async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 ORDER BY created_at, seq"
-        ))
-        .bind(conversation_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(turn_from).collect()
+        self.all_by(
+            TURN,
+            "FROM turns WHERE conversation_id = $1 ORDER BY created_at, seq",
+            conversation_id,
+        )
+        .await
     }
 
     async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {

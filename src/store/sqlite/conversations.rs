@@ -95,18 +95,16 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
-        self.read(move |conn| {
-            query_one(
-                conn,
-                concat!(
-                    "SELECT ",
-                    conversation_columns!(),
-                    " FROM conversations WHERE id = ?"
-                ),
-                [IdText::of(id)],
-                conversation_from,
-            )
-        })
+        self.read_query(
+            query_one,
+            concat!(
+                "SELECT ",
+                conversation_columns!(),
+                " FROM conversations WHERE id = ?"
+            ),
+            [IdText::of(id)],
+            conversation_from,
+        )
         .await
     }
 
@@ -218,20 +216,18 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
-        self.read(move |conn| {
-            query_all(
-                conn,
-                concat!(
-                    "SELECT ",
-                    conversation_columns!(),
-                    " FROM conversations \
+        self.read_query(
+            query_all,
+            concat!(
+                "SELECT ",
+                conversation_columns!(),
+                " FROM conversations \
                      WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= ? \
                      ORDER BY created_at, id"
-                ),
-                [ms(since)],
-                conversation_from,
-            )
-        })
+            ),
+            [ms(since)],
+            conversation_from,
+        )
         .await
     }
 }

@@ -154,18 +154,16 @@ impl crate::store::LearningStore for SqliteStore {
     }
 
     async fn learning_runs(&self, limit: i64) -> Result<Vec<LearningRun>> {
-        self.read(move |conn| {
-            query_all(
-                conn,
-                concat!(
-                    "SELECT ",
-                    run_columns!(),
-                    " FROM learning_runs ORDER BY id DESC LIMIT ?"
-                ),
-                params![limit],
-                run_from,
-            )
-        })
+        self.read_query(
+            query_all,
+            concat!(
+                "SELECT ",
+                run_columns!(),
+                " FROM learning_runs ORDER BY id DESC LIMIT ?"
+            ),
+            [limit],
+            run_from,
+        )
         .await
     }
 
@@ -216,18 +214,16 @@ impl crate::store::LearningStore for SqliteStore {
     }
 
     async fn playbook_versions(&self) -> Result<Vec<PlaybookVersion>> {
-        self.read(move |conn| {
-            query_all(
-                conn,
-                concat!(
-                    "SELECT ",
-                    version_columns!(),
-                    " FROM playbook_versions ORDER BY id"
-                ),
-                [],
-                version_from,
-            )
-        })
+        self.read_query(
+            query_all,
+            concat!(
+                "SELECT ",
+                version_columns!(),
+                " FROM playbook_versions ORDER BY id"
+            ),
+            [],
+            version_from,
+        )
         .await
     }
 
@@ -316,15 +312,13 @@ impl crate::store::LearningStore for SqliteStore {
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<ConversationId>> {
-        self.read(move |conn| {
-            query_all(
-                conn,
-                "SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ? \
+        self.read_query(
+            query_all,
+            "SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ? \
                  AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]'",
-                params![ms(since)],
-                |row| uuid(text(row, 0)?),
-            )
-        })
+            [ms(since)],
+            |row| uuid(text(row, 0)?),
+        )
         .await
     }
 
@@ -353,15 +347,13 @@ impl crate::store::LearningStore for SqliteStore {
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<(ConversationId, DateTime<Utc>)>> {
-        self.read(move |conn| {
-            query_all(
-                conn,
-                "SELECT conversation_id, MAX(created_at) FROM turns \
+        self.read_query(
+            query_all,
+            "SELECT conversation_id, MAX(created_at) FROM turns \
                  WHERE bound = 1 AND created_at >= ? GROUP BY conversation_id",
-                params![ms(since)],
-                |row| Ok((uuid(text(row, 0)?)?, time(row.get(1)?)?)),
-            )
-        })
+            [ms(since)],
+            |row| Ok((uuid(text(row, 0)?)?, time(row.get(1)?)?)),
+        )
         .await
     }
 }

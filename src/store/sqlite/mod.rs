@@ -394,6 +394,22 @@ impl SqliteStore {
         self.jobs.send(job).map_err(|_| thread_gone())?;
         answer.await.map_err(|_| thread_gone())?
     }
+
+    /// `query` ([`query_one`], [`query_all`]) on the database thread, outside any transaction.
+    async fn read_query<T, R, P, M>(
+        &self,
+        query: fn(&Db<'_>, &'static str, P, M) -> Result<R>,
+        sql: &'static str,
+        params: P,
+        map: M,
+    ) -> Result<R>
+    where
+        R: Send + 'static,
+        P: rusqlite::Params + Send + 'static,
+        M: Fn(&Row<'_>) -> Result<T> + Send + 'static,
+    {
+        self.read(move |conn| query(conn, sql, params, map)).await
+    }
 }
 
 /// Runs a job so that a panic inside it becomes that job's error instead of ending the database
@@ -782,13 +798,13 @@ fn query_all<T>(
     params: impl rusqlite::Params,
     map: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<T>> {
-    let mut statement = conn.prepare_cached(sql)?;
-    let mut rows = statement.query(params)?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        out.push(map(row)?);
-    }
-    Ok(out)
+    with_rows(conn, sql, params, |rows| {
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(map(row)?);
+        }
+        Ok(out)
+    })
 }
 
 /// Runs a cached query and maps its first row, if any.
@@ -798,12 +814,18 @@ fn query_one<T>(
     params: impl rusqlite::Params,
     map: impl Fn(&Row<'_>) -> Result<T>,
 ) -> Result<Option<T>> {
+    with_rows(conn, sql, params, |rows| rows.next()?.map(map).transpose())
+}
+
+/// Runs a cached query and hands its rows to `read`.
+fn with_rows<T>(
+    conn: &Db<'_>,
+    sql: &'static str,
+    params: impl rusqlite::Params,
+    read: impl FnOnce(&mut rusqlite::Rows<'_>) -> Result<T>,
+) -> Result<T> {
     let mut statement = conn.prepare_cached(sql)?;
-    let mut rows = statement.query(params)?;
-    match rows.next()? {
-        Some(row) => map(row).map(Some),
-        None => Ok(None),
-    }
+    read(&mut statement.query(params)?)
 }
 
 /// Runs a cached statement that must change a row; `what` names the row for the error.

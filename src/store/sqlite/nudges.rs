@@ -2,6 +2,28 @@
 
 use super::*;
 
+impl SqliteStore {
+    /// The contacts `select` finds claimed before `claimed_before`, then `update` marks them
+    /// lost at `now`: the one writer makes the select-then-update atomic, as for the claim.
+    async fn mark_lost(
+        &self,
+        select: &'static str,
+        update: &'static str,
+        claimed_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ConversationId>> {
+        self.write(move |conn| {
+            let lost = query_all(conn, select, [ms(claimed_before)], |row| {
+                uuid(text(row, 0)?)
+            })?;
+            conn.prepare_cached(update)?
+                .execute(params![ms(now), ms(claimed_before)])?;
+            Ok(lost)
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl NudgeStore for SqliteStore {
     async fn schedule_nudge(
@@ -90,16 +112,8 @@ impl NudgeStore for SqliteStore {
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<ConversationId>> {
-        // The one writer makes the select-then-update atomic, as for the claim.
-        self.write(move |conn| {
-            let lost = query_all(conn, LOST_NUDGES, [ms(claimed_before)], |row| {
-                uuid(text(row, 0)?)
-            })?;
-            conn.prepare_cached(LOSE_NUDGES)?
-                .execute(params![ms(now), ms(claimed_before)])?;
-            Ok(lost)
-        })
-        .await
+        self.mark_lost(LOST_NUDGES, LOSE_NUDGES, claimed_before, now)
+            .await
     }
 
     async fn nudge(&self, conversation_id: ConversationId) -> Result<Option<Nudge>> {
@@ -272,15 +286,12 @@ impl NudgeStore for SqliteStore {
         claimed_before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<Vec<ConversationId>> {
-        // The one writer makes the select-then-update atomic, as for the nudges.
-        self.write(move |conn| {
-            let lost = query_all(conn, LOST_WINDOW_CLOSINGS, [ms(claimed_before)], |row| {
-                uuid(text(row, 0)?)
-            })?;
-            conn.prepare_cached(LOSE_WINDOW_CLOSINGS)?
-                .execute(params![ms(now), ms(claimed_before)])?;
-            Ok(lost)
-        })
+        self.mark_lost(
+            LOST_WINDOW_CLOSINGS,
+            LOSE_WINDOW_CLOSINGS,
+            claimed_before,
+            now,
+        )
         .await
     }
 
@@ -288,14 +299,12 @@ impl NudgeStore for SqliteStore {
         &self,
         conversation_id: ConversationId,
     ) -> Result<Option<WindowClosing>> {
-        self.read(move |conn| {
-            query_one(
-                conn,
-                WINDOW_CLOSING_OF,
-                [IdText::of(conversation_id)],
-                window_closing_from,
-            )
-        })
+        self.read_query(
+            query_one,
+            WINDOW_CLOSING_OF,
+            [IdText::of(conversation_id)],
+            window_closing_from,
+        )
         .await
     }
 }

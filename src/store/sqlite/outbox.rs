@@ -148,18 +148,16 @@ impl OutboxStore for SqliteStore {
     }
 
     async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>> {
-        self.read(move |conn| {
-            query_all(
-                conn,
-                concat!(
-                    "SELECT ",
-                    outbox_columns!(),
-                    " FROM outbox WHERE status = 'pending' AND kind = ? ORDER BY id"
-                ),
-                [kind.as_str()],
-                outbox_from,
-            )
-        })
+        self.read_query(
+            query_all,
+            concat!(
+                "SELECT ",
+                outbox_columns!(),
+                " FROM outbox WHERE status = 'pending' AND kind = ? ORDER BY id"
+            ),
+            [kind.as_str()],
+            outbox_from,
+        )
         .await
     }
 
@@ -261,14 +259,12 @@ impl OutboxStore for SqliteStore {
     }
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
-        self.read(move |conn| {
-            query_one(
-                conn,
-                concat!("SELECT ", outbox_columns!(), " FROM outbox WHERE id = ?"),
-                [id],
-                outbox_from,
-            )
-        })
+        self.read_query(
+            query_one,
+            concat!("SELECT ", outbox_columns!(), " FROM outbox WHERE id = ?"),
+            [id],
+            outbox_from,
+        )
         .await
     }
 

@@ -328,14 +328,12 @@ impl TurnStore for SqliteStore {
     }
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
-        self.read(move |conn| {
-            query_one(
-                conn,
-                concat!("SELECT ", turn_columns!(), " FROM turns WHERE id = ?"),
-                [turn_id],
-                turn_from,
-            )
-        })
+        self.read_query(
+            query_one,
+            concat!("SELECT ", turn_columns!(), " FROM turns WHERE id = ?"),
+            [turn_id],
+            turn_from,
+        )
         .await
     }
 
@@ -359,19 +357,17 @@ impl TurnStore for SqliteStore {
     }
 
     async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>> {
-        self.read(move |conn| {
-            query_all(
-                conn,
-                concat!(
-                    "SELECT ",
-                    turn_columns!(),
-                    " FROM turns WHERE conversation_id = ? \
+        self.read_query(
+            query_all,
+            concat!(
+                "SELECT ",
+                turn_columns!(),
+                " FROM turns WHERE conversation_id = ? \
                      ORDER BY created_at, seq"
-                ),
-                [IdText::of(conversation_id)],
-                turn_from,
-            )
-        })
+            ),
+            [IdText::of(conversation_id)],
+            turn_from,
+        )
         .await
     }
 
