@@ -335,14 +335,13 @@ pub async fn contact_in_every_written_table(
         .await
         .expect("a window-closing row");
     store
-        .enqueue(&NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: subscriber.clone(),
-            kind: OutboxKind::Reply,
-            payload: json!({"messages": ["Invented reply"]}),
-            next_attempt_at: at,
-            created_at: at,
-        })
+        .enqueue(&NewOutboxRow::new(
+            conversation.id,
+            &subscriber,
+            OutboxKind::Reply,
+            json!({"messages": ["Invented reply"]}),
+            at,
+        ))
         .await
         .expect("enqueue");
     assert!(

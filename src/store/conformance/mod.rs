@@ -66,14 +66,13 @@ fn rules(now: DateTime<Utc>, limit: i64) -> ClaimRules {
 }
 
 fn reply_row(conversation: &Conversation, due: DateTime<Utc>, marker: i64) -> NewOutboxRow {
-    NewOutboxRow {
-        conversation_id: conversation.id,
-        subscriber_id: conversation.subscriber_id.clone(),
-        kind: OutboxKind::Reply,
-        payload: json!({"messages": [format!("Invented reply {marker}")], "actions": [], "turnId": marker}),
-        next_attempt_at: due,
-        created_at: due,
-    }
+    NewOutboxRow::new(
+        conversation.id,
+        &conversation.subscriber_id,
+        OutboxKind::Reply,
+        json!({"messages": [format!("Invented reply {marker}")], "actions": [], "turnId": marker}),
+        due,
+    )
 }
 
 fn token_row(conversation: &Conversation, due: DateTime<Utc>) -> NewOutboxRow {
@@ -220,14 +219,13 @@ pub async fn errors_carry_no_personal_data(store: &dyn Store) {
         .record_turn(&turn)
         .await
         .expect_err("a turn of an unknown conversation is refused");
-    let row = NewOutboxRow {
-        conversation_id: stranger,
-        subscriber_id: subscriber,
-        kind: OutboxKind::Reply,
-        payload: json!({"messages": ["Invented reply to 5550009876"]}),
-        next_attempt_at: t0(),
-        created_at: t0(),
-    };
+    let row = NewOutboxRow::new(
+        stranger,
+        &subscriber,
+        OutboxKind::Reply,
+        json!({"messages": ["Invented reply to 5550009876"]}),
+        t0(),
+    );
     let outbox_error = store
         .enqueue(&row)
         .await

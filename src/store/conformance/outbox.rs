@@ -48,13 +48,14 @@ async fn replies_of_fresh_contacts(
 /// first), as a reply does.
 pub async fn outbox_handoff_waits_behind_an_open_reply(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
-    let row = |kind, payload| NewOutboxRow {
-        conversation_id: conversation.id,
-        subscriber_id: conversation.subscriber_id.clone(),
-        kind,
-        payload,
-        next_attempt_at: at_s(10),
-        created_at: at_s(10),
+    let row = |kind, payload| {
+        NewOutboxRow::new(
+            conversation.id,
+            &conversation.subscriber_id,
+            kind,
+            payload,
+            at_s(10),
+        )
     };
     let reply = store
         .enqueue(&row(
