@@ -20,10 +20,7 @@ use crate::helpers::*;
 /// The demo tenant with a `learning` section, in `dir/config`.
 fn learning_config(dir: &Path) -> PathBuf {
     let config = dir.join("config");
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &config,
-    );
+    copy_demo_tenant(&config);
     let rules_path = config.join("rules.json");
     let mut rules: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&rules_path).unwrap()).unwrap();
@@ -89,12 +86,10 @@ async fn pending(store: &dyn Store, texts: &[&str]) -> Vec<i64> {
 
 /// The version a review made: its hash, from the line the review prints.
 fn made_version(printed: &str) -> String {
-    printed
-        .split("new playbook version ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no new version in: {printed}"))
-        .to_owned()
+    piece_after(printed, "new playbook version ", |rest| {
+        rest.split_whitespace().next()
+    })
+    .to_owned()
 }
 
 #[tokio::test]

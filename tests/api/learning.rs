@@ -400,10 +400,7 @@ impl EvalBench {
     async fn new(url: String) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("config");
-        copy_tenant(
-            &manychat_agent::config::examples::shipped_examples(),
-            &config,
-        );
+        copy_demo_tenant(&config);
         with_learning(&config);
         let suite = dir.path().join("suite");
         std::fs::create_dir_all(&suite).unwrap();

@@ -14,8 +14,6 @@ use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply, tool_calls};
 use manychat_agent::model::{Message, Model, ModelError, ModelRequest, ModelResponse};
 use manychat_agent::store::NewTurn;
 use serde_json::{Value, json};
-use wiremock::Mock;
-use wiremock::matchers::{body_partial_json, method, path};
 
 use crate::helpers::*;
 use crate::selling::*;
@@ -567,13 +565,7 @@ async fn spec_032_b_a_tied_flow_manychat_refuses_is_reported_flow_refused() {
         answer("Let me tell you about it."),
     ]);
     let app = app(model.clone()).await;
-    Mock::given(method("POST"))
-        .and(path(FLOW))
-        .and(body_partial_json(json!({"flow_ns": GALLERY_NS})))
-        .respond_with(manychat_error(400, "Flow not found"))
-        .with_priority(1)
-        .mount(&app.manychat)
-        .await;
+    refuse_flow(&app, GALLERY_NS).await;
     turn_once(&app, "8022", "What do beginners make?").await;
     assert_eq!(
         tool_results(&model.requests()[1])[1],
