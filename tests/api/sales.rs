@@ -281,14 +281,15 @@ async fn spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_
     let app = app_on(backend, model.clone(), unchanged).await;
     turn_once(&app, "6401", "How do I book?").await;
     // 029: the link goes during the turn and takes the staged intent write with it.
-    assert_eq!(
-        received(&app).await,
-        pairs(&[
+    assert_received(
+        &app,
+        &[
             (FLOW, BOOKING_LINK_NS),
             (SET_FIELD, "studio_intent=prospect"),
             (SET_FIELD, "studio_funnel_stage=link_sent"),
-        ])
-    );
+        ],
+    )
+    .await;
     assert_eq!(
         agent_turn(&app, "6401").await.actions,
         Some(json!([
@@ -369,15 +370,16 @@ async fn spec_027_verification_4_the_payment_link_chain_goes_in_order_and_stops_
     let app = app_on(backend, model.clone(), with_events).await;
     turn_once(&app, "6601", "How do I pay?").await;
     // 029: the link goes during the turn and takes the staged intent write with it.
-    assert_eq!(
-        received(&app).await,
-        pairs(&[
+    assert_received(
+        &app,
+        &[
             (FLOW, BOOKING_LINK_NS),
             (SET_FIELD, "studio_intent=prospect"),
             (SET_FIELD, "studio_funnel_stage=link_sent"),
             (FLOW, CHECKOUT_EVENT_NS),
-        ])
-    );
+        ],
+    )
+    .await;
     let actions = agent_turn(&app, "6601").await.actions.unwrap();
     assert_eq!(
         actions[3],
@@ -744,10 +746,7 @@ async fn spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_
     turn_once(&app, "7501", "I think I will book").await;
     let results = tool_results(&model.requests()[1]);
     assert_eq!(results[1], json!({"sent": false, "reason": "not_prepared"}));
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(SET_FIELD, "studio_intent=prospect")])
-    );
+    assert_received(&app, &[(SET_FIELD, "studio_intent=prospect")]).await;
     turn_once(&app, "7501", "Yes I have everything I need").await;
     let actions = agent_turn(&app, "7501").await.actions.unwrap();
     assert_eq!(
@@ -842,11 +841,12 @@ async fn sales_bad_input_an_unknown_offering_is_recorded_refused_and_sends_nothi
     let results = tool_results(&model.requests()[1]);
     assert_eq!(results[1]["staged"], false);
     assert_eq!(results[2], json!({"sent": false}));
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(SET_FIELD, "studio_intent=prospect")]),
-        "only the intent write reached ManyChat"
-    );
+    assert_received_because(
+        &app,
+        &[(SET_FIELD, "studio_intent=prospect")],
+        "only the intent write reached ManyChat",
+    )
+    .await;
     let actions = agent_turn(&app, "6802").await.actions.unwrap();
     assert_eq!(
         actions.as_array().unwrap()[1..],
@@ -903,10 +903,7 @@ async fn sales_bad_input_a_link_before_prepared_is_recorded_refused_not_prepared
     ]);
     let app = app_on(backend, model.clone(), unchanged).await;
     turn_once(&app, "6804", "I think I will book").await;
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(SET_FIELD, "studio_intent=prospect")])
-    );
+    assert_received(&app, &[(SET_FIELD, "studio_intent=prospect")]).await;
     assert_eq!(
         agent_turn(&app, "6804").await.actions,
         Some(json!([
@@ -974,10 +971,7 @@ async fn sales_bad_input_a_forged_offering_on_an_unbound_request_is_neither_stor
 
     // The next request carries none: the forged offering is gone, its flow refused.
     turn_once(&app, "6806", "Send me the glaze guide").await;
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(SET_FIELD, "studio_intent=prospect")])
-    );
+    assert_received(&app, &[(SET_FIELD, "studio_intent=prospect")]).await;
     assert_eq!(
         agent_turn(&app, "6806").await.actions.unwrap()[1],
         refused_entry("send_flow", "glaze_lab_guide", None, "other_offering")
