@@ -199,8 +199,7 @@ async fn spec_034_verification_3_intent_notice_follows_the_last_performed_write_
         })
         .await
         .unwrap();
-    turn_once(&app, "6102", "Hello again").await;
-    let prompt = user_text(&model.requests()[4]);
+    let prompt = prompt_after(&app, &model, "6102", "Hello again", 4).await;
     assert!(prompt.contains("INTENT: prospect"), "{prompt}");
     assert!(prompt.contains("FUNNEL: nurturing"), "{prompt}");
 }
@@ -277,12 +276,14 @@ async fn spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_o
         ],
     )
     .await;
-    let requests = model.requests();
-    let before = tool_enum(&requests[0], "send_flow", "flow");
+    let before = flows_offered_at(&model, 0);
     assert!(before.contains(&"wheel_basics_guide".to_owned()));
-    let after = tool_enum(&requests[2], "send_flow", "flow");
+    let after = flows_offered_at(&model, 2);
     assert_offered(&after, "wheel_basics_guide", "booking_link");
-    assert_eq!(tool_results(&requests[3]), vec![json!({"sent": false})]);
+    assert_eq!(
+        tool_results(&model.requests()[3]),
+        vec![json!({"sent": false})]
+    );
 }
 
 async fn spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_nothing_when_it_fails(
@@ -701,10 +702,9 @@ async fn spec_028_verification_6_a_shared_flow_sent_before_a_switch_stays_sent(b
         ],
     )
     .await;
-    let requests = model.requests();
-    let flows = tool_enum(&requests[4], "send_flow", "flow");
+    let flows = flows_offered_at(&model, 4);
     assert_offered(&flows, "wheel_basics_guide", "handbuilding_guide");
-    assert!(description(&requests[4], "send_flow").contains("handbuilding_guide"));
+    assert!(description(&model.requests()[4], "send_flow").contains("handbuilding_guide"));
 }
 
 // --- 032 C: the payment gate --------------------------------------------------------------------
@@ -795,8 +795,7 @@ async fn sales_bad_input_a_gated_write_is_recorded_refused_and_reaches_no_one(ba
         ]))
     );
     // The history note lists performed actions only, and the position is unchanged.
-    turn_once(&app, "6801", "Hi again").await;
-    let prompt = user_text(&model.requests()[2]);
+    let prompt = prompt_after(&app, &model, "6801", "Hi again", 2).await;
     assert!(!prompt.contains("actions performed"), "{prompt}");
     assert!(prompt.contains("INTENT: unknown"), "{prompt}");
     assert!(prompt.contains("FUNNEL: none recorded yet"), "{prompt}");
@@ -866,8 +865,7 @@ async fn sales_bad_input_a_backward_stage_is_recorded_refused_with_its_value(bac
             "backward_stage"
         )]))
     );
-    turn_once(&app, "6803", "Ok").await;
-    let prompt = user_text(&model.requests()[4]);
+    let prompt = prompt_after(&app, &model, "6803", "Ok", 4).await;
     assert!(
         prompt.contains("FUNNEL: offered"),
         "the refused write moved nothing: {prompt}"
@@ -1050,6 +1048,18 @@ async fn sales_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
     assert_eq!(sent.last().unwrap().body["field_value"], "prospect");
 }
 
+/// `text` from `subscriber`, one turn: the user text of `model`'s request number `step`.
+async fn prompt_after(
+    app: &TestApp,
+    model: &ScriptedModel,
+    subscriber: &str,
+    text: &str,
+    step: usize,
+) -> String {
+    turn_once(app, subscriber, text).await;
+    user_text(&model.requests()[step])
+}
+
 /// Each of `texts` from `subscriber`, one turn after the other.
 async fn turns(app: &TestApp, subscriber: &str, texts: &[&str]) {
     for text in texts {
@@ -1069,6 +1079,11 @@ async fn first_turn_results(
     turn_once(&app, subscriber, text).await;
     let results = tool_results(&model.requests()[1]);
     (app, results)
+}
+
+/// The flows `send_flow` offered in `model`'s request number `step`.
+fn flows_offered_at(model: &ScriptedModel, step: usize) -> Vec<String> {
+    tool_enum(&model.requests()[step], "send_flow", "flow")
 }
 
 /// `flows` (a `send_flow` enum) no longer offers `gone` and still offers `kept`.
