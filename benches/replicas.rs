@@ -17,14 +17,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use axum::Router;
-use manychat_agent::model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, Usage};
+use manychat_agent::model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 mod common;
 use common::*;
-
-const REPLY_JSON: &str = r#"{"messages":["Classes run on weekday evenings."],"escalate":false,"escalation_reason":null,"confidence":0.9,"closing_question":null}"#;
 
 /// Answers after `delay` (zero: at once).
 struct BenchModel {
@@ -40,17 +38,11 @@ impl Model for BenchModel {
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }
-        Ok(ModelResponse {
-            tool_calls: Vec::new(),
-            output: Some(REPLY_JSON.to_owned()),
-            usage: Usage {
-                input_tokens: 100,
-                output_tokens: 20,
-                cached_tokens: 0,
-            },
-            stop: StopReason::Completed,
-            echo: Default::default(),
-        })
+        Ok(final_reply(Usage {
+            input_tokens: 100,
+            output_tokens: 20,
+            cached_tokens: 0,
+        }))
     }
 }
 

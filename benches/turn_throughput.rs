@@ -49,7 +49,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 mod common;
-use common::{SECRET, env_usize, run, serve};
+use common::{SECRET, address_of, env_usize, final_reply, listed_rounds, run, serve};
 
 /// An instant model. `Tools`: its first step stages three writes (a tag, a field, a note),
 /// performed after the response, and its second answers. `Read`: its first step reads the
@@ -82,9 +82,6 @@ fn asks_for_the_tour(request: &ModelRequest) -> bool {
         .any(|m| matches!(m, Message::User { text } if text.contains(TOUR_TEXT)))
 }
 
-/// The instant model's final reply.
-const REPLY_JSON: &str = r#"{"messages":["Classes run on weekday evenings."],"escalate":false,"escalation_reason":null,"confidence":0.9,"closing_question":null}"#;
-
 struct InstantModel {
     kind: Kind,
 }
@@ -100,26 +97,22 @@ impl Model for InstantModel {
             .iter()
             .any(|m| matches!(m, Message::ToolResults { .. }));
         if self.kind == Kind::Read && first_step {
-            return Ok(ModelResponse {
-                tool_calls: vec![ToolCall {
+            return Ok(tool_step(
+                vec![ToolCall {
                     id: "1".into(),
                     name: "get_contact".into(),
                     arguments: ToolArguments::Valid(json!({})),
                 }],
-                output: None,
-                usage: Usage {
-                    input_tokens: 1200,
-                    output_tokens: 20,
-                    cached_tokens: 1000,
-                },
-                stop: StopReason::ToolCalls,
-                echo: Default::default(),
-            });
+                20,
+            ));
         }
         let call = |id: &str, name: &str, arguments: Value| ToolCall {
             id: id.into(),
             name: name.into(),
             arguments: ToolArguments::Valid(arguments),
+        };
+        let set_field = |id: &str, field: &str, value: &str| {
+            call(id, "set_field", json!({"field": field, "value": value}))
         };
         let tour = || {
             call(
@@ -135,72 +128,51 @@ impl Model for InstantModel {
         {
             let tool_calls = match self.kind {
                 Kind::Sales => vec![
-                    call(
-                        "1",
-                        "set_field",
-                        json!({"field": "intent", "value": "prospect"}),
-                    ),
-                    call(
-                        "2",
-                        "set_field",
-                        json!({"field": "funnel_stage", "value": "qualifying"}),
-                    ),
+                    set_field("1", "intent", "prospect"),
+                    set_field("2", "funnel_stage", "qualifying"),
                     tour(),
                 ],
                 _ => vec![tour()],
             };
-            return Ok(ModelResponse {
-                tool_calls,
-                output: None,
-                usage: Usage {
-                    input_tokens: 1200,
-                    output_tokens: 60,
-                    cached_tokens: 1000,
-                },
-                stop: StopReason::ToolCalls,
-                echo: Default::default(),
-            });
+            return Ok(tool_step(tool_calls, 60));
         }
         if self.kind == Kind::Tools && first_step && !request.tools.is_empty() {
             // No flow: since 029 a flow is sent during the turn, through the 10-per-second
             // limiter, which would pace this phase instead of measuring it (the flow's own
             // cost is the paced phase's).
-            return Ok(ModelResponse {
-                tool_calls: vec![
+            return Ok(tool_step(
+                vec![
                     call("1", "add_tag", json!({"tag": "interested_wheel"})),
-                    call(
-                        "2",
-                        "set_field",
-                        json!({"field": "clay_experience", "value": "none"}),
-                    ),
+                    set_field("2", "clay_experience", "none"),
                     call(
                         "3",
                         "write_note",
                         json!({"note": "goal", "text": "Wants to try the wheel."}),
                     ),
                 ],
-                output: None,
-                usage: Usage {
-                    input_tokens: 1200,
-                    output_tokens: 60,
-                    cached_tokens: 1000,
-                },
-                stop: StopReason::ToolCalls,
-                echo: Default::default(),
-            });
+                60,
+            ));
         }
-        Ok(ModelResponse {
-            tool_calls: Vec::new(),
-            // What a provider's client hands over: the reply's JSON text, one string.
-            output: Some(REPLY_JSON.to_owned()),
-            usage: Usage {
-                input_tokens: 1200,
-                output_tokens: 40,
-                cached_tokens: 1000,
-            },
-            stop: StopReason::Completed,
-            echo: Default::default(),
-        })
+        Ok(final_reply(Usage {
+            input_tokens: 1200,
+            output_tokens: 40,
+            cached_tokens: 1000,
+        }))
+    }
+}
+
+/// A step that asks for `tool_calls`, billed as the instant model's steps are.
+fn tool_step(tool_calls: Vec<ToolCall>, output_tokens: u64) -> ModelResponse {
+    ModelResponse {
+        tool_calls,
+        output: None,
+        usage: Usage {
+            input_tokens: 1200,
+            output_tokens,
+            cached_tokens: 1000,
+        },
+        stop: StopReason::ToolCalls,
+        echo: Default::default(),
     }
 }
 
@@ -242,16 +214,6 @@ fn subscriber(worker: usize, n: usize) -> usize {
 /// from every other phase's).
 fn new_contact(worker: usize, n: usize) -> usize {
     10_000_000 + worker * 100_000 + n
-}
-
-/// The client address a contact's requests come from: one of its own, in 10.0.0.0/8.
-fn address_of(subscriber: usize) -> String {
-    format!(
-        "10.{}.{}.{}",
-        (subscriber >> 16) & 255,
-        (subscriber >> 8) & 255,
-        subscriber & 255
-    )
 }
 
 /// CPU time (user + system) this process has used so far, from /proc/self/stat (Linux).
@@ -760,11 +722,7 @@ fn main() {
                 summary.push(format!(
                     "c={c:<3} {what:<11} median {:.1}% (rounds: {})",
                     ratios[ratios.len() / 2],
-                    ratios
-                        .iter()
-                        .map(|r| format!("{r:.1}%"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    listed_rounds(ratios, "%")
                 ));
             }
         }
@@ -861,13 +819,7 @@ fn main() {
             per_round.push(ratios);
         }
         let column = |k: usize| -> Vec<f64> { per_round.iter().map(|r| r[k]).collect() };
-        let rounds_of = |k: usize| {
-            column(k)
-                .iter()
-                .map(|r| format!("{r:.1}%"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let rounds_of = |k: usize| listed_rounds(&column(k), "%");
         println!(
             "summary: c={c} medians over rounds, as a share of the bare handler's throughput: plain unsold {:.1}%, plain selling {:.1}%, tool turn {:.1}%",
             median(&column(0)),

@@ -32,7 +32,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 mod common;
-use common::{SECRET, env_usize, run, serve};
+use common::{SECRET, address_of, env_usize, listed_rounds, run, serve};
 
 /// `RACE_DEADLINE_MS` as the app runs it (the default).
 const DEADLINE: Duration = Duration::from_millis(8000);
@@ -258,16 +258,9 @@ async fn parent() {
     println!(
         "summary: {:.1} KiB per waiting turn (median of {runs} runs, the larger of the two samples; runs: {}); acknowledgement p95 deadline + {:.1} ms (median; runs: {})",
         per_turn[per_turn.len() / 2],
-        per_turn
-            .iter()
-            .map(|v| format!("{v:.1}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        listed_rounds(&per_turn, ""),
         p95s[p95s.len() / 2],
-        p95s.iter()
-            .map(|v| format!("{v:.1}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        listed_rounds(&p95s, "")
     );
     println!("provider calls: {}", calls.load(Ordering::Relaxed));
 }
@@ -277,23 +270,13 @@ async fn send(client: &reqwest::Client, url: &str, subscriber: usize) -> String 
     let response = client
         .post(url)
         .bearer_auth(SECRET)
-        .header("x-forwarded-for", forwarded_for(subscriber))
+        .header("x-forwarded-for", address_of(subscriber))
         .json(&message(subscriber))
         .send()
         .await
         .unwrap();
     assert!(response.status().is_success(), "{}", response.status());
     response.text().await.unwrap()
-}
-
-/// A distinct client address per contact, so that no per-address limit is what is measured.
-fn forwarded_for(subscriber: usize) -> String {
-    format!(
-        "10.{}.{}.{}",
-        (subscriber >> 16) & 255,
-        (subscriber >> 8) & 255,
-        subscriber & 255
-    )
 }
 
 fn message(subscriber: usize) -> Value {
@@ -328,7 +311,7 @@ async fn write_and_read(
         "POST {path} HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {SECRET}\r\n\
          x-forwarded-for: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
          connection: close\r\n\r\n{body}",
-        forwarded_for(subscriber),
+        address_of(subscriber),
         body.len()
     );
     stream.write_all(request.as_bytes()).await.unwrap();

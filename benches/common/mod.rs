@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Router;
-use manychat_agent::model::Model;
+use manychat_agent::model::{Model, ModelResponse, StopReason, Usage};
 use manychat_agent::settings::Settings;
 use manychat_agent::startup::{Application, Overrides};
 use serde_json::{Value, json};
@@ -61,6 +61,39 @@ pub fn demo_tenant(dir: &Path, name: &str) -> PathBuf {
         rules["burst"] = json!({"windowMs": 0});
     });
     config
+}
+
+/// The client address a contact's requests come from: one of its own, in 10.0.0.0/8, so that
+/// no per-address limit is what is measured.
+pub fn address_of(subscriber: usize) -> String {
+    format!(
+        "10.{}.{}.{}",
+        (subscriber >> 16) & 255,
+        (subscriber >> 8) & 255,
+        subscriber & 255
+    )
+}
+
+/// The benches' final reply, "Classes run on weekday evenings.", billed `usage`: what a
+/// provider's client hands over, the reply's JSON text as one string.
+pub fn final_reply(usage: Usage) -> ModelResponse {
+    const REPLY_JSON: &str = r#"{"messages":["Classes run on weekday evenings."],"escalate":false,"escalation_reason":null,"confidence":0.9,"closing_question":null}"#;
+    ModelResponse {
+        tool_calls: Vec::new(),
+        output: Some(REPLY_JSON.to_owned()),
+        usage,
+        stop: StopReason::Completed,
+        echo: Default::default(),
+    }
+}
+
+/// Each of `values` with one decimal and `unit`, comma-separated (a summary's rounds).
+pub fn listed_rounds(values: &[f64], unit: &str) -> String {
+    values
+        .iter()
+        .map(|v| format!("{v:.1}{unit}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Rewrites a JSON file of a tenant's config.

@@ -117,6 +117,28 @@ pub(super) const OFFERED: Seed = Seed {
 
 /// One contact: a bound message, then an agent turn performing the funnel write. Answers the
 /// subscriber id and the agent turn's id.
+/// The contact's `message`, then the agent's `answer` (the demo model's): answers its turn id.
+/// The message is recorded at the answer's conversation, a second before the answer.
+pub(super) async fn exchange(store: &dyn Store, message: &str, answer: NewTurn) -> i64 {
+    let asked = answer.created_at - chrono::Duration::seconds(1);
+    store
+        .record_turn(&NewTurn::user(answer.conversation_id, message, true, asked))
+        .await
+        .expect("user turn");
+    store
+        .record_turn(&NewTurn {
+            model: Some("mock:demo".to_owned()),
+            ..answer
+        })
+        .await
+        .expect("agent turn")
+}
+
+/// A bound message of the contact's, after the exchanges.
+pub(super) async fn later_message(store: &dyn Store, message: NewTurn) {
+    store.record_turn(&message).await.expect("later message");
+}
+
 pub(super) async fn seed(store: &dyn Store, seed: Seed, message: &str) -> (SubscriberId, i64) {
     let subscriber = fresh_subscriber();
     let at = days_ago(seed.days_ago);
@@ -124,35 +146,24 @@ pub(super) async fn seed(store: &dyn Store, seed: Seed, message: &str) -> (Subsc
         .conversation_for(&subscriber, "whatsapp", at)
         .await
         .expect("conversation");
-    store
-        .record_turn(&NewTurn::user(conversation.id, message, true, at))
-        .await
-        .expect("user turn");
     let actions = json!([{"tool": "set_field", "id": "funnel_stage", "value": seed.stage, "status": seed.status}]);
-    let agent = store
-        .record_turn(&NewTurn {
-            model: Some("mock:demo".to_owned()),
-            actions: Some(actions),
-            ..NewTurn::agent(
-                conversation.id,
-                "Invented answer about the wheel course.",
-                "answered_inline",
-                true,
-                at + chrono::Duration::seconds(1),
-            )
-        })
-        .await
-        .expect("agent turn");
+    let answer = NewTurn {
+        actions: Some(actions),
+        ..NewTurn::agent(
+            conversation.id,
+            "Invented answer about the wheel course.",
+            "answered_inline",
+            true,
+            at + chrono::Duration::seconds(1),
+        )
+    };
+    let agent = exchange(store, message, answer).await;
     if let Some(days) = seed.later_message {
-        store
-            .record_turn(&NewTurn::user(
-                conversation.id,
-                "Invented later",
-                true,
-                days_ago(days),
-            ))
-            .await
-            .expect("later turn");
+        later_message(
+            store,
+            NewTurn::user(conversation.id, "Invented later", true, days_ago(days)),
+        )
+        .await;
     }
     (subscriber, agent)
 }

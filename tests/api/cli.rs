@@ -591,12 +591,11 @@ fn start_demo(config_dir: &std::path::Path, database: &str) -> Demo {
             break;
         }
     }
-    let port = banner
-        .split("running on http://127.0.0.1:")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|port| port.parse().ok())
-        .unwrap_or_else(|| panic!("a port in {banner}"));
+    let port = piece_after(&banner, "running on http://127.0.0.1:", |rest| {
+        rest.split_whitespace().next()
+    })
+    .parse()
+    .unwrap_or_else(|_| panic!("a port in {banner}"));
     demo.banner = banner;
     demo.port = port;
     demo
@@ -604,11 +603,9 @@ fn start_demo(config_dir: &std::path::Path, database: &str) -> Demo {
 
 /// The subscriber id in the banner's curl line.
 fn banner_subscriber(banner: &str) -> String {
-    let id = banner
-        .split("\"subscriber_id\":\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or_else(|| panic!("a subscriber in {banner}"));
+    let id = piece_after(banner, "\"subscriber_id\":\"", |rest| {
+        rest.split('"').next()
+    });
     assert!(
         id.len() == 15 && id.bytes().all(|b| b.is_ascii_digit()),
         "{id}"
@@ -618,12 +615,10 @@ fn banner_subscriber(banner: &str) -> String {
 }
 
 fn secret_of(banner: &str) -> String {
-    banner
-        .split("Shared secret (new at each start): ")
-        .nth(1)
-        .and_then(|rest| rest.lines().next())
-        .unwrap_or_else(|| panic!("a secret in {banner}"))
-        .to_owned()
+    piece_after(banner, "Shared secret (new at each start): ", |rest| {
+        rest.lines().next()
+    })
+    .to_owned()
 }
 
 #[test]

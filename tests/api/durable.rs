@@ -121,6 +121,15 @@ pub(crate) fn rules(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("config/rules.json")).unwrap()).unwrap()
 }
 
+/// The demo tenant's folder, a fake ManyChat that accepts everything, and the tenant's rules.
+async fn tenant_and_manychat() -> (tempfile::TempDir, MockServer, Value) {
+    let dir = tenant();
+    let manychat = MockServer::start().await;
+    manychat_accepts_everything(&manychat).await;
+    let rules = rules(dir.path());
+    (dir, manychat, rules)
+}
+
 /// The texts ManyChat was asked to put in the reply field, in order.
 pub(crate) async fn reply_field_writes(manychat: &MockServer) -> Vec<String> {
     bodies_on(manychat, "/fb/subscriber/setCustomFieldByName")
@@ -168,10 +177,7 @@ async fn slow_process(dir: &Path, manychat: &MockServer, abort_ms: &str) -> Serv
 
 #[tokio::test]
 async fn killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
-    let dir = tenant();
-    let manychat = MockServer::start().await;
-    manychat_accepts_everything(&manychat).await;
-    let rules = rules(dir.path());
+    let (dir, manychat, rules) = tenant_and_manychat().await;
 
     // The model answers after 12 s; the deadline is 0.3 s: the contact is acknowledged.
     let first = slow_process(dir.path(), &manychat, "60000").await;
@@ -217,12 +223,9 @@ async fn killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
     );
     drop(second);
 
-    let store = manychat_agent::store::connect(&format!(
-        "sqlite://{}",
-        dir.path().join("agent.db").display()
-    ))
-    .await
-    .unwrap();
+    let store = manychat_agent::store::connect(&sqlite_file_url(dir.path()))
+        .await
+        .unwrap();
     let conversation = store
         .conversation_by_subscriber(&manychat_agent::ids::SubscriberId::parse("8801").unwrap())
         .await
@@ -242,10 +245,7 @@ async fn killed_after_the_acknowledgement_the_turn_runs_again_after_restart() {
 
 #[tokio::test]
 async fn killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_and_the_handoff() {
-    let dir = tenant();
-    let manychat = MockServer::start().await;
-    manychat_accepts_everything(&manychat).await;
-    let rules = rules(dir.path());
+    let (dir, manychat, rules) = tenant_and_manychat().await;
 
     let first = slow_process(dir.path(), &manychat, "4000").await;
     let body = first.send("8802", "Do you have parking?").await;
@@ -255,12 +255,9 @@ async fn killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_a
     first.kill();
 
     // The promise on disk says when its window ends; the restart comes after that.
-    let store = manychat_agent::store::connect(&format!(
-        "sqlite://{}",
-        dir.path().join("agent.db").display()
-    ))
-    .await
-    .unwrap();
+    let store = manychat_agent::store::connect(&sqlite_file_url(dir.path()))
+        .await
+        .unwrap();
     let promise = store.outbox_rows().await.unwrap();
     let window_ends: chrono::DateTime<chrono::Utc> =
         serde_json::from_value(promise[0].payload["promise"]["abortAt"].clone())
@@ -291,12 +288,9 @@ async fn killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_a
     );
 
     // The handoff is recorded once ManyChat took it (the process writes it right after).
-    let store = manychat_agent::store::connect(&format!(
-        "sqlite://{}",
-        dir.path().join("agent.db").display()
-    ))
-    .await
-    .unwrap();
+    let store = manychat_agent::store::connect(&sqlite_file_url(dir.path()))
+        .await
+        .unwrap();
     let subscriber = manychat_agent::ids::SubscriberId::parse("8802").unwrap();
     eventually(
         async || {

@@ -52,16 +52,17 @@ async fn spec_029_verification_1_send_flow_sends_during_the_call_once_per_turn_a
         ]
     );
     app.settle().await;
-    assert_eq!(
-        received(&app).await,
-        pairs(&[
+    assert_received_because(
+        &app,
+        &[
             (FLOW, HANDBUILDING_GUIDE_NS),
             (SET_FIELD, "studio_intent=prospect"),
             (SET_FIELD, "studio_course=handbuilding"),
-        ]),
+        ],
         "the flow went first, once; the other offering's flow made no request; the staged \
-         writes followed the response"
-    );
+         writes followed the response",
+    )
+    .await;
     assert_eq!(
         agent_turn(&app, "7101").await.actions,
         Some(json!([
@@ -278,9 +279,10 @@ async fn spec_029_verification_5_a_deferred_call_aborted_after_sending_a_flow_re
             {"tool": "send_flow", "id": "handbuilding_guide", "status": "performed"}
         ]))
     );
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(FLOW, HANDBUILDING_GUIDE_NS)]),
-        "the flow went; the discarded writes never did"
-    );
+    assert_received_because(
+        &app,
+        &[(FLOW, HANDBUILDING_GUIDE_NS)],
+        "the flow went; the discarded writes never did",
+    )
+    .await;
 }

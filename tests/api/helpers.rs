@@ -576,6 +576,38 @@ pub async fn deferred_by_a_late_answer(
     app.settle().await;
 }
 
+/// Moves the frozen clock in `step`s until `done`, and returns how far it moved; panics past
+/// `limit`.
+pub async fn advance_by_steps_until(
+    step: Duration,
+    limit: Duration,
+    mut done: impl AsyncFnMut() -> bool,
+) -> Duration {
+    let mut moved = Duration::ZERO;
+    loop {
+        if done().await {
+            return moved;
+        }
+        assert!(moved < limit, "not done after {moved:?} of tokio time");
+        tokio::time::advance(step).await;
+        moved += step;
+        real_pause().await;
+    }
+}
+
+/// The piece of `text` that `piece` takes from what follows the first `marker` (its first line,
+/// its first word); panics, naming both, where there is none.
+pub fn piece_after<'a>(
+    text: &'a str,
+    marker: &str,
+    piece: impl FnOnce(&'a str) -> Option<&'a str>,
+) -> &'a str {
+    text.split(marker)
+        .nth(1)
+        .and_then(piece)
+        .unwrap_or_else(|| panic!("nothing after {marker:?} in: {text}"))
+}
+
 /// Polls `condition` in real time (tokio's clock may be frozen) until it holds.
 pub async fn until(mut condition: impl AsyncFnMut() -> bool) {
     for _ in 0..600 {

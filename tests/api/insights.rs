@@ -20,10 +20,7 @@ use crate::helpers::*;
 /// The demo tenant with a `learning` section, in `dir/config`.
 fn learning_config(dir: &Path) -> PathBuf {
     let config = dir.join("config");
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &config,
-    );
+    copy_demo_tenant(&config);
     let rules_path = config.join("rules.json");
     let mut rules: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&rules_path).unwrap()).unwrap();
@@ -40,6 +37,21 @@ async fn insights(args: &[&str], vars: &[(&str, &str)]) -> Output {
         command.env(name, value);
     }
     command.output().await.unwrap()
+}
+
+/// A SQLite file in a fresh folder: the folder, its URL and the store on it.
+async fn file_store() -> (tempfile::TempDir, String, std::sync::Arc<dyn Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = sqlite_file_url(dir.path());
+    let store = manychat_agent::store::connect(&url).await.unwrap();
+    (dir, url, store)
+}
+
+/// `insights` with `args`, which exits with `code`.
+async fn insights_exits(args: &[&str], vars: &[(&str, &str)], code: i32) -> Output {
+    let output = insights(args, vars).await;
+    assert_eq!(output.status.code(), Some(code), "{args:?}: {output:?}");
+    output
 }
 
 fn out(output: &Output) -> String {
@@ -89,30 +101,23 @@ async fn pending(store: &dyn Store, texts: &[&str]) -> Vec<i64> {
 
 /// The version a review made: its hash, from the line the review prints.
 fn made_version(printed: &str) -> String {
-    printed
-        .split("new playbook version ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no new version in: {printed}"))
-        .to_owned()
+    piece_after(printed, "new playbook version ", |rest| {
+        rest.split_whitespace().next()
+    })
+    .to_owned()
 }
 
 #[tokio::test]
 async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_file_url(dir.path());
-    let store = manychat_agent::store::connect(&url).await.unwrap();
+    let (_dir, url, store) = file_store().await;
     let db = [("DATABASE_URL", url.as_str())];
 
     // No pending proposals: said so, by the list and by the walk.
-    let listed = insights(&["review", "--list"], &db).await;
-    assert_eq!(listed.status.code(), Some(0), "{listed:?}");
+    let listed = insights_exits(&["review", "--list"], &db, 0).await;
     assert_eq!(out(&listed).trim(), "no pending proposals");
-    let walked = insights(&["review"], &db).await;
-    assert_eq!(walked.status.code(), Some(0), "{walked:?}");
+    let walked = insights_exits(&["review"], &db, 0).await;
     assert!(out(&walked).contains("no pending proposals"), "{walked:?}");
-    let refused = insights(&["review", "--approve", "1"], &db).await;
-    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let refused = insights_exits(&["review", "--approve", "1"], &db, 1).await;
     assert!(
         err(&refused).contains("no pending proposal 1"),
         "{refused:?}"
@@ -136,8 +141,7 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
         );
     }
 
-    let approved = insights(&["review", "--approve", &ids[0].to_string()], &db).await;
-    assert_eq!(approved.status.code(), Some(0), "{approved:?}");
+    let approved = insights_exits(&["review", "--approve", &ids[0].to_string()], &db, 0).await;
     let printed = out(&approved);
     assert!(
         printed.contains("1 approved, 0 rejected, 0 retired"),
@@ -150,20 +154,18 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
         "the review names the eval to run: {printed}"
     );
 
-    let rejected = insights(&["review", "--reject", &ids[1].to_string()], &db).await;
-    assert_eq!(rejected.status.code(), Some(0), "{rejected:?}");
+    let rejected = insights_exits(&["review", "--reject", &ids[1].to_string()], &db, 0).await;
     assert!(
         out(&rejected).contains("0 approved, 1 rejected, 0 retired")
             && out(&rejected).contains("the playbook is unchanged"),
         "{rejected:?}"
     );
-    let lone = insights(&["review", "--text", "Invented"], &db).await;
-    assert_eq!(lone.status.code(), Some(1), "{lone:?}");
+    let lone = insights_exits(&["review", "--text", "Invented"], &db, 1).await;
     assert!(
         err(&lone).contains("--text goes with --approve"),
         "{lone:?}"
     );
-    let edited = insights(
+    let edited = insights_exits(
         &[
             "review",
             "--approve",
@@ -172,9 +174,9 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
             "Invented tactic three, edited",
         ],
         &db,
+        0,
     )
     .await;
-    assert_eq!(edited.status.code(), Some(0), "{edited:?}");
     let second = made_version(&out(&edited));
 
     let rejected_rows = store.proposals(ProposalStatus::Rejected, 10).await.unwrap();
@@ -201,15 +203,14 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
         .activate_playbook(versions[0].id, Utc::now())
         .await
         .unwrap();
-    let wrong = insights(&["review", "--retire", "2"], &db).await;
-    assert_eq!(wrong.status.code(), Some(1), "{wrong:?}");
+    let wrong = insights_exits(&["review", "--retire", "2"], &db, 1).await;
     assert!(err(&wrong).contains("has 1 insight(s)"), "{wrong:?}");
-    let retired = insights(
+    let retired = insights_exits(
         &["review", "--retire", "1", "--approve", &ids[0].to_string()],
         &db,
+        0,
     )
     .await;
-    assert_eq!(retired.status.code(), Some(0), "{retired:?}");
     assert!(
         out(&retired).contains("1 approved, 0 rejected, 1 retired"),
         "{retired:?}"
@@ -259,33 +260,27 @@ async fn eval_record(store: &dyn Store, playbook: &str, suite: &str, model: &str
 
 #[tokio::test]
 async fn spec_031_activate_through_the_cli_is_gated_and_a_rollback_is_not() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_file_url(dir.path());
-    let store = manychat_agent::store::connect(&url).await.unwrap();
+    let (_dir, url, store) = file_store().await;
     let db = [("DATABASE_URL", url.as_str())];
     let golden = repo_path("evals/golden");
     let golden = golden.to_str().unwrap();
     let suite = manychat_agent::learning::gate::suite_hash(Path::new(golden)).unwrap();
     let (_, first) = version(store.as_ref(), "Invented first tactic").await;
 
-    let unknown = insights(&["activate", "ffffffffffff", "--suite", golden], &db).await;
-    assert_eq!(unknown.status.code(), Some(1), "{unknown:?}");
+    let unknown = insights_exits(&["activate", "ffffffffffff", "--suite", golden], &db, 1).await;
     assert!(err(&unknown).contains("no playbook version"), "{unknown:?}");
 
     // No record: refused, naming the eval to run; a mock model's record never counts.
-    let refused = insights(&["activate", &first, "--suite", golden], &db).await;
-    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let refused = insights_exits(&["activate", &first, "--suite", golden], &db, 1).await;
     assert!(
         err(&refused).contains(&format!("PLAYBOOK_VERSION={first} manychat-agent eval")),
         "{refused:?}"
     );
     eval_record(store.as_ref(), &first, &suite, "mock:demo").await;
     eval_record(store.as_ref(), "", &suite, "mock:demo").await;
-    let refused = insights(&["activate", &first, "--suite", golden], &db).await;
-    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    insights_exits(&["activate", &first, "--suite", golden], &db, 1).await;
     eval_record(store.as_ref(), &first, &suite, "openai:gpt-4.1-mini").await;
-    let refused = insights(&["activate", &first, "--suite", golden], &db).await;
-    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let refused = insights_exits(&["activate", &first, "--suite", golden], &db, 1).await;
     assert!(
         err(&refused).contains("without PLAYBOOK_VERSION"),
         "the no-playbook baseline's eval is named: {refused:?}"
@@ -293,8 +288,7 @@ async fn spec_031_activate_through_the_cli_is_gated_and_a_rollback_is_not() {
     assert!(store.active_playbook().await.unwrap().is_none());
 
     eval_record(store.as_ref(), "", &suite, "openai:gpt-4.1-mini").await;
-    let gated = insights(&["activate", &first[..8], "--suite", golden], &db).await;
-    assert_eq!(gated.status.code(), Some(0), "{gated:?}");
+    let gated = insights_exits(&["activate", &first[..8], "--suite", golden], &db, 0).await;
     assert!(
         out(&gated).contains(&format!("playbook version {first} is active")),
         "{gated:?}"
@@ -302,14 +296,13 @@ async fn spec_031_activate_through_the_cli_is_gated_and_a_rollback_is_not() {
 
     let (_, second) = version(store.as_ref(), "Invented second tactic").await;
     eval_record(store.as_ref(), &second, &suite, "openai:gpt-4.1-mini").await;
-    let gated = insights(&["activate", &second, "--suite", golden], &db).await;
-    assert_eq!(gated.status.code(), Some(0), "{gated:?}");
+    insights_exits(&["activate", &second, "--suite", golden], &db, 0).await;
     let active = store.active_playbook().await.unwrap().unwrap();
     assert_eq!(active.content_hash, second);
 
     // Rollback: the first was live before; a suite with no record at all does not stop it.
     let empty = tempfile::tempdir().unwrap();
-    let rolled = insights(
+    let rolled = insights_exits(
         &[
             "activate",
             &first,
@@ -317,9 +310,9 @@ async fn spec_031_activate_through_the_cli_is_gated_and_a_rollback_is_not() {
             empty.path().to_str().unwrap(),
         ],
         &db,
+        0,
     )
     .await;
-    assert_eq!(rolled.status.code(), Some(0), "{rolled:?}");
     assert!(
         out(&rolled).contains(&format!("rolled back to playbook version {first}")),
         "{rolled:?}"
@@ -357,9 +350,7 @@ async fn offered_contact(store: &dyn Store) -> SubscriberId {
 
 #[tokio::test]
 async fn spec_031_run_through_the_cli_reads_labels_claims_the_week_and_force_runs_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_file_url(dir.path());
-    let store = manychat_agent::store::connect(&url).await.unwrap();
+    let (dir, url, store) = file_store().await;
     let subscriber = offered_contact(store.as_ref()).await;
     let manychat = MockServer::start().await;
     Mock::given(method("GET"))
@@ -380,22 +371,19 @@ async fn spec_031_run_through_the_cli_reads_labels_claims_the_week_and_force_run
         ("INSIGHT_MODEL", "mock:demo"),
     ];
 
-    let unset = insights(&["run"], &vars[..4]).await;
-    assert_eq!(unset.status.code(), Some(1), "{unset:?}");
+    let unset = insights_exits(&["run"], &vars[..4], 1).await;
     assert!(err(&unset).contains("INSIGHT_MODEL"), "{unset:?}");
     let shipped = manychat_agent::config::examples::shipped_examples();
     let plain = dir.path().join("plain");
     copy_tenant(&shipped, &plain);
     let mut without = vars;
     without[1] = ("CONFIG_DIR", plain.to_str().unwrap());
-    let off = insights(&["run"], &without).await;
-    assert_eq!(off.status.code(), Some(1), "{off:?}");
+    let off = insights_exits(&["run"], &without, 1).await;
     assert!(err(&off).contains("no learning section"), "{off:?}");
     assert!(store.learning_runs(10).await.unwrap().is_empty());
 
     // One contact: too few on both sides, no model call; its label read through ManyChat.
-    let ran = insights(&["run"], &vars).await;
-    assert_eq!(ran.status.code(), Some(0), "{ran:?}");
+    let ran = insights_exits(&["run"], &vars, 0).await;
     assert!(
         out(&ran).contains("insufficient, 0 proposal(s) pending review, 0 refused"),
         "{ran:?}"
@@ -408,11 +396,9 @@ async fn spec_031_run_through_the_cli_reads_labels_claims_the_week_and_force_run
             .query_pairs()
             .any(|(k, v)| k == "subscriber_id" && v == subscriber.as_str())
     );
-    let again = insights(&["run"], &vars).await;
-    assert_eq!(again.status.code(), Some(0), "{again:?}");
+    let again = insights_exits(&["run"], &vars, 0).await;
     assert!(out(&again).contains("is already claimed"), "{again:?}");
-    let forced = insights(&["run", "--force"], &vars).await;
-    assert_eq!(forced.status.code(), Some(0), "{forced:?}");
+    let forced = insights_exits(&["run", "--force"], &vars, 0).await;
     assert!(out(&forced).contains("insufficient"), "{forced:?}");
 
     let runs = store.learning_runs(10).await.unwrap();
@@ -427,17 +413,14 @@ async fn spec_031_run_through_the_cli_reads_labels_claims_the_week_and_force_run
 
 #[tokio::test]
 async fn spec_031_insights_report_prints_link_sent_per_version_and_says_it_is_before_after() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_file_url(dir.path());
-    let store = manychat_agent::store::connect(&url).await.unwrap();
+    let (dir, url, store) = file_store().await;
     offered_contact(store.as_ref()).await;
     let config = learning_config(dir.path());
     let vars = [
         ("DATABASE_URL", url.as_str()),
         ("CONFIG_DIR", config.to_str().unwrap()),
     ];
-    let text = insights(&["report"], &vars).await;
-    assert_eq!(text.status.code(), Some(0), "{text:?}");
+    let text = insights_exits(&["report"], &vars, 0).await;
     let printed = out(&text);
     assert!(
         printed.contains("before/after reading, not a controlled experiment"),
@@ -452,8 +435,7 @@ async fn spec_031_insights_report_prints_link_sent_per_version_and_says_it_is_be
     assert_eq!(row.join(" "), "no playbook - 1 0 0.0 % (0/1) 0");
     assert!(!printed.contains("Invented"), "never a text");
 
-    let json = insights(&["report", "--json"], &vars).await;
-    assert_eq!(json.status.code(), Some(0), "{json:?}");
+    let json = insights_exits(&["report", "--json"], &vars, 0).await;
     let value: serde_json::Value = serde_json::from_str(&out(&json)).unwrap();
     assert_eq!(value["versions"][0]["conversations"], 1);
     assert_eq!(value["versions"][0]["link_sent"], 0);

@@ -400,10 +400,7 @@ impl EvalBench {
     async fn new(url: String) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("config");
-        copy_tenant(
-            &manychat_agent::config::examples::shipped_examples(),
-            &config,
-        );
+        copy_demo_tenant(&config);
         with_learning(&config);
         let suite = dir.path().join("suite");
         std::fs::create_dir_all(&suite).unwrap();
@@ -484,6 +481,17 @@ impl EvalBench {
         self.model.received_requests().await.unwrap().len()
     }
 
+    /// The latest eval record of `playbook` on `suite_hash`, which there must be (`what`).
+    async fn latest_eval(
+        &self,
+        playbook: &str,
+        suite_hash: &str,
+        what: &str,
+    ) -> manychat_agent::store::learning::EvalRecord {
+        let record = self.store.latest_eval(playbook, suite_hash).await.unwrap();
+        record.expect(what)
+    }
+
     /// Every eval record stored, whatever its model (the gate reads only real models').
     async fn record_count(&self) -> i64 {
         match self.url.strip_prefix("sqlite://") {
@@ -554,11 +562,8 @@ async fn eval_records_feed_the_gate(url: String) {
     // The no-playbook baseline.
     assert_eq!(bench.eval(None).await, ExitCode::SUCCESS);
     let baseline = bench
-        .store
-        .latest_eval("", &suite_hash)
-        .await
-        .unwrap()
-        .expect("the no-playbook record");
+        .latest_eval("", &suite_hash, "the no-playbook record")
+        .await;
     assert_eq!(baseline.model, MODEL);
     assert_eq!(baseline.suite_hash, suite_hash);
     assert_eq!(baseline.outcomes, json!({CASES[0]: true, CASES[1]: true}));
@@ -573,11 +578,8 @@ async fn eval_records_feed_the_gate(url: String) {
     let from = bench.requests().await;
     assert_eq!(bench.eval(Some(&good[..12])).await, ExitCode::SUCCESS);
     let record = bench
-        .store
-        .latest_eval(&good, &suite_hash)
-        .await
-        .unwrap()
-        .expect("the version's record");
+        .latest_eval(&good, &suite_hash, "the version's record")
+        .await;
     assert_eq!(record.playbook_hash, good);
     assert_eq!(record.outcomes, json!({CASES[0]: true, CASES[1]: true}));
     let expected = section(&[TACTIC.to_owned()]);
@@ -592,11 +594,8 @@ async fn eval_records_feed_the_gate(url: String) {
     // A version whose eval fails the cases the active version passes is refused.
     assert_eq!(bench.eval(Some(&bad)).await, ExitCode::FAILURE);
     let record = bench
-        .store
-        .latest_eval(&bad, &suite_hash)
-        .await
-        .unwrap()
-        .expect("a failing run is recorded too");
+        .latest_eval(&bad, &suite_hash, "a failing run is recorded too")
+        .await;
     assert_eq!(record.outcomes, json!({CASES[0]: false, CASES[1]: false}));
     let refused = bench.activate(&bad).await.unwrap_err();
     assert!(

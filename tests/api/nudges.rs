@@ -981,10 +981,7 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
 fn spec_025_worker_with_a_nudge_section_needs_a_model() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        &config,
-    );
+    copy_demo_tenant(&config);
     with_nudge(&config);
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
         .arg("worker")

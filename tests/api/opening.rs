@@ -14,8 +14,6 @@ use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply, tool_calls};
 use manychat_agent::model::{Message, Model, ModelError, ModelRequest, ModelResponse};
 use manychat_agent::store::NewTurn;
 use serde_json::{Value, json};
-use wiremock::Mock;
-use wiremock::matchers::{body_partial_json, method, path};
 
 use crate::helpers::*;
 use crate::selling::*;
@@ -175,10 +173,11 @@ async fn spec_034_verification_4_on_a_later_prospect_turn_with_no_flow_the_openi
         Some(&(FLOW.to_owned(), OPENING_NS.to_owned()))
     );
     app.settle().await;
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(FLOW, OPENING_NS), (SET_FIELD, "studio_intent=prospect")])
-    );
+    assert_received(
+        &app,
+        &[(FLOW, OPENING_NS), (SET_FIELD, "studio_intent=prospect")],
+    )
+    .await;
     let requests = model.requests();
     assert_eq!(tool_results(&requests[2]), vec![opening_queued()]);
     // The model was told what a queued opening means for its reply (032's newer rule).
@@ -207,10 +206,7 @@ async fn spec_034_verification_4_no_opening_on_unknown_or_not_prospect_turns() {
     let app = after_a_turn(model.clone(), "8004", "Hi").await;
     turn_once(&app, "8004", "I sell clay to studios").await;
     assert_nothing_queued(&model.requests()[2], "the write is staged and nothing more");
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(SET_FIELD, "studio_intent=not_prospect")])
-    );
+    assert_received(&app, &[(SET_FIELD, "studio_intent=not_prospect")]).await;
     assert_eq!(app.conversation("8004").await.opening_sent_at, None);
 }
 
@@ -359,19 +355,20 @@ async fn spec_034_verification_4_a_lost_race_sends_the_opening_when_the_call_set
     })
     .await;
     app.settle_advancing().await;
-    assert_eq!(received(&app).await, pairs(&[(FLOW, OPENING_NS)]));
+    assert_received(&app, &[(FLOW, OPENING_NS)]).await;
     assert_eq!(app.worker.run_once().await.unwrap(), 1);
     app.settle_advancing().await;
-    assert_eq!(
-        received(&app).await,
-        pairs(&[
+    assert_received_because(
+        &app,
+        &[
             (FLOW, OPENING_NS),
             (SET_FIELD, "ai_message=The weekend course is two days."),
             (FLOW, REPLY_FLOW),
             (SET_FIELD, "studio_intent=prospect"),
-        ]),
-        "holding line, then the opening, then the reply and its actions"
-    );
+        ],
+        "holding line, then the opening, then the reply and its actions",
+    )
+    .await;
 }
 
 /// A model for racing turns: each turn's first step records `prospect` (all first steps meet
@@ -505,17 +502,18 @@ async fn spec_032_verification_3_a_write_to_a_tied_stage_sends_its_flow_once_aft
             json!({"staged": true, "flowSent": "student_gallery"}),
         ]
     );
-    assert_eq!(
-        received(&app).await,
-        pairs(&[
+    assert_received_because(
+        &app,
+        &[
             (FLOW, OPENING_NS),
             (FLOW, GALLERY_NS),
             (SET_FIELD, "studio_intent=prospect"),
             (SET_FIELD, "studio_course=handbuilding"),
             (SET_FIELD, "studio_funnel_stage=nurturing"),
-        ]),
-        "nothing goes ahead of the opening; the tied flow before the reply, the writes after"
-    );
+        ],
+        "nothing goes ahead of the opening; the tied flow before the reply, the writes after",
+    )
+    .await;
     assert_eq!(
         entries(&agent_turn(&app, "8020").await.actions.unwrap()),
         [
@@ -567,13 +565,7 @@ async fn spec_032_b_a_tied_flow_manychat_refuses_is_reported_flow_refused() {
         answer("Let me tell you about it."),
     ]);
     let app = app(model.clone()).await;
-    Mock::given(method("POST"))
-        .and(path(FLOW))
-        .and(body_partial_json(json!({"flow_ns": GALLERY_NS})))
-        .respond_with(manychat_error(400, "Flow not found"))
-        .with_priority(1)
-        .mount(&app.manychat)
-        .await;
+    refuse_flow(&app, GALLERY_NS).await;
     turn_once(&app, "8022", "What do beginners make?").await;
     assert_eq!(
         tool_results(&model.requests()[1])[1],

@@ -405,15 +405,8 @@ async fn settle_worker() {
 /// late (the worker runs on real IO) is still passed, without any real-time wait deciding the
 /// outcome. Bounded at 20 s of tokio time: a stopped worker drains for `SHUTDOWN_DRAIN_MS`
 /// (10 s) while a row is still open.
-async fn advance_until(mut done: impl AsyncFnMut() -> bool) {
-    for _ in 0..2000 {
-        if done().await {
-            return;
-        }
-        tokio::time::advance(Duration::from_millis(10)).await;
-        real_pause().await;
-    }
-    panic!("not done after 20 s of tokio time");
+async fn advance_until(done: impl AsyncFnMut() -> bool) {
+    advance_by_steps_until(Duration::from_millis(10), Duration::from_secs(20), done).await;
 }
 
 async fn agent_turn_with_actions(app: &TestApp, subscriber: &str, actions: &[StagedAction]) -> i64 {
@@ -561,25 +554,6 @@ async fn flows_of(app: &TestApp, subscriber: u64) -> usize {
 
 async fn status_of(app: &TestApp, id: i64) -> OutboxStatus {
     app.store.outbox_row(id).await.unwrap().unwrap().status
-}
-
-/// Moves the frozen clock in `step`s until `done`, and returns how far it moved; panics past
-/// `limit`.
-async fn advance_by_steps_until(
-    step: Duration,
-    limit: Duration,
-    mut done: impl AsyncFnMut() -> bool,
-) -> Duration {
-    let mut moved = Duration::ZERO;
-    loop {
-        if done().await {
-            return moved;
-        }
-        assert!(moved < limit, "not done after {moved:?} of tokio time");
-        tokio::time::advance(step).await;
-        moved += step;
-        real_pause().await;
-    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -71,6 +71,27 @@ pub async fn endpoint(seats: Value) -> MockServer {
     server
 }
 
+/// The options of an app whose tenant has the endpoint's plugins (and its sales section only
+/// with `sales`), their secret in the environment.
+fn plugin_options(model: Arc<ScriptedModel>, server: &MockServer, sales: bool) -> AppOptions {
+    let plugins = plugins_json(&server.uri());
+    AppOptions::new(model)
+        .edit(move |dir| {
+            if !sales {
+                without_sales(dir);
+            }
+            write_plugins(dir, &plugins);
+        })
+        .env(SECRET_ENV, PLUGIN_SECRET)
+}
+
+/// `app_with_plugins` (SQLite, no sales section) that reloads its config on SIGHUP.
+async fn reloading_app_with_plugins(model: Arc<ScriptedModel>, server: &MockServer) -> TestApp {
+    let mut options = plugin_options(model, server, false);
+    options.reload_on_sighup = true;
+    spawn_app_with(options).await
+}
+
 /// The demo tenant (sales markers off unless `sales`) with the plugins at `server`, on `backend`.
 pub async fn app_with_plugins(
     backend: Backend,
@@ -78,15 +99,7 @@ pub async fn app_with_plugins(
     server: &MockServer,
     sales: bool,
 ) -> TestApp {
-    let plugins = plugins_json(&server.uri());
-    let mut options = AppOptions::new(model)
-        .edit(move |dir| {
-            if !sales {
-                without_sales(dir);
-            }
-            write_plugins(dir, &plugins);
-        })
-        .env(SECRET_ENV, PLUGIN_SECRET);
+    let mut options = plugin_options(model, server, sales);
     if let Backend::Postgres = backend {
         options = options.env("DATABASE_URL", fresh_postgres_url().await);
     }
@@ -137,15 +150,13 @@ async fn settled(app: &TestApp) {
 }
 
 /// On a paused clock: moves it 100 ms at a time until `condition` holds (at most 100 s).
-async fn advancing_until(mut condition: impl AsyncFnMut() -> bool) {
-    for _ in 0..1000 {
-        if condition().await {
-            return;
-        }
-        tokio::time::advance(Duration::from_millis(100)).await;
-        real_pause().await;
-    }
-    panic!("condition not reached");
+async fn advancing_until(condition: impl AsyncFnMut() -> bool) {
+    advance_by_steps_until(
+        Duration::from_millis(100),
+        Duration::from_secs(100),
+        condition,
+    )
+    .await;
 }
 
 /// A row of the outbox carries staged actions.
@@ -563,15 +574,7 @@ async fn plugin_a_write_whose_tool_a_reload_removed_fails_without_a_request() {
         ScriptStep::ok(tool_calls([lead("wheel_basics", "Wants the wheel class.")])),
         ScriptStep::ok(answer("Noted, thank you.")).after(Duration::from_secs(9)),
     ]));
-    let plugins = plugins_json(&server.uri());
-    let mut options = AppOptions::new(model)
-        .edit(move |dir| {
-            without_sales(dir);
-            write_plugins(dir, &plugins);
-        })
-        .env(SECRET_ENV, PLUGIN_SECRET);
-    options.reload_on_sighup = true;
-    let app = spawn_app_with(options).await;
+    let app = reloading_app_with_plugins(model, &server).await;
     let request = send_in_background(&app, "8112", "Wheel please");
     advancing_until(async || actions_queued(&app).await).await;
     let _ = request.await;
@@ -608,15 +611,7 @@ async fn plugin_every_configured_tool_has_its_series_at_zero_from_start_and_afte
         tool_calls([seats("wheel_basics", 1)]),
         answer("There are three seats left."),
     ]);
-    let plugins = plugins_json(&server.uri());
-    let mut options = AppOptions::new(model)
-        .edit(move |dir| {
-            without_sales(dir);
-            write_plugins(dir, &plugins);
-        })
-        .env(SECRET_ENV, PLUGIN_SECRET);
-    options.reload_on_sighup = true;
-    let app = spawn_app_with(options).await;
+    let app = reloading_app_with_plugins(model, &server).await;
     let text = app.metrics_text().await;
     for tool in ["seats_left", "create_lead"] {
         for status in ["performed", "failed"] {
@@ -676,14 +671,24 @@ fn plugin_command(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// A copy of the demo tenant and the path of its `plugins.json` (not there yet).
+fn demo_tenant_without_plugins() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    copy_demo_tenant(dir.path());
+    let file = dir.path().join("plugins.json");
+    (dir, file)
+}
+
+/// `plugin new seats_left --read` in `dir`, which succeeds.
+fn new_read_skeleton(dir: &Path) -> std::process::Output {
+    let made = plugin_command(dir, &["new", "seats_left", "--read"]);
+    assert_eq!(made.status.code(), Some(0), "{made:?}");
+    made
+}
+
 #[test]
 fn plugin_new_adds_a_checked_skeleton_all_or_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
-    let file = dir.path().join("plugins.json");
+    let (dir, file) = demo_tenant_without_plugins();
 
     for usage in [
         vec!["new", "seats_left"],
@@ -697,8 +702,7 @@ fn plugin_new_adds_a_checked_skeleton_all_or_nothing() {
     }
     assert!(!file.exists());
 
-    let made = plugin_command(dir.path(), &["new", "seats_left", "--read"]);
-    assert_eq!(made.status.code(), Some(0), "{made:?}");
+    let made = new_read_skeleton(dir.path());
     let printed = String::from_utf8_lossy(&made.stdout);
     assert!(printed.contains("webhook-signature") && printed.contains("\"subscriber_id\""));
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -752,12 +756,7 @@ fn key_positions(text: &str, from: usize, keys: &[&str]) -> Vec<usize> {
 
 #[test]
 fn plugin_new_writes_keys_in_the_documented_order_and_keeps_the_files_own() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
-    let file = dir.path().join("plugins.json");
+    let (dir, file) = demo_tenant_without_plugins();
     let order = [
         "name",
         "kind",
@@ -768,8 +767,7 @@ fn plugin_new_writes_keys_in_the_documented_order_and_keeps_the_files_own() {
     ];
 
     // A new file: the entry's keys as the documented example orders them.
-    let made = plugin_command(dir.path(), &["new", "seats_left", "--read"]);
-    assert_eq!(made.status.code(), Some(0), "{made:?}");
+    new_read_skeleton(dir.path());
     let text = std::fs::read_to_string(&file).unwrap();
     let at = key_positions(&text, 0, &[&order[..], &["result"]].concat());
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
@@ -809,10 +807,7 @@ fn plugin_new_writes_keys_in_the_documented_order_and_keeps_the_files_own() {
 async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
     let server = endpoint(json!({"seats": 5, "next_date": "Monday"})).await;
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
+    copy_demo_tenant(dir.path());
     write_plugins(dir.path(), &plugins_json(&server.uri()));
     let path = dir.path().to_owned();
     let run = move |args: Vec<&'static str>| {
@@ -871,10 +866,7 @@ async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
 #[test]
 fn plugin_serve_refuses_to_start_without_a_tools_secret_naming_the_variable_only() {
     let dir = tempfile::tempdir().unwrap();
-    copy_tenant(
-        &manychat_agent::config::examples::shipped_examples(),
-        dir.path(),
-    );
+    copy_demo_tenant(dir.path());
     write_plugins(dir.path(), &plugins_json("https://ops.example.test"));
     let output = binary()
         .arg("serve")

@@ -8,7 +8,8 @@ use chrono::Utc;
 use manychat_agent::store::conformance::{SeededReportWeek, seed_report_week, seed_sales_week};
 use serde_json::{Value, json};
 
-use crate::helpers::{fresh_postgres_url, sqlite_file_url};
+use crate::helpers::{fresh_postgres_url, on_both_backends, sqlite_file_url};
+use crate::selling::Backend;
 
 /// The demo tenant's config folder: the report reads its sales ids.
 fn demo_config() -> String {
@@ -40,6 +41,19 @@ fn report_with_config(url: &str, config_dir: &str, args: &[&str]) -> (String, St
 
 /// Seeds last ISO week (so the report's 4 weeks hold: the seed's day before in week 2, its
 /// week in week 3, its day after in the current week).
+/// A store on `backend` (a fresh SQLite file, or a fresh PostgreSQL schema): the SQLite file's
+/// folder, kept while the test runs, and the store's URL.
+async fn store_url(backend: Backend) -> (Option<tempfile::TempDir>, String) {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let url = sqlite_file_url(dir.path());
+            (Some(dir), url)
+        }
+        Backend::Postgres => (None, fresh_postgres_url().await),
+    }
+}
+
 async fn seed(url: &str) -> (SeededReportWeek, Vec<String>) {
     let store = manychat_agent::store::connect(url).await.unwrap();
     let (monday, _) = manychat_agent::report::iso_week(Utc::now(), 1);
@@ -53,7 +67,8 @@ async fn seed(url: &str) -> (SeededReportWeek, Vec<String>) {
     (seeded, conversations)
 }
 
-async fn report_numbers_are_the_hand_computed_ones(url: &str) {
+async fn report_numbers_match_the_hand_computed_ones(backend: Backend) {
+    let (_dir, url) = &store_url(backend).await;
     let (seeded, conversations) = seed(url).await;
 
     let printed = report(url, &["--format", "json"]);
@@ -186,23 +201,8 @@ fn report_table_and_html(url: &str) -> [String; 2] {
 }
 
 #[tokio::test]
-async fn report_numbers_match_the_hand_computed_ones_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_file_url(dir.path());
-    report_numbers_are_the_hand_computed_ones(&url).await;
-}
-
-#[tokio::test]
-#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn report_numbers_match_the_hand_computed_ones_on_postgres() {
-    let url = fresh_postgres_url().await;
-    report_numbers_are_the_hand_computed_ones(&url).await;
-}
-
-#[tokio::test]
 async fn an_empty_store_says_no_turns_yet_in_every_format() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_file_url(dir.path());
+    let (_dir, url) = store_url(Backend::Sqlite).await;
     manychat_agent::store::connect(&url).await.unwrap();
     let table = report(&url, &[]);
     assert!(
@@ -235,8 +235,7 @@ async fn an_empty_store_says_no_turns_yet_in_every_format() {
 
 #[tokio::test]
 async fn a_report_is_titled_with_the_business_and_names_the_version_that_made_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_file_url(dir.path());
+    let (_dir, url) = store_url(Backend::Sqlite).await;
     manychat_agent::store::connect(&url).await.unwrap();
     let version = format!("manychat-agent {}", env!("CARGO_PKG_VERSION"));
     let table = report(&url, &[]);
@@ -285,7 +284,8 @@ fn html_reads_for_a_business_owner(html: &str) {
 
 /// The sales measures of a seeded week, worked out by hand
 /// in `seed_sales_week`'s comment, as the command prints them with the demo tenant's config.
-async fn sales_measures_are_the_hand_computed_ones(url: &str) {
+async fn sales_measures_match_the_hand_computed_ones(backend: Backend) {
+    let (_dir, url) = &store_url(backend).await;
     let store = manychat_agent::store::connect(url).await.unwrap();
     let (monday, _) = manychat_agent::report::iso_week(Utc::now(), 1);
     let from = monday.and_hms_opt(0, 0, 0).unwrap().and_utc();
@@ -346,20 +346,6 @@ async fn sales_measures_are_the_hand_computed_ones(url: &str) {
 }
 
 #[tokio::test]
-async fn sales_measures_match_the_hand_computed_ones_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_file_url(dir.path());
-    sales_measures_are_the_hand_computed_ones(&url).await;
-}
-
-#[tokio::test]
-#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn sales_measures_match_the_hand_computed_ones_on_postgres() {
-    let url = fresh_postgres_url().await;
-    sales_measures_are_the_hand_computed_ones(&url).await;
-}
-
-#[tokio::test]
 async fn without_a_loadable_config_the_sales_measures_are_listed_not_measured() {
     let dir = tempfile::tempdir().unwrap();
     let url = sqlite_file_url(dir.path());
@@ -411,36 +397,31 @@ async fn seed_handoffs(url: &str) {
         escalation_reason: Some("escalation_keyword".into()),
         ..NewTurn::agent(id, "Invented copy", "escalated_precheck", false, at(hour))
     };
-    for (turn, escalated) in [
-        (handoff(1), Some(1)),
-        (NewTurn::agent(id, "", "held", false, at(2)), None),
-        (handoff(10), Some(10)),
-        (handoff(30), Some(30)),
+    // Each turn, the hour it escalated at, and the hour and reason its hold was released.
+    for (turn, escalated, released) in [
+        (handoff(1), Some(1), Some((3, "released"))),
+        (NewTurn::agent(id, "", "held", false, at(2)), None, None),
+        (handoff(10), Some(10), Some((15, "tag_removed"))),
+        (handoff(30), Some(30), None),
     ] {
         store.record_turn(&turn).await.unwrap();
         if let Some(hour) = escalated {
             store.set_escalated(id, at(hour)).await.unwrap();
         }
-        if escalated == Some(1) {
+        if let (Some(hour), Some((until, reason))) = (escalated, released) {
             assert!(
                 store
-                    .release_hold(id, at(1), at(3), "released")
+                    .release_hold(id, at(hour), at(until), reason)
                     .await
-                    .unwrap()
-            );
-        }
-        if escalated == Some(10) {
-            assert!(
-                store
-                    .release_hold(id, at(10), at(15), "tag_removed")
-                    .await
-                    .unwrap()
+                    .unwrap(),
+                "released at hour {until}: {reason}"
             );
         }
     }
 }
 
-async fn report_counts_handoffs_releases_hours_and_held_messages(url: &str) {
+async fn handoff_report_counts_handoffs_releases_hours_and_held_messages(backend: Backend) {
+    let (_dir, url) = &store_url(backend).await;
     seed_handoffs(url).await;
     let report: Value = serde_json::from_str(&report(url, &["--format", "json"])).unwrap();
     let last_week = &report["weeks"][2]["handoffs"];
@@ -460,16 +441,8 @@ async fn report_counts_handoffs_releases_hours_and_held_messages(url: &str) {
     assert!(html.contains("<td>3.5 h</td>"), "{html}");
 }
 
-#[tokio::test]
-async fn handoff_report_counts_handoffs_releases_hours_and_held_messages_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = sqlite_file_url(dir.path());
-    report_counts_handoffs_releases_hours_and_held_messages(&url).await;
-}
-
-#[tokio::test]
-#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn handoff_report_counts_handoffs_releases_hours_and_held_messages_on_postgres() {
-    let url = fresh_postgres_url().await;
-    report_counts_handoffs_releases_hours_and_held_messages(&url).await;
-}
+on_both_backends!(
+    report_numbers_match_the_hand_computed_ones,
+    sales_measures_match_the_hand_computed_ones,
+    handoff_report_counts_handoffs_releases_hours_and_held_messages,
+);

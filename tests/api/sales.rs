@@ -167,9 +167,16 @@ async fn spec_034_verification_3_intent_notice_follows_the_last_performed_write_
         answer("Welcome back."),
     ]);
     let app = app_on(backend, model.clone(), unchanged).await;
-    turn_once(&app, "6101", "Hi").await;
-    turn_once(&app, "6101", "I supply clay to studios").await;
-    turn_once(&app, "6101", "How much is the wheel course?").await;
+    turns(
+        &app,
+        "6101",
+        &[
+            "Hi",
+            "I supply clay to studios",
+            "How much is the wheel course?",
+        ],
+    )
+    .await;
     let requests = model.requests();
     assert!(user_text(&requests[0]).contains("INTENT: unknown"));
     assert!(
@@ -192,8 +199,7 @@ async fn spec_034_verification_3_intent_notice_follows_the_last_performed_write_
         })
         .await
         .unwrap();
-    turn_once(&app, "6102", "Hello again").await;
-    let prompt = user_text(&model.requests()[4]);
+    let prompt = prompt_after(&app, &model, "6102", "Hello again", 4).await;
     assert!(prompt.contains("INTENT: prospect"), "{prompt}");
     assert!(prompt.contains("FUNNEL: nurturing"), "{prompt}");
 }
@@ -215,8 +221,12 @@ async fn spec_023_verification_1_a_backward_stage_is_refused_and_link_sent_is_no
         answer("Great."),
     ]);
     let app = app_on(backend, model.clone(), unchanged).await;
-    turn_once(&app, "6201", "How much is the wheel course?").await;
-    turn_once(&app, "6201", "Fine, I have my own apron").await;
+    turns(
+        &app,
+        "6201",
+        &["How much is the wheel course?", "Fine, I have my own apron"],
+    )
+    .await;
     let requests = model.requests();
     assert!(
         !tool_enum(&requests[0], "set_field", "value").contains(&"link_sent".to_owned()),
@@ -257,38 +267,29 @@ async fn spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_o
         answer("Anything else?"),
     ]);
     let app = app_on(backend, model.clone(), unchanged).await;
-    turn_once(&app, "6301", "Send me the wheel guide and the booking link").await;
-    turn_once(&app, "6301", "And the guide again?").await;
-    let requests = model.requests();
-    let before = tool_enum(&requests[0], "send_flow", "flow");
+    turns(
+        &app,
+        "6301",
+        &[
+            "Send me the wheel guide and the booking link",
+            "And the guide again?",
+        ],
+    )
+    .await;
+    let before = flows_offered_at(&model, 0);
     assert!(before.contains(&"wheel_basics_guide".to_owned()));
-    let after = tool_enum(&requests[2], "send_flow", "flow");
-    assert!(
-        !after.contains(&"wheel_basics_guide".to_owned()),
-        "{after:?}"
+    let after = flows_offered_at(&model, 2);
+    assert_offered(&after, "wheel_basics_guide", "booking_link");
+    assert_eq!(
+        tool_results(&model.requests()[3]),
+        vec![json!({"sent": false})]
     );
-    assert!(
-        after.contains(&"booking_link".to_owned()),
-        "repeatable stays: {after:?}"
-    );
-    assert_eq!(tool_results(&requests[3]), vec![json!({"sent": false})]);
 }
 
 async fn spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_nothing_when_it_fails(
     backend: Backend,
 ) {
-    let model = booking_link_twice();
-    let app = app_on(backend, model.clone(), unchanged).await;
-    turn_once(&app, "6401", "How do I book?").await;
-    // 029: the link goes during the turn and takes the staged intent write with it.
-    assert_eq!(
-        received(&app).await,
-        pairs(&[
-            (FLOW, BOOKING_LINK_NS),
-            (SET_FIELD, "studio_intent=prospect"),
-            (SET_FIELD, "studio_funnel_stage=link_sent"),
-        ])
-    );
+    let app = booking_link_turn(backend, unchanged, "6401", "How do I book?", &[]).await;
     assert_eq!(
         agent_turn(&app, "6401").await.actions,
         Some(json!([
@@ -365,19 +366,8 @@ async fn spec_027_verification_3_a_performed_stage_write_sends_its_event_after_i
 async fn spec_027_verification_4_the_payment_link_chain_goes_in_order_and_stops_at_a_failure(
     backend: Backend,
 ) {
-    let model = booking_link_twice();
-    let app = app_on(backend, model.clone(), with_events).await;
-    turn_once(&app, "6601", "How do I pay?").await;
-    // 029: the link goes during the turn and takes the staged intent write with it.
-    assert_eq!(
-        received(&app).await,
-        pairs(&[
-            (FLOW, BOOKING_LINK_NS),
-            (SET_FIELD, "studio_intent=prospect"),
-            (SET_FIELD, "studio_funnel_stage=link_sent"),
-            (FLOW, CHECKOUT_EVENT_NS),
-        ])
-    );
+    let after = [(FLOW, CHECKOUT_EVENT_NS)];
+    let app = booking_link_turn(backend, with_events, "6601", "How do I pay?", &after).await;
     let actions = agent_turn(&app, "6601").await.actions.unwrap();
     assert_eq!(
         actions[3],
@@ -432,8 +422,7 @@ async fn spec_027_verification_2_and_7_no_model_facing_text_names_an_event(backe
         answer("Anything else?"),
     ]);
     let app = app_on(backend, model.clone(), with_events).await;
-    turn_once(&app, "6801", "Tell me about the wheel course").await;
-    turn_once(&app, "6801", "Thanks").await;
+    turns(&app, "6801", &["Tell me about the wheel course", "Thanks"]).await;
     assert!(
         agent_turn(&app, "6801").await.actions.is_some(),
         "the second turn was recorded"
@@ -568,9 +557,16 @@ async fn spec_028_verification_3_the_offering_locks_from_offered(backend: Backen
         answer("Let me pass you to the studio."),
     ]);
     let app = app_on(backend, model.clone(), unchanged).await;
-    turn_once(&app, "7101", "Wheel or handbuilding?").await;
-    turn_once(&app, "7101", "Glaze lab price?").await;
-    turn_once(&app, "7101", "Switch me to glaze lab").await;
+    turns(
+        &app,
+        "7101",
+        &[
+            "Wheel or handbuilding?",
+            "Glaze lab price?",
+            "Switch me to glaze lab",
+        ],
+    )
+    .await;
     let requests = model.requests();
     assert_eq!(
         tool_results(&requests[1])[3]["staged"],
@@ -651,13 +647,7 @@ async fn spec_028_verification_5_the_stored_offering_follows_inbound_and_perform
     ]);
     let app = app_on(backend, model.clone(), unchanged).await;
     // The entry flow stored wheel-basics; the agent then recorded handbuilding.
-    let first = json!({"subscriber_id": "7301", "text": "Hi", "offering": "wheel-basics"});
-    app.post_json(&first).await;
-    app.settle().await;
-    assert_eq!(
-        app.conversation("7301").await.offering.as_deref(),
-        Some("wheel-basics")
-    );
+    inbound_with_offering(&app, "7301", "Hi", "wheel-basics").await;
     turn_once(&app, "7301", "Actually handbuilding").await;
     let requests = model.requests();
     assert!(
@@ -671,13 +661,7 @@ async fn spec_028_verification_5_the_stored_offering_follows_inbound_and_perform
         "the performed write is stored"
     );
     // Inbound wins.
-    let third = json!({"subscriber_id": "7301", "text": "Hi again", "offering": "glaze-lab"});
-    app.post_json(&third).await;
-    app.settle().await;
-    assert_eq!(
-        app.conversation("7301").await.offering.as_deref(),
-        Some("glaze-lab")
-    );
+    inbound_with_offering(&app, "7301", "Hi again", "glaze-lab").await;
     let prompt = user_text(&model.requests()[3]);
     assert!(prompt.contains("OFFERING: glaze-lab"), "{prompt}");
     assert!(
@@ -708,20 +692,19 @@ async fn spec_028_verification_6_a_shared_flow_sent_before_a_switch_stays_sent(b
         });
     })
     .await;
-    turn_once(&app, "7401", "Wheel course please").await;
-    turn_once(&app, "7401", "Actually, handbuilding").await;
-    turn_once(&app, "7401", "What else?").await;
-    let requests = model.requests();
-    let flows = tool_enum(&requests[4], "send_flow", "flow");
-    assert!(
-        !flows.contains(&"wheel_basics_guide".to_owned()),
-        "{flows:?}"
-    );
-    assert!(
-        flows.contains(&"handbuilding_guide".to_owned()),
-        "{flows:?}"
-    );
-    assert!(description(&requests[4], "send_flow").contains("handbuilding_guide"));
+    turns(
+        &app,
+        "7401",
+        &[
+            "Wheel course please",
+            "Actually, handbuilding",
+            "What else?",
+        ],
+    )
+    .await;
+    let flows = flows_offered_at(&model, 4);
+    assert_offered(&flows, "wheel_basics_guide", "handbuilding_guide");
+    assert!(description(&model.requests()[4], "send_flow").contains("handbuilding_guide"));
 }
 
 // --- 032 C: the payment gate --------------------------------------------------------------------
@@ -740,14 +723,9 @@ async fn spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_
         ]),
         answer("Here is the link."),
     ]);
-    let app = app_on(backend, model.clone(), unchanged).await;
-    turn_once(&app, "7501", "I think I will book").await;
-    let results = tool_results(&model.requests()[1]);
+    let (app, results) = first_turn_results(backend, &model, "7501", "I think I will book").await;
     assert_eq!(results[1], json!({"sent": false, "reason": "not_prepared"}));
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(SET_FIELD, "studio_intent=prospect")])
-    );
+    assert_received(&app, &[(SET_FIELD, "studio_intent=prospect")]).await;
     turn_once(&app, "7501", "Yes I have everything I need").await;
     let actions = agent_turn(&app, "7501").await.actions.unwrap();
     assert_eq!(
@@ -817,8 +795,7 @@ async fn sales_bad_input_a_gated_write_is_recorded_refused_and_reaches_no_one(ba
         ]))
     );
     // The history note lists performed actions only, and the position is unchanged.
-    turn_once(&app, "6801", "Hi again").await;
-    let prompt = user_text(&model.requests()[2]);
+    let prompt = prompt_after(&app, &model, "6801", "Hi again", 2).await;
     assert!(!prompt.contains("actions performed"), "{prompt}");
     assert!(prompt.contains("INTENT: unknown"), "{prompt}");
     assert!(prompt.contains("FUNNEL: none recorded yet"), "{prompt}");
@@ -837,16 +814,16 @@ async fn sales_bad_input_an_unknown_offering_is_recorded_refused_and_sends_nothi
         answer("Which course would you like?"),
         answer("Which course would you like?"),
     ]);
-    let app = app_on(backend, model.clone(), unchanged).await;
-    turn_once(&app, "6802", "Tell me about the dog course").await;
-    let results = tool_results(&model.requests()[1]);
+    let (app, results) =
+        first_turn_results(backend, &model, "6802", "Tell me about the dog course").await;
     assert_eq!(results[1]["staged"], false);
     assert_eq!(results[2], json!({"sent": false}));
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(SET_FIELD, "studio_intent=prospect")]),
-        "only the intent write reached ManyChat"
-    );
+    assert_received_because(
+        &app,
+        &[(SET_FIELD, "studio_intent=prospect")],
+        "only the intent write reached ManyChat",
+    )
+    .await;
     let actions = agent_turn(&app, "6802").await.actions.unwrap();
     assert_eq!(
         actions.as_array().unwrap()[1..],
@@ -888,8 +865,7 @@ async fn sales_bad_input_a_backward_stage_is_recorded_refused_with_its_value(bac
             "backward_stage"
         )]))
     );
-    turn_once(&app, "6803", "Ok").await;
-    let prompt = user_text(&model.requests()[4]);
+    let prompt = prompt_after(&app, &model, "6803", "Ok", 4).await;
     assert!(
         prompt.contains("FUNNEL: offered"),
         "the refused write moved nothing: {prompt}"
@@ -903,10 +879,7 @@ async fn sales_bad_input_a_link_before_prepared_is_recorded_refused_not_prepared
     ]);
     let app = app_on(backend, model.clone(), unchanged).await;
     turn_once(&app, "6804", "I think I will book").await;
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(SET_FIELD, "studio_intent=prospect")])
-    );
+    assert_received(&app, &[(SET_FIELD, "studio_intent=prospect")]).await;
     assert_eq!(
         agent_turn(&app, "6804").await.actions,
         Some(json!([
@@ -930,9 +903,8 @@ async fn sales_bad_input_contact_asked_on_a_non_link_flow_is_ignored_and_not_rec
         ]),
         answer("Here is the wheel guide."),
     ]);
-    let app = app_on(backend, model.clone(), unchanged).await;
-    turn_once(&app, "6805", "Wheel course details please").await;
-    let results = tool_results(&model.requests()[1]);
+    let (app, results) =
+        first_turn_results(backend, &model, "6805", "Wheel course details please").await;
     assert_eq!(results[1], json!({"sent": false}));
     assert_eq!(results[3], json!({"sent": true}));
     assert_eq!(flows_sent(&app).await, vec!["content20250301000000_200001"]);
@@ -974,10 +946,7 @@ async fn sales_bad_input_a_forged_offering_on_an_unbound_request_is_neither_stor
 
     // The next request carries none: the forged offering is gone, its flow refused.
     turn_once(&app, "6806", "Send me the glaze guide").await;
-    assert_eq!(
-        received(&app).await,
-        pairs(&[(SET_FIELD, "studio_intent=prospect")])
-    );
+    assert_received(&app, &[(SET_FIELD, "studio_intent=prospect")]).await;
     assert_eq!(
         agent_turn(&app, "6806").await.actions.unwrap()[1],
         refused_entry("send_flow", "glaze_lab_guide", None, "other_offering")
@@ -1077,6 +1046,88 @@ async fn sales_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
         "the refused tag was never sent: {sent:?}"
     );
     assert_eq!(sent.last().unwrap().body["field_value"], "prospect");
+}
+
+/// `text` from `subscriber`, one turn: the user text of `model`'s request number `step`.
+async fn prompt_after(
+    app: &TestApp,
+    model: &ScriptedModel,
+    subscriber: &str,
+    text: &str,
+    step: usize,
+) -> String {
+    turn_once(app, subscriber, text).await;
+    user_text(&model.requests()[step])
+}
+
+/// Each of `texts` from `subscriber`, one turn after the other.
+async fn turns(app: &TestApp, subscriber: &str, texts: &[&str]) {
+    for text in texts {
+        turn_once(app, subscriber, text).await;
+    }
+}
+
+/// The demo tenant on `backend`, one turn of `model`'s (`text` from `subscriber`): the app and
+/// the tool results its second step read.
+async fn first_turn_results(
+    backend: Backend,
+    model: &Arc<ScriptedModel>,
+    subscriber: &str,
+    text: &str,
+) -> (TestApp, Vec<Value>) {
+    let app = app_on(backend, model.clone(), unchanged).await;
+    turn_once(&app, subscriber, text).await;
+    let results = tool_results(&model.requests()[1]);
+    (app, results)
+}
+
+/// The flows `send_flow` offered in `model`'s request number `step`.
+fn flows_offered_at(model: &ScriptedModel, step: usize) -> Vec<String> {
+    tool_enum(&model.requests()[step], "send_flow", "flow")
+}
+
+/// `flows` (a `send_flow` enum) no longer offers `gone` and still offers `kept`.
+fn assert_offered(flows: &[String], gone: &str, kept: &str) {
+    assert!(
+        !flows.contains(&gone.to_owned()),
+        "{gone} offered: {flows:?}"
+    );
+    assert!(
+        flows.contains(&kept.to_owned()),
+        "{kept} not offered: {flows:?}"
+    );
+}
+
+/// `text` from `subscriber` through an entry flow that names `offering`: it is stored.
+async fn inbound_with_offering(app: &TestApp, subscriber: &str, text: &str, offering: &str) {
+    let message = json!({"subscriber_id": subscriber, "text": text, "offering": offering});
+    app.post_json(&message).await;
+    app.settle().await;
+    assert_eq!(
+        app.conversation(subscriber).await.offering.as_deref(),
+        Some(offering)
+    );
+}
+
+/// The demo tenant (`edit` applied) on `backend`, one turn of [`booking_link_twice`]'s:
+/// ManyChat received the link, the staged intent write it takes along (029: during the turn),
+/// the `link_sent` stage, then `after`.
+async fn booking_link_turn(
+    backend: Backend,
+    edit: fn(&Path),
+    subscriber: &str,
+    text: &str,
+    after: &[(&str, &str)],
+) -> TestApp {
+    let app = app_on(backend, booking_link_twice(), edit).await;
+    turn_once(&app, subscriber, text).await;
+    let link = [
+        (FLOW, BOOKING_LINK_NS),
+        (SET_FIELD, "studio_intent=prospect"),
+        (SET_FIELD, "studio_funnel_stage=link_sent"),
+    ];
+    assert_received(&app, &[&link[..], after].concat()).await;
+    app
 }
 
 on_both_backends!(

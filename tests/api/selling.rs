@@ -329,6 +329,16 @@ pub async fn received(app: &TestApp) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What ManyChat received is `expected`, in order (see [`received`]).
+pub async fn assert_received(app: &TestApp, expected: &[(&str, &str)]) {
+    assert_eq!(received(app).await, pairs(expected));
+}
+
+/// [`assert_received`], saying `why` when it fails.
+pub async fn assert_received_because(app: &TestApp, expected: &[(&str, &str)], why: &str) {
+    assert_eq!(received(app).await, pairs(expected), "{why}");
+}
+
 pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
     items
         .iter()

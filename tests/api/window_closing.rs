@@ -6,7 +6,7 @@ use std::path::Path;
 
 use manychat_agent::store::{NewTurn, NudgeStatus, WindowClosingStatus};
 use serde_json::json;
-use wiremock::matchers::{body_partial_json, method, path, query_param};
+use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
@@ -214,13 +214,12 @@ async fn spec_031_window_closing_verification_3_each_skip_reason_in_order_withou
 
 /// Fails the window-closing flow's `sendFlow` with a 500.
 async fn window_flow_fails(app: &TestApp) {
-    Mock::given(method("POST"))
-        .and(path(FLOW))
-        .and(body_partial_json(json!({"flow_ns": WINDOW_FLOW})))
-        .respond_with(manychat_error(500, "temporarily unavailable"))
-        .with_priority(1)
-        .mount(&app.manychat)
-        .await;
+    flow_answers(
+        app,
+        WINDOW_FLOW,
+        manychat_error(500, "temporarily unavailable"),
+    )
+    .await;
 }
 
 #[tokio::test(start_paused = true)]

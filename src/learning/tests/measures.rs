@@ -57,36 +57,21 @@ async fn conversation(store: &dyn Store, turns: &[AgentTurn<'_>], last_message: 
         .await
         .expect("conversation");
     for (days, version, entries) in turns {
-        let at = days_ago(*days);
-        store
-            .record_turn(&NewTurn::user(c.id, "Invented question", true, at))
-            .await
-            .expect("user turn");
-        store
-            .record_turn(&NewTurn {
-                model: Some("mock:demo".to_owned()),
-                actions: Some(json!(entries)),
-                playbook_version: version.map(str::to_owned),
-                ..NewTurn::agent(
-                    c.id,
-                    "Invented answer",
-                    "answered_inline",
-                    true,
-                    at + chrono::Duration::seconds(1),
-                )
-            })
-            .await
-            .expect("agent turn");
+        let answer = NewTurn {
+            actions: Some(json!(entries)),
+            playbook_version: version.map(str::to_owned),
+            ..NewTurn::agent(
+                c.id,
+                "Invented answer",
+                "answered_inline",
+                true,
+                days_ago(*days) + chrono::Duration::seconds(1),
+            )
+        };
+        exchange(store, "Invented question", answer).await;
     }
-    store
-        .record_turn(&NewTurn::user(
-            c.id,
-            "Invented later message",
-            true,
-            days_ago(last_message),
-        ))
-        .await
-        .expect("last message");
+    let last = NewTurn::user(c.id, "Invented later message", true, days_ago(last_message));
+    later_message(store, last).await;
 }
 
 fn keys() -> Keys {
@@ -99,43 +84,43 @@ async fn seed_versions(store: &dyn Store) -> (String, String) {
     let a = live_version(store, "Invented tactic of version A", 40).await;
     let b = live_version(store, "Invented tactic of version B", 25).await;
     let (va, vb) = (Some(a.as_str()), Some(b.as_str()));
-    // No playbook: offered and linked; offered long ago, never linked.
-    conversation(store, &[(60, None, vec![offered("performed"), link()])], 59).await;
-    conversation(store, &[(100, None, vec![offered("performed")])], 99).await;
-    // First offered under A, the link under B: A's.
-    conversation(
-        store,
-        &[
-            (35, va, vec![offered("performed")]),
-            (20, vb, vec![stage("prepared"), link()]),
-        ],
-        20,
-    )
-    .await;
-    // Qualifying under A, first offered under B: B's, no link.
-    conversation(
-        store,
-        &[
-            (38, va, vec![stage("qualifying")]),
-            (22, vb, vec![offered("performed")]),
-        ],
-        21,
-    )
-    .await;
-    // A refused offered write under A does not count: B's, its last message 5 days ago.
-    conversation(
-        store,
-        &[
-            (30, va, vec![offered("refused")]),
-            (17, vb, vec![offered("performed")]),
-        ],
-        5,
-    )
-    .await;
-    // B's, linked, its last message exactly 14 days ago: counted.
-    conversation(store, &[(16, vb, vec![offered("performed"), link()])], 14).await;
-    // B's, its last message 13 days ago: settling.
-    conversation(store, &[(15, vb, vec![offered("performed"), link()])], 13).await;
+    // Each conversation's agent turns and its last message's day.
+    let conversations: [(Vec<AgentTurn>, i64); 7] = [
+        // No playbook: offered and linked; offered long ago, never linked.
+        (vec![(60, None, vec![offered("performed"), link()])], 59),
+        (vec![(100, None, vec![offered("performed")])], 99),
+        // First offered under A, the link under B: A's.
+        (
+            vec![
+                (35, va, vec![offered("performed")]),
+                (20, vb, vec![stage("prepared"), link()]),
+            ],
+            20,
+        ),
+        // Qualifying under A, first offered under B: B's, no link.
+        (
+            vec![
+                (38, va, vec![stage("qualifying")]),
+                (22, vb, vec![offered("performed")]),
+            ],
+            21,
+        ),
+        // A refused offered write under A does not count: B's, its last message 5 days ago.
+        (
+            vec![
+                (30, va, vec![offered("refused")]),
+                (17, vb, vec![offered("performed")]),
+            ],
+            5,
+        ),
+        // B's, linked, its last message exactly 14 days ago: counted.
+        (vec![(16, vb, vec![offered("performed"), link()])], 14),
+        // B's, its last message 13 days ago: settling.
+        (vec![(15, vb, vec![offered("performed"), link()])], 13),
+    ];
+    for (turns, last_message) in &conversations {
+        conversation(store, turns, *last_message).await;
+    }
     (a, b)
 }
 

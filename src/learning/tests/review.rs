@@ -120,12 +120,7 @@ pub(super) async fn spec_031_a_review_makes_one_content_hashed_version_not_yet_a
         .map(|i| format!("Invented tactic {}", "abcdefghijk".chars().nth(i).unwrap()))
         .collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let ids = pending_proposals(store, &refs).await;
-    let all: Vec<Decision> = ids
-        .iter()
-        .map(|&id| Decision::Approve { id, text: None })
-        .collect();
-    let eleven = apply(store, &all, now()).await;
+    let eleven = approve_all(store, &refs).await;
     assert!(
         eleven.is_err_and(|e| e.contains("at most 10")),
         "ten insights at most"
@@ -140,12 +135,7 @@ pub(super) async fn spec_031_a_review_makes_one_content_hashed_version_not_yet_a
         })
         .collect();
     let refs: Vec<&str> = long.iter().map(|t| &t[..t.len().min(280)]).collect();
-    let ids = pending_proposals(store, &refs).await;
-    let all: Vec<Decision> = ids
-        .iter()
-        .map(|&id| Decision::Approve { id, text: None })
-        .collect();
-    let over = apply(store, &all, now()).await;
+    let over = approve_all(store, &refs).await;
     assert!(
         over.is_err_and(|e| e.contains("2000 characters")),
         "2,000 characters at most"
@@ -157,15 +147,23 @@ pub(super) async fn spec_031_a_review_makes_one_content_hashed_version_not_yet_a
     );
 }
 
-/// A version made by one review approving `texts`: answers its hash.
-async fn version_of(store: &dyn Store, texts: &[&str]) -> String {
+/// One review approving `texts`, each a pending proposal first: what it answers.
+async fn approve_all(
+    store: &dyn Store,
+    texts: &[&str],
+) -> Result<crate::learning::review::Reviewed, String> {
     use crate::learning::review::{Decision, apply};
     let ids = pending_proposals(store, texts).await;
     let decisions: Vec<Decision> = ids
         .iter()
         .map(|&id| Decision::Approve { id, text: None })
         .collect();
-    apply(store, &decisions, now())
+    apply(store, &decisions, now()).await
+}
+
+/// A version made by one review approving `texts`: answers its hash.
+async fn version_of(store: &dyn Store, texts: &[&str]) -> String {
+    approve_all(store, texts)
         .await
         .expect("review")
         .version
