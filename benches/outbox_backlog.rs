@@ -90,14 +90,12 @@ async fn queue_reply(store: &dyn Store, subscriber: u64, messages: usize) {
         .map(|m| format!("Invented reply {m}"))
         .collect();
     store
-        .enqueue(&NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: OutboxKind::Reply,
-            payload: json!({"messages": texts, "actions": [], "turnId": null}),
-            next_attempt_at: now,
-            created_at: now,
-        })
+        .enqueue(&NewOutboxRow::of(
+            &conversation,
+            OutboxKind::Reply,
+            json!({"messages": texts, "actions": [], "turnId": null}),
+            now,
+        ))
         .await
         .unwrap();
 }

@@ -294,13 +294,7 @@ impl AgentNudgeTurn {
                 return NudgeVerdict::Failed;
             }
         };
-        let row = NewOutboxRow::new(
-            conversation.id,
-            &conversation.subscriber_id,
-            OutboxKind::Reply,
-            payload,
-            now,
-        );
+        let row = NewOutboxRow::of(conversation, OutboxKind::Reply, payload, now);
         let written = self
             .write(conversation, nudge, NudgeStatus::Sent, None, &turn, &[row])
             .await;

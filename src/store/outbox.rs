@@ -77,6 +77,22 @@ impl NewOutboxRow {
         }
     }
 
+    /// [`NewOutboxRow::new`] for `conversation`'s contact.
+    pub fn of(
+        conversation: &Conversation,
+        kind: OutboxKind,
+        payload: Value,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self::new(
+            conversation.id,
+            &conversation.subscriber_id,
+            kind,
+            payload,
+            now,
+        )
+    }
+
     /// The same row, due at `due` instead.
     pub fn due_at(self, due: DateTime<Utc>) -> Self {
         Self {

@@ -218,9 +218,8 @@ impl TokenService {
                 };
                 let row = self
                     .store
-                    .enqueue(&NewOutboxRow::new(
-                        conversation.id,
-                        &conversation.subscriber_id,
+                    .enqueue(&NewOutboxRow::of(
+                        conversation,
                         OutboxKind::ContactToken,
                         serde_json::json!({
                             "generation": payload.generation,

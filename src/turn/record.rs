@@ -634,14 +634,7 @@ fn outbox_row(
     due: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> NewOutboxRow {
-    NewOutboxRow::new(
-        conversation.id,
-        &conversation.subscriber_id,
-        kind,
-        payload,
-        now,
-    )
-    .due_at(due)
+    NewOutboxRow::of(conversation, kind, payload, now).due_at(due)
 }
 
 fn to_value(payload: &impl serde::Serialize) -> Result<serde_json::Value, StoreError> {

@@ -345,14 +345,12 @@ async fn database_with_two_contacts(
             .unwrap();
         store.bump_rate(&subscriber, now).await.unwrap();
         store
-            .enqueue(&NewOutboxRow {
-                conversation_id: conversation.id,
-                subscriber_id: subscriber.clone(),
-                kind: OutboxKind::Reply,
-                payload: serde_json::json!({"messages": ["Invented private answer"]}),
-                next_attempt_at: now,
-                created_at: now,
-            })
+            .enqueue(&NewOutboxRow::of(
+                &conversation,
+                OutboxKind::Reply,
+                serde_json::json!({"messages": ["Invented private answer"]}),
+                now,
+            ))
             .await
             .unwrap();
         first.get_or_insert(conversation);

@@ -706,18 +706,36 @@ pub async fn queue_reply_at(
     now: chrono::DateTime<chrono::Utc>,
     after: Duration,
 ) -> i64 {
+    let payload = json!({"messages": [text], "actions": [], "turnId": null});
+    let due = now + chrono::Duration::from_std(after).unwrap();
+    queue_reply_payload(app, subscriber, payload, now, due).await
+}
+
+/// Queues a reply row with `payload` (`{messages, actions, turnId}`) for `subscriber`, created
+/// at `now` and due at `due`. Returns the row's id.
+pub async fn queue_reply_payload(
+    app: &TestApp,
+    subscriber: &str,
+    payload: Value,
+    now: chrono::DateTime<chrono::Utc>,
+    due: chrono::DateTime<chrono::Utc>,
+) -> i64 {
     let conversation = app.conversation(subscriber).await;
-    app.store
-        .enqueue(&manychat_agent::store::NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: manychat_agent::store::OutboxKind::Reply,
-            payload: json!({"messages": [text], "actions": [], "turnId": null}),
-            next_attempt_at: now + chrono::Duration::from_std(after).unwrap(),
-            created_at: now,
-        })
-        .await
-        .unwrap()
+    let row = manychat_agent::store::NewOutboxRow::of(
+        &conversation,
+        manychat_agent::store::OutboxKind::Reply,
+        payload,
+        now,
+    );
+    app.store.enqueue(&row.due_at(due)).await.unwrap()
+}
+
+/// Queues a reply row with `payload` for `subscriber`, due now (by the app's clock). Returns
+/// the row's id.
+pub async fn queue_due_reply(app: &TestApp, subscriber: &str, payload: Value) -> i64 {
+    let now = chrono::Utc::now();
+    let due = now - chrono::Duration::seconds(1);
+    queue_reply_payload(app, subscriber, payload, now, due).await
 }
 
 /// Runs each `case(backend)` as a test on SQLite and on PostgreSQL (ignored without

@@ -19,23 +19,6 @@ async fn app() -> TestApp {
     spawn_app(Arc::new(ScriptedModel::replies(Vec::<String>::new()))).await
 }
 
-/// Queues a reply row for `subscriber`, due now (by the app's clock), and returns its id.
-async fn queue(app: &TestApp, subscriber: &str, payload: Value) -> i64 {
-    let conversation = app.conversation(subscriber).await;
-    let now = chrono::Utc::now();
-    app.store
-        .enqueue(&NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: OutboxKind::Reply,
-            payload,
-            next_attempt_at: now - chrono::Duration::seconds(1),
-            created_at: now,
-        })
-        .await
-        .unwrap()
-}
-
 fn messages(texts: &[&str]) -> Value {
     json!({"messages": texts, "actions": [], "turnId": null})
 }
@@ -59,7 +42,7 @@ fn paths(requests: &[Recorded]) -> Vec<&str> {
 #[tokio::test]
 async fn system_3_5_delivery_is_field_then_flow_per_message() {
     let app = app().await;
-    let id = queue(&app, "3001", messages(&["Hello there."])).await;
+    let id = queue_due_reply(&app, "3001", messages(&["Hello there."])).await;
     assert_eq!(app.worker.run_once().await.unwrap(), 1);
     let requests = app.manychat_requests().await;
     assert_eq!(
@@ -85,7 +68,7 @@ async fn system_3_5_retryable_failure_retries_later_and_rewrites_the_field() {
         Some(1),
     )
     .await;
-    let id = queue(&app, "3002", messages(&["Retry me."])).await;
+    let id = queue_due_reply(&app, "3002", messages(&["Retry me."])).await;
 
     app.worker.run_once().await.unwrap();
     let row = app.store.outbox_row(id).await.unwrap().unwrap();
@@ -137,7 +120,7 @@ async fn system_3_5_non_retryable_error_dead_letters_at_once() {
         None,
     )
     .await;
-    let id = queue(&app, "3003", messages(&["Nope."])).await;
+    let id = queue_due_reply(&app, "3003", messages(&["Nope."])).await;
     app.worker.run_once().await.unwrap();
     let row = app.store.outbox_row(id).await.unwrap().unwrap();
     assert_eq!(row.status, OutboxStatus::Failed);
@@ -160,7 +143,7 @@ async fn system_3_5_error_status_in_a_200_body_is_a_failure() {
         None,
     )
     .await;
-    let id = queue(&app, "3004", messages(&["Hmm."])).await;
+    let id = queue_due_reply(&app, "3004", messages(&["Hmm."])).await;
     app.worker.run_once().await.unwrap();
     let row = app.store.outbox_row(id).await.unwrap().unwrap();
     assert_eq!(row.status, OutboxStatus::Failed);
@@ -193,7 +176,7 @@ async fn fault_a_ten_minute_manychat_outage_loses_no_reply_and_is_probed_one_req
         .await;
     let mut ids = Vec::new();
     for n in 0..20 {
-        ids.push(queue(&app, &format!("35{n:02}"), messages(&["Still here."])).await);
+        ids.push(queue_due_reply(&app, &format!("35{n:02}"), messages(&["Still here."])).await);
     }
     let began = tokio::time::Instant::now();
     while began.elapsed() < Duration::from_secs(600) {
@@ -246,7 +229,7 @@ async fn fault_a_reply_that_keeps_failing_is_dead_lettered_only_when_too_old_to_
     let _frozen = FrozenClock::freeze();
     let app = app().await;
     fail_flow_with(&app, 500, json!({"status": "error"}), None).await;
-    let id = queue(&app, "3005", messages(&["Again."])).await;
+    let id = queue_due_reply(&app, "3005", messages(&["Again."])).await;
     let queued = app.store.outbox_row(id).await.unwrap().unwrap();
     // Six hours of a failing ManyChat (OUTBOX_GIVE_UP_AFTER_MS's default), a minute at a time.
     let mut seen_failed_at = None;
@@ -275,7 +258,7 @@ async fn fault_a_reply_that_keeps_failing_is_dead_lettered_only_when_too_old_to_
 async fn system_3_5_two_workers_never_deliver_one_row() {
     let app = app().await;
     for n in 0..12 {
-        queue(&app, &format!("31{n:02}"), messages(&["Once."])).await;
+        queue_due_reply(&app, &format!("31{n:02}"), messages(&["Once."])).await;
     }
     let first = app.worker.clone();
     let second = app.worker.clone();
@@ -299,7 +282,7 @@ async fn system_3_5_two_workers_never_deliver_one_row() {
 #[tokio::test]
 async fn system_3_5_a_database_error_does_not_kill_the_worker() {
     let app = app().await;
-    queue(&app, "3006", messages(&["Survive."])).await;
+    queue_due_reply(&app, "3006", messages(&["Survive."])).await;
     sql_exec(&app, "ALTER TABLE outbox RENAME TO outbox_away").await;
     let token = CancellationToken::new();
     let running = in_background(app.worker.clone().run(token.clone()));
@@ -324,7 +307,7 @@ async fn system_3_5_a_database_error_does_not_kill_the_worker() {
 async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
-    let id = queue(&app, "3007", messages(&["One.", "Two."])).await;
+    let id = queue_due_reply(&app, "3007", messages(&["One.", "Two."])).await;
     let token = CancellationToken::new();
     let running = in_background(app.worker.clone().run(token.clone()));
     for _ in 0..400 {
@@ -348,9 +331,9 @@ async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
 async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_other() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
-    queue(&app, "3008", messages(&["A1.", "A2."])).await;
-    queue(&app, "3008", messages(&["B1."])).await;
-    queue(&app, "3009", messages(&["C1."])).await;
+    queue_due_reply(&app, "3008", messages(&["A1.", "A2."])).await;
+    queue_due_reply(&app, "3008", messages(&["B1."])).await;
+    queue_due_reply(&app, "3009", messages(&["C1."])).await;
 
     let worker = app.worker.clone();
     let batch = in_background(async move { worker.run_once().await.unwrap() });
@@ -432,7 +415,7 @@ async fn spec_012_verification_6_deferred_actions_run_once_after_the_text() {
     fail_flow_with(&app, 503, json!({"status": "error"}), Some(1)).await;
     let actions = vec![tag_action("interested", "Interested Lead")];
     let turn_id = agent_turn_with_actions(&app, "3010", &actions).await;
-    queue(
+    queue_due_reply(
         &app,
         "3010",
         json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id}),
@@ -481,7 +464,7 @@ async fn spec_012_verification_6_dead_lettered_row_performs_no_action() {
     fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
     let actions = vec![tag_action("interested", "Interested Lead")];
     let turn_id = agent_turn_with_actions(&app, "3011", &actions).await;
-    queue(
+    queue_due_reply(
         &app,
         "3011",
         json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id}),
@@ -510,14 +493,10 @@ async fn queue_overdue(app: &TestApp, subscriber: &str, texts: &[&str]) -> i64 {
     let conversation = app.conversation(subscriber).await;
     let now = chrono::Utc::now();
     app.store
-        .enqueue(&NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: OutboxKind::Reply,
-            payload: messages(texts),
-            next_attempt_at: now - chrono::Duration::hours(1),
-            created_at: now,
-        })
+        .enqueue(
+            &NewOutboxRow::of(&conversation, OutboxKind::Reply, messages(texts), now)
+                .due_at(now - chrono::Duration::hours(1)),
+        )
         .await
         .unwrap()
 }
@@ -822,7 +801,7 @@ async fn dead_lettered_reply_hands_the_contact_to_a_person() {
     fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
     let actions = vec![tag_action("interested", "Interested Lead")];
     let turn_id = agent_turn_with_actions(&app, "4009", &actions).await;
-    let id = queue(
+    let id = queue_due_reply(
         &app,
         "4009",
         json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id}),
@@ -864,7 +843,7 @@ async fn a_refused_handoff_is_recorded_and_counted() {
         .mount(&app.manychat)
         .await;
     let turn_id = agent_turn_with_actions(&app, "4010", &[]).await;
-    queue(
+    queue_due_reply(
         &app,
         "4010",
         json!({"messages": ["Here you go."], "actions": [], "turnId": turn_id}),

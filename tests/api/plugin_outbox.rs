@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use manychat_agent::actions::{Operation, StagedAction};
-use manychat_agent::store::{NewOutboxRow, NewTurn, OutboxKind, OutboxStatus};
+use manychat_agent::store::{NewTurn, OutboxStatus};
 use serde_json::{Value, json};
 use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -76,17 +76,8 @@ async fn queue_reply_with_a_write(app: &TestApp, subscriber: &str) -> i64 {
         &write,
     )));
     let turn_id = app.store.record_turn(&turn).await.unwrap();
-    app.store
-        .enqueue(&NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: OutboxKind::Reply,
-            payload: json!({"messages": ["Noted."], "actions": [write], "turnId": turn_id}),
-            next_attempt_at: now - chrono::Duration::seconds(1),
-            created_at: now,
-        })
-        .await
-        .unwrap()
+    let payload = json!({"messages": ["Noted."], "actions": [write], "turnId": turn_id});
+    queue_due_reply(app, subscriber, payload).await
 }
 
 async fn lead_calls_for(server: &MockServer, subscriber: &str) -> usize {

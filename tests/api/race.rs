@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manychat_agent::model::mock::{HangingModel, ScriptedModel};
-use manychat_agent::store::{NewOutboxRow, OutboxKind, OutboxStatus};
+use manychat_agent::store::OutboxStatus;
 use serde_json::json;
 
 use crate::helpers::*;
@@ -114,18 +114,8 @@ async fn system_3_4_abort_records_no_agent_turn_and_sends_the_escalation_copy_la
 async fn system_3_3_silent_response_when_a_reply_is_already_queued() {
     let model = Arc::new(ScriptedModel::replies([reply_json("Second answer.")]));
     let app = spawn_app(model).await;
-    let conversation = app.conversation("2004").await;
-    app.store
-        .enqueue(&NewOutboxRow {
-            conversation_id: conversation.id,
-            subscriber_id: conversation.subscriber_id.clone(),
-            kind: OutboxKind::Reply,
-            payload: json!({"messages": ["First answer."], "actions": [], "turnId": null}),
-            next_attempt_at: chrono::Utc::now() + chrono::Duration::minutes(5),
-            created_at: chrono::Utc::now(),
-        })
-        .await
-        .unwrap();
+    let now = chrono::Utc::now();
+    queue_reply_at(&app, "2004", "First answer.", now, Duration::from_secs(300)).await;
     let (status, body) = app.send("2004", "And another thing").await;
     assert_eq!(status, 200);
     assert!(block_texts(&body).is_empty(), "silent: no overtaking");

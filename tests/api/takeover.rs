@@ -42,14 +42,7 @@ async fn promise_left_by_a_dead_replica(
         turn_id: None,
         fallback: true,
     };
-    let row = |kind, payload| NewOutboxRow {
-        conversation_id: conversation.id,
-        subscriber_id: conversation.subscriber_id.clone(),
-        kind,
-        payload,
-        next_attempt_at: due,
-        created_at: now,
-    };
+    let row = |kind, payload| NewOutboxRow::of(&conversation, kind, payload, now).due_at(due);
     let rows = [
         row(OutboxKind::Reply, serde_json::to_value(&reply).unwrap()),
         row(OutboxKind::Handoff, serde_json::to_value(&handoff).unwrap()),

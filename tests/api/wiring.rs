@@ -541,14 +541,12 @@ async fn two_app_instances_on_one_postgres_never_exceed_ten_per_second() {
     for n in 0..REPLIES {
         let conversation = one.conversation(&format!("55530{n:02}")).await;
         one.store
-            .enqueue(&NewOutboxRow {
-                conversation_id: conversation.id,
-                subscriber_id: conversation.subscriber_id.clone(),
-                kind: OutboxKind::Reply,
-                payload: json!({"messages": [format!("Reply {n}.")], "actions": [], "turnId": null}),
-                next_attempt_at: now,
-                created_at: now,
-            })
+            .enqueue(&NewOutboxRow::of(
+                &conversation,
+                OutboxKind::Reply,
+                json!({"messages": [format!("Reply {n}.")], "actions": [], "turnId": null}),
+                now,
+            ))
             .await
             .unwrap();
     }

@@ -335,9 +335,8 @@ pub async fn contact_in_every_written_table(
         .await
         .expect("a window-closing row");
     store
-        .enqueue(&NewOutboxRow::new(
-            conversation.id,
-            &subscriber,
+        .enqueue(&NewOutboxRow::of(
+            &conversation,
             OutboxKind::Reply,
             json!({"messages": ["Invented reply"]}),
             at,

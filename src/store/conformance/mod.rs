@@ -66,9 +66,8 @@ fn rules(now: DateTime<Utc>, limit: i64) -> ClaimRules {
 }
 
 fn reply_row(conversation: &Conversation, due: DateTime<Utc>, marker: i64) -> NewOutboxRow {
-    NewOutboxRow::new(
-        conversation.id,
-        &conversation.subscriber_id,
+    NewOutboxRow::of(
+        conversation,
         OutboxKind::Reply,
         json!({"messages": [format!("Invented reply {marker}")], "actions": [], "turnId": marker}),
         due,

@@ -48,15 +48,7 @@ async fn replies_of_fresh_contacts(
 /// first), as a reply does.
 pub async fn outbox_handoff_waits_behind_an_open_reply(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
-    let row = |kind, payload| {
-        NewOutboxRow::new(
-            conversation.id,
-            &conversation.subscriber_id,
-            kind,
-            payload,
-            at_s(10),
-        )
-    };
+    let row = |kind, payload| NewOutboxRow::of(&conversation, kind, payload, at_s(10));
     let reply = store
         .enqueue(&row(
             OutboxKind::Reply,

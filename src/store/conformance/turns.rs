@@ -525,16 +525,8 @@ pub async fn spec_020_media_kind_round_trips_and_the_transcript_replaces_the_mar
 pub async fn record_exchange_keeps_a_promise(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     let message = NewTurn::user(conversation.id, "Any places left?", true, at_s(100));
-    let fallback = |kind, payload| {
-        NewOutboxRow::new(
-            conversation.id,
-            &conversation.subscriber_id,
-            kind,
-            payload,
-            at_s(100),
-        )
-        .due_at(at_s(200))
-    };
+    let fallback =
+        |kind, payload| NewOutboxRow::of(&conversation, kind, payload, at_s(100)).due_at(at_s(200));
     let rows = [
         fallback(
             OutboxKind::Reply,
