@@ -123,6 +123,16 @@ enum Frame {
     Array { index: usize },
 }
 
+/// Where the JSON string opening with the `"` at `open` closes: the index of its closing
+/// `"`, a backslash skipping the byte after it, or `bytes.len()` when it never closes.
+pub(crate) fn string_close(bytes: &[u8], open: usize) -> usize {
+    let mut i = open + 1;
+    while i < bytes.len() && bytes[i] != b'"' {
+        i += if bytes[i] == b'\\' { 2 } else { 1 };
+    }
+    i
+}
+
 /// The text with every key `rules` names renamed in place, and the JSON paths renamed and kept.
 fn upgrade_text(
     text: &str,
@@ -142,10 +152,7 @@ fn upgrade_text(
         match bytes[i] {
             b'"' => {
                 let start = i;
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
+                i = string_close(bytes, start);
                 let end = (i + 1).min(bytes.len());
                 let is_key = matches!(stack.last(), Some(Frame::Object { key: None }));
                 if is_key {
