@@ -101,6 +101,17 @@ async fn reply_for(req: &ModelRequest) -> Value {
     serde_json::from_str(&output).expect("output is JSON")
 }
 
+/// Asserts that `reply` does not escalate and that its messages hold every one of `parts`;
+/// the messages joined.
+fn answered_saying(reply: &Value, parts: &[&str]) -> String {
+    assert_eq!(reply["escalate"], json!(false), "{reply}");
+    let text = joined(reply);
+    for part in parts {
+        assert!(text.contains(part), "{part:?} missing from: {text}");
+    }
+    text
+}
+
 fn joined(reply: &Value) -> String {
     reply["messages"]
         .as_array()
@@ -124,9 +135,7 @@ async fn escalation_of(text: &str, payment_options: bool) -> Option<String> {
 #[tokio::test]
 async fn system_4_price_answer_uses_the_catalog_formatted_price() {
     let reply = reply_for(&request("How much is the river runner?", vec![], true)).await;
-    assert_eq!(reply["escalate"], json!(false));
-    let text = joined(&reply);
-    assert!(text.contains("320.00 USD"), "{text}");
+    let text = answered_saying(&reply, &["320.00 USD"]);
     assert!(!text.contains("180.00"), "only the named offering: {text}");
 }
 
@@ -213,20 +222,19 @@ async fn system_4_each_escalation_reason() {
 #[tokio::test]
 async fn system_4_discount_with_payment_options_presents_them_instead_of_escalating() {
     let reply = reply_for(&request("Is there a discount?", vec![], true)).await;
-    assert_eq!(reply["escalate"], json!(false));
-    let text = joined(&reply);
-    assert!(
-        text.contains("Pay in two monthly parts with no surcharge."),
-        "{text}"
+    answered_saying(
+        &reply,
+        &[
+            "Pay in two monthly parts with no surcharge.",
+            "A 50 USD deposit keeps your seat.",
+        ],
     );
-    assert!(text.contains("A 50 USD deposit keeps your seat."), "{text}");
 }
 
 #[tokio::test]
 async fn system_4_non_english_price_question_naming_an_offering_is_answered() {
     let reply = reply_for(&request("¿Cuánto cuesta River Runner?", vec![], true)).await;
-    assert_eq!(reply["escalate"], json!(false));
-    assert!(joined(&reply).contains("320.00 USD"));
+    answered_saying(&reply, &["320.00 USD"]);
 }
 
 #[tokio::test]
@@ -289,13 +297,10 @@ async fn spec_012_verification_8_mock_calls_send_flow_then_says_what_it_is_sendi
     let second = model.step(&req).await.unwrap();
     assert!(second.tool_calls.is_empty());
     let reply: Value = serde_json::from_str(&second.output.unwrap()).unwrap();
-    assert_eq!(reply["escalate"], json!(false));
-    let text = joined(&reply);
-    assert!(
-        text.contains("sending you the details for River Runner"),
-        "{text}"
+    answered_saying(
+        &reply,
+        &["sending you the details for River Runner", "320.00 USD"],
     );
-    assert!(text.contains("320.00 USD"), "{text}");
 }
 
 #[tokio::test]
