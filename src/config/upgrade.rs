@@ -25,42 +25,22 @@ struct Rename {
     new: &'static str,
 }
 
+const fn rename(parent: &'static [&'static str], old: &'static str, new: &'static str) -> Rename {
+    Rename { parent, old, new }
+}
+
 const CATALOG: &[Rename] = &[
-    Rename {
-        parent: &[],
-        old: "courses",
-        new: "offerings",
-    },
-    Rename {
-        parent: &["courses", "*"],
-        old: "enrollmentUrl",
-        new: "url",
-    },
-    Rename {
-        parent: &["offerings", "*"],
-        old: "enrollmentUrl",
-        new: "url",
-    },
+    rename(&[], "courses", "offerings"),
+    rename(&["courses", "*"], "enrollmentUrl", "url"),
+    rename(&["offerings", "*"], "enrollmentUrl", "url"),
 ];
 
 const TOOLS: &[Rename] = &[
-    Rename {
-        parent: &["fields", "*"],
-        old: "course",
-        new: "offering",
-    },
-    Rename {
-        parent: &["flows", "*"],
-        old: "course",
-        new: "offering",
-    },
+    rename(&["fields", "*"], "course", "offering"),
+    rename(&["flows", "*"], "course", "offering"),
 ];
 
-const RULES: &[Rename] = &[Rename {
-    parent: &["learning"],
-    old: "enrolledTag",
-    new: "convertedTag",
-}];
+const RULES: &[Rename] = &[rename(&["learning"], "enrolledTag", "convertedTag")];
 
 /// The keys the loader refuses with a pointer to `config upgrade`: (old, new).
 pub const OLD_KEYS: [(&str, &str); 4] = [
