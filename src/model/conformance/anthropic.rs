@@ -17,8 +17,8 @@ use wiremock::{Mock, MockServer};
 
 use super::{
     RefusesWhatTheApiRefuses, assert_a_problem, assert_real_steps_answered,
-    assert_real_steps_conform, assert_refused_as, assert_route_turn_conforms, elements,
-    missing_keys, real_steps, refusing_fake_at, schema_keywords, unknown_keys,
+    assert_real_steps_conform, assert_refused_as, assert_route_turn_conforms, missing_keys,
+    real_steps, refusing_fake_at, schema_keywords, unknown_keys,
 };
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
@@ -255,7 +255,8 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
     }
 
     // SDK params `ToolParam`.
-    for (i, tool) in elements(&body["tools"]) {
+    let tools = body["tools"].as_array().cloned().unwrap_or_default();
+    for (i, tool) in tools.iter().enumerate() {
         let at = format!("tools[{i}]");
         problems.extend(unknown_keys(
             tool,
@@ -279,7 +280,7 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
         }
     }
     // Tool use guide: a conversation holding tool_use/tool_result blocks must define tools.
-    if uses_tools && elements(&body["tools"]).next().is_none() {
+    if uses_tools && tools.is_empty() {
         problems.push("tools: required when the messages hold tool_use blocks".into());
     }
     // SDK params `ToolChoiceParam`.

@@ -328,8 +328,9 @@ pub(crate) fn request_problems_for(model: &str, body: &Value) -> Vec<String> {
     }
 
     // SDK types `Tool` / `FunctionDeclaration`.
+    let tools = body["tools"].as_array().cloned().unwrap_or_default();
     let mut declared = 0;
-    for (i, tool) in elements(&body["tools"]) {
+    for (i, tool) in tools.iter().enumerate() {
         let at = format!("tools[{i}]");
         problems.extend(unknown_keys(
             tool,
