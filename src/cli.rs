@@ -702,6 +702,24 @@ pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
     Ok(ExitCode::FAILURE)
 }
 
+/// The ManyChat client a one-off command writes with: `MANYCHAT_API_TOKEN` is required, and its
+/// calls draw on the store's shared rate budget, as the service's do.
+pub(crate) fn required_manychat_client(
+    settings: &Settings,
+    store: &Arc<dyn Store>,
+    clock: Clock,
+) -> Result<ManyChatClient, CliError> {
+    let token = settings
+        .manychat_api_token
+        .as_ref()
+        .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
+    Ok(ManyChatClient::new(
+        &settings.manychat_api_base,
+        token,
+        startup::manychat_limiter(store, clock),
+    )?)
+}
+
 /// `manychat-agent tokens backfill [--check]` (019): issues a token to every contact active in
 /// the last 30 days that has none, writing each to ManyChat (a failed write is queued for the
 /// outbox worker of `serve` or `worker`). Idempotent: a second run finds nobody lacking a token.
@@ -733,15 +751,7 @@ pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliR
         });
     }
     observability::init(&settings.log_level, LogFormat::Json)?;
-    let api_token = settings
-        .manychat_api_token
-        .clone()
-        .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
-    let client = ManyChatClient::new(
-        &settings.manychat_api_base,
-        &api_token,
-        startup::manychat_limiter(&store, clock),
-    )?;
+    let client = required_manychat_client(&settings, &store, clock)?;
     let service = crate::tokens::TokenService::new(
         store,
         client,
