@@ -21,8 +21,7 @@ impl Needs {
     pub const SERVE: Self = Self {
         channel: true,
         model: true,
-        manychat_api: true,
-        reply_flow: true,
+        ..Self::WORKER
     };
     /// `worker`: delivers the outbox; answers no request and calls no model.
     pub const WORKER: Self = Self {
