@@ -516,6 +516,19 @@ pub async fn plugin_try(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The name `name` reads from each of `items`, placed at `tools.json: $.<list>[i].<key>`.
+fn placed<'a, T>(
+    items: &'a [T],
+    list: &'a str,
+    key: &'a str,
+    name: impl Fn(&T) -> &String + 'a,
+) -> impl Iterator<Item = Named> + 'a {
+    items
+        .iter()
+        .enumerate()
+        .map(move |(i, item)| Named::new(format!("tools.json: $.{list}[{i}].{key}"), name(item)))
+}
+
 /// Every flow, tag and custom field the deployment relies on: what `tools.json` and
 /// `rules.json` name, the reply flow, and the reply and token fields (written with text).
 fn wiring_of(
@@ -555,43 +568,29 @@ fn wiring_of(
     let Some(tools) = &config.tools else {
         return wiring;
     };
-    for (i, flow) in tools.flows.iter().enumerate() {
-        let place = format!("tools.json: $.flows[{i}].flowNs");
-        wiring.flows.push(Named::new(place, &flow.flow_ns));
-    }
-    for (i, event) in tools.events.iter().enumerate() {
-        let place = format!("tools.json: $.events[{i}].flowNs");
-        wiring.flows.push(Named::new(place, &event.flow_ns));
-    }
-    for (i, tag) in tools.tags.iter().enumerate() {
-        let place = format!("tools.json: $.tags[{i}].tag");
-        wiring.tags.push(Named::new(place, &tag.tag));
-    }
-    for (i, tag) in tools.readable.tags.iter().enumerate() {
-        let place = format!("tools.json: $.readable.tags[{i}].tag");
-        wiring.tags.push(Named::new(place, &tag.tag));
-    }
+    let Wiring {
+        flows,
+        tags,
+        text_fields,
+        read_fields,
+    } = &mut wiring;
+    flows.extend(placed(&tools.flows, "flows", "flowNs", |f| &f.flow_ns));
+    flows.extend(placed(&tools.events, "events", "flowNs", |e| &e.flow_ns));
+    tags.extend(placed(&tools.tags, "tags", "tag", |t| &t.tag));
+    tags.extend(placed(&tools.readable.tags, "readable.tags", "tag", |t| {
+        &t.tag
+    }));
     if let Some(tag) = tools
         .nudge
         .as_ref()
         .and_then(|n| n.human_active_tag.as_ref())
     {
-        wiring
-            .tags
-            .push(Named::new("tools.json: $.nudge.humanActiveTag", tag));
+        tags.push(Named::new("tools.json: $.nudge.humanActiveTag", tag));
     }
-    for (i, field) in tools.fields.iter().enumerate() {
-        let place = format!("tools.json: $.fields[{i}].field");
-        wiring.text_fields.push(Named::new(place, &field.field));
-    }
-    for (i, note) in tools.notes.iter().enumerate() {
-        let place = format!("tools.json: $.notes[{i}].field");
-        wiring.text_fields.push(Named::new(place, &note.field));
-    }
-    for (i, field) in tools.readable.fields.iter().enumerate() {
-        let place = format!("tools.json: $.readable.fields[{i}].field");
-        wiring.read_fields.push(Named::new(place, &field.field));
-    }
+    text_fields.extend(placed(&tools.fields, "fields", "field", |f| &f.field));
+    text_fields.extend(placed(&tools.notes, "notes", "field", |n| &n.field));
+    let readable = &tools.readable.fields;
+    read_fields.extend(placed(readable, "readable.fields", "field", |f| &f.field));
     wiring
 }
 
@@ -702,6 +701,24 @@ pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
     Ok(ExitCode::FAILURE)
 }
 
+/// The ManyChat client a one-off command writes with: `MANYCHAT_API_TOKEN` is required, and its
+/// calls draw on the store's shared rate budget, as the service's do.
+pub(crate) fn required_manychat_client(
+    settings: &Settings,
+    store: &Arc<dyn Store>,
+    clock: Clock,
+) -> Result<ManyChatClient, CliError> {
+    let token = settings
+        .manychat_api_token
+        .as_ref()
+        .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
+    Ok(ManyChatClient::new(
+        &settings.manychat_api_base,
+        token,
+        startup::manychat_limiter(store, clock),
+    )?)
+}
+
 /// `manychat-agent tokens backfill [--check]` (019): issues a token to every contact active in
 /// the last 30 days that has none, writing each to ManyChat (a failed write is queued for the
 /// outbox worker of `serve` or `worker`). Idempotent: a second run finds nobody lacking a token.
@@ -733,15 +750,7 @@ pub async fn tokens_backfill(env: &HashMap<String, String>, check: bool) -> CliR
         });
     }
     observability::init(&settings.log_level, LogFormat::Json)?;
-    let api_token = settings
-        .manychat_api_token
-        .clone()
-        .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
-    let client = ManyChatClient::new(
-        &settings.manychat_api_base,
-        &api_token,
-        startup::manychat_limiter(&store, clock),
-    )?;
+    let client = required_manychat_client(&settings, &store, clock)?;
     let service = crate::tokens::TokenService::new(
         store,
         client,

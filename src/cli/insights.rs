@@ -54,15 +54,7 @@ pub async fn run(env: &HashMap<String, String>, force: bool) -> CliResult {
         CliError::new("INSIGHT_MODEL: required to run the analyst (provider:model)")
     })?;
     let store = crate::store::connect(settings.database_url.expose()).await?;
-    let token = settings
-        .manychat_api_token
-        .clone()
-        .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
-    let client = ManyChatClient::new(
-        &settings.manychat_api_base,
-        &token,
-        startup::manychat_limiter(&store, Clock::system()),
-    )?;
+    let client = super::required_manychat_client(&settings, &store, Clock::system())?;
     let analyst = Analyst {
         config: &config,
         model: model.as_ref(),

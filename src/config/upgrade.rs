@@ -25,42 +25,22 @@ struct Rename {
     new: &'static str,
 }
 
+const fn rename(parent: &'static [&'static str], old: &'static str, new: &'static str) -> Rename {
+    Rename { parent, old, new }
+}
+
 const CATALOG: &[Rename] = &[
-    Rename {
-        parent: &[],
-        old: "courses",
-        new: "offerings",
-    },
-    Rename {
-        parent: &["courses", "*"],
-        old: "enrollmentUrl",
-        new: "url",
-    },
-    Rename {
-        parent: &["offerings", "*"],
-        old: "enrollmentUrl",
-        new: "url",
-    },
+    rename(&[], "courses", "offerings"),
+    rename(&["courses", "*"], "enrollmentUrl", "url"),
+    rename(&["offerings", "*"], "enrollmentUrl", "url"),
 ];
 
 const TOOLS: &[Rename] = &[
-    Rename {
-        parent: &["fields", "*"],
-        old: "course",
-        new: "offering",
-    },
-    Rename {
-        parent: &["flows", "*"],
-        old: "course",
-        new: "offering",
-    },
+    rename(&["fields", "*"], "course", "offering"),
+    rename(&["flows", "*"], "course", "offering"),
 ];
 
-const RULES: &[Rename] = &[Rename {
-    parent: &["learning"],
-    old: "enrolledTag",
-    new: "convertedTag",
-}];
+const RULES: &[Rename] = &[rename(&["learning"], "enrolledTag", "convertedTag")];
 
 /// The keys the loader refuses with a pointer to `config upgrade`: (old, new).
 pub const OLD_KEYS: [(&str, &str); 4] = [
@@ -123,6 +103,16 @@ enum Frame {
     Array { index: usize },
 }
 
+/// Where the JSON string opening with the `"` at `open` closes: the index of its closing
+/// `"`, a backslash skipping the byte after it, or `bytes.len()` when it never closes.
+pub(crate) fn string_close(bytes: &[u8], open: usize) -> usize {
+    let mut i = open + 1;
+    while i < bytes.len() && bytes[i] != b'"' {
+        i += if bytes[i] == b'\\' { 2 } else { 1 };
+    }
+    i
+}
+
 /// The text with every key `rules` names renamed in place, and the JSON paths renamed and kept.
 fn upgrade_text(
     text: &str,
@@ -142,10 +132,7 @@ fn upgrade_text(
         match bytes[i] {
             b'"' => {
                 let start = i;
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
+                i = string_close(bytes, start);
                 let end = (i + 1).min(bytes.len());
                 let is_key = matches!(stack.last(), Some(Frame::Object { key: None }));
                 if is_key {

@@ -221,8 +221,8 @@ struct WireUsage {
 
 /// Reads a Messages answer. serde's own messages are dropped: they can quote a value.
 pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
-    let parsed: MessagesResponse = serde_json::from_slice(bytes)
-        .map_err(|_| ModelError::Malformed("Anthropic response is not a messages object".into()))?;
+    let parsed: MessagesResponse =
+        http::read_answer(bytes, "Anthropic response is not a messages object")?;
     // Anthropic's `input_tokens` excludes cache reads and writes; ours counts every input token,
     // with the cache reads as the cached subset.
     let usage = parsed
@@ -342,14 +342,9 @@ mod tests {
     #[tokio::test]
     async fn system_4_anthropic_tool_step_caches_the_system_block_and_sends_tools_auto_and_output_config()
      {
-        let server = answering_at(AT, 200, final_answer()).await;
-
-        first_step_answer(&model_for(&server)).await;
-
-        let bodies = received_bodies(&server).await;
-        assert_eq!(bodies.len(), 1, "headers and path must match");
+        let (body, _server) = only_first_step_body(AT, final_answer(), model_for).await;
         assert_eq!(
-            bodies[0],
+            body,
             json!({
                 "model": "claude-sonnet-4-5",
                 "max_tokens": 400,

@@ -270,9 +270,8 @@ struct UsageMetadata {
 
 /// Reads a `generateContent` answer. serde's own messages are dropped: they can quote a value.
 pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
-    let parsed: GenerateResponse = serde_json::from_slice(bytes).map_err(|_| {
-        ModelError::Malformed("Gemini response is not a GenerateContentResponse".into())
-    })?;
+    let parsed: GenerateResponse =
+        http::read_answer(bytes, "Gemini response is not a GenerateContentResponse")?;
     let usage = parsed
         .usage_metadata
         .map(|u| Usage {

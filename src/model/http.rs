@@ -137,6 +137,15 @@ impl<W: Wire> Model for HttpModel<W> {
     }
 }
 
+/// A provider's answer read as `T`, or `Malformed` saying `not_what` (serde's own messages are
+/// dropped: they can quote a value).
+pub(crate) fn read_answer<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    not_what: &str,
+) -> Result<T, ModelError> {
+    serde_json::from_slice(bytes).map_err(|_| ModelError::Malformed(not_what.into()))
+}
+
 /// How an answer that was not cut or refused stopped: on its calls, if it made any.
 pub(crate) fn finished(tool_calls: &[ToolCall]) -> StopReason {
     if tool_calls.is_empty() {

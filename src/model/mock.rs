@@ -410,6 +410,22 @@ mod tests {
         assert_eq!(model.id(), "openai:gpt-4.1-mini");
     }
 
+    /// Asserts that `model`'s step for `request` is cut off at `deadline` (failing with its
+    /// message) and that, asked again, it answers after exactly `after`; that answer.
+    async fn cut_then_answered(
+        model: &impl Model,
+        request: &ModelRequest,
+        (deadline, message): (Duration, &str),
+        after: Duration,
+    ) -> ModelResponse {
+        let cut = tokio::time::timeout(deadline, model.step(request)).await;
+        assert!(cut.is_err(), "{message}");
+        let started = Instant::now();
+        let answered = model.step(request).await.expect("answer");
+        assert_eq!(started.elapsed(), after);
+        answered
+    }
+
     #[tokio::test(start_paused = true)]
     async fn scripted_step_delay_follows_the_paused_clock() {
         let model = ScriptedModel::from_steps([
@@ -418,12 +434,16 @@ mod tests {
         ]);
         let request = first_step(ToolChoice::Auto);
 
-        let cut = tokio::time::timeout(Duration::from_secs(8), model.step(&request)).await;
-        assert!(cut.is_err(), "a 9 s step must lose an 8 s deadline");
-
-        let started = Instant::now();
-        let answered = model.step(&request).await.expect("answer");
-        assert_eq!(started.elapsed(), Duration::from_secs(9));
+        let answered = cut_then_answered(
+            &model,
+            &request,
+            (
+                Duration::from_secs(8),
+                "a 9 s step must lose an 8 s deadline",
+            ),
+            Duration::from_secs(9),
+        )
+        .await;
         assert_eq!(answered.output.as_deref(), Some(VALID_REPLY));
         // The cancelled call used up its step, as a real call would have.
         assert_eq!((model.calls(), model.remaining()), (2, 0));
@@ -462,12 +482,13 @@ mod tests {
         let model = SlowModel::new();
         let request = first_step(ToolChoice::Auto);
 
-        let early = tokio::time::timeout(Duration::from_millis(11_999), model.step(&request)).await;
-        assert!(early.is_err(), "no answer before 12 s");
-
-        let started = Instant::now();
-        let response = model.step(&request).await.expect("answer");
-        assert_eq!(started.elapsed(), Duration::from_secs(12));
+        let response = cut_then_answered(
+            &model,
+            &request,
+            (Duration::from_millis(11_999), "no answer before 12 s"),
+            Duration::from_secs(12),
+        )
+        .await;
 
         let output = response.output.expect("output");
         let reply: Value = serde_json::from_str(&output).expect("JSON");

@@ -146,8 +146,7 @@ struct WireMessage {
 
 /// Reads an `/api/chat` answer. serde's own messages are dropped: they can quote a value.
 pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
-    let parsed: ChatResponse = serde_json::from_slice(bytes)
-        .map_err(|_| ModelError::Malformed("Ollama response is not a chat object".into()))?;
+    let parsed: ChatResponse = http::read_answer(bytes, "Ollama response is not a chat object")?;
     let tool_calls = http::calls(parsed.message.tool_calls, |index, id| {
         id.filter(|id| !id.is_empty())
             .unwrap_or_else(|| format!("{POSITIONAL_ID_PREFIX}{index}"))
@@ -207,14 +206,9 @@ mod tests {
 
     #[tokio::test]
     async fn ollama_tool_step_sends_tools_and_options_without_format_or_streaming() {
-        let server = answering_at(AT, 200, final_answer()).await;
-
-        first_step_answer(&model_for(&server)).await;
-
-        let bodies = received_bodies(&server).await;
-        assert_eq!(bodies.len(), 1);
+        let (body, _server) = only_first_step_body(AT, final_answer(), model_for).await;
         assert_eq!(
-            bodies[0],
+            body,
             json!({
                 "model": "llama3.1:8b",
                 "stream": false,

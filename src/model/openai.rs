@@ -192,9 +192,8 @@ struct PromptDetails {
 
 /// Reads a Chat Completions answer. serde's own messages are dropped: they can quote a value.
 pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
-    let parsed: ChatResponse = serde_json::from_slice(bytes).map_err(|_| {
-        ModelError::Malformed("OpenAI response is not a chat completion object".into())
-    })?;
+    let parsed: ChatResponse =
+        http::read_answer(bytes, "OpenAI response is not a chat completion object")?;
     let usage = parsed
         .usage
         .map(|u| Usage {
@@ -285,14 +284,9 @@ mod tests {
 
     #[tokio::test]
     async fn system_4_openai_tool_step_sends_strict_tools_auto_choice_and_json_schema() {
-        let server = answering_at(AT, 200, final_answer()).await;
-
-        first_step_answer(&model_for(&server)).await;
-
-        let bodies = received_bodies(&server).await;
-        assert_eq!(bodies.len(), 1);
+        let (body, server) = only_first_step_body(AT, final_answer(), model_for).await;
         assert_eq!(
-            bodies[0],
+            body,
             json!({
                 "model": "gpt-4.1-mini",
                 "messages": [

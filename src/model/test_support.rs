@@ -311,6 +311,22 @@ pub(crate) async fn failed_step<M: Model>(
     (err, received_bodies(&server).await.len())
 }
 
+/// The body of the first step of a turn sent to the model `model_for` builds for a server that
+/// answers POSTs to `at` with `answer`: the step must succeed and the server must have received
+/// exactly that one request (so the route and headers matched). The server is returned too, for
+/// the request's headers.
+pub(crate) async fn only_first_step_body<M: Model>(
+    at: (&str, &[(&str, &str)]),
+    answer: Value,
+    model_for: impl FnOnce(&MockServer) -> M,
+) -> (Value, MockServer) {
+    let server = answering_at(at, 200, answer).await;
+    first_step_answer(&model_for(&server)).await;
+    let mut bodies = received_bodies(&server).await;
+    assert_eq!(bodies.len(), 1, "headers and path must match");
+    (bodies.remove(0), server)
+}
+
 /// The first step of a turn sent to `model`, which must fail; its error.
 pub(crate) async fn first_step_error(model: &impl Model) -> ModelError {
     model

@@ -77,17 +77,14 @@ pub fn for_openai(schema: &Value, bounds: bool) -> Value {
 /// nullable value is written as `anyOf` with a `null` branch (its SDK's transform accepts a
 /// single `type` per node).
 pub fn for_anthropic(schema: &Value) -> Value {
-    let mut wire = schema.clone();
-    nullable_type_lists_to_any_of(&mut wire);
-    retain(&mut wire, &|keyword, value| match keyword {
+    single_typed_retaining(schema, &|keyword, value| match keyword {
         "format" => value
             .as_str()
             .is_some_and(|f| ANTHROPIC_FORMATS.contains(&f)),
         "minItems" => matches!(value.as_u64(), Some(0 | 1)),
         "additionalProperties" => value == &Value::Bool(false),
         _ => STRUCTURE.contains(&keyword),
-    });
-    wire
+    })
 }
 
 /// The JSON Schema keywords Gemini's `generationConfig.responseJsonSchema` takes: Gemini API
@@ -124,15 +121,12 @@ pub const GOOGLE_KEYWORDS: &[&str] = &[
 /// list above, one `type` per node (a nullable value as `anyOf` with a `null` branch, as the
 /// reference lists no type arrays), an `enum` of strings or numbers only.
 pub fn for_google(schema: &Value) -> Value {
-    let mut wire = schema.clone();
-    nullable_type_lists_to_any_of(&mut wire);
-    retain(&mut wire, &|keyword, value| match keyword {
+    single_typed_retaining(schema, &|keyword, value| match keyword {
         "enum" => value
             .as_array()
             .is_some_and(|values| values.iter().all(|v| v.is_string() || v.is_number())),
         _ => GOOGLE_KEYWORDS.contains(&keyword),
-    });
-    wire
+    })
 }
 
 /// The schema Ollama receives in `format`. Ollama documents `format` as "a JSON schema" with
@@ -144,6 +138,15 @@ pub fn for_ollama(schema: &Value) -> Value {
 
 /// Keeps, in every schema node, the keywords `keep` accepts; the others are named in the
 /// node's description. Recurses through `properties`, `items`, `anyOf` and `$defs`.
+/// `schema` with one `type` per node (a nullable value as `anyOf` with a `null` branch) and
+/// only the keywords `keep` accepts.
+fn single_typed_retaining(schema: &Value, keep: &dyn Fn(&str, &Value) -> bool) -> Value {
+    let mut wire = schema.clone();
+    nullable_type_lists_to_any_of(&mut wire);
+    retain(&mut wire, keep);
+    wire
+}
+
 fn retain(node: &mut Value, keep: &dyn Fn(&str, &Value) -> bool) {
     let Some(obj) = node.as_object_mut() else {
         return;

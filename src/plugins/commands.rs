@@ -179,10 +179,7 @@ fn tools_list(text: &str) -> Option<(usize, usize)> {
         match bytes[i] {
             b'"' => {
                 let start = i;
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
+                i = crate::config::upgrade::string_close(bytes, start);
                 let key = text.get(start..=i.min(bytes.len() - 1));
                 if depth == 1 && open.is_none() && key == Some("\"tools\"") {
                     let after = text.get(i + 1..)?.trim_start().strip_prefix(':');

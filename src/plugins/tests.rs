@@ -74,6 +74,12 @@ fn edited(edit: impl FnOnce(&mut Value)) -> Value {
     value
 }
 
+/// The example with key `key` of tool `tool` set to `value`, and that key's JSON path.
+fn tool_set(tool: usize, key: &str, value: Value) -> (Value, String) {
+    let config = edited(|v| v["tools"][tool][key] = value);
+    (config, format!("$.tools[{tool}].{key}"))
+}
+
 fn paths(issues: &[(String, String)]) -> Vec<&str> {
     issues.iter().map(|(p, _)| p.as_str()).collect()
 }
@@ -91,119 +97,98 @@ fn plugin_the_example_loads_and_an_absent_file_changes_nothing() {
 
 #[test]
 fn plugin_config_refuses_each_broken_rule_with_its_file_and_json_path() {
-    let cases: Vec<(Value, &str)> = vec![
-        (edited(|v| v["tools"][0]["colour"] = json!(1)), "$.tools[0]"),
+    let cases: Vec<(Value, String)> = vec![
         (
-            edited(|v| v["tools"][0]["name"] = json!("Seats")),
-            "$.tools[0].name",
+            edited(|v| v["tools"][0]["colour"] = json!(1)),
+            "$.tools[0]".into(),
         ),
-        (
-            edited(|v| v["tools"][1]["name"] = json!("seats_left")),
-            "$.tools[1].name",
-        ),
-        (
-            edited(|v| v["tools"][0]["name"] = json!("get_contact")),
-            "$.tools[0].name",
-        ),
-        (
-            edited(|v| v["tools"][1]["name"] = json!("write_note")),
-            "$.tools[1].name",
-        ),
-        (
-            edited(|v| v["tools"][0]["url"] = json!("http://ops.example.test/x")),
-            "$.tools[0].url",
-        ),
-        (
-            edited(|v| v["tools"][0]["url"] = json!("ftp://x.test/")),
-            "$.tools[0].url",
-        ),
-        (
-            edited(|v| v["tools"][0]["secretEnv"] = json!("lower")),
-            "$.tools[0].secretEnv",
-        ),
+        tool_set(0, "name", json!("Seats")),
+        tool_set(1, "name", json!("seats_left")),
+        tool_set(0, "name", json!("get_contact")),
+        tool_set(1, "name", json!("write_note")),
+        tool_set(0, "url", json!("http://ops.example.test/x")),
+        tool_set(0, "url", json!("ftp://x.test/")),
+        tool_set(0, "secretEnv", json!("lower")),
         (
             edited(|v| {
                 v["tools"][0]["parameters"]["text"] = json!({"type": "note", "maxLength": 10})
             }),
-            "$.tools[0].parameters.text",
+            "$.tools[0].parameters.text".into(),
         ),
         (
             edited(|v| {
                 v["tools"][1]["parameters"]["q"] = json!({"type": "query", "maxLength": 10})
             }),
-            "$.tools[1].parameters.q",
+            "$.tools[1].parameters.q".into(),
         ),
         (
             edited(|v| {
                 v["tools"][0]["parameters"]["q"] = json!({"type": "query", "maxLength": 10});
                 v["tools"][0]["parameters"]["r"] = json!({"type": "query", "maxLength": 10});
             }),
-            "$.tools[0].parameters.r",
+            "$.tools[0].parameters.r".into(),
         ),
-        (
-            edited(|v| v["tools"][1]["result"] = json!({"ok": {"type": "boolean"}})),
-            "$.tools[1].result",
-        ),
+        tool_set(1, "result", json!({"ok": {"type": "boolean"}})),
         (
             edited(|v| {
                 v["tools"][0].as_object_mut().unwrap().remove("result");
             }),
-            "$.tools[0].result",
+            "$.tools[0].result".into(),
         ),
         (
             edited(|v| v["tools"][1]["parameters"]["summary"]["maxLength"] = json!(501)),
-            "$.tools[1].parameters.summary.maxLength",
+            "$.tools[1].parameters.summary.maxLength".into(),
         ),
         (
             edited(|v| {
                 v["tools"][0]["parameters"]["q"] = json!({"type": "query", "maxLength": 201})
             }),
-            "$.tools[0].parameters.q.maxLength",
+            "$.tools[0].parameters.q.maxLength".into(),
         ),
         (
             edited(|v| v["tools"][0]["result"]["next_date"]["maxLength"] = json!(1001)),
-            "$.tools[0].result.next_date.maxLength",
+            "$.tools[0].result.next_date.maxLength".into(),
         ),
         (
             edited(|v| {
                 v["tools"][0]["result"]["dates"] =
                     json!({"type": "list", "maxItems": 6, "maxLength": 20})
             }),
-            "$.tools[0].result.dates.maxItems",
+            "$.tools[0].result.dates.maxItems".into(),
         ),
         (
             edited(|v| {
                 v["tools"][0]["result"]["dates"] =
                     json!({"type": "list", "maxItems": 5, "maxLength": 201})
             }),
-            "$.tools[0].result.dates.maxLength",
+            "$.tools[0].result.dates.maxLength".into(),
         ),
         (
             edited(|v| v["tools"][0]["parameters"]["class"]["values"] = json!([])),
-            "$.tools[0].parameters.class.values",
+            "$.tools[0].parameters.class.values".into(),
         ),
         (
             edited(|v| {
                 v["tools"][0]["parameters"]["class"]["values"] =
                     Value::Array((0..101).map(|i| json!(format!("v{i}"))).collect())
             }),
-            "$.tools[0].parameters.class.values",
+            "$.tools[0].parameters.class.values".into(),
         ),
         (
             edited(|v| {
                 v["tools"][0]["parameters"]["n"] = json!({"type": "number", "min": 5, "max": 1})
             }),
-            "$.tools[0].parameters.n.max",
+            "$.tools[0].parameters.n.max".into(),
         ),
         (
             edited(|v| v["tools"][0]["parameters"]["class"]["extra"] = json!(true)),
-            "$.tools[0].parameters.class",
+            "$.tools[0].parameters.class".into(),
         ),
     ];
     for (config, path) in cases {
         let issues = issues_of(&config);
         assert!(
-            paths(&issues).iter().any(|p| p.starts_with(path)),
+            paths(&issues).iter().any(|p| p.starts_with(&path)),
             "{path}: {issues:?}"
         );
     }

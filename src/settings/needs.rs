@@ -21,22 +21,18 @@ impl Needs {
     pub const SERVE: Self = Self {
         channel: true,
         model: true,
-        manychat_api: true,
-        reply_flow: true,
+        ..Self::WORKER
     };
     /// `worker`: delivers the outbox; answers no request and calls no model.
     pub const WORKER: Self = Self {
-        channel: false,
-        model: false,
         manychat_api: true,
         reply_flow: true,
+        ..Self::DATABASE_ONLY
     };
     /// `tokens backfill`: writes tokens to ManyChat.
     pub const TOKENS_BACKFILL: Self = Self {
-        channel: false,
-        model: false,
         manychat_api: true,
-        reply_flow: false,
+        ..Self::DATABASE_ONLY
     };
     /// `tokens backfill --check`: reads the database only.
     pub const DATABASE_ONLY: Self = Self {
@@ -49,9 +45,7 @@ impl Needs {
     /// apps supply the rest, or a model of their own).
     pub const CHANNEL: Self = Self {
         channel: true,
-        model: false,
-        manychat_api: false,
-        reply_flow: false,
+        ..Self::DATABASE_ONLY
     };
 }
 

@@ -30,6 +30,11 @@ fn problem(pairs: &[(&'static str, &str)], variable: &str) -> SettingProblem {
         .unwrap_or_else(|| panic!("no problem for {variable}: {err}"))
 }
 
+/// The problem reported for `variable` set to `value` (over the base), which must be refused.
+fn refused(variable: &'static str, value: &str) -> SettingProblem {
+    problem(&[(variable, value)], variable)
+}
+
 #[test]
 fn system_5_2_defaults_apply_when_unset() {
     let s = load(&base()).unwrap();
@@ -246,8 +251,8 @@ fn system_5_2_model_abort_must_exceed_race_deadline() {
 
 #[test]
 fn system_5_2_race_deadline_stays_under_manychats_ten_seconds() {
-    problem(&[("RACE_DEADLINE_MS", "10000")], "RACE_DEADLINE_MS");
-    problem(&[("RACE_DEADLINE_MS", "0")], "RACE_DEADLINE_MS");
+    refused("RACE_DEADLINE_MS", "10000");
+    refused("RACE_DEADLINE_MS", "0");
 }
 
 #[test]
@@ -256,16 +261,13 @@ fn spec_025_nudge_poll_defaults_to_15_seconds_within_its_bounds() {
     assert_eq!(s.nudge_poll, Duration::from_secs(15));
     let s = load(&with(&[("NUDGE_POLL_MS", "1000")])).unwrap();
     assert_eq!(s.nudge_poll, Duration::from_secs(1));
-    problem(&[("NUDGE_POLL_MS", "999")], "NUDGE_POLL_MS");
-    problem(&[("NUDGE_POLL_MS", "600001")], "NUDGE_POLL_MS");
+    refused("NUDGE_POLL_MS", "999");
+    refused("NUDGE_POLL_MS", "600001");
 }
 
 #[test]
 fn system_5_2_reply_gap_is_at_most_10000() {
-    let p = problem(
-        &[("MANYCHAT_REPLY_GAP_MS", "10001")],
-        "MANYCHAT_REPLY_GAP_MS",
-    );
+    let p = refused("MANYCHAT_REPLY_GAP_MS", "10001");
     assert_eq!(p.rule, "must be a whole number from 0 to 10000");
     let s = load(&with(&[("MANYCHAT_REPLY_GAP_MS", "0")])).unwrap();
     assert_eq!(s.manychat_reply_gap, Duration::ZERO);
@@ -279,7 +281,7 @@ fn fault_shutdown_drain_defaults_to_ten_seconds_and_is_bounded() {
     );
     let s = load(&with(&[("SHUTDOWN_DRAIN_MS", "0")])).unwrap();
     assert_eq!(s.shutdown_drain, Duration::ZERO);
-    problem(&[("SHUTDOWN_DRAIN_MS", "120001")], "SHUTDOWN_DRAIN_MS");
+    refused("SHUTDOWN_DRAIN_MS", "120001");
 }
 
 #[test]
@@ -290,14 +292,8 @@ fn fault_outbox_give_up_after_defaults_to_six_hours_and_is_bounded() {
     );
     let s = load(&with(&[("OUTBOX_GIVE_UP_AFTER_MS", "600000")])).unwrap();
     assert_eq!(s.outbox_give_up_after, Duration::from_secs(600));
-    problem(
-        &[("OUTBOX_GIVE_UP_AFTER_MS", "59999")],
-        "OUTBOX_GIVE_UP_AFTER_MS",
-    );
-    problem(
-        &[("OUTBOX_GIVE_UP_AFTER_MS", "86400001")],
-        "OUTBOX_GIVE_UP_AFTER_MS",
-    );
+    refused("OUTBOX_GIVE_UP_AFTER_MS", "59999");
+    refused("OUTBOX_GIVE_UP_AFTER_MS", "86400001");
 }
 
 #[test]
@@ -305,9 +301,9 @@ fn outbox_lease_is_seconds_and_bounded() {
     assert_eq!(load(&base()).unwrap().outbox_lease, Duration::from_secs(10));
     let s = load(&with(&[("OUTBOX_LEASE_MS", "3000")])).unwrap();
     assert_eq!(s.outbox_lease, Duration::from_secs(3));
-    let p = problem(&[("OUTBOX_LEASE_MS", "1999")], "OUTBOX_LEASE_MS");
+    let p = refused("OUTBOX_LEASE_MS", "1999");
     assert_eq!(p.rule, "must be a whole number from 2000 to 300000");
-    problem(&[("OUTBOX_LEASE_MS", "300001")], "OUTBOX_LEASE_MS");
+    refused("OUTBOX_LEASE_MS", "300001");
 }
 
 #[test]
@@ -320,7 +316,7 @@ fn system_5_2_channel_is_one_of_four() {
     ] {
         assert_eq!(load(&with(&[("CHANNEL", raw)])).unwrap().channel, channel);
     }
-    let p = problem(&[("CHANNEL", "sms")], "CHANNEL");
+    let p = refused("CHANNEL", "sms");
     assert_eq!(
         p.rule,
         "must be one of whatsapp, instagram, messenger, telegram"
@@ -341,8 +337,8 @@ fn system_5_2_numbers_must_parse() {
             problem(&[(variable, bad)], variable);
         }
     }
-    problem(&[("AGENT_TEMPERATURE", "warm")], "AGENT_TEMPERATURE");
-    problem(&[("AGENT_TEMPERATURE", "NaN")], "AGENT_TEMPERATURE");
+    refused("AGENT_TEMPERATURE", "warm");
+    refused("AGENT_TEMPERATURE", "NaN");
 }
 
 #[test]
@@ -384,29 +380,26 @@ fn unset_temperature_is_told_apart_from_one_set_to_the_default() {
 
 #[test]
 fn system_5_2_port_is_a_u16() {
-    problem(&[("PORT", "65536")], "PORT");
+    refused("PORT", "65536");
     assert_eq!(load(&with(&[("PORT", "65535")])).unwrap().port, 65535);
     assert_eq!(load(&with(&[("PORT", "0")])).unwrap().port, 0);
 }
 
 #[test]
 fn system_5_2_max_turns_in_flight_is_at_least_one() {
-    let p = problem(&[("MAX_TURNS_IN_FLIGHT", "0")], "MAX_TURNS_IN_FLIGHT");
+    let p = refused("MAX_TURNS_IN_FLIGHT", "0");
     assert_eq!(p.rule, "must be a whole number from 1 to 100000");
 }
 
 #[test]
 fn system_5_2_durations_are_bounded_so_deadlines_cannot_overflow() {
-    problem(&[("MODEL_ABORT_MS", "3600001")], "MODEL_ABORT_MS");
-    problem(
-        &[("MODEL_ABORT_MS", "18446744073709551615")],
-        "MODEL_ABORT_MS",
-    );
+    refused("MODEL_ABORT_MS", "3600001");
+    refused("MODEL_ABORT_MS", "18446744073709551615");
 }
 
 #[test]
 fn system_5_2_log_level_must_be_a_valid_filter() {
-    problem(&[("LOG_LEVEL", "loud=[")], "LOG_LEVEL");
+    refused("LOG_LEVEL", "loud=[");
     for ok in ["debug", "warn,manychat_agent=trace"] {
         assert!(load(&with(&[("LOG_LEVEL", ok)])).is_ok(), "{ok}");
     }
@@ -414,7 +407,7 @@ fn system_5_2_log_level_must_be_a_valid_filter() {
 
 #[test]
 fn system_5_2_trust_proxy_must_parse() {
-    let p = problem(&[("TRUST_PROXY", "loopback,anything")], "TRUST_PROXY");
+    let p = refused("TRUST_PROXY", "loopback,anything");
     assert!(p.rule.contains("entry 2"), "{p}");
 }
 
@@ -424,10 +417,7 @@ fn system_5_2_contact_tokens_enforced_is_boolean() {
         let s = load(&with(&[("CONTACT_TOKENS_ENFORCED", raw)])).unwrap();
         assert_eq!(s.contact_tokens_enforced, expected, "{raw}");
     }
-    problem(
-        &[("CONTACT_TOKENS_ENFORCED", "yes")],
-        "CONTACT_TOKENS_ENFORCED",
-    );
+    refused("CONTACT_TOKENS_ENFORCED", "yes");
 }
 
 #[test]
@@ -440,16 +430,13 @@ fn system_5_2_agent_model_is_optional_until_required() {
     );
     let s = load(&with(&[("AGENT_MODEL", "ollama:llama3.1:8b")])).unwrap();
     assert_eq!(s.require_model(), Ok("ollama:llama3.1:8b"));
-    problem(&[("AGENT_MODEL", "gpt")], "AGENT_MODEL");
+    refused("AGENT_MODEL", "gpt");
 }
 
 #[test]
 fn system_5_2_base_urls_must_be_http() {
-    problem(&[("OPENAI_BASE_URL", "not a url")], "OPENAI_BASE_URL");
-    problem(
-        &[("MANYCHAT_API_BASE", "ftp://x.example.test")],
-        "MANYCHAT_API_BASE",
-    );
+    refused("OPENAI_BASE_URL", "not a url");
+    refused("MANYCHAT_API_BASE", "ftp://x.example.test");
 }
 
 #[test]
@@ -468,11 +455,8 @@ fn spec_020_media_base_and_transcription_model() {
         Some("openai:gpt-4o-mini-transcribe")
     );
     // Plain HTTP only on loopback, like a test's or the demo's file host.
-    problem(
-        &[("MANYCHAT_MEDIA_BASE", "http://files.example.test")],
-        "MANYCHAT_MEDIA_BASE",
-    );
-    problem(&[("TRANSCRIPTION_MODEL", "whisper")], "TRANSCRIPTION_MODEL");
+    refused("MANYCHAT_MEDIA_BASE", "http://files.example.test");
+    refused("TRANSCRIPTION_MODEL", "whisper");
 }
 
 #[test]
@@ -483,7 +467,7 @@ fn spec_031_insight_model_is_provider_and_model_and_unset_means_no_run() {
         s.insight_model.as_deref(),
         Some("anthropic:claude-sonnet-4-5")
     );
-    problem(&[("INSIGHT_MODEL", "claude")], "INSIGHT_MODEL");
+    refused("INSIGHT_MODEL", "claude");
 }
 
 #[test]
@@ -602,7 +586,7 @@ fn connection_limits_have_defaults_and_are_read_and_checked() {
             .rule,
         "must not exceed HTTP_MAX_CONNECTIONS"
     );
-    problem(&[("HTTP_MAX_CONNECTIONS", "0")], "HTTP_MAX_CONNECTIONS");
+    refused("HTTP_MAX_CONNECTIONS", "0");
 }
 
 #[test]
@@ -614,7 +598,7 @@ fn metrics_token_is_optional_and_long_enough() {
         Some(Secret::new("metrics-token-0123456789"))
     );
     assert!(!format!("{s:?}").contains("metrics-token"));
-    let p = problem(&[("METRICS_TOKEN", "short")], "METRICS_TOKEN");
+    let p = refused("METRICS_TOKEN", "short");
     assert!(!p.to_string().contains("short"), "value leaked: {p}");
 }
 

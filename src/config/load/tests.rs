@@ -70,6 +70,13 @@ fn load_err(dir: &tempfile::TempDir) -> ConfigErrors {
     load_dir(dir.path(), &ConfigContext::default()).expect_err("config must be refused")
 }
 
+/// The errors of the demo tenant with file `name` holding `text`, which must be refused.
+fn refused_with(name: &str, text: &str) -> ConfigErrors {
+    let dir = demo_copy();
+    write(&dir, name, text);
+    load_err(&dir)
+}
+
 #[test]
 fn system_5_1_compat_reference_config_is_accepted() {
     // A fictional tenant shaped exactly like the reference implementation's example.
@@ -169,13 +176,10 @@ fn system_5_2_missing_config_folder_is_one_clear_issue() {
 
 #[test]
 fn system_9_bad_json_names_file_line_and_column() {
-    let dir = demo_copy();
-    write(
-        &dir,
+    let errors = refused_with(
         CATALOG_FILE,
         "{\n  \"businessName\": \"X\",\n  \"currency\": \n}",
     );
-    let errors = load_err(&dir);
     assert_eq!(errors.len(), 1, "{errors}");
     let issue = &errors.issues()[0];
     assert_eq!(issue.file, CATALOG_FILE);
@@ -184,9 +188,7 @@ fn system_9_bad_json_names_file_line_and_column() {
 
 #[test]
 fn system_9_trailing_content_after_the_document_is_refused() {
-    let dir = demo_copy();
-    write(&dir, TOOLS_FILE, "{} {}");
-    let errors = load_err(&dir);
+    let errors = refused_with(TOOLS_FILE, "{} {}");
     assert_eq!(errors.len(), 1, "{errors}");
     assert_eq!(errors.issues()[0].file, TOOLS_FILE);
     assert!(errors.issues()[0].rule.contains("trailing"), "{errors}");
@@ -194,13 +196,10 @@ fn system_9_trailing_content_after_the_document_is_refused() {
 
 #[test]
 fn system_5_1_unknown_key_is_refused_with_its_path() {
-    let dir = demo_copy();
-    write(
-        &dir,
+    let errors = refused_with(
         TOOLS_FILE,
         r#"{"flows":[{"id":"a","flowNs":"x","description":"d","colour":1}]}"#,
     );
-    let errors = load_err(&dir);
     assert_eq!(errors.len(), 1, "{errors}");
     let line = errors.to_string();
     assert!(
@@ -211,14 +210,11 @@ fn system_5_1_unknown_key_is_refused_with_its_path() {
 
 #[test]
 fn system_9_wrong_type_names_path_and_does_not_quote_the_value() {
-    let dir = demo_copy();
-    write(
-        &dir,
+    let errors = refused_with(
         RULES_FILE,
         r#"{"messages":{"acknowledgement":"One moment","escalation":"A person will reply"},
             "maxTurnsPerConversation":"Secret customer copy"}"#,
     );
-    let errors = load_err(&dir);
     assert_eq!(errors.len(), 1, "{errors}");
     let issue = &errors.issues()[0];
     assert_eq!(issue.file, RULES_FILE);
@@ -232,13 +228,10 @@ fn system_9_wrong_type_names_path_and_does_not_quote_the_value() {
 
 #[test]
 fn system_9_unknown_enum_variant_does_not_quote_the_value() {
-    let dir = demo_copy();
-    write(
-        &dir,
+    let errors = refused_with(
         TOOLS_FILE,
         r#"{"flows":[{"id":"a","flowNs":"x","description":"d","role":"Private words"}]}"#,
     );
-    let errors = load_err(&dir);
     assert_eq!(errors.len(), 1, "{errors}");
     let issue = &errors.issues()[0];
     assert_eq!(issue.path, "$.flows[0].role");
@@ -261,13 +254,11 @@ fn system_9_price_must_be_an_integer_of_minor_units() {
 
 #[test]
 fn system_9_huge_file_is_refused_with_a_clear_error() {
-    let dir = demo_copy();
     let huge = format!(
         "{{\"flows\":[], \"pad\":\"{}\"}}",
         "x".repeat(2 * 1024 * 1024)
     );
-    write(&dir, TOOLS_FILE, &huge);
-    let errors = load_err(&dir);
+    let errors = refused_with(TOOLS_FILE, &huge);
     assert_eq!(
         errors.issues(),
         [ConfigIssue::new(

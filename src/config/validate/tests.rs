@@ -500,15 +500,35 @@ fn spec_023_027_028_032_034_verification_1_each_sales_load_rule_fails_naming_its
     let position = |tools: &ToolsConfig, f: fn(&FieldConfig) -> bool| {
         tools.fields.iter().position(f).expect("demo field")
     };
+    // The demo's field that `flag` picks, changed by `change`.
+    let on_field = |flag: fn(&FieldConfig) -> bool, change: fn(&mut FieldConfig)| -> Edit {
+        Box::new(move |t: &mut ToolsConfig| {
+            let at = position(t, flag);
+            change(&mut t.fields[at]);
+        })
+    };
+    // A copy of the demo's field that `flag` picks, under the id and field `id`, added.
+    let second_field = |flag: fn(&FieldConfig) -> bool, id: &'static str| -> Edit {
+        Box::new(move |t: &mut ToolsConfig| {
+            let mut second = t.fields[position(t, flag)].clone();
+            second.id = id.into();
+            second.field = id.into();
+            t.fields.push(second);
+        })
+    };
+    // The demo's events replaced by `list` (id, stage, flowNs).
+    let events = |list: &'static [(&'static str, &'static str, &'static str)]| -> Edit {
+        Box::new(move |t: &mut ToolsConfig| {
+            t.events = list
+                .iter()
+                .map(|(id, stage, ns)| event(id, stage, ns))
+                .collect();
+        })
+    };
     let cases: Vec<(&str, Edit, &str, &str)> = vec![
         (
             "023: two funnel fields",
-            Box::new(move |t: &mut ToolsConfig| {
-                let mut second = t.fields[position(t, |f| f.funnel)].clone();
-                second.id = "second_funnel".into();
-                second.field = "second_funnel".into();
-                t.fields.push(second);
-            }),
+            second_field(|f| f.funnel, "second_funnel"),
             ".funnel",
             "at most one field may be the funnel",
         ),
@@ -530,20 +550,16 @@ fn spec_023_027_028_032_034_verification_1_each_sales_load_rule_fails_naming_its
         ),
         (
             "027: two events on one stage",
-            Box::new(move |t: &mut ToolsConfig| {
-                t.events = vec![
-                    event("a", "nurturing", "content20260101000000_000901"),
-                    event("b", "nurturing", "content20260101000000_000902"),
-                ];
-            }),
+            events(&[
+                ("a", "nurturing", "content20260101000000_000901"),
+                ("b", "nurturing", "content20260101000000_000902"),
+            ]),
             "$.events[1].stage",
             "at most one event per stage",
         ),
         (
             "027: an event on new",
-            Box::new(move |t: &mut ToolsConfig| {
-                t.events = vec![event("a", "new", "content20260101000000_000901")];
-            }),
+            events(&[("a", "new", "content20260101000000_000901")]),
             "$.events[0].stage",
             "must not be new",
         ),
@@ -558,20 +574,16 @@ fn spec_023_027_028_032_034_verification_1_each_sales_load_rule_fails_naming_its
         ),
         (
             "027: an event flowNs equal to the reply flow",
-            Box::new(move |t: &mut ToolsConfig| {
-                t.events = vec![event("a", "nurturing", "content20260101000000_000900")];
-            }),
+            events(&[("a", "nurturing", "content20260101000000_000900")]),
             "$.events[0].flowNs",
             "reply",
         ),
         (
             "027: two events on one flowNs",
-            Box::new(move |t: &mut ToolsConfig| {
-                t.events = vec![
-                    event("a", "nurturing", "content20260101000000_000901"),
-                    event("b", "offered", "content20260101000000_000901"),
-                ];
-            }),
+            events(&[
+                ("a", "nurturing", "content20260101000000_000901"),
+                ("b", "offered", "content20260101000000_000901"),
+            ]),
             "$.events[1].flowNs",
             "another event's flowNs",
         ),
@@ -586,21 +598,13 @@ fn spec_023_027_028_032_034_verification_1_each_sales_load_rule_fails_naming_its
         ),
         (
             "028: two offering fields",
-            Box::new(move |t: &mut ToolsConfig| {
-                let mut second = t.fields[position(t, |f| f.offering)].clone();
-                second.id = "second_offering".into();
-                second.field = "second_offering".into();
-                t.fields.push(second);
-            }),
+            second_field(|f| f.offering, "second_offering"),
             ".offering",
             "at most one field may be the offering field",
         ),
         (
             "028: a field both funnel and offering",
-            Box::new(move |t: &mut ToolsConfig| {
-                let at = position(t, |f| f.offering);
-                t.fields[at].funnel = true;
-            }),
+            on_field(|f| f.offering, |f| f.funnel = true),
             "$.fields",
             "only one of funnel, intent and offering",
         ),
@@ -656,10 +660,7 @@ fn spec_023_027_028_032_034_verification_1_each_sales_load_rule_fails_naming_its
         ),
         (
             "032: a funnel without prepared",
-            Box::new(move |t: &mut ToolsConfig| {
-                let at = position(t, |f| f.funnel);
-                t.fields[at].values.retain(|v| v != "prepared");
-            }),
+            on_field(|f| f.funnel, |f| f.values.retain(|v| v != "prepared")),
             ".values",
             "a funnel field's values must be exactly",
         ),
@@ -673,19 +674,13 @@ fn spec_023_027_028_032_034_verification_1_each_sales_load_rule_fails_naming_its
         ),
         (
             "034: intent values out of order",
-            Box::new(move |t: &mut ToolsConfig| {
-                let at = position(t, |f| f.intent);
-                t.fields[at].values.reverse();
-            }),
+            on_field(|f| f.intent, |f| f.values.reverse()),
             ".values",
             "an intent field's values must be exactly",
         ),
         (
             "034: a field both intent and funnel",
-            Box::new(move |t: &mut ToolsConfig| {
-                let at = position(t, |f| f.intent);
-                t.fields[at].funnel = true;
-            }),
+            on_field(|f| f.intent, |f| f.funnel = true),
             "$.fields",
             "only one of funnel, intent and offering",
         ),

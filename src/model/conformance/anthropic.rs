@@ -16,9 +16,9 @@ use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer};
 
 use super::{
-    RefusesWhatTheApiRefuses, assert_real_steps_answered, assert_real_steps_conform,
-    assert_refused_as, assert_route_turn_conforms, missing_keys, real_steps, refusing_fake_at,
-    schema_keywords, unknown_keys,
+    RefusesWhatTheApiRefuses, assert_a_problem, assert_real_steps_answered,
+    assert_real_steps_conform, assert_refused_as, assert_route_turn_conforms, missing_keys,
+    real_steps, refusing_fake_at, schema_keywords, unknown_keys,
 };
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
@@ -486,11 +486,7 @@ fn anthropic_fake_refuses_the_bounded_schema_every_old_request_carried() {
     let mut body =
         model("claude-opus-5-5", "https://api.anthropic.com").request_body(&real_steps()[0]);
     body["temperature"] = json!(0.3);
-    assert!(
-        request_problems(&body)
-            .iter()
-            .any(|p| p.starts_with("temperature"))
-    );
+    assert_a_problem(&request_problems(&body), |p| p.starts_with("temperature"));
 }
 
 #[tokio::test]
@@ -628,11 +624,9 @@ fn anthropic_reasoning_effort_is_extended_thinking_with_a_budget_under_max_token
     let mut step = first_step(ToolChoice::Auto);
     step.max_output_tokens = 2048;
     let body = provider.request_body(&step);
-    assert!(
-        request_problems(&body)
-            .iter()
-            .any(|p| p.starts_with("thinking.budget_tokens"))
-    );
+    assert_a_problem(&request_problems(&body), |p| {
+        p.starts_with("thinking.budget_tokens")
+    });
     // Unset sends nothing.
     let plain = model("claude-sonnet-4-5", "https://api.anthropic.com").request_body(&step);
     assert!(plain.get("thinking").is_none());
@@ -707,11 +701,9 @@ fn anthropic_thinking_blocks_of_a_tool_turn_are_sent_back_unchanged_first_on_the
         *echo = ProviderEcho::default();
     }
     let body = provider.request_body(&request);
-    assert!(
-        request_problems(&body)
-            .iter()
-            .any(|p| p.contains("must start with a thinking block"))
-    );
+    assert_a_problem(&request_problems(&body), |p| {
+        p.contains("must start with a thinking block")
+    });
     // A final answer's thinking is not kept: there is no next step.
     let parsed = thought_then_replied("Done.");
     assert!(parsed.echo.is_empty());

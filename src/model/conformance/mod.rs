@@ -73,6 +73,12 @@ pub(crate) fn elements(list: &Value) -> impl Iterator<Item = (usize, &Value)> {
     list.as_array().into_iter().flatten().enumerate()
 }
 
+/// Asserts that one of `problems` is `matches` (what a check found wrong with a body), listing
+/// them all when none is.
+pub(crate) fn assert_a_problem(problems: &[String], matches: impl Fn(&str) -> bool) {
+    assert!(problems.iter().any(|p| matches(p)), "{problems:?}");
+}
+
 /// The keys of `object` that `allowed` does not list, as `<at>.<key>` problems.
 pub(crate) fn unknown_keys(object: &Value, allowed: &[&str], at: &str) -> Vec<String> {
     object

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use wiremock::MockServer;
 
 use super::{
-    RefusesWhatTheApiRefuses, assert_real_steps_answered, assert_real_steps_conform,
-    assert_refused_as, assert_route_turn_conforms, elements, missing_keys, real_steps,
-    refusing_fake_at, schema_keywords, unknown_keys,
+    RefusesWhatTheApiRefuses, assert_a_problem, assert_real_steps_answered,
+    assert_real_steps_conform, assert_refused_as, assert_route_turn_conforms, elements,
+    missing_keys, real_steps, refusing_fake_at, schema_keywords, unknown_keys,
 };
 use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
@@ -483,20 +483,10 @@ fn openai_fake_refuses_what_the_old_requests_carried() {
     body["temperature"] = json!(0.3);
     body["response_format"]["json_schema"]["schema"] = (**agent_reply_schema()).clone();
     let problems = request_problems(&body);
-    assert!(
-        problems.iter().any(|p| p.starts_with("temperature")),
-        "{problems:?}"
-    );
-    assert!(
-        problems.iter().any(|p| p.contains("'maxLength'")),
-        "{problems:?}"
-    );
+    assert_a_problem(&problems, |p| p.starts_with("temperature"));
+    assert_a_problem(&problems, |p| p.contains("'maxLength'"));
     body["stray"] = json!(1);
-    assert!(
-        request_problems(&body)
-            .iter()
-            .any(|p| p.contains("body.stray"))
-    );
+    assert_a_problem(&request_problems(&body), |p| p.contains("body.stray"));
 }
 
 #[tokio::test]

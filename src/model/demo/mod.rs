@@ -253,21 +253,13 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
     }
 
     if has(&folded, PRICE) {
-        let scope = if targets.is_empty() {
-            catalog.offerings.iter().collect()
-        } else {
-            targets
-        };
+        let scope = in_scope(catalog, &targets);
         return Decision::Reply(
             price_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3)),
         );
     }
     if has(&folded, SCHEDULE) {
-        let scope = if targets.is_empty() {
-            catalog.offerings.iter().collect()
-        } else {
-            targets
-        };
+        let scope = in_scope(catalog, &targets);
         return Decision::Reply(
             schedule_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3)),
         );

@@ -74,12 +74,20 @@ pub(super) fn payment_options_reply(catalog: &CatalogView, about_price: bool) ->
     )
 }
 
-pub(super) fn link_reply(catalog: &CatalogView, targets: &[&OfferingLine]) -> Option<Reply> {
-    let scope: Vec<&OfferingLine> = if targets.is_empty() {
+/// The offerings a question is about: the ones it names, or every offering when it names none.
+pub(super) fn in_scope<'a>(
+    catalog: &'a CatalogView,
+    targets: &[&'a OfferingLine],
+) -> Vec<&'a OfferingLine> {
+    if targets.is_empty() {
         catalog.offerings.iter().collect()
     } else {
         targets.to_vec()
-    };
+    }
+}
+
+pub(super) fn link_reply(catalog: &CatalogView, targets: &[&OfferingLine]) -> Option<Reply> {
+    let scope = in_scope(catalog, targets);
     let lines: Vec<String> = scope
         .iter()
         .filter_map(|o| o.url.as_ref().map(|u| format!("{}: {}", o.name, u)))

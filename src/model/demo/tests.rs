@@ -101,6 +101,34 @@ async fn reply_for(req: &ModelRequest) -> Value {
     serde_json::from_str(&output).expect("output is JSON")
 }
 
+/// The demo model asked `text` with `send_flow` offered: the model, the request and the first
+/// step's answer.
+async fn first_with_send_flow(text: &str) -> (DemoModel, ModelRequest, ModelResponse) {
+    let model = DemoModel::new();
+    let req = request(text, vec![send_flow_tool()], true);
+    let first = model.step(&req).await.unwrap();
+    (model, req, first)
+}
+
+/// `req` continued with the calls `first` made and `result` as the answer to its first call.
+fn send_flow_answered(req: &mut ModelRequest, first: &ModelResponse, result: Value) {
+    req.messages.push(calls_made(first.tool_calls.clone()));
+    let call_id = &first.tool_calls[0].id;
+    req.messages
+        .push(results(vec![ok_result(call_id, "send_flow", result)]));
+}
+
+/// Asserts that `reply` does not escalate and that its messages hold every one of `parts`;
+/// the messages joined.
+fn answered_saying(reply: &Value, parts: &[&str]) -> String {
+    assert_eq!(reply["escalate"], json!(false), "{reply}");
+    let text = joined(reply);
+    for part in parts {
+        assert!(text.contains(part), "{part:?} missing from: {text}");
+    }
+    text
+}
+
 fn joined(reply: &Value) -> String {
     reply["messages"]
         .as_array()
@@ -124,9 +152,7 @@ async fn escalation_of(text: &str, payment_options: bool) -> Option<String> {
 #[tokio::test]
 async fn system_4_price_answer_uses_the_catalog_formatted_price() {
     let reply = reply_for(&request("How much is the river runner?", vec![], true)).await;
-    assert_eq!(reply["escalate"], json!(false));
-    let text = joined(&reply);
-    assert!(text.contains("320.00 USD"), "{text}");
+    let text = answered_saying(&reply, &["320.00 USD"]);
     assert!(!text.contains("180.00"), "only the named offering: {text}");
 }
 
@@ -213,20 +239,19 @@ async fn system_4_each_escalation_reason() {
 #[tokio::test]
 async fn system_4_discount_with_payment_options_presents_them_instead_of_escalating() {
     let reply = reply_for(&request("Is there a discount?", vec![], true)).await;
-    assert_eq!(reply["escalate"], json!(false));
-    let text = joined(&reply);
-    assert!(
-        text.contains("Pay in two monthly parts with no surcharge."),
-        "{text}"
+    answered_saying(
+        &reply,
+        &[
+            "Pay in two monthly parts with no surcharge.",
+            "A 50 USD deposit keeps your seat.",
+        ],
     );
-    assert!(text.contains("A 50 USD deposit keeps your seat."), "{text}");
 }
 
 #[tokio::test]
 async fn system_4_non_english_price_question_naming_an_offering_is_answered() {
     let reply = reply_for(&request("¿Cuánto cuesta River Runner?", vec![], true)).await;
-    assert_eq!(reply["escalate"], json!(false));
-    assert!(joined(&reply).contains("320.00 USD"));
+    answered_saying(&reply, &["320.00 USD"]);
 }
 
 #[tokio::test]
@@ -262,13 +287,8 @@ async fn system_4_injection_gets_a_short_refusal_that_quotes_nothing() {
 
 #[tokio::test]
 async fn spec_012_verification_8_mock_calls_send_flow_then_says_what_it_is_sending() {
-    let model = DemoModel::new();
-    let mut req = request(
-        "Can you send me the brochure for River Runner?",
-        vec![send_flow_tool()],
-        true,
-    );
-    let first = model.step(&req).await.unwrap();
+    let (model, mut req, first) =
+        first_with_send_flow("Can you send me the brochure for River Runner?").await;
     assert_eq!(first.stop, StopReason::ToolCalls);
     assert_eq!(first.output, None);
     let [call] = first.tool_calls.as_slice() else {
@@ -280,43 +300,29 @@ async fn spec_012_verification_8_mock_calls_send_flow_then_says_what_it_is_sendi
         ToolArguments::Valid(json!({"flow": "river_runner_brochure", "contactAsked": true}))
     );
 
-    req.messages.push(calls_made(first.tool_calls.clone()));
-    req.messages.push(results(vec![ok_result(
-        &call.id,
-        "send_flow",
-        json!({"sent": true}),
-    )]));
+    send_flow_answered(&mut req, &first, json!({"sent": true}));
     let second = model.step(&req).await.unwrap();
     assert!(second.tool_calls.is_empty());
     let reply: Value = serde_json::from_str(&second.output.unwrap()).unwrap();
-    assert_eq!(reply["escalate"], json!(false));
-    let text = joined(&reply);
-    assert!(
-        text.contains("sending you the details for River Runner"),
-        "{text}"
+    answered_saying(
+        &reply,
+        &["sending you the details for River Runner", "320.00 USD"],
     );
-    assert!(text.contains("320.00 USD"), "{text}");
 }
 
 #[tokio::test]
 async fn spec_012_verification_8_refused_flow_is_not_claimed() {
-    let model = DemoModel::new();
-    let mut req = request(
-        "Send me the syllabus for Sea Kayak Basics",
-        vec![send_flow_tool()],
-        true,
-    );
-    let first = model.step(&req).await.unwrap();
+    let (model, mut req, first) =
+        first_with_send_flow("Send me the syllabus for Sea Kayak Basics").await;
     assert_eq!(
         first.tool_calls[0].arguments,
         ToolArguments::Valid(json!({"flow": "sea_basics_brochure", "contactAsked": true}))
     );
-    req.messages.push(calls_made(first.tool_calls.clone()));
-    req.messages.push(results(vec![ok_result(
-        &first.tool_calls[0].id,
-        "send_flow",
+    send_flow_answered(
+        &mut req,
+        &first,
         json!({"sent": false, "reason": "not_prospect"}),
-    )]));
+    );
     let reply: Value =
         serde_json::from_str(&model.step(&req).await.unwrap().output.unwrap()).unwrap();
     let text = joined(&reply);
