@@ -97,11 +97,7 @@ impl ConversationStore for SqliteStore {
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
         self.read_query(
             query_one,
-            concat!(
-                "SELECT ",
-                conversation_columns!(),
-                " FROM conversations WHERE id = ?"
-            ),
+            CONVERSATION_BY_ID,
             [IdText::of(id)],
             conversation_from,
         )
@@ -218,16 +214,26 @@ impl ConversationStore for SqliteStore {
     async fn conversations_without_token(&self, since: DateTime<Utc>) -> Result<Vec<Conversation>> {
         self.read_query(
             query_all,
-            concat!(
-                "SELECT ",
-                conversation_columns!(),
-                " FROM conversations \
-                     WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= ? \
-                     ORDER BY created_at, id"
-            ),
+            CONVERSATIONS_WITHOUT_TOKEN,
             [ms(since)],
             conversation_from,
         )
         .await
     }
 }
+
+/// The conversation with this id.
+const CONVERSATION_BY_ID: &str = concat!(
+    "SELECT ",
+    conversation_columns!(),
+    " FROM conversations WHERE id = ?"
+);
+
+/// The conversations without a contact token active since `?`, oldest first.
+const CONVERSATIONS_WITHOUT_TOKEN: &str = concat!(
+    "SELECT ",
+    conversation_columns!(),
+    " FROM conversations \
+     WHERE token_hash IS NULL AND COALESCE(last_message_at, created_at) >= ? \
+     ORDER BY created_at, id"
+);

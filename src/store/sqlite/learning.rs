@@ -154,17 +154,8 @@ impl crate::store::LearningStore for SqliteStore {
     }
 
     async fn learning_runs(&self, limit: i64) -> Result<Vec<LearningRun>> {
-        self.read_query(
-            query_all,
-            concat!(
-                "SELECT ",
-                run_columns!(),
-                " FROM learning_runs ORDER BY id DESC LIMIT ?"
-            ),
-            [limit],
-            run_from,
-        )
-        .await
+        self.read_query(query_all, LATEST_RUNS, [limit], run_from)
+            .await
     }
 
     async fn proposals(&self, status: ProposalStatus, limit: i64) -> Result<Vec<Proposal>> {
@@ -214,17 +205,8 @@ impl crate::store::LearningStore for SqliteStore {
     }
 
     async fn playbook_versions(&self) -> Result<Vec<PlaybookVersion>> {
-        self.read_query(
-            query_all,
-            concat!(
-                "SELECT ",
-                version_columns!(),
-                " FROM playbook_versions ORDER BY id"
-            ),
-            [],
-            version_from,
-        )
-        .await
+        self.read_query(query_all, PLAYBOOK_VERSIONS, [], version_from)
+            .await
     }
 
     async fn active_playbook(&self) -> Result<Option<PlaybookVersion>> {
@@ -357,3 +339,17 @@ impl crate::store::LearningStore for SqliteStore {
         .await
     }
 }
+
+/// The latest `?` learning runs, newest first.
+const LATEST_RUNS: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM learning_runs ORDER BY id DESC LIMIT ?"
+);
+
+/// Every playbook version, oldest first.
+const PLAYBOOK_VERSIONS: &str = concat!(
+    "SELECT ",
+    version_columns!(),
+    " FROM playbook_versions ORDER BY id"
+);

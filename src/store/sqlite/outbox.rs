@@ -148,17 +148,8 @@ impl OutboxStore for SqliteStore {
     }
 
     async fn pending_outbox(&self, kind: OutboxKind) -> Result<Vec<OutboxRow>> {
-        self.read_query(
-            query_all,
-            concat!(
-                "SELECT ",
-                outbox_columns!(),
-                " FROM outbox WHERE status = 'pending' AND kind = ? ORDER BY id"
-            ),
-            [kind.as_str()],
-            outbox_from,
-        )
-        .await
+        self.read_query(query_all, PENDING_OF_KIND, [kind.as_str()], outbox_from)
+            .await
     }
 
     async fn renew_outbox_leases(&self, ids: &[i64], lease_until: DateTime<Utc>) -> Result<()> {
@@ -259,13 +250,8 @@ impl OutboxStore for SqliteStore {
     }
 
     async fn outbox_row(&self, id: i64) -> Result<Option<OutboxRow>> {
-        self.read_query(
-            query_one,
-            concat!("SELECT ", outbox_columns!(), " FROM outbox WHERE id = ?"),
-            [id],
-            outbox_from,
-        )
-        .await
+        self.read_query(query_one, OUTBOX_BY_ID, [id], outbox_from)
+            .await
     }
 
     async fn outbox_backlog(
@@ -317,3 +303,13 @@ pub(super) const OUTBOX_BACKLOG_ROWS: &str = "SELECT COUNT(*) FROM (SELECT 1 FRO
 pub(super) const OUTBOX_OLDEST_OPEN: &str = "SELECT MIN(due) FROM ( \
      SELECT MIN(next_attempt_at) AS due FROM outbox WHERE status = 'pending' \
      UNION ALL SELECT MIN(next_attempt_at) FROM outbox WHERE status = 'delivering')";
+
+/// The pending rows of one kind, in order.
+const PENDING_OF_KIND: &str = concat!(
+    "SELECT ",
+    outbox_columns!(),
+    " FROM outbox WHERE status = 'pending' AND kind = ? ORDER BY id"
+);
+
+/// The outbox row with this id.
+const OUTBOX_BY_ID: &str = concat!("SELECT ", outbox_columns!(), " FROM outbox WHERE id = ?");

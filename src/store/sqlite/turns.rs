@@ -328,13 +328,8 @@ impl TurnStore for SqliteStore {
     }
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {
-        self.read_query(
-            query_one,
-            concat!("SELECT ", turn_columns!(), " FROM turns WHERE id = ?"),
-            [turn_id],
-            turn_from,
-        )
-        .await
+        self.read_query(query_one, TURN_BY_ID, [turn_id], turn_from)
+            .await
     }
 
     async fn history(
@@ -359,12 +354,7 @@ impl TurnStore for SqliteStore {
     async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>> {
         self.read_query(
             query_all,
-            concat!(
-                "SELECT ",
-                turn_columns!(),
-                " FROM turns WHERE conversation_id = ? \
-                     ORDER BY created_at, seq"
-            ),
+            CONVERSATION_TURNS,
             [IdText::of(conversation_id)],
             turn_from,
         )
@@ -471,3 +461,14 @@ impl TurnStore for SqliteStore {
         .await
     }
 }
+
+/// The turn with this id.
+const TURN_BY_ID: &str = concat!("SELECT ", turn_columns!(), " FROM turns WHERE id = ?");
+
+/// A conversation's turns, in order.
+const CONVERSATION_TURNS: &str = concat!(
+    "SELECT ",
+    turn_columns!(),
+    " FROM turns WHERE conversation_id = ? \
+     ORDER BY created_at, seq"
+);
