@@ -66,13 +66,15 @@ pub fn demo_tenant() -> super::TenantConfig {
     super::load_dir(&shipped_examples(), &context).expect("the demo tenant loads")
 }
 
-/// Copies the demo tenant's example files into `dir` under their own names (`rules.json`, …),
-/// as an operator's files that a test may then edit.
+/// Copies the demo tenant's example files into `dir` (created if missing) under their own names
+/// (`rules.json`, …), as an operator's files that a test may then edit.
 ///
 /// # Panics
 /// When a file cannot be copied (a test setup failure).
 #[doc(hidden)]
 pub fn copy_demo_into(dir: &Path) {
+    std::fs::create_dir_all(dir)
+        .unwrap_or_else(|e| panic!("{} cannot be created: {e}", dir.display()));
     let examples = shipped_examples();
     for name in FILES {
         std::fs::copy(examples.join(format!("{name}.example")), dir.join(name))

@@ -43,13 +43,7 @@ fn days_ago(days: i64) -> DateTime<Utc> {
 
 /// The shipped example tenant (it has a funnel field) with a `learning` section.
 pub(super) fn learning_tenant(cap: f64) -> TenantConfig {
-    let context = ConfigContext {
-        allow_examples: true,
-        ..ConfigContext::default()
-    };
-    let mut config =
-        crate::config::load_dir(&crate::config::examples::shipped_examples(), &context)
-            .expect("the shipped examples load");
+    let mut config = crate::config::examples::demo_tenant();
     config.rules.learning = Some(Learning {
         language: Some("English".to_owned()),
         converted_tag: "paid".to_owned(),
@@ -644,14 +638,7 @@ fn spec_031_proposal_checks_refuse_digits_currency_shapes_and_unknown_turns() {
 #[test]
 fn spec_031_learning_requires_a_funnel_field_and_a_cost_cap() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let examples = crate::config::examples::shipped_examples();
-    for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
-        std::fs::copy(
-            examples.join(format!("{name}.example")),
-            dir.path().join(name),
-        )
-        .expect("copy");
-    }
+    crate::config::examples::copy_demo_into(dir.path());
     let rules_path = dir.path().join("rules.json");
     let mut rules: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&rules_path).expect("read")).expect("json");

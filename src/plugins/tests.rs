@@ -1,7 +1,5 @@
 //! The rules of `plugins.json`, a read's answer and a write's arguments, as units.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
 use super::config::{PluginsConfig, validate};
@@ -42,14 +40,7 @@ fn example() -> Value {
 /// The demo tenant's folder with `plugins` as its `plugins.json`.
 fn folder_with(plugins: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
-    for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
-        std::fs::copy(
-            source.join(format!("{name}.example")),
-            dir.path().join(name),
-        )
-        .unwrap();
-    }
+    crate::config::examples::copy_demo_into(dir.path());
     std::fs::write(dir.path().join("plugins.json"), plugins).unwrap();
     dir
 }

@@ -141,7 +141,7 @@ pub fn copy_tenant(source: &Path, dest: &Path) {
 
 /// Copies the demo tenant (`shipped_examples()`) into `dest`.
 pub fn copy_demo_tenant(dest: &Path) {
-    copy_tenant(&manychat_agent::config::examples::shipped_examples(), dest);
+    manychat_agent::config::examples::copy_demo_into(dest);
 }
 
 pub async fn spawn_app(model: Arc<dyn Model>) -> TestApp {

@@ -26,12 +26,7 @@ mod route;
 /// The tools a turn of the demo tenant offers (`config/*.example`), as the agent builds them:
 /// the conformance checks run on the real specs, not only on a fixture.
 pub(crate) fn demo_tenant_tools() -> std::sync::Arc<[crate::model::ToolSpec]> {
-    let dir = crate::config::examples::shipped_examples();
-    let context = crate::config::ConfigContext {
-        allow_examples: true,
-        ..crate::config::ConfigContext::default()
-    };
-    let config = crate::config::load_dir(&dir, &context).expect("the demo tenant loads");
+    let config = crate::config::examples::demo_tenant();
     let tools = config.tools.as_ref().expect("the demo tenant has tools");
     let specs = crate::tools::build_specs(tools, true);
     assert!(!specs.is_empty(), "the demo tenant offers tools");

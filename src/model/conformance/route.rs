@@ -77,15 +77,7 @@ pub(crate) async fn answer_text_through_the_route(
         .await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config_dir = dir.path().join("config");
-    std::fs::create_dir_all(&config_dir).expect("config dir");
-    let repo_config = crate::config::examples::shipped_examples();
-    for name in ["prompt.md", "catalog.json", "rules.json", "tools.json"] {
-        std::fs::copy(
-            repo_config.join(format!("{name}.example")),
-            config_dir.join(name),
-        )
-        .expect("copy the demo tenant");
-    }
+    crate::config::examples::copy_demo_into(&config_dir);
     let vars: Vec<(&str, String)> = vec![
         ("MANYCHAT_SHARED_SECRET", SECRET.into()),
         ("PUBLIC_BASE_URL", "https://agent.example.test".into()),
