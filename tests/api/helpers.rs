@@ -739,26 +739,26 @@ pub async fn queue_due_reply(app: &TestApp, subscriber: &str, payload: Value) ->
 }
 
 /// Runs each `case(backend)` as a test on SQLite and on PostgreSQL (ignored without
-/// `TEST_DATABASE_URL`), in modules `sqlite` and `postgres` of the calling file; the optional
-/// first attribute is the test's (default `#[tokio::test]`).
+/// `TEST_DATABASE_URL`), in modules `sqlite` and `postgres` of the calling file. The cases come
+/// in groups separated by `;`, each led by its tests' attribute (default `#[tokio::test]`).
 macro_rules! on_both_backends {
-    (#[$test:meta] $($case:ident),* $(,)?) => {
+    ($(#[$test:meta] $($case:ident),+ $(,)?);+ $(;)?) => {
         mod sqlite {
-            $(
+            $($(
                 #[$test]
                 async fn $case() {
                     super::$case(super::Backend::Sqlite).await;
                 }
-            )*
+            )+)+
         }
         mod postgres {
-            $(
+            $($(
                 #[$test]
                 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
                 async fn $case() {
                     super::$case(super::Backend::Postgres).await;
                 }
-            )*
+            )+)+
         }
     };
     ($($case:ident),* $(,)?) => {

@@ -169,13 +169,7 @@ async fn plugin_a_write_under_way_when_its_process_stopped_is_never_sent_again(b
     first.stop().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn plugin_a_write_under_way_when_its_process_stopped_is_never_sent_again_sqlite() {
-    plugin_a_write_under_way_when_its_process_stopped_is_never_sent_again(Backend::Sqlite).await;
-}
-
-#[tokio::test(start_paused = true)]
-#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn plugin_a_write_under_way_when_its_process_stopped_is_never_sent_again_postgres() {
-    plugin_a_write_under_way_when_its_process_stopped_is_never_sent_again(Backend::Postgres).await;
-}
+on_both_backends!(
+    #[tokio::test(start_paused = true)]
+    plugin_a_write_under_way_when_its_process_stopped_is_never_sent_again,
+);

@@ -344,19 +344,10 @@ on_both_backends!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     plugin_a_write_is_performed_once_after_the_text_signed_and_recorded_without_its_note,
     plugin_a_read_runs_during_the_step_and_is_recorded_without_its_answer,
-    plugin_reads_share_the_turns_two_reads_with_get_contact,
+    plugin_reads_share_the_turns_two_reads_with_get_contact;
+    #[tokio::test(start_paused = true)]
+    plugin_a_write_on_a_deferred_reply_rides_the_outbox_row_after_the_text,
 );
-
-#[tokio::test(start_paused = true)]
-async fn plugin_a_write_on_a_deferred_reply_rides_the_outbox_row_after_the_text_sqlite() {
-    plugin_a_write_on_a_deferred_reply_rides_the_outbox_row_after_the_text(Backend::Sqlite).await;
-}
-
-#[tokio::test(start_paused = true)]
-#[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
-async fn plugin_a_write_on_a_deferred_reply_rides_the_outbox_row_after_the_text_postgres() {
-    plugin_a_write_on_a_deferred_reply_rides_the_outbox_row_after_the_text(Backend::Postgres).await;
-}
 
 // --- refusals ---------------------------------------------------------------------------------
 
