@@ -207,7 +207,7 @@ pub async fn worker(env: &HashMap<String, String>) -> CliResult {
     let nudge_worker = match nudges {
         true => {
             let spec = settings.require_model().map_err(CliError::new)?;
-            let model = crate::model::resolve(spec, &startup::model_env(&settings))?;
+            let model = crate::model::resolve(spec, &settings.model)?;
             // A USD cap the follow-ups are never priced against would not cap.
             crate::model::pricing::require_price(
                 model.id(),

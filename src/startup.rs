@@ -179,7 +179,7 @@ impl Application {
                 let spec = settings.agent_model.clone().ok_or_else(|| {
                     StartupError::Missing("AGENT_MODEL is required (provider:model)".into())
                 })?;
-                crate::model::resolve(&spec, &model_env(&settings))?
+                crate::model::resolve(&spec, &settings.model)?
             }
         };
         let model = crate::model::timed::TimedModel::wrap(model, metrics.clone());
@@ -201,7 +201,7 @@ impl Application {
             TurnSettings {
                 race_deadline: settings.race_deadline,
                 model_abort: settings.model_abort,
-                max_output_tokens: settings.agent_max_output_tokens,
+                max_output_tokens: settings.model.max_output_tokens,
                 temperature: settings.temperature_or_default(),
                 contact_tokens_enforced: settings.contact_tokens_enforced,
                 channel: settings.channel,
@@ -398,7 +398,7 @@ pub fn nudge_worker(
         clock,
         NudgeTurnSettings {
             model_abort: settings.model_abort,
-            max_output_tokens: settings.agent_max_output_tokens,
+            max_output_tokens: settings.model.max_output_tokens,
             temperature: settings.temperature_or_default(),
             channel: settings.channel,
         },
@@ -496,23 +496,6 @@ impl FlowCounter for StoreBudget {
     }
 }
 
-/// The model providers' settings, from the validated `Settings`.
-pub fn model_env(settings: &Settings) -> crate::model::ModelEnv {
-    crate::model::ModelEnv {
-        openai_api_key: settings.openai_api_key.clone(),
-        openai_base_url: settings.openai_base_url.clone(),
-        anthropic_api_key: settings.anthropic_api_key.clone(),
-        anthropic_base_url: settings.anthropic_base_url.clone(),
-        google_api_key: settings.google_api_key.clone(),
-        google_base_url: settings.google_base_url.clone(),
-        ollama_base_url: settings.ollama_base_url.clone(),
-        max_output_tokens: settings.agent_max_output_tokens,
-        reasoning_effort: settings.agent_reasoning_effort,
-        temperature: settings.agent_temperature,
-        price: settings.agent_price,
-    }
-}
-
 /// 020: the media host, `TRANSCRIPTION_MODEL` resolved by the model registry, and the system's
 /// ffmpeg (absent: videos take the fallback, and the start says so once).
 fn media_settings(settings: &Settings) -> Result<crate::media::MediaSettings, StartupError> {
@@ -521,7 +504,7 @@ fn media_settings(settings: &Settings) -> Result<crate::media::MediaSettings, St
     let transcriber = settings
         .transcription_model
         .as_deref()
-        .map(|spec| crate::model::transcription::resolve_transcriber(spec, &model_env(settings)))
+        .map(|spec| crate::model::transcription::resolve_transcriber(spec, &settings.model))
         .transpose()?;
     let ffmpeg = crate::media::video::Ffmpeg::find();
     if ffmpeg.is_none() {

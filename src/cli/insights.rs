@@ -31,7 +31,7 @@ pub(crate) fn insight_model(
     let env = crate::model::ModelEnv {
         reasoning_effort: None,
         max_output_tokens: crate::learning::ANALYST_OUTPUT_TOKENS,
-        ..startup::model_env(settings)
+        ..settings.model.clone()
     };
     Ok(Some(crate::model::resolve(spec, &env)?))
 }
@@ -59,7 +59,7 @@ pub async fn run(env: &HashMap<String, String>, force: bool) -> CliResult {
         config: &config,
         model: model.as_ref(),
         tags: &client,
-        temperature: settings.agent_temperature.unwrap_or(0.2),
+        temperature: settings.model.temperature.unwrap_or(0.2),
     };
     let clock = Clock::system();
     let outcome =
@@ -323,7 +323,7 @@ pub(crate) fn weekly_parts(
         model,
         token,
         api_base: settings.manychat_api_base.clone(),
-        temperature: settings.agent_temperature.unwrap_or(0.2),
+        temperature: settings.model.temperature.unwrap_or(0.2),
     }))
 }
 

@@ -22,6 +22,7 @@ use crate::channel::Channel;
 use crate::http::client_ip::TrustProxy;
 use crate::http::server::ConnectionLimits;
 use crate::ids::Secret;
+use crate::model::ModelEnv;
 use crate::model::pricing::{self, Price};
 
 mod needs;
@@ -59,26 +60,12 @@ pub const MAX_CONNECTIONS_LIMIT: u64 = 1_000_000;
 pub struct Settings {
     /// `AGENT_MODEL` (`provider:model`); required by `serve` only, see [`Settings::require_model`].
     pub agent_model: Option<String>,
-    pub openai_api_key: Option<Secret>,
-    pub openai_base_url: String,
-    pub anthropic_api_key: Option<Secret>,
-    pub anthropic_base_url: String,
-    /// `GOOGLE_GENERATIVE_AI_API_KEY` / `GOOGLE_BASE_URL` (Gemini).
-    pub google_api_key: Option<Secret>,
-    pub google_base_url: String,
-    pub ollama_base_url: String,
-    pub agent_max_output_tokens: u32,
-    /// `AGENT_REASONING_EFFORT`; `None` (unset) sends nothing. Whether the model takes it is
-    /// checked when the model is resolved (`model::reasoning::check`).
-    pub agent_reasoning_effort: Option<crate::model::reasoning::Effort>,
-    /// `AGENT_TEMPERATURE`; `None` when unset, so that a model whose capabilities are unknown is
-    /// sent a temperature only when the operator chose one. Turns use
-    /// [`Settings::temperature_or_default`].
-    pub agent_temperature: Option<f32>,
-    /// `AGENT_PRICE_INPUT_PER_MTOK`, `AGENT_PRICE_OUTPUT_PER_MTOK` and optionally
-    /// `AGENT_PRICE_CACHED_INPUT_PER_MTOK`: the model's price when the built-in table has none
-    /// (or to override it), USD per million tokens.
-    pub agent_price: Option<Price>,
+    /// The model providers' variables: their keys and base URLs, `AGENT_MAX_OUTPUT_TOKENS`,
+    /// `AGENT_REASONING_EFFORT` (whether the model takes it is checked when the model is
+    /// resolved), `AGENT_TEMPERATURE` (`None` when unset, so a model of unknown capabilities is
+    /// sent one only when the operator chose it; turns use [`Settings::temperature_or_default`])
+    /// and `AGENT_PRICE_*` (the model's price when the built-in table has none, or to override it).
+    pub model: ModelEnv,
     /// `MANYCHAT_SHARED_SECRET`: one or more, so a secret can be rotated without editing flows.
     pub manychat_shared_secrets: Vec<Secret>,
     pub manychat_api_token: Option<Secret>,
@@ -353,18 +340,20 @@ impl Settings {
         }
         Ok(Self {
             agent_model,
-            openai_api_key,
-            openai_base_url,
-            anthropic_api_key,
-            anthropic_base_url,
-            google_api_key,
-            google_base_url,
-            agent_reasoning_effort,
-            ollama_base_url,
-            // The ranges checked above make these conversions exact.
-            agent_max_output_tokens: u32::try_from(agent_max_output_tokens).unwrap_or(400),
-            agent_temperature,
-            agent_price,
+            model: ModelEnv {
+                openai_api_key,
+                openai_base_url,
+                anthropic_api_key,
+                anthropic_base_url,
+                google_api_key,
+                google_base_url,
+                ollama_base_url,
+                // The ranges checked above make these conversions exact.
+                max_output_tokens: u32::try_from(agent_max_output_tokens).unwrap_or(400),
+                reasoning_effort: agent_reasoning_effort,
+                temperature: agent_temperature,
+                price: agent_price,
+            },
             manychat_shared_secrets,
             manychat_api_token,
             manychat_api_base,
@@ -401,8 +390,9 @@ impl Settings {
 
     /// The temperature turns ask for: `AGENT_TEMPERATURE`, or its default (0.3).
     pub fn temperature_or_default(&self) -> f32 {
-        self.agent_temperature
-            .unwrap_or(crate::model::ModelEnv::DEFAULT_TEMPERATURE)
+        self.model
+            .temperature
+            .unwrap_or(ModelEnv::DEFAULT_TEMPERATURE)
     }
 
     /// `AGENT_MODEL`, for the commands that call a model (`serve`).

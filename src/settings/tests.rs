@@ -39,13 +39,13 @@ fn refused(variable: &'static str, value: &str) -> SettingProblem {
 fn system_5_2_defaults_apply_when_unset() {
     let s = load(&base()).unwrap();
     assert_eq!(s.agent_model, None);
-    assert_eq!(s.openai_base_url, "https://api.openai.com/v1");
-    assert_eq!(s.anthropic_base_url, "https://api.anthropic.com");
-    assert_eq!(s.ollama_base_url, "http://localhost:11434");
-    assert_eq!(s.agent_max_output_tokens, 400);
-    assert_eq!(s.agent_temperature, None);
+    assert_eq!(s.model.openai_base_url, "https://api.openai.com/v1");
+    assert_eq!(s.model.anthropic_base_url, "https://api.anthropic.com");
+    assert_eq!(s.model.ollama_base_url, "http://localhost:11434");
+    assert_eq!(s.model.max_output_tokens, 400);
+    assert_eq!(s.model.temperature, None);
     assert!((s.temperature_or_default() - 0.3).abs() < f32::EPSILON);
-    assert_eq!(s.agent_price, None);
+    assert_eq!(s.model.price, None);
     assert_eq!(s.manychat_shared_secrets, vec![Secret::new(SECRET_A)]);
     assert_eq!(s.manychat_api_token, None);
     assert_eq!(s.manychat_api_base, "https://api.manychat.com");
@@ -102,15 +102,15 @@ fn system_5_2_every_variable_is_read() {
     ]))
     .unwrap();
     assert_eq!(s.require_model(), Ok("openai:gpt-4.1-mini"));
-    assert_eq!(s.openai_api_key, Some(Secret::new("sk-fixture")));
-    assert_eq!(s.openai_base_url, "https://llm.example.test/v1");
-    assert_eq!(s.anthropic_api_key, Some(Secret::new("ak-fixture")));
-    assert_eq!(s.anthropic_base_url, "https://anthropic.example.test");
-    assert_eq!(s.ollama_base_url, "http://ollama.example.test:11434");
-    assert_eq!(s.agent_max_output_tokens, 800);
-    assert_eq!(s.agent_temperature, Some(0.0));
+    assert_eq!(s.model.openai_api_key, Some(Secret::new("sk-fixture")));
+    assert_eq!(s.model.openai_base_url, "https://llm.example.test/v1");
+    assert_eq!(s.model.anthropic_api_key, Some(Secret::new("ak-fixture")));
+    assert_eq!(s.model.anthropic_base_url, "https://anthropic.example.test");
+    assert_eq!(s.model.ollama_base_url, "http://ollama.example.test:11434");
+    assert_eq!(s.model.max_output_tokens, 800);
+    assert_eq!(s.model.temperature, Some(0.0));
     assert_eq!(
-        s.agent_price,
+        s.model.price,
         Some(Price {
             input: 0.5,
             cached_input: 0.05,
@@ -373,9 +373,9 @@ fn price_variables_are_validated_with_every_other_problem() {
 
 #[test]
 fn unset_temperature_is_told_apart_from_one_set_to_the_default() {
-    assert_eq!(load(&base()).unwrap().agent_temperature, None);
+    assert_eq!(load(&base()).unwrap().model.temperature, None);
     let s = load(&with(&[("AGENT_TEMPERATURE", "0.3")])).unwrap();
-    assert_eq!(s.agent_temperature, Some(0.3));
+    assert_eq!(s.model.temperature, Some(0.3));
 }
 
 #[test]
