@@ -391,20 +391,20 @@ pub fn nudge_worker(
     metrics: Arc<Metrics>,
     shared: TurnsShared,
 ) -> NudgeWorker {
-    let turn = AgentNudgeTurn::new(
-        store.clone(),
+    let turn = AgentNudgeTurn {
+        store: store.clone(),
         model,
-        manychat.clone(),
+        manychat: manychat.clone(),
         clock,
-        NudgeTurnSettings {
+        settings: NudgeTurnSettings {
             model_abort: settings.model_abort,
             max_output_tokens: settings.model.max_output_tokens,
             temperature: settings.temperature_or_default(),
             channel: settings.channel,
         },
         shared,
-        metrics.clone(),
-    );
+        metrics: metrics.clone(),
+    };
     NudgeWorker::new(
         store,
         manychat,

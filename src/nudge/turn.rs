@@ -77,38 +77,16 @@ pub struct NudgeTurnSettings {
 
 /// The nudge turn on the real agent.
 pub struct AgentNudgeTurn {
-    store: Arc<dyn Store>,
-    model: Arc<dyn Model>,
-    manychat: ManyChatClient,
-    clock: Clock,
-    settings: NudgeTurnSettings,
+    pub store: Arc<dyn Store>,
+    pub model: Arc<dyn Model>,
+    pub manychat: ManyChatClient,
+    pub clock: Clock,
+    pub settings: NudgeTurnSettings,
     /// The snapshot cache and budget ledger of the process's turns.
-    shared: TurnsShared,
+    pub shared: TurnsShared,
     /// The process's metrics: the turn's actions and guardrail violations count like an
     /// inbound turn's.
-    metrics: Arc<Metrics>,
-}
-
-impl AgentNudgeTurn {
-    pub fn new(
-        store: Arc<dyn Store>,
-        model: Arc<dyn Model>,
-        manychat: ManyChatClient,
-        clock: Clock,
-        settings: NudgeTurnSettings,
-        shared: TurnsShared,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        Self {
-            store,
-            model,
-            manychat,
-            clock,
-            settings,
-            shared,
-            metrics,
-        }
-    }
+    pub metrics: Arc<Metrics>,
 }
 
 /// The server's note in place of a contact message (025): when the contact last wrote, and

@@ -167,21 +167,21 @@ pub fn rig_at(app: &TestApp, at: chrono::DateTime<chrono::Utc>, model: Arc<Scrip
     let metrics = Arc::new(Metrics::default());
     let clock = Clock::starting_at(at);
     let model_abort = Duration::from_secs(30);
-    let turn = AgentNudgeTurn::new(
-        app.store.clone(),
-        model.clone(),
-        manychat.clone(),
+    let turn = AgentNudgeTurn {
+        store: app.store.clone(),
+        model: model.clone(),
+        manychat: manychat.clone(),
         clock,
-        NudgeTurnSettings {
+        settings: NudgeTurnSettings {
             model_abort,
             max_output_tokens: 400,
             temperature: 0.3,
             channel: Channel::Whatsapp,
         },
         // A worker process of its own (`manychat-agent worker`).
-        TurnsShared::default(),
-        metrics.clone(),
-    );
+        shared: TurnsShared::default(),
+        metrics: metrics.clone(),
+    };
     let worker = NudgeWorker::new(
         app.store.clone(),
         manychat,
