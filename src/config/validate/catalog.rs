@@ -23,8 +23,7 @@ pub fn catalog(file: &str, catalog: &Catalog) -> Vec<ConfigIssue> {
     let mut ids = Unique::new();
     for (i, o) in catalog.offerings.iter().enumerate() {
         let at = format!("$.offerings[{i}]");
-        r.id(format!("{at}.id"), &o.id);
-        ids.check(&mut r, format!("{at}.id"), &o.id, "among offerings");
+        ids.id(&mut r, format!("{at}.id"), &o.id, "among offerings");
         r.non_empty(format!("{at}.name"), &o.name);
         r.non_empty(format!("{at}.description"), &o.description);
         if o.price.amount < 0 {
@@ -64,8 +63,7 @@ pub fn catalog(file: &str, catalog: &Catalog) -> Vec<ConfigIssue> {
     let mut ids = Unique::new();
     for (i, p) in catalog.payment_options.iter().enumerate() {
         let at = format!("$.paymentOptions[{i}]");
-        r.id(format!("{at}.id"), &p.id);
-        ids.check(&mut r, format!("{at}.id"), &p.id, "among paymentOptions");
+        ids.id(&mut r, format!("{at}.id"), &p.id, "among paymentOptions");
         r.non_empty(format!("{at}.description"), &p.description);
     }
     r.issues

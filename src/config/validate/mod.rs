@@ -85,7 +85,9 @@ impl<'s> Unique<'s> {
         }
     }
 
-    fn check(&mut self, report: &mut Report<'_>, path: String, id: &'s str, scope: &str) {
+    /// `id` at `path` follows the id rule and is unique `scope`.
+    fn id(&mut self, report: &mut Report<'_>, path: String, id: &'s str, scope: &str) {
+        report.id(path.clone(), id);
         match self.seen.get(id) {
             Some(first) => report.push(
                 path,

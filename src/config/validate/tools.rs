@@ -39,8 +39,7 @@ pub fn tools(
     let (mut payment_links, mut openings) = (0, 0);
     for (i, flow) in tools.flows.iter().enumerate() {
         let at = format!("$.flows[{i}]");
-        r.id(format!("{at}.id"), &flow.id);
-        flow_ids.check(&mut r, format!("{at}.id"), &flow.id, "among flows");
+        flow_ids.id(&mut r, format!("{at}.id"), &flow.id, "among flows");
         r.non_empty(format!("{at}.flowNs"), &flow.flow_ns);
         if reply_flow.is_some_and(|reply| reply == flow.flow_ns.trim()) {
             r.push(format!("{at}.flowNs"), REPLY_FLOW_RULE);
@@ -138,8 +137,7 @@ pub fn tools(
     for (list, tags) in tag_lists {
         for (i, tag) in tags.iter().enumerate() {
             let at = format!("{list}[{i}]");
-            r.id(format!("{at}.id"), &tag.id);
-            tag_ids.check(
+            tag_ids.id(
                 &mut r,
                 format!("{at}.id"),
                 &tag.id,
@@ -161,8 +159,7 @@ pub fn tools(
     for (list, fields, writable) in field_lists {
         for (i, field) in fields.iter().enumerate() {
             let at = format!("{list}[{i}]");
-            r.id(format!("{at}.id"), &field.id);
-            field_ids.check(&mut r, format!("{at}.id"), &field.id, id_scope);
+            field_ids.id(&mut r, format!("{at}.id"), &field.id, id_scope);
             r.non_empty(format!("{at}.field"), &field.field);
             check_server_fields(&mut r, format!("{at}.field"), &field.field, ctx);
             r.non_empty(format!("{at}.description"), &field.description);
@@ -233,8 +230,7 @@ pub fn tools(
         .collect();
     for (i, note) in tools.notes.iter().enumerate() {
         let at = format!("$.notes[{i}]");
-        r.id(format!("{at}.id"), &note.id);
-        field_ids.check(&mut r, format!("{at}.id"), &note.id, id_scope);
+        field_ids.id(&mut r, format!("{at}.id"), &note.id, id_scope);
         r.non_empty(format!("{at}.field"), &note.field);
         check_server_fields(&mut r, format!("{at}.field"), &note.field, ctx);
         if enum_fields.iter().any(|f| same_name(f, &note.field)) {
@@ -269,8 +265,7 @@ pub fn tools(
         let mut delay_ids = Unique::new();
         for (i, delay) in nudge.delays.iter().enumerate() {
             let at = format!("$.nudge.delays[{i}]");
-            r.id(format!("{at}.id"), &delay.id);
-            delay_ids.check(&mut r, format!("{at}.id"), &delay.id, "among nudge delays");
+            delay_ids.id(&mut r, format!("{at}.id"), &delay.id, "among nudge delays");
             if !(1..=MAX_NUDGE_MINUTES).contains(&delay.minutes) {
                 r.push(
                     format!("{at}.minutes"),
@@ -294,8 +289,7 @@ pub fn tools(
     let mut event_ids = Unique::new();
     for (i, event) in tools.events.iter().enumerate() {
         let at = format!("$.events[{i}]");
-        r.id(format!("{at}.id"), &event.id);
-        event_ids.check(&mut r, format!("{at}.id"), &event.id, "among events");
+        event_ids.id(&mut r, format!("{at}.id"), &event.id, "among events");
         check_stage(&mut r, format!("{at}.stage"), &event.stage);
         if event.stage == "new" {
             r.push(
