@@ -22,6 +22,7 @@ mod hold;
 mod hostile_media;
 mod http_contract;
 mod insights;
+mod layers;
 mod learning;
 mod logs;
 mod media;
