@@ -6,7 +6,74 @@
 //! `outcome` says how it ended (`escalated_precheck`, `escalated`, `error`, …); the reason says
 //! why.
 
-use crate::agent::{EscalationCause, EscalationReason};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The escalation reasons of SYSTEM 4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EscalationReason {
+    PriceNegotiation,
+    Complaint,
+    OutOfScope,
+    ExplicitRequest,
+    LowConfidence,
+    PaymentReported,
+}
+
+impl EscalationReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EscalationReason::PriceNegotiation => "price_negotiation",
+            EscalationReason::Complaint => "complaint",
+            EscalationReason::OutOfScope => "out_of_scope",
+            EscalationReason::ExplicitRequest => "explicit_request",
+            EscalationReason::LowConfidence => "low_confidence",
+            EscalationReason::PaymentReported => "payment_reported",
+        }
+    }
+}
+
+/// Why a turn escalated, as far as the agent core knows. The caller uses it to pick the outcome
+/// and to decide the fate of an `onEscalation` note (024: performed only for `Model` and
+/// `LowConfidence`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EscalationCause {
+    /// Not escalating.
+    None,
+    /// The model set `escalate: true`.
+    Model,
+    /// Confidence fell below the threshold.
+    LowConfidence,
+    /// The reply repeated fence markers, prompt structure or prompt text.
+    Leak,
+    /// The output was missing, not JSON, or failed the AgentReply schema.
+    Schema,
+    /// Stripping echoed field names left no message.
+    FieldEcho,
+    /// The model call failed (set by the caller).
+    Error,
+    /// The model call hit `MODEL_ABORT_MS` (set by the caller).
+    Abort,
+    /// The day's budget refused a step's model call (set by the loop's budget).
+    Budget,
+}
+
+impl EscalationCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EscalationCause::None => "none",
+            EscalationCause::Model => "model",
+            EscalationCause::LowConfidence => "low_confidence",
+            EscalationCause::Leak => "leak",
+            EscalationCause::Schema => "schema",
+            EscalationCause::FieldEcho => "field_echo_stripped",
+            EscalationCause::Error => "error",
+            EscalationCause::Abort => "abort",
+            EscalationCause::Budget => "budget",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Escalation {

@@ -26,10 +26,10 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::actions::{ActionStatus, StagedAction};
-use crate::agent::EscalationCause;
 use crate::agent::duplicate::Duplicate;
 use crate::config::Budget;
 use crate::escalation::Escalation;
+use crate::escalation::EscalationCause;
 use crate::store::Store;
 
 /// Every series' name starts with this.

@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::EscalationCause;
+use crate::escalation::EscalationCause;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
 use crate::tools::NoteText;
@@ -662,7 +662,7 @@ mod tests {
 
     #[test]
     fn spec_029_verification_2_the_record_keeps_sent_flows_in_call_order_and_never_discards_them() {
-        use crate::agent::EscalationCause;
+        use crate::escalation::EscalationCause;
         let flow = |id: &str, status: ActionStatus| {
             let mut action = StagedAction::new(
                 "send_flow",

@@ -31,9 +31,8 @@ use super::fence::Fence;
 use super::leak::leak_kind;
 pub use super::leak::{LEAK_RUN_CHARS, ProtectedText};
 use super::prompt::HistoryTurn;
-use super::reply::{
-    AgentReply, EscalationReason, MAX_MESSAGE_CHARS, MAX_REPLY_MESSAGES, parse_reply,
-};
+use super::reply::{AgentReply, MAX_MESSAGE_CHARS, MAX_REPLY_MESSAGES, parse_reply};
+use crate::escalation::{EscalationCause, EscalationReason};
 
 /// What the guardrails need from the turn.
 #[derive(Debug, Clone, Copy)]
@@ -48,47 +47,6 @@ pub struct GuardrailContext<'a> {
     pub max_messages: usize,
     /// The history the model was given: a reply may not repeat its agent messages (013).
     pub history: &'a [HistoryTurn],
-}
-
-/// Why a turn escalated, as far as the agent core knows. The caller uses it to pick the outcome
-/// and to decide the fate of an `onEscalation` note (024: performed only for `Model` and
-/// `LowConfidence`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EscalationCause {
-    /// Not escalating.
-    None,
-    /// The model set `escalate: true`.
-    Model,
-    /// Confidence fell below the threshold.
-    LowConfidence,
-    /// The reply repeated fence markers, prompt structure or prompt text.
-    Leak,
-    /// The output was missing, not JSON, or failed the AgentReply schema.
-    Schema,
-    /// Stripping echoed field names left no message.
-    FieldEcho,
-    /// The model call failed (set by the caller).
-    Error,
-    /// The model call hit `MODEL_ABORT_MS` (set by the caller).
-    Abort,
-    /// The day's budget refused a step's model call (set by the loop's budget).
-    Budget,
-}
-
-impl EscalationCause {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EscalationCause::None => "none",
-            EscalationCause::Model => "model",
-            EscalationCause::LowConfidence => "low_confidence",
-            EscalationCause::Leak => "leak",
-            EscalationCause::Schema => "schema",
-            EscalationCause::FieldEcho => "field_echo_stripped",
-            EscalationCause::Error => "error",
-            EscalationCause::Abort => "abort",
-            EscalationCause::Budget => "budget",
-        }
-    }
 }
 
 /// The guardrails' verdict.

@@ -25,16 +25,17 @@ pub use agent_loop::{
 };
 pub use fence::Fence;
 pub use guardrails::{
-    EscalationCause, GuardedReply, GuardrailContext, ProtectedText, apply_guardrails, clamp_at_word,
+    GuardedReply, GuardrailContext, ProtectedText, apply_guardrails, clamp_at_word,
 };
 pub use prompt::{
     HistoryTurn, final_step_note, format_price, history_actions_note, static_prefix, turn_messages,
 };
-pub use reply::{AgentReply, EscalationReason, ReplyError, agent_reply_schema, parse_reply};
+pub use reply::{AgentReply, ReplyError, agent_reply_schema, parse_reply};
 
 use std::sync::Arc;
 
 use crate::config::TenantConfig;
+use crate::escalation::EscalationCause;
 use crate::model::{Message, Model, ModelError, ModelRequest, ToolChoice, Usage};
 
 /// The structured output's name on the wire.

@@ -18,6 +18,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::escalation::EscalationReason;
+
 /// Most messages one reply may carry (SYSTEM 4).
 pub const MAX_REPLY_MESSAGES: usize = 3;
 /// Longest message, in characters (SYSTEM 4).
@@ -39,31 +41,6 @@ pub struct AgentReply {
     pub confidence: f64,
     /// An optional question that moves the conversation on, sent as the last message.
     pub closing_question: Option<String>,
-}
-
-/// The escalation reasons of SYSTEM 4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum EscalationReason {
-    PriceNegotiation,
-    Complaint,
-    OutOfScope,
-    ExplicitRequest,
-    LowConfidence,
-    PaymentReported,
-}
-
-impl EscalationReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EscalationReason::PriceNegotiation => "price_negotiation",
-            EscalationReason::Complaint => "complaint",
-            EscalationReason::OutOfScope => "out_of_scope",
-            EscalationReason::ExplicitRequest => "explicit_request",
-            EscalationReason::LowConfidence => "low_confidence",
-            EscalationReason::PaymentReported => "payment_reported",
-        }
-    }
 }
 
 /// Why a model output is not an AgentReply. Never holds any part of the output itself.

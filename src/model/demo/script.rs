@@ -458,7 +458,7 @@ pub(super) fn call_length(call: &ToolCall) -> usize {
 // The AgentReply
 
 /// The demo escalates for the agent's own reasons (SYSTEM 4), spelled as the agent reads them.
-pub(super) use crate::agent::EscalationReason as Reason;
+pub(super) use crate::escalation::EscalationReason as Reason;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Reply {
