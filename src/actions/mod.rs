@@ -15,6 +15,13 @@
 //! ([`Operation::Cleared`]), so a discarded note's text does not outlive its turn in an outbox row.
 //! On an escalation only an `onEscalation` note of a model or confidence escalation stays
 //! staged ([`settle_on_escalation`], 024 § A handoff summary survives).
+//!
+//! A note's text is a [`NoteText`] (`note.rs`), cleaned and bounded, whether the model wrote it
+//! through a tool or a plugin argument carries it.
+
+mod note;
+
+pub use note::NoteText;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -22,7 +29,6 @@ use serde_json::Value;
 use crate::escalation::EscalationCause;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
-use crate::tools::NoteText;
 
 /// What replaces a note's text in an error message (024).
 pub const NOTE_PLACEHOLDER: &str = "[note]";

@@ -4,10 +4,10 @@
 //! and the worst-case price of a request (031 § Analyst).
 
 use super::cohort::Member;
+use crate::actions::NoteText;
 use crate::agent::Fence;
 use crate::model::Usage;
 use crate::store::Role;
-use crate::tools::NoteText;
 
 /// A member's turns as lines inside the fence; a turn whose text is empty (retention emptied
 /// it) is left out. `None` when nothing is left.

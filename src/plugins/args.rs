@@ -9,8 +9,8 @@
 use serde_json::{Map, Value, json};
 
 use super::config::{Parameter, PluginTool, ToolKind};
+use crate::actions::NoteText;
 use crate::model::ToolSpec;
-use crate::tools::NoteText;
 
 /// The spec the model is given for `tool`.
 pub fn spec(tool: &PluginTool) -> ToolSpec {

@@ -18,7 +18,7 @@ use crate::agent::Fence;
 use crate::config::{FieldConfig, MAX_NOTE_LENGTH, ToolsConfig};
 use crate::manychat::ContactRecord;
 
-use super::notes::NoteText;
+use crate::actions::NoteText;
 
 /// What a field value outside the configured values is returned as.
 pub const OTHER_VALUE: &str = "other";

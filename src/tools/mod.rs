@@ -1,7 +1,6 @@
 //! The agent's tools for one turn (spec 012, 024, ADR-0016).
 //!
 //! - [`specs`]: the tool specs built from `tools.json`.
-//! - [`notes`]: [`NoteText`], the cleaned and bounded text of a note.
 //! - [`contact`]: the get_contact result, a whitelist of the contact's record.
 //! - [`opening`]: the flows the server sends on its own during a turn: the opening (032 A, 034)
 //!   and stage-tied flows (032 B).
@@ -29,7 +28,6 @@
 
 mod contact;
 mod host;
-mod notes;
 mod opening;
 mod specs;
 
@@ -42,7 +40,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::actions::{self, ActionStatus, Operation, StagedAction};
+use crate::actions::{self, ActionStatus, NoteText, Operation, StagedAction};
 use crate::agent::{Fence, ToolHost};
 use crate::config::{FlowRole, TenantConfig, ToolsConfig};
 use crate::ids::{ConversationId, SubscriberId};
@@ -52,7 +50,6 @@ use crate::plugins::{self, PluginClient, ToolKind};
 use crate::sales::{Known, SalesCall, TurnSales, Verdict};
 
 pub use contact::{OTHER_VALUE, contact_view};
-pub use notes::NoteText;
 pub use sent::FlowSends;
 pub use specs::build_specs;
 
