@@ -10,7 +10,7 @@
 //! - [`turn`]: one turn from parsed message to outcome: gates, the race, the delivery choice
 //!   (SYSTEM 3.4, 4), the reply held until the flows the turn sent have played (030).
 //! - [`burst`]: a message sent in pieces waits for the rest and gets one answer.
-//! - [`agent`]: the prompt and its fence, the four-step loop, AgentReply and the guardrails.
+//! - [`agent`]: the prompt, the four-step loop, AgentReply and the guardrails.
 //! - [`actions`]: performing staged actions and the per-turn action record (012).
 //! - [`escalation`]: why a contact was handed to a person: recorded, logged, counted.
 //! - [`tools`]: tools built from `tools.json`, staging and the per-turn caps (012, 024).
@@ -30,6 +30,7 @@
 //! - [`startup`]: assembles the app from `Settings`; takes the listener and a shutdown token.
 //! - [`cli`]: the commands of SYSTEM 5.4, called by the thin `main`.
 //! - [`ids`], [`clock`]: identifiers that never print personal data; the injectable clock.
+//! - [`fence`]: the per-turn markers around untrusted text in the prompt, and their checks.
 
 /// This build's version (`Cargo.toml`, `CHANGELOG.md`): in `--version`, the `serving` log line,
 /// `/ready` and the report.
@@ -44,6 +45,7 @@ pub mod clock;
 pub mod config;
 pub mod escalation;
 pub mod evals;
+pub mod fence;
 pub mod handoff;
 pub mod http;
 pub mod ids;

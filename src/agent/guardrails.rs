@@ -27,12 +27,12 @@ use regex::Regex;
 use crate::config::Rules;
 
 use super::duplicate::{self, Duplicate};
-use super::fence::Fence;
 use super::leak::leak_kind;
 pub use super::leak::{LEAK_RUN_CHARS, ProtectedText};
 use super::prompt::HistoryTurn;
 use super::reply::{AgentReply, MAX_MESSAGE_CHARS, MAX_REPLY_MESSAGES, parse_reply};
 use crate::escalation::{EscalationCause, EscalationReason};
+use crate::fence::Fence;
 
 /// What the guardrails need from the turn.
 #[derive(Debug, Clone, Copy)]

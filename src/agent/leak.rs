@@ -11,8 +11,8 @@ use std::hash::{BuildHasher, RandomState};
 
 use unicode_normalization::UnicodeNormalization;
 
-use super::fence::Fence;
 use super::prompt::{HEADER_CATALOG, HEADER_PLAYBOOK, SECTION_MARKERS};
+use crate::fence::Fence;
 
 /// A run of this many letters and digits copied from the protected prompt text is a leak. Long
 /// enough (about a dozen words) that no ordinary reply of the golden suites matches by chance.

@@ -14,7 +14,6 @@
 
 pub mod agent_loop;
 pub mod duplicate;
-pub mod fence;
 pub mod guardrails;
 mod leak;
 pub mod prompt;
@@ -23,7 +22,6 @@ pub mod reply;
 pub use agent_loop::{
     CallBudget, LoopResult, MAX_STEPS, NoTools, ToolHost, run_loop, run_loop_within,
 };
-pub use fence::Fence;
 pub use guardrails::{
     GuardedReply, GuardrailContext, ProtectedText, apply_guardrails, clamp_at_word,
 };
@@ -36,6 +34,7 @@ use std::sync::Arc;
 
 use crate::config::TenantConfig;
 use crate::escalation::EscalationCause;
+use crate::fence::Fence;
 use crate::model::{Message, Model, ModelError, ModelRequest, ToolChoice, Usage};
 
 /// The structured output's name on the wire.

@@ -19,7 +19,7 @@ use crate::config::{Catalog, TenantConfig};
 use crate::model::Message;
 use crate::store::Role;
 
-use super::fence::{Fence, one_line};
+use crate::fence::{Fence, one_line};
 
 /// Section headers of the static prefix, in order.
 pub const HEADER_FRAMEWORK_RULES: &str = "# FRAMEWORK RULES";

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use super::cohort::{Cohort, Funnel, Member, TagReader};
 use super::{ANALYST_OUTPUT_TOKENS, MIN_PER_SIDE, REJECTED_SHOWN, iso_week, proposals, transcript};
-use crate::agent::Fence;
 use crate::config::TenantConfig;
+use crate::fence::Fence;
 use crate::model::{Message, Model, ModelRequest, StopReason, ToolChoice, pricing};
 use crate::store::learning::{ProposalStatus, RunEnd, RunStatus};
 use crate::store::{Result, Store};
@@ -336,7 +336,7 @@ fn push_list(out: &mut String, items: &[String]) {
     }
     for item in items {
         out.push_str("- ");
-        out.push_str(&crate::agent::fence::one_line(item));
+        out.push_str(&crate::fence::one_line(item));
         out.push('\n');
     }
 }

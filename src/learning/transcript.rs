@@ -5,7 +5,7 @@
 
 use super::cohort::Member;
 use crate::actions::NoteText;
-use crate::agent::Fence;
+use crate::fence::Fence;
 use crate::model::Usage;
 use crate::store::Role;
 

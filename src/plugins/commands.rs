@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use super::config::{self, BUILT_IN_TOOLS, Parameter, PluginsConfig, ToolKind};
 use super::sign::SecretLookup;
 use super::{PLUGINS_FILE, PluginClient, READ_TIMEOUT, args, call};
-use crate::agent::Fence;
+use crate::fence::Fence;
 use crate::ids::SubscriberId;
 
 /// A command's refusal: printed as `error: …`, exit 1.

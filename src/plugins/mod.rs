@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::actions::{ActionStatus, Operation, StagedAction};
-use crate::agent::Fence;
+use crate::fence::Fence;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::model::ToolSpec;
 

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::config::ResultField;
-use crate::agent::Fence;
+use crate::fence::Fence;
 
 /// The most characters a checked answer may take once serialised.
 pub const MAX_VIEW_CHARS: usize = 2000;

@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::config::{PluginsConfig, validate};
 use super::*;
-use crate::agent::Fence;
 use crate::config::{ConfigContext, load_dir};
+use crate::fence::Fence;
 
 fn example() -> Value {
     json!({

@@ -14,8 +14,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::agent::Fence;
 use crate::config::{FieldConfig, MAX_NOTE_LENGTH, ToolsConfig};
+use crate::fence::Fence;
 use crate::manychat::ContactRecord;
 
 use crate::actions::NoteText;

@@ -41,8 +41,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::actions::{self, ActionStatus, NoteText, Operation, StagedAction};
-use crate::agent::{Fence, ToolHost};
+use crate::agent::ToolHost;
 use crate::config::{FlowRole, TenantConfig, ToolsConfig};
+use crate::fence::Fence;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
 use crate::model::{ToolArguments, ToolCall, ToolSpec};

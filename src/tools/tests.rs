@@ -272,8 +272,8 @@ fn reading_tools() -> ToolsConfig {
     }
 }
 
-fn fence() -> crate::agent::Fence {
-    crate::agent::Fence::from_nonce("00000000000000aa").unwrap()
+fn fence() -> crate::fence::Fence {
+    crate::fence::Fence::from_nonce("00000000000000aa").unwrap()
 }
 
 #[test]

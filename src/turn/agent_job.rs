@@ -23,6 +23,7 @@ use super::shared::Derived;
 use super::{InFlight, TurnEngine, TurnGuard, budget};
 use crate::actions::StagedAction;
 use crate::agent::{self, HistoryTurn, ThinkInput, Thought};
+use crate::fence::Fence;
 use crate::media::MediaRef;
 use crate::sales;
 use crate::store::{Conversation, StoreError};
@@ -141,7 +142,7 @@ impl AgentJob {
                 .as_ref()
                 .map(|b| b as &dyn crate::agent::CallBudget),
         };
-        let fence = agent::Fence::new();
+        let fence = Fence::new();
         let mut tools = TurnTools::new(ToolContext {
             config: derived.config.clone(),
             manychat: inner.manychat.clone(),
