@@ -19,6 +19,7 @@ pub mod error;
 pub mod examples;
 pub mod handle;
 pub mod load;
+pub mod plugins;
 pub mod rules_match;
 pub mod schema;
 pub mod tenant;

@@ -18,7 +18,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("tools.schema.json", schema_for!(ToolsConfig).to_value()),
         (
             "plugins.schema.json",
-            schema_for!(crate::plugins::PluginsConfig).to_value(),
+            schema_for!(super::plugins::PluginsConfig).to_value(),
         ),
     ]
 }

@@ -20,7 +20,7 @@ pub struct TenantConfig {
     /// `None` when `tools.json` is absent: no tools are offered.
     pub tools: Option<ToolsConfig>,
     /// `None` when `plugins.json` is absent: no plugin tools (`crate::plugins`).
-    pub plugins: Option<crate::plugins::PluginsConfig>,
+    pub plugins: Option<super::plugins::PluginsConfig>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::config::{Parameter, PluginTool, ToolKind};
 use crate::actions::NoteText;
+use crate::config::plugins::{Parameter, PluginTool, ToolKind};
 use crate::model::ToolSpec;
 
 /// The spec the model is given for `tool`.

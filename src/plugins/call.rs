@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::config::{PluginTool, PluginsConfig};
 use super::sign::{self, SecretLookup};
+use crate::config::plugins::{PluginTool, PluginsConfig};
 use crate::ids::SubscriberId;
 
 /// The largest answer read from an endpoint.

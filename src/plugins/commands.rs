@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use super::config::{self, BUILT_IN_TOOLS, Parameter, PluginsConfig, ToolKind};
 use super::sign::SecretLookup;
 use super::{PLUGINS_FILE, PluginClient, READ_TIMEOUT, args, call};
+use crate::config::plugins::{self as config, BUILT_IN_TOOLS, Parameter, PluginsConfig, ToolKind};
 use crate::fence::Fence;
 use crate::ids::SubscriberId;
 

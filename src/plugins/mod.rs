@@ -2,7 +2,8 @@
 //! in any language, signed with the Standard Webhooks scheme. No third-party code runs in the
 //! service; a no-code automation's webhook can serve a tool.
 //!
-//! - [`config`]: the file's types and rules.
+//! - `crate::config::plugins`: the file's types and rules (the config module loads it with the
+//!   other files).
 //! - [`sign`]: the signature headers and the secrets' rules.
 //! - [`call`]: the signed HTTP call (no redirects, 64 KiB answer, `User-Agent`).
 //! - [`args`]: the model's parameter schema and the check of its arguments.
@@ -26,7 +27,6 @@
 pub mod args;
 pub mod call;
 pub mod commands;
-pub mod config;
 pub mod result;
 pub mod sign;
 
@@ -40,17 +40,14 @@ use crate::fence::Fence;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::model::ToolSpec;
 
+pub use crate::config::plugins::{PLUGINS_FILE, PluginTool, PluginsConfig, ToolKind};
 pub use call::{CallError, PluginClient};
-pub use config::{PluginTool, PluginsConfig, ToolKind};
 
 /// One read's bound (as `get_contact`'s, 024).
 pub const READ_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// One write's bound.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `plugins.json`'s name in the config folder.
-pub const PLUGINS_FILE: &str = "plugins.json";
 
 /// The prompt's lines when the tenant has a plugin tool (English, system-facing).
 const READ_LINES: &str = "\

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::config::ResultField;
+use crate::config::plugins::ResultField;
 use crate::fence::Fence;
 
 /// The most characters a checked answer may take once serialised.

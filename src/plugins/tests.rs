@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use super::config::{PluginsConfig, validate};
 use super::*;
+use crate::config::plugins::{self as config, PluginsConfig, validate};
 use crate::config::{ConfigContext, load_dir};
 use crate::fence::Fence;
 

@@ -124,19 +124,16 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         }
     };
 
-    let plugins = match read_optional(dir, crate::plugins::PLUGINS_FILE, ctx, &mut issues) {
+    let plugins = match read_optional(dir, super::plugins::PLUGINS_FILE, ctx, &mut issues) {
         Optional::Absent => None,
-        Optional::Unreadable => Some((crate::plugins::PLUGINS_FILE.to_owned(), Parsed::failed())),
+        Optional::Unreadable => Some((super::plugins::PLUGINS_FILE.to_owned(), Parsed::failed())),
         Optional::Read(name, bytes) => {
-            let parsed = parse_json::<crate::plugins::PluginsConfig>(&name, &bytes, &mut issues);
+            let parsed = parse_json::<super::plugins::PluginsConfig>(&name, &bytes, &mut issues);
             Some((name, parsed))
         }
     };
     if let Some((name, parsed @ Parsed { value: Some(p), .. })) = &plugins {
-        issues.extend(kept(
-            crate::plugins::config::validate(name, p),
-            Some(parsed),
-        ));
+        issues.extend(kept(super::plugins::validate(name, p), Some(parsed)));
     }
 
     // Validate whatever parsed, even when a sibling did not, and even the part of a file that

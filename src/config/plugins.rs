@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::config::ConfigIssue;
+use super::ConfigIssue;
+
+/// `plugins.json`'s name in the config folder.
+pub const PLUGINS_FILE: &str = "plugins.json";
 
 /// What a plugin tool's name (and each of its parameter and result keys) must match.
 pub const NAME_PATTERN: &str = "^[a-z][a-z0-9_]{0,63}$";
