@@ -439,7 +439,7 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
             );
             println!(
                 "{}",
-                crate::handoff::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
+                crate::config::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
             );
             if let Some(skipped) = skipped {
                 println!("{skipped}");

@@ -18,6 +18,7 @@
 pub mod error;
 pub mod examples;
 pub mod handle;
+pub mod hours;
 pub mod load;
 pub mod plugins;
 pub mod rules_match;

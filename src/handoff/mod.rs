@@ -14,7 +14,6 @@
 //!
 //! This file is pure: the state of a conversation's hold at an instant, and the note's line.
 
-pub mod hours;
 pub mod release;
 pub mod tag;
 
@@ -74,7 +73,7 @@ pub fn escalation_copy(config: &TenantConfig, now: DateTime<Utc>) -> &str {
         .rules
         .hours
         .as_ref()
-        .and_then(|h| hours::Schedule::parse(h).ok())
+        .and_then(|h| crate::config::hours::Schedule::parse(h).ok())
         .is_some_and(|schedule| !schedule.is_open(now));
     match (&messages.escalation_closed, closed) {
         (Some(copy), true) => copy,

@@ -148,7 +148,7 @@ impl TurnEngine {
             tracing::info!(conversation = %conversation.id, discarded, "staged actions discarded on escalation");
         }
         let handoff = self.handoff_for(config, conversation, now);
-        // Outside business hours, the closed copy (`handoff::hours`).
+        // Outside business hours, the closed copy (`config::hours`).
         let copy = &crate::handoff::escalation_copy(config, now).to_owned();
         let mut turn = NewTurn::agent(conversation.id, copy, outcome, message.turn.bound, now);
         turn.escalation_reason = Some(reason.as_str().to_owned());

@@ -98,7 +98,7 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
         r.non_empty("$.messages.escalationClosed", closed);
     }
     if let Some(hours) = &rules.hours {
-        if let Err(problems) = crate::handoff::hours::Schedule::parse(hours) {
+        if let Err(problems) = crate::config::hours::Schedule::parse(hours) {
             for (path, rule) in problems {
                 r.push(path, rule);
             }

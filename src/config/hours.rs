@@ -10,7 +10,7 @@
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc, Weekday};
 use chrono_tz::Tz;
 
-use crate::config::Hours;
+use super::Hours;
 
 /// The days of `weekly`, in ManyChat's week order (Monday first).
 pub const DAYS: [(&str, Weekday); 7] = [
