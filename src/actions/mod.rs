@@ -30,6 +30,17 @@ use crate::escalation::EscalationCause;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
 
+/// The tools that write (everything but `get_contact`): a refused call of one is recorded under
+/// its name; any other name is recorded as `unknown`.
+pub const WRITE_TOOLS: [&str; 6] = [
+    "send_flow",
+    "add_tag",
+    "remove_tag",
+    "set_field",
+    "write_note",
+    "schedule_nudge",
+];
+
 /// What replaces a note's text in an error message (024).
 pub const NOTE_PLACEHOLDER: &str = "[note]";
 

@@ -15,6 +15,7 @@
 
 use serde_json::Value;
 
+use crate::config::plugins::{PluginsConfig, ToolKind};
 use crate::config::{Catalog, TenantConfig};
 use crate::model::Message;
 use crate::store::Role;
@@ -179,6 +180,27 @@ before your reply; do not repeat its content), flowRefused (it did not go; do no
 flowStaged (it follows your reply) or flowDropped (the action limit was reached; it will not be \
 sent for this stage again, so you may send it yourself later).";
 
+/// The prompt's lines when the tenant has a plugin tool (English, system-facing).
+const PLUGIN_READ_LINES: &str = "\
+Live lookups. A tool described as the business's live data answers from the business's own \
+systems now: for the fact it returns it outranks the catalog and the FAQ. When it answers \
+available: false, say you cannot check right now and do not guess.";
+const PLUGIN_WRITE_LINES: &str = "\
+The business's own writes are staged like the other actions: performed after your reply is \
+checked, never when you escalate. Never say one has been done.";
+
+/// The lines the static prefix gains for the tenant's plugin tools (none without one).
+pub fn plugin_lines(config: Option<&PluginsConfig>) -> Option<String> {
+    let tools = config.map(|c| c.tools.as_slice()).unwrap_or_default();
+    let reads = tools.iter().any(|t| t.kind == ToolKind::Read);
+    let writes = tools.iter().any(|t| t.kind == ToolKind::Write);
+    let lines: Vec<&str> = [(reads, PLUGIN_READ_LINES), (writes, PLUGIN_WRITE_LINES)]
+        .into_iter()
+        .filter_map(|(has, lines)| has.then_some(lines))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
 /// One turn of history as the prompt shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryTurn {
@@ -217,7 +239,7 @@ pub fn static_prefix(cfg: &TenantConfig) -> String {
             out.push_str("\n\n");
         }
     }
-    if let Some(lines) = crate::plugins::prompt_lines(cfg.plugins.as_ref()) {
+    if let Some(lines) = plugin_lines(cfg.plugins.as_ref()) {
         out.push_str(&lines);
         out.push_str("\n\n");
     }
@@ -452,7 +474,7 @@ pub fn history_actions_note(actions: &Value) -> Vec<String> {
 /// Whether `tool` is one of the record's kinds that always carry a configured id: the built-in
 /// write tools and the `send_event` record kind.
 fn is_built_in_write(tool: &str) -> bool {
-    tool == "send_event" || crate::tools::WRITE_TOOLS.contains(&tool)
+    tool == "send_event" || crate::actions::WRITE_TOOLS.contains(&tool)
 }
 
 /// Ids in the record are configured ids (lowercase, digits, `_`, `-`); anything else is not

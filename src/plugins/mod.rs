@@ -49,27 +49,6 @@ pub const READ_TIMEOUT: Duration = Duration::from_millis(1500);
 /// One write's bound.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The prompt's lines when the tenant has a plugin tool (English, system-facing).
-const READ_LINES: &str = "\
-Live lookups. A tool described as the business's live data answers from the business's own \
-systems now: for the fact it returns it outranks the catalog and the FAQ. When it answers \
-available: false, say you cannot check right now and do not guess.";
-const WRITE_LINES: &str = "\
-The business's own writes are staged like the other actions: performed after your reply is \
-checked, never when you escalate. Never say one has been done.";
-
-/// The lines the static prefix gains for the tenant's plugin tools (none without one).
-pub fn prompt_lines(config: Option<&PluginsConfig>) -> Option<String> {
-    let tools = config.map(|c| c.tools.as_slice()).unwrap_or_default();
-    let reads = tools.iter().any(|t| t.kind == ToolKind::Read);
-    let writes = tools.iter().any(|t| t.kind == ToolKind::Write);
-    let lines: Vec<&str> = [(reads, READ_LINES), (writes, WRITE_LINES)]
-        .into_iter()
-        .filter_map(|(has, lines)| has.then_some(lines))
-        .collect();
-    (!lines.is_empty()).then(|| lines.join("\n"))
-}
-
 /// The plugin tools' specs for a turn: the writes always, the reads only when `offer_read`.
 pub fn specs(config: Option<&PluginsConfig>, offer_read: bool) -> Vec<ToolSpec> {
     config

@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::agent::prompt::plugin_lines as prompt_lines;
 use crate::config::plugins::{self as config, PluginsConfig, validate};
 use crate::config::{ConfigContext, load_dir};
 use crate::fence::Fence;

@@ -40,7 +40,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::actions::{self, ActionStatus, NoteText, Operation, StagedAction};
+use crate::actions::{self, ActionStatus, NoteText, Operation, StagedAction, WRITE_TOOLS};
 use crate::agent::ToolHost;
 use crate::config::{FlowRole, TenantConfig, ToolsConfig};
 use crate::fence::Fence;
@@ -880,17 +880,6 @@ impl TurnTools {
         }
     }
 }
-
-/// The tools that write (everything but `get_contact`): a refused call of one is recorded under
-/// its name; any other name is recorded as `unknown`.
-pub const WRITE_TOOLS: [&str; 6] = [
-    "send_flow",
-    "add_tag",
-    "remove_tag",
-    "set_field",
-    "write_note",
-    "schedule_nudge",
-];
 
 /// A call refused before it resolves to an action (an unknown tool, id or value, a missing
 /// argument, a note empty after cleaning).
