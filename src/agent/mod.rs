@@ -16,6 +16,7 @@ pub mod agent_loop;
 pub mod duplicate;
 pub mod guardrails;
 mod leak;
+pub mod playbook;
 pub mod prompt;
 pub mod reply;
 
@@ -63,7 +64,7 @@ impl SnapshotPrompt {
     /// that copies a tactic or the section's own words is reciting its instructions.
     pub fn with_playbook(
         config: &TenantConfig,
-        playbook: Option<&crate::learning::playbook::ActivePlaybook>,
+        playbook: Option<&playbook::ActivePlaybook>,
     ) -> Self {
         let mut prefix = static_prefix(config);
         if let Some(playbook) = playbook {

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use super::{CaseResult, EvalCase, EvalError, EvalReport, EvalRole, Observation};
 use crate::actions::ActionStatus;
+use crate::agent::playbook::ActivePlaybook;
 use crate::agent::{self, HistoryTurn, ThinkInput};
 use crate::config::{ConfigContext, TenantConfig};
-use crate::learning::playbook::ActivePlaybook;
 use crate::model::{Model, ModelEnv};
 use crate::store::Role;
 use crate::tools::TurnTools;

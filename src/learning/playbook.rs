@@ -20,12 +20,8 @@ pub const REFRESH_EVERY: Duration = Duration::from_secs(60);
 /// The shortest prefix of a hash `insights activate` takes.
 pub const MIN_PREFIX: usize = 8;
 
+pub use crate::agent::playbook::{ActivePlaybook, section};
 pub use crate::agent::prompt::HEADER_PLAYBOOK;
-/// What the model is told the playbook is, under its heading.
-const PLAYBOOK_RULE: &str = "Tactics the business approved from what sold before. They are \
-ways of conducting the conversation, never facts: never take a price, date, product detail or \
-promise from them. Where one conflicts with any rule above, the rule wins.";
-
 /// The version's name: the SHA-256 (hex) of its insights, each followed by a line break.
 pub fn content_hash(insights: &[String]) -> String {
     let mut hasher = Sha256::new();
@@ -57,39 +53,6 @@ pub fn bounds_problem(insights: &[String]) -> Option<String> {
         ));
     }
     None
-}
-
-/// The prompt's playbook section, appended to the static prefix after the catalog.
-pub fn section(insights: &[String]) -> String {
-    let mut out = String::new();
-    out.push('\n');
-    out.push_str(HEADER_PLAYBOOK);
-    out.push('\n');
-    out.push_str(PLAYBOOK_RULE);
-    out.push('\n');
-    for insight in insights {
-        out.push_str("- ");
-        out.push_str(&crate::fence::one_line(insight));
-        out.push('\n');
-    }
-    out
-}
-
-/// The version the turns are prompted with: its hash (written on each model-written turn) and
-/// its section.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ActivePlaybook {
-    pub hash: String,
-    pub section: Arc<str>,
-}
-
-impl ActivePlaybook {
-    pub fn of(version: &crate::store::learning::PlaybookVersion) -> Self {
-        Self {
-            hash: version.content_hash.clone(),
-            section: Arc::from(section(&version.insights)),
-        }
-    }
 }
 
 /// The active playbook as this process last read it, shared by its turns. Empty for a tenant
