@@ -38,7 +38,7 @@ pub const WINDOW_MINUTES: i64 = 24 * 60;
 /// A failed send is tried again this long after it failed.
 pub const RETRY_AFTER_MINUTES: i64 = 1;
 /// The turn outcome of a sent window-closing flow.
-pub const SENT: &str = "window_closing_sent";
+pub const SENT: &str = crate::store::WINDOW_CLOSING_SENT;
 /// The `id` of its action record (it is none of `flows[]`).
 pub const ACTION_ID: &str = "window_closing";
 /// Contacts claimed per pass.

@@ -6,39 +6,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::MAX_NUDGE_MINUTES;
 
-/// Why a nudge was cancelled (025's table). The names are the `nudges.reason` values and the
-/// `/metrics` labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelReason {
-    /// An inbound message arrived after the nudge was scheduled.
-    ContactReplied,
-    /// The conversation escalated at or after the nudge was scheduled.
-    Escalated,
-    /// The funnel reached `link_sent`.
-    LinkSent,
-    /// Now is past the last inbound message plus [`MAX_NUDGE_MINUTES`].
-    WindowClosing,
-    /// A budget, rate or turn cap would refuse the turn.
-    CapReached,
-    /// The contact carries the tenant's `humanActiveTag`.
-    HumanActive,
-    /// The `human_active` check could not be made.
-    ReadFailed,
-}
-
-impl CancelReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ContactReplied => "contact_replied",
-            Self::Escalated => "escalated",
-            Self::LinkSent => "link_sent",
-            Self::WindowClosing => "window_closing",
-            Self::CapReached => "cap_reached",
-            Self::HumanActive => "human_active",
-            Self::ReadFailed => "read_failed",
-        }
-    }
-}
+pub use crate::store::CancelReason;
 
 /// What the server knows of a conversation when its nudge falls due, before any request.
 #[derive(Debug, Clone, Copy)]

@@ -50,7 +50,7 @@ use crate::tools::{ToolContext, TurnTools};
 use crate::turn::TurnsShared;
 
 /// The turn outcome of a follow-up that went out.
-pub const SENT: &str = "nudge_sent";
+pub const SENT: &str = crate::store::NUDGE_SENT;
 /// The turn outcome of a follow-up the model declined, or whose call failed.
 pub const SKIPPED: &str = "nudge_skipped";
 

@@ -268,8 +268,8 @@ pub use counters::{BudgetCharge, BudgetUsage, CounterStore};
 pub use erasure::{CONTACT_TABLES, ErasureStore, Forgotten};
 pub use learning::LearningStore;
 pub use nudges::{
-    Nudge, NudgeExchange, NudgeStatus, NudgeStore, WindowClosing, WindowClosingClaim,
-    WindowClosingStatus,
+    CancelReason, NUDGE_SENT, Nudge, NudgeExchange, NudgeStatus, NudgeStore, WINDOW_CLOSING_SENT,
+    WindowClosing, WindowClosingClaim, WindowClosingStatus,
 };
 pub use order::{ConversationLock, OrderStore};
 pub use outbox::{

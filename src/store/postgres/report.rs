@@ -57,12 +57,12 @@ impl ReportStore for PgStore {
         }
         for (outcome, sent, replied) in [
             (
-                "nudge_sent",
+                crate::store::NUDGE_SENT,
                 &mut counts.nudges_sent,
                 &mut counts.nudges_replied,
             ),
             (
-                crate::nudge::closing::SENT,
+                crate::store::WINDOW_CLOSING_SENT,
                 &mut counts.window_closings_sent,
                 &mut counts.window_closings_replied,
             ),

@@ -168,9 +168,9 @@ pub(super) fn with_nudges_in(
                 Ok((r.get(0)?, r.get(1)?))
             })
     };
-    (counts.nudges_sent, counts.nudges_replied) = sent_and_replied("nudge_sent")?;
+    (counts.nudges_sent, counts.nudges_replied) = sent_and_replied(crate::store::NUDGE_SENT)?;
     (counts.window_closings_sent, counts.window_closings_replied) =
-        sent_and_replied(crate::nudge::closing::SENT)?;
+        sent_and_replied(crate::store::WINDOW_CLOSING_SENT)?;
     Ok(counts)
 }
 
