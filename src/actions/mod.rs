@@ -396,13 +396,15 @@ fn count(client: &ManyChatClient, action: &StagedAction) {
 
 /// Performs every staged schedule_nudge (025) after the text, like any write: the store's
 /// upsert of the conversation's one pending nudge, due its delay after `now`. No ManyChat
-/// request. Returns how many were scheduled.
+/// request, so each is counted here: in `nudges_total{state="scheduled"}`, and like any other
+/// action by tool and status (`performed`, or `failed` when the store refused it).
 pub async fn perform_nudges(
     store: &dyn crate::store::Store,
+    metrics: &crate::metrics::Metrics,
     conversation: ConversationId,
     now: chrono::DateTime<chrono::Utc>,
     actions: &mut [StagedAction],
-) -> usize {
+) {
     let mut scheduled = 0;
     for action in actions
         .iter_mut()
@@ -432,8 +434,11 @@ pub async fn perform_nudges(
                 tracing::warn!(conversation = %conversation, error = %error, "nudge not scheduled");
             }
         }
+        metrics.action(&action.entry.tool, action.entry.status);
     }
-    scheduled
+    if scheduled > 0 {
+        metrics.nudge_n("scheduled", "", scheduled as u64);
+    }
 }
 
 /// `message` with every quote of the note's text (raw or JSON-escaped) replaced by `[note]`.

@@ -627,7 +627,7 @@ impl OutboxWorker {
                 .await;
             self.perform_plugin_writes(row, &mut payload.actions, progress)
                 .await?;
-            crate::nudge::perform_scheduled(
+            crate::actions::perform_nudges(
                 self.store.as_ref(),
                 &self.metrics,
                 row.conversation_id,

@@ -43,7 +43,7 @@ impl TurnEngine {
                 &mut after.actions,
             )
             .await;
-            crate::nudge::perform_scheduled(
+            crate::actions::perform_nudges(
                 self.inner.store.as_ref(),
                 &self.inner.metrics,
                 after.conversation,

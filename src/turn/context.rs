@@ -9,10 +9,10 @@
 
 use chrono::{DateTime, Utc};
 
+use super::replied::Replied;
 use super::{Inbound, TurnEngine, gates};
 use crate::agent::{self, HistoryTurn};
 use crate::config::TenantConfig;
-use crate::nudge::Replied;
 use crate::sales;
 use crate::store::{
     Conversation, During, Role, SalesRecord, StoreError, TurnContext, TurnContextQuery,

@@ -46,6 +46,7 @@ mod order;
 pub mod place;
 mod race;
 mod record;
+mod replied;
 mod settle;
 mod shared;
 mod takeover;
@@ -61,6 +62,7 @@ pub use order::{TurnGuard, TurnOrder};
 pub use record::Shed;
 pub(crate) use record::fill_usage;
 use record::{Message, Promise};
+pub use replied::{Replied, contact_replied};
 use shared::Derived;
 pub use shared::TurnsShared;
 
@@ -424,7 +426,7 @@ impl TurnEngine {
         let mut message = Message::new(inbound.turn(conversation.id, bound, now));
         message.promise = promise;
         // 025: the contact wrote, so their follow-up is no longer wanted.
-        let replied = crate::nudge::contact_replied(
+        let replied = contact_replied(
             inner.store.as_ref(),
             &inner.metrics,
             &config,
