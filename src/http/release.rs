@@ -1,8 +1,10 @@
 //! `POST /v1/channels/manychat/release`: an operator (or a ManyChat "External Request" action in
 //! the team's flow) hands a contact held for a person back to the assistant (`crate::handoff`).
 //!
-//! The same checks as the message route, in the same order: the bearer secret before the body
-//! is read (a request without it is limited per address, then answered 401), the body limit and
+//! The same checks as the message route, in the same order, with its own bearer token
+//! (`RELEASE_TOKEN`, never the shared secret, which is pasted into every Dynamic Block; unset,
+//! the route is off and answers 404 as an unknown route does): the token before the body is
+//! read (a request without it is limited per address, then answered 401), the body limit and
 //! timeout, then the strict body `{"subscriber_id": "<digits>"}`, parsed as the message route's
 //! (400 naming the field). The
 //! answer is `{"released": true}`, or `{"released": false}` when the contact was unknown or not
@@ -30,7 +32,12 @@ pub(super) async fn release(
     body: Body,
 ) -> Response {
     let arrived_at = tokio::time::Instant::now();
-    let bytes = match super::authorized_body(&state, peer, &headers, body, arrived_at).await {
+    // Off without its own token: indistinguishable from a route that does not exist.
+    let Some(auth) = state.release_auth.clone() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let bytes = match super::authorized_body(&state, &auth, peer, &headers, body, arrived_at).await
+    {
         Ok(bytes) => bytes,
         Err(refused) => return refused,
     };
