@@ -127,6 +127,13 @@ impl fmt::Debug for Fence {
     }
 }
 
+/// A server-written line that may quote a configured value: every marker stripped (see
+/// [`Fence::strip_markers`]) and every line break collapsed, so nothing in it can close the
+/// fence or start a line of its own. Every notice and server note goes through it.
+pub fn server_line(text: &str) -> String {
+    one_line(&Fence::stripped(text)).into_owned()
+}
+
 /// Collapses every run of line breaks (and the spaces around them) into one space.
 pub(crate) fn one_line(text: &str) -> Cow<'_, str> {
     if !text.contains(['\n', '\r']) {

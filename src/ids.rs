@@ -6,8 +6,13 @@
 
 use std::fmt;
 
-/// ManyChat's contact id: 1 to 20 ASCII digits in canonical form (no leading zero), kept as a
-/// string (ManyChat accepts both forms; we send it as a JSON number).
+/// ManyChat's contact id: a positive whole number that fits a signed 64-bit integer (1 to
+/// 9223372036854775807, at most 19 digits) in canonical form (no leading zero), kept as a string
+/// (ManyChat accepts both forms; we send it as a JSON number).
+///
+/// The range is the one ManyChat's API can hold: its `subscriber_id` is an integer, and an id
+/// outside a signed 64-bit integer (or zero) names no contact there, so only a forged request
+/// carries one (`docs/CONTRACT.md`).
 ///
 /// Canonical because ManyChat reads the digits as a number: `088001` and `88001` are the same
 /// contact there, so two spellings here would be two conversations (two histories, two tokens)
@@ -16,6 +21,9 @@ use std::fmt;
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SubscriberId(String);
 
+/// The digits of `i64::MAX`.
+const MAX_DIGITS: usize = 19;
+
 /// Why a value is not a subscriber id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SubscriberIdError {
@@ -23,8 +31,10 @@ pub enum SubscriberIdError {
     Empty,
     #[error("subscriber_id must be digits only")]
     NotDigits,
-    #[error("subscriber_id is longer than 20 digits")]
+    #[error("subscriber_id is longer than 19 digits")]
     TooLong,
+    #[error("subscriber_id is outside 1 to 9223372036854775807")]
+    OutOfRange,
     #[error("subscriber_id must not start with a zero")]
     LeadingZero,
 }
@@ -40,11 +50,14 @@ impl SubscriberId {
         if !trimmed.bytes().all(|b| b.is_ascii_digit()) {
             return Err(SubscriberIdError::NotDigits);
         }
-        if trimmed.len() > 20 {
+        if trimmed.len() > MAX_DIGITS {
             return Err(SubscriberIdError::TooLong);
         }
         if trimmed.len() > 1 && trimmed.starts_with('0') {
             return Err(SubscriberIdError::LeadingZero);
+        }
+        if !trimmed.parse::<i64>().is_ok_and(|n| n > 0) {
+            return Err(SubscriberIdError::OutOfRange);
         }
         Ok(Self(trimmed.to_owned()))
     }
@@ -54,8 +67,8 @@ impl SubscriberId {
         &self.0
     }
 
-    /// The id as the JSON number ManyChat's API declares. Ids too large for `u64` are sent as a
-    /// string, which ManyChat also accepts.
+    /// The id as the JSON number ManyChat's API declares (every id in range is one; a string
+    /// is the fallback ManyChat also accepts).
     pub fn to_json(&self) -> serde_json::Value {
         match self.0.parse::<u64>() {
             Ok(n) => serde_json::Value::from(n),
@@ -130,7 +143,21 @@ mod tests {
             );
         }
         assert_eq!(SubscriberId::parse("88001").unwrap().as_str(), "88001");
-        assert_eq!(SubscriberId::parse("0").unwrap().as_str(), "0");
+    }
+
+    #[test]
+    fn subscriber_id_is_within_manychats_range_1_to_i64_max() {
+        assert_eq!(SubscriberId::parse("0"), Err(SubscriberIdError::OutOfRange));
+        assert_eq!(
+            SubscriberId::parse("9223372036854775808"),
+            Err(SubscriberIdError::OutOfRange)
+        );
+        assert_eq!(
+            SubscriberId::parse("18446744073709551615"),
+            Err(SubscriberIdError::TooLong)
+        );
+        let edge = SubscriberId::parse("9223372036854775807").unwrap();
+        assert_eq!(edge.to_json(), serde_json::json!(9223372036854775807i64));
     }
 
     #[test]

@@ -216,6 +216,10 @@ enum ConfigCommand {
 }
 
 fn main() -> ExitCode {
+    // Everything the process creates (the SQLite database and its `-wal` and `-shm` files, the
+    // `data/` folder, a contact's media while it is processed) is its user's alone, whatever
+    // umask it was started with. Set before any thread exists: the umask is process-wide.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let cli = Cli::parse();
     let env: HashMap<String, String> = std::env::vars().collect();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -57,6 +57,32 @@ pub enum StartupError {
 /// `net.core.somaxconn` (4,096 on current kernels).
 pub const LISTEN_BACKLOG: u32 = 4096;
 
+/// Who may read `GET /metrics`: the holders of `METRICS_TOKEN`; without one, anyone on a
+/// loopback listener or with `METRICS_OPEN`, and otherwise nobody (an authenticator with no
+/// token refuses every request). The series tell an outsider the business's traffic, spend and
+/// failures, so an operator opens them on purpose.
+fn metrics_auth(
+    settings: &Settings,
+    listener: &TcpListener,
+) -> Option<Arc<http::auth::Authenticator>> {
+    if let Some(token) = &settings.metrics_token {
+        return Some(Arc::new(http::auth::Authenticator::new(vec![
+            token.clone(),
+        ])));
+    }
+    let loopback = listener
+        .local_addr()
+        .is_ok_and(|address| address.ip().is_loopback());
+    if loopback || settings.metrics_open {
+        return None;
+    }
+    tracing::warn!(
+        "GET /metrics is closed: set METRICS_TOKEN (or METRICS_OPEN=true on a private network) \
+         to scrape it"
+    );
+    Some(Arc::new(http::auth::Authenticator::new(Vec::new())))
+}
+
 /// Binds the HTTP listener, naming the address and, for the common failures, the cause.
 pub async fn bind(address: SocketAddr) -> Result<TcpListener, StartupError> {
     use std::io::ErrorKind;
@@ -257,11 +283,17 @@ impl Application {
             token_field: settings.manychat_token_field.clone(),
             places,
             body_timeout: settings.connections.body_timeout,
-            metrics_auth: settings
-                .metrics_token
+            metrics_auth: metrics_auth(&settings, &listener),
+            release_auth: settings
+                .release_token
                 .clone()
                 .map(|token| Arc::new(http::auth::Authenticator::new(vec![token]))),
         };
+        if settings.release_token.is_none() {
+            tracing::info!(
+                "the release route is off: RELEASE_TOKEN is not set (the release command works)"
+            );
+        }
         Ok(Self {
             listener,
             state,

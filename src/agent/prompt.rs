@@ -20,7 +20,7 @@ use crate::config::{Catalog, TenantConfig};
 use crate::model::Message;
 use crate::store::Role;
 
-use crate::fence::{Fence, one_line};
+use crate::fence::{Fence, one_line, server_line};
 
 /// Section headers of the static prefix, in order.
 pub const HEADER_FRAMEWORK_RULES: &str = "# FRAMEWORK RULES";
@@ -378,7 +378,7 @@ pub fn follow_up_messages(
     let mut text = notices_and_history(notices, history, fence, note.len());
     text.push_str(LABEL_FOLLOW_UP);
     text.push('\n');
-    text.push_str(&Fence::strip_markers(note));
+    text.push_str(&server_line(note));
 
     vec![Message::User { text }]
 }
@@ -408,7 +408,7 @@ fn notices_and_history(
     for n in notices {
         // A notice is server-written, but may quote a configured value; a marker in it would
         // still confuse the fence, so it is stripped like everything else.
-        text.push_str(&one_line(&Fence::strip_markers(n)));
+        text.push_str(&server_line(n));
         text.push('\n');
     }
     text.push('\n');
@@ -442,9 +442,13 @@ fn notices_and_history(
 
 /// The final step's server note (outside the fence): what was staged or sent and refused this
 /// turn, and the last successful read with its notes already fenced by the tool host.
+///
+/// The host builds the note from server-written lines already cleaned
+/// ([`crate::fence::server_line`]) and the read, whose notes sit inside this turn's fence; a
+/// line break in it is collapsed here too, so the note stays one line whatever the host wrote.
 pub fn final_step_note(note: &str) -> Message {
     Message::User {
-        text: format!("{LABEL_FINAL_NOTE} {note}"),
+        text: format!("{LABEL_FINAL_NOTE} {}", one_line(note)),
     }
 }
 

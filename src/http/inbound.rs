@@ -150,8 +150,8 @@ fn shown(key: &str) -> &str {
     if plain { key } else { "(unprintable key)" }
 }
 
-const SUBSCRIBER_RULE: &str =
-    "required, a string or number of at most 20 digits, without leading zeros";
+const SUBSCRIBER_RULE: &str = "required, a string or number: a whole number from 1 to \
+     9223372036854775807 (ManyChat's ids), without leading zeros";
 const TEXT_RULE: &str = "must be a string of at most 4096 characters";
 const TOKEN_RULE: &str = "must be a string of at most 256 characters";
 const NULLABLE_STRING_RULE: &str = "must be a string or null";
@@ -160,37 +160,7 @@ const OFFERING_RULE: &str = "must be a string of at most 256 characters";
 impl InboundMessage {
     /// Parses and validates a body (SYSTEM 3.2).
     pub fn parse(body: &[u8]) -> Result<Self, InboundError> {
-        let text = std::str::from_utf8(body).map_err(|_| InboundError::NotUtf8)?;
-        let text = replace_lone_surrogates(text);
-        let text = text.as_ref();
-        // One pass keeps every key in order, so a repeated key is seen (a map would keep only
-        // the last one). Only a body that is not an object is parsed again, to tell a syntax
-        // error (with its position) from valid JSON of the wrong shape.
-        let malformed = |e: serde_json::Error| InboundError::Malformed {
-            line: e.line(),
-            column: e.column(),
-        };
-        let entries = match serde_json::from_str::<Entries>(text) {
-            Ok(Entries(entries)) => entries,
-            Err(e) if e.classify() == serde_json::error::Category::Data => {
-                return Err(match serde_json::from_str::<Value>(text) {
-                    Ok(_) => InboundError::NotObject,
-                    Err(e) => malformed(e),
-                });
-            }
-            Err(e) => return Err(malformed(e)),
-        };
-
-        let mut seen: Vec<&str> = Vec::with_capacity(entries.len());
-        for (key, _) in &entries {
-            if !KNOWN_KEYS.contains(&key.as_str()) {
-                return Err(InboundError::UnknownKey(key.clone()));
-            }
-            if seen.contains(&key.as_str()) {
-                return Err(InboundError::DuplicateKey(key.clone()));
-            }
-            seen.push(key);
-        }
+        let entries = strict_object(body, &KNOWN_KEYS)?;
         let get = |name: &str| entries.iter().find(|(key, _)| key == name).map(|(_, v)| v);
 
         // A wiring problem is reported only for an otherwise valid body: a malformed one is
@@ -252,6 +222,64 @@ impl InboundMessage {
     }
 }
 
+/// Every route's body parser: UTF-8 (a lone surrogate escape replaced), one JSON object whose
+/// keys are all in `known` and none given twice (a map would keep only the last of a repeated
+/// key, so `{"subscriber_id":"1","subscriber_id":"77001"}` could name another contact than the
+/// one a reader of the body sees). Its entries in document order.
+pub(super) fn strict_object(
+    body: &[u8],
+    known: &[&str],
+) -> Result<Vec<(String, Value)>, InboundError> {
+    let text = std::str::from_utf8(body).map_err(|_| InboundError::NotUtf8)?;
+    let text = replace_lone_surrogates(text);
+    let text = text.as_ref();
+    // One pass keeps every key in order, so a repeated key is seen. Only a body that is not an
+    // object is parsed again, to tell a syntax error (with its position) from valid JSON of the
+    // wrong shape.
+    let malformed = |e: serde_json::Error| InboundError::Malformed {
+        line: e.line(),
+        column: e.column(),
+    };
+    let entries = match serde_json::from_str::<Entries>(text) {
+        Ok(Entries(entries)) => entries,
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            return Err(match serde_json::from_str::<Value>(text) {
+                Ok(_) => InboundError::NotObject,
+                Err(e) => malformed(e),
+            });
+        }
+        Err(e) => return Err(malformed(e)),
+    };
+    let mut seen: Vec<&str> = Vec::with_capacity(entries.len());
+    for (key, _) in &entries {
+        if !known.contains(&key.as_str()) {
+            return Err(InboundError::UnknownKey(key.clone()));
+        }
+        if seen.contains(&key.as_str()) {
+            return Err(InboundError::DuplicateKey(key.clone()));
+        }
+        seen.push(key);
+    }
+    Ok(entries)
+}
+
+/// The contact id of a body with one id field (`field`), under the message route's rule.
+pub(super) fn one_contact_id(
+    field: &'static str,
+    value: Option<&Value>,
+) -> Result<SubscriberId, InboundError> {
+    let Some(value) = value else {
+        return Err(invalid(field, SUBSCRIBER_RULE));
+    };
+    match valid_id(value) {
+        Ok(id) => Ok(id),
+        Err(_) if value.as_str().is_some_and(is_unsubstituted) => {
+            Err(InboundError::NotSubstituted { field })
+        }
+        Err(_) => Err(invalid(field, SUBSCRIBER_RULE)),
+    }
+}
+
 fn invalid(field: &'static str, rule: &'static str) -> InboundError {
     InboundError::Invalid { field, rule }
 }
@@ -283,7 +311,13 @@ fn contact_id(
             Ok(id) => {
                 found.get_or_insert(id);
             }
-            Err(SubscriberIdError::LeadingZero) => return Err(invalid(field, SUBSCRIBER_RULE)),
+            // A padded id or one outside ManyChat's range names no contact there: only a
+            // forged request carries one, so another field's valid id does not save it.
+            Err(
+                SubscriberIdError::LeadingZero
+                | SubscriberIdError::OutOfRange
+                | SubscriberIdError::TooLong,
+            ) => return Err(invalid(field, SUBSCRIBER_RULE)),
             Err(_) if value.as_str().is_some_and(is_unsubstituted) => {
                 not_substituted.get_or_insert(field);
             }
@@ -458,8 +492,8 @@ mod tests {
             (r#"{"subscriber_id":5550001,"text":"hi"}"#, "5550001"),
             (r#"{"subscriber_id":" 42 ","text":"hi"}"#, "42"),
             (
-                r#"{"subscriber_id":18446744073709551615,"text":"hi"}"#,
-                "18446744073709551615",
+                r#"{"subscriber_id":9223372036854775807,"text":"hi"}"#,
+                "9223372036854775807",
             ),
         ];
         for (body, expected) in table {
@@ -576,7 +610,7 @@ mod tests {
             (
                 r#"{"text":"hi"}"#.into(),
                 Some("subscriber_id"),
-                "subscriber_id: required, a string or number of at most 20 digits, without leading zeros",
+                "subscriber_id: required, a string or number: a whole number from 1 to 9223372036854775807 (ManyChat's ids), without leading zeros",
             ),
             (
                 r#"{"subscriber_id":"{{contact.id}}","text":"hi"}"#.into(),
@@ -586,7 +620,7 @@ mod tests {
             (
                 r#"{"user_id":"abc","text":"hi"}"#.into(),
                 Some("user_id"),
-                "user_id: required, a string or number of at most 20 digits, without leading zeros",
+                "user_id: required, a string or number: a whole number from 1 to 9223372036854775807 (ManyChat's ids), without leading zeros",
             ),
             (
                 r#"{"subscriber_id":"{{contact.id}}","user_id":"{{user_id}}"}"#.into(),

@@ -75,8 +75,12 @@ pub struct AppState {
     pub places: Arc<crate::turn::TurnPlaces>,
     /// `HTTP_BODY_TIMEOUT_MS`: the message body must arrive within this of the request's head.
     pub body_timeout: Duration,
-    /// `METRICS_TOKEN`: when set, `GET /metrics` needs it as a bearer token.
+    /// Who may read `GET /metrics` (`startup::metrics_auth`): `None` is anyone; an
+    /// authenticator without a token refuses everyone.
     pub metrics_auth: Option<Arc<auth::Authenticator>>,
+    /// `RELEASE_TOKEN`: the release route's own bearer token (`None`: the route is off, 404).
+    /// Never the shared secret: that is pasted into every Dynamic Block.
+    pub release_auth: Option<Arc<auth::Authenticator>>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -94,18 +98,27 @@ async fn health() -> impl IntoResponse {
     axum::Json(json!({"status": "ok"}))
 }
 
-async fn ready(State(state): State<Arc<AppState>>) -> Response {
+/// `GET /ready`: ready or not, and why, in fixed words. The version, the wiring details and the
+/// replica that saw them (host and pid) go only to a caller who may read `/metrics` (its token,
+/// or where the metrics are open): they tell an outsider what runs where.
+async fn ready(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let trusted = state
+        .metrics_auth
+        .as_ref()
+        .is_none_or(|auth| auth.check(headers.get(header::AUTHORIZATION)));
     match state.store.ping().await {
         // A wiring problem is flagged, not made a 503: it is in ManyChat's setup, the same for
         // every replica, and taking them all out of rotation would answer nobody at all.
         Ok(()) => match wiring::problems(&state.metrics, &state.token_field) {
-            None => {
+            None if trusted => {
                 axum::Json(json!({"status": "ready", "version": crate::VERSION})).into_response()
             }
-            Some(details) => axum::Json(
+            None => axum::Json(json!({"status": "ready"})).into_response(),
+            Some(details) if trusted => axum::Json(
                 json!({"status": "ready", "version": crate::VERSION, "details": details}),
             )
             .into_response(),
+            Some(_) => axum::Json(json!({"status": "ready", "warning": "wiring"})).into_response(),
         },
         Err(error) => {
             tracing::warn!(error = %error, "not ready: store does not answer");
@@ -159,7 +172,7 @@ async fn message(
     body: Body,
 ) -> Response {
     let arrived_at = tokio::time::Instant::now();
-    let bytes = match authorized_body(&state, peer, &headers, body, arrived_at).await {
+    let bytes = match authorized_body(&state, &state.auth, peer, &headers, body, arrived_at).await {
         Ok(bytes) => bytes,
         Err(refused) => return refused,
     };
@@ -285,12 +298,13 @@ fn too_many_requests(state: &AppState, retry: rate_limit::RetryAfter) -> Respons
 /// traffic comes from a few addresses and is limited per contact.
 async fn authorized_body(
     state: &AppState,
+    auth: &auth::Authenticator,
     peer: SocketAddr,
     headers: &HeaderMap,
     body: Body,
     arrived_at: tokio::time::Instant,
 ) -> Result<axum::body::Bytes, Response> {
-    if !state.auth.check(headers.get(header::AUTHORIZATION)) {
+    if !auth.check(headers.get(header::AUTHORIZATION)) {
         let client = state.trust_proxy.client_ip(peer.ip(), headers);
         if let Err(retry) = state.rate_limit.check_address(client) {
             return Err(too_many_requests(state, retry));

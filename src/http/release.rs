@@ -1,9 +1,12 @@
 //! `POST /v1/channels/manychat/release`: an operator (or a ManyChat "External Request" action in
 //! the team's flow) hands a contact held for a person back to the assistant (`crate::handoff`).
 //!
-//! The same checks as the message route, in the same order: the bearer secret before the body
-//! is read (a request without it is limited per address, then answered 401), the body limit and
-//! timeout, then the strict body `{"subscriber_id": "<digits>"}` (400 naming the field). The
+//! The same checks as the message route, in the same order, with its own bearer token
+//! (`RELEASE_TOKEN`, never the shared secret, which is pasted into every Dynamic Block; unset,
+//! the route is off and answers 404 as an unknown route does): the token before the body is
+//! read (a request without it is limited per address, then answered 401), the body limit and
+//! timeout, then the strict body `{"subscriber_id": "<digits>"}`, parsed as the message route's
+//! (400 naming the field). The
 //! answer is `{"released": true}`, or `{"released": false}` when the contact was unknown or not
 //! held; nothing is sent to ManyChat.
 
@@ -14,7 +17,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{AppState, error};
 use crate::ids::SubscriberId;
@@ -29,7 +32,12 @@ pub(super) async fn release(
     body: Body,
 ) -> Response {
     let arrived_at = tokio::time::Instant::now();
-    let bytes = match super::authorized_body(&state, peer, &headers, body, arrived_at).await {
+    // Off without its own token: indistinguishable from a route that does not exist.
+    let Some(auth) = state.release_auth.clone() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let bytes = match super::authorized_body(&state, &auth, peer, &headers, body, arrived_at).await
+    {
         Ok(bytes) => bytes,
         Err(refused) => return refused,
     };
@@ -68,29 +76,21 @@ pub(super) async fn release(
     }
 }
 
-/// The strict body: an object with exactly `subscriber_id`, the contact's digits. `Err` names
-/// the field and the rule (never the value: it is the caller's text).
+/// The strict body: an object with exactly `subscriber_id`, the contact's id, parsed by the
+/// message route's parser (`inbound::strict_object`: no unknown key, no key given twice) and
+/// under its id rule. `Err` names the field and the rule (never the value: it is the caller's
+/// text).
 fn parse(bytes: &[u8]) -> Result<SubscriberId, (&'static str, String)> {
-    let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(bytes) else {
-        return Err(("body", "body: must be a JSON object".to_owned()));
+    let named = |e: super::inbound::InboundError| {
+        let field = match e.field() {
+            Some("subscriber_id") => "subscriber_id",
+            _ => "body",
+        };
+        (field, e.to_string())
     };
-    let id = body.remove("subscriber_id");
-    if !body.is_empty() {
-        return Err(("body", "body: only subscriber_id is accepted".to_owned()));
-    }
-    match id {
-        Some(Value::String(raw)) => SubscriberId::parse(raw.trim()).map_err(|_| {
-            (
-                "subscriber_id",
-                "subscriber_id: must be the contact's digits".to_owned(),
-            )
-        }),
-        Some(_) => Err((
-            "subscriber_id",
-            "subscriber_id: must be a string of digits".to_owned(),
-        )),
-        None => Err(("subscriber_id", "subscriber_id: is required".to_owned())),
-    }
+    let entries = super::inbound::strict_object(bytes, &["subscriber_id"]).map_err(named)?;
+    let id = entries.first().map(|(_, value)| value);
+    super::inbound::one_contact_id("subscriber_id", id).map_err(named)
 }
 
 #[cfg(test)]
@@ -107,9 +107,21 @@ mod tests {
         assert_eq!(field(b"not json"), "body");
         assert_eq!(field(b"[1]"), "body");
         assert_eq!(field(br#"{}"#), "subscriber_id");
-        assert_eq!(field(br#"{"subscriber_id": 4400100}"#), "subscriber_id");
+        // The message route's rule: a number of digits is the same id.
+        assert_eq!(
+            parse(br#"{"subscriber_id": 4400100}"#).unwrap().as_str(),
+            "4400100"
+        );
+        assert_eq!(field(br#"{"subscriber_id": true}"#), "subscriber_id");
         assert_eq!(field(br#"{"subscriber_id": "12ab"}"#), "subscriber_id");
         assert_eq!(field(br#"{"subscriber_id": ""}"#), "subscriber_id");
         assert_eq!(field(br#"{"subscriber_id": "1", "x": 1}"#), "body");
+    }
+
+    #[test]
+    fn release_route_refuses_duplicate_keys() {
+        let refused = parse(br#"{"subscriber_id":"1","subscriber_id":"77001"}"#).unwrap_err();
+        assert_eq!(refused.0, "subscriber_id");
+        assert_eq!(refused.1, "subscriber_id: given more than once");
     }
 }

@@ -70,7 +70,12 @@ pub async fn fetch(
         return Err(MediaError::TooLarge);
     }
     let path = dir.join(format!("original.{}", media.kind.file_extension()));
-    let mut file = tokio::fs::File::create(&path)
+    // The contact's media is readable by the service's user alone, whatever the umask.
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
         .await
         .map_err(|_| MediaError::Download)?;
     let mut len = 0u64;

@@ -278,11 +278,7 @@ impl MediaService {
         }
         // One of `MEDIA_MAX_JOBS` slots, held from the download to the transcript.
         let _slot = self.jobs.acquire().await;
-        // Private (0700) and removed when this call ends or is dropped.
-        let dir = tempfile::Builder::new()
-            .prefix("manychat-media-")
-            .tempdir()
-            .map_err(|_| MediaError::Download)?;
+        let dir = private_workdir().map_err(|_| MediaError::Download)?;
         let limit = download::size_limit(media.kind);
         let file = download::fetch(&self.http, media, limit, dir.path()).await?;
         match media.kind {
@@ -458,9 +454,46 @@ async fn read(path: &std::path::Path) -> Result<Arc<[u8]>, MediaError> {
         .map_err(|_| MediaError::Download)
 }
 
+/// A turn's media folder: readable by the service's user alone (0700, its files 0600, see
+/// `download::fetch`), whatever the process's umask; removed when dropped. A contact's voice
+/// note or photo is never readable by another local user while it is processed.
+pub(crate) fn private_workdir() -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix("manychat-media-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_contacts_media_is_private_on_disk_folder_0700_file_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        use wiremock::matchers::method;
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_raw(b"\xff\xd8\xff\xe0photo".to_vec(), "image/jpeg"),
+            )
+            .mount(&server)
+            .await;
+        let dir = private_workdir().unwrap();
+        let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode();
+        assert_eq!(mode(dir.path()) & 0o777, 0o700);
+        let media = MediaRef {
+            kind: MediaKind::Image,
+            url: Url::parse(&format!("{}/photo.jpg", server.uri())).unwrap(),
+        };
+        let file = download::fetch(&download::client(), &media, 1024, dir.path())
+            .await
+            .unwrap();
+        assert_eq!(mode(&file.path) & 0o777, 0o600);
+    }
 
     fn media(kind: MediaKind) -> MediaRef {
         // Port 9 (discard): any attempt to fetch would fail, so a fallback proves nothing was.

@@ -60,7 +60,33 @@ pub fn init(level: &str, format: LogFormat) -> Result<(), InitError> {
         .with(filter)
         .with(fmt_layer(format, io::stdout))
         .try_init()
-        .map_err(|_| InitError::AlreadyInstalled)
+        .map_err(|_| InitError::AlreadyInstalled)?;
+    // From here a panic is a log line like any other, never raw text on stderr.
+    std::panic::set_hook(Box::new(|info| {
+        report_panic(info.location(), info.payload());
+    }));
+    Ok(())
+}
+
+/// A panic as one error event through the redacting writer: where it happened (the code's
+/// place, never data) and its message only when the code wrote it as a literal. A formatted
+/// message (`expect`, `unwrap` on an error, `panic!` with arguments) may hold whatever the
+/// failing value held, a contact's text included, so it is left out.
+fn report_panic(location: Option<&std::panic::Location<'_>>, payload: &(dyn std::any::Any + Send)) {
+    let at = location
+        .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let message = payload
+        .downcast_ref::<&'static str>()
+        .copied()
+        .unwrap_or("(a formatted message, not logged)");
+    let thread = std::thread::current();
+    tracing::error!(
+        location = %at,
+        thread = thread.name().unwrap_or("unnamed"),
+        panic_message = message,
+        "panic"
+    );
 }
 
 /// The formatting layer, writing through the redacting writer. Shared by [`init`] and the
@@ -312,6 +338,30 @@ pub fn capture_global() -> CapturedLogs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panic_is_one_json_error_line_with_its_place_and_never_a_formatted_message() {
+        let (logs, _guard) = capture();
+        let here = std::panic::Location::caller();
+        report_panic(Some(here), &"index out of bounds");
+        let formatted: String = format!("called unwrap on jane.roe@example.test's {}", "text");
+        report_panic(Some(here), &formatted);
+        let lines = logs.lines();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let first: Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(first["level"], "ERROR");
+        assert_eq!(first["message"], "panic");
+        assert_eq!(first["panic_message"], "index out of bounds");
+        assert!(
+            first["location"]
+                .as_str()
+                .unwrap()
+                .starts_with("src/observability/mod.rs:"),
+            "{first}"
+        );
+        assert!(!lines[1].contains("jane.roe"), "{}", lines[1]);
+        assert!(!lines[1].contains("called unwrap"), "{}", lines[1]);
+    }
 
     #[test]
     fn c5_event_fields_and_message_are_redacted_in_json() {

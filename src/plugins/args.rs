@@ -103,11 +103,17 @@ pub fn check(tool: &PluginTool, args: &Value) -> Result<Checked, Refused> {
             "invalid arguments".into(),
         ));
     };
-    if let Some(extra) = given.keys().find(|k| !tool.parameters.contains_key(*k)) {
-        // The key is the model's: it is not echoed into the record, only to the model.
+    if given.keys().any(|k| !tool.parameters.contains_key(k)) {
+        // The key is the model's (a contact may have steered it): it is never quoted, to the
+        // model, the record or the server's note; the declared ones are named instead.
+        let declared: Vec<&str> = tool.parameters.keys().map(String::as_str).collect();
         return Err(Refused::new(
             "invalid_arguments",
-            format!("{extra} is not a parameter of {}", tool.name),
+            format!(
+                "an unknown parameter (the parameters of {} are: {})",
+                tool.name,
+                declared.join(", ")
+            ),
         ));
     }
     let mut checked = Checked {

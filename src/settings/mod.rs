@@ -125,8 +125,15 @@ pub struct Settings {
     /// `HTTP_HEADER_TIMEOUT_MS`, `HTTP_IDLE_TIMEOUT_MS`, `HTTP_BODY_TIMEOUT_MS`,
     /// `HTTP_MAX_CONNECTIONS`, `HTTP_MAX_CONNECTIONS_PER_ADDRESS`.
     pub connections: ConnectionLimits,
-    /// `METRICS_TOKEN`: when set, `GET /metrics` requires it as a bearer token.
+    /// `METRICS_TOKEN`: when set, `GET /metrics` requires it as a bearer token. Unset, the
+    /// route answers only on a loopback listener, or with `METRICS_OPEN`.
     pub metrics_token: Option<Secret>,
+    /// `METRICS_OPEN`: serve `GET /metrics` without a token on any address (the operator
+    /// guards it otherwise, e.g. a private network).
+    pub metrics_open: bool,
+    /// `RELEASE_TOKEN`: the bearer token of `POST /v1/channels/manychat/release`; unset, the
+    /// route is off (404) and the `release` command is the way to hand a contact back.
+    pub release_token: Option<Secret>,
 }
 
 /// `RETENTION_DAYS` when unset.
@@ -331,7 +338,9 @@ impl Settings {
         );
         let retention_days = env.retention_days();
         let connections = env.connection_limits();
-        let metrics_token = env.metrics_token();
+        let metrics_token = env.own_token("METRICS_TOKEN", &manychat_shared_secrets);
+        let metrics_open = env.boolean("METRICS_OPEN", false);
+        let release_token = env.own_token("RELEASE_TOKEN", &manychat_shared_secrets);
 
         if !env.problems.is_empty() {
             return Err(SettingsError {
@@ -385,6 +394,8 @@ impl Settings {
             retention_days,
             connections,
             metrics_token,
+            metrics_open,
+            release_token,
         })
     }
 

@@ -305,13 +305,21 @@ impl Reader<'_> {
         }
     }
 
-    pub(super) fn metrics_token(&mut self) -> Option<Secret> {
-        const NAME: &str = "METRICS_TOKEN";
-        let token = self.string(NAME)?;
+    /// A bearer token of its own (`METRICS_TOKEN`, `RELEASE_TOKEN`): at least
+    /// [`MIN_SECRET_CHARS`], no whitespace, and none of `shared` (the secret pasted into every
+    /// Dynamic Block must not also open another surface).
+    pub(super) fn own_token(&mut self, name: &'static str, shared: &[Secret]) -> Option<Secret> {
+        let token = self.string(name)?;
         if token.chars().count() < MIN_SECRET_CHARS || token.contains(char::is_whitespace) {
             self.problem(
-                NAME,
+                name,
                 &format!("must be at least {MIN_SECRET_CHARS} characters, without whitespace"),
+            );
+        }
+        if shared.iter().any(|s| s.expose() == token) {
+            self.problem(
+                name,
+                "must differ from every MANYCHAT_SHARED_SECRET (it opens another surface)",
             );
         }
         Some(Secret::new(token))

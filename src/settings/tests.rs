@@ -603,6 +603,32 @@ fn metrics_token_is_optional_and_long_enough() {
 }
 
 #[test]
+fn release_and_metrics_tokens_are_long_enough_and_never_the_shared_secret() {
+    let s = load(&base()).unwrap();
+    assert_eq!(s.release_token, None, "unset: the release route is off");
+    assert!(!s.metrics_open);
+    let s = load(&with(&[("RELEASE_TOKEN", "release-token-0123456789")])).unwrap();
+    assert_eq!(
+        s.release_token,
+        Some(Secret::new("release-token-0123456789"))
+    );
+    assert!(!format!("{s:?}").contains("release-token"));
+    let p = refused("RELEASE_TOKEN", "short");
+    assert!(!p.to_string().contains("short"), "value leaked: {p}");
+    for variable in ["RELEASE_TOKEN", "METRICS_TOKEN"] {
+        let p = refused(variable, SECRET_A);
+        assert!(p.rule.contains("MANYCHAT_SHARED_SECRET"), "{p}");
+        assert!(!p.to_string().contains(SECRET_A), "value leaked: {p}");
+    }
+    assert!(
+        load(&with(&[("METRICS_OPEN", "true")]))
+            .unwrap()
+            .metrics_open
+    );
+    refused("METRICS_OPEN", "yes please");
+}
+
+#[test]
 fn c5_settings_debug_redacts_secrets() {
     let s = load(&with(&[
         ("OPENAI_API_KEY", "sk-fixture-visible"),

@@ -8,7 +8,8 @@ use super::*;
 pub trait SalesStore: Send + Sync + 'static {
     /// The sales funnel: what the server knows of a contact from its own records, in
     /// one read: the offering stored on the conversation with when it was stored, and the
-    /// action record of every agent turn that holds one (oldest first; `[]` records left out).
+    /// action record of every bound agent turn that holds one (oldest first; `[]` records left
+    /// out). An unbound turn's writes are never the contact's record (019).
     async fn sales_record(&self, conversation_id: ConversationId) -> Result<SalesRecord>;
 
     /// 028: stores the contact's offering (from a token-bound request, or catching up with a

@@ -2,6 +2,7 @@
 //! answered (a read performed, a write staged), and the history note of what was performed.
 
 use super::*;
+use crate::fence::server_line;
 
 #[async_trait]
 impl ToolHost for TurnTools {
@@ -49,13 +50,16 @@ impl ToolHost for TurnTools {
             }
             Err(rejected) => {
                 let said = rejected.message.as_deref().unwrap_or(rejected.reason);
-                self.refused.push(format!("{} ({said})", call.name));
-                // The record names a write tool and a configured id only, never the model's.
-                let tool = if WRITE_TOOLS.contains(&call.name.as_str()) {
+                // The record and the note name a write tool and a configured id only, never a
+                // name the model chose.
+                let known = WRITE_TOOLS.contains(&call.name.as_str());
+                let tool = if known { call.name.as_str() } else { "unknown" };
+                let named = if known {
                     call.name.as_str()
                 } else {
-                    "unknown"
+                    "an unknown tool"
                 };
+                self.refused.push(format!("{named} ({said})"));
                 let id = rejected.id.as_deref().unwrap_or_default();
                 self.record_refusal(
                     StagedAction::new(tool, id, Operation::Cleared),
@@ -127,6 +131,9 @@ impl ToolHost for TurnTools {
                  escalate: do not greet, introduce yourself or repeat it"
             ));
         }
+        // Server-written, yet it names configured ids and the server's own words: one line
+        // without a marker, like the notices, before the read (whose notes are fenced) joins it.
+        let mut note = server_line(&note);
         if let Some(read) = &self.last_read {
             // The read as the tool returned it: its notes are still inside the fence.
             note.push_str("; last contact read: ");

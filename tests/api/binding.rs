@@ -135,6 +135,35 @@ async fn system_019_flag_off_lets_a_missing_token_read_history() {
     assert!(app.turns("8004").await.iter().all(|t| t.bound));
 }
 
+/// ManyChat's contact ids are positive 64-bit signed integers (1 to 9223372036854775807): an id
+/// outside that range names no contact and is refused with 400 on both routes, nothing stored.
+#[tokio::test]
+async fn a_contact_id_outside_manychats_range_is_refused_with_400_on_every_route() {
+    let (app, model) = enforced_app(1).await;
+    for id in [
+        json!("99999999999999999999"),
+        json!("18446744073709551615"),
+        json!("9223372036854775808"),
+        json!(18446744073709551615u64),
+        json!("0"),
+        json!(0),
+    ] {
+        let response = app
+            .post_json(&json!({"subscriber_id": id, "text": "hi"}))
+            .await;
+        assert_eq!(response.status().as_u16(), 400, "{id}");
+        let refused: Value = response.json().await.unwrap();
+        assert_eq!(refused["field"], "subscriber_id", "{refused}");
+    }
+    let at_the_edge = app
+        .post_json(&json!({"subscriber_id": "9223372036854775807", "text": "hi"}))
+        .await;
+    assert_eq!(at_the_edge.status().as_u16(), 200);
+    app.settle().await;
+    assert_eq!(model.calls(), 1, "only the id in range reached the model");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn one_contact_one_id_a_padded_id_is_refused_before_any_lookup_or_write() {
     let (app, model) = enforced_app(1).await;

@@ -287,6 +287,39 @@ fn a_busy_port_is_named() {
     );
 }
 
+/// The process makes its files private itself (umask 077 at start): the SQLite database it
+/// creates is its user's alone even when started under a permissive umask, without systemd's
+/// `UMask=0077`.
+#[test]
+fn the_database_files_are_private_whatever_the_umask_the_process_started_with() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, config) = service_dir();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    // A command that creates the database, under a permissive umask (a shell's usual 022).
+    let output = Command::new("sh")
+        .args(["-c", "umask 022 && exec \"$0\" tokens backfill --check"])
+        .arg(env!("CARGO_BIN_EXE_manychat-agent"))
+        .env_clear()
+        .env("CONFIG_DIR", &config)
+        .env("DATABASE_URL", sqlite_file_url(&data))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let files: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(
+        files.iter().any(|f| f.ends_with("agent.db")),
+        "the database was created: {files:?}"
+    );
+    for file in files {
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", file.display());
+    }
+}
+
 /// `config check` without MANYCHAT_REPLY_FLOW_NS says which check it could not make.
 #[test]
 fn config_check_says_the_reply_flow_check_was_skipped() {

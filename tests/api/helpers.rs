@@ -20,6 +20,8 @@ pub use crate::bound::{Background, bounded, in_background};
 
 pub const SECRET: &str = "test-secret-0123456789";
 pub const SECOND_SECRET: &str = "rotated-secret-9876543210";
+/// The release route's own token (`RELEASE_TOKEN`), never the shared secret.
+pub const RELEASE_TOKEN: &str = "release-token-0123456789";
 pub const REPLY_FLOW: &str = "content_reply_flow_0001";
 
 /// A valid AgentReply, as a model would return it.
@@ -82,6 +84,9 @@ pub struct AppOptions {
     /// Keep the tenant's `burst.windowMs` (the demo's 1500). By default every message is its
     /// own turn (`burst.windowMs` 0), so a test's messages are answered as they come.
     pub burst: bool,
+    /// Listen on every address (`0.0.0.0`) instead of the loopback, as a deployment without a
+    /// proxy does.
+    pub all_addresses: bool,
 }
 
 impl AppOptions {
@@ -94,6 +99,7 @@ impl AppOptions {
             edit: None,
             background_workers: false,
             burst: false,
+            all_addresses: false,
         }
     }
 
@@ -111,6 +117,12 @@ impl AppOptions {
     /// Serves the tenant folder `tenant` instead of the demo's.
     pub fn with_tenant(mut self, tenant: PathBuf) -> Self {
         self.tenant = Some(tenant);
+        self
+    }
+
+    /// Listens on every address (see [`AppOptions::all_addresses`]).
+    pub fn on_all_addresses(mut self) -> Self {
+        self.all_addresses = true;
         self
     }
 
@@ -188,6 +200,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
             format!("sqlite://{}", database_path.display()),
         ),
         ("CONTACT_TOKENS_ENFORCED", "false".into()),
+        ("RELEASE_TOKEN", RELEASE_TOKEN.into()),
     ];
     for (name, value) in options.env {
         vars.retain(|(n, _)| *n != name);
@@ -212,7 +225,12 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     })
     .expect("test settings are valid");
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listen = if options.all_addresses {
+        "0.0.0.0:0"
+    } else {
+        "127.0.0.1:0"
+    };
+    let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
     let overrides = Overrides {
         model: Some(options.model),
         manual_worker: !options.background_workers,

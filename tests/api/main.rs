@@ -41,6 +41,7 @@ mod report;
 mod sales;
 mod selling;
 mod shutdown;
+mod surfaces;
 mod takeover;
 mod tokens;
 mod tools;

@@ -1006,6 +1006,41 @@ async fn sales_an_unbound_turn_knows_only_its_own_message_no_notice_and_no_gate_
     );
 }
 
+/// An unbound turn's own writes count within that turn only: a request with a wrong token makes
+/// the contact a prospect at `prepared`, and the contact's next bound turn is told no funnel
+/// stage and cannot send the payment link unasked.
+async fn an_unbound_turns_writes_are_not_the_contacts_sales_record(backend: Backend) {
+    let model = script(vec![
+        tool_calls([prospect(), set_field("funnel_stage", "prepared")]),
+        answer("Noted."),
+        tool_calls([send_flow("booking_link", false)]),
+        answer("Happy to help."),
+    ]);
+    let app = app_on(backend, model.clone(), unchanged).await;
+    app.returning_contact("6811").await;
+    let wrong_token = json!({"subscriber_id": "6811", "text": "I am ready to start",
+        "ai_token": "not-the-contacts-token"});
+    assert_eq!(app.post_json(&wrong_token).await.status(), 200);
+    app.settle().await;
+    let unbound = agent_turn(&app, "6811").await;
+    assert!(!unbound.bound);
+
+    turn_once(&app, "6811", "Hi again").await;
+    let bound = agent_turn(&app, "6811").await;
+    assert!(bound.bound);
+    let prompt = user_text(&model.requests()[2]);
+    assert!(prompt.contains("INTENT: unknown"), "{prompt}");
+    assert!(prompt.contains("FUNNEL: none recorded yet"), "{prompt}");
+    assert_eq!(
+        tool_results(&model.requests()[3])[0],
+        json!({"sent": false, "reason": "not_prospect"})
+    );
+    assert!(
+        !flows_sent(&app).await.contains(&BOOKING_LINK_NS.to_owned()),
+        "the payment link did not go out"
+    );
+}
+
 /// A refused entry rides the outbox row untouched; the worker
 /// performs only what was staged.
 #[tokio::test(start_paused = true)]
@@ -1153,6 +1188,7 @@ on_both_backends!(
     sales_bad_input_contact_asked_on_a_non_link_flow_is_ignored_and_not_recorded,
     sales_bad_input_a_forged_offering_on_an_unbound_request_is_neither_stored_nor_an_adverts,
     sales_an_unbound_turn_knows_only_its_own_message_no_notice_and_no_gate_from_records,
+    an_unbound_turns_writes_are_not_the_contacts_sales_record,
 );
 
 // --- Item 9: the sales golden suites, on the demo tenant and on a second, invented vertical --------

@@ -2,9 +2,9 @@
 
 use super::*;
 
-/// `sales_record` holds the stored offering with its time and every agent turn's
-/// action record that holds an entry, oldest first; user turns, turns that offered no tool and
-/// `[]` records are left out, as are other conversations'.
+/// `sales_record` holds the stored offering with its time and every bound agent turn's
+/// action record that holds an entry, oldest first; user turns, turns that offered no tool,
+/// `[]` records and unbound turns (019) are left out, as are other conversations'.
 pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     let other = fresh_conversation(store).await;
@@ -30,9 +30,18 @@ pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
     }
     let staged = with_actions(
         stage.clone(),
-        agent(conversation.id, "d", "deferred", false, 5),
+        agent(conversation.id, "d", "deferred", true, 5),
     );
     let later = record(store, staged).await;
+    // A turn whose token was wrong or missing: its own writes are not the contact's record.
+    record(
+        store,
+        with_actions(
+            intent.clone(),
+            agent(conversation.id, "u", inline, false, 6),
+        ),
+    )
+    .await;
     record(
         store,
         with_actions(intent.clone(), agent(other.id, "e", inline, true, 6)),
@@ -64,7 +73,7 @@ pub async fn sales_record_reads_offering_and_action_records(store: &dyn Store) {
     assert_eq!(
         listed,
         vec![(at_s(2), intent), (at_s(5), performed)],
-        "agent turns with entries only, oldest first, as updated"
+        "bound agent turns with entries only, oldest first, as updated"
     );
     assert_eq!(
         stored_conversation(store, conversation.id)

@@ -12,7 +12,7 @@ impl SalesStore for PgStore {
                 .await?;
         let rows: Vec<(DateTime<Utc>, Json<Value>)> = sqlx::query_as(
             "SELECT created_at, actions FROM turns WHERE conversation_id = $1 \
-             AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]'::jsonb \
+             AND role = 'agent' AND bound AND actions IS NOT NULL AND actions <> '[]'::jsonb \
              ORDER BY created_at, seq",
         )
         .bind(conversation_id)

@@ -6,12 +6,13 @@ use super::*;
 pub(super) const SALES_OFFERING: &str =
     "SELECT offering, offering_at FROM conversations WHERE id = ?";
 
-/// The action records of a conversation's agent turns. Ordered by `created_at` only, which the
-/// `(conversation_id, created_at)` index gives; turns of one millisecond are put in `seq` order
-/// after the read, so the statement opens no temporary B-tree.
+/// The action records of a conversation's bound agent turns (019: an unbound turn's writes
+/// count within that turn only, never as the contact's record). Ordered by `created_at` only,
+/// which the `(conversation_id, created_at)` index gives; turns of one millisecond are put in
+/// `seq` order after the read, so the statement opens no temporary B-tree.
 pub(super) const SALES_ACTIONS: &str = "SELECT created_at, seq, actions FROM turns \
-    WHERE conversation_id = ? AND role = 'agent' AND actions IS NOT NULL AND actions <> '[]' \
-    ORDER BY created_at";
+    WHERE conversation_id = ? AND role = 'agent' AND bound = 1 AND actions IS NOT NULL \
+    AND actions <> '[]' ORDER BY created_at";
 
 /// 032 A: the opening's claim, one conditional update (see `Store::claim_opening`).
 pub(super) const CLAIM_OPENING: &str = "UPDATE conversations SET opening_sent_at = ?, updated_at = ? \
