@@ -817,7 +817,7 @@ async fn handoff_release_command_hands_a_held_contact_back_once() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("agent.db").display());
     let config = dir.path().join("config");
-    copy_tenant(&repo_path("config"), &config);
+    copy_demo_tenant(&config);
     let store = manychat_agent::store::connect(&url).await.unwrap();
     let subscriber = manychat_agent::ids::SubscriberId::parse("5550301").unwrap();
     let now = chrono::Utc::now();
