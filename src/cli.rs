@@ -95,6 +95,14 @@ fn env_value(env: &HashMap<String, String>, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// Whether a command works on the demo's data: `DATABASE_URL` unset names the demo's
+/// `data/agent.db`. Such a command reads the tenant config by the demo's rule (each absent file's
+/// `.example` stands in, config/README.md "How files are found"): the demo wrote that data under
+/// that config.
+fn on_demo_database(env: &HashMap<String, String>) -> bool {
+    env_value(env, "DATABASE_URL").is_none()
+}
+
 /// How the tenant config is checked against the environment, read straight from it.
 fn context(env: &HashMap<String, String>) -> crate::config::ConfigContext {
     crate::config::ConfigContext {
@@ -647,13 +655,15 @@ const SANDBOX_MIRRORS: &str = "note: this is the demo's local sandbox, whose acc
 /// any. Run it before going live and after every change to the config or the account.
 pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
     let settings = settings_for(env, Needs::TOKENS_BACKFILL)?;
-    let context = startup::config_context(&settings, false);
-    config_used::print(&settings.config_dir, &context);
-    let config = crate::config::load_dir(&settings.config_dir, &context)?;
     let api_token = settings
         .manychat_api_token
         .clone()
         .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
+    // Against the demo's sandbox the config is read as the demo read it (examples allowed).
+    let sandbox = api_token.expose() == crate::manychat::sandbox::DEMO_TOKEN;
+    let context = startup::config_context(&settings, sandbox);
+    config_used::print(&settings.config_dir, &context);
+    let config = crate::config::load_dir(&settings.config_dir, &context)?;
     // A check beside running replicas draws from their budget; on SQLite (one process, and a
     // check that must not create a database file) it paces itself.
     let limiter = if settings.database_url.expose().starts_with("postgres") {
@@ -681,7 +691,6 @@ pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
                 .to_owned(),
         );
     }
-    let sandbox = api_token.expose() == crate::manychat::sandbox::DEMO_TOKEN;
     if problems.is_empty() {
         println!(
             "ManyChat account matches: {} flows, {} tags, {} custom fields checked",
