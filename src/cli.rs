@@ -438,12 +438,11 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
     config_used::print(Path::new(&dir), &context);
     match crate::config::load_dir(Path::new(&dir), &context) {
         Ok(config) => {
-            let tools = config.tools.as_ref().map_or(0, |t| {
-                t.flows.len() + t.tags.len() + t.fields.len() + t.notes.len()
-            });
+            let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
             println!(
-                "{dir}: valid ({} offerings, {tools} tool entries)",
-                config.catalog.offerings.len()
+                "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
+                config.catalog.offerings.len(),
+                tool_entries(&config)
             );
             println!(
                 "{}",
@@ -462,6 +461,53 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// `manychat-agent config check --env`: what `serve` checks before it starts, and nothing
+/// more: the variables it needs (`Needs::SERVE`), the tenant config, the learning run's model,
+/// and `startup::Checked` (plugin secrets, the model resolved and priced, the media settings).
+/// Every problem is printed; nothing is started, opened or requested.
+pub fn config_check_env(env: &HashMap<String, String>) -> CliResult {
+    let dir = config_dir(env);
+    config_used::print(Path::new(&dir), &context(env));
+    let checked = settings_for(env, Needs::SERVE).and_then(|settings| {
+        insights::weekly_parts(&settings)?;
+        let checked = startup::Checked::check(&settings, &mut Overrides::default())?;
+        Ok((settings, checked))
+    });
+    let (settings, checked) = match checked {
+        Ok(checked) => checked,
+        Err(problems) => {
+            eprintln!("{problems}");
+            eprintln!("serve would refuse to start: fix the above, then run this check again");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let config = checked.config.snapshot();
+    let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
+    println!(
+        "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
+        config.catalog.offerings.len(),
+        tool_entries(&config)
+    );
+    println!(
+        "{}",
+        crate::handoff::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
+    );
+    println!(
+        "environment: ready for serve (model {}, {}, port {})",
+        checked.model.id(),
+        crate::store::describe_database(settings.database_url.expose()),
+        settings.port
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `tools.json` entries the model may use: flows, tags, fields and notes.
+fn tool_entries(config: &crate::config::TenantConfig) -> usize {
+    config.tools.as_ref().map_or(0, |t| {
+        t.flows.len() + t.tags.len() + t.fields.len() + t.notes.len()
+    })
 }
 
 /// The plugin tools' secrets, read from `env`.

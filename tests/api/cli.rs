@@ -953,3 +953,95 @@ fn the_readme_walk_through_runs_on_a_fresh_clone_without_config_files() {
         "{output:?}"
     );
 }
+
+/// `config check --env` checks the environment as `serve` does before it starts, and starts
+/// nothing: a ready environment passes without creating the database; a bogus model, a plain
+/// `http://` public URL, a short secret, a missing database folder and a plugin tool's missing
+/// or malformed secret each fail it, named, as each refuses `serve`.
+#[test]
+fn config_check_env_refuses_what_serve_refuses_and_starts_nothing() {
+    let (dir, config) = service_dir();
+    let database = dir.path().join("agent.db");
+    let ready: Vec<(&str, String)> = vec![
+        ("CONFIG_DIR", config.display().to_string()),
+        ("DATABASE_URL", format!("sqlite://{}", database.display())),
+        ("AGENT_MODEL", "mock:demo".into()),
+        ("MANYCHAT_SHARED_SECRET", SECRET.into()),
+        ("PUBLIC_BASE_URL", "https://agent.example.test".into()),
+        ("MANYCHAT_API_TOKEN", "123:test-token".into()),
+        ("MANYCHAT_REPLY_FLOW_NS", "content20250101_reply".into()),
+        ("PORT", "0".into()),
+    ];
+    let check = |changes: &[(&str, &str)]| {
+        let mut env = ready.clone();
+        for (name, value) in changes {
+            env.retain(|(n, _)| n != name);
+            env.push((name, (*value).to_owned()));
+        }
+        let checked = command(&["config", "check", "--env"])
+            .envs(env.iter().map(|(n, v)| (*n, v.as_str())))
+            .output()
+            .unwrap();
+        let mut serve = command(&["serve"]);
+        serve.envs(env.iter().map(|(n, v)| (*n, v.as_str())));
+        (checked, serve)
+    };
+
+    let (output, _) = check(&[]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(
+        stdout(&output).contains("environment: ready for serve (model mock:demo"),
+        "{output:?}"
+    );
+    assert!(!database.exists(), "the check opened no database");
+
+    let missing_folder = format!("sqlite://{}", dir.path().join("absent/agent.db").display());
+    for (changes, named) in [
+        (
+            vec![("AGENT_MODEL", "bogus:model")],
+            "AGENT_MODEL: names an unknown provider",
+        ),
+        (
+            vec![("PUBLIC_BASE_URL", "http://agent.example.test")],
+            "PUBLIC_BASE_URL",
+        ),
+        (
+            vec![("MANYCHAT_SHARED_SECRET", "short")],
+            "MANYCHAT_SHARED_SECRET",
+        ),
+        (vec![("DATABASE_URL", missing_folder.as_str())], "absent"),
+    ] {
+        let (output, mut serve) = check(&changes);
+        let refused = refusal(&output);
+        assert!(refused.contains(named), "{changes:?}: {refused}");
+        let serve_refused = refusal(&serve.output().unwrap());
+        assert!(
+            serve_refused.contains(named),
+            "serve, {changes:?}: {serve_refused}"
+        );
+    }
+
+    crate::plugins::write_plugins(
+        &config,
+        &crate::plugins::plugins_json("https://tools.example.test"),
+    );
+    for secret in [None, Some("whsec_not-base64-value!")] {
+        let changes: Vec<(&str, &str)> = secret
+            .map(|s| (crate::plugins::SECRET_ENV, s))
+            .into_iter()
+            .collect();
+        let (output, mut serve) = check(&changes);
+        let refused = refusal(&output);
+        assert!(
+            refused.contains("plugin secrets: PLUGIN_STUDIO_SECRET"),
+            "{secret:?}: {refused}"
+        );
+        assert!(
+            refusal(&serve.output().unwrap()).contains("plugin secrets: PLUGIN_STUDIO_SECRET"),
+            "serve, {secret:?}"
+        );
+    }
+    let (output, _) = check(&[(crate::plugins::SECRET_ENV, crate::plugins::PLUGIN_SECRET)]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).contains("2 plugin tools"), "{output:?}");
+}
