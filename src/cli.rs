@@ -95,6 +95,14 @@ fn env_value(env: &HashMap<String, String>, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// Whether a command works on the demo's data: `DATABASE_URL` unset names the demo's
+/// `data/agent.db`. Such a command reads the tenant config by the demo's rule (each absent file's
+/// `.example` stands in, config/README.md "How files are found"): the demo wrote that data under
+/// that config.
+fn on_demo_database(env: &HashMap<String, String>) -> bool {
+    env_value(env, "DATABASE_URL").is_none()
+}
+
 /// How the tenant config is checked against the environment, read straight from it.
 fn context(env: &HashMap<String, String>) -> crate::config::ConfigContext {
     crate::config::ConfigContext {
@@ -430,12 +438,11 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
     config_used::print(Path::new(&dir), &context);
     match crate::config::load_dir(Path::new(&dir), &context) {
         Ok(config) => {
-            let tools = config.tools.as_ref().map_or(0, |t| {
-                t.flows.len() + t.tags.len() + t.fields.len() + t.notes.len()
-            });
+            let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
             println!(
-                "{dir}: valid ({} offerings, {tools} tool entries)",
-                config.catalog.offerings.len()
+                "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
+                config.catalog.offerings.len(),
+                tool_entries(&config)
             );
             println!(
                 "{}",
@@ -454,6 +461,53 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// `manychat-agent config check --env`: what `serve` checks before it starts, and nothing
+/// more: the variables it needs (`Needs::SERVE`), the tenant config, the learning run's model,
+/// and `startup::Checked` (plugin secrets, the model resolved and priced, the media settings).
+/// Every problem is printed; nothing is started, opened or requested.
+pub fn config_check_env(env: &HashMap<String, String>) -> CliResult {
+    let dir = config_dir(env);
+    config_used::print(Path::new(&dir), &context(env));
+    let checked = settings_for(env, Needs::SERVE).and_then(|settings| {
+        insights::weekly_parts(&settings)?;
+        let checked = startup::Checked::check(&settings, &mut Overrides::default())?;
+        Ok((settings, checked))
+    });
+    let (settings, checked) = match checked {
+        Ok(checked) => checked,
+        Err(problems) => {
+            eprintln!("{problems}");
+            eprintln!("serve would refuse to start: fix the above, then run this check again");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let config = checked.config.snapshot();
+    let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
+    println!(
+        "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
+        config.catalog.offerings.len(),
+        tool_entries(&config)
+    );
+    println!(
+        "{}",
+        crate::handoff::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
+    );
+    println!(
+        "environment: ready for serve (model {}, {}, port {})",
+        checked.model.id(),
+        crate::store::describe_database(settings.database_url.expose()),
+        settings.port
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `tools.json` entries the model may use: flows, tags, fields and notes.
+fn tool_entries(config: &crate::config::TenantConfig) -> usize {
+    config.tools.as_ref().map_or(0, |t| {
+        t.flows.len() + t.tags.len() + t.fields.len() + t.notes.len()
+    })
 }
 
 /// The plugin tools' secrets, read from `env`.
@@ -647,13 +701,15 @@ const SANDBOX_MIRRORS: &str = "note: this is the demo's local sandbox, whose acc
 /// any. Run it before going live and after every change to the config or the account.
 pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
     let settings = settings_for(env, Needs::TOKENS_BACKFILL)?;
-    let context = startup::config_context(&settings, false);
-    config_used::print(&settings.config_dir, &context);
-    let config = crate::config::load_dir(&settings.config_dir, &context)?;
     let api_token = settings
         .manychat_api_token
         .clone()
         .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
+    // Against the demo's sandbox the config is read as the demo read it (examples allowed).
+    let sandbox = api_token.expose() == crate::manychat::sandbox::DEMO_TOKEN;
+    let context = startup::config_context(&settings, sandbox);
+    config_used::print(&settings.config_dir, &context);
+    let config = crate::config::load_dir(&settings.config_dir, &context)?;
     // A check beside running replicas draws from their budget; on SQLite (one process, and a
     // check that must not create a database file) it paces itself.
     let limiter = if settings.database_url.expose().starts_with("postgres") {
@@ -681,7 +737,6 @@ pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
                 .to_owned(),
         );
     }
-    let sandbox = api_token.expose() == crate::manychat::sandbox::DEMO_TOKEN;
     if problems.is_empty() {
         println!(
             "ManyChat account matches: {} flows, {} tags, {} custom fields checked",

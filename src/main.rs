@@ -209,7 +209,13 @@ enum ManychatCommand {
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Validate every config file and print every error at once.
-    Check,
+    Check {
+        /// Also check the environment exactly as `serve` does before it starts (every variable,
+        /// the database's folder, the model and its price, the plugin tools' secrets), starting
+        /// nothing: no database is opened, no port bound, no request made.
+        #[arg(long)]
+        env: bool,
+    },
     /// Rename the keys of an older config (courses, enrollmentUrl, course, enrolledTag) in
     /// place, then check it. prompt.md is never touched; a second run changes nothing.
     Upgrade,
@@ -238,8 +244,11 @@ fn main() -> ExitCode {
             Command::Worker => cli::worker(&env).await,
             Command::Demo => cli::demo(&env).await,
             Command::Config {
-                command: ConfigCommand::Check,
-            } => cli::config_check(&env),
+                command: ConfigCommand::Check { env: with_env },
+            } => match with_env {
+                true => cli::config_check_env(&env),
+                false => cli::config_check(&env),
+            },
             Command::Config {
                 command: ConfigCommand::Upgrade,
             } => cli::config_upgrade(&env),

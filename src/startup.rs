@@ -48,6 +48,9 @@ pub enum StartupError {
     Io(#[from] std::io::Error),
     #[error("cannot listen on {address}: {reason}")]
     Listen { address: SocketAddr, reason: String },
+    /// More than one of the problems above, each on its own line.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<StartupError>),
 }
 
 /// Connections the kernel holds for `accept` before it drops new ones. ManyChat opens one per
@@ -155,18 +158,27 @@ pub fn config_context(settings: &Settings, allow_examples: bool) -> ConfigContex
     }
 }
 
-impl Application {
-    pub async fn build(
-        settings: Settings,
-        listener: TcpListener,
-        overrides: Overrides,
-    ) -> Result<Self, StartupError> {
-        let settings = Arc::new(settings);
-        let clock = overrides.clock.unwrap_or_default();
-        let metrics = Arc::new(Metrics::default());
+/// What `serve` checks before it starts anything (no database opened, no port bound, no
+/// request made): the tenant config, every plugin tool's secret, the ManyChat variables the
+/// service needs, the model (resolved, priced against the daily USD cap) and the media settings.
+/// [`Application::build`] runs it first; `config check --env` runs it alone.
+pub struct Checked {
+    pub config: Arc<ConfigHandle>,
+    pub plugins: crate::plugins::PluginClient,
+    reply_flow_ns: String,
+    api_token: crate::ids::Secret,
+    pub model: Arc<dyn Model>,
+    media: crate::media::MediaSettings,
+}
 
-        let context = config_context(&settings, overrides.allow_example_config);
+impl Checked {
+    /// Every problem found, each as `serve` names it (one problem alone as that error, several
+    /// as [`StartupError::Several`]). A config that does not load is reported alone: the rest
+    /// is checked against it.
+    pub fn check(settings: &Settings, overrides: &mut Overrides) -> Result<Self, StartupError> {
+        let context = config_context(settings, overrides.allow_example_config);
         let config = Arc::new(ConfigHandle::load(&settings.config_dir, context)?);
+        let mut problems = Vec::new();
 
         // plugins.json: every tool's secret must sign before anything starts (named, never shown).
         let plugins = crate::plugins::PluginClient::new(
@@ -174,46 +186,96 @@ impl Application {
                 .plugin_secrets
                 .clone()
                 .unwrap_or_else(crate::plugins::sign::process_env),
-        )
-        .with_metrics(metrics.clone());
-        let problems = plugins.secret_problems(config.snapshot().plugins.as_ref());
-        if !problems.is_empty() {
-            return Err(StartupError::Missing(format!(
+        );
+        let secrets = plugins.secret_problems(config.snapshot().plugins.as_ref());
+        if !secrets.is_empty() {
+            problems.push(StartupError::Missing(format!(
                 "plugin secrets: {}",
-                problems.join("; ")
+                secrets.join("; ")
             )));
         }
-        // A reload that adds a tool without its secret is refused the same way.
-        config.check_with(plugins.reload_check());
-
-        let reply_flow_ns = settings.manychat_reply_flow_ns.clone().ok_or_else(|| {
-            StartupError::Missing(
+        let reply_flow_ns = settings.manychat_reply_flow_ns.clone();
+        if reply_flow_ns.is_none() {
+            problems.push(StartupError::Missing(
                 "MANYCHAT_REPLY_FLOW_NS is required: deferred replies are delivered through that flow"
                     .into(),
+            ));
+        }
+        let api_token = settings.manychat_api_token.clone();
+        if api_token.is_none() {
+            problems.push(StartupError::Missing(
+                "MANYCHAT_API_TOKEN is required (ManyChat API key)".into(),
+            ));
+        }
+        let model = match overrides.model.take() {
+            Some(model) => Some(model),
+            None => match settings.agent_model.as_deref() {
+                None => {
+                    problems.push(StartupError::Missing(
+                        "AGENT_MODEL is required (provider:model)".into(),
+                    ));
+                    None
+                }
+                Some(spec) => crate::model::resolve(spec, &settings.model)
+                    .map_err(|e| problems.push(e.into()))
+                    .ok(),
+            },
+        };
+        // A USD cap the model's calls are never priced against would not cap.
+        if let Some(model) = &model
+            && let Err(e) = crate::model::pricing::require_price(
+                model.id(),
+                config.snapshot().rules.budget.daily_cost_cap_usd,
             )
-        })?;
-        let api_token = settings.manychat_api_token.clone().ok_or_else(|| {
-            StartupError::Missing("MANYCHAT_API_TOKEN is required (ManyChat API key)".into())
-        })?;
+        {
+            problems.push(e.into());
+        }
+        let media = media_settings(settings).map_err(|e| problems.push(e)).ok();
+        match (reply_flow_ns, api_token, model, media) {
+            (Some(reply_flow_ns), Some(api_token), Some(model), Some(media))
+                if problems.is_empty() =>
+            {
+                Ok(Self {
+                    config,
+                    plugins,
+                    reply_flow_ns,
+                    api_token,
+                    model,
+                    media,
+                })
+            }
+            _ if problems.len() == 1 => Err(problems.remove(0)),
+            _ => Err(StartupError::Several(problems)),
+        }
+    }
+}
+
+impl Application {
+    pub async fn build(
+        settings: Settings,
+        listener: TcpListener,
+        mut overrides: Overrides,
+    ) -> Result<Self, StartupError> {
+        let settings = Arc::new(settings);
+        let clock = overrides.clock.unwrap_or_default();
+        let metrics = Arc::new(Metrics::default());
+
+        let Checked {
+            config,
+            plugins,
+            reply_flow_ns,
+            api_token,
+            model,
+            media,
+        } = Checked::check(&settings, &mut overrides)?;
+        let plugins = plugins.with_metrics(metrics.clone());
+        // A reload that adds a tool without its secret is refused the same way.
+        config.check_with(plugins.reload_check());
 
         let store =
             store::connect_sized(settings.database_url.expose(), settings.database_pool_size)
                 .await?;
-        let model = match overrides.model {
-            Some(model) => model,
-            None => {
-                let spec = settings.agent_model.clone().ok_or_else(|| {
-                    StartupError::Missing("AGENT_MODEL is required (provider:model)".into())
-                })?;
-                crate::model::resolve(&spec, &settings.model)?
-            }
-        };
         let model = crate::model::timed::TimedModel::wrap(model, metrics.clone());
-        // A USD cap the model's calls are never priced against would not cap.
-        crate::model::pricing::require_price(
-            model.id(),
-            config.snapshot().rules.budget.daily_cost_cap_usd,
-        )?;
         let manychat = ManyChatClient::new(
             &settings.manychat_api_base,
             &api_token,
@@ -231,7 +293,7 @@ impl Application {
                 temperature: settings.temperature_or_default(),
                 contact_tokens_enforced: settings.contact_tokens_enforced,
                 channel: settings.channel,
-                media: media_settings(&settings)?,
+                media,
                 outbox_give_up_after: settings.outbox_give_up_after,
             },
             config.clone(),

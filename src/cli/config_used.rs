@@ -2,8 +2,9 @@
 //! sees at once whether their own `config/*.json` or the demo's examples answered.
 //!
 //! The rule (config/README.md "How files are found"): `demo`, `report` and `eval` read each
-//! file from `CONFIG_DIR`, and its `.example` when the file is absent; every other command
-//! reads only the files themselves and refuses to start when a required one is missing.
+//! file from `CONFIG_DIR`, and its `.example` when the file is absent, as do `release` on the
+//! demo's database and `manychat check` against the demo's sandbox; every other command reads
+//! only the files themselves and refuses to start when a required one is missing.
 
 use std::path::Path;
 

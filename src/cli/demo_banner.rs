@@ -50,8 +50,8 @@ impl std::fmt::Display for DemoBanner {
             )?;
             writeln!(
                 f,
-                "With config/ holding your files (copied from the .example ones), check the wiring \
-                 against it:\n  MANYCHAT_API_BASE={sandbox} MANYCHAT_API_TOKEN=sandbox:demo \
+                "Check the wiring against it (it reads the files the demo read):\n  \
+                 MANYCHAT_API_BASE={sandbox} MANYCHAT_API_TOKEN=sandbox:demo \
                  MANYCHAT_REPLY_FLOW_NS=demo_reply_flow {cmd} manychat check\n  \
                  (the sandbox's account is made from the config the demo loaded, so this checks \
                  that your files name each other consistently, not your real ManyChat account)"

@@ -304,10 +304,13 @@ mod tests {
     #[tokio::test]
     async fn system_4_leak_check_flags_no_reply_of_the_golden_suites() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        // The demo tenant is its shipped examples alone, never an operator's `config/*.json`.
+        let demo = crate::config::examples::shipped_examples();
+        let cycle = root.join("tests/fixtures/tenant-cycle");
         let suites = [
-            ("config", "evals/golden"),
-            ("config", "evals/sales-demo"),
-            ("tests/fixtures/tenant-cycle", "evals/tenant-cycle"),
+            (&demo, "evals/golden"),
+            (&demo, "evals/sales-demo"),
+            (&cycle, "evals/tenant-cycle"),
         ];
         let model_env = ModelEnv::from_lookup(|_| None).unwrap();
         let model = crate::model::resolve("mock:demo", &model_env).unwrap();
@@ -317,8 +320,7 @@ mod tests {
                 allow_examples: true,
                 ..ConfigContext::default()
             };
-            let config =
-                Arc::new(crate::config::load_dir(&root.join(config_dir), &context).unwrap());
+            let config = Arc::new(crate::config::load_dir(config_dir, &context).unwrap());
             let prompt = agent::SnapshotPrompt::new(&config);
             let cases = crate::evals::load_suite(&root.join(suite)).unwrap();
             for case in &cases {

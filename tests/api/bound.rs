@@ -38,6 +38,23 @@ pub async fn bounded_by<T>(bound: Duration, what: &str, task: impl Future<Output
     outcome
 }
 
+/// The end of a test's wait on an event it polls for (a service answering, tasks settling, a
+/// log line): [`BACKGROUND_BOUND`] of real time from now. A wait bounded by a count of polls
+/// instead fails on a busy machine, where each poll takes longer and the event comes later.
+pub struct RealDeadline(std::time::Instant);
+
+impl RealDeadline {
+    /// [`BACKGROUND_BOUND`] of real time from now.
+    pub fn start() -> Self {
+        Self(std::time::Instant::now() + BACKGROUND_BOUND)
+    }
+
+    /// Whether the bound has passed: the event the test waits for is not coming.
+    pub fn passed(&self) -> bool {
+        std::time::Instant::now() >= self.0
+    }
+}
+
 /// A task a test starts and later awaits: awaiting it is [`bounded`].
 pub struct Background<T>(JoinHandle<T>);
 

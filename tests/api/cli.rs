@@ -587,10 +587,16 @@ fn started_demo() -> (tempfile::TempDir, std::path::PathBuf, String, Demo) {
 }
 
 fn start_demo(config_dir: &std::path::Path, database: &str) -> Demo {
+    let mut demo = command(&["demo"]);
+    demo.env("CONFIG_DIR", config_dir)
+        .env("DATABASE_URL", database);
+    demo_from(demo)
+}
+
+/// `demo` run as `command` sets it up, on a port of its own, once its banner is printed.
+fn demo_from(mut command: Command) -> Demo {
     use std::io::BufRead;
-    let mut child = command(&["demo"])
-        .env("CONFIG_DIR", config_dir)
-        .env("DATABASE_URL", database)
+    let mut child = command
         .env("PORT", "0")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -850,7 +856,7 @@ async fn handoff_release_command_hands_a_held_contact_back_once() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("agent.db").display());
     let config = dir.path().join("config");
-    copy_tenant(&repo_path("config"), &config);
+    copy_demo_tenant(&config);
     let store = manychat_agent::store::connect(&url).await.unwrap();
     let subscriber = manychat_agent::ids::SubscriberId::parse("5550301").unwrap();
     let now = chrono::Utc::now();
@@ -884,4 +890,191 @@ async fn handoff_release_command_hands_a_held_contact_back_once() {
     );
     let output = release("55503O1");
     assert_refused(&output, "digits");
+}
+
+/// A fresh clone as far as the commands can tell: the repo's shipped `config/` files (the
+/// examples, their README and schemas) and none of an operator's `config/*.json`.
+fn fresh_clone() -> tempfile::TempDir {
+    let clone = tempfile::tempdir().unwrap();
+    let shipped = repo_path("config");
+    let config = clone.path().join("config");
+    std::fs::create_dir_all(config.join("schema")).unwrap();
+    for entry in std::fs::read_dir(&shipped).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_owned();
+        let shipped_file = name
+            .to_str()
+            .is_some_and(|n| n.ends_with(".example") || n == "README.md");
+        if path.is_file() && shipped_file {
+            std::fs::copy(&path, config.join(&name)).unwrap();
+        }
+    }
+    for entry in std::fs::read_dir(shipped.join("schema")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, config.join("schema").join(path.file_name().unwrap())).unwrap();
+    }
+    clone
+}
+
+/// README "The two commands", on a fresh clone: `demo` with no `config/*.json`, a sale that ends
+/// handed to a person and held, then `release`, `report`, `manychat check` against the demo's
+/// sandbox and `forget`, each run as the README shows it (no variable but those it names), each
+/// reading the tenant config the demo read (the examples) and saying so.
+#[test]
+fn the_readme_walk_through_runs_on_a_fresh_clone_without_config_files() {
+    let clone = fresh_clone();
+    let mut demo = command(&["demo"]);
+    demo.current_dir(clone.path());
+    let demo = demo_from(demo);
+    let examples = "tenant config: config (prompt.md.example, catalog.json.example, \
+                    rules.json.example, tools.json.example; the demo tenant's examples";
+    assert!(demo.banner.contains(examples), "{}", demo.banner);
+    let secret = secret_of(&demo.banner);
+    let sandbox = piece_after(&demo.banner, "a local sandbox at ", |rest| {
+        rest.split_whitespace().next()
+    })
+    .to_owned();
+    let url = format!("http://127.0.0.1:{}", demo.port);
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let output = command(args)
+            .current_dir(clone.path())
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {output:?}");
+        output
+    };
+    let say = |text: &str| {
+        let args = ["simulate", "--url", &url, "--subscriber", "5550501", text];
+        stdout(&run(&args, &[("MANYCHAT_SHARED_SECRET", &secret)]))
+    };
+    let printed = say("I have paid, here is my receipt");
+    assert!(printed.contains("handed to a person"), "{printed}");
+    let printed = say("Did you get it?");
+    assert!(printed.contains("(held for a person"), "{printed}");
+
+    for (args, env, says) in [
+        (
+            &["release", "5550501"][..],
+            &[][..],
+            "released: the assistant answers this contact's next message",
+        ),
+        (&["report"], &[], "how the sales assistant did"),
+        (
+            &["manychat", "check"],
+            &[
+                ("MANYCHAT_API_BASE", sandbox.as_str()),
+                ("MANYCHAT_API_TOKEN", "sandbox:demo"),
+                ("MANYCHAT_REPLY_FLOW_NS", "demo_reply_flow"),
+            ],
+            "ManyChat account matches",
+        ),
+    ] {
+        let output = run(args, env);
+        assert!(stdout(&output).contains(says), "{args:?}: {output:?}");
+        assert!(stderr(&output).contains(examples), "{args:?}: {output:?}");
+    }
+    let printed = say("Are you there?");
+    assert!(
+        !printed.contains("held for a person"),
+        "released: {printed}"
+    );
+
+    let output = run(&["forget", "5550501"], &[]);
+    assert!(
+        stdout(&output).starts_with("forgot conversation"),
+        "{output:?}"
+    );
+}
+
+/// `config check --env` checks the environment as `serve` does before it starts, and starts
+/// nothing: a ready environment passes without creating the database; a bogus model, a plain
+/// `http://` public URL, a short secret, a missing database folder and a plugin tool's missing
+/// or malformed secret each fail it, named, as each refuses `serve`.
+#[test]
+fn config_check_env_refuses_what_serve_refuses_and_starts_nothing() {
+    let (dir, config) = service_dir();
+    let database = dir.path().join("agent.db");
+    let ready: Vec<(&str, String)> = vec![
+        ("CONFIG_DIR", config.display().to_string()),
+        ("DATABASE_URL", format!("sqlite://{}", database.display())),
+        ("AGENT_MODEL", "mock:demo".into()),
+        ("MANYCHAT_SHARED_SECRET", SECRET.into()),
+        ("PUBLIC_BASE_URL", "https://agent.example.test".into()),
+        ("MANYCHAT_API_TOKEN", "123:test-token".into()),
+        ("MANYCHAT_REPLY_FLOW_NS", "content20250101_reply".into()),
+        ("PORT", "0".into()),
+    ];
+    let check = |changes: &[(&str, &str)]| {
+        let mut env = ready.clone();
+        for (name, value) in changes {
+            env.retain(|(n, _)| n != name);
+            env.push((name, (*value).to_owned()));
+        }
+        let checked = command(&["config", "check", "--env"])
+            .envs(env.iter().map(|(n, v)| (*n, v.as_str())))
+            .output()
+            .unwrap();
+        let mut serve = command(&["serve"]);
+        serve.envs(env.iter().map(|(n, v)| (*n, v.as_str())));
+        (checked, serve)
+    };
+
+    let (output, _) = check(&[]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(
+        stdout(&output).contains("environment: ready for serve (model mock:demo"),
+        "{output:?}"
+    );
+    assert!(!database.exists(), "the check opened no database");
+
+    let missing_folder = format!("sqlite://{}", dir.path().join("absent/agent.db").display());
+    for (changes, named) in [
+        (
+            vec![("AGENT_MODEL", "bogus:model")],
+            "AGENT_MODEL: names an unknown provider",
+        ),
+        (
+            vec![("PUBLIC_BASE_URL", "http://agent.example.test")],
+            "PUBLIC_BASE_URL",
+        ),
+        (
+            vec![("MANYCHAT_SHARED_SECRET", "short")],
+            "MANYCHAT_SHARED_SECRET",
+        ),
+        (vec![("DATABASE_URL", missing_folder.as_str())], "absent"),
+    ] {
+        let (output, mut serve) = check(&changes);
+        let refused = refusal(&output);
+        assert!(refused.contains(named), "{changes:?}: {refused}");
+        let serve_refused = refusal(&serve.output().unwrap());
+        assert!(
+            serve_refused.contains(named),
+            "serve, {changes:?}: {serve_refused}"
+        );
+    }
+
+    crate::plugins::write_plugins(
+        &config,
+        &crate::plugins::plugins_json("https://tools.example.test"),
+    );
+    for secret in [None, Some("whsec_not-base64-value!")] {
+        let changes: Vec<(&str, &str)> = secret
+            .map(|s| (crate::plugins::SECRET_ENV, s))
+            .into_iter()
+            .collect();
+        let (output, mut serve) = check(&changes);
+        let refused = refusal(&output);
+        assert!(
+            refused.contains("plugin secrets: PLUGIN_STUDIO_SECRET"),
+            "{secret:?}: {refused}"
+        );
+        assert!(
+            refusal(&serve.output().unwrap()).contains("plugin secrets: PLUGIN_STUDIO_SECRET"),
+            "serve, {secret:?}"
+        );
+    }
+    let (output, _) = check(&[(crate::plugins::SECRET_ENV, crate::plugins::PLUGIN_SECRET)]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).contains("2 plugin tools"), "{output:?}");
 }

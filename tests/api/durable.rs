@@ -14,7 +14,8 @@ use crate::helpers::*;
 
 /// A `serve` process of the real binary on a tenant folder and database of its own.
 pub(crate) struct Served {
-    child: Child,
+    /// Locked only to read whether it exited while the test waits for it.
+    child: std::sync::Mutex<Child>,
     pub(crate) port: u16,
 }
 
@@ -56,12 +57,18 @@ impl Served {
             .stderr(Stdio::null())
             .spawn()
             .expect("the binary starts");
-        Self { child, port }
+        Self {
+            child: std::sync::Mutex::new(child),
+            port,
+        }
     }
 
+    /// Waits for the service to answer `/health`, however long a busy machine takes to start it,
+    /// failing at once if the process exits instead, and after the suite's bound of real time.
     pub(crate) async fn ready(&self) {
         let client = reqwest::Client::new();
-        for _ in 0..400 {
+        let deadline = RealDeadline::start();
+        while !deadline.passed() {
             let health = client
                 .get(format!("http://127.0.0.1:{}/health", self.port))
                 .send()
@@ -69,9 +76,16 @@ impl Served {
             if health.is_ok_and(|r| r.status().is_success()) {
                 return;
             }
+            let exited = self.child.lock().unwrap().try_wait();
+            if let Some(status) = exited.expect("the process's status") {
+                panic!("the service exited before it answered: {status}");
+            }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("the service did not start");
+        panic!(
+            "the service did not answer /health within {:?}",
+            crate::bound::BACKGROUND_BOUND
+        );
     }
 
     pub(crate) async fn send(&self, subscriber: &str, text: &str) -> Value {
@@ -92,15 +106,18 @@ impl Served {
 
     /// SIGKILL: nothing is flushed, drained or settled.
     pub(crate) fn kill(mut self) {
-        self.child.kill().expect("killed");
-        let _ = self.child.wait();
+        let child = self.child.get_mut().unwrap();
+        child.kill().expect("killed");
+        let _ = child.wait();
     }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Ok(child) = self.child.get_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -150,7 +167,8 @@ pub(crate) async fn tagged(manychat: &MockServer) -> Vec<String> {
 
 /// Polls (real time, bounded) until `condition` holds.
 pub(crate) async fn eventually(mut condition: impl AsyncFnMut() -> bool, what: &str) {
-    for _ in 0..1200 {
+    let deadline = RealDeadline::start();
+    while !deadline.passed() {
         if condition().await {
             return;
         }

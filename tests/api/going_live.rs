@@ -79,3 +79,45 @@ fn the_deployment_guide_shows_the_example_unit_and_environment_file_as_they_are(
         );
     }
 }
+
+/// `## <version> — <YYYY-MM-DD>`: the version and date of a release heading of the changelog.
+fn release_heading(line: &str) -> Option<(&str, &str)> {
+    let (version, date) = line.strip_prefix("## ")?.split_once(" — ")?;
+    let semver = version.split('.').count() == 3
+        && version
+            .split('.')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()));
+    let dated = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok();
+    (semver && dated).then_some((version, date))
+}
+
+#[test]
+fn the_changelog_newest_release_is_the_binarys_version_under_an_unreleased_section() {
+    let changelog = read("CHANGELOG.md");
+    let headings: Vec<&str> = changelog
+        .lines()
+        .filter(|line| line.starts_with("## "))
+        .collect();
+    assert_eq!(
+        headings.first(),
+        Some(&"## Unreleased"),
+        "later changes land under Unreleased, on top"
+    );
+    let newest = headings
+        .get(1)
+        .and_then(|line| release_heading(line))
+        .unwrap_or_else(|| panic!("a `## x.y.z — YYYY-MM-DD` release follows: {headings:?}"));
+    assert_eq!(
+        newest.0,
+        env!("CARGO_PKG_VERSION"),
+        "--version prints Cargo.toml's version, the changelog's newest release"
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .arg("--version")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        format!("manychat-agent {}", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -70,10 +70,12 @@ async fn get_health(stream: &mut TcpStream) -> u16 {
     read_response(stream).await.0
 }
 
-/// Whether the server has closed `stream`, polled for up to about two seconds of real time.
+/// Whether the server has closed `stream`, polled until it has or the suite's bound of real
+/// time has passed.
 async fn closed(stream: &mut TcpStream) -> bool {
     let mut byte = [0u8; 1];
-    for _ in 0..400 {
+    let deadline = RealDeadline::start();
+    while !deadline.passed() {
         match stream.try_read(&mut byte) {
             Ok(0) => return true,
             Ok(_) => panic!("unexpected bytes"),
@@ -468,10 +470,8 @@ async fn fifo_in_config_is_refused_and_reload_does_not_wedge() {
             l.contains("rules.json") && l.contains("is not a regular file") && l.contains("$")
         })
     };
-    for _ in 0..400 {
-        if refused(&logs.text()) {
-            break;
-        }
+    let deadline = RealDeadline::start();
+    while !refused(&logs.text()) && !deadline.passed() {
         real_pause().await;
     }
     assert!(refused(&logs.text()), "the refusal names the file and rule");

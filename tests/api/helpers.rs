@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-pub use crate::bound::{Background, bounded, in_background};
+pub use crate::bound::{Background, RealDeadline, bounded, in_background};
 
 pub const SECRET: &str = "test-secret-0123456789";
 pub const SECOND_SECRET: &str = "rotated-secret-9876543210";
@@ -58,6 +58,12 @@ pub struct TestApp {
     /// 031: the active playbook the app's turns are prompted with.
     pub playbook: manychat_agent::learning::playbook::PlaybookCache,
     pub tasks: TaskTracker,
+    /// The app's one clock: a service a test builds beside the app reads it too, so the times it
+    /// stores and the app's worker compares are on the same clock (two clocks anchored apart
+    /// disagree by however long the machine stalled between their two readings).
+    pub clock: manychat_agent::clock::Clock,
+    /// The tenant config in force, for a test that waits for a reload to land.
+    pub config: Arc<manychat_agent::config::ConfigHandle>,
     pub config_dir: PathBuf,
     pub database_path: PathBuf,
     pub http: reqwest::Client,
@@ -231,8 +237,10 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         "127.0.0.1:0"
     };
     let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
+    let clock = manychat_agent::clock::Clock::system();
     let overrides = Overrides {
         model: Some(options.model),
+        clock: Some(clock),
         manual_worker: !options.background_workers,
         reload_on_sighup: options.reload_on_sighup,
         plugin_secrets: Some(plugin_secrets),
@@ -247,6 +255,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let nudges = app.nudge_worker();
     let playbook = app.playbook();
     let tasks = app.tasks();
+    let config = app.config();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     let server = tokio::spawn(async move {
@@ -260,6 +269,8 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         nudges,
         playbook,
         tasks,
+        clock,
+        config,
         config_dir,
         database_path,
         http: reqwest::Client::new(),
@@ -440,7 +451,8 @@ impl TestApp {
     /// Waits until agent tasks and post-response actions still running have finished.
     /// Polls in real time (not tokio's, which tests may freeze), so it works in both modes.
     pub async fn settle(&self) {
-        for _ in 0..400 {
+        let deadline = RealDeadline::start();
+        while !deadline.passed() {
             if self.tasks.is_empty() {
                 return;
             }
@@ -452,7 +464,8 @@ impl TestApp {
     /// `settle` for tests on a frozen clock: moves tokio's clock in small steps while tasks are
     /// pending, so work that waits on it (the ManyChat rate limiter after a burst) can finish.
     pub async fn settle_advancing(&self) {
-        for _ in 0..400 {
+        let deadline = RealDeadline::start();
+        while !deadline.passed() {
             if self.tasks.is_empty() {
                 return;
             }
@@ -628,7 +641,8 @@ pub fn piece_after<'a>(
 
 /// Polls `condition` in real time (tokio's clock may be frozen) until it holds.
 pub async fn until(mut condition: impl AsyncFnMut() -> bool) {
-    for _ in 0..600 {
+    let deadline = RealDeadline::start();
+    while !deadline.passed() {
         if condition().await {
             return;
         }

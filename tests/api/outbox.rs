@@ -292,10 +292,8 @@ async fn system_3_5_a_database_error_does_not_kill_the_worker() {
     }
     assert!(!running.is_finished(), "the worker survives the error");
     sql_exec(&app, "ALTER TABLE outbox_away RENAME TO outbox").await;
-    for _ in 0..400 {
-        if app.outbox().await[0].status == OutboxStatus::Delivered {
-            break;
-        }
+    let deadline = RealDeadline::start();
+    while app.outbox().await[0].status != OutboxStatus::Delivered && !deadline.passed() {
         real_pause().await;
     }
     assert_eq!(app.outbox().await[0].status, OutboxStatus::Delivered);
@@ -310,10 +308,8 @@ async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
     let id = queue_due_reply(&app, "3007", messages(&["One.", "Two."])).await;
     let token = CancellationToken::new();
     let running = in_background(app.worker.clone().run(token.clone()));
-    for _ in 0..400 {
-        if app.manychat_requests().await.len() == 2 {
-            break;
-        }
+    let deadline = RealDeadline::start();
+    while app.manychat_requests().await.len() != 2 && !deadline.passed() {
         real_pause().await;
     }
     // The gap is a relative sleep: let the worker reach it before the clock moves.
@@ -337,10 +333,8 @@ async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_ot
 
     let worker = app.worker.clone();
     let batch = in_background(async move { worker.run_once().await.unwrap() });
-    for _ in 0..400 {
-        if app.manychat_requests().await.len() == 4 {
-            break;
-        }
+    let deadline = RealDeadline::start();
+    while app.manychat_requests().await.len() != 4 && !deadline.passed() {
         real_pause().await;
     }
     settle_worker().await;

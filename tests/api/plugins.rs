@@ -622,9 +622,11 @@ async fn plugin_a_write_whose_tool_a_reload_removed_fails_without_a_request() {
     kept["tools"].as_array_mut().unwrap().remove(1);
     write_plugins(&app.config_dir, &kept);
     crate::reload::send_sighup();
-    for _ in 0..200 {
-        real_pause().await;
-    }
+    until(async || {
+        let config = app.config.snapshot();
+        config.plugins.as_ref().is_some_and(|p| p.tools.len() == 1)
+    })
+    .await;
     app.worker.run_once().await.unwrap();
     assert!(signed_requests(&server, LEAD).await.is_empty());
     let actions = agent_turn(&app, "8112").await.actions.unwrap();

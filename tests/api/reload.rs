@@ -31,13 +31,11 @@ pub async fn sighup_applies_a_new_escalation_copy(
     rules["messages"]["escalation"] = Value::String(copy.into());
     std::fs::write(rules_path, rules.to_string()).unwrap();
     send_sighup();
-    let mut served = String::new();
-    for _ in 0..400 {
-        served = escalation_copy_served(app, subscriber).await;
-        if served != original {
-            break;
-        }
+    let mut served = escalation_copy_served(app, subscriber).await;
+    let deadline = RealDeadline::start();
+    while served == original && !deadline.passed() {
         real_pause().await;
+        served = escalation_copy_served(app, subscriber).await;
     }
     assert_eq!(served, copy);
 }

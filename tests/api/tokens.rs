@@ -27,18 +27,25 @@ async fn app_with_field(field: &str) -> TestApp {
     spawn_app_with(AppOptions::new(model).env("MANYCHAT_TOKEN_FIELD", field)).await
 }
 
+/// A token service beside `app`, on the app's clock: the rows it queues fall due on the clock
+/// the app's worker claims by.
 fn service(app: &TestApp, field: &str) -> TokenService {
-    service_for(app.store.clone(), &app.manychat, field)
+    service_for(app.store.clone(), &app.manychat, field, app.clock)
 }
 
-fn service_for(store: Arc<dyn Store>, manychat: &MockServer, field: &str) -> TokenService {
+fn service_for(
+    store: Arc<dyn Store>,
+    manychat: &MockServer,
+    field: &str,
+    clock: Clock,
+) -> TokenService {
     let client = ManyChatClient::new(
         &manychat.uri(),
         &Secret::new("123:test-token"),
         ManyChatLimiter::new(),
     )
     .expect("client for the fake ManyChat");
-    TokenService::new(store, client, field, Clock::system())
+    TokenService::new(store, client, field, clock)
 }
 
 /// The values written to `field`, in order.
