@@ -1006,7 +1006,7 @@ pub async fn report(
     }
     let store = existing_store(env).await?;
     let tenant = report_tenant(env);
-    let sales = tenant.as_ref().map(crate::report::sales_keys);
+    let sales = tenant.as_ref().map(crate::sales::sales_keys);
     let mut report =
         crate::report::build(store.as_ref(), weeks, Clock::system().now(), sales.as_ref()).await?;
     report.business = tenant.map(|t| t.catalog.business_name);

@@ -73,6 +73,21 @@ impl EscalationCause {
             EscalationCause::Budget => "budget",
         }
     }
+    /// The guardrail that stopped a reply (the `kind` label of `guardrail_violations_total`);
+    /// `None` for a model's own escalation, a failed call or a passing reply.
+    pub fn guardrail_kind(self) -> Option<&'static str> {
+        match self {
+            EscalationCause::Schema => Some("schema"),
+            EscalationCause::FieldEcho => Some("field_echo"),
+            EscalationCause::Leak => Some("leak"),
+            EscalationCause::LowConfidence => Some("low_confidence"),
+            EscalationCause::None
+            | EscalationCause::Model
+            | EscalationCause::Error
+            | EscalationCause::Abort
+            | EscalationCause::Budget => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -7,7 +7,7 @@
 //!   names, status classes and kinds, each from a closed list in the code or the config's own
 //!   tool names.
 //! - Recording a metric never touches the store. The store's gauges (outbox backlog, today's
-//!   budget use) are read when `/metrics` is scraped ([`Metrics::sample_store`]), with bounded
+//!   budget use) are read when `/metrics` is scraped (`crate::http`), with bounded
 //!   queries under a timeout, never on a turn.
 //! - Counters count what this process saw since it started; a fleet sums them across replicas.
 //!   The store's gauges describe the shared store, the same on every replica (take `max`).
@@ -17,20 +17,12 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-
-use crate::actions::{ActionStatus, StagedAction};
-use crate::agent::duplicate::Duplicate;
-use crate::config::Budget;
-use crate::escalation::Escalation;
-use crate::escalation::EscalationCause;
-use crate::store::Store;
 
 /// Every series' name starts with this.
 pub const PREFIX: &str = "manychat_agent";
@@ -55,6 +47,17 @@ const ANSWER_BUCKETS: [f64; 13] = [
 const MODEL_CALL_BUCKETS: [f64; 10] = [0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0];
 /// One ManyChat request, from sending it to reading its body (the limiter's wait excluded).
 const MANYCHAT_BUCKETS: [f64; 9] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0];
+
+/// The store's gauges, read once per scrape: contacts held now, the open outbox rows (counted
+/// up to [`OUTBOX_BACKLOG_COUNT_CAP`]), the age of the oldest row due, and today's budget use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StoreGauges {
+    pub contacts_held: i64,
+    pub outbox_backlog: i64,
+    pub oldest_due_age_secs: f64,
+    pub spent_usd: f64,
+    pub spent_tokens: i64,
+}
 
 /// How a reply reached the contact, for the answer-time histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,8 +229,8 @@ impl Default for Metrics {
             "Contact messages that joined the turn of an earlier piece of the same burst (answered once, with it)",
         );
         let hold_releases: Family<Labels<1>, Counter> = Family::default();
-        for why in crate::handoff::Release::ALL {
-            let _ = hold_releases.get_or_create(&[("reason", why.as_str())]);
+        for why in HOLD_RELEASES {
+            let _ = hold_releases.get_or_create(&[("reason", why)]);
         }
         registry.register(
             "hold_releases",
@@ -416,25 +419,35 @@ const DOCUMENTED_OUTCOMES: [&str; 8] = [
     "window_closing_sent",
 ];
 
-/// The escalations the server decides (the model's own reasons appear as it gives them).
-const SERVER_ESCALATIONS: [Escalation; 16] = [
-    Escalation::Keyword,
-    Escalation::TurnCap,
-    Escalation::RateLimit,
-    Escalation::Budget,
-    Escalation::Model(None),
-    Escalation::LowConfidence,
-    Escalation::Leak,
-    Escalation::Schema,
-    Escalation::FieldEcho,
-    Escalation::Error,
-    Escalation::Aborted,
-    Escalation::LoadShed,
-    Escalation::WaitExpired,
-    Escalation::Interrupted,
-    Escalation::DeadLettered,
-    Escalation::MediaFailed,
+/// The escalations the server decides (`crate::escalation::Escalation`'s labels; the model's
+/// own reasons appear as it gives them).
+const SERVER_ESCALATIONS: [&str; 16] = [
+    "escalation_keyword",
+    "turn_cap",
+    "rate_limit",
+    "budget",
+    "model",
+    "low_confidence",
+    "leak",
+    "schema",
+    "field_echo_stripped",
+    "error",
+    "abort",
+    "load_shed",
+    "wait_expired",
+    "interrupted",
+    "dead_lettered",
+    "media_failed",
 ];
+
+/// The reasons a hold for a person ends (`crate::handoff::Release`'s labels).
+const HOLD_RELEASES: [&str; 3] = ["hold_expired", "tag_removed", "released"];
+
+/// The kinds of a repeated reply (`crate::agent::duplicate::Duplicate`'s labels).
+const DUPLICATES: [&str; 2] = ["replaced", "detected"];
+
+/// The statuses an action's ManyChat attempt (or a plugin call) settles in.
+const ATTEMPT_STATUSES: [&str; 2] = ["performed", "failed"];
 
 impl Metrics {
     /// Every documented family has series from the start, at 0, so a dashboard or an alert
@@ -446,9 +459,7 @@ impl Metrics {
             let _ = self.turns.get_or_create(&[("outcome", outcome)]);
         }
         for reason in SERVER_ESCALATIONS {
-            let _ = self
-                .escalations
-                .get_or_create(&[("reason", reason.as_str())]);
+            let _ = self.escalations.get_or_create(&[("reason", reason)]);
         }
         for tool in [
             "send_flow",
@@ -457,19 +468,17 @@ impl Metrics {
             "remove_tag",
             "write_note",
         ] {
-            for status in [ActionStatus::Performed, ActionStatus::Failed] {
+            for status in ATTEMPT_STATUSES {
                 let _ = self
                     .actions
-                    .get_or_create(&[("tool", tool.to_owned()), ("status", status_label(status))]);
+                    .get_or_create(&[("tool", tool.to_owned()), ("status", status.to_owned())]);
             }
         }
         for kind in ["schema", "field_echo", "leak", "low_confidence"] {
             let _ = self.guardrail_violations.get_or_create(&[("kind", kind)]);
         }
-        for duplicate in [Duplicate::Replaced, Duplicate::Detected] {
-            let _ = self
-                .duplicate_replies
-                .get_or_create(&[("kind", duplicate.kind())]);
+        for kind in DUPLICATES {
+            let _ = self.duplicate_replies.get_or_create(&[("kind", kind)]);
         }
         for path in [AnswerPath::Inline, AnswerPath::Held, AnswerPath::Deferred] {
             let _ = self.answer_time.get_or_create(&[("path", path.as_str())]);
@@ -482,16 +491,15 @@ impl Metrics {
             .get_or_create(&[("endpoint", "sendFlow"), ("status_class", "2xx")]);
     }
 
-    /// Gives every `plugins.json` tool of `config` (reads and writes) its `actions_total`
-    /// series at 0, `performed` and `failed`, as the built-in actions have from the start.
-    /// Called at each scrape with the config in force, so a tool a reload added has them too.
-    pub fn plugin_tools(&self, config: Option<&crate::plugins::PluginsConfig>) {
-        for tool in config.map(|c| c.tools.as_slice()).unwrap_or_default() {
-            for status in [ActionStatus::Performed, ActionStatus::Failed] {
-                let _ = self.actions.get_or_create(&[
-                    ("tool", tool.name.clone()),
-                    ("status", status_label(status)),
-                ]);
+    /// Gives every `plugins.json` tool (reads and writes, by name) its `actions_total` series
+    /// at 0, `performed` and `failed`, as the built-in actions have from the start. Called at
+    /// each scrape with the config in force, so a tool a reload added has them too.
+    pub fn plugin_tools<'a>(&self, tools: impl IntoIterator<Item = &'a str>) {
+        for tool in tools {
+            for status in ATTEMPT_STATUSES {
+                let _ = self
+                    .actions
+                    .get_or_create(&[("tool", tool.to_owned()), ("status", status.to_owned())]);
             }
         }
     }
@@ -515,22 +523,18 @@ impl Metrics {
         self.burst_pieces_merged.inc();
     }
 
-    pub fn hold_release(&self, why: crate::handoff::Release) {
-        self.hold_releases
-            .get_or_create(&[("reason", why.as_str())])
-            .inc();
+    pub fn hold_release(&self, why: &'static str) {
+        self.hold_releases.get_or_create(&[("reason", why)]).inc();
     }
 
-    pub fn escalation(&self, reason: Escalation) {
-        self.escalations
-            .get_or_create(&[("reason", reason.as_str())])
-            .inc();
+    pub fn escalation(&self, reason: &'static str) {
+        self.escalations.get_or_create(&[("reason", reason)]).inc();
     }
 
     /// 013: a reply that repeated an earlier agent message.
-    pub fn duplicate(&self, duplicate: Duplicate) {
+    pub fn duplicate(&self, kind: &'static str) {
         self.duplicate_replies
-            .get_or_create(&[("kind", duplicate.kind())])
+            .get_or_create(&[("kind", kind)])
             .inc();
     }
 
@@ -603,36 +607,18 @@ impl Metrics {
     /// likewise (`crate::plugins::perform_write`, and a read's `crate::plugins::read`:
     /// `performed` when the model got its answer). `tool` is a built-in tool, a record kind or
     /// a `plugins.json` tool's name.
-    pub fn action(&self, tool: &str, status: ActionStatus) {
+    /// `status` is the action's status as `turns.actions` records it.
+    pub fn action(&self, tool: &str, status: &str) {
         self.actions
-            .get_or_create(&[("tool", tool.to_owned()), ("status", status_label(status))])
+            .get_or_create(&[("tool", tool.to_owned()), ("status", status.to_owned())])
             .inc();
     }
 
-    /// Counts the actions of a record being written that settled without a ManyChat attempt
-    /// (discarded, dropped over the cap, refused, …): attempts are counted where they are made.
-    pub fn actions_unattempted(&self, actions: &[StagedAction]) {
-        for action in actions {
-            if !matches!(
-                action.entry.status,
-                ActionStatus::Staged | ActionStatus::Performed | ActionStatus::Failed
-            ) {
-                self.action(&action.entry.tool, action.entry.status);
-            }
-        }
-    }
-
-    /// Counts the actions in `status` (an outbox row's staged actions, dead-lettered with it).
-    pub fn actions_in(&self, actions: &[StagedAction], status: ActionStatus) {
-        for action in actions.iter().filter(|a| a.entry.status == status) {
-            self.action(&action.entry.tool, status);
-        }
-    }
-
-    /// Counts a reply a guardrail stopped, by the cause the guardrails gave; a model's own
-    /// escalation, a failed call or a passing reply is no violation.
-    pub fn guardrail(&self, cause: EscalationCause) {
-        if let Some(kind) = guardrail_kind(cause) {
+    /// Counts a reply a guardrail stopped, by the guardrail's kind
+    /// (`crate::escalation::EscalationCause::guardrail_kind`); a model's own escalation, a failed
+    /// call or a passing reply is no violation (`None`).
+    pub fn guardrail(&self, kind: Option<&'static str>) {
+        if let Some(kind) = kind {
             self.guardrail_violations
                 .get_or_create(&[("kind", kind)])
                 .inc();
@@ -665,51 +651,20 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Reads the store's gauges, once per scrape and never on a turn: the open outbox rows
-    /// (counted up to [`OUTBOX_BACKLOG_COUNT_CAP`]), the age of the oldest row due, and today's
-    /// budget use beside its caps. A read that fails or outlasts [`STORE_SAMPLE_TIMEOUT`] leaves
-    /// the last values and is counted.
-    /// `held_since` is `holdHours` ago (`None`: the hold is off, nobody is held).
-    pub async fn sample_store(
-        &self,
-        store: &dyn Store,
-        budget: &Budget,
-        held_since: Option<DateTime<Utc>>,
-        now: DateTime<Utc>,
-    ) {
-        self.budget_cap_usd.set(budget.daily_cost_cap_usd);
+    /// Sets today's budget caps beside what was spent.
+    pub fn budget_caps(&self, cost_usd: f64, tokens: u64) {
+        self.budget_cap_usd.set(cost_usd);
         self.budget_cap_tokens
-            .set(i64::try_from(budget.daily_token_cap).unwrap_or(i64::MAX));
-        let reads = async {
-            let backlog = store.outbox_backlog(now, OUTBOX_BACKLOG_COUNT_CAP).await?;
-            let spent = store.budget(now.date_naive()).await?;
-            let held = match held_since {
-                Some(since) => store.held_contacts(since).await?,
-                None => 0,
-            };
-            Ok::<_, crate::store::StoreError>((backlog, spent, held))
-        };
-        match tokio::time::timeout(STORE_SAMPLE_TIMEOUT, reads).await {
-            Ok(Ok((backlog, spent, held))) => {
-                self.contacts_held.set(held);
-                self.outbox_backlog.set(backlog.rows);
-                let age = backlog
-                    .oldest_due_at
-                    .map(|due| (now - due).num_milliseconds().max(0) as f64 / 1000.0)
-                    .unwrap_or(0.0);
-                self.outbox_oldest_due_age.set(age);
-                self.budget_spent_usd.set(spent.cost_usd);
-                self.budget_spent_tokens.set(spent.tokens);
-            }
-            Ok(Err(error)) => {
-                self.store_sample_failures.inc();
-                tracing::warn!(error = %error, "metrics: the store's gauges could not be read");
-            }
-            Err(_) => {
-                self.store_sample_failures.inc();
-                tracing::warn!("metrics: the store's gauges read timed out");
-            }
-        }
+            .set(i64::try_from(tokens).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the store's gauges as one scrape read them (`crate::http`, never on a turn).
+    pub fn store_gauges(&self, gauges: StoreGauges) {
+        self.contacts_held.set(gauges.contacts_held);
+        self.outbox_backlog.set(gauges.outbox_backlog);
+        self.outbox_oldest_due_age.set(gauges.oldest_due_age_secs);
+        self.budget_spent_usd.set(gauges.spent_usd);
+        self.budget_spent_tokens.set(gauges.spent_tokens);
     }
 
     /// The OpenMetrics text of every series.
@@ -727,30 +682,6 @@ impl Metrics {
 /// label as an absent one; every series of the family keeps the same label names).
 fn nudge_labels(state: &str, reason: &str) -> [(&'static str, String); 2] {
     [("state", state.to_owned()), ("reason", reason.to_owned())]
-}
-
-/// An action status as recorded in `turns.actions` (its serde name), so a status added to
-/// [`ActionStatus`] is labelled without a change here.
-fn status_label(status: ActionStatus) -> String {
-    match serde_json::to_value(status) {
-        Ok(serde_json::Value::String(name)) => name,
-        _ => "unknown".to_owned(),
-    }
-}
-
-/// The guardrail that stopped a reply, by [`EscalationCause`].
-fn guardrail_kind(cause: EscalationCause) -> Option<&'static str> {
-    match cause {
-        EscalationCause::Schema => Some("schema"),
-        EscalationCause::FieldEcho => Some("field_echo"),
-        EscalationCause::Leak => Some("leak"),
-        EscalationCause::LowConfidence => Some("low_confidence"),
-        EscalationCause::None
-        | EscalationCause::Model
-        | EscalationCause::Error
-        | EscalationCause::Abort
-        | EscalationCause::Budget => None,
-    }
 }
 
 /// `2xx`, `4xx`, `5xx`, … or `none` when no response came.
@@ -776,7 +707,7 @@ mod tests {
         metrics.outbox_delivered.inc();
         metrics.nudge("scheduled", "");
         metrics.nudge("cancelled", "contact_replied");
-        metrics.action("send_flow", ActionStatus::Failed);
+        metrics.action("send_flow", "failed");
         metrics.manychat_request("sendFlow", Some(503), Duration::from_millis(120));
         let text = metrics.render();
         for line in [
@@ -796,5 +727,44 @@ mod tests {
         assert_eq!(metrics.nudge_count("cancelled", "contact_replied"), 1);
         assert_eq!(metrics.nudge_count("scheduled", ""), 1);
         assert_eq!(metrics.nudge_count("sent", ""), 0);
+    }
+
+    /// The label lists the zero series start from are the domain's own labels (this module
+    /// knows none of the domain's types; the test does).
+    #[test]
+    fn zero_series_carry_the_labels_the_domain_counts_under() {
+        use crate::actions::ActionStatus;
+        use crate::agent::duplicate::Duplicate;
+        use crate::escalation::Escalation;
+        use crate::handoff::Release;
+
+        let server = [
+            Escalation::Keyword,
+            Escalation::TurnCap,
+            Escalation::RateLimit,
+            Escalation::Budget,
+            Escalation::Model(None),
+            Escalation::LowConfidence,
+            Escalation::Leak,
+            Escalation::Schema,
+            Escalation::FieldEcho,
+            Escalation::Error,
+            Escalation::Aborted,
+            Escalation::LoadShed,
+            Escalation::WaitExpired,
+            Escalation::Interrupted,
+            Escalation::DeadLettered,
+            Escalation::MediaFailed,
+        ];
+        assert_eq!(server.map(Escalation::as_str), SERVER_ESCALATIONS);
+        assert_eq!(Release::ALL.map(Release::as_str), HOLD_RELEASES);
+        assert_eq!(
+            [Duplicate::Replaced, Duplicate::Detected].map(Duplicate::kind),
+            DUPLICATES
+        );
+        assert_eq!(
+            [ActionStatus::Performed, ActionStatus::Failed].map(ActionStatus::label),
+            ATTEMPT_STATUSES
+        );
     }
 }

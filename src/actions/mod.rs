@@ -29,6 +29,7 @@ use serde_json::Value;
 use crate::escalation::EscalationCause;
 use crate::ids::{ConversationId, SubscriberId};
 use crate::manychat::ManyChatClient;
+use crate::metrics::Metrics;
 
 /// The tools that write (everything but `get_contact`): a refused call of one is recorded under
 /// its name; any other name is recorded as `unknown`.
@@ -65,6 +66,17 @@ pub enum ActionStatus {
     /// never performed, and is not an action the contact saw (beyond 012's six statuses: none
     /// of them says "refused by the server").
     Refused,
+}
+
+impl ActionStatus {
+    /// The status as `turns.actions` records it (its serde name), the `status` label of
+    /// `actions_total`: a status added here is labelled without another change.
+    pub fn label(self) -> String {
+        match serde_json::to_value(self) {
+            Ok(Value::String(name)) => name,
+            _ => "unknown".to_owned(),
+        }
+    }
 }
 
 /// One entry of `turns.actions`.
@@ -386,11 +398,31 @@ pub async fn perform_one(
     settled
 }
 
+/// Counts the actions of a record being written that settled without a ManyChat attempt
+/// (discarded, dropped over the cap, refused, …): attempts are counted where they are made.
+pub fn count_unattempted(metrics: &Metrics, actions: &[StagedAction]) {
+    for action in actions {
+        if !matches!(
+            action.entry.status,
+            ActionStatus::Staged | ActionStatus::Performed | ActionStatus::Failed
+        ) {
+            metrics.action(&action.entry.tool, &action.entry.status.label());
+        }
+    }
+}
+
+/// Counts the actions in `status` (an outbox row's staged actions, dead-lettered with it).
+pub fn count_in(metrics: &Metrics, actions: &[StagedAction], status: ActionStatus) {
+    for action in actions.iter().filter(|a| a.entry.status == status) {
+        metrics.action(&action.entry.tool, &status.label());
+    }
+}
+
 /// Counts an action's settled status into the client's metrics, where a ManyChat
 /// attempt decided it.
 fn count(client: &ManyChatClient, action: &StagedAction) {
     if let Some(metrics) = client.metrics() {
-        metrics.action(&action.entry.tool, action.entry.status);
+        metrics.action(&action.entry.tool, &action.entry.status.label());
     }
 }
 
@@ -400,7 +432,7 @@ fn count(client: &ManyChatClient, action: &StagedAction) {
 /// action by tool and status (`performed`, or `failed` when the store refused it).
 pub async fn perform_nudges(
     store: &dyn crate::store::Store,
-    metrics: &crate::metrics::Metrics,
+    metrics: &Metrics,
     conversation: ConversationId,
     now: chrono::DateTime<chrono::Utc>,
     actions: &mut [StagedAction],
@@ -434,7 +466,7 @@ pub async fn perform_nudges(
                 tracing::warn!(conversation = %conversation, error = %error, "nudge not scheduled");
             }
         }
-        metrics.action(&action.entry.tool, action.entry.status);
+        metrics.action(&action.entry.tool, &action.entry.status.label());
     }
     if scheduled > 0 {
         metrics.nudge_n("scheduled", "", scheduled as u64);

@@ -277,12 +277,13 @@ pub async fn report(env: &HashMap<String, String>, json: bool) -> CliResult {
     let tenant = super::report_tenant(env).ok_or_else(|| {
         CliError::new("the tenant config did not load: it names the funnel and the payment link")
     })?;
-    let keys = crate::learning::measures::Keys::of(&crate::report::sales_keys(&tenant))
-        .ok_or_else(|| {
+    let keys = crate::learning::measures::Keys::of(&crate::sales::sales_keys(&tenant)).ok_or_else(
+        || {
             CliError::new(
                 "tools.json needs a funnel field and a payment_link flow: nothing to measure",
             )
-        })?;
+        },
+    )?;
     let store = existing_store(env).await?;
     let measures =
         crate::learning::measures::read(store.as_ref(), &keys, Clock::system().now()).await?;

@@ -24,6 +24,7 @@ pub mod inbound;
 pub mod rate_limit;
 mod release;
 mod response_body;
+mod scrape;
 pub mod server;
 mod wiring;
 
@@ -148,12 +149,21 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Resp
     let now = state.clock.now();
     let hold = crate::handoff::hold_hours(&config);
     let held_since = (hold > 0).then(|| now - chrono::Duration::hours(i64::from(hold)));
-    state
-        .metrics
-        .sample_store(state.store.as_ref(), &budget, held_since, now)
-        .await;
+    scrape::sample_store(
+        &state.metrics,
+        state.store.as_ref(),
+        &budget,
+        held_since,
+        now,
+    )
+    .await;
     // The plugin tools in force have their series, a reloaded one included.
-    state.metrics.plugin_tools(config.plugins.as_ref());
+    state.metrics.plugin_tools(
+        config
+            .plugins
+            .iter()
+            .flat_map(|p| p.tools.iter().map(|t| t.name.as_str())),
+    );
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         state.metrics.render(),

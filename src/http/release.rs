@@ -58,7 +58,7 @@ pub(super) async fn release(
     {
         Ok(released) => {
             if let Some(why) = released {
-                state.metrics.hold_release(why);
+                state.metrics.hold_release(why.as_str());
             }
             axum::Json(json!({"released": released.is_some()})).into_response()
         }

@@ -41,7 +41,7 @@ pub struct Funnel {
 impl Funnel {
     /// The tenant's funnel, when it has a funnel field.
     pub fn of(config: &crate::config::TenantConfig) -> Option<Self> {
-        let keys = crate::report::sales_keys(config);
+        let keys = crate::sales::sales_keys(config);
         Some(Self {
             field: keys.funnel_field?,
             offered_or_later: keys.offered_or_later,

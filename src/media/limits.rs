@@ -7,9 +7,6 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use super::FallbackCause;
-use super::probe::Probe;
-
 /// The limits, with the defaults a deployment gets when the variables are unset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MediaLimits {
@@ -58,22 +55,6 @@ impl Default for MediaLimits {
 }
 
 impl MediaLimits {
-    /// Whether a probed file may be decoded: its duration known and within the limit, every
-    /// video stream's size known and within the limit. Otherwise the media fallback.
-    pub fn admit(&self, probe: &Probe) -> Result<(), FallbackCause> {
-        let duration = probe.duration.ok_or(FallbackCause::Unmeasured)?;
-        if duration > self.max_duration {
-            return Err(FallbackCause::TooLong);
-        }
-        for frame in &probe.frames {
-            let (width, height) = frame.ok_or(FallbackCause::Unmeasured)?;
-            if width > self.max_dimension || height > self.max_dimension {
-                return Err(FallbackCause::FrameTooLarge);
-            }
-        }
-        Ok(())
-    }
-
     /// The largest picture a decoder may allocate (ffmpeg's `max_pixels`).
     pub fn max_pixels(&self) -> u64 {
         u64::from(self.max_dimension) * u64::from(self.max_dimension)
@@ -102,9 +83,10 @@ impl JobSlots {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::probe::Probe;
     use crate::media::process::tests::pause;
     use crate::media::video::Ffmpeg;
-    use crate::media::{MediaKind, MediaRef, MediaService, MediaSettings, Prepared};
+    use crate::media::{FallbackCause, MediaKind, MediaRef, MediaService, MediaSettings, Prepared};
     use crate::model::ModelError;
     use crate::model::transcription::{AudioClip, Transcriber, Transcript};
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::MediaError;
 use super::limits::MediaLimits;
 use super::process;
+use super::{FallbackCause, MediaError};
 
 /// What the probe learned of a file.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +30,25 @@ pub struct Probe {
 impl Probe {
     pub fn has_video(&self) -> bool {
         !self.frames.is_empty()
+    }
+}
+
+/// The limits' verdict on a probe (beside the probe, so the limits know nothing of it).
+impl MediaLimits {
+    /// Whether a probed file may be decoded: its duration known and within the limit, every
+    /// video stream's size known and within the limit. Otherwise the media fallback.
+    pub fn admit(&self, probe: &Probe) -> Result<(), FallbackCause> {
+        let duration = probe.duration.ok_or(FallbackCause::Unmeasured)?;
+        if duration > self.max_duration {
+            return Err(FallbackCause::TooLong);
+        }
+        for frame in &probe.frames {
+            let (width, height) = frame.ok_or(FallbackCause::Unmeasured)?;
+            if width > self.max_dimension || height > self.max_dimension {
+                return Err(FallbackCause::FrameTooLarge);
+            }
+        }
+        Ok(())
     }
 }
 

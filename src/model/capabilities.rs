@@ -33,7 +33,7 @@
 //!   at their default (thinking guide), so they get one only when the operator set it.
 //!   `responseJsonSchema` from Gemini 2.5 on; 2.0 and 1.5 answer in JSON mode only.
 
-use super::reasoning::Effort;
+use super::effort::Effort;
 
 /// How a model takes a sampling temperature.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -27,6 +27,7 @@ pub mod capabilities;
 #[cfg(test)]
 mod conformance;
 pub mod demo;
+pub mod effort;
 pub mod google;
 pub mod http;
 pub mod mock;

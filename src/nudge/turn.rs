@@ -192,7 +192,7 @@ impl NudgeTurn for AgentNudgeTurn {
             thought => {
                 // A reply a guardrail stopped counts as an inbound turn's does.
                 if let Some(thought) = &thought {
-                    self.metrics.guardrail(thought.reply.cause);
+                    self.metrics.guardrail(thought.reply.cause.guardrail_kind());
                 }
                 let reason = match &thought {
                     None => skip::MODEL_ABORTED,
@@ -279,9 +279,9 @@ impl AgentNudgeTurn {
             .write(conversation, nudge, NudgeStatus::Sent, None, &turn, &[row])
             .await;
         if matches!(written, Written::Yes) {
-            self.metrics.actions_unattempted(&unattempted);
+            actions::count_unattempted(&self.metrics, &unattempted);
             if let Some(duplicate) = duplicate {
-                self.metrics.duplicate(duplicate);
+                self.metrics.duplicate(duplicate.kind());
             }
         }
         written.then_verdict(NudgeVerdict::Sent)
@@ -322,7 +322,7 @@ impl AgentNudgeTurn {
             )
             .await;
         if matches!(written, Written::Yes) {
-            self.metrics.actions_unattempted(&staged);
+            actions::count_unattempted(&self.metrics, &staged);
         }
         written
     }

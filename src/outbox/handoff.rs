@@ -227,7 +227,7 @@ impl Handoffs {
                 ..Exchange::of(&reason)
             })
             .await?;
-        self.metrics.escalation(Escalation::Interrupted);
+        self.metrics.escalation(Escalation::Interrupted.as_str());
         tracing::warn!(
             conversation = %row.conversation_id,
             reason = Escalation::Interrupted.as_str(),

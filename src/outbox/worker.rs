@@ -810,8 +810,7 @@ impl OutboxWorker {
         let turn_id = payload.as_ref().and_then(|p| p.turn_id);
         let mut actions: Vec<StagedAction> = payload.map(|p| p.actions).unwrap_or_default();
         if actions::settle_staged(&mut actions, ActionStatus::DeadLettered) > 0 {
-            self.metrics
-                .actions_in(&actions, ActionStatus::DeadLettered);
+            actions::count_in(&self.metrics, &actions, ActionStatus::DeadLettered);
             self.save_actions(turn_id, &actions).await;
         }
         let queued = self
@@ -874,7 +873,7 @@ impl OutboxWorker {
         for id in queued {
             self.handoffs.deliver_now(id).await;
         }
-        self.metrics.escalation(Escalation::DeadLettered);
+        self.metrics.escalation(Escalation::DeadLettered.as_str());
         if rows.is_empty() {
             tracing::warn!(
                 conversation = %row.conversation_id,

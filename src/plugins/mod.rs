@@ -109,7 +109,7 @@ pub async fn read(
             Ok(_) => ActionStatus::Performed,
             Err(_) => ActionStatus::Failed,
         };
-        metrics.action(&tool.name, status);
+        metrics.action(&tool.name, &status.label());
     }
     let view = match called {
         Ok(view) => view,
@@ -226,7 +226,7 @@ pub async fn perform_write(
             action.entry.error = Some(error);
         }
     }
-    metrics.action(&action.entry.tool, action.entry.status);
+    metrics.action(&action.entry.tool, &action.entry.status.label());
     // A performed or failed write forgets what it sent (a note's text does not outlive it).
     action.operation = Operation::Cleared;
 }
@@ -250,7 +250,7 @@ pub fn settle_may_have_run(
     action.entry.status = ActionStatus::Failed;
     action.entry.error = Some(MAY_HAVE_RUN.to_owned());
     action.operation = Operation::Cleared;
-    metrics.action(&action.entry.tool, ActionStatus::Failed);
+    metrics.action(&action.entry.tool, &ActionStatus::Failed.label());
 }
 
 #[cfg(test)]

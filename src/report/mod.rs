@@ -18,7 +18,6 @@
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use serde::Serialize;
 
-use crate::config::TenantConfig;
 use crate::store::{SalesKeys, Store, StoreError};
 
 pub mod handoffs;
@@ -58,33 +57,6 @@ pub fn iso_week(now: DateTime<Utc>, weeks_back: u32) -> (NaiveDate, NaiveDate) {
     let monday = today - Duration::days(i64::from(today.weekday().num_days_from_monday()));
     let from = monday - Duration::weeks(i64::from(weeks_back));
     (from, from + Duration::weeks(1))
-}
-
-/// The sales ids the report counts by, from the tenant's `tools.json`: the intent and funnel
-/// fields, the funnel's values from `offered` and from `prepared` on, and the payment-link flow.
-pub fn sales_keys(config: &TenantConfig) -> SalesKeys {
-    let Some(tools) = config.tools.as_ref() else {
-        return SalesKeys::default();
-    };
-    let funnel = crate::sales::funnel_field(tools);
-    let from = |stage: &str| -> Vec<String> {
-        funnel
-            .map(|f| {
-                f.values
-                    .iter()
-                    .skip_while(|v| v.as_str() != stage)
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    SalesKeys {
-        intent_field: crate::sales::intent_field(tools).map(|f| f.id.clone()),
-        funnel_field: funnel.map(|f| f.id.clone()),
-        offered_or_later: from("offered"),
-        prepared_or_later: from("prepared"),
-        payment_flow: crate::sales::payment_link(tools).map(|f| f.id.clone()),
-    }
 }
 
 /// Reads the last `weeks` ISO weeks (the current one included) and computes their measures.

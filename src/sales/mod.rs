@@ -36,7 +36,7 @@ pub use intent::Intent;
 pub use known::Known;
 pub use turn::{Commit, SalesCall, TurnSales, Verdict};
 
-use crate::config::{FUNNEL_STAGES, FieldConfig, FlowConfig, FlowRole, ToolsConfig};
+use crate::config::{FUNNEL_STAGES, FieldConfig, FlowConfig, FlowRole, TenantConfig, ToolsConfig};
 
 /// A funnel stage, by its place in [`FUNNEL_STAGES`]: forward is a larger number.
 pub type Stage = usize;
@@ -140,4 +140,31 @@ pub fn reads_records(tools: Option<&ToolsConfig>) -> bool {
     tools.is_some_and(|t| {
         !t.flows.is_empty() || t.fields.iter().any(|f| f.funnel || f.intent || f.offering)
     })
+}
+
+/// The sales ids the report and the learning cohort count by, from the tenant's `tools.json`: the intent and funnel
+/// fields, the funnel's values from `offered` and from `prepared` on, and the payment-link flow.
+pub fn sales_keys(config: &TenantConfig) -> crate::store::SalesKeys {
+    let Some(tools) = config.tools.as_ref() else {
+        return crate::store::SalesKeys::default();
+    };
+    let funnel = funnel_field(tools);
+    let from = |stage: &str| -> Vec<String> {
+        funnel
+            .map(|f| {
+                f.values
+                    .iter()
+                    .skip_while(|v| v.as_str() != stage)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    crate::store::SalesKeys {
+        intent_field: intent_field(tools).map(|f| f.id.clone()),
+        funnel_field: funnel.map(|f| f.id.clone()),
+        offered_or_later: from("offered"),
+        prepared_or_later: from("prepared"),
+        payment_flow: payment_link(tools).map(|f| f.id.clone()),
+    }
 }

@@ -102,7 +102,7 @@ impl TurnEngine {
         mode: Mode,
     ) -> Result<TurnResponse, StoreError> {
         let reply = &answer.thought.reply;
-        self.inner.metrics.guardrail(reply.cause);
+        self.inner.metrics.guardrail(reply.cause.guardrail_kind());
         let reason = if answer.thought.error.is_some() {
             Escalation::Error
         } else {
@@ -184,7 +184,7 @@ impl TurnEngine {
             )
             .await?;
         self.escalated(conversation, outcome, reason);
-        self.inner.metrics.actions_unattempted(&record);
+        actions::count_unattempted(&self.inner.metrics, &record);
         Ok(match mode {
             Mode::Inline => TurnResponse {
                 messages: vec![copy.clone()],

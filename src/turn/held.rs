@@ -65,7 +65,7 @@ impl TurnEngine {
         if handoff::release::record(inner.store.as_ref(), conversation, since, release_at, why)
             .await?
         {
-            inner.metrics.hold_release(why);
+            inner.metrics.hold_release(why.as_str());
             conversation.hold_released_at = Some(release_at);
             conversation.hold_release_reason = Some(why.as_str().to_owned());
             conversation.hold_note_due = true;
@@ -96,7 +96,7 @@ impl TurnEngine {
                 if handoff::release::record(inner.store.as_ref(), conversation, since, at, why)
                     .await?
                 {
-                    inner.metrics.hold_release(why);
+                    inner.metrics.hold_release(why.as_str());
                 }
                 Ok(false)
             }

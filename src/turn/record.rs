@@ -404,7 +404,7 @@ impl TurnEngine {
         reason: Escalation,
     ) {
         self.inner.metrics.turn(outcome);
-        self.inner.metrics.escalation(reason);
+        self.inner.metrics.escalation(reason.as_str());
         tracing::info!(
             conversation = %conversation.id,
             outcome,

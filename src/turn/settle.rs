@@ -142,7 +142,7 @@ impl TurnEngine {
         }
         inner.metrics.turn(outcome);
         if let Some(duplicate) = duplicate {
-            inner.metrics.duplicate(duplicate);
+            inner.metrics.duplicate(duplicate.kind());
         }
         match answer.held {
             Some(wait) => inner
@@ -150,7 +150,7 @@ impl TurnEngine {
                 .answered(AnswerPath::Held, answer.latency + wait),
             None => inner.metrics.answered(answer_path(mode), answer.latency),
         }
-        inner.metrics.actions_unattempted(&answer.actions);
+        actions::count_unattempted(&inner.metrics, &answer.actions);
         tracing::info!(
             conversation = %conversation.id,
             outcome,
@@ -187,7 +187,7 @@ impl TurnEngine {
         message.turn.escalation_reason = Some(Escalation::Aborted.as_str().to_owned());
         let reply = sent.map(|mut sent| {
             actions::settle_on_escalation(&mut sent, EscalationCause::Abort);
-            inner.metrics.actions_unattempted(&sent);
+            actions::count_unattempted(&inner.metrics, &sent);
             let mut turn = NewTurn::agent(
                 job.conversation.id,
                 &config.rules.messages.acknowledgement,

@@ -75,7 +75,7 @@ async fn conversation(store: &dyn Store, turns: &[AgentTurn<'_>], last_message: 
 }
 
 fn keys() -> Keys {
-    Keys::of(&crate::report::sales_keys(&learning_tenant(5.0))).expect("funnel and payment link")
+    Keys::of(&crate::sales::sales_keys(&learning_tenant(5.0))).expect("funnel and payment link")
 }
 
 /// Seven conversations over a no-playbook period, version A (live 40 days ago) and version B
@@ -203,7 +203,7 @@ pub(super) async fn spec_031_measures_attribute_to_the_version_of_the_first_offe
 pub(super) async fn spec_031_report_has_a_section_per_playbook_version(store: &dyn Store) {
     use crate::report::render::{Format, render};
     let (a, b) = seed_versions(store).await;
-    let sales = crate::report::sales_keys(&learning_tenant(5.0));
+    let sales = crate::sales::sales_keys(&learning_tenant(5.0));
     let report = crate::report::build(store, 16, now(), Some(&sales))
         .await
         .expect("report");

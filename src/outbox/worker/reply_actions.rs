@@ -32,7 +32,7 @@ impl OutboxWorker {
                     Some("sent without an answer twice; not sent again (it may have run)".into());
                 action.operation = actions::Operation::Cleared;
                 self.metrics
-                    .action(&action.entry.tool, ActionStatus::Failed);
+                    .action(&action.entry.tool, &ActionStatus::Failed.label());
                 progress.trigger_timeouts = 0;
                 let _ = self.save_action_progress(row, staged, *progress).await;
                 continue;
