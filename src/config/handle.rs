@@ -7,6 +7,10 @@
 //! - A turn holds the `Arc` it got from [`ConfigHandle::snapshot`] to its end, so a reload never
 //!   mixes two configs within a turn.
 //! - A rejected reload logs file, path and rule only, never a value (C5, C9).
+//! - A reload that fails for any reason, a panic in the load or a check included, keeps the
+//!   config in force; what a set may expand into is bounded before it is built
+//!   (`load::MAX_PROMPT_BYTES`, the name and description limits), so no file set can make the
+//!   process allocate without bound.
 //! - A bounded reload ([`ConfigHandle::reload_bounded`]) swaps only what it read within its
 //!   bound: a read that returns late is dropped, and while it is still stuck no other read
 //!   starts, so a wedged file system costs one thread, not one per SIGHUP.
@@ -105,7 +109,18 @@ impl ConfigHandle {
     /// Reads and validates the folder again, and swaps only if the whole set is valid. Blocking
     /// file IO on a few small files: call it from `spawn_blocking` on a busy runtime.
     pub fn reload(&self) -> ReloadOutcome {
-        self.settle(load_dir(&self.dir, &self.ctx))
+        let loaded = std::panic::catch_unwind(|| load_dir(&self.dir, &self.ctx))
+            .unwrap_or_else(|_| Err(self.failed_unexpectedly()));
+        self.settle(loaded)
+    }
+
+    /// A reload that panicked: refused like an invalid set, naming the folder only.
+    fn failed_unexpectedly(&self) -> ConfigErrors {
+        ConfigErrors(vec![ConfigIssue::new(
+            self.dir.display().to_string(),
+            "$",
+            "the reload failed unexpectedly",
+        )])
     }
 
     /// [`reload`](Self::reload) on a blocking thread, bounded by `bound`: a read that takes
@@ -140,11 +155,7 @@ impl ConfigHandle {
             Ok(Err(panicked)) => {
                 self.reading.store(false, Ordering::Release);
                 tracing::error!(error = %panicked, "tenant config reload failed");
-                self.settle(Err(ConfigErrors(vec![ConfigIssue::new(
-                    self.dir.display().to_string(),
-                    "$",
-                    "the reload failed unexpectedly",
-                )])))
+                self.settle(Err(self.failed_unexpectedly()))
             }
             Err(_) => {
                 tracing::warn!(
@@ -160,9 +171,15 @@ impl ConfigHandle {
     /// Swaps in a config that loaded and passes the registered checks, or logs why the set was
     /// refused.
     fn settle(&self, loaded: Result<TenantConfig, ConfigErrors>) -> ReloadOutcome {
-        let loaded = loaded.and_then(|config| match self.env_issues(&config) {
-            issues if issues.is_empty() => Ok(config),
-            issues => Err(ConfigErrors(issues)),
+        // A check that panics refuses the set: whatever fails, the config in force stays.
+        let loaded = loaded.and_then(|config| {
+            let checked =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.env_issues(&config)));
+            match checked {
+                Ok(issues) if issues.is_empty() => Ok(config),
+                Ok(issues) => Err(ConfigErrors(issues)),
+                Err(_) => Err(self.failed_unexpectedly()),
+            }
         });
         match loaded {
             Ok(config) => {
@@ -202,6 +219,54 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         crate::config::examples::copy_demo_into(dir.path());
         dir
+    }
+
+    /// Each file under its size limit, yet `prompt.md` repeats the placeholder 65,000 times and
+    /// `businessName` is 200,000 characters: the set is refused, naming both files and rules,
+    /// before anything is expanded, and the config in force stays.
+    #[test]
+    fn a_config_that_would_expand_without_bound_is_refused_and_the_old_one_kept() {
+        let dir = demo_copy();
+        let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
+        let before = handle.snapshot();
+        let prompt = "{{businessName}}".repeat(65_000);
+        assert!(prompt.len() < crate::config::MAX_FILE_BYTES as usize);
+        fs::write(dir.path().join("prompt.md"), &prompt).expect("write");
+        let catalog_path = dir.path().join("catalog.json");
+        let mut catalog: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&catalog_path).unwrap()).unwrap();
+        catalog["businessName"] = serde_json::Value::String("N".repeat(200_000));
+        fs::write(&catalog_path, catalog.to_string()).expect("write");
+
+        let outcome = handle.reload();
+        let ReloadOutcome::Rejected(errors) = outcome else {
+            panic!("the set must be refused, got {outcome:?}");
+        };
+        let named = |file: &str, path: &str| {
+            errors
+                .issues()
+                .iter()
+                .any(|i| i.file == file && i.path == path && i.rule.contains("at most"))
+        };
+        assert!(named("prompt.md", "$"), "{errors}");
+        assert!(named("catalog.json", "$.businessName"), "{errors}");
+        assert_eq!(*handle.snapshot(), *before);
+    }
+
+    #[test]
+    fn a_reload_whose_check_panics_keeps_the_old_config() {
+        let dir = demo_copy();
+        let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
+        let before = handle.snapshot();
+        fs::write(
+            dir.path().join("prompt.md"),
+            "A new persona for {{businessName}}.",
+        )
+        .expect("write");
+        handle.check_with(Box::new(|_, _| panic!("a check failed")));
+        let outcome = handle.reload();
+        assert!(matches!(outcome, ReloadOutcome::Rejected(_)), "{outcome:?}");
+        assert_eq!(*handle.snapshot(), *before);
     }
 
     #[test]

@@ -32,4 +32,4 @@ pub use handle::{ConfigHandle, ReloadOutcome};
 pub use load::{ConfigContext, MAX_FILE_BYTES, load_dir};
 pub use schema::schemas;
 pub use tenant::*;
-pub use validate::is_valid_id;
+pub use validate::{MAX_DESCRIPTION_CHARS, MAX_ID_CHARS, MAX_NAME_CHARS, is_valid_id};

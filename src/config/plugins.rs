@@ -272,6 +272,14 @@ pub fn validate(file: &str, config: &PluginsConfig) -> Vec<ConfigIssue> {
         }
         if tool.description.trim().is_empty() {
             issue(format!("{at}.description"), "must not be empty");
+        } else if tool.description.chars().count() > crate::config::MAX_DESCRIPTION_CHARS {
+            issue(
+                format!("{at}.description"),
+                &format!(
+                    "must be at most {} characters",
+                    crate::config::MAX_DESCRIPTION_CHARS
+                ),
+            );
         }
         let mut queries = 0;
         for (key, parameter) in &tool.parameters {

@@ -47,6 +47,18 @@ pub const TOOLS_FILE: &str = "tools.json";
 /// The placeholder in `prompt.md` filled with the catalog's `businessName`.
 pub const BUSINESS_NAME_PLACEHOLDER: &str = "{{businessName}}";
 
+/// The largest prompt, `{{businessName}}` filled in, in bytes: no more than a prompt file may
+/// hold. Checked before the placeholder is filled, so nothing large is ever allocated.
+pub const MAX_PROMPT_BYTES: usize = MAX_FILE_BYTES as usize;
+
+/// The length of `prompt` with every placeholder replaced by `name`, computed without building
+/// it (saturating: an absurd count cannot wrap around to a small number).
+fn expanded_len(prompt: &str, name: &str) -> usize {
+    let count = prompt.matches(BUSINESS_NAME_PLACEHOLDER).count();
+    (prompt.len() - count * BUSINESS_NAME_PLACEHOLDER.len())
+        .saturating_add(count.saturating_mul(name.len()))
+}
+
 /// What the loader needs from the environment (SYSTEM 5.2) to run the cross-checks of 012 and
 /// 019: the names the server itself writes, which the tenant's tools must never touch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,6 +185,23 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
                 issues.extend(validate::learning_needs_funnel(name, r, Some(t)))
             }
             Some(_) => {}
+        }
+    }
+
+    // The prompt as the model gets it, `{{businessName}}` filled, is bounded like the file it
+    // comes from: each file under its limit must not expand into something far larger.
+    if let (Some(prompt), Some((_, Parsed { value: Some(c), .. }))) = (&prompt, &catalog) {
+        let expanded = expanded_len(prompt, &c.business_name);
+        if expanded > MAX_PROMPT_BYTES {
+            issues.push(ConfigIssue::new(
+                PROMPT_FILE,
+                "$",
+                format!(
+                    "with {BUSINESS_NAME_PLACEHOLDER} filled from catalog.json's businessName it \
+                     would be {expanded} bytes; it must be at most {MAX_PROMPT_BYTES} (use the \
+                     placeholder fewer times)"
+                ),
+            ));
         }
     }
 

@@ -7,7 +7,7 @@ use super::*;
 
 pub fn catalog(file: &str, catalog: &Catalog) -> Vec<ConfigIssue> {
     let mut r = Report::new(file);
-    r.non_empty("$.businessName", &catalog.business_name);
+    r.text("$.businessName", &catalog.business_name, MAX_NAME_CHARS);
     let currency_ok =
         catalog.currency.len() == 3 && catalog.currency.bytes().all(|b| b.is_ascii_uppercase());
     if !currency_ok {
@@ -24,8 +24,12 @@ pub fn catalog(file: &str, catalog: &Catalog) -> Vec<ConfigIssue> {
     for (i, o) in catalog.offerings.iter().enumerate() {
         let at = format!("$.offerings[{i}]");
         ids.id(&mut r, format!("{at}.id"), &o.id, "among offerings");
-        r.non_empty(format!("{at}.name"), &o.name);
-        r.non_empty(format!("{at}.description"), &o.description);
+        r.text(format!("{at}.name"), &o.name, MAX_NAME_CHARS);
+        r.text(
+            format!("{at}.description"),
+            &o.description,
+            MAX_DESCRIPTION_CHARS,
+        );
         if o.price.amount < 0 {
             r.push(
                 format!("{at}.price.amount"),
@@ -44,7 +48,7 @@ pub fn catalog(file: &str, catalog: &Catalog) -> Vec<ConfigIssue> {
             r.push(format!("{at}.durationHours"), "must be greater than zero");
         }
         if let Some(schedule) = &o.schedule {
-            r.non_empty(format!("{at}.schedule"), schedule);
+            r.text(format!("{at}.schedule"), schedule, MAX_DESCRIPTION_CHARS);
         }
         if let Some(url) = &o.url {
             let https = reqwest::Url::parse(url)
@@ -56,15 +60,27 @@ pub fn catalog(file: &str, catalog: &Catalog) -> Vec<ConfigIssue> {
     }
 
     for (i, faq) in catalog.faq.iter().enumerate() {
-        r.non_empty(format!("$.faq[{i}].question"), &faq.question);
-        r.non_empty(format!("$.faq[{i}].answer"), &faq.answer);
+        r.text(
+            format!("$.faq[{i}].question"),
+            &faq.question,
+            MAX_DESCRIPTION_CHARS,
+        );
+        r.text(
+            format!("$.faq[{i}].answer"),
+            &faq.answer,
+            MAX_DESCRIPTION_CHARS,
+        );
     }
 
     let mut ids = Unique::new();
     for (i, p) in catalog.payment_options.iter().enumerate() {
         let at = format!("$.paymentOptions[{i}]");
         ids.id(&mut r, format!("{at}.id"), &p.id, "among paymentOptions");
-        r.non_empty(format!("{at}.description"), &p.description);
+        r.text(
+            format!("{at}.description"),
+            &p.description,
+            MAX_DESCRIPTION_CHARS,
+        );
     }
     r.issues
 }

@@ -26,6 +26,14 @@ pub use tools::*;
 
 const ID_RULE: &str = "must match ^[a-z0-9_-]+$ (lowercase letters, digits, _ and -)";
 const NOT_EMPTY: &str = "must not be empty";
+/// The longest name the prompt quotes (`businessName`, an offering's name), in characters.
+pub const MAX_NAME_CHARS: usize = 200;
+/// The longest description, FAQ entry, schedule or payment option the prompt or a tool's spec
+/// quotes, in characters: a few paragraphs. Every such text is bounded, so what the prompt is
+/// built from is bounded too.
+pub const MAX_DESCRIPTION_CHARS: usize = 4000;
+/// The longest configured id, in characters (the prompt's history shows ids up to this).
+pub const MAX_ID_CHARS: usize = 64;
 const REPLY_FLOW_RULE: &str =
     "must not equal MANYCHAT_REPLY_FLOW_NS (the reply flow renders the reply field)";
 const REPLY_FIELD_RULE: &str =
@@ -65,9 +73,21 @@ impl<'a> Report<'a> {
         }
     }
 
+    /// A text the prompt quotes: not empty and at most `max` characters.
+    fn text(&mut self, path: impl Into<String>, value: &str, max: usize) {
+        let path = path.into();
+        if value.trim().is_empty() {
+            self.push(path, NOT_EMPTY);
+        } else if value.chars().count() > max {
+            self.push(path, format!("must be at most {max} characters"));
+        }
+    }
+
     fn id(&mut self, path: impl Into<String>, id: &str) {
         if !is_valid_id(id) {
             self.push(path, ID_RULE);
+        } else if id.chars().count() > MAX_ID_CHARS {
+            self.push(path, format!("must be at most {MAX_ID_CHARS} characters"));
         }
     }
 }

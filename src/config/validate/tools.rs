@@ -44,7 +44,11 @@ pub fn tools(
         if reply_flow.is_some_and(|reply| reply == flow.flow_ns.trim()) {
             r.push(format!("{at}.flowNs"), REPLY_FLOW_RULE);
         }
-        r.non_empty(format!("{at}.description"), &flow.description);
+        r.text(
+            format!("{at}.description"),
+            &flow.description,
+            MAX_DESCRIPTION_CHARS,
+        );
         match flow.role {
             Some(FlowRole::PaymentLink) => {
                 let rule = "at most one flow may have role payment_link";
@@ -144,7 +148,11 @@ pub fn tools(
                 "across tags and readable.tags",
             );
             r.non_empty(format!("{at}.tag"), &tag.tag);
-            r.non_empty(format!("{at}.description"), &tag.description);
+            r.text(
+                format!("{at}.description"),
+                &tag.description,
+                MAX_DESCRIPTION_CHARS,
+            );
         }
     }
 
@@ -162,7 +170,11 @@ pub fn tools(
             field_ids.id(&mut r, format!("{at}.id"), &field.id, id_scope);
             r.non_empty(format!("{at}.field"), &field.field);
             check_server_fields(&mut r, format!("{at}.field"), &field.field, ctx);
-            r.non_empty(format!("{at}.description"), &field.description);
+            r.text(
+                format!("{at}.description"),
+                &field.description,
+                MAX_DESCRIPTION_CHARS,
+            );
             check_values(&mut r, &at, &field.values);
 
             if !writable {
@@ -257,7 +269,11 @@ pub fn tools(
                 format!("must be between 1 and {MAX_NOTE_LENGTH}"),
             );
         }
-        r.non_empty(format!("{at}.description"), &note.description);
+        r.text(
+            format!("{at}.description"),
+            &note.description,
+            MAX_DESCRIPTION_CHARS,
+        );
     }
 
     // nudge (025).
