@@ -366,6 +366,7 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
             let rules = &app.config().snapshot().rules;
             (rules.max_turns_per_conversation, rules.idle_reset_hours)
         },
+        question: demo_banner::question_about(&app.config().snapshot().catalog),
     };
     println!("\n{banner}");
     let result = run_until_terminated(app).await;
