@@ -366,6 +366,7 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
             let rules = &app.config().snapshot().rules;
             (rules.max_turns_per_conversation, rules.idle_reset_hours)
         },
+        question: demo_banner::question_about(&app.config().snapshot().catalog),
     };
     println!("\n{banner}");
     let result = run_until_terminated(app).await;
@@ -556,7 +557,7 @@ pub async fn plugin_try(
     yes: bool,
 ) -> CliResult {
     let config = crate::config::load_dir(Path::new(&config_dir(env)), &context(env))?;
-    let printed = crate::plugins::commands::try_tool(
+    let tried = crate::plugins::commands::try_tool(
         config.plugins.as_ref(),
         plugin_secrets(env),
         name,
@@ -566,8 +567,12 @@ pub async fn plugin_try(
     )
     .await
     .map_err(CliError::new)?;
-    println!("{printed}");
-    Ok(ExitCode::SUCCESS)
+    println!("{}", tried.printed);
+    if tried.answered {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("error: the endpoint did not answer as the tool needs (see above)");
+    Ok(ExitCode::FAILURE)
 }
 
 /// The name `name` reads from each of `items`, placed at `tools.json: $.<list>[i].<key>`.

@@ -11,16 +11,29 @@ use std::path::Path;
 use crate::config::ConfigContext;
 use crate::config::load::files_read;
 
-/// `tenant config: config/ (prompt.md, catalog.json, rules.json, tools.json)`, saying when the
-/// demo's examples stood in.
+/// `tenant config: config/ (prompt.md, catalog.json, rules.json, tools.json, plugins.json: 2
+/// tools)`, saying when the demo's examples stood in. `plugins.json` is named when present, with
+/// its tools counted as written (`config check` says whether they load).
 pub(super) fn line(dir: &Path, ctx: &ConfigContext) -> String {
-    let files = files_read(dir, ctx);
+    let mut files = files_read(dir, ctx);
     let examples = files.iter().filter(|f| f.ends_with(".example")).count();
     let note = match examples {
         0 => String::new(),
         n if n == files.len() => "; the demo tenant's examples, not your own files".to_owned(),
         _ => "; a .example stands in for each file you have not written".to_owned(),
     };
+    let plugins = dir.join(crate::plugins::PLUGINS_FILE);
+    if plugins.is_file() {
+        let tools = std::fs::read(&plugins)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .and_then(|file| file.get("tools")?.as_array().map(Vec::len));
+        files.push(match tools {
+            Some(1) => format!("{}: 1 tool", crate::plugins::PLUGINS_FILE),
+            Some(n) => format!("{}: {n} tools", crate::plugins::PLUGINS_FILE),
+            None => crate::plugins::PLUGINS_FILE.to_owned(),
+        });
+    }
     format!(
         "tenant config: {} ({}{note})",
         dir.display(),
@@ -60,6 +73,18 @@ mod tests {
             line(own.path(), &ConfigContext::default()),
             format!(
                 "tenant config: {} (prompt.md, catalog.json)",
+                own.path().display()
+            )
+        );
+        std::fs::write(
+            own.path().join("plugins.json"),
+            r#"{"tools": [{"name": "a"}, {"name": "b"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            line(own.path(), &ConfigContext::default()),
+            format!(
+                "tenant config: {} (prompt.md, catalog.json, plugins.json: 2 tools)",
                 own.path().display()
             )
         );

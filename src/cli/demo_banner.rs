@@ -18,6 +18,24 @@ pub(super) struct DemoBanner {
     pub(super) turn_cap: (u32, u32),
     /// Which tenant files the demo read (`config_used::line`).
     pub(super) config: String,
+    /// The example question of the curl and simulate lines ([`question_about`]).
+    pub(super) question: String,
+}
+
+/// The banner's example question: the price of the loaded catalog's first offering, which the
+/// demo's model answers from the catalog. A name that would need quoting in the printed shell
+/// lines (a quote, `\`, `$`, a backtick, a control character) gives the question without it.
+pub(super) fn question_about(catalog: &crate::config::tenant::Catalog) -> String {
+    let plain = |name: &str| {
+        !name.trim().is_empty()
+            && !name
+                .chars()
+                .any(|c| c.is_control() || matches!(c, '\'' | '"' | '\\' | '$' | '`' | '!'))
+    };
+    match catalog.offerings.first().map(|o| o.name.trim()) {
+        Some(name) if plain(name) => format!("How much is {name}?"),
+        _ => "How much does it cost?".to_owned(),
+    }
 }
 
 /// How the operator runs a command: `cargo run --` when this binary is a build in a checkout's
@@ -107,7 +125,8 @@ impl std::fmt::Display for DemoBanner {
             f,
             "  curl -s http://127.0.0.1:{port}/v1/channels/manychat/message \\\n    \
              -H 'Authorization: Bearer {secret}' -H 'Content-Type: application/json' \\\n    \
-             -d '{{\"subscriber_id\":\"{subscriber}\",\"text\":\"How much are your courses?\"}}'"
+             -d '{{\"subscriber_id\":\"{subscriber}\",\"text\":\"{question}\"}}'",
+            question = self.question
         )?;
         if let Some(sandbox) = &self.sandbox {
             let note = crate::manychat::sandbox::DEMO_VOICE_NOTE_PATH;
@@ -123,7 +142,8 @@ impl std::fmt::Display for DemoBanner {
         };
         writeln!(
             f,
-            "  MANYCHAT_SHARED_SECRET={secret} {cmd} simulate{url} \"How much are your courses?\""
+            "  MANYCHAT_SHARED_SECRET={secret} {cmd} simulate{url} \"{}\"",
+            self.question
         )?;
         let (cap, idle) = self.turn_cap;
         writeln!(
@@ -142,5 +162,24 @@ impl std::fmt::Display for DemoBanner {
                 "Its data lives in DATABASE_URL: `{cmd} forget <subscriber_id>` erases one contact."
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_question_asks_the_price_of_the_loaded_catalogs_first_offering() {
+        let mut catalog = crate::config::examples::demo_tenant().catalog;
+        assert_eq!(
+            question_about(&catalog),
+            format!("How much is {}?", catalog.offerings[0].name)
+        );
+        catalog.offerings[0].name = "Limpeza dentária".into();
+        assert_eq!(question_about(&catalog), "How much is Limpeza dentária?");
+        // A name the printed shell lines would have to quote is left out.
+        catalog.offerings[0].name = "Dr. O'Neill's check-up".into();
+        assert_eq!(question_about(&catalog), "How much does it cost?");
     }
 }

@@ -246,6 +246,17 @@ fn is_loopback(url: &reqwest::Url) -> bool {
 }
 
 /// Every rule of `plugins.json` beyond types, all reported at once.
+/// The descriptions `plugin new` writes, one per kind: placeholders the model would read as the
+/// tool's purpose, so the config is refused until each is replaced.
+pub const PLACEHOLDER_DESCRIPTIONS: [&str; 2] = [
+    "What this looks up, and when to use it.",
+    "What this records, and when to use it.",
+];
+
+/// The rule a placeholder description breaks (`plugin new` itself lets it pass: it writes it).
+pub const PLACEHOLDER_RULE: &str = "is still the placeholder `plugin new` wrote: say what the tool \
+     does and when to use it (the model reads only this)";
+
 pub fn validate(file: &str, config: &PluginsConfig) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     let mut issue = |path: String, rule: &str| issues.push(ConfigIssue::new(file, path, rule));
@@ -280,6 +291,8 @@ pub fn validate(file: &str, config: &PluginsConfig) -> Vec<ConfigIssue> {
                     crate::config::MAX_DESCRIPTION_CHARS
                 ),
             );
+        } else if PLACEHOLDER_DESCRIPTIONS.contains(&tool.description.trim()) {
+            issue(format!("{at}.description"), PLACEHOLDER_RULE);
         }
         let mut queries = 0;
         for (key, parameter) in &tool.parameters {

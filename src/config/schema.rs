@@ -10,7 +10,9 @@ use schemars::schema_for;
 
 use super::tenant::{Catalog, Rules, ToolsConfig};
 
-/// `(file name under config/schema/, schema)` for each JSON config file.
+/// `(file name under config/schema/, schema)` for each JSON config file. Each schema's `$id` is
+/// its own file name (a reference resolved where the file lies), and each allows the top-level
+/// `"$schema"` key an editor writes to find it (`config/README.md` "Editor support").
 pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
     vec![
         ("catalog.schema.json", schema_for!(Catalog).to_value()),
@@ -21,6 +23,24 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
             schema_for!(super::plugins::PluginsConfig).to_value(),
         ),
     ]
+    .into_iter()
+    .map(|(name, mut schema)| {
+        schema["$id"] = serde_json::Value::from(name);
+        if let Some(properties) = schema["properties"].as_object_mut() {
+            properties.insert(
+                "$schema".to_owned(),
+                serde_json::json!({
+                    "description": format!(
+                        "This file's JSON Schema, for editors (e.g. ./schema/{name}); not read \
+                         by the service."
+                    ),
+                    "type": "string"
+                }),
+            );
+        }
+        (name, schema)
+    })
+    .collect()
 }
 
 /// A schema as committed: pretty JSON with a trailing newline.
@@ -53,6 +73,25 @@ mod tests {
                 "{} is out of date: run `UPDATE_SCHEMAS=1 cargo test --lib config_schemas_are_in_sync` and commit it",
                 path.display()
             );
+        }
+    }
+
+    /// An editor finds each schema from the `"$schema"` key of the shipped examples (copied to
+    /// `config/`, `./schema/<name>` resolves to the committed file), and each schema's `$id` is
+    /// that file's name.
+    #[test]
+    fn each_example_names_its_schema_whose_id_is_its_file_name() {
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for (name, schema) in schemas() {
+            assert_eq!(schema["$id"], name);
+            assert!(config.join("schema").join(name).is_file(), "{name}");
+            let file = name.replace(".schema.json", ".json.example");
+            if name == "plugins.schema.json" {
+                continue;
+            }
+            let text = std::fs::read_to_string(config.join(&file)).expect("example exists");
+            let example: serde_json::Value = serde_json::from_str(&text).expect("example parses");
+            assert_eq!(example["$schema"], format!("./schema/{name}"), "{file}");
         }
     }
 

@@ -75,7 +75,8 @@ pub fn new_tool(
     Ok(guide(&entry, kind))
 }
 
-/// The loader's own rules over a whole `plugins.json`: its issues as lines.
+/// The loader's own rules over a whole `plugins.json`: its issues as lines, but for the
+/// placeholder descriptions this command writes (`config check` refuses them until replaced).
 fn checked(file: &Value) -> Result<PluginsConfig, String> {
     let parsed: PluginsConfig = serde_path_to_error::deserialize(file.clone()).map_err(|e| {
         format!(
@@ -83,7 +84,8 @@ fn checked(file: &Value) -> Result<PluginsConfig, String> {
             e.path()
         )
     })?;
-    let issues = config::validate(PLUGINS_FILE, &parsed);
+    let mut issues = config::validate(PLUGINS_FILE, &parsed);
+    issues.retain(|issue| issue.rule != config::PLACEHOLDER_RULE);
     if issues.is_empty() {
         Ok(parsed)
     } else {
@@ -108,10 +110,7 @@ fn skeleton(name: &str, kind: ToolKind, url: Option<&str>) -> Vec<(&'static str,
     ];
     match kind {
         ToolKind::Read => fields.extend([
-            (
-                "description",
-                json!("What this looks up, and when to use it."),
-            ),
+            ("description", json!(config::PLACEHOLDER_DESCRIPTIONS[0])),
             (
                 "parameters",
                 json!({"query": {"type": "query", "maxLength": 200}}),
@@ -122,10 +121,7 @@ fn skeleton(name: &str, kind: ToolKind, url: Option<&str>) -> Vec<(&'static str,
             ),
         ]),
         ToolKind::Write => fields.extend([
-            (
-                "description",
-                json!("What this records, and when to use it."),
-            ),
+            ("description", json!(config::PLACEHOLDER_DESCRIPTIONS[1])),
             (
                 "parameters",
                 json!({"summary": {"type": "note", "maxLength": 300}}),
@@ -235,9 +231,18 @@ fn guide(entry: &Value, kind: ToolKind) -> String {
     )
 }
 
+/// What `plugin try` did: what to print, and whether the endpoint answered as the tool
+/// needs (a read's answer the model would be given; a write's 2xx). The command exits 1 when it
+/// did not: a refusal (401, any non-2xx), a timeout or an answer that breaks the tool's result.
+#[derive(Debug)]
+pub struct Tried {
+    pub printed: String,
+    pub answered: bool,
+}
+
 /// `plugin try`: one signed call of `name` now, for `subscriber`, with `--arg key=value`s.
-/// Returns what to print: the request, then what the model would be given (a read) or what the
-/// record of the write would say. A write is performed only when `yes`.
+/// Prints the request, then what the model would be given (a read) or what the record of the
+/// write would say. A write is performed only when `yes`.
 pub async fn try_tool(
     plugins: Option<&PluginsConfig>,
     secrets: SecretLookup,
@@ -245,7 +250,7 @@ pub async fn try_tool(
     subscriber: &str,
     raw_args: &[String],
     yes: bool,
-) -> Result<String, Refusal> {
+) -> Result<Tried, Refusal> {
     let tool = plugins
         .and_then(|p| p.tool(name))
         .ok_or_else(|| format!("{name} is not a tool in {PLUGINS_FILE}"))?;
@@ -265,10 +270,14 @@ pub async fn try_tool(
                 .map_err(|r| format!("refused ({}): {}", r.reason, r.message))?;
             let request = call::request_body(tool, &subscriber, &checked.sent);
             if checked.empty_query {
-                return Ok(format!(
-                    "request: none (the query is empty once cleaned)\nthe model would be given: {}",
-                    super::result::unavailable()
-                ));
+                return Ok(Tried {
+                    printed: format!(
+                        "request: none (the query is empty once cleaned)\nthe model would be \
+                         given: {}",
+                        super::result::unavailable()
+                    ),
+                    answered: true,
+                });
             }
             let fence = Fence::new();
             let given = match super::view_of(
@@ -281,13 +290,16 @@ pub async fn try_tool(
             )
             .await
             {
-                Ok(view) => view.to_string(),
-                Err(why) => format!("{} ({why})", super::result::unavailable()),
+                Ok(view) => (view.to_string(), true),
+                Err(why) => (format!("{} ({why})", super::result::unavailable()), false),
             };
-            Ok(format!(
-                "request: POST {}\n{request}\nthe model would be given: {given}",
-                tool.url
-            ))
+            Ok(Tried {
+                printed: format!(
+                    "request: POST {}\n{request}\nthe model would be given: {}",
+                    tool.url, given.0
+                ),
+                answered: given.1,
+            })
         }
         ToolKind::Write => {
             let mut action = super::stage_write(tool, &Value::Object(arguments))
@@ -312,11 +324,14 @@ pub async fn try_tool(
                 std::slice::from_mut(&mut action),
             )
             .await;
-            Ok(format!(
-                "request: POST {}\n{request}\nthe record would say: {}",
-                tool.url,
-                crate::actions::record(std::slice::from_ref(&action))[0]
-            ))
+            Ok(Tried {
+                printed: format!(
+                    "request: POST {}\n{request}\nthe record would say: {}",
+                    tool.url,
+                    crate::actions::record(std::slice::from_ref(&action))[0]
+                ),
+                answered: action.entry.status == crate::actions::ActionStatus::Performed,
+            })
         }
     }
 }

@@ -929,6 +929,12 @@ fn the_readme_walk_through_runs_on_a_fresh_clone_without_config_files() {
     let examples = "tenant config: config (prompt.md.example, catalog.json.example, \
                     rules.json.example, tools.json.example; the demo tenant's examples";
     assert!(demo.banner.contains(examples), "{}", demo.banner);
+    let question = "How much is Wheel Throwing Basics?";
+    assert!(
+        demo.banner.contains(&format!("\"text\":\"{question}\"")),
+        "the example question is the loaded catalog's: {}",
+        demo.banner
+    );
     let secret = secret_of(&demo.banner);
     let sandbox = piece_after(&demo.banner, "a local sandbox at ", |rest| {
         rest.split_whitespace().next()

@@ -747,16 +747,32 @@ fn plugin_new_adds_a_checked_skeleton_all_or_nothing() {
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(written["tools"][0]["name"], "seats_left");
     assert_eq!(written["tools"][0]["kind"], "read");
-    let checked = binary()
-        .args(["config", "check"])
-        .env_clear()
-        .env("CONFIG_DIR", dir.path())
-        .output()
-        .unwrap();
+    let check = || {
+        binary()
+            .args(["config", "check"])
+            .env_clear()
+            .env("CONFIG_DIR", dir.path())
+            .output()
+            .unwrap()
+    };
+    let checked = check();
+    assert_eq!(checked.status.code(), Some(1), "{checked:?}");
+    assert!(
+        String::from_utf8_lossy(&checked.stderr).contains(
+            "plugins.json: $.tools[0].description: is still the placeholder `plugin new` wrote"
+        ),
+        "the skeleton's description must be replaced: {checked:?}"
+    );
+    let described = std::fs::read_to_string(&file).unwrap().replace(
+        "What this looks up, and when to use it.",
+        "How many seats are left in a class. Use when the contact asks if there is room.",
+    );
+    std::fs::write(&file, described).unwrap();
+    let checked = check();
     assert_eq!(
         checked.status.code(),
         Some(0),
-        "the skeleton passes config check"
+        "the skeleton, described, passes config check: {checked:?}"
     );
 
     let before = std::fs::read(&file).unwrap();
@@ -900,6 +916,59 @@ async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
     let printed = String::from_utf8_lossy(&written.stdout);
     assert!(printed.contains("\"status\":\"performed\""), "{printed}");
     assert_eq!(signed_requests(&server, LEAD).await.len(), 1);
+}
+
+/// `plugin try` against an endpoint that refuses (a wrong secret's 401, any non-2xx) prints
+/// what it sent and what came of it, and exits 1: a script or a person sees the failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_try_exits_non_zero_when_the_endpoint_refuses() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    copy_demo_tenant(dir.path());
+    write_plugins(dir.path(), &plugins_json(&server.uri()));
+    let path = dir.path().to_owned();
+    let run = move |args: Vec<&'static str>| {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || plugin_command(&path, &args))
+    };
+    let read = run(vec![
+        "try",
+        "seats_left",
+        "--subscriber",
+        "8121",
+        "--arg",
+        "class=handbuilding",
+    ])
+    .await
+    .unwrap();
+    assert_eq!(read.status.code(), Some(1), "{read:?}");
+    assert!(
+        String::from_utf8_lossy(&read.stdout).contains("request: POST "),
+        "{read:?}"
+    );
+    let write = run(vec![
+        "try",
+        "create_lead",
+        "--subscriber",
+        "8121",
+        "--arg",
+        "class=wheel_basics",
+        "--arg",
+        "summary=Wants wheel.",
+        "--yes",
+    ])
+    .await
+    .unwrap();
+    assert_eq!(write.status.code(), Some(1), "{write:?}");
+    assert!(
+        String::from_utf8_lossy(&write.stdout).contains("\"status\":\"failed\""),
+        "{write:?}"
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), 2);
 }
 
 #[test]

@@ -30,6 +30,7 @@ use super::validate;
 
 mod parse;
 mod read;
+mod schema_key;
 mod wording;
 use parse::*;
 use read::*;

@@ -78,6 +78,7 @@ pub(super) fn parse_json<T: DeserializeOwned>(
     issues: &mut Vec<ConfigIssue>,
 ) -> Parsed<T> {
     let bytes = without_bom(bytes);
+    let bytes = &*super::schema_key::without_schema_key(file, bytes, issues);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         issues.push(ConfigIssue::new(
             file,
@@ -318,7 +319,14 @@ pub(super) fn push_type_issue(
     {
         at = parent;
     }
-    let issue = ConfigIssue::new(file, json_path_of(at), plain_type(&scrub(message)));
+    let mut rule = plain_type(&scrub(message));
+    if let [.., Step::Key(price), Step::Key(amount)] = at
+        && price == "price"
+        && amount == "amount"
+    {
+        rule.push_str(" (prices are in minor units, cents: 45000 is 450.00)");
+    }
+    let issue = ConfigIssue::new(file, json_path_of(at), rule);
     if !issues.contains(&issue) {
         issues.push(issue);
     }

@@ -491,3 +491,58 @@ fn spec_030_verification_1_settle_seconds_loads_from_0_to_30_and_fails_otherwise
         );
     }
 }
+
+#[test]
+fn a_decimal_price_is_refused_saying_prices_are_in_minor_units() {
+    let dir = demo_copy();
+    let path = dir.path().join(CATALOG_FILE);
+    let mut catalog: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    catalog["offerings"][0]["price"]["amount"] = serde_json::json!(210.5);
+    fs::write(&path, catalog.to_string()).unwrap();
+    let errors = load_err(&dir);
+    assert_eq!(errors.len(), 1, "{errors}");
+    let issue = &errors.issues()[0];
+    assert_eq!(issue.path, "$.offerings[0].price.amount");
+    assert_eq!(
+        issue.rule,
+        "must be a whole number, not a decimal number (prices are in minor units, cents: 45000 \
+         is 450.00)"
+    );
+}
+
+#[test]
+fn every_json_file_accepts_the_editors_schema_key_at_its_top_level_only() {
+    let dir = demo_copy();
+    for name in [CATALOG_FILE, RULES_FILE, TOOLS_FILE] {
+        let path = dir.path().join(name);
+        let mut file: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        file["$schema"] = serde_json::json!(format!("./schema/{name}"));
+        fs::write(&path, file.to_string()).unwrap();
+    }
+    write(
+        &dir,
+        crate::plugins::PLUGINS_FILE,
+        r#"{"$schema": "./schema/plugins.schema.json", "tools": []}"#,
+    );
+    load_dir(dir.path(), &ConfigContext::default()).expect("the $schema keys are accepted");
+
+    write(&dir, RULES_FILE, r#"{"$schema": ["not", "a", "string"]}"#);
+    let errors = load_err(&dir);
+    assert!(
+        errors
+            .issues()
+            .iter()
+            .any(|i| i.file == RULES_FILE && i.path == "$.$schema"),
+        "{errors}"
+    );
+    let errors = refused_with(
+        TOOLS_FILE,
+        r#"{"flows":[{"$schema":"x","id":"a","flowNs":"x","description":"d"}]}"#,
+    );
+    assert!(
+        errors.to_string().contains("unknown key `$schema`"),
+        "only at the top: {errors}"
+    );
+}

@@ -223,9 +223,36 @@ pub fn tools(
                     let values: HashSet<&str> = field.values.iter().map(String::as_str).collect();
                     let catalog_ids: HashSet<&str> = ids.iter().copied().collect();
                     if values != catalog_ids {
+                        let listed = |ids: Vec<&str>| match ids.is_empty() {
+                            true => None,
+                            false => Some(ids.join(", ")),
+                        };
+                        let missing = listed(
+                            ids.iter()
+                                .copied()
+                                .filter(|id| !values.contains(id))
+                                .collect(),
+                        );
+                        let extra = listed(
+                            field
+                                .values
+                                .iter()
+                                .map(String::as_str)
+                                .filter(|value| !catalog_ids.contains(value))
+                                .collect(),
+                        );
+                        let which = [
+                            missing.map(|ids| format!("missing {ids}")),
+                            extra.map(|ids| format!("not in the catalog: {ids}")),
+                        ];
+                        let which: Vec<String> = which.into_iter().flatten().collect();
                         r.push(
                             format!("{at}.values"),
-                            "an offering field's values must be exactly the catalog's offering ids",
+                            format!(
+                                "an offering field's values must be exactly the catalog's offering \
+                                 ids ({})",
+                                which.join("; ")
+                            ),
                         );
                     }
                 }
