@@ -5,6 +5,10 @@
 //! (the caller's `record`) commits while the burst is held, so a piece is either recorded and
 //! in the merged message, or neither and its own turn.
 //!
+//! The first piece's turn leaves `F` with its burst: what a joining piece needs to put the
+//! gathering turn on disk (its first piece and its promise) before the piece is answered
+//! silently (`turn::burst`).
+//!
 //! Invariants: a closed burst takes no piece (one that comes after the model started is a new
 //! turn); a burst is known only to the process that opened it, so on PostgreSQL a piece that
 //! reaches another replica is its own turn, queued behind this one (`docs/DEPLOYMENT.md`).
@@ -46,16 +50,33 @@ pub fn merged_text(first: &str, joined: &[String]) -> String {
     text
 }
 
-/// The bursts open in this process, one per contact at most.
-#[derive(Clone, Default)]
-pub struct Bursts {
-    open: Arc<Mutex<HashMap<SubscriberId, Arc<Burst>>>>,
+/// The bursts open in this process, one per contact at most; `F` is what each one's first
+/// piece leaves for the pieces that join it.
+pub struct Bursts<F> {
+    open: Arc<Mutex<HashMap<SubscriberId, Arc<Burst<F>>>>>,
+}
+
+impl<F> Clone for Bursts<F> {
+    fn clone(&self) -> Self {
+        Self {
+            open: self.open.clone(),
+        }
+    }
+}
+
+impl<F> Default for Bursts<F> {
+    fn default() -> Self {
+        Self {
+            open: Arc::default(),
+        }
+    }
 }
 
 /// One contact's open burst.
-pub struct Burst {
+pub struct Burst<F> {
     pieces: tokio::sync::Mutex<Pieces>,
     joined: Notify,
+    first: F,
 }
 
 struct Pieces {
@@ -67,17 +88,18 @@ struct Pieces {
 
 /// The first piece's hold on its burst: [`OpenBurst::collect`] waits for the rest. Dropped
 /// without collecting (the turn ended early), the burst closes and takes no more pieces.
-pub struct OpenBurst {
-    bursts: Bursts,
+pub struct OpenBurst<F> {
+    bursts: Bursts<F>,
     contact: SubscriberId,
-    burst: Arc<Burst>,
+    burst: Arc<Burst<F>>,
 }
 
-impl Bursts {
+impl<F> Bursts<F> {
     /// Opens `contact`'s burst for the turn about to wait for its pieces. The caller holds the
     /// contact's place in the turn order, so no other burst of theirs is open here.
-    /// `first_at` is when the first piece is recorded.
-    pub fn open(&self, contact: &SubscriberId, first_at: DateTime<Utc>) -> OpenBurst {
+    /// `first_at` is when the first piece is recorded; `first`, what the pieces that join get
+    /// ([`Burst::first`]).
+    pub fn open(&self, contact: &SubscriberId, first_at: DateTime<Utc>, first: F) -> OpenBurst<F> {
         let burst = Arc::new(Burst {
             pieces: tokio::sync::Mutex::new(Pieces {
                 closed: false,
@@ -85,6 +107,7 @@ impl Bursts {
                 last_at: first_at,
             }),
             joined: Notify::new(),
+            first,
         });
         self.lock().insert(contact.clone(), burst.clone());
         OpenBurst {
@@ -95,16 +118,16 @@ impl Bursts {
     }
 
     /// `contact`'s burst, when one is open (it may close before a piece joins it).
-    pub fn find(&self, contact: &SubscriberId) -> Option<Arc<Burst>> {
+    pub fn find(&self, contact: &SubscriberId) -> Option<Arc<Burst<F>>> {
         self.lock().get(contact).cloned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SubscriberId, Arc<Burst>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SubscriberId, Arc<Burst<F>>>> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Forgets `burst` if it is still `contact`'s entry.
-    fn remove(&self, contact: &SubscriberId, burst: &Arc<Burst>) {
+    fn remove(&self, contact: &SubscriberId, burst: &Arc<Burst<F>>) {
         let mut open = self.lock();
         if open.get(contact).is_some_and(|b| Arc::ptr_eq(b, burst)) {
             open.remove(contact);
@@ -112,19 +135,24 @@ impl Bursts {
     }
 }
 
-impl Burst {
+impl<F> Burst<F> {
+    /// What the burst's first piece left for the pieces that join it.
+    pub fn first(&self) -> &F {
+        &self.first
+    }
+
     /// Joins `text` while the burst is open: `record` (the piece's own write, given the time
     /// to record it at: `now`, or just after the piece before it, so the pieces keep their
     /// order) runs first, with the burst held, and the piece joins only once it succeeded.
     /// `None`: the burst had closed (nothing ran; the piece is a turn of its own).
-    pub async fn join<T, E, F, Fut>(
+    pub async fn join<T, E, R, Fut>(
         &self,
         text: &str,
         now: DateTime<Utc>,
-        record: F,
+        record: R,
     ) -> Option<Result<T, E>>
     where
-        F: FnOnce(DateTime<Utc>) -> Fut,
+        R: FnOnce(DateTime<Utc>) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
         let mut pieces = self.pieces.lock().await;
@@ -143,7 +171,7 @@ impl Burst {
     }
 }
 
-impl OpenBurst {
+impl<F> OpenBurst<F> {
     /// Waits until `window` passes without a new piece, or until `latest`, then closes the
     /// burst and gives back the pieces that joined it, in order.
     pub async fn collect(self, window: Duration, latest: Instant) -> Vec<String> {
@@ -161,7 +189,7 @@ impl OpenBurst {
     }
 }
 
-impl Drop for OpenBurst {
+impl<F> Drop for OpenBurst<F> {
     fn drop(&mut self) {
         self.bursts.remove(&self.contact, &self.burst);
         if let Ok(mut pieces) = self.burst.pieces.try_lock() {
@@ -188,8 +216,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_piece_within_the_window_joins_and_restarts_it() {
-        let bursts = Bursts::default();
-        let open = bursts.open(&contact(), t0());
+        let bursts = Bursts::<()>::default();
+        let open = bursts.open(&contact(), t0(), ());
         let started = Instant::now();
         let joiner = bursts.clone();
         tokio::spawn(async move {
@@ -213,8 +241,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_burst_never_waits_past_its_latest_start() {
-        let bursts = Bursts::default();
-        let open = bursts.open(&contact(), t0());
+        let bursts = Bursts::<()>::default();
+        let open = bursts.open(&contact(), t0(), ());
         let started = Instant::now();
         let joiner = bursts.clone();
         tokio::spawn(async move {
@@ -233,8 +261,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_closed_burst_takes_no_piece_and_runs_no_write() {
-        let bursts = Bursts::default();
-        let open = bursts.open(&contact(), t0());
+        let bursts = Bursts::<()>::default();
+        let open = bursts.open(&contact(), t0(), ());
         let burst = bursts.find(&contact()).unwrap();
         let pieces = open
             .collect(
@@ -256,8 +284,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_piece_is_recorded_after_the_one_before_it() {
-        let bursts = Bursts::default();
-        let _open = bursts.open(&contact(), t0());
+        let bursts = Bursts::<()>::default();
+        let _open = bursts.open(&contact(), t0(), ());
         let burst = bursts.find(&contact()).unwrap();
         let at = |text: &'static str| {
             let burst = burst.clone();

@@ -253,13 +253,16 @@ pub struct PromiseRows {
 /// How an exchange keeps a promise: the reply row gets `payload` (or keeps its fallback when
 /// `None`) and is due at `due`; the handoff row is due at `due` too when `handoff`, otherwise
 /// removed. Fails with [`StoreError::PromiseLapsed`] (and writes nothing) when the reply row is
-/// no longer `pending`: the outbox took the fallback already.
+/// no longer `pending`: the outbox took the fallback already. When `answered` (the reply left
+/// in the response), both rows go instead: nothing is owed (`payload`, `due` and `handoff`
+/// are then ignored).
 #[derive(Debug, Clone, Copy)]
 pub struct KeepPromise<'a> {
     pub rows: PromiseRows,
     pub payload: Option<&'a Value>,
     pub due: DateTime<Utc>,
     pub handoff: bool,
+    pub answered: bool,
 }
 
 /// A conversation's turns: recording them, reading the history, and a turn's units of work.

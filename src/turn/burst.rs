@@ -11,17 +11,38 @@
 //! turn counts every piece for the turn cap and the hourly rate, and checks the escalation
 //! keywords against every piece. The pieces' contact messages carry the burst's marks
 //! (`burst::MERGED` on the first, `burst::JOINED` on the rest) for the report.
+//!
+//! A silent response is a promise: before the first piece that joins is recorded (and answered
+//! silently), the gathering turn's first piece and its promise are on disk ([`FirstPiece`],
+//! written once per burst), so a process killed during the window leaves a promise that a
+//! restart answers like any acknowledged turn, reading the joined pieces with it
+//! (`record::run_again`). A burst no piece joined writes nothing before its turn's one write.
+
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::detach::Detachable;
 use super::gates::hour_start;
-use super::record::{Message, Outcome};
+use super::record::{Message, Outcome, Promise};
 use super::{Inbound, Mode, ReadTurn, TurnEngine, TurnError, TurnResponse, scripted_opening};
 use crate::burst::{self, OpenBurst};
 use crate::config::TenantConfig;
 use crate::handoff::{self, Hold};
 use crate::store::{Conversation, StoreError};
+
+/// What a burst's first piece leaves for the pieces that join it: enough to write the gathering
+/// turn's promise, and the promise once written (the turn keeps it).
+pub(super) struct FirstPiece {
+    config: Arc<TenantConfig>,
+    conversation: Conversation,
+    /// The first piece's message, marked `burst::MERGED` (a promise is written only once a
+    /// piece joined).
+    message: Message,
+    abort_at: Instant,
+    promise: Arc<tokio::sync::Mutex<Option<Promise>>>,
+}
 
 impl TurnEngine {
     /// `Some(response)` when `inbound` joined its contact's open burst: its message is recorded
@@ -31,7 +52,7 @@ impl TurnEngine {
         config: &TenantConfig,
         conversation: &Conversation,
         inbound: &Inbound,
-    ) -> Result<Option<TurnResponse>, StoreError> {
+    ) -> Result<Option<TurnResponse>, TurnError> {
         let inner = &self.inner;
         if !may_join(config, conversation, inbound, inner.clock.now()) {
             return Ok(None);
@@ -39,13 +60,18 @@ impl TurnEngine {
         let Some(open) = inner.bursts.find(&inbound.subscriber_id) else {
             return Ok(None);
         };
+        let first = open.clone();
         let record = |at| async move {
+            // The silent response promises the gathering turn's reply: its first piece and its
+            // promise are on disk first.
+            self.promise_first_piece(first.first()).await?;
             let mut message = Message::new(inbound.turn(conversation.id, true, at));
             message.turn.outcome = Some(burst::JOINED.to_owned());
             // Every piece counts against the hourly window.
             message.rate_window = Some(hour_start(at));
             self.record(conversation, &message, Outcome::default())
                 .await
+                .map_err(TurnError::from)
         };
         match open.join(&inbound.text, inner.clock.now(), record).await {
             None => Ok(None),
@@ -75,14 +101,29 @@ impl TurnEngine {
         {
             return self.proceed(turn).await;
         }
-        let open: OpenBurst = inner
-            .bursts
-            .open(&turn.inbound.subscriber_id, turn.message.turn.created_at);
+        // A turn that waited for its place promised its reply already: the pieces keep that.
+        let promised = Arc::new(tokio::sync::Mutex::new(turn.message.promise));
+        let mut merged = turn.message.clone();
+        merged.turn.outcome = Some(burst::MERGED.to_owned());
+        let first = FirstPiece {
+            config: turn.config.clone(),
+            conversation: turn.conversation.clone(),
+            message: merged,
+            abort_at: turn.inbound.arrived_at + inner.settings.model_abort,
+            promise: promised.clone(),
+        };
+        let open: OpenBurst<FirstPiece> = inner.bursts.open(
+            &turn.inbound.subscriber_id,
+            turn.message.turn.created_at,
+            first,
+        );
         let (gathered_tx, gathered_rx) = oneshot::channel();
         let engine = self.clone();
         let work = async move {
             let mut turn = turn;
             let pieces = open.collect(window, latest).await;
+            // A promise being written for a piece that joined is waited for: the turn keeps it.
+            turn.message.promise = *promised.lock().await;
             engine.fold_pieces(&mut turn, pieces);
             let Err(mut turn) = gathered_tx.send(turn) else {
                 return;
@@ -114,6 +155,35 @@ impl TurnEngine {
         match gathered {
             Ok(turn) => self.proceed(turn).await,
             // The work panicked (a bug): the contact gets the escalation copy.
+            Err(_) => Err(TurnError::Panicked),
+        }
+    }
+
+    /// Writes the gathering turn's promise (its first piece and the fallback rows) unless a
+    /// piece that joined before wrote it. The write runs in a task of its own, holding the
+    /// burst's promise slot, so a joining request dropped mid-write cannot leave it half known:
+    /// the gathering turn waits for the slot before it goes on.
+    async fn promise_first_piece(&self, first: &FirstPiece) -> Result<Promise, TurnError> {
+        let mut slot = first.promise.clone().lock_owned().await;
+        if let Some(promise) = *slot {
+            return Ok(promise);
+        }
+        let engine = self.clone();
+        let (config, conversation, message) = (
+            first.config.clone(),
+            first.conversation.clone(),
+            first.message.clone(),
+        );
+        let abort_at = first.abort_at;
+        let write = self.inner.tasks.spawn(async move {
+            let promise = engine
+                .promise(&config, &conversation, &message, abort_at)
+                .await?;
+            *slot = Some(promise);
+            Ok::<_, StoreError>(promise)
+        });
+        match write.await {
+            Ok(written) => Ok(written?),
             Err(_) => Err(TurnError::Panicked),
         }
     }

@@ -194,7 +194,7 @@ struct Inner {
     /// the response.
     plugins: crate::plugins::PluginClient,
     /// The contacts' bursts open in this process (`crate::burst`).
-    bursts: crate::burst::Bursts,
+    bursts: crate::burst::Bursts<burst::FirstPiece>,
 }
 
 impl TurnEngine {

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::agent_job::{AgentJob, Settled};
 use super::detach::Detachable;
+use super::record::Promise;
 use super::{Mode, TurnEngine, TurnError, TurnResponse};
 
 impl TurnEngine {
@@ -75,16 +76,28 @@ impl TurnEngine {
                 // 030: while a flow the turn sent still plays, the response is silent instead.
                 let message = lost_race_message.expect("kept for a lost race");
                 let silent = flows.playing_at(deadline);
-                let written = self
-                    .promise_before_response(
-                        &config,
-                        &conversation,
-                        &message,
-                        abort_at,
-                        promise_tx,
-                        silent,
-                    )
-                    .await;
+                // A promise written already (a piece of its burst was answered silently) is
+                // the one kept; no second one is written.
+                let written = match message.promise {
+                    Some(promise) => {
+                        let _ = promise_tx.send(Some(Promise {
+                            holding_line_withheld: silent,
+                            ..promise
+                        }));
+                        Ok(())
+                    }
+                    None => {
+                        self.promise_before_response(
+                            &config,
+                            &conversation,
+                            &message,
+                            abort_at,
+                            promise_tx,
+                            silent,
+                        )
+                        .await
+                    }
+                };
                 drop(agent);
                 written?;
                 inner.metrics.race_lost.inc();

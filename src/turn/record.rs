@@ -43,6 +43,9 @@ const PROMISE_MARGIN: chrono::Duration = chrono::Duration::seconds(5);
 /// as soon as its response is written; the worker takes it only if that did not happen.
 const INLINE_HANDOFF_GRACE: chrono::Duration = chrono::Duration::seconds(10);
 
+/// How many pieces of an interrupted turn's burst a re-run reads beyond its history.
+const RECOVERED_PIECES: i64 = 20;
+
 /// A model turn's model, tokens, cost and time, and (031) the playbook version its prompt
 /// carried, as every model turn records them (an inbound turn adds its contact reads; a nudge
 /// turn has none).
@@ -160,6 +163,8 @@ impl TurnEngine {
                     payload,
                     due,
                     handoff: false,
+                    // Nothing deferred: the answer leaves in the response, nothing is owed.
+                    answered: payload.is_none(),
                 });
             }
             (None, Some(payload)) => rows.push(outbox_row(
@@ -572,12 +577,27 @@ impl TurnEngine {
             None
         };
         let config = inner.config.snapshot();
+        // The pieces that joined the message's burst (`burst`) are read with it, in order.
+        let mut pieces = Vec::new();
         let history = if bound {
             let since =
                 message.created_at - chrono::Duration::days(i64::from(config.rules.history_days));
             let mut turns = store
-                .history(conversation.id, since, super::HISTORY_TURNS + 1)
+                .history(
+                    conversation.id,
+                    since,
+                    super::HISTORY_TURNS + 1 + RECOVERED_PIECES,
+                )
                 .await?;
+            pieces = turns
+                .iter()
+                .filter(|t| {
+                    t.id > promise.message_id
+                        && t.role == crate::store::Role::User
+                        && t.outcome.as_deref() == Some(crate::burst::JOINED)
+                })
+                .map(|t| t.text.clone())
+                .collect();
             turns.retain(|t| t.id < promise.message_id);
             let skip = turns.len().saturating_sub(super::HISTORY_TURNS as usize);
             turns.drain(..skip);
@@ -585,6 +605,7 @@ impl TurnEngine {
         } else {
             Vec::new()
         };
+        let contact_text = crate::burst::merged_text(&message.text, &pieces);
         let mut turn = NewTurn::user(conversation.id, &message.text, bound, message.created_at);
         turn.escalation_reason = None;
         // The re-run decides its sales moves against the records as they are now.
@@ -599,7 +620,7 @@ impl TurnEngine {
         let job = AgentJob {
             engine: self.clone(),
             derived: self.derived(&config),
-            contact_text: message.text,
+            contact_text,
             notices: crate::sales::notices::for_turn(&config, &known, bound),
             sales: known,
             history: history_turns(history),

@@ -13,7 +13,7 @@ use manychat_agent::store::Role;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
-use crate::selling::edit_rules;
+use crate::selling::{Backend, edit_rules};
 
 const PIECES: [&str; 3] = ["hi", "I saw your ad", "how much is the wheel course?"];
 
@@ -598,3 +598,113 @@ async fn burst_a_piece_that_reaches_another_replica_is_its_own_turn_behind_the_b
         "three messages, two answers"
     );
 }
+
+/// A burst killed in its window is answered: the silent response to a joined piece promises the
+/// gathering turn's reply, so the first piece and its promise are on disk before that response
+/// leaves. The process is killed before the window closes (its work never goes on: the clock
+/// stays frozen and it is stopped); on SQLite the restarted process answers the pieces together,
+/// once, through the outbox, and hands nobody over.
+async fn burst_killed_in_its_window_is_answered(backend: Backend) {
+    let _frozen = FrozenClock::freeze();
+    let database = match backend {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(fresh_postgres_url().await),
+    };
+    let killed_model = one_answer();
+    let killed = burst_app(killed_model.clone(), database).await;
+    killed.returning_contact("8131").await;
+    let first = send(&killed, "8131", PIECES[0]);
+    pause().await;
+    let (_, second) = killed.send("8131", PIECES[1]).await;
+    assert_joined_response(&second);
+    let (_, third) = killed.send("8131", PIECES[2]).await;
+    assert_joined_response(&third);
+
+    // What a kill leaves now: the store as it is.
+    let turns = killed.turns("8131").await;
+    let recorded: Vec<(Role, &str, Option<&str>)> = turns
+        .iter()
+        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            (Role::User, PIECES[0], Some("burst_merged")),
+            (Role::User, PIECES[1], Some("burst_joined")),
+            (Role::User, PIECES[2], Some("burst_joined")),
+        ],
+        "the first piece is on disk before any piece is answered silently"
+    );
+    let owed: Vec<_> = killed
+        .outbox()
+        .await
+        .into_iter()
+        .map(|row| (row.kind, row.payload["promise"].is_object()))
+        .collect();
+    assert_eq!(
+        owed,
+        [
+            (manychat_agent::store::OutboxKind::Reply, true),
+            (manychat_agent::store::OutboxKind::Handoff, false),
+        ],
+        "the gathering turn's promise: one reply row (and its fallback handoff)"
+    );
+    drop(first);
+    killed.server.abort();
+    assert_eq!(killed_model.calls(), 0, "killed before the model started");
+    if let Backend::Postgres = backend {
+        // A survivor takes a dead replica's promise over (`takeover`, tests/api/takeover.rs).
+        return;
+    }
+
+    let model = one_answer();
+    let restarted = spawn_app_with(AppOptions::new(model.clone()).with_burst().env(
+        "DATABASE_URL",
+        format!("sqlite://{}", killed.database_path.display()),
+    ))
+    .await;
+    until(async || {
+        restarted
+            .turns("8131")
+            .await
+            .iter()
+            .any(|t| t.outcome.as_deref() == Some("deferred"))
+    })
+    .await;
+    assert_eq!(model.calls(), 1);
+    assert!(
+        contact_message(&model, 0).contains(&PIECES.join("\n")),
+        "the restart reads the pieces together: {}",
+        contact_message(&model, 0)
+    );
+    restarted.settle_advancing().await;
+    let worker = restarted.worker.clone();
+    let delivery = tokio::spawn(async move { worker.run_once().await });
+    advance_by_steps_until(
+        Duration::from_millis(10),
+        Duration::from_secs(30),
+        async || delivery.is_finished(),
+    )
+    .await;
+    assert_eq!(delivery.await.unwrap().unwrap(), 1, "one row to deliver");
+    assert_eq!(
+        restarted
+            .manychat_texts("/fb/subscriber/setCustomFieldByName", "field_value")
+            .await,
+        ["The wheel course is 120 euros."],
+        "the real answer, once"
+    );
+    assert!(
+        restarted
+            .manychat_requests_to("/fb/subscriber/addTagByName")
+            .await
+            .is_empty(),
+        "nobody handed over: the turn was answered"
+    );
+    assert!(restarted.all_delivered().await, "nothing more is owed");
+}
+
+on_both_backends!(
+    #[tokio::test(start_paused = true)]
+    burst_killed_in_its_window_is_answered
+);

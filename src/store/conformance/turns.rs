@@ -569,6 +569,7 @@ pub async fn record_exchange_keeps_a_promise(store: &dyn Store) {
                 payload: Some(&payload),
                 due: at_s(105),
                 handoff: false,
+                answered: false,
             }),
             ..Exchange::of(&message)
         })
@@ -601,6 +602,7 @@ pub async fn record_exchange_keeps_a_promise(store: &dyn Store) {
                 payload: None,
                 due: at_s(107),
                 handoff: true,
+                answered: false,
             }),
             ..Exchange::of(&message)
         })
@@ -660,6 +662,108 @@ pub async fn record_exchange_keeps_a_promise(store: &dyn Store) {
             .await
             .unwrap()
             .is_none()
+    );
+}
+
+/// A promise whose reply left in the response (a burst's first piece answered inline after a
+/// joined piece was answered silently) is kept by removing both its rows: nothing is owed. A
+/// row the outbox took already makes the exchange fail as lapsed, writing nothing.
+pub async fn record_exchange_keeps_an_answered_promise_by_removing_its_rows(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let message = NewTurn::user(conversation.id, "Any places left?", true, at_s(100));
+    let fallback =
+        |kind, payload| NewOutboxRow::of(&conversation, kind, payload, at_s(100)).due_at(at_s(200));
+    let rows = [
+        fallback(
+            OutboxKind::Reply,
+            json!({"messages": ["A person will reply."], "actions": [], "turnId": null}),
+        ),
+        fallback(
+            OutboxKind::Handoff,
+            json!({"actions": [], "turnId": null, "fallback": true}),
+        ),
+    ];
+    let promised = store
+        .record_exchange(Exchange {
+            outbox: &rows,
+            ..Exchange::of(&message)
+        })
+        .await
+        .expect("the promise is written");
+    let [reply_row, handoff_row] = promised.outbox[..] else {
+        panic!("two rows: {:?}", promised.outbox);
+    };
+    let answer = NewTurn::agent(
+        conversation.id,
+        "Two places.",
+        "answered_inline",
+        true,
+        at_s(105),
+    );
+    let keep = KeepPromise {
+        rows: PromiseRows {
+            reply: reply_row,
+            handoff: handoff_row,
+        },
+        payload: None,
+        due: at_s(105),
+        handoff: false,
+        answered: true,
+    };
+    store
+        .record_exchange(Exchange {
+            recorded: Some(promised.message),
+            reply: Some(&answer),
+            keep: Some(keep),
+            ..Exchange::of(&message)
+        })
+        .await
+        .expect("the promise is kept");
+    assert_eq!(
+        store.outbox_row(reply_row).await.unwrap(),
+        None,
+        "nothing owed"
+    );
+    assert_eq!(
+        store.outbox_row(handoff_row).await.unwrap(),
+        None,
+        "no handoff"
+    );
+    assert_eq!(store.turns(conversation.id).await.unwrap().len(), 2);
+
+    // Once the outbox took the fallback, the answered promise has lapsed.
+    let again = store
+        .record_exchange(Exchange {
+            outbox: &rows,
+            ..Exchange::of(&message)
+        })
+        .await
+        .unwrap();
+    store
+        .mark_delivered(again.outbox[0], at_s(201))
+        .await
+        .unwrap();
+    let lapsed = store
+        .record_exchange(Exchange {
+            recorded: Some(again.message),
+            reply: Some(&answer),
+            keep: Some(KeepPromise {
+                rows: PromiseRows {
+                    reply: again.outbox[0],
+                    handoff: again.outbox[1],
+                },
+                ..keep
+            }),
+            ..Exchange::of(&message)
+        })
+        .await;
+    assert!(
+        matches!(lapsed, Err(StoreError::PromiseLapsed)),
+        "{lapsed:?}"
+    );
+    assert!(
+        store.outbox_row(again.outbox[1]).await.unwrap().is_some(),
+        "a lapsed promise removes nothing"
     );
 }
 

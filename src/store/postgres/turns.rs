@@ -186,6 +186,24 @@ pub(super) async fn keep_promise_in(
 ) -> Result<()> {
     // Only the promise's owner keeps it: a replica taken for dead whose promise a survivor
     // took over finds it lapsed, so the contact gets one answer, the survivor's.
+    if keep.answered {
+        let kept = sqlx::query(
+            "DELETE FROM outbox WHERE id = $1 AND status = 'pending' \
+             AND (owner IS NULL OR owner = $2)",
+        )
+        .bind(keep.rows.reply)
+        .bind(owner)
+        .execute(&mut *tx)
+        .await?;
+        if kept.rows_affected() == 0 {
+            return Err(StoreError::PromiseLapsed);
+        }
+        sqlx::query("DELETE FROM outbox WHERE id = $1 AND status = 'pending'")
+            .bind(keep.rows.handoff)
+            .execute(&mut *tx)
+            .await?;
+        return Ok(());
+    }
     let kept = sqlx::query(
         "UPDATE outbox SET payload = CASE \
              WHEN $1::JSONB IS NULL THEN payload \

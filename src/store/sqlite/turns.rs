@@ -156,6 +156,7 @@ pub(super) struct KeptPromise {
     payload: Option<String>,
     due: i64,
     handoff: bool,
+    answered: bool,
 }
 
 impl KeptPromise {
@@ -165,11 +166,23 @@ impl KeptPromise {
             payload: keep.payload.map(json_text).transpose()?,
             due: ms(keep.due),
             handoff: keep.handoff,
+            answered: keep.answered,
         })
     }
 
     /// Keeps the promise; a new payload without a `turnId` gets `turn`.
     fn write(&self, conn: &Db<'_>, turn: i64) -> Result<()> {
+        if self.answered {
+            let kept = conn
+                .prepare_cached("DELETE FROM outbox WHERE id = ?1 AND status = 'pending'")?
+                .execute(params![self.rows.reply])?;
+            if kept == 0 {
+                return Err(StoreError::PromiseLapsed);
+            }
+            conn.prepare_cached("DELETE FROM outbox WHERE id = ?1 AND status = 'pending'")?
+                .execute(params![self.rows.handoff])?;
+            return Ok(());
+        }
         let kept = conn
             .prepare_cached(
                 "UPDATE outbox SET payload = CASE \
