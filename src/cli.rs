@@ -493,7 +493,7 @@ pub fn config_check_env(env: &HashMap<String, String>) -> CliResult {
     );
     println!(
         "{}",
-        crate::handoff::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
+        crate::config::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
     );
     println!(
         "environment: ready for serve (model {}, {}, port {})",
