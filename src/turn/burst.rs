@@ -16,7 +16,8 @@ use tokio::sync::oneshot;
 
 use super::detach::Detachable;
 use super::gates::hour_start;
-use super::record::{Message, Outcome};
+use super::message::Message;
+use super::record::Outcome;
 use super::{Inbound, Mode, ReadTurn, TurnEngine, TurnError, TurnResponse, scripted_opening};
 use crate::burst::{self, OpenBurst};
 use crate::config::TenantConfig;
