@@ -26,8 +26,9 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use super::context::ConfigContext;
 use super::error::{ConfigErrors, ConfigIssue};
-use super::load::{ConfigContext, load_dir};
+use super::load::load_dir;
 use super::tenant::TenantConfig;
 
 /// What a reload did.

@@ -15,6 +15,7 @@
 //!
 //! Invariant: nothing outside this module sees a config that has not passed validation whole.
 
+pub mod context;
 pub mod error;
 pub mod examples;
 pub mod handle;
@@ -27,9 +28,10 @@ pub mod tenant;
 pub mod upgrade;
 pub mod validate;
 
+pub use context::ConfigContext;
 pub use error::{ConfigErrors, ConfigIssue};
 pub use handle::{ConfigHandle, ReloadOutcome};
-pub use load::{ConfigContext, MAX_FILE_BYTES, load_dir};
+pub use load::{MAX_FILE_BYTES, load_dir};
 pub use schema::schemas;
 pub use tenant::*;
 pub use validate::{MAX_DESCRIPTION_CHARS, MAX_ID_CHARS, MAX_NAME_CHARS, is_valid_id};

@@ -29,7 +29,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use super::rules::CancelReason;
-use super::worker::{NudgeTurn, NudgeVerdict};
+use super::worker::{NudgeTurn, NudgeVerdict, SENT, SKIPPED};
 use crate::actions::{self, ActionStatus, StagedAction};
 use crate::agent::{self, ThinkInput, Thought};
 use crate::channel::Channel;
@@ -48,11 +48,6 @@ use crate::store::{
 };
 use crate::tools::{ToolContext, TurnTools};
 use crate::turn::TurnsShared;
-
-/// The turn outcome of a follow-up that went out.
-pub const SENT: &str = crate::store::NUDGE_SENT;
-/// The turn outcome of a follow-up the model declined, or whose call failed.
-pub const SKIPPED: &str = "nudge_skipped";
 
 /// Why a nudge turn sent nothing (`nudges.reason`, the `/metrics` label).
 pub mod skip {

@@ -34,6 +34,11 @@ pub const BATCH: i64 = 10;
 /// milliseconds, and its checks' one read at most the client's 10 s).
 pub const LOST_MARGIN: Duration = Duration::from_secs(60);
 
+/// The turn outcome of a follow-up that went out.
+pub const SENT: &str = crate::store::NUDGE_SENT;
+/// The turn outcome of a follow-up the model declined, or whose call failed.
+pub const SKIPPED: &str = "nudge_skipped";
+
 /// What the nudge turn did. The turn settles the nudge itself, in the write that records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NudgeVerdict {
@@ -200,11 +205,11 @@ impl NudgeWorker {
             .await
         {
             NudgeVerdict::Sent => {
-                self.metrics.turn(super::turn::SENT);
+                self.metrics.turn(SENT);
                 self.settled(&nudge, NudgeStatus::Sent, "");
             }
             NudgeVerdict::Skipped(reason) => {
-                self.metrics.turn(super::turn::SKIPPED);
+                self.metrics.turn(SKIPPED);
                 self.settled(&nudge, NudgeStatus::Skipped, reason);
             }
             // The cancel (or the lost mark) was counted and logged where it happened.

@@ -17,8 +17,8 @@ use chrono::{DateTime, Utc};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::media::Decided;
-use super::record::{Message, Promise};
+use super::decided::Decided;
+use super::message::{Message, Promise};
 use super::shared::Derived;
 use super::{InFlight, TurnEngine, TurnGuard, budget};
 use crate::actions::StagedAction;

@@ -7,7 +7,8 @@
 //! behind the turns still waiting, nor counts for the cap) and costs one write; nothing is
 //! lost, and no other contact waits for it.
 
-use super::record::{Message, Outcome};
+use super::message::Message;
+use super::record::Outcome;
 use super::{Inbound, TurnEngine, TurnError, TurnResponse};
 use crate::store::{Conversation, NewTurn};
 

@@ -14,7 +14,8 @@
 use super::after::after_response;
 use super::agent_job::Answer;
 use super::hold;
-use super::record::{Message, Outcome};
+use super::message::Message;
+use super::record::Outcome;
 use super::{Mode, TurnEngine, TurnResponse};
 use crate::actions;
 use crate::config::TenantConfig;

@@ -11,7 +11,7 @@
 use chrono::{DateTime, Duration, Timelike, Utc};
 
 use super::budget::TurnBudget;
-use super::record::Message;
+use super::message::Message;
 use super::shared::Derived;
 use super::{Inbound, TurnEngine};
 use crate::config::TenantConfig;

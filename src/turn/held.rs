@@ -9,7 +9,7 @@
 //! the model's history, while the contact's message is recorded as usual.
 
 use super::gates::hour_start;
-use super::record::Message;
+use super::message::Message;
 use super::{Mode, TurnEngine, TurnResponse};
 use crate::config::TenantConfig;
 use crate::handoff::{self, Hold, Release};

@@ -26,7 +26,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use super::agent_job::Answer;
-use super::record::Message;
+use super::message::Message;
 use super::{Mode, TurnEngine, TurnResponse};
 use crate::clock::Clock;
 use crate::config::TenantConfig;

@@ -6,32 +6,13 @@
 use tokio::sync::oneshot;
 
 use super::agent_job::{AgentJob, Settled};
-use super::record::Message;
-use super::{Mode, TurnEngine, TurnGuard, TurnResponse};
+use super::decided::{Decided, Decision};
+use super::message::Message;
+use super::{Mode, TurnEngine, TurnResponse};
 use crate::config::TenantConfig;
 use crate::escalation::Escalation;
 use crate::media::Prepared;
 use crate::store::{Conversation, StoreError};
-
-/// A media turn decided without the model.
-#[derive(Debug)]
-pub(super) struct Decided {
-    pub decision: Decision,
-    pub message: Message,
-    pub guard: Option<TurnGuard>,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Decision {
-    /// `rules.messages.mediaFallback`, or the escalation copy without it.
-    Fallback,
-    /// An escalation: a keyword in the transcript (`escalated_precheck`), a media failure
-    /// (`error`).
-    Escalate {
-        outcome: &'static str,
-        reason: Escalation,
-    },
-}
 
 /// Told to the model, outside the fence, when the contact's message is a transcript (020).
 const TRANSCRIPT_NOTICE: &str = "MEDIA: the contact's message below is an automatic transcript \

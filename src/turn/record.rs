@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::agent_job::AgentJob;
+use super::message::{Message, Promise};
 use super::{Mode, TurnEngine, TurnError, TurnResponse, history_turns};
 use crate::actions::{self, StagedAction};
 use crate::config::TenantConfig;
@@ -63,39 +64,6 @@ pub(crate) fn fill_usage(
     turn.cached_tokens = usage.cached_tokens as i64;
     turn.cost_usd = crate::model::pricing::cost_usd(model_id, &usage);
     turn.latency_ms = latency.as_millis() as i64;
-}
-
-/// The contact's message, recorded together with the turn's outcome (one write, so a turn is
-/// stored whole or not at all), or earlier by a promise.
-#[derive(Debug, Clone)]
-pub(super) struct Message {
-    pub turn: NewTurn,
-    /// The hourly window it counts against; `None` when a keyword or the cap stopped it first.
-    pub rate_window: Option<DateTime<Utc>>,
-    /// Set once a promise recorded the message.
-    pub promise: Option<Promise>,
-}
-
-impl Message {
-    pub fn new(turn: NewTurn) -> Self {
-        Self {
-            turn,
-            rate_window: None,
-            promise: None,
-        }
-    }
-}
-
-/// A promise written for this turn (see the module doc).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Promise {
-    pub message_id: i64,
-    pub rows: PromiseRows,
-    /// Whether the promise counted the message against its hourly window already.
-    pub counted: bool,
-    /// 030: the response was silent while a flow played, instead of the holding line; a turn
-    /// that then fails owes the contact that line before the escalation copy.
-    pub holding_line_withheld: bool,
 }
 
 /// What a turn's write holds beside its message.

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::TurnEngine;
-use super::record::Promise;
+use super::message::Promise;
 use crate::ids::ConversationId;
 use crate::outbox::ReplyPayload;
 use crate::store::{PromiseRows, StoreError};

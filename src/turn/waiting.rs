@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
+use super::message::{Message, Promise};
 use super::place::{InFlight, TurnPlace};
-use super::record::{Message, Promise};
 use super::{Inbound, Mode, Start, TurnEngine, TurnError, TurnGuard, TurnResponse};
 use crate::config::TenantConfig;
 use crate::escalation::Escalation;

@@ -245,8 +245,7 @@ impl Tree {
                 } else {
                     module.clone()
                 };
-                for part in root.split("::").filter(|p| *p == "super") {
-                    let _ = part;
+                for _ in root.split("::").filter(|p| *p == "super") {
                     base.pop();
                 }
                 let full: Vec<String> = base

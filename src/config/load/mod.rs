@@ -24,6 +24,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::de::DeserializeOwned;
 
+use super::context::ConfigContext;
 use super::error::{ConfigErrors, ConfigIssue};
 use super::tenant::{Catalog, Rules, TenantConfig, ToolsConfig};
 use super::validate;
@@ -58,31 +59,6 @@ fn expanded_len(prompt: &str, name: &str) -> usize {
     let count = prompt.matches(BUSINESS_NAME_PLACEHOLDER).count();
     (prompt.len() - count * BUSINESS_NAME_PLACEHOLDER.len())
         .saturating_add(count.saturating_mul(name.len()))
-}
-
-/// What the loader needs from the environment (SYSTEM 5.2) to run the cross-checks of 012 and
-/// 019: the names the server itself writes, which the tenant's tools must never touch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigContext {
-    /// `MANYCHAT_REPLY_FLOW_NS`: the flow that renders a deferred reply. `None` when unset.
-    pub reply_flow_ns: Option<String>,
-    /// `MANYCHAT_REPLY_FIELD` (default `ai_message`): the field a deferred reply is written to.
-    pub reply_field: String,
-    /// `MANYCHAT_TOKEN_FIELD` (default `ai_token`): the field the contact's token lives in.
-    pub token_field: String,
-    /// Whether `<name>.example` may stand in for an absent `<name>` (the demo only).
-    pub allow_examples: bool,
-}
-
-impl Default for ConfigContext {
-    fn default() -> Self {
-        Self {
-            reply_flow_ns: None,
-            reply_field: "ai_message".to_owned(),
-            token_field: "ai_token".to_owned(),
-            allow_examples: false,
-        }
-    }
 }
 
 /// The files [`load_dir`] reads in `dir` under `ctx`, each by the name it is read under

@@ -10,8 +10,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::context::ConfigContext;
 use super::error::ConfigIssue;
-use super::load::ConfigContext;
 use super::tenant::{
     Burst, Catalog, FUNNEL_STAGES, FieldConfig, FlowRole, INTENT_VALUES, MAX_NOTE_LENGTH,
     MAX_NUDGE_MINUTES, MAX_SETTLE_SECONDS, Rules, TagConfig, ToolsConfig,
