@@ -880,11 +880,14 @@ pub async fn forget(env: &HashMap<String, String>, subscriber: &str) -> CliResul
         None => None,
     };
     let forgotten = store.forget_contact(&subscriber).await?;
-    let counts: Vec<String> = forgotten
+    let mut counts: Vec<String> = forgotten
         .deleted
         .iter()
         .map(|(table, rows)| format!("{table} {rows}"))
         .collect();
+    if forgotten.proposals > 0 {
+        counts.push(format!("insight_proposals {}", forgotten.proposals));
+    }
     match (forgotten.found(), forgotten.conversation_id) {
         (false, _) => println!(
             "contact not found: nothing is stored for this subscriber id \
