@@ -430,6 +430,14 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
     config_used::print(Path::new(&dir), &context);
     match crate::config::load_dir(Path::new(&dir), &context) {
         Ok(config) => {
+            // As `serve` refuses them: a configured tool's secret missing or malformed.
+            let problems = crate::plugins::PluginClient::new(plugin_secrets(env))
+                .secret_problems(config.plugins.as_ref());
+            if !problems.is_empty() {
+                eprintln!("plugin secrets: {}", problems.join("; "));
+                return Ok(ExitCode::FAILURE);
+            }
+            let dir = crate::config::printable(&dir);
             let tools = config.tools.as_ref().map_or(0, |t| {
                 t.flows.len() + t.tags.len() + t.fields.len() + t.notes.len()
             });

@@ -25,7 +25,7 @@ pub mod tenant;
 pub mod upgrade;
 pub mod validate;
 
-pub use error::{ConfigErrors, ConfigIssue};
+pub use error::{ConfigErrors, ConfigIssue, printable};
 pub use handle::{ConfigHandle, ReloadOutcome};
 pub use load::{ConfigContext, MAX_FILE_BYTES, load_dir};
 pub use schema::schemas;
