@@ -439,6 +439,22 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
     config_used::print(Path::new(&dir), &context);
     match crate::config::load_dir(Path::new(&dir), &context) {
         Ok(config) => {
+            // A configured tool's secret that is set but malformed is refused, as `serve`
+            // refuses it; one not set here is a check it could not make (the check may run
+            // outside the service's environment), said like the reply flow's.
+            let (unset, malformed): (Vec<String>, Vec<String>) =
+                crate::plugins::PluginClient::new(plugin_secrets(env))
+                    .secret_problems(config.plugins.as_ref())
+                    .into_iter()
+                    .partition(|problem| problem.contains(" is not set "));
+            if !malformed.is_empty() {
+                eprintln!("plugin secrets: {}", malformed.join("; "));
+                return Ok(ExitCode::FAILURE);
+            }
+            for problem in &unset {
+                println!("not checked: the plugin secret {problem}");
+            }
+            let dir = crate::config::printable(&dir);
             let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
             println!(
                 "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
@@ -940,11 +956,14 @@ pub async fn forget(env: &HashMap<String, String>, subscriber: &str) -> CliResul
         None => None,
     };
     let forgotten = store.forget_contact(&subscriber).await?;
-    let counts: Vec<String> = forgotten
+    let mut counts: Vec<String> = forgotten
         .deleted
         .iter()
         .map(|(table, rows)| format!("{table} {rows}"))
         .collect();
+    if forgotten.proposals > 0 {
+        counts.push(format!("insight_proposals {}", forgotten.proposals));
+    }
     match (forgotten.found(), forgotten.conversation_id) {
         (false, _) => println!(
             "contact not found: nothing is stored for this subscriber id \

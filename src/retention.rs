@@ -4,7 +4,8 @@
 //! contact's message or the reply, and keeps the rest of its row: role, outcome, model, bound,
 //! actions record, reads, tokens, cost, latency and times, what the measures are computed from.
 //! Settled outbox rows (delivered or dead-lettered) older than the period are deleted: their
-//! payload holds the reply's text, and the turn keeps the record of the reply.
+//! payload holds the reply's text, and the turn keeps the record of the reply. A learning
+//! proposal citing a turn older than the period is deleted: the analyst wrote it from that text.
 //!
 //! `serve` and `worker` run a pass shortly after start and then every hour
 //! (`run_periodically`); `manychat-agent retention run` runs one now (`run_once`). A pass works
@@ -36,6 +37,8 @@ pub struct Cleared {
     pub turns: u64,
     /// Settled outbox rows deleted.
     pub outbox_rows: u64,
+    /// Learning proposals deleted: they cite a turn whose text went.
+    pub proposals: u64,
 }
 
 /// The instant before which turns lose their text, `days` days before `now`.
@@ -57,6 +60,15 @@ pub async fn run_once(store: &dyn Store, days: u32, now: DateTime<Utc>) -> Resul
     loop {
         let batch = store.delete_settled_outbox_before(before, BATCH).await?;
         cleared.outbox_rows += batch;
+        if batch < BATCH as u64 {
+            break;
+        }
+    }
+    loop {
+        let batch = store
+            .delete_proposals_citing_turns_before(before, BATCH)
+            .await?;
+        cleared.proposals += batch;
         if batch < BATCH as u64 {
             break;
         }
@@ -87,6 +99,7 @@ pub async fn run_periodically(
             Ok(cleared) => tracing::info!(
                 turns = cleared.turns,
                 outbox_rows = cleared.outbox_rows,
+                proposals = cleared.proposals,
                 retention_days = days,
                 "retention: text older than the period cleared"
             ),

@@ -12,11 +12,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-/// What the endpoint keeps: the leads it was sent (a real one would write to its CRM).
+/// What the endpoint keeps: the leads it was sent (a real one would write to its CRM), and the
+/// `webhook-id`s it has accepted (a real one would keep them, with their time, at least as long
+/// as a signature's 5-minute tolerance, in its database).
 #[derive(Clone)]
 pub struct Studio {
     webhook: Arc<standardwebhooks::Webhook>,
     pub leads: Arc<Mutex<Vec<Value>>>,
+    seen: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 /// The endpoint for `secret` (`whsec_…`, the value of the tools' `secretEnv`).
@@ -24,6 +27,7 @@ pub fn router(secret: &str) -> (Router, Studio) {
     let studio = Studio {
         webhook: Arc::new(standardwebhooks::Webhook::new(secret).expect("a whsec_ secret")),
         leads: Arc::default(),
+        seen: Arc::default(),
     };
     let router = Router::new()
         .route("/seats_left", post(seats_left))
@@ -32,12 +36,26 @@ pub fn router(secret: &str) -> (Router, Studio) {
     (router, studio)
 }
 
-/// The call's JSON once its signature (and timestamp, within 5 minutes) verified.
+/// The call's JSON once its signature (and timestamp, within 5 minutes) verified and its
+/// `webhook-id` never seen before: a captured call sent again within the 5 minutes (a replay)
+/// is refused, so a write is never made twice by someone who copied it.
 fn verified(studio: &Studio, headers: &HeaderMap, body: &Bytes) -> Result<Value, StatusCode> {
     studio
         .webhook
         .verify(body, headers)
         .map_err(|_| StatusCode::UNAUTHORIZED)?;
+    let id = headers
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .ok_or(StatusCode::UNAUTHORIZED)?;
+    let first = studio
+        .seen
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id.to_owned());
+    if !first {
+        return Err(StatusCode::CONFLICT);
+    }
     serde_json::from_slice(body).map_err(|_| StatusCode::BAD_REQUEST)
 }
 

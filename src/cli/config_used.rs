@@ -36,7 +36,7 @@ pub(super) fn line(dir: &Path, ctx: &ConfigContext) -> String {
     }
     format!(
         "tenant config: {} ({}{note})",
-        dir.display(),
+        crate::config::printable(&dir.display().to_string()),
         files.join(", ")
     )
 }

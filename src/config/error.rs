@@ -30,8 +30,37 @@ impl ConfigIssue {
 
 impl fmt::Display for ConfigIssue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.file, self.path, self.rule)
+        write!(
+            f,
+            "{}: {}: {}",
+            printable(&self.file),
+            printable(&self.path),
+            printable(&self.rule)
+        )
     }
+}
+
+/// `text` safe to print on a terminal: every control character and every bidirectional
+/// formatting character (which can make a line read as something else) escaped as `\u{…}`. A
+/// path or key from a file, or a folder's name, may hold them.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| {
+            if unsafe_char(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// Every issue found in one load, all at once, so a tenant fixes their files in one pass.
@@ -70,6 +99,24 @@ impl std::error::Error for ConfigErrors {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_issue_never_prints_a_control_or_bidi_character_raw() {
+        let issue = ConfigIssue::new(
+            "tools\u{202E}nosj.json",
+            "$.flows[0].id\u{1b}[2J\n",
+            "unknown key",
+        );
+        let shown = issue.to_string();
+        assert!(
+            !shown.chars().any(|c| c.is_control() || c == '\u{202E}'),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains("\\u{202e}") && shown.contains("\\u{1b}"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn system_5_1_errors_display_one_line_per_issue_with_file_path_and_rule() {

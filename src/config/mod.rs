@@ -29,7 +29,7 @@ pub mod upgrade;
 pub mod validate;
 
 pub use context::ConfigContext;
-pub use error::{ConfigErrors, ConfigIssue};
+pub use error::{ConfigErrors, ConfigIssue, printable};
 pub use handle::{ConfigHandle, ReloadOutcome};
 pub use load::{MAX_FILE_BYTES, load_dir};
 pub use schema::schemas;

@@ -3,9 +3,14 @@
 //! A body is framed by `Content-Length`, or by `Transfer-Encoding: chunked` and nothing else.
 //! A proxy in front and this server must agree on where a request ends, or bytes of one body can
 //! be read here as a second request (request smuggling): so a `Transfer-Encoding` that is not
-//! exactly one `chunked` (`identity, chunked`, `gzip, chunked`, two header lines, …), or one
-//! beside a `Content-Length`, is refused with a 400 that names the header, and the connection is
-//! closed without reading the body.
+//! exactly one `chunked` (`identity, chunked`, `gzip, chunked`, two header lines, …) is refused
+//! with a 400 that names the header, and the connection is closed without reading the body.
+//!
+//! `Content-Length` beside `Transfer-Encoding: chunked` never reaches this check: hyper frames
+//! such a body by its chunks (RFC 9112 § 6.3), drops the length and marks the connection to
+//! close, so the route answers that one request as usual and nothing after the chunks is read as
+//! another (`tests/api/hardening.rs` holds both). The check below still refuses the pair should
+//! it ever arrive.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};

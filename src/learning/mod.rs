@@ -25,6 +25,7 @@ use chrono::{DateTime, Datelike, Utc};
 pub mod cohort;
 pub mod gate;
 pub mod measures;
+pub mod names;
 pub mod playbook;
 pub mod proposals;
 pub mod review;

@@ -1,6 +1,6 @@
-//! A cohort member as the analyst reads it: each bound turn's text cleaned as a note's is (its
-//! first two steps: control characters and whitespace runs collapsed, identifier shapes
-//! replaced by `[removed]`), labelled with its turn id, inside the run's fence (untrusted text);
+//! A cohort member as the analyst reads it: each bound turn's text with the names said in the
+//! conversation removed (`names`) and cleaned as a note's is (its first two steps: control
+//! characters and whitespace runs collapsed, identifier shapes replaced by `[removed]`), labelled with its turn id, inside the run's fence (untrusted text);
 //! and the worst-case price of a request (031 § Analyst).
 
 use super::cohort::Member;
@@ -13,8 +13,11 @@ use crate::store::Role;
 /// it) is left out. `None` when nothing is left.
 pub fn render(member: &Member, fence: &Fence) -> Option<String> {
     let mut lines = Vec::new();
+    // Names said anywhere in the conversation go from every line of it (`names`).
+    let names = super::names::names_in(member.turns.iter().map(|t| t.text.as_str()));
     for turn in &member.turns {
-        let Some(clean) = NoteText::clean(&turn.text, usize::MAX) else {
+        let text = super::names::remove(&turn.text, &names);
+        let Some(clean) = NoteText::clean(&text, usize::MAX) else {
             continue;
         };
         let who = match turn.role {

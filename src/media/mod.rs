@@ -127,9 +127,10 @@ pub enum FallbackCause {
     NoFfmpeg,
     /// The probe found a duration over `MEDIA_MAX_DURATION_SECONDS`.
     TooLong,
-    /// The probe found a video stream over `MEDIA_MAX_DIMENSION`.
+    /// The probe found a video stream over `MEDIA_MAX_DIMENSION`, or could not tell its size.
     FrameTooLarge,
-    /// The file declares no duration, or a video stream no size: it cannot be bounded.
+    /// The file declares no duration: it cannot be bounded (a video stream without a size is
+    /// `FrameTooLarge`).
     Unmeasured,
 }
 

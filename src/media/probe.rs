@@ -3,9 +3,11 @@
 //!
 //! The probe itself is bounded: one process under the media limits, the container named (`-f`)
 //! so a crafted file cannot pick another demuxer, `-protocol_whitelist file` so it cannot make
-//! ffprobe open anything else, and one decoder thread. (No `max_pixels` here: a decoder the
-//! probe opens would fail on an oversized picture, and the probe would report nothing to
-//! refuse; the memory limit bounds what that decoder may allocate.)
+//! ffprobe open anything else, one decoder thread, and `max_pixels` (the dimension limit
+//! squared): a decoder the probe opens refuses an oversized picture before allocating it (a
+//! 16000×16000 frame cost the probe 780 MB without it). Such a probe reports no size, or fails
+//! saying so: either way a frame of unknown size, which counts as over the limit
+//! (`MediaLimits::admit`). Any other failure is a file ffprobe cannot read: an error (020).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -35,18 +37,20 @@ impl Probe {
 
 /// The limits' verdict on a probe (beside the probe, so the limits know nothing of it).
 impl MediaLimits {
-    /// Whether a probed file may be decoded: its duration known and within the limit, every
-    /// video stream's size known and within the limit. Otherwise the media fallback.
+    /// Whether a probed file may be decoded: every video stream's size known and within the
+    /// limit (a size the probe could not tell counts as over it: the probe's `max_pixels` hides
+    /// an oversized one), its duration known and within the limit. Otherwise the media
+    /// fallback.
     pub fn admit(&self, probe: &Probe) -> Result<(), FallbackCause> {
-        let duration = probe.duration.ok_or(FallbackCause::Unmeasured)?;
-        if duration > self.max_duration {
-            return Err(FallbackCause::TooLong);
-        }
         for frame in &probe.frames {
-            let (width, height) = frame.ok_or(FallbackCause::Unmeasured)?;
+            let (width, height) = frame.ok_or(FallbackCause::FrameTooLarge)?;
             if width > self.max_dimension || height > self.max_dimension {
                 return Err(FallbackCause::FrameTooLarge);
             }
+        }
+        let duration = probe.duration.ok_or(FallbackCause::Unmeasured)?;
+        if duration > self.max_duration {
+            return Err(FallbackCause::TooLong);
         }
         Ok(())
     }
@@ -64,6 +68,7 @@ pub async fn probe(
         .args(["-hide_banner", "-v", "error"])
         .args(["-protocol_whitelist", "file", "-threads", "1"])
         .args(["-f", container])
+        .args(["-max_pixels", &limits.max_pixels().to_string()])
         .args([
             "-show_entries",
             "format=duration:stream=codec_type,width,height,duration",
@@ -72,13 +77,26 @@ pub async fn probe(
             "-i",
         ])
         .arg(input)
-        .stdout(Stdio::piped());
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let output = process::run(command, limits).await?;
     if !output.status.success() {
+        // A picture over `max_pixels` the decoder refused: a frame of unknown size, over the
+        // limit. Any other failure is a file ffprobe cannot read (020: an error).
+        if String::from_utf8_lossy(&output.stderr).contains(MAX_PIXELS_REFUSAL) {
+            return Ok(Probe {
+                duration: None,
+                has_audio: false,
+                frames: vec![None],
+            });
+        }
         return Err(MediaError::Ffmpeg);
     }
     parse(&output.stdout).ok_or(MediaError::Ffmpeg)
 }
+
+/// What ffmpeg's libraries say when a picture exceeds `max_pixels`.
+const MAX_PIXELS_REFUSAL: &str = "exceeds specified max pixel count";
 
 #[derive(Deserialize)]
 struct Listing {
@@ -134,6 +152,41 @@ fn seconds(text: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The probe passes `max_pixels`, so a decoder it opens refuses an oversized picture before
+    /// allocating it; and a probe that measured nothing counts the video's frame as over the
+    /// limit.
+    #[tokio::test]
+    async fn the_probe_is_bounded_by_max_pixels_and_an_unmeasured_frame_is_over_the_limit() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let seen = dir.path().join("args");
+        let program = dir.path().join("ffprobe");
+        std::fs::write(
+            &program,
+            format!(
+                "#!/bin/sh\necho \"$@\" > {}\n\
+                 echo 'Picture size 16000x16000 exceeds specified max pixel count 1000000' >&2\n\
+                 exit 1\n",
+                seen.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let limits = MediaLimits {
+            max_dimension: 1000,
+            ..MediaLimits::default()
+        };
+        let probed = probe(&program, Path::new("/nonexistent.mp4"), "mov", &limits)
+            .await
+            .expect("a picture over max_pixels is a frame of unknown size");
+        let args = std::fs::read_to_string(&seen).unwrap();
+        assert!(args.contains("-max_pixels 1000000"), "{args}");
+        assert_eq!(
+            limits.admit(&probed),
+            Err(super::super::FallbackCause::FrameTooLarge)
+        );
+    }
 
     #[test]
     fn the_probe_reads_the_longest_declared_duration_and_each_frame_size() {

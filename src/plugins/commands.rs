@@ -296,7 +296,7 @@ pub async fn try_tool(
             Ok(Tried {
                 printed: format!(
                     "request: POST {}\n{request}\nthe model would be given: {}",
-                    tool.url, given.0
+                    shown_url(&tool.url), given.0
                 ),
                 answered: given.1,
             })
@@ -311,7 +311,7 @@ pub async fn try_tool(
             if !yes {
                 return Err(format!(
                     "a write is performed for real: add --yes to send\nPOST {}\n{request}",
-                    tool.url
+                    shown_url(&tool.url)
                 ));
             }
             // A one-off call: its count goes nowhere (no service is serving metrics here).
@@ -327,7 +327,7 @@ pub async fn try_tool(
             Ok(Tried {
                 printed: format!(
                     "request: POST {}\n{request}\nthe record would say: {}",
-                    tool.url,
+                    shown_url(&tool.url),
                     crate::actions::record(std::slice::from_ref(&action))[0]
                 ),
                 answered: action.entry.status == crate::actions::ActionStatus::Performed,
@@ -365,4 +365,32 @@ fn typed_arguments(
         arguments.insert(key.to_owned(), typed);
     }
     Ok(arguments)
+}
+/// A tool's URL as printed: without its query, fragment or credentials (an endpoint's key is
+/// sometimes put there), so a terminal or a pasted transcript never shows one.
+fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        Err(_) => "(the configured url)".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_try_prints_a_url_without_its_query_or_credentials() {
+        assert_eq!(
+            shown_url("https://user:pw@shop.example.test/agent/seats?key=sk-123#x"),
+            "https://shop.example.test/agent/seats"
+        );
+        assert_eq!(shown_url("not a url"), "(the configured url)");
+    }
 }

@@ -653,9 +653,11 @@ fn media_limits_have_defaults_and_are_read_and_checked() {
     assert_eq!(s.media_limits.max_duration, Duration::from_secs(300));
     assert_eq!(s.media_limits.max_audio, Duration::from_secs(300));
     assert_eq!(s.media_limits.max_dimension, 4096);
-    assert_eq!(s.media_limits.process_memory, 1024 * 1024 * 1024);
+    assert_eq!(s.media_limits.process_memory, 512 * 1024 * 1024);
     assert_eq!(s.media_limits.process_time, Duration::from_secs(20));
-    assert_eq!(s.media_limits.max_jobs, 2);
+    assert_eq!(s.media_limits.max_jobs, 1);
+    // The media processes together, with the defaults: at most 512 MB.
+    assert!(s.media_limits.process_memory * s.media_limits.max_jobs as u64 <= 512 * 1024 * 1024);
     let s = load(&with(&[
         ("MEDIA_MAX_DURATION_SECONDS", "120"),
         ("MEDIA_MAX_AUDIO_SECONDS", "60"),

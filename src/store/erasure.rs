@@ -21,6 +21,15 @@ pub trait ErasureStore: Send + Sync + 'static {
     /// created before `before` (their payload holds the reply's text; the turn keeps its
     /// record), and returns how many it deleted. Open rows are never touched.
     async fn delete_settled_outbox_before(&self, before: DateTime<Utc>, limit: i64) -> Result<u64>;
+
+    /// Retention: deletes at most `limit` learning proposals (031) that cite a turn created
+    /// before `before` (the analyst wrote them from that turn's text, which is gone or going),
+    /// and returns how many it deleted. A playbook version keeps the text a person approved.
+    async fn delete_proposals_citing_turns_before(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64>;
 }
 
 /// Every table that holds rows about one contact, with the column that names the contact
@@ -49,12 +58,18 @@ pub struct Forgotten {
     pub conversation_id: Option<ConversationId>,
     /// Rows deleted, per table of [`CONTACT_TABLES`], in its order.
     pub deleted: Vec<(&'static str, u64)>,
+    /// Learning proposals (031) deleted because they cite one of the contact's turns: the
+    /// analyst wrote them from its text. They name no contact, so they are not in
+    /// [`CONTACT_TABLES`], and go in the same transaction.
+    pub proposals: u64,
 }
 
 impl Forgotten {
     /// False when nothing was stored about the contact.
     pub fn found(&self) -> bool {
-        self.conversation_id.is_some() || self.deleted.iter().any(|(_, rows)| *rows > 0)
+        self.conversation_id.is_some()
+            || self.proposals > 0
+            || self.deleted.iter().any(|(_, rows)| *rows > 0)
     }
 
     /// Rows deleted from `table` (0 for a table not listed).

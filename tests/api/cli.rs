@@ -320,6 +320,42 @@ fn the_database_files_are_private_whatever_the_umask_the_process_started_with() 
     }
 }
 
+/// `config check` refuses a plugin tool's malformed secret as `serve` does, naming the
+/// variable and never its value; and it never prints a control or bidirectional character of a
+/// folder's name raw.
+#[test]
+fn config_check_refuses_a_malformed_plugin_secret_and_escapes_what_it_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_demo_tenant(dir.path());
+    crate::plugins::write_plugins(
+        dir.path(),
+        &crate::plugins::plugins_json("http://127.0.0.1:9"),
+    );
+    let output = config_check(
+        dir.path(),
+        &[(crate::plugins::SECRET_ENV, "not-a-whsec-secret-value")],
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let errors = stderr(&output);
+    assert!(errors.contains(crate::plugins::SECRET_ENV), "{errors}");
+    assert!(!errors.contains("not-a-whsec-secret-value"), "{errors}");
+
+    let odd = tempfile::tempdir().unwrap();
+    let folder = odd.path().join("config\u{202e}txt.evil\u{1b}[2J");
+    copy_demo_tenant(&folder);
+    let output = config_check(&folder, &[]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let printed = format!(
+        "{}{}",
+        stderr(&output),
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(
+        !printed.contains('\u{202e}') && !printed.contains('\u{1b}'),
+        "{printed:?}"
+    );
+}
+
 /// `config check` without MANYCHAT_REPLY_FLOW_NS says which check it could not make.
 #[test]
 fn config_check_says_the_reply_flow_check_was_skipped() {

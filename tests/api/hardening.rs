@@ -350,6 +350,34 @@ async fn framing_a_transfer_encoding_other_than_chunked_is_refused_and_nothing_h
     assert_eq!(read_response(&mut stream).await.0, 200);
 }
 
+/// `Content-Length` beside `Transfer-Encoding: chunked`: hyper frames the body by the chunks,
+/// drops the length, answers that one request and closes the connection, so a request hidden
+/// after the chunks (where a proxy trusting the length would see a body) is never served.
+#[tokio::test]
+async fn framing_content_length_beside_chunked_is_answered_once_and_the_connection_closed() {
+    let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
+    let app = spawn_app(model.clone()).await;
+    let hidden = "POST /v1/channels/manychat/message HTTP/1.1\r\nHost: agent.test\r\n\
+                  Content-Type: application/json\r\nContent-Length: 37\r\n\r\n\
+                  {\"subscriber_id\":\"1\",\"text\":\"hidden\"}";
+    let smuggled = format!(
+        "POST /health HTTP/1.1\r\nHost: agent.test\r\nContent-Length: 5\r\n\
+         Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n{hidden}"
+    );
+    let mut stream = connect(&app).await;
+    stream.write_all(smuggled.as_bytes()).await.unwrap();
+    let (status, head, _) = read_response(&mut stream).await;
+    // The route's own answer (GET only here), on a connection marked to close.
+    assert_eq!(status, 405, "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
+    assert!(closed(&mut stream).await, "the connection is not reused");
+    app.settle().await;
+    assert_eq!(model.calls(), 0, "the hidden request was not served");
+}
+
 async fn metrics_on(stream: &mut TcpStream) -> String {
     stream
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: agent.test\r\n\r\n")

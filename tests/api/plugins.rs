@@ -1062,3 +1062,34 @@ async fn plugin_the_example_endpoint_serves_the_demo_tenant_end_to_end() {
     assert_eq!(studio.leads.lock().unwrap().len(), 1);
     app.stop().await;
 }
+
+/// The example endpoint refuses a call whose `webhook-id` it already accepted: a captured,
+/// correctly signed write sent again within the signature's 5 minutes is not made twice.
+#[tokio::test]
+async fn plugin_the_example_endpoint_refuses_a_replayed_call() {
+    let (router, studio) = example_endpoint::router(PLUGIN_SECRET);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let body = json!({"tool": "create_lead", "subscriber_id": "8120",
+        "arguments": {"class": "wheel_basics", "summary": "Wants the wheel class."}})
+    .to_string();
+    let now = chrono::Utc::now().timestamp();
+    let signature = standardwebhooks::Webhook::new(PLUGIN_SECRET)
+        .unwrap()
+        .sign("msg_replayed", now, body.as_bytes())
+        .unwrap();
+    let send = || {
+        reqwest::Client::new()
+            .post(format!("{base}/create_lead"))
+            .header("content-type", "application/json")
+            .header("webhook-id", "msg_replayed")
+            .header("webhook-timestamp", now.to_string())
+            .header("webhook-signature", signature.clone())
+            .body(body.clone())
+            .send()
+    };
+    assert_eq!(send().await.unwrap().status().as_u16(), 204);
+    assert_eq!(send().await.unwrap().status().as_u16(), 409, "the replay");
+    assert_eq!(studio.leads.lock().unwrap().len(), 1, "one lead, not two");
+}

@@ -370,3 +370,81 @@ pub async fn forget_deletes_from_every_table(store: &dyn Store, subscriber: &Sub
         "a row deleted from every contact table: {forgotten:?}"
     );
 }
+
+/// Learning proposals (031) go with the turns they cite: `forget_contact` deletes those citing
+/// one of the contact's turns (another contact's stay), and retention deletes those citing a
+/// turn older than the period. The analyst wrote them from that text.
+pub async fn learning_proposals_are_erased_with_the_turns_they_cite(store: &dyn Store) {
+    use crate::store::learning::{NewProposal, ProposalStatus, RunEnd, RunStatus};
+    let forgotten = fresh_conversation(store).await;
+    let kept = fresh_conversation(store).await;
+    let turn = |conversation: &Conversation, at| {
+        NewTurn::user(
+            conversation.id,
+            "Invented words of a contact",
+            true,
+            at_s(at),
+        )
+    };
+    let theirs = record(store, turn(&forgotten, 10)).await;
+    let others = record(store, turn(&kept, 20)).await;
+    let proposal = |text: &str, ids: Vec<i64>| NewProposal {
+        text: text.to_owned(),
+        rationale: "Invented rationale.".to_owned(),
+        converted_count: 1,
+        not_converted_count: 1,
+        turn_ids: ids.iter().map(i64::to_string).collect(),
+    };
+    let run = store
+        .claim_learning_run("2026-W01", true, at_s(30))
+        .await
+        .expect("claim")
+        .expect("a forced run is claimed");
+    store
+        .finish_learning_run(
+            run,
+            &RunEnd {
+                status: RunStatus::Completed,
+                converted_count: 1,
+                not_converted_count: 1,
+                cost_usd: 0.0,
+                reason: None,
+                proposals: vec![
+                    proposal("Cites the forgotten contact.", vec![others, theirs]),
+                    proposal("Cites another contact only.", vec![others]),
+                ],
+                at: at_s(31),
+            },
+        )
+        .await
+        .expect("finish");
+    let texts = async || -> Vec<String> {
+        store
+            .proposals(ProposalStatus::Pending, 10)
+            .await
+            .expect("proposals")
+            .into_iter()
+            .map(|p| p.text)
+            .collect()
+    };
+
+    let gone = store
+        .forget_contact(&forgotten.subscriber_id)
+        .await
+        .expect("forget");
+    assert_eq!(gone.proposals, 1);
+    assert_eq!(texts().await, vec!["Cites another contact only."]);
+
+    // The remaining proposal's turn is older than the period's end: it goes too.
+    let deleted = store
+        .delete_proposals_citing_turns_before(at_s(15), 10)
+        .await
+        .expect("retention");
+    assert_eq!(deleted, 0, "its turn is younger than the period's end");
+    let deleted = store
+        .delete_proposals_citing_turns_before(at_s(25), 10)
+        .await
+        .expect("retention");
+    assert_eq!(deleted, 1);
+    assert!(texts().await.is_empty());
+}

@@ -348,6 +348,7 @@ pub async fn run_all(store: &dyn Store) {
     outbox_handoff_waits_behind_an_open_reply(store).await;
     forget_deletes_every_row_of_the_contact(store).await;
     retention_clears_old_text_and_keeps_the_measures(store).await;
+    learning_proposals_are_erased_with_the_turns_they_cite(store).await;
     flow_sends_are_capped_per_contact_per_hour(store).await;
     report_aggregates_group_a_period_by_hand(store).await;
     report_counts_refused_actions_under_their_own_status(store).await;
@@ -472,6 +473,7 @@ mod tests {
         outbox_handoff_waits_behind_an_open_reply,
         forget_deletes_every_row_of_the_contact,
         retention_clears_old_text_and_keeps_the_measures,
+        learning_proposals_are_erased_with_the_turns_they_cite,
         flow_sends_are_capped_per_contact_per_hour,
         spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker,
         sales_record_reads_offering_and_action_records,

@@ -14,6 +14,19 @@ impl ErasureStore for PgStore {
                 .bind(subscriber_id.as_str())
                 .fetch_optional(&mut *tx)
                 .await?;
+        // The learning proposals citing one of its turns, before the turns go.
+        let proposals = match conversation_id {
+            Some(id) => sqlx::query(
+                "DELETE FROM insight_proposals p WHERE EXISTS \
+                     (SELECT 1 FROM jsonb_array_elements_text(p.turn_ids) AS cited(id) \
+                      JOIN turns t ON t.id::text = cited.id WHERE t.conversation_id = $1)",
+            )
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected(),
+            None => 0,
+        };
         let mut deleted = Vec::with_capacity(CONTACT_TABLES.len());
         for &(table, column) in CONTACT_TABLES {
             // Both names come from the constant list, never from input.
@@ -36,6 +49,7 @@ impl ErasureStore for PgStore {
         Ok(Forgotten {
             conversation_id,
             deleted,
+            proposals,
         })
     }
 
@@ -58,6 +72,24 @@ impl ErasureStore for PgStore {
             "DELETE FROM outbox WHERE id IN \
              (SELECT id FROM outbox WHERE status IN ('delivered', 'failed') \
               AND next_attempt_at < $1 AND created_at < $1 LIMIT $2)",
+        )
+        .bind(to_millis(before))
+        .bind(limit.max(0))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn delete_proposals_citing_turns_before(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64> {
+        let done = sqlx::query(
+            "DELETE FROM insight_proposals WHERE id IN \
+             (SELECT p.id FROM insight_proposals p WHERE EXISTS \
+              (SELECT 1 FROM jsonb_array_elements_text(p.turn_ids) AS cited(id) \
+               JOIN turns t ON t.id::text = cited.id WHERE t.created_at < $1) LIMIT $2)",
         )
         .bind(to_millis(before))
         .bind(limit.max(0))

@@ -50,7 +50,9 @@ impl Checkpoints {
         let conn = Connection::open(path)?;
         // FULL, like the database thread's connection: a checkpoint syncs the WAL before it
         // copies and the database file before the WAL may be reused.
-        conn.execute_batch("PRAGMA synchronous = FULL")?;
+        // `secure_delete` like every connection of the store (it writes no row, but no
+        // connection of the store is left without it).
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA secure_delete = ON")?;
         let (wrote, writes) = mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("sqlite-ckpt".to_owned())

@@ -12,6 +12,11 @@ impl ErasureStore for SqliteStore {
         // rows) goes with them.
         self.write(move |conn| {
             let conversation_id = conversation_by_subscriber(conn, &subscriber)?.map(|c| c.id);
+            // Before the turns they cite go.
+            let proposals = match conversation_id {
+                Some(id) => conn.execute(DELETE_PROPOSALS_OF_CONVERSATION, [IdText::of(id)])?,
+                None => 0,
+            } as u64;
             let mut deleted = Vec::with_capacity(CONTACT_TABLES.len());
             for &(table, column) in CONTACT_TABLES {
                 // Both names come from the constant list, never from input.
@@ -26,6 +31,7 @@ impl ErasureStore for SqliteStore {
             Ok(Forgotten {
                 conversation_id,
                 deleted,
+                proposals,
             })
         })
         .await
@@ -38,6 +44,15 @@ impl ErasureStore for SqliteStore {
 
     async fn delete_settled_outbox_before(&self, before: DateTime<Utc>, limit: i64) -> Result<u64> {
         self.retention_batch(DELETE_OLD_SETTLED_OUTBOX, before, limit)
+            .await
+    }
+
+    async fn delete_proposals_citing_turns_before(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64> {
+        self.retention_batch(DELETE_OLD_PROPOSALS, before, limit)
             .await
     }
 }
@@ -63,6 +78,19 @@ impl SqliteStore {
 /// Retention: the oldest turns that still have text, emptied (`turns_text_kept` finds them).
 pub(super) const CLEAR_OLD_TURN_TEXT: &str = "UPDATE turns SET text = '' WHERE id IN \
      (SELECT id FROM turns WHERE text <> '' AND created_at < ?1 LIMIT ?2)";
+
+/// Erasure: the learning proposals citing one of a conversation's turns (`turn_ids` holds
+/// their ids as strings).
+pub(super) const DELETE_PROPOSALS_OF_CONVERSATION: &str = "DELETE FROM insight_proposals \
+     WHERE EXISTS (SELECT 1 FROM json_each(insight_proposals.turn_ids) AS cited \
+     JOIN turns ON CAST(turns.id AS TEXT) = cited.value WHERE turns.conversation_id = ?1)";
+
+/// Retention: the learning proposals citing a turn created before the period.
+pub(super) const DELETE_OLD_PROPOSALS: &str = "DELETE FROM insight_proposals WHERE id IN \
+     (SELECT p.id FROM insight_proposals AS p WHERE EXISTS \
+      (SELECT 1 FROM json_each(p.turn_ids) AS cited \
+       JOIN turns ON CAST(turns.id AS TEXT) = cited.value WHERE turns.created_at < ?1) \
+      LIMIT ?2)";
 
 /// Retention: settled outbox rows created before the period. A settled row's `next_attempt_at`
 /// is never before its creation, so it bounds the scan through `outbox_status_due`.

@@ -485,8 +485,11 @@ fn open(location: &Location) -> Result<Connection> {
     // Savepoint journals (a group in which a write failed runs again, one savepoint per job)
     // stay in memory rather than in temporary files. A file's checkpoints are set up by
     // `connect` (the `checkpoint` module); an in-memory database has none.
+    // `secure_delete`: what a delete or an update frees (a forgotten contact's messages, text
+    // past the retention period) is overwritten with zeros, not left in the file's free space.
     conn.execute_batch(
-        "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+        "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; \
+         PRAGMA secure_delete = ON;",
     )?;
     migrate(&conn)?;
     Ok(conn)

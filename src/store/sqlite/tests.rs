@@ -82,11 +82,54 @@ async fn system_8_sqlite_file_created_on_first_run_with_wal() {
     assert_eq!(pragma::<i64>(&store, "synchronous").await, 2);
     // 2 = MEMORY: savepoint journals never touch a temporary file.
     assert_eq!(pragma::<i64>(&store, "temp_store").await, 2);
+    // Freed space is zeroed: erased text leaves no bytes behind.
+    assert_eq!(pragma::<i64>(&store, "secure_delete").await, 1);
     // The database thread checkpoints only as a backstop; its own thread does the rest.
     assert_eq!(
         pragma::<i64>(&store, "wal_autocheckpoint").await,
         checkpoint::BACKSTOP_PAGES
     );
+}
+
+/// A forgotten contact's words are gone from the database file itself, not only from its
+/// tables: a byte search of the file after a checkpoint finds nothing.
+#[tokio::test]
+async fn forgotten_text_leaves_no_bytes_in_the_database_file() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let path = dir.path().join("agent.db");
+    let store = on_file(&path).await;
+    let subscriber = SubscriberId::parse("5559001").unwrap();
+    let conversation = store
+        .conversation_for(&subscriber, "whatsapp", instant())
+        .await
+        .unwrap();
+    let marker = "zq-invented-erased-words-7c1f";
+    for i in 0..20 {
+        store
+            .record_turn(&NewTurn::user(
+                conversation.id,
+                format!(
+                    "{marker} number {i}, padded to fill a page {}",
+                    "x".repeat(200)
+                ),
+                true,
+                instant(),
+            ))
+            .await
+            .unwrap();
+    }
+    store.forget_contact(&subscriber).await.unwrap();
+    store
+        .read(|conn| {
+            Ok(conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            })?)
+        })
+        .await
+        .unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let found = bytes.windows(marker.len()).any(|w| w == marker.as_bytes());
+    assert!(!found, "the erased text is still in the file's free pages");
 }
 
 /// A mistyped path must not start the service on a new, empty database.
