@@ -15,6 +15,7 @@ pub fn check(
     let expect = &case.expect;
     let mut failures = Vec::new();
 
+    let keyword = crate::escalation::Escalation::Keyword.as_str();
     if obs.escalate != expect.escalate {
         failures.push(format!(
             "expected escalate={}, got escalate={}{}",
@@ -22,7 +23,13 @@ pub fn check(
             obs.escalate,
             obs.reason
                 .as_deref()
-                .map(|r| format!(" ({r})"))
+                .map(|r| match r == keyword {
+                    true => format!(
+                        " ({r}: the message matched rules.json escalationKeywords, so it was \
+                         handed to a person before the model ran)"
+                    ),
+                    false => format!(" ({r})"),
+                })
                 .unwrap_or_default()
         ));
     } else if let Some(reason) = &expect.reason

@@ -213,8 +213,10 @@ async fn observe(
         };
     }
     if config.rules.escalation_keyword_hit(&case.text) {
+        // Handed to a person before the model runs, as the server does; the reason says so.
         return Observation {
             escalate: true,
+            reason: Some(crate::escalation::Escalation::Keyword.as_str().to_owned()),
             ..Observation::default()
         };
     }
@@ -339,5 +341,32 @@ mod tests {
             }
         }
         assert!(replies_checked >= 60, "{replies_checked} replies");
+    }
+
+    /// A case the tenant's escalation keywords hand to a person before the model runs fails
+    /// saying so, not as a bare `got escalate=true`.
+    #[tokio::test]
+    async fn a_case_failed_by_the_escalation_keyword_pre_check_says_so() {
+        let suite = tempfile::tempdir().unwrap();
+        std::fs::write(
+            suite.path().join("cases.jsonl"),
+            r#"{"id": "asks_for_a_refund", "text": "Can I get a refund for the wheel course?", "expect": {"escalate": false}}"#,
+        )
+        .unwrap();
+        let env: HashMap<String, String> = [(
+            "CONFIG_DIR".to_owned(),
+            crate::config::examples::shipped_examples()
+                .display()
+                .to_string(),
+        )]
+        .into();
+        let report = run(&env, suite.path(), Some("mock:demo")).await.unwrap();
+        assert_eq!(
+            report.results[0].failures,
+            [
+                "expected escalate=false, got escalate=true (escalation_keyword: the message matched \
+              rules.json escalationKeywords, so it was handed to a person before the model ran)"
+            ]
+        );
     }
 }

@@ -121,3 +121,32 @@ fn the_changelog_newest_release_is_the_binarys_version_under_an_unreleased_secti
         format!("manychat-agent {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// The ```json block of `docs/PROVIDERS.md` that follows `marker`.
+fn json_block_after(doc: &str, marker: &str) -> serde_json::Value {
+    let after = doc
+        .split(marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{marker:?} in the document"));
+    let block = after
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .unwrap_or_else(|| panic!("a json block after {marker:?}"));
+    serde_json::from_str(block).unwrap_or_else(|e| panic!("the block after {marker:?}: {e}"))
+}
+
+/// docs/PROVIDERS.md shows the AgentReply schema the service sends and checks, and an example
+/// reply that passes it.
+#[test]
+fn the_providers_guide_shows_the_reply_schema_as_sent_and_a_reply_that_passes_it() {
+    let doc = read("docs/PROVIDERS.md");
+    let schema = json_block_after(&doc, "## The reply a model must return");
+    assert_eq!(
+        &schema,
+        manychat_agent::agent::agent_reply_schema().as_ref(),
+        "the documented schema is the one sent"
+    );
+    let example = json_block_after(&doc, "One reply, as the demo tenant's model would give it:");
+    manychat_agent::agent::parse_reply(&example.to_string()).expect("the example is an AgentReply");
+}
