@@ -541,6 +541,69 @@ async fn fault_sigterm_delivers_the_replies_that_fall_due_within_the_shutdown_dr
     );
 }
 
+/// Shutdown keeps its bound: with more rows in hand than the shared rate limit lets out within
+/// `SHUTDOWN_DRAIN_MS`, the worker stops at the bound (plus the grace of a request in flight)
+/// instead of draining them all; what it did not deliver stays on disk, undelivered and not
+/// failed, for the next process.
+#[tokio::test(start_paused = true)]
+async fn fault_sigterm_stops_the_outbox_at_the_drain_bound_and_leaves_the_rest_on_disk() {
+    let _frozen = FrozenClock::freeze();
+    let mut options = AppOptions::new(Arc::new(ScriptedModel::replies(Vec::<String>::new())))
+        .env("SHUTDOWN_DRAIN_MS", "1000");
+    options.background_workers = true;
+    let app = spawn_app_with(options).await;
+    // 40 contacts' replies, each two requests: 80 requests, 8 s at ManyChat's 10 a second.
+    let mut rows = Vec::new();
+    for contact in 0..40 {
+        let subscriber = format!("{}", 89_100 + contact);
+        rows.push(
+            queue_due_reply(
+                &app,
+                &subscriber,
+                json!({"messages": ["Owed."], "actions": [], "turnId": null}),
+            )
+            .await,
+        );
+    }
+    let store = app.store.clone();
+
+    let mut stopping = tokio::spawn(app.stop());
+    let step = Duration::from_millis(10);
+    let mut moved = Duration::ZERO;
+    let mut stopped = false;
+    for _ in 0..2000 {
+        tokio::select! {
+            done = &mut stopping => {
+                done.unwrap();
+                stopped = true;
+                break;
+            }
+            _ = real_pause() => {
+                tokio::time::advance(step).await;
+                moved += step;
+            }
+        }
+    }
+    assert!(stopped, "shutdown ends");
+    assert!(
+        moved <= Duration::from_millis(2500),
+        "the worker stops within the drain (1 s) and a request's grace (1 s): {moved:?}"
+    );
+    let mut delivered = 0;
+    for row in rows {
+        let row = store.outbox_row(row).await.unwrap().unwrap();
+        match row.status {
+            manychat_agent::store::OutboxStatus::Delivered => delivered += 1,
+            manychat_agent::store::OutboxStatus::Failed => panic!("a row was given up: {row:?}"),
+            _ => {}
+        }
+    }
+    assert!(
+        delivered < 40,
+        "the rest left on disk: {delivered} delivered"
+    );
+}
+
 /// A database failure's log line says which operation failed, on which backend, and the cause
 /// in plain words (here the turn cannot be recorded: the disk is full).
 #[tokio::test]
