@@ -82,6 +82,8 @@ pub struct AppOptions {
     /// Keep the tenant's `burst.windowMs` (the demo's 1500). By default every message is its
     /// own turn (`burst.windowMs` 0), so a test's messages are answered as they come.
     pub burst: bool,
+    /// A clock instead of the system's (e.g. one following a wall the test steps).
+    pub clock: Option<manychat_agent::clock::Clock>,
 }
 
 impl AppOptions {
@@ -94,6 +96,7 @@ impl AppOptions {
             edit: None,
             background_workers: false,
             burst: false,
+            clock: None,
         }
     }
 
@@ -218,6 +221,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         manual_worker: !options.background_workers,
         reload_on_sighup: options.reload_on_sighup,
         plugin_secrets: Some(plugin_secrets),
+        clock: options.clock,
         ..Overrides::default()
     };
     let app = Application::build(settings, listener, overrides)
