@@ -46,6 +46,10 @@ mod reply_actions;
 /// live worker renews it every quarter lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 
+/// How long, once the drain's bound is reached, a row already in delivery may finish its request
+/// in flight before its lane is abandoned (its lease lapses; the next process resumes it).
+pub const LANE_GRACE: Duration = Duration::from_secs(1);
+
 /// The default `shutdown_drain` (`SHUTDOWN_DRAIN_MS`): ten seconds.
 pub const DEFAULT_SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
@@ -248,8 +252,12 @@ impl OutboxWorker {
 
     /// Claims and delivers until `shutdown` fires; then drains for `shutdown_drain`: rows that
     /// are due, or fall due meanwhile, are still claimed and delivered, and the drain ends early
-    /// once nothing is due and no row is in hand. Then it finishes every row in hand (including
-    /// rows waiting in a lane) and returns. A database error is logged and the loop goes on.
+    /// once nothing is due and no row is in hand. At the drain's bound it stops: rows waiting in
+    /// a lane are let go at once, and a row in delivery gets [`LANE_GRACE`] to finish its
+    /// request in flight before its lane is abandoned (a wait for the shared rate limit is not
+    /// finished). What it let go stays on disk: its lease lapses and the next process delivers
+    /// it, resuming after what ManyChat answered. A database error is logged and the loop goes
+    /// on.
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(
             max_in_flight = self.settings.max_in_flight,
@@ -262,6 +270,8 @@ impl OutboxWorker {
         let mut stopping = false;
         // Set when shutdown fires: claims go on until then.
         let mut drain_until: Option<tokio::time::Instant> = None;
+        // Set when the drain's bound is reached with rows in hand: their lanes end then.
+        let mut abandon_at: Option<tokio::time::Instant> = None;
         loop {
             while let Some(joined) = lanes.tasks.try_join_next_with_id() {
                 self.lane_ended(&mut lanes, joined);
@@ -276,6 +286,15 @@ impl OutboxWorker {
                 });
                 if tokio::time::Instant::now() >= until {
                     stopping = true;
+                    if !lanes.is_empty() {
+                        let let_go = self.let_go_of_waiting_rows(&lanes);
+                        tracing::warn!(
+                            rows_let_go = let_go,
+                            rows_in_delivery = lanes.len(),
+                            "outbox drain bound reached; rows in hand are left for the next process"
+                        );
+                        abandon_at = Some(tokio::time::Instant::now() + LANE_GRACE);
+                    }
                 }
             }
             if stopping && lanes.is_empty() {
@@ -324,10 +343,31 @@ impl OutboxWorker {
                     self.lane_ended(&mut lanes, joined);
                 }
                 _ = tokio::time::sleep(self.settings.poll_interval), if !stopping && has_room => {}
+                _ = tokio::time::sleep_until(abandon_at.unwrap_or_else(tokio::time::Instant::now)), if abandon_at.is_some() => {
+                    abandon_at = None;
+                    tracing::warn!(rows = lanes.len(), "outbox rows still in delivery at the drain's bound are abandoned");
+                    lanes.tasks.abort_all();
+                }
                 _ = &mut keeper => {}
             }
         }
         tracing::info!("outbox worker stopped");
+    }
+
+    /// Closes every lane's queue and lets go of the rows waiting in it (not started): their
+    /// leases are no longer renewed and lapse. Returns how many.
+    fn let_go_of_waiting_rows(&self, lanes: &Lanes) -> usize {
+        let mut let_go = 0;
+        for (_, queue) in lanes.queues.values() {
+            let mut queue = lock(queue);
+            queue.closed = true;
+            let mut held = lock(&self.held);
+            for row in queue.rows.drain(..) {
+                held.remove(&row.id);
+                let_go += 1;
+            }
+        }
+        let_go
     }
 
     /// Claims one batch of due rows and processes it to the end (each contact's rows in order,
@@ -436,6 +476,7 @@ impl OutboxWorker {
     ) {
         let task = match &joined {
             Ok((task, _)) => *task,
+            Err(error) if error.is_cancelled() => error.id(),
             Err(error) => {
                 tracing::error!(error = %error, "outbox lane ended abnormally");
                 error.id()

@@ -9,7 +9,8 @@
 //! it is written; deferred, the outbox carries both. When the store cannot take the turn (it
 //! does not answer, its disk is full), the contact still gets the copy and the handoff is
 //! performed directly through ManyChat (`hand_off_without_store`): nobody is told a person will
-//! write without being put in a person's queue.
+//! write without being put in a person's queue, and the contact is held once the store is back
+//! (`unheld`).
 
 use super::after::after_response;
 use super::agent_job::Answer;
@@ -64,6 +65,8 @@ impl TurnEngine {
             );
             return;
         }
+        // The contact was told a person will write: it is held once the store takes the hold.
+        self.hold_without_store(subscriber);
         let mut handoff = actions::handoff_actions(config.rules.handoff.as_ref());
         if handoff.is_empty() {
             tracing::warn!(

@@ -52,6 +52,7 @@ mod replied;
 mod settle;
 mod shared;
 mod takeover;
+mod unheld;
 mod waiting;
 
 pub use after::AfterResponse;
@@ -197,6 +198,8 @@ struct Inner {
     plugins: crate::plugins::PluginClient,
     /// The contacts' bursts open in this process (`crate::burst`).
     bursts: crate::burst::Bursts<burst::FirstPiece>,
+    /// Contacts handed off without the store whose hold is not written yet (`unheld`).
+    unheld: unheld::Unheld,
 }
 
 impl TurnEngine {
@@ -251,6 +254,7 @@ impl TurnEngine {
                 metrics,
                 plugins: crate::plugins::PluginClient::default(),
                 bursts: crate::burst::Bursts::default(),
+                unheld: unheld::Unheld::default(),
             }),
         }
     }
@@ -300,12 +304,16 @@ impl TurnEngine {
         if let Some(guard) = inner.order.try_acquire(&inbound.subscriber_id) {
             let now = inner.clock.now();
             let query = context_query(&config, true, now);
-            if let Some((conversation, context)) = inner
+            if let Some((mut conversation, context)) = inner
                 .store
                 .returning_contact(&inbound.subscriber_id, query)
                 .await
                 .during("reading the contact's conversation and history")?
             {
+                // A contact handed off without the store is held from here on (`unheld`).
+                self.hold_handed_off(&mut conversation)
+                    .await
+                    .during("writing the hold of a contact handed off without the store")?;
                 let bound = self.bind(&conversation, &inbound);
                 // An unbound turn neither waits nor blocks, and reads no history.
                 let (guard, context) = if bound {
@@ -324,11 +332,14 @@ impl TurnEngine {
             // A first contact: the conversation is created below.
         }
         let channel = inbound.channel.as_deref().unwrap_or("whatsapp");
-        let conversation = inner
+        let mut conversation = inner
             .store
             .conversation_for(&inbound.subscriber_id, channel, inner.clock.now())
             .await
             .during("reading the contact's conversation")?;
+        self.hold_handed_off(&mut conversation)
+            .await
+            .during("writing the hold of a contact handed off without the store")?;
         let bound = self.bind(&conversation, &inbound);
         // 037: unbound turns neither wait nor block.
         if !bound {

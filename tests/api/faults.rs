@@ -343,6 +343,8 @@ use std::sync::Arc;
 
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
 
+use crate::selling::Backend;
+
 /// Makes the test's SQLite database refuse every insert into `table`, as a full disk would.
 fn refuse_inserts(app: &TestApp, table: &str) {
     let conn = rusqlite::Connection::open(&app.database_path).unwrap();
@@ -539,6 +541,69 @@ async fn fault_sigterm_delivers_the_replies_that_fall_due_within_the_shutdown_dr
     );
 }
 
+/// Shutdown keeps its bound: with more rows in hand than the shared rate limit lets out within
+/// `SHUTDOWN_DRAIN_MS`, the worker stops at the bound (plus the grace of a request in flight)
+/// instead of draining them all; what it did not deliver stays on disk, undelivered and not
+/// failed, for the next process.
+#[tokio::test(start_paused = true)]
+async fn fault_sigterm_stops_the_outbox_at_the_drain_bound_and_leaves_the_rest_on_disk() {
+    let _frozen = FrozenClock::freeze();
+    let mut options = AppOptions::new(Arc::new(ScriptedModel::replies(Vec::<String>::new())))
+        .env("SHUTDOWN_DRAIN_MS", "1000");
+    options.background_workers = true;
+    let app = spawn_app_with(options).await;
+    // 40 contacts' replies, each two requests: 80 requests, 8 s at ManyChat's 10 a second.
+    let mut rows = Vec::new();
+    for contact in 0..40 {
+        let subscriber = format!("{}", 89_100 + contact);
+        rows.push(
+            queue_due_reply(
+                &app,
+                &subscriber,
+                json!({"messages": ["Owed."], "actions": [], "turnId": null}),
+            )
+            .await,
+        );
+    }
+    let store = app.store.clone();
+
+    let mut stopping = tokio::spawn(app.stop());
+    let step = Duration::from_millis(10);
+    let mut moved = Duration::ZERO;
+    let mut stopped = false;
+    for _ in 0..2000 {
+        tokio::select! {
+            done = &mut stopping => {
+                done.unwrap();
+                stopped = true;
+                break;
+            }
+            _ = real_pause() => {
+                tokio::time::advance(step).await;
+                moved += step;
+            }
+        }
+    }
+    assert!(stopped, "shutdown ends");
+    assert!(
+        moved <= Duration::from_millis(2500),
+        "the worker stops within the drain (1 s) and a request's grace (1 s): {moved:?}"
+    );
+    let mut delivered = 0;
+    for row in rows {
+        let row = store.outbox_row(row).await.unwrap().unwrap();
+        match row.status {
+            manychat_agent::store::OutboxStatus::Delivered => delivered += 1,
+            manychat_agent::store::OutboxStatus::Failed => panic!("a row was given up: {row:?}"),
+            _ => {}
+        }
+    }
+    assert!(
+        delivered < 40,
+        "the rest left on disk: {delivered} delivered"
+    );
+}
+
 /// A database failure's log line says which operation failed, on which backend, and the cause
 /// in plain words (here the turn cannot be recorded: the disk is full).
 #[tokio::test]
@@ -569,3 +634,106 @@ async fn fault_a_database_failure_is_logged_with_its_operation_backend_and_cause
         "the cause is the cause alone: {line}"
     );
 }
+
+// --- in-process: the handoff made without the store holds ---------------------------------
+
+/// Makes the backend refuse every insert into `turns` (as a full disk would), or take them
+/// again.
+async fn refuse_turns(app: &TestApp, schema: Option<&str>, refuse: bool) {
+    match (schema, refuse) {
+        (None, true) => refuse_inserts(app, "turns"),
+        (None, false) => accept_inserts(app, "turns"),
+        (Some(schema), refuse) => {
+            let admin = sqlx::PgPool::connect(&test_database_url()).await.unwrap();
+            let statements = if refuse {
+                vec![
+                    format!(
+                        "CREATE FUNCTION {schema}.refuse_insert() RETURNS trigger LANGUAGE plpgsql \
+                         AS $$ BEGIN RAISE EXCEPTION 'could not extend file: No space left on device'; END $$"
+                    ),
+                    format!(
+                        "CREATE TRIGGER refuse_turns BEFORE INSERT ON {schema}.turns \
+                         FOR EACH ROW EXECUTE FUNCTION {schema}.refuse_insert()"
+                    ),
+                ]
+            } else {
+                vec![format!("DROP TRIGGER refuse_turns ON {schema}.turns")]
+            };
+            for statement in statements {
+                sqlx::query(&statement).execute(&admin).await.unwrap();
+            }
+        }
+    }
+}
+
+/// "A person will write" holds: a contact handed off directly through ManyChat while the store
+/// could not take its turn is held once the store is back; its next message is recorded and
+/// answered silently (`held`), the model never reads it, and it is not tagged again.
+async fn fault_a_contact_handed_off_without_the_store_is_held_when_the_store_is_back(
+    backend: Backend,
+) {
+    let model = Arc::new(ScriptedModel::replies([
+        reply_json("The wheel course has places."),
+        reply_json("A second answer nobody should get."),
+    ]));
+    let (schema, options) = match backend {
+        Backend::Sqlite => (None, AppOptions::new(model.clone())),
+        Backend::Postgres => {
+            let (schema, url) = fresh_postgres_schema().await;
+            (
+                Some(schema),
+                AppOptions::new(model.clone()).env("DATABASE_URL", url),
+            )
+        }
+    };
+    let app = spawn_app_with(options).await;
+    let tag = handoff_tag(&app);
+    // The person keeps the tag on the contact.
+    Mock::given(method("GET"))
+        .and(path("/fb/subscriber/getInfo"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "status": "success",
+            "data": {"id": "8911", "tags": [{"id": 1, "name": tag}], "custom_fields": []}
+        })))
+        .with_priority(1)
+        .mount(&app.manychat)
+        .await;
+    app.returning_contact("8911").await;
+    refuse_turns(&app, schema.as_deref(), true).await;
+    let (status, body) = app.send("8911", "Any places on the wheel course?").await;
+    assert_eq!(status, 200);
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    until(async || !tags_sent(&app).await.is_empty()).await;
+    assert!(
+        app.turns("8911").await.is_empty(),
+        "nothing could be recorded"
+    );
+
+    // The store is back; the contact writes again while a person is expected to answer.
+    refuse_turns(&app, schema.as_deref(), false).await;
+    let (status, body) = app.send("8911", "Hello? Are you there?").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["content"]["messages"], json!([]), "held: {body}");
+    app.settle().await;
+    assert_eq!(model.calls(), 1, "the model never reads a held contact");
+    assert!(
+        app.conversation("8911").await.escalated_at.is_some(),
+        "the hold is on disk"
+    );
+    let outcomes: Vec<_> = app
+        .turns("8911")
+        .await
+        .into_iter()
+        .map(|t| t.outcome)
+        .collect();
+    assert_eq!(outcomes, [None, Some("held".to_owned())]);
+    assert_eq!(tags_sent(&app).await, vec![tag], "handed off once");
+    assert!(
+        app.manychat_requests_to("/fb/subscriber/setCustomFieldByName")
+            .await
+            .is_empty(),
+        "nothing said after the copy"
+    );
+}
+
+on_both_backends!(fault_a_contact_handed_off_without_the_store_is_held_when_the_store_is_back);

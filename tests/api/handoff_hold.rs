@@ -543,3 +543,40 @@ async fn handoff_a_load_shed_message_from_a_held_contact_gets_no_copy_and_no_han
     assert_eq!(held.escalation_reason, None);
     drop(busy);
 }
+
+static WALL_STEP_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// The machine's wall clock, which the test steps (NTP).
+fn stepped_wall() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now()
+        + chrono::Duration::milliseconds(WALL_STEP_MS.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+/// The wall clock is followed: a +26 h NTP step while a contact is held for 24 h ends the hold
+/// at the contact's next message (without a restart), and that message is recorded at the new
+/// wall time.
+#[tokio::test]
+async fn a_wall_clock_step_past_the_hold_ends_it_without_a_restart() {
+    let model = Arc::new(ScriptedModel::from_steps(replies(&["Welcome back."])));
+    let mut options = AppOptions::new(model.clone());
+    options.clock = Some(manychat_agent::clock::Clock::following(stepped_wall));
+    let app = spawn_app_with(options).await;
+    ask_for_a_refund(&app, "3100301").await;
+    assert_held(&app, &model, "3100301").await;
+
+    WALL_STEP_MS.store(26 * 3_600_000, std::sync::atomic::Ordering::SeqCst);
+    let asked = ("Hello again", "Welcome back.");
+    answered_after_release(&app, "3100301", asked, "hold_expired").await;
+    let turns = app.turns("3100301").await;
+    let message = turns
+        .iter()
+        .rev()
+        .find(|t| t.text == "Hello again")
+        .unwrap();
+    let wall = stepped_wall();
+    assert!(
+        (wall - message.created_at).num_seconds().abs() <= 5,
+        "recorded at the wall's time: {} against {wall}",
+        message.created_at
+    );
+}

@@ -93,6 +93,8 @@ pub struct AppOptions {
     /// Listen on every address (`0.0.0.0`) instead of the loopback, as a deployment without a
     /// proxy does.
     pub all_addresses: bool,
+    /// A clock instead of the system's (e.g. one following a wall the test steps).
+    pub clock: Option<manychat_agent::clock::Clock>,
 }
 
 impl AppOptions {
@@ -106,6 +108,7 @@ impl AppOptions {
             background_workers: false,
             burst: false,
             all_addresses: false,
+            clock: None,
         }
     }
 
@@ -237,7 +240,9 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         "127.0.0.1:0"
     };
     let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
-    let clock = manychat_agent::clock::Clock::system();
+    let clock = options
+        .clock
+        .unwrap_or_else(manychat_agent::clock::Clock::system);
     let overrides = Overrides {
         model: Some(options.model),
         clock: Some(clock),
