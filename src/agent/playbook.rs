@@ -21,7 +21,7 @@ pub fn section(insights: &[String]) -> String {
     out.push('\n');
     for insight in insights {
         out.push_str("- ");
-        out.push_str(&crate::fence::one_line(insight));
+        out.push_str(&crate::fence::server_line(insight));
         out.push('\n');
     }
     out

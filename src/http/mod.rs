@@ -2,6 +2,11 @@
 //! `GET /ready`, `GET /metrics`, and `POST /v1/channels/manychat/release` (`release`: a contact
 //! held for a person handed back to the assistant).
 //!
+//! Only the message route takes the shared secret (it is pasted into every Dynamic Block): the
+//! release route has its own `RELEASE_TOKEN` and is off without it, `/metrics` needs
+//! `METRICS_TOKEN` unless the listener is on the loopback or `METRICS_OPEN` is set, and `/ready`
+//! answers in fixed words, its version and wiring details for a `METRICS_TOKEN` holder only.
+//!
 //! The message route runs its checks in a fixed order: authentication **before the body is read**
 //! (a request without a valid secret is counted against its address's limit, then refused), then
 //! the 64 KiB body limit and the body timeout, then the strict inbound parse, then the contact's

@@ -136,7 +136,7 @@ pub fn remove(text: &str, names: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::agent::Fence;
+    use crate::fence::Fence;
     use crate::learning::cohort::Member;
     use crate::store::{Role, Turn};
 

@@ -336,7 +336,9 @@ fn push_list(out: &mut String, items: &[String]) {
     }
     for item in items {
         out.push_str("- ");
-        out.push_str(&crate::fence::one_line(item));
+        // Analyst-written (a model's) text a person reviewed: one line without a marker, like
+        // every server line, so it can neither close the transcripts' fence nor forge one.
+        out.push_str(&crate::fence::server_line(item));
         out.push('\n');
     }
 }

@@ -25,8 +25,8 @@ use tokio::time::Instant;
 
 use super::detach::Detachable;
 use super::gates::hour_start;
-use super::message::Message;
-use super::record::{Outcome, Promise};
+use super::message::{Message, Promise};
+use super::record::Outcome;
 use super::{Inbound, Mode, ReadTurn, TurnEngine, TurnError, TurnResponse, scripted_opening};
 use crate::burst::{self, OpenBurst};
 use crate::config::TenantConfig;

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::agent_job::{AgentJob, Settled};
 use super::detach::Detachable;
-use super::record::Promise;
+use super::message::Promise;
 use super::{Mode, TurnEngine, TurnError, TurnResponse};
 
 impl TurnEngine {
