@@ -427,6 +427,12 @@ impl Application {
             self.state.config.clone(),
             shutdown.clone(),
         );
+        // Plugin writes a stopped process left under way (a store this process owns).
+        if self.state.store.single_process()
+            && let Err(error) = self.state.turns.settle_writes_under_way(None).await
+        {
+            tracing::error!(error = %error, "could not settle plugin writes left under way");
+        }
         // Replies a stopped process promised and did not give.
         if let Err(error) = self.state.turns.recover_promises().await {
             tracing::error!(error = %error, "could not look for interrupted turns");

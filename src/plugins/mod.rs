@@ -232,6 +232,11 @@ pub async fn perform_write(
 }
 
 /// The error of a plugin write found under way on a resumed outbox row.
+/// The mark a staged plugin write carries in its turn's action record (as its `error`) while its
+/// request is under way after the response: a process that stops then leaves it, and the write
+/// is settled `failed` ([`MAY_HAVE_RUN`]) instead of staying `staged`.
+pub const UNDER_WAY: &str = "under way";
+
 pub const MAY_HAVE_RUN: &str =
     "under way when its process stopped; not sent again (it may have run)";
 

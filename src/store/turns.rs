@@ -318,6 +318,14 @@ pub trait TurnStore: ConversationStore + CounterStore + OutboxStore + SalesStore
     /// Every turn of a conversation, oldest first (tests and operators).
     async fn turns(&self, conversation_id: ConversationId) -> Result<Vec<Turn>>;
 
+    /// The turns created at or after `since` whose action record contains `text` (a marker a
+    /// process leaves while an action is under way), oldest first.
+    async fn turns_with_actions_containing(
+        &self,
+        text: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<Turn>>;
+
     /// Everything a turn reads before its checks.
     async fn turn_context(
         &self,

@@ -43,10 +43,20 @@ impl TurnEngine {
         if store.single_process() {
             return;
         }
+        let mut looks: u64 = 0;
         loop {
             if let Err(error) = store.beat().await {
                 tracing::error!(error = %error, "could not renew this replica's lease");
             }
+            // A stopped replica's plugin writes under way (`after`), about once a minute.
+            if looks.is_multiple_of(60)
+                && let Err(error) = self
+                    .settle_writes_under_way(Some(super::after::STALE_MARK))
+                    .await
+            {
+                tracing::error!(error = %error, "could not settle a stopped replica's plugin writes");
+            }
+            looks += 1;
             if !shutdown.is_cancelled()
                 && let Err(error) = self.take_over_once().await
             {

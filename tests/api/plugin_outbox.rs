@@ -169,7 +169,70 @@ async fn plugin_a_write_under_way_when_its_process_stopped_is_never_sent_again(b
     first.stop().await;
 }
 
+/// An inline reply's plugin write (performed once the response is written) is marked under way
+/// in the turn's record before its request leaves. The process stops while the endpoint holds
+/// the request (its work never goes on: the clock is frozen); the restarted process (on
+/// PostgreSQL, any replica once the turn is older than `STALE_MARK`: here its clock runs ten
+/// minutes ahead) settles the write `failed` ("it may have run") instead of leaving it `staged`,
+/// and never calls the endpoint again.
+async fn plugin_an_inline_write_under_way_when_its_process_stopped_is_settled_failed(
+    backend: Backend,
+) {
+    let _frozen = FrozenClock::freeze();
+    let _dir = tempfile::tempdir().unwrap();
+    let url = match backend {
+        Backend::Sqlite => sqlite_file_url(_dir.path()),
+        Backend::Postgres => fresh_postgres_url().await,
+    };
+    let server = endpoint_holding("8131").await;
+    let plugins = plugins_json(&server.uri());
+    let model = script(vec![
+        manychat_agent::model::mock::tool_calls([crate::plugins::lead(
+            "wheel_basics",
+            "Wants the wheel class.",
+        )]),
+        answer("Noted."),
+    ]);
+    let first = spawn_app_with(
+        AppOptions::new(model)
+            .edit(move |dir| {
+                without_sales(dir);
+                write_plugins(dir, &plugins);
+            })
+            .env(SECRET_ENV, PLUGIN_SECRET)
+            .env("DATABASE_URL", url.clone()),
+    )
+    .await;
+    let (_, body) = first.send("8131", "I'd like the wheel class").await;
+    assert_eq!(block_texts(&body), vec!["Noted."]);
+    until(async || lead_calls_for(&server, "8131").await == 1).await;
+    let write = recorded_write(&first, "8131").await;
+    assert_eq!(
+        (&write["status"], &write["error"]),
+        (&json!("staged"), &json!("under way")),
+        "the record says the write is under way"
+    );
+
+    // Restarted (the first process's work never goes on).
+    let mut options = AppOptions::new(script(Vec::new()))
+        .edit(without_sales)
+        .env("DATABASE_URL", url);
+    options.clock = Some(manychat_agent::clock::Clock::starting_at(
+        chrono::Utc::now() + chrono::Duration::minutes(10),
+    ));
+    let second = spawn_app_with(options).await;
+    until(async || recorded_write(&second, "8131").await["status"] == "failed").await;
+    let write = recorded_write(&second, "8131").await;
+    assert_eq!(write["error"], manychat_agent::plugins::MAY_HAVE_RUN);
+    assert_eq!(
+        lead_calls_for(&server, "8131").await,
+        1,
+        "the endpoint is never called again"
+    );
+}
+
 on_both_backends!(
     #[tokio::test(start_paused = true)]
     plugin_a_write_under_way_when_its_process_stopped_is_never_sent_again,
+    plugin_an_inline_write_under_way_when_its_process_stopped_is_settled_failed,
 );

@@ -344,6 +344,7 @@ pub async fn run_all(store: &dyn Store) {
     record_exchange_is_all_or_nothing(store).await;
     record_exchange_keeps_a_promise(store).await;
     record_exchange_keeps_an_answered_promise_by_removing_its_rows(store).await;
+    turns_with_actions_containing_a_marker_are_found_since(store).await;
     spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker(store).await;
     outbox_handoff_waits_behind_an_open_reply(store).await;
     forget_deletes_every_row_of_the_contact(store).await;
@@ -470,6 +471,7 @@ mod tests {
         record_exchange_is_all_or_nothing,
         record_exchange_keeps_a_promise,
         record_exchange_keeps_an_answered_promise_by_removing_its_rows,
+        turns_with_actions_containing_a_marker_are_found_since,
         outbox_handoff_waits_behind_an_open_reply,
         forget_deletes_every_row_of_the_contact,
         retention_clears_old_text_and_keeps_the_measures,

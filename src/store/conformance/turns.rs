@@ -798,3 +798,31 @@ pub async fn record_exchange_is_all_or_nothing(store: &dyn Store) {
     assert_eq!(store.rate_count(subscriber, window).await.expect("rate"), 0);
     assert_eq!(store.budget(day).await.expect("budget").tokens, 0);
 }
+
+/// The turns whose action record contains a marker are found from `since` on, oldest first:
+/// not a turn without it, without actions, or older.
+pub async fn turns_with_actions_containing_a_marker_are_found_since(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let marked = |at, error: &str| {
+        let mut turn = NewTurn::agent(conversation.id, "Noted.", "answered_inline", true, at);
+        turn.actions = Some(json!([{"tool": "create_lead", "status": "staged", "error": error}]));
+        turn
+    };
+    let old = marked(at_s(10), "under way");
+    let found_a = marked(at_s(100), "under way");
+    let other = marked(at_s(101), "timed out");
+    let found_b = marked(at_s(102), "under way");
+    let bare = NewTurn::agent(conversation.id, "Hi.", "answered_inline", true, at_s(103));
+    let mut ids = Vec::new();
+    for turn in [&old, &found_a, &other, &found_b, &bare] {
+        ids.push(store.record_turn(turn).await.unwrap());
+    }
+    let found: Vec<i64> = store
+        .turns_with_actions_containing("\"under way\"", at_s(50))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(found, vec![ids[1], ids[3]]);
+}

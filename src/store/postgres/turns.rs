@@ -113,6 +113,23 @@ impl TurnStore for PgStore {
         .await
     }
 
+    async fn turns_with_actions_containing(
+        &self,
+        text: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<Turn>> {
+        let sql = format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE created_at >= $1 AND actions IS NOT NULL \
+             AND strpos(actions::TEXT, $2) > 0 ORDER BY created_at, seq"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(since)
+            .bind(text)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(turn_from).collect()
+    }
+
     async fn record_exchange(&self, exchange: Exchange<'_>) -> Result<ExchangeIds> {
         // One transaction: the turn is stored whole or not at all, as on SQLite.
         let mut tx = self.pool.begin().await?;

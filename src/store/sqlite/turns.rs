@@ -374,6 +374,20 @@ impl TurnStore for SqliteStore {
         .await
     }
 
+    async fn turns_with_actions_containing(
+        &self,
+        text: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<Turn>> {
+        self.read_query(
+            query_all,
+            TURNS_WITH_ACTIONS_CONTAINING,
+            (ms(since), text.to_owned()),
+            turn_from,
+        )
+        .await
+    }
+
     async fn turn_context(
         &self,
         conversation: &Conversation,
@@ -479,6 +493,13 @@ impl TurnStore for SqliteStore {
 const TURN_BY_ID: &str = concat!("SELECT ", turn_columns!(), " FROM turns WHERE id = ?");
 
 /// A conversation's turns, in order.
+const TURNS_WITH_ACTIONS_CONTAINING: &str = concat!(
+    "SELECT ",
+    turn_columns!(),
+    " FROM turns WHERE created_at >= ?1 AND actions IS NOT NULL AND instr(actions, ?2) > 0 \
+     ORDER BY created_at, seq"
+);
+
 const CONVERSATION_TURNS: &str = concat!(
     "SELECT ",
     turn_columns!(),
