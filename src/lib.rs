@@ -2,6 +2,8 @@
 //!
 //! # Layout, in the order a turn flows through it
 //!
+//! A module imports only modules on lower floors (docs/ARCHITECTURE.md, "Layers").
+//!
 //! - [`settings`]: environment variables → typed, validated `Settings` (SYSTEM 5.2).
 //! - [`config`]: the tenant's files (prompt, catalog, rules, tools), validated whole, reloaded
 //!   on SIGHUP (SYSTEM 5.1, 5.3).

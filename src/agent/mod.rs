@@ -1,7 +1,8 @@
 //! The agent core: from a turn's inputs to a guarded reply (SYSTEM 4, 012, 024, C3, C4, C6).
 //!
-//! - [`prompt`]: the static prefix and the per-turn messages, in the shared prompt format.
-//! - [`fence`]: the per-turn nonce fence around contact text.
+//! - [`prompt`]: the static prefix and the per-turn messages, in the shared prompt format;
+//!   [`playbook`]: the active playbook's section of it (031). The fence around contact text is
+//!   `crate::fence`.
 //! - [`agent_loop`]: the four-step tool loop over the `Model` and `ToolHost` traits.
 //! - [`reply`]: AgentReply, its strict JSON Schema and the parser.
 //! - [`guardrails`]: schema, field echoes, leaks, escalation, confidence, clamps, repeats.
