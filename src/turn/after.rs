@@ -107,7 +107,7 @@ impl TurnEngine {
                 action.entry.error = Some("not sent: it could not be marked under way".to_owned());
                 inner
                     .metrics
-                    .action(&action.entry.tool, ActionStatus::Failed);
+                    .action(&action.entry.tool, &ActionStatus::Failed.label());
                 continue;
             }
             crate::plugins::perform_write(
@@ -156,7 +156,7 @@ impl TurnEngine {
             }) {
                 entry.status = ActionStatus::Failed;
                 entry.error = Some(crate::plugins::MAY_HAVE_RUN.to_owned());
-                inner.metrics.action(&entry.tool, ActionStatus::Failed);
+                inner.metrics.action(&entry.tool, &ActionStatus::Failed.label());
                 changed += 1;
             }
             if changed == 0 {
