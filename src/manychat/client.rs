@@ -177,6 +177,15 @@ impl ManyChatClient {
         (!left.is_zero()).then_some(left)
     }
 
+    /// Waits until ManyChat's last `Retry-After` has passed (every request of the process,
+    /// whatever sends it, stays behind it), then for a slot of the shared limiter.
+    async fn slot(&self) {
+        while let Some(left) = self.retry_after() {
+            tokio::time::sleep(left).await;
+        }
+        self.limiter.acquire().await;
+    }
+
     /// Keeps a `Retry-After` of whole seconds from a 429 or 5xx answer.
     fn note_retry_after(&self, status: u16, headers: &reqwest::header::HeaderMap) {
         if status != 429 && !(500..=599).contains(&status) {
@@ -274,7 +283,7 @@ impl ManyChatClient {
     ) -> Result<ContactRecord, ManyChatError> {
         let endpoint = Endpoint::GetInfo;
         let read = async {
-            self.limiter.acquire().await;
+            self.slot().await;
             let request = self
                 .http
                 .get(self.url(endpoint))
@@ -326,7 +335,7 @@ impl ManyChatClient {
 
     /// A page API GET's `data`.
     async fn page_data(&self, endpoint: Endpoint) -> Result<Value, ManyChatError> {
-        self.limiter.acquire().await;
+        self.slot().await;
         let request = self.http.get(self.url(endpoint));
         let body = self.execute(endpoint, request, 0, REQUEST_TIMEOUT).await?;
         serde_json::from_slice::<Value>(&body)
@@ -344,7 +353,7 @@ impl ManyChatClient {
         // `Value`'s Display is its JSON form and cannot fail.
         let bytes = body.to_string().into_bytes();
         let request_bytes = bytes.len();
-        self.limiter.acquire().await;
+        self.slot().await;
         let request = self
             .http
             .post(self.url(endpoint))

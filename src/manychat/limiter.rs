@@ -4,7 +4,9 @@
 //! ManyChat allows 10 requests per second per API key for getInfo and every tag or field write,
 //! and may stop serving a key for 24 hours when the limit is exceeded, so staying under it is a
 //! hard requirement. One bucket is shared by every request (sendFlow's own, higher limit is
-//! covered by the lower one): 10 per second, burst 5.
+//! covered by the lower one): 10 per second, burst 5. A bucket alone lets its burst go on top of
+//! the rate (15 in the second after an idle time), so every grant also passes the sliding
+//! second: never more than [`PER_SECOND`] requests of this process in any second.
 //!
 //! The limit is per account, not per process: when the deployment has a [`SharedBucket`] (the
 //! Postgres store keeps one in the database) every replica draws from it; otherwise
@@ -41,6 +43,9 @@ use crate::ids::SubscriberId;
 
 /// Requests per second ManyChat allows for the calls we make (the lowest of its limits).
 const PER_SECOND: NonZeroU32 = NonZeroU32::new(10).expect("10 is not zero");
+/// The sliding second: no more than [`PER_SECOND`] requests within it.
+const SLIDING_SECOND: Duration = Duration::from_secs(1);
+
 /// Requests that may go out back to back before the rate applies.
 const BURST: NonZeroU32 = NonZeroU32::new(5).expect("5 is not zero");
 
@@ -128,6 +133,9 @@ pub struct ManyChatLimiter {
     /// Waiters queue here (a fair mutex) and only the one at the head watches the bucket: a
     /// backlog of N requests costs one wake-up per slot, not N, and is served in arrival order.
     queue: Arc<tokio::sync::Mutex<()>>,
+    /// When this process's latest requests (at most [`PER_SECOND`]) were let go, oldest first:
+    /// the sliding second.
+    recent: Arc<std::sync::Mutex<std::collections::VecDeque<tokio::time::Instant>>>,
 }
 
 impl ManyChatLimiter {
@@ -139,6 +147,7 @@ impl ManyChatLimiter {
             shared: None,
             flows: None,
             queue: Arc::new(tokio::sync::Mutex::new(())),
+            recent: Arc::default(),
         }
     }
 
@@ -190,10 +199,36 @@ impl ManyChatLimiter {
                 None => self.local_wait(),
             };
             match wait {
-                None => return,
+                None => break,
                 Some(wait) => tokio::time::sleep(wait).await,
             }
         }
+        // The sliding second: the bucket's burst never goes on top of its rate.
+        while let Some(wait) = self.sliding_wait() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Lets the request go within the sliding second (`None`, noted), or says how long until the
+    /// oldest of the latest [`PER_SECOND`] requests is a second old.
+    fn sliding_wait(&self) -> Option<Duration> {
+        let now = tokio::time::Instant::now();
+        let mut recent = self
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while recent
+            .front()
+            .is_some_and(|at| now.saturating_duration_since(*at) >= SLIDING_SECOND)
+        {
+            recent.pop_front();
+        }
+        if recent.len() >= PER_SECOND.get() as usize {
+            let oldest = *recent.front()?;
+            return Some(SLIDING_SECOND - now.saturating_duration_since(oldest));
+        }
+        recent.push_back(now);
+        None
     }
 
     /// Takes a slot of the in-process bucket (`None`), or says how long until one is free.
@@ -317,6 +352,40 @@ mod tests {
             seventh >= Duration::from_millis(200) && seventh <= Duration::from_millis(204),
             "the 7th request waits another 100 ms, waited {seventh:?}"
         );
+    }
+
+    /// Never more than 10 requests in any sliding second: the burst of 5 does not go on top of
+    /// the rate of 10 a second (with a bucket alone, 15 went in the first second).
+    #[tokio::test(start_paused = true)]
+    async fn system_3_5_limiter_never_lets_more_than_ten_requests_go_in_any_sliding_second() {
+        for limiter in [
+            ManyChatLimiter::new(),
+            ManyChatLimiter::new().with_shared_bucket(FakeShared::new(false)),
+        ] {
+            let mut at = Vec::new();
+            for round in 0..3 {
+                for _ in 0..25 {
+                    limiter.acquire().await;
+                    at.push(Instant::now());
+                }
+                // Idle long enough for the burst to refill.
+                tokio::time::sleep(Duration::from_secs(2 + round)).await;
+            }
+            for (i, window) in at.windows(11).enumerate() {
+                assert!(
+                    window[10] - window[0] >= Duration::from_secs(1),
+                    "requests {i} to {} went within {:?}",
+                    i + 10,
+                    window[10] - window[0]
+                );
+            }
+            // Still 10 a second sustained: 25 requests take about 2 s, not more.
+            let first_round = at[24] - at[0];
+            assert!(
+                first_round <= Duration::from_millis(2_010),
+                "{first_round:?}"
+            );
+        }
     }
 
     #[tokio::test(start_paused = true)]

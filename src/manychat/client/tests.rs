@@ -556,3 +556,55 @@ fn client_refuses_a_bad_base_url_or_token_and_never_prints_the_token() {
         "https://api.manychat.com/fb/sending/sendFlow"
     );
 }
+
+/// Every request of the process waits out the `Retry-After` ManyChat gave on a 429, whatever
+/// sends it (here a tag after a refused trigger): nothing reaches ManyChat before it passes.
+#[tokio::test(start_paused = true)]
+async fn system_3_5_every_request_waits_out_a_retry_after_manychat_gave() {
+    // Tokio's paused clock moves only by `advance` while this blocking task runs.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    tokio::task::spawn_blocking(move || {
+        let _ = held.recv();
+    });
+    let real_pause =
+        || tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(20)));
+    let server = MockServer::start().await;
+    Mock::given(path("/fb/sending/sendFlow"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("Retry-After", "20")
+                .set_body_json(json!({"status": "error"})),
+        )
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "success"})))
+        .mount(&server)
+        .await;
+    let client = client_for(&server.uri());
+    let refused = client.send_flow(&sub(), "content1").await;
+    assert_eq!(refused, Err(ManyChatError::RateLimited));
+
+    let tagging = client.clone();
+    let tag = tokio::spawn(async move { tagging.add_tag(&sub(), "vip").await });
+    let received = async || server.received_requests().await.unwrap_or_default().len();
+    for _ in 0..5 {
+        real_pause().await.unwrap();
+    }
+    tokio::time::advance(Duration::from_secs(19)).await;
+    for _ in 0..5 {
+        real_pause().await.unwrap();
+    }
+    assert_eq!(received().await, 1, "nothing sent within the 20 s asked");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    for _ in 0..50 {
+        if tag.is_finished() {
+            break;
+        }
+        real_pause().await.unwrap();
+    }
+    assert!(tag.await.unwrap().is_ok(), "sent once the 20 s passed");
+    assert_eq!(received().await, 2);
+    drop(release);
+}
