@@ -21,7 +21,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -59,6 +59,9 @@ pub struct ConfigHandle {
     reading: AtomicBool,
     /// What a reloaded set must also pass ([`Self::check_with`]).
     checks: std::sync::RwLock<Vec<EnvCheck>>,
+    /// How many reloads have ended, applied or refused: what a caller waiting for the outcome of
+    /// a reload it asked for (a signal has no answer) watches.
+    settled: AtomicU64,
 }
 
 impl ConfigHandle {
@@ -77,6 +80,7 @@ impl ConfigHandle {
             ctx,
             reading: AtomicBool::new(false),
             checks: std::sync::RwLock::new(Vec::new()),
+            settled: AtomicU64::new(0),
         }
     }
 
@@ -100,6 +104,12 @@ impl ConfigHandle {
             .iter()
             .flat_map(|check| check(&self.dir, config))
             .collect()
+    }
+
+    /// How many reloads have ended so far, applied or refused (a reload that outlasted its bound
+    /// or did not start is not counted).
+    pub fn reloads_settled(&self) -> u64 {
+        self.settled.load(Ordering::Acquire)
     }
 
     /// The config in force, to hold for the whole of one turn.
@@ -182,6 +192,12 @@ impl ConfigHandle {
                 Err(_) => Err(self.failed_unexpectedly()),
             }
         });
+        let outcome = self.swap_or_refuse(loaded);
+        self.settled.fetch_add(1, Ordering::AcqRel);
+        outcome
+    }
+
+    fn swap_or_refuse(&self, loaded: Result<TenantConfig, ConfigErrors>) -> ReloadOutcome {
         match loaded {
             Ok(config) => {
                 self.current.store(Arc::new(config));

@@ -296,7 +296,8 @@ pub async fn try_tool(
             Ok(Tried {
                 printed: format!(
                     "request: POST {}\n{request}\nthe model would be given: {}",
-                    shown_url(&tool.url), given.0
+                    shown_url(&tool.url),
+                    given.0
                 ),
                 answered: given.1,
             })

@@ -156,7 +156,9 @@ impl TurnEngine {
             }) {
                 entry.status = ActionStatus::Failed;
                 entry.error = Some(crate::plugins::MAY_HAVE_RUN.to_owned());
-                inner.metrics.action(&entry.tool, &ActionStatus::Failed.label());
+                inner
+                    .metrics
+                    .action(&entry.tool, &ActionStatus::Failed.label());
                 changed += 1;
             }
             if changed == 0 {

@@ -61,11 +61,12 @@ async fn system_5_3_sighup_swaps_a_valid_config_and_keeps_the_old_one_on_error()
     let mut rules: Value = app.rules();
     let rules_path = app.config_dir.join("rules.json");
     rules["messages"]["escalation"] = Value::String(String::new());
+    let settled = app.config.reloads_settled();
     std::fs::write(&rules_path, rules.to_string()).unwrap();
     send_sighup();
-    for _ in 0..100 {
-        real_pause().await;
-    }
+    // The refusal is awaited, not assumed: the copy is read only once a reload of the invalid
+    // files has ended.
+    until(async || app.config.reloads_settled() > settled).await;
     assert_eq!(escalation_copy_served(&app, "4002").await, original);
 
     // A valid set is swapped in.
