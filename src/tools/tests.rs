@@ -55,6 +55,11 @@ fn call(name: &str, arguments: Value) -> ToolCall {
     }
 }
 
+/// What the model is told for the call `name` with `arguments`.
+async fn stage(tools: &mut TurnTools, name: &str, arguments: Value) -> Value {
+    tools.call(&call(name, arguments)).await
+}
+
 fn spec<'a>(specs: &'a [ToolSpec], name: &str) -> &'a ToolSpec {
     specs.iter().find(|s| s.name == name).expect("tool offered")
 }
@@ -133,12 +138,12 @@ fn spec_023_link_sent_is_not_in_the_models_enum() {
 #[tokio::test]
 async fn spec_012_verification_2_execute_stages_and_returns_staged_true() {
     let mut tools = TurnTools::without_reads(config(demo_tools()));
-    let result = tools
-        .call(&call(
-            "send_flow",
-            json!({"flow": "brochure", "contactAsked": true}),
-        ))
-        .await;
+    let result = stage(
+        &mut tools,
+        "send_flow",
+        json!({"flow": "brochure", "contactAsked": true}),
+    )
+    .await;
     assert_eq!(result, json!({"staged": true}));
     let actions = tools.into_actions();
     assert_eq!(actions.len(), 1);
@@ -155,12 +160,10 @@ async fn spec_012_verification_2_execute_stages_and_returns_staged_true() {
 async fn spec_012_verification_4_ninth_action_is_dropped_over_the_cap() {
     let mut tools = TurnTools::without_reads(config(demo_tools()));
     for n in 0..8 {
-        let result = tools
-            .call(&call("add_tag", json!({"tag": format!("tag_{n}")})))
-            .await;
+        let result = stage(&mut tools, "add_tag", json!({"tag": format!("tag_{n}")})).await;
         assert_eq!(result, json!({"staged": true}));
     }
-    let ninth = tools.call(&call("add_tag", json!({"tag": "tag_8"}))).await;
+    let ninth = stage(&mut tools, "add_tag", json!({"tag": "tag_8"})).await;
     assert_eq!(ninth["staged"], json!(false));
     let actions = tools.into_actions();
     assert_eq!(actions.len(), 9);
@@ -175,15 +178,15 @@ async fn spec_012_verification_4_ninth_action_is_dropped_over_the_cap() {
 #[tokio::test]
 async fn spec_012_identical_actions_are_staged_once_in_the_models_order() {
     let mut tools = TurnTools::without_reads(config(demo_tools()));
-    tools.call(&call("add_tag", json!({"tag": "tag_2"}))).await;
-    tools
-        .call(&call(
-            "set_field",
-            json!({"field": "shift", "value": "evening"}),
-        ))
-        .await;
-    tools.call(&call("add_tag", json!({"tag": "tag_2"}))).await;
-    tools.call(&call("add_tag", json!({"tag": "tag_1"}))).await;
+    stage(&mut tools, "add_tag", json!({"tag": "tag_2"})).await;
+    stage(
+        &mut tools,
+        "set_field",
+        json!({"field": "shift", "value": "evening"}),
+    )
+    .await;
+    stage(&mut tools, "add_tag", json!({"tag": "tag_2"})).await;
+    stage(&mut tools, "add_tag", json!({"tag": "tag_1"})).await;
     let ids: Vec<String> = tools
         .into_actions()
         .into_iter()
@@ -195,19 +198,19 @@ async fn spec_012_identical_actions_are_staged_once_in_the_models_order() {
 #[tokio::test]
 async fn spec_012_set_field_value_must_belong_to_its_field() {
     let mut tools = TurnTools::without_reads(config(demo_tools()));
-    let result = tools
-        .call(&call(
-            "set_field",
-            json!({"field": "shift", "value": "tag_1"}),
-        ))
-        .await;
+    let result = stage(
+        &mut tools,
+        "set_field",
+        json!({"field": "shift", "value": "tag_1"}),
+    )
+    .await;
     assert_eq!(result["staged"], json!(false));
-    let result = tools
-        .call(&call(
-            "send_flow",
-            json!({"flow": "not_configured", "contactAsked": false}),
-        ))
-        .await;
+    let result = stage(
+        &mut tools,
+        "send_flow",
+        json!({"flow": "not_configured", "contactAsked": false}),
+    )
+    .await;
     assert_eq!(result["staged"], json!(false));
     assert!(tools.final_note().unwrap().contains("refused"));
     // Recorded as refused: the configured field without the model's value, the unknown flow
@@ -375,19 +378,19 @@ fn spec_024_write_note_parameters_are_the_configured_note_ids() {
 #[tokio::test]
 async fn spec_024_write_note_is_cleaned_when_staged_and_recorded_by_length() {
     let mut tools = TurnTools::without_reads(config(reading_tools()));
-    let staged = tools
-        .call(&call(
-            "write_note",
-            json!({"note": "goal", "text": "Wants   a mug; mail me at ada.l@example.test"}),
-        ))
-        .await;
+    let staged = stage(
+        &mut tools,
+        "write_note",
+        json!({"note": "goal", "text": "Wants   a mug; mail me at ada.l@example.test"}),
+    )
+    .await;
     assert_eq!(staged, json!({"staged": true}));
-    let empty = tools
-        .call(&call(
-            "write_note",
-            json!({"note": "summary", "text": " \n\t "}),
-        ))
-        .await;
+    let empty = stage(
+        &mut tools,
+        "write_note",
+        json!({"note": "summary", "text": " \n\t "}),
+    )
+    .await;
     assert_eq!(empty, json!({"staged": false}));
     let note = tools.final_note().unwrap();
     assert!(
@@ -419,19 +422,19 @@ async fn spec_024_write_note_is_cleaned_when_staged_and_recorded_by_length() {
 #[tokio::test]
 async fn spec_024_a_second_note_replaces_the_first_in_its_slot() {
     let mut tools = TurnTools::without_reads(config(reading_tools()));
-    tools
-        .call(&call(
-            "write_note",
-            json!({"note": "goal", "text": "First."}),
-        ))
-        .await;
-    tools.call(&call("add_tag", json!({"tag": "vip"}))).await;
-    tools
-        .call(&call(
-            "write_note",
-            json!({"note": "goal", "text": "Second, longer."}),
-        ))
-        .await;
+    stage(
+        &mut tools,
+        "write_note",
+        json!({"note": "goal", "text": "First."}),
+    )
+    .await;
+    stage(&mut tools, "add_tag", json!({"tag": "vip"})).await;
+    stage(
+        &mut tools,
+        "write_note",
+        json!({"note": "goal", "text": "Second, longer."}),
+    )
+    .await;
     let actions = tools.into_actions();
     assert_eq!(actions.len(), 2);
     assert_eq!(actions[0].entry.id, "goal");
@@ -442,16 +445,14 @@ async fn spec_024_a_second_note_replaces_the_first_in_its_slot() {
 async fn spec_024_notes_count_against_the_eight_action_cap() {
     let mut tools = TurnTools::without_reads(config(demo_tools_with_notes()));
     for n in 0..8 {
-        tools
-            .call(&call("add_tag", json!({"tag": format!("tag_{n}")})))
-            .await;
+        stage(&mut tools, "add_tag", json!({"tag": format!("tag_{n}")})).await;
     }
-    let ninth = tools
-        .call(&call(
-            "write_note",
-            json!({"note": "goal", "text": "Too late."}),
-        ))
-        .await;
+    let ninth = stage(
+        &mut tools,
+        "write_note",
+        json!({"note": "goal", "text": "Too late."}),
+    )
+    .await;
     assert_eq!(ninth["staged"], json!(false));
     let actions = tools.into_actions();
     assert_eq!(actions[8].entry.status, ActionStatus::DroppedOverCap);
@@ -515,13 +516,9 @@ fn spec_025_verification_1_schedule_nudge_is_offered_only_with_a_nudge_section()
 #[tokio::test]
 async fn spec_025_schedule_nudge_stages_its_delay_and_makes_no_request() {
     let mut tools = TurnTools::without_reads(config(with_nudge()));
-    let result = tools
-        .call(&call("schedule_nudge", json!({"delay": "tomorrow"})))
-        .await;
+    let result = stage(&mut tools, "schedule_nudge", json!({"delay": "tomorrow"})).await;
     assert_eq!(result, json!({"staged": true}));
-    let unknown = tools
-        .call(&call("schedule_nudge", json!({"delay": "next_week"})))
-        .await;
+    let unknown = stage(&mut tools, "schedule_nudge", json!({"delay": "next_week"})).await;
     assert_eq!(unknown["staged"], false);
     let actions = tools.into_actions();
     assert_eq!(actions.len(), 2);
@@ -573,12 +570,12 @@ async fn spec_032_verification_3_a_tied_flow_is_staged_on_a_turn_that_does_not_s
         ..Known::default()
     };
     let mut tools = TurnTools::without_reads_for(config(server_flow_tools()), known);
-    let result = tools
-        .call(&call(
-            "set_field",
-            json!({"field": "funnel", "value": "nurturing"}),
-        ))
-        .await;
+    let result = stage(
+        &mut tools,
+        "set_field",
+        json!({"field": "funnel", "value": "nurturing"}),
+    )
+    .await;
     assert_eq!(result, json!({"staged": true, "flowStaged": "gallery"}));
     let actions = tools.into_actions();
     let listed: Vec<_> = actions
@@ -605,12 +602,12 @@ async fn spec_032_verification_3_a_tied_flow_is_staged_on_a_turn_that_does_not_s
 async fn spec_034_the_intent_write_names_the_queued_opening_and_a_turn_without_a_sender_never_sends_it()
  {
     let mut tools = TurnTools::without_reads(config(server_flow_tools()));
-    let result = tools
-        .call(&call(
-            "set_field",
-            json!({"field": "intent", "value": "prospect"}),
-        ))
-        .await;
+    let result = stage(
+        &mut tools,
+        "set_field",
+        json!({"field": "intent", "value": "prospect"}),
+    )
+    .await;
     assert_eq!(
         result,
         json!({
