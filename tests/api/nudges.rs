@@ -579,7 +579,7 @@ async fn assert_no_nudge_turn_or_reply(app: &TestApp, conversation: &Conversatio
             .is_some_and(|o| o.starts_with("nudge_"))),
         "no nudge turn was recorded"
     );
-    let replies = replies_queued_for(&app, &conversation).await;
+    let replies = replies_queued_for(app, conversation).await;
     assert_eq!(replies, 0, "nothing was queued for the contact");
     let before = app.manychat_requests().await.len();
     app.worker.run_once().await.expect("the outbox worker runs");

@@ -528,7 +528,7 @@ async fn flows_of(app: &TestApp, subscriber: u64) -> usize {
 }
 
 async fn status_of(app: &TestApp, id: i64) -> OutboxStatus {
-    row_of(&app, id).await.status
+    row_of(app, id).await.status
 }
 
 #[tokio::test(start_paused = true)]
