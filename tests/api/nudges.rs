@@ -784,14 +784,9 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
         .split_once("SERVER NOTE (follow-up")
         .expect("the follow-up note's section");
     assert!(after_label.contains(&note), "{prompt}");
-    assert!(
-        !after_label.contains("<<<"),
-        "the note is not fenced: {after_label}"
-    );
-    assert!(
-        !prompt.contains("CONTACT MESSAGE (untrusted"),
-        "no contact message"
-    );
+    let unfenced = format!("the note is not fenced: {after_label}");
+    assert_lacks(after_label, "<<<", &unfenced);
+    assert_lacks(&prompt, "CONTACT MESSAGE (untrusted", "no contact message");
     assert!(
         before_note.contains("How much is the handbuilding weekend?"),
         "the history is there"

@@ -227,6 +227,11 @@ pub fn tool_results(request: &ModelRequest) -> Vec<Value> {
         .collect()
 }
 
+/// `text` does not contain `needle` (`why` says what that means).
+pub fn assert_lacks(text: &str, needle: &str, why: &str) {
+    assert!(!text.contains(needle), "{why}");
+}
+
 /// The text of a request's user messages.
 pub fn user_text(request: &ModelRequest) -> String {
     request
