@@ -13,7 +13,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::helpers::*;
-use crate::selling::{edit_rules, user_text};
+use crate::selling::{edit_rules, from_messages, user_text};
 
 const OGG: &[u8] = include_bytes!("../fixtures/media/tone.ogg");
 const PNG: &[u8] = include_bytes!("../fixtures/media/colour-bars.png");
@@ -107,13 +107,12 @@ pub(crate) fn media_fallback(app: &TestApp) -> String {
 }
 
 pub(crate) fn images(request: &ModelRequest) -> Vec<(String, Vec<u8>)> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Images { images } => Some(images.to_vec()),
-            _ => None,
-        })
+    let images = from_messages(request, |m| match m {
+        Message::Images { images } => Some(images.to_vec()),
+        _ => None,
+    });
+    images
+        .into_iter()
         .flatten()
         .map(|image| (image.media_type.to_owned(), image.bytes.to_vec()))
         .collect()
