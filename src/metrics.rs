@@ -22,7 +22,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 /// Every series' name starts with this.
 pub const PREFIX: &str = "manychat_agent";
@@ -82,6 +82,8 @@ impl AnswerPath {
 
 /// A label set of fixed names and values.
 type Labels<const N: usize> = [(&'static str, &'static str); N];
+/// Counters by state and reason (see [`nudge_labels`]).
+type StateFamily = Family<[(&'static str, String); 2], Counter>;
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn histograms<L: Clone + std::hash::Hash + Eq>(make: fn() -> Histogram) -> HistogramFamily<L> {
@@ -142,7 +144,7 @@ pub struct Metrics {
     /// the last correctly wired one (`/ready`'s details).
     not_substituted_open: Mutex<BTreeMap<&'static str, u64>>,
     /// 025: nudges by state change and reason (empty when the state has none).
-    nudges: Family<[(&'static str, String); 2], Counter>,
+    nudges: StateFamily,
     /// Actions by tool and the status they settled in.
     actions: Family<[(&'static str, String); 2], Counter>,
     /// Replies a guardrail stopped, by kind.
@@ -151,7 +153,7 @@ pub struct Metrics {
     duplicate_replies: Family<Labels<1>, Counter>,
     /// 031: window-closing flows by state (`sent`, `given_up`, `lost`, `retry`, `skipped`) and
     /// reason.
-    window_closings: Family<[(&'static str, String); 2], Counter>,
+    window_closings: StateFamily,
     answer_time: HistogramFamily<Labels<1>>,
     model_call_time: HistogramFamily<Labels<1>>,
     manychat_request_time: HistogramFamily<Labels<2>>,
@@ -163,244 +165,156 @@ pub struct Metrics {
     budget_cap_tokens: Gauge,
 }
 
+/// Registers each metric as it is made, and hands it back (a clone shares it).
+struct Registrar(Registry);
+
+impl Registrar {
+    fn add_with<M: Metric + Clone>(&mut self, name: &str, help: &str, metric: M) -> M {
+        self.0.register(name, help, metric.clone());
+        metric
+    }
+
+    fn add<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        self.add_with(name, help, M::default())
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix(PREFIX);
-        let mut counter = |name: &str, help: &str| {
-            let counter = Counter::default();
-            registry.register(name, help, counter.clone());
-            counter
-        };
-        let outbox_delivered = counter("outbox_delivered", "Outbox rows delivered");
-        let outbox_retried = counter(
-            "outbox_retried",
-            "Outbox deliveries (and handoffs) that failed and were scheduled again",
-        );
-        let outbox_dead_lettered = counter(
-            "outbox_dead_lettered",
-            "Outbox rows dead-lettered after their last attempt",
-        );
-        let outbox_dead_letter_handoffs = counter(
-            "outbox_dead_letter_handoffs",
-            "Dead-lettered replies whose contact was handed to a person",
-        );
-        let handoffs_without_store = counter(
-            "handoffs_without_store",
-            "Contacts handed to a person directly through ManyChat: the store could not take their turn",
-        );
-        let race_lost = counter(
-            "race_lost",
-            "Turns answered through the outbox: the race was lost, a reply was queued ahead, or the request was gone",
-        );
-        let model_aborted = counter("model_aborted", "Model calls cut at MODEL_ABORT_MS");
-        let load_shed = counter(
-            "load_shed",
-            "Messages escalated without a model call: MAX_TURNS_IN_FLIGHT was reached",
-        );
-        let unauthorized = counter("unauthorized", "Requests refused for a wrong secret");
-        let rate_limited = counter(
-            "rate_limited",
-            "Requests refused by the per-address rate limit",
-        );
-        let bad_requests = counter("bad_requests", "Requests refused as malformed");
-        let handoff_failed = counter("handoff_failed", "Handoffs ManyChat refused for good");
-        let connections_refused = counter(
-            "connections_refused",
-            "Connections closed on accept: their address was at its connection cap",
-        );
-        let connections_timed_out = counter(
-            "connections_timed_out",
-            "Connections closed by the header or idle timeout",
-        );
-        let connections_evicted = counter(
-            "connections_evicted",
-            "Connections closed at the connection cap: the one longest without a complete request gave way to a new one",
-        );
-        let store_sample_failures = counter(
-            "store_sample_failures",
-            "Scrapes whose store read failed or timed out; the store's gauges kept their last values",
-        );
-        let held_messages = counter(
-            "held_messages",
-            "Messages from contacts held for a person, recorded and not answered",
-        );
-        let burst_pieces_merged = counter(
-            "burst_pieces_merged",
-            "Contact messages that joined the turn of an earlier piece of the same burst (answered once, with it)",
-        );
-        let hold_releases: Family<Labels<1>, Counter> = Family::default();
-        for why in HOLD_RELEASES {
-            let _ = hold_releases.get_or_create(&[("reason", why)]);
-        }
-        registry.register(
-            "hold_releases",
-            "Holds for a person released, by reason (a handoff starts one: see escalations)",
-            hold_releases.clone(),
-        );
-        let contacts_held = Gauge::default();
-        registry.register(
-            "contacts_held",
-            "Contacts held for a person now (read at scrape time)",
-            contacts_held.clone(),
-        );
-        let turns_waiting = Gauge::default();
-        registry.register(
-            "turns_waiting",
-            "Turns waiting for their contact's earlier turns, holding no MAX_TURNS_IN_FLIGHT slot",
-            turns_waiting.clone(),
-        );
-        let turns = Family::default();
-        registry.register("turns", "Turns by outcome", turns.clone());
-        let escalations = Family::default();
-        registry.register(
-            "escalations",
-            "Escalations to a person by reason",
-            escalations.clone(),
-        );
-        let not_substituted: Family<Labels<1>, Counter> = Family::default();
-        for field in ["subscriber_id", "user_id", "ai_token"] {
-            let _ = not_substituted.get_or_create(&[("field", field)]);
-        }
-        registry.register(
-            "variables_not_substituted",
-            "Requests carrying a ManyChat variable that was not substituted, by body key",
-            not_substituted.clone(),
-        );
-        let nudges: Family<[(&'static str, String); 2], Counter> = Family::default();
-        // The series an alert or a rate reads exist from the start, at 0.
-        for state in ["scheduled", "sent"] {
-            let _ = nudges.get_or_create(&nudge_labels(state, ""));
-        }
-        registry.register(
-            "nudges",
-            "Nudge state changes by state and reason",
-            nudges.clone(),
-        );
-        let actions = Family::default();
-        registry.register(
-            "actions",
-            "Actions by tool and the status they settled in",
-            actions.clone(),
-        );
-        let guardrail_violations = Family::default();
-        registry.register(
-            "guardrail_violations",
-            "Replies a guardrail stopped, by kind",
-            guardrail_violations.clone(),
-        );
-        let duplicate_replies = Family::default();
-        registry.register(
-            "duplicate_replies",
-            "Replies that repeated an earlier agent message, by kind (replaced by the closer, or detected and sent)",
-            duplicate_replies.clone(),
-        );
-        let window_closings: Family<[(&'static str, String); 2], Counter> = Family::default();
-        for state in ["sent", "given_up"] {
-            let _ = window_closings.get_or_create(&nudge_labels(state, ""));
-        }
-        let _ = window_closings.get_or_create(&nudge_labels("lost", "process_died"));
-        registry.register(
-            "window_closings",
-            "Window-closing flows by state and reason",
-            window_closings.clone(),
-        );
-        let answer_time = histograms(|| Histogram::new(ANSWER_BUCKETS));
-        registry.register(
-            "answer_duration_seconds",
-            "Time from a message's arrival to its reply being settled, by path",
-            answer_time.clone(),
-        );
-        let model_call_time = histograms(|| Histogram::new(MODEL_CALL_BUCKETS));
-        registry.register(
-            "model_call_duration_seconds",
-            "Time of one model call (one agent step), by result",
-            model_call_time.clone(),
-        );
-        let manychat_request_time = histograms(|| Histogram::new(MANYCHAT_BUCKETS));
-        registry.register(
-            "manychat_request_duration_seconds",
-            "Time of one ManyChat API request, by endpoint and HTTP status class",
-            manychat_request_time.clone(),
-        );
-        let outbox_backlog = Gauge::default();
-        registry.register(
-            "outbox_backlog",
-            "Outbox rows not yet delivered or dead-lettered (counted up to 100000), read at scrape time",
-            outbox_backlog.clone(),
-        );
-        let outbox_oldest_due_age = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "outbox_oldest_due_age_seconds",
-            "Age of the oldest outbox row due for delivery and not delivered (0 when none), read at scrape time",
-            outbox_oldest_due_age.clone(),
-        );
-        let mut gauge_f64 = |name: &str, help: &str| {
-            let gauge = Gauge::<f64, AtomicU64>::default();
-            registry.register(name, help, gauge.clone());
-            gauge
-        };
-        let budget_spent_usd = gauge_f64(
-            "budget_spent_usd",
-            "Model cost spent today (UTC), all replicas, read at scrape time",
-        );
-        let budget_cap_usd = gauge_f64(
-            "budget_cap_usd",
-            "The daily model cost cap (rules.json budget.dailyCostCapUsd)",
-        );
-        let mut gauge_i64 = |name: &str, help: &str| {
-            let gauge = Gauge::default();
-            registry.register(name, help, gauge.clone());
-            gauge
-        };
-        let budget_spent_tokens = gauge_i64(
-            "budget_spent_tokens",
-            "Model tokens spent today (UTC), all replicas, read at scrape time",
-        );
-        let budget_cap_tokens = gauge_i64(
-            "budget_cap_tokens",
-            "The daily model token cap (rules.json budget.dailyTokenCap)",
-        );
+        let mut r = Registrar(Registry::with_prefix(PREFIX));
+        // Fields are made (and registered) in the order written: the order `/metrics` lists
+        // the families in.
         let metrics = Metrics {
-            registry,
-            outbox_delivered,
-            outbox_retried,
-            outbox_dead_lettered,
-            outbox_dead_letter_handoffs,
-            handoffs_without_store,
-            race_lost,
-            model_aborted,
-            load_shed,
-            unauthorized,
-            rate_limited,
-            bad_requests,
-            connections_refused,
-            connections_timed_out,
-            connections_evicted,
-            handoff_failed,
-            store_sample_failures,
-            held_messages,
-            burst_pieces_merged,
-            hold_releases,
-            contacts_held,
-            turns_waiting,
-            turns,
-            escalations,
-            not_substituted,
+            outbox_delivered: r.add("outbox_delivered", "Outbox rows delivered"),
+            outbox_retried: r.add(
+                "outbox_retried",
+                "Outbox deliveries (and handoffs) that failed and were scheduled again",
+            ),
+            outbox_dead_lettered: r.add(
+                "outbox_dead_lettered",
+                "Outbox rows dead-lettered after their last attempt",
+            ),
+            outbox_dead_letter_handoffs: r.add(
+                "outbox_dead_letter_handoffs",
+                "Dead-lettered replies whose contact was handed to a person",
+            ),
+            handoffs_without_store: r.add(
+                "handoffs_without_store",
+                "Contacts handed to a person directly through ManyChat: the store could not take their turn",
+            ),
+            race_lost: r.add(
+                "race_lost",
+                "Turns answered through the outbox: the race was lost, a reply was queued ahead, or the request was gone",
+            ),
+            model_aborted: r.add("model_aborted", "Model calls cut at MODEL_ABORT_MS"),
+            load_shed: r.add(
+                "load_shed",
+                "Messages escalated without a model call: MAX_TURNS_IN_FLIGHT was reached",
+            ),
+            unauthorized: r.add("unauthorized", "Requests refused for a wrong secret"),
+            rate_limited: r.add(
+                "rate_limited",
+                "Requests refused by the per-address rate limit",
+            ),
+            bad_requests: r.add("bad_requests", "Requests refused as malformed"),
+            handoff_failed: r.add("handoff_failed", "Handoffs ManyChat refused for good"),
+            connections_refused: r.add(
+                "connections_refused",
+                "Connections closed on accept: their address was at its connection cap",
+            ),
+            connections_timed_out: r.add(
+                "connections_timed_out",
+                "Connections closed by the header or idle timeout",
+            ),
+            connections_evicted: r.add(
+                "connections_evicted",
+                "Connections closed at the connection cap: the one longest without a complete request gave way to a new one",
+            ),
+            store_sample_failures: r.add(
+                "store_sample_failures",
+                "Scrapes whose store read failed or timed out; the store's gauges kept their last values",
+            ),
+            held_messages: r.add(
+                "held_messages",
+                "Messages from contacts held for a person, recorded and not answered",
+            ),
+            burst_pieces_merged: r.add(
+                "burst_pieces_merged",
+                "Contact messages that joined the turn of an earlier piece of the same burst (answered once, with it)",
+            ),
+            hold_releases: r.add(
+                "hold_releases",
+                "Holds for a person released, by reason (a handoff starts one: see escalations)",
+            ),
+            contacts_held: r.add(
+                "contacts_held",
+                "Contacts held for a person now (read at scrape time)",
+            ),
+            turns_waiting: r.add(
+                "turns_waiting",
+                "Turns waiting for their contact's earlier turns, holding no MAX_TURNS_IN_FLIGHT slot",
+            ),
+            turns: r.add("turns", "Turns by outcome"),
+            escalations: r.add("escalations", "Escalations to a person by reason"),
+            not_substituted: r.add(
+                "variables_not_substituted",
+                "Requests carrying a ManyChat variable that was not substituted, by body key",
+            ),
             not_substituted_open: Mutex::default(),
-            nudges,
-            actions,
-            guardrail_violations,
-            duplicate_replies,
-            window_closings,
-            answer_time,
-            model_call_time,
-            manychat_request_time,
-            outbox_backlog,
-            outbox_oldest_due_age,
-            budget_spent_usd,
-            budget_cap_usd,
-            budget_spent_tokens,
-            budget_cap_tokens,
+            nudges: r.add("nudges", "Nudge state changes by state and reason"),
+            actions: r.add(
+                "actions",
+                "Actions by tool and the status they settled in",
+            ),
+            guardrail_violations: r.add(
+                "guardrail_violations",
+                "Replies a guardrail stopped, by kind",
+            ),
+            duplicate_replies: r.add(
+                "duplicate_replies",
+                "Replies that repeated an earlier agent message, by kind (replaced by the closer, or detected and sent)",
+            ),
+            window_closings: r.add("window_closings", "Window-closing flows by state and reason"),
+            answer_time: r.add_with(
+                "answer_duration_seconds",
+                "Time from a message's arrival to its reply being settled, by path",
+                histograms(|| Histogram::new(ANSWER_BUCKETS)),
+            ),
+            model_call_time: r.add_with(
+                "model_call_duration_seconds",
+                "Time of one model call (one agent step), by result",
+                histograms(|| Histogram::new(MODEL_CALL_BUCKETS)),
+            ),
+            manychat_request_time: r.add_with(
+                "manychat_request_duration_seconds",
+                "Time of one ManyChat API request, by endpoint and HTTP status class",
+                histograms(|| Histogram::new(MANYCHAT_BUCKETS)),
+            ),
+            outbox_backlog: r.add(
+                "outbox_backlog",
+                "Outbox rows not yet delivered or dead-lettered (counted up to 100000), read at scrape time",
+            ),
+            outbox_oldest_due_age: r.add(
+                "outbox_oldest_due_age_seconds",
+                "Age of the oldest outbox row due for delivery and not delivered (0 when none), read at scrape time",
+            ),
+            budget_spent_usd: r.add(
+                "budget_spent_usd",
+                "Model cost spent today (UTC), all replicas, read at scrape time",
+            ),
+            budget_cap_usd: r.add(
+                "budget_cap_usd",
+                "The daily model cost cap (rules.json budget.dailyCostCapUsd)",
+            ),
+            budget_spent_tokens: r.add(
+                "budget_spent_tokens",
+                "Model tokens spent today (UTC), all replicas, read at scrape time",
+            ),
+            budget_cap_tokens: r.add(
+                "budget_cap_tokens",
+                "The daily model token cap (rules.json budget.dailyTokenCap)",
+            ),
+            registry: r.0,
         };
         metrics.zero_series();
         metrics
@@ -455,6 +369,22 @@ impl Metrics {
     /// reasons, ManyChat attempts of each built-in action, the guardrail kinds, the answer
     /// paths, the model call results and the reply flow's `sendFlow`.
     fn zero_series(&self) {
+        for why in HOLD_RELEASES {
+            let _ = self.hold_releases.get_or_create(&[("reason", why)]);
+        }
+        for field in ["subscriber_id", "user_id", "ai_token"] {
+            let _ = self.not_substituted.get_or_create(&[("field", field)]);
+        }
+        // The series an alert or a rate reads exist from the start, at 0.
+        for state in ["scheduled", "sent"] {
+            let _ = self.nudges.get_or_create(&nudge_labels(state, ""));
+        }
+        for state in ["sent", "given_up"] {
+            let _ = self.window_closings.get_or_create(&nudge_labels(state, ""));
+        }
+        let _ = self
+            .window_closings
+            .get_or_create(&nudge_labels("lost", "process_died"));
         for outcome in DOCUMENTED_OUTCOMES {
             let _ = self.turns.get_or_create(&[("outcome", outcome)]);
         }
@@ -547,10 +477,7 @@ impl Metrics {
 
     /// The count [`Metrics::window_closing`] kept for `state` and `reason`.
     pub fn window_closing_count(&self, state: &str, reason: &str) -> u64 {
-        self.window_closings
-            .get(&nudge_labels(state, reason))
-            .map(|c| c.get())
-            .unwrap_or_default()
+        state_count(&self.window_closings, state, reason)
     }
 
     /// Counts a nudge's state change (025): `state` with its `reason` (`""` for none).
@@ -567,10 +494,7 @@ impl Metrics {
 
     /// The count [`Metrics::nudge`] kept for `state` and `reason`.
     pub fn nudge_count(&self, state: &str, reason: &str) -> u64 {
-        self.nudges
-            .get(&nudge_labels(state, reason))
-            .map(|c| c.get())
-            .unwrap_or_default()
+        state_count(&self.nudges, state, reason)
     }
 
     /// Counts a request whose `field` held a literal ManyChat variable, and opens (or keeps
@@ -680,6 +604,14 @@ impl Metrics {
 
 /// A nudge's labels: `reason` is empty when the state has none (Prometheus reads an empty
 /// label as an absent one; every series of the family keeps the same label names).
+/// The count a family labelled by [`nudge_labels`] kept for `state` and `reason`.
+fn state_count(family: &StateFamily, state: &str, reason: &str) -> u64 {
+    family
+        .get(&nudge_labels(state, reason))
+        .map(|c| c.get())
+        .unwrap_or_default()
+}
+
 fn nudge_labels(state: &str, reason: &str) -> [(&'static str, String); 2] {
     [("state", state.to_owned()), ("reason", reason.to_owned())]
 }

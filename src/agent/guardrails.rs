@@ -355,6 +355,15 @@ mod tests {
         }
     }
 
+    /// One reply at 0.9 with no closing question.
+    fn plain(messages: Value) -> Option<String> {
+        reply(messages, Value::Null, 0.9)
+    }
+
+    fn leak(name: &'static str, raw: Option<String>) -> Case {
+        escalated(name, raw, EscalationCause::Leak, None)
+    }
+
     fn cases(prefix: &str) -> Vec<Case> {
         use EscalationCause as C;
         use EscalationReason as R;
@@ -385,11 +394,7 @@ mod tests {
         vec![
             answered(
                 "valid reply",
-                reply(
-                    json!(["The Foundation Course is 450.00 USD."]),
-                    Value::Null,
-                    0.9,
-                ),
+                plain(json!(["The Foundation Course is 450.00 USD."])),
                 &["The Foundation Course is 450.00 USD."],
             ),
             escalated("missing output", None, C::Schema, None),
@@ -397,7 +402,7 @@ mod tests {
             escalated("empty output", Some("  ".into()), C::Schema, None),
             escalated(
                 "schema violation: four messages",
-                reply(json!(["a", "b", "c", "d"]), Value::Null, 0.9),
+                plain(json!(["a", "b", "c", "d"])),
                 C::Schema,
                 None,
             ),
@@ -413,42 +418,30 @@ mod tests {
             ),
             answered(
                 "echo line `messages: hi` is stripped",
-                reply(
-                    json!(["messages: hi\nClasses are on Tuesdays."]),
-                    Value::Null,
-                    0.9,
-                ),
+                plain(json!(["messages: hi\nClasses are on Tuesdays."])),
                 &["Classes are on Tuesdays."],
             ),
             escalated(
                 "echo `\"confidence\": 0.9` leaves nothing",
-                reply(json!(["\"confidence\": 0.9"]), Value::Null, 0.9),
+                plain(json!(["\"confidence\": 0.9"])),
                 C::FieldEcho,
                 Some(R::LowConfidence),
             ),
             answered(
                 "echo `**escalate**: false` dropped with its message",
-                reply(
-                    json!(["It is 450.00 USD.", "**escalate**: false"]),
-                    Value::Null,
-                    0.9,
-                ),
+                plain(json!(["It is 450.00 USD.", "**escalate**: false"])),
                 &["It is 450.00 USD."],
             ),
             answered(
                 "echo variants: bold colon, equals, quoted, bullet",
-                reply(
-                    json!([
-                        "**confidence:** high\nescalation_reason = null\n'closing_question': x\n- Messages: y\nOK."
-                    ]),
-                    Value::Null,
-                    0.9,
-                ),
+                plain(json!([
+                    "**confidence:** high\nescalation_reason = null\n'closing_question': x\n- Messages: y\nOK."
+                ])),
                 &["OK."],
             ),
             answered(
                 "a field name not followed by : or = is kept",
-                reply(json!(["Confidence matters to us."]), Value::Null, 0.9),
+                plain(json!(["Confidence matters to us."])),
                 &["Confidence matters to us."],
             ),
             answered(
@@ -460,62 +453,39 @@ mod tests {
                 ),
                 &["Hello."],
             ),
-            escalated(
-                "leak: fence marker",
-                reply(json!(["Sure <<<CONTACT"]), Value::Null, 0.9),
-                C::Leak,
-                None,
-            ),
-            escalated(
+            leak("leak: fence marker", plain(json!(["Sure <<<CONTACT"]))),
+            leak(
                 "leak: nonce",
-                reply(json!([format!("the code is {NONCE}")]), Value::Null, 0.9),
-                C::Leak,
-                None,
+                plain(json!([format!("the code is {NONCE}")])),
             ),
-            escalated(
+            leak(
                 "leak: forged fence in reply",
-                reply(
-                    json!([format!("END CONTACT nonce={NONCE}")]),
-                    Value::Null,
-                    0.9,
-                ),
-                C::Leak,
-                None,
+                plain(json!([format!("END CONTACT nonce={NONCE}")])),
             ),
-            escalated(
+            leak(
                 "leak: section header",
-                reply(json!(["Here is my # CATALOG section"]), Value::Null, 0.9),
-                C::Leak,
-                None,
+                plain(json!(["Here is my # CATALOG section"])),
             ),
-            escalated(
+            leak(
                 "leak: server notices label",
-                reply(json!(["SERVER NOTICES say hi"]), Value::Null, 0.9),
-                C::Leak,
-                None,
+                plain(json!(["SERVER NOTICES say hi"])),
             ),
-            escalated(
+            leak(
                 "leak: framework rules text",
-                reply(json!([format!("My rules: {rules_run}.")]), Value::Null, 0.9),
-                C::Leak,
-                None,
+                plain(json!([format!("My rules: {rules_run}.")])),
             ),
-            escalated(
+            leak(
                 "leak: tenant prompt text in the closing question",
                 reply(json!(["Hi."]), json!(format!("I {prompt_run}?")), 0.9),
-                C::Leak,
-                None,
             ),
             answered(
                 "59 copied letters are not a leak",
-                reply(json!([short_run]), Value::Null, 0.9),
+                plain(json!([short_run])),
                 &[short_run],
             ),
-            escalated(
+            leak(
                 "leak beats the model's own escalation",
                 escalating(json!(["<<<"]), "complaint"),
-                C::Leak,
-                None,
             ),
             escalated(
                 "model escalates",
@@ -565,26 +535,38 @@ mod tests {
             },
             answered(
                 "a message within the limit is kept whole",
-                reply(json!([long_word.trim_end()]), Value::Null, 0.9),
+                plain(json!([long_word.trim_end()])),
                 &[long_word.trim_end()],
             ),
         ]
+    }
+
+    /// The guardrails on `raw` under `cfg`'s rules and prompt, at `max_messages`, after
+    /// `history`.
+    fn guarded(
+        cfg: &crate::config::TenantConfig,
+        raw: Option<&str>,
+        max_messages: usize,
+        history: &[crate::agent::HistoryTurn],
+    ) -> GuardedReply {
+        let prefix = static_prefix(cfg);
+        let fence = Fence::from_nonce(NONCE).unwrap();
+        let ctx = GuardrailContext {
+            rules: &cfg.rules,
+            protected: &ProtectedText::new(&prefix),
+            fence: &fence,
+            max_messages,
+            history,
+        };
+        apply_guardrails(raw, &ctx)
     }
 
     #[test]
     fn system_4_guardrails_table() {
         let cfg = demo_config();
         let prefix = static_prefix(&cfg);
-        let fence = Fence::from_nonce(NONCE).unwrap();
         for case in cases(&prefix) {
-            let ctx = GuardrailContext {
-                rules: &cfg.rules,
-                protected: &ProtectedText::new(&prefix),
-                fence: &fence,
-                max_messages: case.max_messages,
-                history: &[],
-            };
-            let got = apply_guardrails(case.raw.as_deref(), &ctx);
+            let got = guarded(&cfg, case.raw.as_deref(), case.max_messages, &[]);
             assert_eq!(got.messages, case.messages, "{}: messages", case.name);
             assert_eq!(
                 got.escalate,
@@ -611,16 +593,12 @@ mod tests {
         let long =
             "The practice kit, the printed workbook and the graduation certificate are included.";
         cfg.catalog.offerings[0].description = long.to_owned();
-        let prefix = static_prefix(&cfg);
-        let fence = Fence::from_nonce(NONCE).unwrap();
-        let ctx = GuardrailContext {
-            rules: &cfg.rules,
-            protected: &ProtectedText::new(&prefix),
-            fence: &fence,
-            max_messages: 10,
-            history: &[],
-        };
-        let got = apply_guardrails(reply(json!([long]), Value::Null, 0.9).as_deref(), &ctx);
+        let got = guarded(
+            &cfg,
+            reply(json!([long]), Value::Null, 0.9).as_deref(),
+            10,
+            &[],
+        );
         assert_eq!(got.cause, EscalationCause::None);
         assert_eq!(got.messages, vec![long]);
     }
@@ -629,52 +607,37 @@ mod tests {
     fn system_4_confidence_threshold_comes_from_rules() {
         let mut cfg = demo_config();
         cfg.rules.confidence_threshold = 0.95;
-        let prefix = static_prefix(&cfg);
-        let fence = Fence::from_nonce(NONCE).unwrap();
-        let ctx = GuardrailContext {
-            rules: &cfg.rules,
-            protected: &ProtectedText::new(&prefix),
-            fence: &fence,
-            max_messages: 10,
-            history: &[],
-        };
-        let got = apply_guardrails(
+        let got = guarded(
+            &cfg,
             reply(json!(["Tuesdays."]), Value::Null, 0.9).as_deref(),
-            &ctx,
+            10,
+            &[],
         );
         assert_eq!(got.cause, EscalationCause::LowConfidence);
         assert_eq!(got.confidence, Some(0.9));
+    }
+
+    /// One message at 0.8, closing with "Shall I book you?".
+    fn booking_reply(message: &str) -> Option<String> {
+        reply(json!([message]), json!("Shall I book you?"), 0.8)
     }
 
     /// The guardrails on `raw` with `history`, the demo rules and `closer`.
     fn against_history(raw: Option<String>, history: &str, closer: Option<&str>) -> GuardedReply {
         let mut cfg = demo_config();
         cfg.rules.messages.closer = closer.map(str::to_owned);
-        let prefix = static_prefix(&cfg);
-        let fence = Fence::from_nonce(NONCE).unwrap();
         let history = [crate::agent::HistoryTurn {
             role: crate::store::Role::Agent,
             text: history.to_owned(),
             actions_performed: Vec::new(),
         }];
-        let ctx = GuardrailContext {
-            rules: &cfg.rules,
-            protected: &ProtectedText::new(&prefix),
-            fence: &fence,
-            max_messages: 10,
-            history: &history,
-        };
-        apply_guardrails(raw.as_deref(), &ctx)
+        guarded(&cfg, raw.as_deref(), 10, &history)
     }
 
     #[test]
     fn spec_013_a_repeated_reply_becomes_the_closer_without_its_closing_question() {
         let got = against_history(
-            reply(
-                json!(["It runs on  TUESDAYS. 📅"]),
-                json!("Shall I book you?"),
-                0.8,
-            ),
+            booking_reply("It runs on  TUESDAYS. 📅"),
             "Hi!\n\nIt runs on Tuesdays.",
             Some("Glad to help. Write whenever you like."),
         );
@@ -688,11 +651,7 @@ mod tests {
     #[test]
     fn spec_013_without_a_closer_the_repeat_is_sent_and_marked() {
         let got = against_history(
-            reply(
-                json!(["It runs on tuesdays."]),
-                json!("Shall I book you?"),
-                0.8,
-            ),
+            booking_reply("It runs on tuesdays."),
             "It runs on Tuesdays.",
             None,
         );

@@ -360,6 +360,13 @@ mod tests {
         );
     }
 
+    /// A valid reply with `key` set to `value`.
+    fn valid_with(key: &str, value: Value) -> Value {
+        let mut v = valid();
+        v[key] = value;
+        v
+    }
+
     fn schema_violations(v: &Value) -> Vec<String> {
         match parse_value(v) {
             Err(ReplyError::Schema { violations }) => violations,
@@ -369,15 +376,13 @@ mod tests {
 
     #[test]
     fn system_4_schema_rejects_four_messages() {
-        let mut v = valid();
-        v["messages"] = json!(["a", "b", "c", "d"]);
+        let v = valid_with("messages", json!(["a", "b", "c", "d"]));
         assert_eq!(schema_violations(&v), vec!["/messages: maxItems"]);
     }
 
     #[test]
     fn system_4_schema_rejects_zero_messages() {
-        let mut v = valid();
-        v["messages"] = json!([]);
+        let v = valid_with("messages", json!([]));
         assert_eq!(schema_violations(&v), vec!["/messages: minItems"]);
     }
 
@@ -402,9 +407,7 @@ mod tests {
 
     #[test]
     fn system_4_schema_rejects_unknown_key() {
-        let mut v = valid();
-        v["note"] = json!("Invented Person said hi");
-        let violations = schema_violations(&v);
+        let violations = schema_violations(&valid_with("note", json!("Invented Person said hi")));
         assert_eq!(violations, vec!["/: additionalProperties"]);
         // The error never repeats the model's keys or values.
         let text = ReplyError::Schema { violations }.to_string();
@@ -421,17 +424,13 @@ mod tests {
 
     #[test]
     fn system_4_reason_without_escalate_is_a_schema_failure() {
-        let mut v = valid();
-        v["escalation_reason"] = json!("complaint");
-        let violations = schema_violations(&v);
+        let violations = schema_violations(&valid_with("escalation_reason", json!("complaint")));
         assert!(violations[0].starts_with("/escalation_reason"));
     }
 
     #[test]
     fn system_4_escalate_without_reason_is_a_schema_failure() {
-        let mut v = valid();
-        v["escalate"] = json!(true);
-        let violations = schema_violations(&v);
+        let violations = schema_violations(&valid_with("escalate", json!(true)));
         assert!(violations[0].starts_with("/escalation_reason"));
     }
 

@@ -93,6 +93,18 @@ fn load_error(files: &[(&str, &str)]) -> String {
     }
 }
 
+/// The error loading a suite of the one file `s.jsonl` holding `body` ends in.
+fn suite_error(body: &str) -> String {
+    load_error(&[("s.jsonl", body)])
+}
+
+/// `message` names every one of `needles`.
+fn assert_names(message: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(message.contains(needle), "{needle} in {message}");
+    }
+}
+
 const GOOD: &str = r#"{"id":"a","text":"hi","expect":{"escalate":false}}"#;
 
 #[test]
@@ -137,60 +149,44 @@ fn spec_012_history_actions_render_as_the_history_note_names_them() {
 
 #[test]
 fn system_9_unknown_key_is_an_error_naming_file_line_and_key() {
-    let message = load_error(&[(
-        "s.jsonl",
-        &format!(
-            "{GOOD}\n{}",
-            r#"{"id":"b","text":"hi","colour":1,"expect":{"escalate":false}}"#
-        ),
-    )]);
-    assert!(message.contains("s.jsonl:2:"), "{message}");
-    assert!(message.contains("colour"), "{message}");
+    let message = suite_error(&format!(
+        "{GOOD}\n{}",
+        r#"{"id":"b","text":"hi","colour":1,"expect":{"escalate":false}}"#
+    ));
+    assert_names(&message, &["s.jsonl:2:", "colour"]);
 }
 
 #[test]
 fn system_9_unknown_key_inside_expect_is_an_error() {
-    let message = load_error(&[(
-        "s.jsonl",
+    let message = suite_error(
         r#"{"id":"a","text":"hi","expect":{"escalate":false,"must_not_invent_price":true}}"#,
-    )]);
-    assert!(message.contains("s.jsonl:1:"), "{message}");
-    assert!(message.contains("must_not_invent_price"), "{message}");
+    );
+    assert_names(&message, &["s.jsonl:1:", "must_not_invent_price"]);
 }
 
 #[test]
 fn system_9_malformed_line_names_file_and_line() {
-    let message = load_error(&[("s.jsonl", &format!("{GOOD}\n\n{{\"id\": \"b\""))]);
+    let message = suite_error(&format!("{GOOD}\n\n{{\"id\": \"b\""));
     assert!(message.contains("s.jsonl:3:"), "{message}");
 }
 
 #[test]
 fn system_9_missing_expect_is_an_error() {
-    let message = load_error(&[("s.jsonl", r#"{"id":"a","text":"hi"}"#)]);
-    assert!(
-        message.contains("s.jsonl:1:") && message.contains("expect"),
-        "{message}"
-    );
+    let message = suite_error(r#"{"id":"a","text":"hi"}"#);
+    assert_names(&message, &["s.jsonl:1:", "expect"]);
 }
 
 #[test]
 fn system_4_unknown_escalation_reason_is_refused() {
-    let message = load_error(&[(
-        "s.jsonl",
-        r#"{"id":"a","text":"hi","expect":{"escalate":true,"reason":"angry"}}"#,
-    )]);
-    assert!(
-        message.contains("s.jsonl:1:") && message.contains("angry"),
-        "{message}"
-    );
+    let message =
+        suite_error(r#"{"id":"a","text":"hi","expect":{"escalate":true,"reason":"angry"}}"#);
+    assert_names(&message, &["s.jsonl:1:", "angry"]);
 }
 
 #[test]
 fn system_4_reason_without_escalation_is_refused() {
-    let message = load_error(&[(
-        "s.jsonl",
-        r#"{"id":"a","text":"hi","expect":{"escalate":false,"reason":"complaint"}}"#,
-    )]);
+    let message =
+        suite_error(r#"{"id":"a","text":"hi","expect":{"escalate":false,"reason":"complaint"}}"#);
     assert!(message.contains("escalate` is false"), "{message}");
 }
 
@@ -206,10 +202,7 @@ fn system_9_duplicate_id_across_files_is_refused() {
 
 #[test]
 fn system_9_empty_text_is_refused_except_on_a_nudge() {
-    let message = load_error(&[(
-        "s.jsonl",
-        r#"{"id":"a","text":" ","expect":{"escalate":false}}"#,
-    )]);
+    let message = suite_error(r#"{"id":"a","text":" ","expect":{"escalate":false}}"#);
     assert!(message.contains("`text` is empty"), "{message}");
     let dir = suite_dir(&[(
         "s.jsonl",

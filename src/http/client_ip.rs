@@ -157,74 +157,73 @@ mod tests {
         headers
     }
 
+    /// With `trust` as TRUST_PROXY, a request from `peer` carrying `forwarded` as its
+    /// X-Forwarded-For lines is from `client`.
+    fn assert_client(trust: &str, peer: &str, forwarded: &[&str], client: &str) {
+        let got = TrustProxy::parse(trust)
+            .unwrap()
+            .client_ip(ip(peer), &xff(forwarded));
+        assert_eq!(got, ip(client), "{trust} / {peer} / {forwarded:?}");
+    }
+
     #[test]
     fn system_3_1_untrusted_peer_xff_is_ignored() {
-        let trust = TrustProxy::parse("10.0.0.0/8").unwrap();
-        let headers = xff(&["203.0.113.7"]);
-        assert_eq!(
-            trust.client_ip(ip("198.51.100.9"), &headers),
-            ip("198.51.100.9")
+        assert_client(
+            "10.0.0.0/8",
+            "198.51.100.9",
+            &["203.0.113.7"],
+            "198.51.100.9",
         );
     }
 
     #[test]
     fn system_3_1_empty_trust_proxy_always_uses_the_peer() {
-        let trust = TrustProxy::parse("").unwrap();
-        assert!(trust.is_empty());
-        let headers = xff(&["203.0.113.7"]);
-        assert_eq!(trust.client_ip(ip("127.0.0.1"), &headers), ip("127.0.0.1"));
+        assert!(TrustProxy::parse("").unwrap().is_empty());
+        assert_client("", "127.0.0.1", &["203.0.113.7"], "127.0.0.1");
     }
 
     #[test]
     fn system_3_1_trusted_peer_yields_rightmost_untrusted_forwarded_address() {
-        let trust = TrustProxy::parse("loopback, 10.1.0.0/16").unwrap();
+        let trust = "loopback, 10.1.0.0/16";
         // The client wrote a spoofed entry; the proxies appended the real one.
-        let headers = xff(&["192.0.2.66, 203.0.113.7, 10.1.2.3"]);
-        assert_eq!(
-            trust.client_ip(ip("127.0.0.1"), &headers),
-            ip("203.0.113.7")
-        );
+        let spoofed = ["192.0.2.66, 203.0.113.7, 10.1.2.3"];
+        assert_client(trust, "127.0.0.1", &spoofed, "203.0.113.7");
         // Split across two header lines, same answer.
-        let headers = xff(&["192.0.2.66, 203.0.113.7", "10.1.2.3"]);
-        assert_eq!(
-            trust.client_ip(ip("127.0.0.1"), &headers),
-            ip("203.0.113.7")
-        );
+        let split = ["192.0.2.66, 203.0.113.7", "10.1.2.3"];
+        assert_client(trust, "127.0.0.1", &split, "203.0.113.7");
     }
 
     #[test]
     fn system_3_1_trusted_peer_without_xff_is_the_client() {
-        let trust = TrustProxy::parse("loopback").unwrap();
-        assert_eq!(trust.client_ip(ip("::1"), &HeaderMap::new()), ip("::1"));
+        assert_client("loopback", "::1", &[], "::1");
     }
 
     #[test]
     fn system_3_1_all_trusted_chain_yields_the_leftmost() {
-        let trust = TrustProxy::parse("uniquelocal").unwrap();
-        let headers = xff(&["10.0.0.5, 192.168.1.1"]);
-        assert_eq!(trust.client_ip(ip("172.16.0.1"), &headers), ip("10.0.0.5"));
+        assert_client(
+            "uniquelocal",
+            "172.16.0.1",
+            &["10.0.0.5, 192.168.1.1"],
+            "10.0.0.5",
+        );
     }
 
     #[test]
     fn system_3_1_malformed_entry_stops_at_the_last_good_hop() {
-        let trust = TrustProxy::parse("10.0.0.1, 10.0.0.2").unwrap();
-        let headers = xff(&["203.0.113.7, not-an-ip, 10.0.0.2"]);
-        assert_eq!(trust.client_ip(ip("10.0.0.1"), &headers), ip("10.0.0.2"));
+        let forwarded = ["203.0.113.7, not-an-ip, 10.0.0.2"];
+        assert_client("10.0.0.1, 10.0.0.2", "10.0.0.1", &forwarded, "10.0.0.2");
     }
 
     #[test]
     fn system_3_1_forwarded_entries_with_ports_and_mapped_peers() {
-        let trust = TrustProxy::parse("127.0.0.1").unwrap();
-        let headers = xff(&["[2001:db8::7]:4711"]);
-        assert_eq!(
-            trust.client_ip(ip("::ffff:127.0.0.1"), &headers),
-            ip("2001:db8::7")
+        let trust = "127.0.0.1";
+        assert_client(
+            trust,
+            "::ffff:127.0.0.1",
+            &["[2001:db8::7]:4711"],
+            "2001:db8::7",
         );
-        let headers = xff(&["203.0.113.7:8080"]);
-        assert_eq!(
-            trust.client_ip(ip("127.0.0.1"), &headers),
-            ip("203.0.113.7")
-        );
+        assert_client(trust, "127.0.0.1", &["203.0.113.7:8080"], "203.0.113.7");
     }
 
     #[test]

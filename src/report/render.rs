@@ -2,6 +2,7 @@
 //! script, no external asset). Every string printed comes from the measures: outcome, reason,
 //! tool and status names and numbers; never a subscriber, text or note.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::measures::DEFERRED_SHARE_FLAG;
@@ -271,49 +272,40 @@ pub fn html(report: &Report) -> String {
     }
     out.push_str("<h2>From first message to payment link, week by week</h2>");
     out.push_str(&funnel_chart(report));
-    let _ = write!(
-        out,
-        "<h2>Answered a moment later (%, flagged above 20 %)</h2><p>{}</p>",
-        esc(words::LATE.means)
-    );
-    let shares: Vec<Option<f64>> = report
-        .weeks
-        .iter()
-        .map(|w| w.deferred_share.map(|s| s * 100.0))
-        .collect();
-    out.push_str(&line_chart(
+    weekly_chart(
+        &mut out,
         report,
-        &shares,
+        "Answered a moment later (%, flagged above 20 %)",
+        &words::LATE,
+        |w| w.deferred_share.map(|s| s * 100.0),
         "%",
         Some(DEFERRED_SHARE_FLAG * 100.0),
-    ));
-    let _ = write!(
-        out,
-        "<h2>Longest usual wait for an answer</h2><p>{}</p>",
-        esc(words::WAIT_SLOWEST.means)
     );
-    let p95: Vec<Option<f64>> = report
-        .weeks
-        .iter()
-        .map(|w| w.inline_answer_ms_p95.map(|v| v as f64))
-        .collect();
-    out.push_str(&line_chart(report, &p95, "ms", None));
-    out.push_str("<h2>Weeks</h2><table><tr><th>week</th>");
-    for m in [
-        &words::CONTACTS,
-        &words::ANSWERS,
-        &words::LATE,
-        &words::MERGED,
-        &words::WAIT_TYPICAL,
+    weekly_chart(
+        &mut out,
+        report,
+        "Longest usual wait for an answer",
         &words::WAIT_SLOWEST,
-        &words::LOOKUPS,
-        &words::TOKENS,
-        &words::COST_PER,
-        &words::COST,
-    ] {
-        let _ = write!(out, "<th>{}</th>", esc(m.name));
-    }
-    out.push_str("</tr>");
+        |w| w.inline_answer_ms_p95.map(|v| v as f64),
+        "ms",
+        None,
+    );
+    table_head(
+        &mut out,
+        "Weeks",
+        &[
+            &words::CONTACTS,
+            &words::ANSWERS,
+            &words::LATE,
+            &words::MERGED,
+            &words::WAIT_TYPICAL,
+            &words::WAIT_SLOWEST,
+            &words::LOOKUPS,
+            &words::TOKENS,
+            &words::COST_PER,
+            &words::COST,
+        ],
+    );
     for w in &report.weeks {
         let flag = if w.deferred_share_flagged {
             " class=\"flag\""
@@ -338,23 +330,23 @@ pub fn html(report: &Report) -> String {
         );
     }
     out.push_str("</table>");
-    out.push_str("<h2>Sales</h2><table><tr><th>week</th>");
-    for m in [
-        &words::CONTACTS,
-        &words::INTERESTED,
-        &words::OFFERED,
-        &words::PREPARED,
-        &words::LINK_SENT,
-        &words::INTERESTED_SHARE,
-        &words::LINK_RATE,
-        &words::LINK_RATE_INTERESTED,
-        &words::LINK_ON_REQUEST,
-        &words::FOLLOW_UPS,
-        &words::LAST_WORDS,
-    ] {
-        let _ = write!(out, "<th>{}</th>", esc(m.name));
-    }
-    out.push_str("</tr>");
+    table_head(
+        &mut out,
+        "Sales",
+        &[
+            &words::CONTACTS,
+            &words::INTERESTED,
+            &words::OFFERED,
+            &words::PREPARED,
+            &words::LINK_SENT,
+            &words::INTERESTED_SHARE,
+            &words::LINK_RATE,
+            &words::LINK_RATE_INTERESTED,
+            &words::LINK_ON_REQUEST,
+            &words::FOLLOW_UPS,
+            &words::LAST_WORDS,
+        ],
+    );
     for w in &report.weeks {
         let s = &w.sales;
         let _ = write!(
@@ -394,23 +386,11 @@ pub fn html(report: &Report) -> String {
             "<h2>{}</h2><table><tr><th>how messages ended</th><th>messages</th></tr>",
             esc(&w.week)
         );
-        for (outcome, count) in &w.turns_by_outcome {
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td>{count}</td></tr>",
-                esc(&words::outcome(outcome))
-            );
-        }
+        count_rows(&mut out, &w.turns_by_outcome, words::outcome);
         out.push_str(
             "</table><table><tr><th>why contacts were handed to a person</th><th>times</th></tr>",
         );
-        for (reason, count) in &w.escalations_by_reason {
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td>{count}</td></tr>",
-                esc(&words::reason(reason))
-            );
-        }
+        count_rows(&mut out, &w.escalations_by_reason, words::reason);
         out.push_str(
             "</table><table><tr><th>what the assistant did in ManyChat</th><th>how it went</th>\
              <th>times</th></tr>",
@@ -554,6 +534,41 @@ fn funnel_chart(report: &Report) -> String {
         CHART_H + 45.0
     );
     svg
+}
+
+/// A table's heading and its header row: the week, then each measure's name.
+fn table_head(out: &mut String, heading: &str, measures: &[&words::Measure]) {
+    let _ = write!(out, "<h2>{heading}</h2><table><tr><th>week</th>");
+    for m in measures {
+        let _ = write!(out, "<th>{}</th>", esc(m.name));
+    }
+    out.push_str("</tr>");
+}
+
+/// A row per name of `counts`: the name in words, and its count.
+fn count_rows(out: &mut String, counts: &BTreeMap<String, i64>, words: fn(&str) -> String) {
+    for (name, count) in counts {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{count}</td></tr>",
+            esc(&words(name))
+        );
+    }
+}
+
+/// A section: its heading, what `measure` means, and the line chart of `value` by week.
+fn weekly_chart(
+    out: &mut String,
+    report: &Report,
+    heading: &str,
+    measure: &words::Measure,
+    value: impl Fn(&WeekMeasures) -> Option<f64>,
+    unit: &str,
+    flag: Option<f64>,
+) {
+    let _ = write!(out, "<h2>{heading}</h2><p>{}</p>", esc(measure.means));
+    let values: Vec<Option<f64>> = report.weeks.iter().map(value).collect();
+    out.push_str(&line_chart(report, &values, unit, flag));
 }
 
 /// A line over the weeks; a week without a value leaves a gap. `threshold` draws a dashed

@@ -243,6 +243,14 @@ pub struct SentFlow {
     pub settle: Duration,
 }
 
+/// The first of `entries` whose `id` is `id`.
+macro_rules! by_id {
+    ($entries:expr, $id:expr) => {{
+        let id = $id;
+        $entries.find(|entry| entry.id == id)
+    }};
+}
+
 impl TurnTools {
     /// The tools of an agent turn.
     pub fn new(context: ToolContext) -> Self {
@@ -393,14 +401,22 @@ impl TurnTools {
         };
         // The call named no configured `what`.
         let unknown = |what: &str| Rejected::new("unknown_id", &format!("unknown {what} id"));
+        // The configured entry of `entries` with the id the call gave as its `what`.
+        macro_rules! named {
+            ($what:literal, $id:expr, $entries:expr) => {
+                by_id!($entries, $id).ok_or_else(|| unknown($what))?
+            };
+        }
         match name {
             "send_flow" => {
-                let id = arg("flow")?;
-                let flow = tools
-                    .flows
-                    .iter()
-                    .find(|f| f.id == id && f.role != Some(FlowRole::Opening))
-                    .ok_or_else(|| unknown("flow"))?;
+                let flow = named!(
+                    "flow",
+                    arg("flow")?,
+                    tools
+                        .flows
+                        .iter()
+                        .filter(|f| f.role != Some(FlowRole::Opening))
+                );
                 Ok(StagedAction::new(
                     "send_flow",
                     &flow.id,
@@ -410,12 +426,7 @@ impl TurnTools {
                 ))
             }
             "add_tag" | "remove_tag" => {
-                let id = arg("tag")?;
-                let tag = tools
-                    .tags
-                    .iter()
-                    .find(|t| t.id == id)
-                    .ok_or_else(|| unknown("tag"))?;
+                let tag = named!("tag", arg("tag")?, tools.tags.iter());
                 let operation = if name == "add_tag" {
                     Operation::AddTag {
                         tag: tag.tag.clone(),
@@ -430,11 +441,7 @@ impl TurnTools {
             "set_field" => {
                 let id = arg("field")?;
                 let value = arg("value")?;
-                let field = tools
-                    .fields
-                    .iter()
-                    .find(|f| f.id == id)
-                    .ok_or_else(|| unknown("field"))?;
+                let field = named!("field", id, tools.fields.iter());
                 if !specs::model_values(field).any(|v| v == value) {
                     // An offering, stage or value the tenant did not configure: the field is
                     // named in the record, the model's value never is.
@@ -458,11 +465,7 @@ impl TurnTools {
             "write_note" => {
                 let id = arg("note")?;
                 let raw = arg("text")?;
-                let note = tools
-                    .notes
-                    .iter()
-                    .find(|n| n.id == id)
-                    .ok_or_else(|| unknown("note"))?;
+                let note = named!("note", id, tools.notes.iter());
                 let Some(text) = NoteText::clean(raw, note.max_length as usize) else {
                     return Err(Rejected {
                         reason: "empty_note",
@@ -483,12 +486,11 @@ impl TurnTools {
                 Ok(action)
             }
             "schedule_nudge" => {
-                let id = arg("delay")?;
-                let delay = tools
-                    .nudge
-                    .as_ref()
-                    .and_then(|n| n.delays.iter().find(|d| d.id == id))
-                    .ok_or_else(|| unknown("delay"))?;
+                let delay = named!(
+                    "delay",
+                    arg("delay")?,
+                    tools.nudge.iter().flat_map(|n| n.delays.iter())
+                );
                 Ok(StagedAction::new(
                     "schedule_nudge",
                     &delay.id,
@@ -912,20 +914,14 @@ fn sales_call<'a>(tools: &'a ToolsConfig, name: &str, args: &'a Value) -> Option
     let arg = |key: &str| args.get(key).and_then(Value::as_str);
     match name {
         "send_flow" => {
-            let flow = tools
-                .flows
-                .iter()
-                .find(|f| Some(f.id.as_str()) == arg("flow"))?;
+            let flow = by_id!(tools.flows.iter(), arg("flow")?)?;
             Some(SalesCall::SendFlow {
                 flow,
                 contact_asked: args.get("contactAsked").and_then(Value::as_bool) == Some(true),
             })
         }
         "set_field" => {
-            let field = tools
-                .fields
-                .iter()
-                .find(|f| Some(f.id.as_str()) == arg("field"))?;
+            let field = by_id!(tools.fields.iter(), arg("field")?)?;
             Some(SalesCall::SetField {
                 field,
                 value: arg("value")?,

@@ -55,6 +55,41 @@ fn call(name: &str, arguments: Value) -> ToolCall {
     }
 }
 
+/// What the model is told for the call `name` with `arguments`.
+async fn stage(tools: &mut TurnTools, name: &str, arguments: Value) -> Value {
+    tools.call(&call(name, arguments)).await
+}
+
+/// The tools of a turn without reads, under `tools`.
+fn turn_tools(tools: ToolsConfig) -> TurnTools {
+    TurnTools::without_reads(config(tools))
+}
+
+/// The model's `send_flow` of `flow`, `contactAsked` as given.
+async fn send_flow(tools: &mut TurnTools, flow: &str, contact_asked: bool) -> Value {
+    stage(
+        tools,
+        "send_flow",
+        json!({"flow": flow, "contactAsked": contact_asked}),
+    )
+    .await
+}
+
+/// The model's `set_field` of `value` on `field`.
+async fn set_field(tools: &mut TurnTools, field: &str, value: &str) -> Value {
+    stage(tools, "set_field", json!({"field": field, "value": value})).await
+}
+
+/// The model's `write_note` of `text` in `note`.
+async fn write_note(tools: &mut TurnTools, note: &str, text: &str) -> Value {
+    stage(tools, "write_note", json!({"note": note, "text": text})).await
+}
+
+/// The model's `add_tag` of `tag`.
+async fn add_tag(tools: &mut TurnTools, tag: &str) -> Value {
+    stage(tools, "add_tag", json!({"tag": tag})).await
+}
+
 fn spec<'a>(specs: &'a [ToolSpec], name: &str) -> &'a ToolSpec {
     specs.iter().find(|s| s.name == name).expect("tool offered")
 }
@@ -132,13 +167,8 @@ fn spec_023_link_sent_is_not_in_the_models_enum() {
 
 #[tokio::test]
 async fn spec_012_verification_2_execute_stages_and_returns_staged_true() {
-    let mut tools = TurnTools::without_reads(config(demo_tools()));
-    let result = tools
-        .call(&call(
-            "send_flow",
-            json!({"flow": "brochure", "contactAsked": true}),
-        ))
-        .await;
+    let mut tools = turn_tools(demo_tools());
+    let result = send_flow(&mut tools, "brochure", true).await;
     assert_eq!(result, json!({"staged": true}));
     let actions = tools.into_actions();
     assert_eq!(actions.len(), 1);
@@ -153,14 +183,12 @@ async fn spec_012_verification_2_execute_stages_and_returns_staged_true() {
 
 #[tokio::test]
 async fn spec_012_verification_4_ninth_action_is_dropped_over_the_cap() {
-    let mut tools = TurnTools::without_reads(config(demo_tools()));
+    let mut tools = turn_tools(demo_tools());
     for n in 0..8 {
-        let result = tools
-            .call(&call("add_tag", json!({"tag": format!("tag_{n}")})))
-            .await;
+        let result = stage(&mut tools, "add_tag", json!({"tag": format!("tag_{n}")})).await;
         assert_eq!(result, json!({"staged": true}));
     }
-    let ninth = tools.call(&call("add_tag", json!({"tag": "tag_8"}))).await;
+    let ninth = add_tag(&mut tools, "tag_8").await;
     assert_eq!(ninth["staged"], json!(false));
     let actions = tools.into_actions();
     assert_eq!(actions.len(), 9);
@@ -174,16 +202,11 @@ async fn spec_012_verification_4_ninth_action_is_dropped_over_the_cap() {
 
 #[tokio::test]
 async fn spec_012_identical_actions_are_staged_once_in_the_models_order() {
-    let mut tools = TurnTools::without_reads(config(demo_tools()));
-    tools.call(&call("add_tag", json!({"tag": "tag_2"}))).await;
-    tools
-        .call(&call(
-            "set_field",
-            json!({"field": "shift", "value": "evening"}),
-        ))
-        .await;
-    tools.call(&call("add_tag", json!({"tag": "tag_2"}))).await;
-    tools.call(&call("add_tag", json!({"tag": "tag_1"}))).await;
+    let mut tools = turn_tools(demo_tools());
+    add_tag(&mut tools, "tag_2").await;
+    set_field(&mut tools, "shift", "evening").await;
+    add_tag(&mut tools, "tag_2").await;
+    add_tag(&mut tools, "tag_1").await;
     let ids: Vec<String> = tools
         .into_actions()
         .into_iter()
@@ -194,20 +217,10 @@ async fn spec_012_identical_actions_are_staged_once_in_the_models_order() {
 
 #[tokio::test]
 async fn spec_012_set_field_value_must_belong_to_its_field() {
-    let mut tools = TurnTools::without_reads(config(demo_tools()));
-    let result = tools
-        .call(&call(
-            "set_field",
-            json!({"field": "shift", "value": "tag_1"}),
-        ))
-        .await;
+    let mut tools = turn_tools(demo_tools());
+    let result = set_field(&mut tools, "shift", "tag_1").await;
     assert_eq!(result["staged"], json!(false));
-    let result = tools
-        .call(&call(
-            "send_flow",
-            json!({"flow": "not_configured", "contactAsked": false}),
-        ))
-        .await;
+    let result = send_flow(&mut tools, "not_configured", false).await;
     assert_eq!(result["staged"], json!(false));
     assert!(tools.final_note().unwrap().contains("refused"));
     // Recorded as refused: the configured field without the model's value, the unknown flow
@@ -354,7 +367,7 @@ fn spec_024_get_contact_is_offered_only_on_a_turn_that_reads_history() {
     assert!(names(true).contains(&"get_contact".to_owned()));
     assert!(!names(false).contains(&"get_contact".to_owned()));
     assert!(names(false).contains(&"write_note".to_owned()));
-    let tools = TurnTools::without_reads(config(reading_tools()));
+    let tools = turn_tools(reading_tools());
     assert!(!tools.specs().iter().any(|s| s.name == "get_contact"));
 }
 
@@ -374,20 +387,15 @@ fn spec_024_write_note_parameters_are_the_configured_note_ids() {
 
 #[tokio::test]
 async fn spec_024_write_note_is_cleaned_when_staged_and_recorded_by_length() {
-    let mut tools = TurnTools::without_reads(config(reading_tools()));
-    let staged = tools
-        .call(&call(
-            "write_note",
-            json!({"note": "goal", "text": "Wants   a mug; mail me at ada.l@example.test"}),
-        ))
-        .await;
+    let mut tools = turn_tools(reading_tools());
+    let staged = write_note(
+        &mut tools,
+        "goal",
+        "Wants   a mug; mail me at ada.l@example.test",
+    )
+    .await;
     assert_eq!(staged, json!({"staged": true}));
-    let empty = tools
-        .call(&call(
-            "write_note",
-            json!({"note": "summary", "text": " \n\t "}),
-        ))
-        .await;
+    let empty = write_note(&mut tools, "summary", " \n\t ").await;
     assert_eq!(empty, json!({"staged": false}));
     let note = tools.final_note().unwrap();
     assert!(
@@ -418,20 +426,10 @@ async fn spec_024_write_note_is_cleaned_when_staged_and_recorded_by_length() {
 
 #[tokio::test]
 async fn spec_024_a_second_note_replaces_the_first_in_its_slot() {
-    let mut tools = TurnTools::without_reads(config(reading_tools()));
-    tools
-        .call(&call(
-            "write_note",
-            json!({"note": "goal", "text": "First."}),
-        ))
-        .await;
-    tools.call(&call("add_tag", json!({"tag": "vip"}))).await;
-    tools
-        .call(&call(
-            "write_note",
-            json!({"note": "goal", "text": "Second, longer."}),
-        ))
-        .await;
+    let mut tools = turn_tools(reading_tools());
+    write_note(&mut tools, "goal", "First.").await;
+    add_tag(&mut tools, "vip").await;
+    write_note(&mut tools, "goal", "Second, longer.").await;
     let actions = tools.into_actions();
     assert_eq!(actions.len(), 2);
     assert_eq!(actions[0].entry.id, "goal");
@@ -440,18 +438,11 @@ async fn spec_024_a_second_note_replaces_the_first_in_its_slot() {
 
 #[tokio::test]
 async fn spec_024_notes_count_against_the_eight_action_cap() {
-    let mut tools = TurnTools::without_reads(config(demo_tools_with_notes()));
+    let mut tools = turn_tools(demo_tools_with_notes());
     for n in 0..8 {
-        tools
-            .call(&call("add_tag", json!({"tag": format!("tag_{n}")})))
-            .await;
+        stage(&mut tools, "add_tag", json!({"tag": format!("tag_{n}")})).await;
     }
-    let ninth = tools
-        .call(&call(
-            "write_note",
-            json!({"note": "goal", "text": "Too late."}),
-        ))
-        .await;
+    let ninth = write_note(&mut tools, "goal", "Too late.").await;
     assert_eq!(ninth["staged"], json!(false));
     let actions = tools.into_actions();
     assert_eq!(actions[8].entry.status, ActionStatus::DroppedOverCap);
@@ -514,14 +505,10 @@ fn spec_025_verification_1_schedule_nudge_is_offered_only_with_a_nudge_section()
 
 #[tokio::test]
 async fn spec_025_schedule_nudge_stages_its_delay_and_makes_no_request() {
-    let mut tools = TurnTools::without_reads(config(with_nudge()));
-    let result = tools
-        .call(&call("schedule_nudge", json!({"delay": "tomorrow"})))
-        .await;
+    let mut tools = turn_tools(with_nudge());
+    let result = stage(&mut tools, "schedule_nudge", json!({"delay": "tomorrow"})).await;
     assert_eq!(result, json!({"staged": true}));
-    let unknown = tools
-        .call(&call("schedule_nudge", json!({"delay": "next_week"})))
-        .await;
+    let unknown = stage(&mut tools, "schedule_nudge", json!({"delay": "next_week"})).await;
     assert_eq!(unknown["staged"], false);
     let actions = tools.into_actions();
     assert_eq!(actions.len(), 2);
@@ -573,12 +560,7 @@ async fn spec_032_verification_3_a_tied_flow_is_staged_on_a_turn_that_does_not_s
         ..Known::default()
     };
     let mut tools = TurnTools::without_reads_for(config(server_flow_tools()), known);
-    let result = tools
-        .call(&call(
-            "set_field",
-            json!({"field": "funnel", "value": "nurturing"}),
-        ))
-        .await;
+    let result = set_field(&mut tools, "funnel", "nurturing").await;
     assert_eq!(result, json!({"staged": true, "flowStaged": "gallery"}));
     let actions = tools.into_actions();
     let listed: Vec<_> = actions
@@ -604,13 +586,8 @@ async fn spec_032_verification_3_a_tied_flow_is_staged_on_a_turn_that_does_not_s
 #[tokio::test]
 async fn spec_034_the_intent_write_names_the_queued_opening_and_a_turn_without_a_sender_never_sends_it()
  {
-    let mut tools = TurnTools::without_reads(config(server_flow_tools()));
-    let result = tools
-        .call(&call(
-            "set_field",
-            json!({"field": "intent", "value": "prospect"}),
-        ))
-        .await;
+    let mut tools = turn_tools(server_flow_tools());
+    let result = set_field(&mut tools, "intent", "prospect").await;
     assert_eq!(
         result,
         json!({

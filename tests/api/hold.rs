@@ -52,6 +52,77 @@ async fn guide_app(model: &Arc<ScriptedModel>, settle: u64) -> TestApp {
     spawn_app_with(AppOptions::new(model.clone()).edit(guide_settles(settle))).await
 }
 
+/// The guide app (`settle` seconds) with a returning `subscriber` whose `text` is being
+/// answered: the request, and when the guide flow was sent.
+async fn guide_sent(
+    model: &Arc<ScriptedModel>,
+    settle: u64,
+    subscriber: &str,
+    text: &str,
+) -> (TestApp, Background<(u16, Value)>, Instant) {
+    let app = guide_app(model, settle).await;
+    app.returning_contact(subscriber).await;
+    let request = send_in_background(&app, subscriber, text);
+    let answered = guide_answered(&app).await;
+    (app, request, answered)
+}
+
+/// Waits until `subscriber`'s agent turn is recorded (its reply held).
+async fn turn_recorded(app: &TestApp, subscriber: &str) {
+    until(async || agent_turn_exists(app, subscriber).await).await;
+}
+
+/// `ms` later the request is still unanswered: its reply is held.
+async fn assert_still_held_after(request: &Background<(u16, Value)>, ms: u64, why: &str) {
+    advance(Duration::from_millis(ms)).await;
+    assert!(!request.is_finished(), "{why}");
+}
+
+/// At the 8 s deadline the request is answered with the acknowledgement.
+async fn assert_acknowledged_at_the_deadline(
+    app: &TestApp,
+    request: Background<(u16, Value)>,
+    why: &str,
+) {
+    advance(Duration::from_secs(8)).await;
+    let (_, body) = request.await.unwrap();
+    assert_eq!(block_texts(&body), vec![app.acknowledgement()], "{why}");
+}
+
+/// The response left `secs` seconds after the guide flow was answered.
+fn assert_held_for(answered: Instant, secs: u64, why: &str) {
+    assert_eq!(
+        Instant::now() - answered,
+        Duration::from_secs(secs),
+        "{why}"
+    );
+}
+
+/// ManyChat received the flow and nothing else.
+async fn assert_only_the_flow_went(app: &TestApp, why: &str) {
+    assert_eq!(app.manychat_paths().await, vec![FLOW], "{why}");
+}
+
+/// `row` carries the guide's reply, due `after` the contact's first message.
+async fn assert_guide_reply_due(
+    app: &TestApp,
+    subscriber: &str,
+    row: &OutboxRow,
+    after: Duration,
+    why: &str,
+) {
+    assert_eq!(
+        row.payload["messages"],
+        json!(["That is the weekend guide."])
+    );
+    let message = &app.turns(subscriber).await[0];
+    assert_eq!(
+        row.next_attempt_at,
+        wall(message.created_at, after),
+        "{why}"
+    );
+}
+
 fn steps(steps: Vec<ScriptStep>) -> Arc<ScriptedModel> {
     Arc::new(ScriptedModel::from_steps(steps))
 }
@@ -121,31 +192,24 @@ async fn spec_030_verification_4_an_inline_reply_after_a_flow_is_held_until_the_
     let _frozen = FrozenClock::freeze();
     let logs = manychat_agent::observability::capture_global();
     let model = guide_then(ScriptStep::ok(answer("That is the weekend guide.")));
-    let app = guide_app(&model, 3).await;
-    app.returning_contact("7301").await;
-    let request = send_in_background(&app, "7301", "What is the weekend like?");
-    let answered = guide_answered(&app).await;
     // The reply is recorded, then held (the clock has not moved yet).
-    until(async || agent_turn_exists(&app, "7301").await).await;
+    let (app, request, answered) = guide_sent(&model, 3, "7301", "What is the weekend like?").await;
+    turn_recorded(&app, "7301").await;
 
-    advance(Duration::from_millis(2_900)).await;
-    assert!(
-        !request.is_finished(),
-        "the reply waits for the flow to play"
-    );
-    assert_eq!(
-        app.manychat_paths().await,
-        vec![FLOW],
-        "nothing but the flow has gone yet: the staged writes follow the reply"
-    );
+    assert_still_held_after(&request, 2_900, "the reply waits for the flow to play").await;
+    assert_only_the_flow_went(
+        &app,
+        "nothing but the flow has gone yet: the staged writes follow the reply",
+    )
+    .await;
     advance(Duration::from_millis(100)).await;
     let (status, body) = request.await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(block_texts(&body), vec!["That is the weekend guide."]);
-    assert_eq!(
-        Instant::now() - answered,
-        Duration::from_secs(3),
-        "the response left when the flow's answer time + settleSeconds came"
+    assert_held_for(
+        answered,
+        3,
+        "the response left when the flow's answer time + settleSeconds came",
     );
     app.settle().await;
     assert_eq!(app.manychat_paths().await, vec![FLOW, SET_FIELD, SET_FIELD]);
@@ -219,11 +283,7 @@ async fn spec_030_verification_4_a_reply_that_would_pass_the_deadline_is_queued_
         "{}",
         row.payload
     );
-    assert_eq!(
-        app.manychat_paths().await,
-        vec![FLOW],
-        "only the flow went during the turn"
-    );
+    assert_only_the_flow_went(&app, "only the flow went during the turn").await;
 
     // The worker leaves it until the flow's end, then delivers the reply, then the actions.
     advance(Duration::from_millis(19_900)).await;
@@ -305,10 +365,8 @@ async fn spec_030_verification_5_a_race_lost_while_the_flow_plays_answers_silent
     let model = guide_then(
         ScriptStep::ok(answer("That is the weekend guide.")).after(Duration::from_secs(10)),
     );
-    let app = guide_app(&model, 12).await;
-    app.returning_contact("7305").await;
-    let request = send_in_background(&app, "7305", "What is the weekend like?");
-    let answered = guide_answered(&app).await;
+    let (app, request, answered) =
+        guide_sent(&model, 12, "7305", "What is the weekend like?").await;
     until(async || model.calls() == 2).await;
 
     // At the deadline the flow (answered at 0 s) plays until 12 s: no holding line.
@@ -331,29 +389,23 @@ async fn spec_030_verification_5_a_race_lost_while_the_flow_plays_answers_silent
 
     // The call answers at 10 s; its reply keeps the promise, due when the flow ends at 12 s.
     advance(Duration::from_secs(2)).await;
-    until(async || agent_turn_exists(&app, "7305").await).await;
+    turn_recorded(&app, "7305").await;
     app.settle().await;
     let turn = agent_turn(&app, "7305").await;
     assert_eq!(turn.outcome.as_deref(), Some("deferred"));
     let rows = reply_rows(&app).await;
     assert_eq!(rows.len(), 1, "the promise's row carries the reply");
-    assert_eq!(
-        rows[0].payload["messages"],
-        json!(["That is the weekend guide."])
-    );
-    let message = &app.turns("7305").await[0];
-    assert_eq!(
-        rows[0].next_attempt_at,
-        wall(message.created_at, Duration::from_secs(12)),
-        "due at the flow's end"
-    );
+    assert_guide_reply_due(
+        &app,
+        "7305",
+        &rows[0],
+        Duration::from_secs(12),
+        "due at the flow's end",
+    )
+    .await;
     assert_eq!(Instant::now() - answered, Duration::from_secs(10));
     app.worker.run_once().await.unwrap();
-    assert_eq!(
-        app.manychat_paths().await,
-        vec![FLOW],
-        "not before the flow's end"
-    );
+    assert_only_the_flow_went(&app, "not before the flow's end").await;
     advance(Duration::from_secs(2)).await;
     app.worker.run_once().await.unwrap();
     assert_eq!(
@@ -376,28 +428,20 @@ async fn spec_030_verification_5_a_flow_sent_after_the_deadline_is_waited_for_by
     app.returning_contact("7309").await;
     let request = send_in_background(&app, "7309", "What is the weekend like?");
     until(async || model.calls() == 1).await;
-    advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(
-        block_texts(&body),
-        vec![app.acknowledgement()],
-        "nothing was playing at the deadline"
-    );
+    assert_acknowledged_at_the_deadline(&app, request, "nothing was playing at the deadline").await;
     advance(Duration::from_secs(1)).await;
     let answered = guide_answered(&app).await;
-    until(async || agent_turn_exists(&app, "7309").await).await;
+    turn_recorded(&app, "7309").await;
     app.settle().await;
     let rows = reply_rows(&app).await;
-    assert_eq!(
-        rows[0].payload["messages"],
-        json!(["That is the weekend guide."])
-    );
-    let message = &app.turns("7309").await[0];
-    assert_eq!(
-        rows[0].next_attempt_at,
-        wall(message.created_at, Duration::from_secs(9 + 5)),
-        "due when the guide sent at 9 s has played"
-    );
+    assert_guide_reply_due(
+        &app,
+        "7309",
+        &rows[0],
+        Duration::from_secs(9 + 5),
+        "due when the guide sent at 9 s has played",
+    )
+    .await;
     assert_eq!(Instant::now() - answered, Duration::ZERO);
 }
 
@@ -443,7 +487,7 @@ async fn spec_030_verification_5_a_deferred_call_that_fails_after_a_silent_respo
         );
 
         advance(Duration::from_secs(12)).await;
-        until(async || agent_turn_exists(&app, subscriber).await).await;
+        turn_recorded(&app, subscriber).await;
         app.settle().await;
         let turn = agent_turn(&app, subscriber).await;
         assert_eq!(turn.outcome.as_deref(), Some("error"), "{subscriber}");
@@ -481,16 +525,9 @@ async fn spec_030_verification_5_a_deferred_call_that_fails_after_a_silent_respo
 async fn spec_030_verification_4_an_escalations_handoff_copy_waits_for_the_flow_too() {
     let _frozen = FrozenClock::freeze();
     let model = guide_then(ScriptStep::ok(reply(escalation_json("explicit_request"))));
-    let app = guide_app(&model, 4).await;
-    app.returning_contact("7308").await;
-    let request = send_in_background(&app, "7308", "Can I talk to someone?");
-    let answered = guide_answered(&app).await;
-    until(async || agent_turn_exists(&app, "7308").await).await;
-    advance(Duration::from_millis(3_900)).await;
-    assert!(
-        !request.is_finished(),
-        "the handoff copy waits for the flow"
-    );
+    let (app, request, answered) = guide_sent(&model, 4, "7308", "Can I talk to someone?").await;
+    turn_recorded(&app, "7308").await;
+    assert_still_held_after(&request, 3_900, "the handoff copy waits for the flow").await;
     advance(Duration::from_millis(100)).await;
     let (_, body) = request.await.unwrap();
     assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
@@ -549,16 +586,15 @@ async fn spec_030_bad_input_a_flow_request_still_in_flight_at_the_deadline_gets_
     app.returning_contact("7313").await;
     let request = send_in_background(&app, "7313", "What is the weekend like?");
     until(async || guide_requests(&app).await == 1).await;
-    advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
-    assert_eq!(
-        block_texts(&body),
-        vec![app.acknowledgement()],
-        "no answer yet: the flow does not count as playing"
-    );
+    assert_acknowledged_at_the_deadline(
+        &app,
+        request,
+        "no answer yet: the flow does not count as playing",
+    )
+    .await;
     // The client gives up at its 10 s timeout; the model writes the reply, due at once.
     advance(Duration::from_secs(3)).await;
-    until(async || agent_turn_exists(&app, "7313").await).await;
+    turn_recorded(&app, "7313").await;
     app.settle().await;
     let turn = agent_turn(&app, "7313").await;
     assert_eq!(turn.outcome.as_deref(), Some("deferred"));
@@ -585,19 +621,12 @@ async fn spec_030_bad_input_a_flow_called_twice_in_one_step_is_sent_and_waited_f
         ScriptStep::ok(tool_calls(calls)),
         ScriptStep::ok(answer("That is the weekend guide.")),
     ]);
-    let app = guide_app(&model, 3).await;
-    app.returning_contact("7314").await;
-    let request = send_in_background(&app, "7314", "What is the weekend like?");
-    let answered = guide_answered(&app).await;
-    until(async || agent_turn_exists(&app, "7314").await).await;
+    let (app, request, answered) = guide_sent(&model, 3, "7314", "What is the weekend like?").await;
+    turn_recorded(&app, "7314").await;
     advance(Duration::from_secs(3)).await;
     let (_, body) = request.await.unwrap();
     assert_eq!(block_texts(&body), vec!["That is the weekend guide."]);
-    assert_eq!(
-        Instant::now() - answered,
-        Duration::from_secs(3),
-        "held once, for 3 s"
-    );
+    assert_held_for(answered, 3, "held once, for 3 s");
     app.settle().await;
     assert_eq!(guide_requests(&app).await, 1, "sent once");
     let actions = agent_turn(&app, "7314").await.actions.unwrap();
@@ -649,11 +678,8 @@ async fn spec_030_037_the_contacts_next_message_waits_behind_the_held_reply() {
         ScriptStep::ok(answer("That is the weekend guide.")),
         ScriptStep::ok(answer("Yes, clay is included.")),
     ]);
-    let app = guide_app(&model, 5).await;
-    app.returning_contact("7316").await;
-    let first = send_in_background(&app, "7316", "What is the weekend like?");
-    guide_answered(&app).await;
-    until(async || agent_turn_exists(&app, "7316").await).await;
+    let (app, first, _) = guide_sent(&model, 5, "7316", "What is the weekend like?").await;
+    turn_recorded(&app, "7316").await;
     advance(Duration::from_secs(1)).await;
     let second = send_in_background(&app, "7316", "Is clay included?");
     // Real time for the second request to arrive and reach the contact's place in line.
@@ -697,10 +723,9 @@ async fn spec_030_postgres_the_reply_waits_for_the_flow_inline_and_through_the_o
         app.returning_contact(subscriber).await;
         let request = send_in_background(&app, subscriber, "What is the weekend like?");
         let answered = guide_answered(&app).await;
-        until(async || agent_turn_exists(&app, subscriber).await).await;
+        turn_recorded(&app, subscriber).await;
         let turn = if settle == 3 {
-            advance(Duration::from_millis(2_900)).await;
-            assert!(!request.is_finished(), "held inline");
+            assert_still_held_after(&request, 2_900, "held inline").await;
             advance(Duration::from_millis(100)).await;
             let (_, body) = request.await.unwrap();
             assert_eq!(block_texts(&body), vec!["That is the weekend guide."]);

@@ -156,42 +156,71 @@ async fn assert_refused(
     assert_eq!(turns[1].outcome.as_deref(), Some("media_fallback"));
 }
 
-#[tokio::test]
-#[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
-async fn hostile_media_an_oversized_frame_is_refused_with_the_fallback_before_decoding() {
+/// A video, as `(ext, content type)`.
+const MP4: (&str, &str) = ("mp4", "video/mp4");
+/// A voice note, as `(ext, content type)`.
+const VOICE: (&str, &str) = ("ogg", "audio/ogg");
+
+/// With ffmpeg on PATH: the file `make` writes in a scratch folder (kept for the test),
+/// served as `(ext, content type)`, and the app under `limits` (`vision`: a model that sees
+/// images).
+async fn hostile_app(
+    make: impl FnOnce(&Path) -> Vec<u8>,
+    (ext, content_type): (&str, &str),
+    vision: bool,
+    limits: &[(&'static str, &str)],
+) -> (tempfile::TempDir, Fakes, TestApp, Arc<ScriptedModel>) {
     ffmpeg_required();
     let dir = tempfile::tempdir().unwrap();
     let fakes = Fakes::start().await;
-    let file = video_with_silence(dir.path(), "1280x720", 1);
-    let limits = [("MEDIA_MAX_DIMENSION", "640")];
-    let (app, model) = app_for(&fakes, "mp4", "video/mp4", &file, true, &limits).await;
-    assert_refused(&app, &fakes, &model, "mp4", "4101").await;
+    let file = make(dir.path());
+    let (app, model) = app_for(&fakes, ext, content_type, &file, vision, limits).await;
+    (dir, fakes, app, model)
 }
 
+/// Each file over a limit is refused with the fallback: a frame over `MEDIA_MAX_DIMENSION`
+/// (before decoding), and a video whose soundtrack or a voice note over
+/// `MEDIA_MAX_DURATION_SECONDS` (one second of picture, a minute of silence: the soundtrack's
+/// length counts).
 #[tokio::test]
 #[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
-async fn hostile_media_a_video_whose_soundtrack_is_over_the_duration_limit_is_refused_with_the_fallback()
- {
-    ffmpeg_required();
-    let dir = tempfile::tempdir().unwrap();
-    let fakes = Fakes::start().await;
-    // One second of picture, a minute of silence: the soundtrack's length counts.
-    let file = video_with_silence(dir.path(), "64x64", 60);
-    let limits = [("MEDIA_MAX_DURATION_SECONDS", "30")];
-    let (app, model) = app_for(&fakes, "mp4", "video/mp4", &file, true, &limits).await;
-    assert_refused(&app, &fakes, &model, "mp4", "4102").await;
-}
-
-#[tokio::test]
-#[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
-async fn hostile_media_a_voice_note_over_the_duration_limit_is_refused_with_the_fallback() {
-    ffmpeg_required();
-    let dir = tempfile::tempdir().unwrap();
-    let fakes = Fakes::start().await;
-    let file = voice_note(dir.path(), 20);
-    let limits = [("MEDIA_MAX_DURATION_SECONDS", "10")];
-    let (app, model) = app_for(&fakes, "ogg", "audio/ogg", &file, false, &limits).await;
-    assert_refused(&app, &fakes, &model, "ogg", "4103").await;
+async fn hostile_media_each_file_over_a_limit_is_refused_with_the_fallback() {
+    // How the file is made, its kind, whether the model sees images, the limit it is over,
+    // and the contact.
+    type Case = (
+        fn(&Path) -> Vec<u8>,
+        (&'static str, &'static str),
+        bool,
+        (&'static str, &'static str),
+        &'static str,
+    );
+    let cases: [Case; 3] = [
+        (
+            |dir| video_with_silence(dir, "1280x720", 1),
+            MP4,
+            true,
+            ("MEDIA_MAX_DIMENSION", "640"),
+            "4101",
+        ),
+        (
+            |dir| video_with_silence(dir, "64x64", 60),
+            MP4,
+            true,
+            ("MEDIA_MAX_DURATION_SECONDS", "30"),
+            "4102",
+        ),
+        (
+            |dir| voice_note(dir, 20),
+            VOICE,
+            false,
+            ("MEDIA_MAX_DURATION_SECONDS", "10"),
+            "4103",
+        ),
+    ];
+    for (make, kind, vision, limit, subscriber) in cases {
+        let (_dir, fakes, app, model) = hostile_app(make, kind, vision, &[limit]).await;
+        assert_refused(&app, &fakes, &model, kind.0, subscriber).await;
+    }
 }
 
 /// The one clip the fake transcription server received: its file name, duration and codec,
@@ -204,21 +233,30 @@ async fn the_upload(fakes: &Fakes, dir: &Path) -> (f64, String, usize) {
     (seconds, codec, clip.len())
 }
 
-#[tokio::test]
-#[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
-async fn hostile_media_a_long_soundtrack_is_cut_to_the_audio_limit_and_sent_as_compact_opus() {
-    ffmpeg_required();
-    let dir = tempfile::tempdir().unwrap();
-    let fakes = Fakes::start().await;
-    let file = video_with_silence(dir.path(), "64x64", 60);
+/// The app under `MEDIA_MAX_AUDIO_SECONDS=3` (no vision) answered `subscriber`'s long clip
+/// (made by `make`, of `kind`): the clip uploaded for transcription is cut to 3 s of opus. The
+/// app, its model and the clip's size.
+async fn cut_to_three_seconds_of_opus(
+    make: impl FnOnce(&Path) -> Vec<u8>,
+    kind: (&str, &str),
+    subscriber: &str,
+) -> (TestApp, Arc<ScriptedModel>, usize) {
     let limits = [("MEDIA_MAX_AUDIO_SECONDS", "3")];
-    let (app, model) = app_for(&fakes, "mp4", "video/mp4", &file, false, &limits).await;
-    let (_, body) = app.send("4104", &fakes.url("mp4")).await;
+    let (dir, fakes, app, model) = hostile_app(make, kind, false, &limits).await;
+    let (_, body) = app.send(subscriber, &fakes.url(kind.0)).await;
     assert_eq!(block_texts(&body), vec!["Happy to help."]);
-    assert_eq!(model.calls(), 1);
     let (seconds, codec, len) = the_upload(&fakes, dir.path()).await;
     assert!(seconds <= 3.05, "cut to 3 s, got {seconds} s");
     assert_eq!(codec, "opus");
+    (app, model, len)
+}
+
+#[tokio::test]
+#[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
+async fn hostile_media_a_long_soundtrack_is_cut_to_the_audio_limit_and_sent_as_compact_opus() {
+    let make = |dir: &Path| video_with_silence(dir, "64x64", 60);
+    let (app, model, len) = cut_to_three_seconds_of_opus(make, MP4, "4104").await;
+    assert_eq!(model.calls(), 1);
     // 3 s at 24 kbit/s is 9 KB; the minute as 16-bit WAV would be 1.9 MB.
     assert!(len < 16 * 1024, "{len} bytes");
     assert_eq!(app.turns("4104").await[0].text, TRANSCRIPT);
@@ -227,15 +265,5 @@ async fn hostile_media_a_long_soundtrack_is_cut_to_the_audio_limit_and_sent_as_c
 #[tokio::test]
 #[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
 async fn hostile_media_a_voice_note_longer_than_the_audio_limit_is_cut_to_it() {
-    ffmpeg_required();
-    let dir = tempfile::tempdir().unwrap();
-    let fakes = Fakes::start().await;
-    let file = voice_note(dir.path(), 20);
-    let limits = [("MEDIA_MAX_AUDIO_SECONDS", "3")];
-    let (app, _) = app_for(&fakes, "ogg", "audio/ogg", &file, false, &limits).await;
-    let (_, body) = app.send("4105", &fakes.url("ogg")).await;
-    assert_eq!(block_texts(&body), vec!["Happy to help."]);
-    let (seconds, codec, _) = the_upload(&fakes, dir.path()).await;
-    assert!(seconds <= 3.05, "cut to 3 s, got {seconds} s");
-    assert_eq!(codec, "opus");
+    cut_to_three_seconds_of_opus(|dir| voice_note(dir, 20), VOICE, "4105").await;
 }

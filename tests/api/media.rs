@@ -13,7 +13,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::helpers::*;
-use crate::selling::{edit_rules, user_text};
+use crate::selling::{edit_rules, from_messages, user_text};
 
 const OGG: &[u8] = include_bytes!("../fixtures/media/tone.ogg");
 const PNG: &[u8] = include_bytes!("../fixtures/media/colour-bars.png");
@@ -107,13 +107,12 @@ pub(crate) fn media_fallback(app: &TestApp) -> String {
 }
 
 pub(crate) fn images(request: &ModelRequest) -> Vec<(String, Vec<u8>)> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Images { images } => Some(images.to_vec()),
-            _ => None,
-        })
+    let images = from_messages(request, |m| match m {
+        Message::Images { images } => Some(images.to_vec()),
+        _ => None,
+    });
+    images
+        .into_iter()
         .flatten()
         .map(|image| (image.media_type.to_owned(), image.bytes.to_vec()))
         .collect()
@@ -138,6 +137,87 @@ async fn assert_no_url_stored(app: &TestApp, subscriber: &str) {
     }
 }
 
+/// Fakes serving `bytes` as `ext` with `content_type`.
+async fn serving(ext: &str, content_type: &str, bytes: &[u8]) -> Fakes {
+    let fakes = Fakes::start().await;
+    fakes.serve(ext, content_type, bytes).await;
+    fakes
+}
+
+/// With ffmpeg on PATH: fakes serving a video with sound, transcribed as [`TRANSCRIPT`].
+async fn transcribed_video_with_sound() -> Fakes {
+    ffmpeg_required();
+    let fakes = serving("mp4", "video/mp4", MP4_WITH_SOUND).await;
+    fakes.transcribe_as(TRANSCRIPT).await;
+    fakes
+}
+
+/// The app transcribing at `speech` (whose `received` counts the clips it was given), and
+/// returning `subscriber`'s voice note, answered when the 8 s deadline passes while the clip
+/// is with the transcriber.
+async fn voice_note_at_the_deadline(
+    fakes: &Fakes,
+    model: &Arc<ScriptedModel>,
+    speech: String,
+    received: &std::sync::atomic::AtomicUsize,
+    subscriber: &str,
+) -> (TestApp, (u16, Value)) {
+    let options = fakes
+        .options(model.clone(), true)
+        .env("OPENAI_BASE_URL", speech);
+    let app = spawn_app_with(options).await;
+    app.returning_contact(subscriber).await;
+    let request = send_in_background(&app, subscriber, &fakes.url("ogg"));
+    until(async || fakes.file_requests().await == 1).await;
+    // Downloaded, probed, and the clip is with the transcriber before its clock starts.
+    until(async || received.load(std::sync::atomic::Ordering::SeqCst) == 1).await;
+    for _ in 0..20 {
+        real_pause().await;
+    }
+    tokio::time::advance(Duration::from_secs(8)).await;
+    let answered = request.await.unwrap();
+    (app, answered)
+}
+
+/// A model whose one reply is never asked for.
+fn unused_model() -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::replies([reply_json("unused")]))
+}
+
+/// `subscriber`'s `ext` file is answered with the fallback, without the model and without
+/// downloading it.
+async fn assert_fallback_unfetched(
+    app: &TestApp,
+    fakes: &Fakes,
+    model: &ScriptedModel,
+    subscriber: &str,
+    ext: &str,
+) {
+    let (_, body) = app.send(subscriber, &fakes.url(ext)).await;
+    assert_eq!(block_texts(&body), vec![media_fallback(app)]);
+    assert_eq!(model.calls(), 0);
+    assert_eq!(fakes.file_requests().await, 0);
+}
+
+/// `subscriber`'s voice note, recorded as `text`, is answered with the escalation copy for
+/// `reason` before any model call.
+async fn assert_voice_note_escalated_precheck(
+    app: &TestApp,
+    fakes: &Fakes,
+    model: &ScriptedModel,
+    subscriber: &str,
+    text: &str,
+    reason: &str,
+) {
+    let (_, body) = app.send(subscriber, &fakes.url("ogg")).await;
+    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
+    assert_eq!(model.calls(), 0);
+    let turns = app.turns(subscriber).await;
+    assert_eq!(turns[0].text, text);
+    assert_eq!(turns[1].outcome.as_deref(), Some("escalated_precheck"));
+    assert_eq!(turns[1].escalation_reason.as_deref(), Some(reason));
+}
+
 pub(crate) fn ffmpeg_required() {
     assert!(
         manychat_agent::media::video::Ffmpeg::find().is_some(),
@@ -151,8 +231,7 @@ pub(crate) fn ffmpeg_required() {
 #[tokio::test]
 async fn spec_020_verification_1_only_a_lone_media_url_on_the_file_host_is_media() {
     let logs = manychat_agent::observability::capture_global();
-    let fakes = Fakes::start().await;
-    fakes.serve("ogg", "audio/ogg", OGG).await;
+    let fakes = serving("ogg", "audio/ogg", OGG).await;
     let model = Arc::new(ScriptedModel::replies([
         reply_json("Happy to help."),
         reply_json("Happy to help."),
@@ -184,8 +263,7 @@ async fn spec_020_verification_1_only_a_lone_media_url_on_the_file_host_is_media
 #[tokio::test]
 async fn spec_020_verification_2_a_voice_note_is_transcribed_answered_and_no_url_is_kept() {
     let logs = manychat_agent::observability::capture_global();
-    let fakes = Fakes::start().await;
-    fakes.serve("ogg", "audio/ogg", OGG).await;
+    let fakes = serving("ogg", "audio/ogg", OGG).await;
     fakes.transcribe_as(TRANSCRIPT).await;
     let model = Arc::new(ScriptedModel::replies([reply_json(
         "Yes, the Saturday class has places.",
@@ -257,23 +335,21 @@ async fn spec_020_verification_2_a_voice_note_is_transcribed_answered_and_no_url
 #[tokio::test]
 async fn spec_020_verification_3_an_escalation_keyword_in_the_transcript_escalates_without_the_model()
  {
-    let fakes = Fakes::start().await;
-    fakes.serve("ogg", "audio/ogg", OGG).await;
+    let fakes = serving("ogg", "audio/ogg", OGG).await;
     fakes
         .transcribe_as("I want a refund for last week, please")
         .await;
-    let model = Arc::new(ScriptedModel::replies([reply_json("unused")]));
+    let model = unused_model();
     let app = spawn_app_with(fakes.options(model.clone(), true)).await;
-    let (_, body) = app.send("3301", &fakes.url("ogg")).await;
-    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
-    assert_eq!(model.calls(), 0);
-    let turns = app.turns("3301").await;
-    assert_eq!(turns[0].text, "I want a refund for last week, please");
-    assert_eq!(turns[1].outcome.as_deref(), Some("escalated_precheck"));
-    assert_eq!(
-        turns[1].escalation_reason.as_deref(),
-        Some("escalation_keyword")
-    );
+    assert_voice_note_escalated_precheck(
+        &app,
+        &fakes,
+        &model,
+        "3301",
+        "I want a refund for last week, please",
+        "escalation_keyword",
+    )
+    .await;
 }
 
 // ---- 4. images ------------------------------------------------------------------------------
@@ -281,8 +357,7 @@ async fn spec_020_verification_3_an_escalation_keyword_in_the_transcript_escalat
 #[tokio::test]
 async fn spec_020_verification_4_an_image_reaches_a_vision_model_once_as_bytes_and_history_keeps_the_marker()
  {
-    let fakes = Fakes::start().await;
-    fakes.serve("png", "image/png", PNG).await;
+    let fakes = serving("png", "image/png", PNG).await;
     let model = Arc::new(
         ScriptedModel::replies([
             reply_json("That is our colour chart."),
@@ -317,14 +392,10 @@ async fn spec_020_verification_4_an_image_reaches_a_vision_model_once_as_bytes_a
 #[tokio::test]
 async fn spec_020_verification_4_an_image_for_a_model_without_vision_takes_the_fallback_unfetched()
 {
-    let fakes = Fakes::start().await;
-    fakes.serve("png", "image/png", PNG).await;
-    let model = Arc::new(ScriptedModel::replies([reply_json("unused")]));
+    let fakes = serving("png", "image/png", PNG).await;
+    let model = unused_model();
     let app = spawn_app_with(fakes.options(model.clone(), false)).await;
-    let (_, body) = app.send("3402", &fakes.url("png")).await;
-    assert_eq!(block_texts(&body), vec![media_fallback(&app)]);
-    assert_eq!(model.calls(), 0);
-    assert_eq!(fakes.file_requests().await, 0);
+    assert_fallback_unfetched(&app, &fakes, &model, "3402", "png").await;
 }
 
 // ---- 5. video, one test per row of the degradation table ------------------------------------
@@ -332,10 +403,7 @@ async fn spec_020_verification_4_an_image_for_a_model_without_vision_takes_the_f
 #[tokio::test]
 #[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
 async fn spec_020_verification_5_video_with_vision_and_transcription_gives_frames_and_transcript() {
-    ffmpeg_required();
-    let fakes = Fakes::start().await;
-    fakes.serve("mp4", "video/mp4", MP4_WITH_SOUND).await;
-    fakes.transcribe_as(TRANSCRIPT).await;
+    let fakes = transcribed_video_with_sound().await;
     let model = Arc::new(ScriptedModel::replies([reply_json("Nice studio!")]).with_vision());
     let app = spawn_app_with(fakes.options(model.clone(), true)).await;
     let (_, body) = app.send("3501", &fakes.url("mp4")).await;
@@ -377,8 +445,7 @@ async fn spec_020_verification_5_video_with_vision_and_transcription_gives_frame
 #[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
 async fn spec_020_verification_5_video_with_vision_only_gives_frames_no_larger_than_768_px() {
     ffmpeg_required();
-    let fakes = Fakes::start().await;
-    fakes.serve("mp4", "video/mp4", MP4_WIDE_SILENT).await;
+    let fakes = serving("mp4", "video/mp4", MP4_WIDE_SILENT).await;
     let model = Arc::new(ScriptedModel::replies([reply_json("Lovely colour.")]).with_vision());
     let app = spawn_app_with(fakes.options(model.clone(), false)).await;
     let (_, body) = app.send("3502", &fakes.url("mp4")).await;
@@ -400,10 +467,7 @@ async fn spec_020_verification_5_video_with_vision_only_gives_frames_no_larger_t
 #[tokio::test]
 #[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
 async fn spec_020_verification_5_video_with_transcription_only_gives_the_transcript() {
-    ffmpeg_required();
-    let fakes = Fakes::start().await;
-    fakes.serve("mp4", "video/mp4", MP4_WITH_SOUND).await;
-    fakes.transcribe_as(TRANSCRIPT).await;
+    let fakes = transcribed_video_with_sound().await;
     let model = Arc::new(ScriptedModel::replies([reply_json("It does.")]));
     let app = spawn_app_with(fakes.options(model.clone(), true)).await;
     let (_, body) = app.send("3503", &fakes.url("mp4")).await;
@@ -419,14 +483,10 @@ async fn spec_020_verification_5_video_with_transcription_only_gives_the_transcr
 
 #[tokio::test]
 async fn spec_020_verification_5_video_with_neither_half_takes_the_fallback_unfetched() {
-    let fakes = Fakes::start().await;
-    fakes.serve("mp4", "video/mp4", MP4_WITH_SOUND).await;
-    let model = Arc::new(ScriptedModel::replies([reply_json("unused")]));
+    let fakes = serving("mp4", "video/mp4", MP4_WITH_SOUND).await;
+    let model = unused_model();
     let app = spawn_app_with(fakes.options(model.clone(), false)).await;
-    let (_, body) = app.send("3504", &fakes.url("mp4")).await;
-    assert_eq!(block_texts(&body), vec![media_fallback(&app)]);
-    assert_eq!(model.calls(), 0);
-    assert_eq!(fakes.file_requests().await, 0);
+    assert_fallback_unfetched(&app, &fakes, &model, "3504", "mp4").await;
     let turns = app.turns("3504").await;
     assert_eq!(turns[0].text, "[video]");
     assert_eq!(turns[1].outcome.as_deref(), Some("media_fallback"));
@@ -438,7 +498,7 @@ async fn spec_020_verification_5_video_with_neither_half_takes_the_fallback_unfe
 async fn spec_020_verification_6_an_unsupported_file_gets_media_fallback_without_the_model_or_a_download()
  {
     let fakes = Fakes::start().await;
-    let model = Arc::new(ScriptedModel::replies([reply_json("unused")]));
+    let model = unused_model();
     let app = spawn_app_with(fakes.options(model.clone(), true)).await;
     let (_, body) = app.send("3601", &fakes.url("pdf")).await;
     assert_eq!(block_texts(&body), vec![media_fallback(&app)]);
@@ -454,34 +514,31 @@ async fn spec_020_verification_6_an_unsupported_file_gets_media_fallback_without
 #[tokio::test]
 async fn spec_020_verification_6_a_voice_note_without_transcription_or_fallback_escalates_precheck()
 {
-    let fakes = Fakes::start().await;
-    fakes.serve("ogg", "audio/ogg", OGG).await;
-    let model = Arc::new(ScriptedModel::replies([reply_json("unused")]));
+    let fakes = serving("ogg", "audio/ogg", OGG).await;
+    let model = unused_model();
     let app = spawn_app_with(
         fakes
             .options(model.clone(), false)
             .edit(without_media_fallback),
     )
     .await;
-    let (_, body) = app.send("3602", &fakes.url("ogg")).await;
-    assert_eq!(block_texts(&body), vec![app.escalation_copy()]);
-    assert_eq!(model.calls(), 0);
-    let turns = app.turns("3602").await;
-    assert_eq!(turns[0].text, "[voice note]");
-    assert_eq!(turns[1].outcome.as_deref(), Some("escalated_precheck"));
-    assert_eq!(
-        turns[1].escalation_reason.as_deref(),
-        Some("media_unanswerable")
-    );
+    assert_voice_note_escalated_precheck(
+        &app,
+        &fakes,
+        &model,
+        "3602",
+        "[voice note]",
+        "media_unanswerable",
+    )
+    .await;
     assert!(app.conversation("3602").await.escalated_at.is_some());
 }
 
 #[tokio::test]
 async fn spec_020_verification_6_an_empty_transcript_takes_the_fallback() {
-    let fakes = Fakes::start().await;
-    fakes.serve("ogg", "audio/ogg", OGG).await;
+    let fakes = serving("ogg", "audio/ogg", OGG).await;
     fakes.transcribe_as("   ").await;
-    let model = Arc::new(ScriptedModel::replies([reply_json("unused")]));
+    let model = unused_model();
     let app = spawn_app_with(fakes.options(model.clone(), true)).await;
     let (_, body) = app.send("3603", &fakes.url("ogg")).await;
     assert_eq!(block_texts(&body), vec![media_fallback(&app)]);
@@ -506,42 +563,37 @@ async fn assert_media_error(app: &TestApp, subscriber: &str, body: &Value, model
 #[tokio::test]
 async fn spec_020_verification_7_download_content_type_redirect_and_size_failures_give_error() {
     let fakes = Fakes::start().await;
-    let answer = |path: String, response: ResponseTemplate| {
-        Mock::given(method("GET"))
-            .and(wiremock::matchers::path(path))
-            .respond_with(response)
-    };
     // A 404, a wrong Content-Type, a redirect (never followed), an image over 5 MB.
     let missing = "/1/wa/2026/01/01/original_aa.ogg".to_owned();
     let mislabelled = "/2/wa/2026/01/01/original_bb.ogg".to_owned();
     let redirected = "/3/wa/2026/01/01/original_cc.ogg".to_owned();
     let oversized = "/4/wa/2026/01/01/original_dd.png".to_owned();
-    answer(missing.clone(), ResponseTemplate::new(404))
-        .mount(&fakes.files)
-        .await;
-    answer(
-        mislabelled.clone(),
-        ResponseTemplate::new(200)
-            .insert_header("content-type", "text/html")
-            .set_body_bytes(OGG.to_vec()),
-    )
-    .mount(&fakes.files)
-    .await;
-    answer(
-        redirected.clone(),
-        ResponseTemplate::new(302)
-            .insert_header("location", format!("{}{missing}", fakes.files.uri())),
-    )
-    .mount(&fakes.files)
-    .await;
-    answer(
-        oversized.clone(),
-        ResponseTemplate::new(200)
-            .insert_header("content-type", "image/png")
-            .set_body_bytes(vec![0u8; 5 * 1024 * 1024 + 1]),
-    )
-    .mount(&fakes.files)
-    .await;
+    for (path, response) in [
+        (&missing, ResponseTemplate::new(404)),
+        (
+            &mislabelled,
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/html")
+                .set_body_bytes(OGG.to_vec()),
+        ),
+        (
+            &redirected,
+            ResponseTemplate::new(302)
+                .insert_header("location", format!("{}{missing}", fakes.files.uri())),
+        ),
+        (
+            &oversized,
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "image/png")
+                .set_body_bytes(vec![0u8; 5 * 1024 * 1024 + 1]),
+        ),
+    ] {
+        Mock::given(method("GET"))
+            .and(wiremock::matchers::path(path.as_str()))
+            .respond_with(response)
+            .mount(&fakes.files)
+            .await;
+    }
     fakes.transcribe_as(TRANSCRIPT).await;
     let model = Arc::new(ScriptedModel::replies([reply_json("unused")]).with_vision());
     let app = spawn_app_with(fakes.options(model.clone(), true)).await;
@@ -566,8 +618,7 @@ async fn spec_020_verification_7_download_content_type_redirect_and_size_failure
 #[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
 async fn spec_020_verification_7_transcription_and_ffmpeg_failures_give_error() {
     ffmpeg_required();
-    let fakes = Fakes::start().await;
-    fakes.serve("ogg", "audio/ogg", OGG).await;
+    let fakes = serving("ogg", "audio/ogg", OGG).await;
     // Not a video at all, though labelled one.
     fakes
         .serve("mp4", "video/mp4", b"not a video, just bytes")
@@ -615,27 +666,13 @@ async fn slow_transcriber(
 async fn spec_020_verification_8_a_slow_transcription_loses_the_race_and_the_reply_comes_through_the_outbox()
  {
     let _frozen = FrozenClock::freeze();
-    let fakes = Fakes::start().await;
-    fakes.serve("ogg", "audio/ogg", OGG).await;
+    let fakes = serving("ogg", "audio/ogg", OGG).await;
     let (speech, received) = slow_transcriber(Duration::from_secs(9), TRANSCRIPT).await;
     let model = Arc::new(ScriptedModel::from_steps([ScriptStep::ok(reply(
         reply_json("Yes, there are places on Saturday."),
     ))]));
-    let options = fakes
-        .options(model.clone(), true)
-        .env("OPENAI_BASE_URL", speech);
-    let app = spawn_app_with(options).await;
-    app.returning_contact("3801").await;
-    let request = send_in_background(&app, "3801", &fakes.url("ogg"));
-    until(async || fakes.file_requests().await == 1).await;
-    // Downloaded, probed, and the clip is with the transcriber before its clock starts.
-    until(async || received.load(std::sync::atomic::Ordering::SeqCst) == 1).await;
-    for _ in 0..20 {
-        real_pause().await;
-    }
-
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (status, body) = request.await.unwrap();
+    let (app, (status, body)) =
+        voice_note_at_the_deadline(&fakes, &model, speech, &received, "3801").await;
     assert_eq!(status, 200);
     assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
     assert_eq!(
@@ -671,24 +708,11 @@ async fn spec_020_verification_8_a_slow_transcription_loses_the_race_and_the_rep
 #[tokio::test(start_paused = true)]
 async fn spec_020_verification_8_a_fallback_decided_after_the_deadline_keeps_its_outcome() {
     let _frozen = FrozenClock::freeze();
-    let fakes = Fakes::start().await;
-    fakes.serve("ogg", "audio/ogg", OGG).await;
+    let fakes = serving("ogg", "audio/ogg", OGG).await;
     let (speech, received) = slow_transcriber(Duration::from_secs(9), "").await;
-    let model = Arc::new(ScriptedModel::replies([reply_json("unused")]));
-    let options = fakes
-        .options(model.clone(), true)
-        .env("OPENAI_BASE_URL", speech);
-    let app = spawn_app_with(options).await;
-    app.returning_contact("3802").await;
-    let request = send_in_background(&app, "3802", &fakes.url("ogg"));
-    until(async || fakes.file_requests().await == 1).await;
-    // Downloaded, probed, and the clip is with the transcriber before its clock starts.
-    until(async || received.load(std::sync::atomic::Ordering::SeqCst) == 1).await;
-    for _ in 0..20 {
-        real_pause().await;
-    }
-    tokio::time::advance(Duration::from_secs(8)).await;
-    let (_, body) = request.await.unwrap();
+    let model = unused_model();
+    let (app, (_, body)) =
+        voice_note_at_the_deadline(&fakes, &model, speech, &received, "3802").await;
     assert_eq!(block_texts(&body), vec![app.acknowledgement()]);
 
     // The empty transcript arrives after the deadline: the fallback goes through the outbox,

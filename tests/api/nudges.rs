@@ -29,9 +29,7 @@ async fn spec_025_verification_2_scheduling_twice_leaves_one_pending_row_and_no_
         answer("Happy to help whenever you are ready."),
     ]);
     let app = spawn_app_with(AppOptions::new(model).edit(with_nudge)).await;
-    app.send("6001", "How much is the wheel course?").await;
-    app.settle().await;
-    let conversation = app.conversation("6001").await;
+    let conversation = answered(&app, "6001", "How much is the wheel course?").await;
     let first = app
         .store
         .nudge(conversation.id)
@@ -97,9 +95,7 @@ async fn spec_025_schedule_nudge_waits_for_a_prospect() {
         answer("Hello! What would you like to make?"),
     ]);
     let app = spawn_app_with(AppOptions::new(model).edit(with_nudge)).await;
-    app.send("6002", "Hi").await;
-    app.settle().await;
-    let conversation = app.conversation("6002").await;
+    let conversation = answered(&app, "6002", "Hi").await;
     assert_eq!(app.store.nudge(conversation.id).await.unwrap(), None);
 }
 
@@ -113,9 +109,7 @@ async fn spec_025_an_inbound_message_cancels_the_pending_nudge() {
     let app = spawn_app_with(AppOptions::new(model).edit(with_nudge)).await;
     app.send("6003", "How much is the wheel course?").await;
     app.settle().await;
-    app.send("6003", "Thanks").await;
-    app.settle().await;
-    let conversation = app.conversation("6003").await;
+    let conversation = answered(&app, "6003", "Thanks").await;
     let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(nudge.status, NudgeStatus::Cancelled);
     assert_eq!(nudge.reason.as_deref(), Some("contact_replied"));
@@ -220,6 +214,42 @@ fn rig(app: &TestApp, offset: chrono::Duration) -> Rig {
     rig_at(app, chrono::Utc::now() + offset, script(Vec::new()))
 }
 
+/// The app nudges run on: a quiet model, `later_today` configured, and ManyChat's getInfo
+/// answering `status` with `tags`.
+async fn nudge_app(status: u16, tags: &[&str]) -> TestApp {
+    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
+    get_info_answers(&app, status, tags).await;
+    app
+}
+
+/// `subscriber` sent `text` and was answered: its conversation.
+async fn answered(app: &TestApp, subscriber: &str, text: &str) -> Conversation {
+    app.send(subscriber, text).await;
+    app.settle().await;
+    app.conversation(subscriber).await
+}
+
+/// The conversation as the store holds it now.
+async fn stored(app: &TestApp, conversation: &Conversation) -> Conversation {
+    let read = app.store.conversation(conversation.id).await;
+    read.unwrap().expect("the conversation is stored")
+}
+
+/// The replies queued in the outbox for `conversation`.
+async fn replies_queued_for(app: &TestApp, conversation: &Conversation) -> usize {
+    app.outbox()
+        .await
+        .into_iter()
+        .filter(|r| r.conversation_id == conversation.id && r.kind == OutboxKind::Reply)
+        .count()
+}
+
+/// The status and reason of `conversation`'s nudge.
+async fn nudge_state(app: &TestApp, conversation: &Conversation) -> (NudgeStatus, Option<String>) {
+    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
+    (nudge.status, nudge.reason)
+}
+
 /// A contact who wrote once, with a nudge scheduled `due_in` after their message.
 async fn quiet_contact(app: &TestApp, subscriber: &str, due_in: chrono::Duration) -> Conversation {
     app.send(subscriber, "How much is the wheel course?").await;
@@ -299,6 +329,21 @@ fn quiet() -> Arc<ScriptedModel> {
     )
 }
 
+/// The funnel reached link_sent: agent turn `turn_id` records a performed prospect write and
+/// a performed `funnel_stage: link_sent` write.
+pub async fn mark_link_sent(app: &TestApp, turn_id: i64) {
+    app.store
+        .update_turn_actions(
+            turn_id,
+            &json!([
+                {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+                {"tool": "set_field", "id": "funnel_stage", "value": "link_sent", "status": "performed"}
+            ]),
+        )
+        .await
+        .unwrap();
+}
+
 pub fn hours(n: i64) -> chrono::Duration {
     chrono::Duration::hours(n)
 }
@@ -308,8 +353,7 @@ async fn spec_025_verification_3_each_cancellation_reason_ends_the_row_cancelled
  {
     let _frozen = FrozenClock::freeze();
     // escalated: the conversation escalated after the nudge was scheduled.
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
-    get_info_answers(&app, 200, &[]).await;
+    let app = nudge_app(200, &[]).await;
     let conversation = quiet_contact(&app, "6101", hours(2)).await;
     let at = conversation.last_message_at.unwrap();
     app.store
@@ -336,8 +380,7 @@ async fn spec_025_verification_3_each_cancellation_reason_ends_the_row_cancelled
 #[tokio::test(start_paused = true)]
 async fn spec_025_verification_3_link_sent_cancels_without_a_model_call() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
-    get_info_answers(&app, 200, &[]).await;
+    let app = nudge_app(200, &[]).await;
     let conversation = quiet_contact(&app, "6104", hours(2)).await;
     // The funnel reached link_sent: a performed write in the agent turn's record.
     let turn = app
@@ -348,24 +391,14 @@ async fn spec_025_verification_3_link_sent_cancels_without_a_model_call() {
         .into_iter()
         .rfind(|t| t.outcome.is_some())
         .unwrap();
-    app.store
-        .update_turn_actions(
-            turn.id,
-            &json!([
-                {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
-                {"tool": "set_field", "id": "funnel_stage", "value": "link_sent", "status": "performed"}
-            ]),
-        )
-        .await
-        .unwrap();
+    mark_link_sent(&app, turn.id).await;
     assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "link_sent").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn spec_025_verification_3_human_active_and_contact_replied_cancel_without_a_model_call() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
-    get_info_answers(&app, 200, &["vip", "human-handling"]).await;
+    let app = nudge_app(200, &["vip", "human-handling"]).await;
     let conversation = quiet_contact(&app, "6201", hours(2)).await;
     assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "human_active").await;
 
@@ -426,8 +459,7 @@ async fn spec_025_verification_3_the_turn_cap_cancels_as_cap_reached() {
 #[tokio::test(start_paused = true)]
 async fn spec_025_verification_4_a_failed_read_at_due_time_cancels_as_read_failed() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
-    get_info_answers(&app, 500, &[]).await;
+    let app = nudge_app(500, &[]).await;
     let conversation = quiet_contact(&app, "6301", hours(2)).await;
     assert_cancelled(&app, &rig(&app, hours(3)), &conversation, "read_failed").await;
 }
@@ -435,8 +467,7 @@ async fn spec_025_verification_4_a_failed_read_at_due_time_cancels_as_read_faile
 #[tokio::test(start_paused = true)]
 async fn spec_025_a_nudge_that_passes_every_check_is_claimed_and_sent_once() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
-    get_info_answers(&app, 200, &["vip"]).await;
+    let app = nudge_app(200, &["vip"]).await;
     let conversation = quiet_contact(&app, "6401", hours(2)).await;
     let early = rig(&app, hours(1));
     assert_eq!(early.worker.run_once().await.claimed, 0, "not due yet");
@@ -463,8 +494,7 @@ async fn spec_025_a_nudge_that_passes_every_check_is_claimed_and_sent_once() {
 async fn spec_025_crash_a_row_left_running_is_never_sent_and_is_marked_lost() {
     let _frozen = FrozenClock::freeze();
     let logs = manychat_agent::observability::capture_global();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
-    get_info_answers(&app, 200, &[]).await;
+    let app = nudge_app(200, &[]).await;
     let conversation = quiet_contact(&app, "6501", hours(2)).await;
     // A process claims the row and dies before settling it.
     let claimed_at = conversation.last_message_at.unwrap() + hours(2);
@@ -477,10 +507,9 @@ async fn spec_025_crash_a_row_left_running_is_never_sent_and_is_marked_lost() {
     let later = rig(&app, hours(2) + chrono::Duration::minutes(5));
     let pass = later.worker.run_once().await;
     assert_eq!((pass.claimed, pass.lost), (0, 1));
-    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(
-        (nudge.status, nudge.reason.as_deref()),
-        (NudgeStatus::Lost, Some("process_died"))
+        nudge_state(&app, &conversation).await,
+        (NudgeStatus::Lost, Some("process_died".to_owned()))
     );
     assert_eq!(later.model.calls(), 0);
     assert_eq!(later.metrics.nudge_count("lost", "process_died"), 1);
@@ -503,8 +532,7 @@ async fn spec_025_crash_a_row_left_running_is_never_sent_and_is_marked_lost() {
 #[tokio::test(start_paused = true)]
 async fn spec_025_crash_a_live_turn_whose_row_was_marked_lost_writes_nothing() {
     let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(quiet()).edit(with_nudge)).await;
-    get_info_answers(&app, 200, &[]).await;
+    let app = nudge_app(200, &[]).await;
     let conversation = quiet_contact(&app, "6502", hours(2)).await;
     // The model call outlives MODEL_ABORT_MS plus the margin as another worker sees it (a
     // clock that jumped, a process paused): the other worker marks the row lost meanwhile.
@@ -551,12 +579,7 @@ async fn assert_no_nudge_turn_or_reply(app: &TestApp, conversation: &Conversatio
             .is_some_and(|o| o.starts_with("nudge_"))),
         "no nudge turn was recorded"
     );
-    let replies = app
-        .outbox()
-        .await
-        .into_iter()
-        .filter(|r| r.conversation_id == conversation.id && r.kind == OutboxKind::Reply)
-        .count();
+    let replies = replies_queued_for(app, conversation).await;
     assert_eq!(replies, 0, "nothing was queued for the contact");
     let before = app.manychat_requests().await.len();
     app.worker.run_once().await.expect("the outbox worker runs");
@@ -631,10 +654,9 @@ async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothin
     rig.worker.run_once().await;
     assert_eq!(model.calls(), 2);
 
-    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(
-        (nudge.status, nudge.reason.as_deref()),
-        (NudgeStatus::Skipped, Some("escalated"))
+        nudge_state(&app, &conversation).await,
+        (NudgeStatus::Skipped, Some("escalated".to_owned()))
     );
     assert_eq!(rig.metrics.nudge_count("skipped", "escalated"), 1);
     let turns = app.store.turns(conversation.id).await.unwrap();
@@ -650,12 +672,7 @@ async fn spec_025_verification_5_a_nudge_turn_whose_model_escalates_sends_nothin
         "no staged action is performed: {:?}",
         skipped.actions
     );
-    let stored = app
-        .store
-        .conversation(conversation.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = stored(&app, &conversation).await;
     assert_eq!(
         stored.escalated_at, None,
         "a declined nudge is not an escalation"
@@ -697,10 +714,9 @@ async fn spec_025_verification_5_a_failed_or_aborted_model_call_sends_nothing() 
     })]));
     let rig = rig_at(&app, chrono::Utc::now() + hours(3), model);
     rig.worker.run_once().await;
-    let nudge = app.store.nudge(failing.id).await.unwrap().unwrap();
     assert_eq!(
-        (nudge.status, nudge.reason.as_deref()),
-        (NudgeStatus::Skipped, Some("model_error"))
+        nudge_state(&app, &failing).await,
+        (NudgeStatus::Skipped, Some("model_error".to_owned()))
     );
 
     // A call past MODEL_ABORT_MS is cut off: no race, the abort is its only bound.
@@ -708,10 +724,9 @@ async fn spec_025_verification_5_a_failed_or_aborted_model_call_sends_nothing() 
     let (_rig, pass) = nudge_call_running(&app, "Too late.", Duration::from_secs(31)).await;
     tokio::time::advance(Duration::from_secs(30)).await;
     pass.await.unwrap();
-    let nudge = app.store.nudge(hanging.id).await.unwrap().unwrap();
     assert_eq!(
-        (nudge.status, nudge.reason.as_deref()),
-        (NudgeStatus::Skipped, Some("model_aborted"))
+        nudge_state(&app, &hanging).await,
+        (NudgeStatus::Skipped, Some("model_aborted".to_owned()))
     );
     for conversation in [&failing, &hanging] {
         let outcomes: Vec<_> = app
@@ -769,14 +784,9 @@ async fn spec_025_verification_6_the_note_is_outside_the_fence_and_the_reply_goe
         .split_once("SERVER NOTE (follow-up")
         .expect("the follow-up note's section");
     assert!(after_label.contains(&note), "{prompt}");
-    assert!(
-        !after_label.contains("<<<"),
-        "the note is not fenced: {after_label}"
-    );
-    assert!(
-        !prompt.contains("CONTACT MESSAGE (untrusted"),
-        "no contact message"
-    );
+    let unfenced = format!("the note is not fenced: {after_label}");
+    assert_lacks(after_label, "<<<", &unfenced);
+    assert_lacks(&prompt, "CONTACT MESSAGE (untrusted", "no contact message");
     assert!(
         before_note.contains("How much is the handbuilding weekend?"),
         "the history is there"
@@ -855,10 +865,9 @@ async fn spec_025_an_inbound_message_during_the_nudge_model_call_cancels_it_and_
     tokio::time::advance(Duration::from_secs(20)).await;
     pass.await.unwrap();
 
-    let nudge = app.store.nudge(conversation.id).await.unwrap().unwrap();
     assert_eq!(
-        (nudge.status, nudge.reason.as_deref()),
-        (NudgeStatus::Cancelled, Some("contact_replied"))
+        nudge_state(&app, &conversation).await,
+        (NudgeStatus::Cancelled, Some("contact_replied".to_owned()))
     );
     assert_no_nudge_turn_or_reply(&app, &conversation).await;
     assert_eq!(rig.metrics.nudge_count("sent", ""), 0);
@@ -1357,12 +1366,7 @@ async fn system_037_a_message_while_the_nudge_reply_is_queued_is_answered_behind
     let app = spawn_app_with(AppOptions::new(model).edit(with_nudge)).await;
     let conversation = quiet_contact(&app, "7501", chrono::Duration::zero()).await;
     let _rig = queue_the_follow_up(&app).await;
-    let queued = app
-        .outbox()
-        .await
-        .into_iter()
-        .filter(|r| r.conversation_id == conversation.id && r.kind == OutboxKind::Reply)
-        .count();
+    let queued = replies_queued_for(&app, &conversation).await;
     assert_eq!(queued, 1, "the follow-up waits in the outbox");
     let before = app.manychat_requests().await.len();
 
@@ -1398,12 +1402,7 @@ async fn system_037_an_escalation_before_the_model_while_the_nudge_reply_is_queu
         ],
         "ManyChat gets the follow-up first, then the escalation copy"
     );
-    let stored = app
-        .store
-        .conversation(conversation.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = stored(&app, &conversation).await;
     assert!(stored.escalated_at.is_some(), "the contact was handed over");
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use manychat_agent::actions::{Operation, StagedAction};
 use manychat_agent::model::mock::ScriptedModel;
-use manychat_agent::store::{ClaimRules, NewOutboxRow, NewTurn, OutboxKind, OutboxStatus};
+use manychat_agent::store::{
+    ClaimRules, NewOutboxRow, NewTurn, OutboxKind, OutboxRow, OutboxStatus,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wiremock::matchers::{body_partial_json, method, path};
@@ -35,6 +37,24 @@ async fn fail_flow_with(app: &TestApp, status: u16, body: Value, times: Option<u
     mock.mount(&app.manychat).await;
 }
 
+/// A fresh app whose flow sends ManyChat answers with `status` and `body` (the first `times`
+/// of them, or all), after the worker's first attempt at one reply of `text` for `subscriber`:
+/// the app, the row's id and the row.
+async fn first_attempt(
+    status: u16,
+    body: Value,
+    times: Option<u64>,
+    subscriber: &str,
+    text: &str,
+) -> (TestApp, i64, OutboxRow) {
+    let app = app().await;
+    fail_flow_with(&app, status, body, times).await;
+    let id = queue_due_reply(&app, subscriber, messages(&[text])).await;
+    app.worker.run_once().await.unwrap();
+    let row = row_of(&app, id).await;
+    (app, id, row)
+}
+
 fn paths(requests: &[Recorded]) -> Vec<&str> {
     requests.iter().map(|r| r.path.as_str()).collect()
 }
@@ -52,7 +72,7 @@ async fn system_3_5_delivery_is_field_then_flow_per_message() {
             "/fb/sending/sendFlow"
         ]
     );
-    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    let row = row_of(&app, id).await;
     assert_eq!(row.status, OutboxStatus::Delivered);
     assert_eq!(row.attempts, 1);
     assert!(row.delivered_at.is_some());
@@ -60,18 +80,8 @@ async fn system_3_5_delivery_is_field_then_flow_per_message() {
 
 #[tokio::test]
 async fn system_3_5_retryable_failure_retries_later_and_rewrites_the_field() {
-    let app = app().await;
-    fail_flow_with(
-        &app,
-        503,
-        json!({"status": "error", "message": "unavailable"}),
-        Some(1),
-    )
-    .await;
-    let id = queue_due_reply(&app, "3002", messages(&["Retry me."])).await;
-
-    app.worker.run_once().await.unwrap();
-    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    let unavailable = json!({"status": "error", "message": "unavailable"});
+    let (app, id, row) = first_attempt(503, unavailable, Some(1), "3002", "Retry me.").await;
     assert_eq!(row.status, OutboxStatus::Pending);
     assert_eq!(row.attempts, 1);
     assert!(row.last_error.is_some());
@@ -90,15 +100,10 @@ async fn system_3_5_retryable_failure_retries_later_and_rewrites_the_field() {
     )
     .await;
     app.worker.run_once().await.unwrap();
-    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    let row = row_of(&app, id).await;
     assert_eq!(row.status, OutboxStatus::Delivered);
     assert_eq!(row.attempts, 2);
-    let fields = app
-        .manychat_requests()
-        .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/subscriber/setCustomFieldByName")
-        .count();
+    let fields = requests_to(&app, "/fb/subscriber/setCustomFieldByName").await;
     assert_eq!(fields, 2, "the field is rewritten before every trigger");
 }
 
@@ -112,17 +117,9 @@ async fn sql_exec(app: &TestApp, sql: &str) {
 
 #[tokio::test]
 async fn system_3_5_non_retryable_error_dead_letters_at_once() {
-    let app = app().await;
-    fail_flow_with(
-        &app,
-        400,
-        json!({"status": "error", "message": "Flow not found", "details": {"messages": []}}),
-        None,
-    )
-    .await;
-    let id = queue_due_reply(&app, "3003", messages(&["Nope."])).await;
-    app.worker.run_once().await.unwrap();
-    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    let not_found =
+        json!({"status": "error", "message": "Flow not found", "details": {"messages": []}});
+    let (app, _, row) = first_attempt(400, not_found, None, "3003", "Nope.").await;
     assert_eq!(row.status, OutboxStatus::Failed);
     assert_eq!(row.attempts, 1);
     sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
@@ -135,17 +132,8 @@ async fn system_3_5_non_retryable_error_dead_letters_at_once() {
 
 #[tokio::test]
 async fn system_3_5_error_status_in_a_200_body_is_a_failure() {
-    let app = app().await;
-    fail_flow_with(
-        &app,
-        200,
-        json!({"status": "error", "message": "bad flow"}),
-        None,
-    )
-    .await;
-    let id = queue_due_reply(&app, "3004", messages(&["Hmm."])).await;
-    app.worker.run_once().await.unwrap();
-    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    let bad_flow = json!({"status": "error", "message": "bad flow"});
+    let (_, _, row) = first_attempt(200, bad_flow, None, "3004", "Hmm.").await;
     assert_eq!(row.status, OutboxStatus::Failed);
 }
 
@@ -185,12 +173,8 @@ async fn fault_a_ten_minute_manychat_outage_loses_no_reply_and_is_probed_one_req
     }
     let during = app.manychat_requests().await.len();
     for id in &ids {
-        let row = app.store.outbox_row(*id).await.unwrap().unwrap();
-        assert_eq!(
-            row.status,
-            OutboxStatus::Pending,
-            "still owed after 10 minutes"
-        );
+        let status = status_of(&app, *id).await;
+        assert_eq!(status, OutboxStatus::Pending, "still owed after 10 minutes");
     }
     // The first claim's rows fail together; then one probe at a time, 30 s (Retry-After) to a
     // minute apart, instead of every row on its own backoff.
@@ -208,19 +192,10 @@ async fn fault_a_ten_minute_manychat_outage_loses_no_reply_and_is_probed_one_req
         tokio::time::advance(Duration::from_secs(1)).await;
     }
     for id in &ids {
-        let row = app.store.outbox_row(*id).await.unwrap().unwrap();
-        assert_eq!(
-            row.status,
-            OutboxStatus::Delivered,
-            "row {id}: nothing lost"
-        );
+        let status = status_of(&app, *id).await;
+        assert_eq!(status, OutboxStatus::Delivered, "row {id}: nothing lost");
     }
-    let triggers = app
-        .manychat_requests()
-        .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/sending/sendFlow")
-        .count();
+    let triggers = requests_to(&app, "/fb/sending/sendFlow").await;
     assert_eq!(triggers, 20, "each reply triggered once after the outage");
 }
 
@@ -230,12 +205,12 @@ async fn fault_a_reply_that_keeps_failing_is_dead_lettered_only_when_too_old_to_
     let app = app().await;
     fail_flow_with(&app, 500, json!({"status": "error"}), None).await;
     let id = queue_due_reply(&app, "3005", messages(&["Again."])).await;
-    let queued = app.store.outbox_row(id).await.unwrap().unwrap();
+    let queued = row_of(&app, id).await;
     // Six hours of a failing ManyChat (OUTBOX_GIVE_UP_AFTER_MS's default), a minute at a time.
     let mut seen_failed_at = None;
     for minute in 0..(6 * 60 + 5) {
         run_once_advancing(&app).await;
-        let row = app.store.outbox_row(id).await.unwrap().unwrap();
+        let row = row_of(&app, id).await;
         if row.status == OutboxStatus::Failed {
             seen_failed_at = Some(minute);
             break;
@@ -270,12 +245,7 @@ async fn system_3_5_two_workers_never_deliver_one_row() {
         a.unwrap() + b.unwrap() + app.worker.run_once().await.unwrap(),
         12
     );
-    let flows = app
-        .manychat_requests()
-        .await
-        .into_iter()
-        .filter(|r| r.path == "/fb/sending/sendFlow")
-        .count();
+    let flows = requests_to(&app, "/fb/sending/sendFlow").await;
     assert_eq!(flows, 12, "each row delivered exactly once");
 }
 
@@ -319,7 +289,7 @@ async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
     advance_until(async || running.is_finished()).await;
     running.await.unwrap();
     assert_eq!(app.manychat_requests().await.len(), 4);
-    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    let row = row_of(&app, id).await;
     assert_eq!(row.status, OutboxStatus::Delivered);
 }
 
@@ -399,6 +369,44 @@ async fn agent_turn_with_actions(app: &TestApp, subscriber: &str, actions: &[Sta
     app.store.record_turn(&turn).await.unwrap()
 }
 
+/// The outbox row `id` as the store holds it.
+async fn row_of(app: &TestApp, id: i64) -> OutboxRow {
+    app.store.outbox_row(id).await.unwrap().unwrap()
+}
+
+/// Whether ManyChat received a request `matches` holds for.
+async fn any_request(app: &TestApp, matches: impl Fn(&Recorded) -> bool) -> bool {
+    app.manychat_requests().await.iter().any(matches)
+}
+
+/// How many requests ManyChat received at `path`.
+async fn requests_to(app: &TestApp, path: &str) -> usize {
+    let requests = app.manychat_requests().await;
+    requests.iter().filter(|r| r.path == path).count()
+}
+
+/// Queues, due now, the reply "Here you go." of `subscriber`'s agent turn that staged the
+/// `interested` tag: the turn's id and the row's.
+async fn queue_tagging_reply(app: &TestApp, subscriber: &str) -> (i64, i64) {
+    let actions = vec![tag_action("interested", "Interested Lead")];
+    let turn_id = agent_turn_with_actions(app, subscriber, &actions).await;
+    let payload = json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id});
+    (turn_id, queue_due_reply(app, subscriber, payload).await)
+}
+
+/// Advances the paused clock `step_ms` at a time until row `id` is delivered (for at most
+/// `limit_secs`): how long it took.
+async fn until_delivered(app: &TestApp, id: i64, step_ms: u64, limit_secs: u64) -> Duration {
+    let (step, limit) = (
+        Duration::from_millis(step_ms),
+        Duration::from_secs(limit_secs),
+    );
+    advance_by_steps_until(step, limit, async || {
+        status_of(app, id).await == OutboxStatus::Delivered
+    })
+    .await
+}
+
 fn tag_action(id: &str, tag: &str) -> StagedAction {
     StagedAction::new("add_tag", id, Operation::AddTag { tag: tag.into() })
 }
@@ -407,21 +415,11 @@ fn tag_action(id: &str, tag: &str) -> StagedAction {
 async fn spec_012_verification_6_deferred_actions_run_once_after_the_text() {
     let app = app().await;
     fail_flow_with(&app, 503, json!({"status": "error"}), Some(1)).await;
-    let actions = vec![tag_action("interested", "Interested Lead")];
-    let turn_id = agent_turn_with_actions(&app, "3010", &actions).await;
-    queue_due_reply(
-        &app,
-        "3010",
-        json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id}),
-    )
-    .await;
+    let (turn_id, _) = queue_tagging_reply(&app, "3010").await;
 
     app.worker.run_once().await.unwrap();
     assert!(
-        !app.manychat_requests()
-            .await
-            .iter()
-            .any(|r| r.path == "/fb/subscriber/addTagByName"),
+        !any_request(&app, |r| r.path == "/fb/subscriber/addTagByName").await,
         "a failed delivery performs no action"
     );
     sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
@@ -456,20 +454,10 @@ async fn spec_012_verification_6_deferred_actions_run_once_after_the_text() {
 async fn spec_012_verification_6_dead_lettered_row_performs_no_action() {
     let app = app().await;
     fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
-    let actions = vec![tag_action("interested", "Interested Lead")];
-    let turn_id = agent_turn_with_actions(&app, "3011", &actions).await;
-    queue_due_reply(
-        &app,
-        "3011",
-        json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id}),
-    )
-    .await;
+    let (turn_id, _) = queue_tagging_reply(&app, "3011").await;
     app.worker.run_once().await.unwrap();
     assert!(
-        !app.manychat_requests()
-            .await
-            .iter()
-            .any(|r| r.body["tag_name"] == "Interested Lead"),
+        !any_request(&app, |r| r.body["tag_name"] == "Interested Lead").await,
         "the reply's own actions are never performed (only the handoff is:)"
     );
     let turn = app.store.turn(turn_id).await.unwrap().unwrap();
@@ -493,6 +481,20 @@ async fn queue_overdue(app: &TestApp, subscriber: &str, texts: &[&str]) -> i64 {
         )
         .await
         .unwrap()
+}
+
+/// Stops the worker `running` under `token`, letting its calls run `grace` first.
+async fn stop_worker_after<T>(token: &CancellationToken, running: &Background<T>, grace: Duration) {
+    token.cancel();
+    tokio::time::advance(grace).await;
+    advance_until(async || running.is_finished()).await;
+}
+
+/// A fresh app whose flow sends to `subscriber` hang.
+async fn hanging_app(subscriber: u64) -> TestApp {
+    let app = app().await;
+    hang_flows_of(&app, subscriber).await;
+    app
 }
 
 /// The fake ManyChat accepts this contact's flow triggers but never answers them.
@@ -526,14 +528,13 @@ async fn flows_of(app: &TestApp, subscriber: u64) -> usize {
 }
 
 async fn status_of(app: &TestApp, id: i64) -> OutboxStatus {
-    app.store.outbox_row(id).await.unwrap().unwrap().status
+    row_of(app, id).await.status
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_contact_does_not_delay_another_contact() {
     let _frozen = FrozenClock::freeze();
-    let app = app().await;
-    hang_flows_of(&app, 4001).await;
+    let app = hanging_app(4001).await;
     let stuck = queue_overdue(&app, "4001", &["Stuck."]).await;
     let token = CancellationToken::new();
     let running = in_background(app.worker.clone().run(token.clone()));
@@ -541,12 +542,7 @@ async fn a_hanging_contact_does_not_delay_another_contact() {
 
     // Another contact's reply is written while the first contact's trigger hangs.
     let free = queue_overdue(&app, "4002", &["Not stuck."]).await;
-    let waited = advance_by_steps_until(
-        Duration::from_millis(50),
-        Duration::from_secs(5),
-        async || status_of(&app, free).await == OutboxStatus::Delivered,
-    )
-    .await;
+    let waited = until_delivered(&app, free, 50, 5).await;
     assert!(
         waited < Duration::from_secs(3),
         "delivered about a poll interval later, not after the hanging call's 10 s: {waited:?}"
@@ -558,9 +554,7 @@ async fn a_hanging_contact_does_not_delay_another_contact() {
         "the first contact's call still hangs"
     );
 
-    token.cancel();
-    tokio::time::advance(Duration::from_secs(11)).await;
-    advance_until(async || running.is_finished()).await;
+    stop_worker_after(&token, &running, Duration::from_secs(11)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -575,12 +569,7 @@ async fn a_contacts_pacing_gap_does_not_delay_another_contact() {
 
     // The first contact now waits its 2 s gap; the second contact's reply goes out meanwhile.
     let other = queue_overdue(&app, "4004", &["B1."]).await;
-    advance_by_steps_until(
-        Duration::from_millis(50),
-        Duration::from_secs(5),
-        async || status_of(&app, other).await == OutboxStatus::Delivered,
-    )
-    .await;
+    until_delivered(&app, other, 50, 5).await;
     assert_eq!(
         flows_of(&app, 4003).await,
         1,
@@ -643,17 +632,12 @@ async fn lapsed_lease_is_taken_again_within_seconds() {
 
     let token = CancellationToken::new();
     let running = in_background(app.worker.clone().run(token.clone()));
-    let waited = advance_by_steps_until(
-        Duration::from_millis(250),
-        Duration::from_secs(30),
-        async || status_of(&app, id).await == OutboxStatus::Delivered,
-    )
-    .await;
+    let waited = until_delivered(&app, id, 250, 30).await;
     assert!(
         waited >= Duration::from_secs(9) && waited <= Duration::from_secs(13),
         "taken again once the 10 s lease lapsed (plus a poll), not before: {waited:?}"
     );
-    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    let row = row_of(&app, id).await;
     assert_eq!(row.attempts, 2);
     assert_eq!(flows_of(&app, 4005).await, 1);
     token.cancel();
@@ -699,16 +683,13 @@ async fn a_live_workers_row_is_never_taken_while_its_call_hangs() {
     assert_eq!(status_of(&app, id).await, OutboxStatus::Delivering);
     assert_eq!(flows_of(&app, 4006).await, 1);
 
-    token.cancel();
-    tokio::time::advance(Duration::from_secs(2)).await;
-    advance_until(async || running.is_finished()).await;
+    stop_worker_after(&token, &running, Duration::from_secs(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn timed_out_trigger_is_retried_at_most_once() {
     let _frozen = FrozenClock::freeze();
-    let app = app().await;
-    hang_flows_of(&app, 4007).await;
+    let app = hanging_app(4007).await;
     let id = queue_overdue(&app, "4007", &["Maybe delivered."]).await;
 
     for attempt in 1..=2 {
@@ -719,11 +700,11 @@ async fn timed_out_trigger_is_retried_at_most_once() {
         // ManyChat's client gives up after 10 s without an answer.
         tokio::time::advance(Duration::from_secs(11)).await;
         advance_until(async || batch.is_finished()).await;
-        let row = app.store.outbox_row(id).await.unwrap().unwrap();
+        let row = row_of(&app, id).await;
         assert_eq!(row.trigger_timeouts, attempt as i32);
         sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
     }
-    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    let row = row_of(&app, id).await;
     assert_eq!(
         row.status,
         OutboxStatus::Failed,
@@ -765,7 +746,7 @@ async fn accepted_message_is_not_resent() {
         assert_eq!(flows_of(&app, 4008).await, expected_flows);
         sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;
     }
-    let row = app.store.outbox_row(id).await.unwrap().unwrap();
+    let row = row_of(&app, id).await;
     assert_eq!(row.status, OutboxStatus::Delivered);
     assert_eq!(row.attempts, 2);
     let written: Vec<Value> = requests_of(&app, "/fb/subscriber/setCustomFieldByName", 4008)
@@ -793,14 +774,7 @@ async fn metrics_text(app: &TestApp) -> String {
 async fn dead_lettered_reply_hands_the_contact_to_a_person() {
     let app = app().await;
     fail_flow_with(&app, 400, json!({"status": "error", "message": "no"}), None).await;
-    let actions = vec![tag_action("interested", "Interested Lead")];
-    let turn_id = agent_turn_with_actions(&app, "4009", &actions).await;
-    let id = queue_due_reply(
-        &app,
-        "4009",
-        json!({"messages": ["Here you go."], "actions": actions, "turnId": turn_id}),
-    )
-    .await;
+    let (turn_id, id) = queue_tagging_reply(&app, "4009").await;
     assert_eq!(app.conversation("4009").await.escalated_at, None);
 
     app.worker.run_once().await.unwrap();

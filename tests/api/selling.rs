@@ -227,17 +227,26 @@ pub fn tool_results(request: &ModelRequest) -> Vec<Value> {
         .collect()
 }
 
+/// `text` does not contain `needle` (`why` says what that means).
+pub fn assert_lacks(text: &str, needle: &str, why: &str) {
+    assert!(!text.contains(needle), "{why}");
+}
+
 /// The text of a request's user messages.
 pub fn user_text(request: &ModelRequest) -> String {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    let texts = from_messages(request, |m| match m {
+        Message::User { text } => Some(text.as_str()),
+        _ => None,
+    });
+    texts.join("\n")
+}
+
+/// What `pick` takes from each of a request's messages, in order.
+pub fn from_messages<'a, T>(
+    request: &'a ModelRequest,
+    pick: impl FnMut(&'a Message) -> Option<T>,
+) -> Vec<T> {
+    request.messages.iter().filter_map(pick).collect()
 }
 
 /// The enum of a tool's parameter in a request (empty when the tool is not offered).

@@ -472,13 +472,11 @@ async fn spec_012_verification_10_next_turn_prompt_carries_performed_actions_onl
         prompt.contains("[actions performed: send_flow wheel_basics_guide, write_note goal]"),
         "{prompt}"
     );
-    assert!(
-        !prompt.contains("remove_tag"),
-        "a failed action is not mentioned"
-    );
-    assert!(
-        !prompt.contains("Wants bowls"),
-        "a note's text is not in the history note"
+    assert_lacks(&prompt, "remove_tag", "a failed action is not mentioned");
+    assert_lacks(
+        &prompt,
+        "Wants bowls",
+        "a note's text is not in the history note",
     );
 }
 

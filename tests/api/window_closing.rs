@@ -10,7 +10,7 @@ use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
-use crate::nudges::{Rig, hours, rig_at};
+use crate::nudges::{Rig, hours, mark_link_sent, rig_at};
 use crate::selling::*;
 
 const WINDOW_FLOW: &str = "content20260101000000_000955";
@@ -32,6 +32,42 @@ fn answers(n: usize) -> std::sync::Arc<manychat_agent::model::mock::ScriptedMode
             .map(|_| answer("The wheel course starts on Monday."))
             .collect(),
     )
+}
+
+/// The app with the window-closing flow configured, its model answering `n` times.
+async fn window_app(n: usize) -> TestApp {
+    spawn_app_with(AppOptions::new(answers(n)).edit(with_window_closing)).await
+}
+
+/// The contact of `conversation` wrote `text` at `at` (recorded straight in the store).
+async fn wrote_at(
+    app: &TestApp,
+    conversation: &manychat_agent::store::Conversation,
+    text: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) {
+    app.store
+        .record_turn(&NewTurn::user(conversation.id, text, true, at))
+        .await
+        .unwrap();
+}
+
+/// A frozen clock, the window-closing app answering `n` times, and `subscriber`'s one
+/// answered message: its conversation, last written at `last`.
+async fn silent_contact(
+    n: usize,
+    subscriber: &str,
+) -> (
+    FrozenClock,
+    TestApp,
+    manychat_agent::store::Conversation,
+    chrono::DateTime<chrono::Utc>,
+) {
+    let frozen = FrozenClock::freeze();
+    let app = window_app(n).await;
+    let conversation = wrote_once(&app, subscriber).await;
+    let last = conversation.last_message_at.unwrap();
+    (frozen, app, conversation, last)
 }
 
 /// The contact wrote once and was answered.
@@ -77,10 +113,7 @@ async fn row(
 #[tokio::test(start_paused = true)]
 async fn spec_031_window_closing_verification_2_sent_at_1380_minutes_with_no_model_call_and_recorded()
  {
-    let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(answers(1)).edit(with_window_closing)).await;
-    let conversation = wrote_once(&app, "8101").await;
-    let last = conversation.last_message_at.unwrap();
+    let (_frozen, app, conversation, last) = silent_contact(1, "8101").await;
 
     pass_at(&app, last + minutes(1379)).await;
     assert!(window_flows(&app).await.is_empty(), "not before +1380 min");
@@ -146,16 +179,7 @@ async fn spec_031_window_closing_verification_3_each_skip_reason_in_order_withou
     // link_sent, and tagged: the funnel is checked before the read.
     let link = wrote_once(&app, "8202").await;
     let answer_turn = app.turns("8202").await.pop().unwrap();
-    app.store
-        .update_turn_actions(
-            answer_turn.id,
-            &json!([
-                {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
-                {"tool": "set_field", "id": "funnel_stage", "value": "link_sent", "status": "performed"}
-            ]),
-        )
-        .await
-        .unwrap();
+    mark_link_sent(&app, answer_turn.id).await;
     tagged("8202", 200, human).mount(&app.manychat).await;
     let active = wrote_once(&app, "8203").await;
     tagged("8203", 200, human).mount(&app.manychat).await;
@@ -204,10 +228,7 @@ async fn spec_031_window_closing_verification_3_each_skip_reason_in_order_withou
 
     // A skip other than contact_replied is final: a new silence sends nothing.
     let later = last + hours(30);
-    app.store
-        .record_turn(&NewTurn::user(active.id, "back again", true, later))
-        .await
-        .unwrap();
+    wrote_at(&app, &active, "back again", later).await;
     pass_at(&app, later + minutes(1380)).await;
     assert!(window_flows(&app).await.is_empty());
 }
@@ -224,10 +245,7 @@ async fn window_flow_fails(app: &TestApp) {
 
 #[tokio::test(start_paused = true)]
 async fn spec_031_window_closing_verification_3_contact_replied_leaves_the_contact_due_again() {
-    let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(answers(1)).edit(with_window_closing)).await;
-    let conversation = wrote_once(&app, "8301").await;
-    let last = conversation.last_message_at.unwrap();
+    let (_frozen, app, conversation, last) = silent_contact(1, "8301").await;
     window_flow_fails(&app).await;
     let rig = pass_at(&app, last + minutes(1380)).await;
     assert_eq!(
@@ -265,18 +283,12 @@ async fn spec_031_window_closing_verification_3_contact_replied_leaves_the_conta
 
 #[tokio::test(start_paused = true)]
 async fn spec_031_window_closing_verification_4_no_resend_after_an_idle_reset() {
-    let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(answers(1)).edit(with_window_closing)).await;
-    let conversation = wrote_once(&app, "8401").await;
-    let last = conversation.last_message_at.unwrap();
+    let (_frozen, app, conversation, last) = silent_contact(1, "8401").await;
     pass_at(&app, last + minutes(1380)).await;
     assert_eq!(window_flows(&app).await.len(), 1);
     // Two days later (past idleResetHours) the contact writes again and falls silent.
     let again = last + hours(48);
-    app.store
-        .record_turn(&NewTurn::user(conversation.id, "hello again", true, again))
-        .await
-        .unwrap();
+    wrote_at(&app, &conversation, "hello again", again).await;
     pass_at(&app, again + minutes(1380)).await;
     pass_at(&app, again + minutes(1400)).await;
     assert_eq!(window_flows(&app).await.len(), 1, "once per contact ever");
@@ -285,10 +297,7 @@ async fn spec_031_window_closing_verification_4_no_resend_after_an_idle_reset() 
 #[tokio::test(start_paused = true)]
 async fn spec_031_window_closing_verification_5_a_pending_nudge_is_cancelled_and_a_sent_nudge_does_not_block()
  {
-    let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(answers(2)).edit(with_window_closing)).await;
-    let pending = wrote_once(&app, "8501").await;
-    let last = pending.last_message_at.unwrap();
+    let (_frozen, app, pending, last) = silent_contact(2, "8501").await;
     app.store
         .schedule_nudge(pending.id, "tomorrow", last + minutes(1380), last)
         .await
@@ -328,10 +337,7 @@ async fn spec_031_window_closing_verification_5_a_pending_nudge_is_cancelled_and
 #[tokio::test(start_paused = true)]
 async fn spec_031_window_closing_a_send_failing_until_the_window_closes_is_given_up_and_counts_as_sent()
  {
-    let _frozen = FrozenClock::freeze();
-    let app = spawn_app_with(AppOptions::new(answers(1)).edit(with_window_closing)).await;
-    let conversation = wrote_once(&app, "8601").await;
-    let last = conversation.last_message_at.unwrap();
+    let (_frozen, app, conversation, last) = silent_contact(1, "8601").await;
     window_flow_fails(&app).await;
     pass_at(&app, last + minutes(1380)).await;
     pass_at(&app, last + minutes(1400)).await;
@@ -360,10 +366,7 @@ async fn spec_031_window_closing_a_send_failing_until_the_window_closes_is_given
     app.manychat.reset().await;
     manychat_accepts_everything(&app.manychat).await;
     let again = last + hours(48);
-    app.store
-        .record_turn(&NewTurn::user(conversation.id, "hello again", true, again))
-        .await
-        .unwrap();
+    wrote_at(&app, &conversation, "hello again", again).await;
     pass_at(&app, again + minutes(1380)).await;
     assert!(window_flows(&app).await.is_empty());
 }
@@ -410,10 +413,7 @@ async fn spec_031_window_closing_a_flow_left_running_by_a_dead_process_is_marked
     ));
     pass_at(&app, last + minutes(1439)).await;
     let again = last + hours(48);
-    app.store
-        .record_turn(&NewTurn::user(conversation.id, "hello again", true, again))
-        .await
-        .unwrap();
+    wrote_at(&app, &conversation, "hello again", again).await;
     pass_at(&app, again + minutes(1380)).await;
     assert!(window_flows(&app).await.is_empty(), "never sent");
     assert!(

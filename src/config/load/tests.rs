@@ -66,6 +66,14 @@ fn a_fifo_or_folder_in_config_is_refused_by_name_without_blocking() {
     }
 }
 
+/// Whether `errors` holds an issue at `path` of `file`.
+fn has_issue_at(errors: &ConfigErrors, file: &str, path: &str) -> bool {
+    errors
+        .issues()
+        .iter()
+        .any(|i| i.file == file && i.path == path)
+}
+
 fn load_err(dir: &tempfile::TempDir) -> ConfigErrors {
     load_dir(dir.path(), &ConfigContext::default()).expect_err("config must be refused")
 }
@@ -483,10 +491,7 @@ fn spec_030_verification_1_settle_seconds_loads_from_0_to_30_and_fails_otherwise
         let (loaded, _dir) = with_settle(bad.clone());
         let errors = loaded.expect_err("refused");
         assert!(
-            errors
-                .issues()
-                .iter()
-                .any(|i| i.file == TOOLS_FILE && i.path == "$.flows[1].settleSeconds"),
+            has_issue_at(&errors, TOOLS_FILE, "$.flows[1].settleSeconds"),
             "{bad}: {errors}"
         );
     }
@@ -530,13 +535,7 @@ fn every_json_file_accepts_the_editors_schema_key_at_its_top_level_only() {
 
     write(&dir, RULES_FILE, r#"{"$schema": ["not", "a", "string"]}"#);
     let errors = load_err(&dir);
-    assert!(
-        errors
-            .issues()
-            .iter()
-            .any(|i| i.file == RULES_FILE && i.path == "$.$schema"),
-        "{errors}"
-    );
+    assert!(has_issue_at(&errors, RULES_FILE, "$.$schema"), "{errors}");
     let errors = refused_with(
         TOOLS_FILE,
         r#"{"flows":[{"$schema":"x","id":"a","flowNs":"x","description":"d"}]}"#,

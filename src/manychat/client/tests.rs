@@ -42,8 +42,43 @@ async fn only_request(server: &MockServer) -> wiremock::Request {
     request
 }
 
-async fn assert_posted(server: &MockServer, expected_path: &str, expected_body: Value) {
-    let request = only_request(server).await;
+/// One write call of the client, to run against a fake ManyChat.
+enum Write {
+    SendFlow(&'static str),
+    AddTag(&'static str),
+    RemoveTag(&'static str),
+    SetField(&'static str, Value),
+}
+
+impl Write {
+    async fn run(&self, client: &ManyChatClient) -> Result<(), ManyChatError> {
+        match self {
+            Write::SendFlow(flow_ns) => client.send_flow(&sub(), flow_ns).await,
+            Write::AddTag(tag) => client.add_tag(&sub(), tag).await,
+            Write::RemoveTag(tag) => client.remove_tag(&sub(), tag).await,
+            Write::SetField(field, value) => client.set_field(&sub(), field, value).await,
+        }
+    }
+}
+
+/// The error `write` ends in against a fake ManyChat answering every request with `status`
+/// and `body`.
+async fn refused(status: u16, body: Value, write: Write) -> ManyChatError {
+    let server = server_answering(status, body).await;
+    write
+        .run(&client_for(&server.uri()))
+        .await
+        .expect_err("refused")
+}
+
+/// `write` succeeds, and is the one JSON POST to `expected_path` with `expected_body`.
+async fn assert_write_posts(write: Write, expected_path: &str, expected_body: Value) {
+    let server = success_server().await;
+    write
+        .run(&client_for(&server.uri()))
+        .await
+        .expect("written");
+    let request = only_request(&server).await;
     assert_eq!(request.method.as_str(), "POST");
     assert_eq!(request.url.path(), expected_path);
     assert_eq!(request.url.query(), None);
@@ -55,68 +90,39 @@ async fn assert_posted(server: &MockServer, expected_path: &str, expected_body: 
     assert_eq!(body, expected_body);
 }
 
+/// Each write is the one JSON POST to its endpoint, its body carrying the subscriber and the
+/// flow, tag or configured field value.
 #[tokio::test]
-async fn spec_012_verification_5_send_flow_body_carries_subscriber_and_flow() {
-    let server = success_server().await;
-    client_for(&server.uri())
-        .send_flow(&sub(), "content20260101000000_000001")
-        .await
-        .expect("sent");
-    assert_posted(
-        &server,
-        "/fb/sending/sendFlow",
-        json!({"subscriber_id": 5550001, "flow_ns": "content20260101000000_000001"}),
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn spec_012_verification_5_add_tag_body_carries_subscriber_and_tag_name() {
-    let server = success_server().await;
-    client_for(&server.uri())
-        .add_tag(&sub(), "interested-foundation")
-        .await
-        .expect("tagged");
-    assert_posted(
-        &server,
-        "/fb/subscriber/addTagByName",
-        json!({"subscriber_id": 5550001, "tag_name": "interested-foundation"}),
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn spec_012_verification_5_remove_tag_body_carries_subscriber_and_tag_name() {
-    let server = success_server().await;
-    client_for(&server.uri())
-        .remove_tag(&sub(), "interested-foundation")
-        .await
-        .expect("untagged");
-    assert_posted(
-        &server,
-        "/fb/subscriber/removeTagByName",
-        json!({"subscriber_id": 5550001, "tag_name": "interested-foundation"}),
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn spec_012_verification_5_set_field_body_carries_configured_value() {
-    let server = success_server().await;
-    client_for(&server.uri())
-        .set_field(&sub(), "sales_stage", &json!("qualifying"))
-        .await
-        .expect("set");
-    assert_posted(
-        &server,
-        "/fb/subscriber/setCustomFieldByName",
-        json!({
-            "subscriber_id": 5550001,
-            "field_name": "sales_stage",
-            "field_value": "qualifying"
-        }),
-    )
-    .await;
+async fn spec_012_verification_5_each_write_body_carries_subscriber_and_its_value() {
+    let table = [
+        (
+            Write::SendFlow("content20260101000000_000001"),
+            "/fb/sending/sendFlow",
+            json!({"subscriber_id": 5550001, "flow_ns": "content20260101000000_000001"}),
+        ),
+        (
+            Write::AddTag("interested-foundation"),
+            "/fb/subscriber/addTagByName",
+            json!({"subscriber_id": 5550001, "tag_name": "interested-foundation"}),
+        ),
+        (
+            Write::RemoveTag("interested-foundation"),
+            "/fb/subscriber/removeTagByName",
+            json!({"subscriber_id": 5550001, "tag_name": "interested-foundation"}),
+        ),
+        (
+            Write::SetField("sales_stage", json!("qualifying")),
+            "/fb/subscriber/setCustomFieldByName",
+            json!({
+                "subscriber_id": 5550001,
+                "field_name": "sales_stage",
+                "field_value": "qualifying"
+            }),
+        ),
+    ];
+    for (write, expected_path, expected_body) in table {
+        assert_write_posts(write, expected_path, expected_body).await;
+    }
 }
 
 #[tokio::test]
@@ -171,43 +177,71 @@ async fn spec_024_verification_1_getinfo_identifiers_never_leave_the_client() {
     }
 }
 
+/// How each refusal ManyChat answers with is read: its error, its kind, and whether it is
+/// retried (a 429 and a 5xx are; a 4xx and a 200 carrying `status: error` are not).
 #[tokio::test]
-async fn system_3_5_http_400_error_envelope_is_not_retryable() {
-    let server = server_answering(
-        400,
-        json!({"status": "error", "message": "Validation error",
-               "details": {"messages": [{"message": "Tag not found"}]}}),
-    )
-    .await;
-    let error = client_for(&server.uri())
-        .add_tag(&sub(), "missing-tag")
-        .await
-        .expect_err("refused");
-    assert_eq!(
-        error,
-        ManyChatError::Http {
-            status: 400,
-            code: None,
-            endpoint: "addTagByName"
-        }
-    );
-    assert!(!error.is_retryable());
-    assert_eq!(error.kind(), "http_4xx");
+async fn system_3_5_each_refusal_is_its_error_and_only_429_and_5xx_are_retryable() {
+    let table = [
+        (
+            400,
+            json!({"status": "error", "message": "Validation error",
+                   "details": {"messages": [{"message": "Tag not found"}]}}),
+            Write::AddTag("missing-tag"),
+            ManyChatError::Http {
+                status: 400,
+                code: None,
+                endpoint: "addTagByName",
+            },
+            "http_4xx",
+            false,
+        ),
+        (
+            429,
+            json!({"status": "error"}),
+            Write::SendFlow("content1"),
+            ManyChatError::RateLimited,
+            "rate_limited",
+            true,
+        ),
+        (
+            500,
+            json!({}),
+            Write::SendFlow("content1"),
+            ManyChatError::Server { status: 500 },
+            "http_5xx",
+            true,
+        ),
+        (
+            200,
+            json!({"status": "error", "message": "Flow is not published", "code": 3011}),
+            Write::SendFlow("content1"),
+            ManyChatError::Api {
+                status: 200,
+                code: Some(3011),
+                endpoint: "sendFlow",
+            },
+            "api_error",
+            false,
+        ),
+    ];
+    for (status, body, write, expected, kind, retryable) in table {
+        let error = refused(status, body, write).await;
+        assert_eq!(error, expected, "HTTP {status}");
+        assert_eq!(error.kind(), kind, "HTTP {status}");
+        assert_eq!(error.is_retryable(), retryable, "HTTP {status}");
+    }
 }
 
 #[tokio::test]
 async fn c5_a_manychat_refusal_keeps_its_code_and_never_its_text() {
-    let server = server_answering(
+    let error = refused(
         400,
         json!({"status": "error", "code": 2400,
                "message": "Invalid value for Jane Quokka (+1 555 014 2267, jane@quokka.test)",
                "details": {"messages": [{"message": "Jane Quokka already has this tag"}]}}),
+        Write::AddTag("vip"),
     )
     .await;
-    let error = client_for(&server.uri())
-        .add_tag(&sub(), "vip")
-        .await
-        .expect_err("refused");
     assert_eq!(
         error,
         ManyChatError::Http {
@@ -220,50 +254,6 @@ async fn c5_a_manychat_refusal_keeps_its_code_and_never_its_text() {
         error.to_string(),
         "ManyChat refused addTagByName (HTTP 400, code 2400)"
     );
-}
-
-#[tokio::test]
-async fn system_3_5_http_429_is_retryable() {
-    let server = server_answering(429, json!({"status": "error"})).await;
-    let error = client_for(&server.uri())
-        .send_flow(&sub(), "content1")
-        .await
-        .expect_err("limited");
-    assert_eq!(error, ManyChatError::RateLimited);
-    assert!(error.is_retryable());
-}
-
-#[tokio::test]
-async fn system_3_5_http_500_is_retryable() {
-    let server = server_answering(500, json!({})).await;
-    let error = client_for(&server.uri())
-        .send_flow(&sub(), "content1")
-        .await
-        .expect_err("server error");
-    assert_eq!(error, ManyChatError::Server { status: 500 });
-    assert!(error.is_retryable());
-}
-
-#[tokio::test]
-async fn system_3_5_http_200_with_status_error_is_an_error_and_not_retryable() {
-    let server = server_answering(
-        200,
-        json!({"status": "error", "message": "Flow is not published", "code": 3011}),
-    )
-    .await;
-    let error = client_for(&server.uri())
-        .send_flow(&sub(), "content1")
-        .await
-        .expect_err("a 200 carrying an error is an error");
-    assert_eq!(
-        error,
-        ManyChatError::Api {
-            status: 200,
-            code: Some(3011),
-            endpoint: "sendFlow"
-        }
-    );
-    assert!(!error.is_retryable());
 }
 
 #[tokio::test]
@@ -297,30 +287,24 @@ async fn system_3_5_connection_refused_is_a_retryable_network_error() {
 
 #[tokio::test]
 async fn c5_error_message_never_keeps_the_subscriber_id_or_the_field_text() {
-    let server = server_answering(
+    let error = refused(
         400,
         json!({"status": "error",
                "message": "Subscriber 5550001 rejected value 'Hello Alex, see you'"}),
+        Write::SetField("ai_message", json!("Hello Alex, see you")),
     )
     .await;
-    let error = client_for(&server.uri())
-        .set_field(&sub(), "ai_message", &json!("Hello Alex, see you"))
-        .await
-        .expect_err("refused");
     let shown = format!("{error} {error:?}");
     assert!(!shown.contains(SUB), "{shown}");
     assert!(!shown.contains("Hello Alex"), "{shown}");
     assert!(!shown.contains("rejected value"), "{shown}");
 
-    let escaping = server_answering(
+    let error = refused(
         400,
         json!({"status": "error", "message": "bad value \"Line \\\"one\\\"\\nHello Alex\""}),
+        Write::SetField("ai_message", json!("Line \"one\"\nHello Alex")),
     )
     .await;
-    let error = client_for(&escaping.uri())
-        .set_field(&sub(), "ai_message", &json!("Line \"one\"\nHello Alex"))
-        .await
-        .expect_err("refused");
     let shown = format!("{error} {error:?}");
     assert!(!shown.contains("Hello Alex"), "{shown}");
     assert!(!shown.contains("bad value"), "{shown}");
@@ -389,6 +373,34 @@ impl std::io::Write for CapturedLogs {
     }
 }
 
+impl CapturedLogs {
+    /// Captures this crate's events (a library's could match an identifier's digits by chance)
+    /// until the guard drops.
+    fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("manychat_agent=trace"))
+            .without_time()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    /// Forgets what was captured so far, after rebuilding the callsite interest cache: a
+    /// callsite first reached by a parallel test without a subscriber can cache "never" while
+    /// this one is being installed; once every callsite is registered, rebuilding the cache
+    /// makes the next pass deterministic.
+    fn restart(&self) {
+        tracing::callsite::rebuild_interest_cache();
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+    }
+}
+
 /// One success, one refusal quoting the id and the text, and one getInfo of the fixture.
 async fn exercise_every_log_path() {
     let ok = success_server().await;
@@ -396,15 +408,12 @@ async fn exercise_every_log_path() {
         .set_field(&sub(), "ai_message", &json!("Hello Alex, see you"))
         .await
         .expect("set");
-    let refusing = server_answering(
+    refused(
         400,
         json!({"status": "error", "message": "Subscriber 5550001: 'Hello Alex, see you'"}),
+        Write::SetField("ai_message", json!("Hello Alex, see you")),
     )
     .await;
-    client_for(&refusing.uri())
-        .set_field(&sub(), "ai_message", &json!("Hello Alex, see you"))
-        .await
-        .expect_err("refused");
     let info = server_answering(200, full_get_info_fixture()).await;
     client_for(&info.uri())
         .get_contact(&sub(), Duration::from_millis(1500))
@@ -415,27 +424,14 @@ async fn exercise_every_log_path() {
 #[tokio::test]
 async fn c5_client_logs_carry_endpoint_sizes_status_and_kind_only() {
     let logs = CapturedLogs::default();
-    let writer = logs.clone();
-    // Only this crate's events: a library's (hyper prints the server's port) could match an
-    // identifier's digits by chance.
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("manychat_agent=trace"))
-        .without_time()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
-    // A callsite first reached by a parallel test without a subscriber can cache "never"
-    // while this one is being installed; once every callsite is registered, rebuilding the
-    // cache makes the second pass deterministic.
+    // hyper prints the server's port: only this crate's events are captured.
+    let guard = logs.install();
     exercise_every_log_path().await;
-    tracing::callsite::rebuild_interest_cache();
-    logs.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    logs.restart();
     exercise_every_log_path().await;
     drop(guard);
 
-    let text =
-        String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    let text = logs.text();
     assert!(text.contains("setCustomFieldByName"), "{text}");
     assert!(text.contains("http_4xx"), "{text}");
     assert!(text.contains("getInfo"), "{text}");
@@ -461,20 +457,12 @@ async fn error_code_is_kept_in_the_error_its_text_and_the_log_line() {
     )
     .await;
     let logs = CapturedLogs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("manychat_agent=trace"))
-        .without_time()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
+    let guard = logs.install();
     // Twice, as in the test above: the second pass runs with every callsite registered.
     let _ = client_for(&server.uri())
         .send_flow(&sub(), "content1")
         .await;
-    tracing::callsite::rebuild_interest_cache();
-    logs.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    logs.restart();
     let error = client_for(&server.uri())
         .send_flow(&sub(), "content1")
         .await
@@ -485,20 +473,16 @@ async fn error_code_is_kept_in_the_error_its_text_and_the_log_line() {
         error.to_string(),
         "ManyChat refused sendFlow (HTTP 400, code 3011)"
     );
-    let text =
-        String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    let text = logs.text();
     assert!(text.contains("code=3011"), "{text}");
 
     // A long number in `code` is the shape of an id, not a code: dropped.
-    let odd = server_answering(
+    let error = refused(
         400,
         json!({"status": "error", "message": "x", "code": 5550001}),
+        Write::SendFlow("content1"),
     )
     .await;
-    let error = client_for(&odd.uri())
-        .send_flow(&sub(), "content1")
-        .await
-        .expect_err("refused");
     assert_eq!(error.code(), None);
 }
 

@@ -1,24 +1,79 @@
 //! Conformance: nudges (`NudgeStore`, 025).
 
 use super::*;
+use crate::store::Nudge;
+
+/// A charge of 50 tokens and 0.5 USD on `day`.
+fn fifty_tokens(day: NaiveDate) -> BudgetCharge {
+    BudgetCharge {
+        day,
+        tokens: 50,
+        cost_usd: 0.5,
+    }
+}
+
+/// Whether settling `nudge` as `status` at `now` took (it was still running under its claim).
+async fn settled(
+    store: &dyn Store,
+    nudge: &Nudge,
+    status: NudgeStatus,
+    now: DateTime<Utc>,
+) -> bool {
+    let settled = store.settle_nudge(nudge, status, None, now).await;
+    settled.expect("settle")
+}
+
+/// Whether settling the window closing `claimed` as `status` took.
+async fn closing_settled(
+    store: &dyn Store,
+    claimed: &WindowClosing,
+    status: WindowClosingStatus,
+    reason: Option<&str>,
+    attempts: i64,
+    now: DateTime<Utc>,
+) -> bool {
+    let settled = store
+        .settle_window_closing(claimed, status, reason, attempts, now)
+        .await;
+    settled.expect("settle")
+}
+
+/// Schedules `conversation`'s nudge `delay`, due at `due`, at `at`.
+async fn schedule(
+    store: &dyn Store,
+    conversation: ConversationId,
+    delay: &str,
+    due: DateTime<Utc>,
+    at: DateTime<Utc>,
+) {
+    store
+        .schedule_nudge(conversation, delay, due, at)
+        .await
+        .expect("schedule");
+}
+
+/// `conversation`'s latest nudge row.
+async fn nudge_of(store: &dyn Store, conversation: ConversationId) -> Nudge {
+    let read = store.nudge(conversation).await.expect("read");
+    read.expect("a row")
+}
+
+/// The status of `conversation`'s window-closing row, if it has one.
+async fn closing_status(
+    store: &dyn Store,
+    conversation: ConversationId,
+) -> Option<WindowClosingStatus> {
+    let read = store.window_closing(conversation).await.expect("read");
+    read.map(|r| r.status)
+}
 
 /// 025 verification 2: scheduling twice leaves one pending row, the later one; scheduling after
 /// a settled nudge adds a pending one (a new silence) and keeps the settled one.
 pub async fn spec_025_scheduling_twice_leaves_one_pending_row(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
-    store
-        .schedule_nudge(conversation.id, "later_today", at_s(7200), at_s(0))
-        .await
-        .expect("schedule");
-    store
-        .schedule_nudge(conversation.id, "tomorrow", at_s(72_000), at_s(10))
-        .await
-        .expect("schedule again");
-    let nudge = store
-        .nudge(conversation.id)
-        .await
-        .expect("read")
-        .expect("a row");
+    schedule(store, conversation.id, "later_today", at_s(7200), at_s(0)).await;
+    schedule(store, conversation.id, "tomorrow", at_s(72_000), at_s(10)).await;
+    let nudge = nudge_of(store, conversation.id).await;
     assert_eq!(nudge.status, NudgeStatus::Pending);
     assert_eq!(
         nudge.delay_id, "tomorrow",
@@ -33,11 +88,7 @@ pub async fn spec_025_scheduling_twice_leaves_one_pending_row(store: &dyn Store)
             .await
             .expect("cancel")
     );
-    let nudge = store
-        .nudge(conversation.id)
-        .await
-        .expect("read")
-        .expect("a row");
+    let nudge = nudge_of(store, conversation.id).await;
     assert_eq!(nudge.status, NudgeStatus::Cancelled);
     assert_eq!(nudge.reason.as_deref(), Some("contact_replied"));
     assert!(
@@ -47,15 +98,8 @@ pub async fn spec_025_scheduling_twice_leaves_one_pending_row(store: &dyn Store)
             .expect("cancel again"),
         "a settled nudge is not cancelled twice"
     );
-    store
-        .schedule_nudge(conversation.id, "later_today", at_s(9000), at_s(30))
-        .await
-        .expect("schedule after a settled one");
-    let nudge = store
-        .nudge(conversation.id)
-        .await
-        .expect("read")
-        .expect("a row");
+    schedule(store, conversation.id, "later_today", at_s(9000), at_s(30)).await;
+    let nudge = nudge_of(store, conversation.id).await;
     assert_eq!((nudge.status, nudge.reason), (NudgeStatus::Pending, None));
     assert_eq!(store.nudges(conversation.id).await.expect("read").len(), 2);
     store
@@ -77,10 +121,7 @@ pub async fn spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pendin
             .map(|n| (n.delay_id, n.status, n.reason))
             .collect()
     };
-    store
-        .schedule_nudge(conversation.id, "later_today", at_s(7200), at_s(0))
-        .await
-        .expect("schedule");
+    schedule(store, conversation.id, "later_today", at_s(7200), at_s(0)).await;
     // The contact replies: the pending nudge is cancelled, and the same turn schedules the next.
     assert!(
         store
@@ -88,10 +129,7 @@ pub async fn spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pendin
             .await
             .expect("cancel")
     );
-    store
-        .schedule_nudge(conversation.id, "tomorrow", at_s(90_000), at_s(100))
-        .await
-        .expect("schedule the next");
+    schedule(store, conversation.id, "tomorrow", at_s(90_000), at_s(100)).await;
     // That one is claimed when due and sent.
     let claimed = store
         .claim_due_nudges(at_s(90_000), 100)
@@ -102,21 +140,24 @@ pub async fn spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pendin
         .filter(|n| n.conversation_id == conversation.id)
         .collect();
     assert_eq!(mine.len(), 1, "one pending row to claim");
-    assert!(
-        store
-            .settle_nudge(mine[0], NudgeStatus::Sent, None, at_s(90_001))
-            .await
-            .expect("settle")
-    );
+    assert!(settled(store, mine[0], NudgeStatus::Sent, at_s(90_001)).await);
     // A new silence: scheduled, then rescheduled before it is due.
-    store
-        .schedule_nudge(conversation.id, "later_today", at_s(97_200), at_s(90_010))
-        .await
-        .expect("schedule after the sent one");
-    store
-        .schedule_nudge(conversation.id, "tomorrow", at_s(180_000), at_s(90_020))
-        .await
-        .expect("reschedule the pending one");
+    schedule(
+        store,
+        conversation.id,
+        "later_today",
+        at_s(97_200),
+        at_s(90_010),
+    )
+    .await;
+    schedule(
+        store,
+        conversation.id,
+        "tomorrow",
+        at_s(180_000),
+        at_s(90_020),
+    )
+    .await;
     assert_eq!(
         states(store.nudges(conversation.id).await.expect("read")),
         vec![
@@ -129,11 +170,7 @@ pub async fn spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pendin
             ("tomorrow".to_owned(), NudgeStatus::Pending, None),
         ]
     );
-    let latest = store
-        .nudge(conversation.id)
-        .await
-        .expect("read")
-        .expect("a row");
+    let latest = nudge_of(store, conversation.id).await;
     assert_eq!(
         (latest.status, latest.due_at, latest.scheduled_at),
         (NudgeStatus::Pending, at_s(180_000), at_s(90_020))
@@ -191,17 +228,9 @@ pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
     );
 
     // Settled under its own claim.
+    assert!(settled(store, &first[0], NudgeStatus::Sent, now).await);
     assert!(
-        store
-            .settle_nudge(&first[0], NudgeStatus::Sent, None, now)
-            .await
-            .expect("settle")
-    );
-    assert!(
-        !store
-            .settle_nudge(&first[0], NudgeStatus::Skipped, None, now)
-            .await
-            .expect("settle twice"),
+        !settled(store, &first[0], NudgeStatus::Skipped, now).await,
         "a settled row is not settled again"
     );
     // An inbound message cancels a running nudge: its worker's settle then finds it gone.
@@ -211,12 +240,7 @@ pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
             .await
             .expect("cancel running")
     );
-    assert!(
-        !store
-            .settle_nudge(&first[1], NudgeStatus::Sent, None, now)
-            .await
-            .expect("settle cancelled")
-    );
+    assert!(!settled(store, &first[1], NudgeStatus::Sent, now).await);
     let cancelled = store.nudge(mine[2]).await.expect("read").expect("row");
     assert_eq!(cancelled.status, NudgeStatus::Cancelled);
     assert_eq!(cancelled.reason.as_deref(), Some("contact_replied"));
@@ -242,10 +266,7 @@ pub async fn spec_025_claim_takes_due_rows_once(store: &dyn Store) {
         (NudgeStatus::Lost, Some("process_died"))
     );
     assert!(
-        !store
-            .settle_nudge(&second[0], NudgeStatus::Sent, None, later)
-            .await
-            .expect("settle lost"),
+        !settled(store, &second[0], NudgeStatus::Sent, later).await,
         "a lost nudge is never sent"
     );
     store
@@ -292,11 +313,7 @@ pub async fn spec_025_a_nudge_turn_is_written_only_under_its_claim(store: &dyn S
             reason: None,
             turn: &turn,
             rate: Some((&conversations[0].subscriber_id, window)),
-            charge: Some(BudgetCharge {
-                day,
-                tokens: 50,
-                cost_usd: 0.5,
-            }),
+            charge: Some(fifty_tokens(day)),
             outbox: std::slice::from_ref(&row),
             now,
         })
@@ -371,11 +388,7 @@ pub async fn spec_025_a_nudge_turn_is_written_only_under_its_claim(store: &dyn S
                 reason: None,
                 turn: &turn,
                 rate: Some((&conversation.subscriber_id, window)),
-                charge: Some(BudgetCharge {
-                    day,
-                    tokens: 50,
-                    cost_usd: 0.5,
-                }),
+                charge: Some(fifty_tokens(day)),
                 outbox: std::slice::from_ref(&row),
                 now,
             })
@@ -464,6 +477,49 @@ async fn claimed_for(
         .find(|c| c.conversation_id == conversation)
 }
 
+/// The contact wrote at `at`; 1380 minutes later its row is not claimed again.
+async fn assert_a_new_silence_is_not_claimed(
+    store: &dyn Store,
+    conversation: ConversationId,
+    at: DateTime<Utc>,
+) {
+    wrote(store, conversation, at).await;
+    let due = at + chrono::Duration::minutes(1380);
+    assert_eq!(claimed_for(store, due, conversation).await, None);
+}
+
+/// Whether skipping the window closing `claimed` as `escalated` at `now` took.
+async fn closing_skipped_as_escalated(
+    store: &dyn Store,
+    claimed: &WindowClosing,
+    now: DateTime<Utc>,
+) -> bool {
+    let skipped = WindowClosingStatus::Skipped;
+    closing_settled(store, claimed, skipped, Some("escalated"), 0, now).await
+}
+
+/// The window closings a worker claims at `now`.
+async fn claim_closings(store: &dyn Store, now: DateTime<Utc>) -> Vec<WindowClosing> {
+    let claimed = store.claim_window_closings(closing_claim(now)).await;
+    claimed.expect("claim")
+}
+
+/// Fresh contacts, each last written at its time in `last`.
+async fn silent_contacts<const N: usize>(
+    store: &dyn Store,
+    last: [DateTime<Utc>; N],
+) -> [Conversation; N] {
+    let mut contacts = Vec::new();
+    for at in last {
+        let contact = fresh_conversation(store).await;
+        wrote(store, contact.id, at).await;
+        contacts.push(contact);
+    }
+    contacts
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one contact per time"))
+}
+
 async fn wrote(store: &dyn Store, conversation: ConversationId, at: DateTime<Utc>) {
     store
         .record_turn(&NewTurn::user(conversation, "hello", false, at))
@@ -481,18 +537,11 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
     // Far from the other cases' messages: their contacts are never due here.
     let base = at_s(90_000_000);
     let minutes = |n: i64| base + chrono::Duration::minutes(n);
-    let contact = fresh_conversation(store).await;
-    wrote(store, contact.id, base).await;
-    let stale = fresh_conversation(store).await;
-    wrote(store, stale.id, base - chrono::Duration::days(2)).await;
-    let skipped = fresh_conversation(store).await;
-    wrote(store, skipped.id, base).await;
+    let [contact, stale, skipped] =
+        silent_contacts(store, [base, base - chrono::Duration::days(2), base]).await;
 
     assert_eq!(claimed_for(store, minutes(1379), contact.id).await, None);
-    let first = store
-        .claim_window_closings(closing_claim(minutes(1380)))
-        .await
-        .expect("claim");
+    let first = claim_closings(store, minutes(1380)).await;
     let of = |id: ConversationId| first.iter().find(|c| c.conversation_id == id).cloned();
     let claimed = of(contact.id).expect("due at +1380 min");
     let other = of(skipped.id).expect("due at +1380 min");
@@ -504,10 +553,15 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
 
     // A failed send: tried again a minute after it was settled.
     assert!(
-        store
-            .settle_window_closing(&claimed, WindowClosingStatus::Retry, None, 1, minutes(1381))
-            .await
-            .expect("settle")
+        closing_settled(
+            store,
+            &claimed,
+            WindowClosingStatus::Retry,
+            None,
+            1,
+            minutes(1381)
+        )
+        .await
     );
     let retry = |now| claimed_for(store, now, contact.id);
     assert_eq!(retry(minutes(1381)).await, None);
@@ -517,10 +571,15 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
         (WindowClosingStatus::Running, 1)
     );
     assert!(
-        !store
-            .settle_window_closing(&claimed, WindowClosingStatus::Retry, None, 2, minutes(1382))
-            .await
-            .expect("settle"),
+        !closing_settled(
+            store,
+            &claimed,
+            WindowClosingStatus::Retry,
+            None,
+            2,
+            minutes(1382)
+        )
+        .await,
         "the first claim no longer holds"
     );
 
@@ -567,25 +626,10 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
     let turns = store.turns(contact.id).await.expect("turns");
     let recorded = turns.iter().find(|t| t.id == turn_id).expect("the turn");
     assert_eq!(recorded.outcome.as_deref(), Some("window_closing_sent"));
-    wrote(store, contact.id, minutes(5000)).await;
-    assert_eq!(
-        claimed_for(store, minutes(5000 + 1380), contact.id).await,
-        None
-    );
+    assert_a_new_silence_is_not_claimed(store, contact.id, minutes(5000)).await;
 
     // A skip other than contact_replied is final.
-    assert!(
-        store
-            .settle_window_closing(
-                &other,
-                WindowClosingStatus::Skipped,
-                Some("escalated"),
-                0,
-                minutes(1380)
-            )
-            .await
-            .expect("skip")
-    );
+    assert!(closing_skipped_as_escalated(store, &other, minutes(1380)).await);
     let row = store
         .window_closing(skipped.id)
         .await
@@ -595,11 +639,7 @@ pub async fn spec_031_window_closing_is_claimed_once_per_contact_from_its_last_m
         (row.status, row.reason.as_deref()),
         (WindowClosingStatus::Skipped, Some("escalated"))
     );
-    wrote(store, skipped.id, minutes(3000)).await;
-    assert_eq!(
-        claimed_for(store, minutes(3000 + 1380), skipped.id).await,
-        None
-    );
+    assert_a_new_silence_is_not_claimed(store, skipped.id, minutes(3000)).await;
 }
 
 /// 031: a row left `running` by a process that died is marked `lost` once its claim is older
@@ -612,17 +652,9 @@ pub async fn spec_031_a_window_closing_left_running_is_marked_lost_and_counts_as
     // Far from the other cases' messages: their contacts are never due here.
     let base = at_s(100_000_000);
     let minutes = |n: i64| base + chrono::Duration::minutes(n);
-    let died = fresh_conversation(store).await;
-    wrote(store, died.id, base).await;
-    let retrying = fresh_conversation(store).await;
-    wrote(store, retrying.id, base).await;
-    let live = fresh_conversation(store).await;
-    wrote(store, live.id, base + chrono::Duration::minutes(5)).await;
+    let [died, retrying, live] = silent_contacts(store, [base, base, minutes(5)]).await;
 
-    let claimed = store
-        .claim_window_closings(closing_claim(minutes(1380)))
-        .await
-        .expect("claim");
+    let claimed = claim_closings(store, minutes(1380)).await;
     let of = |id: ConversationId| claimed.iter().find(|c| c.conversation_id == id).cloned();
     let dead = of(died.id).expect("due at +1380 min");
     let retry = of(retrying.id).expect("due at +1380 min");
@@ -630,10 +662,15 @@ pub async fn spec_031_a_window_closing_left_running_is_marked_lost_and_counts_as
         .await
         .expect("due at +1380 min");
     assert!(
-        store
-            .settle_window_closing(&retry, WindowClosingStatus::Retry, None, 1, minutes(1385))
-            .await
-            .expect("settle")
+        closing_settled(
+            store,
+            &retry,
+            WindowClosingStatus::Retry,
+            None,
+            1,
+            minutes(1385)
+        )
+        .await
     );
 
     let lost = |cutoff| store.mark_lost_window_closings(cutoff, minutes(1383));
@@ -658,19 +695,11 @@ pub async fn spec_031_a_window_closing_left_running_is_marked_lost_and_counts_as
         (WindowClosingStatus::Lost, Some("process_died"))
     );
     assert_eq!(
-        store
-            .window_closing(retrying.id)
-            .await
-            .expect("read")
-            .map(|r| r.status),
+        closing_status(store, retrying.id).await,
         Some(WindowClosingStatus::Retry)
     );
     assert_eq!(
-        store
-            .window_closing(live.id)
-            .await
-            .expect("read")
-            .map(|r| r.status),
+        closing_status(store, live.id).await,
         Some(WindowClosingStatus::Running)
     );
     assert!(
@@ -688,51 +717,37 @@ pub async fn spec_031_a_window_closing_left_running_is_marked_lost_and_counts_as
             .is_none()
     );
     assert!(
-        !store
-            .settle_window_closing(&dead, WindowClosingStatus::Retry, None, 1, minutes(1384))
-            .await
-            .expect("settle")
+        !closing_settled(
+            store,
+            &dead,
+            WindowClosingStatus::Retry,
+            None,
+            1,
+            minutes(1384)
+        )
+        .await
     );
     assert!(!store.release_window_closing(&dead).await.expect("release"));
     // Never claimed again, nor after a new silence: it counts as sent.
-    let again = store
-        .claim_window_closings(closing_claim(minutes(1400)))
-        .await
-        .expect("claim");
+    let again = claim_closings(store, minutes(1400)).await;
     assert!(again.iter().all(|c| c.conversation_id != died.id));
     let retried = again
         .iter()
         .find(|c| c.conversation_id == retrying.id)
         .expect("the retry is claimed again");
     assert!(
-        store
-            .settle_window_closing(
-                retried,
-                WindowClosingStatus::GivenUp,
-                None,
-                2,
-                minutes(1400)
-            )
-            .await
-            .expect("settle")
+        closing_settled(
+            store,
+            retried,
+            WindowClosingStatus::GivenUp,
+            None,
+            2,
+            minutes(1400)
+        )
+        .await
     );
-    wrote(store, died.id, minutes(3000)).await;
-    assert_eq!(
-        claimed_for(store, minutes(3000 + 1380), died.id).await,
-        None
-    );
-    assert!(
-        store
-            .settle_window_closing(
-                &alive,
-                WindowClosingStatus::Skipped,
-                Some("escalated"),
-                0,
-                minutes(1386)
-            )
-            .await
-            .expect("settle")
-    );
+    assert_a_new_silence_is_not_claimed(store, died.id, minutes(3000)).await;
+    assert!(closing_skipped_as_escalated(store, &alive, minutes(1386)).await);
 }
 
 /// 031: two workers claiming at once take each due contact once.

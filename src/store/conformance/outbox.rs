@@ -2,6 +2,18 @@
 
 use super::*;
 
+/// Row `id` failed and is due again at `at`, with `error`.
+async fn retry_at(store: &dyn Store, id: i64, at: DateTime<Utc>, error: &str) {
+    let marked = store.mark_retry(id, at, error).await;
+    marked.expect("mark_retry");
+}
+
+/// Row `id` was delivered at `at`.
+async fn delivered_at(store: &dyn Store, id: i64, at: DateTime<Utc>) {
+    let marked = store.mark_delivered(id, at).await;
+    marked.expect("mark_delivered");
+}
+
 /// A fresh conversation with one reply due at 0: the conversation and the row's id.
 async fn fresh_reply(store: &dyn Store) -> (Conversation, i64) {
     let conversation = fresh_conversation(store).await;
@@ -302,19 +314,13 @@ pub async fn outbox_no_overtaking_within_a_conversation(store: &dyn Store) {
         claim(store, rules(at_s(2), 10)).await.is_empty(),
         "the newer reply waits while the older is delivering"
     );
-    store
-        .mark_retry(first, at_s(30), "http 503")
-        .await
-        .expect("mark_retry");
+    retry_at(store, first, at_s(30), "http 503").await;
     assert!(
         claim(store, rules(at_s(10), 10)).await.is_empty(),
         "the newer reply waits while the older is pending, even when the older is not due"
     );
     assert_eq!(claim(store, rules(at_s(30), 10)).await, vec![first]);
-    store
-        .mark_delivered(first, at_s(31))
-        .await
-        .expect("mark_delivered");
+    delivered_at(store, first, at_s(31)).await;
     assert_eq!(claim(store, rules(at_s(40), 10)).await, vec![second]);
     settle(store, &[conversation.id]).await;
 }
@@ -325,10 +331,7 @@ pub async fn outbox_contact_token_rows_are_not_held_behind_replies(store: &dyn S
     assert_eq!(claim(store, rules(at_s(1), 10)).await, vec![reply]);
     let token = enqueue(store, token_row(&conversation, at_s(1))).await;
     assert_eq!(claim(store, rules(at_s(2), 10)).await, vec![token]);
-    store
-        .mark_delivered(reply, at_s(3))
-        .await
-        .expect("mark_delivered");
+    delivered_at(store, reply, at_s(3)).await;
     let second_token = enqueue(store, token_row(&conversation, at_s(3))).await;
     assert_eq!(
         claim(store, rules(at_ms(3_001), 10)).await,
@@ -344,10 +347,7 @@ pub async fn outbox_pacing_gap_after_delivery(store: &dyn Store) {
     let first = enqueue(store, reply_row(&paced, at_s(0), 1)).await;
     let second = enqueue(store, reply_row(&paced, at_s(0), 2)).await;
     assert_eq!(claim(store, rules(at_s(1), 10)).await, vec![first]);
-    store
-        .mark_delivered(first, at_s(5))
-        .await
-        .expect("mark_delivered");
+    delivered_at(store, first, at_s(5)).await;
     let other = enqueue(store, reply_row(&neighbour, at_s(5), 3)).await;
 
     let gap_ms = GAP.as_millis() as i64;
@@ -408,10 +408,7 @@ pub async fn outbox_failed_row_is_never_claimed_again(store: &dyn Store) {
         vec![second],
         "a dead letter does not hold back the contact's next reply"
     );
-    store
-        .mark_delivered(second, at_s(4))
-        .await
-        .expect("mark_delivered");
+    delivered_at(store, second, at_s(4)).await;
     assert!(
         !claim(store, rules(at_s(86_400 * 365), 10))
             .await
@@ -423,10 +420,7 @@ pub async fn outbox_failed_row_is_never_claimed_again(store: &dyn Store) {
 
 pub async fn outbox_retry_due_later(store: &dyn Store) {
     let (conversation, id) = claimed_reply(store).await;
-    store
-        .mark_retry(id, at_s(4), "http 503")
-        .await
-        .expect("mark_retry");
+    retry_at(store, id, at_s(4), "http 503").await;
     let retried = row(store, id).await;
     assert_eq!(retried.status, OutboxStatus::Pending);
     assert_eq!(retried.next_attempt_at, at_s(4));
@@ -455,10 +449,7 @@ pub async fn outbox_last_error_is_bounded(store: &dyn Store) {
 
 pub async fn outbox_delivered_row_is_done(store: &dyn Store) {
     let (conversation, id) = claimed_reply(store).await;
-    store
-        .mark_delivered(id, at_s(3))
-        .await
-        .expect("mark_delivered");
+    delivered_at(store, id, at_s(3)).await;
     let delivered = row(store, id).await;
     assert_eq!(delivered.status, OutboxStatus::Delivered);
     assert_eq!(delivered.delivered_at, Some(at_s(3)));
@@ -495,10 +486,7 @@ pub async fn outbox_renewed_lease_keeps_a_row_from_being_taken(store: &dyn Store
     let held = enqueue(store, reply_row(&conversation, at_s(0), 1)).await;
     let done = enqueue(store, reply_row(&other, at_s(0), 2)).await;
     assert_eq!(claim(store, short(at_s(0))).await, vec![held, done]);
-    store
-        .mark_delivered(done, at_s(1))
-        .await
-        .expect("mark_delivered");
+    delivered_at(store, done, at_s(1)).await;
     store
         .renew_outbox_leases(&[held, done], at_s(18))
         .await
@@ -536,10 +524,7 @@ pub async fn outbox_delivery_progress_is_kept_across_retries(store: &dyn Store) 
         .record_outbox_progress(id, 1, 1)
         .await
         .expect("record_outbox_progress");
-    store
-        .mark_retry(id, at_s(2), "timed out")
-        .await
-        .expect("mark_retry");
+    retry_at(store, id, at_s(2), "timed out").await;
     let again = store.claim_outbox(rules(at_s(2), 10)).await.expect("claim");
     assert_eq!(again.len(), 1);
     assert_eq!(
@@ -610,22 +595,13 @@ pub async fn settled_contact_token_rows_keep_no_token(store: &dyn Store) {
             .iter()
             .all(|id| claimed.contains(id))
     );
-    store
-        .mark_delivered(delivered, at_s(2))
-        .await
-        .expect("mark_delivered");
+    delivered_at(store, delivered, at_s(2)).await;
     store
         .mark_failed(failed, "http 400", at_s(2))
         .await
         .expect("mark_failed");
-    store
-        .mark_retry(retried, at_s(10), "http 503")
-        .await
-        .expect("mark_retry");
-    store
-        .mark_delivered(reply, at_s(2))
-        .await
-        .expect("mark_delivered");
+    retry_at(store, retried, at_s(10), "http 503").await;
+    delivered_at(store, reply, at_s(2)).await;
 
     assert_eq!(
         row(store, delivered).await.payload,
@@ -663,10 +639,7 @@ pub async fn pending_replies_counts_replies_not_yet_delivered(store: &dyn Store)
     let claimed = claim(store, rules(at_s(1), 10)).await;
     assert!(claimed.contains(&first));
     assert_eq!(count().await, 2, "a delivering reply is still queued");
-    store
-        .mark_delivered(first, at_s(2))
-        .await
-        .expect("mark_delivered");
+    delivered_at(store, first, at_s(2)).await;
     assert_eq!(count().await, 1);
     store
         .mark_failed(second, "http 400", at_s(2))
