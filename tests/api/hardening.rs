@@ -318,15 +318,18 @@ async fn trickle_heads(app: &TestApp, flood: &mut Vec<TcpStream>, n: usize) {
     }
 }
 
+/// A whole request a smuggling test hides after a body; it must never be served.
+const HIDDEN_REQUEST: &str = "POST /v1/channels/manychat/message HTTP/1.1\r\nHost: agent.test\r\n\
+                              Content-Type: application/json\r\nContent-Length: 37\r\n\r\n\
+                              {\"subscriber_id\":\"1\",\"text\":\"hidden\"}";
+
 /// Only `Transfer-Encoding: chunked` frames a body: `identity, chunked` is refused naming the
 /// header, and a request hidden in its body is never served.
 #[tokio::test]
 async fn framing_a_transfer_encoding_other_than_chunked_is_refused_and_nothing_hidden_is_served() {
     let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
     let app = spawn_app(model.clone()).await;
-    let hidden = "POST /v1/channels/manychat/message HTTP/1.1\r\nHost: agent.test\r\n\
-                  Content-Type: application/json\r\nContent-Length: 37\r\n\r\n\
-                  {\"subscriber_id\":\"1\",\"text\":\"hidden\"}";
+    let hidden = HIDDEN_REQUEST;
     let smuggled = format!(
         "POST /health HTTP/1.1\r\nHost: agent.test\r\nTransfer-Encoding: identity, chunked\r\n\r\n\
          0\r\n\r\n{hidden}"
@@ -357,9 +360,7 @@ async fn framing_a_transfer_encoding_other_than_chunked_is_refused_and_nothing_h
 async fn framing_content_length_beside_chunked_is_answered_once_and_the_connection_closed() {
     let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
     let app = spawn_app(model.clone()).await;
-    let hidden = "POST /v1/channels/manychat/message HTTP/1.1\r\nHost: agent.test\r\n\
-                  Content-Type: application/json\r\nContent-Length: 37\r\n\r\n\
-                  {\"subscriber_id\":\"1\",\"text\":\"hidden\"}";
+    let hidden = HIDDEN_REQUEST;
     let smuggled = format!(
         "POST /health HTTP/1.1\r\nHost: agent.test\r\nContent-Length: 5\r\n\
          Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n{hidden}"
