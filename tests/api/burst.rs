@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use manychat_agent::model::Message;
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
-use manychat_agent::store::Role;
+use manychat_agent::store::{Role, Turn};
 use serde_json::{Value, json};
 
 use crate::helpers::*;
@@ -119,14 +119,19 @@ fn one_answer() -> Arc<ScriptedModel> {
     )]))
 }
 
+/// Each turn's role, text and outcome, in order.
+fn role_text_outcome(turns: &[Turn]) -> Vec<(Role, &str, Option<&str>)> {
+    turns
+        .iter()
+        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
+        .collect()
+}
+
 /// The contact's record after a three-piece burst: the three pieces in order (the first
 /// `burst_merged`, the others `burst_joined`) and one agent turn with `outcome`.
 async fn assert_one_turn_of_three_pieces(app: &TestApp, subscriber: &str, outcome: &str) {
     let turns = app.turns(subscriber).await;
-    let recorded: Vec<(Role, &str, Option<&str>)> = turns
-        .iter()
-        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
-        .collect();
+    let recorded = role_text_outcome(&turns);
     assert_eq!(
         recorded,
         [
@@ -622,10 +627,7 @@ async fn burst_killed_in_its_window_is_answered(backend: Backend) {
 
     // What a kill leaves now: the store as it is.
     let turns = killed.turns("8131").await;
-    let recorded: Vec<(Role, &str, Option<&str>)> = turns
-        .iter()
-        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
-        .collect();
+    let recorded = role_text_outcome(&turns);
     assert_eq!(
         recorded,
         [

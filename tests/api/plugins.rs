@@ -699,6 +699,23 @@ fn binary() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
 }
 
+/// A copy of the demo tenant whose plugin tools call `base`.
+fn demo_with_plugins(base: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_demo_tenant(dir.path());
+    write_plugins(dir.path(), &plugins_json(base));
+    dir
+}
+
+/// `plugin_command` on a blocking thread, so the test's endpoint keeps answering meanwhile.
+fn plugin_on_a_blocking_thread(
+    dir: &Path,
+    args: Vec<&'static str>,
+) -> tokio::task::JoinHandle<std::process::Output> {
+    let dir = dir.to_owned();
+    tokio::task::spawn_blocking(move || plugin_command(&dir, &args))
+}
+
 fn plugin_command(dir: &Path, args: &[&str]) -> std::process::Output {
     binary()
         .arg("plugin")
@@ -861,14 +878,8 @@ fn plugin_new_writes_keys_in_the_documented_order_and_keeps_the_files_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
     let server = endpoint(json!({"seats": 5, "next_date": "Monday"})).await;
-    let dir = tempfile::tempdir().unwrap();
-    copy_demo_tenant(dir.path());
-    write_plugins(dir.path(), &plugins_json(&server.uri()));
-    let path = dir.path().to_owned();
-    let run = move |args: Vec<&'static str>| {
-        let path = path.clone();
-        tokio::task::spawn_blocking(move || plugin_command(&path, &args))
-    };
+    let dir = demo_with_plugins(&server.uri());
+    let run = |args| plugin_on_a_blocking_thread(dir.path(), args);
 
     let read = run(vec![
         "try",
@@ -927,14 +938,8 @@ async fn plugin_try_exits_non_zero_when_the_endpoint_refuses() {
         .respond_with(ResponseTemplate::new(401))
         .mount(&server)
         .await;
-    let dir = tempfile::tempdir().unwrap();
-    copy_demo_tenant(dir.path());
-    write_plugins(dir.path(), &plugins_json(&server.uri()));
-    let path = dir.path().to_owned();
-    let run = move |args: Vec<&'static str>| {
-        let path = path.clone();
-        tokio::task::spawn_blocking(move || plugin_command(&path, &args))
-    };
+    let dir = demo_with_plugins(&server.uri());
+    let run = |args| plugin_on_a_blocking_thread(dir.path(), args);
     let read = run(vec![
         "try",
         "seats_left",
@@ -973,9 +978,7 @@ async fn plugin_try_exits_non_zero_when_the_endpoint_refuses() {
 
 #[test]
 fn plugin_serve_refuses_to_start_without_a_tools_secret_naming_the_variable_only() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_demo_tenant(dir.path());
-    write_plugins(dir.path(), &plugins_json("https://ops.example.test"));
+    let dir = demo_with_plugins("https://ops.example.test");
     let output = binary()
         .arg("serve")
         .env_clear()
