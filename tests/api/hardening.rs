@@ -323,20 +323,26 @@ const HIDDEN_REQUEST: &str = "POST /v1/channels/manychat/message HTTP/1.1\r\nHos
                               Content-Type: application/json\r\nContent-Length: 37\r\n\r\n\
                               {\"subscriber_id\":\"1\",\"text\":\"hidden\"}";
 
+/// Sends `POST /health` with the `framing` header lines, an empty chunked body and
+/// [`HIDDEN_REQUEST`] after it; the connection, and the response read from it.
+async fn smuggle(app: &TestApp, framing: &str) -> (TcpStream, (u16, String, Vec<u8>)) {
+    let smuggled = format!(
+        "POST /health HTTP/1.1\r\nHost: agent.test\r\n{framing}\r\n0\r\n\r\n{HIDDEN_REQUEST}"
+    );
+    let mut stream = connect(app).await;
+    stream.write_all(smuggled.as_bytes()).await.unwrap();
+    let response = read_response(&mut stream).await;
+    (stream, response)
+}
+
 /// Only `Transfer-Encoding: chunked` frames a body: `identity, chunked` is refused naming the
 /// header, and a request hidden in its body is never served.
 #[tokio::test]
 async fn framing_a_transfer_encoding_other_than_chunked_is_refused_and_nothing_hidden_is_served() {
     let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
     let app = spawn_app(model.clone()).await;
-    let hidden = HIDDEN_REQUEST;
-    let smuggled = format!(
-        "POST /health HTTP/1.1\r\nHost: agent.test\r\nTransfer-Encoding: identity, chunked\r\n\r\n\
-         0\r\n\r\n{hidden}"
-    );
-    let mut stream = connect(&app).await;
-    stream.write_all(smuggled.as_bytes()).await.unwrap();
-    let (status, head, body) = read_response(&mut stream).await;
+    let (mut stream, (status, head, body)) =
+        smuggle(&app, "Transfer-Encoding: identity, chunked\r\n").await;
     assert_eq!(status, 400, "{head}");
     let body: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(body["field"], "transfer-encoding");
@@ -360,14 +366,8 @@ async fn framing_a_transfer_encoding_other_than_chunked_is_refused_and_nothing_h
 async fn framing_content_length_beside_chunked_is_answered_once_and_the_connection_closed() {
     let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
     let app = spawn_app(model.clone()).await;
-    let hidden = HIDDEN_REQUEST;
-    let smuggled = format!(
-        "POST /health HTTP/1.1\r\nHost: agent.test\r\nContent-Length: 5\r\n\
-         Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n{hidden}"
-    );
-    let mut stream = connect(&app).await;
-    stream.write_all(smuggled.as_bytes()).await.unwrap();
-    let (status, head, _) = read_response(&mut stream).await;
+    let (mut stream, (status, head, _)) =
+        smuggle(&app, "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n").await;
     // The route's own answer (GET only here), on a connection marked to close.
     assert_eq!(status, 405, "{head}");
     assert!(
