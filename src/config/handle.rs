@@ -238,11 +238,12 @@ mod tests {
         dir
     }
 
-    /// A copy of the demo config, and a handle that loaded it.
-    fn demo_loaded() -> (tempfile::TempDir, ConfigHandle) {
+    /// A copy of the demo config, a handle that loaded it, and the snapshot it loaded.
+    fn demo_loaded() -> (tempfile::TempDir, ConfigHandle, Arc<TenantConfig>) {
         let dir = demo_copy();
         let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
-        (dir, handle)
+        let loaded = handle.snapshot();
+        (dir, handle, loaded)
     }
 
     /// A valid change: a new `prompt.md`.
@@ -255,8 +256,7 @@ mod tests {
     /// before anything is expanded, and the config in force stays.
     #[test]
     fn a_config_that_would_expand_without_bound_is_refused_and_the_old_one_kept() {
-        let (dir, handle) = demo_loaded();
-        let before = handle.snapshot();
+        let (dir, handle, before) = demo_loaded();
         let prompt = "{{businessName}}".repeat(65_000);
         assert!(prompt.len() < crate::config::MAX_FILE_BYTES as usize);
         fs::write(dir.path().join("prompt.md"), &prompt).expect("write");
@@ -283,8 +283,7 @@ mod tests {
 
     #[test]
     fn a_reload_whose_check_panics_keeps_the_old_config() {
-        let (dir, handle) = demo_loaded();
-        let before = handle.snapshot();
+        let (dir, handle, before) = demo_loaded();
         write_new_persona(dir.path());
         handle.check_with(Box::new(|_, _| panic!("a check failed")));
         let outcome = handle.reload();
@@ -294,8 +293,7 @@ mod tests {
 
     #[test]
     fn system_5_3_reload_keeps_old_config_on_invalid_set() {
-        let (dir, handle) = demo_loaded();
-        let before = handle.snapshot();
+        let (dir, handle, before) = demo_loaded();
 
         // A valid prompt change alongside an invalid tools file: nothing of the set applies.
         write_new_persona(dir.path());
@@ -311,8 +309,7 @@ mod tests {
 
     #[test]
     fn system_5_3_reload_swaps_on_valid_set_and_held_snapshots_stay_unchanged() {
-        let (dir, handle) = demo_loaded();
-        let held = handle.snapshot();
+        let (dir, handle, held) = demo_loaded();
         let old_prompt = held.prompt.clone();
 
         write_new_persona(dir.path());
@@ -328,9 +325,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stuck_reload_times_out_keeps_the_old_config_and_drops_its_late_result() {
-        let (dir, handle) = demo_loaded();
+        let (dir, handle, before) = demo_loaded();
         let handle = Arc::new(handle);
-        let before = handle.snapshot();
         write_new_persona(dir.path());
 
         // A read that blocks until released, as on a hung mount.

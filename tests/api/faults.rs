@@ -714,12 +714,7 @@ async fn fault_a_contact_handed_off_without_the_store_is_held_when_the_store_is_
         app.conversation("8911").await.escalated_at.is_some(),
         "the hold is on disk"
     );
-    let outcomes: Vec<_> = app
-        .turns("8911")
-        .await
-        .into_iter()
-        .map(|t| t.outcome)
-        .collect();
+    let outcomes = app.turn_fields("8911", |t| t.outcome).await;
     assert_eq!(outcomes, [None, Some("held".to_owned())]);
     assert_eq!(tags_sent(&app).await, vec![tag], "handed off once");
     assert!(

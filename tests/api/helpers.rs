@@ -422,6 +422,15 @@ impl TestApp {
         self.store.turns(conversation.id).await.unwrap()
     }
 
+    /// One field of each of `subscriber`'s turns, in order.
+    pub async fn turn_fields<T>(&self, subscriber: &str, field: impl Fn(Turn) -> T) -> Vec<T> {
+        self.turns(subscriber)
+            .await
+            .into_iter()
+            .map(field)
+            .collect()
+    }
+
     /// Waits until the contact's last recorded turn has `outcome` (a lost race's reply is
     /// recorded as `deferred` once the model answers).
     pub async fn until_last_outcome(&self, subscriber: &str, outcome: &str) {

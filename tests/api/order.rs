@@ -71,12 +71,7 @@ async fn system_037_a_second_message_waits_for_the_first_turn_and_sees_its_reply
         history.contains("First answer."),
         "history includes the previous reply"
     );
-    let texts: Vec<String> = app
-        .turns("7001")
-        .await
-        .into_iter()
-        .map(|t| t.text)
-        .collect();
+    let texts = app.turn_fields("7001", |t| t.text).await;
     assert_eq!(
         texts,
         vec![
