@@ -95,7 +95,12 @@ pub(crate) mod tests {
 
     /// A stand-in program: the shell `script`, executable, in `dir`.
     fn stand_in(dir: &Path, script: &str) -> std::path::PathBuf {
-        let program = dir.join("stand-in");
+        stand_in_named(dir, "stand-in", script)
+    }
+
+    /// A stand-in program named `name`: the shell `script`, executable, in `dir`.
+    pub(crate) fn stand_in_named(dir: &Path, name: &str, script: &str) -> std::path::PathBuf {
+        let program = dir.join(name);
         std::fs::write(&program, format!("#!/bin/sh\n{script}\n")).unwrap();
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o700)).unwrap();
         program
