@@ -707,6 +707,32 @@ fn demo_with_plugins(base: &str) -> tempfile::TempDir {
     dir
 }
 
+/// `plugin try seats_left` for `subscriber`, about the handbuilding class.
+fn try_seats_left(subscriber: &'static str) -> Vec<&'static str> {
+    vec![
+        "try",
+        "seats_left",
+        "--subscriber",
+        subscriber,
+        "--arg",
+        "class=handbuilding",
+    ]
+}
+
+/// `plugin try create_lead` for `subscriber` (wheel basics), without `--yes`.
+fn try_create_lead(subscriber: &'static str) -> Vec<&'static str> {
+    vec![
+        "try",
+        "create_lead",
+        "--subscriber",
+        subscriber,
+        "--arg",
+        "class=wheel_basics",
+        "--arg",
+        "summary=Wants wheel.",
+    ]
+}
+
 /// `plugin_command` on a blocking thread, so the test's endpoint keeps answering meanwhile.
 fn plugin_on_a_blocking_thread(
     dir: &Path,
@@ -881,16 +907,7 @@ async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
     let dir = demo_with_plugins(&server.uri());
     let run = |args| plugin_on_a_blocking_thread(dir.path(), args);
 
-    let read = run(vec![
-        "try",
-        "seats_left",
-        "--subscriber",
-        "8120",
-        "--arg",
-        "class=handbuilding",
-    ])
-    .await
-    .unwrap();
+    let read = run(try_seats_left("8120")).await.unwrap();
     assert_eq!(read.status.code(), Some(0), "{read:?}");
     let printed = String::from_utf8_lossy(&read.stdout);
     assert!(
@@ -904,16 +921,7 @@ async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
         ]
     );
 
-    let args = vec![
-        "try",
-        "create_lead",
-        "--subscriber",
-        "8120",
-        "--arg",
-        "class=wheel_basics",
-        "--arg",
-        "summary=Wants wheel.",
-    ];
+    let args = try_create_lead("8120");
     let unconfirmed = run(args.clone()).await.unwrap();
     assert_eq!(unconfirmed.status.code(), Some(1));
     assert!(
@@ -940,34 +948,15 @@ async fn plugin_try_exits_non_zero_when_the_endpoint_refuses() {
         .await;
     let dir = demo_with_plugins(&server.uri());
     let run = |args| plugin_on_a_blocking_thread(dir.path(), args);
-    let read = run(vec![
-        "try",
-        "seats_left",
-        "--subscriber",
-        "8121",
-        "--arg",
-        "class=handbuilding",
-    ])
-    .await
-    .unwrap();
+    let read = run(try_seats_left("8121")).await.unwrap();
     assert_eq!(read.status.code(), Some(1), "{read:?}");
     assert!(
         String::from_utf8_lossy(&read.stdout).contains("request: POST "),
         "{read:?}"
     );
-    let write = run(vec![
-        "try",
-        "create_lead",
-        "--subscriber",
-        "8121",
-        "--arg",
-        "class=wheel_basics",
-        "--arg",
-        "summary=Wants wheel.",
-        "--yes",
-    ])
-    .await
-    .unwrap();
+    let mut confirmed = try_create_lead("8121");
+    confirmed.push("--yes");
+    let write = run(confirmed).await.unwrap();
     assert_eq!(write.status.code(), Some(1), "{write:?}");
     assert!(
         String::from_utf8_lossy(&write.stdout).contains("\"status\":\"failed\""),
