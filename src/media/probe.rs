@@ -152,24 +152,19 @@ fn seconds(text: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::media::process::tests::stand_in_named;
+    use crate::media::process::tests::stand_in;
 
     /// The probe passes `max_pixels`, so a decoder it opens refuses an oversized picture before
     /// allocating it; and a probe that measured nothing counts the video's frame as over the
     /// limit.
     #[tokio::test]
     async fn the_probe_is_bounded_by_max_pixels_and_an_unmeasured_frame_is_over_the_limit() {
-        let dir = tempfile::tempdir().unwrap();
-        let seen = dir.path().join("args");
-        let program = stand_in_named(
-            dir.path(),
+        let (_dir, program, seen) = stand_in(
             "ffprobe",
-            &format!(
-                "echo \"$@\" > {}\n\
-                 echo 'Picture size 16000x16000 exceeds specified max pixel count 1000000' >&2\n\
-                 exit 1",
-                seen.display()
-            ),
+            "args",
+            "echo \"$@\" > {note}\n\
+             echo 'Picture size 16000x16000 exceeds specified max pixel count 1000000' >&2\n\
+             exit 1",
         );
         let limits = MediaLimits {
             max_dimension: 1000,

@@ -166,18 +166,13 @@ impl Ffmpeg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::media::process::tests::{ended, pause, stand_in_named};
+    use crate::media::process::tests::{ended, pause, stand_in};
 
     #[tokio::test]
     async fn spec_020_ffmpeg_is_killed_when_the_turn_drops_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let pid_file = dir.path().join("pid");
         // A stand-in for an ffprobe that never finishes: it notes its pid, then waits forever.
-        let program = stand_in_named(
-            dir.path(),
-            "ffprobe",
-            &format!("echo $$ > '{}'\nexec sleep 600", pid_file.display()),
-        );
+        let (dir, program, pid_file) =
+            stand_in("ffprobe", "pid", "echo $$ > '{note}'\nexec sleep 600");
         let ffmpeg = Ffmpeg::at(dir.path().join("ffmpeg"), &program);
         let input = dir.path().join("video");
         std::fs::write(&input, b"x").unwrap();
