@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manychat_agent::model::Message;
-use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
+use manychat_agent::model::mock::ScriptedModel;
 use manychat_agent::store::{Role, Turn};
 use serde_json::{Value, json};
 
@@ -236,10 +236,7 @@ async fn burst_a_first_piece_whose_client_went_during_the_window_is_answered_thr
 #[tokio::test(start_paused = true)]
 async fn burst_a_piece_after_the_model_started_is_a_new_turn() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([
-        ScriptStep::ok(reply(reply_json("First answer."))).after(Duration::from_secs(3)),
-        ScriptStep::ok(reply(reply_json("Second answer."))),
-    ]));
+    let model = slow_then("First answer.", Duration::from_secs(3), "Second answer.");
     let app = burst_app(model.clone(), None).await;
     let window = window(&app);
     app.returning_contact("8103").await;
@@ -283,10 +280,7 @@ async fn burst_a_piece_after_the_model_started_is_a_new_turn() {
 #[tokio::test(start_paused = true)]
 async fn burst_window_0_answers_every_message_at_once() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([
-        ScriptStep::ok(reply(reply_json("First answer."))).after(Duration::from_secs(2)),
-        ScriptStep::ok(reply(reply_json("Second answer."))),
-    ]));
+    let model = slow_then("First answer.", Duration::from_secs(2), "Second answer.");
     let app = spawn_app_with(
         AppOptions::new(model.clone())
             .with_burst()

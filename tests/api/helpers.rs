@@ -36,6 +36,15 @@ pub fn reply_json(text: &str) -> String {
     .to_string()
 }
 
+/// A model whose first answer, `first`, takes `after` to come, and whose second, `second`,
+/// comes at once.
+pub fn slow_then(first: &str, after: Duration, second: &str) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_steps([
+        ScriptStep::ok(reply(reply_json(first))).after(after),
+        ScriptStep::ok(reply(reply_json(second))),
+    ]))
+}
+
 /// An escalating AgentReply.
 pub fn escalation_json(reason: &str) -> String {
     json!({
