@@ -455,9 +455,19 @@ impl TestApp {
     /// Moves tokio's clock `by`, waits until the outbox holds a row (a late reply, or the
     /// escalation copy an abort queues), then until the app's tasks have settled.
     pub async fn queued_after(&self, by: Duration) {
+        self.advance_until_queued(by).await;
+        self.settle().await;
+    }
+
+    /// [`Self::queued_after`] on a frozen clock: settles with [`Self::settle_advancing`].
+    pub async fn queued_after_advancing(&self, by: Duration) {
+        self.advance_until_queued(by).await;
+        self.settle_advancing().await;
+    }
+
+    async fn advance_until_queued(&self, by: Duration) {
         tokio::time::advance(by).await;
         until(async || !self.outbox().await.is_empty()).await;
-        self.settle().await;
     }
 
     pub async fn outbox(&self) -> Vec<OutboxRow> {

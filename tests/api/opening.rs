@@ -252,9 +252,7 @@ async fn spec_034_verification_4_an_aborted_prospect_turn_with_no_flow_forfeits_
     let app = app_with_server_flows(Backend::Sqlite, model.clone()).await;
     app.returning_contact("8011").await;
     holding_line_at_the_deadline(&app, &model, "8011", "How much is the weekend?").await;
-    tokio::time::advance(Duration::from_secs(22)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle().await;
+    app.queued_after(Duration::from_secs(22)).await;
     let aborted = agent_turn(&app, "8011").await;
     assert_eq!(aborted.outcome.as_deref(), Some("error"));
     assert_eq!(
