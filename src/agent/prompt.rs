@@ -363,12 +363,13 @@ pub fn turn_messages(
     contact_text: &str,
     fence: &Fence,
 ) -> Vec<Message> {
-    let mut text = notices_and_history(notices, history, fence, contact_text.len());
-    text.push_str(LABEL_CONTACT);
-    text.push('\n');
-    text.push_str(&fence.wrap(contact_text));
-
-    vec![Message::User { text }]
+    ending_with(
+        notices,
+        history,
+        fence,
+        LABEL_CONTACT,
+        &fence.wrap(contact_text),
+    )
 }
 
 /// 025: a nudge turn's conversation: the server notices and the history as on any turn, then,
@@ -380,10 +381,22 @@ pub fn follow_up_messages(
     note: &str,
     fence: &Fence,
 ) -> Vec<Message> {
-    let mut text = notices_and_history(notices, history, fence, note.len());
-    text.push_str(LABEL_FOLLOW_UP);
+    ending_with(notices, history, fence, LABEL_FOLLOW_UP, &server_line(note))
+}
+
+/// One user message: the server notices and the history, then `label` over `last` (where the
+/// contact's message stands).
+fn ending_with(
+    notices: &[String],
+    history: &[HistoryTurn],
+    fence: &Fence,
+    label: &str,
+    last: &str,
+) -> Vec<Message> {
+    let mut text = notices_and_history(notices, history, fence, last.len());
+    text.push_str(label);
     text.push('\n');
-    text.push_str(&server_line(note));
+    text.push_str(last);
 
     vec![Message::User { text }]
 }
