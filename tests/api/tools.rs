@@ -226,8 +226,7 @@ async fn spec_012_verification_3_an_aborted_turn_performs_nothing() {
         Duration::from_secs(60),
     );
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
-    app.returning_contact("5110").await;
-    holding_line_at_the_deadline(&app, &model, "5110", "Can I book?").await;
+    returning_contact_held_at_the_deadline(&app, &model, "5110", "Can I book?").await;
     app.queued_after(Duration::from_secs(22)).await;
     assert!(
         app.turns("5110").await.iter().all(|t| t.outcome.is_none()),
