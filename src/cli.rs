@@ -454,17 +454,7 @@ pub fn config_check(env: &HashMap<String, String>) -> CliResult {
             for problem in &unset {
                 println!("not checked: the plugin secret {problem}");
             }
-            let dir = crate::config::printable(&dir);
-            let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
-            println!(
-                "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
-                config.catalog.offerings.len(),
-                tool_entries(&config)
-            );
-            println!(
-                "{}",
-                crate::config::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
-            );
+            print_valid(&crate::config::printable(&dir), &config);
             if let Some(skipped) = skipped {
                 println!("{skipped}");
             }
@@ -501,16 +491,7 @@ pub fn config_check_env(env: &HashMap<String, String>) -> CliResult {
         }
     };
     let config = checked.config.snapshot();
-    let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
-    println!(
-        "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
-        config.catalog.offerings.len(),
-        tool_entries(&config)
-    );
-    println!(
-        "{}",
-        crate::config::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
-    );
+    print_valid(&dir, &config);
     println!(
         "environment: ready for serve (model {}, {}, port {})",
         checked.model.id(),
@@ -521,6 +502,20 @@ pub fn config_check_env(env: &HashMap<String, String>) -> CliResult {
 }
 
 /// The `tools.json` entries the model may use: flows, tags, fields and notes.
+/// The two lines a valid config prints: what `dir` holds, and the opening hours as of now.
+fn print_valid(dir: &str, config: &crate::config::TenantConfig) {
+    let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
+    println!(
+        "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
+        config.catalog.offerings.len(),
+        tool_entries(config)
+    );
+    println!(
+        "{}",
+        crate::config::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
+    );
+}
+
 fn tool_entries(config: &crate::config::TenantConfig) -> usize {
     config.tools.as_ref().map_or(0, |t| {
         t.flows.len() + t.tags.len() + t.fields.len() + t.notes.len()

@@ -115,22 +115,22 @@ impl fmt::Debug for Secret {
 mod tests {
     use super::*;
 
+    /// Each input is refused with its error.
+    fn assert_refused(cases: &[(&str, SubscriberIdError)]) {
+        for (input, error) in cases {
+            assert_eq!(SubscriberId::parse(input), Err(error.clone()), "{input:?}");
+        }
+    }
+
     #[test]
     fn subscriber_id_accepts_digits_and_refuses_the_rest() {
         assert_eq!(SubscriberId::parse(" 12345 ").unwrap().as_str(), "12345");
-        assert_eq!(SubscriberId::parse(""), Err(SubscriberIdError::Empty));
-        assert_eq!(
-            SubscriberId::parse("{{contact.id}}"),
-            Err(SubscriberIdError::NotDigits)
-        );
-        assert_eq!(
-            SubscriberId::parse("12a"),
-            Err(SubscriberIdError::NotDigits)
-        );
-        assert_eq!(
-            SubscriberId::parse(&"9".repeat(21)),
-            Err(SubscriberIdError::TooLong)
-        );
+        assert_refused(&[
+            ("", SubscriberIdError::Empty),
+            ("{{contact.id}}", SubscriberIdError::NotDigits),
+            ("12a", SubscriberIdError::NotDigits),
+            (&"9".repeat(21), SubscriberIdError::TooLong),
+        ]);
     }
 
     #[test]
@@ -147,15 +147,11 @@ mod tests {
 
     #[test]
     fn subscriber_id_is_within_manychats_range_1_to_i64_max() {
-        assert_eq!(SubscriberId::parse("0"), Err(SubscriberIdError::OutOfRange));
-        assert_eq!(
-            SubscriberId::parse("9223372036854775808"),
-            Err(SubscriberIdError::OutOfRange)
-        );
-        assert_eq!(
-            SubscriberId::parse("18446744073709551615"),
-            Err(SubscriberIdError::TooLong)
-        );
+        assert_refused(&[
+            ("0", SubscriberIdError::OutOfRange),
+            ("9223372036854775808", SubscriberIdError::OutOfRange),
+            ("18446744073709551615", SubscriberIdError::TooLong),
+        ]);
         let edge = SubscriberId::parse("9223372036854775807").unwrap();
         assert_eq!(edge.to_json(), serde_json::json!(9223372036854775807i64));
     }

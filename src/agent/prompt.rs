@@ -260,22 +260,18 @@ pub fn static_prefix(cfg: &TenantConfig) -> String {
     push_catalog(&mut out, catalog);
     out.push('\n');
 
-    out.push_str(HEADER_FAQ);
-    out.push('\n');
-    if catalog.faq.is_empty() {
-        out.push_str("(none)\n");
-    }
+    push_header(&mut out, HEADER_FAQ, catalog.faq.is_empty());
     for faq in &catalog.faq {
         push_block(&mut out, "Q: ", &faq.question, "   ");
         push_block(&mut out, "A: ", &faq.answer, "   ");
     }
     out.push('\n');
 
-    out.push_str(HEADER_PAYMENT_OPTIONS);
-    out.push('\n');
-    if catalog.payment_options.is_empty() {
-        out.push_str("(none)\n");
-    }
+    push_header(
+        &mut out,
+        HEADER_PAYMENT_OPTIONS,
+        catalog.payment_options.is_empty(),
+    );
     for option in &catalog.payment_options {
         push_block(
             &mut out,
@@ -285,6 +281,15 @@ pub fn static_prefix(cfg: &TenantConfig) -> String {
         );
     }
     out
+}
+
+/// A section's header on its own line, and `(none)` under it when the section is empty.
+fn push_header(out: &mut String, header: &str, empty: bool) {
+    out.push_str(header);
+    out.push('\n');
+    if empty {
+        out.push_str("(none)\n");
+    }
 }
 
 fn push_catalog(out: &mut String, catalog: &Catalog) {
@@ -358,12 +363,13 @@ pub fn turn_messages(
     contact_text: &str,
     fence: &Fence,
 ) -> Vec<Message> {
-    let mut text = notices_and_history(notices, history, fence, contact_text.len());
-    text.push_str(LABEL_CONTACT);
-    text.push('\n');
-    text.push_str(&fence.wrap(contact_text));
-
-    vec![Message::User { text }]
+    ending_with(
+        notices,
+        history,
+        fence,
+        LABEL_CONTACT,
+        &fence.wrap(contact_text),
+    )
 }
 
 /// 025: a nudge turn's conversation: the server notices and the history as on any turn, then,
@@ -375,10 +381,22 @@ pub fn follow_up_messages(
     note: &str,
     fence: &Fence,
 ) -> Vec<Message> {
-    let mut text = notices_and_history(notices, history, fence, note.len());
-    text.push_str(LABEL_FOLLOW_UP);
+    ending_with(notices, history, fence, LABEL_FOLLOW_UP, &server_line(note))
+}
+
+/// One user message: the server notices and the history, then `label` over `last` (where the
+/// contact's message stands).
+fn ending_with(
+    notices: &[String],
+    history: &[HistoryTurn],
+    fence: &Fence,
+    label: &str,
+    last: &str,
+) -> Vec<Message> {
+    let mut text = notices_and_history(notices, history, fence, last.len());
+    text.push_str(label);
     text.push('\n');
-    text.push_str(&server_line(note));
+    text.push_str(last);
 
     vec![Message::User { text }]
 }
@@ -399,12 +417,8 @@ fn notices_and_history(
             .sum::<usize>()
         + tail;
     let mut text = String::with_capacity(texts + 256);
-    text.push_str(LABEL_NOTICES);
-    text.push('\n');
     let notices: Vec<&String> = notices.iter().filter(|n| !n.trim().is_empty()).collect();
-    if notices.is_empty() {
-        text.push_str("(none)\n");
-    }
+    push_header(&mut text, LABEL_NOTICES, notices.is_empty());
     for n in notices {
         // A notice is server-written, but may quote a configured value; a marker in it would
         // still confuse the fence, so it is stripped like everything else.

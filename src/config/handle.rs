@@ -238,14 +238,25 @@ mod tests {
         dir
     }
 
+    /// A copy of the demo config, a handle that loaded it, and the snapshot it loaded.
+    fn demo_loaded() -> (tempfile::TempDir, ConfigHandle, Arc<TenantConfig>) {
+        let dir = demo_copy();
+        let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
+        let loaded = handle.snapshot();
+        (dir, handle, loaded)
+    }
+
+    /// A valid change: a new `prompt.md`.
+    fn write_new_persona(dir: &std::path::Path) {
+        fs::write(dir.join("prompt.md"), "A new persona for {{businessName}}.").expect("write");
+    }
+
     /// Each file under its size limit, yet `prompt.md` repeats the placeholder 65,000 times and
     /// `businessName` is 200,000 characters: the set is refused, naming both files and rules,
     /// before anything is expanded, and the config in force stays.
     #[test]
     fn a_config_that_would_expand_without_bound_is_refused_and_the_old_one_kept() {
-        let dir = demo_copy();
-        let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
-        let before = handle.snapshot();
+        let (dir, handle, before) = demo_loaded();
         let prompt = "{{businessName}}".repeat(65_000);
         assert!(prompt.len() < crate::config::MAX_FILE_BYTES as usize);
         fs::write(dir.path().join("prompt.md"), &prompt).expect("write");
@@ -272,14 +283,8 @@ mod tests {
 
     #[test]
     fn a_reload_whose_check_panics_keeps_the_old_config() {
-        let dir = demo_copy();
-        let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
-        let before = handle.snapshot();
-        fs::write(
-            dir.path().join("prompt.md"),
-            "A new persona for {{businessName}}.",
-        )
-        .expect("write");
+        let (dir, handle, before) = demo_loaded();
+        write_new_persona(dir.path());
         handle.check_with(Box::new(|_, _| panic!("a check failed")));
         let outcome = handle.reload();
         assert!(matches!(outcome, ReloadOutcome::Rejected(_)), "{outcome:?}");
@@ -288,16 +293,10 @@ mod tests {
 
     #[test]
     fn system_5_3_reload_keeps_old_config_on_invalid_set() {
-        let dir = demo_copy();
-        let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
-        let before = handle.snapshot();
+        let (dir, handle, before) = demo_loaded();
 
         // A valid prompt change alongside an invalid tools file: nothing of the set applies.
-        fs::write(
-            dir.path().join("prompt.md"),
-            "A new persona for {{businessName}}.",
-        )
-        .expect("write");
+        write_new_persona(dir.path());
         fs::write(dir.path().join("tools.json"), "{\"flows\": [{}]}").expect("write");
 
         let outcome = handle.reload();
@@ -310,16 +309,10 @@ mod tests {
 
     #[test]
     fn system_5_3_reload_swaps_on_valid_set_and_held_snapshots_stay_unchanged() {
-        let dir = demo_copy();
-        let handle = ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads");
-        let held = handle.snapshot();
+        let (dir, handle, held) = demo_loaded();
         let old_prompt = held.prompt.clone();
 
-        fs::write(
-            dir.path().join("prompt.md"),
-            "A new persona for {{businessName}}.",
-        )
-        .expect("write");
+        write_new_persona(dir.path());
         assert_eq!(handle.reload(), ReloadOutcome::Applied);
 
         let now = handle.snapshot();
@@ -332,15 +325,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stuck_reload_times_out_keeps_the_old_config_and_drops_its_late_result() {
-        let dir = demo_copy();
-        let handle =
-            Arc::new(ConfigHandle::load(dir.path(), ConfigContext::default()).expect("loads"));
-        let before = handle.snapshot();
-        fs::write(
-            dir.path().join("prompt.md"),
-            "A new persona for {{businessName}}.",
-        )
-        .expect("write");
+        let (dir, handle, before) = demo_loaded();
+        let handle = Arc::new(handle);
+        write_new_persona(dir.path());
 
         // A read that blocks until released, as on a hung mount.
         let (release, stuck) = std::sync::mpsc::channel::<()>();

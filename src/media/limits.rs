@@ -87,7 +87,7 @@ impl JobSlots {
 mod tests {
     use super::*;
     use crate::media::probe::Probe;
-    use crate::media::process::tests::pause;
+    use crate::media::process::tests::{pause, stand_in};
     use crate::media::video::Ffmpeg;
     use crate::media::{FallbackCause, MediaKind, MediaRef, MediaService, MediaSettings, Prepared};
     use crate::model::ModelError;
@@ -195,23 +195,9 @@ mod tests {
     #[tokio::test]
     #[ignore = "needs ffmpeg on PATH (`.ci/run` installs it)"]
     async fn hostile_media_an_oversized_frame_is_refused_by_the_probe_before_ffmpeg_decodes_it() {
-        use std::os::unix::fs::PermissionsExt as _;
         let real = Ffmpeg::find().expect("these tests need ffmpeg and ffprobe on PATH");
-        let dir = tempfile::tempdir().unwrap();
         // ffmpeg is a stand-in that leaves a mark when it runs; ffprobe is the real one.
-        let ran = dir.path().join("ffmpeg-ran");
-        let ffmpeg = dir.path().join("ffmpeg");
-        std::fs::write(
-            &ffmpeg,
-            format!(
-                "#!/bin/sh
-touch '{}'
-",
-                ran.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&ffmpeg, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let (_dir, ffmpeg, ran) = stand_in("ffmpeg", "ffmpeg-ran", "touch '{note}'");
         let files = file_host("video/mp4", MP4_WIDE).await;
         let service = MediaService::new(MediaSettings {
             ffmpeg: Some(Ffmpeg::at(&ffmpeg, real.ffprobe_path())),

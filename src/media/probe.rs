@@ -152,27 +152,20 @@ fn seconds(text: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::process::tests::stand_in;
 
     /// The probe passes `max_pixels`, so a decoder it opens refuses an oversized picture before
     /// allocating it; and a probe that measured nothing counts the video's frame as over the
     /// limit.
     #[tokio::test]
     async fn the_probe_is_bounded_by_max_pixels_and_an_unmeasured_frame_is_over_the_limit() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let dir = tempfile::tempdir().unwrap();
-        let seen = dir.path().join("args");
-        let program = dir.path().join("ffprobe");
-        std::fs::write(
-            &program,
-            format!(
-                "#!/bin/sh\necho \"$@\" > {}\n\
-                 echo 'Picture size 16000x16000 exceeds specified max pixel count 1000000' >&2\n\
-                 exit 1\n",
-                seen.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let (_dir, program, seen) = stand_in(
+            "ffprobe",
+            "args",
+            "echo \"$@\" > {note}\n\
+             echo 'Picture size 16000x16000 exceeds specified max pixel count 1000000' >&2\n\
+             exit 1",
+        );
         let limits = MediaLimits {
             max_dimension: 1000,
             ..MediaLimits::default()

@@ -93,12 +93,21 @@ pub(crate) mod tests {
     use std::os::unix::fs::PermissionsExt as _;
     use std::time::Duration;
 
-    /// A stand-in program: the shell `script`, executable, in `dir`.
-    fn stand_in(dir: &Path, script: &str) -> std::path::PathBuf {
-        let program = dir.join("stand-in");
+    /// A stand-in program in a new folder: `name`, executable, running the shell `script`, in
+    /// which `{note}` stands for the path of the file `note` in that folder (where the program
+    /// leaves what the test reads). The folder, the program and the note's path.
+    pub(crate) fn stand_in(
+        name: &str,
+        note: &str,
+        script: &str,
+    ) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let note = dir.path().join(note);
+        let program = dir.path().join(name);
+        let script = script.replace("{note}", &note.display().to_string());
         std::fs::write(&program, format!("#!/bin/sh\n{script}\n")).unwrap();
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o700)).unwrap();
-        program
+        (dir, program, note)
     }
 
     /// Whether process `pid` has ended (gone, or a zombie awaiting its reaper).
@@ -119,14 +128,10 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn hostile_media_each_process_runs_under_memory_cpu_file_size_and_core_limits() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("limits");
-        let program = stand_in(
-            dir.path(),
-            &format!(
-                "echo $(ulimit -v) $(ulimit -t) $(ulimit -f) $(ulimit -c) > '{}'",
-                out.display()
-            ),
+        let (_dir, program, out) = stand_in(
+            "stand-in",
+            "limits",
+            "echo $(ulimit -v) $(ulimit -t) $(ulimit -f) $(ulimit -c) > '{note}'",
         );
         let limits = MediaLimits {
             process_memory: 256 * 1024 * 1024,
@@ -143,13 +148,9 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn hostile_media_a_process_over_its_time_limit_is_killed() {
-        let dir = tempfile::tempdir().unwrap();
-        let pid_file = dir.path().join("pid");
         // A program that never finishes: it notes its pid, then waits forever.
-        let program = stand_in(
-            dir.path(),
-            &format!("echo $$ > '{}'\nexec sleep 600", pid_file.display()),
-        );
+        let (_dir, program, pid_file) =
+            stand_in("stand-in", "pid", "echo $$ > '{note}'\nexec sleep 600");
         // The limit is real time (a process ignores tokio's clock): a short one.
         let limits = MediaLimits {
             process_time: Duration::from_millis(300),

@@ -166,24 +166,13 @@ impl Ffmpeg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::media::process::tests::{ended, pause};
+    use crate::media::process::tests::{ended, pause, stand_in};
 
     #[tokio::test]
     async fn spec_020_ffmpeg_is_killed_when_the_turn_drops_it() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let dir = tempfile::tempdir().unwrap();
-        let pid_file = dir.path().join("pid");
         // A stand-in for an ffprobe that never finishes: it notes its pid, then waits forever.
-        let program = dir.path().join("ffprobe");
-        std::fs::write(
-            &program,
-            format!(
-                "#!/bin/sh\necho $$ > '{}'\nexec sleep 600\n",
-                pid_file.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let (dir, program, pid_file) =
+            stand_in("ffprobe", "pid", "echo $$ > '{note}'\nexec sleep 600");
         let ffmpeg = Ffmpeg::at(dir.path().join("ffmpeg"), &program);
         let input = dir.path().join("video");
         std::fs::write(&input, b"x").unwrap();

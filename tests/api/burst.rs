@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manychat_agent::model::Message;
-use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
-use manychat_agent::store::Role;
+use manychat_agent::model::mock::ScriptedModel;
+use manychat_agent::store::{Role, Turn};
 use serde_json::{Value, json};
 
 use crate::helpers::*;
@@ -119,14 +119,19 @@ fn one_answer() -> Arc<ScriptedModel> {
     )]))
 }
 
+/// Each turn's role, text and outcome, in order.
+fn role_text_outcome(turns: &[Turn]) -> Vec<(Role, &str, Option<&str>)> {
+    turns
+        .iter()
+        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
+        .collect()
+}
+
 /// The contact's record after a three-piece burst: the three pieces in order (the first
 /// `burst_merged`, the others `burst_joined`) and one agent turn with `outcome`.
 async fn assert_one_turn_of_three_pieces(app: &TestApp, subscriber: &str, outcome: &str) {
     let turns = app.turns(subscriber).await;
-    let recorded: Vec<(Role, &str, Option<&str>)> = turns
-        .iter()
-        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
-        .collect();
+    let recorded = role_text_outcome(&turns);
     assert_eq!(
         recorded,
         [
@@ -231,10 +236,7 @@ async fn burst_a_first_piece_whose_client_went_during_the_window_is_answered_thr
 #[tokio::test(start_paused = true)]
 async fn burst_a_piece_after_the_model_started_is_a_new_turn() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([
-        ScriptStep::ok(reply(reply_json("First answer."))).after(Duration::from_secs(3)),
-        ScriptStep::ok(reply(reply_json("Second answer."))),
-    ]));
+    let model = slow_then("First answer.", Duration::from_secs(3), "Second answer.");
     let app = burst_app(model.clone(), None).await;
     let window = window(&app);
     app.returning_contact("8103").await;
@@ -278,10 +280,7 @@ async fn burst_a_piece_after_the_model_started_is_a_new_turn() {
 #[tokio::test(start_paused = true)]
 async fn burst_window_0_answers_every_message_at_once() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([
-        ScriptStep::ok(reply(reply_json("First answer."))).after(Duration::from_secs(2)),
-        ScriptStep::ok(reply(reply_json("Second answer."))),
-    ]));
+    let model = slow_then("First answer.", Duration::from_secs(2), "Second answer.");
     let app = spawn_app_with(
         AppOptions::new(model.clone())
             .with_burst()
@@ -622,10 +621,7 @@ async fn burst_killed_in_its_window_is_answered(backend: Backend) {
 
     // What a kill leaves now: the store as it is.
     let turns = killed.turns("8131").await;
-    let recorded: Vec<(Role, &str, Option<&str>)> = turns
-        .iter()
-        .map(|t| (t.role, t.text.as_str(), t.outcome.as_deref()))
-        .collect();
+    let recorded = role_text_outcome(&turns);
     assert_eq!(
         recorded,
         [

@@ -336,7 +336,7 @@ async fn killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_a
 
 use std::sync::Arc;
 
-use manychat_agent::model::mock::{HangingModel, ScriptStep, ScriptedModel, reply};
+use manychat_agent::model::mock::{HangingModel, ScriptedModel};
 use manychat_agent::store::{OutboxKind, OutboxStatus};
 use wiremock::Mock;
 use wiremock::matchers::{method, path};
@@ -499,10 +499,7 @@ async fn a_load_shed_contact_is_recorded_and_handed_off() {
 #[tokio::test(start_paused = true)]
 async fn a_turn_still_computing_after_a_lost_race_counts_against_the_bound() {
     let _frozen = FrozenClock::freeze();
-    let model = Arc::new(ScriptedModel::from_steps([
-        ScriptStep::ok(reply(reply_json("Late answer."))).after(Duration::from_secs(20)),
-        ScriptStep::ok(reply(reply_json("Never reached."))),
-    ]));
+    let model = slow_then("Late answer.", Duration::from_secs(20), "Never reached.");
     let app = spawn_app_with(AppOptions::new(model.clone()).env("MAX_TURNS_IN_FLIGHT", "1")).await;
     let first = send_in_background(&app, "9107", "Slow question");
     until(async || model.calls() == 1).await;

@@ -498,6 +498,26 @@ async fn queue_reply(app: &TestApp, subscriber: &str, text: &str, after: Duratio
     queue_reply_at(app, subscriber, text, chrono::Utc::now(), after).await
 }
 
+/// Stops `app` (SIGTERM: the shutdown token) while the paused clock moves `step` at a time, at
+/// most `steps` times; how far it moved before the stop ended, or `None` when it did not end.
+async fn stop_moving_the_clock(app: TestApp, step: Duration, steps: u32) -> Option<Duration> {
+    let mut stopping = tokio::spawn(app.stop());
+    let mut moved = Duration::ZERO;
+    for _ in 0..steps {
+        tokio::select! {
+            done = &mut stopping => {
+                done.unwrap();
+                return Some(moved);
+            }
+            _ = real_pause() => {
+                tokio::time::advance(step).await;
+                moved += step;
+            }
+        }
+    }
+    None
+}
+
 #[tokio::test(start_paused = true)]
 async fn fault_sigterm_delivers_the_replies_that_fall_due_within_the_shutdown_drain() {
     let _frozen = FrozenClock::freeze();
@@ -515,19 +535,8 @@ async fn fault_sigterm_delivers_the_replies_that_fall_due_within_the_shutdown_dr
     let store = app.store.clone();
 
     // SIGTERM (the shutdown token): the default drain is 10 s. The clock moves only here.
-    let mut stopping = tokio::spawn(app.stop());
-    let mut stopped = false;
-    for _ in 0..4000 {
-        tokio::select! {
-            done = &mut stopping => {
-                done.unwrap();
-                stopped = true;
-                break;
-            }
-            _ = real_pause() => tokio::time::advance(Duration::from_millis(50)).await,
-        }
-    }
-    assert!(stopped, "shutdown ends within its bounds");
+    let stopped = stop_moving_the_clock(app, Duration::from_millis(50), 4000).await;
+    assert!(stopped.is_some(), "shutdown ends within its bounds");
     let status = |row: Option<manychat_agent::store::OutboxRow>| row.unwrap().status;
     assert_eq!(
         status(store.outbox_row(soon).await.unwrap()),
@@ -567,24 +576,9 @@ async fn fault_sigterm_stops_the_outbox_at_the_drain_bound_and_leaves_the_rest_o
     }
     let store = app.store.clone();
 
-    let mut stopping = tokio::spawn(app.stop());
-    let step = Duration::from_millis(10);
-    let mut moved = Duration::ZERO;
-    let mut stopped = false;
-    for _ in 0..2000 {
-        tokio::select! {
-            done = &mut stopping => {
-                done.unwrap();
-                stopped = true;
-                break;
-            }
-            _ = real_pause() => {
-                tokio::time::advance(step).await;
-                moved += step;
-            }
-        }
-    }
-    assert!(stopped, "shutdown ends");
+    let stopped = stop_moving_the_clock(app, Duration::from_millis(10), 2000).await;
+    assert!(stopped.is_some(), "shutdown ends");
+    let moved = stopped.unwrap();
     assert!(
         moved <= Duration::from_millis(2500),
         "the worker stops within the drain (1 s) and a request's grace (1 s): {moved:?}"
@@ -720,12 +714,7 @@ async fn fault_a_contact_handed_off_without_the_store_is_held_when_the_store_is_
         app.conversation("8911").await.escalated_at.is_some(),
         "the hold is on disk"
     );
-    let outcomes: Vec<_> = app
-        .turns("8911")
-        .await
-        .into_iter()
-        .map(|t| t.outcome)
-        .collect();
+    let outcomes = app.turn_fields("8911", |t| t.outcome).await;
     assert_eq!(outcomes, [None, Some("held".to_owned())]);
     assert_eq!(tags_sent(&app).await, vec![tag], "handed off once");
     assert!(

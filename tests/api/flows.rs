@@ -261,8 +261,7 @@ async fn spec_029_verification_5_a_deferred_call_aborted_after_sending_a_flow_re
         ScriptStep::ok(answer("Too late.")).after(Duration::from_secs(60)),
     ]));
     let app = spawn_app_with(AppOptions::new(model.clone())).await;
-    app.returning_contact("7108").await;
-    holding_line_at_the_deadline(&app, &model, "7108", "What is the weekend like?").await;
+    returning_contact_held_at_the_deadline(&app, &model, "7108", "What is the weekend like?").await;
     app.queued_after(Duration::from_secs(22)).await;
     let turn = agent_turn(&app, "7108").await;
     assert_eq!(turn.outcome.as_deref(), Some("error"));

@@ -318,28 +318,49 @@ async fn trickle_heads(app: &TestApp, flood: &mut Vec<TcpStream>, n: usize) {
     }
 }
 
+/// A whole request a smuggling test hides after a body; it must never be served.
+const HIDDEN_REQUEST: &str = "POST /v1/channels/manychat/message HTTP/1.1\r\nHost: agent.test\r\n\
+                              Content-Type: application/json\r\nContent-Length: 37\r\n\r\n\
+                              {\"subscriber_id\":\"1\",\"text\":\"hidden\"}";
+
+/// A response read from a connection: status, head, body.
+type Response = (u16, String, Vec<u8>);
+
+/// To a fresh app, sends `POST /health` with the `framing` header lines, an empty chunked body
+/// and [`HIDDEN_REQUEST`] after it; the app, its model, the connection and the response.
+async fn smuggle(framing: &str) -> (TestApp, Arc<ScriptedModel>, TcpStream, Response) {
+    let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
+    let app = spawn_app(model.clone()).await;
+    let smuggled = format!(
+        "POST /health HTTP/1.1\r\nHost: agent.test\r\n{framing}\r\n0\r\n\r\n{HIDDEN_REQUEST}"
+    );
+    let mut stream = connect(&app).await;
+    stream.write_all(smuggled.as_bytes()).await.unwrap();
+    let response = read_response(&mut stream).await;
+    (app, model, stream, response)
+}
+
+/// After [`smuggle`]: the connection is not reused and the hidden request was never served.
+async fn assert_nothing_hidden_served(
+    app: &TestApp,
+    model: &ScriptedModel,
+    stream: &mut TcpStream,
+) {
+    assert!(closed(stream).await, "the connection is not reused");
+    app.settle().await;
+    assert_eq!(model.calls(), 0, "the hidden request was not served");
+}
+
 /// Only `Transfer-Encoding: chunked` frames a body: `identity, chunked` is refused naming the
 /// header, and a request hidden in its body is never served.
 #[tokio::test]
 async fn framing_a_transfer_encoding_other_than_chunked_is_refused_and_nothing_hidden_is_served() {
-    let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
-    let app = spawn_app(model.clone()).await;
-    let hidden = "POST /v1/channels/manychat/message HTTP/1.1\r\nHost: agent.test\r\n\
-                  Content-Type: application/json\r\nContent-Length: 37\r\n\r\n\
-                  {\"subscriber_id\":\"1\",\"text\":\"hidden\"}";
-    let smuggled = format!(
-        "POST /health HTTP/1.1\r\nHost: agent.test\r\nTransfer-Encoding: identity, chunked\r\n\r\n\
-         0\r\n\r\n{hidden}"
-    );
-    let mut stream = connect(&app).await;
-    stream.write_all(smuggled.as_bytes()).await.unwrap();
-    let (status, head, body) = read_response(&mut stream).await;
+    let (app, model, mut stream, (status, head, body)) =
+        smuggle("Transfer-Encoding: identity, chunked\r\n").await;
     assert_eq!(status, 400, "{head}");
     let body: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(body["field"], "transfer-encoding");
-    assert!(closed(&mut stream).await, "the connection is not reused");
-    app.settle().await;
-    assert_eq!(model.calls(), 0, "the hidden request was not served");
+    assert_nothing_hidden_served(&app, &model, &mut stream).await;
 
     // Plain chunked is still accepted.
     let mut stream = connect(&app).await;
@@ -355,27 +376,15 @@ async fn framing_a_transfer_encoding_other_than_chunked_is_refused_and_nothing_h
 /// after the chunks (where a proxy trusting the length would see a body) is never served.
 #[tokio::test]
 async fn framing_content_length_beside_chunked_is_answered_once_and_the_connection_closed() {
-    let model = Arc::new(ScriptedModel::replies(Vec::<String>::new()));
-    let app = spawn_app(model.clone()).await;
-    let hidden = "POST /v1/channels/manychat/message HTTP/1.1\r\nHost: agent.test\r\n\
-                  Content-Type: application/json\r\nContent-Length: 37\r\n\r\n\
-                  {\"subscriber_id\":\"1\",\"text\":\"hidden\"}";
-    let smuggled = format!(
-        "POST /health HTTP/1.1\r\nHost: agent.test\r\nContent-Length: 5\r\n\
-         Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n{hidden}"
-    );
-    let mut stream = connect(&app).await;
-    stream.write_all(smuggled.as_bytes()).await.unwrap();
-    let (status, head, _) = read_response(&mut stream).await;
+    let (app, model, mut stream, (status, head, _)) =
+        smuggle("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n").await;
     // The route's own answer (GET only here), on a connection marked to close.
     assert_eq!(status, 405, "{head}");
     assert!(
         head.to_ascii_lowercase().contains("connection: close"),
         "{head}"
     );
-    assert!(closed(&mut stream).await, "the connection is not reused");
-    app.settle().await;
-    assert_eq!(model.calls(), 0, "the hidden request was not served");
+    assert_nothing_hidden_served(&app, &model, &mut stream).await;
 }
 
 async fn metrics_on(stream: &mut TcpStream) -> String {

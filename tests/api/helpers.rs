@@ -36,6 +36,15 @@ pub fn reply_json(text: &str) -> String {
     .to_string()
 }
 
+/// A model whose first answer, `first`, takes `after` to come, and whose second, `second`,
+/// comes at once.
+pub fn slow_then(first: &str, after: Duration, second: &str) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_steps([
+        ScriptStep::ok(reply(reply_json(first))).after(after),
+        ScriptStep::ok(reply(reply_json(second))),
+    ]))
+}
+
 /// An escalating AgentReply.
 pub fn escalation_json(reason: &str) -> String {
     json!({
@@ -422,6 +431,15 @@ impl TestApp {
         self.store.turns(conversation.id).await.unwrap()
     }
 
+    /// One field of each of `subscriber`'s turns, in order.
+    pub async fn turn_fields<T>(&self, subscriber: &str, field: impl Fn(Turn) -> T) -> Vec<T> {
+        self.turns(subscriber)
+            .await
+            .into_iter()
+            .map(field)
+            .collect()
+    }
+
     /// Waits until the contact's last recorded turn has `outcome` (a lost race's reply is
     /// recorded as `deferred` once the model answers).
     pub async fn until_last_outcome(&self, subscriber: &str, outcome: &str) {
@@ -437,9 +455,19 @@ impl TestApp {
     /// Moves tokio's clock `by`, waits until the outbox holds a row (a late reply, or the
     /// escalation copy an abort queues), then until the app's tasks have settled.
     pub async fn queued_after(&self, by: Duration) {
+        self.advance_until_queued(by).await;
+        self.settle().await;
+    }
+
+    /// [`Self::queued_after`] on a frozen clock: settles with [`Self::settle_advancing`].
+    pub async fn queued_after_advancing(&self, by: Duration) {
+        self.advance_until_queued(by).await;
+        self.settle_advancing().await;
+    }
+
+    async fn advance_until_queued(&self, by: Duration) {
         tokio::time::advance(by).await;
         until(async || !self.outbox().await.is_empty()).await;
-        self.settle().await;
     }
 
     pub async fn outbox(&self) -> Vec<OutboxRow> {

@@ -250,11 +250,8 @@ async fn spec_034_verification_4_an_aborted_prospect_turn_with_no_flow_forfeits_
         ScriptStep::ok(answer("The weekend course is on Saturdays.")),
     ]));
     let app = app_with_server_flows(Backend::Sqlite, model.clone()).await;
-    app.returning_contact("8011").await;
-    holding_line_at_the_deadline(&app, &model, "8011", "How much is the weekend?").await;
-    tokio::time::advance(Duration::from_secs(22)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle().await;
+    returning_contact_held_at_the_deadline(&app, &model, "8011", "How much is the weekend?").await;
+    app.queued_after(Duration::from_secs(22)).await;
     let aborted = agent_turn(&app, "8011").await;
     assert_eq!(aborted.outcome.as_deref(), Some("error"));
     assert_eq!(
@@ -339,8 +336,8 @@ async fn spec_034_verification_4_a_lost_race_sends_the_opening_when_the_call_set
         Duration::from_secs(10),
     );
     let app = app_with_server_flows(Backend::Sqlite, model.clone()).await;
-    app.returning_contact("8008").await;
-    holding_line_at_the_deadline(&app, &model, "8008", "What is the weekend course?").await;
+    returning_contact_held_at_the_deadline(&app, &model, "8008", "What is the weekend course?")
+        .await;
     assert!(
         received(&app).await.is_empty(),
         "the holding line first: the call has not settled"

@@ -29,10 +29,7 @@ async fn second_message_during_the_first_turn(
     Background<Value>,
     Background<Value>,
 ) {
-    let model = Arc::new(ScriptedModel::from_steps([
-        ScriptStep::ok(reply(reply_json(first_answer))).after(Duration::from_secs(seconds)),
-        ScriptStep::ok(reply(reply_json("Second answer."))),
-    ]));
+    let model = slow_then(first_answer, Duration::from_secs(seconds), "Second answer.");
     let app = spawn_app(model.clone()).await;
     let first = send(&app, subscriber, "First question");
     until(async || model.calls() == 1).await;
@@ -71,12 +68,7 @@ async fn system_037_a_second_message_waits_for_the_first_turn_and_sees_its_reply
         history.contains("First answer."),
         "history includes the previous reply"
     );
-    let texts: Vec<String> = app
-        .turns("7001")
-        .await
-        .into_iter()
-        .map(|t| t.text)
-        .collect();
+    let texts = app.turn_fields("7001", |t| t.text).await;
     assert_eq!(
         texts,
         vec![

@@ -88,6 +88,14 @@ async fn lead_calls_for(server: &MockServer, subscriber: &str) -> usize {
         .count()
 }
 
+/// A database on `backend` that outlives one process (SQLite: a file in `dir`).
+async fn lasting_database_url(backend: Backend, dir: &std::path::Path) -> String {
+    match backend {
+        Backend::Sqlite => sqlite_file_url(dir),
+        Backend::Postgres => fresh_postgres_url().await,
+    }
+}
+
 async fn recorded_write(app: &TestApp, subscriber: &str) -> Value {
     agent_turn(app, subscriber).await.actions.unwrap()[0].clone()
 }
@@ -95,10 +103,7 @@ async fn recorded_write(app: &TestApp, subscriber: &str) -> Value {
 async fn plugin_a_write_under_way_when_its_process_stopped_is_never_sent_again(backend: Backend) {
     let _frozen = FrozenClock::freeze();
     let _dir = tempfile::tempdir().unwrap();
-    let url = match backend {
-        Backend::Sqlite => sqlite_file_url(_dir.path()),
-        Backend::Postgres => fresh_postgres_url().await,
-    };
+    let url = lasting_database_url(backend, _dir.path()).await;
     let server = endpoint_holding("8122").await;
     let first = app_on_database(&url, &server).await;
 
@@ -180,10 +185,7 @@ async fn plugin_an_inline_write_under_way_when_its_process_stopped_is_settled_fa
 ) {
     let _frozen = FrozenClock::freeze();
     let _dir = tempfile::tempdir().unwrap();
-    let url = match backend {
-        Backend::Sqlite => sqlite_file_url(_dir.path()),
-        Backend::Postgres => fresh_postgres_url().await,
-    };
+    let url = lasting_database_url(backend, _dir.path()).await;
     let server = endpoint_holding("8131").await;
     let plugins = plugins_json(&server.uri());
     let model = script(vec![

@@ -699,6 +699,49 @@ fn binary() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
 }
 
+/// A copy of the demo tenant whose plugin tools call `base`.
+fn demo_with_plugins(base: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_demo_tenant(dir.path());
+    write_plugins(dir.path(), &plugins_json(base));
+    dir
+}
+
+/// `plugin try seats_left` for `subscriber`, about the handbuilding class.
+fn try_seats_left(subscriber: &'static str) -> Vec<&'static str> {
+    vec![
+        "try",
+        "seats_left",
+        "--subscriber",
+        subscriber,
+        "--arg",
+        "class=handbuilding",
+    ]
+}
+
+/// `plugin try create_lead` for `subscriber` (wheel basics), without `--yes`.
+fn try_create_lead(subscriber: &'static str) -> Vec<&'static str> {
+    vec![
+        "try",
+        "create_lead",
+        "--subscriber",
+        subscriber,
+        "--arg",
+        "class=wheel_basics",
+        "--arg",
+        "summary=Wants wheel.",
+    ]
+}
+
+/// `plugin_command` on a blocking thread, so the test's endpoint keeps answering meanwhile.
+fn plugin_on_a_blocking_thread(
+    dir: &Path,
+    args: Vec<&'static str>,
+) -> tokio::task::JoinHandle<std::process::Output> {
+    let dir = dir.to_owned();
+    tokio::task::spawn_blocking(move || plugin_command(&dir, &args))
+}
+
 fn plugin_command(dir: &Path, args: &[&str]) -> std::process::Output {
     binary()
         .arg("plugin")
@@ -861,25 +904,10 @@ fn plugin_new_writes_keys_in_the_documented_order_and_keeps_the_files_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
     let server = endpoint(json!({"seats": 5, "next_date": "Monday"})).await;
-    let dir = tempfile::tempdir().unwrap();
-    copy_demo_tenant(dir.path());
-    write_plugins(dir.path(), &plugins_json(&server.uri()));
-    let path = dir.path().to_owned();
-    let run = move |args: Vec<&'static str>| {
-        let path = path.clone();
-        tokio::task::spawn_blocking(move || plugin_command(&path, &args))
-    };
+    let dir = demo_with_plugins(&server.uri());
+    let run = |args| plugin_on_a_blocking_thread(dir.path(), args);
 
-    let read = run(vec![
-        "try",
-        "seats_left",
-        "--subscriber",
-        "8120",
-        "--arg",
-        "class=handbuilding",
-    ])
-    .await
-    .unwrap();
+    let read = run(try_seats_left("8120")).await.unwrap();
     assert_eq!(read.status.code(), Some(0), "{read:?}");
     let printed = String::from_utf8_lossy(&read.stdout);
     assert!(
@@ -893,16 +921,7 @@ async fn plugin_try_makes_one_signed_call_and_a_write_needs_yes() {
         ]
     );
 
-    let args = vec![
-        "try",
-        "create_lead",
-        "--subscriber",
-        "8120",
-        "--arg",
-        "class=wheel_basics",
-        "--arg",
-        "summary=Wants wheel.",
-    ];
+    let args = try_create_lead("8120");
     let unconfirmed = run(args.clone()).await.unwrap();
     assert_eq!(unconfirmed.status.code(), Some(1));
     assert!(
@@ -927,42 +946,17 @@ async fn plugin_try_exits_non_zero_when_the_endpoint_refuses() {
         .respond_with(ResponseTemplate::new(401))
         .mount(&server)
         .await;
-    let dir = tempfile::tempdir().unwrap();
-    copy_demo_tenant(dir.path());
-    write_plugins(dir.path(), &plugins_json(&server.uri()));
-    let path = dir.path().to_owned();
-    let run = move |args: Vec<&'static str>| {
-        let path = path.clone();
-        tokio::task::spawn_blocking(move || plugin_command(&path, &args))
-    };
-    let read = run(vec![
-        "try",
-        "seats_left",
-        "--subscriber",
-        "8121",
-        "--arg",
-        "class=handbuilding",
-    ])
-    .await
-    .unwrap();
+    let dir = demo_with_plugins(&server.uri());
+    let run = |args| plugin_on_a_blocking_thread(dir.path(), args);
+    let read = run(try_seats_left("8121")).await.unwrap();
     assert_eq!(read.status.code(), Some(1), "{read:?}");
     assert!(
         String::from_utf8_lossy(&read.stdout).contains("request: POST "),
         "{read:?}"
     );
-    let write = run(vec![
-        "try",
-        "create_lead",
-        "--subscriber",
-        "8121",
-        "--arg",
-        "class=wheel_basics",
-        "--arg",
-        "summary=Wants wheel.",
-        "--yes",
-    ])
-    .await
-    .unwrap();
+    let mut confirmed = try_create_lead("8121");
+    confirmed.push("--yes");
+    let write = run(confirmed).await.unwrap();
     assert_eq!(write.status.code(), Some(1), "{write:?}");
     assert!(
         String::from_utf8_lossy(&write.stdout).contains("\"status\":\"failed\""),
@@ -973,9 +967,7 @@ async fn plugin_try_exits_non_zero_when_the_endpoint_refuses() {
 
 #[test]
 fn plugin_serve_refuses_to_start_without_a_tools_secret_naming_the_variable_only() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_demo_tenant(dir.path());
-    write_plugins(dir.path(), &plugins_json("https://ops.example.test"));
+    let dir = demo_with_plugins("https://ops.example.test");
     let output = binary()
         .arg("serve")
         .env_clear()

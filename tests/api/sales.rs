@@ -463,11 +463,9 @@ async fn spec_027_verification_6_the_event_is_recorded_on_the_deferred_path_too(
     );
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(with_events)).await;
     // A contact that holds a token already: no token write is in flight when the clock moves.
-    app.returning_contact("6901").await;
-    holding_line_at_the_deadline(&app, &model, "6901", "Tell me about the wheel course").await;
-    tokio::time::advance(Duration::from_secs(1)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle_advancing().await;
+    returning_contact_held_at_the_deadline(&app, &model, "6901", "Tell me about the wheel course")
+        .await;
+    app.queued_after_advancing(Duration::from_secs(1)).await;
     let turn = agent_turn(&app, "6901").await;
     assert_eq!(turn.outcome.as_deref(), Some("deferred"));
     assert_eq!(turn.actions.as_ref().unwrap()[2]["status"], "staged");
@@ -1052,11 +1050,9 @@ async fn sales_bad_input_a_refused_entry_rides_the_outbox_unperformed() {
         Duration::from_secs(9),
     );
     let app = spawn_app_with(AppOptions::new(model.clone())).await;
-    app.returning_contact("6807").await;
-    holding_line_at_the_deadline(&app, &model, "6807", "Tell me about the wheel course").await;
-    tokio::time::advance(Duration::from_secs(1)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle_advancing().await;
+    returning_contact_held_at_the_deadline(&app, &model, "6807", "Tell me about the wheel course")
+        .await;
+    app.queued_after_advancing(Duration::from_secs(1)).await;
     let refused = refused_entry("add_tag", "interested_wheel", None, "not_prospect");
     let turn = agent_turn(&app, "6807").await;
     assert_eq!(turn.outcome.as_deref(), Some("deferred"));

@@ -401,6 +401,18 @@ pub async fn holding_line_at_the_deadline(
     acknowledged_at_the_deadline(app, request).await;
 }
 
+/// [`holding_line_at_the_deadline`] for a returning contact (one that holds a contact token
+/// already: no token write is in flight when the clock moves).
+pub async fn returning_contact_held_at_the_deadline(
+    app: &TestApp,
+    model: &ScriptedModel,
+    subscriber: &str,
+    text: &str,
+) {
+    app.returning_contact(subscriber).await;
+    holding_line_at_the_deadline(app, model, subscriber, text).await;
+}
+
 /// The flow namespaces ManyChat was asked to send, in order.
 pub async fn flows_sent(app: &TestApp) -> Vec<String> {
     received(app)

@@ -226,8 +226,7 @@ async fn spec_012_verification_3_an_aborted_turn_performs_nothing() {
         Duration::from_secs(60),
     );
     let app = spawn_app_with(AppOptions::new(model.clone()).edit(without_sales_or_handoff)).await;
-    app.returning_contact("5110").await;
-    holding_line_at_the_deadline(&app, &model, "5110", "Can I book?").await;
+    returning_contact_held_at_the_deadline(&app, &model, "5110", "Can I book?").await;
     app.queued_after(Duration::from_secs(22)).await;
     assert!(
         app.turns("5110").await.iter().all(|t| t.outcome.is_none()),
@@ -431,9 +430,7 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
     let request = send_in_background(&app, "5503", "Some clay, yes");
     until(async || model.calls() == calls + 2).await;
     acknowledged_at_the_deadline(&app, request).await;
-    tokio::time::advance(Duration::from_secs(1)).await;
-    until(async || !app.outbox().await.is_empty()).await;
-    app.settle_advancing().await;
+    app.queued_after_advancing(Duration::from_secs(1)).await;
     let turn = agent_turn(&app, "5503").await;
     assert_eq!(turn.outcome.as_deref(), Some("deferred"));
     assert_eq!(statuses(&turn), pairs(&[("clay_experience", "staged")]));
