@@ -116,15 +116,6 @@ fn send(
     })
 }
 
-/// The value of an unlabelled series in `/metrics`.
-async fn series(app: &TestApp, name: &str) -> f64 {
-    let text = app.metrics_text().await;
-    text.lines()
-        .find_map(|line| line.strip_prefix(&format!("manychat_agent_{name} ")))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} in /metrics"))
-}
-
 /// The flooding contact (bound with its token, or unbound without it) sends 80 messages while
 /// its first turns think: `in_flight` of them run, four wait holding no slot, the rest are
 /// recorded and answered silently; another contact is answered meanwhile, and the admitted

@@ -831,3 +831,12 @@ macro_rules! on_both_backends {
     };
 }
 pub(crate) use on_both_backends;
+
+/// The value of an unlabelled series in `/metrics`.
+pub async fn series(app: &TestApp, name: &str) -> f64 {
+    let text = app.metrics_text().await;
+    text.lines()
+        .find_map(|line| line.strip_prefix(&format!("manychat_agent_{name} ")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in /metrics"))
+}

@@ -34,9 +34,8 @@ async fn second_message_during_the_first_turn(
     let first = send(&app, subscriber, "First question");
     until(async || model.calls() == 1).await;
     let second = send(&app, subscriber, "Second question");
-    for _ in 0..50 {
-        real_pause().await;
-    }
+    // The second turn is in line behind the first (the event, not a count of pauses).
+    until(async || series(&app, "turns_waiting").await == 1.0).await;
     (app, model, first, second)
 }
 
