@@ -17,21 +17,25 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::config::ConfigHandle;
 use crate::manychat::ManyChatClient;
-use crate::manychat::account::{Account, AccountField, AccountFlow, Named, Wiring};
 use crate::metrics::Metrics;
 use crate::observability::{self, LogFormat};
 use crate::settings::{Needs, Settings};
 use crate::startup::{self, Application, Overrides};
 use crate::store::Store;
 
+mod config;
 mod config_used;
 mod demo_banner;
 mod eval;
 mod handoff;
 pub mod insights;
+mod manychat_check;
 mod release;
 mod simulate_report;
+
+pub use config::{config_check, config_check_env, config_upgrade};
 pub use eval::eval;
+pub use manychat_check::{demo_sandbox_account, manychat_check};
 pub use release::release;
 
 /// A command's failure, printed by `main` as `error: …`.
@@ -399,129 +403,6 @@ fn first_secret(list: &str) -> String {
     list.split(',').next().unwrap_or_default().trim().to_owned()
 }
 
-/// `manychat-agent config upgrade` (042): renames the pre-offering keys of the tenant's files in
-/// place (`courses`, `enrollmentUrl`, a field's or flow's `course`, `learning.enrolledTag`),
-/// then says whether the result loads. A second run changes nothing; `prompt.md` is never read.
-pub fn config_upgrade(env: &HashMap<String, String>) -> CliResult {
-    let dir = config_dir(env);
-    let done = match crate::config::upgrade::upgrade_dir(Path::new(&dir)) {
-        Ok(done) => done,
-        Err(error) => {
-            eprintln!("{error}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    if done.is_empty() {
-        println!("{dir}: nothing to upgrade");
-    }
-    for file in &done {
-        for renamed in &file.renamed {
-            println!("{}: renamed {renamed}", file.path.display());
-        }
-        for kept in &file.kept {
-            println!(
-                "{}: left {kept} in place: the object already has the new key (remove one by hand)",
-                file.path.display()
-            );
-        }
-    }
-    config_check(env)
-}
-
-/// `manychat-agent config check`: every error at once, file, JSON path and rule. Without
-/// `MANYCHAT_REPLY_FLOW_NS` it says that the check against the reply flow was skipped.
-pub fn config_check(env: &HashMap<String, String>) -> CliResult {
-    let dir = config_dir(env);
-    let context = context(env);
-    let skipped = context.reply_flow_ns.is_none().then_some(
-        "not checked: that no configured flow is the reply flow (MANYCHAT_REPLY_FLOW_NS is not set)",
-    );
-    config_used::print(Path::new(&dir), &context);
-    match crate::config::load_dir(Path::new(&dir), &context) {
-        Ok(config) => {
-            // A configured tool's secret that is set but malformed is refused, as `serve`
-            // refuses it; one not set here is a check it could not make (the check may run
-            // outside the service's environment), said like the reply flow's.
-            let (unset, malformed): (Vec<String>, Vec<String>) =
-                crate::plugins::PluginClient::new(plugin_secrets(env))
-                    .secret_problems(config.plugins.as_ref())
-                    .into_iter()
-                    .partition(|problem| problem.contains(" is not set "));
-            if !malformed.is_empty() {
-                eprintln!("plugin secrets: {}", malformed.join("; "));
-                return Ok(ExitCode::FAILURE);
-            }
-            for problem in &unset {
-                println!("not checked: the plugin secret {problem}");
-            }
-            print_valid(&crate::config::printable(&dir), &config);
-            if let Some(skipped) = skipped {
-                println!("{skipped}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(errors) => {
-            eprintln!("{errors}");
-            if let Some(skipped) = skipped {
-                eprintln!("{skipped}");
-            }
-            Ok(ExitCode::FAILURE)
-        }
-    }
-}
-
-/// `manychat-agent config check --env`: what `serve` checks before it starts, and nothing
-/// more: the variables it needs (`Needs::SERVE`), the tenant config, the learning run's model,
-/// and `startup::Checked` (plugin secrets, the model resolved and priced, the media settings).
-/// Every problem is printed; nothing is started, opened or requested.
-pub fn config_check_env(env: &HashMap<String, String>) -> CliResult {
-    let dir = config_dir(env);
-    config_used::print(Path::new(&dir), &context(env));
-    let checked = settings_for(env, Needs::SERVE).and_then(|settings| {
-        insights::weekly_parts(&settings)?;
-        let checked = startup::Checked::check(&settings, &mut Overrides::default())?;
-        Ok((settings, checked))
-    });
-    let (settings, checked) = match checked {
-        Ok(checked) => checked,
-        Err(problems) => {
-            eprintln!("{problems}");
-            eprintln!("serve would refuse to start: fix the above, then run this check again");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    let config = checked.config.snapshot();
-    print_valid(&dir, &config);
-    println!(
-        "environment: ready for serve (model {}, {}, port {})",
-        checked.model.id(),
-        crate::store::describe_database(settings.database_url.expose()),
-        settings.port
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The `tools.json` entries the model may use: flows, tags, fields and notes.
-/// The two lines a valid config prints: what `dir` holds, and the opening hours as of now.
-fn print_valid(dir: &str, config: &crate::config::TenantConfig) {
-    let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
-    println!(
-        "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
-        config.catalog.offerings.len(),
-        tool_entries(config)
-    );
-    println!(
-        "{}",
-        crate::config::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
-    );
-}
-
-fn tool_entries(config: &crate::config::TenantConfig) -> usize {
-    config.tools.as_ref().map_or(0, |t| {
-        t.flows.len() + t.tags.len() + t.fields.len() + t.notes.len()
-    })
-}
-
 /// The plugin tools' secrets, read from `env`.
 fn plugin_secrets(env: &HashMap<String, String>) -> crate::plugins::sign::SecretLookup {
     let vars = Arc::new(env.clone());
@@ -583,192 +464,6 @@ pub async fn plugin_try(
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!("error: the endpoint did not answer as the tool needs (see above)");
-    Ok(ExitCode::FAILURE)
-}
-
-/// The name `name` reads from each of `items`, placed at `tools.json: $.<list>[i].<key>`.
-fn placed<'a, T>(
-    items: &'a [T],
-    list: &'a str,
-    key: &'a str,
-    name: impl Fn(&T) -> &String + 'a,
-) -> impl Iterator<Item = Named> + 'a {
-    items
-        .iter()
-        .enumerate()
-        .map(move |(i, item)| Named::new(format!("tools.json: $.{list}[{i}].{key}"), name(item)))
-}
-
-/// Every flow, tag and custom field the deployment relies on: what `tools.json` and
-/// `rules.json` name, the reply flow, and the reply and token fields (written with text).
-fn wiring_of(
-    config: &crate::config::TenantConfig,
-    reply_flow_ns: Option<&str>,
-    reply_field: &str,
-    token_field: &str,
-) -> Wiring {
-    let mut wiring = Wiring::default();
-    if let Some(ns) = reply_flow_ns {
-        wiring.flows.push(Named::new("MANYCHAT_REPLY_FLOW_NS", ns));
-    }
-    wiring
-        .text_fields
-        .push(Named::new("MANYCHAT_REPLY_FIELD", reply_field));
-    wiring
-        .text_fields
-        .push(Named::new("MANYCHAT_TOKEN_FIELD", token_field));
-    let rules = &config.rules;
-    if let Some(handoff) = &rules.handoff {
-        if let Some(tag) = &handoff.tag {
-            wiring
-                .tags
-                .push(Named::new("rules.json: $.handoff.tag", tag));
-        }
-        if let Some(ns) = &handoff.flow_ns {
-            wiring
-                .flows
-                .push(Named::new("rules.json: $.handoff.flowNs", ns));
-        }
-    }
-    if let Some(tag) = rules.learning.as_ref().map(|l| &l.converted_tag) {
-        wiring
-            .tags
-            .push(Named::new("rules.json: $.learning.convertedTag", tag));
-    }
-    let Some(tools) = &config.tools else {
-        return wiring;
-    };
-    let Wiring {
-        flows,
-        tags,
-        text_fields,
-        read_fields,
-    } = &mut wiring;
-    flows.extend(placed(&tools.flows, "flows", "flowNs", |f| &f.flow_ns));
-    flows.extend(placed(&tools.events, "events", "flowNs", |e| &e.flow_ns));
-    tags.extend(placed(&tools.tags, "tags", "tag", |t| &t.tag));
-    tags.extend(placed(&tools.readable.tags, "readable.tags", "tag", |t| {
-        &t.tag
-    }));
-    if let Some(tag) = tools
-        .nudge
-        .as_ref()
-        .and_then(|n| n.human_active_tag.as_ref())
-    {
-        tags.push(Named::new("tools.json: $.nudge.humanActiveTag", tag));
-    }
-    text_fields.extend(placed(&tools.fields, "fields", "field", |f| &f.field));
-    text_fields.extend(placed(&tools.notes, "notes", "field", |n| &n.field));
-    let readable = &tools.readable.fields;
-    read_fields.extend(placed(readable, "readable.fields", "field", |f| &f.field));
-    wiring
-}
-
-/// The account the demo's sandbox presents: everything the configuration `vars` point at names
-/// (examples allowed, as in the demo), every field a Text field, so `manychat check` passes
-/// against the demo.
-pub fn demo_sandbox_account(vars: &HashMap<String, String>) -> Account {
-    let context = crate::config::ConfigContext {
-        allow_examples: true,
-        ..context(vars)
-    };
-    // A config that does not load leaves the account empty: the app refuses to start anyway.
-    let Ok(config) = crate::config::load_dir(Path::new(&config_dir(vars)), &context) else {
-        return Account::default();
-    };
-    let wiring = wiring_of(
-        &config,
-        context.reply_flow_ns.as_deref(),
-        &context.reply_field,
-        &context.token_field,
-    );
-    Account {
-        flows: wiring
-            .flows
-            .into_iter()
-            .map(|f| AccountFlow {
-                name: f.place,
-                ns: f.name,
-            })
-            .collect(),
-        tags: wiring.tags.into_iter().map(|t| t.name).collect(),
-        fields: wiring
-            .text_fields
-            .into_iter()
-            .chain(wiring.read_fields)
-            .map(|f| AccountField {
-                name: f.name,
-                kind: "text".into(),
-            })
-            .collect(),
-    }
-}
-
-/// What a check against the demo's sandbox proves: little, since the sandbox's account is built
-/// from the config the demo loaded.
-const SANDBOX_MIRRORS: &str = "note: this is the demo's local sandbox, whose account is made \
-     from the config the demo loaded: it mirrors that config, so a passing check here shows only \
-     that the files load and name each other consistently. Run the check against your real \
-     ManyChat account (MANYCHAT_API_TOKEN from Settings → API) before going live.";
-
-/// `manychat-agent manychat check`: reads the ManyChat account (flows, tags, custom
-/// fields; read-only, paced like every ManyChat request, from the replicas' shared budget on
-/// Postgres) and checks every name the deployment relies on. One line per problem; exit 1 on
-/// any. Run it before going live and after every change to the config or the account.
-pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
-    let settings = settings_for(env, Needs::TOKENS_BACKFILL)?;
-    let api_token = settings
-        .manychat_api_token
-        .clone()
-        .ok_or_else(|| CliError::new("MANYCHAT_API_TOKEN is required"))?;
-    // Against the demo's sandbox the config is read as the demo read it (examples allowed).
-    let sandbox = api_token.expose() == crate::manychat::sandbox::DEMO_TOKEN;
-    let context = startup::config_context(&settings, sandbox);
-    config_used::print(&settings.config_dir, &context);
-    let config = crate::config::load_dir(&settings.config_dir, &context)?;
-    // A check beside running replicas draws from their budget; on SQLite (one process, and a
-    // check that must not create a database file) it paces itself.
-    let limiter = if settings.database_url.expose().starts_with("postgres") {
-        let store = crate::store::connect(settings.database_url.expose()).await?;
-        startup::manychat_limiter(&store, Clock::system())
-    } else {
-        crate::manychat::ManyChatLimiter::new()
-    };
-    let client = ManyChatClient::new(&settings.manychat_api_base, &api_token, limiter)?;
-    let account = client
-        .account()
-        .await
-        .map_err(|e| CliError::new(format!("cannot read the ManyChat account: {e}")))?;
-    let wiring = wiring_of(
-        &config,
-        settings.manychat_reply_flow_ns.as_deref(),
-        &settings.manychat_reply_field,
-        &settings.manychat_token_field,
-    );
-    let mut problems = crate::manychat::account::problems(&account, &wiring);
-    if settings.manychat_reply_flow_ns.is_none() {
-        problems.insert(
-            0,
-            "MANYCHAT_REPLY_FLOW_NS: not set (deferred replies are delivered through that flow)"
-                .to_owned(),
-        );
-    }
-    if problems.is_empty() {
-        println!(
-            "ManyChat account matches: {} flows, {} tags, {} custom fields checked",
-            wiring.flows.len(),
-            wiring.tags.len(),
-            wiring.text_fields.len() + wiring.read_fields.len()
-        );
-        if sandbox {
-            println!("{SANDBOX_MIRRORS}");
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    for problem in &problems {
-        println!("{problem}");
-    }
-    eprintln!("{} wiring problems", problems.len());
     Ok(ExitCode::FAILURE)
 }
 
