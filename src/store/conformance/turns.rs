@@ -518,16 +518,12 @@ pub async fn spec_020_media_kind_round_trips_and_the_transcript_replaces_the_mar
     );
 }
 
-/// A promise (the message and two pending rows, no reply) is kept by a later exchange
-/// in one transaction: the message is not written again, the reply row gets the reply and its
-/// turn's id and falls due, the fallback handoff goes; a handoff row written with an escalated
-/// turn carries that turn's id.
-pub async fn record_exchange_keeps_a_promise(store: &dyn Store) {
-    let conversation = fresh_conversation(store).await;
-    let message = NewTurn::user(conversation.id, "Any places left?", true, at_s(100));
+/// A promise's two rows for `conversation` (written at 100 s, due at 200 s): the holding reply
+/// and the fallback handoff.
+fn promise_rows(conversation: &Conversation) -> [NewOutboxRow; 2] {
     let fallback =
-        |kind, payload| NewOutboxRow::of(&conversation, kind, payload, at_s(100)).due_at(at_s(200));
-    let rows = [
+        |kind, payload| NewOutboxRow::of(conversation, kind, payload, at_s(100)).due_at(at_s(200));
+    [
         fallback(
             OutboxKind::Reply,
             json!({"messages": ["A person will reply."], "actions": [], "turnId": null}),
@@ -536,17 +532,38 @@ pub async fn record_exchange_keeps_a_promise(store: &dyn Store) {
             OutboxKind::Handoff,
             json!({"actions": [], "turnId": null, "fallback": true}),
         ),
-    ];
+    ]
+}
+
+/// Writes `message` with `rows` as a promise: the exchange's ids, then the reply row's and the
+/// handoff row's.
+async fn write_promise(
+    store: &dyn Store,
+    message: &NewTurn,
+    rows: &[NewOutboxRow],
+) -> (crate::store::ExchangeIds, i64, i64) {
     let promised = store
         .record_exchange(Exchange {
-            outbox: &rows,
-            ..Exchange::of(&message)
+            outbox: rows,
+            ..Exchange::of(message)
         })
         .await
         .expect("the promise is written");
     let [reply_row, handoff_row] = promised.outbox[..] else {
         panic!("two rows: {:?}", promised.outbox);
     };
+    (promised, reply_row, handoff_row)
+}
+
+/// A promise (the message and two pending rows, no reply) is kept by a later exchange
+/// in one transaction: the message is not written again, the reply row gets the reply and its
+/// turn's id and falls due, the fallback handoff goes; a handoff row written with an escalated
+/// turn carries that turn's id.
+pub async fn record_exchange_keeps_a_promise(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let message = NewTurn::user(conversation.id, "Any places left?", true, at_s(100));
+    let rows = promise_rows(&conversation);
+    let (promised, reply_row, handoff_row) = write_promise(store, &message, &rows).await;
     let stored = store.outbox_row(reply_row).await.unwrap().unwrap();
     assert_eq!(
         stored.payload["turnId"],
@@ -671,28 +688,8 @@ pub async fn record_exchange_keeps_a_promise(store: &dyn Store) {
 pub async fn record_exchange_keeps_an_answered_promise_by_removing_its_rows(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     let message = NewTurn::user(conversation.id, "Any places left?", true, at_s(100));
-    let fallback =
-        |kind, payload| NewOutboxRow::of(&conversation, kind, payload, at_s(100)).due_at(at_s(200));
-    let rows = [
-        fallback(
-            OutboxKind::Reply,
-            json!({"messages": ["A person will reply."], "actions": [], "turnId": null}),
-        ),
-        fallback(
-            OutboxKind::Handoff,
-            json!({"actions": [], "turnId": null, "fallback": true}),
-        ),
-    ];
-    let promised = store
-        .record_exchange(Exchange {
-            outbox: &rows,
-            ..Exchange::of(&message)
-        })
-        .await
-        .expect("the promise is written");
-    let [reply_row, handoff_row] = promised.outbox[..] else {
-        panic!("two rows: {:?}", promised.outbox);
-    };
+    let rows = promise_rows(&conversation);
+    let (promised, reply_row, handoff_row) = write_promise(store, &message, &rows).await;
     let answer = NewTurn::agent(
         conversation.id,
         "Two places.",
