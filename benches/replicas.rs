@@ -42,6 +42,7 @@ impl Model for BenchModel {
             input_tokens: 100,
             output_tokens: 20,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         }))
     }
 }

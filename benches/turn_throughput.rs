@@ -157,6 +157,7 @@ impl Model for InstantModel {
             input_tokens: 1200,
             output_tokens: 40,
             cached_tokens: 1000,
+            cache_write_tokens: 0,
         }))
     }
 }
@@ -170,6 +171,7 @@ fn tool_step(tool_calls: Vec<ToolCall>, output_tokens: u64) -> ModelResponse {
             input_tokens: 1200,
             output_tokens,
             cached_tokens: 1000,
+            cache_write_tokens: 0,
         },
         stop: StopReason::ToolCalls,
         echo: Default::default(),

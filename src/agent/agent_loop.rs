@@ -260,6 +260,7 @@ pub(crate) mod tests {
             input_tokens: i,
             output_tokens: o,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         }
     }
 
@@ -336,6 +337,7 @@ pub(crate) mod tests {
             output_name: "agent_reply".into(),
             max_output_tokens: 400,
             temperature: 0.3,
+            cache: Default::default(),
         }
     }
 

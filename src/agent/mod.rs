@@ -170,6 +170,7 @@ async fn respond(
         output_name: OUTPUT_NAME.to_owned(),
         max_output_tokens: input.max_output_tokens,
         temperature: input.temperature,
+        cache: Default::default(),
     };
     let result = run_loop_within(model, base, tools, input.budget).await;
 

@@ -283,6 +283,7 @@ async fn observe(model: &dyn Model, tenant: &Tenant, case: &EvalCase) -> Observa
         output_name: "agent_reply".into(),
         max_output_tokens: 400,
         temperature: 0.3,
+        cache: Default::default(),
     };
     let mut actions = Vec::new();
     let mut output = None;

@@ -327,6 +327,7 @@ fn request(
         output_name: proposals::OUTPUT_NAME.to_owned(),
         max_output_tokens: ANALYST_OUTPUT_TOKENS,
         temperature: analyst.temperature,
+        cache: Default::default(),
     }
 }
 

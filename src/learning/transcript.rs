@@ -41,5 +41,6 @@ pub fn worst_case_usage(characters: usize, output_limit: u32) -> Usage {
         input_tokens: characters.div_ceil(3) as u64,
         output_tokens: u64::from(output_limit),
         cached_tokens: 0,
+        cache_write_tokens: 0,
     }
 }

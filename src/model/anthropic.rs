@@ -234,6 +234,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
                 input_tokens: u.input_tokens + written + read,
                 output_tokens: u.output_tokens,
                 cached_tokens: read,
+                cache_write_tokens: written,
             }
         })
         .unwrap_or_default();
@@ -448,7 +449,8 @@ mod tests {
             final_response(Usage {
                 input_tokens: 50 + 100 + 1800,
                 output_tokens: 90,
-                cached_tokens: 1800
+                cached_tokens: 1800,
+                cache_write_tokens: 100
             })
         );
     }

@@ -278,6 +278,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
             input_tokens: u.prompt_token_count + u.tool_use_prompt_token_count,
             output_tokens: u.candidates_token_count + u.thoughts_token_count,
             cached_tokens: u.cached_content_token_count,
+            cache_write_tokens: 0,
         })
         .unwrap_or_default();
     let blocked = parsed

@@ -305,6 +305,7 @@ pub fn estimate_usage(request: &ModelRequest, response: &ModelResponse) -> Usage
         input_tokens: tokens(input_chars),
         output_tokens: tokens(output_chars),
         cached_tokens: 0,
+        cache_write_tokens: 0,
     }
 }
 
@@ -393,6 +394,7 @@ mod tests {
             input_tokens: 1000,
             output_tokens: 50,
             cached_tokens: 800,
+            cache_write_tokens: 0,
         };
         let model = ScriptedModel::new(vec![Ok(reply(VALID_REPLY)), Ok(priced)])
             .with_id("openai:gpt-4.1-mini");

@@ -72,6 +72,23 @@ pub struct ModelRequest {
     /// The deployment's temperature (`AGENT_TEMPERATURE` or its default). A provider sends it
     /// only as its model's capabilities allow (`capabilities::Capabilities::wire_temperature`).
     pub temperature: f32,
+    /// What the providers' prompt caches may reuse of this request ([`CacheHints`]).
+    pub cache: CacheHints,
+}
+
+/// How a request lends itself to the providers' prompt caches. The prefix a cache can reuse is
+/// the tools, the output schema and `system` (the config alone decides them), then the first
+/// `stable_messages` of `messages`: the conversation's history as earlier turns already sent it.
+/// Everything after those is the turn's own part (notices, the contact's message, the tool
+/// exchange of its steps).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CacheHints {
+    /// Routes requests sharing a prefix to the same cache (OpenAI's `prompt_cache_key`): a hash
+    /// of the config in force, never anything that names a contact. `None`: no key is sent.
+    pub key: Option<Arc<str>>,
+    /// How many leading `messages` repeat, byte for byte, what the previous turn of the same
+    /// contact sent (Anthropic puts a `cache_control` breakpoint on the last of them).
+    pub stable_messages: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,6 +279,9 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Input tokens served from the provider's prompt cache (a subset of `input_tokens`).
     pub cached_tokens: u64,
+    /// Input tokens written to the provider's prompt cache on this call (a subset of
+    /// `input_tokens`; Anthropic's `cache_creation_input_tokens`, billed above the input rate).
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -269,6 +289,7 @@ impl Usage {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cached_tokens += other.cached_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
     }
     pub fn total(&self) -> u64 {
         self.input_tokens + self.output_tokens

@@ -165,6 +165,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
             input_tokens: parsed.prompt_eval_count,
             output_tokens: parsed.eval_count,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         },
         stop,
         echo: Default::default(),
@@ -272,7 +273,8 @@ mod tests {
             final_response(Usage {
                 input_tokens: 640,
                 output_tokens: 70,
-                cached_tokens: 0
+                cached_tokens: 0,
+                cache_write_tokens: 0,
             })
         );
     }

@@ -203,6 +203,7 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
                 .prompt_tokens_details
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0),
+            cache_write_tokens: 0,
         })
         .unwrap_or_default();
     let choice = parsed
@@ -397,7 +398,8 @@ mod tests {
             final_response(Usage {
                 input_tokens: 1200,
                 output_tokens: 80,
-                cached_tokens: 1024
+                cached_tokens: 1024,
+                cache_write_tokens: 0,
             })
         );
     }

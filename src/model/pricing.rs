@@ -309,6 +309,7 @@ mod tests {
             input_tokens: input,
             output_tokens: output,
             cached_tokens: cached,
+            cache_write_tokens: 0,
         }
     }
 

@@ -54,6 +54,7 @@ pub(crate) fn first_step(choice: ToolChoice) -> ModelRequest {
         output_name: "agent_reply".into(),
         max_output_tokens: 400,
         temperature: 0.3,
+        cache: Default::default(),
     }
 }
 

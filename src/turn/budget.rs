@@ -164,6 +164,7 @@ impl TurnBudget {
             input_tokens,
             output_tokens,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         };
         BudgetUsage {
             tokens: i64::try_from(input_tokens + output_tokens).unwrap_or(i64::MAX),
@@ -335,6 +336,7 @@ mod tests {
             input_tokens: input,
             output_tokens: output,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         })
     }
 
@@ -437,6 +439,7 @@ mod tests {
             output_name: "agent_reply".into(),
             max_output_tokens: 1_000,
             temperature: 0.0,
+            cache: Default::default(),
         };
         let specs = specs_bytes(&request.tools);
         assert_eq!(

@@ -85,6 +85,7 @@ fn request(text: &str, tools: Vec<ToolSpec>, payment_options: bool) -> ModelRequ
         output_name: "agent_reply".into(),
         max_output_tokens: 400,
         temperature: 0.3,
+        cache: Default::default(),
     }
 }
 
