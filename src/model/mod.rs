@@ -39,6 +39,7 @@ pub mod registry;
 #[cfg(test)]
 mod test_support;
 pub mod timed;
+pub mod tokenizer;
 pub mod transcription;
 mod transport;
 pub mod wire_schema;
