@@ -169,6 +169,9 @@ pub struct Checked {
     api_token: crate::ids::Secret,
     pub model: Arc<dyn Model>,
     media: crate::media::MediaSettings,
+    /// What the operator should know that does not stop `serve` (one line each): an operator
+    /// price that charges cache reads at the full input rate (`pricing::price_note`).
+    pub notes: Vec<String>,
 }
 
 impl Checked {
@@ -235,6 +238,9 @@ impl Checked {
             (Some(reply_flow_ns), Some(api_token), Some(model), Some(media))
                 if problems.is_empty() =>
             {
+                let notes = crate::model::pricing::price_note(model.id())
+                    .into_iter()
+                    .collect();
                 Ok(Self {
                     config,
                     plugins,
@@ -242,6 +248,7 @@ impl Checked {
                     api_token,
                     model,
                     media,
+                    notes,
                 })
             }
             _ if problems.len() == 1 => Err(problems.remove(0)),
@@ -267,7 +274,11 @@ impl Application {
             api_token,
             model,
             media,
+            notes,
         } = Checked::check(&settings, &mut overrides)?;
+        for note in notes {
+            tracing::info!("{note}");
+        }
         let plugins = plugins.with_metrics(metrics.clone());
         // A reload that adds a tool without its secret is refused the same way.
         config.check_with(plugins.reload_check());

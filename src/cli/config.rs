@@ -103,6 +103,9 @@ pub fn config_check_env(env: &HashMap<String, String>) -> CliResult {
     };
     let config = checked.config.snapshot();
     print_valid(&dir, &config);
+    for note in &checked.notes {
+        println!("{note}");
+    }
     println!(
         "environment: ready for serve (model {}, {}, port {})",
         checked.model.id(),

@@ -23,8 +23,12 @@
 //!   `MAX_TOKENS` (safety, recitation, blocklist, prohibited content, a malformed call…) is
 //!   `Refused`: no output and no tool calls, so the turn escalates and never replies with it.
 //! - Usage: input is `promptTokenCount` (+ `toolUsePromptTokenCount`), the cached subset
-//!   `cachedContentTokenCount`, output `candidatesTokenCount` + `thoughtsTokenCount` (thinking
-//!   is billed as output).
+//!   `cachedContentTokenCount` (read leniently, held to the input: `reported`), output
+//!   `candidatesTokenCount` + `thoughtsTokenCount` (thinking is billed as output).
+//! - Prompt caching is implicit (Gemini 2.5 and later) on a repeated prefix. What comes first
+//!   is config alone: the `systemInstruction` (the static prefix) and the tool declarations;
+//!   the `contents` follow, history first. The JSON keys go out in serde_json's sorted order;
+//!   the API reads them as fields, so their order is not the prompt's.
 //! - `AGENT_REASONING_EFFORT` goes as `generationConfig.thinkingConfig`: `thinkingBudget` on
 //!   Gemini 2.5, `thinkingLevel` on 3 and later (`capabilities::EffortControl`).
 
@@ -35,10 +39,11 @@ use serde_json::{Map, Value, json};
 use super::capabilities::EffortControl;
 use super::http::{self, Endpoint, HttpModel, Wire};
 use super::reasoning::{self, Effort};
+use super::reported::{self, Count, Report};
 use super::transport::{self, null_as_default};
 use super::{
     Message, ModelError, ModelRequest, ModelResponse, ProviderEcho, StopReason, ToolArguments,
-    ToolCall, ToolChoice, Usage, wire_schema,
+    ToolCall, ToolChoice, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -258,8 +263,9 @@ struct PromptFeedback {
 struct UsageMetadata {
     #[serde(default, deserialize_with = "null_as_default")]
     prompt_token_count: u64,
-    #[serde(default, deserialize_with = "null_as_default")]
-    cached_content_token_count: u64,
+    /// Read leniently (`reported::Count`): a bad count is unknown, never a failed answer.
+    #[serde(default)]
+    cached_content_token_count: Count,
     #[serde(default, deserialize_with = "null_as_default")]
     candidates_token_count: u64,
     #[serde(default, deserialize_with = "null_as_default")]
@@ -272,15 +278,16 @@ struct UsageMetadata {
 pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
     let parsed: GenerateResponse =
         http::read_answer(bytes, "Gemini response is not a GenerateContentResponse")?;
-    let usage = parsed
-        .usage_metadata
-        .map(|u| Usage {
-            input_tokens: u.prompt_token_count + u.tool_use_prompt_token_count,
-            output_tokens: u.candidates_token_count + u.thoughts_token_count,
-            cached_tokens: u.cached_content_token_count,
-            cache_write_tokens: 0,
-        })
-        .unwrap_or_default();
+    // `promptTokenCount` counts the cached tokens too; implicit caching bills no write.
+    let usage = reported::usage(
+        "google",
+        parsed.usage_metadata.map(|u| Report {
+            input: u.prompt_token_count + u.tool_use_prompt_token_count,
+            output: u.candidates_token_count + u.thoughts_token_count,
+            cached: u.cached_content_token_count,
+            written: Count::Absent,
+        }),
+    );
     let blocked = parsed
         .prompt_feedback
         .and_then(|f| f.block_reason)

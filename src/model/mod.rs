@@ -36,6 +36,7 @@ pub mod openai;
 pub mod pricing;
 pub mod reasoning;
 pub mod registry;
+mod reported;
 #[cfg(test)]
 mod test_support;
 pub mod timed;

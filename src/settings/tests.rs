@@ -114,6 +114,7 @@ fn system_5_2_every_variable_is_read() {
         Some(Price {
             input: 0.5,
             cached_input: 0.05,
+            cache_write: 0.5,
             output: 2.0
         })
     );

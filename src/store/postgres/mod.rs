@@ -49,7 +49,7 @@ const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, esca
 
 const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model, bound, \
      actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-     escalation_reason, media_kind, duplicate, playbook_version";
+     escalation_reason, media_kind, duplicate, playbook_version, cache_write_tokens";
 
 const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
      attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at, \

@@ -175,6 +175,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "window_closings_lost",
         include_str!("../../../migrations/sqlite/0021_window_closings_lost.sql"),
     ),
+    (
+        23,
+        "turns_cache_writes",
+        include_str!("../../../migrations/sqlite/0023_turns_cache_writes.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -191,7 +196,7 @@ macro_rules! turn_columns {
     () => {
         "id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
          input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-         escalation_reason, media_kind, duplicate, playbook_version"
+         escalation_reason, media_kind, duplicate, playbook_version, cache_write_tokens"
     };
 }
 
