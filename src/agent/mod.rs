@@ -14,6 +14,7 @@
 //! every guardrail or an escalation with no messages (the caller sends the tenant's copy).
 
 pub mod agent_loop;
+mod cache_key;
 pub mod duplicate;
 pub mod guardrails;
 mod leak;
@@ -37,7 +38,7 @@ use std::sync::Arc;
 use crate::config::TenantConfig;
 use crate::escalation::EscalationCause;
 use crate::fence::Fence;
-use crate::model::{Message, Model, ModelError, ModelRequest, ToolChoice, Usage};
+use crate::model::{CacheHints, Message, Model, ModelError, ModelRequest, ToolChoice, Usage};
 
 /// The structured output's name on the wire.
 pub const OUTPUT_NAME: &str = "agent_reply";
@@ -52,6 +53,9 @@ pub struct SnapshotPrompt {
     /// 031: the content hash of the playbook version the prefix carries, written on the turns
     /// it prompts; `None`: no playbook (the prefix is [`static_prefix`] exactly).
     pub playbook: Option<String>,
+    /// The providers' cache key of every request this prompt starts (`CacheHints::key`): a
+    /// short hash of the prefix and the config's tools, nothing of a contact's.
+    pub cache_key: Arc<str>,
 }
 
 impl SnapshotPrompt {
@@ -72,10 +76,12 @@ impl SnapshotPrompt {
             prefix.push_str(&playbook.section);
         }
         let protected = ProtectedText::new(&prefix);
+        let cache_key = cache_key::cache_key(&prefix, config);
         Self {
             prefix: Arc::from(prefix),
             protected,
             playbook: playbook.map(|p| p.hash.clone()),
+            cache_key,
         }
     }
 }
@@ -170,7 +176,10 @@ async fn respond(
         output_name: OUTPUT_NAME.to_owned(),
         max_output_tokens: input.max_output_tokens,
         temperature: input.temperature,
-        cache: Default::default(),
+        cache: CacheHints {
+            key: Some(input.prompt.cache_key.clone()),
+            ..CacheHints::default()
+        },
     };
     let result = run_loop_within(model, base, tools, input.budget).await;
 
@@ -283,6 +292,7 @@ mod tests {
 
         let req = &model.requests()[0];
         assert_eq!(req.system, prompt.prefix);
+        assert_eq!(req.cache.key, Some(prompt.cache_key.clone()));
         assert_eq!(&req.output_schema, agent_reply_schema());
         assert_eq!(req.output_name, "agent_reply");
         assert_eq!(req.max_output_tokens, 400);

@@ -34,6 +34,7 @@ mod order;
 mod outbox;
 mod plugin_outbox;
 mod plugins;
+mod price_check;
 mod race;
 mod reload;
 mod replicas;
