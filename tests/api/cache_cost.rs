@@ -1,5 +1,5 @@
-//! `config check --env` and the operator's model price (`AGENT_PRICE_*`): what it says about
-//! how the prompt cache's tokens will be charged.
+//! The prompt cache's cost: what `config check --env` says of an operator price (`AGENT_PRICE_*`)
+//! that charges cache reads as input, and a turn's cache reads and writes, recorded and charged.
 
 use std::process::{Command, Output};
 
@@ -64,4 +64,51 @@ fn cost_config_check_says_when_an_operator_price_charges_cache_reads_as_input() 
         !String::from_utf8_lossy(&output.stdout).contains("full input rate"),
         "{output:?}"
     );
+}
+
+/// A turn whose model call read 6,000 input tokens from the prompt cache and wrote 3,000 to it
+/// records both counts, and its cost and the day's spend charge each part at its own rate
+/// (claude-sonnet-4-5: input 3.00, cache reads 0.30, writes 3.75, output 15.00 USD per million).
+#[tokio::test]
+async fn cost_a_turns_cache_reads_and_writes_are_recorded_and_charged_as_billed() {
+    use manychat_agent::model::Usage;
+    use manychat_agent::model::mock::{ScriptedModel, reply};
+
+    let mut answer = reply(reply_json("The Foundation Course is 450.00 USD."));
+    answer.usage = Usage {
+        input_tokens: 10_000,
+        output_tokens: 500,
+        cached_tokens: 6_000,
+        cache_write_tokens: 3_000,
+    };
+    let model = ScriptedModel::new(vec![Ok(answer)]).with_id("anthropic:claude-sonnet-4-5");
+    let app = spawn_app(std::sync::Arc::new(model)).await;
+
+    let (status, _) = app.send("3401", "How much is the course?").await;
+
+    assert_eq!(status, 200);
+    let turns = app.turns("3401").await;
+    let agent = &turns[1];
+    assert_eq!(agent.model.as_deref(), Some("anthropic:claude-sonnet-4-5"));
+    assert_eq!(
+        (
+            agent.input_tokens,
+            agent.cached_tokens,
+            agent.cache_write_tokens
+        ),
+        (10_000, 6_000, 3_000)
+    );
+    let billed = (1_000.0 * 3.00 + 6_000.0 * 0.30 + 3_000.0 * 3.75 + 500.0 * 15.00) / 1e6;
+    assert!(
+        (agent.cost_usd - billed).abs() < 1e-12,
+        "{}",
+        agent.cost_usd
+    );
+    let spent = app
+        .store
+        .budget(agent.created_at.date_naive())
+        .await
+        .unwrap();
+    assert!((spent.cost_usd - billed).abs() < 1e-12, "{spent:?}");
+    assert_eq!(spent.tokens, 10_500);
 }
