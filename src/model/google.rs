@@ -360,3 +360,63 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
         echo,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::test_support::*;
+
+    fn model() -> GoogleModel {
+        GoogleModel::new(
+            "gemini-3-flash-preview",
+            &Secret::new("k"),
+            DEFAULT_BASE_URL,
+        )
+        .expect("model")
+    }
+
+    /// A final answer whose `usageMetadata.cachedContentTokenCount` is `cached`, of 1,900
+    /// prompt tokens: the input and cached tokens read from it.
+    fn read_cached(cached: Value) -> (u64, u64) {
+        let answer = json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": VALID_REPLY}]},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 1900, "cachedContentTokenCount": cached,
+                              "candidatesTokenCount": 70, "totalTokenCount": 1970}
+        });
+        let usage = parsed(parse_response, &answer).usage;
+        (usage.input_tokens, usage.cached_tokens)
+    }
+
+    #[test]
+    fn usage_google_bad_cached_counts_are_unknown_or_held_to_the_prompt() {
+        assert_eq!(read_cached(json!(1024)), (1900, 1024));
+        assert_eq!(read_cached(json!("1024")), (1900, 0));
+        assert_eq!(read_cached(json!(-5)), (1900, 0));
+        assert_eq!(read_cached(json!(9000)), (1900, 1900));
+        assert_eq!(read_cached(Value::Null), (1900, 0));
+    }
+
+    #[test]
+    fn cache_google_the_prefix_before_the_conversation_is_the_config_alone() {
+        // Implicit caching reuses a repeated prefix: the system instruction and the tools do
+        // not change with the contact or the step; only `contents` does.
+        let first = first_step(ToolChoice::Auto);
+        let mut reply_step = second_step();
+        reply_step.tool_choice = ToolChoice::None;
+        let (a, b) = (
+            model().request_body(&first),
+            model().request_body(&reply_step),
+        );
+        assert_eq!(a["systemInstruction"], b["systemInstruction"]);
+        assert_eq!(a["tools"], b["tools"]);
+        assert_ne!(a["contents"], b["contents"]);
+        assert_eq!(
+            a["systemInstruction"],
+            json!({"parts": [{"text": SYSTEM}]}),
+            "nothing of the contact's precedes the conversation"
+        );
+    }
+}

@@ -60,9 +60,10 @@ pub struct ModelRequest {
     /// Tools offered on this step. Empty means none are offered. Built once per config
     /// snapshot and shared.
     pub tools: Arc<[ToolSpec]>,
-    /// `Auto` on steps 1–3; `None` on the final step. Providers that cannot honour `none`
-    /// (OpenAI-compatible servers, Ollama) omit the tools instead; Anthropic sends them with
-    /// `tool_choice: none`.
+    /// `Auto` on steps 1–3; `None` on the final step. Anthropic, the official OpenAI API and
+    /// Gemini 3 send the same tools with their `none` choice, so the cached prefix holds;
+    /// providers that cannot honour `none` (OpenAI-compatible servers, Ollama) omit the tools
+    /// instead, and so does Gemini 2.5 (no JSON reply beside tools).
     pub tool_choice: ToolChoice,
     /// The AgentReply JSON Schema with every local bound, asked for as structured output. Each
     /// provider sends its own wire copy of it (`wire_schema`); the bounds it cannot send stay

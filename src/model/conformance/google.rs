@@ -831,41 +831,6 @@ fn google_usage_counts_cached_and_thinking_tokens() {
 }
 
 #[test]
-fn usage_google_bad_cached_counts_are_unknown_or_held_to_the_prompt() {
-    let usage = |cached: Value| {
-        let mut answer = text_answer(VALID_REPLY);
-        answer["usageMetadata"]["cachedContentTokenCount"] = cached;
-        let parsed = parse_response(answer.to_string().as_bytes()).expect("parsed");
-        (parsed.usage.input_tokens, parsed.usage.cached_tokens)
-    };
-    assert_eq!(usage(json!("1024")), (1900, 0));
-    assert_eq!(usage(json!(-5)), (1900, 0));
-    assert_eq!(usage(json!(9000)), (1900, 1900));
-    assert_eq!(usage(Value::Null), (1900, 0));
-}
-
-#[test]
-fn cache_google_the_prefix_before_the_conversation_is_the_config_alone() {
-    // Implicit caching reuses a repeated prefix: the system instruction and the tools must
-    // not change with the contact or the step; only `contents` does.
-    let model = model("gemini-3-flash-preview", "https://example.test/v1beta");
-    let mut first = first_step(crate::model::ToolChoice::Auto);
-    first.tools = super::demo_tenant_tools();
-    let mut other = signed_second_step();
-    other.tools = first.tools.clone();
-    other.tool_choice = crate::model::ToolChoice::None;
-    let (a, b) = (model.request_body(&first), model.request_body(&other));
-    assert_eq!(a["systemInstruction"], b["systemInstruction"]);
-    assert_eq!(a["tools"], b["tools"]);
-    assert_ne!(a["contents"], b["contents"]);
-    assert_eq!(
-        a["systemInstruction"]["parts"][0]["text"],
-        json!(SYSTEM),
-        "nothing of the contact's precedes the conversation"
-    );
-}
-
-#[test]
 fn google_blocks_and_safety_finishes_are_refused_without_output_or_calls() {
     // A blocked prompt: no candidates, `promptFeedback.blockReason`.
     let blocked = json!({
