@@ -2,11 +2,16 @@
 //!
 //! A model's price comes from, in order:
 //! 1. the operator: `AGENT_PRICE_INPUT_PER_MTOK`, `AGENT_PRICE_OUTPUT_PER_MTOK` and optionally
-//!    `AGENT_PRICE_CACHED_INPUT_PER_MTOK` (USD per million tokens), registered for the resolved
-//!    model when the registry builds it ([`set_operator_price`]);
+//!    `AGENT_PRICE_CACHED_INPUT_PER_MTOK` (USD per million tokens; without it cache reads cost
+//!    the input rate, and [`price_note`] says so), registered for the resolved model when the
+//!    registry builds it ([`set_operator_price`], which gives it its provider's cache-write rate);
 //! 2. the list prices below, for the current models of OpenAI, Anthropic and Google;
 //! 3. providers that bill nothing per token: every `mock:` model, and Ollama (the operator's own
 //!    hardware).
+//!
+//! A call's cost ([`cost_usd`]) charges four parts of its usage, each at its rate: the input
+//! neither read from nor written to the prompt cache, the cache reads, the cache writes, and the
+//! output.
 //!
 //! A model with none of these has no price, and `serve` refuses to start with it while a USD
 //! cap is configured ([`require_price`]): a cap it could never reach would
