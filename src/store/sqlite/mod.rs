@@ -175,6 +175,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "window_closings_lost",
         include_str!("../../../migrations/sqlite/0021_window_closings_lost.sql"),
     ),
+    (
+        22,
+        "conversation_fence",
+        include_str!("../../../migrations/sqlite/0022_conversation_fence.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -183,7 +188,8 @@ macro_rules! conversation_columns {
     () => {
         "id, subscriber_id, channel, turn_count, escalated_at, last_message_at, token_hash, \
          previous_token_hash, token_issued_at, token_generation, offering, opening_sent_at, \
-         created_at, updated_at, hold_released_at, hold_release_reason, hold_note_due"
+         created_at, updated_at, hold_released_at, hold_release_reason, hold_note_due, \
+         fence_nonce"
     };
 }
 
