@@ -34,6 +34,7 @@ mod order;
 mod outbox;
 mod plugin_outbox;
 mod plugins;
+mod prefix;
 mod race;
 mod reload;
 mod replicas;
