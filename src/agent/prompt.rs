@@ -143,7 +143,8 @@ pay gets it, qualified or not: send the payment link with contactAsked true.
 
 Offering. Record the contact's offering as soon as they choose one or the fit is clear. A flow \
 tied to an offering goes only to a contact with that offering (the set_field result lists \
-flowsAvailable). From offered on the offering cannot change: if the contact wants another one, \
+flowsAvailable), and a flow goes once: the FLOWS notice lists the flows accepted now and those \
+already sent. From offered on the offering cannot change: if the contact wants another one, \
 escalate explicit_request. If the OFFERING notice says it changed, confirm which offering the \
 contact wants.
 
