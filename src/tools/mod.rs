@@ -7,7 +7,11 @@
 //!
 //! Each tool's parameters are enums of configured ids (strict JSON Schema), so the model can
 //! only name what the tenant configured; a tool whose list is empty is not offered. The model
-//! sees ids and descriptions, never a flow namespace, tag or field name. No tool takes a
+//! sees ids and descriptions, never a flow namespace, tag or field name. The specs depend on the
+//! config alone (one set for inbound turns, one for nudge turns), never on the contact's
+//! position, so every request opens with the same bytes; what the position forbids (a flow sent
+//! already, another offering's flow, a read on a turn that does not read history, a third read)
+//! is refused by the tool, with a result that says why. No tool takes a
 //! subscriber: a `TurnTools` belongs to one turn and its actions land on that turn's contact.
 //!
 //! Invariants:
@@ -20,7 +24,7 @@
 //!   `refused` with its reason, once per identical refusal: no request, no cap slot, and a later
 //!   identical write is not a repeat of it. Only configured ids and values are recorded.
 //! - get_contact is the one tool performed when called (ADR-0016), only on a turn that reads
-//!   history, at most [`MAX_READS`] requests per turn, each bounded by [`READ_TIMEOUT`]; a
+//!   history (offered on every inbound turn, refused with an error on the others), at most [`MAX_READS`] requests per turn, each bounded by [`READ_TIMEOUT`]; a
 //!   failure, a timeout or a third call answers `{"available": false}` and the turn goes on.
 //!   Note values come back inside the turn's fence, the same one the prompt uses.
 //! - Note text is cleaned when staged, so the outbox holds only what the field will; it is
@@ -74,7 +78,8 @@ pub struct ToolContext {
     /// For log lines: the one contact identifier a log may carry.
     pub conversation: ConversationId,
     /// The turn reads history (019: bound, or tokens not enforced); only then is get_contact
-    /// offered, since notes hold the contact's words.
+    /// performed (it is offered on every inbound turn and refused on the others), since notes
+    /// hold the contact's words.
     pub reads_history: bool,
     /// The turn's fence: the prompt and a read's note values must share it.
     pub fence: Fence,
