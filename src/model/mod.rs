@@ -54,8 +54,9 @@ pub struct ModelRequest {
     /// Identical across turns of one config snapshot, so providers can cache it. Shared, not
     /// copied, between a turn's steps.
     pub system: Arc<str>,
-    /// The per-turn conversation: notices, history and the fenced contact message as user
-    /// messages, then, on steps after the first, the assistant's tool calls and their results.
+    /// The per-turn conversation as user messages: the history (one message per stored turn,
+    /// leading, so a contact's turns share it), then the notices and the fenced contact message,
+    /// then, on steps after the first, the assistant's tool calls and their results.
     pub messages: Vec<Message>,
     /// Tools offered on this step. Empty means none are offered. Built once per config
     /// snapshot and shared.
@@ -102,7 +103,7 @@ pub enum ToolChoice {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
-    /// Text the server wrote for the model: notices, history, the fenced contact message.
+    /// Text the server wrote for the model: history, notices, the fenced contact message.
     User { text: String },
     /// A previous step's answer, replayed on the next step: its text (if any) and tool calls,
     /// and what its provider asked to get back unchanged ([`ProviderEcho`]).

@@ -35,6 +35,7 @@ mod order;
 mod outbox;
 mod plugin_outbox;
 mod plugins;
+mod prefix;
 mod race;
 mod reload;
 mod replicas;

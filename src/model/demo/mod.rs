@@ -4,8 +4,10 @@
 //! It behaves like a careful agent for any tenant whose prompt follows the shared prompt format
 //! (the one `agent::prompt` renders): it reads the offerings, prices, FAQ and payment options from the
 //! `# CATALOG`, `# FAQ` and `# PAYMENT OPTIONS` sections of `request.system`, finds the current
-//! contact message as the last fenced `<<<CONTACT nonce=…>>>` block of the first user message,
-//! and answers with an AgentReply JSON string. No tenant text is written here.
+//! contact message as the last fenced `<<<CONTACT nonce=…>>>` block of the turn's own message
+//! (the user message that opens with the server notices, after the history's messages), reads
+//! the notices there (the `FLOWS:` notice says which flows it may send), and answers with an
+//! AgentReply JSON string. No tenant text is written here.
 //!
 //! `mod.rs` holds the decision (`decide`: the first matching rule wins); `request` reads the
 //! prompt's catalog and the turn's message, `matching` folds text and holds the phrase lists,
@@ -18,7 +20,7 @@
 //! - It never quotes the framework rules or the tenant prompt, so an injection attempt gets a
 //!   short refusal that reveals nothing (C4).
 //! - It calls `send_flow` only when that tool is offered and the contact asked for material or
-//!   the link, picks a value from the tool's own enum, and once tool results are present it
+//!   the link, picks a value from the tool's own enum that the `FLOWS:` notice accepts, and once tool results are present it
 //!   answers saying what it is sending (spec 012 § the model is told an action was staged).
 //! - Usage is reported as characters / 4, so token and cost budgets move as with a provider.
 //! - Asked whether it is a bot, it says yes and offers a person without escalating (SYSTEM 4),
@@ -227,7 +229,7 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
         let mut calls = sales_moves(request, catalog, turn, &folded, &targets, wants_link);
         if (wants_link || wants_material)
             && let Some(spec) = request.tools.iter().find(|t| t.name == "send_flow")
-            && let Some(call) = choose_flow(spec, &targets, wants_link)
+            && let Some(call) = choose_flow(spec, &targets, wants_link, turn.flows.as_ref())
         {
             calls.push(call);
         }

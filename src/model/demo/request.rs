@@ -206,17 +206,51 @@ pub(super) struct TurnView {
     pub(super) intent: Option<String>,
     /// From a `FUNNEL: <stage>` notice.
     pub(super) stage: Option<String>,
+    /// From a `FLOWS: accepted now: …; already sent: …` notice (`None`: no such notice, as on
+    /// an unbound turn).
+    pub(super) flows: Option<FlowsNotice>,
+}
+
+/// What the `FLOWS:` notice says of the contact's flows this turn.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(super) struct FlowsNotice {
+    pub(super) accepted: Vec<String>,
+    pub(super) sent: Vec<String>,
+}
+
+impl FlowsNotice {
+    /// `accepted now: a, b; already sent: c[; …]` (the notice after `FLOWS:`).
+    fn parse(rest: &str) -> Self {
+        let mut notice = Self::default();
+        for part in rest.split(';') {
+            let ids = |list: &str| -> Vec<String> {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|id| !id.is_empty() && *id != "none")
+                    .map(str::to_owned)
+                    .collect()
+            };
+            if let Some(list) = part.trim().strip_prefix("accepted now:") {
+                notice.accepted = ids(list);
+            } else if let Some(list) = part.trim().strip_prefix("already sent:") {
+                notice.sent = ids(list);
+            }
+        }
+        notice
+    }
 }
 
 impl TurnView {
+    /// From the turn's own message: the last user message that opens with the notices (the
+    /// history's messages come before it, the final step's note after it).
     pub(super) fn parse(request: &ModelRequest) -> Self {
-        let Some(first) = request.messages.iter().find_map(|m| match m {
-            Message::User { text } => Some(text.as_str()),
+        let Some(own) = request.messages.iter().rev().find_map(|m| match m {
+            Message::User { text } if text.starts_with("SERVER NOTICES") => Some(text.as_str()),
             _ => None,
         }) else {
             return Self::default();
         };
-        let lines: Vec<&str> = first.lines().collect();
+        let lines: Vec<&str> = own.lines().collect();
         let contact = lines
             .iter()
             .rposition(|l| l.trim_start().starts_with("<<<CONTACT nonce="))
@@ -245,6 +279,7 @@ impl TurnView {
             offering: offering_notice.and_then(first_word),
             intent: notice("INTENT:").and_then(first_word),
             stage: notice("FUNNEL:").and_then(first_word),
+            flows: notice("FLOWS:").map(|rest| FlowsNotice::parse(&rest)),
         }
     }
 }

@@ -296,6 +296,7 @@ pub async fn run_all(store: &dyn Store) {
     handoff_release_is_recorded_once_per_hold(store).await;
     handoff_held_contacts_counts_unreleased_recent_handoffs(store).await;
     handoff_every_release_is_kept_in_the_history(store).await;
+    system_4_the_conversations_fence_nonce_is_stored_and_replaced(store).await;
     sales_record_reads_offering_and_action_records(store).await;
     spec_032_the_opening_is_claimed_once_per_contact(store).await;
     spec_025_scheduling_twice_leaves_one_pending_row(store).await;
@@ -433,6 +434,7 @@ mod tests {
         handoff_release_is_recorded_once_per_hold,
         handoff_held_contacts_counts_unreleased_recent_handoffs,
         handoff_every_release_is_kept_in_the_history,
+        system_4_the_conversations_fence_nonce_is_stored_and_replaced,
         token_rotation_keeps_previous,
         conversations_without_token_lists_recent_contacts_only,
         user_turn_updates_last_message_and_bound_count,

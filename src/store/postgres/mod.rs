@@ -45,7 +45,7 @@ const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, escalated_at, \
      last_message_at, token_hash, previous_token_hash, token_issued_at, token_generation, \
      offering, opening_sent_at, created_at, updated_at, hold_released_at, hold_release_reason, \
-     hold_note_due";
+     hold_note_due, fence_nonce";
 
 const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model, bound, \
      actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \

@@ -176,6 +176,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../../migrations/sqlite/0021_window_closings_lost.sql"),
     ),
     (
+        22,
+        "conversation_fence",
+        include_str!("../../../migrations/sqlite/0022_conversation_fence.sql"),
+    ),
+    (
         23,
         "turns_cache_writes",
         include_str!("../../../migrations/sqlite/0023_turns_cache_writes.sql"),
@@ -188,7 +193,8 @@ macro_rules! conversation_columns {
     () => {
         "id, subscriber_id, channel, turn_count, escalated_at, last_message_at, token_hash, \
          previous_token_hash, token_issued_at, token_generation, offering, opening_sent_at, \
-         created_at, updated_at, hold_released_at, hold_release_reason, hold_note_due"
+         created_at, updated_at, hold_released_at, hold_release_reason, hold_note_due, \
+         fence_nonce"
     };
 }
 
