@@ -149,7 +149,7 @@ pub fn table_rows(out: &mut String, m: &CostMeasures) {
     );
     row(
         out,
-        "  spent per sale (all conversations)",
+        "  spent per sale (whole week)",
         usd(m.spend_per_sale_usd),
     );
     row(
@@ -262,7 +262,7 @@ mod tests {
             "cost (USD):",
             "per conversation                 0.2500 USD  (8 conversations)",
             "per sale (link_sent)             0.3750 USD  (2 sales)",
-            "spent per sale (all conversations) 1.0000 USD",
+            "spent per sale (whole week)      1.0000 USD",
             "per handoff                      0.1250 USD  (4 conversations)",
             "tokens in / cached / out         4000 / 1000 / 400",
             "cached share (cached / in)       25.0 %",

@@ -505,7 +505,7 @@ async fn report_cost_per_sale_counts_conversations_that_reached_link_sent(backen
         "cost (USD):",
         "per conversation                 0.2500 USD  (4 conversations)",
         "per sale (link_sent)             0.2188 USD  (2 sales)",
-        "spent per sale (all conversations) 0.5000 USD",
+        "spent per sale (whole week)      0.5000 USD",
         "per handoff                      0.0625 USD  (2 conversations)",
         "tokens in / cached / out         4600 / 1900 / 270",
         "cached share (cached / in)       41.3 %",
