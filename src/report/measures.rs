@@ -553,6 +553,10 @@ mod tests {
         let names: Vec<&str> = listed.iter().map(|p| p.measure).collect();
         assert!(names.contains(&"prospect share, prospect link-sent rate"));
         assert!(names.contains(&"funnel stages offered and prepared"));
+        assert!(
+            names.contains(&"cost per sale"),
+            "no funnel field: no conversation reaches link_sent"
+        );
         assert!(!names.contains(&"link-sent rate, bypass rate"));
         assert!(pending(None).iter().any(|p| p.measure == "sales measures"));
     }
