@@ -16,8 +16,8 @@
 //! with `manychat_agent::model::pricing`: cold (no prompt cache) and warm (every call's prefix
 //! read from the cache at the cached rate, as in steady traffic; cache writes not counted).
 //!
-//! The input figures move by a few tokens from run to run: each turn fences the contact's message
-//! with a random nonce.
+//! The input figures move by a few tokens from run to run: the contact's message is fenced with a
+//! random nonce.
 //!
 //! Assumptions: tokens are counted with `o200k_base` for every provider (Claude and Gemini count
 //! somewhat differently); the demo model's answers stand in for a real model's (a real model
