@@ -22,7 +22,8 @@
 //! - It calls `send_flow` only when that tool is offered and the contact asked for material or
 //!   the link, picks a value from the tool's own enum that the `FLOWS:` notice accepts, and once tool results are present it
 //!   answers saying what it is sending (spec 012 § the model is told an action was staged).
-//! - Usage is reported as characters / 4, so token and cost budgets move as with a provider.
+//! - Usage is counted with the real tokenizer (`model::tokenizer`, `o200k_base`) over the text the
+//!   request carries, so token and cost budgets move as with a provider.
 //! - Asked whether it is a bot, it says yes and offers a person without escalating (SYSTEM 4),
 //!   so the honest answer reaches the contact instead of being replaced by the escalation copy.
 //!
@@ -89,7 +90,7 @@ fn respond(request: &ModelRequest) -> ModelResponse {
         Decision::Call(calls) => ModelResponse {
             usage: Usage {
                 input_tokens,
-                output_tokens: tokens_for(calls.iter().map(call_length).sum()),
+                output_tokens: call_tokens(&calls),
                 cached_tokens: 0,
                 cache_write_tokens: 0,
             },
@@ -103,7 +104,7 @@ fn respond(request: &ModelRequest) -> ModelResponse {
             ModelResponse {
                 usage: Usage {
                     input_tokens,
-                    output_tokens: tokens_for(output.len()),
+                    output_tokens: tokens_for(&output),
                     cached_tokens: 0,
                     cache_write_tokens: 0,
                 },

@@ -284,32 +284,19 @@ impl TurnView {
     }
 }
 
+/// The request's input tokens as a provider roughly bills them, counted with the real
+/// tokenizer (`o200k_base`): the system text, the tool definitions and the output schema as
+/// JSON, and every message (`crate::model::tokenizer::request_tokens`).
 pub(super) fn estimate_input_tokens(request: &ModelRequest) -> u64 {
-    let mut chars = request.system.len();
-    for m in &request.messages {
-        chars += match m {
-            Message::User { text } => text.len(),
-            Message::Assistant {
-                text, tool_calls, ..
-            } => {
-                text.as_deref().map_or(0, str::len)
-                    + tool_calls.iter().map(call_length).sum::<usize>()
-            }
-            Message::ToolResults { results } => {
-                results.iter().map(|r| r.content.to_string().len()).sum()
-            }
-            // About a thousand tokens an image, as providers bill a mid-sized one.
-            Message::Images { images } => images.len() * 4000,
-        };
-    }
-    chars += request
-        .tools
-        .iter()
-        .map(|t| t.description.len() + t.parameters.to_string().len())
-        .sum::<usize>();
-    tokens_for(chars)
+    crate::model::tokenizer::request_tokens(request)
 }
 
-pub(super) fn tokens_for(chars: usize) -> u64 {
-    (chars as u64).div_ceil(4).max(1)
+/// The output tokens of an answer's text (at least 1), counted with the real tokenizer.
+pub(super) fn tokens_for(text: &str) -> u64 {
+    crate::model::tokenizer::count(text).max(1)
+}
+
+/// The output tokens of a step's tool calls: each name and its arguments as JSON (at least 1).
+pub(super) fn call_tokens(calls: &[ToolCall]) -> u64 {
+    crate::model::tokenizer::calls_tokens(calls).max(1)
 }

@@ -456,13 +456,6 @@ pub(super) fn flow_offering<'a>(
     }
 }
 
-pub(super) fn call_length(call: &ToolCall) -> usize {
-    match &call.arguments {
-        ToolArguments::Valid(v) => call.name.len() + v.to_string().len(),
-        ToolArguments::Invalid { length } => call.name.len() + length,
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The AgentReply
 

@@ -443,11 +443,21 @@ async fn without_tools_an_enrol_request_gets_the_catalog_url() {
 }
 
 #[tokio::test]
-async fn usage_is_reported_from_the_request_size() {
+async fn demo_usage_counts_the_request_and_the_answer_with_the_o200k_tokenizer() {
+    use crate::model::tokenizer::{count, request_tokens};
     let req = request("What are your prices?", vec![], true);
     let response = DemoModel::new().step(&req).await.unwrap();
-    assert!(response.usage.input_tokens >= (req.system.len() as u64) / 4);
-    assert!(response.usage.output_tokens > 0);
+    // What a provider bills: the whole request in (system, tools, schema, messages), the
+    // answer's text out; not characters ÷ 4.
+    assert_eq!(response.usage.input_tokens, request_tokens(&req));
+    assert!(response.usage.input_tokens > count(&req.system));
+    let output = response.output.as_deref().expect("an answer");
+    assert_eq!(response.usage.output_tokens, count(output));
+    assert_ne!(
+        response.usage.output_tokens,
+        (output.len() as u64).div_ceil(4),
+        "counted, not estimated from the length"
+    );
     assert_eq!(DemoModel::new().id(), "mock:demo");
 }
 

@@ -356,6 +356,7 @@ pub async fn run_all(store: &dyn Store) {
     report_counts_refused_actions_under_their_own_status(store).await;
     sales_aggregates_count_a_period_by_hand(store).await;
     report_week_reads_what_the_two_calls_read(store).await;
+    report_cost_per_sale_counts_conversations_that_reached_link_sent(store).await;
     spec_031_the_weekly_claim_is_taken_once(store).await;
     spec_031_a_run_ends_with_its_proposals(store).await;
     spec_031_a_run_left_running_is_failed(store).await;
@@ -486,6 +487,7 @@ mod tests {
         report_counts_refused_actions_under_their_own_status,
         sales_aggregates_count_a_period_by_hand,
         report_week_reads_what_the_two_calls_read,
+        report_cost_per_sale_counts_conversations_that_reached_link_sent,
         spec_025_scheduling_twice_leaves_one_pending_row,
         spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one,
         spec_025_claim_takes_due_rows_once,
