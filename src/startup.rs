@@ -154,6 +154,11 @@ pub fn config_context(settings: &Settings, allow_examples: bool) -> ConfigContex
         reply_flow_ns: settings.manychat_reply_flow_ns.clone(),
         reply_field: settings.manychat_reply_field.clone(),
         token_field: settings.manychat_token_field.clone(),
+        handshake_fields: settings
+            .manychat_delivery_handshake
+            .iter()
+            .flat_map(|h| [h.delivered_field.clone(), h.delivery_id_field.clone()])
+            .collect(),
         allow_examples,
     }
 }

@@ -144,9 +144,9 @@ pub fn demo_sandbox_account(vars: &HashMap<String, String>) -> Account {
     }
 }
 
-/// The delivery handshake's fields as the demo's environment names them (`serve` and `demo`
-/// validate them when they start).
-fn handshake_of(vars: &HashMap<String, String>) -> Option<DeliveryHandshake> {
+/// The delivery handshake's fields as the environment names them, read straight from it (the
+/// settings validate them).
+pub(super) fn handshake_of(vars: &HashMap<String, String>) -> Option<DeliveryHandshake> {
     let value = |name: &str| {
         vars.get(name)
             .map(|v| v.trim().to_owned())
