@@ -374,20 +374,41 @@ async fn spec_024_get_contact_timeout_is_honoured() {
 #[tokio::test]
 async fn system_3_5_every_request_waits_for_the_shared_limiter() {
     let server = success_server().await;
-    let limiter = ManyChatLimiter::new();
-    let client = ManyChatClient::new(&server.uri(), &Secret::new(TOKEN), limiter.clone())
-        .expect("client builds");
-    // Another user of the same bucket takes the whole burst.
-    for _ in 0..5 {
-        limiter.acquire().await;
+    // A write, the delivery handshake's write of several fields and its read of the contact,
+    // each after another user of the same bucket took the whole burst.
+    for call in ["addTagByName", "setCustomFields", "getInfo"] {
+        let limiter = ManyChatLimiter::new();
+        let client = ManyChatClient::new(&server.uri(), &Secret::new(TOKEN), limiter.clone())
+            .expect("client builds");
+        for _ in 0..5 {
+            limiter.acquire().await;
+        }
+        let started = std::time::Instant::now();
+        match call {
+            "addTagByName" => client.add_tag(&sub(), "vip").await.expect("tagged"),
+            "setCustomFields" => client
+                .set_fields(
+                    &sub(),
+                    &[
+                        ("ai_message", json!("Hi.")),
+                        ("ai_delivery_id", json!("1.0")),
+                    ],
+                )
+                .await
+                .expect("written"),
+            _ => drop(
+                client
+                    .get_contact(&sub(), Duration::from_secs(5))
+                    .await
+                    .expect("read"),
+            ),
+        }
+        assert!(
+            started.elapsed() >= Duration::from_millis(90),
+            "{call} waited for a slot: {:?}",
+            started.elapsed()
+        );
     }
-    let started = std::time::Instant::now();
-    client.add_tag(&sub(), "vip").await.expect("tagged");
-    assert!(
-        started.elapsed() >= Duration::from_millis(90),
-        "the request waited for a slot: {:?}",
-        started.elapsed()
-    );
 }
 
 /// Collects everything the fmt layer writes, without timestamps (digits in a timestamp could
