@@ -356,6 +356,62 @@ async fn without_the_handshake_twenty_kills_send_each_message_whose_flow_ran_twi
     );
 }
 
+/// One message whose trigger goes unanswered twice (two processes killed while ManyChat held
+/// it; the flow ran the second time when `second_ran`), then a third process: what the contact
+/// received and the row.
+async fn unanswered_twice(
+    backend: Backend,
+    second_ran: bool,
+    subscriber: &str,
+) -> (Vec<String>, OutboxRow) {
+    let dir = tempfile::tempdir().unwrap();
+    let database = lasting_database_url(backend, dir.path()).await;
+    let (server, fake) = manychat().await;
+    let app = process(&database, &server, true).await;
+    let id = queue_overdue(&app, subscriber, &["One."]).await;
+    fake.hold_every(2, if second_ran { |n| n == 2 } else { |_| false });
+    for kill in 1..=2 {
+        if kill > 1 {
+            tokio::time::advance(DEFAULT_LEASE + Duration::from_secs(1)).await;
+        }
+        killed_while_a_trigger_is_held(&restarted_worker(&app, &server, true), &fake, kill).await;
+    }
+    assert_eq!(row(&app, id).await.trigger_timeouts, 2);
+    resumed_to_the_end(&restarted_worker(&app, &server, true)).await;
+    assert_eq!(fake.get_infos(), 2, "read before each repeat");
+    assert_eq!(
+        requests_to(&server, "/fb/sending/sendFlow").await.len(),
+        2,
+        "never a third trigger"
+    );
+    let inbox = fake.inbox(subscriber);
+    let done = row(&app, id).await;
+    app.stop().await;
+    (inbox, done)
+}
+
+async fn handshake_a_message_unanswered_twice_that_the_flow_recorded_is_delivered_not_dead_lettered(
+    backend: Backend,
+) {
+    let _frozen = FrozenClock::freeze();
+    let (inbox, done) = unanswered_twice(backend, true, "9107").await;
+    assert_eq!(inbox, vec!["One."]);
+    assert_eq!(
+        (done.status, done.messages_delivered),
+        (OutboxStatus::Delivered, 1)
+    );
+}
+
+async fn handshake_a_message_unanswered_twice_that_the_flow_never_recorded_is_dead_lettered(
+    backend: Backend,
+) {
+    let _frozen = FrozenClock::freeze();
+    let (inbox, done) = unanswered_twice(backend, false, "9108").await;
+    assert!(inbox.is_empty(), "{inbox:?}");
+    assert_eq!(done.status, OutboxStatus::Failed);
+    assert!(done.last_error.unwrap().contains("may have run"));
+}
+
 on_both_backends!(
     #[tokio::test(start_paused = true)]
     handshake_a_message_the_reply_flow_recorded_is_not_sent_again_after_a_kill,
@@ -364,4 +420,6 @@ on_both_backends!(
     handshake_when_the_contact_cannot_be_read_the_message_is_sent_again_once,
     handshake_twenty_kills_at_the_delivery_moment_send_no_message_twice,
     without_the_handshake_twenty_kills_send_each_message_whose_flow_ran_twice,
+    handshake_a_message_unanswered_twice_that_the_flow_recorded_is_delivered_not_dead_lettered,
+    handshake_a_message_unanswered_twice_that_the_flow_never_recorded_is_dead_lettered,
 );

@@ -4,8 +4,8 @@
 //! delivery id field into the delivered field. setCustomFields and setCustomFieldByName answer
 //! as ManyChat does, its error envelope on a bad body; getInfo returns the fields.
 //!
-//! A trigger can be held (taken, never answered while a test runs), once per text: the moment a
-//! process is killed at. Whether the flow ran for a held trigger is the test's choice.
+//! A trigger can be held (taken, never answered while a test runs), once per text or every time:
+//! the moment a process is killed at. Whether the flow ran for a held trigger is the test's choice.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -32,6 +32,8 @@ struct State {
     to_hold: usize,
     held_texts: HashSet<String>,
     held: usize,
+    /// Hold a text's later triggers too (by default only its first is held).
+    hold_repeats: bool,
     runs_when_held: Option<RunsWhenHeld>,
     get_info_fails: bool,
     get_infos: usize,
@@ -89,6 +91,12 @@ impl FakeManyChat {
         let mut state = self.state.lock().unwrap();
         state.to_hold = count;
         state.runs_when_held = Some(runs);
+    }
+
+    /// Holds each of the next `count` triggers, a text's repeats included.
+    pub fn hold_every(&self, count: usize, runs: RunsWhenHeld) {
+        self.hold(count, runs);
+        self.state.lock().unwrap().hold_repeats = true;
     }
 
     pub fn fail_get_info(&self) {
@@ -172,7 +180,7 @@ impl FakeManyChat {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let hold = state.to_hold > 0 && !state.held_texts.contains(&text);
+        let hold = state.to_hold > 0 && (state.hold_repeats || !state.held_texts.contains(&text));
         let runs = if hold {
             state.to_hold -= 1;
             state.held += 1;
