@@ -1,6 +1,7 @@
 //! Deferred delivery (SYSTEM 3.5): what cannot be answered inside the race is written to the
 //! outbox and delivered by the worker as two ManyChat calls that are one delivery: the reply
-//! text into the contact's `MANYCHAT_REPLY_FIELD`, then `sendFlow` of `MANYCHAT_REPLY_FLOW_NS`.
+//! text into the contact's `MANYCHAT_REPLY_FIELD` (with the delivery handshake, together with
+//! the message's delivery id), then `sendFlow` of `MANYCHAT_REPLY_FLOW_NS`.
 //!
 //! Invariants:
 //! - The outbox row is the only truth; the field is rewritten before every trigger, retries
