@@ -154,6 +154,11 @@ pub fn config_context(settings: &Settings, allow_examples: bool) -> ConfigContex
         reply_flow_ns: settings.manychat_reply_flow_ns.clone(),
         reply_field: settings.manychat_reply_field.clone(),
         token_field: settings.manychat_token_field.clone(),
+        handshake_fields: settings
+            .manychat_delivery_handshake
+            .iter()
+            .flat_map(|h| [h.delivered_field.clone(), h.delivery_id_field.clone()])
+            .collect(),
         allow_examples,
     }
 }
@@ -531,8 +536,8 @@ pub fn nudge_worker(
 }
 
 /// The outbox worker of `serve` and `worker`: replies go to `MANYCHAT_REPLY_FIELD` and
-/// `reply_flow_ns`, `MANYCHAT_REPLY_GAP_MS` apart, claimed for `OUTBOX_LEASE_MS`; a
-/// dead-lettered reply hands its contact off per the tenant's `rules.handoff`.
+/// `reply_flow_ns`, `MANYCHAT_REPLY_GAP_MS` apart, claimed for `OUTBOX_LEASE_MS`, with the
+/// delivery handshake when `MANYCHAT_DELIVERED_FIELD` is set; a dead-lettered reply hands its contact off per the tenant's `rules.handoff`.
 pub fn outbox_worker(
     settings: &Settings,
     store: Arc<dyn Store>,
@@ -550,7 +555,8 @@ pub fn outbox_worker(
     .with_token_field(settings.manychat_token_field.clone())
     .with_lease(settings.outbox_lease)
     .with_give_up_after(settings.outbox_give_up_after)
-    .with_shutdown_drain(settings.shutdown_drain);
+    .with_shutdown_drain(settings.shutdown_drain)
+    .with_handshake(settings.manychat_delivery_handshake.clone());
     OutboxWorker::new(store, manychat, clock, worker_settings, metrics).with_tenant_config(config)
 }
 

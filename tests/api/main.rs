@@ -18,6 +18,8 @@ mod flows;
 mod gates;
 mod going_live;
 mod handoff_hold;
+mod handshake;
+mod handshake_fake;
 mod hardening;
 mod hold;
 mod hostile_media;
