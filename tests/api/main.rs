@@ -38,6 +38,7 @@ mod race;
 mod reload;
 mod replicas;
 mod report;
+mod sale_steps;
 mod sales;
 mod selling;
 mod shutdown;
