@@ -1,5 +1,7 @@
 //! What one sale costs in model calls, input tokens and money, measured, not asserted: the eight
-//! messages of a sale (`benches/sales/*.txt`), sent by two contacts one after the other through
+//! messages of a sale (`benches/sales/*.txt`), each 300 ms after the previous reply (so that the
+//! turn's actions, performed after its response, are on record for the next), sent by two
+//! contacts one after the other through
 //! the real HTTP turn path (SQLite, a fake ManyChat that accepts everything), answered by
 //! `mock:demo` behind a wrapper that keeps every request. Two verticals: the demo tenant
 //! (`config/*.example`, a pottery studio) and the bicycle workshop of `tests/fixtures/tenant-cycle`.
@@ -50,6 +52,9 @@ use tokio_util::sync::CancellationToken;
 
 mod common;
 use common::*;
+
+/// How long a contact waits after a reply before its next message (real time).
+const CONTACT_PAUSE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// A sale: its name, the tenant it runs on and its messages.
 struct Sale {
@@ -135,6 +140,9 @@ async fn run_sale(sale: &Sale, dir: &Path, index: usize) -> [Contact; 2] {
                 .unwrap();
             assert!(response.status().is_success());
             per_message.push(model.calls() - before);
+            // A turn's actions run after its response: the contact's next message comes once
+            // they are done, as a person's reply does, so the next turn sees their record.
+            tokio::time::sleep(CONTACT_PAUSE).await;
         }
         contacts.push(Contact {
             steps: model.steps()[first..].to_vec(),
