@@ -18,7 +18,7 @@ use wiremock::{Mock, ResponseTemplate};
 use crate::helpers::*;
 use crate::selling::*;
 
-fn get_contact(n: usize) -> ToolCall {
+pub(crate) fn get_contact(n: usize) -> ToolCall {
     call(format!("read_{n}"), "get_contact", json!({}))
 }
 
@@ -479,7 +479,7 @@ async fn spec_012_verification_10_next_turn_prompt_carries_performed_actions_onl
 
 /// A getInfo body with invented identifiers, configured and unconfigured tags, an
 /// out-of-enum field value and a note.
-fn get_info_fixture() -> Value {
+pub(crate) fn get_info_fixture() -> Value {
     json!({
         "status": "success",
         "data": {
@@ -509,7 +509,7 @@ fn get_info_fixture() -> Value {
     })
 }
 
-async fn serve_get_info(app: &TestApp, body: Value, delay: Duration) {
+pub(crate) async fn serve_get_info(app: &TestApp, body: Value, delay: Duration) {
     Mock::given(method("GET"))
         .and(path(GET_INFO))
         .respond_with(
@@ -628,83 +628,6 @@ async fn spec_024_verification_2_notes_inside_the_fence_tags_and_fields_outside(
             .count(),
         2,
         "a third read makes no request"
-    );
-}
-
-/// 012: several calls in one step are run in call order under the same caps as across steps:
-/// the ninth write of the step is dropped and its third read makes no request.
-#[tokio::test]
-async fn spec_012_a_ninth_write_and_a_third_read_in_one_step_are_refused_as_across_steps() {
-    let step = vec![
-        prospect(),
-        add_tag("interested_wheel"),
-        set_field("clay_experience", "none"),
-        set_field("funnel_stage", "qualifying"),
-        set_field("course", "wheel-basics"),
-        send_flow("wheel_basics_guide", false),
-        remove_tag("gift_buyer"),
-        write_note("goal", "Wants a set of bowls."),
-        add_tag("gift_buyer"),
-        get_contact(1),
-        get_contact(2),
-        get_contact(3),
-    ];
-    let model = script(vec![
-        tool_calls(step),
-        answer("Here is the wheel course guide."),
-    ]);
-    let app = spawn_app(model.clone()).await;
-    serve_get_info(&app, get_info_fixture(), Duration::ZERO).await;
-    app.send("5810", "How much is the wheel course?").await;
-    app.settle().await;
-
-    let requests = model.requests();
-    assert_eq!(requests.len(), 2, "one tool step, then the answer");
-    let results = tool_results(&requests[1]);
-    assert_eq!(results.len(), 12, "one result per call: {results:?}");
-    for (n, result) in results[..8].iter().enumerate() {
-        assert!(
-            result["staged"] == true || result["sent"] == true,
-            "call {n} is within the cap: {result}"
-        );
-    }
-    assert_eq!(
-        results[8],
-        json!({"staged": false, "reason": "action_limit"}),
-        "the step's ninth write is dropped"
-    );
-    assert_eq!(results[9]["available"], json!(true));
-    assert_eq!(results[10]["available"], json!(true));
-    assert_eq!(results[11], json!({"available": false}), "the third read");
-    assert_eq!(
-        app.manychat_requests()
-            .await
-            .iter()
-            .filter(|r| r.path == GET_INFO)
-            .count(),
-        2,
-        "a third read in the same step makes no request"
-    );
-    let turn = agent_turn(&app, "5810").await;
-    let entries = turn.actions.unwrap().as_array().unwrap().clone();
-    let statuses: Vec<(&str, &str)> = entries
-        .iter()
-        .filter(|e| e["tool"] != "send_event")
-        .map(|e| {
-            (
-                e["id"].as_str().unwrap_or(""),
-                e["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        statuses.iter().filter(|(_, s)| *s == "performed").count(),
-        8,
-        "{entries:?}"
-    );
-    assert!(
-        statuses.contains(&("gift_buyer", "dropped_over_cap")),
-        "{entries:?}"
     );
 }
 

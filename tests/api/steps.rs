@@ -1,15 +1,97 @@
-//! The model calls a whole sale costs (012: several calls per step, the reply beside writes that
-//! only stage), through the HTTP route, the fake ManyChat and the real store, answered by
-//! `mock:demo`: the eight messages of `benches/sales/` (the sales the `sale_cost` bench prices).
+//! Several tool calls in one model step (012), through the HTTP route, the fake ManyChat and the
+//! real store: the caps hold within a step as across steps, and the model calls a whole sale
+//! costs when the reply comes beside writes that only stage, answered by `mock:demo` on the
+//! eight messages of `benches/sales/` (the sales the `sale_cost` bench prices).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use manychat_agent::model::demo::DemoModel;
 use manychat_agent::model::mock::RecordingModel;
+use manychat_agent::model::mock::tool_calls;
 use manychat_agent::model::{Message, ModelRequest};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::helpers::*;
+use crate::selling::*;
+use crate::tools::{get_contact, get_info_fixture, serve_get_info};
+
+/// 012: several calls in one step are run in call order under the same caps as across steps:
+/// the ninth write of the step is dropped and its third read makes no request.
+#[tokio::test]
+async fn spec_012_a_ninth_write_and_a_third_read_in_one_step_are_refused_as_across_steps() {
+    let step = vec![
+        prospect(),
+        add_tag("interested_wheel"),
+        set_field("clay_experience", "none"),
+        set_field("funnel_stage", "qualifying"),
+        set_field("course", "wheel-basics"),
+        send_flow("wheel_basics_guide", false),
+        remove_tag("gift_buyer"),
+        write_note("goal", "Wants a set of bowls."),
+        add_tag("gift_buyer"),
+        get_contact(1),
+        get_contact(2),
+        get_contact(3),
+    ];
+    let model = script(vec![
+        tool_calls(step),
+        answer("Here is the wheel course guide."),
+    ]);
+    let app = spawn_app(model.clone()).await;
+    serve_get_info(&app, get_info_fixture(), Duration::ZERO).await;
+    app.send("5810", "How much is the wheel course?").await;
+    app.settle().await;
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "one tool step, then the answer");
+    let results = tool_results(&requests[1]);
+    assert_eq!(results.len(), 12, "one result per call: {results:?}");
+    for (n, result) in results[..8].iter().enumerate() {
+        assert!(
+            result["staged"] == true || result["sent"] == true,
+            "call {n} is within the cap: {result}"
+        );
+    }
+    assert_eq!(
+        results[8],
+        json!({"staged": false, "reason": "action_limit"}),
+        "the step's ninth write is dropped"
+    );
+    assert_eq!(results[9]["available"], json!(true));
+    assert_eq!(results[10]["available"], json!(true));
+    assert_eq!(results[11], json!({"available": false}), "the third read");
+    assert_eq!(
+        app.manychat_requests()
+            .await
+            .iter()
+            .filter(|r| r.path == GET_INFO)
+            .count(),
+        2,
+        "a third read in the same step makes no request"
+    );
+    let turn = agent_turn(&app, "5810").await;
+    let entries = turn.actions.unwrap().as_array().unwrap().clone();
+    let statuses: Vec<(&str, &str)> = entries
+        .iter()
+        .filter(|e| e["tool"] != "send_event")
+        .map(|e| {
+            (
+                e["id"].as_str().unwrap_or(""),
+                e["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|(_, s)| *s == "performed").count(),
+        8,
+        "{entries:?}"
+    );
+    assert!(
+        statuses.contains(&("gift_buyer", "dropped_over_cap")),
+        "{entries:?}"
+    );
+}
 
 fn sale(name: &str) -> Vec<String> {
     std::fs::read_to_string(repo_path(&format!("benches/sales/{name}.txt")))
@@ -42,7 +124,7 @@ async fn run_sale(tenant: Option<&str>, name: &str) -> Vec<Answered> {
         let (status, body) = app.send("5557001", &text).await;
         assert_eq!(status, 200, "{body}");
         app.settle().await;
-        let actions = crate::selling::agent_turn(&app, "5557001")
+        let actions = agent_turn(&app, "5557001")
             .await
             .actions
             .and_then(|a| a.as_array().cloned())
