@@ -202,6 +202,13 @@ fn assert_sale_within_eleven_calls(sale: &[Answered], intent: &str) {
 async fn spec_012_the_demo_tenants_sale_takes_at_most_eleven_model_calls() {
     let sale = run_sale(None, "riverside-clay").await;
     assert_sale_within_eleven_calls(&sale, "intent");
+    // The framework rules the model receives ask for this.
+    let system = &sale[0].requests[0].system;
+    assert!(
+        system.contains("Make independent calls together in one step")
+            && system.contains("give the reply in that same step"),
+        "{system}"
+    );
     // The course was recorded beside its answer (message 3, "would the wheel course suit me?").
     assert!(
         performed(&sale[2], "set_field", "course", Some("wheel-basics")),
