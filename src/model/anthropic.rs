@@ -17,6 +17,8 @@
 //! - A request whose history holds `tool_use`/`tool_result` blocks must still define the tools,
 //!   so the final step (`ToolChoice::None`) sends them with `tool_choice: none`; with no tools at
 //!   all both keys are omitted.
+//! - `tool_choice` never carries `disable_parallel_tool_use`: a step may make several calls
+//!   (012), each answered by its own `tool_result`, in call order.
 //! - Consecutive messages of one role are merged into one message, so results of one step sit
 //!   first in a single user message, as the API requires.
 //! - A refusal's text is never returned as output.

@@ -7,7 +7,8 @@
 //! - Tools are `functionDeclarations` with their JSON Schema as `parametersJsonSchema`. Steps
 //!   one to three set `toolConfig.functionCallingConfig.mode: AUTO`; the reply step sets `NONE`
 //!   (the declarations stay, as the history holds their calls) on a model that takes a response
-//!   schema beside tools, and omits the tools on one that does not.
+//!   schema beside tools, and omits the tools on one that does not. Nothing limits an answer to
+//!   one `functionCall` part: a step may make several calls (012).
 //! - Every call is answered in the next `user` content by a `functionResponse` of the same name,
 //!   in call order, first in that content: `{"output": …}`, or `{"error": …}` for a refused call.
 //!   A call's `id`, when Gemini sends one, is echoed on the replayed call and its response; a

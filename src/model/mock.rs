@@ -4,6 +4,8 @@
 //! - [`ScriptedModel`] answers from a script, in order, and records every request it received.
 //! - [`HangingModel`] never answers; it records that it was called and that it was cancelled.
 //! - [`SlowModel`] (`mock:slow`) answers after 12 s, to force the deferred path in a demo.
+//! - [`RecordingModel`] wraps any model and keeps every request it was sent, in order (the
+//!   sale-cost bench and the step-count tests count and price them).
 //!
 //! Invariants: no mock panics on any input (an exhausted script is a `Malformed` error); every
 //! wait is a tokio sleep, so a test with a paused clock controls it; a mock that answers reports
@@ -186,6 +188,54 @@ impl Model for ScriptedModel {
             }
             response
         })
+    }
+}
+
+/// Any model, every request it is sent and every answer it gave kept in order; it answers as
+/// the model it wraps.
+pub struct RecordingModel {
+    inner: std::sync::Arc<dyn Model>,
+    steps: Mutex<Vec<(ModelRequest, Option<ModelResponse>)>>,
+}
+
+impl RecordingModel {
+    pub fn new(inner: std::sync::Arc<dyn Model>) -> Self {
+        Self {
+            inner,
+            steps: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every request sent so far, in order.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        lock(&self.steps).iter().map(|(r, _)| r.clone()).collect()
+    }
+
+    /// Every request sent so far with its answer (`None`: the call failed), in order.
+    pub fn steps(&self) -> Vec<(ModelRequest, Option<ModelResponse>)> {
+        lock(&self.steps).clone()
+    }
+
+    /// How many calls were made.
+    pub fn calls(&self) -> usize {
+        lock(&self.steps).len()
+    }
+}
+
+#[async_trait]
+impl Model for RecordingModel {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.inner.accepts_images()
+    }
+
+    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let answer = self.inner.step(request).await;
+        lock(&self.steps).push((request.clone(), answer.as_ref().ok().cloned()));
+        answer
     }
 }
 

@@ -10,8 +10,11 @@
 //! - `AGENT_REASONING_EFFORT` goes as `reasoning_effort` to a model that takes it (the start
 //!   refuses it for any other, `reasoning::check`); its reasoning tokens are part of
 //!   `completion_tokens`, so they are charged as output.
-//! - Tools go out strict, with `tool_choice: "auto"` and `parallel_tool_calls: false`
-//!   (structured outputs and parallel calls do not mix). On the final step
+//! - Tools go out with `tool_choice: "auto"` and `parallel_tool_calls` left out (its default,
+//!   true): a step may make several calls (012). They go out without `strict`, because OpenAI's
+//!   strict function schemas and parallel calls do not mix; every argument is checked against
+//!   the tenant's configured ids where it is staged, so nothing unconfigured is written
+//!   (`crate::tools`). The answer's `response_format` stays strict. On the final step
 //!   (`ToolChoice::None`) the official API (`api.openai.com`) gets the same tools with
 //!   `tool_choice: "none"`, which it honours, so the request's prefix (tools first) is the one
 //!   its prompt cache already holds; a compatible server gets no tools at all, as several
@@ -119,21 +122,12 @@ impl Wire for OpenAi {
         }
         let offer_tools = request.tool_choice == ToolChoice::Auto || self.official;
         if offer_tools && !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|tool| {
-                    let mut tool = http::function_tool(tool);
-                    tool["function"]["strict"] = json!(true);
-                    tool
-                })
-                .collect();
+            let tools: Vec<Value> = request.tools.iter().map(http::function_tool).collect();
             body["tools"] = Value::Array(tools);
             body["tool_choice"] = match request.tool_choice {
                 ToolChoice::Auto => json!("auto"),
                 ToolChoice::None => json!("none"),
             };
-            body["parallel_tool_calls"] = json!(false);
         }
         body
     }
@@ -327,7 +321,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn system_4_openai_tool_step_sends_strict_tools_auto_choice_and_json_schema() {
+    async fn system_4_openai_tool_step_allows_parallel_calls_with_auto_choice_and_json_schema() {
         let (body, server) = only_first_step_body(AT, final_answer(), model_for).await;
         assert_eq!(
             body,
@@ -342,12 +336,10 @@ mod tests {
                     "function": {
                         "name": "send_flow",
                         "description": "Sends the course brochure.",
-                        "parameters": send_flow_tool().parameters,
-                        "strict": true
+                        "parameters": send_flow_tool().parameters
                     }
                 }],
                 "tool_choice": "auto",
-                "parallel_tool_calls": false,
                 "response_format": {
                     "type": "json_schema",
                     "json_schema": {

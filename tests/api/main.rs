@@ -45,6 +45,7 @@ mod report;
 mod sales;
 mod selling;
 mod shutdown;
+mod steps;
 mod surfaces;
 mod takeover;
 mod tokens;

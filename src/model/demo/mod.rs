@@ -22,6 +22,9 @@
 //! - It calls `send_flow` only when that tool is offered and the contact asked for material or
 //!   the link, picks a value from the tool's own enum that the `FLOWS:` notice accepts, and once tool results are present it
 //!   answers saying what it is sending (spec 012 § the model is told an action was staged).
+//! - Its calls of a turn go in one step, the sales moves first, then the flow. Without a flow it
+//!   answers in that same step, beside the writes (their `staged` results tell it nothing the
+//!   answer needs, so the loop ends there); with one, the answer follows the flow's result.
 //! - Usage is counted with the real tokenizer (`model::tokenizer`, `o200k_base`) over the text the
 //!   request carries, so token and cost budgets move as with a provider.
 //! - Asked whether it is a bot, it says yes and offers a person without escalating (SYSTEM 4),
@@ -99,6 +102,21 @@ fn respond(request: &ModelRequest) -> ModelResponse {
             stop: StopReason::ToolCalls,
             echo: Default::default(),
         },
+        Decision::CallAndReply(calls, reply) => {
+            let output = reply.to_json();
+            ModelResponse {
+                usage: Usage {
+                    input_tokens,
+                    output_tokens: call_tokens(&calls) + tokens_for(&output),
+                    cached_tokens: 0,
+                    cache_write_tokens: 0,
+                },
+                tool_calls: calls,
+                output: Some(output),
+                stop: StopReason::ToolCalls,
+                echo: Default::default(),
+            }
+        }
         Decision::Reply(reply) => {
             let output = reply.to_json();
             ModelResponse {
@@ -120,6 +138,8 @@ fn respond(request: &ModelRequest) -> ModelResponse {
 enum Decision {
     /// Tool calls of one step, run in order (the sales moves first, then a flow).
     Call(Vec<ToolCall>),
+    /// Writes and the answer in one step: nothing the answer says depends on their results.
+    CallAndReply(Vec<ToolCall>, Reply),
     Reply(Reply),
 }
 
@@ -238,65 +258,80 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
             for (n, call) in calls.iter_mut().enumerate() {
                 call.id = format!("demo_call_{}", n + 1);
             }
-            return Decision::Call(calls);
+            // Writes alone return nothing the answer needs: they go in one step with the
+            // answer (the loop ends there once each is staged). A flow's answer follows its
+            // result (029), so it waits for the next step.
+            if calls.iter().any(|c| c.name == "send_flow") {
+                return Decision::Call(calls);
+            }
+            let reply = answer(catalog, &folded, &targets, wants_link);
+            return Decision::CallAndReply(calls, reply);
         }
     }
-    if wants_link && let Some(reply) = link_reply(catalog, &targets) {
-        return Decision::Reply(reply);
+    Decision::Reply(answer(catalog, &folded, &targets, wants_link))
+}
+
+/// The answer from the catalog once the moves are made: the link, material without an
+/// offering, price, schedule, payment options, FAQ, overview, one named offering, greeting, and
+/// finally `out_of_scope`.
+fn answer(
+    catalog: &CatalogView,
+    folded: &str,
+    targets: &[&OfferingLine],
+    wants_link: bool,
+) -> Reply {
+    if wants_link && let Some(reply) = link_reply(catalog, targets) {
+        return reply;
     }
-    if has(&folded, MATERIAL_REQUEST) && targets.is_empty() && catalog.offerings.len() > 1 {
+    if has(folded, MATERIAL_REQUEST) && targets.is_empty() && catalog.offerings.len() > 1 {
         // 028: material is per offering; with none known, ask which one first.
         let names: Vec<&str> = catalog.offerings.iter().map(|o| o.name.as_str()).collect();
-        return Decision::Reply(Reply::answer(
+        return Reply::answer(
             vec![format!(
                 "Happy to send details. We offer: {}.",
                 names.join(", ")
             )],
             0.85,
             Some("Which one would you like the details for?".into()),
-        ));
+        );
     }
 
-    if has(&folded, PRICE) {
-        let scope = in_scope(catalog, &targets);
-        return Decision::Reply(
-            price_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3)),
-        );
+    if has(folded, PRICE) {
+        let scope = in_scope(catalog, targets);
+        return price_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3));
     }
-    if has(&folded, SCHEDULE) {
-        let scope = in_scope(catalog, &targets);
-        return Decision::Reply(
-            schedule_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3)),
-        );
+    if has(folded, SCHEDULE) {
+        let scope = in_scope(catalog, targets);
+        return schedule_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3));
     }
-    if has(&folded, PAYMENT_QUESTION) {
-        return Decision::Reply(if catalog.payment_options.is_empty() {
+    if has(folded, PAYMENT_QUESTION) {
+        return if catalog.payment_options.is_empty() {
             Reply::escalate(Reason::OutOfScope, 0.3)
         } else {
             payment_options_reply(catalog, false)
-        });
+        };
     }
-    if let Some(answer) = catalog.faq_answer(&folded) {
-        return Decision::Reply(Reply::answer(vec![answer.to_owned()], 0.85, None));
+    if let Some(answer) = catalog.faq_answer(folded) {
+        return Reply::answer(vec![answer.to_owned()], 0.85, None);
     }
-    if has(&folded, OVERVIEW) && !catalog.offerings.is_empty() {
+    if has(folded, OVERVIEW) && !catalog.offerings.is_empty() {
         let all: Vec<&OfferingLine> = catalog.offerings.iter().collect();
         if let Some(reply) = price_reply(&all) {
-            return Decision::Reply(reply);
+            return reply;
         }
     }
-    if let [one] = targets.as_slice() {
-        return Decision::Reply(offering_reply(one));
+    if let [one] = targets {
+        return offering_reply(one);
     }
-    if has(&folded, GREETING) && !catalog.offerings.is_empty() {
+    if has(folded, GREETING) && !catalog.offerings.is_empty() {
         let names: Vec<&str> = catalog.offerings.iter().map(|o| o.name.as_str()).collect();
-        return Decision::Reply(Reply::answer(
+        return Reply::answer(
             vec![format!("Hi! We offer: {}.", names.join(", "))],
             0.9,
             Some("Which one would you like to know more about?".into()),
-        ));
+        );
     }
-    Decision::Reply(Reply::escalate(Reason::OutOfScope, 0.3))
+    Reply::escalate(Reason::OutOfScope, 0.3)
 }
 
 #[cfg(test)]

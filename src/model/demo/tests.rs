@@ -361,6 +361,68 @@ async fn demo_sends_only_a_flow_the_flows_notice_accepts() {
     );
 }
 
+/// `set_field` with the intent and funnel fields, as the tools module describes them.
+fn set_field_tool() -> ToolSpec {
+    ToolSpec {
+        name: "set_field".into(),
+        description: "Record one of the contact's fields.\n\
+            - intent: Whether the contact is thinking of buying. Values: not_prospect, prospect.\n\
+            - funnel_stage: How far the sale has come. Values: new, qualifying, nurturing, offered, prepared, link_sent."
+            .into(),
+        parameters: json!({"type": "object"}),
+    }
+}
+
+fn set_fields(response: &ModelResponse) -> Vec<Value> {
+    response
+        .tool_calls
+        .iter()
+        .filter(|c| c.name == "set_field")
+        .map(|c| match &c.arguments {
+            ToolArguments::Valid(v) => v.clone(),
+            ToolArguments::Invalid { .. } => Value::Null,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn spec_012_demo_answers_in_the_step_of_its_writes_and_after_a_flows_result() {
+    // Writes only: both sales moves and the answer in one step.
+    let req = request(
+        "What courses do you offer?",
+        vec![set_field_tool(), send_flow_tool()],
+        false,
+    );
+    let response = DemoModel::new().step(&req).await.unwrap();
+    assert_eq!(
+        set_fields(&response),
+        vec![
+            json!({"field": "intent", "value": "prospect"}),
+            json!({"field": "funnel_stage", "value": "qualifying"}),
+        ]
+    );
+    let ids: Vec<&str> = response.tool_calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, vec!["demo_call_1", "demo_call_2"]);
+    let reply: Value = serde_json::from_str(response.output.as_deref().expect("the answer"))
+        .expect("the answer is an AgentReply");
+    answered_saying(&reply, &["180.00 USD"]);
+
+    // A flow among the calls: the writes and the flow in one step, the answer after its result.
+    let req = request(
+        "Can you send me the details for River Runner?",
+        vec![set_field_tool(), send_flow_tool()],
+        false,
+    );
+    let response = DemoModel::new().step(&req).await.unwrap();
+    let names: Vec<&str> = response
+        .tool_calls
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, vec!["set_field", "set_field", "send_flow"]);
+    assert_eq!(response.output, None);
+}
+
 #[tokio::test]
 async fn spec_012_verification_8_refused_flow_is_not_claimed() {
     let (model, mut req, first) =
