@@ -23,6 +23,9 @@
 //! - The shared prefix of a request is the longest common byte prefix of its JSON text with the
 //!   contact's previous request (same contact, the step before, across turns), and with the other
 //!   contact's request at the same step; its tokens are that common text counted alone.
+//!   Anthropic's `cache_control` marks are left out of the text first: they mark where a cached
+//!   prefix ends and are not part of it. The share with the previous request is over a contact's
+//!   requests after its first (the first has no previous one).
 //! - Cost per sale (one contact's eight messages) at `model::pricing`'s list rates: cold, nothing
 //!   cached, every input token at the input rate; warm, each request's larger shared prefix (the
 //!   contact's previous request, or the other contact's at the same step) at the cached input
@@ -204,7 +207,9 @@ fn providers() -> Vec<Provider> {
             label: "Anthropic messages body",
             model_id: "anthropic:claude-haiku-4-5",
             body: Box::new(move |r| anthropic.request_body(r)),
-            prompt_order: &["tools", "system", "messages", "output_config"],
+            // The answer's schema belongs to the prefix: Anthropic's structured outputs guide
+            // says a change of `output_config.format` invalidates the conversation's cache.
+            prompt_order: &["tools", "system", "output_config", "messages"],
         },
         Provider {
             label: "Gemini generateContent body",
@@ -213,6 +218,20 @@ fn providers() -> Vec<Provider> {
             prompt_order: &["tools", "systemInstruction", "contents"],
         },
     ]
+}
+
+/// Removes Anthropic's `cache_control` marks: they say where a cached prefix ends, they are not
+/// part of the prompt it caches, so a mark that moves to a later message leaves the earlier
+/// prefix readable.
+fn without_cache_marks(value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            fields.remove("cache_control");
+            fields.values_mut().for_each(without_cache_marks);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_cache_marks),
+        _ => {}
+    }
 }
 
 /// The longest common prefix of `a` and `b`, ending on a character boundary.
@@ -254,7 +273,11 @@ fn measure(provider: &Provider, contacts: &[Contact; 2]) -> Vec<Call> {
     let bodies = |c: &Contact| -> Vec<String> {
         c.steps
             .iter()
-            .map(|(r, _)| prompt_text(&(provider.body)(r), provider.prompt_order))
+            .map(|(r, _)| {
+                let mut body = (provider.body)(r);
+                without_cache_marks(&mut body);
+                prompt_text(&body, provider.prompt_order)
+            })
             .collect()
     };
     let (mine, other) = (bodies(&contacts[0]), bodies(&contacts[1]));
@@ -324,14 +347,16 @@ fn report(sale: &Sale, contacts: &[Contact; 2]) {
     println!();
     println!(
         "| body (o200k_base over the JSON sent) | input tokens per sale | per call min / mean / max \
-         | prefix of the contact's previous request | prefix of the other contact's same step |"
+         | prefix of the contact's previous request (its requests after the first) | prefix of the other contact's same step |"
     );
     println!("|---|---|---|---|---|");
     let providers = providers();
     let measured: Vec<Vec<Call>> = providers.iter().map(|p| measure(p, contacts)).collect();
     for (provider, calls) in providers.iter().zip(&measured) {
         let total: u64 = calls.iter().map(|c| c.tokens).sum();
-        let own: u64 = calls.iter().map(|c| c.own_prefix).sum();
+        // A contact's first request has no previous one: the share is over the requests after it.
+        let own: u64 = calls.iter().skip(1).map(|c| c.own_prefix).sum();
+        let after_first: u64 = calls.iter().skip(1).map(|c| c.tokens).sum();
         let cross: u64 = calls.iter().map(|c| c.cross_prefix).sum();
         let min = calls.iter().map(|c| c.tokens).min().unwrap_or(0);
         let max = calls.iter().map(|c| c.tokens).max().unwrap_or(0);
@@ -339,7 +364,7 @@ fn report(sale: &Sale, contacts: &[Contact; 2]) {
             "| {} | {total} | {min} / {} / {max} | {} | {} |",
             provider.label,
             total / calls.len().max(1) as u64,
-            share(own, total),
+            share(own, after_first),
             share(cross, total),
         );
     }
