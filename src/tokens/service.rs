@@ -3,16 +3,18 @@
 //!
 //! # In the response, with the API write as the fallback
 //!
-//! A token issued on a contact's request rides on the response that answers it: the Dynamic
+//! A contact's first token rides on the response that answers its first message: the Dynamic
 //! Block sets the token field itself (`set_field_value`), which costs none of ManyChat's 10
 //! requests a second (a crowd of new contacts once spent the whole budget on token writes). The
 //! API write stays as the fallback, because only the contact's next request proves the block's
 //! action arrived: [`TokenService::for_response`] queues a `contact_token` row due
 //! [`RESPONSE_FALLBACK`] later, and [`TokenService::after_request`] settles it without a request
 //! when a request carries that token first. The outbox writes the rows still pending when due,
-//! at the limiter's background priority (after every reply). `tokens backfill` has no response
-//! to ride on: it writes through the API at once ([`TokenService::issue_and_write`]), also at
-//! background priority.
+//! at the limiter's background priority (after every reply). A token reissued after an unbound
+//! request is never put in a response (whoever sent it may hold the shared secret but not the
+//! contact's token, and the contact has a history): it is written through the API beside the
+//! model call, as is `tokens backfill`'s ([`TokenService::issue_and_write`]), also at background
+//! priority.
 //!
 //! # Why the outbox row carries the plain token
 //!
@@ -154,20 +156,29 @@ impl TokenService {
         }
     }
 
-    /// What the turn calls once it has classified the request. When [`should_issue`] says so,
-    /// issues a token for the response to carry ([`TokenService::for_response`]) and returns it.
-    /// Otherwise, when the request presented the contact's current token soon after it was
-    /// issued, settles the token's fallback write in the background (tracked by `tasks`): the
-    /// token is in the contact's field.
+    /// What the turn calls once it has classified the request. When [`should_issue`] says so:
+    /// a contact's first token is issued for the response to carry
+    /// ([`TokenService::for_response`]) and returned; a token reissued after an unbound request
+    /// is written through the API beside the model call, until `deadline`
+    /// ([`TokenService::start`]), never shown in the response: that request may come from
+    /// someone holding the shared secret but not the contact's token, who must not be handed
+    /// one to a history. Otherwise, when the request presented the contact's current token soon
+    /// after it was issued, settles the token's fallback write in the background (tracked by
+    /// `tasks`): the token is in the contact's field.
     pub async fn after_request(
         &self,
         tasks: &TaskTracker,
         conversation: &Conversation,
         binding: &Binding,
         presented: Option<&str>,
+        deadline: Instant,
     ) -> Option<Secret> {
         let now = self.clock.now();
         if should_issue(conversation, binding, now) {
+            if *binding != Binding::NoTokenYet {
+                self.start(tasks, conversation.clone(), deadline);
+                return None;
+            }
             return match self.for_response(conversation).await {
                 Ok(token) => Some(token),
                 Err(error) => {

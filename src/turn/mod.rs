@@ -142,8 +142,8 @@ pub struct TurnResponse {
     /// The messages to render; empty for a silent response.
     pub messages: Vec<String>,
     pub after: Option<AfterResponse>,
-    /// 019: the contact's new token, for the response to set in the token field (its API write
-    /// is the fallback, queued). Whatever the turn answered, the block carries it.
+    /// 019: the contact's first token, for the response to set in the token field (its API
+    /// write is the fallback, queued). Whatever the turn answered, the block carries it.
     pub token: Option<Secret>,
 }
 
@@ -417,8 +417,8 @@ impl TurnEngine {
     }
 
     /// 019: whether the request is bound (it reads and extends history: its token matches, or
-    /// the contact has none yet). Issues a token into `token`, for the response to carry, when
-    /// the contact needs one.
+    /// the contact has none yet). A contact's first token goes into `token`, for the response
+    /// to carry; a reissued one is written through the API beside the model call.
     async fn bind(
         &self,
         conversation: &Conversation,
@@ -430,7 +430,13 @@ impl TurnEngine {
         let binding = tokens::bind(conversation, presented);
         *token = inner
             .tokens
-            .after_request(&inner.tasks, conversation, &binding, presented)
+            .after_request(
+                &inner.tasks,
+                conversation,
+                &binding,
+                presented,
+                inbound.arrived_at + inner.settings.race_deadline,
+            )
             .await;
         tokens::reads_history(&binding, inner.settings.contact_tokens_enforced)
     }

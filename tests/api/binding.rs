@@ -123,7 +123,18 @@ async fn system_019_previous_token_still_binds_after_a_reissue() {
     let body = send_with_token(&app, "8003", "No token this time", None).await;
     app.settle().await;
     assert_eq!(issued(&app, "8003").await, 2);
-    assert!(block_token(&body, "ai_token").is_some_and(|second| second != first));
+    assert_eq!(
+        block_token(&body, "ai_token"),
+        None,
+        "a reissue after an unbound request is never shown to its sender"
+    );
+    let written = written_tokens(&app).await;
+    assert_eq!(
+        written.len(),
+        1,
+        "it is written to the field through the API"
+    );
+    assert_ne!(written[0], first);
     send_with_token(&app, "8003", "Back with the first token", Some(&first)).await;
     assert!(prompt_of(&model, 2).contains("Opening question"));
 }

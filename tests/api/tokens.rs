@@ -272,7 +272,13 @@ async fn system_019_write_not_done_by_response_time_is_left_to_the_outbox() {
 
     // A bound request issues nothing.
     let bound = service(&app, "ai_token")
-        .after_request(&tasks, &stored, &tokens::Binding::Bound, Some(last))
+        .after_request(
+            &tasks,
+            &stored,
+            &tokens::Binding::Bound,
+            Some(last),
+            tokio::time::Instant::now(),
+        )
         .await;
     assert!(bound.is_none());
 }
