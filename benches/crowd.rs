@@ -452,9 +452,22 @@ fn main() {
             {
                 by_block += 1;
             }
-            if let Some((set_at, _)) = field_at(*subscriber, second, contact, &log)
-                && set_at.duration_since(first) <= Duration::from_secs(10)
-            {
+            // When the field first held the token the message carried (a fallback write of
+            // the same token later does not count).
+            let first_set = field_at(*subscriber, second, contact, &log).and_then(|(_, token)| {
+                let by_block = contact
+                    .first_answered
+                    .as_ref()
+                    .filter(|(_, t)| t.as_deref() == Some(token.as_str()))
+                    .map(|(at, _)| *at);
+                let by_api = log
+                    .iter()
+                    .filter(|r| r.accepted && r.subscriber == *subscriber)
+                    .find(|r| r.token.as_deref() == Some(token.as_str()))
+                    .map(|r| r.at);
+                by_block.into_iter().chain(by_api).min()
+            });
+            if first_set.is_some_and(|at| at.duration_since(first) <= Duration::from_secs(10)) {
                 within_10s += 1;
             }
         }
