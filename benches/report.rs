@@ -348,12 +348,24 @@ async fn main() {
         started.elapsed().as_secs_f64()
     );
     let started = Instant::now();
-    let (_, counts) = store
+    let week = store
         .report_week(from, until, &demo_sales_keys())
         .await
         .unwrap();
+    let counts = week.sales;
     println!(
-        "one week, now: report_week {:.3} s (sales {counts:?})",
+        "one week, now: report_week {:.3} s (sales {counts:?}; {} conversations, {} sales)",
+        started.elapsed().as_secs_f64(),
+        week.costs.all.conversations,
+        week.costs.sold.conversations
+    );
+    let started = Instant::now();
+    store
+        .conversation_costs(from, until, &demo_sales_keys())
+        .await
+        .unwrap();
+    println!(
+        "one week: conversation_costs alone {:.3} s",
         started.elapsed().as_secs_f64()
     );
     assert_eq!(
@@ -397,6 +409,10 @@ async fn main() {
             "SELECT conversation_id, actions FROM turns WHERE created_at >= ?1 AND created_at < ?2 AND actions IS NOT NULL AND actions <> '[]'",
         ),
         ("inline latencies", BEFORE_INLINE_LATENCIES),
+        (
+            "conversation costs",
+            "SELECT conversation_id, SUM(input_tokens), SUM(cached_tokens), SUM(output_tokens), SUM(cost_usd), MAX(escalation_reason IS NOT NULL) FROM turns WHERE created_at >= ?1 AND created_at < ?2 GROUP BY conversation_id",
+        ),
     ] {
         let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
         let steps: Vec<String> = plan

@@ -113,6 +113,9 @@ fn context(env: &HashMap<String, String>) -> crate::config::ConfigContext {
         reply_flow_ns: env_value(env, "MANYCHAT_REPLY_FLOW_NS"),
         reply_field: env_value(env, "MANYCHAT_REPLY_FIELD").unwrap_or_else(|| "ai_message".into()),
         token_field: env_value(env, "MANYCHAT_TOKEN_FIELD").unwrap_or_else(|| "ai_token".into()),
+        handshake_fields: manychat_check::handshake_of(env)
+            .map(|h| vec![h.delivered_field, h.delivery_id_field])
+            .unwrap_or_default(),
         allow_examples: false,
     }
 }

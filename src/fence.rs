@@ -1,12 +1,19 @@
-//! The contact fence (C4): untrusted text is wrapped in markers that carry a per-turn random
-//! nonce, after every marker-like sequence has been stripped from the text itself.
+//! The contact fence (C4): untrusted text is wrapped in markers that carry a random nonce, one
+//! per contact conversation, after every marker-like sequence has been stripped from the text
+//! itself.
 //!
 //! Invariants:
 //! - Text inside a fence never contains `<<<` or `>>>`, so a contact can neither close the fence
 //!   nor open a forged one, with or without guessing the nonce.
 //! - Stripping repeats until nothing is left to strip: removing one `>>>` from `<<>>><` would
 //!   otherwise join its neighbours into a new `<<<`.
-//! - The nonce is 16 lowercase hex characters, new for every turn.
+//! - The nonce is 16 lowercase hex characters, random, and kept for the contact's conversation
+//!   (stored on its row), so the history is fenced the same way on every turn and providers can
+//!   cache it. It is rotated (a new one stored) whenever the contact's current text or any
+//!   history text holds it, so a contact who learned it cannot reuse it; a turn without a
+//!   conversation (a nudge is the contact's, the learning analyst's and an eval's are not) takes
+//!   a fresh one. The stripping alone already keeps every fence closed: the nonce is defence in
+//!   depth, and what the guardrails look for in a reply.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -20,7 +27,7 @@ const CLOSE_LABEL: &str = "END CONTACT nonce=";
 /// A marker's length without its nonce, at most.
 const MARKER_SLACK: usize = OPEN.len() + CLOSE_LABEL.len() + CLOSE.len();
 
-/// One turn's fence.
+/// A conversation's fence (or one turn's, for a turn without a conversation).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Fence {
     nonce: String,
@@ -41,6 +48,33 @@ impl Fence {
         (nonce.len() == 16 && nonce.bytes().all(|b| b.is_ascii_hexdigit())).then(|| Self {
             nonce: nonce.to_ascii_lowercase(),
         })
+    }
+
+    /// The conversation's fence: its stored nonce, unless there is none yet (or a stored value
+    /// that is not a nonce) or one of `texts` (the contact's current text, the history's texts)
+    /// holds it, in any case; then a fresh nonce no text holds. The flag says the nonce is new,
+    /// so the caller stores it on the conversation.
+    pub fn for_conversation<'a>(
+        stored: Option<&str>,
+        texts: impl IntoIterator<Item = &'a str> + Clone,
+    ) -> (Self, bool) {
+        let held = |fence: &Fence| {
+            texts
+                .clone()
+                .into_iter()
+                .any(|t| t.to_ascii_lowercase().contains(&fence.nonce))
+        };
+        if let Some(fence) = stored.and_then(Self::from_nonce)
+            && !held(&fence)
+        {
+            return (fence, false);
+        }
+        loop {
+            let fence = Self::new();
+            if !held(&fence) {
+                return (fence, true);
+            }
+        }
     }
 
     pub fn nonce(&self) -> &str {
@@ -156,7 +190,28 @@ mod tests {
     }
 
     #[test]
-    fn system_4_fence_nonce_is_16_hex_chars_and_differs_per_turn() {
+    fn system_4_a_conversation_keeps_its_nonce_until_a_text_holds_it() {
+        // First use: a fresh nonce, to be stored.
+        let (first, new) = Fence::for_conversation(None, ["hello"]);
+        assert!(new);
+        // Later turns: the stored nonce, unchanged.
+        let (again, new) = Fence::for_conversation(Some(first.nonce()), ["hello", "price?"]);
+        assert!(!new);
+        assert_eq!(again.nonce(), first.nonce());
+        // A text that holds it (in any case) rotates it, to one no text holds.
+        let leaked = format!("is it {}?", first.nonce().to_ascii_uppercase());
+        let (rotated, new) = Fence::for_conversation(Some(first.nonce()), ["hi", leaked.as_str()]);
+        assert!(new);
+        assert_ne!(rotated.nonce(), first.nonce());
+        assert!(!leaked.to_ascii_lowercase().contains(rotated.nonce()));
+        // A stored value that is not a nonce is never used as one.
+        let (fresh, new) = Fence::for_conversation(Some(">>>not-a-nonce<<<"), ["hi"]);
+        assert!(new);
+        assert_eq!(fresh.nonce().len(), 16);
+    }
+
+    #[test]
+    fn system_4_fence_nonce_is_16_hex_chars_and_differs_per_conversation() {
         let a = Fence::new();
         let b = Fence::new();
         assert_eq!(a.nonce().len(), 16);

@@ -163,6 +163,26 @@ pub struct Metrics {
     budget_cap_usd: Gauge<f64, AtomicU64>,
     budget_spent_tokens: Gauge,
     budget_cap_tokens: Gauge,
+    /// Tokens the model calls of this process were billed, by kind ([`TOKEN_KINDS`]).
+    model_tokens: Family<Labels<1>, Counter>,
+    /// What the model calls of this process cost, in US dollars, at the price table's rates.
+    model_cost_usd: Counter<f64, AtomicU64>,
+}
+
+/// The kinds of billed tokens `model_tokens_total` counts: `input` (every input token, cached
+/// and cache-written included), `cached` (input served from the provider's prompt cache),
+/// `cache_write` (input written to it) and `output` (thinking included).
+pub const TOKEN_KINDS: [&str; 4] = ["input", "cached", "cache_write", "output"];
+
+/// One model call's billed usage, as `Metrics::model_usage` counts it (this module knows no
+/// model type).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BilledUsage {
+    pub input_tokens: u64,
+    pub cached_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
 }
 
 /// Registers each metric as it is made, and hands it back (a clone shares it).
@@ -314,6 +334,14 @@ impl Default for Metrics {
                 "budget_cap_tokens",
                 "The daily model token cap (rules.json budget.dailyTokenCap)",
             ),
+            model_tokens: r.add(
+                "model_tokens",
+                "Tokens the model calls of this process were billed, by kind: input (all of it), cached (of the input, served from the prompt cache), cache_write, output",
+            ),
+            model_cost_usd: r.add(
+                "model_cost_usd",
+                "What the model calls of this process cost, in US dollars, at the price table's rates",
+            ),
             registry: r.0,
         };
         metrics.zero_series();
@@ -369,6 +397,9 @@ impl Metrics {
     /// reasons, ManyChat attempts of each built-in action, the guardrail kinds, the answer
     /// paths, the model call results and the reply flow's `sendFlow`.
     fn zero_series(&self) {
+        for kind in TOKEN_KINDS {
+            let _ = self.model_tokens.get_or_create(&[("kind", kind)]);
+        }
         for why in HOLD_RELEASES {
             let _ = self.hold_releases.get_or_create(&[("reason", why)]);
         }
@@ -564,6 +595,24 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Counts one model call's billed tokens and cost (`crate::model::timed`, every call).
+    pub fn model_usage(&self, usage: BilledUsage) {
+        let [input, cached, cache_write, output] = TOKEN_KINDS;
+        for (kind, tokens) in [
+            (input, usage.input_tokens),
+            (cached, usage.cached_tokens),
+            (cache_write, usage.cache_write_tokens),
+            (output, usage.output_tokens),
+        ] {
+            self.model_tokens
+                .get_or_create(&[("kind", kind)])
+                .inc_by(tokens);
+        }
+        if usage.cost_usd.is_finite() && usage.cost_usd > 0.0 {
+            self.model_cost_usd.inc_by(usage.cost_usd);
+        }
+    }
+
     /// Observes one ManyChat request to `endpoint` (ManyChat's name for it) that got the HTTP
     /// `status`, or none (a timeout or a connection error).
     pub fn manychat_request(&self, endpoint: &'static str, status: Option<u16>, elapsed: Duration) {
@@ -641,6 +690,13 @@ mod tests {
         metrics.nudge("cancelled", "contact_replied");
         metrics.action("send_flow", "failed");
         metrics.manychat_request("sendFlow", Some(503), Duration::from_millis(120));
+        metrics.model_usage(BilledUsage {
+            input_tokens: 1200,
+            cached_tokens: 1000,
+            cache_write_tokens: 0,
+            output_tokens: 40,
+            cost_usd: 0.25,
+        });
         let text = metrics.render();
         for line in [
             "manychat_agent_outbox_delivered_total 1",
@@ -649,6 +705,11 @@ mod tests {
             "manychat_agent_actions_total{tool=\"send_flow\",status=\"failed\"} 1",
             "manychat_agent_manychat_request_duration_seconds_count{endpoint=\"sendFlow\",status_class=\"5xx\"} 1",
             "manychat_agent_variables_not_substituted_total{field=\"ai_token\"} 0",
+            "manychat_agent_model_tokens_total{kind=\"input\"} 1200",
+            "manychat_agent_model_tokens_total{kind=\"cached\"} 1000",
+            "manychat_agent_model_tokens_total{kind=\"cache_write\"} 0",
+            "manychat_agent_model_tokens_total{kind=\"output\"} 40",
+            "manychat_agent_model_cost_usd_total 0.25",
             "# EOF",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");

@@ -154,6 +154,11 @@ pub fn config_context(settings: &Settings, allow_examples: bool) -> ConfigContex
         reply_flow_ns: settings.manychat_reply_flow_ns.clone(),
         reply_field: settings.manychat_reply_field.clone(),
         token_field: settings.manychat_token_field.clone(),
+        handshake_fields: settings
+            .manychat_delivery_handshake
+            .iter()
+            .flat_map(|h| [h.delivered_field.clone(), h.delivery_id_field.clone()])
+            .collect(),
         allow_examples,
     }
 }
@@ -169,6 +174,9 @@ pub struct Checked {
     api_token: crate::ids::Secret,
     pub model: Arc<dyn Model>,
     media: crate::media::MediaSettings,
+    /// What the operator should know that does not stop `serve` (one line each): an operator
+    /// price that charges cache reads at the full input rate (`pricing::price_note`).
+    pub notes: Vec<String>,
 }
 
 impl Checked {
@@ -235,6 +243,9 @@ impl Checked {
             (Some(reply_flow_ns), Some(api_token), Some(model), Some(media))
                 if problems.is_empty() =>
             {
+                let notes = crate::model::pricing::price_note(model.id())
+                    .into_iter()
+                    .collect();
                 Ok(Self {
                     config,
                     plugins,
@@ -242,6 +253,7 @@ impl Checked {
                     api_token,
                     model,
                     media,
+                    notes,
                 })
             }
             _ if problems.len() == 1 => Err(problems.remove(0)),
@@ -267,7 +279,11 @@ impl Application {
             api_token,
             model,
             media,
+            notes,
         } = Checked::check(&settings, &mut overrides)?;
+        for note in notes {
+            tracing::info!("{note}");
+        }
         let plugins = plugins.with_metrics(metrics.clone());
         // A reload that adds a tool without its secret is refused the same way.
         config.check_with(plugins.reload_check());
@@ -520,8 +536,8 @@ pub fn nudge_worker(
 }
 
 /// The outbox worker of `serve` and `worker`: replies go to `MANYCHAT_REPLY_FIELD` and
-/// `reply_flow_ns`, `MANYCHAT_REPLY_GAP_MS` apart, claimed for `OUTBOX_LEASE_MS`; a
-/// dead-lettered reply hands its contact off per the tenant's `rules.handoff`.
+/// `reply_flow_ns`, `MANYCHAT_REPLY_GAP_MS` apart, claimed for `OUTBOX_LEASE_MS`, with the
+/// delivery handshake when `MANYCHAT_DELIVERED_FIELD` is set; a dead-lettered reply hands its contact off per the tenant's `rules.handoff`.
 pub fn outbox_worker(
     settings: &Settings,
     store: Arc<dyn Store>,
@@ -539,7 +555,8 @@ pub fn outbox_worker(
     .with_token_field(settings.manychat_token_field.clone())
     .with_lease(settings.outbox_lease)
     .with_give_up_after(settings.outbox_give_up_after)
-    .with_shutdown_drain(settings.shutdown_drain);
+    .with_shutdown_drain(settings.shutdown_drain)
+    .with_handshake(settings.manychat_delivery_handshake.clone());
     OutboxWorker::new(store, manychat, clock, worker_settings, metrics).with_tenant_config(config)
 }
 

@@ -2,9 +2,18 @@
 //!
 //! Invariants:
 //! - At most [`MAX_STEPS`] model calls per turn.
-//! - Steps 1–3 offer the host's tools with `tool_choice: auto`; a step that makes tool calls is
-//!   answered with one result per call, in call order, and the loop goes on; a step without tool
-//!   calls ends the loop with its output.
+//! - Steps 1–3 offer the host's tools with `tool_choice: auto`; a step may make several tool
+//!   calls, each run by the host in call order under the turn's caps (a ninth write or a third
+//!   read within one step is refused exactly as across steps), and is answered with one result
+//!   per call, in call order, and the loop goes on; a step without tool calls ends the loop with
+//!   its output.
+//! - A step whose every call staged a write (`"staged": true`, with no news the reply depends
+//!   on) and which already carries its reply (an output that is a JSON object) ends the loop
+//!   with that reply: a staged write returns nothing the model needs, so another call would only
+//!   repeat the answer. A read, a flow sent inline (`sent`), a refused or invalid call, a write
+//!   whose result carries news (an opening queued, a stage flow sent, refused or dropped), or an
+//!   output that is not a JSON object (a preamble beside the calls) sends the results back and
+//!   the loop goes on.
 //! - The final step (step 4, or any step on which the host offers no tool) carries the turn's
 //!   original messages only, never tool calls or results (providers refuse tool history without
 //!   tools), plus the host's server note; `tool_choice` is `none` and any tool call it makes is
@@ -196,6 +205,18 @@ pub async fn run_loop_within(
             results.push(result);
         }
         tracing::debug!(step, calls = results.len(), "tool step");
+        if let Some(output) = response.output.as_deref()
+            && is_reply(output)
+            && results.iter().all(only_staged)
+        {
+            return LoopResult {
+                output: Ok(response.output),
+                usage,
+                steps: step,
+                tools_offered,
+                budget_refused: false,
+            };
+        }
         request.messages.push(Message::Assistant {
             text: response.output,
             tool_calls: response.tool_calls,
@@ -212,6 +233,29 @@ pub async fn run_loop_within(
         tools_offered,
         budget_refused: false,
     }
+}
+
+/// Whether a step's output is a reply rather than a preamble beside its calls: a JSON object.
+fn is_reply(output: &str) -> bool {
+    serde_json::from_str::<serde_json::Map<String, Value>>(output).is_ok()
+}
+
+/// What a staged write's result may carry beside `"staged": true` and still need no answer:
+/// the flows an offering opens (for a later turn) and a stage flow that follows the reply. Any
+/// other news (an opening sent before the reply, a stage flow sent, refused or dropped) changes
+/// what the reply may say, so the model sees it first.
+const NEWS_THE_REPLY_NEEDS_NOT: &[&str] = &["staged", "flowsAvailable", "flowStaged"];
+
+/// Whether a call's result says its write was staged and nothing the reply beside it should
+/// have known: the reply needs nothing back.
+fn only_staged(result: &ToolResult) -> bool {
+    !result.is_error
+        && result.content.get("staged") == Some(&Value::Bool(true))
+        && result.content.as_object().is_some_and(|fields| {
+            fields
+                .keys()
+                .all(|key| NEWS_THE_REPLY_NEEDS_NOT.contains(&key.as_str()))
+        })
 }
 
 #[cfg(test)]
@@ -535,6 +579,141 @@ pub(crate) mod tests {
         assert_eq!(r.output, Err(ModelError::RateLimited));
         assert_eq!(r.steps, 2);
         assert_eq!(r.usage, usage(100, 10));
+    }
+
+    /// A host like the tools module's: a write answers `{"staged": true}` (with what a later
+    /// step could use for the tag `flows`), the tag `refused` is refused, `get_contact` reads.
+    #[derive(Default)]
+    struct StagingHost {
+        called: Vec<String>,
+    }
+
+    #[async_trait]
+    impl ToolHost for StagingHost {
+        fn specs(&self) -> Arc<[ToolSpec]> {
+            RecordingHost::default().specs()
+        }
+        async fn call(&mut self, call: &ToolCall) -> Value {
+            self.called.push(call.id.clone());
+            let ToolArguments::Valid(args) = &call.arguments else {
+                unreachable!("the loop answers invalid arguments itself");
+            };
+            match (call.name.as_str(), args["id"].as_str()) {
+                ("get_contact", _) => json!({"available": true, "tags": []}),
+                (_, Some("refused")) => json!({"staged": false, "reason": "action_limit"}),
+                (_, Some("flows")) => json!({"staged": true, "flowsAvailable": ["brochure"]}),
+                (_, Some("opening")) => {
+                    json!({"staged": true, "openingQueued": {"flow": "welcome"}})
+                }
+                (_, Some("stage")) => json!({"staged": true, "flowSent": "gallery"}),
+                _ => json!({"staged": true}),
+            }
+        }
+        fn final_note(&self) -> Option<String> {
+            None
+        }
+    }
+
+    const REPLY: &str = r#"{"messages":["Noted."],"escalate":false}"#;
+
+    /// Tool calls and an output in one answer.
+    fn calls_beside(calls: Vec<ToolCall>, output: &str) -> Result<ModelResponse, ModelError> {
+        Ok(ModelResponse {
+            tool_calls: calls,
+            output: Some(output.to_owned()),
+            usage: usage(100, 10),
+            stop: StopReason::ToolCalls,
+            echo: Default::default(),
+        })
+    }
+
+    #[tokio::test]
+    async fn spec_012_a_step_with_several_calls_stages_each_in_order_with_one_result_per_call() {
+        let model = ScriptedModel::new(vec![
+            calls(vec![
+                call("w1", "add_tag", json!({"id": "a"})),
+                call("r1", "get_contact", json!({})),
+                call("w2", "add_tag", json!({"id": "refused"})),
+                call("w3", "add_tag", json!({"id": "b"})),
+            ]),
+            answer(REPLY),
+        ]);
+        let mut host = StagingHost::default();
+        let r = run_loop(&model, base(), &mut host).await;
+        assert_eq!(r.steps, 2);
+        assert_eq!(host.called, vec!["w1", "r1", "w2", "w3"]);
+        let Message::ToolResults { results } = &model.requests()[1].messages[2] else {
+            panic!("expected tool results");
+        };
+        let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+        assert_eq!(ids, vec!["w1", "r1", "w2", "w3"]);
+        assert_eq!(results[1].content["available"], json!(true));
+        assert_eq!(results[2].content["staged"], json!(false));
+    }
+
+    #[tokio::test]
+    async fn spec_012_a_reply_beside_staged_writes_ends_the_loop_on_that_step() {
+        let model = ScriptedModel::new(vec![
+            calls_beside(
+                vec![
+                    call("w1", "add_tag", json!({"id": "a"})),
+                    call("w2", "add_tag", json!({"id": "flows"})),
+                ],
+                REPLY,
+            ),
+            answer("never requested"),
+        ]);
+        let mut host = StagingHost::default();
+        let r = run_loop(&model, base(), &mut host).await;
+        assert_eq!(r.output, Ok(Some(REPLY.to_owned())));
+        assert_eq!(r.steps, 1, "no second call for writes that only stage");
+        assert_eq!(r.usage, usage(100, 10));
+        assert_eq!(host.called, vec!["w1", "w2"], "both staged, in order");
+        assert_eq!(model.requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn spec_012_a_reply_beside_a_read_a_refused_write_or_news_is_replaced_by_the_next_step() {
+        for needs_result in [
+            call("r1", "get_contact", json!({})),
+            call("w2", "add_tag", json!({"id": "refused"})),
+            call("w2", "set_field", json!({"id": "opening"})),
+            call("w2", "set_field", json!({"id": "stage"})),
+        ] {
+            let model = ScriptedModel::new(vec![
+                calls_beside(
+                    vec![call("w1", "add_tag", json!({"id": "a"})), needs_result],
+                    REPLY,
+                ),
+                answer("{\"after\":true}"),
+            ]);
+            let r = run_loop(&model, base(), &mut StagingHost::default()).await;
+            assert_eq!(r.output, Ok(Some("{\"after\":true}".to_owned())));
+            assert_eq!(r.steps, 2);
+            // The first answer is replayed with its calls, then one result per call.
+            let reqs = model.requests();
+            assert!(matches!(
+                &reqs[1].messages[1],
+                Message::Assistant { text: Some(t), tool_calls, .. } if t == REPLY && tool_calls.len() == 2
+            ));
+            assert!(
+                matches!(&reqs[1].messages[2], Message::ToolResults { results } if results.len() == 2)
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn spec_012_a_preamble_beside_staged_writes_is_not_a_reply() {
+        let model = ScriptedModel::new(vec![
+            calls_beside(
+                vec![call("w1", "add_tag", json!({"id": "a"}))],
+                "Let me note that first.",
+            ),
+            answer(REPLY),
+        ]);
+        let r = run_loop(&model, base(), &mut StagingHost::default()).await;
+        assert_eq!(r.output, Ok(Some(REPLY.to_owned())));
+        assert_eq!(r.steps, 2);
     }
 
     /// A host whose tools run out after the first step (e.g. its only tool hit a cap).

@@ -14,6 +14,7 @@
 //! every guardrail or an escalation with no messages (the caller sends the tenant's copy).
 
 pub mod agent_loop;
+mod cache_key;
 pub mod duplicate;
 pub mod guardrails;
 mod leak;
@@ -37,7 +38,7 @@ use std::sync::Arc;
 use crate::config::TenantConfig;
 use crate::escalation::EscalationCause;
 use crate::fence::Fence;
-use crate::model::{Message, Model, ModelError, ModelRequest, ToolChoice, Usage};
+use crate::model::{CacheHints, Message, Model, ModelError, ModelRequest, ToolChoice, Usage};
 
 /// The structured output's name on the wire.
 pub const OUTPUT_NAME: &str = "agent_reply";
@@ -52,6 +53,9 @@ pub struct SnapshotPrompt {
     /// 031: the content hash of the playbook version the prefix carries, written on the turns
     /// it prompts; `None`: no playbook (the prefix is [`static_prefix`] exactly).
     pub playbook: Option<String>,
+    /// The providers' cache key of every request this prompt starts (`CacheHints::key`): a
+    /// short hash of the prefix and the config's tools, nothing of a contact's.
+    pub cache_key: Arc<str>,
 }
 
 impl SnapshotPrompt {
@@ -72,10 +76,12 @@ impl SnapshotPrompt {
             prefix.push_str(&playbook.section);
         }
         let protected = ProtectedText::new(&prefix);
+        let cache_key = cache_key::cache_key(&prefix, config);
         Self {
             prefix: Arc::from(prefix),
             protected,
             playbook: playbook.map(|p| p.hash.clone()),
+            cache_key,
         }
     }
 }
@@ -115,15 +121,17 @@ pub struct Thought {
     pub playbook: Option<String>,
 }
 
-/// Runs one turn through the model with a fresh fence.
+/// Runs one turn through the model with a fresh fence (a turn without a stored conversation: an
+/// eval; a contact's turn uses its conversation's fence, [`think_with_fence`]).
 pub async fn think(model: &dyn Model, input: ThinkInput<'_>, tools: &mut dyn ToolHost) -> Thought {
     let fence = Fence::new();
     think_with_fence(model, input, &fence, tools).await
 }
 
-/// [`think`] with the caller's fence: a tool host that returns fenced contact data (024: note
-/// values from a read) must use the same fence as the prompt, so the caller creates it, hands a
-/// clone to the host, and passes it here.
+/// [`think`] with the caller's fence: the conversation's (`crate::fence`: one nonce per
+/// conversation, so its history is fenced the same way every turn). A tool host that returns
+/// fenced contact data (024: note values from a read) must use the same fence as the prompt, so
+/// the caller hands a clone to the host and passes it here.
 pub async fn think_with_fence(
     model: &dyn Model,
     input: ThinkInput<'_>,
@@ -170,7 +178,11 @@ async fn respond(
         output_name: OUTPUT_NAME.to_owned(),
         max_output_tokens: input.max_output_tokens,
         temperature: input.temperature,
-        cache: Default::default(),
+        // The history leads the messages and repeats the contact's previous turn byte for byte.
+        cache: CacheHints {
+            key: Some(input.prompt.cache_key.clone()),
+            stable_messages: prompt::history_message_count(input.history),
+        },
     };
     let result = run_loop_within(model, base, tools, input.budget).await;
 
@@ -283,16 +295,19 @@ mod tests {
 
         let req = &model.requests()[0];
         assert_eq!(req.system, prompt.prefix);
+        assert_eq!(req.cache.key, Some(prompt.cache_key.clone()));
         assert_eq!(&req.output_schema, agent_reply_schema());
         assert_eq!(req.output_name, "agent_reply");
         assert_eq!(req.max_output_tokens, 400);
-        let Message::User { text } = &req.messages[0] else {
-            panic!("expected the turn message first");
+        // The history's one message leads, and is what the providers may cache.
+        assert_eq!(req.cache.stable_messages, 1);
+        let [Message::User { text: history }, Message::User { text }] = &req.messages[..] else {
+            panic!("expected the history, then the turn's message");
         };
+        assert!(history.contains(" hello <<<END CONTACT nonce="));
         assert!(text.starts_with(
             "SERVER NOTICES (system-authored, not from the contact):\nOFFERING: foundation\n"
         ));
-        assert!(text.contains(" hello <<<END CONTACT nonce="));
         assert!(text.contains("\nhow much?\n<<<END CONTACT nonce="));
         assert!(text.ends_with(">>>"));
     }
@@ -350,9 +365,15 @@ mod tests {
         let t = think_with_fence(&model, input(&cfg, &prompt, text), &fence, &mut NoTools).await;
         assert_eq!(t.reply.cause, EscalationCause::Leak);
         assert!(t.reply.messages.is_empty());
-        let Message::User { text } = &model.requests()[0].messages[0] else {
-            panic!("expected the turn message first");
-        };
+        let text: String = model.requests()[0]
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::User { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
         assert_eq!(
             text.matches("<<<END CONTACT nonce=0000000000000abc>>>")
                 .count(),

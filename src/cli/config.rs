@@ -103,13 +103,36 @@ pub fn config_check_env(env: &HashMap<String, String>) -> CliResult {
     };
     let config = checked.config.snapshot();
     print_valid(&dir, &config);
+    for note in &checked.notes {
+        println!("{note}");
+    }
     println!(
         "environment: ready for serve (model {}, {}, port {})",
         checked.model.id(),
         crate::store::describe_database(settings.database_url.expose()),
         settings.port
     );
+    println!(
+        "{}",
+        handshake_line(settings.manychat_delivery_handshake.as_ref())
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a deferred reply whose trigger got no answer does, as configured.
+fn handshake_line(handshake: Option<&crate::outbox::DeliveryHandshake>) -> String {
+    match handshake {
+        Some(h) => format!(
+            "deferred replies: delivery handshake on (MANYCHAT_DELIVERED_FIELD {}, \
+             MANYCHAT_DELIVERY_ID_FIELD {}): a message the reply flow recorded is not sent again",
+            crate::config::printable(&h.delivered_field),
+            crate::config::printable(&h.delivery_id_field)
+        ),
+        None => "deferred replies: no delivery handshake (MANYCHAT_DELIVERED_FIELD unset): a \
+                 trigger that got no answer is sent again once, so a message may reach the \
+                 contact twice"
+            .to_owned(),
+    }
 }
 
 /// The two lines a valid config prints: what `dir` holds, and the opening hours as of now.

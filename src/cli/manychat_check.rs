@@ -9,6 +9,7 @@ use super::{CliError, CliResult, config_dir, config_used, context, settings_for}
 use crate::clock::Clock;
 use crate::manychat::ManyChatClient;
 use crate::manychat::account::{Account, AccountField, AccountFlow, Named, Wiring};
+use crate::outbox::DeliveryHandshake;
 use crate::settings::Needs;
 use crate::startup;
 
@@ -26,12 +27,14 @@ fn placed<'a, T>(
 }
 
 /// Every flow, tag and custom field the deployment relies on: what `tools.json` and
-/// `rules.json` name, the reply flow, and the reply and token fields (written with text).
+/// `rules.json` name, the reply flow, and the reply and token fields (written with text), and
+/// with the delivery handshake its two fields (both Text).
 fn wiring_of(
     config: &crate::config::TenantConfig,
     reply_flow_ns: Option<&str>,
     reply_field: &str,
     token_field: &str,
+    handshake: Option<&DeliveryHandshake>,
 ) -> Wiring {
     let mut wiring = Wiring::default();
     if let Some(ns) = reply_flow_ns {
@@ -43,6 +46,16 @@ fn wiring_of(
     wiring
         .text_fields
         .push(Named::new("MANYCHAT_TOKEN_FIELD", token_field));
+    if let Some(handshake) = handshake {
+        wiring.text_fields.push(Named::new(
+            "MANYCHAT_DELIVERED_FIELD",
+            &handshake.delivered_field,
+        ));
+        wiring.text_fields.push(Named::new(
+            "MANYCHAT_DELIVERY_ID_FIELD",
+            &handshake.delivery_id_field,
+        ));
+    }
     let rules = &config.rules;
     if let Some(handoff) = &rules.handoff {
         if let Some(tag) = &handoff.tag {
@@ -107,6 +120,7 @@ pub fn demo_sandbox_account(vars: &HashMap<String, String>) -> Account {
         context.reply_flow_ns.as_deref(),
         &context.reply_field,
         &context.token_field,
+        handshake_of(vars).as_ref(),
     );
     Account {
         flows: wiring
@@ -128,6 +142,21 @@ pub fn demo_sandbox_account(vars: &HashMap<String, String>) -> Account {
             })
             .collect(),
     }
+}
+
+/// The delivery handshake's fields as the environment names them, read straight from it (the
+/// settings validate them).
+pub(super) fn handshake_of(vars: &HashMap<String, String>) -> Option<DeliveryHandshake> {
+    let value = |name: &str| {
+        vars.get(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    Some(DeliveryHandshake {
+        delivered_field: value("MANYCHAT_DELIVERED_FIELD")?,
+        delivery_id_field: value("MANYCHAT_DELIVERY_ID_FIELD")
+            .unwrap_or_else(|| crate::outbox::handshake::DEFAULT_DELIVERY_ID_FIELD.to_owned()),
+    })
 }
 
 /// What a check against the demo's sandbox proves: little, since the sandbox's account is built
@@ -170,6 +199,7 @@ pub async fn manychat_check(env: &HashMap<String, String>) -> CliResult {
         settings.manychat_reply_flow_ns.as_deref(),
         &settings.manychat_reply_field,
         &settings.manychat_token_field,
+        settings.manychat_delivery_handshake.as_ref(),
     );
     let mut problems = crate::manychat::account::problems(&account, &wiring);
     if settings.manychat_reply_flow_ns.is_none() {

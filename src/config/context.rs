@@ -11,6 +11,9 @@ pub struct ConfigContext {
     pub reply_field: String,
     /// `MANYCHAT_TOKEN_FIELD` (default `ai_token`): the field the contact's token lives in.
     pub token_field: String,
+    /// `MANYCHAT_DELIVERED_FIELD` and `MANYCHAT_DELIVERY_ID_FIELD` when the delivery handshake is
+    /// on, empty otherwise: the reply flow and the outbox write them, the tenant's tools never.
+    pub handshake_fields: Vec<String>,
     /// Whether `<name>.example` may stand in for an absent `<name>` (the demo only).
     pub allow_examples: bool,
 }
@@ -21,6 +24,7 @@ impl Default for ConfigContext {
             reply_flow_ns: None,
             reply_field: "ai_message".to_owned(),
             token_field: "ai_token".to_owned(),
+            handshake_fields: Vec::new(),
             allow_examples: false,
         }
     }

@@ -446,7 +446,8 @@ pub struct FieldConfig {
     #[schemars(pattern(ID_PATTERN))]
     pub id: String,
     /// The custom field's name in ManyChat. Never shown to the model; must not be
-    /// `MANYCHAT_REPLY_FIELD` or `MANYCHAT_TOKEN_FIELD` (012).
+    /// `MANYCHAT_REPLY_FIELD` or `MANYCHAT_TOKEN_FIELD` (012), nor, with the delivery handshake
+    /// on, `MANYCHAT_DELIVERED_FIELD` or `MANYCHAT_DELIVERY_ID_FIELD`.
     pub field: String,
     /// The only values that may be written (no free text, 012); unique ids.
     #[schemars(length(min = 1), inner(pattern(ID_PATTERN)))]
@@ -479,8 +480,8 @@ pub struct NoteConfig {
     /// What the model names; unique across fields, readable fields and notes.
     #[schemars(pattern(ID_PATTERN))]
     pub id: String,
-    /// The ManyChat text field written; distinct from every other configured field and from
-    /// the reply and token fields (024).
+    /// The ManyChat text field written; distinct from every other configured field, from the
+    /// reply and token fields (024) and, with the delivery handshake on, from its two fields.
     pub field: String,
     /// Longest note written, 1 to 500 characters.
     #[schemars(range(min = 1, max = MAX_NOTE_LENGTH))]

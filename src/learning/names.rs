@@ -155,6 +155,7 @@ mod tests {
             input_tokens: 0,
             output_tokens: 0,
             cached_tokens: 0,
+            cache_write_tokens: 0,
             cost_usd: 0.0,
             latency_ms: 0,
             created_at: chrono::Utc::now(),

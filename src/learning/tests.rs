@@ -480,6 +480,7 @@ pub(super) async fn spec_031_cost_trimming_and_skipped_budget_never_in_the_budge
         crate::model::pricing::Price {
             input: 1_000.0,
             cached_input: 1_000.0,
+            cache_write: 1_000.0,
             output: 1_000.0,
         },
     );

@@ -1,4 +1,4 @@
-//! `ManyChatClient`: the five ManyChat API calls this service makes, and the three read-only
+//! `ManyChatClient`: the six ManyChat API calls this service makes, and the three read-only
 //! page calls of the wiring check, and nothing else.
 //!
 //! Invariants:
@@ -31,6 +31,9 @@ use crate::metrics::Metrics;
 /// The timeout of every request but getInfo, whose caller chooses its own.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most custom fields ManyChat's setCustomFields takes in one request.
+pub const MAX_FIELDS_PER_WRITE: usize = 20;
+
 /// The most of a response body that is read. ManyChat's envelopes are a few KiB; anything
 /// larger is not one of them.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -42,6 +45,7 @@ enum Endpoint {
     AddTagByName,
     RemoveTagByName,
     SetCustomFieldByName,
+    SetCustomFields,
     GetInfo,
     GetFlows,
     GetTags,
@@ -55,6 +59,7 @@ impl Endpoint {
             Self::AddTagByName => "/fb/subscriber/addTagByName",
             Self::RemoveTagByName => "/fb/subscriber/removeTagByName",
             Self::SetCustomFieldByName => "/fb/subscriber/setCustomFieldByName",
+            Self::SetCustomFields => "/fb/subscriber/setCustomFields",
             Self::GetInfo => "/fb/subscriber/getInfo",
             Self::GetFlows => "/fb/page/getFlows",
             Self::GetTags => "/fb/page/getTags",
@@ -68,6 +73,7 @@ impl Endpoint {
             Self::AddTagByName => "addTagByName",
             Self::RemoveTagByName => "removeTagByName",
             Self::SetCustomFieldByName => "setCustomFieldByName",
+            Self::SetCustomFields => "setCustomFields",
             Self::GetInfo => "getInfo",
             Self::GetFlows => "getFlows",
             Self::GetTags => "getTags",
@@ -288,6 +294,27 @@ impl ManyChatClient {
             "field_value": value,
         });
         self.post(Endpoint::SetCustomFieldByName, &body).await
+    }
+
+    /// Writes several of the contact's custom fields in one request (setCustomFields: each field
+    /// by its name, each value typed as for [`Self::set_field`]). ManyChat takes at most
+    /// [`MAX_FIELDS_PER_WRITE`] fields a request; more is refused here without a request.
+    pub async fn set_fields(
+        &self,
+        sub: &SubscriberId,
+        fields: &[(&str, Value)],
+    ) -> Result<(), ManyChatError> {
+        if fields.is_empty() || fields.len() > MAX_FIELDS_PER_WRITE {
+            return Err(ManyChatError::Config(
+                "setCustomFields takes from 1 to 20 fields a request",
+            ));
+        }
+        let fields: Vec<Value> = fields
+            .iter()
+            .map(|(name, value)| serde_json::json!({"field_name": name, "field_value": value}))
+            .collect();
+        let body = serde_json::json!({"subscriber_id": sub.to_json(), "fields": fields});
+        self.post(Endpoint::SetCustomFields, &body).await
     }
 
     /// Reads the contact's tags and custom fields. `timeout` bounds the whole read, the wait for

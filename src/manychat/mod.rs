@@ -5,8 +5,8 @@
 //!   shares when the store keeps one; `Retry-After` holds; replies before token writes; and the
 //!   per-contact sendFlow count (100 an hour).
 //! - [`error`]: [`ManyChatError`], its retry classification and its log label.
-//! - [`client`]: [`ManyChatClient`], the five calls (sendFlow, addTagByName, removeTagByName,
-//!   setCustomFieldByName, getInfo), and the three read-only page calls of the wiring check
+//! - [`client`]: [`ManyChatClient`], the six calls (sendFlow, addTagByName, removeTagByName,
+//!   setCustomFieldByName, setCustomFields, getInfo), and the three read-only page calls of the wiring check
 //!   (getFlows, getTags, getCustomFields).
 //! - [`contact`]: [`ContactRecord`], getInfo reduced to tag names and custom field values.
 //! - [`sandbox`]: the in-process fake ManyChat the demo runs against.

@@ -2,7 +2,7 @@
 //! ManyChat account, so the demo points the real [`ManyChatClient`](super::ManyChatClient) at this
 //! server and shows what would have been sent.
 //!
-//! It implements the five endpoints the client calls with ManyChat's success envelopes, and the
+//! It implements the six endpoints the client calls with ManyChat's success envelopes, and the
 //! page API reads of `manychat check` (getFlows, getTags, getCustomFields: the account the demo
 //! was started with, [`spawn_with_account`], so the check passes against the demo), keeps
 //! each subscriber's tags and custom field values in memory so getInfo reflects earlier writes,
@@ -136,6 +136,7 @@ fn router(state: AppState) -> Router {
         .route("/fb/subscriber/addTagByName", post(add_tag))
         .route("/fb/subscriber/removeTagByName", post(remove_tag))
         .route("/fb/subscriber/setCustomFieldByName", post(set_field))
+        .route("/fb/subscriber/setCustomFields", post(set_fields))
         .route("/fb/subscriber/getInfo", get(get_info))
         .route("/fb/page/getFlows", get(get_flows))
         .route("/fb/page/getTags", get(get_tags))
@@ -333,6 +334,67 @@ async fn set_field(State(state): State<AppState>, headers: HeaderMap, bytes: Byt
         .insert(field, value);
     state.record("setCustomFieldByName", body);
     success()
+}
+
+/// The most fields ManyChat's setCustomFields takes in one request.
+const MAX_FIELDS_PER_WRITE: usize = 20;
+
+/// setCustomFields: `{"subscriber_id", "fields": [{"field_name" | "field_id", "field_value"}]}`,
+/// 1 to 20 fields, each named by its name or by its id in the account (getCustomFields' ids).
+/// One bad item refuses the whole request, nothing written.
+async fn set_fields(State(state): State<AppState>, headers: HeaderMap, bytes: Bytes) -> Response {
+    let accepted = accept(&headers, &bytes).and_then(|(body, key)| {
+        let fields = fields_of(&state.account, &body)?;
+        Ok((body, key, fields))
+    });
+    let (body, key, fields) = match accepted {
+        Ok(accepted) => accepted,
+        Err(refused) => return refused.into_response(),
+    };
+    let shown: Vec<String> = fields
+        .iter()
+        .map(|(field, value)| format!("{field} = {}", display_value(field, value)))
+        .collect();
+    println!("[sandbox] setCustomFields {}", shown.join(", "));
+    lock(&state.contacts)
+        .entry(key)
+        .or_default()
+        .fields
+        .extend(fields);
+    state.record("setCustomFields", body);
+    success()
+}
+
+/// setCustomFields' `fields`, each as (name, value), or the refusal ManyChat answers.
+fn fields_of(account: &Account, body: &Value) -> Result<Vec<(String, Value)>, Refusal> {
+    let bad = |message: &str| refuse(StatusCode::BAD_REQUEST, message);
+    let items = match body.get("fields").and_then(Value::as_array) {
+        Some(items) if !items.is_empty() && items.len() <= MAX_FIELDS_PER_WRITE => items,
+        Some(items) if items.len() > MAX_FIELDS_PER_WRITE => {
+            return Err(bad("The number of custom fields is limited to 20"));
+        }
+        _ => return Err(bad("fields is required and must be a non-empty array")),
+    };
+    items
+        .iter()
+        .map(|item| {
+            let value = item
+                .get("field_value")
+                .cloned()
+                .ok_or_else(|| bad("field_value is required"))?;
+            let name = match (item.get("field_name"), item.get("field_id")) {
+                (Some(Value::String(name)), None) if !name.is_empty() => name.clone(),
+                (None, Some(Value::Number(id))) => id
+                    .as_u64()
+                    .and_then(|id| usize::try_from(id).ok()?.checked_sub(1))
+                    .and_then(|index| account.fields.get(index))
+                    .map(|field| field.name.clone())
+                    .ok_or_else(|| bad("Field not found"))?,
+                _ => return Err(bad("field_id or field_name is required, not both")),
+            };
+            Ok((name, value))
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -569,6 +631,61 @@ mod tests {
                    "field_value": "A reply from the demo tenant."})
         );
         assert_eq!(*lock(&sandbox.requests), listed);
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn sandbox_set_custom_fields_writes_every_field_in_one_request_or_none() {
+        let (sandbox, shutdown) = start().await;
+        let client = client(&sandbox);
+        let sub = SubscriberId::parse("1000003").expect("id");
+        client
+            .set_fields(
+                &sub,
+                &[
+                    ("ai_message", json!("Booked.")),
+                    ("ai_delivery_id", json!("7.0")),
+                ],
+            )
+            .await
+            .expect("fields set");
+        let http = reqwest::Client::new();
+        let url = format!("{}/fb/subscriber/setCustomFields", sandbox.base_url);
+        for bad in [
+            json!({"subscriber_id": 1000003, "fields": []}),
+            json!({"subscriber_id": 1000003, "fields": [{"field_name": "ai_message"}]}),
+            json!({"subscriber_id": 1000003,
+                   "fields": [{"field_name": "ai_message", "field_value": "Lost."},
+                              {"field_id": 99, "field_value": "x"}]}),
+        ] {
+            let answer = http
+                .post(&url)
+                .bearer_auth("sandbox-token")
+                .json(&bad)
+                .send()
+                .await
+                .expect("answered");
+            assert_eq!(answer.status(), 400);
+            let body: Value = answer.json().await.expect("JSON");
+            assert_eq!(body["status"], "error");
+        }
+        let record = client
+            .get_contact(&sub, Duration::from_millis(1500))
+            .await
+            .expect("read");
+        assert_eq!(
+            record.fields,
+            vec![
+                ("ai_delivery_id".to_owned(), json!("7.0")),
+                ("ai_message".to_owned(), json!("Booked.")),
+            ],
+            "both fields written by the one accepted call, nothing by the refused ones"
+        );
+        let endpoints: Vec<String> = lock(&sandbox.requests)
+            .iter()
+            .map(|r| r.endpoint.clone())
+            .collect();
+        assert_eq!(endpoints, vec!["setCustomFields", "getInfo"]);
         shutdown.cancel();
     }
 

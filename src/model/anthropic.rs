@@ -1,14 +1,24 @@
 //! Anthropic Messages API.
 //!
 //! Invariants:
-//! - The system prompt is one text block marked `cache_control: ephemeral`: it is the static
-//!   prefix (framework rules, tenant prompt, catalog), identical across turns of one config.
+//! - Prompt caching: Anthropic caches the prefix up to each `cache_control: {type: ephemeral}`
+//!   breakpoint (5-minute lifetime), in the order tools, system, messages. A request carries at
+//!   most three of the API's four: on the last tool definition (when tools are sent), on the
+//!   system prompt's one text block (the static prefix: framework rules, tenant prompt,
+//!   catalog, identical across turns of one config), and on the last content block of the last
+//!   of the `CacheHints::stable_messages` leading messages (the history the previous turn
+//!   already sent), when there are any. A thinking block or an empty text block is never marked
+//!   (the API refuses both); the block before it is. The usage's `input_tokens` excludes cache
+//!   reads (`cache_read_input_tokens`) and writes (`cache_creation_input_tokens`); ours counts
+//!   them all, each cache count read leniently (`reported`).
 //! - Structured output is asked for on every step (`output_config.format: json_schema`) of a
 //!   model that has it, with Anthropic's wire copy of the schema (`wire_schema::for_anthropic`:
 //!   no numeric or length bounds, which Anthropic answers with a 400; they stay enforced locally).
 //! - A request whose history holds `tool_use`/`tool_result` blocks must still define the tools,
 //!   so the final step (`ToolChoice::None`) sends them with `tool_choice: none`; with no tools at
 //!   all both keys are omitted.
+//! - `tool_choice` never carries `disable_parallel_tool_use`: a step may make several calls
+//!   (012), each answered by its own `tool_result`, in call order.
 //! - Consecutive messages of one role are merged into one message, so results of one step sit
 //!   first in a single user message, as the API requires.
 //! - A refusal's text is never returned as output.
@@ -30,10 +40,11 @@ use serde_json::{Value, json};
 use super::capabilities::EffortControl;
 use super::http::{self, Endpoint, HttpModel, Wire};
 use super::reasoning;
+use super::reported::{self, Count, Report};
 use super::transport::{self, null_as_default};
 use super::{
     Message, ModelError, ModelRequest, ModelResponse, ProviderEcho, StopReason, ToolArguments,
-    ToolCall, ToolChoice, Usage, wire_schema,
+    ToolCall, ToolChoice, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -74,9 +85,9 @@ impl Wire for Anthropic {
             "system": [{
                 "type": "text",
                 "text": &*request.system,
-                "cache_control": {"type": "ephemeral"},
+                "cache_control": breakpoint(),
             }],
-            "messages": messages(&request.messages),
+            "messages": messages(&request.messages, request.cache.stable_messages),
         });
         let capabilities = &endpoint.capabilities;
         let thinking = endpoint
@@ -118,11 +129,14 @@ impl Wire for Anthropic {
             body["output_config"] = Value::Object(output_config);
         }
         if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
+            let mut tools: Vec<Value> = request
                 .tools
                 .iter()
                 .map(|tool| http::declaration(tool, "input_schema"))
                 .collect();
+            if let Some(last) = tools.last_mut() {
+                last["cache_control"] = breakpoint();
+            }
             body["tools"] = Value::Array(tools);
             body["tool_choice"] = match request.tool_choice {
                 ToolChoice::Auto => json!({"type": "auto"}),
@@ -133,8 +147,31 @@ impl Wire for Anthropic {
     }
 }
 
-/// The conversation as Anthropic messages, consecutive same-role entries merged.
-fn messages(messages: &[Message]) -> Vec<Value> {
+/// A prompt-cache breakpoint: the prefix up to and including its block is cached for 5 minutes.
+fn breakpoint() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Marks the last block of `blocks` that may carry a breakpoint (not a thinking block, not an
+/// empty text block); none when no block may.
+fn mark_last_cacheable(blocks: &mut [Value]) {
+    let cacheable = |block: &Value| match block.get("type").and_then(Value::as_str) {
+        Some("thinking" | "redacted_thinking") | None => false,
+        Some("text") => block
+            .get("text")
+            .and_then(Value::as_str)
+            .is_some_and(|t| !t.is_empty()),
+        Some(_) => true,
+    };
+    if let Some(block) = blocks.iter_mut().rev().find(|b| cacheable(b)) {
+        block["cache_control"] = breakpoint();
+    }
+}
+
+/// The conversation as Anthropic messages, consecutive same-role entries merged; the last of
+/// the `stable` leading messages ends with a breakpoint.
+fn messages(messages: &[Message], stable: usize) -> Vec<Value> {
+    let last_stable = stable.min(messages.len()).checked_sub(1);
     let entries = messages.iter().map(|message| match message {
         Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
         // An `image` block with a base64 source per image.
@@ -193,6 +230,12 @@ fn messages(messages: &[Message]) -> Vec<Value> {
                 .collect(),
         ),
     });
+    let entries = entries.enumerate().map(|(index, (role, mut blocks))| {
+        if Some(index) == last_stable {
+            mark_last_cacheable(&mut blocks);
+        }
+        (role, blocks)
+    });
     transport::merged_by_role(entries, "content")
 }
 
@@ -214,9 +257,9 @@ struct WireUsage {
     #[serde(default)]
     output_tokens: u64,
     #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Count,
     #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
+    cache_read_input_tokens: Count,
 }
 
 /// Reads a Messages answer. serde's own messages are dropped: they can quote a value.
@@ -224,20 +267,25 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
     let parsed: MessagesResponse =
         http::read_answer(bytes, "Anthropic response is not a messages object")?;
     // Anthropic's `input_tokens` excludes cache reads and writes; ours counts every input token,
-    // with the cache reads as the cached subset.
-    let usage = parsed
-        .usage
-        .map(|u| {
-            let read = u.cache_read_input_tokens.unwrap_or(0);
-            let written = u.cache_creation_input_tokens.unwrap_or(0);
-            Usage {
-                input_tokens: u.input_tokens + written + read,
-                output_tokens: u.output_tokens,
-                cached_tokens: read,
-                cache_write_tokens: written,
+    // with the cache reads and the cache writes as its two cached subsets.
+    let usage = reported::usage(
+        "anthropic",
+        parsed.usage.map(|u| {
+            let known = |count: Count| match count {
+                Count::Known(n) => n,
+                _ => 0,
+            };
+            Report {
+                input: u
+                    .input_tokens
+                    .saturating_add(known(u.cache_creation_input_tokens))
+                    .saturating_add(known(u.cache_read_input_tokens)),
+                output: u.output_tokens,
+                cached: u.cache_read_input_tokens,
+                written: u.cache_creation_input_tokens,
             }
-        })
-        .unwrap_or_default();
+        }),
+    );
 
     let mut text = String::new();
     let mut tool_calls = Vec::new();
@@ -299,6 +347,7 @@ mod tests {
 
     use super::*;
     use crate::model::test_support::*;
+    use crate::model::{CacheHints, Usage};
 
     fn model_for(server: &MockServer) -> AnthropicModel {
         AnthropicModel::new(
@@ -361,7 +410,8 @@ mod tests {
                 "tools": [{
                     "name": "send_flow",
                     "description": "Sends the course brochure.",
-                    "input_schema": send_flow_tool().parameters
+                    "input_schema": send_flow_tool().parameters,
+                    "cache_control": {"type": "ephemeral"}
                 }],
                 "tool_choice": {"type": "auto"},
                 "output_config": {
@@ -385,6 +435,122 @@ mod tests {
             body["output_config"]["format"]["schema"],
             wire_schema::for_anthropic(&agent_reply_schema())
         );
+    }
+
+    /// A turn with two history messages the previous turn sent, then the contact's message.
+    fn with_history(stable_messages: usize) -> ModelRequest {
+        let mut request = first_step(ToolChoice::Auto);
+        request.messages = vec![
+            Message::User {
+                text: "[history] Hi".into(),
+            },
+            Message::Assistant {
+                text: Some("Hello! How can I help?".into()),
+                tool_calls: vec![],
+                echo: Default::default(),
+            },
+            Message::User {
+                text: CONTACT_TEXT.into(),
+            },
+        ];
+        request.cache = CacheHints {
+            key: None,
+            stable_messages,
+        };
+        request
+    }
+
+    /// Every `cache_control` in `body`, wherever it sits.
+    fn breakpoints(body: &Value) -> usize {
+        match body {
+            Value::Object(map) => {
+                usize::from(map.contains_key("cache_control"))
+                    + map.values().map(breakpoints).sum::<usize>()
+            }
+            Value::Array(items) => items.iter().map(breakpoints).sum(),
+            _ => 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn cache_anthropic_breakpoints_end_the_tools_the_system_and_the_stable_history() {
+        let server = answering_at(AT, 200, final_answer()).await;
+
+        let body = body_sent(&model_for(&server), &with_history(2), &server).await;
+
+        let ephemeral = json!({"type": "ephemeral"});
+        assert_eq!(body["tools"][0]["cache_control"], ephemeral);
+        assert_eq!(body["system"][0]["cache_control"], ephemeral);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "[history] Hi"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Hello! How can I help?", "cache_control": ephemeral}
+                ]},
+                {"role": "user", "content": [{"type": "text", "text": CONTACT_TEXT}]}
+            ])
+        );
+        assert_eq!(breakpoints(&body), 3, "never more than Anthropic's 4");
+    }
+
+    #[tokio::test]
+    async fn cache_anthropic_without_stable_history_marks_no_message_and_stays_within_four() {
+        let model = AnthropicModel::new("claude-haiku-4-5", &Secret::new("k"), DEFAULT_BASE_URL)
+            .expect("model");
+        let body = model.request_body(&with_history(0));
+        assert!(!body["messages"].to_string().contains("cache_control"));
+        assert_eq!(breakpoints(&body), 2);
+        // A count beyond the messages marks the last one; a final step keeps the tools' mark.
+        let mut request = with_history(9);
+        request.tool_choice = ToolChoice::None;
+        let body = model.request_body(&request);
+        assert_eq!(
+            body["messages"][2]["content"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert_eq!(
+            body["tools"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert_eq!(breakpoints(&body), 3);
+        // No tools: the system block and the history only.
+        let mut request = with_history(2);
+        request.tools = std::sync::Arc::from([]);
+        assert_eq!(breakpoints(&model.request_body(&request)), 2);
+    }
+
+    #[test]
+    fn cache_anthropic_never_marks_a_thinking_block_or_an_empty_text() {
+        let mut blocks = vec![
+            json!({"type": "tool_use", "id": "t", "name": "n", "input": {}}),
+            json!({"type": "text", "text": ""}),
+            json!({"type": "thinking", "thinking": "...", "signature": "s"}),
+        ];
+        mark_last_cacheable(&mut blocks);
+        assert_eq!(blocks[0]["cache_control"], json!({"type": "ephemeral"}));
+        assert!(blocks[1].get("cache_control").is_none());
+        assert!(blocks[2].get("cache_control").is_none());
+    }
+
+    #[test]
+    fn usage_anthropic_malformed_cache_counts_are_unknown_never_a_failed_turn() {
+        let mut answer = final_answer();
+        answer["usage"]["cache_read_input_tokens"] = json!("1800");
+        answer["usage"]["cache_creation_input_tokens"] = json!(120);
+        let usage = parsed(parse_response, &answer).usage;
+        assert_eq!(
+            usage,
+            Usage {
+                input_tokens: 50 + 120,
+                output_tokens: 90,
+                cached_tokens: 0,
+                cache_write_tokens: 120
+            }
+        );
+        let mut answer = final_answer();
+        answer["usage"] = Value::Null;
+        assert_eq!(parsed(parse_response, &answer).usage, Usage::default());
     }
 
     #[tokio::test]

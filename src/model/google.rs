@@ -7,7 +7,8 @@
 //! - Tools are `functionDeclarations` with their JSON Schema as `parametersJsonSchema`. Steps
 //!   one to three set `toolConfig.functionCallingConfig.mode: AUTO`; the reply step sets `NONE`
 //!   (the declarations stay, as the history holds their calls) on a model that takes a response
-//!   schema beside tools, and omits the tools on one that does not.
+//!   schema beside tools, and omits the tools on one that does not. Nothing limits an answer to
+//!   one `functionCall` part: a step may make several calls (012).
 //! - Every call is answered in the next `user` content by a `functionResponse` of the same name,
 //!   in call order, first in that content: `{"output": …}`, or `{"error": …}` for a refused call.
 //!   A call's `id`, when Gemini sends one, is echoed on the replayed call and its response; a
@@ -23,8 +24,12 @@
 //!   `MAX_TOKENS` (safety, recitation, blocklist, prohibited content, a malformed call…) is
 //!   `Refused`: no output and no tool calls, so the turn escalates and never replies with it.
 //! - Usage: input is `promptTokenCount` (+ `toolUsePromptTokenCount`), the cached subset
-//!   `cachedContentTokenCount`, output `candidatesTokenCount` + `thoughtsTokenCount` (thinking
-//!   is billed as output).
+//!   `cachedContentTokenCount` (read leniently, held to the input: `reported`), output
+//!   `candidatesTokenCount` + `thoughtsTokenCount` (thinking is billed as output).
+//! - Prompt caching is implicit (Gemini 2.5 and later) on a repeated prefix. What comes first
+//!   is config alone: the `systemInstruction` (the static prefix) and the tool declarations;
+//!   the `contents` follow, history first. The JSON keys go out in serde_json's sorted order;
+//!   the API reads them as fields, so their order is not the prompt's.
 //! - `AGENT_REASONING_EFFORT` goes as `generationConfig.thinkingConfig`: `thinkingBudget` on
 //!   Gemini 2.5, `thinkingLevel` on 3 and later (`capabilities::EffortControl`).
 
@@ -35,10 +40,11 @@ use serde_json::{Map, Value, json};
 use super::capabilities::EffortControl;
 use super::http::{self, Endpoint, HttpModel, Wire};
 use super::reasoning::{self, Effort};
+use super::reported::{self, Count, Report};
 use super::transport::{self, null_as_default};
 use super::{
     Message, ModelError, ModelRequest, ModelResponse, ProviderEcho, StopReason, ToolArguments,
-    ToolCall, ToolChoice, Usage, wire_schema,
+    ToolCall, ToolChoice, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -258,8 +264,9 @@ struct PromptFeedback {
 struct UsageMetadata {
     #[serde(default, deserialize_with = "null_as_default")]
     prompt_token_count: u64,
-    #[serde(default, deserialize_with = "null_as_default")]
-    cached_content_token_count: u64,
+    /// Read leniently (`reported::Count`): a bad count is unknown, never a failed answer.
+    #[serde(default)]
+    cached_content_token_count: Count,
     #[serde(default, deserialize_with = "null_as_default")]
     candidates_token_count: u64,
     #[serde(default, deserialize_with = "null_as_default")]
@@ -272,15 +279,16 @@ struct UsageMetadata {
 pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
     let parsed: GenerateResponse =
         http::read_answer(bytes, "Gemini response is not a GenerateContentResponse")?;
-    let usage = parsed
-        .usage_metadata
-        .map(|u| Usage {
-            input_tokens: u.prompt_token_count + u.tool_use_prompt_token_count,
-            output_tokens: u.candidates_token_count + u.thoughts_token_count,
-            cached_tokens: u.cached_content_token_count,
-            cache_write_tokens: 0,
-        })
-        .unwrap_or_default();
+    // `promptTokenCount` counts the cached tokens too; implicit caching bills no write.
+    let usage = reported::usage(
+        "google",
+        parsed.usage_metadata.map(|u| Report {
+            input: u.prompt_token_count + u.tool_use_prompt_token_count,
+            output: u.candidates_token_count + u.thoughts_token_count,
+            cached: u.cached_content_token_count,
+            written: Count::Absent,
+        }),
+    );
     let blocked = parsed
         .prompt_feedback
         .and_then(|f| f.block_reason)
@@ -352,4 +360,64 @@ pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> 
         stop,
         echo,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::test_support::*;
+
+    fn model() -> GoogleModel {
+        GoogleModel::new(
+            "gemini-3-flash-preview",
+            &Secret::new("k"),
+            DEFAULT_BASE_URL,
+        )
+        .expect("model")
+    }
+
+    /// A final answer whose `usageMetadata.cachedContentTokenCount` is `cached`, of 1,900
+    /// prompt tokens: the input and cached tokens read from it.
+    fn read_cached(cached: Value) -> (u64, u64) {
+        let answer = json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": VALID_REPLY}]},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 1900, "cachedContentTokenCount": cached,
+                              "candidatesTokenCount": 70, "totalTokenCount": 1970}
+        });
+        let usage = parsed(parse_response, &answer).usage;
+        (usage.input_tokens, usage.cached_tokens)
+    }
+
+    #[test]
+    fn usage_google_bad_cached_counts_are_unknown_or_held_to_the_prompt() {
+        assert_eq!(read_cached(json!(1024)), (1900, 1024));
+        assert_eq!(read_cached(json!("1024")), (1900, 0));
+        assert_eq!(read_cached(json!(-5)), (1900, 0));
+        assert_eq!(read_cached(json!(9000)), (1900, 1900));
+        assert_eq!(read_cached(Value::Null), (1900, 0));
+    }
+
+    #[test]
+    fn cache_google_the_prefix_before_the_conversation_is_the_config_alone() {
+        // Implicit caching reuses a repeated prefix: the system instruction and the tools do
+        // not change with the contact or the step; only `contents` does.
+        let first = first_step(ToolChoice::Auto);
+        let mut reply_step = second_step();
+        reply_step.tool_choice = ToolChoice::None;
+        let (a, b) = (
+            model().request_body(&first),
+            model().request_body(&reply_step),
+        );
+        assert_eq!(a["systemInstruction"], b["systemInstruction"]);
+        assert_eq!(a["tools"], b["tools"]);
+        assert_ne!(a["contents"], b["contents"]);
+        assert_eq!(
+            a["systemInstruction"],
+            json!({"parts": [{"text": SYSTEM}]}),
+            "nothing of the contact's precedes the conversation"
+        );
+    }
 }

@@ -106,8 +106,8 @@ impl<W: Wire> HttpModel<W> {
         self
     }
 
-    /// The request body for one step. Public within the module tree for tests only.
-    pub(crate) fn request_body(&self, request: &ModelRequest) -> Value {
+    /// The request body for one step, as it is sent (the sale-cost bench counts its tokens).
+    pub fn request_body(&self, request: &ModelRequest) -> Value {
         self.wire.request_body(&self.endpoint, request)
     }
 }

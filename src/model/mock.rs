@@ -4,6 +4,8 @@
 //! - [`ScriptedModel`] answers from a script, in order, and records every request it received.
 //! - [`HangingModel`] never answers; it records that it was called and that it was cancelled.
 //! - [`SlowModel`] (`mock:slow`) answers after 12 s, to force the deferred path in a demo.
+//! - [`RecordingModel`] wraps any model and keeps every request it was sent, in order (the
+//!   sale-cost bench and the step-count tests count and price them).
 //!
 //! Invariants: no mock panics on any input (an exhausted script is a `Malformed` error); every
 //! wait is a tokio sleep, so a test with a paused clock controls it; a mock that answers reports
@@ -21,8 +23,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall,
-    Usage,
+    Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolArguments, ToolCall, Usage,
 };
 
 /// A final answer carrying `output` (an AgentReply JSON text), with no usage: the scripted model
@@ -190,6 +191,54 @@ impl Model for ScriptedModel {
     }
 }
 
+/// Any model, every request it is sent and every answer it gave kept in order; it answers as
+/// the model it wraps.
+pub struct RecordingModel {
+    inner: std::sync::Arc<dyn Model>,
+    steps: Mutex<Vec<(ModelRequest, Option<ModelResponse>)>>,
+}
+
+impl RecordingModel {
+    pub fn new(inner: std::sync::Arc<dyn Model>) -> Self {
+        Self {
+            inner,
+            steps: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every request sent so far, in order.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        lock(&self.steps).iter().map(|(r, _)| r.clone()).collect()
+    }
+
+    /// Every request sent so far with its answer (`None`: the call failed), in order.
+    pub fn steps(&self) -> Vec<(ModelRequest, Option<ModelResponse>)> {
+        lock(&self.steps).clone()
+    }
+
+    /// How many calls were made.
+    pub fn calls(&self) -> usize {
+        lock(&self.steps).len()
+    }
+}
+
+#[async_trait]
+impl Model for RecordingModel {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.inner.accepts_images()
+    }
+
+    async fn step(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let answer = self.inner.step(request).await;
+        lock(&self.steps).push((request.clone(), answer.as_ref().ok().cloned()));
+        answer
+    }
+}
+
 /// A model that never answers. Dropping its future (a timeout, the race's abort) is the only
 /// way out, and is counted.
 #[derive(Default)]
@@ -285,52 +334,16 @@ impl Model for SlowModel {
     }
 }
 
-/// Token usage as a provider would roughly report it: about four characters per token, at least
-/// one token each way.
+/// Token usage as a provider would roughly report it, counted with the real tokenizer
+/// (`o200k_base`): the request's system text, tool definitions, output schema and messages in,
+/// the response's text and tool calls out; at least one token each way.
 pub fn estimate_usage(request: &ModelRequest, response: &ModelResponse) -> Usage {
-    let input_chars = request.system.chars().count()
-        + request.messages.iter().map(message_chars).sum::<usize>()
-        + request
-            .tools
-            .iter()
-            .map(|t| t.name.len() + t.description.chars().count() + t.parameters.to_string().len())
-            .sum::<usize>();
-    let output_chars = response.output.as_deref().map_or(0, |o| o.chars().count())
-        + response
-            .tool_calls
-            .iter()
-            .map(|c| c.name.len() + c.arguments.to_replay_value().to_string().len())
-            .sum::<usize>();
     Usage {
-        input_tokens: tokens(input_chars),
-        output_tokens: tokens(output_chars),
+        input_tokens: super::tokenizer::request_tokens(request),
+        output_tokens: super::tokenizer::response_tokens(response),
         cached_tokens: 0,
         cache_write_tokens: 0,
     }
-}
-
-fn message_chars(message: &Message) -> usize {
-    match message {
-        Message::User { text } => text.chars().count(),
-        Message::Assistant {
-            text, tool_calls, ..
-        } => {
-            text.as_deref().map_or(0, |t| t.chars().count())
-                + tool_calls
-                    .iter()
-                    .map(|c| c.name.len() + c.arguments.to_replay_value().to_string().len())
-                    .sum::<usize>()
-        }
-        Message::ToolResults { results } => {
-            results.iter().map(|r| r.content.to_string().len()).sum()
-        }
-        // About a thousand tokens an image, as providers bill a mid-sized one.
-        Message::Images { images } => images.len() * 4000,
-    }
-}
-
-fn tokens(chars: usize) -> u64 {
-    (chars as u64).div_ceil(4).max(1)
 }
 
 /// A poisoned lock only means another test thread panicked mid-push; the data is still usable.
@@ -404,9 +417,14 @@ mod tests {
         let scripted = model.step(&request).await.expect("step").usage;
 
         assert!(estimated.input_tokens > 0 && estimated.output_tokens > 0);
+        // Counted with the real tokenizer, as a provider would bill the reply's text.
         assert_eq!(
             estimated.output_tokens,
-            (VALID_REPLY.chars().count() as u64).div_ceil(4)
+            crate::model::tokenizer::count(VALID_REPLY)
+        );
+        assert_eq!(
+            estimated.input_tokens,
+            crate::model::tokenizer::request_tokens(&request)
         );
         assert_eq!(scripted.cached_tokens, 800);
         assert_eq!(model.id(), "openai:gpt-4.1-mini");

@@ -36,6 +36,7 @@ pub mod openai;
 pub mod pricing;
 pub mod reasoning;
 pub mod registry;
+mod reported;
 #[cfg(test)]
 mod test_support;
 pub mod timed;
@@ -53,15 +54,17 @@ pub struct ModelRequest {
     /// Identical across turns of one config snapshot, so providers can cache it. Shared, not
     /// copied, between a turn's steps.
     pub system: Arc<str>,
-    /// The per-turn conversation: notices, history and the fenced contact message as user
-    /// messages, then, on steps after the first, the assistant's tool calls and their results.
+    /// The per-turn conversation as user messages: the history (one message per stored turn,
+    /// leading, so a contact's turns share it), then the notices and the fenced contact message,
+    /// then, on steps after the first, the assistant's tool calls and their results.
     pub messages: Vec<Message>,
     /// Tools offered on this step. Empty means none are offered. Built once per config
     /// snapshot and shared.
     pub tools: Arc<[ToolSpec]>,
-    /// `Auto` on steps 1–3; `None` on the final step. Providers that cannot honour `none`
-    /// (OpenAI-compatible servers, Ollama) omit the tools instead; Anthropic sends them with
-    /// `tool_choice: none`.
+    /// `Auto` on steps 1–3; `None` on the final step. Anthropic, the official OpenAI API and
+    /// Gemini 3 send the same tools with their `none` choice, so the cached prefix holds;
+    /// providers that cannot honour `none` (OpenAI-compatible servers, Ollama) omit the tools
+    /// instead, and so does Gemini 2.5 (no JSON reply beside tools).
     pub tool_choice: ToolChoice,
     /// The AgentReply JSON Schema with every local bound, asked for as structured output. Each
     /// provider sends its own wire copy of it (`wire_schema`); the bounds it cannot send stay
@@ -100,7 +103,7 @@ pub enum ToolChoice {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
-    /// Text the server wrote for the model: notices, history, the fenced contact message.
+    /// Text the server wrote for the model: history, notices, the fenced contact message.
     User { text: String },
     /// A previous step's answer, replayed on the next step: its text (if any) and tool calls,
     /// and what its provider asked to get back unchanged ([`ProviderEcho`]).

@@ -2,6 +2,7 @@
 //!
 //! Invariants:
 //! - Ollama ignores any tool choice, so the final step (`ToolChoice::None`) omits the tools.
+//! - An answer may hold several `tool_calls` (012); each is answered by its own `tool` message.
 //! - The AgentReply schema goes in `format` only on a step that offers no tools: Ollama
 //!   constrains every token to `format`, so a model given both could never emit a tool call.
 //!   The final, tool-less step carries it.

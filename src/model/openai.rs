@@ -10,10 +10,20 @@
 //! - `AGENT_REASONING_EFFORT` goes as `reasoning_effort` to a model that takes it (the start
 //!   refuses it for any other, `reasoning::check`); its reasoning tokens are part of
 //!   `completion_tokens`, so they are charged as output.
-//! - Tools go out strict, with `tool_choice: "auto"` and `parallel_tool_calls: false`
-//!   (structured outputs and parallel calls do not mix). On the final step
-//!   (`ToolChoice::None`) tools are **omitted**, not refused with `tool_choice: "none"`: several
-//!   compatible servers ignore `tool_choice` and would still call a tool.
+//! - Tools go out with `tool_choice: "auto"` and `parallel_tool_calls` left out (its default,
+//!   true): a step may make several calls (012). They go out without `strict`, because OpenAI's
+//!   strict function schemas and parallel calls do not mix; every argument is checked against
+//!   the tenant's configured ids where it is staged, so nothing unconfigured is written
+//!   (`crate::tools`). The answer's `response_format` stays strict. On the final step
+//!   (`ToolChoice::None`) the official API (`api.openai.com`) gets the same tools with
+//!   `tool_choice: "none"`, which it honours, so the request's prefix (tools first) is the one
+//!   its prompt cache already holds; a compatible server gets no tools at all, as several
+//!   ignore `tool_choice` and would still call a tool.
+//! - Prompt caching is automatic; the official API also gets `prompt_cache_key` (the request's
+//!   `CacheHints::key`, a hash of the config in force) so that the requests sharing a prefix
+//!   reach the same cache. Compatible servers get no such key: some refuse unknown fields.
+//!   The cached input is read from `usage.prompt_tokens_details.cached_tokens` (a subset of
+//!   `prompt_tokens`); OpenAI bills no cache write.
 //! - A call's `arguments` arrive as JSON text that may be anything; only an object is valid, and
 //!   an invalid one keeps only its length.
 //! - A refusal's text is never returned as output: it is not an AgentReply.
@@ -26,9 +36,10 @@ use serde_json::{Value, json};
 
 use super::capabilities::EffortControl;
 use super::http::{self, Endpoint, HttpModel, Wire, WireToolCall};
+use super::reported::{self, Count, Report};
 use super::transport::{self, null_as_default};
 use super::{
-    Message, ModelError, ModelRequest, ModelResponse, StopReason, ToolChoice, Usage, wire_schema,
+    Message, ModelError, ModelRequest, ModelResponse, StopReason, ToolChoice, wire_schema,
 };
 use crate::ids::Secret;
 
@@ -38,19 +49,42 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// A model behind an OpenAI-compatible Chat Completions endpoint.
 pub type OpenAiModel = HttpModel<OpenAi>;
 
+/// The host of the official API: what is known to take `tool_choice: "none"` and
+/// `prompt_cache_key`.
+const OFFICIAL_HOST: &str = "api.openai.com";
+
 /// The Chat Completions wire format.
-pub struct OpenAi;
+pub struct OpenAi {
+    /// The endpoint is OpenAI's own API (not a compatible server).
+    official: bool,
+}
 
 impl OpenAiModel {
     /// `base_url` is `OPENAI_BASE_URL` (with or without a trailing slash). Posts to
     /// `{base}/chat/completions` with an `Authorization: Bearer` header, marked sensitive.
     pub fn new(model: &str, api_key: &Secret, base_url: &str) -> Result<Self, ModelError> {
         let base = transport::normalise_base_url(base_url, "OPENAI_BASE_URL")?;
+        let official =
+            reqwest::Url::parse(&base).is_ok_and(|url| url.host_str() == Some(OFFICIAL_HOST));
+        Self::speaking(model, api_key, &base, official)
+    }
+
+    /// A model at `base` (normalised), speaking as the official API does or not.
+    pub(crate) fn speaking(
+        model: &str,
+        api_key: &Secret,
+        base: &str,
+        official: bool,
+    ) -> Result<Self, ModelError> {
         let bearer = format!("Bearer {}", api_key.expose());
         let headers = transport::secret_headers(AUTHORIZATION, &bearer, "OPENAI_API_KEY")?;
         let url = format!("{base}/chat/completions");
         let endpoint = Endpoint::new("openai", model, model, url, headers)?;
-        Ok(HttpModel::from_parts(endpoint, OpenAi, parse_response))
+        Ok(HttpModel::from_parts(
+            endpoint,
+            OpenAi { official },
+            parse_response,
+        ))
     }
 }
 
@@ -83,19 +117,17 @@ impl Wire for OpenAi {
         {
             body["reasoning_effort"] = json!(effort.as_str());
         }
-        if request.tool_choice == ToolChoice::Auto && !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|tool| {
-                    let mut tool = http::function_tool(tool);
-                    tool["function"]["strict"] = json!(true);
-                    tool
-                })
-                .collect();
+        if let (true, Some(key)) = (self.official, &request.cache.key) {
+            body["prompt_cache_key"] = json!(&**key);
+        }
+        let offer_tools = request.tool_choice == ToolChoice::Auto || self.official;
+        if offer_tools && !request.tools.is_empty() {
+            let tools: Vec<Value> = request.tools.iter().map(http::function_tool).collect();
             body["tools"] = Value::Array(tools);
-            body["tool_choice"] = json!("auto");
-            body["parallel_tool_calls"] = json!(false);
+            body["tool_choice"] = match request.tool_choice {
+                ToolChoice::Auto => json!("auto"),
+                ToolChoice::None => json!("none"),
+            };
         }
         body
     }
@@ -180,32 +212,37 @@ struct WireUsage {
     prompt_tokens: u64,
     #[serde(default, deserialize_with = "null_as_default")]
     completion_tokens: u64,
+    /// Kept raw: a compatible server's odd shape here must not fail the answer.
     #[serde(default)]
-    prompt_tokens_details: Option<PromptDetails>,
+    prompt_tokens_details: Value,
 }
 
 #[derive(Deserialize)]
 struct PromptDetails {
+    /// The input served from the prompt cache; read leniently (`reported::Count`).
     #[serde(default)]
-    cached_tokens: Option<u64>,
+    cached_tokens: Count,
 }
 
 /// Reads a Chat Completions answer. serde's own messages are dropped: they can quote a value.
 pub(crate) fn parse_response(bytes: &[u8]) -> Result<ModelResponse, ModelError> {
     let parsed: ChatResponse =
         http::read_answer(bytes, "OpenAI response is not a chat completion object")?;
-    let usage = parsed
-        .usage
-        .map(|u| Usage {
-            input_tokens: u.prompt_tokens,
-            output_tokens: u.completion_tokens,
-            cached_tokens: u
-                .prompt_tokens_details
-                .and_then(|d| d.cached_tokens)
-                .unwrap_or(0),
-            cache_write_tokens: 0,
-        })
-        .unwrap_or_default();
+    // `prompt_tokens` counts every input token, the cached ones included; OpenAI bills no
+    // cache write, so none is reported.
+    let usage = reported::usage(
+        "openai",
+        parsed.usage.map(|u| Report {
+            input: u.prompt_tokens,
+            output: u.completion_tokens,
+            cached: match u.prompt_tokens_details {
+                Value::Null => Count::Absent,
+                details => serde_json::from_value::<PromptDetails>(details)
+                    .map_or(Count::Malformed, |d| d.cached_tokens),
+            },
+            written: Count::Absent,
+        }),
+    );
     let choice = parsed
         .choices
         .into_iter()
@@ -246,8 +283,8 @@ mod tests {
     use wiremock::{MockServer, ResponseTemplate};
 
     use super::*;
-    use crate::model::ToolArguments;
     use crate::model::test_support::*;
+    use crate::model::{CacheHints, Model, ToolArguments, Usage};
 
     fn model_for(server: &MockServer) -> OpenAiModel {
         OpenAiModel::new(
@@ -284,7 +321,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn system_4_openai_tool_step_sends_strict_tools_auto_choice_and_json_schema() {
+    async fn system_4_openai_tool_step_allows_parallel_calls_with_auto_choice_and_json_schema() {
         let (body, server) = only_first_step_body(AT, final_answer(), model_for).await;
         assert_eq!(
             body,
@@ -299,12 +336,10 @@ mod tests {
                     "function": {
                         "name": "send_flow",
                         "description": "Sends the course brochure.",
-                        "parameters": send_flow_tool().parameters,
-                        "strict": true
+                        "parameters": send_flow_tool().parameters
                     }
                 }],
                 "tool_choice": "auto",
-                "parallel_tool_calls": false,
                 "response_format": {
                     "type": "json_schema",
                     "json_schema": {
@@ -341,6 +376,84 @@ mod tests {
             body["response_format"]["json_schema"]["schema"],
             agent_reply_schema()
         );
+    }
+
+    /// The model at the wiremock server, speaking as the official API.
+    fn official_model_for(server: &MockServer) -> OpenAiModel {
+        let base = format!("{}/v1", server.uri());
+        OpenAiModel::speaking("gpt-4.1-mini", &Secret::new("sk-test-key"), &base, true)
+            .expect("model")
+    }
+
+    fn keyed(mut request: ModelRequest) -> ModelRequest {
+        request.cache = CacheHints {
+            key: Some("3f2a9c41d07be815".into()),
+            stable_messages: 0,
+        };
+        request
+    }
+
+    #[test]
+    fn openai_the_official_api_is_known_by_its_host_alone() {
+        let key = Secret::new("k");
+        for (base, official) in [
+            ("https://api.openai.com/v1", true),
+            ("https://api.openai.com/v1/", true),
+            ("https://openrouter.ai/api/v1", false),
+            ("http://localhost:8000/v1", false),
+            ("https://api.openai.com.example.test/v1", false),
+        ] {
+            let model = OpenAiModel::new("gpt-4.1-mini", &key, base).expect("model");
+            let body = model.request_body(&keyed(first_step(ToolChoice::None)));
+            assert_eq!(
+                body.get("prompt_cache_key").is_some(),
+                official,
+                "{base}: {body}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn cache_openai_official_final_step_keeps_the_tools_with_tool_choice_none_and_the_key() {
+        let server = answering_at(AT, 200, final_answer()).await;
+        let model = official_model_for(&server);
+
+        for choice in [ToolChoice::Auto, ToolChoice::None] {
+            model.step(&keyed(first_step(choice))).await.expect("step");
+        }
+        let bodies = received_bodies(&server).await;
+        let (tool_step, final_step) = (&bodies[0], &bodies[1]);
+
+        assert_eq!(final_step["tool_choice"], json!("none"));
+        assert_eq!(tool_step["tool_choice"], json!("auto"));
+        // Everything before the conversation is what the tool step sent: the cached prefix.
+        for key in ["tools", "response_format", "parallel_tool_calls"] {
+            assert_eq!(final_step[key], tool_step[key], "{key}");
+        }
+        assert_eq!(final_step["messages"][0], tool_step["messages"][0]);
+        assert_eq!(final_step["prompt_cache_key"], json!("3f2a9c41d07be815"));
+        assert_eq!(tool_step["prompt_cache_key"], json!("3f2a9c41d07be815"));
+    }
+
+    #[tokio::test]
+    async fn cache_openai_compatible_server_gets_no_prompt_cache_key() {
+        let server = answering_at(AT, 200, final_answer()).await;
+
+        let body = body_sent(
+            &model_for(&server),
+            &keyed(first_step(ToolChoice::Auto)),
+            &server,
+        )
+        .await;
+        assert!(body.get("prompt_cache_key").is_none(), "{body}");
+        // Without a key, the official API gets none either.
+        let body = body_sent(
+            &official_model_for(&server),
+            &first_step(ToolChoice::Auto),
+            &server,
+        )
+        .await;
+        assert!(body.get("prompt_cache_key").is_none(), "{body}");
     }
 
     #[tokio::test]
@@ -467,6 +580,38 @@ mod tests {
 
         assert_eq!(response.stop, StopReason::Refused);
         assert_eq!(response.output, None);
+    }
+
+    /// The usage read from a final answer whose `usage` is `usage`.
+    fn usage_of(usage: Value) -> Usage {
+        let mut body = final_answer();
+        body["usage"] = usage;
+        parsed(parse_response, &body).usage
+    }
+
+    #[test]
+    fn usage_openai_bad_cache_counts_are_unknown_or_held_to_the_input_never_a_failed_turn() {
+        let counts = |usage: Usage| (usage.input_tokens, usage.cached_tokens);
+        // Malformed cached_tokens, or a details object of the wrong shape: 0 cached.
+        for details in [
+            json!({"cached_tokens": "1024"}),
+            json!({"cached_tokens": -1}),
+            json!("n/a"),
+            json!({"cached_tokens": null}),
+        ] {
+            let usage = usage_of(json!({
+                "prompt_tokens": 1200, "completion_tokens": 80, "prompt_tokens_details": details
+            }));
+            assert_eq!(counts(usage), (1200, 0), "{details}");
+        }
+        // More cached than the prompt held: held to the prompt.
+        let usage = usage_of(json!({
+            "prompt_tokens": 1200, "completion_tokens": 80,
+            "prompt_tokens_details": {"cached_tokens": 5000}
+        }));
+        assert_eq!(counts(usage), (1200, 1200));
+        // No usage at all (some compatible servers): no usage recorded.
+        assert_eq!(usage_of(Value::Null), Usage::default());
     }
 
     fn parsed_completion(content: &str, finish_reason: &str) -> ModelResponse {

@@ -417,6 +417,7 @@ mod tests {
         let price = pricing::Price {
             input: 0.3,
             cached_input: 0.3,
+            cache_write: 0.3,
             output: 0.9,
         };
         let env = ModelEnv {

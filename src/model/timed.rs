@@ -1,12 +1,13 @@
-//! A [`Model`] that times each call into `/metrics`: the one place every model call
-//! of every turn (inbound, deferred, nudge) passes, so no call site measures.
+//! A [`Model`] that times each call into `/metrics`, and counts the tokens and US dollars it was
+//! billed: the one place every model call of every turn (inbound, deferred, nudge) passes, so no
+//! call site measures.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use super::{Model, ModelError, ModelRequest, ModelResponse, StopReason};
-use crate::metrics::Metrics;
+use crate::metrics::{BilledUsage, Metrics};
 
 pub struct TimedModel {
     inner: Arc<dyn Model>,
@@ -41,6 +42,17 @@ impl Model for TimedModel {
             Err(_) => "error",
         };
         self.metrics.model_call(outcome, started.elapsed());
+        if let Ok(response) = &result {
+            // What the provider bills for the call, whatever the turn makes of it.
+            let usage = response.usage;
+            self.metrics.model_usage(BilledUsage {
+                input_tokens: usage.input_tokens,
+                cached_tokens: usage.cached_tokens,
+                cache_write_tokens: usage.cache_write_tokens,
+                output_tokens: usage.output_tokens,
+                cost_usd: super::pricing::cost_usd(self.inner.id(), &usage),
+            });
+        }
         result
     }
 }
@@ -90,5 +102,50 @@ mod tests {
             let line = format!("model_call_duration_seconds_count{{result=\"{result}\"}} 1");
             assert!(text.contains(&line), "{line} missing:\n{text}");
         }
+    }
+
+    #[tokio::test]
+    async fn model_usage_counters_add_each_calls_billed_tokens_and_its_cost_in_usd() {
+        use crate::model::Usage;
+        use crate::model::mock::{ScriptedModel, reply};
+        let billed = Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            cached_tokens: 500_000,
+            cache_write_tokens: 0,
+        };
+        let mut answer = reply(VALID_REPLY);
+        answer.usage = billed;
+        let metrics = Arc::new(Metrics::default());
+        let model = TimedModel::wrap(
+            Arc::new(
+                ScriptedModel::new(vec![Ok(answer.clone()), Ok(answer)])
+                    .with_id("openai:gpt-4.1-mini"),
+            ),
+            metrics.clone(),
+        );
+        for _ in 0..2 {
+            model
+                .step(&first_step(ToolChoice::Auto))
+                .await
+                .expect("answered");
+        }
+        let text = metrics.render();
+        for line in [
+            "manychat_agent_model_tokens_total{kind=\"input\"} 2000000",
+            "manychat_agent_model_tokens_total{kind=\"cached\"} 1000000",
+            "manychat_agent_model_tokens_total{kind=\"output\"} 200000",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        // gpt-4.1-mini: 0.5 M uncached at 0.40, 0.5 M cached at 0.10, 0.1 M out at 1.60 per
+        // million = 0.20 + 0.05 + 0.16 = 0.41 USD a call, twice.
+        let cost: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("manychat_agent_model_cost_usd_total "))
+            .expect("the cost counter")
+            .parse()
+            .expect("a number");
+        assert!((cost - 0.82).abs() < 1e-9, "{cost}");
     }
 }

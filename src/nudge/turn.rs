@@ -36,7 +36,6 @@ use crate::channel::Channel;
 use crate::clock::Clock;
 use crate::config::TenantConfig;
 use crate::escalation::EscalationCause;
-use crate::fence::Fence;
 use crate::manychat::ManyChatClient;
 use crate::metrics::Metrics;
 use crate::model::Model;
@@ -148,7 +147,9 @@ impl NudgeTurn for AgentNudgeTurn {
             }
         };
         let notices = sales::notices::notices(&config, &known);
-        let fence = Fence::new();
+        // C4: the conversation's fence, so the history reads as on the contact's own turns.
+        let texts = history.iter().map(|turn| turn.text.as_str());
+        let fence = crate::turn::conversation_fence(self.store.as_ref(), conversation, texts).await;
         let mut tools = TurnTools::for_nudge(ToolContext {
             config: config.clone(),
             manychat: self.manychat.clone(),

@@ -1,6 +1,7 @@
 //! Deferred delivery (SYSTEM 3.5): what cannot be answered inside the race is written to the
 //! outbox and delivered by the worker as two ManyChat calls that are one delivery: the reply
-//! text into the contact's `MANYCHAT_REPLY_FIELD`, then `sendFlow` of `MANYCHAT_REPLY_FLOW_NS`.
+//! text into the contact's `MANYCHAT_REPLY_FIELD` (with the delivery handshake, together with
+//! the message's delivery id), then `sendFlow` of `MANYCHAT_REPLY_FLOW_NS`.
 //!
 //! Invariants:
 //! - The outbox row is the only truth; the field is rewritten before every trigger, retries
@@ -20,7 +21,10 @@
 //!   and the acceptance of the last message is saved before any action goes; each action's
 //!   outcome is saved on the row as it completes (the payload's `actions`). A process killed at
 //!   any moment resumes after what ManyChat accepted: only the one request it got no answer to
-//!   is sent again, at most once.
+//!   is sent again, at most once. With the delivery handshake (`MANYCHAT_DELIVERED_FIELD`,
+//!   [`handshake`]) the contact is read before an unanswered trigger is sent again, and a
+//!   message the reply flow recorded as delivered is not sent again at all; without it, or
+//!   when that read fails, a message may reach the contact twice, never three times.
 //! - A reply's actions run once, after its first successful delivery; a dead-lettered row's
 //!   actions are recorded `dead_lettered` and never performed (012). A dead-lettered reply hands
 //!   its contact to a person: `escalated_at` is set and `rules.handoff` performed.
@@ -33,10 +37,12 @@
 //! - A database error never kills the worker; on shutdown it finishes the rows in hand.
 
 pub mod handoff;
+pub mod handshake;
 pub mod retry;
 mod worker;
 
 pub use handoff::{HandoffPayload, Handoffs};
+pub use handshake::DeliveryHandshake;
 pub use retry::{DEFAULT_GIVE_UP_AFTER, backoff};
 pub use worker::{
     DEFAULT_LEASE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_SHUTDOWN_DRAIN, OutboxWorker, WorkerSettings,

@@ -26,6 +26,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::handshake::DeliveryHandshake;
 use super::retry::{self, Outage};
 use super::{HandoffPayload, Handoffs, MAX_UNANSWERED_TRIGGERS, ReplyPayload};
 use crate::actions::{self, ActionStatus, StagedAction};
@@ -41,6 +42,7 @@ use crate::store::{
 use crate::tokens::{self, TokenPayload};
 
 mod reply_actions;
+mod reply_messages;
 
 /// The default `lease`: short, so a crashed worker's rows are taken again within seconds; the
 /// live worker renews it every quarter lease.
@@ -82,6 +84,9 @@ pub struct WorkerSettings {
     /// `SHUTDOWN_DRAIN_MS`: how long, once shutdown fires, the worker goes on delivering rows
     /// that are or fall due before it stops claiming.
     pub shutdown_drain: Duration,
+    /// `MANYCHAT_DELIVERED_FIELD` (with `MANYCHAT_DELIVERY_ID_FIELD`): the delivery handshake,
+    /// `None` when unset (a trigger that got no answer is then sent again once).
+    pub handshake: Option<DeliveryHandshake>,
 }
 
 impl WorkerSettings {
@@ -97,7 +102,14 @@ impl WorkerSettings {
             token_field: "ai_token".to_owned(),
             give_up_after: retry::DEFAULT_GIVE_UP_AFTER,
             shutdown_drain: DEFAULT_SHUTDOWN_DRAIN,
+            handshake: None,
         }
+    }
+
+    /// Turns the delivery handshake on (`MANYCHAT_DELIVERED_FIELD`; off by default).
+    pub fn with_handshake(mut self, handshake: Option<DeliveryHandshake>) -> Self {
+        self.handshake = handshake;
+        self
     }
 
     /// Sets `SHUTDOWN_DRAIN_MS` (the default is [`DEFAULT_SHUTDOWN_DRAIN`]).
@@ -599,69 +611,8 @@ impl OutboxWorker {
     ) -> Result<(), AttemptError> {
         let mut payload: ReplyPayload = serde_json::from_value(row.payload.clone())
             .map_err(|e| AttemptError::BadPayload(format!("reply payload: {e}")))?;
-        let total = payload.messages.len();
-        let first = usize::try_from(progress.messages_delivered)
-            .unwrap_or(0)
-            .min(total);
-        for (index, text) in payload.messages.iter().enumerate().skip(first) {
-            if progress.trigger_timeouts >= MAX_UNANSWERED_TRIGGERS {
-                // Sent that often without an answer (a timeout, or a process killed while it
-                // waited): ManyChat may have run it each time; never a third copy.
-                return Err(AttemptError::TriggerMayHaveRun);
-            }
-            // Also on a resumed row: the previous trigger may have been moments ago.
-            if index > 0 {
-                tokio::time::sleep(self.settings.reply_gap).await;
-            }
-            self.manychat
-                .set_field(
-                    &row.subscriber_id,
-                    &self.settings.reply_field,
-                    &serde_json::Value::String(text.clone()),
-                )
-                .await
-                .map_err(AttemptError::ManyChat)?;
-            progress.trigger_timeouts += 1;
-            self.store
-                .record_outbox_progress(
-                    row.id,
-                    progress.messages_delivered,
-                    progress.trigger_timeouts,
-                )
-                .await
-                .map_err(AttemptError::Store)?;
-            match self
-                .manychat
-                .send_flow(&row.subscriber_id, &self.settings.reply_flow_ns)
-                .await
-            {
-                Ok(()) => {
-                    progress.messages_delivered = index as i32 + 1;
-                    progress.trigger_timeouts = 0;
-                    // Saved before anything else goes, the actions included.
-                    self.save_progress(row, *progress).await;
-                }
-                Err(error) if error.outcome_unknown() => {
-                    return Err(AttemptError::TriggerUnanswered(error));
-                }
-                Err(error) => {
-                    // Answered: ManyChat did not run it.
-                    progress.trigger_timeouts -= 1;
-                    self.save_progress(row, *progress).await;
-                    return Err(AttemptError::ManyChat(error));
-                }
-            }
-        }
-        if first < total {
-            tracing::info!(
-                conversation = %row.conversation_id,
-                row = row.id,
-                messages = total,
-                resumed_after = first,
-                attempt = row.attempts,
-                "deferred reply delivered"
-            );
-        }
+        self.deliver_messages(row, &payload.messages, progress)
+            .await?;
         // Actions follow the text, once, each from where the last attempt left it.
         if !payload.actions.is_empty() {
             self.perform_actions(row, &mut payload.actions, progress)

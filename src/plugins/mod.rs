@@ -11,7 +11,8 @@
 //!
 //! Invariants:
 //! - A read tool is performed during the step, like `get_contact` (ADR-0016): [`READ_TIMEOUT`]
-//!   each, offered only on a turn that reads history, sharing the turn's reads with
+//!   each, performed only on a turn that reads history (offered on every inbound turn, so the
+//!   tools are the config's; the others answer `{"available": false}` with no call), sharing the turn's reads with
 //!   `get_contact` (the turn's tools keep the count). Any failure answers
 //!   `{"available": false}` and the turn goes on. Each read is recorded ([`ReadRecord`]): tool,
 //!   available, milliseconds, never the arguments or the answer; each call is counted in

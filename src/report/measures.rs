@@ -62,6 +62,9 @@ pub struct WeekMeasures {
     /// The handoff that holds: handoffs, releases, hours with a person, messages held (read
     /// beside the aggregates, `super::handoffs::read`).
     pub handoffs: super::handoffs::HandoffMeasures,
+    /// What a conversation, a sale and a handoff cost, in US dollars, and the tokens behind it
+    /// (`super::costs`, from the week's conversation sums).
+    pub cost: super::costs::CostMeasures,
 }
 
 /// A week's sales measures, from performed `turns.actions` entries and `nudge_sent` turns. A
@@ -187,6 +190,10 @@ pub fn pending(keys: Option<&SalesKeys>) -> Vec<PendingMeasure> {
             measure: "funnel stages offered and prepared",
             why: "tools.json has no funnel field",
         });
+        out.push(PendingMeasure {
+            measure: "cost per sale",
+            why: "tools.json has no funnel field, so no conversation reaches link_sent",
+        });
     }
     if keys.payment_flow.is_none() {
         out.push(PendingMeasure {
@@ -245,6 +252,7 @@ impl WeekMeasures {
             cost_usd_per_turn: None,
             sales: SalesMeasures::of(sales, keys, aggregates.new_contacts),
             handoffs: super::handoffs::HandoffMeasures::default(),
+            cost: super::costs::CostMeasures::default(),
         };
         let mut reads = 0;
         // Model-written turns that answered a message: the deferred share's denominator.
@@ -545,6 +553,10 @@ mod tests {
         let names: Vec<&str> = listed.iter().map(|p| p.measure).collect();
         assert!(names.contains(&"prospect share, prospect link-sent rate"));
         assert!(names.contains(&"funnel stages offered and prepared"));
+        assert!(
+            names.contains(&"cost per sale"),
+            "no funnel field: no conversation reaches link_sent"
+        );
         assert!(!names.contains(&"link-sent rate, bypass rate"));
         assert!(pending(None).iter().any(|p| p.measure == "sales measures"));
     }

@@ -12,7 +12,9 @@
 //! payment-link flow, read from the config the command loads) and from `nudge_sent` turns; the
 //! command reads each week through `Store::report_week`, both together. A measure the tenant's
 //! config cannot give is `None`, with the reason listed. The HTML page charts the weekly funnel
-//! contacts → prospects → offered → prepared → link sent. The sales per playbook version
+//! contacts → prospects → offered → prepared → link sent. What a conversation, a sale and a
+//! handoff cost (`costs`) comes from the week's turns summed per conversation
+//! (`Store::report_week`'s `ConversationCosts`). The sales per playbook version
 //! (`crate::learning::measures`, over all weeks) follow the weeks, `playbooks` printing them.
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
@@ -20,6 +22,7 @@ use serde::Serialize;
 
 use crate::store::{SalesKeys, Store, StoreError};
 
+pub mod costs;
 pub mod handoffs;
 pub mod measures;
 pub mod playbooks;
@@ -73,9 +76,10 @@ pub async fn build(
     for back in (0..weeks).rev() {
         let (from, until) = iso_week(now, back);
         let (from, until) = (midnight(from), midnight(until));
-        let (aggregates, counts) = store.report_week(from, until, &keys).await?;
-        let mut week = WeekMeasures::of(from.date_naive(), &aggregates, &counts, &keys);
-        week.handoffs = handoffs::read(store, &aggregates, from, until).await?;
+        let read = store.report_week(from, until, &keys).await?;
+        let mut week = WeekMeasures::of(from.date_naive(), &read.aggregates, &read.sales, &keys);
+        week.handoffs = handoffs::read(store, &read.aggregates, from, until).await?;
+        week.cost = costs::CostMeasures::of(&read.costs, &keys);
         out.push(week);
     }
     let playbooks = match sales.and_then(crate::learning::measures::Keys::of) {

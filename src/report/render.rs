@@ -120,6 +120,7 @@ fn week_table(out: &mut String, w: &WeekMeasures) {
     row(out, "tokens per turn", num(w.tokens_per_turn, 0));
     row(out, "cost per turn (USD)", num(w.cost_usd_per_turn, 4));
     row(out, "cost (USD)", format!("{:.4}", w.cost_usd));
+    super::costs::table_rows(out, &w.cost);
     sales_rows(out, w);
     super::handoffs::table_rows(out, &w.handoffs);
     let _ = writeln!(out, "  turns by outcome:");
@@ -376,6 +377,10 @@ pub fn html(report: &Report) -> String {
         );
     }
     out.push_str("</table>");
+    out.push_str(&super::costs::html_table(
+        report.weeks.iter().map(|w| (w.week.as_str(), &w.cost)),
+        esc,
+    ));
     out.push_str(&super::handoffs::html_table(
         report.weeks.iter().map(|w| (w.week.as_str(), &w.handoffs)),
         esc,
@@ -415,7 +420,11 @@ pub fn html(report: &Report) -> String {
         out.push_str(&super::playbooks::html(playbooks, esc));
     }
     out.push_str("<h2>What each measure means</h2><dl>");
-    for m in words::ALL.iter().chain(super::handoffs::WORDS.iter()) {
+    for m in words::ALL
+        .iter()
+        .chain(super::costs::WORDS.iter())
+        .chain(super::handoffs::WORDS.iter())
+    {
         let _ = write!(out, "<dt>{}</dt><dd>{}</dd>", esc(m.name), esc(m.means));
     }
     out.push_str("</dl><h2>Not measured yet</h2><ul>");

@@ -8,7 +8,7 @@ pub struct Measure {
     pub means: &'static str,
 }
 
-const fn measure(name: &'static str, means: &'static str) -> Measure {
+pub const fn measure(name: &'static str, means: &'static str) -> Measure {
     Measure { name, means }
 }
 

@@ -74,11 +74,31 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The reason string the model is told, when the spec gives one.
+    /// The reason string the model is told, when the spec gives one, and for the flows
+    /// `send_flow`'s enum no longer leaves out (its spec is the config's, whatever the contact's
+    /// position): a flow already sent or of another offering.
     pub fn reason(self) -> Option<&'static str> {
         match self {
             Refusal::NotProspect => Some("not_prospect"),
             Refusal::NotPrepared => Some("not_prepared"),
+            Refusal::AlreadySent => Some("already_sent"),
+            Refusal::OtherOffering => Some("other_offering"),
+            _ => None,
+        }
+    }
+
+    /// What the model is told it can do instead, for the refusals a narrowing enum used to
+    /// prevent (`None`: the reason says enough).
+    pub fn advice(self) -> Option<&'static str> {
+        match self {
+            Refusal::AlreadySent => Some(
+                "this flow was already sent to this contact: do not send it again; send only a \
+                 flow the FLOWS notice accepts now",
+            ),
+            Refusal::OtherOffering => Some(
+                "this flow belongs to another offering than the contact's: send only a flow the \
+                 FLOWS notice accepts now",
+            ),
             _ => None,
         }
     }

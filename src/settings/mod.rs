@@ -87,6 +87,10 @@ pub struct Settings {
     pub manychat_reply_flow_ns: Option<String>,
     /// The custom field holding the contact token (019).
     pub manychat_token_field: String,
+    /// `MANYCHAT_DELIVERED_FIELD` and `MANYCHAT_DELIVERY_ID_FIELD`: the optional delivery
+    /// handshake (`crate::outbox::handshake`). `None` (the default): a deferred reply's trigger
+    /// that got no answer is sent again once, so a message may reach the contact twice.
+    pub manychat_delivery_handshake: Option<crate::outbox::DeliveryHandshake>,
     pub contact_tokens_enforced: bool,
     pub manychat_reply_gap: Duration,
     /// `OUTBOX_LEASE_MS`: how long an outbox claim lasts unless the live worker renews it; a
@@ -239,6 +243,8 @@ impl Settings {
             );
         }
         let manychat_token_field = env.or("MANYCHAT_TOKEN_FIELD", "ai_token");
+        let manychat_delivery_handshake =
+            env.delivery_handshake(&manychat_reply_field, &manychat_token_field);
         let contact_tokens_enforced = env.boolean("CONTACT_TOKENS_ENFORCED", true);
         let reply_gap_ms = env.number("MANYCHAT_REPLY_GAP_MS", 2000, 0, MAX_REPLY_GAP_MS);
         let nudge_poll_ms = env.number(
@@ -373,6 +379,7 @@ impl Settings {
             manychat_reply_field,
             manychat_reply_flow_ns,
             manychat_token_field,
+            manychat_delivery_handshake,
             contact_tokens_enforced,
             manychat_reply_gap: Duration::from_millis(reply_gap_ms),
             outbox_lease: Duration::from_millis(outbox_lease_ms),

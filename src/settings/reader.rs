@@ -351,4 +351,49 @@ impl Reader<'_> {
         }
         secrets.into_iter().map(Secret::new).collect()
     }
+
+    /// `MANYCHAT_DELIVERED_FIELD` (unset: no handshake) and `MANYCHAT_DELIVERY_ID_FIELD`
+    /// (default `ai_delivery_id`): two fields of their own, apart from the reply and token
+    /// fields (ManyChat's field names are not case-sensitive), or a write of one would replace
+    /// the other.
+    pub(super) fn delivery_handshake(
+        &mut self,
+        reply_field: &str,
+        token_field: &str,
+    ) -> Option<crate::outbox::DeliveryHandshake> {
+        const DELIVERED: &str = "MANYCHAT_DELIVERED_FIELD";
+        const ID: &str = "MANYCHAT_DELIVERY_ID_FIELD";
+        let id_field = self.string(ID);
+        let Some(delivered_field) = self.string(DELIVERED) else {
+            if id_field.is_some() {
+                self.problem(
+                    ID,
+                    "is used only with MANYCHAT_DELIVERED_FIELD: set that too, or unset this",
+                );
+            }
+            return None;
+        };
+        let delivery_id_field = id_field
+            .unwrap_or_else(|| crate::outbox::handshake::DEFAULT_DELIVERY_ID_FIELD.to_owned());
+        let taken = [
+            ("MANYCHAT_REPLY_FIELD", reply_field),
+            ("MANYCHAT_TOKEN_FIELD", token_field),
+        ];
+        for (variable, field) in [(DELIVERED, &delivered_field), (ID, &delivery_id_field)] {
+            if let Some((other, _)) = taken.iter().find(|(_, t)| t.eq_ignore_ascii_case(field)) {
+                self.problem(variable, &format!("must name a field other than {other}'s"));
+            }
+        }
+        if delivered_field.eq_ignore_ascii_case(&delivery_id_field) {
+            self.problem(
+                DELIVERED,
+                "must name a field other than MANYCHAT_DELIVERY_ID_FIELD's (the reply flow copies \
+                 the id field into the delivered field)",
+            );
+        }
+        Some(crate::outbox::DeliveryHandshake {
+            delivered_field,
+            delivery_id_field,
+        })
+    }
 }

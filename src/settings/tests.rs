@@ -52,6 +52,7 @@ fn system_5_2_defaults_apply_when_unset() {
     assert_eq!(s.manychat_reply_field, "ai_message");
     assert_eq!(s.manychat_reply_flow_ns, None);
     assert_eq!(s.manychat_token_field, "ai_token");
+    assert_eq!(s.manychat_delivery_handshake, None);
     assert!(s.contact_tokens_enforced);
     assert_eq!(s.manychat_reply_gap, Duration::from_millis(2000));
     assert_eq!(s.public_base_url, "https://agent.example.test");
@@ -87,6 +88,8 @@ fn system_5_2_every_variable_is_read() {
         ("MANYCHAT_REPLY_FIELD", "reply_text"),
         ("MANYCHAT_REPLY_FLOW_NS", "content20250101000000_000001"),
         ("MANYCHAT_TOKEN_FIELD", "contact_key"),
+        ("MANYCHAT_DELIVERED_FIELD", "reply_delivered"),
+        ("MANYCHAT_DELIVERY_ID_FIELD", "reply_id"),
         ("CONTACT_TOKENS_ENFORCED", "0"),
         ("MANYCHAT_REPLY_GAP_MS", "10000"),
         ("PUBLIC_BASE_URL", "https://agent.example.test/"),
@@ -114,6 +117,7 @@ fn system_5_2_every_variable_is_read() {
         Some(Price {
             input: 0.5,
             cached_input: 0.05,
+            cache_write: 0.5,
             output: 2.0
         })
     );
@@ -129,6 +133,13 @@ fn system_5_2_every_variable_is_read() {
         Some("content20250101000000_000001")
     );
     assert_eq!(s.manychat_token_field, "contact_key");
+    assert_eq!(
+        s.manychat_delivery_handshake,
+        Some(crate::outbox::DeliveryHandshake {
+            delivered_field: "reply_delivered".into(),
+            delivery_id_field: "reply_id".into(),
+        })
+    );
     assert!(!s.contact_tokens_enforced);
     assert_eq!(s.manychat_reply_gap, Duration::from_secs(10));
     assert_eq!(s.public_base_url, "https://agent.example.test");
@@ -409,6 +420,56 @@ fn system_5_2_log_level_must_be_a_valid_filter() {
 fn system_5_2_trust_proxy_must_parse() {
     let p = refused("TRUST_PROXY", "loopback,anything");
     assert!(p.rule.contains("entry 2"), "{p}");
+}
+
+#[test]
+fn delivery_handshake_is_off_unless_the_delivered_field_is_named_and_its_fields_stand_apart() {
+    let on = load(&with(&[("MANYCHAT_DELIVERED_FIELD", "ai_delivered")])).unwrap();
+    assert_eq!(
+        on.manychat_delivery_handshake,
+        Some(crate::outbox::DeliveryHandshake {
+            delivered_field: "ai_delivered".into(),
+            delivery_id_field: "ai_delivery_id".into(),
+        }),
+        "the id field defaults to ai_delivery_id"
+    );
+    let p = refused("MANYCHAT_DELIVERY_ID_FIELD", "reply_id");
+    assert!(p.rule.contains("only with MANYCHAT_DELIVERED_FIELD"), "{p}");
+    for (pairs, variable, other) in [
+        (
+            vec![("MANYCHAT_DELIVERED_FIELD", "AI_Message")],
+            "MANYCHAT_DELIVERED_FIELD",
+            "MANYCHAT_REPLY_FIELD",
+        ),
+        (
+            vec![("MANYCHAT_DELIVERED_FIELD", "ai_token")],
+            "MANYCHAT_DELIVERED_FIELD",
+            "MANYCHAT_TOKEN_FIELD",
+        ),
+        (
+            vec![
+                ("MANYCHAT_DELIVERED_FIELD", "ai_delivered"),
+                ("MANYCHAT_DELIVERY_ID_FIELD", "ai_message"),
+            ],
+            "MANYCHAT_DELIVERY_ID_FIELD",
+            "MANYCHAT_REPLY_FIELD",
+        ),
+        (
+            vec![
+                ("MANYCHAT_DELIVERED_FIELD", "ai_delivered"),
+                ("MANYCHAT_DELIVERY_ID_FIELD", "AI_DELIVERED"),
+            ],
+            "MANYCHAT_DELIVERED_FIELD",
+            "MANYCHAT_DELIVERY_ID_FIELD",
+        ),
+    ] {
+        let p = problem(&pairs, variable);
+        assert!(p.rule.contains(other), "{pairs:?}: {p}");
+        assert!(
+            !p.rule.to_ascii_lowercase().contains("ai_"),
+            "no value echoed: {p}"
+        );
+    }
 }
 
 #[test]

@@ -28,6 +28,9 @@ pub struct Conversation {
     /// A release has not been told to the model yet: the next turn's prompt says a person had
     /// the conversation.
     pub hold_note_due: bool,
+    /// C4: the contact fence's nonce for this conversation (`crate::fence`), stored on its first
+    /// turn and replaced when the contact's text holds it; `None`: no turn has fenced yet.
+    pub fence_nonce: Option<String>,
 }
 
 #[cfg(test)]
@@ -57,6 +60,7 @@ impl Conversation {
             hold_released_at: None,
             hold_release_reason: None,
             hold_note_due: false,
+            fence_nonce: None,
         }
     }
 }
@@ -116,6 +120,10 @@ pub trait ConversationStore: Send + Sync + 'static {
 
     /// The release's note was given to the model (the first turn after a release).
     async fn hold_noted(&self, id: ConversationId) -> Result<()>;
+
+    /// C4: stores the conversation's fence nonce (its first, or one that replaces a nonce the
+    /// contact's text held). The nonce is 16 hex characters (`crate::fence::Fence::nonce`).
+    async fn set_fence_nonce(&self, id: ConversationId, nonce: &str) -> Result<()>;
 
     /// Conversations handed over after `since` whose hold is not released: the contacts held now
     /// when `since` is `holdHours` ago.

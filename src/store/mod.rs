@@ -276,7 +276,10 @@ pub use outbox::{
     ClaimRules, NewOutboxRow, OrphanedPromise, OutboxBacklog, OutboxKind, OutboxRow, OutboxStatus,
     OutboxStore,
 };
-pub use report::{ActionCount, ReportAggregates, ReportStore, SalesCounts, SalesKeys, TurnGroup};
+pub use report::{
+    ActionCount, ConversationCosts, CostTotals, ReportAggregates, ReportStore, ReportWeek,
+    SOLD_STAGE, SalesCounts, SalesKeys, TurnGroup,
+};
 pub use sales::{ActionRecord, SalesRecord, SalesStore};
 pub use turns::{
     Exchange, ExchangeIds, KeepPromise, NewTurn, PromiseRows, Role, Turn, TurnContext,

@@ -89,6 +89,55 @@ pub struct SalesCounts {
     pub window_closings_replied: i64,
 }
 
+/// What a period's conversations used and cost (`Store::report_week`'s third part). A
+/// conversation is one contact's turns in the period (a contact writing in two weeks has a
+/// conversation in each). Sums and counts only: no conversation id leaves the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ConversationCosts {
+    /// Every conversation with a turn in the period.
+    pub all: CostTotals,
+    /// The sales: conversations with a performed write of the funnel field's `link_sent` stage
+    /// in the period (the server writes it once the payment link was sent, 023). Zero when the
+    /// tenant has no funnel field.
+    pub sold: CostTotals,
+    /// Conversations with a turn recorded with an escalation reason in the period: handed to a
+    /// person.
+    pub handed_off: CostTotals,
+}
+
+/// A group of conversations: how many, and the tokens and cost of all their turns in the period.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CostTotals {
+    pub conversations: i64,
+    pub input_tokens: i64,
+    /// Input tokens the provider served from its prompt cache (a part of `input_tokens`).
+    pub cached_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+}
+
+impl CostTotals {
+    /// Adds one conversation's sums.
+    pub(super) fn add(&mut self, conversation: &CostTotals) {
+        self.conversations += conversation.conversations;
+        self.input_tokens += conversation.input_tokens;
+        self.cached_tokens += conversation.cached_tokens;
+        self.output_tokens += conversation.output_tokens;
+        self.cost_usd += conversation.cost_usd;
+    }
+}
+
+/// The funnel stage that makes a conversation a sale (the last of `FUNNEL_STAGES`).
+pub const SOLD_STAGE: &str = crate::config::FUNNEL_STAGES[crate::config::FUNNEL_STAGES.len() - 1];
+
+/// One report week (`Store::report_week`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReportWeek {
+    pub aggregates: ReportAggregates,
+    pub sales: SalesCounts,
+    pub costs: ConversationCosts,
+}
+
 /// SQLite stores days as whole days since the Unix epoch.
 pub(super) fn day_of_epoch_days(days: i64) -> NaiveDate {
     NaiveDate::from_ymd_opt(1970, 1, 1)
@@ -123,6 +172,8 @@ struct ContactSales {
     prospect: bool,
     offered: bool,
     prepared: bool,
+    /// A performed write of the funnel field's `link_sent` stage ([`SOLD_STAGE`]).
+    sold: bool,
     links: i64,
     links_contact_asked: i64,
 }
@@ -226,6 +277,7 @@ impl ActionTally {
         let listed = |values: &[String]| value.is_some_and(|v| values.iter().any(|x| x == v));
         let offered = set_field && funnel && listed(&keys.offered_or_later);
         let prepared = set_field && funnel && listed(&keys.prepared_or_later);
+        let sold = set_field && funnel && value == Some(SOLD_STAGE);
         let sent = tool == "send_flow" && link;
         let asked = sent
             && entry
@@ -239,6 +291,7 @@ impl ActionTally {
         contact.prospect |= prospect;
         contact.offered |= offered;
         contact.prepared |= prepared;
+        contact.sold |= sold;
         contact.links += i64::from(sent);
         contact.links_contact_asked += i64::from(asked);
     }
@@ -255,6 +308,11 @@ impl ActionTally {
                 })
             })
             .collect()
+    }
+
+    /// Whether `conversation` reached the `link_sent` stage in the tallied records.
+    pub(super) fn sold(&self, conversation: &str) -> bool {
+        self.contacts.get(conversation).is_some_and(|c| c.sold)
     }
 
     /// The sales counts (the nudge counts are left at zero: they are not action records).
@@ -305,18 +363,30 @@ pub trait ReportStore: Send + Sync + 'static {
         until: DateTime<Utc>,
     ) -> Result<ReportAggregates>;
 
-    /// One report week, `report_aggregates` and `sales_aggregates` together. The
-    /// same results; a backend that tallies action records in the process (SQLite) reads the
-    /// week's records once for both.
+    /// What the conversations of turns created in `[from, until)` used and cost, in all, for
+    /// the sales and for the handoffs (see [`ConversationCosts`]; `keys.funnel_field` names the
+    /// funnel). Grouped per conversation in the store; sums only leave it.
+    async fn conversation_costs(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &SalesKeys,
+    ) -> Result<ConversationCosts>;
+
+    /// One report week: `report_aggregates`, `sales_aggregates` and `conversation_costs`
+    /// together. The same results; a backend that tallies action records in the process
+    /// (SQLite) reads the week's records once for all three.
     async fn report_week(
         &self,
         from: DateTime<Utc>,
         until: DateTime<Utc>,
         keys: &SalesKeys,
-    ) -> Result<(ReportAggregates, SalesCounts)> {
-        let aggregates = self.report_aggregates(from, until).await?;
-        let counts = self.sales_aggregates(from, until, keys).await?;
-        Ok((aggregates, counts))
+    ) -> Result<ReportWeek> {
+        Ok(ReportWeek {
+            aggregates: self.report_aggregates(from, until).await?,
+            sales: self.sales_aggregates(from, until, keys).await?,
+            costs: self.conversation_costs(from, until, keys).await?,
+        })
     }
 }
 
@@ -376,6 +446,17 @@ mod tests {
                 ..SalesCounts::default()
             }
         );
+        // A performed `link_sent` write makes a sale; a failed one, or another stage, does not.
+        tally.add(
+            "c3",
+            r#"[{"tool":"set_field","id":"funnel_stage","value":"link_sent","status":"performed"}]"#,
+        );
+        tally.add(
+            "c4",
+            r#"[{"tool":"set_field","id":"funnel_stage","value":"link_sent","status":"failed"}]"#,
+        );
+        assert!(tally.sold("c3"));
+        assert!(!tally.sold("c2") && !tally.sold("c4") && !tally.sold("c9"));
         // Without sales ids only the actions are tallied.
         let mut bare = ActionTally::new(Some(&SalesKeys::default()));
         bare.add(

@@ -47,6 +47,9 @@ pub struct NewTurn {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cached_tokens: i64,
+    /// Input tokens written to the provider's prompt cache (a subset of `input_tokens`, priced
+    /// at the cache-write rate).
+    pub cache_write_tokens: i64,
     pub cost_usd: f64,
     pub latency_ms: i64,
     pub created_at: DateTime<Utc>,
@@ -84,6 +87,7 @@ impl NewTurn {
             input_tokens: 0,
             output_tokens: 0,
             cached_tokens: 0,
+            cache_write_tokens: 0,
             cost_usd: 0.0,
             latency_ms: 0,
             created_at: at,
@@ -126,6 +130,8 @@ pub struct Turn {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cached_tokens: i64,
+    /// See [`NewTurn::cache_write_tokens`].
+    pub cache_write_tokens: i64,
     pub cost_usd: f64,
     pub latency_ms: i64,
     pub created_at: DateTime<Utc>,

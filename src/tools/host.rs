@@ -6,6 +6,9 @@ use crate::fence::server_line;
 
 #[async_trait]
 impl ToolHost for TurnTools {
+    /// The same specs on every step of the turn (set when the tools are built, from the
+    /// snapshot's): a call a step may no longer make (a third read, a flow already sent) is
+    /// refused, never taken out of the specs, so each step's request opens with the same bytes.
     fn specs(&self) -> Arc<[ToolSpec]> {
         self.specs.clone()
     }

@@ -7,7 +7,11 @@
 //!
 //! Each tool's parameters are enums of configured ids (strict JSON Schema), so the model can
 //! only name what the tenant configured; a tool whose list is empty is not offered. The model
-//! sees ids and descriptions, never a flow namespace, tag or field name. No tool takes a
+//! sees ids and descriptions, never a flow namespace, tag or field name. The specs depend on the
+//! config alone (one set for inbound turns, one for nudge turns), never on the contact's
+//! position, so every request opens with the same bytes; what the position forbids (a flow sent
+//! already, another offering's flow, a read on a turn that does not read history, a third read)
+//! is refused by the tool, with a result that says why. No tool takes a
 //! subscriber: a `TurnTools` belongs to one turn and its actions land on that turn's contact.
 //!
 //! Invariants:
@@ -20,7 +24,7 @@
 //!   `refused` with its reason, once per identical refusal: no request, no cap slot, and a later
 //!   identical write is not a repeat of it. Only configured ids and values are recorded.
 //! - get_contact is the one tool performed when called (ADR-0016), only on a turn that reads
-//!   history, at most [`MAX_READS`] requests per turn, each bounded by [`READ_TIMEOUT`]; a
+//!   history (offered on every inbound turn, refused with an error on the others), at most [`MAX_READS`] requests per turn, each bounded by [`READ_TIMEOUT`]; a
 //!   failure, a timeout or a third call answers `{"available": false}` and the turn goes on.
 //!   Note values come back inside the turn's fence, the same one the prompt uses.
 //! - Note text is cleaned when staged, so the outbox holds only what the field will; it is
@@ -74,7 +78,8 @@ pub struct ToolContext {
     /// For log lines: the one contact identifier a log may carry.
     pub conversation: ConversationId,
     /// The turn reads history (019: bound, or tokens not enforced); only then is get_contact
-    /// offered, since notes hold the contact's words.
+    /// performed (it is offered on every inbound turn and refused on the others), since notes
+    /// hold the contact's words.
     pub reads_history: bool,
     /// The turn's fence: the prompt and a read's note values must share it.
     pub fence: Fence,
@@ -93,20 +98,17 @@ struct Reader {
     conversation: ConversationId,
 }
 
-/// The specs of a config snapshot's tools, with and without `get_contact`. They depend on the
-/// snapshot alone, so the turn engine builds them once per snapshot and every turn shares them.
+/// The specs of a config snapshot's tools, with and without the reads (`get_contact` and the
+/// plugin reads). They depend on the snapshot alone, never on the contact, so the turn engine
+/// builds them once per snapshot and every turn shares them: every inbound turn is offered the
+/// set with the reads (a turn that does not read history refuses the call), a nudge turn and an
+/// eval the set without them. The contact's position is told in the notices and enforced by
+/// the tools' refusals, never by a narrower spec, so the request's prefix stays the same bytes.
 #[derive(Debug, Clone)]
 pub struct ToolSpecs {
     with_read: Arc<[ToolSpec]>,
     without_read: Arc<[ToolSpec]>,
-    /// For a tenant whose flows are scoped to offerings (028): the specs of a contact that has
-    /// been sent no flow yet, per offering (`None`: no offering), with and without the read. The
-    /// common turn then shares them; only a contact with flows sent builds its own.
-    by_offering: Arc<[OfferingSpecs]>,
 }
-
-/// One offering's shared specs: (offering, with the read, without it).
-type OfferingSpecs = (Option<String>, Arc<[ToolSpec]>, Arc<[ToolSpec]>);
 
 impl ToolSpecs {
     pub fn new(config: &TenantConfig) -> Self {
@@ -114,35 +116,9 @@ impl ToolSpecs {
             Some(tools) => with_plugins(build_specs(tools, offer_read), config, offer_read),
             None => with_plugins(Vec::new(), config, offer_read),
         };
-        let by_offering = match &config.tools {
-            Some(tools) if tools.flows.iter().any(|f| f.offering.is_some()) => {
-                std::iter::once(None)
-                    .chain(config.catalog.offerings.iter().map(|o| Some(o.id.clone())))
-                    .map(|offering| {
-                        let known = Known {
-                            offering: offering.clone(),
-                            ..Known::default()
-                        };
-                        let with = with_plugins(
-                            specs::build_turn_specs(tools, true, &known),
-                            config,
-                            true,
-                        );
-                        let without = with_plugins(
-                            specs::build_turn_specs(tools, false, &known),
-                            config,
-                            false,
-                        );
-                        (offering, with, without)
-                    })
-                    .collect()
-            }
-            _ => Arc::from([]),
-        };
         Self {
             with_read: build(true),
             without_read: build(false),
-            by_offering,
         }
     }
 
@@ -150,35 +126,6 @@ impl ToolSpecs {
         match offer_read {
             true => self.with_read.clone(),
             false => self.without_read.clone(),
-        }
-    }
-
-    /// The turn's specs: the snapshot's, unless the contact's position narrows `send_flow`
-    /// (023: a flow sent once leaves its enum; 028: the description lists the flows the turn's
-    /// offering accepts), when they are built for this turn.
-    fn for_turn(&self, config: &TenantConfig, offer_read: bool, known: &Known) -> Arc<[ToolSpec]> {
-        match config.tools.as_ref() {
-            Some(tools) if specs::narrowed(tools, known) => {
-                let shared = known
-                    .sent_flows
-                    .is_empty()
-                    .then(|| {
-                        self.by_offering
-                            .iter()
-                            .find(|(o, _, _)| *o == known.offering)
-                    })
-                    .flatten();
-                match shared {
-                    Some((_, with, _)) if offer_read => with.clone(),
-                    Some((_, _, without)) => without.clone(),
-                    None => with_plugins(
-                        specs::build_turn_specs(tools, offer_read, known),
-                        config,
-                        offer_read,
-                    ),
-                }
-            }
-            _ => self.offered(offer_read),
         }
     }
 }
@@ -260,9 +207,9 @@ impl TurnTools {
             conversation: context.conversation,
         };
         let reader = context.reads_history.then(|| contact.clone());
-        let specs = context
-            .specs
-            .for_turn(&context.config, reader.is_some(), &context.sales);
+        // The same specs on every inbound turn, bound or not: a turn that does not read history
+        // refuses the read instead (024), so the tools never depend on the contact.
+        let specs = context.specs.offered(true);
         let mut tools = Self::build(context.config, specs, reader, context.fence);
         tools.sales = TurnSales::new(context.sales);
         tools.contact = Some(contact);
@@ -273,12 +220,12 @@ impl TurnTools {
     /// token, 019), no `schedule_nudge` (a nudge cannot chain), and flows staged, to follow
     /// the text (never [`TurnTools::sending_flows`]), and never the opening (032 A).
     pub fn for_nudge(context: ToolContext) -> Self {
+        let without_read = context.specs.offered(false);
         let mut tools = Self::new(ToolContext {
             reads_history: false,
             ..context
         });
-        tools.specs = tools
-            .specs
+        tools.specs = without_read
             .iter()
             .filter(|spec| spec.name != specs::NUDGE_TOOL)
             .cloned()
@@ -310,7 +257,7 @@ impl TurnTools {
     /// [`TurnTools::without_reads`] for a contact at a known sales position (the eval runner:
     /// a case's contact).
     pub fn without_reads_for(config: Arc<TenantConfig>, sales: Known) -> Self {
-        let specs = ToolSpecs::new(&config).for_turn(&config, false, &sales);
+        let specs = ToolSpecs::new(&config).offered(false);
         let mut tools = Self::build(config, specs, None, Fence::new());
         tools.sales = TurnSales::new(sales);
         tools
@@ -594,10 +541,7 @@ impl TurnTools {
                     refusal.describe()
                 ));
                 self.record_refusal(action, refusal.code());
-                return match refusal.reason() {
-                    Some(reason) => json!({"sent": false, "reason": reason}),
-                    None => json!({"sent": false}),
-                };
+                return refused_result("sent", refusal);
             }
             Verdict::Allowed { contact_asked } => contact_asked,
         };
@@ -759,10 +703,7 @@ impl TurnTools {
                     refusal.describe()
                 ));
                 self.record_refusal(action, refusal.code());
-                match refusal.reason() {
-                    Some(reason) => json!({"staged": false, "reason": reason}),
-                    None => json!({"staged": false}),
-                }
+                refused_result("staged", refusal)
             }
             Verdict::Allowed { contact_asked } => {
                 if contact_asked {
@@ -850,9 +791,18 @@ impl TurnTools {
     /// get_contact: performed now, through the shared client, within the read cap.
     async fn read(&mut self) -> Value {
         let unavailable = json!({"available": false});
-        let (Some(reader), Some(tools)) = (&self.reader, self.config.tools.as_ref()) else {
-            // Not offered on this turn: only a misbehaving model gets here.
+        let Some(tools) = self.config.tools.as_ref() else {
             return unavailable;
+        };
+        let Some(reader) = &self.reader else {
+            // 024: offered on every inbound turn (the specs are the config's), performed only
+            // on a turn that reads history; this one answers without the contact's record.
+            self.refused
+                .push("get_contact (this turn does not read the contact)".to_owned());
+            return json!({
+                "available": false,
+                "error": "this turn cannot read the contact: answer from the conversation"
+            });
         };
         if self.read_attempts >= MAX_READS {
             self.refused
@@ -907,6 +857,20 @@ impl Rejected {
         self.id = Some(id.to_owned());
         self
     }
+}
+
+/// The result the model gets for a write the sales rules refused: `{key: false}`, with the
+/// reason where there is one and, for a flow the contact's position excludes, what to do
+/// instead.
+fn refused_result(key: &str, refusal: crate::sales::Refusal) -> Value {
+    let mut result = json!({key: false});
+    if let Some(reason) = refusal.reason() {
+        result["reason"] = json!(reason);
+    }
+    if let Some(advice) = refusal.advice() {
+        result["error"] = json!(advice);
+    }
+    result
 }
 
 /// A write as the sales rules see it (`None`: a tool they do not know).

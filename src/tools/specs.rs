@@ -6,7 +6,6 @@ use serde_json::{Value, json};
 
 use crate::config::{FieldConfig, FlowConfig, FlowRole, ToolsConfig};
 use crate::model::ToolSpec;
-use crate::sales::{Known, offering};
 
 use super::contact::anything_readable;
 
@@ -41,34 +40,22 @@ fn strict_object(properties: Value, required: &[&str]) -> Value {
     })
 }
 
-/// The tool specs a config offers (012 § Six tools, 024). `offer_read`: the turn reads history
-/// (024 § Only a turn that reads history may read the contact), so get_contact is offered.
+/// The tool specs a config offers (012 § Six tools, 024). `offer_read`: get_contact (and the
+/// plugin reads) are offered; an inbound turn always offers them, and a turn that does not
+/// read history refuses the call (024 § Only a turn that reads history may read the contact).
+///
+/// They depend on the config alone, never on the contact: `send_flow`'s enum holds every flow
+/// the model may ever send (all but the opening) and its description lists each with its
+/// offering, so every request of every contact starts with the same tool bytes and providers'
+/// prompt caches hit. Which flows the contact's position accepts this turn is a server notice
+/// (`sales::notices`), and a flow it does not accept is refused by the tool.
 pub fn build_specs(tools: &ToolsConfig, offer_read: bool) -> Vec<ToolSpec> {
     let flows: Vec<_> = tools
         .flows
         .iter()
         .filter(|f| f.role != Some(FlowRole::Opening))
         .collect();
-    build_with_flows(tools, offer_read, &flows, &flows)
-}
-
-/// Whether a contact's position narrows the snapshot's `send_flow` (a flow sent once, or flows
-/// tied to offerings), so the turn builds its own specs.
-pub(super) fn narrowed(tools: &ToolsConfig, known: &Known) -> bool {
-    !known.sent_flows.is_empty() || tools.flows.iter().any(|f| f.offering.is_some())
-}
-
-/// The specs of one turn (023, 028): `send_flow`'s enum holds every unsent flow, its
-/// description only the flows the turn's offering accepts, each with its offering.
-pub(super) fn build_turn_specs(
-    tools: &ToolsConfig,
-    offer_read: bool,
-    known: &Known,
-) -> Vec<ToolSpec> {
-    let unsent: Vec<_> = offering::unsent_flows(tools, &known.sent_flows).collect();
-    let accepted: Vec<_> =
-        offering::accepted_flows(tools, &known.sent_flows, known.offering.as_deref()).collect();
-    build_with_flows(tools, offer_read, &unsent, &accepted)
+    build_with_flows(tools, offer_read, &flows)
 }
 
 fn flow_line(flow: &FlowConfig) -> (String, String) {
@@ -81,20 +68,11 @@ fn flow_line(flow: &FlowConfig) -> (String, String) {
     }
 }
 
-fn build_with_flows(
-    tools: &ToolsConfig,
-    offer_read: bool,
-    flows: &[&FlowConfig],
-    described_flows: &[&FlowConfig],
-) -> Vec<ToolSpec> {
+fn build_with_flows(tools: &ToolsConfig, offer_read: bool, flows: &[&FlowConfig]) -> Vec<ToolSpec> {
     let mut specs = Vec::new();
     if !flows.is_empty() {
         let ids: Vec<&str> = flows.iter().map(|f| f.id.as_str()).collect();
-        let list = if described_flows.is_empty() {
-            "none this turn: record the contact's offering first".to_owned()
-        } else {
-            described(described_flows.iter().map(|f| flow_line(f)))
-        };
+        let list = described(flows.iter().map(|f| flow_line(f)));
         specs.push(ToolSpec {
             name: "send_flow".into(),
             description: format!(
@@ -103,7 +81,9 @@ fn build_with_flows(
                  says whether ManyChat accepted it (sent): do not repeat the flow's content, and \
                  never say a flow went out when sent is false. Set contactAsked to true \
                  only when the contact's message in this turn asks for the payment link, the \
-                 payment methods or how to pay. Flows accepted this turn:\n{list}"
+                 payment methods or how to pay. Send only a flow the FLOWS notice accepts now: \
+                 the server refuses a flow already sent or one of another offering. \
+                 Flows:\n{list}"
             ),
             parameters: strict_object(
                 json!({

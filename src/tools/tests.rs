@@ -357,7 +357,7 @@ fn spec_024_verification_2_note_values_inside_the_fence_tags_and_fields_outside(
 }
 
 #[test]
-fn spec_024_get_contact_is_offered_only_on_a_turn_that_reads_history() {
+fn spec_024_get_contact_is_in_the_specs_with_the_reads_and_never_on_tools_that_cannot_read() {
     let names = |offer_read| -> Vec<String> {
         build_specs(&reading_tools(), offer_read)
             .into_iter()

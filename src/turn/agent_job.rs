@@ -142,7 +142,7 @@ impl AgentJob {
                 .as_ref()
                 .map(|b| b as &dyn crate::agent::CallBudget),
         };
-        let fence = Fence::new();
+        let fence = self.conversation_fence().await;
         let mut tools = TurnTools::new(ToolContext {
             config: derived.config.clone(),
             manychat: inner.manychat.clone(),
@@ -232,6 +232,13 @@ impl AgentJob {
                 )
             }
         }
+    }
+
+    /// C4: the conversation's fence, rotated when the contact's text or history holds it.
+    async fn conversation_fence(&self) -> Fence {
+        let texts = std::iter::once(self.contact_text.as_str())
+            .chain(self.history.iter().map(|turn| turn.text.as_str()));
+        super::conversation_fence(self.engine.inner.store.as_ref(), &self.conversation, texts).await
     }
 
     /// The promise the deferred path keeps: the message's own, or the one the request wrote.

@@ -1,6 +1,9 @@
 //! The daily budget under concurrency: every model call reserves what it may spend before it
-//! is sent (its input, known then, plus the output limit) and gives the reservation back when
-//! it answers, its real usage counting from then until the turn's charge is recorded. Turns
+//! is sent (its input, known then, plus the output limit, priced at its worst case) and gives
+//! the reservation back when it answers, its real usage counting from then until the turn's
+//! charge is recorded. Real usage is priced as billed: cache reads at the cached rate, cache
+//! writes at the cache-write rate (`pricing::cost_usd`); the token cap counts every input and
+//! output token, cached or not. Turns
 //! running at the same time so see each other's spending before it is stored.
 //!
 //! The check comes before each call, not once per turn: a turn is admitted while the day's
@@ -159,16 +162,27 @@ impl BudgetLedger {
 }
 
 impl TurnBudget {
-    fn priced(&self, input_tokens: u64, output_tokens: u64) -> BudgetUsage {
-        let usage = Usage {
-            input_tokens,
-            output_tokens,
-            cached_tokens: 0,
-            cache_write_tokens: 0,
-        };
+    /// A call's worst case: its input (estimated from above) and the output limit, every input
+    /// token at the dearer of the input and cache-write rates (`pricing::worst_case_usd`: a cold
+    /// Anthropic cache writes the whole prefix at 1.25× input), so a reservation never falls
+    /// below what the call can be billed.
+    fn worst_case(&self, input_tokens: u64, output_tokens: u64) -> BudgetUsage {
         BudgetUsage {
             tokens: i64::try_from(input_tokens + output_tokens).unwrap_or(i64::MAX),
-            cost_usd: crate::model::pricing::cost_usd(&self.model_id, &usage),
+            cost_usd: crate::model::pricing::worst_case_usd(
+                &self.model_id,
+                input_tokens,
+                output_tokens,
+            ),
+        }
+    }
+
+    /// What a call that answered used, as billed: its input and output tokens (the token cap
+    /// counts every one), and its cost with cache reads and writes at their own rates.
+    fn billed(&self, usage: &Usage) -> BudgetUsage {
+        BudgetUsage {
+            tokens: i64::try_from(usage.total()).unwrap_or(i64::MAX),
+            cost_usd: crate::model::pricing::cost_usd(&self.model_id, usage),
         }
     }
 
@@ -176,7 +190,7 @@ impl TurnBudget {
     /// stored, plus what turns charged since it was read) and what is in flight has reached a
     /// cap: `false` then, and the call is not made.
     fn reserve_tokens(&self, input_tokens: u64) -> bool {
-        let estimate = self.priced(input_tokens, u64::from(self.max_output_tokens));
+        let estimate = self.worst_case(input_tokens, u64::from(self.max_output_tokens));
         let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut books = self.ledger.books();
         let books = books.on(self.day);
@@ -211,9 +225,7 @@ impl CallBudget for TurnBudget {
     }
 
     fn settle(&self, usage: Option<Usage>) {
-        let used = usage.map_or_else(BudgetUsage::default, |u| {
-            self.priced(u.input_tokens, u.output_tokens)
-        });
+        let used = usage.map_or_else(BudgetUsage::default, |u| self.billed(&u));
         let mut turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut books = self.ledger.books();
         if books.day == Some(self.day) {
@@ -395,6 +407,83 @@ mod tests {
             ledger.reserved(day()),
             tokens(0),
             "every reservation given back"
+        );
+    }
+
+    const CLAUDE: &str = "anthropic:claude-sonnet-4-5";
+
+    /// A call of 10,000 input tokens (6,000 read from the cache, 3,000 written to it) and 500
+    /// output tokens. On claude-sonnet-4-5 (input 3.00, reads 0.30, writes 3.75, output 15.00
+    /// per million) it is billed 0.02355 USD; at the input rate alone it would be 0.0375.
+    fn cached_call() -> Usage {
+        Usage {
+            input_tokens: 10_000,
+            output_tokens: 500,
+            cached_tokens: 6_000,
+            cache_write_tokens: 3_000,
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn cost_budget_a_call_with_cache_reads_and_writes_is_charged_exactly_as_billed() {
+        let ledger = Arc::new(BudgetLedger::default());
+        let turn = ledger
+            .admit(&config(1_000_000), day(), tokens(0), CLAUDE, 1_000)
+            .unwrap();
+        assert!(turn.reserve_tokens(10_000));
+        // Reserved at the worst case: every input token written (3.75), the output limit.
+        let reserved = ledger.reserved(day()).cost_usd;
+        assert!(
+            close(reserved, (10_000.0 * 3.75 + 1_000.0 * 15.0) / 1e6),
+            "{reserved}"
+        );
+
+        turn.settle(Some(cached_call()));
+
+        let used = turn.turn.lock().unwrap().used;
+        let billed = (1_000.0 * 3.00 + 6_000.0 * 0.30 + 3_000.0 * 3.75 + 500.0 * 15.00) / 1e6;
+        assert!(
+            close(used.cost_usd, billed),
+            "{} != {billed}",
+            used.cost_usd
+        );
+        assert_eq!(used.tokens, 10_500, "the token cap counts every token");
+        // The turn's recorded charge is the same figure (`record::fill_usage`).
+        assert!(close(
+            crate::model::pricing::cost_usd(CLAUDE, &cached_call()),
+            used.cost_usd
+        ));
+        assert_eq!(ledger.reserved(day()).cost_usd, 0.0);
+    }
+
+    #[test]
+    fn cost_budget_the_daily_usd_cap_refuses_when_the_billed_cost_reaches_it() {
+        let ledger = Arc::new(BudgetLedger::default());
+        let mut config = config(1_000_000);
+        config.rules.budget.daily_cost_cap_usd = 0.05;
+        let turn = ledger
+            .admit(&config, day(), tokens(0), CLAUDE, 1_000)
+            .unwrap();
+        assert!(turn.reserve_tokens(100));
+        turn.settle(Some(cached_call()));
+        // 0.02355 billed: at the input rate alone (0.0375) the next two checks would differ.
+        assert!(turn.reserve_tokens(100));
+        turn.settle(Some(cached_call()));
+        assert!(
+            turn.reserve_tokens(100),
+            "0.0471 billed is under the 0.05 cap"
+        );
+        turn.settle(Some(cached_call()));
+        assert!(!turn.reserve_tokens(100), "0.07065 billed reached the cap");
+        assert!(
+            ledger
+                .admit(&config, day(), tokens(0), CLAUDE, 1_000)
+                .is_none(),
+            "nor is another turn admitted"
         );
     }
 

@@ -13,9 +13,10 @@ use super::replied::Replied;
 use super::{Inbound, TurnEngine, gates};
 use crate::agent::{self, HistoryTurn};
 use crate::config::TenantConfig;
+use crate::fence::Fence;
 use crate::sales;
 use crate::store::{
-    Conversation, During, Role, SalesRecord, StoreError, TurnContext, TurnContextQuery,
+    Conversation, During, Role, SalesRecord, Store, StoreError, TurnContext, TurnContextQuery,
 };
 
 /// How many earlier turns the model sees (018).
@@ -53,6 +54,27 @@ pub(crate) fn history_turns(turns: Vec<crate::store::Turn>) -> Vec<HistoryTurn> 
             text: turn.text,
         })
         .collect()
+}
+
+/// C4: the conversation's fence for a turn ([`Fence::for_conversation`]): its stored nonce, or
+/// a new one stored on the row when it had none or `texts` (the contact's text, the history's)
+/// hold it. A failed write is logged and the turn goes on with the new nonce (still a safe
+/// fence; the next turn tries again).
+pub(crate) async fn conversation_fence<'a>(
+    store: &dyn Store,
+    conversation: &Conversation,
+    texts: impl IntoIterator<Item = &'a str> + Clone,
+) -> Fence {
+    let (fence, new) = Fence::for_conversation(conversation.fence_nonce.as_deref(), texts);
+    if new && let Err(error) = store.set_fence_nonce(conversation.id, fence.nonce()).await {
+        crate::store_failure!(
+            store,
+            error,
+            conversation = %conversation.id,
+            "the conversation's fence could not be stored; the next turn fences anew"
+        );
+    }
+    fence
 }
 
 impl TurnEngine {

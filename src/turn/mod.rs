@@ -59,7 +59,7 @@ pub use after::AfterResponse;
 use agent_job::AgentJob;
 pub use context::HISTORY_TURNS;
 use context::context_query;
-pub(crate) use context::history_turns;
+pub(crate) use context::{conversation_fence, history_turns};
 pub use gates::Denial;
 use message::{Message, Promise};
 pub use order::{TurnGuard, TurnOrder};

@@ -62,6 +62,7 @@ pub(crate) fn fill_usage(
     turn.input_tokens = usage.input_tokens as i64;
     turn.output_tokens = usage.output_tokens as i64;
     turn.cached_tokens = usage.cached_tokens as i64;
+    turn.cache_write_tokens = usage.cache_write_tokens as i64;
     turn.cost_usd = crate::model::pricing::cost_usd(model_id, &usage);
     turn.latency_ms = latency.as_millis() as i64;
 }

@@ -54,10 +54,16 @@ async fn issued(app: &TestApp, subscriber: &str) -> i64 {
 }
 
 fn prompt_of(model: &ScriptedModel, call: usize) -> String {
-    match model.requests()[call].messages.first() {
-        Some(Message::User { text }) => text.clone(),
-        _ => String::new(),
-    }
+    // The history's messages, then the turn's own.
+    model.requests()[call]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[tokio::test]

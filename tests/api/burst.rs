@@ -52,8 +52,14 @@ async fn advance(by: Duration) {
 
 /// The fenced contact message of the model's `call`-th request (after the history).
 fn contact_message(model: &ScriptedModel, call: usize) -> String {
+    // The turn's own message comes after the history's messages.
     let request = &model.requests()[call];
-    let Some(Message::User { text }) = request.messages.first() else {
+    let Some(text) = request.messages.iter().rev().find_map(|m| match m {
+        Message::User { text } if text.contains(manychat_agent::agent::prompt::LABEL_CONTACT) => {
+            Some(text)
+        }
+        _ => None,
+    }) else {
         return String::new();
     };
     let label = manychat_agent::agent::prompt::LABEL_CONTACT;

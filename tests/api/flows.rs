@@ -48,7 +48,12 @@ async fn spec_029_verification_1_send_flow_sends_during_the_call_once_per_turn_a
             json!({"staged": true, "flowsAvailable": ["handbuilding_guide"]}),
             json!({"sent": true}),
             json!({"sent": true}),
-            json!({"sent": false}),
+            json!({
+                "sent": false,
+                "reason": "other_offering",
+                "error": "this flow belongs to another offering than the contact's: send only \
+                          a flow the FLOWS notice accepts now"
+            }),
         ]
     );
     app.settle().await;

@@ -166,10 +166,14 @@ async fn system_018_history_carries_earlier_turns_outside_the_current_fence() {
     app.send("6008", "Do you have evening classes?").await;
     app.send("6008", "And on weekends?").await;
     let requests = model.requests();
-    let Some(manychat_agent::model::Message::User { text }) = requests[1].messages.first() else {
-        panic!("first message is the turn's user message");
-    };
-    let history = text.split("CONTACT MESSAGE").next().unwrap();
+    // The history's messages lead; the turn's own message (with the contact's) comes last.
+    let history: String = requests[1].messages[..requests[1].cache.stable_messages]
+        .iter()
+        .filter_map(|m| match m {
+            manychat_agent::model::Message::User { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
     assert!(history.contains("Do you have evening classes?"));
     assert!(history.contains("Answer 0."));
     assert!(!history.contains("And on weekends?"));

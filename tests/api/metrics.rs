@@ -44,6 +44,8 @@ const COUNTERS: &[&str] = &[
     "held_messages",
     "burst_pieces_merged",
     "hold_releases",
+    "model_tokens",
+    "model_cost_usd",
 ];
 const HISTOGRAMS: &[&str] = &[
     "answer_duration_seconds",
@@ -319,6 +321,30 @@ async fn metrics_serves_every_documented_series_after_a_turn_of_each_kind() {
         after.expect("manychat_agent_outbox_oldest_due_age_seconds", &[]),
         0.0
     );
+
+    // Every model call's billed tokens, as the turns recorded them (the scripted model bills
+    // no price: 0 USD).
+    let mut recorded = (0, 0);
+    for contact in ["7001", "7002", "7003", "7004", "7005"] {
+        for turn in app.turns(contact).await {
+            recorded.0 += turn.input_tokens;
+            recorded.1 += turn.output_tokens;
+        }
+    }
+    assert!(recorded.0 > 0);
+    assert_eq!(
+        after.expect("manychat_agent_model_tokens", &[("kind", "input")]),
+        recorded.0 as f64
+    );
+    assert_eq!(
+        after.expect("manychat_agent_model_tokens", &[("kind", "output")]),
+        recorded.1 as f64
+    );
+    assert_eq!(
+        after.expect("manychat_agent_model_tokens", &[("kind", "cached")]),
+        0.0
+    );
+    assert_eq!(after.expect("manychat_agent_model_cost_usd", &[]), 0.0);
 
     // C5: no subscriber id and no message text in any series.
     for contact_data in ["7001", "7005", "wheel course", "evening class", "nine"] {

@@ -587,6 +587,46 @@ async fn assert_no_nudge_turn_or_reply(app: &TestApp, conversation: &Conversatio
     assert_eq!(after.len(), before, "ManyChat received nothing more");
 }
 
+/// C4 with a stable prefix: a nudge turn fences the history with the conversation's nonce, so
+/// its history messages are the ones the contact's own next turn sends.
+#[tokio::test(start_paused = true)]
+async fn system_4_a_nudge_turn_fences_its_history_with_the_conversations_nonce() {
+    let _frozen = FrozenClock::freeze();
+    let app = spawn_app_with(AppOptions::new(script(prospect_steps())).edit(with_nudge)).await;
+    app.send("6602", "How much is the handbuilding weekend?")
+        .await;
+    app.settle().await;
+    let conversation = schedule_after_last_message(&app, "6602", hours(2)).await;
+    let stored = app.conversation("6602").await.fence_nonce.expect("stored");
+    let model = script(vec![answer("Would a weekend in May suit you?")]);
+    let rig = rig_at(&app, chrono::Utc::now() + hours(3), model.clone());
+    rig.worker.run_once().await;
+    let request = &model.requests()[0];
+    assert_eq!(
+        request.cache.stable_messages, 2,
+        "the contact's message and the reply"
+    );
+    let manychat_agent::model::Message::User { text } = &request.messages[0] else {
+        panic!("the history leads");
+    };
+    assert!(
+        text.contains(&format!(
+            "contact: <<<CONTACT nonce={stored}>>> How much is the handbuilding weekend? <<<END CONTACT nonce={stored}>>>"
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        app.store
+            .conversation(conversation.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .fence_nonce,
+        Some(stored),
+        "kept"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn spec_025_verification_2_a_nudge_turn_is_not_offered_schedule_nudge_or_get_contact() {
     let _frozen = FrozenClock::freeze();

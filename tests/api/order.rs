@@ -40,10 +40,16 @@ async fn second_message_during_the_first_turn(
 }
 
 fn user_text(model: &ScriptedModel, call: usize) -> String {
-    match model.requests()[call].messages.first() {
-        Some(Message::User { text }) => text.clone(),
-        _ => String::new(),
-    }
+    // The history's messages, then the turn's own.
+    model.requests()[call]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[tokio::test(start_paused = true)]

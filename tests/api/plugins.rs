@@ -474,10 +474,15 @@ async fn the_final_server_note_never_quotes_a_model_chosen_parameter_or_tool_nam
     app.stop().await;
 }
 
+/// The tools are the config's on every inbound turn (a stable request prefix), so an unbound
+/// turn is offered the read too, and a call of it reads nothing: no request to the endpoint.
 #[tokio::test]
-async fn plugin_an_unbound_turn_is_offered_no_read_tool() {
+async fn plugin_an_unbound_turn_is_offered_the_read_tool_and_reads_nothing() {
     let server = endpoint(json!({"seats": 2})).await;
-    let model = script(vec![answer("Hello!")]);
+    let model = script(vec![
+        tool_calls([seats("wheel_basics", 1)]),
+        answer("Hello!"),
+    ]);
     let plugins = plugins_json(&server.uri());
     let app = spawn_app_with(
         AppOptions::new(model.clone())
@@ -496,8 +501,13 @@ async fn plugin_an_unbound_turn_is_offered_no_read_tool() {
         .iter()
         .map(|t| t.name.clone())
         .collect();
-    assert!(!offered.contains(&"seats_left".to_owned()), "{offered:?}");
+    assert!(offered.contains(&"seats_left".to_owned()), "{offered:?}");
     assert!(offered.contains(&"create_lead".to_owned()), "{offered:?}");
+    assert_eq!(
+        tool_results(&model.requests()[1]),
+        vec![json!({"available": false})]
+    );
+    assert!(server.received_requests().await.unwrap().is_empty());
     app.stop().await;
 }
 

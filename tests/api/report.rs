@@ -115,6 +115,27 @@ async fn report_numbers_match_the_hand_computed_ones(backend: Backend) {
             {"tool": "write_note", "status": "performed", "count": 1},
         ])
     );
+    // What it cost: A, B, C and D had turns in the week (4 conversations, 1.0 USD); none
+    // reached link_sent; B (low_confidence), C (abort) and D (keyword) were handed to a
+    // person, costing 0.375 + 0.125 + 0 = 0.5 over 3. No token was served from a cache.
+    assert_eq!(
+        week["cost"],
+        json!({
+            "currency": "USD",
+            "conversations": 4,
+            "cost_usd": 1.0,
+            "cost_per_conversation_usd": 0.25,
+            "sales": 0,
+            "cost_per_sale_usd": null,
+            "spend_per_sale_usd": null,
+            "handed_off_conversations": 3,
+            "cost_per_handoff_usd": 0.5 / 3.0,
+            "input_tokens": 700,
+            "cached_tokens": 0,
+            "output_tokens": 70,
+            "cached_share": 0.0,
+        })
+    );
     // Per day: Monday A (110 tokens, 0.5), Tuesday B twice (550, 0.375), Wednesday C (110,
     // 0.125; D's pre-model escalation cost nothing).
     let days: Vec<(i64, i64, f64)> = week["days"]
@@ -441,7 +462,85 @@ async fn handoff_report_counts_handoffs_releases_hours_and_held_messages(backend
     assert!(html.contains("<td>3.5 h</td>"), "{html}");
 }
 
+// --- what a conversation, a sale and a handoff cost ---------------------------------------
+
+/// `seed_cost_week`'s week, worked out by hand in its comment, as the command prints it in
+/// every format: a sale is a conversation that reached `link_sent` in the week.
+async fn report_cost_per_sale_counts_conversations_that_reached_link_sent(backend: Backend) {
+    let (_dir, url) = &store_url(backend).await;
+    let store = manychat_agent::store::connect(url).await.unwrap();
+    let (monday, _) = manychat_agent::report::iso_week(Utc::now(), 1);
+    let from = monday.and_hms_opt(0, 0, 0).unwrap().and_utc();
+    let subscribers =
+        manychat_agent::store::conformance::seed_cost_week(store.as_ref(), from).await;
+
+    let report: Value = serde_json::from_str(&report(url, &["--format", "json"])).unwrap();
+    assert_eq!(
+        report["weeks"][2]["cost"],
+        json!({
+            "currency": "USD",
+            "conversations": 4,
+            "cost_usd": 1.0,
+            "cost_per_conversation_usd": 0.25,
+            // P and S: 0.4375 between them; the week's 1.0 over them is 0.5 a sale.
+            "sales": 2,
+            "cost_per_sale_usd": 0.21875,
+            "spend_per_sale_usd": 0.5,
+            // R and S: 0.125 between them.
+            "handed_off_conversations": 2,
+            "cost_per_handoff_usd": 0.0625,
+            "input_tokens": 4600,
+            "cached_tokens": 1900,
+            "output_tokens": 270,
+            "cached_share": 1900.0 / 4600.0,
+        }),
+        "{report}"
+    );
+    // The week after: P's last turn, a sale of its own.
+    assert_eq!(report["weeks"][3]["cost"]["sales"], 1);
+    assert_eq!(report["weeks"][3]["cost"]["cost_per_sale_usd"], 8.0);
+
+    let [table, html] = report_table_and_html(url);
+    for line in [
+        "cost (USD):",
+        "per conversation                 0.2500 USD  (4 conversations)",
+        "per sale (link_sent)             0.2188 USD  (2 sales)",
+        "spent per sale (whole week)      0.5000 USD",
+        "per handoff                      0.0625 USD  (2 conversations)",
+        "tokens in / cached / out         4600 / 1900 / 270",
+        "cached share (cached / in)       41.3 %",
+    ] {
+        assert!(table.contains(line), "{line:?} in\n{table}");
+    }
+    assert!(
+        html.contains("<h2>What it cost (US dollars)</h2>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(
+            "<td>4</td><td>0.2500 USD</td><td>2</td><td>0.2188 USD</td><td>0.5000 USD</td>\
+             <td>2</td><td>0.0625 USD</td><td>41.3 %</td>"
+        ),
+        "{html}"
+    );
+    for measure in manychat_agent::report::costs::WORDS {
+        assert!(
+            html.contains(&format!(
+                "<dt>{}</dt><dd>{}</dd>",
+                measure.name, measure.means
+            )),
+            "{} is explained",
+            measure.name
+        );
+    }
+    for subscriber in &subscribers {
+        assert!(!table.contains(subscriber.as_str()) && !html.contains(subscriber.as_str()));
+    }
+    assert!(!table.contains("Invented") && !html.contains("Invented"));
+}
+
 on_both_backends!(
+    report_cost_per_sale_counts_conversations_that_reached_link_sent,
     report_numbers_match_the_hand_computed_ones,
     sales_measures_match_the_hand_computed_ones,
     handoff_report_counts_handoffs_releases_hours_and_held_messages,

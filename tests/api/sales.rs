@@ -252,7 +252,10 @@ async fn spec_023_verification_1_a_backward_stage_is_refused_and_link_sent_is_no
     );
 }
 
-async fn spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_one_stays(
+/// 023 § Sent once, with a stable prefix: the enum keeps every flow (the config's), the turn's
+/// `FLOWS:` notice says the performed one was sent, and the tool refuses it with a reason the
+/// model can act on; nothing reaches ManyChat for it. A repeatable flow stays accepted.
+async fn spec_023_verification_3_a_performed_flow_is_refused_as_already_sent_a_repeatable_one_is_not(
     backend: Backend,
 ) {
     let model = script(vec![
@@ -276,13 +279,37 @@ async fn spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_o
         ],
     )
     .await;
-    let before = flows_offered_at(&model, 0);
-    assert!(before.contains(&"wheel_basics_guide".to_owned()));
+    let requests = model.requests();
+    // The tools are the same bytes on both turns: the enum does not shrink.
+    assert_eq!(requests[0].tools, requests[2].tools);
     let after = flows_offered_at(&model, 2);
-    assert_offered(&after, "wheel_basics_guide", "booking_link");
+    assert!(
+        after.contains(&"wheel_basics_guide".to_owned()),
+        "{after:?}"
+    );
     assert_eq!(
-        tool_results(&model.requests()[3]),
-        vec![json!({"sent": false})]
+        flows_notice(&requests[2]),
+        "FLOWS: accepted now: booking_link; already sent: wheel_basics_guide"
+    );
+    let [refused] = &tool_results(&requests[3])[..] else {
+        panic!("one result");
+    };
+    assert_eq!(refused["sent"], false);
+    assert_eq!(refused["reason"], "already_sent");
+    assert!(
+        refused["error"].as_str().unwrap().contains("already sent"),
+        "{refused}"
+    );
+    // The guide went out once, on the first turn; the second turn's record holds the refusal.
+    assert_eq!(
+        flows_sent(&app).await,
+        vec![WHEEL_BASICS_GUIDE_NS, BOOKING_LINK_NS]
+    );
+    assert_eq!(
+        agent_turn(&app, "6301").await.actions,
+        Some(json!([
+            {"tool": "send_flow", "id": "wheel_basics_guide", "status": "refused", "reason": "already_sent"}
+        ]))
     );
 }
 
@@ -498,9 +525,14 @@ async fn spec_028_verification_2_send_flow_is_scoped_to_the_turns_offering(backe
     turn_once(&app, "7001", "Tell me about your courses").await;
     let requests = model.requests();
     let results = tool_results(&requests[1]);
+    let other_offering = json!({
+        "sent": false,
+        "reason": "other_offering",
+        "error": "this flow belongs to another offering than the contact's: send only a flow \
+                  the FLOWS notice accepts now"
+    });
     assert_eq!(
-        results[1],
-        json!({"sent": false}),
+        results[1], other_offering,
         "no offering: offering-less flows only"
     );
     assert_eq!(results[2]["staged"], true);
@@ -509,11 +541,7 @@ async fn spec_028_verification_2_send_flow_is_scoped_to_the_turns_offering(backe
         json!(["handbuilding_guide"]),
         "the set_field result lists the flows the offering makes available"
     );
-    assert_eq!(
-        results[3],
-        json!({"sent": false}),
-        "another offering's flow"
-    );
+    assert_eq!(results[3], other_offering, "another offering's flow");
     assert_eq!(results[4], json!({"sent": true}), "the new offering's flow");
     assert_eq!(
         results[5],
@@ -525,11 +553,18 @@ async fn spec_028_verification_2_send_flow_is_scoped_to_the_turns_offering(backe
         json!({"staged": false}),
         "a link in flight this turn locks the offering"
     );
+    // The description lists every flow with its offering (the config's bytes); the notice
+    // says what this turn accepts.
     let description = description(&requests[0], "send_flow");
-    assert!(description.contains("booking_link"));
+    assert!(description.contains("- booking_link: "), "{description}");
     assert!(
-        !description.contains("wheel_basics_guide"),
-        "the description lists only the flows accepted this turn: {description}"
+        description.contains("- wheel_basics_guide: (offering wheel-basics) "),
+        "{description}"
+    );
+    assert_eq!(
+        flows_notice(&requests[0]),
+        "FLOWS: accepted now: booking_link; already sent: none; an offering's own flows are \
+         accepted once its offering is recorded"
     );
     assert_eq!(
         flows_sent(&app).await,
@@ -700,8 +735,10 @@ async fn spec_028_verification_6_a_shared_flow_sent_before_a_switch_stays_sent(b
         ],
     )
     .await;
-    let flows = flows_offered_at(&model, 4);
-    assert_offered(&flows, "wheel_basics_guide", "handbuilding_guide");
+    assert_eq!(
+        flows_notice(&model.requests()[4]),
+        "FLOWS: accepted now: handbuilding_guide, booking_link; already sent: wheel_basics_guide"
+    );
     assert!(description(&model.requests()[4], "send_flow").contains("handbuilding_guide"));
 }
 
@@ -747,10 +784,9 @@ async fn spec_032_verification_4_the_payment_link_waits_for_prepared_unless_the_
     );
     // contactAsked on a non-link flow: ignored, not recorded (and offering scoping still holds).
     turn_once(&app, "7502", "And the wheel guide").await;
-    assert_eq!(
-        tool_results(&model.requests()[3]),
-        vec![json!({"sent": false})]
-    );
+    let results = tool_results(&model.requests()[3]);
+    assert_eq!(results.len(), 1);
+    assert_refused_flow(&results[0], "other_offering");
 }
 
 // --- Bad input gets a defined result, and the record says what happened ---------------
@@ -815,7 +851,7 @@ async fn sales_bad_input_an_unknown_offering_is_recorded_refused_and_sends_nothi
     let (app, results) =
         first_turn_results(backend, &model, "6802", "Tell me about the dog course").await;
     assert_eq!(results[1]["staged"], false);
-    assert_eq!(results[2], json!({"sent": false}));
+    assert_refused_flow(&results[2], "other_offering");
     assert_received_because(
         &app,
         &[(SET_FIELD, "studio_intent=prospect")],
@@ -903,7 +939,7 @@ async fn sales_bad_input_contact_asked_on_a_non_link_flow_is_ignored_and_not_rec
     ]);
     let (app, results) =
         first_turn_results(backend, &model, "6805", "Wheel course details please").await;
-    assert_eq!(results[1], json!({"sent": false}));
+    assert_refused_flow(&results[1], "other_offering");
     assert_eq!(results[3], json!({"sent": true}));
     assert_eq!(flows_sent(&app).await, vec!["content20250301000000_200001"]);
     assert_eq!(
@@ -1117,16 +1153,25 @@ fn flows_offered_at(model: &ScriptedModel, step: usize) -> Vec<String> {
     tool_enum(&model.requests()[step], "send_flow", "flow")
 }
 
-/// `flows` (a `send_flow` enum) no longer offers `gone` and still offers `kept`.
-fn assert_offered(flows: &[String], gone: &str, kept: &str) {
+/// `result` is a `send_flow` refused for `reason`, with the advice the model acts on.
+fn assert_refused_flow(result: &Value, reason: &str) {
+    assert_eq!(result["sent"], false, "{result}");
+    assert_eq!(result["reason"], reason, "{result}");
     assert!(
-        !flows.contains(&gone.to_owned()),
-        "{gone} offered: {flows:?}"
+        result["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("FLOWS notice")),
+        "{result}"
     );
-    assert!(
-        flows.contains(&kept.to_owned()),
-        "{kept} not offered: {flows:?}"
-    );
+}
+
+/// The `FLOWS:` notice of a request (023, 028: what the contact's position accepts now).
+fn flows_notice(request: &manychat_agent::model::ModelRequest) -> String {
+    user_text(request)
+        .lines()
+        .find(|l| l.starts_with("FLOWS:"))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// `text` from `subscriber` through an entry flow that names `offering`: it is stored.
@@ -1165,7 +1210,7 @@ on_both_backends!(
     spec_034_verification_2_writes_before_prospect_are_refused_without_a_request_or_a_cap_slot,
     spec_034_verification_3_intent_notice_follows_the_last_performed_write_and_the_rollout_rule,
     spec_023_verification_1_a_backward_stage_is_refused_and_link_sent_is_not_offered,
-    spec_023_verification_3_a_performed_flow_leaves_the_enum_a_repeatable_one_stays,
+    spec_023_verification_3_a_performed_flow_is_refused_as_already_sent_a_repeatable_one_is_not,
     spec_023_verification_4_the_payment_link_writes_link_sent_after_it_and_nothing_when_it_fails,
     spec_027_verification_3_a_performed_stage_write_sends_its_event_after_it,
     spec_027_verification_4_the_payment_link_chain_goes_in_order_and_stops_at_a_failure,

@@ -24,6 +24,7 @@ pub const REMOVE_TAG: &str = "/fb/subscriber/removeTagByName";
 pub const GET_INFO: &str = "/fb/subscriber/getInfo";
 
 /// The demo tenant's flows as ManyChat knows them (config/tools.json.example).
+pub const WHEEL_BASICS_GUIDE_NS: &str = "content20250301000000_200001";
 pub const HANDBUILDING_GUIDE_NS: &str = "content20250301000000_200002";
 pub const GLAZE_LAB_GUIDE_NS: &str = "content20250301000000_200003";
 pub const BOOKING_LINK_NS: &str = "content20250301000000_200004";

@@ -18,7 +18,7 @@ use wiremock::{Mock, ResponseTemplate};
 use crate::helpers::*;
 use crate::selling::*;
 
-fn get_contact(n: usize) -> ToolCall {
+pub(crate) fn get_contact(n: usize) -> ToolCall {
     call(format!("read_{n}"), "get_contact", json!({}))
 }
 
@@ -479,7 +479,7 @@ async fn spec_012_verification_10_next_turn_prompt_carries_performed_actions_onl
 
 /// A getInfo body with invented identifiers, configured and unconfigured tags, an
 /// out-of-enum field value and a note.
-fn get_info_fixture() -> Value {
+pub(crate) fn get_info_fixture() -> Value {
     json!({
         "status": "success",
         "data": {
@@ -509,7 +509,7 @@ fn get_info_fixture() -> Value {
     })
 }
 
-async fn serve_get_info(app: &TestApp, body: Value, delay: Duration) {
+pub(crate) async fn serve_get_info(app: &TestApp, body: Value, delay: Duration) {
     Mock::given(method("GET"))
         .and(path(GET_INFO))
         .respond_with(

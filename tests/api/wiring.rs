@@ -356,7 +356,17 @@ async fn run_check_with_token(
     config: &std::path::Path,
     token: &'static str,
 ) -> std::process::Output {
+    run_check_with_env(server_uri, config, token, &[]).await
+}
+
+async fn run_check_with_env(
+    server_uri: String,
+    config: &std::path::Path,
+    token: &'static str,
+    extra: &[(&'static str, &'static str)],
+) -> std::process::Output {
     let config = config.to_owned();
+    let extra = extra.to_vec();
     tokio::task::spawn_blocking(move || {
         binary()
             .args(["manychat", "check"])
@@ -365,6 +375,7 @@ async fn run_check_with_token(
             .env("MANYCHAT_API_TOKEN", token)
             .env("MANYCHAT_API_BASE", server_uri)
             .env("MANYCHAT_REPLY_FLOW_NS", REPLY_FLOW)
+            .envs(extra)
             .output()
             .unwrap()
     })
@@ -497,6 +508,102 @@ async fn manychat_check_passes_against_the_demo_sandbox() {
     let output = run_check(sandbox.base_url.clone(), dir.path()).await;
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     shutdown.cancel();
+}
+
+/// With the delivery handshake on, `manychat check` wants its two fields in the account as Text
+/// fields, each named by its variable; without it, neither is asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manychat_check_wants_the_delivery_handshakes_two_text_fields_when_it_is_on() {
+    let (server, dir) = complete_account().await;
+    let handshake = [("MANYCHAT_DELIVERED_FIELD", "ai_delivered")];
+    let off = run_check(server.uri(), dir.path()).await;
+    assert_eq!(off.status.code(), Some(0), "{off:?}");
+    let on = run_check_with_env(server.uri(), dir.path(), "123:test-token", &handshake).await;
+    assert_eq!(on.status.code(), Some(1), "{on:?}");
+    let stdout = String::from_utf8_lossy(&on.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "MANYCHAT_DELIVERED_FIELD: custom field \"ai_delivered\" is not in the ManyChat account (create it as a Text field)",
+            "MANYCHAT_DELIVERY_ID_FIELD: custom field \"ai_delivery_id\" is not in the ManyChat account (create it as a Text field)",
+        ],
+        "{stdout}"
+    );
+
+    // The account gains both, the delivered field as a Number field.
+    let server = MockServer::start().await;
+    let (flows, tags, mut fields) = demo_account_mocks();
+    let (dir, notes) = tenant_with_notes();
+    let listed = fields["data"].as_array_mut().unwrap();
+    for (i, (name, kind)) in notes
+        .iter()
+        .map(|n| (n.as_str(), "text"))
+        .chain([("ai_delivered", "number"), ("ai_delivery_id", "text")])
+        .enumerate()
+    {
+        listed.push(json!({"id": 100 + i, "name": name, "type": kind, "description": ""}));
+    }
+    mount_account(&server, flows, tags, fields).await;
+    let output = run_check_with_env(server.uri(), dir.path(), "123:test-token", &handshake).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        stdout.trim(),
+        "MANYCHAT_DELIVERED_FIELD: custom field \"ai_delivered\" is a number field; it must be a Text field"
+    );
+}
+
+/// `config check --env` says whether the delivery handshake is on, and what a trigger that got
+/// no answer does either way; a handshake field that is the reply field is refused, named.
+#[test]
+fn config_check_env_says_whether_the_delivery_handshake_is_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_demo_tenant(&config);
+    let check = |extra: &[(&str, &str)]| {
+        binary()
+            .args(["config", "check", "--env"])
+            .env_clear()
+            .env("CONFIG_DIR", &config)
+            .env(
+                "DATABASE_URL",
+                format!("sqlite://{}", dir.path().join("agent.db").display()),
+            )
+            .env("AGENT_MODEL", "mock:demo")
+            .env("MANYCHAT_SHARED_SECRET", SECRET)
+            .env("PUBLIC_BASE_URL", "https://agent.example.test")
+            .env("MANYCHAT_API_TOKEN", "123:test-token")
+            .env("MANYCHAT_REPLY_FLOW_NS", REPLY_FLOW)
+            .envs(extra.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let off = check(&[]);
+    assert_eq!(off.status.code(), Some(0), "{off:?}");
+    assert!(
+        String::from_utf8_lossy(&off.stdout).contains(
+            "deferred replies: no delivery handshake (MANYCHAT_DELIVERED_FIELD unset): a trigger \
+             that got no answer is sent again once, so a message may reach the contact twice"
+        ),
+        "{off:?}"
+    );
+    let on = check(&[("MANYCHAT_DELIVERED_FIELD", "ai_delivered")]);
+    assert_eq!(on.status.code(), Some(0), "{on:?}");
+    assert!(
+        String::from_utf8_lossy(&on.stdout).contains(
+            "deferred replies: delivery handshake on (MANYCHAT_DELIVERED_FIELD ai_delivered, \
+             MANYCHAT_DELIVERY_ID_FIELD ai_delivery_id)"
+        ),
+        "{on:?}"
+    );
+    let clash = check(&[("MANYCHAT_DELIVERED_FIELD", "ai_message")]);
+    assert_eq!(clash.status.code(), Some(1), "{clash:?}");
+    assert!(
+        String::from_utf8_lossy(&clash.stderr).contains(
+            "MANYCHAT_DELIVERED_FIELD: must name a field other than MANYCHAT_REPLY_FIELD's"
+        ),
+        "{clash:?}"
+    );
 }
 
 // ---- item 3: one budget across replicas; sendFlow's per-contact limit ----

@@ -545,3 +545,30 @@ fn every_json_file_accepts_the_editors_schema_key_at_its_top_level_only() {
         "only at the top: {errors}"
     );
 }
+
+/// With the delivery handshake on, a tool writing (or reading) either of its fields is refused
+/// at load, as the reply and token fields are; with it off, those names are the tenant's.
+#[test]
+fn a_tool_naming_a_delivery_handshake_field_is_refused_only_when_the_handshake_is_on() {
+    let dir = demo_copy();
+    let tools = std::fs::read_to_string(dir.path().join("tools.json")).unwrap();
+    write(
+        &dir,
+        "tools.json",
+        &tools.replace("\"studio_note_goal\"", "\"AI_Delivered\""),
+    );
+    assert!(load_dir(dir.path(), &ConfigContext::default()).is_ok());
+    let on = ConfigContext {
+        handshake_fields: vec!["ai_delivered".into(), "ai_delivery_id".into()],
+        ..ConfigContext::default()
+    };
+    let errors = load_dir(dir.path(), &on).expect_err("refused");
+    let issues: Vec<String> = errors.issues().iter().map(|i| i.to_string()).collect();
+    assert_eq!(
+        issues,
+        vec![
+            "tools.json: $.notes[0].field: must not equal MANYCHAT_DELIVERED_FIELD or \
+             MANYCHAT_DELIVERY_ID_FIELD (a write would break the delivery handshake)"
+        ]
+    );
+}

@@ -38,6 +38,8 @@ const REPLY_FLOW_RULE: &str =
     "must not equal MANYCHAT_REPLY_FLOW_NS (the reply flow renders the reply field)";
 const REPLY_FIELD_RULE: &str =
     "must not equal MANYCHAT_REPLY_FIELD (a write would overwrite a reply in flight)";
+const HANDSHAKE_FIELD_RULE: &str = "must not equal MANYCHAT_DELIVERED_FIELD or \
+     MANYCHAT_DELIVERY_ID_FIELD (a write would break the delivery handshake)";
 const TOKEN_FIELD_RULE: &str =
     "must not equal MANYCHAT_TOKEN_FIELD (a write would replace the contact's token)";
 

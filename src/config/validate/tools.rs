@@ -421,7 +421,10 @@ pub(super) fn check_server_fields(
         r.push(path.clone(), REPLY_FIELD_RULE);
     }
     if same_name(field, &ctx.token_field) {
-        r.push(path, TOKEN_FIELD_RULE);
+        r.push(path.clone(), TOKEN_FIELD_RULE);
+    }
+    if ctx.handshake_fields.iter().any(|h| same_name(field, h)) {
+        r.push(path, HANDSHAKE_FIELD_RULE);
     }
 }
 

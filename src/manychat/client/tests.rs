@@ -48,6 +48,7 @@ enum Write {
     AddTag(&'static str),
     RemoveTag(&'static str),
     SetField(&'static str, Value),
+    SetFields(Vec<(&'static str, Value)>),
 }
 
 impl Write {
@@ -57,6 +58,7 @@ impl Write {
             Write::AddTag(tag) => client.add_tag(&sub(), tag).await,
             Write::RemoveTag(tag) => client.remove_tag(&sub(), tag).await,
             Write::SetField(field, value) => client.set_field(&sub(), field, value).await,
+            Write::SetFields(fields) => client.set_fields(&sub(), fields).await,
         }
     }
 }
@@ -119,6 +121,20 @@ async fn spec_012_verification_5_each_write_body_carries_subscriber_and_its_valu
                 "field_value": "qualifying"
             }),
         ),
+        (
+            Write::SetFields(vec![
+                ("ai_message", json!("Your seat is booked.")),
+                ("ai_delivery_id", json!("17.0")),
+            ]),
+            "/fb/subscriber/setCustomFields",
+            json!({
+                "subscriber_id": 5550001,
+                "fields": [
+                    {"field_name": "ai_message", "field_value": "Your seat is booked."},
+                    {"field_name": "ai_delivery_id", "field_value": "17.0"}
+                ]
+            }),
+        ),
     ];
     for (write, expected_path, expected_body) in table {
         assert_write_posts(write, expected_path, expected_body).await;
@@ -143,6 +159,25 @@ async fn spec_012_verification_5_set_field_keeps_the_value_typed() {
         .map(|r| r.body_json::<Value>().expect("JSON")["field_value"].clone())
         .collect();
     assert_eq!(values, vec![json!(3), json!(true)]);
+}
+
+/// ManyChat's setCustomFields takes 1 to 20 fields: anything else is refused before a request.
+#[tokio::test]
+async fn set_fields_outside_one_to_twenty_fields_is_refused_without_a_request() {
+    let server = success_server().await;
+    let client = client_for(&server.uri());
+    let many: Vec<(String, Value)> = (0..=MAX_FIELDS_PER_WRITE)
+        .map(|i| (format!("field_{i}"), json!("x")))
+        .collect();
+    let many: Vec<(&str, Value)> = many.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    for fields in [Vec::new(), many] {
+        let error = client
+            .set_fields(&sub(), &fields)
+            .await
+            .expect_err("refused");
+        assert_eq!(error.kind(), "config");
+    }
+    assert!(server.received_requests().await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -339,20 +374,41 @@ async fn spec_024_get_contact_timeout_is_honoured() {
 #[tokio::test]
 async fn system_3_5_every_request_waits_for_the_shared_limiter() {
     let server = success_server().await;
-    let limiter = ManyChatLimiter::new();
-    let client = ManyChatClient::new(&server.uri(), &Secret::new(TOKEN), limiter.clone())
-        .expect("client builds");
-    // Another user of the same bucket takes the whole burst.
-    for _ in 0..5 {
-        limiter.acquire().await;
+    // A write, the delivery handshake's write of several fields and its read of the contact,
+    // each after another user of the same bucket took the whole burst.
+    for call in ["addTagByName", "setCustomFields", "getInfo"] {
+        let limiter = ManyChatLimiter::new();
+        let client = ManyChatClient::new(&server.uri(), &Secret::new(TOKEN), limiter.clone())
+            .expect("client builds");
+        for _ in 0..5 {
+            limiter.acquire().await;
+        }
+        let started = std::time::Instant::now();
+        match call {
+            "addTagByName" => client.add_tag(&sub(), "vip").await.expect("tagged"),
+            "setCustomFields" => client
+                .set_fields(
+                    &sub(),
+                    &[
+                        ("ai_message", json!("Hi.")),
+                        ("ai_delivery_id", json!("1.0")),
+                    ],
+                )
+                .await
+                .expect("written"),
+            _ => drop(
+                client
+                    .get_contact(&sub(), Duration::from_secs(5))
+                    .await
+                    .expect("read"),
+            ),
+        }
+        assert!(
+            started.elapsed() >= Duration::from_millis(90),
+            "{call} waited for a slot: {:?}",
+            started.elapsed()
+        );
     }
-    let started = std::time::Instant::now();
-    client.add_tag(&sub(), "vip").await.expect("tagged");
-    assert!(
-        started.elapsed() >= Duration::from_millis(90),
-        "the request waited for a slot: {:?}",
-        started.elapsed()
-    );
 }
 
 /// Collects everything the fmt layer writes, without timestamps (digits in a timestamp could

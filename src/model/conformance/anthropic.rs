@@ -173,6 +173,25 @@ fn block_problems(block: &Value, at: &str) -> Vec<String> {
     problems
 }
 
+/// Every block's `cache_control` in a request: the tools', the system blocks' and the messages'.
+fn cache_controls(body: &Value) -> Vec<Value> {
+    let blocks = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(body["system"].as_array().into_iter().flatten())
+        .chain(
+            body["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|m| m["content"].as_array().into_iter().flatten()),
+        );
+    blocks
+        .filter_map(|block| block.get("cache_control").cloned())
+        .collect()
+}
+
 /// Everything the documentation says is wrong with a Messages request body.
 pub(crate) fn request_problems(body: &Value) -> Vec<String> {
     let mut problems = unknown_keys(body, REQUEST_FIELDS, "body");
@@ -294,6 +313,28 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
             Some("tool") => problems.extend(missing_keys(choice, &["name"], "tool_choice")),
             _ => problems.push("tool_choice.type: auto, any, none or tool".into()),
         }
+    }
+
+    // SDK params `CacheControlEphemeralParam`: `{type: ephemeral}` and an optional `ttl` of 5m
+    // or 1h. Prompt caching guide: at most 4 blocks may carry a breakpoint in one request.
+    let marks = cache_controls(body);
+    for mark in &marks {
+        if mark["type"] != json!("ephemeral")
+            || !unknown_keys(mark, &["type", "ttl"], "cache_control").is_empty()
+            || mark
+                .get("ttl")
+                .is_some_and(|ttl| !matches!(ttl.as_str(), Some("5m" | "1h")))
+        {
+            problems.push(format!(
+                "cache_control: {{type: ephemeral, ttl?}}, not {mark}"
+            ));
+        }
+    }
+    if marks.len() > 4 {
+        problems.push(format!(
+            "cache_control: at most 4 breakpoints in a request, not {}",
+            marks.len()
+        ));
     }
 
     // SDK params `ThinkingConfigParam`; thinking guide.
@@ -421,9 +462,14 @@ fn official_message(content: Value, stop_reason: &str) -> Value {
         "stop_sequence": null,
         "usage": {
             "input_tokens": 40,
-            "cache_creation_input_tokens": 0,
+            "cache_creation_input_tokens": 300,
             "cache_read_input_tokens": 1900,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": 300,
+                "ephemeral_1h_input_tokens": 0
+            },
             "output_tokens": 70,
+            "server_tool_use": null,
             "service_tier": "standard"
         }
     })
@@ -557,8 +603,11 @@ fn anthropic_official_response_shapes_parse() {
     // Text with cache reads; thinking blocks (adaptive thinking models) are skipped.
     let parsed = thought_then_replied("…");
     assert_eq!(parsed.output.as_deref(), Some(VALID_REPLY));
+    // Usage object: `input_tokens` is what followed the last breakpoint; the reads and the
+    // writes (`cache_creation` splits them by lifetime) are counted beside it.
     assert_eq!(parsed.usage.cached_tokens, 1900);
-    assert_eq!(parsed.usage.input_tokens, 1940);
+    assert_eq!(parsed.usage.cache_write_tokens, 300);
+    assert_eq!(parsed.usage.input_tokens, 40 + 300 + 1900);
 
     // Several tool_use blocks in one message, one with empty input.
     let calls = official_message(
@@ -589,6 +638,38 @@ fn anthropic_official_response_shapes_parse() {
 }
 
 #[test]
+fn cache_anthropic_breakpoints_on_tools_system_and_history_conform() {
+    let model = model("claude-sonnet-4-5", "https://api.anthropic.com");
+    let mut request = second_step();
+    request.tools = super::demo_tenant_tools();
+    request.messages.insert(
+        0,
+        Message::User {
+            text: "[history] Hi".into(),
+        },
+    );
+    request.cache.stable_messages = 1;
+    let body = model.request_body(&request);
+    assert_eq!(request_problems(&body), Vec::<String>::new());
+    assert_eq!(cache_controls(&body).len(), 3);
+    // The rule holds: a fifth breakpoint, or another kind, is refused.
+    let mut five = body.clone();
+    for message in five["messages"].as_array_mut().unwrap() {
+        for block in message["content"].as_array_mut().unwrap() {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+    }
+    assert!(
+        request_problems(&five)
+            .iter()
+            .any(|p| p.contains("at most 4"))
+    );
+    let mut persistent = body;
+    persistent["system"][0]["cache_control"] = json!({"type": "persistent"});
+    assert!(!request_problems(&persistent).is_empty());
+}
+
+#[test]
 fn anthropic_compatible_absent_usage_and_null_content_parse() {
     let mut answer = official_message(json!([{"type": "text", "text": VALID_REPLY}]), "end_turn");
     answer.as_object_mut().unwrap().remove("usage");
@@ -613,9 +694,9 @@ fn anthropic_reasoning_effort_is_extended_thinking_with_a_budget_under_max_token
             json!({"type": "enabled", "budget_tokens": 2048})
         );
         assert!(body.get("temperature").is_none(), "{body}");
-        // The fixture's tool turn has no thinking blocks (none were returned): the first step
-        // and the reply step are the ones to check whole.
-        if i != 1 {
+        // The fixture's tool turns (steps 1 and 3) have no thinking blocks (none were returned):
+        // the first step and the reply step are the ones to check whole.
+        if i % 2 == 0 {
             let problems = request_problems(&body);
             assert!(problems.is_empty(), "step {i}: {problems:?}");
         }

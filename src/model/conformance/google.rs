@@ -514,7 +514,8 @@ fn official_answer(parts: Value, finish_reason: &str) -> Value {
             "candidatesTokenCount": 70,
             "thoughtsTokenCount": 30,
             "totalTokenCount": 2000,
-            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 1900}]
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 1900}],
+            "cacheTokensDetails": [{"modality": "TEXT", "tokenCount": 1024}]
         },
         "modelVersion": "gemini-2.5-flash",
         "responseId": "conformance-response"

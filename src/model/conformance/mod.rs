@@ -149,7 +149,20 @@ pub(crate) fn real_steps() -> Vec<ModelRequest> {
         real(first_step(ToolChoice::Auto)),
         real(second_step()),
         real(first_step(ToolChoice::None)),
+        real(calls_beside_a_reply()),
     ]
+}
+
+/// [`second_step`] whose calls came beside the model's reply (012: a step may carry several
+/// calls and its answer; the loop goes on when a result is not a staged write, and replays both).
+fn calls_beside_a_reply() -> ModelRequest {
+    let mut request = second_step();
+    for message in &mut request.messages {
+        if let crate::model::Message::Assistant { text, .. } = message {
+            *text = Some(VALID_REPLY.to_owned());
+        }
+    }
+    request
 }
 
 /// Every one of [`real_steps`], written by `body` for the model `name`, passes `check`.

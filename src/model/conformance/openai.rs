@@ -319,6 +319,14 @@ pub(crate) fn request_problems(body: &Value) -> Vec<String> {
     if body.get("tools").is_some() && tools.is_empty() {
         problems.push("tools: an empty array is refused; omit the field".into());
     }
+    // spec `ModelResponseProperties.prompt_cache_key`: a string (the prompt caching guide
+    // adds that it groups requests sharing a prefix).
+    if body
+        .get("prompt_cache_key")
+        .is_some_and(|key| !key.is_string())
+    {
+        problems.push("prompt_cache_key: a string".into());
+    }
     // spec `ChatCompletionToolChoiceOption`.
     if let Some(choice) = body.get("tool_choice") {
         let documented =
@@ -512,6 +520,30 @@ async fn openai_turn_through_the_http_route_passes_a_fake_that_refuses_what_open
     let provider: Arc<dyn Model> = Arc::new(model("gpt-5.4-mini", &server.uri()));
 
     assert_route_turn_conforms(provider, &server, request_problems).await;
+}
+
+#[test]
+fn cache_openai_official_final_step_with_tools_none_and_a_cache_key_conforms() {
+    let model = OpenAiModel::speaking(
+        "gpt-4.1-mini",
+        &Secret::new("sk-test"),
+        "https://api.openai.com/v1",
+        true,
+    )
+    .expect("model");
+    let mut request = second_step();
+    request.tools = super::demo_tenant_tools();
+    request.tool_choice = crate::model::ToolChoice::None;
+    request.cache.key = Some("3f2a9c41d07be815".into());
+    let body = model.request_body(&request);
+    assert_eq!(body["tool_choice"], json!("none"));
+    assert_eq!(body["prompt_cache_key"], json!("3f2a9c41d07be815"));
+    assert_eq!(request_problems(&body), Vec::<String>::new());
+    let mut numbered = body;
+    numbered["prompt_cache_key"] = json!(42);
+    assert_a_problem(&request_problems(&numbered), |p| {
+        p.starts_with("prompt_cache_key")
+    });
 }
 
 #[test]

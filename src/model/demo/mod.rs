@@ -4,8 +4,10 @@
 //! It behaves like a careful agent for any tenant whose prompt follows the shared prompt format
 //! (the one `agent::prompt` renders): it reads the offerings, prices, FAQ and payment options from the
 //! `# CATALOG`, `# FAQ` and `# PAYMENT OPTIONS` sections of `request.system`, finds the current
-//! contact message as the last fenced `<<<CONTACT nonce=…>>>` block of the first user message,
-//! and answers with an AgentReply JSON string. No tenant text is written here.
+//! contact message as the last fenced `<<<CONTACT nonce=…>>>` block of the turn's own message
+//! (the user message that opens with the server notices, after the history's messages), reads
+//! the notices there (the `FLOWS:` notice says which flows it may send), and answers with an
+//! AgentReply JSON string. No tenant text is written here.
 //!
 //! `mod.rs` holds the decision (`decide`: the first matching rule wins); `request` reads the
 //! prompt's catalog and the turn's message, `matching` folds text and holds the phrase lists,
@@ -18,9 +20,13 @@
 //! - It never quotes the framework rules or the tenant prompt, so an injection attempt gets a
 //!   short refusal that reveals nothing (C4).
 //! - It calls `send_flow` only when that tool is offered and the contact asked for material or
-//!   the link, picks a value from the tool's own enum, and once tool results are present it
+//!   the link, picks a value from the tool's own enum that the `FLOWS:` notice accepts, and once tool results are present it
 //!   answers saying what it is sending (spec 012 § the model is told an action was staged).
-//! - Usage is reported as characters / 4, so token and cost budgets move as with a provider.
+//! - Its calls of a turn go in one step, the sales moves first, then the flow. Without a flow it
+//!   answers in that same step, beside the writes (their `staged` results tell it nothing the
+//!   answer needs, so the loop ends there); with one, the answer follows the flow's result.
+//! - Usage is counted with the real tokenizer (`model::tokenizer`, `o200k_base`) over the text the
+//!   request carries, so token and cost budgets move as with a provider.
 //! - Asked whether it is a bot, it says yes and offers a person without escalating (SYSTEM 4),
 //!   so the honest answer reaches the contact instead of being replaced by the escalation copy.
 //!
@@ -87,7 +93,7 @@ fn respond(request: &ModelRequest) -> ModelResponse {
         Decision::Call(calls) => ModelResponse {
             usage: Usage {
                 input_tokens,
-                output_tokens: tokens_for(calls.iter().map(call_length).sum()),
+                output_tokens: call_tokens(&calls),
                 cached_tokens: 0,
                 cache_write_tokens: 0,
             },
@@ -96,12 +102,27 @@ fn respond(request: &ModelRequest) -> ModelResponse {
             stop: StopReason::ToolCalls,
             echo: Default::default(),
         },
+        Decision::CallAndReply(calls, reply) => {
+            let output = reply.to_json();
+            ModelResponse {
+                usage: Usage {
+                    input_tokens,
+                    output_tokens: call_tokens(&calls) + tokens_for(&output),
+                    cached_tokens: 0,
+                    cache_write_tokens: 0,
+                },
+                tool_calls: calls,
+                output: Some(output),
+                stop: StopReason::ToolCalls,
+                echo: Default::default(),
+            }
+        }
         Decision::Reply(reply) => {
             let output = reply.to_json();
             ModelResponse {
                 usage: Usage {
                     input_tokens,
-                    output_tokens: tokens_for(output.len()),
+                    output_tokens: tokens_for(&output),
                     cached_tokens: 0,
                     cache_write_tokens: 0,
                 },
@@ -117,6 +138,8 @@ fn respond(request: &ModelRequest) -> ModelResponse {
 enum Decision {
     /// Tool calls of one step, run in order (the sales moves first, then a flow).
     Call(Vec<ToolCall>),
+    /// Writes and the answer in one step: nothing the answer says depends on their results.
+    CallAndReply(Vec<ToolCall>, Reply),
     Reply(Reply),
 }
 
@@ -227,7 +250,7 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
         let mut calls = sales_moves(request, catalog, turn, &folded, &targets, wants_link);
         if (wants_link || wants_material)
             && let Some(spec) = request.tools.iter().find(|t| t.name == "send_flow")
-            && let Some(call) = choose_flow(spec, &targets, wants_link)
+            && let Some(call) = choose_flow(spec, &targets, wants_link, turn.flows.as_ref())
         {
             calls.push(call);
         }
@@ -235,65 +258,80 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
             for (n, call) in calls.iter_mut().enumerate() {
                 call.id = format!("demo_call_{}", n + 1);
             }
-            return Decision::Call(calls);
+            // Writes alone return nothing the answer needs: they go in one step with the
+            // answer (the loop ends there once each is staged). A flow's answer follows its
+            // result (029), so it waits for the next step.
+            if calls.iter().any(|c| c.name == "send_flow") {
+                return Decision::Call(calls);
+            }
+            let reply = answer(catalog, &folded, &targets, wants_link);
+            return Decision::CallAndReply(calls, reply);
         }
     }
-    if wants_link && let Some(reply) = link_reply(catalog, &targets) {
-        return Decision::Reply(reply);
+    Decision::Reply(answer(catalog, &folded, &targets, wants_link))
+}
+
+/// The answer from the catalog once the moves are made: the link, material without an
+/// offering, price, schedule, payment options, FAQ, overview, one named offering, greeting, and
+/// finally `out_of_scope`.
+fn answer(
+    catalog: &CatalogView,
+    folded: &str,
+    targets: &[&OfferingLine],
+    wants_link: bool,
+) -> Reply {
+    if wants_link && let Some(reply) = link_reply(catalog, targets) {
+        return reply;
     }
-    if has(&folded, MATERIAL_REQUEST) && targets.is_empty() && catalog.offerings.len() > 1 {
+    if has(folded, MATERIAL_REQUEST) && targets.is_empty() && catalog.offerings.len() > 1 {
         // 028: material is per offering; with none known, ask which one first.
         let names: Vec<&str> = catalog.offerings.iter().map(|o| o.name.as_str()).collect();
-        return Decision::Reply(Reply::answer(
+        return Reply::answer(
             vec![format!(
                 "Happy to send details. We offer: {}.",
                 names.join(", ")
             )],
             0.85,
             Some("Which one would you like the details for?".into()),
-        ));
+        );
     }
 
-    if has(&folded, PRICE) {
-        let scope = in_scope(catalog, &targets);
-        return Decision::Reply(
-            price_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3)),
-        );
+    if has(folded, PRICE) {
+        let scope = in_scope(catalog, targets);
+        return price_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3));
     }
-    if has(&folded, SCHEDULE) {
-        let scope = in_scope(catalog, &targets);
-        return Decision::Reply(
-            schedule_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3)),
-        );
+    if has(folded, SCHEDULE) {
+        let scope = in_scope(catalog, targets);
+        return schedule_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3));
     }
-    if has(&folded, PAYMENT_QUESTION) {
-        return Decision::Reply(if catalog.payment_options.is_empty() {
+    if has(folded, PAYMENT_QUESTION) {
+        return if catalog.payment_options.is_empty() {
             Reply::escalate(Reason::OutOfScope, 0.3)
         } else {
             payment_options_reply(catalog, false)
-        });
+        };
     }
-    if let Some(answer) = catalog.faq_answer(&folded) {
-        return Decision::Reply(Reply::answer(vec![answer.to_owned()], 0.85, None));
+    if let Some(answer) = catalog.faq_answer(folded) {
+        return Reply::answer(vec![answer.to_owned()], 0.85, None);
     }
-    if has(&folded, OVERVIEW) && !catalog.offerings.is_empty() {
+    if has(folded, OVERVIEW) && !catalog.offerings.is_empty() {
         let all: Vec<&OfferingLine> = catalog.offerings.iter().collect();
         if let Some(reply) = price_reply(&all) {
-            return Decision::Reply(reply);
+            return reply;
         }
     }
-    if let [one] = targets.as_slice() {
-        return Decision::Reply(offering_reply(one));
+    if let [one] = targets {
+        return offering_reply(one);
     }
-    if has(&folded, GREETING) && !catalog.offerings.is_empty() {
+    if has(folded, GREETING) && !catalog.offerings.is_empty() {
         let names: Vec<&str> = catalog.offerings.iter().map(|o| o.name.as_str()).collect();
-        return Decision::Reply(Reply::answer(
+        return Reply::answer(
             vec![format!("Hi! We offer: {}.", names.join(", "))],
             0.9,
             Some("Which one would you like to know more about?".into()),
-        ));
+        );
     }
-    Decision::Reply(Reply::escalate(Reason::OutOfScope, 0.3))
+    Reply::escalate(Reason::OutOfScope, 0.3)
 }
 
 #[cfg(test)]

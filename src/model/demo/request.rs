@@ -206,17 +206,51 @@ pub(super) struct TurnView {
     pub(super) intent: Option<String>,
     /// From a `FUNNEL: <stage>` notice.
     pub(super) stage: Option<String>,
+    /// From a `FLOWS: accepted now: …; already sent: …` notice (`None`: no such notice, as on
+    /// an unbound turn).
+    pub(super) flows: Option<FlowsNotice>,
+}
+
+/// What the `FLOWS:` notice says of the contact's flows this turn.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(super) struct FlowsNotice {
+    pub(super) accepted: Vec<String>,
+    pub(super) sent: Vec<String>,
+}
+
+impl FlowsNotice {
+    /// `accepted now: a, b; already sent: c[; …]` (the notice after `FLOWS:`).
+    fn parse(rest: &str) -> Self {
+        let mut notice = Self::default();
+        for part in rest.split(';') {
+            let ids = |list: &str| -> Vec<String> {
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|id| !id.is_empty() && *id != "none")
+                    .map(str::to_owned)
+                    .collect()
+            };
+            if let Some(list) = part.trim().strip_prefix("accepted now:") {
+                notice.accepted = ids(list);
+            } else if let Some(list) = part.trim().strip_prefix("already sent:") {
+                notice.sent = ids(list);
+            }
+        }
+        notice
+    }
 }
 
 impl TurnView {
+    /// From the turn's own message: the last user message that opens with the notices (the
+    /// history's messages come before it, the final step's note after it).
     pub(super) fn parse(request: &ModelRequest) -> Self {
-        let Some(first) = request.messages.iter().find_map(|m| match m {
-            Message::User { text } => Some(text.as_str()),
+        let Some(own) = request.messages.iter().rev().find_map(|m| match m {
+            Message::User { text } if text.starts_with("SERVER NOTICES") => Some(text.as_str()),
             _ => None,
         }) else {
             return Self::default();
         };
-        let lines: Vec<&str> = first.lines().collect();
+        let lines: Vec<&str> = own.lines().collect();
         let contact = lines
             .iter()
             .rposition(|l| l.trim_start().starts_with("<<<CONTACT nonce="))
@@ -245,36 +279,24 @@ impl TurnView {
             offering: offering_notice.and_then(first_word),
             intent: notice("INTENT:").and_then(first_word),
             stage: notice("FUNNEL:").and_then(first_word),
+            flows: notice("FLOWS:").map(|rest| FlowsNotice::parse(&rest)),
         }
     }
 }
 
+/// The request's input tokens as a provider roughly bills them, counted with the real
+/// tokenizer (`o200k_base`): the system text, the tool definitions and the output schema as
+/// JSON, and every message (`crate::model::tokenizer::request_tokens`).
 pub(super) fn estimate_input_tokens(request: &ModelRequest) -> u64 {
-    let mut chars = request.system.len();
-    for m in &request.messages {
-        chars += match m {
-            Message::User { text } => text.len(),
-            Message::Assistant {
-                text, tool_calls, ..
-            } => {
-                text.as_deref().map_or(0, str::len)
-                    + tool_calls.iter().map(call_length).sum::<usize>()
-            }
-            Message::ToolResults { results } => {
-                results.iter().map(|r| r.content.to_string().len()).sum()
-            }
-            // About a thousand tokens an image, as providers bill a mid-sized one.
-            Message::Images { images } => images.len() * 4000,
-        };
-    }
-    chars += request
-        .tools
-        .iter()
-        .map(|t| t.description.len() + t.parameters.to_string().len())
-        .sum::<usize>();
-    tokens_for(chars)
+    crate::model::tokenizer::request_tokens(request)
 }
 
-pub(super) fn tokens_for(chars: usize) -> u64 {
-    (chars as u64).div_ceil(4).max(1)
+/// The output tokens of an answer's text (at least 1), counted with the real tokenizer.
+pub(super) fn tokens_for(text: &str) -> u64 {
+    crate::model::tokenizer::count(text).max(1)
+}
+
+/// The output tokens of a step's tool calls: each name and its arguments as JSON (at least 1).
+pub(super) fn call_tokens(calls: &[ToolCall]) -> u64 {
+    crate::model::tokenizer::calls_tokens(calls).max(1)
 }

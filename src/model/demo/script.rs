@@ -120,11 +120,13 @@ pub(super) fn offering_reply(o: &OfferingLine) -> Reply {
 // send_flow: choose a flow, then say what is being sent
 
 /// Picks the flow from the tool's own enum that best fits the request, or `None` when nothing
-/// fits (the turn then answers in text).
+/// fits (the turn then answers in text). `flows`: the turn's `FLOWS:` notice, which says which
+/// of the enum's flows the contact's position accepts now (the enum holds every flow).
 pub(super) fn choose_flow(
     spec: &ToolSpec,
     targets: &[&OfferingLine],
     wants_link: bool,
+    flows_notice: Option<&FlowsNotice>,
 ) -> Option<ToolCall> {
     let properties = spec.parameters.get("properties")?.as_object()?;
     let enum_properties: Vec<(&String, &Value)> = properties
@@ -154,9 +156,16 @@ pub(super) fn choose_flow(
             .filter(|line| line.contains(flow))
             .collect::<Vec<_>>()
             .join(" ");
-        // 028: a flow the description does not list is not accepted this turn, unless it is
-        // the offering's own flow the sales moves record before it.
-        if about.is_empty()
+        // 023: a flow already sent is not sent again.
+        if flows_notice.is_some_and(|n| n.sent.iter().any(|id| id == flow)) {
+            continue;
+        }
+        // 028: a flow the notice does not accept (or the description does not list) is not
+        // accepted this turn, unless it is the offering's own flow the sales moves record
+        // before it.
+        let unlisted = about.is_empty()
+            || flows_notice.is_some_and(|n| !n.accepted.iter().any(|id| id == flow));
+        if unlisted
             && !targets
                 .iter()
                 .any(|o| o.is_named_in(&fold(&flow.replace(['_', '-'], " "))))
@@ -444,13 +453,6 @@ pub(super) fn flow_offering<'a>(
     match catalog.mentioned(&text).as_slice() {
         [one] => Some(*one),
         _ => None,
-    }
-}
-
-pub(super) fn call_length(call: &ToolCall) -> usize {
-    match &call.arguments {
-        ToolArguments::Valid(v) => call.name.len() + v.to_string().len(),
-        ToolArguments::Invalid { length } => call.name.len() + length,
     }
 }
 

@@ -61,6 +61,32 @@ pub async fn escalation_time_is_recorded(store: &dyn Store) {
     assert_eq!(stored.updated_at, at_s(30));
 }
 
+/// C4: a conversation starts with no fence nonce; the one stored is read back with the row, and
+/// a rotation replaces it.
+pub async fn system_4_the_conversations_fence_nonce_is_stored_and_replaced(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    assert_eq!(conversation.fence_nonce, None);
+    store
+        .set_fence_nonce(conversation.id, "0123456789abcdef")
+        .await
+        .expect("set_fence_nonce");
+    let stored = stored_conversation(store, conversation.id).await;
+    assert_eq!(stored.fence_nonce.as_deref(), Some("0123456789abcdef"));
+    store
+        .set_fence_nonce(conversation.id, "fedcba9876543210")
+        .await
+        .expect("set_fence_nonce");
+    let by_subscriber = store
+        .conversation_by_subscriber(&conversation.subscriber_id)
+        .await
+        .expect("conversation_by_subscriber")
+        .expect("row");
+    assert_eq!(
+        by_subscriber.fence_nonce.as_deref(),
+        Some("fedcba9876543210")
+    );
+}
+
 pub async fn token_rotation_keeps_previous(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     // Each write: the generation it returns, and the token it makes previous.

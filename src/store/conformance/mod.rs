@@ -296,6 +296,7 @@ pub async fn run_all(store: &dyn Store) {
     handoff_release_is_recorded_once_per_hold(store).await;
     handoff_held_contacts_counts_unreleased_recent_handoffs(store).await;
     handoff_every_release_is_kept_in_the_history(store).await;
+    system_4_the_conversations_fence_nonce_is_stored_and_replaced(store).await;
     sales_record_reads_offering_and_action_records(store).await;
     spec_032_the_opening_is_claimed_once_per_contact(store).await;
     spec_025_scheduling_twice_leaves_one_pending_row(store).await;
@@ -356,6 +357,7 @@ pub async fn run_all(store: &dyn Store) {
     report_counts_refused_actions_under_their_own_status(store).await;
     sales_aggregates_count_a_period_by_hand(store).await;
     report_week_reads_what_the_two_calls_read(store).await;
+    report_cost_per_sale_counts_conversations_that_reached_link_sent(store).await;
     spec_031_the_weekly_claim_is_taken_once(store).await;
     spec_031_a_run_ends_with_its_proposals(store).await;
     spec_031_a_run_left_running_is_failed(store).await;
@@ -434,6 +436,7 @@ mod tests {
         handoff_release_is_recorded_once_per_hold,
         handoff_held_contacts_counts_unreleased_recent_handoffs,
         handoff_every_release_is_kept_in_the_history,
+        system_4_the_conversations_fence_nonce_is_stored_and_replaced,
         token_rotation_keeps_previous,
         conversations_without_token_lists_recent_contacts_only,
         user_turn_updates_last_message_and_bound_count,
@@ -486,6 +489,7 @@ mod tests {
         report_counts_refused_actions_under_their_own_status,
         sales_aggregates_count_a_period_by_hand,
         report_week_reads_what_the_two_calls_read,
+        report_cost_per_sale_counts_conversations_that_reached_link_sent,
         spec_025_scheduling_twice_leaves_one_pending_row,
         spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one,
         spec_025_claim_takes_due_rows_once,

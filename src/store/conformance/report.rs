@@ -269,6 +269,170 @@ pub async fn seed_sales_week(store: &dyn Store, from: DateTime<Utc>) -> Vec<Subs
     subscribers
 }
 
+/// A week of invented model turns starting at `from` (a Monday, 00:00 UTC) with the demo's
+/// funnel field, costs in exact binary fractions. Per conversation, by hand (in / cached / out
+/// tokens, USD):
+/// - P, a sale: offered on Monday (1000 / 500 / 100, 0.25), then the link and `link_sent` on
+///   Tuesday (1200 / 800 / 50, 0.125): 0.375. After the week, another `link_sent` turn costing
+///   8.0 is not counted.
+/// - Q, not a sale: its `link_sent` write failed (800 / 0 / 40, 0.5).
+/// - R, handed off, not a sale this week: `link_sent` three days before the week, a complaint
+///   escalated in it (600 / 200 / 20, 0.0625).
+/// - S, a sale then a handoff: `link_sent` on Thursday (1000 / 400 / 60, 0.0625), a keyword
+///   escalation without a model on Friday (0).
+///
+/// The week: 4 conversations costing 1.0 (0.25 each), 4600 / 1900 / 270 tokens; sales P and S
+/// costing 0.4375; handed off R and S costing
+/// 0.125.
+pub async fn seed_cost_week(store: &dyn Store, from: DateTime<Utc>) -> Vec<SubscriberId> {
+    const TEXT: &str = "Invented private message text";
+    let at = |d: i64, hour: i64| from + chrono::Duration::days(d) + chrono::Duration::hours(hour);
+    let mut subscribers = Vec::new();
+    let mut contacts = Vec::new();
+    for _ in 0..4 {
+        let subscriber = fresh_subscriber();
+        subscribers.push(subscriber.clone());
+        let id = store
+            .conversation_for(&subscriber, "whatsapp", from - chrono::Duration::days(5))
+            .await
+            .expect("conversation_for")
+            .id;
+        contacts.push(id);
+    }
+    let (p, q, r, s) = (contacts[0], contacts[1], contacts[2], contacts[3]);
+    let user = |id, at| NewTurn::user(id, TEXT, true, at);
+    let stage = |value: &str, status: &str| json!({"tool": "set_field", "id": "funnel_stage", "value": value, "status": status});
+    let link = json!({"tool": "send_flow", "id": "booking_link", "status": "performed"});
+    let model = |id, at, usage: (i64, i64, i64, f64), actions: serde_json::Value| NewTurn {
+        model: Some("openai:gpt-4.1-mini".into()),
+        actions: Some(actions),
+        input_tokens: usage.0,
+        cached_tokens: usage.1,
+        output_tokens: usage.2,
+        cost_usd: usage.3,
+        ..NewTurn::agent(id, TEXT, "answered_inline", true, at)
+    };
+    let turns = vec![
+        user(r, at(-3, 9)),
+        model(
+            r,
+            at(-3, 9),
+            (500, 0, 50, 4.0),
+            json!([link.clone(), stage("link_sent", "performed")]),
+        ),
+        user(p, at(0, 10)),
+        model(
+            p,
+            at(0, 10),
+            (1000, 500, 100, 0.25),
+            json!([stage("offered", "performed")]),
+        ),
+        user(p, at(1, 10)),
+        model(
+            p,
+            at(1, 10),
+            (1200, 800, 50, 0.125),
+            json!([link.clone(), stage("link_sent", "performed")]),
+        ),
+        user(q, at(2, 9)),
+        model(
+            q,
+            at(2, 9),
+            (800, 0, 40, 0.5),
+            json!([stage("link_sent", "failed")]),
+        ),
+        user(r, at(2, 15)),
+        NewTurn {
+            outcome: Some("escalated_model".into()),
+            escalation_reason: Some("complaint".into()),
+            ..model(r, at(2, 15), (600, 200, 20, 0.0625), json!([]))
+        },
+        user(s, at(3, 11)),
+        model(
+            s,
+            at(3, 11),
+            (1000, 400, 60, 0.0625),
+            json!([link.clone(), stage("link_sent", "performed")]),
+        ),
+        user(s, at(4, 11)),
+        NewTurn {
+            escalation_reason: Some("escalation_keyword".into()),
+            ..NewTurn::agent(s, TEXT, "escalated_precheck", true, at(4, 11))
+        },
+        user(p, at(7, 10)),
+        model(
+            p,
+            at(7, 10),
+            (9000, 0, 900, 8.0),
+            json!([stage("link_sent", "performed")]),
+        ),
+    ];
+    for turn in turns {
+        record(store, turn).await;
+    }
+    subscribers
+}
+
+/// What a conversation, a sale and a handoff cost: the store sums each conversation's turns of
+/// the period and groups them (`conversation_costs`, and `report_week` the same), by hand in
+/// [`seed_cost_week`]'s comment. A sale is a performed `link_sent` write in the period.
+pub async fn report_cost_per_sale_counts_conversations_that_reached_link_sent(store: &dyn Store) {
+    use crate::store::{ConversationCosts, CostTotals};
+    let from = Utc
+        .with_ymd_and_hms(2032, 5, 3, 0, 0, 0)
+        .single()
+        .expect("a Monday");
+    let until = from + chrono::Duration::weeks(1);
+    seed_cost_week(store, from).await;
+    let keys = demo_sales_keys();
+    let costs = store
+        .conversation_costs(from, until, &keys)
+        .await
+        .expect("conversation_costs");
+    let totals = |conversations, input_tokens, cached_tokens, output_tokens, cost_usd| CostTotals {
+        conversations,
+        input_tokens,
+        cached_tokens,
+        output_tokens,
+        cost_usd,
+    };
+    let expected = ConversationCosts {
+        all: totals(4, 4600, 1900, 270, 1.0),
+        sold: totals(2, 3200, 1700, 210, 0.4375),
+        handed_off: totals(2, 1600, 600, 80, 0.125),
+    };
+    assert_eq!(costs, expected);
+    assert_eq!(
+        store
+            .report_week(from, until, &keys)
+            .await
+            .expect("report_week")
+            .costs,
+        expected,
+        "the report's week reads the same"
+    );
+    // Without a funnel field no conversation is a sale; the rest is the same.
+    let bare = store
+        .conversation_costs(from, until, &crate::store::SalesKeys::default())
+        .await
+        .expect("conversation_costs");
+    assert_eq!(
+        bare,
+        ConversationCosts {
+            sold: CostTotals::default(),
+            ..expected
+        }
+    );
+    // The week after holds P's last turn alone: a sale of its own week.
+    let next = store
+        .conversation_costs(until, until + chrono::Duration::weeks(1), &keys)
+        .await
+        .expect("conversation_costs");
+    assert_eq!(next.all, totals(1, 9000, 0, 900, 8.0));
+    assert_eq!(next.sold, next.all);
+    assert_eq!(next.handed_off, CostTotals::default());
+}
+
 pub async fn sales_aggregates_count_a_period_by_hand(store: &dyn Store) {
     let from = Utc
         .with_ymd_and_hms(2031, 9, 1, 0, 0, 0)
@@ -330,8 +494,8 @@ pub async fn sales_aggregates_count_a_period_by_hand(store: &dyn Store) {
 }
 
 /// `report_week` (what `manychat-agent report` reads per week; SQLite reads the
-/// week's action records once) answers what `report_aggregates` and `sales_aggregates` answer
-/// apart, on the by-hand sales week, with and without sales ids.
+/// week's action records once) answers what `report_aggregates`, `sales_aggregates` and
+/// `conversation_costs` answer apart, on the by-hand sales week, with and without sales ids.
 pub async fn report_week_reads_what_the_two_calls_read(store: &dyn Store) {
     let from = Utc
         .with_ymd_and_hms(2031, 11, 3, 0, 0, 0)
@@ -340,10 +504,18 @@ pub async fn report_week_reads_what_the_two_calls_read(store: &dyn Store) {
     let until = from + chrono::Duration::weeks(1);
     seed_sales_week(store, from).await;
     for keys in [demo_sales_keys(), crate::store::SalesKeys::default()] {
-        let (aggregates, counts) = store
+        let week = store
             .report_week(from, until, &keys)
             .await
             .expect("report_week");
+        let (aggregates, counts) = (week.aggregates, week.sales);
+        assert_eq!(
+            week.costs,
+            store
+                .conversation_costs(from, until, &keys)
+                .await
+                .expect("conversation_costs")
+        );
         assert_eq!(
             aggregates,
             store
@@ -359,10 +531,11 @@ pub async fn report_week_reads_what_the_two_calls_read(store: &dyn Store) {
                 .expect("sales_aggregates")
         );
     }
-    let (_, counts) = store
+    let counts = store
         .report_week(from, until, &demo_sales_keys())
         .await
-        .expect("report_week");
+        .expect("report_week")
+        .sales;
     assert_eq!(
         (counts.prospects, counts.links_sent),
         (3, 3),

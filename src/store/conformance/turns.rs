@@ -51,6 +51,7 @@ pub async fn turn_round_trips_every_field(store: &dyn Store) {
         input_tokens: 1200,
         output_tokens: 80,
         cached_tokens: 1024,
+        cache_write_tokens: 96,
         cost_usd: 0.0125,
         latency_ms: 2345,
         ..NewTurn::agent(conversation.id, "Invented reply", "deferred", true, at_s(5))
@@ -69,6 +70,7 @@ pub async fn turn_round_trips_every_field(store: &dyn Store) {
     assert_eq!(stored.input_tokens, 1200);
     assert_eq!(stored.output_tokens, 80);
     assert_eq!(stored.cached_tokens, 1024);
+    assert_eq!(stored.cache_write_tokens, 96);
     assert_eq!(stored.cost_usd, 0.0125);
     assert_eq!(stored.latency_ms, 2345);
     assert_eq!(stored.created_at, at_s(5));

@@ -27,6 +27,7 @@ pub(super) fn conversation_from(row: &PgRow) -> Result<Conversation> {
         hold_released_at: row.try_get("hold_released_at")?,
         hold_release_reason: row.try_get("hold_release_reason")?,
         hold_note_due: row.try_get("hold_note_due")?,
+        fence_nonce: row.try_get("fence_nonce")?,
     })
 }
 
@@ -141,6 +142,15 @@ impl ConversationStore for PgStore {
 
     async fn hold_noted(&self, id: ConversationId) -> Result<()> {
         sqlx::query("UPDATE conversations SET hold_note_due = FALSE WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn set_fence_nonce(&self, id: ConversationId, nonce: &str) -> Result<()> {
+        sqlx::query("UPDATE conversations SET fence_nonce = $1 WHERE id = $2")
+            .bind(nonce)
             .bind(id)
             .execute(&self.pool)
             .await?;

@@ -45,11 +45,11 @@ const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 const CONVERSATION_COLUMNS: &str = "id, subscriber_id, channel, turn_count, escalated_at, \
      last_message_at, token_hash, previous_token_hash, token_issued_at, token_generation, \
      offering, opening_sent_at, created_at, updated_at, hold_released_at, hold_release_reason, \
-     hold_note_due";
+     hold_note_due, fence_nonce";
 
 const TURN_COLUMNS: &str = "id, seq, conversation_id, role, text, outcome, model, bound, \
      actions, reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-     escalation_reason, media_kind, duplicate, playbook_version";
+     escalation_reason, media_kind, duplicate, playbook_version, cache_write_tokens";
 
 const OUTBOX_COLUMNS: &str = "id, conversation_id, subscriber_id, kind, payload, status, \
      attempts, next_attempt_at, last_error, lease_until, created_at, delivered_at, \

@@ -84,6 +84,90 @@ impl ReportStore for PgStore {
         Ok(counts)
     }
 
+    async fn conversation_costs(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &crate::store::SalesKeys,
+    ) -> Result<crate::store::ConversationCosts> {
+        let (from, until) = (to_millis(from), to_millis(until));
+        // Per conversation (through `turns_created`): its sums, whether a turn carried an
+        // escalation reason, and whether a performed entry wrote the funnel field's
+        // `link_sent` stage (only each entry's tool, id, value and status are read). Then the
+        // three groups' sums; no conversation id leaves the statement.
+        type Sums = (i64, i64, i64, i64, f64);
+        let row: (Sums, Sums, Sums) = {
+            let raw: (
+                i64,
+                i64,
+                i64,
+                i64,
+                f64,
+                i64,
+                i64,
+                i64,
+                i64,
+                f64,
+                i64,
+                i64,
+                i64,
+                i64,
+                f64,
+            ) = sqlx::query_as(
+                "SELECT COUNT(*), COALESCE(SUM(i), 0)::BIGINT, COALESCE(SUM(c), 0)::BIGINT, \
+                 COALESCE(SUM(o), 0)::BIGINT, COALESCE(SUM(usd), 0)::DOUBLE PRECISION, \
+                 COUNT(*) FILTER (WHERE sold), \
+                 COALESCE(SUM(i) FILTER (WHERE sold), 0)::BIGINT, \
+                 COALESCE(SUM(c) FILTER (WHERE sold), 0)::BIGINT, \
+                 COALESCE(SUM(o) FILTER (WHERE sold), 0)::BIGINT, \
+                 COALESCE(SUM(usd) FILTER (WHERE sold), 0)::DOUBLE PRECISION, \
+                 COUNT(*) FILTER (WHERE handed), \
+                 COALESCE(SUM(i) FILTER (WHERE handed), 0)::BIGINT, \
+                 COALESCE(SUM(c) FILTER (WHERE handed), 0)::BIGINT, \
+                 COALESCE(SUM(o) FILTER (WHERE handed), 0)::BIGINT, \
+                 COALESCE(SUM(usd) FILTER (WHERE handed), 0)::DOUBLE PRECISION \
+                 FROM (SELECT t.conversation_id, SUM(t.input_tokens) AS i, \
+                         SUM(t.cached_tokens) AS c, SUM(t.output_tokens) AS o, \
+                         SUM(t.cost_usd) AS usd, \
+                         bool_or(t.escalation_reason IS NOT NULL) AS handed, \
+                         bool_or($3::TEXT IS NOT NULL AND t.actions IS NOT NULL AND EXISTS ( \
+                           SELECT 1 FROM jsonb_array_elements(CASE WHEN \
+                               jsonb_typeof(t.actions) = 'array' THEN t.actions \
+                               ELSE '[]'::jsonb END) a \
+                           WHERE a->>'tool' = 'set_field' AND a->>'id' = $3 \
+                             AND a->>'value' = $4 AND a->>'status' = 'performed')) AS sold \
+                       FROM turns t WHERE t.created_at >= $1 AND t.created_at < $2 \
+                       GROUP BY t.conversation_id) w",
+            )
+            .bind(from)
+            .bind(until)
+            .bind(keys.funnel_field.as_deref())
+            .bind(crate::store::SOLD_STAGE)
+            .fetch_one(&self.pool)
+            .await?;
+            (
+                (raw.0, raw.1, raw.2, raw.3, raw.4),
+                (raw.5, raw.6, raw.7, raw.8, raw.9),
+                (raw.10, raw.11, raw.12, raw.13, raw.14),
+            )
+        };
+        let totals =
+            |(conversations, input_tokens, cached_tokens, output_tokens, cost_usd): Sums| {
+                crate::store::CostTotals {
+                    conversations,
+                    input_tokens,
+                    cached_tokens,
+                    output_tokens,
+                    cost_usd,
+                }
+            };
+        Ok(crate::store::ConversationCosts {
+            all: totals(row.0),
+            sold: totals(row.1),
+            handed_off: totals(row.2),
+        })
+    }
+
     async fn report_aggregates(
         &self,
         from: DateTime<Utc>,

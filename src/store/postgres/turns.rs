@@ -31,6 +31,7 @@ pub(super) fn turn_from(row: &PgRow) -> Result<Turn> {
         media_kind: row.try_get("media_kind")?,
         duplicate: row.try_get("duplicate")?,
         playbook_version: row.try_get("playbook_version")?,
+        cache_write_tokens: row.try_get("cache_write_tokens")?,
     })
 }
 
@@ -264,9 +265,10 @@ pub(super) async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -
         "WITH inserted AS (\
              INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
              reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
-             created_at, escalation_reason, media_kind, duplicate, playbook_version) \
+             created_at, escalation_reason, media_kind, duplicate, playbook_version, \
+             cache_write_tokens) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18) \
+             $17, $18, $19) \
              RETURNING id), \
          touched AS (\
              UPDATE conversations SET last_message_at = GREATEST(last_message_at, $14), \
@@ -292,6 +294,7 @@ pub(super) async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -
     .bind(&turn.media_kind)
     .bind(&turn.duplicate)
     .bind(&turn.playbook_version)
+    .bind(turn.cache_write_tokens)
     .fetch_one(db)
     .await?;
     Ok(id)

@@ -23,6 +23,7 @@ pub(super) fn conversation_from(row: &Row<'_>) -> Result<Conversation> {
         hold_released_at: opt_time(row.get(14)?)?,
         hold_release_reason: row.get(15)?,
         hold_note_due: row.get::<_, i64>(16)? != 0,
+        fence_nonce: row.get(17)?,
     })
 }
 
@@ -171,6 +172,16 @@ impl ConversationStore for SqliteStore {
         self.write(move |conn| {
             conn.prepare_cached("UPDATE conversations SET hold_note_due = 0 WHERE id = ?")?
                 .execute([IdText::of(id)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_fence_nonce(&self, id: ConversationId, nonce: &str) -> Result<()> {
+        let nonce = nonce.to_owned();
+        self.write(move |conn| {
+            conn.prepare_cached("UPDATE conversations SET fence_nonce = ? WHERE id = ?")?
+                .execute(params![nonce, IdText::of(id)])?;
             Ok(())
         })
         .await

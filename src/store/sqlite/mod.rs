@@ -175,6 +175,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "window_closings_lost",
         include_str!("../../../migrations/sqlite/0021_window_closings_lost.sql"),
     ),
+    (
+        22,
+        "conversation_fence",
+        include_str!("../../../migrations/sqlite/0022_conversation_fence.sql"),
+    ),
+    (
+        23,
+        "turns_cache_writes",
+        include_str!("../../../migrations/sqlite/0023_turns_cache_writes.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -183,7 +193,8 @@ macro_rules! conversation_columns {
     () => {
         "id, subscriber_id, channel, turn_count, escalated_at, last_message_at, token_hash, \
          previous_token_hash, token_issued_at, token_generation, offering, opening_sent_at, \
-         created_at, updated_at, hold_released_at, hold_release_reason, hold_note_due"
+         created_at, updated_at, hold_released_at, hold_release_reason, hold_note_due, \
+         fence_nonce"
     };
 }
 
@@ -191,7 +202,7 @@ macro_rules! turn_columns {
     () => {
         "id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
          input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-         escalation_reason, media_kind, duplicate, playbook_version"
+         escalation_reason, media_kind, duplicate, playbook_version, cache_write_tokens"
     };
 }
 

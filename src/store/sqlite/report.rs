@@ -25,12 +25,26 @@ impl ReportStore for SqliteStore {
             .await
     }
 
+    async fn conversation_costs(
+        &self,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        keys: &crate::store::SalesKeys,
+    ) -> Result<crate::store::ConversationCosts> {
+        let (from, until, keys) = (ms(from), ms(until), keys.clone());
+        self.read(move |conn| {
+            let tally = action_tally_in(conn, from, until, Some(&keys))?;
+            conversation_costs_in(conn, from, until, &tally)
+        })
+        .await
+    }
+
     async fn report_week(
         &self,
         from: DateTime<Utc>,
         until: DateTime<Utc>,
         keys: &crate::store::SalesKeys,
-    ) -> Result<(crate::store::ReportAggregates, crate::store::SalesCounts)> {
+    ) -> Result<crate::store::ReportWeek> {
         let (from, until, keys) = (ms(from), ms(until), keys.clone());
         self.read(move |conn| report_week_in(conn, from, until, &keys))
             .await
@@ -174,15 +188,55 @@ pub(super) fn with_nudges_in(
     Ok(counts)
 }
 
-/// A report week, its action records read once for both measures.
+/// The period's turns summed per conversation (through `turns_created`), with whether the
+/// conversation was handed to a person; the sales come from the period's [`action_tally_in`].
+/// The conversation ids stay here: only the sums of [`conversation_costs_in`] leave the store.
+pub(super) const REPORT_CONVERSATION_COSTS: &str = "SELECT conversation_id, SUM(input_tokens), \
+     SUM(cached_tokens), SUM(output_tokens), SUM(cost_usd), MAX(escalation_reason IS NOT NULL) \
+     FROM turns WHERE created_at >= ?1 AND created_at < ?2 GROUP BY conversation_id";
+
+pub(super) fn conversation_costs_in(
+    conn: &Db<'_>,
+    from: i64,
+    until: i64,
+    tally: &crate::store::report::ActionTally,
+) -> Result<crate::store::ConversationCosts> {
+    let mut costs = crate::store::ConversationCosts::default();
+    let mut statement = conn.prepare_cached(REPORT_CONVERSATION_COSTS)?;
+    let mut rows = statement.query(params![from, until])?;
+    while let Some(row) = rows.next()? {
+        let conversation = crate::store::CostTotals {
+            conversations: 1,
+            input_tokens: row.get(1)?,
+            cached_tokens: row.get(2)?,
+            output_tokens: row.get(3)?,
+            cost_usd: row.get(4)?,
+        };
+        costs.all.add(&conversation);
+        if row.get_ref(0)?.as_str().is_ok_and(|id| tally.sold(id)) {
+            costs.sold.add(&conversation);
+        }
+        if row.get::<_, bool>(5)? {
+            costs.handed_off.add(&conversation);
+        }
+    }
+    Ok(costs)
+}
+
+/// A report week, its action records read once for all its measures.
 pub(super) fn report_week_in(
     conn: &Db<'_>,
     from: i64,
     until: i64,
     keys: &crate::store::SalesKeys,
-) -> Result<(crate::store::ReportAggregates, crate::store::SalesCounts)> {
+) -> Result<crate::store::ReportWeek> {
     let tally = action_tally_in(conn, from, until, Some(keys))?;
     let aggregates = grouped_turns_in(conn, from, until, tally.actions())?;
-    let counts = with_nudges_in(conn, from, until, tally.sales())?;
-    Ok((aggregates, counts))
+    let sales = with_nudges_in(conn, from, until, tally.sales())?;
+    let costs = conversation_costs_in(conn, from, until, &tally)?;
+    Ok(crate::store::ReportWeek {
+        aggregates,
+        sales,
+        costs,
+    })
 }
