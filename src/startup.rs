@@ -597,6 +597,13 @@ impl SharedBucket for StoreBudget {
             .await
             .map_err(|e| e.to_string())
     }
+
+    async fn hold(&self, quota: BucketQuota, wait: Duration) -> Result<(), String> {
+        self.store
+            .hold_manychat_requests(quota.interval, quota.burst, wait)
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 #[async_trait::async_trait]

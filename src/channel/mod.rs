@@ -8,7 +8,9 @@
 
 pub mod render;
 
-pub use render::{Callback, DynamicBlock, callback_url, deferred_messages, render};
+pub use render::{
+    Callback, DynamicBlock, SetField, callback_url, deferred_messages, render, render_setting,
+};
 
 use std::fmt;
 use std::str::FromStr;

@@ -8,8 +8,10 @@
 //!   overflow is folded into the tenth, again so nothing is lost.
 //! - No `quick_replies` key is ever written (quick replies are not produced by the agent, and the
 //!   key must be absent, not empty, where the channel forbids it).
-//! - `actions` is always an empty array: actions are performed by the server through the API,
-//!   not by the block.
+//! - `actions` is empty but for one case: a contact's new token (019) rides on the block as one
+//!   `set_field_value` action ([`SetField`]), so ManyChat sets the token field as it shows the
+//!   reply, without an API request. Every other action is performed by the server through the
+//!   API. One action at most, within every channel's 5.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -54,6 +56,42 @@ impl fmt::Debug for Callback<'_> {
     }
 }
 
+/// A contact custom field the block itself sets (`set_field_value`): the contact's new token.
+/// The value is a secret: never printed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SetField<'a> {
+    pub field_name: &'a str,
+    pub value: &'a str,
+}
+
+impl fmt::Debug for SetField<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SetField")
+            .field("field_name", &self.field_name)
+            .field("value", &"[redacted]")
+            .finish()
+    }
+}
+
+/// [`render`], the block also setting `set` (one `set_field_value` action) when given.
+pub fn render_setting<'a>(
+    channel: Channel,
+    messages: &'a [String],
+    callback: &'a Callback<'_>,
+    set: Option<SetField<'a>>,
+) -> DynamicBlock<'a> {
+    let mut block = render(channel, messages, callback);
+    block.content.actions = set
+        .into_iter()
+        .map(|field| FieldAction {
+            action: "set_field_value",
+            field_name: field.field_name,
+            value: field.value,
+        })
+        .collect();
+    block
+}
+
 /// Renders `messages` as a Dynamic Block v2 body for `channel`, with the callback registered.
 ///
 /// An empty `messages` slice (or one holding only blank strings) renders a silent response: an
@@ -76,7 +114,7 @@ pub fn render<'a>(
                 .into_iter()
                 .map(|text| TextMessage { kind: "text", text })
                 .collect(),
-            actions: [],
+            actions: Vec::new(),
             external_message_callback: CallbackBody {
                 url: callback.url,
                 method: "post",
@@ -109,9 +147,27 @@ struct Content<'a> {
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     kind: Option<&'static str>,
     messages: Vec<TextMessage<'a>>,
-    /// Always empty: actions are performed through the API, not by the block.
-    actions: [(); 0],
+    /// Empty, or the one field the block sets ([`render_setting`]).
+    actions: Vec<FieldAction<'a>>,
     external_message_callback: CallbackBody<'a>,
+}
+
+/// `{"action":"set_field_value","field_name":…,"value":…}`.
+#[derive(Serialize)]
+struct FieldAction<'a> {
+    action: &'static str,
+    field_name: &'a str,
+    value: &'a str,
+}
+
+/// The value is a secret (a contact token): never printed.
+impl fmt::Debug for FieldAction<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FieldAction")
+            .field("action", &self.action)
+            .field("field_name", &self.field_name)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -328,6 +384,43 @@ mod tests {
             let body = render(channel, &msgs(&["Hi."]), &callback());
             let content = body["content"].as_object().unwrap();
             assert_eq!(content.get("type").and_then(Value::as_str), kind);
+        }
+    }
+
+    /// 019: a new token rides on the block as one `set_field_value` action of the token field;
+    /// the messages are exactly those of the block without it, on every channel, and the
+    /// channel's 5 actions are never exceeded.
+    #[test]
+    fn system_019_a_new_token_is_set_by_the_block_with_the_text_unchanged() {
+        for channel in Channel::ALL {
+            let messages = msgs(&["Hi.", "More."]);
+            let set = SetField {
+                field_name: "ai_token",
+                value: "tok_0123456789abcdef",
+            };
+            let with =
+                serde_json::to_value(render_setting(channel, &messages, &callback(), Some(set)))
+                    .unwrap();
+            let without = render(channel, &messages, &callback());
+            assert_eq!(
+                with["content"]["actions"],
+                json!([{"action": "set_field_value", "field_name": "ai_token",
+                        "value": "tok_0123456789abcdef"}]),
+                "{channel}"
+            );
+            assert!(
+                with["content"]["actions"].as_array().unwrap().len()
+                    <= channel.capabilities().max_actions
+            );
+            assert_eq!(with["content"]["messages"], without["content"]["messages"]);
+            assert_eq!(
+                with["content"]["external_message_callback"],
+                without["content"]["external_message_callback"]
+            );
+            assert!(
+                !format!("{set:?}").contains("tok_"),
+                "the value is never printed"
+            );
         }
     }
 

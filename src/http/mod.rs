@@ -252,7 +252,12 @@ async fn message(
     };
     match state.turns.handle(inbound, place).await {
         Ok(turn) => {
-            let rendered = channel::render(state.channel, &turn.messages, &callback);
+            // 019: a token issued on this request rides on its block.
+            let set = turn.token.as_ref().map(|token| channel::SetField {
+                field_name: &state.token_field,
+                value: token.expose(),
+            });
+            let rendered = channel::render_setting(state.channel, &turn.messages, &callback, set);
             match turn.after {
                 None => block_response(&rendered),
                 Some(after) => {

@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 use super::account::{Account, parse_fields, parse_flows, parse_tags};
 use super::contact::{ContactRecord, parse_get_info};
 use super::error::ManyChatError;
-use super::limiter::ManyChatLimiter;
+use super::limiter::{ManyChatLimiter, Priority};
 use crate::ids::{Secret, SubscriberId};
 use crate::metrics::Metrics;
 
@@ -120,6 +120,8 @@ pub struct ManyChatClient {
     /// Until when ManyChat asked to be left alone (`Retry-After` on a 429 or 5xx), on tokio's
     /// clock; read by the outbox to time its retries.
     retry_after: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+    /// The limiter priority of this handle's requests ([`ManyChatClient::background`]).
+    priority: Priority,
 }
 
 impl fmt::Debug for ManyChatClient {
@@ -169,6 +171,7 @@ impl ManyChatClient {
             limiter,
             metrics: None,
             retry_after: Arc::default(),
+            priority: Priority::Normal,
         })
     }
 
@@ -183,17 +186,28 @@ impl ManyChatClient {
         (!left.is_zero()).then_some(left)
     }
 
+    /// The same client (connection pool, limiter, `Retry-After`) whose requests wait for a slot
+    /// as [`Priority::Background`]: they go only when no other request waits. For contact-token
+    /// writes, which no contact is waiting for.
+    pub fn background(&self) -> Self {
+        Self {
+            priority: Priority::Background,
+            ..self.clone()
+        }
+    }
+
     /// Waits until ManyChat's last `Retry-After` has passed (every request of the process,
     /// whatever sends it, stays behind it), then for a slot of the shared limiter.
     async fn slot(&self) {
         while let Some(left) = self.retry_after() {
             tokio::time::sleep(left).await;
         }
-        self.limiter.acquire().await;
+        self.limiter.acquire_as(self.priority).await;
     }
 
-    /// Keeps a `Retry-After` of whole seconds from a 429 or 5xx answer.
-    fn note_retry_after(&self, status: u16, headers: &reqwest::header::HeaderMap) {
+    /// Keeps a `Retry-After` of whole seconds from a 429 or 5xx answer, and holds the limiter
+    /// (every replica's requests, when they share a bucket) until it passes.
+    async fn note_retry_after(&self, status: u16, headers: &reqwest::header::HeaderMap) {
         if status != 429 && !(500..=599).contains(&status) {
             return;
         }
@@ -204,11 +218,13 @@ impl ManyChatClient {
         else {
             return;
         };
-        let until = tokio::time::Instant::now() + Duration::from_secs(seconds.min(3600));
+        let wait = Duration::from_secs(seconds.min(3600));
+        let until = tokio::time::Instant::now() + wait;
         *self
             .retry_after
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(until);
+        self.limiter.hold(wait).await;
     }
 
     /// This client, its requests timed and its actions counted into `metrics`.
@@ -434,7 +450,7 @@ impl ManyChatClient {
             Err(e) => return transport_failed(&e, None),
         };
         let status = response.status().as_u16();
-        self.note_retry_after(status, response.headers());
+        self.note_retry_after(status, response.headers()).await;
         let body = match read_body(&mut response).await {
             Ok(body) => body,
             Err(e) => return transport_failed(&e, Some(status)),

@@ -9,17 +9,32 @@
 //! second: never more than [`PER_SECOND`] requests of this process in any second.
 //!
 //! The limit is per account, not per process: when the deployment has a [`SharedBucket`] (the
-//! Postgres store keeps one in the database) every replica draws from it; otherwise
-//! (SQLite, one process) the in-process bucket below is the whole budget. sendFlow is also
-//! limited per contact ([`FLOW_SENDS_PER_HOUR`] an hour): a [`FlowCounter`], when given, counts
-//! each trigger and refuses the one past the limit with [`ManyChatError::FlowCapReached`].
+//! Postgres store keeps one in the database) every replica draws from it with
+//! [`SHARED_QUOTA`], which has no burst: one request every 100 ms of the database's clock, so
+//! never more than 10 in any sliding second of all replicas together (a burst would let 14 or 15
+//! through, each replica's own sliding second seeing only its share). Otherwise (SQLite, one
+//! process) the in-process bucket below is the whole budget. sendFlow is also limited per
+//! contact ([`FLOW_SENDS_PER_HOUR`] an hour): a [`FlowCounter`], when given, counts each trigger
+//! and refuses the one past the limit with [`ManyChatError::FlowCapReached`].
+//!
+//! ManyChat's `Retry-After` holds every request: [`ManyChatLimiter::hold`] keeps this process's
+//! requests back until it passes and, with a shared bucket, pushes that bucket's next slot past
+//! it by the database's clock, so every replica's requests wait too.
+//!
+//! Two priorities ([`Priority`]): a request waiting for a slot as [`Priority::Background`] (a
+//! contact-token write) goes only when no [`Priority::Normal`] one (a reply, a handoff, a read)
+//! waits, and steps back from a slot it is waiting for when one arrives: a backlog of token
+//! writes delays a reply by at most the one request already let go. A priority in the
+//! limiter rather than in the outbox's claim order because the limiter is where every path meets
+//! (token writes beside a turn never pass the outbox), and it costs nothing while nothing waits.
 //!
 //! Invariants:
 //! - The limiter reads tokio's clock (through [`TokioClock`]) and waits with
 //!   `tokio::time::sleep`, never real time, so a test with a paused tokio clock controls it and a
 //!   waiting request never blocks a runtime thread.
-//! - Waiters of one process queue (a fair mutex) and only the head one asks the bucket, local or
-//!   shared: a backlog costs one question per slot, and is served in arrival order.
+//! - Waiters of one process and one priority queue (a fair mutex) and only the head one asks the
+//!   bucket, local or shared: a backlog costs one question per slot, and is served in arrival
+//!   order within its priority.
 //! - A shared bucket that cannot answer (the database is down) does not stop ManyChat traffic:
 //!   the request falls back to the in-process bucket, so this replica alone stays under the
 //!   limit, and a warning says so. A flow counter that cannot answer lets the trigger through
@@ -63,12 +78,35 @@ pub const MANYCHAT_QUOTA: BucketQuota = BucketQuota {
     burst: BURST.get(),
 };
 
+/// The quota every replica shares: 10 per second and no burst (one request every 100 ms), so
+/// that no sliding second of all replicas together holds more than 10 requests. Each replica's
+/// own sliding second cannot see the others' requests, so the shared bucket itself must not
+/// burst.
+pub const SHARED_QUOTA: BucketQuota = BucketQuota {
+    interval: MANYCHAT_QUOTA.interval,
+    burst: 1,
+};
+
+/// Which requests go first when several wait for a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Priority {
+    /// Replies, handoffs, reads, flows: everything a contact waits for.
+    #[default]
+    Normal,
+    /// Contact-token writes: they use the slots no normal request waits for.
+    Background,
+}
+
 /// A token bucket kept outside the process, shared by every replica of the deployment.
 #[async_trait]
 pub trait SharedBucket: Send + Sync {
     /// Takes one slot if one is free now (`Ok(None)`), else takes nothing and says how long
     /// until one is (`Ok(Some(wait))`). `Err` carries a description for the warning.
     async fn take(&self, quota: BucketQuota) -> Result<Option<Duration>, String>;
+
+    /// Holds every replica's requests for `wait` from now (ManyChat's `Retry-After`), by the
+    /// bucket's own clock: its next slot is pushed past it. A hold never shortens a later one.
+    async fn hold(&self, quota: BucketQuota, wait: Duration) -> Result<(), String>;
 }
 
 /// Counts sendFlow triggers per contact, wherever that count lives (the store).
@@ -130,9 +168,17 @@ pub struct ManyChatLimiter {
     shared: Option<Arc<dyn SharedBucket>>,
     /// The per-contact sendFlow count, when the deployment keeps one.
     flows: Option<Arc<dyn FlowCounter>>,
-    /// Waiters queue here (a fair mutex) and only the one at the head watches the bucket: a
-    /// backlog of N requests costs one wake-up per slot, not N, and is served in arrival order.
+    /// Normal waiters queue here (a fair mutex) and only the one at the head watches the bucket:
+    /// a backlog of N requests costs one wake-up per slot, not N, and is served in arrival order.
     queue: Arc<tokio::sync::Mutex<()>>,
+    /// Background waiters queue here the same way.
+    background: Arc<tokio::sync::Mutex<()>>,
+    /// Held by the one waiter (the head of either queue) asking the bucket.
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// How many normal requests wait for a slot: background ones go only while it reads 0.
+    normal_waiting: Arc<tokio::sync::watch::Sender<usize>>,
+    /// Until when ManyChat's last `Retry-After` holds this process's requests.
+    held_until: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
     /// When this process's latest requests (at most [`PER_SECOND`]) were let go, oldest first:
     /// the sliding second.
     recent: Arc<std::sync::Mutex<std::collections::VecDeque<tokio::time::Instant>>>,
@@ -147,6 +193,10 @@ impl ManyChatLimiter {
             shared: None,
             flows: None,
             queue: Arc::new(tokio::sync::Mutex::new(())),
+            background: Arc::new(tokio::sync::Mutex::new(())),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+            normal_waiting: Arc::new(tokio::sync::watch::Sender::new(0)),
+            held_until: Arc::default(),
             recent: Arc::default(),
         }
     }
@@ -180,36 +230,124 @@ impl ManyChatLimiter {
         self.shared.is_some()
     }
 
-    /// Waits until one more request may be sent, then takes its slot.
+    /// Waits until one more request may be sent, then takes its slot ([`Priority::Normal`]).
     pub async fn acquire(&self) {
-        // A waiter given up (its caller's deadline passed) leaves the queue when dropped.
-        let _head = self.queue.lock().await;
-        loop {
-            let wait = match &self.shared {
-                Some(shared) => match shared.take(MANYCHAT_QUOTA).await {
-                    Ok(wait) => wait,
-                    Err(error) => {
-                        tracing::warn!(
-                            error = %error,
-                            "the shared ManyChat rate budget did not answer; pacing this replica alone"
-                        );
-                        self.local_wait()
-                    }
-                },
-                None => self.local_wait(),
-            };
-            match wait {
-                None => break,
-                Some(wait) => tokio::time::sleep(wait).await,
+        self.acquire_as(Priority::Normal).await;
+    }
+
+    /// Waits until one more request of `priority` may be sent, then takes its slot. A
+    /// background request goes only when no normal one waits.
+    pub async fn acquire_as(&self, priority: Priority) {
+        match priority {
+            Priority::Normal => {
+                // Counted from before it queues, so a background waiter steps back at once.
+                let _waiting = NormalWaiting::enter(&self.normal_waiting);
+                // A waiter given up (its caller's deadline passed) leaves the queue when dropped.
+                let _head = self.queue.lock().await;
+                let _turn = self.turn.lock().await;
+                let mut never = None;
+                self.take_slot(&mut never).await;
             }
-        }
-        // The sliding second: the bucket's burst never goes on top of its rate.
-        while let Some(wait) = self.sliding_wait() {
-            tokio::time::sleep(wait).await;
+            Priority::Background => {
+                let _head = self.background.lock().await;
+                let mut normal = self.normal_waiting.subscribe();
+                loop {
+                    if normal.wait_for(|n| *n == 0).await.is_err() {
+                        // The sender lives as long as `self`: unreachable, but never spin.
+                        return;
+                    }
+                    let _turn = self.turn.lock().await;
+                    if *normal.borrow_and_update() > 0 {
+                        continue;
+                    }
+                    if self.take_slot(&mut Some(&mut normal)).await {
+                        return;
+                    }
+                }
+            }
         }
     }
 
-    /// Lets the request go within the sliding second (`None`, noted), or says how long until the
+    /// Waits out a hold, then for room in the sliding second, then for the bucket's slot. With
+    /// `yield_to` (a background waiter) it gives up waiting as soon as a normal request waits
+    /// (`false`: nothing taken); once the bucket's slot is taken the request goes.
+    async fn take_slot(
+        &self,
+        yield_to: &mut Option<&mut tokio::sync::watch::Receiver<usize>>,
+    ) -> bool {
+        loop {
+            // The sliding second is checked before the bucket is asked, so the burst never goes
+            // on top of the rate and a slot taken is never held back after.
+            let wait = match self.hold_left().or_else(|| self.sliding_wait()) {
+                Some(left) => Some(left),
+                None => self.bucket_wait().await,
+            };
+            let Some(wait) = wait else {
+                self.note_sent();
+                return true;
+            };
+            match yield_to {
+                None => tokio::time::sleep(wait).await,
+                Some(normal) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = normal.wait_for(|n| *n > 0) => return false,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes a slot of the shared bucket, or of this process's when there is none or it does not
+    /// answer (`None`), or says how long until one is free.
+    async fn bucket_wait(&self) -> Option<Duration> {
+        match &self.shared {
+            Some(shared) => match shared.take(SHARED_QUOTA).await {
+                Ok(wait) => wait,
+                Err(error) => {
+                    tracing::warn!(
+                        error = %error,
+                        "the shared ManyChat rate budget did not answer; pacing this replica alone"
+                    );
+                    self.local_wait()
+                }
+            },
+            None => self.local_wait(),
+        }
+    }
+
+    /// Holds every request for `wait` from now (ManyChat's `Retry-After`): this process's, and
+    /// with a shared bucket every replica's. A shorter hold never cuts a longer one short.
+    pub async fn hold(&self, wait: Duration) {
+        let until = tokio::time::Instant::now() + wait;
+        {
+            let mut held = self
+                .held_until
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *held = Some(held.map_or(until, |h| h.max(until)));
+        }
+        if let Some(shared) = &self.shared
+            && let Err(error) = shared.hold(SHARED_QUOTA, wait).await
+        {
+            tracing::warn!(
+                error = %error,
+                "the shared ManyChat rate budget did not take the hold; only this replica waits"
+            );
+        }
+    }
+
+    /// How long this process's hold still lasts; `None` when there is none or it has passed.
+    fn hold_left(&self) -> Option<Duration> {
+        let until = (*self
+            .held_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))?;
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// `None` when the sliding second has room for one more request, or how long until the
     /// oldest of the latest [`PER_SECOND`] requests is a second old.
     fn sliding_wait(&self) -> Option<Duration> {
         let now = tokio::time::Instant::now();
@@ -227,8 +365,15 @@ impl ManyChatLimiter {
             let oldest = *recent.front()?;
             return Some(SLIDING_SECOND - now.saturating_duration_since(oldest));
         }
-        recent.push_back(now);
         None
+    }
+
+    /// Notes a request let go now, in the sliding second.
+    fn note_sent(&self) {
+        self.recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push_back(tokio::time::Instant::now());
     }
 
     /// Takes a slot of the in-process bucket (`None`), or says how long until one is free.
@@ -256,6 +401,22 @@ impl ManyChatLimiter {
                 Ok(())
             }
         }
+    }
+}
+
+/// One normal request waiting for a slot, counted until it has one or is given up (dropped).
+struct NormalWaiting<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl<'a> NormalWaiting<'a> {
+    fn enter(count: &'a tokio::sync::watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Self(count)
+    }
+}
+
+impl Drop for NormalWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -379,10 +540,11 @@ mod tests {
                     window[10] - window[0]
                 );
             }
-            // Still 10 a second sustained: 25 requests take about 2 s, not more.
+            // Still 10 a second sustained: 25 requests take about 2 s (2.4 s without a
+            // burst, on the shared bucket), not more.
             let first_round = at[24] - at[0];
             assert!(
-                first_round <= Duration::from_millis(2_010),
+                first_round <= Duration::from_millis(2_410),
                 "{first_round:?}"
             );
         }
@@ -458,6 +620,16 @@ mod tests {
                 Ok(Some(at - tolerance - now))
             }
         }
+
+        async fn hold(&self, quota: BucketQuota, wait: Duration) -> Result<(), String> {
+            if self.broken {
+                return Err("database unavailable".into());
+            }
+            let tolerance = quota.interval * (quota.burst - 1);
+            let mut arrival = self.arrival.lock().unwrap();
+            *arrival = (*arrival).max(Instant::now() + wait + tolerance);
+            Ok(())
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -465,7 +637,11 @@ mod tests {
         let shared = FakeShared::new(false);
         let limiter = ManyChatLimiter::new().with_shared_bucket(shared.clone());
         let start = Instant::now();
-        assert_eq!(take(&limiter, 5).await, Duration::ZERO, "the burst of 5");
+        assert_eq!(
+            take(&limiter, 1).await,
+            Duration::ZERO,
+            "the first goes at once"
+        );
         let served = served_waiters(&limiter, 10).await;
         assert_eq!(
             served.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
@@ -474,12 +650,160 @@ mod tests {
         let last = served[9].1 - start;
         assert!(
             last >= Duration::from_millis(1000) && last <= Duration::from_millis(1010),
-            "10 after the burst take 1 s at 10/s: {last:?}"
+            "10 after the first take 1 s at 10/s: {last:?}"
         );
         let asked = shared.asked.load(std::sync::atomic::Ordering::SeqCst);
         assert!(
-            asked <= 5 + 2 * 10,
+            asked <= 1 + 2 * 10,
             "one question per slot and wake-up: {asked}"
+        );
+    }
+
+    /// Two replicas' limiters on one shared bucket: the bucket has no burst, so the requests of
+    /// both together never exceed 10 in any sliding second, even after an idle time (with a
+    /// burst of 5 each replica's own sliding second let 14 through combined).
+    #[tokio::test(start_paused = true)]
+    async fn system_3_5_two_replicas_on_a_shared_bucket_never_send_more_than_ten_in_a_sliding_second()
+     {
+        let shared = FakeShared::new(false);
+        let one = ManyChatLimiter::new().with_shared_bucket(shared.clone());
+        let two = ManyChatLimiter::new().with_shared_bucket(shared.clone());
+        let at = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for limiter in [one, two] {
+            let at = at.clone();
+            tasks.push(tokio::spawn(async move {
+                for round in 0..2 {
+                    for _ in 0..15 {
+                        limiter.acquire().await;
+                        at.lock().unwrap().push(Instant::now());
+                    }
+                    tokio::time::sleep(Duration::from_secs(3 + round)).await;
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let mut at = at.lock().unwrap().clone();
+        at.sort();
+        assert_eq!(at.len(), 60);
+        for (i, window) in at.windows(11).enumerate() {
+            assert!(
+                window[10] - window[0] >= Duration::from_secs(1),
+                "requests {i} to {} of both replicas went within {:?}",
+                i + 10,
+                window[10] - window[0]
+            );
+        }
+    }
+
+    /// ManyChat's `Retry-After`, seen by one replica, holds the other replica's requests on the
+    /// shared bucket until it passes.
+    #[tokio::test(start_paused = true)]
+    async fn system_3_5_a_retry_after_seen_by_one_replica_holds_every_replica() {
+        let shared = FakeShared::new(false);
+        let one = ManyChatLimiter::new().with_shared_bucket(shared.clone());
+        let two = ManyChatLimiter::new().with_shared_bucket(shared.clone());
+        let start = Instant::now();
+        one.hold(Duration::from_secs(20)).await;
+        two.acquire().await;
+        assert!(
+            start.elapsed() >= Duration::from_secs(20),
+            "the other replica waited {:?}",
+            start.elapsed()
+        );
+        let start = Instant::now();
+        one.hold(Duration::from_secs(5)).await;
+        one.acquire().await;
+        assert!(
+            start.elapsed() >= Duration::from_secs(5),
+            "and the one that saw it"
+        );
+    }
+
+    /// Without a shared bucket (SQLite, one process) a hold keeps every request of the process
+    /// back, background ones included.
+    #[tokio::test(start_paused = true)]
+    async fn system_3_5_a_retry_after_holds_every_request_of_the_process() {
+        let limiter = ManyChatLimiter::new();
+        let start = Instant::now();
+        limiter.hold(Duration::from_secs(20)).await;
+        limiter.acquire_as(Priority::Background).await;
+        assert!(start.elapsed() >= Duration::from_secs(20));
+        limiter.hold(Duration::from_secs(3)).await;
+        limiter.hold(Duration::from_secs(1)).await;
+        let start = Instant::now();
+        limiter.acquire().await;
+        assert!(
+            start.elapsed() >= Duration::from_secs(3),
+            "a shorter hold does not cut a longer one short"
+        );
+    }
+
+    /// A backlog of token writes (background) waiting for slots does not delay a reply beyond
+    /// one slot: the reply arriving behind 50 of them takes the next slot, and the token writes
+    /// use the slots after it.
+    #[tokio::test(start_paused = true)]
+    async fn system_3_5_a_reply_waits_at_most_one_slot_behind_a_backlog_of_token_writes() {
+        for limiter in [
+            ManyChatLimiter::new(),
+            ManyChatLimiter::new().with_shared_bucket(FakeShared::new(false)),
+        ] {
+            // Spend the burst, so every request below waits for its slot.
+            take(&limiter, 10).await;
+            let served = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let mut tasks = Vec::new();
+            for n in 0..50 {
+                let limiter = limiter.clone();
+                let served = served.clone();
+                tasks.push(tokio::spawn(async move {
+                    limiter.acquire_as(Priority::Background).await;
+                    served
+                        .lock()
+                        .unwrap()
+                        .push((format!("token {n}"), Instant::now()));
+                }));
+            }
+            // Let the token writes queue and the first few go.
+            tokio::time::sleep(Duration::from_millis(1_350)).await;
+            let asked = Instant::now();
+            limiter.acquire().await;
+            let reply_waited = asked.elapsed();
+            served
+                .lock()
+                .unwrap()
+                .push(("reply".into(), Instant::now()));
+            for task in tasks {
+                task.await.unwrap();
+            }
+            let served = served.lock().unwrap();
+            let reply = served.iter().position(|(n, _)| n == "reply").unwrap();
+            let ahead = served[..reply].iter().filter(|(_, at)| *at > asked).count();
+            assert!(
+                ahead <= 1 && reply_waited <= Duration::from_millis(200),
+                "{ahead} token writes went while the reply waited {reply_waited:?}"
+            );
+            assert!(
+                reply >= 2,
+                "token writes went before the reply came: {reply}"
+            );
+            assert_eq!(served.len(), 51, "every token write still went");
+        }
+    }
+
+    /// Background requests still go, in arrival order, when no reply waits.
+    #[tokio::test(start_paused = true)]
+    async fn background_requests_use_the_slots_no_reply_waits_for() {
+        let limiter = ManyChatLimiter::new();
+        let start = Instant::now();
+        for _ in 0..15 {
+            limiter.acquire_as(Priority::Background).await;
+        }
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(1) && took <= Duration::from_millis(1_010),
+            "15 at 10/s after a burst of 5: {took:?}"
         );
     }
 

@@ -1,7 +1,8 @@
 //! The only module that knows ManyChat's API and its JSON (SYSTEM 3.5, 5.5; 012; 024).
 //!
-//! - [`limiter`]: the one token bucket every ManyChat request waits on (10/s, burst 5), on
-//!   tokio's clock, or the bucket every replica shares when the store keeps one; and the
+//! - [`limiter`]: the one token bucket every ManyChat request waits on (10/s, burst 5, never more
+//!   than 10 in a sliding second), on tokio's clock, or the burst-free bucket every replica
+//!   shares when the store keeps one; `Retry-After` holds; replies before token writes; and the
 //!   per-contact sendFlow count (100 an hour).
 //! - [`error`]: [`ManyChatError`], its retry classification and its log label.
 //! - [`client`]: [`ManyChatClient`], the six calls (sendFlow, addTagByName, removeTagByName,

@@ -664,7 +664,9 @@ impl OutboxWorker {
                 "contact_token row does not match the conversation's current token".into(),
             ));
         }
+        // A token write takes the slots no reply waits for.
         self.manychat
+            .background()
             .set_field(
                 &row.subscriber_id,
                 &self.settings.token_field,

@@ -84,6 +84,22 @@ pub trait CounterStore: Send + Sync + 'static {
         ))
     }
 
+    /// Holds every replica's ManyChat requests for `wait` from now by the database's clock
+    /// (ManyChat's `Retry-After`): the shared bucket's next slot (one every `interval`, up to
+    /// `burst` back to back) is pushed so that none is free before then. A hold never shortens a
+    /// later one. Only where [`CounterStore::shares_manychat_budget`].
+    async fn hold_manychat_requests(
+        &self,
+        interval: Duration,
+        burst: u32,
+        wait: Duration,
+    ) -> Result<()> {
+        let _ = (interval, burst, wait);
+        Err(StoreError::Database(
+            "this backend keeps no shared ManyChat budget".to_owned(),
+        ))
+    }
+
     /// Counts one sendFlow for the contact at `now`, unless `per_hour` were counted in
     /// the hour before `now` (then counts nothing): whether it was counted. Atomic across
     /// replicas; counts older than an hour are removed.

@@ -188,6 +188,18 @@ pub trait OutboxStore: Send + Sync + 'static {
     /// payload (019: it rests in the database only while a write awaits retry).
     async fn mark_delivered(&self, id: i64, at: DateTime<Utc>) -> Result<()>;
 
+    /// 019: settles, as delivered and without a request, the conversation's `pending`
+    /// `contact_token` rows of generation `generation` or older: a request of the contact carried
+    /// that generation's token, so it reached the contact's field (the block that answered its
+    /// message set it). Each row's plain token is removed, as on delivery. A row a worker is
+    /// delivering is left to it. Returns how many rows were settled.
+    async fn settle_contact_tokens(
+        &self,
+        conversation_id: ConversationId,
+        generation: i64,
+        at: DateTime<Utc>,
+    ) -> Result<u64>;
+
     /// A failed attempt that may be retried: back to `pending`, due at `next_attempt_at`.
     async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()>;
 

@@ -10,11 +10,14 @@
 //! - Conversations store only the SHA-256 (lowercase hex) of the current and the previous token.
 //! - A presented token is hashed and compared against both stored hashes in constant time, and
 //!   both comparisons always run, so timing says neither whether nor which one matched.
-//! - A token never appears in a response, a log line or an error message. [`IssuedToken`] keeps
+//! - A token never appears in a log line or an error message, nor in any response but the one
+//!   that sets it. [`IssuedToken`] keeps
 //!   the plain token in a [`Secret`], whose `Debug` is redacted.
-//! - The only place a plain token rests outside ManyChat is the payload of a `contact_token`
-//!   outbox row, written only when the inline write failed or ran out of time; see [`service`]
-//!   for why that is acceptable and how a stale row is superseded.
+//! - A plain token leaves the process only in the response that answers the request it was
+//!   issued on (the block sets the token field) and in ManyChat API writes. The only place it
+//!   rests outside ManyChat is the payload of a `contact_token` outbox row (the API write kept
+//!   as the fallback until a request proves the token arrived, or a failed write's retry); see
+//!   [`service`] for why that is acceptable and how a stale row is superseded.
 //!
 //! This module does no IO: [`bind`], [`reads_history`] and [`should_issue`] are pure, so the turn
 //! can decide before it touches the network.
@@ -22,7 +25,8 @@
 pub mod service;
 
 pub use service::{
-    BACKFILL_WINDOW, BackfillReport, IssueOutcome, TokenError, TokenPayload, TokenService, lacking,
+    BACKFILL_WINDOW, BackfillReport, IssueOutcome, PROOF_WINDOW, RESPONSE_FALLBACK, TokenError,
+    TokenPayload, TokenService, lacking,
 };
 
 use base64::Engine;
@@ -44,8 +48,9 @@ const TOKEN_BYTES: usize = 32;
 /// A freshly issued token: the plain value to write to ManyChat and the hash to store.
 #[derive(Debug, Clone)]
 pub struct IssuedToken {
-    /// The plain token. Written to the contact's token field and, only if that write fails, to
-    /// a `contact_token` outbox row. Never logged (`Secret`'s `Debug` is redacted).
+    /// The plain token. Set in the contact's token field (by the response or the API) and kept
+    /// in a `contact_token` outbox row only until it is known to be there. Never logged
+    /// (`Secret`'s `Debug` is redacted).
     pub token: Secret,
     /// SHA-256 of `token`, lowercase hex: what the conversation stores.
     pub hash: String,

@@ -1,5 +1,20 @@
-//! Issuing a contact token and getting it into the contact's ManyChat field (019): inline,
-//! beside the model call, or later through the outbox; and `tokens backfill`.
+//! Issuing a contact token and getting it into the contact's ManyChat field (019); and `tokens
+//! backfill`.
+//!
+//! # In the response, with the API write as the fallback
+//!
+//! A contact's first token rides on the response that answers its first message: the Dynamic
+//! Block sets the token field itself (`set_field_value`), which costs none of ManyChat's 10
+//! requests a second (a crowd of new contacts once spent the whole budget on token writes). The
+//! API write stays as the fallback, because only the contact's next request proves the block's
+//! action arrived: [`TokenService::for_response`] queues a `contact_token` row due
+//! [`RESPONSE_FALLBACK`] later, and [`TokenService::after_request`] settles it without a request
+//! when a request carries that token first. The outbox writes the rows still pending when due,
+//! at the limiter's background priority (after every reply). A token reissued after an unbound
+//! request is never put in a response (whoever sent it may hold the shared secret but not the
+//! contact's token, and the contact has a history): it is written through the API beside the
+//! model call, as is `tokens backfill`'s ([`TokenService::issue_and_write`]), also at background
+//! priority.
 //!
 //! # Why the outbox row carries the plain token
 //!
@@ -10,8 +25,10 @@
 //! ManyChat, so every request in between, and every one after a failed retry, is unbound. (a)
 //! keeps the contact bound throughout (the token they hold stays "previous" until the new one
 //! lands), so we chose (a), bounded as follows:
-//! - A row is written only when the inline write failed or ran out of time, never on the normal
-//!   path, so the plain token rests in the database only for contacts whose write failed.
+//! - A row is written for a token carried by a response (the fallback, settled as soon as a
+//!   request proves the token: usually the contact's next message) or when an API write failed
+//!   or ran out of time, so the plain token rests in the database only until the token is known
+//!   to be in the contact's field.
 //! - The outbox is server-side, in the same database as the history the token guards: anyone who
 //!   can read the row can already read the history, so the row reveals nothing the token
 //!   protects (the same reasoning 024 applies to note text in reply rows).
@@ -43,8 +60,17 @@ use tokio_util::task::TaskTracker;
 
 use super::{Binding, issue, should_issue};
 use crate::clock::Clock;
+use crate::ids::Secret;
 use crate::manychat::{ManyChatClient, ManyChatError};
 use crate::store::{Conversation, NewOutboxRow, OutboxKind, Store, StoreError};
+
+/// How long after a response carried a new token its API write waits for a request to prove
+/// the token arrived (then the write is not needed).
+pub const RESPONSE_FALLBACK: Duration = Duration::from_secs(60);
+
+/// How long after a token was issued a request presenting it settles its fallback write: the
+/// check costs one write, so it is made only while a fallback may still be pending.
+pub const PROOF_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
 /// `tokens backfill` issues tokens to contacts active within this window.
 pub const BACKFILL_WINDOW: Duration = Duration::from_secs(30 * 24 * 60 * 60);
@@ -130,24 +156,110 @@ impl TokenService {
         }
     }
 
-    /// What the turn calls once it has classified the request: when [`should_issue`] says so,
-    /// starts [`TokenService::start`] and returns its handle; otherwise `None`. The turn need
-    /// not await the handle: the task queues its own retry and is tracked by `tasks`, so a
-    /// graceful shutdown waits for it.
-    pub fn after_request(
+    /// What the turn calls once it has classified the request. When [`should_issue`] says so:
+    /// a contact's first token is issued for the response to carry
+    /// ([`TokenService::for_response`]) and returned; a token reissued after an unbound request
+    /// is written through the API beside the model call, until `deadline`
+    /// ([`TokenService::start`]), never shown in the response: that request may come from
+    /// someone holding the shared secret but not the contact's token, who must not be handed
+    /// one to a history. Otherwise, when the request presented the contact's current token soon
+    /// after it was issued, settles the token's fallback write in the background (tracked by
+    /// `tasks`): the token is in the contact's field.
+    pub async fn after_request(
         &self,
         tasks: &TaskTracker,
         conversation: &Conversation,
         binding: &Binding,
+        presented: Option<&str>,
         deadline: Instant,
-    ) -> Option<JoinHandle<Result<IssueOutcome, TokenError>>> {
-        should_issue(conversation, binding, self.clock.now())
-            .then(|| self.start(tasks, conversation.clone(), deadline))
+    ) -> Option<Secret> {
+        let now = self.clock.now();
+        if should_issue(conversation, binding, now) {
+            if *binding != Binding::NoTokenYet {
+                self.start(tasks, conversation.clone(), deadline);
+                return None;
+            }
+            return match self.for_response(conversation).await {
+                Ok(token) => Some(token),
+                Err(error) => {
+                    tracing::error!(
+                        conversation = %conversation.id,
+                        error = %error,
+                        "contact token could not be issued"
+                    );
+                    None
+                }
+            };
+        }
+        let recent = conversation
+            .token_issued_at
+            .is_some_and(|issued| now - issued <= PROOF_WINDOW);
+        let current = conversation.token_hash.as_deref();
+        if *binding == Binding::Bound
+            && recent
+            && let (Some(presented), Some(current)) = (presented, current)
+            && super::matches(presented.trim(), current)
+        {
+            let store = self.store.clone();
+            let (id, generation) = (conversation.id, conversation.token_generation);
+            tasks.spawn(async move {
+                match store.settle_contact_tokens(id, generation, now).await {
+                    Ok(0) => {}
+                    Ok(settled) => tracing::info!(
+                        conversation = %id,
+                        generation,
+                        settled,
+                        "contact token proven by a request; its fallback write is not needed"
+                    ),
+                    Err(error) => tracing::warn!(
+                        conversation = %id,
+                        error = %error,
+                        "contact token fallback could not be settled; it will be written"
+                    ),
+                }
+            });
+        }
+        None
     }
 
-    /// Issues a token in a task that runs beside the model call: the write to ManyChat gets
-    /// until `deadline` (the response time); if it fails or is not done by then, the task
-    /// queues a `contact_token` row and the outbox worker writes it.
+    /// Issues a token for the response to carry: stores its hash (the old current becomes
+    /// previous) and queues its API write due [`RESPONSE_FALLBACK`] later, the fallback a request
+    /// carrying the token settles. Returns the plain token, for the response only.
+    pub async fn for_response(&self, conversation: &Conversation) -> Result<Secret, TokenError> {
+        let issued = issue();
+        let now = self.clock.now();
+        let generation = self
+            .store
+            .set_token(conversation.id, &issued.hash, now)
+            .await?;
+        let fallback = chrono::Duration::from_std(RESPONSE_FALLBACK).unwrap_or_default();
+        let row = self
+            .store
+            .enqueue(
+                &NewOutboxRow::of(
+                    conversation,
+                    OutboxKind::ContactToken,
+                    serde_json::json!({
+                        "generation": generation,
+                        "token": issued.token.expose(),
+                    }),
+                    now,
+                )
+                .due_at(now + fallback),
+            )
+            .await?;
+        tracing::info!(
+            conversation = %conversation.id,
+            generation,
+            row,
+            "contact token issued; the response sets it, the outbox writes it if no request proves it"
+        );
+        Ok(issued.token)
+    }
+
+    /// Issues a token in a task that writes it through the API (no response to ride on): the
+    /// write gets until `deadline`; if it fails or is not done by then, the task queues a
+    /// `contact_token` row and the outbox worker writes it.
     pub fn start(
         &self,
         tasks: &TaskTracker,
@@ -191,9 +303,9 @@ impl TokenService {
             .set_token(conversation.id, &issued.hash, issued_at)
             .await?;
         let value = Value::String(issued.token.expose().to_owned());
-        let write = self
-            .manychat
-            .set_field(&conversation.subscriber_id, &self.token_field, &value);
+        // A token write goes after every reply waiting for a slot.
+        let manychat = self.manychat.background();
+        let write = manychat.set_field(&conversation.subscriber_id, &self.token_field, &value);
         let written = match deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline, write).await {
                 Ok(result) => result.map_err(|e| e.kind()),

@@ -58,6 +58,7 @@ impl TurnEngine {
             super::record::Shed::HandedOff => TurnResponse {
                 messages: vec![self.escalation_copy()],
                 after: None,
+                token: None,
             },
         }
     }

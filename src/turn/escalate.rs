@@ -199,6 +199,7 @@ impl TurnEngine {
                     recorded.handoff_row,
                     handoff,
                 ),
+                token: None,
             },
             Mode::Deferred => TurnResponse::silent(),
         })

@@ -78,7 +78,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
 use crate::config::{ConfigHandle, TenantConfig};
-use crate::ids::{ConversationId, SubscriberId};
+use crate::ids::{ConversationId, Secret, SubscriberId};
 use crate::manychat::ManyChatClient;
 use crate::media::{MediaRef, MediaService, MediaSettings};
 use crate::metrics::Metrics;
@@ -142,6 +142,9 @@ pub struct TurnResponse {
     /// The messages to render; empty for a silent response.
     pub messages: Vec<String>,
     pub after: Option<AfterResponse>,
+    /// 019: the contact's first token, for the response to set in the token field (its API
+    /// write is the fallback, queued). Whatever the turn answered, the block carries it.
+    pub token: Option<Secret>,
 }
 
 impl TurnResponse {
@@ -150,6 +153,7 @@ impl TurnResponse {
         Self {
             messages: Vec::new(),
             after: None,
+            token: None,
         }
     }
 }
@@ -183,7 +187,7 @@ struct Inner {
     metrics: Arc<Metrics>,
     /// 037: one turn at a time per conversation.
     order: TurnOrder,
-    /// 019: issues and writes contact tokens beside the model call.
+    /// 019: issues contact tokens for the response to carry, and settles their fallback writes.
     tokens: TokenService,
     /// Performs an inline escalation's handoff once its response is written.
     handoffs: Handoffs,
@@ -297,6 +301,20 @@ impl TurnEngine {
         inbound: Inbound,
         place: TurnPlace,
     ) -> Result<TurnResponse, TurnError> {
+        let mut token = None;
+        let mut response = self.route(inbound, place, &mut token).await?;
+        response.token = token;
+        Ok(response)
+    }
+
+    /// Binds the request (`token`: a token issued for the response to carry) and runs its turn
+    /// as its contact's order and the slots allow.
+    async fn route(
+        &self,
+        inbound: Inbound,
+        place: TurnPlace,
+        token: &mut Option<Secret>,
+    ) -> Result<TurnResponse, TurnError> {
         let inner = &self.inner;
         let config = inner.config.snapshot();
         // 037, uncontended (the common case): with the contact's place taken at once, the
@@ -314,7 +332,7 @@ impl TurnEngine {
                 self.hold_handed_off(&mut conversation)
                     .await
                     .during("writing the hold of a contact handed off without the store")?;
-                let bound = self.bind(&conversation, &inbound);
+                let bound = self.bind(&conversation, &inbound, token).await;
                 // An unbound turn neither waits nor blocks, and reads no history.
                 let (guard, context) = if bound {
                     (Some(guard), context)
@@ -340,7 +358,7 @@ impl TurnEngine {
         self.hold_handed_off(&mut conversation)
             .await
             .during("writing the hold of a contact handed off without the store")?;
-        let bound = self.bind(&conversation, &inbound);
+        let bound = self.bind(&conversation, &inbound, token).await;
         // 037: unbound turns neither wait nor block.
         if !bound {
             let ready = Ready {
@@ -399,17 +417,27 @@ impl TurnEngine {
     }
 
     /// 019: whether the request is bound (it reads and extends history: its token matches, or
-    /// the contact has none yet). Starts the token write, beside the model call, when the
-    /// contact needs a token.
-    fn bind(&self, conversation: &Conversation, inbound: &Inbound) -> bool {
+    /// the contact has none yet). A contact's first token goes into `token`, for the response
+    /// to carry; a reissued one is written through the API beside the model call.
+    async fn bind(
+        &self,
+        conversation: &Conversation,
+        inbound: &Inbound,
+        token: &mut Option<Secret>,
+    ) -> bool {
         let inner = &self.inner;
-        let binding = tokens::bind(conversation, inbound.ai_token.as_deref());
-        inner.tokens.after_request(
-            &inner.tasks,
-            conversation,
-            &binding,
-            inbound.arrived_at + inner.settings.race_deadline,
-        );
+        let presented = inbound.ai_token.as_deref();
+        let binding = tokens::bind(conversation, presented);
+        *token = inner
+            .tokens
+            .after_request(
+                &inner.tasks,
+                conversation,
+                &binding,
+                presented,
+                inbound.arrived_at + inner.settings.race_deadline,
+            )
+            .await;
         tokens::reads_history(&binding, inner.settings.contact_tokens_enforced)
     }
 

@@ -109,6 +109,7 @@ impl TurnEngine {
                 Ok(TurnResponse {
                     messages: vec![config.rules.messages.acknowledgement.clone()],
                     after: None,
+                    token: None,
                 })
             }
         }

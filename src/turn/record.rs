@@ -228,6 +228,7 @@ impl TurnEngine {
             Mode::Inline => TurnResponse {
                 messages: vec![text.to_owned()],
                 after: None,
+                token: None,
             },
             Mode::Deferred => TurnResponse::silent(),
         })

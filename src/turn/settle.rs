@@ -60,6 +60,7 @@ impl TurnEngine {
             TurnResponse {
                 after: after_response(conversation, turn_id, answer.actions, None, Vec::new()),
                 messages: answer.thought.reply.messages,
+                token: None,
             }
         };
         // The contact's place is held meanwhile (`answer.guard`): its next message waits.

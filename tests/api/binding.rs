@@ -40,11 +40,17 @@ async fn written_tokens(app: &TestApp) -> Vec<String> {
         .collect()
 }
 
-/// `text`, the contact's first message, sent without a token: the token it was issued.
+/// `text`, the contact's first message, sent without a token: the token it was issued (its
+/// response sets it in the token field).
 pub(crate) async fn first_token(app: &TestApp, subscriber: &str, text: &str) -> String {
-    send_with_token(app, subscriber, text, None).await;
+    let body = send_with_token(app, subscriber, text, None).await;
     app.settle().await;
-    written_tokens(app).await.remove(0)
+    block_token(&body, "ai_token").expect("the first response carries the contact's token")
+}
+
+/// How many tokens the contact was issued so far.
+async fn issued(app: &TestApp, subscriber: &str) -> i64 {
+    app.conversation(subscriber).await.token_generation
 }
 
 fn prompt_of(model: &ScriptedModel, call: usize) -> String {
@@ -61,16 +67,20 @@ fn prompt_of(model: &ScriptedModel, call: usize) -> String {
 }
 
 #[tokio::test]
-async fn system_019_first_turn_issues_a_token_written_to_the_field_and_stored_as_a_hash() {
+async fn system_019_first_turn_issues_a_token_set_by_its_response_and_stored_as_a_hash() {
     let (app, _) = enforced_app(1).await;
-    send_with_token(&app, "8001", "Hello", None).await;
+    let body = send_with_token(&app, "8001", "Hello", None).await;
     app.settle().await;
-    let tokens = written_tokens(&app).await;
-    assert_eq!(tokens.len(), 1);
+    let token = block_token(&body, "ai_token").expect("the response sets the token field");
+    assert_eq!(token.len(), 43);
+    assert!(
+        written_tokens(&app).await.is_empty(),
+        "no API write while the response carries it"
+    );
     let conversation = app.conversation("8001").await;
     assert_eq!(
         conversation.token_hash.as_deref(),
-        Some(manychat_agent::tokens::hash(&tokens[0]).as_str())
+        Some(manychat_agent::tokens::hash(&token).as_str())
     );
     assert!(app.turns("8001").await.iter().all(|t| t.bound));
 }
@@ -102,19 +112,11 @@ async fn system_019_current_token_reads_history_and_a_wrong_one_is_answered_alon
         .unwrap();
     assert!(!forged.bound, "stored unbound");
     // The token was issued minutes ago: an unbound request reissues at most hourly.
-    assert_eq!(
-        written_tokens(&app).await.len(),
-        1,
-        "no reissue within the hour"
-    );
+    assert_eq!(issued(&app, "8002").await, 1, "no reissue within the hour");
     tokio::time::advance(std::time::Duration::from_secs(61 * 60)).await;
     send_with_token(&app, "8002", "Fourth, forged again", Some(&wrong)).await;
     app.settle().await;
-    assert_eq!(
-        written_tokens(&app).await.len(),
-        2,
-        "reissued after an hour"
-    );
+    assert_eq!(issued(&app, "8002").await, 2, "reissued after an hour");
 }
 
 #[tokio::test(start_paused = true)]
@@ -124,9 +126,21 @@ async fn system_019_previous_token_still_binds_after_a_reissue() {
     let first = first_token(&app, "8003", "Opening question").await;
     tokio::time::advance(std::time::Duration::from_secs(61 * 60)).await;
     // A missing token is unbound and triggers a reissue; the first token becomes "previous".
-    send_with_token(&app, "8003", "No token this time", None).await;
+    let body = send_with_token(&app, "8003", "No token this time", None).await;
     app.settle().await;
-    assert_eq!(written_tokens(&app).await.len(), 2);
+    assert_eq!(issued(&app, "8003").await, 2);
+    assert_eq!(
+        block_token(&body, "ai_token"),
+        None,
+        "a reissue after an unbound request is never shown to its sender"
+    );
+    let written = written_tokens(&app).await;
+    assert_eq!(
+        written.len(),
+        1,
+        "it is written to the field through the API"
+    );
+    assert_ne!(written[0], first);
     send_with_token(&app, "8003", "Back with the first token", Some(&first)).await;
     assert!(prompt_of(&model, 2).contains("Opening question"));
 }

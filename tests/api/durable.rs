@@ -276,7 +276,13 @@ async fn killed_and_restarted_after_the_abort_window_the_contact_gets_the_copy_a
     let store = manychat_agent::store::connect(&sqlite_file_url(dir.path()))
         .await
         .unwrap();
-    let promise = store.outbox_rows().await.unwrap();
+    let promise: Vec<_> = store
+        .outbox_rows()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.kind == manychat_agent::store::OutboxKind::Reply)
+        .collect();
     let window_ends: chrono::DateTime<chrono::Utc> =
         serde_json::from_value(promise[0].payload["promise"]["abortAt"].clone())
             .expect("the owed reply is a promise");

@@ -470,8 +470,17 @@ impl TestApp {
         until(async || !self.outbox().await.is_empty()).await;
     }
 
+    /// The outbox rows a turn owes its contact (replies, handoffs), oldest first, leaving out
+    /// contact-token writes (019: a new token's fallback write is queued with every first
+    /// response; `store.outbox_rows()` has them).
     pub async fn outbox(&self) -> Vec<OutboxRow> {
-        self.store.outbox_rows().await.unwrap()
+        self.store
+            .outbox_rows()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.kind != manychat_agent::store::OutboxKind::ContactToken)
+            .collect()
     }
 
     /// Every outbox row is delivered: nothing is left owed.
@@ -543,6 +552,16 @@ impl TestApp {
         self.shutdown.cancel();
         self.server.await.expect("server stops cleanly");
     }
+}
+
+/// 019: the token a response block sets in `field` (its `set_field_value` action), if any.
+pub fn block_token(body: &Value, field: &str) -> Option<String> {
+    body["content"]["actions"]
+        .as_array()?
+        .iter()
+        .find(|a| a["action"] == "set_field_value" && a["field_name"] == field)
+        .and_then(|a| a["value"].as_str())
+        .map(str::to_owned)
 }
 
 /// The texts of a Dynamic Block response.

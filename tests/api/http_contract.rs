@@ -197,6 +197,8 @@ async fn system_3_3_reply_is_a_dynamic_block_v2_with_the_callback() {
     let app = spawn_app(instant_reply("We have three courses.")).await;
     let (status, body) = app.send("1001", "What do you offer?").await;
     assert_eq!(status, 200);
+    // 019: a first message is issued the contact's token, which its block sets.
+    let token = block_token(&body, "ai_token").expect("the first response sets the token");
     assert_eq!(
         body,
         json!({
@@ -204,7 +206,7 @@ async fn system_3_3_reply_is_a_dynamic_block_v2_with_the_callback() {
             "content": {
                 "type": "whatsapp",
                 "messages": [{"type": "text", "text": "We have three courses."}],
-                "actions": [],
+                "actions": [{"action": "set_field_value", "field_name": "ai_token", "value": token}],
                 "external_message_callback": {
                     "url": "https://agent.example.test/v1/channels/manychat/message",
                     "method": "post",

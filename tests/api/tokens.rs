@@ -131,7 +131,7 @@ async fn system_019_issued_token_is_written_to_the_token_field_and_only_its_hash
     assert_eq!(stored.token_generation, 1);
     assert!(stored.token_issued_at.is_some());
     assert!(
-        app.outbox().await.is_empty(),
+        app.store.outbox_rows().await.unwrap().is_empty(),
         "a written token queues nothing"
     );
     assert!(
@@ -241,14 +241,7 @@ async fn system_019_write_not_done_by_response_time_is_left_to_the_outbox() {
         .await;
     let tasks = TaskTracker::new();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
-    let handle = service(&app, "ai_token")
-        .after_request(
-            &tasks,
-            &conversation,
-            &tokens::Binding::NoTokenYet,
-            deadline,
-        )
-        .expect("a contact without a token is issued one");
+    let handle = service(&app, "ai_token").start(&tasks, conversation.clone(), deadline);
     // The write has reached ManyChat and hangs there when the response is due.
     for _ in 0..400 {
         if !written_tokens(&app, "ai_token").await.is_empty() {
@@ -277,13 +270,16 @@ async fn system_019_write_not_done_by_response_time_is_left_to_the_outbox() {
     let last = writes.last().expect("the worker wrote the token");
     assert_eq!(stored.token_hash, Some(tokens::hash(last)));
 
-    // A bound request starts nothing.
-    let bound = service(&app, "ai_token").after_request(
-        &tasks,
-        &stored,
-        &tokens::Binding::Bound,
-        tokio::time::Instant::now(),
-    );
+    // A bound request issues nothing.
+    let bound = service(&app, "ai_token")
+        .after_request(
+            &tasks,
+            &stored,
+            &tokens::Binding::Bound,
+            Some(last),
+            tokio::time::Instant::now(),
+        )
+        .await;
     assert!(bound.is_none());
 }
 

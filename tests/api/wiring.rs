@@ -622,9 +622,9 @@ impl Respond for Arrivals {
 /// Real time, not tokio's paused clock: the shared bucket is timed by the database's clock,
 /// which tokio cannot pause. Two app instances on one Postgres schema, each with its own fake
 /// ManyChat, deliver 16 deferred replies (a field write and a sendFlow each: 32 requests) with
-/// their own outbox workers at once; ManyChat's arrivals, merged, never exceed 10/s after a
-/// burst of 5. The bound allows 50 ms of delivery jitter (a loaded machine delays a request
-/// between its slot and its arrival); the run takes ~2.7 s.
+/// their own outbox workers at once; ManyChat's arrivals, merged, never exceed 10 in any sliding
+/// second (the shared bucket has no burst). The bound allows 50 ms of delivery jitter (a loaded
+/// machine delays a request between its slot and its arrival); the run takes ~3.1 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
 async fn two_app_instances_on_one_postgres_never_exceed_ten_per_second() {
@@ -687,11 +687,11 @@ async fn two_app_instances_on_one_postgres_never_exceed_ten_per_second() {
     let mut times = arrivals.0.lock().unwrap().clone();
     times.sort();
     assert_eq!(times.len(), 2 * REPLIES);
-    assert_at_most_ten_per_second_after_a_burst_of_five(&times);
+    assert_at_most_ten_in_any_sliding_second(&times);
     let total = times[times.len() - 1] - times[0];
     assert!(
-        total >= Duration::from_millis(2_600),
-        "32 requests at 10/s after a burst of 5 take 2.7 s, took {total:?}"
+        total >= Duration::from_millis(3_000),
+        "32 requests one per 100 ms take 3.1 s, took {total:?}"
     );
 }
 
@@ -705,21 +705,16 @@ impl Respond for Both {
     }
 }
 
-/// For every pair of arrivals, the requests between them fit ManyChat's bucket: 5 at once, then
-/// one per 100 ms (50 ms of jitter allowed).
-fn assert_at_most_ten_per_second_after_a_burst_of_five(times: &[Instant]) {
-    let interval = Duration::from_millis(100);
-    for i in 0..times.len() {
-        for j in i + 1..times.len() {
-            let span = times[j] - times[i] + Duration::from_millis(50);
-            let allowed = 5 + (span.as_micros() / interval.as_micros()) as usize;
-            let requests = j - i + 1;
-            assert!(
-                requests <= allowed,
-                "{requests} requests within {:?}: above 10/s (burst 5) combined",
-                times[j] - times[i]
-            );
-        }
+/// Never more than 10 arrivals in any sliding second: any 11 consecutive ones span a second
+/// (less 50 ms for the way from a slot to its arrival).
+fn assert_at_most_ten_in_any_sliding_second(times: &[Instant]) {
+    for (i, window) in times.windows(11).enumerate() {
+        assert!(
+            window[10] - window[0] >= Duration::from_millis(950),
+            "arrivals {i} to {} within {:?}: above 10 in a second combined",
+            i + 10,
+            window[10] - window[0]
+        );
     }
 }
 

@@ -338,6 +338,7 @@ pub async fn run_all(store: &dyn Store) {
     outbox_action_progress_rewrites_only_the_actions(store).await;
     pending_replies_counts_replies_not_yet_delivered(store).await;
     settled_contact_token_rows_keep_no_token(store).await;
+    contact_token_rows_are_settled_when_a_request_proves_the_token(store).await;
     turn_context_matches_the_separate_reads(store).await;
     returning_contact_reads_conversation_and_context_together(store).await;
     rate_count_reads_the_window(store).await;
@@ -467,6 +468,7 @@ mod tests {
         outbox_action_progress_rewrites_only_the_actions,
         pending_replies_counts_replies_not_yet_delivered,
         settled_contact_token_rows_keep_no_token,
+        contact_token_rows_are_settled_when_a_request_proves_the_token,
         turn_context_matches_the_separate_reads,
         returning_contact_reads_conversation_and_context_together,
         rate_count_reads_the_window,

@@ -620,6 +620,50 @@ pub async fn settled_contact_token_rows_keep_no_token(store: &dyn Store) {
     settle(store, &[conversation.id]).await;
 }
 
+/// 019: a request carrying generation 2's token settles, without a request, the conversation's
+/// pending `contact_token` rows of generation 2 and older (their plain tokens removed); a newer
+/// generation's row, a row being delivered, another conversation's row and reply rows are left.
+pub async fn contact_token_rows_are_settled_when_a_request_proves_the_token(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let other = fresh_conversation(store).await;
+    let token_of = |conversation: &Conversation, generation: i64, due_s: i64| NewOutboxRow {
+        payload: json!({"generation": generation, "token": format!("tok-{generation}-0000")}),
+        ..token_row(conversation, at_s(0)).due_at(at_s(due_s))
+    };
+    let delivering = enqueue(store, token_of(&conversation, 1, 0)).await;
+    assert_eq!(claim(store, rules(at_s(1), 10)).await, vec![delivering]);
+    let older = enqueue(store, token_of(&conversation, 1, 60)).await;
+    let proven = enqueue(store, token_of(&conversation, 2, 60)).await;
+    let newer = enqueue(store, token_of(&conversation, 3, 60)).await;
+    let others = enqueue(store, token_of(&other, 2, 60)).await;
+    let reply = enqueue(store, reply_row(&conversation, at_s(0), 7)).await;
+
+    let settled = store
+        .settle_contact_tokens(conversation.id, 2, at_s(5))
+        .await
+        .expect("settle_contact_tokens");
+    assert_eq!(settled, 2);
+    for id in [older, proven] {
+        let row = row(store, id).await;
+        assert_eq!(row.status, OutboxStatus::Delivered);
+        assert_eq!(row.delivered_at, Some(at_s(5)));
+        assert!(row.payload.get("token").is_none(), "{:?}", row.payload);
+    }
+    for id in [newer, others, reply] {
+        assert_eq!(row(store, id).await.status, OutboxStatus::Pending);
+    }
+    assert_eq!(
+        row(store, delivering).await.status,
+        OutboxStatus::Delivering
+    );
+    assert_eq!(
+        row(store, newer).await.payload["token"],
+        json!("tok-3-0000"),
+        "a newer token still awaits its write"
+    );
+    settle(store, &[conversation.id, other.id]).await;
+}
+
 pub async fn pending_replies_counts_replies_not_yet_delivered(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     let other = fresh_conversation(store).await;

@@ -78,6 +78,27 @@ impl CounterStore for PgStore {
         Ok((wait_seconds > 0.0).then(|| Duration::from_secs_f64(wait_seconds)))
     }
 
+    async fn hold_manychat_requests(
+        &self,
+        interval: Duration,
+        burst: u32,
+        wait: Duration,
+    ) -> Result<()> {
+        // A slot is free once the theoretical arrival is within `interval * (burst - 1)` of
+        // now: pushing it to `now + wait` plus that tolerance frees none before `wait` passes.
+        // One statement; the row lock orders it with the replicas' takes.
+        sqlx::query(
+            "UPDATE manychat_rate_bucket SET theoretical_arrival = \
+             greatest(theoretical_arrival, clock_timestamp() + $1 + $2 * ($3 - 1)) WHERE id = 1",
+        )
+        .bind(wait)
+        .bind(interval)
+        .bind(i32::try_from(burst.max(1)).unwrap_or(i32::MAX))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn count_flow_send(
         &self,
         subscriber_id: &SubscriberId,

@@ -231,6 +231,26 @@ impl OutboxStore for PgStore {
         changed(done, "outbox row")
     }
 
+    async fn settle_contact_tokens(
+        &self,
+        conversation_id: ConversationId,
+        generation: i64,
+        at: DateTime<Utc>,
+    ) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE outbox SET status = 'delivered', delivered_at = $3, lease_until = NULL, \
+             payload = payload - 'token' \
+             WHERE conversation_id = $1 AND kind = 'contact_token' AND status = 'pending' \
+             AND (payload->>'generation')::BIGINT <= $2",
+        )
+        .bind(conversation_id)
+        .bind(generation)
+        .bind(to_millis(at))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()> {
         let done = sqlx::query(
             "UPDATE outbox SET status = 'pending', next_attempt_at = $1, last_error = $2, \

@@ -219,6 +219,26 @@ impl OutboxStore for SqliteStore {
         .await
     }
 
+    async fn settle_contact_tokens(
+        &self,
+        conversation_id: ConversationId,
+        generation: i64,
+        at: DateTime<Utc>,
+    ) -> Result<u64> {
+        self.write(move |conn| {
+            let settled = conn
+                .prepare_cached(
+                    "UPDATE outbox SET status = 'delivered', delivered_at = ?3, \
+                     lease_until = NULL, payload = json_remove(payload, '$.token') \
+                     WHERE conversation_id = ?1 AND kind = 'contact_token' \
+                     AND status = 'pending' AND json_extract(payload, '$.generation') <= ?2",
+                )?
+                .execute(params![IdText::of(conversation_id), generation, ms(at)])?;
+            Ok(settled as u64)
+        })
+        .await
+    }
+
     async fn mark_retry(&self, id: i64, next_attempt_at: DateTime<Utc>, error: &str) -> Result<()> {
         let error = bounded_error(error).to_owned();
         self.write(move |conn| {
