@@ -604,6 +604,14 @@ impl SharedBucket for StoreBudget {
             .await
             .map_err(|e| e.to_string())
     }
+
+    /// The database measured `wait` on its clock, which runs in real time even when tokio's is
+    /// paused (a test's frozen clock): the wait is real time too, on a blocking thread so the
+    /// runtime is never held (only the head waiter of a process asks the bucket, so at most one
+    /// such thread waits per process).
+    async fn wait(&self, wait: Duration) {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(wait)).await;
+    }
 }
 
 #[async_trait::async_trait]

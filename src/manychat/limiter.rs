@@ -97,6 +97,15 @@ pub enum Priority {
     Background,
 }
 
+/// How long a request must wait, and whose clock measured it.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    /// This process's hold, sliding second or bucket: tokio's clock.
+    Process(Duration),
+    /// The shared bucket's answer: its own clock ([`SharedBucket::wait`]).
+    Shared(Duration),
+}
+
 /// A token bucket kept outside the process, shared by every replica of the deployment.
 #[async_trait]
 pub trait SharedBucket: Send + Sync {
@@ -107,6 +116,13 @@ pub trait SharedBucket: Send + Sync {
     /// Holds every replica's requests for `wait` from now (ManyChat's `Retry-After`), by the
     /// bucket's own clock: its next slot is pushed past it. A hold never shortens a later one.
     async fn hold(&self, quota: BucketQuota, wait: Duration) -> Result<(), String>;
+
+    /// Waits out `wait`, a span [`take`](Self::take) measured on the bucket's own clock. The
+    /// default waits on tokio's clock; a bucket whose clock is elsewhere (the database's, which
+    /// runs in real time whatever tokio's clock does) waits on that clock.
+    async fn wait(&self, wait: Duration) {
+        tokio::time::sleep(wait).await;
+    }
 }
 
 /// Counts sendFlow triggers per contact, wherever that count lives (the store).
@@ -279,7 +295,7 @@ impl ManyChatLimiter {
             // The sliding second is checked before the bucket is asked, so the burst never goes
             // on top of the rate and a slot taken is never held back after.
             let wait = match self.hold_left().or_else(|| self.sliding_wait()) {
-                Some(left) => Some(left),
+                Some(left) => Some(Wait::Process(left)),
                 None => self.bucket_wait().await,
             };
             let Some(wait) = wait else {
@@ -287,10 +303,10 @@ impl ManyChatLimiter {
                 return true;
             };
             match yield_to {
-                None => tokio::time::sleep(wait).await,
+                None => self.wait(wait).await,
                 Some(normal) => {
                     tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.wait(wait) => {}
                         _ = normal.wait_for(|n| *n > 0) => return false,
                     }
                 }
@@ -300,19 +316,27 @@ impl ManyChatLimiter {
 
     /// Takes a slot of the shared bucket, or of this process's when there is none or it does not
     /// answer (`None`), or says how long until one is free.
-    async fn bucket_wait(&self) -> Option<Duration> {
+    async fn bucket_wait(&self) -> Option<Wait> {
         match &self.shared {
             Some(shared) => match shared.take(SHARED_QUOTA).await {
-                Ok(wait) => wait,
+                Ok(wait) => wait.map(Wait::Shared),
                 Err(error) => {
                     tracing::warn!(
                         error = %error,
                         "the shared ManyChat rate budget did not answer; pacing this replica alone"
                     );
-                    self.local_wait()
+                    self.local_wait().map(Wait::Process)
                 }
             },
-            None => self.local_wait(),
+            None => self.local_wait().map(Wait::Process),
+        }
+    }
+
+    /// Waits out `wait` on the clock that measured it.
+    async fn wait(&self, wait: Wait) {
+        match (wait, &self.shared) {
+            (Wait::Shared(left), Some(shared)) => shared.wait(left).await,
+            (Wait::Shared(left) | Wait::Process(left), _) => tokio::time::sleep(left).await,
         }
     }
 

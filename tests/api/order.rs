@@ -161,14 +161,8 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     another_replica_holds_the_ticket(&schema, &conversation, "1 hour").await;
 
     let request = send(&app, "7004", "Is anyone there?");
-    // The request has arrived once the contact's first token write (019) reaches ManyChat.
-    until(async || {
-        app.all_manychat_requests()
-            .await
-            .iter()
-            .any(|r| r.body["field_name"] == "ai_token")
-    })
-    .await;
+    // The request has arrived once its turn waits for the ticket.
+    until(async || series(&app, "turns_waiting").await == 1.0).await;
     for _ in 0..8 {
         tokio::time::advance(Duration::from_secs(1)).await;
         real_pause().await;
