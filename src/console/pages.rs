@@ -67,17 +67,36 @@ fn session<'a>(console: &Console, headers: &'a HeaderMap) -> Option<&'a str> {
     cookie(headers, SESSION_COOKIE).filter(|c| console.sessions.check(c, console.clock.now()))
 }
 
+/// Why a POST was refused before it did anything.
+enum Refused {
+    /// No valid session: 401.
+    NoSession,
+    /// A missing or wrong CSRF token: 403.
+    StaleForm,
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Self::NoSession => (StatusCode::UNAUTHORIZED, "log in first").into_response(),
+            Self::StaleForm => {
+                (StatusCode::FORBIDDEN, "the form is stale: reload the page").into_response()
+            }
+        }
+    }
+}
+
 /// A POST's session and CSRF check: 401 without a session, 403 with a missing or wrong token.
 fn checked_post<'a>(
     console: &Console,
     headers: &'a HeaderMap,
     token: Option<&str>,
-) -> Result<&'a str, Response> {
+) -> Result<&'a str, Refused> {
     let Some(cookie) = session(console, headers) else {
-        return Err(StatusCode::UNAUTHORIZED.into_response());
+        return Err(Refused::NoSession);
     };
     if !token.is_some_and(|t| console.sessions.check_csrf(cookie, t)) {
-        return Err((StatusCode::FORBIDDEN, "the form is stale: reload the page").into_response());
+        return Err(Refused::StaleForm);
     }
     Ok(cookie)
 }
@@ -140,7 +159,7 @@ pub(super) async fn login(
     }
     let nonce = cookie(&headers, LOGIN_COOKIE).unwrap_or_default();
     if nonce.is_empty() || !console.sessions.check_csrf(nonce, &form.csrf) {
-        return (StatusCode::FORBIDDEN, "the form is stale: reload the page").into_response();
+        return Refused::StaleForm.into_response();
     }
     let right = {
         let Ok(_one_at_a_time) = console.verifying.acquire().await else {
@@ -192,7 +211,7 @@ pub(super) async fn logout(
     Form(form): Form<TokenForm>,
 ) -> Response {
     if let Err(refused) = checked_post(&console, &headers, form.csrf.as_deref()) {
-        return refused;
+        return refused.into_response();
     }
     console.sessions.revoke_all(console.clock.now());
     let mut response = redirect("/console/login");
@@ -219,7 +238,7 @@ pub(super) async fn reload(
 ) -> Response {
     let cookie = match checked_post(&console, &headers, form.csrf.as_deref()) {
         Ok(cookie) => cookie,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let outcome = console.config.reload_bounded(console.reload_bound).await;
     tracing::info!(
