@@ -457,3 +457,23 @@ async fn console_logout_ends_the_session() {
         "the old cookie no longer opens the console"
     );
 }
+
+/// The demo turns the owner's console on for the loopback with a password made for the run,
+/// printed with the link; the password is a valid login.
+pub fn demo_console_is_on_with_the_password_its_banner_prints(port: u16, banner: &str) {
+    use std::io::{Read, Write};
+    let prefix =
+        format!("Owner's console: http://127.0.0.1:{port}/console (password, new at each start: ");
+    let password = piece_after(banner, &prefix, |rest| rest.split(')').next());
+    assert!(password.len() >= 12, "{banner}");
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "GET /console/login HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("name=\"password\""), "{answer}");
+}
