@@ -25,6 +25,7 @@ use crate::store::Store;
 
 mod config;
 mod config_used;
+mod console_password;
 mod demo_banner;
 mod eval;
 mod handoff;
@@ -34,6 +35,7 @@ mod release;
 mod simulate_report;
 
 pub use config::{config_check, config_check_env, config_upgrade};
+pub use console_password::console_password;
 pub use eval::eval;
 pub use manychat_check::{demo_sandbox_account, manychat_check};
 pub use release::release;
@@ -302,6 +304,16 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
         ("TRANSCRIPTION_MODEL", "mock:demo".into()),
     ];
     let generated_secret = (!is_set(&vars, "MANYCHAT_SHARED_SECRET")).then(random_secret);
+    // The owner's console, on the loopback: a password made for this run unless one is set.
+    let console_password = (!is_set(&vars, "CONSOLE_PASSWORD_HASH")).then(random_secret);
+    if let Some(password) = &console_password {
+        vars.insert(
+            "CONSOLE_PASSWORD_HASH".to_owned(),
+            crate::console::auth::PasswordHashSetting::make(password)
+                .as_str()
+                .to_owned(),
+        );
+    }
     if let Some(secret) = &generated_secret {
         defaults.push(("MANYCHAT_SHARED_SECRET", secret.clone()));
     }
@@ -374,6 +386,7 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
             (rules.max_turns_per_conversation, rules.idle_reset_hours)
         },
         question: demo_banner::question_about(&app.config().snapshot().catalog),
+        console_password,
     };
     println!("\n{banner}");
     let result = run_until_terminated(app).await;

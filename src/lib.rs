@@ -45,6 +45,7 @@ pub mod channel;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod escalation;
 pub mod evals;
 pub mod fence;

@@ -27,6 +27,11 @@ enum Command {
     Worker,
     /// The embedded default: SQLite, the demo tenant, mock:demo, a local ManyChat sandbox.
     Demo,
+    /// The owner's console (`/console`).
+    Console {
+        #[command(subcommand)]
+        command: ConsoleCommand,
+    },
     /// Tenant config commands.
     Config {
         #[command(subcommand)]
@@ -207,6 +212,13 @@ enum ManychatCommand {
 }
 
 #[derive(Subcommand)]
+enum ConsoleCommand {
+    /// Read the console password from stdin (hidden on a terminal, else the first line) and
+    /// print its Argon2id hash: the value of CONSOLE_PASSWORD_HASH.
+    Password,
+}
+
+#[derive(Subcommand)]
 enum ConfigCommand {
     /// Validate every config file and print every error at once.
     Check {
@@ -252,6 +264,9 @@ fn main() -> ExitCode {
             Command::Config {
                 command: ConfigCommand::Upgrade,
             } => cli::config_upgrade(&env),
+            Command::Console {
+                command: ConsoleCommand::Password,
+            } => cli::console_password(),
             Command::Eval { suite, model } => cli::eval(&env, &suite, model.as_deref()).await,
             Command::Simulate {
                 text,

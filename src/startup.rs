@@ -146,6 +146,8 @@ pub struct Application {
     settings: Arc<Settings>,
     overrides_manual_worker: bool,
     reload_on_sighup: bool,
+    /// The owner's console (`CONSOLE_PASSWORD_HASH`); `None`: `/console` is an unknown route.
+    console: Option<crate::console::Console>,
 }
 
 /// How the tenant config is checked against the deployment's settings (012 collisions).
@@ -284,6 +286,7 @@ impl Application {
         for note in notes {
             tracing::info!("{note}");
         }
+        let model_id = model.id().to_owned();
         let plugins = plugins.with_metrics(metrics.clone());
         // A reload that adds a tool without its secret is refused the same way.
         config.check_with(plugins.reload_check());
@@ -372,7 +375,25 @@ impl Application {
                 "the release route is off: RELEASE_TOKEN is not set (the release command works)"
             );
         }
+        let console = settings.console_password_hash.clone().map(|hash| {
+            crate::console::Console::new(
+                hash,
+                state.config.clone(),
+                clock,
+                state.trust_proxy.clone(),
+                crate::console::Running {
+                    version: crate::VERSION,
+                    model_id,
+                    store: crate::store::describe_database(settings.database_url.expose()),
+                },
+                RELOAD_TIMEOUT,
+            )
+        });
+        if console.is_none() {
+            tracing::info!("the console is off: CONSOLE_PASSWORD_HASH is not set");
+        }
         Ok(Self {
+            console,
             listener,
             state,
             worker,
@@ -422,7 +443,7 @@ impl Application {
     }
 
     /// Serves until `shutdown` fires, then drains (see the module doc).
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), std::io::Error> {
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), std::io::Error> {
         // The outbox worker stops last: after the requests and the agent tasks, so the replies
         // they queue are still delivered while it drains (`SHUTDOWN_DRAIN_MS`).
         let worker_stop = CancellationToken::new();
@@ -461,7 +482,10 @@ impl Application {
             tokio::spawn(async move { turns.take_over_promises(shutdown, stop).await })
         };
         http::server::raise_fd_limit(&self.settings.connections);
-        let router = http::router(self.state.clone());
+        let mut router = http::router(self.state.clone());
+        if let Some(console) = self.console.take() {
+            router = router.merge(crate::console::router(console));
+        }
         http::server::serve(
             self.listener,
             router,

@@ -116,6 +116,15 @@ pub fn config_check_env(env: &HashMap<String, String>) -> CliResult {
         "{}",
         handshake_line(settings.manychat_delivery_handshake.as_ref())
     );
+    println!(
+        "{}",
+        match settings.console_password_hash {
+            Some(_) =>
+                "owner's console: on at /console (CONSOLE_PASSWORD_HASH is a valid Argon2id hash)",
+            None =>
+                "owner's console: off (CONSOLE_PASSWORD_HASH unset; `manychat-agent console password` makes one)",
+        }
+    );
     Ok(ExitCode::SUCCESS)
 }
 

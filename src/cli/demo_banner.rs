@@ -20,6 +20,9 @@ pub(super) struct DemoBanner {
     pub(super) config: String,
     /// The example question of the curl and simulate lines ([`question_about`]).
     pub(super) question: String,
+    /// The owner's console password when the demo made it (`None`: the operator's own
+    /// `CONSOLE_PASSWORD_HASH` is in force).
+    pub(super) console_password: Option<String>,
 }
 
 /// The banner's example question: the price of the loaded catalog's first offering, which the
@@ -115,6 +118,18 @@ impl std::fmt::Display for DemoBanner {
             writeln!(f, "Shared secret (new at each start): {secret}")?;
         } else {
             writeln!(f, "Shared secret: the first of MANYCHAT_SHARED_SECRET")?;
+        }
+        match &self.console_password {
+            Some(password) => writeln!(
+                f,
+                "Owner's console: http://127.0.0.1:{port}/console (password, new at each start: \
+                 {password})"
+            )?,
+            None => writeln!(
+                f,
+                "Owner's console: http://127.0.0.1:{port}/console (your CONSOLE_PASSWORD_HASH's \
+                 password)"
+            )?,
         }
         let subscriber = &self.subscriber;
         writeln!(

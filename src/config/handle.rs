@@ -125,6 +125,23 @@ impl ConfigHandle {
         self.settle(loaded)
     }
 
+    /// What a reload would do with the files on disk now, without swapping: the set as loaded
+    /// and checked like a reload, or every issue found. Blocking file IO: call it from
+    /// `spawn_blocking`.
+    pub fn check_on_disk(&self) -> Result<TenantConfig, ConfigErrors> {
+        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            load_dir(&self.dir, &self.ctx).and_then(|config| {
+                let issues = self.env_issues(&config);
+                if issues.is_empty() {
+                    Ok(config)
+                } else {
+                    Err(ConfigErrors(issues))
+                }
+            })
+        }));
+        loaded.unwrap_or_else(|_| Err(self.failed_unexpectedly()))
+    }
+
     /// A reload that panicked: refused like an invalid set, naming the folder only.
     fn failed_unexpectedly(&self) -> ConfigErrors {
         ConfigErrors(vec![ConfigIssue::new(

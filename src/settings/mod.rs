@@ -138,6 +138,9 @@ pub struct Settings {
     /// `RELEASE_TOKEN`: the bearer token of `POST /v1/channels/manychat/release`; unset, the
     /// route is off (404) and the `release` command is the way to hand a contact back.
     pub release_token: Option<Secret>,
+    /// `CONSOLE_PASSWORD_HASH`: the owner's console password as an Argon2id PHC string (made
+    /// by `manychat-agent console password`); unset, `/console` is off (404).
+    pub console_password_hash: Option<crate::console::auth::PasswordHashSetting>,
 }
 
 /// `RETENTION_DAYS` when unset.
@@ -347,6 +350,12 @@ impl Settings {
         let metrics_token = env.own_token("METRICS_TOKEN", &manychat_shared_secrets);
         let metrics_open = env.boolean("METRICS_OPEN", false);
         let release_token = env.own_token("RELEASE_TOKEN", &manychat_shared_secrets);
+        // A malformed hash is named, never shown.
+        let console_password_hash = env.string("CONSOLE_PASSWORD_HASH").and_then(|raw| {
+            crate::console::auth::PasswordHashSetting::parse(&raw)
+                .map_err(|rule| env.problem("CONSOLE_PASSWORD_HASH", rule))
+                .ok()
+        });
 
         if !env.problems.is_empty() {
             return Err(SettingsError {
@@ -403,6 +412,7 @@ impl Settings {
             metrics_token,
             metrics_open,
             release_token,
+            console_password_hash,
         })
     }
 

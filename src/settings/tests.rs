@@ -766,3 +766,16 @@ fn media_limits_have_defaults_and_are_read_and_checked() {
     }
     assert_eq!(err.problems.len(), 6, "{err}");
 }
+
+#[test]
+fn console_password_hash_malformed_is_a_start_error_naming_the_variable_never_the_value() {
+    let problem = refused("CONSOLE_PASSWORD_HASH", "$argon2i$v=19$secretvalue");
+    assert!(!problem.rule.contains("secretvalue"), "{}", problem.rule);
+    assert!(
+        load(&base()).unwrap().console_password_hash.is_none(),
+        "unset: the console is off"
+    );
+    let hash = crate::console::auth::PasswordHashSetting::make("twelve chars!");
+    let set = load(&with(&[("CONSOLE_PASSWORD_HASH", hash.as_str())])).unwrap();
+    assert_eq!(set.console_password_hash, Some(hash));
+}

@@ -717,6 +717,7 @@ fn the_demo_says_what_it_relaxes_and_never_wedges() {
         assert!(banner.contains(promise), "{promise:?} in {banner}");
     }
     assert!(!banner.contains("shown once"), "{banner}");
+    crate::console::demo_console_is_on_with_the_password_its_banner_prints(first.port, banner);
     let subscriber = banner_subscriber(banner);
     assert_ne!(subscriber, "1000001");
     let secret = secret_of(banner);

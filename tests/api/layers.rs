@@ -31,6 +31,7 @@ const FLOORS: &[&[&str]] = &[
     &["learning"],
     &["turn", "report"],
     &["nudge", "http"],
+    &["console"],
     &["settings"],
     &["startup"],
     &["cli"],

@@ -10,6 +10,7 @@ mod burst;
 mod burst_replicas;
 mod cache_cost;
 mod cli;
+mod console;
 mod contact_turns;
 mod crowd;
 mod deferred_channel;
