@@ -169,9 +169,11 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
             .any(|r| r.body["field_name"] == "ai_token")
     })
     .await;
+    // The turn waits for its place: its race deadline (8 s) is armed.
+    until(async || series(&app, "turns_waiting").await == 1.0).await;
     for _ in 0..8 {
         tokio::time::advance(Duration::from_secs(1)).await;
-        real_pause().await;
+        let_tasks_run().await;
     }
     let body = request.await.unwrap();
     assert!(block_texts(&body).is_empty(), "silent at the deadline");
@@ -186,9 +188,10 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     );
 
     // MODEL_ABORT_MS + RACE_DEADLINE_MS = 38 s after arrival, the wait is abandoned.
+    // The waiting task's bound, armed when it was spawned: the wait below is on the store.
     for _ in 0..31 {
         tokio::time::advance(Duration::from_secs(1)).await;
-        real_pause().await;
+        let_tasks_run().await;
     }
     until(async || app.turns("7004").await.len() == 2).await;
     app.settle().await;
