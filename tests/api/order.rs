@@ -188,10 +188,12 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     );
 
     // MODEL_ABORT_MS + RACE_DEADLINE_MS = 38 s after arrival, the wait is abandoned.
-    // The waiting task's bound, armed when it was spawned: the wait below is on the store.
+    // The waiting task polls the other replica's ticket on the store between its sleeps:
+    // each second of the clock leaves that poll a moment of real time. The check after it is
+    // bounded.
     for _ in 0..31 {
         tokio::time::advance(Duration::from_secs(1)).await;
-        let_tasks_run().await;
+        real_pause().await;
     }
     until(async || app.turns("7004").await.len() == 2).await;
     app.settle().await;
