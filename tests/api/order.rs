@@ -173,7 +173,7 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     until(async || series(&app, "turns_waiting").await == 1.0).await;
     for _ in 0..8 {
         tokio::time::advance(Duration::from_secs(1)).await;
-        let_tasks_run().await;
+        real_pause().await;
     }
     let body = request.await.unwrap();
     assert!(block_texts(&body).is_empty(), "silent at the deadline");
