@@ -133,6 +133,9 @@ pub struct Metrics {
     /// Turns waiting for their contact's earlier turn or room among its turns in flight
     /// (`crate::turn::place`): they hold no slot.
     turns_waiting: Gauge,
+    /// Contacts whose burst is open in this process: a first piece waiting for more pieces
+    /// (`crate::burst`).
+    bursts_open: Gauge,
     /// Turns by outcome (SYSTEM 4's outcome names).
     turns: Family<Labels<1>, Counter>,
     /// Escalations by reason (`crate::escalation::Escalation`).
@@ -273,6 +276,10 @@ impl Default for Metrics {
             turns_waiting: r.add(
                 "turns_waiting",
                 "Turns waiting for their contact's earlier turns, holding no MAX_TURNS_IN_FLIGHT slot",
+            ),
+            bursts_open: r.add(
+                "bursts_open",
+                "Contacts whose first piece is waiting for more pieces of the same message, this process",
             ),
             turns: r.add("turns", "Turns by outcome"),
             escalations: r.add("escalations", "Escalations to a person by reason"),
@@ -472,6 +479,11 @@ impl Metrics {
     /// The waiting turns' gauge, which `crate::turn::place` keeps.
     pub fn turns_waiting(&self) -> Gauge {
         self.turns_waiting.clone()
+    }
+
+    /// The open bursts' gauge, which `crate::burst::Bursts` keeps.
+    pub fn bursts_open(&self) -> Gauge {
+        self.bursts_open.clone()
     }
 
     /// A message recorded while its contact was held for a person.

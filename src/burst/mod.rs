@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -54,21 +55,22 @@ pub fn merged_text(first: &str, joined: &[String]) -> String {
 /// piece leaves for the pieces that join it.
 pub struct Bursts<F> {
     open: Arc<Mutex<HashMap<SubscriberId, Arc<Burst<F>>>>>,
+    /// How many bursts are open (the `bursts_open` gauge), kept with the map.
+    gauge: Gauge,
 }
 
 impl<F> Clone for Bursts<F> {
     fn clone(&self) -> Self {
         Self {
             open: self.open.clone(),
+            gauge: self.gauge.clone(),
         }
     }
 }
 
 impl<F> Default for Bursts<F> {
     fn default() -> Self {
-        Self {
-            open: Arc::default(),
-        }
+        Self::new(Gauge::default())
     }
 }
 
@@ -95,6 +97,14 @@ pub struct OpenBurst<F> {
 }
 
 impl<F> Bursts<F> {
+    /// No burst open yet; `gauge` reads how many are open from now on.
+    pub fn new(gauge: Gauge) -> Self {
+        Self {
+            open: Arc::default(),
+            gauge,
+        }
+    }
+
     /// Opens `contact`'s burst for the turn about to wait for its pieces. The caller holds the
     /// contact's place in the turn order, so no other burst of theirs is open here.
     /// `first_at` is when the first piece is recorded; `first`, what the pieces that join get
@@ -109,7 +119,10 @@ impl<F> Bursts<F> {
             joined: Notify::new(),
             first,
         });
-        self.lock().insert(contact.clone(), burst.clone());
+        let mut open = self.lock();
+        open.insert(contact.clone(), burst.clone());
+        self.gauge.set(open.len() as i64);
+        drop(open);
         OpenBurst {
             bursts: self.clone(),
             contact: contact.clone(),
@@ -131,6 +144,7 @@ impl<F> Bursts<F> {
         let mut open = self.lock();
         if open.get(contact).is_some_and(|b| Arc::ptr_eq(b, burst)) {
             open.remove(contact);
+            self.gauge.set(open.len() as i64);
         }
     }
 }

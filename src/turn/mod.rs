@@ -255,9 +255,9 @@ impl TurnEngine {
                 manychat,
                 clock,
                 tasks,
+                bursts: crate::burst::Bursts::new(metrics.bursts_open()),
                 metrics,
                 plugins: crate::plugins::PluginClient::default(),
-                bursts: crate::burst::Bursts::default(),
                 unheld: unheld::Unheld::default(),
             }),
         }

@@ -38,16 +38,26 @@ fn send(app: &TestApp, subscriber: &str, text: &str) -> Background<Value> {
     in_background(async move { request.await.unwrap().1 })
 }
 
-/// Lets the app's tasks reach their next wait (the clock is frozen).
-async fn pause() {
-    for _ in 0..40 {
-        real_pause().await;
-    }
+/// Waits until `n` bursts are open on `app`: a first piece waits for more pieces, its window
+/// timed from now on the frozen clock.
+async fn bursts_open(app: &TestApp, n: f64) {
+    until(async || series(app, "bursts_open").await == n).await;
 }
 
+/// Waits until `n` turns wait for their place on `app` (behind the contact's open burst).
+async fn turns_waiting(app: &TestApp, n: f64) {
+    until(async || series(app, "turns_waiting").await == n).await;
+}
+
+/// Waits until `n` pieces have joined a burst on `app`.
+async fn pieces_merged(app: &TestApp, n: f64) {
+    until(async || series(app, "burst_pieces_merged_total").await == n).await;
+}
+
+/// Moves the frozen clock and lets the timers it woke run (the app's tasks share the thread).
 async fn advance(by: Duration) {
     tokio::time::advance(by).await;
-    pause().await;
+    let_tasks_run().await;
 }
 
 /// The fenced contact message of the model's `call`-th request (after the history).
@@ -84,12 +94,14 @@ async fn three_pieces_make_one_turn(app: TestApp, model: Arc<ScriptedModel>, sub
     let window = window(&app);
     app.returning_contact(subscriber).await;
     let first = send(&app, subscriber, PIECES[0]);
-    pause().await;
+    bursts_open(&app, 1.0).await;
     let (_, second) = app.send(subscriber, PIECES[1]).await;
     advance(Duration::from_millis(1000)).await;
     let (_, third) = app.send(subscriber, PIECES[2]).await;
     // 2 s after the first piece: past its own window, but the third piece restarted it.
     advance(Duration::from_millis(1000)).await;
+    // Its timers ran: the window is still open, so the model cannot have been called.
+    bursts_open(&app, 1.0).await;
     assert_eq!(
         model.calls(),
         0,
@@ -186,16 +198,16 @@ async fn burst_a_first_piece_whose_client_went_during_the_window_is_answered_thr
             .send()
             .await
     });
-    pause().await;
+    bursts_open(&app, 1.0).await;
     let (_, second) = app.send("8103", PIECES[1]).await;
     assert_joined_response(&second);
     // The client gives up on the first piece: its connection closes.
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());
-    pause().await;
+    bursts_open(&app, 1.0).await;
     advance(Duration::from_millis(500)).await;
     let third = send(&app, "8103", PIECES[2]);
-    pause().await;
+    pieces_merged(&app, 2.0).await;
     advance(window).await;
     assert_joined_response(&third.await.unwrap());
     app.settle_advancing().await;
@@ -247,11 +259,11 @@ async fn burst_a_piece_after_the_model_started_is_a_new_turn() {
     let window = window(&app);
     app.returning_contact("8103").await;
     let first = send(&app, "8103", "First question");
-    pause().await;
+    bursts_open(&app, 1.0).await;
     advance(window).await;
     until(async || model.calls() == 1).await;
     let second = send(&app, "8103", "Second question");
-    pause().await;
+    turns_waiting(&app, 1.0).await;
     assert!(
         !second.is_finished(),
         "it waits for its place, not in the closed burst"
@@ -260,6 +272,7 @@ async fn burst_a_piece_after_the_model_started_is_a_new_turn() {
     advance(Duration::from_secs(3)).await;
     assert_eq!(block_texts(&first.await.unwrap()), vec!["First answer."]);
     // The new turn waits for pieces of its own.
+    bursts_open(&app, 1.0).await;
     assert_eq!(model.calls(), 1);
     advance(window).await;
     assert_eq!(block_texts(&second.await.unwrap()), vec!["Second answer."]);
@@ -297,7 +310,7 @@ async fn burst_window_0_answers_every_message_at_once() {
     let first = send(&app, "8104", "First question");
     until(async || model.calls() == 1).await;
     let second = send(&app, "8104", "Second question");
-    pause().await;
+    turns_waiting(&app, 1.0).await;
     assert_eq!(
         model.calls(),
         1,
@@ -324,7 +337,7 @@ async fn burst_an_escalation_keyword_in_a_later_piece_escalates_the_merged_turn(
     let window = window(&app);
     app.returning_contact("8105").await;
     let first = send(&app, "8105", "hi");
-    pause().await;
+    bursts_open(&app, 1.0).await;
     let (_, second) = app.send("8105", "I would like a refund please").await;
     advance(window).await;
     let first = first.await.unwrap();
@@ -353,7 +366,7 @@ async fn burst_never_waits_past_the_race_deadline_minus_2_seconds() {
     let app = burst_app(model.clone(), None).await;
     app.returning_contact("8106").await;
     let first = send(&app, "8106", "piece 0");
-    pause().await;
+    bursts_open(&app, 1.0).await;
     // A piece every second, each inside the window: the race deadline is 8 s, so the model
     // starts 6 s after the first piece whatever comes next.
     for i in 1..6 {
@@ -361,6 +374,7 @@ async fn burst_never_waits_past_the_race_deadline_minus_2_seconds() {
         let (_, body) = app.send("8106", &format!("piece {i}")).await;
         assert_joined_response(&body);
     }
+    bursts_open(&app, 1.0).await;
     assert_eq!(model.calls(), 0);
     advance(Duration::from_secs(1)).await;
     until(async || model.calls() == 1).await;
@@ -371,7 +385,7 @@ async fn burst_never_waits_past_the_race_deadline_minus_2_seconds() {
     // 7 s after the first piece: the burst has closed, this is a turn of its own.
     advance(Duration::from_secs(1)).await;
     let late = send(&app, "8106", "piece 7");
-    pause().await;
+    bursts_open(&app, 1.0).await;
     advance(Duration::from_millis(1500)).await;
     assert_eq!(block_texts(&late.await.unwrap()), vec!["Next answer."]);
     assert_eq!(model.calls(), 2);
@@ -408,9 +422,9 @@ async fn burst_the_scripted_openings_trigger_never_joins() {
     let opening = rules["openingTrigger"]["message"].as_str().unwrap();
     app.returning_contact("8107").await;
     let first = send(&app, "8107", "hi");
-    pause().await;
+    bursts_open(&app, 1.0).await;
     let second = send(&app, "8107", trigger);
-    pause().await;
+    turns_waiting(&app, 1.0).await;
     assert!(!second.is_finished(), "the trigger waits for its place");
     advance(window).await;
     assert_eq!(
@@ -454,7 +468,7 @@ async fn burst_an_unbound_message_never_joins() {
         let response = http.post(url).bearer_auth(SECRET).json(&body).send().await;
         response.unwrap().json::<Value>().await.unwrap()
     });
-    pause().await;
+    bursts_open(&app, 1.0).await;
     // Without the token: unbound, answered on its own at once (it neither waits nor blocks).
     let (_, unbound) = app.send("8108", "what time is it").await;
     assert_eq!(block_texts(&unbound), vec!["Unbound answer."]);
@@ -495,13 +509,13 @@ async fn burst_a_media_message_never_joins() {
         .to_owned();
     app.returning_contact("8109").await;
     let first = send(&app, "8109", "hi");
-    pause().await;
+    bursts_open(&app, 1.0).await;
     let pdf = format!(
         "{}/1234567/wa/2026/11/30/original_0a1b2c3d4e5f.pdf",
         files.uri()
     );
     let second = send(&app, "8109", &pdf);
-    pause().await;
+    turns_waiting(&app, 1.0).await;
     assert!(
         !second.is_finished(),
         "the media message waits for its place"
@@ -531,7 +545,7 @@ async fn burst_a_message_to_a_contact_held_for_a_person_never_joins() {
     app.returning_contact("8110").await;
     // A keyword hands the contact to a person: the hold starts.
     let escalating = send(&app, "8110", "I want a refund");
-    pause().await;
+    bursts_open(&app, 1.0).await;
     advance(window(&app)).await;
     escalating.await.unwrap();
     app.settle_advancing().await;
@@ -574,12 +588,12 @@ async fn burst_a_piece_that_reaches_another_replica_is_its_own_turn_behind_the_b
     let window = window(&one);
     one.returning_contact("8111").await;
     let first = send(&one, "8111", "hi");
-    pause().await;
+    bursts_open(&one, 1.0).await;
     let (_, joined) = one.send("8111", "I saw your ad").await;
     assert_joined_response(&joined);
     // The other replica knows no burst: its piece waits for the contact's ticket.
     let elsewhere = send(&two, "8111", "how much is the wheel course?");
-    pause().await;
+    turns_waiting(&two, 1.0).await;
     assert!(!elsewhere.is_finished());
     advance(window).await;
     assert_eq!(
@@ -588,10 +602,14 @@ async fn burst_a_piece_that_reaches_another_replica_is_its_own_turn_behind_the_b
     );
     assert!(contact_message(&one_model, 0).contains("hi\nI saw your ad"));
     // Its own turn, once the burst's turn settled, after a window of its own.
-    for _ in 0..6 {
-        advance(Duration::from_secs(1)).await;
-    }
-    until(async || elsewhere.is_finished()).await;
+    // The other replica polls the ticket on the store between its sleeps: the clock moves in
+    // small steps, each with a moment of real time, until its turn has answered.
+    advance_by_steps_until(
+        Duration::from_millis(100),
+        Duration::from_secs(60),
+        async || elsewhere.is_finished(),
+    )
+    .await;
     assert_eq!(
         block_texts(&elsewhere.await.unwrap()),
         vec!["Its own answer."]
@@ -619,7 +637,7 @@ async fn burst_killed_in_its_window_is_answered(backend: Backend) {
     let killed = burst_app(killed_model.clone(), database).await;
     killed.returning_contact("8131").await;
     let first = send(&killed, "8131", PIECES[0]);
-    pause().await;
+    bursts_open(&killed, 1.0).await;
     let (_, second) = killed.send("8131", PIECES[1]).await;
     assert_joined_response(&second);
     let (_, third) = killed.send("8131", PIECES[2]).await;

@@ -160,7 +160,6 @@ async fn advance(by: Duration) {
         moved += next;
         let_tasks_run().await;
     }
-    real_pause().await;
 }
 
 /// The stored time of an instant of the frozen clock, read from a stored timestamp taken at a
@@ -682,11 +681,14 @@ async fn spec_030_037_the_contacts_next_message_waits_behind_the_held_reply() {
     turn_recorded(&app, "7316").await;
     advance(Duration::from_secs(1)).await;
     let second = send_in_background(&app, "7316", "Is clay included?");
-    // Real time for the second request to arrive and reach the contact's place in line.
-    for _ in 0..40 {
-        real_pause().await;
-    }
+    // The second request has arrived and waits for its place in line.
+    until(async || series(&app, "turns_waiting").await == 1.0).await;
     advance(Duration::from_secs(1)).await;
+    assert_eq!(
+        series(&app, "turns_waiting").await,
+        1.0,
+        "the next turn still waits for its place"
+    );
     assert_eq!(
         model.calls(),
         2,

@@ -171,9 +171,7 @@ async fn voice_note_at_the_deadline(
     until(async || fakes.file_requests().await == 1).await;
     // Downloaded, probed, and the clip is with the transcriber before its clock starts.
     until(async || received.load(std::sync::atomic::Ordering::SeqCst) == 1).await;
-    for _ in 0..20 {
-        real_pause().await;
-    }
+    let_tasks_run().await;
     tokio::time::advance(Duration::from_secs(8)).await;
     let answered = request.await.unwrap();
     (app, answered)

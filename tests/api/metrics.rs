@@ -61,6 +61,7 @@ const GAUGES: &[&str] = &[
     "budget_cap_tokens",
     "contacts_held",
     "turns_waiting",
+    "bursts_open",
 ];
 
 fn documented() -> Vec<(String, OpenMetricsType)> {

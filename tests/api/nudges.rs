@@ -985,13 +985,7 @@ async fn spec_025_serve_runs_the_nudge_worker_and_a_due_nudge_reaches_manychat()
                     .any(|r| r.body["flow_ns"] == json!(REPLY_FLOW))
             })
     };
-    for _ in 0..120 {
-        if delivered().await {
-            break;
-        }
-        tokio::time::advance(Duration::from_secs(1)).await;
-        real_pause().await;
-    }
+    advance_by_steps_until(Duration::from_secs(1), Duration::from_secs(120), delivered).await;
     assert!(delivered().await, "the nudge's reply reached ManyChat");
     let requests = app.manychat_requests().await;
     let reply = requests

@@ -632,9 +632,11 @@ async fn spec_030_the_reply_waits_for_the_opening_flow() {
     // the answer time is this instant.
     until(async || app.turns("7901").await.iter().any(|t| t.outcome.is_some())).await;
     let answered = tokio::time::Instant::now();
+    // The hold's timer is armed on this thread right after that write.
+    let_tasks_run().await;
     for _ in 0..39 {
         tokio::time::advance(Duration::from_millis(100)).await;
-        real_pause().await;
+        let_tasks_run().await;
     }
     assert!(!request.is_finished(), "held for the opening");
     tokio::time::advance(Duration::from_millis(100)).await;

@@ -161,7 +161,8 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     another_replica_holds_the_ticket(&schema, &conversation, "1 hour").await;
 
     let request = send(&app, "7004", "Is anyone there?");
-    // The request has arrived once its turn waits for the ticket.
+    // The request has arrived once its turn waits for its place (its race deadline, 8 s, is
+    // armed).
     until(async || series(&app, "turns_waiting").await == 1.0).await;
     for _ in 0..8 {
         tokio::time::advance(Duration::from_secs(1)).await;
@@ -180,6 +181,9 @@ async fn system_037_a_wait_is_abandoned_after_abort_plus_deadline() {
     );
 
     // MODEL_ABORT_MS + RACE_DEADLINE_MS = 38 s after arrival, the wait is abandoned.
+    // The waiting task polls the other replica's ticket on the store between its sleeps:
+    // each second of the clock leaves that poll a moment of real time. The check after it is
+    // bounded.
     for _ in 0..31 {
         tokio::time::advance(Duration::from_secs(1)).await;
         real_pause().await;

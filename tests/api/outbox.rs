@@ -254,12 +254,13 @@ async fn system_3_5_a_database_error_does_not_kill_the_worker() {
     let app = app().await;
     queue_due_reply(&app, "3006", messages(&["Survive."])).await;
     sql_exec(&app, "ALTER TABLE outbox RENAME TO outbox_away").await;
+    // The worker runs on this thread: its log lines are captured here.
+    let (logs, _guard) = manychat_agent::observability::capture();
     let token = CancellationToken::new();
     let running = in_background(app.worker.clone().run(token.clone()));
-    // Give the worker a failing poll or two, then repair the table.
-    for _ in 0..40 {
-        real_pause().await;
-    }
+    // The worker's poll met the missing table, then the table is repaired.
+    until(async || logs.text().contains("outbox worker: database error")).await;
+    let_tasks_run().await;
     assert!(!running.is_finished(), "the worker survives the error");
     sql_exec(&app, "ALTER TABLE outbox_away RENAME TO outbox").await;
     let deadline = RealDeadline::start();
@@ -283,7 +284,7 @@ async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
         real_pause().await;
     }
     // The gap is a relative sleep: let the worker reach it before the clock moves.
-    settle_worker().await;
+    settle_worker(&app, id).await;
     // Shutdown arrives while the worker waits the pacing gap before the second message.
     token.cancel();
     advance_until(async || running.is_finished()).await;
@@ -297,7 +298,7 @@ async fn system_3_5_shutdown_finishes_the_batch_in_hand() {
 async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_other() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
-    queue_due_reply(&app, "3008", messages(&["A1.", "A2."])).await;
+    let a = queue_due_reply(&app, "3008", messages(&["A1.", "A2."])).await;
     queue_due_reply(&app, "3008", messages(&["B1."])).await;
     queue_due_reply(&app, "3009", messages(&["C1."])).await;
 
@@ -307,7 +308,7 @@ async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_ot
     while app.manychat_requests().await.len() != 4 && !deadline.passed() {
         real_pause().await;
     }
-    settle_worker().await;
+    settle_worker(&app, a).await;
     // A1 and C1 went out at once; A2 waits the gap; B1 is not claimed (no overtaking).
     let texts: Vec<Value> = app
         .manychat_requests()
@@ -321,7 +322,6 @@ async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_ot
 
     tokio::time::advance(Duration::from_millis(1999)).await;
     let_tasks_run().await;
-    real_pause().await;
     assert_eq!(
         app.manychat_requests().await.len(),
         4,
@@ -339,13 +339,13 @@ async fn system_3_5_pacing_holds_per_contact_and_contacts_never_wait_for_each_ot
     assert_eq!(last[last.len() - 2].body["field_value"], json!("B1."));
 }
 
-/// The fake ManyChat counts a request before its response reaches the worker; give the worker
-/// (real) time to take the response and start its next relative sleep, so that advancing the
-/// frozen clock moves past that sleep's deadline.
-async fn settle_worker() {
-    for _ in 0..40 {
-        real_pause().await;
-    }
+/// The fake ManyChat counts a request before its response reaches the worker: waits until the
+/// worker took the response to row `id`'s first message (its progress is saved), then lets it
+/// start its next relative sleep (on this thread), so that advancing the frozen clock moves past
+/// that sleep's deadline.
+async fn settle_worker(app: &TestApp, id: i64) {
+    until(async || row_of(app, id).await.messages_delivered == 1).await;
+    let_tasks_run().await;
 }
 
 /// Moves the frozen clock in small steps until `done`: a relative sleep registered a little
@@ -561,11 +561,11 @@ async fn a_hanging_contact_does_not_delay_another_contact() {
 async fn a_contacts_pacing_gap_does_not_delay_another_contact() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
-    queue_overdue(&app, "4003", &["A1.", "A2.", "A3."]).await;
+    let first = queue_overdue(&app, "4003", &["A1.", "A2.", "A3."]).await;
     let token = CancellationToken::new();
     let running = in_background(app.worker.clone().run(token.clone()));
     until(async || flows_of(&app, 4003).await == 1).await;
-    settle_worker().await;
+    settle_worker(&app, first).await;
 
     // The first contact now waits its 2 s gap; the second contact's reply goes out meanwhile.
     let other = queue_overdue(&app, "4004", &["B1."]).await;
@@ -662,8 +662,15 @@ async fn a_live_workers_row_is_never_taken_while_its_call_hangs() {
     // For 9 s of a 2 s lease, another replica looks for due rows every quarter second.
     for _ in 0..36 {
         tokio::time::advance(Duration::from_millis(250)).await;
-        real_pause().await;
         let now = wall + chrono::Duration::from_std(start.elapsed()).unwrap();
+        // The live worker's renewal, due by now, has landed (a lapsed lease never comes back).
+        until(async || {
+            row_of(&app, id)
+                .await
+                .lease_until
+                .is_some_and(|at| at > now)
+        })
+        .await;
         let taken = app
             .store
             .claim_outbox(ClaimRules {
@@ -696,7 +703,10 @@ async fn timed_out_trigger_is_retried_at_most_once() {
         let worker = app.worker.clone();
         let batch = in_background(async move { worker.run_once().await.unwrap() });
         until(async || flows_of(&app, 4007).await == attempt).await;
-        settle_worker().await;
+        // The attempt is counted before the trigger leaves, and the client's timeout is armed
+        // before its request does: both hold once the fake saw the trigger.
+        until(async || row_of(&app, id).await.trigger_timeouts == attempt as i32).await;
+        let_tasks_run().await;
         // ManyChat's client gives up after 10 s without an answer.
         tokio::time::advance(Duration::from_secs(11)).await;
         advance_until(async || batch.is_finished()).await;
@@ -741,7 +751,7 @@ async fn accepted_message_is_not_resent() {
         let worker = app.worker.clone();
         let batch = in_background(async move { worker.run_once().await.unwrap() });
         until(async || flows_of(&app, 4008).await >= expected_flows - 1).await;
-        settle_worker().await;
+        settle_worker(&app, id).await;
         advance_until(async || batch.is_finished()).await;
         assert_eq!(flows_of(&app, 4008).await, expected_flows);
         sql_exec(&app, "UPDATE outbox SET next_attempt_at = 0").await;

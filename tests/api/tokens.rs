@@ -243,12 +243,7 @@ async fn system_019_write_not_done_by_response_time_is_left_to_the_outbox() {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
     let handle = service(&app, "ai_token").start(&tasks, conversation.clone(), deadline);
     // The write has reached ManyChat and hangs there when the response is due.
-    for _ in 0..400 {
-        if !written_tokens(&app, "ai_token").await.is_empty() {
-            break;
-        }
-        real_pause().await;
-    }
+    until(async || !written_tokens(&app, "ai_token").await.is_empty()).await;
     assert!(!handle.is_finished());
     tokio::time::advance(Duration::from_millis(500)).await;
     let outcome = handle.await.unwrap().unwrap();

@@ -418,10 +418,12 @@ async fn spec_012_verification_9_each_status_is_written_on_its_path() {
 
     // 029: its flows go during the call, through the limiter on the frozen clock.
     let request = send_in_background(&app, "5502", "Everything please");
-    while !request.is_finished() {
-        tokio::time::advance(Duration::from_millis(10)).await;
-        real_pause().await;
-    }
+    advance_by_steps_until(
+        Duration::from_millis(10),
+        Duration::from_secs(60),
+        async || request.is_finished(),
+    )
+    .await;
     app.settle_advancing().await;
     let turn = agent_turn(&app, "5502").await;
     assert_eq!(statuses(&turn)[8].1, "dropped_over_cap");
@@ -646,14 +648,13 @@ async fn spec_024_verification_3_read_timeout_returns_unavailable_and_the_turn_r
             .any(|r| r.path == GET_INFO)
     })
     .await;
-    for _ in 0..20 {
-        real_pause().await;
-    }
+    // The read's timeout is armed before its request leaves; without it the turn's next step
+    // (the model, on this thread) would run now.
+    let_tasks_run().await;
+    assert_eq!(model.calls(), 1, "the turn waits for the read");
     assert!(!request.is_finished(), "the turn waits for the read");
     tokio::time::advance(Duration::from_millis(1499)).await;
-    for _ in 0..20 {
-        real_pause().await;
-    }
+    let_tasks_run().await;
     assert_eq!(model.calls(), 1, "still waiting just before 1500 ms");
     tokio::time::advance(Duration::from_millis(1)).await;
     let (status, body) = request.await.unwrap();
