@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use manychat_agent::model::Message;
 use manychat_agent::model::mock::ScriptedModel;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
+use crate::selling::user_text;
 
 async fn enforced_app(replies: usize) -> (TestApp, Arc<ScriptedModel>) {
     let model = Arc::new(ScriptedModel::replies(
@@ -53,19 +53,6 @@ async fn issued(app: &TestApp, subscriber: &str) -> i64 {
     app.conversation(subscriber).await.token_generation
 }
 
-fn prompt_of(model: &ScriptedModel, call: usize) -> String {
-    // The history's messages, then the turn's own.
-    model.requests()[call]
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test]
 async fn system_019_first_turn_issues_a_token_set_by_its_response_and_stored_as_a_hash() {
     let (app, _) = enforced_app(1).await;
@@ -93,14 +80,14 @@ async fn system_019_current_token_reads_history_and_a_wrong_one_is_answered_alon
 
     send_with_token(&app, "8002", "Second, with my token", Some(&token)).await;
     assert!(
-        prompt_of(&model, 1).contains("My first question"),
+        user_text(&model.requests()[1]).contains("My first question"),
         "bound: reads history"
     );
 
     let wrong = "x".repeat(43);
     send_with_token(&app, "8002", "Third, with a forged token", Some(&wrong)).await;
     app.settle().await;
-    let third = prompt_of(&model, 2);
+    let third = user_text(&model.requests()[2]);
     assert!(
         !third.contains("My first question"),
         "unbound: its own message only"
@@ -142,7 +129,7 @@ async fn system_019_previous_token_still_binds_after_a_reissue() {
     );
     assert_ne!(written[0], first);
     send_with_token(&app, "8003", "Back with the first token", Some(&first)).await;
-    assert!(prompt_of(&model, 2).contains("Opening question"));
+    assert!(user_text(&model.requests()[2]).contains("Opening question"));
 }
 
 #[tokio::test]
@@ -151,7 +138,7 @@ async fn system_019_flag_off_lets_a_missing_token_read_history() {
     let app = spawn_app(model.clone()).await; // CONTACT_TOKENS_ENFORCED=false in spawn_app
     send_with_token(&app, "8004", "Earlier message", None).await;
     send_with_token(&app, "8004", "Later message", None).await;
-    assert!(prompt_of(&model, 1).contains("Earlier message"));
+    assert!(user_text(&model.requests()[1]).contains("Earlier message"));
     assert!(app.turns("8004").await.iter().all(|t| t.bound));
 }
 

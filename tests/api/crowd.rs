@@ -6,7 +6,7 @@
 //! on the real clock for as long as the pacing takes (about 2.5 s), and assert with a margin for
 //! the time between a slot and its request's arrival.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use manychat_agent::clock::Clock;
@@ -16,11 +16,11 @@ use manychat_agent::manychat::limiter::SHARED_QUOTA;
 use manychat_agent::startup::manychat_limiter;
 use manychat_agent::store::Store;
 use serde_json::json;
-use tokio::time::Instant;
 use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::helpers::*;
+use crate::wiring::Arrivals;
 
 /// Two stores (two pools, as two replicas have) on one fresh schema.
 async fn two_replicas() -> (Arc<dyn Store>, Arc<dyn Store>) {
@@ -28,17 +28,6 @@ async fn two_replicas() -> (Arc<dyn Store>, Arc<dyn Store>) {
         .await
         .unwrap();
     (Arc::new(one), Arc::new(two))
-}
-
-/// Records when each request reached the fake ManyChat, and answers as told.
-#[derive(Clone, Default)]
-struct Arrivals(Arc<Mutex<Vec<Instant>>>);
-
-impl Respond for Arrivals {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        self.0.lock().unwrap().push(Instant::now());
-        ResponseTemplate::new(200).set_body_json(json!({"status": "success"}))
-    }
 }
 
 fn client(manychat: &MockServer, store: &Arc<dyn Store>) -> ManyChatClient {

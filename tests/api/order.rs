@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use manychat_agent::model::Message;
 use manychat_agent::model::mock::{ScriptStep, ScriptedModel, reply};
 use manychat_agent::store::{OutboxKind, OutboxStatus};
 use serde_json::{Value, json};
 
 use crate::helpers::*;
+use crate::selling::user_text;
 
 fn send(app: &TestApp, subscriber: &str, text: &str) -> Background<Value> {
     let request = send_in_background(app, subscriber, text);
@@ -39,19 +39,6 @@ async fn second_message_during_the_first_turn(
     (app, model, first, second)
 }
 
-fn user_text(model: &ScriptedModel, call: usize) -> String {
-    // The history's messages, then the turn's own.
-    model.requests()[call]
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test(start_paused = true)]
 async fn system_037_a_second_message_waits_for_the_first_turn_and_sees_its_reply() {
     let _frozen = FrozenClock::freeze();
@@ -68,7 +55,7 @@ async fn system_037_a_second_message_waits_for_the_first_turn_and_sees_its_reply
     until(async || first.is_finished() && second.is_finished()).await;
     assert_eq!(block_texts(&first.await.unwrap()), vec!["First answer."]);
     assert_eq!(block_texts(&second.await.unwrap()), vec!["Second answer."]);
-    let history = user_text(&model, 1);
+    let history = user_text(&model.requests()[1]);
     assert!(
         history.contains("First answer."),
         "history includes the previous reply"
@@ -110,7 +97,7 @@ async fn system_037_a_turn_that_cannot_start_by_its_deadline_answers_silently_an
     let rows = app.outbox().await;
     assert_eq!(rows[0].payload["messages"], json!(["Slow first answer."]));
     assert_eq!(rows[1].payload["messages"], json!(["Second answer."]));
-    assert!(user_text(&model, 1).contains("Slow first answer."));
+    assert!(user_text(&model.requests()[1]).contains("Slow first answer."));
 }
 
 #[tokio::test]
@@ -142,7 +129,7 @@ async fn system_037_order_holds_across_two_instances_sharing_postgres() {
         vec!["Answer from the second instance."]
     );
     assert!(
-        user_text(&second_model, 0).contains("Answer from the first instance."),
+        user_text(&second_model.requests()[0]).contains("Answer from the first instance."),
         "the second instance waited for the first turn and read its reply"
     );
 }

@@ -610,7 +610,7 @@ fn config_check_env_says_whether_the_delivery_handshake_is_on() {
 
 /// Records when each request reached the fake ManyChat.
 #[derive(Clone, Default)]
-struct Arrivals(Arc<Mutex<Vec<Instant>>>);
+pub(crate) struct Arrivals(pub(crate) Arc<Mutex<Vec<Instant>>>);
 
 impl Respond for Arrivals {
     fn respond(&self, _: &Request) -> ResponseTemplate {
