@@ -585,6 +585,7 @@ pub(crate) mod tests {
             rules,
             tools: None,
             plugins: None,
+            knowledge: Vec::new(),
         }
     }
 

@@ -20,6 +20,7 @@ pub mod error;
 pub mod examples;
 pub mod handle;
 pub mod hours;
+pub mod knowledge;
 pub mod load;
 pub mod plugins;
 pub mod rules_match;

@@ -21,6 +21,9 @@ pub struct TenantConfig {
     pub tools: Option<ToolsConfig>,
     /// `None` when `plugins.json` is absent: no plugin tools (`crate::plugins`).
     pub plugins: Option<super::plugins::PluginsConfig>,
+    /// The passages of `config/knowledge/`'s documents, in file then text order; empty without
+    /// the folder.
+    pub knowledge: Vec<super::knowledge::Passage>,
 }
 
 // ---------------------------------------------------------------------------------------------

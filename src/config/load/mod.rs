@@ -205,6 +205,7 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
                 rules,
                 tools,
                 plugins,
+                knowledge: Vec::new(),
             })
         }
         _ => {
