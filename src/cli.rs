@@ -3,7 +3,8 @@
 //!
 //! `serve`, `worker`, `demo` (its banner says what it relaxes), `config check`, `config upgrade`,
 //! `eval`, `simulate`, `tokens backfill`, `forget`, `retention run`, `report` and
-//! `manychat check` (every name the config and environment rely on, against the account).
+//! `manychat check` (every name the config and environment rely on, against the account), and
+//! `catalog import` (a shop's product CSV into `catalog.json`).
 //! `handoff` tells `simulate` why a reply was the handoff copy, from the stored turn and counters.
 
 use std::collections::HashMap;
@@ -23,6 +24,7 @@ use crate::settings::{Needs, Settings};
 use crate::startup::{self, Application, Overrides};
 use crate::store::Store;
 
+mod catalog_import;
 mod config;
 mod config_used;
 mod console_password;
@@ -34,6 +36,7 @@ mod manychat_check;
 mod release;
 mod simulate_report;
 
+pub use catalog_import::{ImportArgs, catalog_import};
 pub use config::{config_check, config_check_env, config_upgrade};
 pub use console_password::console_password;
 pub use eval::eval;

@@ -32,6 +32,11 @@ enum Command {
         #[command(subcommand)]
         command: ConsoleCommand,
     },
+    /// The catalog's commands.
+    Catalog {
+        #[command(subcommand)]
+        command: CatalogCommand,
+    },
     /// Tenant config commands.
     Config {
         #[command(subcommand)]
@@ -219,6 +224,32 @@ enum ConsoleCommand {
 }
 
 #[derive(Subcommand)]
+enum CatalogCommand {
+    /// Build or update catalog.json's offerings from a shop's product CSV export (Shopify,
+    /// WooCommerce or the generic layout of config/README.md). All or nothing: any refused row
+    /// writes nothing, and every refused row is printed with its line and column.
+    Import {
+        /// The CSV file (UTF-8).
+        file: PathBuf,
+        /// The config folder (default: CONFIG_DIR, else config).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The layout (default: recognised from the header row).
+        #[arg(long, value_parser = ["shopify", "woocommerce", "generic"])]
+        format: Option<String>,
+        /// Drop the offerings the file does not hold (default: keep them).
+        #[arg(long)]
+        replace: bool,
+        /// For a new catalog.json: the business's name.
+        #[arg(long)]
+        business_name: Option<String>,
+        /// For a new catalog.json: its ISO 4217 currency (EUR, USD, JPY…).
+        #[arg(long)]
+        currency: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum ConfigCommand {
     /// Validate every config file and print every error at once.
     Check {
@@ -264,6 +295,27 @@ fn main() -> ExitCode {
             Command::Config {
                 command: ConfigCommand::Upgrade,
             } => cli::config_upgrade(&env),
+            Command::Catalog {
+                command:
+                    CatalogCommand::Import {
+                        file,
+                        config,
+                        format,
+                        replace,
+                        business_name,
+                        currency,
+                    },
+            } => cli::catalog_import(
+                &env,
+                &cli::ImportArgs {
+                    file,
+                    config,
+                    format,
+                    replace,
+                    business_name,
+                    currency,
+                },
+            ),
             Command::Console {
                 command: ConsoleCommand::Password,
             } => cli::console_password(),

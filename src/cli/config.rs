@@ -144,18 +144,52 @@ fn handshake_line(handshake: Option<&crate::outbox::DeliveryHandshake>) -> Strin
     }
 }
 
-/// The two lines a valid config prints: what `dir` holds, and the opening hours as of now.
+/// The lines a valid config prints: what `dir` holds, each document with its passages and
+/// estimated tokens, and the opening hours as of now.
 fn print_valid(dir: &str, config: &crate::config::TenantConfig) {
     let plugins = config.plugins.as_ref().map_or(0, |p| p.tools.len());
+    let documents = documents(&config.knowledge);
+    let tokens: usize = documents.iter().map(|d| d.2).sum();
+    let count = |n: usize, one: &str| match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {one}s"),
+    };
     println!(
-        "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools)",
+        "{dir}: valid ({} offerings, {} tool entries, {plugins} plugin tools, {}: {}, ~{tokens} \
+         tokens)",
         config.catalog.offerings.len(),
-        tool_entries(config)
+        tool_entries(config),
+        count(documents.len(), "document"),
+        count(config.knowledge.len(), "passage"),
     );
+    for (file, passages, tokens) in &documents {
+        println!(
+            "  {}/{}: {}, ~{tokens} tokens",
+            crate::config::load::KNOWLEDGE_DIR,
+            crate::config::printable(file),
+            count(*passages, "passage")
+        );
+    }
     println!(
         "{}",
         crate::config::hours::describe(config.rules.hours.as_ref(), Clock::system().now())
     );
+}
+
+/// Each document, in load order, with its passages and their estimated tokens
+/// (`Passage::estimated_tokens`: characters over 4).
+fn documents(knowledge: &[crate::config::knowledge::Passage]) -> Vec<(&str, usize, usize)> {
+    let mut out: Vec<(&str, usize, usize)> = Vec::new();
+    for passage in knowledge {
+        match out.last_mut() {
+            Some((file, passages, tokens)) if *file == passage.file => {
+                *passages += 1;
+                *tokens += passage.estimated_tokens();
+            }
+            _ => out.push((&passage.file, 1, passage.estimated_tokens())),
+        }
+    }
+    out
 }
 
 /// The `tools.json` entries the model may use: flows, tags, fields and notes.

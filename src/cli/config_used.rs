@@ -9,14 +9,24 @@
 use std::path::Path;
 
 use crate::config::ConfigContext;
-use crate::config::load::files_read;
+use crate::config::load::{files_read, knowledge_read};
 
 /// `tenant config: config/ (prompt.md, catalog.json, rules.json, tools.json, plugins.json: 2
-/// tools)`, saying when the demo's examples stood in. `plugins.json` is named when present, with
-/// its tools counted as written (`config check` says whether they load).
+/// tools, knowledge/: 3 documents)`, saying when the demo's examples stood in. `plugins.json` is
+/// named when present, with its tools counted as written, and the documents' folder with the
+/// files it holds (`config check` says whether they load).
 pub(super) fn line(dir: &Path, ctx: &ConfigContext) -> String {
     let mut files = files_read(dir, ctx);
-    let examples = files.iter().filter(|f| f.ends_with(".example")).count();
+    let knowledge = knowledge_read(dir, ctx);
+    let documents = knowledge.as_ref().map(|(folder, count)| match count {
+        1 => format!("{folder}/: 1 document"),
+        n => format!("{folder}/: {n} documents"),
+    });
+    files.extend(documents);
+    let examples = files
+        .iter()
+        .filter(|f| f.ends_with(".example") || f.starts_with("knowledge.example/"))
+        .count();
     let note = match examples {
         0 => String::new(),
         n if n == files.len() => "; the demo tenant's examples, not your own files".to_owned(),
@@ -61,8 +71,8 @@ mod tests {
             line(&examples, &allowed),
             format!(
                 "tenant config: {} (prompt.md.example, catalog.json.example, \
-                 rules.json.example, tools.json.example; the demo tenant's examples, not your \
-                 own files)",
+                 rules.json.example, tools.json.example, knowledge.example/: 1 document; the \
+                 demo tenant's examples, not your own files)",
                 examples.display()
             )
         );
@@ -76,6 +86,17 @@ mod tests {
                 own.path().display()
             )
         );
+        std::fs::create_dir(own.path().join("knowledge")).unwrap();
+        std::fs::write(own.path().join("knowledge/a.md"), "a").unwrap();
+        std::fs::write(own.path().join("knowledge/.DS_Store"), "").unwrap();
+        assert_eq!(
+            line(own.path(), &ConfigContext::default()),
+            format!(
+                "tenant config: {} (prompt.md, catalog.json, knowledge/: 1 document)",
+                own.path().display()
+            )
+        );
+        std::fs::remove_dir_all(own.path().join("knowledge")).unwrap();
         std::fs::write(
             own.path().join("plugins.json"),
             r#"{"tools": [{"name": "a"}, {"name": "b"}]}"#,

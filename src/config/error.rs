@@ -8,11 +8,12 @@
 use std::fmt;
 
 /// One broken rule in one file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ConfigIssue {
     /// The file as it was read, e.g. `tools.json` or `tools.json.example`.
     pub file: String,
-    /// A JSON path into the file, e.g. `$.flows[2].flowNs`; `$` for the whole file.
+    /// A JSON path into the file, e.g. `$.flows[2].flowNs`; `$` for the whole file; in a
+    /// document of `knowledge/`, `line N`.
     pub path: String,
     /// A short English sentence naming the rule that was broken.
     pub rule: String,

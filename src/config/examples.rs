@@ -8,9 +8,36 @@ use std::path::{Path, PathBuf};
 /// The tenant files the examples cover.
 const FILES: [&str; 4] = ["prompt.md", "catalog.json", "rules.json", "tools.json"];
 
-/// A folder holding only the repo's `<name>.example` files, under those names (so a loader
-/// that allows examples reads them, and one that does not reports them missing). One folder
-/// per content, under the system's temp folder, written once and shared by every test process.
+/// The demo's documents: `knowledge.example/` (the loader's stand-in for `knowledge/`).
+const KNOWLEDGE_EXAMPLE: &str = "knowledge.example";
+
+/// The demo's documents as (file name, bytes), in name order.
+fn example_documents(repo: &Path) -> Vec<(String, Vec<u8>)> {
+    let folder = repo.join(KNOWLEDGE_EXAMPLE);
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("config/{KNOWLEDGE_EXAMPLE} cannot be read: {e}"))
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let bytes = std::fs::read(folder.join(&name))
+                .unwrap_or_else(|e| panic!("config/{KNOWLEDGE_EXAMPLE}/{name}: {e}"));
+            (name, bytes)
+        })
+        .collect()
+}
+
+/// A folder holding only the repo's `<name>.example` files and its `knowledge.example/`
+/// documents, under those names (so a loader that allows examples reads them, and one that does
+/// not reports them missing). One folder per content, under the system's temp folder, written
+/// once and shared by every test process.
 ///
 /// # Panics
 /// When an example file cannot be read or the folder cannot be written (a test setup failure).
@@ -26,8 +53,10 @@ pub fn shipped_examples() -> PathBuf {
             (example, bytes)
         })
         .collect();
+    let documents = example_documents(&repo);
     let mut hasher = DefaultHasher::new();
     files.hash(&mut hasher);
+    documents.hash(&mut hasher);
     let dir =
         std::env::temp_dir().join(format!("manychat-agent-examples-{:016x}", hasher.finish()));
     if dir.is_dir() {
@@ -43,6 +72,11 @@ pub fn shipped_examples() -> PathBuf {
     std::fs::create_dir_all(&aside).expect("temp folder for the examples");
     for (name, bytes) in &files {
         std::fs::write(aside.join(name), bytes).expect("copy of an example");
+    }
+    std::fs::create_dir(aside.join(KNOWLEDGE_EXAMPLE)).expect("the example documents' folder");
+    for (name, bytes) in &documents {
+        std::fs::write(aside.join(KNOWLEDGE_EXAMPLE).join(name), bytes)
+            .expect("copy of an example document");
     }
     if std::fs::rename(&aside, &dir).is_err() {
         // Another process moved its copy in first.
@@ -67,7 +101,8 @@ pub fn demo_tenant() -> super::TenantConfig {
 }
 
 /// Copies the demo tenant's example files into `dir` (created if missing) under their own names
-/// (`rules.json`, …), as an operator's files that a test may then edit.
+/// (`rules.json`, …, its documents into `knowledge/`), as an operator's files that a test may
+/// then edit.
 ///
 /// # Panics
 /// When a file cannot be copied (a test setup failure).
@@ -79,6 +114,13 @@ pub fn copy_demo_into(dir: &Path) {
     for name in FILES {
         std::fs::copy(examples.join(format!("{name}.example")), dir.join(name))
             .unwrap_or_else(|e| panic!("config/{name}.example cannot be copied: {e}"));
+    }
+    let knowledge = dir.join(super::load::KNOWLEDGE_DIR);
+    std::fs::create_dir_all(&knowledge)
+        .unwrap_or_else(|e| panic!("{} cannot be created: {e}", knowledge.display()));
+    for (name, bytes) in example_documents(&examples) {
+        std::fs::write(knowledge.join(&name), bytes)
+            .unwrap_or_else(|e| panic!("config/{KNOWLEDGE_EXAMPLE}/{name} cannot be copied: {e}"));
     }
 }
 
@@ -98,18 +140,24 @@ mod tests {
             names,
             [
                 "catalog.json.example",
+                "knowledge.example",
                 "prompt.md.example",
                 "rules.json.example",
                 "tools.json.example"
             ]
         );
         let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
-        for name in &names {
+        for name in names.iter().filter(|n| *n != KNOWLEDGE_EXAMPLE) {
             assert_eq!(
                 std::fs::read(dir.join(name)).unwrap(),
                 std::fs::read(repo.join(name)).unwrap(),
                 "{name}"
             );
         }
+        assert_eq!(
+            example_documents(&dir),
+            example_documents(&repo),
+            "the example documents"
+        );
     }
 }

@@ -19,3 +19,13 @@ pub struct Passage {
     /// The passage's text as written (UTF-8, trimmed), without its heading line.
     pub text: String,
 }
+
+impl Passage {
+    /// A cheap estimate of the passage's size in model tokens: its heading's and text's
+    /// characters over 4, rounded up (about right for English; text in other scripts takes
+    /// more tokens per character, so read it as a floor). What `config check` reports, not a
+    /// tokenizer's count.
+    pub fn estimated_tokens(&self) -> usize {
+        (self.heading.chars().count() + self.text.chars().count()).div_ceil(4)
+    }
+}

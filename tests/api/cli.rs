@@ -946,9 +946,12 @@ fn fresh_clone() -> tempfile::TempDir {
             std::fs::copy(&path, config.join(&name)).unwrap();
         }
     }
-    for entry in std::fs::read_dir(shipped.join("schema")).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, config.join("schema").join(path.file_name().unwrap())).unwrap();
+    for folder in ["schema", "knowledge.example"] {
+        std::fs::create_dir_all(config.join(folder)).unwrap();
+        for entry in std::fs::read_dir(shipped.join(folder)).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, config.join(folder).join(path.file_name().unwrap())).unwrap();
+        }
     }
     clone
 }
@@ -964,7 +967,8 @@ fn the_readme_walk_through_runs_on_a_fresh_clone_without_config_files() {
     demo.current_dir(clone.path());
     let demo = demo_from(demo);
     let examples = "tenant config: config (prompt.md.example, catalog.json.example, \
-                    rules.json.example, tools.json.example; the demo tenant's examples";
+                    rules.json.example, tools.json.example, knowledge.example/: 1 document; the \
+                    demo tenant's examples";
     assert!(demo.banner.contains(examples), "{}", demo.banner);
     let question = "How much is Wheel Throwing Basics?";
     assert!(

@@ -422,7 +422,8 @@ async fn manychat_check_against_the_demo_sandbox_says_the_sandbox_mirrors_the_co
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains(&format!(
-            "tenant config: {} (prompt.md, catalog.json, rules.json, tools.json)",
+            "tenant config: {} (prompt.md, catalog.json, rules.json, tools.json, knowledge/: 1 \
+             document)",
             dir.path().display()
         )),
         "the config used is named: {stderr}"

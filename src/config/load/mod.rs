@@ -1,5 +1,7 @@
-//! Reading the tenant's folder: `prompt.md`, `catalog.json`, `rules.json` and the optional
-//! `tools.json` (SYSTEM 5.1), parsed strictly and validated whole.
+//! Reading the tenant's folder: `prompt.md`, `catalog.json`, `rules.json`, the optional
+//! `tools.json` and `plugins.json` (SYSTEM 5.1), parsed strictly and validated whole, and the
+//! optional `knowledge/` folder of the business's documents, split into passages
+//! ([`knowledge`], [`passages`]).
 //!
 //! Invariants:
 //! - A load returns a complete, valid [`TenantConfig`] or every issue found, never a partial
@@ -11,7 +13,9 @@
 //! - `<name>.example` is read only when the plain file is absent and the caller allows examples
 //!   (the demo from a fresh checkout, § 5.5); a real deployment never runs on example data by
 //!   accident.
-//! - No file larger than [`MAX_FILE_BYTES`] is read into memory.
+//! - No file larger than its limit is read into memory: [`MAX_CATALOG_BYTES`] for `catalog.json`
+//!   (a shop's product list), [`MAX_FILE_BYTES`] for every other file, and the documents'
+//!   limits of [`knowledge`].
 //! - Only regular files (or links to them) are read: a FIFO, socket or device in the folder is
 //!   an issue naming the file, and opening it never blocks (a FIFO would wait for a writer).
 //! - Issues name file, JSON path and rule, never a value from the file (C5, C9): serde's messages
@@ -29,17 +33,36 @@ use super::error::{ConfigErrors, ConfigIssue};
 use super::tenant::{Catalog, Rules, TenantConfig, ToolsConfig};
 use super::validate;
 
+pub mod knowledge;
 mod parse;
+pub mod passages;
 mod read;
 mod schema_key;
 mod wording;
+pub use knowledge::{
+    KNOWLEDGE_DIR, MAX_DOCUMENT_BYTES, MAX_DOCUMENTS, MAX_KNOWLEDGE_BYTES, knowledge_read,
+};
 use parse::*;
 use read::*;
 use wording::*;
 
-/// The largest config file read: tenant files are a few KiB; anything near this is a mistake
-/// (a log or a binary in the wrong place), and refusing it keeps a reload cheap.
+/// The largest config file read, `catalog.json` aside: tenant files are a few KiB; anything near
+/// this is a mistake (a log or a binary in the wrong place), and refusing it keeps a reload
+/// cheap.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The largest `catalog.json` read: a shop's thousands of products with their descriptions
+/// (about 2,400 offerings fit in 1 MiB; 32 MiB holds tens of thousands).
+pub const MAX_CATALOG_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The limit of the file read as `name` (its `.example` too).
+pub fn max_bytes(name: &str) -> u64 {
+    if name.trim_end_matches(".example") == CATALOG_FILE {
+        MAX_CATALOG_BYTES
+    } else {
+        MAX_FILE_BYTES
+    }
+}
 
 pub const PROMPT_FILE: &str = "prompt.md";
 pub const CATALOG_FILE: &str = "catalog.json";
@@ -72,6 +95,25 @@ pub fn files_read(dir: &Path, ctx: &ConfigContext) -> Vec<String> {
 
 /// Loads and validates the tenant's folder. Returns every issue at once on failure.
 pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigErrors> {
+    load(dir, ctx, None)
+}
+
+/// Loads and validates the tenant's folder as it would be with `catalog` (the bytes of a
+/// `catalog.json` not yet written) in place of its `catalog.json`: what `catalog import` checks
+/// before it writes, so the file it writes passes the loader.
+pub fn load_dir_with_catalog(
+    dir: &Path,
+    ctx: &ConfigContext,
+    catalog: &[u8],
+) -> Result<TenantConfig, ConfigErrors> {
+    load(dir, ctx, Some(catalog))
+}
+
+fn load(
+    dir: &Path,
+    ctx: &ConfigContext,
+    catalog_bytes: Option<&[u8]>,
+) -> Result<TenantConfig, ConfigErrors> {
     // One clear line for a wrong CONFIG_DIR, rather than one "missing" line per file.
     if !dir.is_dir() {
         return Err(ConfigErrors(vec![ConfigIssue::new(
@@ -96,7 +138,15 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         }
     });
 
-    let catalog = read_required(dir, CATALOG_FILE, ctx, &mut issues).map(|(name, bytes)| {
+    let catalog_read = match catalog_bytes {
+        None => read_required(dir, CATALOG_FILE, ctx, &mut issues),
+        Some(bytes) if bytes.len() as u64 > MAX_CATALOG_BYTES => {
+            issues.push(ConfigIssue::new(CATALOG_FILE, "$", too_large(CATALOG_FILE)));
+            None
+        }
+        Some(bytes) => Some((CATALOG_FILE.to_owned(), bytes.to_vec())),
+    };
+    let catalog = catalog_read.map(|(name, bytes)| {
         let parsed = parse_json::<Catalog>(&name, &bytes, &mut issues);
         (name, parsed)
     });
@@ -182,6 +232,8 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
         }
     }
 
+    let knowledge = knowledge::read_knowledge(dir, ctx, &mut issues);
+
     let tools_ok = match tools {
         None => Ok(None),
         Some((_, parsed)) => parsed.complete().map(Some).ok_or(()),
@@ -205,7 +257,7 @@ pub fn load_dir(dir: &Path, ctx: &ConfigContext) -> Result<TenantConfig, ConfigE
                 rules,
                 tools,
                 plugins,
-                knowledge: Vec::new(),
+                knowledge,
             })
         }
         _ => {

@@ -1,6 +1,6 @@
 //! Reading one file of the tenant's folder: which file stands for a name (the plain file, else
-//! its `.example` when allowed), at most `MAX_FILE_BYTES`, regular files only (opening never
-//! blocks on a FIFO), a leading byte order mark dropped.
+//! its `.example` when allowed), at most its limit (`max_bytes`), regular files only (opening
+//! never blocks on a FIFO), a leading byte order mark dropped.
 
 use super::*;
 
@@ -54,7 +54,7 @@ pub(super) fn read_optional(
     let Some((file, path)) = resolve(dir, name, ctx) else {
         return Optional::Absent;
     };
-    match read_bounded(&path) {
+    match read_bounded(&path, max_bytes(name), || too_large(name)) {
         Ok(bytes) => Optional::Read(file, bytes),
         Err(rule) => {
             issues.push(ConfigIssue::new(file, "$", rule));
@@ -63,12 +63,32 @@ pub(super) fn read_optional(
     }
 }
 
-/// Reads at most [`MAX_FILE_BYTES`]; the `take` guards against a file that grows between the
-/// size check and the read. The file is opened non-blocking and checked to be a regular file on
-/// the open handle, so a FIFO swapped in at any moment is refused instead of waited on.
-pub(super) fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+/// The rule a file over its limit breaks, naming the limit.
+pub(super) fn too_large(name: &str) -> String {
+    let limit = max_bytes(name);
+    if limit == MAX_CATALOG_BYTES {
+        format!(
+            "is larger than the {} MiB limit for catalog.json",
+            limit >> 20
+        )
+    } else {
+        format!(
+            "is larger than the {} MiB limit for a config file",
+            limit >> 20
+        )
+    }
+}
+
+/// Reads at most `limit` bytes, else the rule `too_large` words; the `take` guards against a
+/// file that grows between the size check and the read. The file is opened non-blocking and
+/// checked to be a regular file on the open handle, so a FIFO swapped in at any moment is
+/// refused instead of waited on.
+pub(super) fn read_bounded(
+    path: &Path,
+    limit: u64,
+    too_large: impl Fn() -> String,
+) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::OpenOptionsExt;
-    let too_large = || "is larger than the 1 MiB limit for a config file".to_owned();
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
@@ -84,14 +104,14 @@ pub(super) fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
         );
     }
     let len = metadata.len();
-    if len > MAX_FILE_BYTES {
+    if len > limit {
         return Err(too_large());
     }
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    file.take(MAX_FILE_BYTES + 1)
+    file.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot be read ({})", e.kind()))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
+    if bytes.len() as u64 > limit {
         return Err(too_large());
     }
     Ok(bytes)

@@ -277,6 +277,78 @@ fn system_9_huge_file_is_refused_with_a_clear_error() {
     );
 }
 
+/// The demo's catalog with `offerings` generated offerings added, then padded with trailing
+/// whitespace to `size` bytes when given.
+fn big_catalog(offerings: usize, size: Option<u64>) -> Vec<u8> {
+    let catalog = fs::read_to_string(example_dir().join("catalog.json.example")).expect("read");
+    let mut value: serde_json::Value = serde_json::from_str(&catalog).expect("json");
+    let currency = value["currency"].clone();
+    let list = value["offerings"].as_array_mut().expect("offerings");
+    for i in 0..offerings {
+        list.push(serde_json::json!({
+            "id": format!("generated-{i}"),
+            "name": format!("Generated offering {i}"),
+            "description": "An invented offering with a description of a few words. ".repeat(8),
+            "price": {"amount": 1000 + i, "currency": currency}
+        }));
+    }
+    let mut bytes = serde_json::to_vec(&value).expect("json");
+    if let Some(size) = size {
+        bytes.resize(size as usize, b' ');
+    }
+    bytes
+}
+
+#[test]
+fn knowledge_catalog_json_larger_than_1_mib_loads_up_to_its_own_32_mib_limit() {
+    let dir = demo_copy();
+    // Without tools.json: its offering field lists the demo's offerings by id.
+    fs::remove_file(dir.path().join(TOOLS_FILE)).expect("remove");
+    let bytes = big_catalog(3000, None);
+    assert!(bytes.len() as u64 > MAX_FILE_BYTES, "{}", bytes.len());
+    fs::write(dir.path().join(CATALOG_FILE), &bytes).expect("write");
+    let config = load_dir(dir.path(), &ConfigContext::default())
+        .unwrap_or_else(|e| panic!("a 1.5 MiB catalog loads: {:?}", e.issues().first()));
+    assert_eq!(config.catalog.offerings.len(), 3003);
+
+    fs::write(
+        dir.path().join(CATALOG_FILE),
+        big_catalog(0, Some(MAX_CATALOG_BYTES)),
+    )
+    .expect("write");
+    load_dir(dir.path(), &ConfigContext::default()).expect("exactly 32 MiB loads");
+}
+
+#[test]
+fn knowledge_catalog_json_over_32_mib_is_refused_naming_its_limit_and_other_files_keep_1_mib() {
+    let over = big_catalog(0, Some(MAX_CATALOG_BYTES + 1));
+    let rule = "is larger than the 32 MiB limit for catalog.json";
+    let dir = demo_copy();
+    fs::write(dir.path().join(CATALOG_FILE), &over).expect("write");
+    assert_eq!(
+        load_err(&dir).issues(),
+        [ConfigIssue::new(CATALOG_FILE, "$", rule)]
+    );
+    let dir = demo_copy();
+    assert_eq!(
+        load_dir_with_catalog(dir.path(), &ConfigContext::default(), &over)
+            .expect_err("refused")
+            .issues(),
+        [ConfigIssue::new(CATALOG_FILE, "$", rule)]
+    );
+    let mut rules = fs::read(dir.path().join(RULES_FILE)).expect("read");
+    rules.resize(MAX_FILE_BYTES as usize + 1, b' ');
+    fs::write(dir.path().join(RULES_FILE), rules).expect("write");
+    assert_eq!(
+        load_err(&dir).issues(),
+        [ConfigIssue::new(
+            RULES_FILE,
+            "$",
+            "is larger than the 1 MiB limit for a config file"
+        )]
+    );
+}
+
 #[test]
 fn system_5_1_empty_or_non_utf8_prompt_is_refused() {
     let dir = demo_copy();
