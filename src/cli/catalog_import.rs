@@ -89,14 +89,21 @@ fn run(env: &HashMap<String, String>, args: &ImportArgs) -> Result<(), Vec<Strin
     }
     let dropped = kept_before - catalog.offerings.len();
     let (mut added, mut replaced) = (0, 0);
+    let mut at: HashMap<String, usize> = catalog
+        .offerings
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.id.clone(), i))
+        .collect();
     for (line, offering) in &imported.offerings {
         from_line.insert(offering.id.clone(), *line);
-        match catalog.offerings.iter_mut().find(|o| o.id == offering.id) {
-            Some(slot) => {
-                *slot = offering.clone();
+        match at.get(&offering.id) {
+            Some(&i) => {
+                catalog.offerings[i] = offering.clone();
                 replaced += 1;
             }
             None => {
+                at.insert(offering.id.clone(), catalog.offerings.len());
                 catalog.offerings.push(offering.clone());
                 added += 1;
             }

@@ -272,3 +272,19 @@ fn catalog_import_refuses_a_catalog_the_loader_would_refuse_and_writes_nothing()
         "{errors}"
     );
 }
+
+#[test]
+fn catalog_import_a_csv_over_its_64_mib_limit_is_refused_unread() {
+    let (dir, config) = tenant();
+    let before = std::fs::read(config.join("catalog.json")).unwrap();
+    let huge = dir.path().join("huge.csv");
+    // Sparse: the size is refused before a byte is read.
+    let file = std::fs::File::create(&huge).unwrap();
+    file.set_len(manychat_agent::config::import::MAX_CSV_BYTES + 1)
+        .unwrap();
+    let errors = assert_nothing_written(&import(&config, &huge, &[]), &config, &before);
+    assert!(
+        errors.contains("huge.csv: is larger than the 64 MiB limit for an import"),
+        "{errors}"
+    );
+}
