@@ -1,6 +1,7 @@
 //! The owner's console as a person uses it, in headless chromium: the login, a wrong password,
 //! a refused reload, a form posted without its CSRF token, a logged-out page, the keyboard, and
-//! the phone's width. Each page is saved at 1280 and 375 px under `target/console-screenshots/`.
+//! the phone's width. Each page is saved at 1280 and 375 px under `target/console-screenshots/`
+//! (`docs/console.png`, shown in the README, is `running-1280.png` from a run, copied by hand).
 
 use std::sync::{Arc, OnceLock};
 
