@@ -169,6 +169,22 @@ pub fn copy_tenant(source: &Path, dest: &Path) {
     }
 }
 
+/// Rewrites the copied `tools.json`.
+pub fn edit_tools(dir: &Path, edit: impl FnOnce(&mut Value)) {
+    edit_json(&dir.join("tools.json"), edit);
+}
+
+/// Rewrites the copied `rules.json`.
+pub fn edit_rules(dir: &Path, edit: impl FnOnce(&mut Value)) {
+    edit_json(&dir.join("rules.json"), edit);
+}
+
+fn edit_json(file: &Path, edit: impl FnOnce(&mut Value)) {
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    edit(&mut value);
+    std::fs::write(file, value.to_string()).unwrap();
+}
+
 /// Copies the demo tenant (`shipped_examples()`) into `dest`.
 pub fn copy_demo_tenant(dest: &Path) {
     manychat_agent::config::examples::copy_demo_into(dest);
@@ -190,7 +206,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         .unwrap_or_else(manychat_agent::config::examples::shipped_examples);
     copy_tenant(&tenant, &config_dir);
     if !options.burst {
-        crate::selling::edit_rules(&config_dir, |rules| {
+        edit_rules(&config_dir, |rules| {
             if let Some(rules) = rules.as_object_mut() {
                 rules.remove("burst");
             }

@@ -62,21 +62,8 @@ pub async fn app_on(
 
 pub fn unchanged(_: &Path) {}
 
-/// Rewrites the copied `tools.json`.
-pub fn edit_tools(dir: &Path, edit: impl FnOnce(&mut Value)) {
-    edit_json(&dir.join("tools.json"), edit);
-}
-
-/// Rewrites the copied `rules.json`.
-pub fn edit_rules(dir: &Path, edit: impl FnOnce(&mut Value)) {
-    edit_json(&dir.join("rules.json"), edit);
-}
-
-fn edit_json(file: &Path, edit: impl FnOnce(&mut Value)) {
-    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-    edit(&mut value);
-    std::fs::write(file, value.to_string()).unwrap();
-}
+// `edit_tools` and `edit_rules` live in helpers.rs (the browser suite shares that file).
+pub use crate::helpers::{edit_rules, edit_tools};
 
 /// Declares that `flow` plays for `seconds` once ManyChat has answered its request (030).
 pub fn flow_settles(dir: &Path, flow: &str, seconds: u64) {
