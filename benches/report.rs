@@ -325,7 +325,7 @@ async fn main() {
     }
     println!("turns in the report's 4 weeks: {counted}");
     let started = Instant::now();
-    let table = render::table(&report);
+    let table = render::table(&report, manychat_agent::config::Language::En);
     let rendering = started.elapsed().as_secs_f64();
     let warm = runs[1..].iter().copied().fold(f64::INFINITY, f64::min);
     println!(

@@ -390,6 +390,7 @@ pub async fn demo(env: &HashMap<String, String>) -> CliResult {
         },
         question: demo_banner::question_about(&app.config().snapshot().catalog),
         console_password,
+        offline_language: crate::model::demo::prompt_language(&app.config().snapshot().prompt),
     };
     println!("\n{banner}");
     let result = run_until_terminated(app).await;
@@ -742,8 +743,13 @@ pub async fn report(
     let sales = tenant.as_ref().map(crate::sales::sales_keys);
     let mut report =
         crate::report::build(store.as_ref(), weeks, Clock::system().now(), sales.as_ref()).await?;
+    // The owner's language, English when the config did not load.
+    let language = tenant
+        .as_ref()
+        .map(|t| t.rules.owner_language)
+        .unwrap_or_default();
     report.business = tenant.map(|t| t.catalog.business_name);
-    let text = crate::report::render::render(&report, format);
+    let text = crate::report::render::render(&report, format, language);
     match out {
         Some(path) => {
             std::fs::write(path, text).map_err(|e| {

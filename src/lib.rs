@@ -33,6 +33,7 @@
 //! - [`cli`]: the commands of SYSTEM 5.4, called by the thin `main`.
 //! - [`ids`], [`clock`]: identifiers that never print personal data; the injectable clock.
 //! - [`fence`]: the per-turn markers around untrusted text in the prompt, and their checks.
+//! - [`words`]: every word for the business owner, in `rules.json`'s `ownerLanguage`.
 
 /// This build's version (`Cargo.toml`, `CHANGELOG.md`): in `--version`, the `serving` log line,
 /// `/ready` and the report.
@@ -71,3 +72,4 @@ pub mod store;
 pub mod tokens;
 pub mod tools;
 pub mod turn;
+pub mod words;

@@ -23,6 +23,8 @@ pub(super) struct DemoBanner {
     /// The owner's console password when the demo made it (`None`: the operator's own
     /// `CONSOLE_PASSWORD_HASH` is in force).
     pub(super) console_password: Option<String>,
+    /// The language `mock:demo` answers in: `prompt.md`'s (`model::demo::prompt_language`).
+    pub(super) offline_language: crate::config::Language,
 }
 
 /// The banner's example question: the price of the loaded catalog's first offering, which the
@@ -78,6 +80,14 @@ impl std::fmt::Display for DemoBanner {
                  that your files name each other consistently, not your real ManyChat account)"
             )?;
         }
+        let offline_model = format!(
+            "the model is mock:demo, offline and scripted: no real model answers. It answers \
+             greetings, prices, schedules and links from your catalog in {} ({}), the language \
+             of your prompt.md, and hands anything else to a person (set AGENT_MODEL for a real \
+             one)",
+            self.offline_language.name(),
+            self.offline_language.code()
+        );
         let relaxations: Vec<&str> = self
             .relaxed
             .iter()
@@ -90,13 +100,7 @@ impl std::fmt::Display for DemoBanner {
                     "the shared secret is generated anew at each start \
                      (set MANYCHAT_SHARED_SECRET to keep one)",
                 ),
-                "AGENT_MODEL" => Some(
-                    "the model is mock:demo, offline and scripted: no real model answers. It \
-                     answers from your catalog, in English only: a message in another language \
-                     gets English around your catalog's own words when it asks a price, and is \
-                     handed to a person otherwise, greetings included (set AGENT_MODEL for a \
-                     real one)",
-                ),
+                "AGENT_MODEL" => Some(offline_model.as_str()),
                 "TRANSCRIPTION_MODEL" => Some(
                     "voice notes are transcribed by mock:demo, offline, into one fixed sentence \
                      (set TRANSCRIPTION_MODEL for a real one)",

@@ -111,7 +111,7 @@ pub(super) async fn held(
 }
 
 /// The tenant config as the demo loads it (`CONFIG_DIR`, the examples allowed).
-fn tenant_config(env: &HashMap<String, String>) -> Option<TenantConfig> {
+pub(super) fn tenant_config(env: &HashMap<String, String>) -> Option<TenantConfig> {
     let dir = env
         .get("CONFIG_DIR")
         .filter(|v| !v.trim().is_empty())

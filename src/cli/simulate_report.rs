@@ -2,15 +2,18 @@
 //! the service writes (the demo's SQLite file by default, `DATABASE_URL` otherwise), since the
 //! response carries only the text. The fields it set, the flows it sent, the tags, a note's
 //! length, the stored escalation reason, and a reply still to come through the outbox. Without
-//! that database it says it cannot tell, and where it looked.
+//! that database it says it cannot tell, and where it looked. In the owner's language
+//! (`rules.json` `ownerLanguage` of `CONFIG_DIR`; English when it does not load).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::config::Language;
 use crate::ids::SubscriberId;
 use crate::store::{OutboxKind, OutboxStatus, Role, Store, Turn};
+use crate::words::{self, Key};
 
 /// How long the actions performed after the response may take to be recorded.
 const SETTLE: Duration = Duration::from_secs(3);
@@ -26,19 +29,23 @@ pub(super) async fn describe(
         .filter(|v| !v.is_empty())
         .unwrap_or(crate::settings::DEFAULT_DATABASE_URL);
     let place = crate::store::describe_database(url);
+    let language = super::handoff::tenant_config(env)
+        .map(|t| t.rules.owner_language)
+        .unwrap_or_default();
+    let w = |key| words::text(language, key);
     let store = match super::existing_store(env).await {
         Ok(store) => store,
         Err(error) => {
-            return vec![format!(
-                "(what the agent did is in the service's database, and this command cannot \
-                 read {place}: {error}. Run simulate beside the service with its DATABASE_URL \
-                 to see it.)"
+            return vec![words::fill(
+                language,
+                Key::SimCannotRead,
+                &[&place, &error.to_string()],
             )];
         }
     };
-    let mut lines = vec![format!("(what the agent did, read from {place}:)")];
+    let mut lines = vec![words::fill(language, Key::SimReadFrom, &[&place])];
     let Some(turn) = latest_agent_turn(store.as_ref(), subscriber).await else {
-        lines.push("  no turn recorded for this contact yet".to_owned());
+        lines.push(format!("  {}", w(Key::SimNoTurn)));
         return lines;
     };
     let entries: Vec<Value> = turn
@@ -48,18 +55,23 @@ pub(super) async fn describe(
         .cloned()
         .unwrap_or_default();
     if entries.is_empty() {
-        lines.push("  no action in ManyChat".to_owned());
+        lines.push(format!("  {}", w(Key::SimNoAction)));
     }
     for entry in &entries {
-        lines.push(format!("  {}", action_line(entry)));
+        lines.push(format!("  {}", action_line(language, entry)));
     }
     if let Some(reason) = &turn.escalation_reason {
-        lines.push(format!("  handed to a person, reason stored: {reason}"));
+        let words = words::reason(language, reason);
+        lines.push(format!(
+            "  {}",
+            words::fill(language, Key::SimHandedOver, &[reason, &words])
+        ));
     }
     if let Some(due) = queued_reply(store.as_ref(), turn.conversation_id).await {
+        let due = due.format("%H:%M:%S UTC").to_string();
         lines.push(format!(
-            "  a reply will follow through the outbox (ManyChat's reply flow), due {}",
-            due.format("%H:%M:%S UTC")
+            "  {}",
+            words::fill(language, Key::SimQueued, &[&due])
         ));
     }
     lines
@@ -110,29 +122,28 @@ fn status(action: &Value) -> &str {
     entry(action)["status"].as_str().unwrap_or_default()
 }
 
-/// One action as a sentence: what, on which configured id, and how it ended.
-fn action_line(action: &Value) -> String {
+/// One action as a sentence in `language`: what, on which configured id, and how it ended.
+fn action_line(language: Language, action: &Value) -> String {
     let e = entry(action);
     let text = |key: &str| e[key].as_str().unwrap_or_default().to_owned();
     let (tool, id) = (text("tool"), text("id"));
+    let fill = |key, args: &[&str]| words::fill(language, key, args);
     let what = match tool.as_str() {
-        "set_field" => format!("field {id} set to {}", text("value")),
-        "send_flow" => format!("flow {id} sent"),
-        "add_tag" => format!("tag {id} added"),
-        "remove_tag" => format!("tag {id} removed"),
-        "write_note" => format!(
-            "note {id} written ({} characters)",
-            e["length"].as_u64().unwrap_or_default()
+        "set_field" => fill(Key::SimFieldSet, &[&id, &text("value")]),
+        "send_flow" => fill(Key::SimFlowSent, &[&id]),
+        "add_tag" => fill(Key::SimTagAdded, &[&id]),
+        "remove_tag" => fill(Key::SimTagRemoved, &[&id]),
+        "write_note" => fill(
+            Key::SimNoteWritten,
+            &[&id, &e["length"].as_u64().unwrap_or_default().to_string()],
         ),
-        "schedule_nudge" => "a follow-up scheduled".to_owned(),
+        "schedule_nudge" => words::text(language, Key::SimNudgeScheduled).to_owned(),
         other => format!("{other} {id}").trim_end().to_owned(),
     };
     let how = match status(action) {
-        "performed" => "done".to_owned(),
-        "staged" => "still to be done".to_owned(),
-        "failed" => format!("failed: {}", text("error")),
-        "refused" => format!("refused: {}", text("reason")),
-        other => other.replace('_', " "),
+        "failed" => fill(Key::SimFailed, &[&text("error")]),
+        "refused" => fill(Key::SimRefused, &[&text("reason")]),
+        other => words::status(language, other),
     };
     format!("{what} ({how})")
 }
@@ -144,7 +155,7 @@ mod tests {
 
     #[test]
     fn simulate_names_each_action_and_how_it_ended() {
-        let line = |v: Value| action_line(&v);
+        let line = |v: Value| action_line(Language::En, &v);
         assert_eq!(
             line(
                 json!({"tool": "set_field", "id": "studio_intent", "value": "prospect", "status": "performed"})
@@ -159,13 +170,18 @@ mod tests {
             line(
                 json!({"tool": "write_note", "id": "summary", "length": 42, "status": "discarded"})
             ),
-            "note summary written (42 characters) (discarded)"
+            "note summary written (42 characters) (not done: the contact was handed to a person)"
         );
         assert_eq!(
             line(
                 json!({"tool": "add_tag", "id": "gift", "status": "refused", "reason": "unknown_id"})
             ),
             "tag gift added (refused: unknown_id)"
+        );
+        let es = |v: Value| action_line(Language::Es, &v);
+        assert_eq!(
+            es(json!({"tool": "send_flow", "id": "wheel_guide", "status": "performed"})),
+            "flujo wheel_guide enviado (hecho)"
         );
     }
 }

@@ -141,6 +141,11 @@ pub struct Rules {
     /// A contact's message sent in pieces gets one answer.
     #[serde(default, skip_serializing_if = "Burst::is_off")]
     pub burst: Burst,
+    /// The business owner's language (`en`, `es` or `pt`; absent: `en`): the report, the console
+    /// and `simulate`'s explanations speak it. Not the contacts' language: the assistant answers
+    /// contacts in the language `prompt.md` asks for.
+    #[serde(default, skip_serializing_if = "super::Language::is_default")]
+    pub owner_language: super::Language,
 }
 
 /// How long a turn waits for more pieces of the contact's message before the model runs.

@@ -4,14 +4,13 @@
 //! link was sent); a handoff is a conversation handed to a person in the week. The store sums
 //! each group's turns (`Store::report_week`, [`ConversationCosts`]); this module divides.
 //!
-//! Pure; its own section of the table and the HTML page.
-
-use std::fmt::Write as _;
+//! Pure; its own section of the table and the HTML page ([`figures`]).
 
 use serde::Serialize;
 
-use super::words::{Measure, measure};
+use crate::config::Language;
 use crate::store::{ConversationCosts, SalesKeys};
+use crate::words::{self, Measure};
 
 /// The currency every cost of the report is in: the price table's (`model::pricing`).
 pub const CURRENCY: &str = "USD";
@@ -83,132 +82,44 @@ impl Default for CostMeasures {
     }
 }
 
-pub const PER_CONVERSATION: Measure = measure(
-    "cost per conversation",
-    "What the AI model charged for a contact's messages that week, on average, in US dollars.",
-);
-pub const PER_SALE: Measure = measure(
-    "cost per sale",
-    "What a conversation that reached your payment link cost, on average, in US dollars.",
-);
-pub const SPEND_PER_SALE: Measure = measure(
-    "spent per sale",
-    "The week's whole AI cost divided by the conversations that reached your payment link: \
-     what each sale cost, counting the conversations that bought nothing.",
-);
-pub const PER_HANDOFF: Measure = measure(
-    "cost per handoff",
-    "What a conversation handed to your team cost, on average, in US dollars.",
-);
-pub const CACHED_SHARE: Measure = measure(
-    "text read again",
-    "Of the text the AI model read, the share it had read before and charged less for (its \
-     prompt cache).",
-);
-
-/// The measures this section shows, in the order the page explains them.
-pub const WORDS: [&Measure; 5] = [
-    &PER_CONVERSATION,
-    &PER_SALE,
-    &SPEND_PER_SALE,
-    &PER_HANDOFF,
-    &CACHED_SHARE,
+/// The figures this section shows, in the order the page explains them.
+pub const WORDS: [Measure; 7] = [
+    words::CONVERSATIONS,
+    words::SALES,
+    words::COST_PER_CONVERSATION,
+    words::COST_PER_SALE,
+    words::SPEND_PER_SALE,
+    words::COST_PER_HANDOFF,
+    words::CACHED_SHARE,
 ];
 
-fn usd(value: Option<f64>) -> String {
-    value.map_or("-".into(), |v| format!("{v:.4} {CURRENCY}"))
-}
-
-fn share(value: Option<f64>) -> String {
-    value.map_or("-".into(), |s| format!("{:.1} %", s * 100.0))
-}
-
-fn count(value: Option<i64>) -> String {
-    value.map_or("-".into(), |v| v.to_string())
-}
-
-/// The table's rows for one week.
-pub fn table_rows(out: &mut String, m: &CostMeasures) {
-    let row = |out: &mut String, name: &str, value: String| {
-        let _ = writeln!(out, "  {name:<34} {value}");
-    };
-    let _ = writeln!(out, "  cost ({}):", m.currency);
-    row(
-        out,
-        "  per conversation",
-        format!(
-            "{}  ({} conversations)",
-            usd(m.cost_per_conversation_usd),
-            m.conversations
+/// The section's figures for one week, as printed: each figure and its value.
+pub fn figures(language: Language, m: &CostMeasures) -> Vec<(Measure, String)> {
+    let count = |v: Option<i64>| v.map_or("-".into(), |v| v.to_string());
+    vec![
+        (words::CONVERSATIONS, m.conversations.to_string()),
+        (words::SALES, count(m.sales)),
+        (
+            words::COST_PER_CONVERSATION,
+            words::usd(language, m.cost_per_conversation_usd),
         ),
-    );
-    row(
-        out,
-        "  per sale (link_sent)",
-        format!("{}  ({} sales)", usd(m.cost_per_sale_usd), count(m.sales)),
-    );
-    row(
-        out,
-        "  spent per sale (whole week)",
-        usd(m.spend_per_sale_usd),
-    );
-    row(
-        out,
-        "  per handoff",
-        format!(
-            "{}  ({} conversations)",
-            usd(m.cost_per_handoff_usd),
-            m.handed_off_conversations
+        (
+            words::COST_PER_SALE,
+            words::usd(language, m.cost_per_sale_usd),
         ),
-    );
-    row(
-        out,
-        "  tokens in / cached / out",
-        format!(
-            "{} / {} / {}",
-            m.input_tokens, m.cached_tokens, m.output_tokens
+        (
+            words::SPEND_PER_SALE,
+            words::usd(language, m.spend_per_sale_usd),
         ),
-    );
-    row(out, "  cached share (cached / in)", share(m.cached_share));
-}
-
-/// The HTML page's table: one row per week.
-pub fn html_table<'a>(
-    weeks: impl Iterator<Item = (&'a str, &'a CostMeasures)>,
-    esc: fn(&str) -> String,
-) -> String {
-    let mut out = String::from("<h2>What it cost (US dollars)</h2><table><tr><th>week</th>");
-    for name in [
-        "conversations",
-        PER_CONVERSATION.name,
-        "sales",
-        PER_SALE.name,
-        SPEND_PER_SALE.name,
-        "handed to a person",
-        PER_HANDOFF.name,
-        CACHED_SHARE.name,
-    ] {
-        let _ = write!(out, "<th>{}</th>", esc(name));
-    }
-    out.push_str("</tr>");
-    for (week, m) in weeks {
-        let _ = write!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td></tr>",
-            esc(week),
-            m.conversations,
-            usd(m.cost_per_conversation_usd),
-            count(m.sales),
-            usd(m.cost_per_sale_usd),
-            usd(m.spend_per_sale_usd),
-            m.handed_off_conversations,
-            usd(m.cost_per_handoff_usd),
-            share(m.cached_share),
-        );
-    }
-    out.push_str("</table>");
-    out
+        (
+            words::COST_PER_HANDOFF,
+            words::usd(language, m.cost_per_handoff_usd),
+        ),
+        (
+            words::CACHED_SHARE,
+            words::percent(language, m.cached_share),
+        ),
+    ]
 }
 
 #[cfg(test)]
@@ -256,19 +167,28 @@ mod tests {
         );
         assert_eq!(m.cost_per_handoff_usd, Some(0.125), "0.5 over 4");
         assert_eq!(m.cached_share, Some(0.25), "1000 of 4000 input tokens");
-        let mut table = String::new();
-        table_rows(&mut table, &m);
-        for line in [
-            "cost (USD):",
-            "per conversation                 0.2500 USD  (8 conversations)",
-            "per sale (link_sent)             0.3750 USD  (2 sales)",
-            "spent per sale (whole week)      1.0000 USD",
-            "per handoff                      0.1250 USD  (4 conversations)",
-            "tokens in / cached / out         4000 / 1000 / 400",
-            "cached share (cached / in)       25.0 %",
-        ] {
-            assert!(table.contains(line), "{line:?} in\n{table}");
-        }
+        let printed = |language| -> Vec<String> {
+            figures(language, &m)
+                .into_iter()
+                .map(|(figure, value)| format!("{}: {value}", figure.name(language)))
+                .collect()
+        };
+        assert_eq!(
+            printed(Language::En),
+            [
+                "conversations: 8",
+                "sales (payment link sent): 2",
+                "AI model cost per conversation: US$ 0.25",
+                "AI model cost per sale: US$ 0.38",
+                "AI model spend per sale: US$ 1.00",
+                "AI model cost per handoff: US$ 0.13",
+                "text read again: 25.0 %",
+            ]
+        );
+        assert_eq!(
+            printed(Language::Es)[2],
+            "costo del modelo de IA por conversación: 0,25 US$"
+        );
     }
 
     #[test]

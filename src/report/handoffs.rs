@@ -4,17 +4,17 @@
 //! time), and the messages held (`held` agent turns). A hold that runs out is recorded when the
 //! contact next writes, dated when it ran out: until then it is not counted.
 //!
-//! Pure but for [`read`]; its own section of the table and the HTML page.
+//! Pure but for [`read`]; its own section of the table and the HTML page ([`figures`]).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::words::Measure;
+use crate::config::Language;
 use crate::handoff::Release;
 use crate::store::{HoldRelease, ReportAggregates, Role, Store, StoreError};
+use crate::words::{self, Measure};
 
 /// A week's handoff measures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -90,96 +90,40 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     })
 }
 
-pub const HANDOFFS: Measure = Measure {
-    name: "handed to a person",
-    means: "Times the assistant handed a contact to your team (it then stays out of the \
-            conversation while a person has it).",
-};
-pub const RELEASES: Measure = Measure {
-    name: "handed back",
-    means: "Times a conversation went back to the assistant: the hold ran out, your team removed \
-            the handoff tag, or someone released the contact.",
-};
-pub const HOURS: Measure = Measure {
-    name: "hours with a person",
-    means: "How long a person typically had a conversation before it went back to the assistant \
-            (the median, in hours).",
-};
-pub const HELD: Measure = Measure {
-    name: "messages left to your team",
-    means: "Messages the assistant did not answer because a person had the conversation.",
-};
+/// The figures this section shows, in the order the page explains them.
+pub const WORDS: [Measure; 4] = [
+    words::HANDOFFS,
+    words::RELEASES,
+    words::HOURS_WITH_PERSON,
+    words::HELD,
+];
 
-/// The measures this section shows, in the order the page explains them.
-pub const WORDS: [&Measure; 4] = [&HANDOFFS, &RELEASES, &HOURS, &HELD];
-
-/// Why a conversation went back to the assistant, in plain words.
-pub fn release_words(reason: &str) -> String {
-    match reason {
-        "hold_expired" => "the hold ran out".into(),
-        "tag_removed" => "your team removed the handoff tag".into(),
-        "released" => "someone released the contact".into(),
-        other => other.replace('_', " "),
-    }
-}
-
-fn hours(value: Option<f64>) -> String {
-    value.map_or("-".into(), |h| format!("{h:.1} h"))
-}
-
-/// The table's rows for one week.
-pub fn table_rows(out: &mut String, m: &HandoffMeasures) {
-    let row = |out: &mut String, name: &str, value: String| {
-        let _ = writeln!(out, "  {name:<34} {value}");
-    };
-    let _ = writeln!(out, "  handoffs:");
-    row(out, "  handoffs", m.handoffs.to_string());
-    for (reason, count) in &m.releases_by_reason {
-        row(out, &format!("  released: {reason}"), count.to_string());
-    }
-    row(
-        out,
-        "  median hours with a person",
-        hours(m.median_hours_with_a_person),
-    );
-    row(out, "  messages held", m.messages_held.to_string());
-}
-
-/// The HTML page's table: one row per week.
-pub fn html_table<'a>(
-    weeks: impl Iterator<Item = (&'a str, &'a HandoffMeasures)>,
-    esc: fn(&str) -> String,
-) -> String {
-    let mut out = String::from("<h2>When a person took over</h2><table><tr><th>week</th>");
-    let _ = write!(out, "<th>{}</th>", esc(HANDOFFS.name));
+/// The section's figures for one week, as printed: each figure (the releases once per
+/// reason, named by it) and its value.
+pub fn figures(language: Language, m: &HandoffMeasures) -> Vec<(String, String)> {
+    let mut out = vec![(
+        words::HANDOFFS.name(language).to_owned(),
+        m.handoffs.to_string(),
+    )];
     for reason in Release::ALL {
-        let _ = write!(
-            out,
-            "<th>{}: {}</th>",
-            esc(RELEASES.name),
-            esc(&release_words(reason.as_str()))
-        );
+        let count = m.releases_by_reason.get(reason.as_str()).copied();
+        out.push((
+            format!(
+                "{}: {}",
+                words::RELEASES.name(language),
+                words::release(language, reason.as_str())
+            ),
+            count.unwrap_or(0).to_string(),
+        ));
     }
-    let _ = write!(
-        out,
-        "<th>{}</th><th>{}</th></tr>",
-        esc(HOURS.name),
-        esc(HELD.name)
-    );
-    for (week, m) in weeks {
-        let _ = write!(out, "<tr><td>{}</td><td>{}</td>", esc(week), m.handoffs);
-        for reason in Release::ALL {
-            let count = m.releases_by_reason.get(reason.as_str()).copied();
-            let _ = write!(out, "<td>{}</td>", count.unwrap_or(0));
-        }
-        let _ = write!(
-            out,
-            "<td>{}</td><td>{}</td></tr>",
-            hours(m.median_hours_with_a_person),
-            m.messages_held
-        );
-    }
-    out.push_str("</table>");
+    out.push((
+        words::HOURS_WITH_PERSON.name(language).to_owned(),
+        words::hours(language, m.median_hours_with_a_person),
+    ));
+    out.push((
+        words::HELD.name(language).to_owned(),
+        m.messages_held.to_string(),
+    ));
     out
 }
 
@@ -249,14 +193,18 @@ mod tests {
         assert_eq!(m.releases_by_reason.len(), 3);
         assert!(m.releases_by_reason.values().all(|c| *c == 0));
         assert_eq!(m.median_hours_with_a_person, None);
-        let mut out = String::new();
-        table_rows(&mut out, &m);
-        assert!(
-            out.lines()
-                .any(|l| l.trim().starts_with("median hours with a person")
-                    && l.trim_end().ends_with(" -")),
-            "{out}"
+        let printed = figures(Language::En, &m);
+        assert_eq!(
+            printed[4],
+            ("hours with a person".to_owned(), "-".to_owned()),
+            "{printed:?}"
         );
-        assert!(out.contains("released: tag_removed"), "{out}");
+        assert_eq!(
+            printed[3],
+            (
+                "handed back: someone released the contact".to_owned(),
+                "0".to_owned()
+            )
+        );
     }
 }

@@ -420,15 +420,21 @@ mod tests {
         assert_eq!(week.merged_turns, 2);
         assert_eq!(week.merged_share, Some(0.25));
         // The page's weekly table shows it, under its plain name.
-        let page = super::super::render::html(&super::super::Report {
-            version: crate::VERSION,
-            business: None,
-            generated_at: chrono::Utc::now(),
-            weeks: vec![week.clone()],
-            playbooks: None,
-            not_measured: Vec::new(),
-        });
-        assert!(page.contains("<th>messages sent in pieces</th>"), "{page}");
+        let page = super::super::html::page(
+            &super::super::Report {
+                version: crate::VERSION,
+                business: None,
+                generated_at: chrono::Utc::now(),
+                weeks: vec![week.clone()],
+                playbooks: None,
+                not_measured: Vec::new(),
+            },
+            crate::config::Language::En,
+        );
+        assert!(
+            page.contains("<th>messages sent in pieces<small>"),
+            "{page}"
+        );
         assert!(page.contains("<td>25.0 %</td>"), "{page}");
         let none = WeekMeasures::of(
             day,

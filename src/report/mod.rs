@@ -4,15 +4,16 @@
 //! Three steps, each its own module: the store groups a week's turns (`Store::report_aggregates`,
 //! aggregates only), `measures` turns those groups into the week's measures (pure, tested by
 //! hand-computed numbers), and `render` prints them as a table, JSON or a self-contained HTML
-//! page with SVG charts. No subscriber id, message text or note text is ever selected, so none
+//! page (`html`) with SVG charts (`charts`); the table and the page speak the owner's language
+//! (`crate::words`), the JSON keeps its English keys. No subscriber id, message text or note text is ever selected, so none
 //! can reach the output.
 //!
 //! The sales steps are counted by `Store::sales_aggregates` from performed `turns.actions`
 //! entries with the tenant's ids ([`sales_keys`]: the intent field, the funnel field, the
 //! payment-link flow, read from the config the command loads) and from `nudge_sent` turns; the
 //! command reads each week through `Store::report_week`, both together. A measure the tenant's
-//! config cannot give is `None`, with the reason listed. The HTML page charts the weekly funnel
-//! contacts → prospects → offered → prepared → link sent. What a conversation, a sale and a
+//! config cannot give is `None`, with the reason listed. The HTML page charts the week's funnel
+//! (new contacts → interested → shown an offer → ready to pay → sent the payment link). What a conversation, a sale and a
 //! handoff cost (`costs`) comes from the week's turns summed per conversation
 //! (`Store::report_week`'s `ConversationCosts`). The sales per playbook version
 //! (`crate::learning::measures`, over all weeks) follow the weeks, `playbooks` printing them.
@@ -22,12 +23,14 @@ use serde::Serialize;
 
 use crate::store::{SalesKeys, Store, StoreError};
 
+pub mod charts;
 pub mod costs;
+pub mod figures;
 pub mod handoffs;
+pub mod html;
 pub mod measures;
 pub mod playbooks;
 pub mod render;
-pub mod words;
 
 pub use measures::{PendingMeasure, SalesMeasures, WeekMeasures};
 
@@ -122,6 +125,9 @@ pub(crate) fn turn_group(
         cost_usd: 0.0,
     }
 }
+
+#[cfg(test)]
+mod golden;
 
 #[cfg(test)]
 mod tests {

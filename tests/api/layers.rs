@@ -23,7 +23,7 @@ const FLOORS: &[&[&str]] = &[
         "escalation",
         "config",
     ],
-    &["store", "manychat", "model", "burst"],
+    &["store", "manychat", "model", "burst", "words"],
     &["actions", "handoff", "tokens", "media", "retention"],
     &["agent", "sales", "plugins"],
     &["tools", "outbox"],

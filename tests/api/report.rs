@@ -171,16 +171,15 @@ async fn report_numbers_match_the_hand_computed_ones(backend: Backend) {
     );
 
     let table = report_table_and_html(url);
-    assert!(
-        table[0].contains("deferred share                     25.0 %  ABOVE 20 %"),
-        "{}",
-        table[0]
-    );
-    assert!(
-        table[0].contains("inline answer time p95             2000 ms"),
-        "{}",
-        table[0]
-    );
+    // The owner's words: the deferred share flagged, waits in seconds.
+    let row = |name: &str, value: &str| format!("  {name:<50} {value}\n");
+    for line in [
+        row("answered a moment later", "25.0 %  above 20.0 %: too slow"),
+        row("longest usual wait", "2.0 s"),
+        row("typical wait", "1.0 s"),
+    ] {
+        assert!(table[0].contains(&line), "{line:?} in\n{}", table[0]);
+    }
     assert!(table[1].contains("<svg"), "charts are inline SVG");
 
     // Aggregates only: no subscriber, conversation, text, note or action error, in any format.
@@ -229,7 +228,7 @@ async fn an_empty_store_says_no_turns_yet_in_every_format() {
     assert!(
         table
             .trim()
-            .ends_with("no turns yet: the store holds no turn in the last 4 ISO week(s)"),
+            .ends_with("No conversations yet: nothing was recorded in the last 4 week(s)."),
         "{table}"
     );
     let json: Value = serde_json::from_str(&report(&url, &["--format", "json"])).unwrap();
@@ -241,7 +240,17 @@ async fn an_empty_store_says_no_turns_yet_in_every_format() {
             .unwrap()
             .starts_with("no turns yet")
     );
-    assert!(report(&url, &["--format", "html"]).contains("no turns yet"));
+    let html = report(&url, &["--format", "html"]);
+    assert!(html.contains("No conversations yet"), "{html}");
+    // Every chart is drawn, empty, with its sentence: never a broken page.
+    assert_eq!(
+        html.matches(
+            "<figcaption>Nothing to draw yet: the chart fills in as contacts write.</figcaption>"
+        )
+        .count(),
+        4,
+        "{html}"
+    );
 
     // No week is no report: refused, saying why.
     let output = Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
@@ -290,14 +299,12 @@ fn html_reads_for_a_business_owner(html: &str) {
     ] {
         assert!(!html.contains(stored), "{stored:?} in the page");
     }
-    for measure in manychat_agent::report::words::ALL {
+    let en = manychat_agent::config::Language::En;
+    for measure in manychat_agent::words::ALL_MEASURES {
+        let (name, means) = (measure.name(en), measure.means(en));
         assert!(
-            html.contains(&format!(
-                "<dt>{}</dt><dd>{}</dd>",
-                measure.name, measure.means
-            )),
-            "{} is explained",
-            measure.name
+            html.contains(&format!("<dt>{name}</dt><dd>{means}</dd>")),
+            "{name} is explained"
         );
     }
     assert!(html.contains("<td>answered at once</td>"), "{html}");
@@ -342,23 +349,31 @@ async fn sales_measures_match_the_hand_computed_ones(backend: Backend) {
     assert_eq!(report["weeks"][3]["sales"]["nudge_reply_rate"], Value::Null);
 
     let [table, html] = report_table_and_html(url);
+    let row = |name: &str, value: &str| format!("  {name:<50} {value}\n");
     for line in [
-        "funnel                           4 → 3 → 3 → 2 → 2",
-        "prospect share                   75.0 % (3/4)",
-        "link-sent rate (all contacts)    50.0 % (2/4)",
-        "link-sent rate (prospects)       66.7 % (2/3)",
-        "bypass rate (contactAsked links) 33.3 % (1/3)",
-        "nudge reply rate (24 h)          66.7 % (2/3)",
-        "last-word reply rate (24 h)      100.0 % (1/1)",
+        row("new contacts", "4"),
+        row("interested in buying", "3"),
+        row("share interested", "75.0 % (3/4)"),
+        row("shown an offer", "3"),
+        row("ready to pay", "2"),
+        row("sent the payment link", "2"),
+        row("got the link, of new contacts", "50.0 % (2/4)"),
+        row("got the link, of the interested", "66.7 % (2/3)"),
+        row("links sent early on request", "33.3 % (1/3)"),
+        row("follow-ups answered", "66.7 % (2/3)"),
+        row("last words answered", "100.0 % (1/1)"),
     ] {
-        assert!(table.contains(line), "{line} in\n{table}");
+        assert!(table.contains(&line), "{line:?} in\n{table}");
     }
     assert!(html.contains("<h2>Sales</h2>"), "the sales table");
-    assert!(html.contains("aria-label=\"weekly funnel\""));
+    assert!(
+        html.contains("<figure><h3>From first message to payment link, week of"),
+        "the funnel chart"
+    );
     html_reads_for_a_business_owner(&html);
     assert!(
-        !html.contains("not measured yet</text>"),
-        "every stage is drawn"
+        !html.contains(">not set up"),
+        "every stage is set up in the demo"
     );
     for subscriber in &subscribers {
         assert!(!table.contains(subscriber.as_str()) && !html.contains(subscriber.as_str()));
@@ -457,7 +472,7 @@ async fn handoff_report_counts_handoffs_releases_hours_and_held_messages(backend
         "{report}"
     );
     let [table, html] = report_table_and_html(url);
-    assert!(table.contains("median hours with a person"), "{table}");
+    assert!(table.contains("hours with a person"), "{table}");
     assert!(html.contains("When a person took over"), "{html}");
     assert!(html.contains("<td>3.5 h</td>"), "{html}");
 }
@@ -501,36 +516,36 @@ async fn report_cost_per_sale_counts_conversations_that_reached_link_sent(backen
     assert_eq!(report["weeks"][3]["cost"]["cost_per_sale_usd"], 8.0);
 
     let [table, html] = report_table_and_html(url);
+    let row = |name: &str, value: &str| format!("  {name:<50} {value}\n");
     for line in [
-        "cost (USD):",
-        "per conversation                 0.2500 USD  (4 conversations)",
-        "per sale (link_sent)             0.2188 USD  (2 sales)",
-        "spent per sale (whole week)      0.5000 USD",
-        "per handoff                      0.0625 USD  (2 conversations)",
-        "tokens in / cached / out         4600 / 1900 / 270",
-        "cached share (cached / in)       41.3 %",
+        "  -- What the AI model cost (US dollars) --\n".to_owned(),
+        row("conversations", "4"),
+        row("sales (payment link sent)", "2"),
+        row("AI model cost per conversation", "US$ 0.25"),
+        row("AI model cost per sale", "US$ 0.22"),
+        row("AI model spend per sale", "US$ 0.50"),
+        row("AI model cost per handoff", "US$ 0.0625"),
+        row("text read again", "41.3 %"),
     ] {
-        assert!(table.contains(line), "{line:?} in\n{table}");
+        assert!(table.contains(&line), "{line:?} in\n{table}");
     }
     assert!(
-        html.contains("<h2>What it cost (US dollars)</h2>"),
+        html.contains("<h2>What the AI model cost (US dollars)</h2>"),
         "{html}"
     );
     assert!(
         html.contains(
-            "<td>4</td><td>0.2500 USD</td><td>2</td><td>0.2188 USD</td><td>0.5000 USD</td>\
-             <td>2</td><td>0.0625 USD</td><td>41.3 %</td>"
+            "<td>4</td><td>2</td><td>US$ 0.25</td><td>US$ 0.22</td><td>US$ 0.50</td>\
+             <td>US$ 0.0625</td><td>41.3 %</td>"
         ),
         "{html}"
     );
+    let en = manychat_agent::config::Language::En;
     for measure in manychat_agent::report::costs::WORDS {
+        let (name, means) = (measure.name(en), measure.means(en));
         assert!(
-            html.contains(&format!(
-                "<dt>{}</dt><dd>{}</dd>",
-                measure.name, measure.means
-            )),
-            "{} is explained",
-            measure.name
+            html.contains(&format!("<dt>{name}</dt><dd>{means}</dd>")),
+            "{name} is explained"
         );
     }
     for subscriber in &subscribers {

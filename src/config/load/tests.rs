@@ -644,3 +644,29 @@ fn a_tool_naming_a_delivery_handshake_field_is_refused_only_when_the_handshake_i
         ]
     );
 }
+
+#[test]
+fn owner_language_unknown_is_refused_naming_the_path_and_the_allowed_languages() {
+    let rules = |language: &str| {
+        format!(
+            r#"{{"messages":{{"acknowledgement":"One moment","escalation":"A person will reply"}},
+                "ownerLanguage":"{language}"}}"#
+        )
+    };
+    let errors = refused_with(RULES_FILE, &rules("fr"));
+    assert_eq!(errors.len(), 1, "{errors}");
+    let issue = &errors.issues()[0];
+    assert_eq!(
+        (issue.file.as_str(), issue.path.as_str()),
+        (RULES_FILE, "$.ownerLanguage")
+    );
+    assert_eq!(issue.rule, "must be one of: en, es, pt");
+
+    let dir = demo_copy();
+    write(&dir, RULES_FILE, &rules("pt"));
+    let config = load_dir(dir.path(), &ConfigContext::default()).expect("pt is allowed");
+    assert_eq!(config.rules.owner_language, crate::config::Language::Pt);
+    // Without the key (every config of the existing implementation): English.
+    let demo = load_dir(&example_dir(), &examples_ctx()).expect("the demo loads");
+    assert_eq!(demo.rules.owner_language, crate::config::Language::En);
+}

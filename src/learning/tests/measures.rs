@@ -210,16 +210,19 @@ pub(super) async fn spec_031_report_has_a_section_per_playbook_version(store: &d
     let m = report.playbooks.as_ref().expect("the section");
     assert_eq!(m, &read(store, &keys(), now()).await.expect("measures"));
 
-    let table = render(&report, Format::Table);
+    let en = crate::config::Language::En;
+    let table = render(&report, Format::Table, en);
+    let owner_reading = crate::words::text(en, crate::words::Key::PlaybookReading);
     assert!(
-        table.contains("Link sent per playbook version:") && table.contains(READING),
+        table.contains("Got the payment link, per playbook version:")
+            && table.contains(owner_reading),
         "{table}"
     );
     assert!(table.contains(&a[..12]) && table.contains(&b[..12]));
     assert!(!table.contains(&b[..13]), "hashes are cut to 12 characters");
 
     let json: serde_json::Value =
-        serde_json::from_str(&render(&report, Format::Json)).expect("JSON");
+        serde_json::from_str(&render(&report, Format::Json, en)).expect("JSON");
     let versions = &json["playbooks"]["versions"];
     assert_eq!(versions[0]["version"], serde_json::Value::Null);
     assert_eq!(versions[2]["version"], b.as_str());
@@ -229,9 +232,9 @@ pub(super) async fn spec_031_report_has_a_section_per_playbook_version(store: &d
     assert_eq!(versions[2]["settling"], 2);
     assert_eq!(json["playbooks"]["reading"], READING);
 
-    let html = render(&report, Format::Html);
+    let html = render(&report, Format::Html, en);
     assert!(
-        html.contains("<h2>Link sent per playbook version</h2>"),
+        html.contains("<h2>Got the payment link, per playbook version</h2>"),
         "{html}"
     );
     assert!(html.contains("before/after reading, not a controlled experiment"));

@@ -141,19 +141,23 @@ pub(super) const COUNTER_OFFER: &[&str] = &[
 pub(super) const DISCOUNT: &[&str] = &[
     "discount", "discounts", "cheaper", "deal", "deals", "promo", "promotion", "promotions",
     "coupon", "voucher", "expensive", "afford", "sale", "special offer", "any offers", "reduced",
+    "descuento", "descuentos", "promocion", "mas barato", "desconto", "descontos", "promocao",
+    "mais barato",
 ];
 
 #[rustfmt::skip]
 pub(super) const PRICE: &[&str] = &[
     "price", "prices", "pricing", "cost", "costs", "how much", "fee", "fees", "tuition", "rate",
-    "rates", "cuanto", "cuesta", "cuestan", "precio", "precios", "quanto", "custa", "preco",
+    "rates", "cuanto", "cuesta", "cuestan", "precio", "precios", "quanto", "custa", "preco", "precos",
     "valor",
 ];
 
 #[rustfmt::skip]
 pub(super) const SCHEDULE: &[&str] = &[
     "when", "schedule", "schedules", "timetable", "what time", "which days", "what days", "dates",
-    "date", "start", "starts", "how long", "duration", "hours",
+    "date", "start", "starts", "how long", "duration", "hours", "cuando", "horario", "horarios",
+    "que dias", "que hora", "cuanto dura", "duracion", "quando", "que horas", "quanto tempo",
+    "duracao", "dias",
 ];
 
 #[rustfmt::skip]
@@ -161,12 +165,16 @@ pub(super) const PAYMENT_QUESTION: &[&str] = &[
     "payment options", "payment option", "payment plan", "payment plans", "payment methods",
     "instalment", "instalments", "installment", "installments", "pay in", "ways to pay",
     "how can i pay", "how do i pay", "pay monthly", "monthly payments", "deposit", "financing",
+    "formas de pago", "forma de pago", "cuotas", "formas de pagamento", "forma de pagamento",
+    "parcelas", "parcelar",
 ];
 
 #[rustfmt::skip]
 pub(super) const LINK_REQUEST: &[&str] = &[
     "link", "book", "booking", "enrol", "enroll", "enrolment", "enrollment", "sign up",
     "sign me up", "register", "registration", "book a spot", "book a place", "reserve", "checkout",
+    "enlace", "inscribirme", "inscripcion", "reservar", "apuntarme", "agendar", "inscrever",
+    "inscricao", "matricula",
 ];
 
 /// 028: the contact wants another offering than the one under way.
@@ -185,7 +193,8 @@ pub(super) const NOT_A_PROSPECT: &[&str] = &[
 #[rustfmt::skip]
 pub(super) const MATERIAL_REQUEST: &[&str] = &[
     "brochure", "syllabus", "details", "more info", "more information", "send me",
-    "something to read", "pdf", "curriculum", "programme", "info pack",
+    "something to read", "pdf", "curriculum", "programme", "info pack", "folleto", "detalles",
+    "mas informacion", "detalhes", "mais informacoes",
 ];
 
 #[rustfmt::skip]
@@ -203,12 +212,15 @@ pub(super) const FLOW_MATERIAL_WORDS: &[&str] = &[
 pub(super) const OVERVIEW: &[&str] = &[
     "what courses", "which courses", "what classes", "which classes", "what do you offer",
     "what do you have", "what can i take", "your courses", "your classes", "options",
+    "que ofrecen", "que servicios", "que tienen", "que oferecem", "quais servicos",
+    "o que voces",
 ];
 
 #[rustfmt::skip]
 pub(super) const GREETING: &[&str] = &[
     "hi", "hello", "hey", "hiya", "howdy", "greetings", "good morning", "good afternoon",
-    "good evening",
+    "good evening", "hola", "buenas", "buenos dias", "buenas tardes", "oi", "ola", "bom dia",
+    "boa tarde", "boa noite",
 ];
 
 #[rustfmt::skip]

@@ -30,19 +30,20 @@
 //! - Asked whether it is a bot, it says yes and offers a person without escalating (SYSTEM 4),
 //!   so the honest answer reaches the contact instead of being replaced by the escalation copy.
 //!
-//! The handful of English sentences below ("Our prices:", "I'm sending you…") are demo
-//! scaffolding for a stand-in model, not tenant copy (C9): a real model writes in the tenant's
-//! voice from `prompt.md`, and every escalation is replaced by the tenant's `messages.escalation`
-//! in the guardrails.
+//! Its own sentences ("Our prices:", "I'm sending you…") are demo scaffolding for a stand-in
+//! model, not tenant copy (C9), in English, Spanish and Portuguese (`phrases`): a real model
+//! writes in the tenant's voice from `prompt.md`, and every escalation is replaced by the
+//! tenant's `messages.escalation` in the guardrails.
 //!
-//! Language choice: the mock cannot write Spanish or Portuguese. A non-English message (a few
-//! common Spanish/Portuguese/French words, or any non-ASCII letter) still gets the escalation
-//! intents (person, complaint, payment reported, haggling), detected with multilingual keywords,
+//! Language choice: the language of the tenant prompt (`prompt.md`, the `# TENANT PROMPT`
+//! section of `request.system`), told by its most common function words
+//! ([`prompt_language`]; English on a tie). Never `rules.json`'s `ownerLanguage`: that is the
+//! business owner's language, not the contacts'. The phrase lists recognise the intents in the
+//! three languages. An English prompt's contact writing in another language (a few common
+//! Spanish/Portuguese/French words, or any non-ASCII letter) still gets the escalation intents
 //! and the injection refusal; a bot question escalates `explicit_request`; a price question
-//! naming an offering is answered with that offering's catalog price line in English (the
-//! figures are language-neutral); anything else escalates `out_of_scope`, so a person who speaks
-//! the language takes over instead of the contact getting a reply in a language they did not
-//! write in.
+//! naming an offering is answered with its catalog price line; anything else escalates
+//! `out_of_scope`, so a person who speaks the language takes over.
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
@@ -53,9 +54,13 @@ use super::{
 };
 
 mod matching;
+mod phrases;
 mod request;
 mod script;
+use crate::config::Language;
 use matching::*;
+pub use phrases::prompt_language;
+use phrases::{Phrase, say, say_with};
 use request::*;
 use script::*;
 /// The id this model reports, as recorded on every turn.
@@ -88,7 +93,8 @@ fn respond(request: &ModelRequest) -> ModelResponse {
     let turn = TurnView::parse(request);
     let input_tokens = estimate_input_tokens(request);
 
-    let decision = decide(request, &catalog, &turn);
+    let language = prompt_language(phrases::tenant_prompt(&request.system));
+    let decision = decide(request, &catalog, &turn, language);
     match decision {
         Decision::Call(calls) => ModelResponse {
             usage: Usage {
@@ -148,7 +154,12 @@ enum Decision {
 /// flow (a call, or the answer once its result is back), price, schedule, payment options, FAQ,
 /// overview, one named offering, greeting, and finally `out_of_scope`. The escalation intents
 /// come before every answer, so "I paid 450 and want my money back" is escalated, not priced.
-fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Decision {
+fn decide(
+    request: &ModelRequest,
+    catalog: &CatalogView,
+    turn: &TurnView,
+    lang: Language,
+) -> Decision {
     let Some(raw) = turn.contact.as_deref() else {
         // No fenced message means the prompt is not in the shared format: do not guess.
         return Decision::Reply(Reply::escalate(Reason::LowConfidence, 0.2));
@@ -162,13 +173,14 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
     }
     if has(&folded, INJECTION) {
         return Decision::Reply(Reply::answer(
-            vec!["I can't help with that. I can answer questions about what we offer.".into()],
+            vec![say(lang, Phrase::Refusal).into()],
             0.9,
             None,
         ));
     }
 
-    let non_english = looks_non_english(text, &folded);
+    // A message in another language than the prompt's, to an English prompt: see the module doc.
+    let non_english = lang == Language::En && looks_non_english(text, &folded);
 
     if has(&folded, BOT_QUESTION) {
         if non_english {
@@ -176,9 +188,9 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
         }
         // SYSTEM 4: asked if it is a bot, it says yes and offers a person.
         return Decision::Reply(Reply::answer(
-            vec!["Yes, I'm an automated assistant.".into()],
+            vec![say(lang, Phrase::BotYes).into()],
             0.9,
-            Some("Would you like me to pass you to a person?".into()),
+            Some(say(lang, Phrase::BotOffer).into()),
         ));
     }
     if has(&folded, PERSON_REQUEST) {
@@ -198,7 +210,7 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
     if non_english {
         if has(&folded, PRICE)
             && !named.is_empty()
-            && let Some(reply) = price_reply(&named)
+            && let Some(reply) = price_reply(&named, lang)
         {
             return Decision::Reply(reply);
         }
@@ -209,7 +221,7 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
         return Decision::Reply(if catalog.payment_options.is_empty() {
             Reply::escalate(Reason::PriceNegotiation, 0.85)
         } else {
-            payment_options_reply(catalog, true)
+            payment_options_reply(catalog, true, lang)
         });
     }
 
@@ -243,7 +255,9 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
     if let Some(results) = results
         && flow_was_called(request)
     {
-        return Decision::Reply(after_flow(request, results, catalog, &targets, wants_link));
+        return Decision::Reply(after_flow(
+            request, results, catalog, &targets, wants_link, lang,
+        ));
     }
     if results.is_none() {
         // The first step: the sales moves (034, 028, 023), then the flow asked for.
@@ -264,11 +278,11 @@ fn decide(request: &ModelRequest, catalog: &CatalogView, turn: &TurnView) -> Dec
             if calls.iter().any(|c| c.name == "send_flow") {
                 return Decision::Call(calls);
             }
-            let reply = answer(catalog, &folded, &targets, wants_link);
+            let reply = answer(catalog, &folded, &targets, wants_link, lang);
             return Decision::CallAndReply(calls, reply);
         }
     }
-    Decision::Reply(answer(catalog, &folded, &targets, wants_link))
+    Decision::Reply(answer(catalog, &folded, &targets, wants_link, lang))
 }
 
 /// The answer from the catalog once the moves are made: the link, material without an
@@ -279,36 +293,36 @@ fn answer(
     folded: &str,
     targets: &[&OfferingLine],
     wants_link: bool,
+    lang: Language,
 ) -> Reply {
-    if wants_link && let Some(reply) = link_reply(catalog, targets) {
+    if wants_link && let Some(reply) = link_reply(catalog, targets, lang) {
         return reply;
     }
     if has(folded, MATERIAL_REQUEST) && targets.is_empty() && catalog.offerings.len() > 1 {
         // 028: material is per offering; with none known, ask which one first.
         let names: Vec<&str> = catalog.offerings.iter().map(|o| o.name.as_str()).collect();
         return Reply::answer(
-            vec![format!(
-                "Happy to send details. We offer: {}.",
-                names.join(", ")
-            )],
+            vec![say_with(lang, Phrase::SendDetails, &[&names.join(", ")])],
             0.85,
-            Some("Which one would you like the details for?".into()),
+            Some(say(lang, Phrase::WhichDetails).into()),
         );
     }
 
     if has(folded, PRICE) {
         let scope = in_scope(catalog, targets);
-        return price_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3));
+        return price_reply(&scope, lang)
+            .unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3));
     }
     if has(folded, SCHEDULE) {
         let scope = in_scope(catalog, targets);
-        return schedule_reply(&scope).unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3));
+        return schedule_reply(&scope, lang)
+            .unwrap_or_else(|| Reply::escalate(Reason::OutOfScope, 0.3));
     }
     if has(folded, PAYMENT_QUESTION) {
         return if catalog.payment_options.is_empty() {
             Reply::escalate(Reason::OutOfScope, 0.3)
         } else {
-            payment_options_reply(catalog, false)
+            payment_options_reply(catalog, false, lang)
         };
     }
     if let Some(answer) = catalog.faq_answer(folded) {
@@ -316,7 +330,7 @@ fn answer(
     }
     if has(folded, OVERVIEW) && !catalog.offerings.is_empty() {
         let all: Vec<&OfferingLine> = catalog.offerings.iter().collect();
-        if let Some(reply) = price_reply(&all) {
+        if let Some(reply) = price_reply(&all, lang) {
             return reply;
         }
     }
@@ -326,13 +340,15 @@ fn answer(
     if has(folded, GREETING) && !catalog.offerings.is_empty() {
         let names: Vec<&str> = catalog.offerings.iter().map(|o| o.name.as_str()).collect();
         return Reply::answer(
-            vec![format!("Hi! We offer: {}.", names.join(", "))],
+            vec![say_with(lang, Phrase::Greeting, &[&names.join(", ")])],
             0.9,
-            Some("Which one would you like to know more about?".into()),
+            Some(say(lang, Phrase::KnowMore).into()),
         );
     }
     Reply::escalate(Reason::OutOfScope, 0.3)
 }
 
+#[cfg(test)]
+mod languages;
 #[cfg(test)]
 mod tests;

@@ -14,24 +14,28 @@ pub(super) fn price_line(o: &OfferingLine) -> Option<String> {
     o.price.as_ref().map(|p| format!("{}: {}", o.name, p))
 }
 
-pub(super) fn price_reply(scope: &[&OfferingLine]) -> Option<Reply> {
+pub(super) fn price_reply(scope: &[&OfferingLine], lang: Language) -> Option<Reply> {
     let lines: Vec<String> = scope.iter().filter_map(|o| price_line(o)).collect();
     match lines.as_slice() {
         [] => None,
         [one] => Some(Reply::answer(
             vec![format!("{one}.")],
             0.9,
-            Some("Would you like the details?".into()),
+            Some(say(lang, Phrase::OnePrice).into()),
         )),
         many => Some(Reply::answer(
-            vec![format!("Our prices:\n- {}", many.join("\n- "))],
+            vec![format!(
+                "{}\n- {}",
+                say(lang, Phrase::Prices),
+                many.join("\n- ")
+            )],
             0.9,
-            Some("Which one interests you?".into()),
+            Some(say(lang, Phrase::WhichOne).into()),
         )),
     }
 }
 
-pub(super) fn schedule_reply(scope: &[&OfferingLine]) -> Option<Reply> {
+pub(super) fn schedule_reply(scope: &[&OfferingLine], lang: Language) -> Option<Reply> {
     let lines: Vec<String> = scope
         .iter()
         .filter_map(|o| {
@@ -40,7 +44,7 @@ pub(super) fn schedule_reply(scope: &[&OfferingLine]) -> Option<Reply> {
                 parts.push(s.clone());
             }
             if let Some(h) = &o.duration_hours {
-                parts.push(format!("{h} hours in total"));
+                parts.push(say_with(lang, Phrase::HoursInTotal, &[h]));
             }
             (!parts.is_empty()).then(|| format!("{}: {}", o.name, parts.join("; ")))
         })
@@ -56,21 +60,27 @@ pub(super) fn schedule_reply(scope: &[&OfferingLine]) -> Option<Reply> {
     }
 }
 
-pub(super) fn payment_options_reply(catalog: &CatalogView, about_price: bool) -> Reply {
+pub(super) fn payment_options_reply(
+    catalog: &CatalogView,
+    about_price: bool,
+    lang: Language,
+) -> Reply {
     let options: Vec<&str> = catalog
         .payment_options
         .iter()
         .map(|(_, d)| d.as_str())
         .collect();
-    let lead = if about_price {
-        "We don't change prices, but these payment options are available:"
-    } else {
-        "These payment options are available:"
-    };
+    let lead = say(
+        lang,
+        match about_price {
+            true => Phrase::NoPriceChange,
+            false => Phrase::PaymentOptions,
+        },
+    );
     Reply::answer(
         vec![format!("{lead}\n- {}", options.join("\n- "))],
         0.85,
-        Some("Would one of these work for you?".into()),
+        Some(say(lang, Phrase::WouldOneWork).into()),
     )
 }
 
@@ -86,7 +96,11 @@ pub(super) fn in_scope<'a>(
     }
 }
 
-pub(super) fn link_reply(catalog: &CatalogView, targets: &[&OfferingLine]) -> Option<Reply> {
+pub(super) fn link_reply(
+    catalog: &CatalogView,
+    targets: &[&OfferingLine],
+    lang: Language,
+) -> Option<Reply> {
     let scope = in_scope(catalog, targets);
     let lines: Vec<String> = scope
         .iter()
@@ -96,7 +110,11 @@ pub(super) fn link_reply(catalog: &CatalogView, targets: &[&OfferingLine]) -> Op
         return None;
     }
     Some(Reply::answer(
-        vec![format!("You can enrol here:\n- {}", lines.join("\n- "))],
+        vec![format!(
+            "{}\n- {}",
+            say(lang, Phrase::EnrolHere),
+            lines.join("\n- ")
+        )],
         0.85,
         None,
     ))
@@ -365,6 +383,7 @@ pub(super) fn after_flow(
     catalog: &CatalogView,
     targets: &[&OfferingLine],
     wants_link: bool,
+    lang: Language,
 ) -> Reply {
     let flow_call_ids: Vec<&str> = request
         .messages
@@ -392,11 +411,11 @@ pub(super) fn after_flow(
     };
     if accepted {
         let what = match (wants_link, one) {
-            (true, _) => "the payment link".to_owned(),
-            (false, Some(o)) => format!("the details for {}", o.name),
-            (false, None) => "the details".to_owned(),
+            (true, _) => say(lang, Phrase::TheLink).to_owned(),
+            (false, Some(o)) => say_with(lang, Phrase::DetailsFor, &[&o.name]),
+            (false, None) => say(lang, Phrase::TheDetails).to_owned(),
         };
-        let mut messages = vec![format!("I'm sending you {what} now.")];
+        let mut messages = vec![say_with(lang, Phrase::Sending, &[&what])];
         if let Some(line) = one.and_then(price_line) {
             messages.push(format!("{line}."));
         }
@@ -406,7 +425,7 @@ pub(super) fn after_flow(
         Some(o) => vec![o],
         None => catalog.offerings.iter().collect(),
     };
-    match price_reply(&scope) {
+    match price_reply(&scope, lang) {
         Some(mut reply) => {
             reply.confidence = 0.7;
             reply
