@@ -61,6 +61,7 @@ fn expect(escalate: bool) -> Expect {
         must_contain: vec![],
         must_not_contain: vec![],
         max_lines: None,
+        retrieved: vec![],
     }
 }
 

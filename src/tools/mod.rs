@@ -49,6 +49,7 @@ use crate::agent::ToolHost;
 use crate::config::{FlowRole, TenantConfig, ToolsConfig};
 use crate::fence::Fence;
 use crate::ids::{ConversationId, SubscriberId};
+use crate::knowledge::{Knowledge, Retrieved};
 use crate::manychat::ManyChatClient;
 use crate::model::{ToolArguments, ToolCall, ToolSpec};
 use crate::plugins::{self, PluginClient, ToolKind};
@@ -56,7 +57,7 @@ use crate::sales::{Known, SalesCall, TurnSales, Verdict};
 
 pub use contact::{OTHER_VALUE, contact_view};
 pub use sent::FlowSends;
-pub use specs::build_specs;
+pub use specs::{SEARCH_TOOL, build_specs, build_specs_for};
 
 /// 024 § The loop grows: at most eight actions per turn.
 pub const MAX_ACTIONS: usize = 8;
@@ -87,6 +88,8 @@ pub struct ToolContext {
     pub specs: ToolSpecs,
     /// The contact's sales position from the server's records (`sales::known::read`).
     pub sales: Known,
+    /// The snapshot's retrieval: `search_catalog` and the offering checks read it.
+    pub knowledge: Arc<Knowledge>,
 }
 
 /// The contact a turn's requests go to, through the shared client: a read (only on a turn
@@ -112,10 +115,8 @@ pub struct ToolSpecs {
 
 impl ToolSpecs {
     pub fn new(config: &TenantConfig) -> Self {
-        let build = |offer_read| match &config.tools {
-            Some(tools) => with_plugins(build_specs(tools, offer_read), config, offer_read),
-            None => with_plugins(Vec::new(), config, offer_read),
-        };
+        let build =
+            |offer_read| with_plugins(build_specs_for(config, offer_read), config, offer_read);
         Self {
             with_read: build(true),
             without_read: build(false),
@@ -175,6 +176,11 @@ pub struct TurnTools {
     plugins: Option<PluginClient>,
     /// The turn's plugin reads, in call order (`turns.plugin_reads`).
     plugin_reads: Vec<plugins::ReadRecord>,
+    /// The snapshot's retrieval (`search_catalog`, the closest ids of an unknown offering).
+    knowledge: Arc<Knowledge>,
+    /// What the turn's tools gave the model beyond the retrieved block: `search_catalog`'s
+    /// results and an offering a call named (`turns.knowledge`).
+    given: Retrieved,
 }
 
 /// A flow this turn asked ManyChat to send (029), and when ManyChat answered (030).
@@ -212,6 +218,7 @@ impl TurnTools {
         let specs = context.specs.offered(true);
         let mut tools = Self::build(context.config, specs, reader, context.fence);
         tools.sales = TurnSales::new(context.sales);
+        tools.knowledge = context.knowledge;
         tools.contact = Some(contact);
         tools
     }
@@ -257,10 +264,28 @@ impl TurnTools {
     /// [`TurnTools::without_reads`] for a contact at a known sales position (the eval runner:
     /// a case's contact).
     pub fn without_reads_for(config: Arc<TenantConfig>, sales: Known) -> Self {
+        let knowledge = Arc::new(Knowledge::build(&config));
+        Self::without_reads_with(config, sales, knowledge)
+    }
+
+    /// [`TurnTools::without_reads_for`] with the snapshot's retrieval already built (an eval
+    /// suite builds it once).
+    pub fn without_reads_with(
+        config: Arc<TenantConfig>,
+        sales: Known,
+        knowledge: Arc<Knowledge>,
+    ) -> Self {
         let specs = ToolSpecs::new(&config).offered(false);
         let mut tools = Self::build(config, specs, None, Fence::new());
         tools.sales = TurnSales::new(sales);
+        tools.knowledge = knowledge;
         tools
+    }
+
+    /// What the turn's tools gave the model beyond its retrieved block (`search_catalog`'s
+    /// results, an offering a call named), as catalog and passage positions.
+    pub fn given(&self) -> &Retrieved {
+        &self.given
     }
 
     fn build(
@@ -288,6 +313,8 @@ impl TurnTools {
             opening_tried: false,
             plugins: None,
             plugin_reads: Vec::new(),
+            knowledge: Arc::default(),
+            given: Retrieved::default(),
         }
     }
 
@@ -389,7 +416,21 @@ impl TurnTools {
                 let id = arg("field")?;
                 let value = arg("value")?;
                 let field = named!("field", id, tools.fields.iter());
-                if !specs::model_values(field).any(|v| v == value) {
+                if field.offering {
+                    // 028: an offering id, checked against the whole catalog (retrieval only
+                    // chose what the model was shown).
+                    if !self.config.catalog.offerings.iter().any(|o| o.id == value) {
+                        let closest = self.knowledge.closest_offerings(&self.config, value);
+                        let message = match closest.is_empty() {
+                            true => "value is not an offering id in the catalog".to_owned(),
+                            false => format!(
+                                "value is not an offering id in the catalog; closest ids: {}",
+                                closest.join(", ")
+                            ),
+                        };
+                        return Err(Rejected::new("unknown_value", &message).on(&field.id));
+                    }
+                } else if !specs::model_values(field).any(|v| v == value) {
                     // An offering, stage or value the tenant did not configure: the field is
                     // named in the record, the model's value never is.
                     return Err(Rejected::new(
@@ -788,6 +829,73 @@ impl TurnTools {
         }
     }
 
+    /// Above the knowledge threshold: the catalog position of the offering a set_field on the
+    /// offering field names (`None`: another call, or the catalog is in the prompt).
+    fn offering_named(&self, name: &str, args: &Value) -> Option<u32> {
+        if name != "set_field" || !self.knowledge.layout().catalog_retrieved {
+            return None;
+        }
+        let field = self.tools()?.fields.iter().find(|f| f.offering)?;
+        (args.get("field")?.as_str()? == field.id).then_some(())?;
+        self.knowledge.offering(args.get("value")?.as_str()?)
+    }
+
+    /// An offering a call named is given to the model: its catalog line in the result (the
+    /// next steps can quote it), its id in the turn's record.
+    fn give_offering(&mut self, position: u32, result: &mut Value) {
+        let Some(o) = self.config.catalog.offerings.get(position as usize) else {
+            return;
+        };
+        let mut line = String::new();
+        crate::knowledge::lines::push_offering(&mut line, o);
+        if let Some(object) = result.as_object_mut() {
+            object.insert("offering".into(), Value::String(line));
+        }
+        self.given.add_offering(position);
+    }
+
+    /// `search_catalog` (above the knowledge threshold): the catalog and documents searched in
+    /// memory, within the turn's reads; what it returns is recorded as given (ids only).
+    fn search(&mut self, args: &Value) -> Value {
+        let layout = self.knowledge.layout();
+        if !layout.retrieves() {
+            return json!({"available": false, "error": "not offered"});
+        }
+        if self.read_attempts >= MAX_READS {
+            self.refused
+                .push(format!("{SEARCH_TOOL} (over the {MAX_READS}-read limit)"));
+            return json!({"available": false, "reason": "read_limit"});
+        }
+        self.read_attempts += 1;
+        let query = args
+            .get("query")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let found = self.knowledge.search(query);
+        let mut offerings = String::new();
+        for &i in &found.offerings {
+            if let Some(o) = self.config.catalog.offerings.get(i as usize) {
+                crate::knowledge::lines::push_offering(&mut offerings, o);
+            }
+            self.given.add_offering(i);
+        }
+        let mut passages = String::new();
+        for &i in &found.passages {
+            if let Some(p) = self.config.knowledge.get(i as usize) {
+                crate::knowledge::lines::push_passage(&mut passages, p, &self.fence);
+            }
+            if !self.given.passages.contains(&i) {
+                self.given.passages.push(i);
+            }
+        }
+        json!({
+            "available": true,
+            "offerings": offerings,
+            "passages": passages,
+            "found": found.offerings.len() + found.passages.len()
+        })
+    }
+
     /// get_contact: performed now, through the shared client, within the read cap.
     async fn read(&mut self) -> Value {
         let unavailable = json!({"available": false});
@@ -816,7 +924,9 @@ impl TurnTools {
             .await
         {
             Ok(record) => {
-                let view = contact_view(tools, &record, &self.fence);
+                let catalog = &self.config.catalog;
+                let in_catalog = |id: &str| catalog.offerings.iter().any(|o| o.id == id);
+                let view = contact::contact_view_with(tools, &in_catalog, &record, &self.fence);
                 self.reads += 1;
                 self.last_read = Some(view.clone());
                 view

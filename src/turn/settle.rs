@@ -142,6 +142,20 @@ impl TurnEngine {
         {
             tracing::error!(conversation = %conversation.id, error = %error, "could not record the turn's plugin reads");
         }
+        if let Some(knowledge) = &answer.knowledge {
+            inner.metrics.knowledge(
+                knowledge.ids.offerings.len(),
+                knowledge.ids.passages.len(),
+                knowledge.miss,
+            );
+            if let Err(error) = inner
+                .store
+                .update_turn_knowledge(recorded.turn_id, &knowledge.record())
+                .await
+            {
+                tracing::error!(conversation = %conversation.id, error = %error, "could not record the turn's knowledge ids");
+            }
+        }
         inner.metrics.turn(outcome);
         if let Some(duplicate) = duplicate {
             inner.metrics.duplicate(duplicate.kind());
