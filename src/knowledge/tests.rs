@@ -498,3 +498,34 @@ async fn knowledge_an_unknown_offering_id_is_a_tool_error_naming_the_closest() {
     );
     assert!(given.ids.offerings.contains(&real), "and recorded");
 }
+
+/// Retrieval only chooses what the model is shown: the guardrails and the price check read the
+/// whole catalog, so a reply quoting an offering the turn did not retrieve is judged by the
+/// catalog, and the catalog's own text stays quotable (the leak check protects only what comes
+/// before the CATALOG header, also above the threshold).
+#[test]
+fn knowledge_guardrails_and_price_checks_use_the_whole_catalog() {
+    let config = english_tenant(2000);
+    let prompt = SnapshotPrompt::new(&config);
+    let deep = offering(&config, 1999);
+    let price = format_price(deep.price.amount, &deep.price.currency);
+    let message = format!("The {} is {price}. {}", deep.name, deep.description);
+    let raw = json!({"messages": [message], "escalate": false, "escalation_reason": null,
+                     "confidence": 0.9, "closing_question": null})
+    .to_string();
+    let fence = crate::fence::Fence::new();
+    let guarded = agent::apply_guardrails(
+        Some(&raw),
+        &agent::GuardrailContext {
+            rules: &config.rules,
+            protected: &prompt.protected,
+            fence: &fence,
+            max_messages: 3,
+            history: &[],
+        },
+    );
+    assert!(!guarded.escalate, "{guarded:?}");
+    assert!(crate::evals::invented_prices(&[message], &config.catalog).is_empty());
+    let invented = crate::evals::invented_prices(&["It is 1.23 USD.".to_owned()], &config.catalog);
+    assert_eq!(invented.len(), 1, "a price no offering has is caught");
+}

@@ -179,4 +179,37 @@ mod tests {
         );
         assert!(rebuilt.prompt.prefix.ends_with(&*second.section));
     }
+
+    /// Knowledge at scale: the index is built once per snapshot (warmed after a load), kept when
+    /// only the playbook version changes, and replaced with the snapshot on a reload; a reload
+    /// that fails never swaps the snapshot, so the turns keep the old pair.
+    #[test]
+    fn knowledge_index_is_built_once_per_snapshot_and_kept_across_playbook_versions() {
+        let mut large = crate::knowledge::fixtures::english_tenant(500);
+        large.rules.learning = tenant(true).rules.learning.clone();
+        let config = Arc::new(large);
+        let cache = PlaybookCache::holding(version(&["Invented tactic: one"]));
+        let shared = TurnsShared::default().with_playbook(cache);
+        shared.warm(&config);
+        let first = shared.derived(&config);
+        assert!(first.knowledge.layout().catalog_retrieved);
+        let shared =
+            shared.with_playbook(PlaybookCache::holding(version(&["Invented tactic: two"])));
+        let second = shared.derived(&config);
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "a new playbook, a new prompt"
+        );
+        assert!(
+            Arc::ptr_eq(&first.knowledge, &second.knowledge),
+            "the same index"
+        );
+
+        let reloaded = Arc::new((*config).clone());
+        let third = shared.derived(&reloaded);
+        assert!(
+            !Arc::ptr_eq(&second.knowledge, &third.knowledge),
+            "a reload rebuilds it"
+        );
+    }
 }
