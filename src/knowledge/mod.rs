@@ -132,6 +132,8 @@ pub struct Retrieved {
     pub passages: Vec<u32>,
     /// The search found nothing above its floor (the recorded offering aside): a miss.
     pub miss: bool,
+    /// What the snapshot retrieves (which parts the block carries).
+    pub layout: Layout,
 }
 
 /// The ids a turn was given, for its record and `simulate` (never text).
@@ -175,7 +177,8 @@ impl Retrieved {
 
     /// The turn's block of retrieved text, in the turn's last user message: offering lines as
     /// the catalog writes them, then passages fenced with the conversation's fence.
-    pub fn block(&self, config: &TenantConfig, layout: Layout, fence: &Fence) -> String {
+    pub fn block(&self, config: &TenantConfig, fence: &Fence) -> String {
+        let layout = self.layout;
         let mut out = String::new();
         out.push_str(LABEL_RETRIEVED);
         out.push('\n');
@@ -342,7 +345,10 @@ impl Knowledge {
     /// A turn's knowledge: the recorded offering first, then the best matches of the message,
     /// then of the last turns of history; passages likewise.
     pub fn retrieve(&self, query: Query<'_>) -> Retrieved {
-        let mut out = Retrieved::default();
+        let mut out = Retrieved {
+            layout: self.layout,
+            ..Retrieved::default()
+        };
         let Some(index) = &self.index else {
             return out;
         };
@@ -385,7 +391,10 @@ impl Knowledge {
 
     /// `search_catalog`: the best matches of `text` alone.
     pub fn search(&self, text: &str) -> Retrieved {
-        let mut out = Retrieved::default();
+        let mut out = Retrieved {
+            layout: self.layout,
+            ..Retrieved::default()
+        };
         let Some(index) = &self.index else {
             return out;
         };
