@@ -423,6 +423,9 @@ impl Metrics {
         for why in HOLD_RELEASES {
             let _ = self.hold_releases.get_or_create(&[("reason", why)]);
         }
+        for kind in ["offering", "passage"] {
+            let _ = self.knowledge_retrieved.get_or_create(&[("kind", kind)]);
+        }
         for field in ["subscriber_id", "user_id", "ai_token"] {
             let _ = self.not_substituted.get_or_create(&[("field", field)]);
         }
