@@ -719,9 +719,13 @@ fn spawn_reload_on_sighup(
     Ok(())
 }
 
-/// Builds what `config` derives for the turns (`TurnsShared::warm`) off the async workers: a
-/// large catalog's index takes a moment to build.
+/// Builds what `config` derives for the turns (`TurnsShared::warm`): off the async workers when
+/// it has an index to build (a large catalog's takes a moment), in place otherwise (a small
+/// tenant's prompt and tool specs take microseconds, and a test's paused clock sees no wait).
 async fn warm(shared: &TurnsShared, config: Arc<crate::config::TenantConfig>) {
+    if !crate::knowledge::Layout::of(&config).retrieves() {
+        return shared.warm(&config);
+    }
     let shared = shared.clone();
     if tokio::task::spawn_blocking(move || shared.warm(&config))
         .await
