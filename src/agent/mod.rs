@@ -1,6 +1,7 @@
 //! The agent core: from a turn's inputs to a guarded reply (SYSTEM 4, 012, 024, C3, C4, C6).
 //!
-//! - [`prompt`]: the static prefix and the per-turn messages, in the shared prompt format;
+//! - [`prompt`]: the static prefix and the per-turn messages, in the shared prompt format (with
+//!   `knowledge_sections` above the knowledge threshold);
 //!   [`playbook`]: the active playbook's section of it (031). The fence around contact text is
 //!   `crate::fence`.
 //! - [`agent_loop`]: the four-step tool loop over the `Model` and `ToolHost` traits.
@@ -17,6 +18,7 @@ pub mod agent_loop;
 mod cache_key;
 pub mod duplicate;
 pub mod guardrails;
+mod knowledge_sections;
 mod leak;
 pub mod playbook;
 pub mod prompt;
