@@ -32,6 +32,8 @@
 //! - [`startup`]: assembles the app from `Settings`; takes the listener and a shutdown token.
 //! - [`cli`]: the commands of SYSTEM 5.4, called by the thin `main`.
 //! - [`ids`], [`clock`]: identifiers that never print personal data; the injectable clock.
+//! - [`search`]: a generic full-text index in memory (folded, stemmed, BM25).
+//! - [`knowledge`]: the catalog and documents above a threshold, retrieved per turn.
 //! - [`fence`]: the per-turn markers around untrusted text in the prompt, and their checks.
 //! - [`words`]: every word for the business owner, in `rules.json`'s `ownerLanguage`.
 
@@ -53,6 +55,7 @@ pub mod fence;
 pub mod handoff;
 pub mod http;
 pub mod ids;
+pub mod knowledge;
 pub mod learning;
 
 pub mod manychat;
@@ -66,6 +69,7 @@ pub mod plugins;
 pub mod report;
 pub mod retention;
 pub mod sales;
+pub mod search;
 pub mod settings;
 pub mod startup;
 pub mod store;

@@ -126,6 +126,11 @@ pub struct Metrics {
     held_messages: Counter,
     /// Pieces of a contact's message that joined an earlier piece's turn (`crate::burst`).
     burst_pieces_merged: Counter,
+    /// Knowledge at scale (`crate::knowledge`): offerings and passages given to turns above the
+    /// threshold, by kind (`offering`, `passage`).
+    knowledge_retrieved: Family<Labels<1>, Counter>,
+    /// Turns above the threshold whose search found nothing above its floor.
+    knowledge_misses: Counter,
     /// Holds released, by reason (`hold_expired`, `tag_removed`, `released`).
     hold_releases: Family<Labels<1>, Counter>,
     /// Contacts held for a person now (read at scrape time).
@@ -264,6 +269,14 @@ impl Default for Metrics {
             burst_pieces_merged: r.add(
                 "burst_pieces_merged",
                 "Contact messages that joined the turn of an earlier piece of the same burst (answered once, with it)",
+            ),
+            knowledge_retrieved: r.add(
+                "knowledge_retrieved",
+                "Offerings and passages given to turns above the knowledge threshold, by kind",
+            ),
+            knowledge_misses: r.add(
+                "knowledge_misses",
+                "Turns above the knowledge threshold whose search found no offering or passage",
             ),
             hold_releases: r.add(
                 "hold_releases",
@@ -410,6 +423,9 @@ impl Metrics {
         for why in HOLD_RELEASES {
             let _ = self.hold_releases.get_or_create(&[("reason", why)]);
         }
+        for kind in ["offering", "passage"] {
+            let _ = self.knowledge_retrieved.get_or_create(&[("kind", kind)]);
+        }
         for field in ["subscriber_id", "user_id", "ai_token"] {
             let _ = self.not_substituted.get_or_create(&[("field", field)]);
         }
@@ -494,6 +510,29 @@ impl Metrics {
     /// A piece that joined a burst's turn (`crate::burst`).
     pub fn burst_piece_merged(&self) {
         self.burst_pieces_merged.inc();
+    }
+
+    /// A turn above the knowledge threshold: how many offerings and passages it was given, and
+    /// whether its search missed.
+    pub fn knowledge(&self, offerings: usize, passages: usize, miss: bool) {
+        for (kind, n) in [("offering", offerings), ("passage", passages)] {
+            self.knowledge_retrieved
+                .get_or_create(&[("kind", kind)])
+                .inc_by(n as u64);
+        }
+        if miss {
+            self.knowledge_misses.inc();
+        }
+    }
+
+    /// The counts of [`Metrics::knowledge`]: offerings, passages, misses.
+    pub fn knowledge_counts(&self) -> (u64, u64, u64) {
+        let kind = |k: &'static str| self.knowledge_retrieved.get_or_create(&[("kind", k)]).get();
+        (
+            kind("offering"),
+            kind("passage"),
+            self.knowledge_misses.get(),
+        )
     }
 
     pub fn hold_release(&self, why: &'static str) {

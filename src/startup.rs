@@ -455,8 +455,12 @@ impl Application {
             let token = shutdown.clone();
             tokio::spawn(self.nudges.clone().run(token))
         });
+        // What the config derives (the knowledge index, the tool specs, the prompt) is built
+        // now, so the first turn does not pay for it; likewise after every applied reload.
+        let shared = self.state.turns.shared();
+        warm(&shared, self.state.config.snapshot()).await;
         if self.reload_on_sighup {
-            spawn_reload_on_sighup(self.state.config.clone(), shutdown.clone())?;
+            spawn_reload_on_sighup(self.state.config.clone(), shared, shutdown.clone())?;
         }
         // 031: off the inbound path; a failed refresh keeps the version the turns have.
         self.playbook.spawn(
@@ -684,6 +688,7 @@ pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// is bounded by [`RELOAD_TIMEOUT`], so a stuck read never stops later SIGHUPs from being heard.
 fn spawn_reload_on_sighup(
     config: Arc<ConfigHandle>,
+    shared: TurnsShared,
     shutdown: CancellationToken,
 ) -> Result<(), std::io::Error> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -695,7 +700,10 @@ fn spawn_reload_on_sighup(
                 received = hangups.recv() => {
                     if received.is_none() { break; }
                     match config.reload_bounded(RELOAD_TIMEOUT).await {
-                        ReloadOutcome::Applied => tracing::info!("SIGHUP: tenant config reloaded"),
+                        ReloadOutcome::Applied => {
+                            warm(&shared, config.snapshot()).await;
+                            tracing::info!("SIGHUP: tenant config reloaded");
+                        }
                         ReloadOutcome::Rejected(errors) => tracing::warn!(
                             issues = errors.len(),
                             "SIGHUP: tenant config invalid; the old config stays in force"
@@ -709,6 +717,22 @@ fn spawn_reload_on_sighup(
         }
     });
     Ok(())
+}
+
+/// Builds what `config` derives for the turns (`TurnsShared::warm`): off the async workers when
+/// it has an index to build (a large catalog's takes a moment), in place otherwise (a small
+/// tenant's prompt and tool specs take microseconds, and a test's paused clock sees no wait).
+async fn warm(shared: &TurnsShared, config: Arc<crate::config::TenantConfig>) {
+    if !crate::knowledge::Layout::of(&config).retrieves() {
+        return shared.warm(&config);
+    }
+    let shared = shared.clone();
+    if tokio::task::spawn_blocking(move || shared.warm(&config))
+        .await
+        .is_err()
+    {
+        tracing::error!("building the config's derived state failed; the first turn builds it");
+    }
 }
 
 /// A future that resolves on SIGTERM or Ctrl-C.

@@ -1,6 +1,7 @@
 //! The agent core: from a turn's inputs to a guarded reply (SYSTEM 4, 012, 024, C3, C4, C6).
 //!
-//! - [`prompt`]: the static prefix and the per-turn messages, in the shared prompt format;
+//! - [`prompt`]: the static prefix and the per-turn messages, in the shared prompt format (with
+//!   `knowledge_sections` above the knowledge threshold);
 //!   [`playbook`]: the active playbook's section of it (031). The fence around contact text is
 //!   `crate::fence`.
 //! - [`agent_loop`]: the four-step tool loop over the `Model` and `ToolHost` traits.
@@ -17,6 +18,7 @@ pub mod agent_loop;
 mod cache_key;
 pub mod duplicate;
 pub mod guardrails;
+mod knowledge_sections;
 mod leak;
 pub mod playbook;
 pub mod prompt;
@@ -106,6 +108,9 @@ pub struct ThinkInput<'a> {
     pub images: &'a [crate::model::ImageInput],
     /// The day's budget, asked before each model call (`None`: unbudgeted, as in an eval).
     pub budget: Option<&'a dyn CallBudget>,
+    /// Above the knowledge threshold: the offerings and passages this turn is given, written
+    /// in its own message (`crate::knowledge`); `None` below it.
+    pub retrieved: Option<&'a crate::knowledge::Retrieved>,
 }
 
 /// What the agent concluded.
@@ -138,7 +143,16 @@ pub async fn think_with_fence(
     fence: &Fence,
     tools: &mut dyn ToolHost,
 ) -> Thought {
-    let messages = turn_messages(input.notices, input.history, input.contact_text, fence);
+    let block = input
+        .retrieved
+        .map(|r| prompt::retrieved_block(input.config, r, fence));
+    let messages = prompt::turn_messages_with(
+        input.notices,
+        input.history,
+        input.contact_text,
+        fence,
+        block.as_deref(),
+    );
     respond(model, input, messages, fence, tools).await
 }
 
@@ -152,7 +166,16 @@ pub async fn think_follow_up(
     fence: &Fence,
     tools: &mut dyn ToolHost,
 ) -> Thought {
-    let messages = prompt::follow_up_messages(input.notices, input.history, note, fence);
+    let block = input
+        .retrieved
+        .map(|r| prompt::retrieved_block(input.config, r, fence));
+    let messages = prompt::follow_up_messages_with(
+        input.notices,
+        input.history,
+        note,
+        fence,
+        block.as_deref(),
+    );
     respond(model, input, messages, fence, tools).await
 }
 
@@ -271,6 +294,7 @@ mod tests {
             max_messages: 10,
             images: &[],
             budget: None,
+            retrieved: None,
         }
     }
 

@@ -24,13 +24,17 @@ use crate::config::{Catalog, TenantConfig};
 use crate::model::Message;
 use crate::store::Role;
 
+use super::knowledge_sections::{push_catalog_index, push_documents};
 use crate::fence::{Fence, one_line, server_line};
+pub use crate::knowledge::format_price;
+use crate::knowledge::{Layout, Retrieved, lines};
 
 /// Section headers of the static prefix, in order.
 pub const HEADER_FRAMEWORK_RULES: &str = "# FRAMEWORK RULES";
 pub const HEADER_TENANT_PROMPT: &str = "# TENANT PROMPT";
 pub const HEADER_CATALOG: &str = "# CATALOG";
 pub const HEADER_FAQ: &str = "# FAQ";
+pub use super::knowledge_sections::HEADER_DOCUMENTS;
 pub const HEADER_PAYMENT_OPTIONS: &str = "# PAYMENT OPTIONS";
 /// 031: the active playbook's section, after the payment options, for a tenant with `learning`
 /// (`SnapshotPrompt::with_playbook`); never part of [`static_prefix`].
@@ -51,18 +55,16 @@ pub const SECTION_MARKERS: &[&str] = &[
     HEADER_TENANT_PROMPT,
     HEADER_CATALOG,
     HEADER_FAQ,
+    HEADER_DOCUMENTS,
     HEADER_PAYMENT_OPTIONS,
     HEADER_PLAYBOOK,
+    "RETRIEVED CATALOG (business text",
     "SERVER NOTICES",
     "SERVER NOTE",
     "HISTORY (oldest first",
     "CONTACT MESSAGE (untrusted",
     "[actions performed:",
 ];
-
-/// Currencies whose minor unit is the unit itself (ISO 4217 exponent 0) among those the prompt
-/// contract names. HUF is deliberately absent: ISO gives it two decimals.
-const ZERO_DECIMAL_CURRENCIES: &[&str] = &["JPY", "KRW", "CLP", "VND", "ISK"];
 
 /// The framework rules: what every tenant's agent must do, whatever its persona says.
 const FRAMEWORK_RULES: &str = "\
@@ -263,9 +265,14 @@ pub fn static_prefix(cfg: &TenantConfig) -> String {
     );
     out.push_str("\n\n");
 
+    let layout = Layout::of(cfg);
     out.push_str(HEADER_CATALOG);
     out.push('\n');
-    push_catalog(&mut out, catalog);
+    if layout.catalog_retrieved {
+        push_catalog_index(&mut out, catalog);
+    } else {
+        push_catalog(&mut out, catalog);
+    }
     out.push('\n');
 
     push_header(&mut out, HEADER_FAQ, catalog.faq.is_empty());
@@ -274,6 +281,12 @@ pub fn static_prefix(cfg: &TenantConfig) -> String {
         push_block(&mut out, "A: ", &faq.answer, "   ");
     }
     out.push('\n');
+
+    // A tenant without documents keeps its prefix byte for byte.
+    if !cfg.knowledge.is_empty() {
+        push_documents(&mut out, cfg, layout);
+        out.push('\n');
+    }
 
     push_header(
         &mut out,
@@ -305,27 +318,7 @@ fn push_catalog(out: &mut String, catalog: &Catalog) {
     out.push_str(&one_line(&catalog.business_name));
     out.push('\n');
     for o in &catalog.offerings {
-        let mut line = format!("- offering {}: {}", one_line(&o.id), one_line(&o.name));
-        line.push_str(" | price ");
-        line.push_str(&format_price(o.price.amount, &o.price.currency));
-        if let Some(h) = o.duration_hours {
-            line.push_str(&format!(" | duration {} hours", format_hours(h)));
-        }
-        if let Some(s) = o.schedule.as_deref().filter(|s| !s.trim().is_empty()) {
-            line.push_str(" | schedule ");
-            line.push_str(&one_line(s));
-        }
-        if let Some(u) = o.url.as_deref().filter(|u| !u.trim().is_empty()) {
-            line.push_str(" | url ");
-            line.push_str(&one_line(u));
-        }
-        out.push_str(&line);
-        out.push('\n');
-        for l in o.description.lines().filter(|l| !l.trim().is_empty()) {
-            out.push_str("  ");
-            out.push_str(l.trim_end());
-            out.push('\n');
-        }
+        lines::push_offering(out, o);
     }
 }
 
@@ -342,27 +335,6 @@ fn push_block(out: &mut String, first_prefix: &str, text: &str, indent: &str) {
     }
 }
 
-/// A price from minor units: `45000 USD` → `450.00 USD`; `5000 JPY` → `5000 JPY`.
-pub fn format_price(amount: i64, currency: &str) -> String {
-    let code = currency.trim().to_ascii_uppercase();
-    let sign = if amount < 0 { "-" } else { "" };
-    let abs = amount.unsigned_abs();
-    if ZERO_DECIMAL_CURRENCIES.contains(&code.as_str()) {
-        format!("{sign}{abs} {code}")
-    } else {
-        format!("{sign}{}.{:02} {code}", abs / 100, abs % 100)
-    }
-}
-
-/// Hours without a needless fraction: `24` → `24`, `1.5` → `1.5`.
-fn format_hours(h: f64) -> String {
-    if h.fract() == 0.0 && h.abs() < 1e15 {
-        format!("{}", h as i64)
-    } else {
-        format!("{h}")
-    }
-}
-
 /// The per-turn conversation: the history's messages ([`history_messages`]), then one user
 /// message with the server notices and the fenced contact message.
 pub fn turn_messages(
@@ -371,13 +343,32 @@ pub fn turn_messages(
     contact_text: &str,
     fence: &Fence,
 ) -> Vec<Message> {
+    turn_messages_with(notices, history, contact_text, fence, None)
+}
+
+/// [`turn_messages`] with the turn's retrieved knowledge (`crate::knowledge`, above the
+/// threshold): its block sits in the turn's own message, after the notices and before the
+/// contact's message, so the prefix and the history stay cacheable.
+pub fn turn_messages_with(
+    notices: &[String],
+    history: &[HistoryTurn],
+    contact_text: &str,
+    fence: &Fence,
+    retrieved: Option<&str>,
+) -> Vec<Message> {
     ending_with(
         notices,
         history,
         fence,
+        retrieved,
         LABEL_CONTACT,
         &fence.wrap(contact_text),
     )
+}
+
+/// The block of a turn's retrieved knowledge, with the conversation's fence around passages.
+pub fn retrieved_block(cfg: &TenantConfig, retrieved: &Retrieved, fence: &Fence) -> String {
+    retrieved.block(cfg, fence)
 }
 
 /// 025: a nudge turn's conversation: the history as on any turn, then the server notices and,
@@ -389,7 +380,25 @@ pub fn follow_up_messages(
     note: &str,
     fence: &Fence,
 ) -> Vec<Message> {
-    ending_with(notices, history, fence, LABEL_FOLLOW_UP, &server_line(note))
+    follow_up_messages_with(notices, history, note, fence, None)
+}
+
+/// [`follow_up_messages`] with the turn's retrieved knowledge (see [`turn_messages_with`]).
+pub fn follow_up_messages_with(
+    notices: &[String],
+    history: &[HistoryTurn],
+    note: &str,
+    fence: &Fence,
+    retrieved: Option<&str>,
+) -> Vec<Message> {
+    ending_with(
+        notices,
+        history,
+        fence,
+        retrieved,
+        LABEL_FOLLOW_UP,
+        &server_line(note),
+    )
 }
 
 /// How many leading messages of [`turn_messages`] are the history: one per history turn.
@@ -399,17 +408,23 @@ pub fn history_message_count(history: &[HistoryTurn]) -> usize {
     history.len()
 }
 
-/// The history's messages, then one user message: the server notices, then `label` over `last`
-/// (where the contact's message stands).
+/// The history's messages, then one user message: the server notices, the retrieved block if
+/// any, then `label` over `last` (where the contact's message stands).
 fn ending_with(
     notices: &[String],
     history: &[HistoryTurn],
     fence: &Fence,
+    retrieved: Option<&str>,
     label: &str,
     last: &str,
 ) -> Vec<Message> {
     let mut messages = history_messages(history, fence);
-    let mut text = notices_section(notices, history.is_empty(), last.len());
+    let block = retrieved.unwrap_or_default();
+    let mut text = notices_section(notices, history.is_empty(), last.len() + block.len() + 1);
+    if !block.is_empty() {
+        text.push_str(block);
+        text.push('\n');
+    }
     text.push_str(label);
     text.push('\n');
     text.push_str(last);

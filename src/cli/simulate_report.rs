@@ -60,6 +60,9 @@ pub(super) async fn describe(
     for entry in &entries {
         lines.push(format!("  {}", action_line(language, entry)));
     }
+    if let Ok(Some(knowledge)) = store.turn_knowledge(turn.id).await {
+        lines.push(format!("  {}", knowledge_line(&knowledge)));
+    }
     if let Some(reason) = &turn.escalation_reason {
         let words = words::reason(language, reason);
         lines.push(format!(
@@ -75,6 +78,34 @@ pub(super) async fn describe(
         ));
     }
     lines
+}
+
+/// Knowledge at scale: the ids (and counts) of the offerings and passages the turn was given,
+/// never their text.
+fn knowledge_line(knowledge: &Value) -> String {
+    let ids = |key: &str| -> Vec<&str> {
+        knowledge
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|ids| ids.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    };
+    let (offerings, passages) = (ids("offerings"), ids("passages"));
+    let list = |ids: &[&str]| match ids.is_empty() {
+        true => String::new(),
+        false => format!(": {}", ids.join(", ")),
+    };
+    let miss = match knowledge.get("miss").and_then(Value::as_bool) {
+        Some(true) => " (its search found nothing)",
+        _ => "",
+    };
+    format!(
+        "knowledge given: {} offerings{}; {} passages{}{miss}",
+        offerings.len(),
+        list(&offerings),
+        passages.len(),
+        list(&passages),
+    )
 }
 
 /// The contact's latest agent turn, once the actions it performs after the response are
@@ -152,6 +183,25 @@ fn action_line(language: Language, action: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn simulate_shows_the_knowledge_ids_and_counts_a_turn_was_given() {
+        let line = knowledge_line(&serde_json::json!({
+            "offerings": ["tent-ridgeline-2", "stove-northwind-1"],
+            "passages": ["returns#1"],
+            "miss": false
+        }));
+        assert_eq!(
+            line,
+            "knowledge given: 2 offerings: tent-ridgeline-2, stove-northwind-1; 1 passages: returns#1"
+        );
+        let missed =
+            knowledge_line(&serde_json::json!({"offerings": [], "passages": [], "miss": true}));
+        assert_eq!(
+            missed,
+            "knowledge given: 0 offerings; 0 passages (its search found nothing)"
+        );
+    }
 
     #[test]
     fn simulate_names_each_action_and_how_it_ended() {

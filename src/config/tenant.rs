@@ -146,6 +146,45 @@ pub struct Rules {
     /// contacts in the language `prompt.md` asks for.
     #[serde(default, skip_serializing_if = "super::Language::is_default")]
     pub owner_language: super::Language,
+    /// Knowledge at scale: up to these sizes the catalog and the documents are written into
+    /// every prompt; above them, each turn is given the offerings and passages relevant to it.
+    #[serde(default, skip_serializing_if = "KnowledgeRules::is_default")]
+    pub knowledge: KnowledgeRules,
+}
+
+/// Where the prompt stops listing everything and retrieval starts (`rules.json` `knowledge`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KnowledgeRules {
+    /// Up to this many offerings the whole catalog is in every prompt; more are retrieved per
+    /// turn.
+    #[serde(default = "defaults::prompt_offerings")]
+    pub prompt_offerings: u32,
+    /// Up to this many tokens (estimated: four characters a token) of `config/knowledge/`
+    /// documents are in every prompt; more are retrieved per turn.
+    #[serde(default = "defaults::prompt_document_tokens")]
+    pub prompt_document_tokens: u32,
+    /// The language the catalog and documents are written in, for stemming: `en`, `es` or
+    /// `pt`. Absent: every word is indexed under all three languages' stems.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern("^(en|es|pt)$"))]
+    pub language: Option<String>,
+}
+
+impl Default for KnowledgeRules {
+    fn default() -> Self {
+        Self {
+            prompt_offerings: defaults::prompt_offerings(),
+            prompt_document_tokens: defaults::prompt_document_tokens(),
+            language: None,
+        }
+    }
+}
+
+impl KnowledgeRules {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// How long a turn waits for more pieces of the contact's message before the model runs.
@@ -334,6 +373,12 @@ pub mod defaults {
     pub fn turns_per_hour() -> u32 {
         60
     }
+    pub fn prompt_offerings() -> u32 {
+        40
+    }
+    pub fn prompt_document_tokens() -> u32 {
+        3000
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -457,8 +502,10 @@ pub struct FieldConfig {
     /// `MANYCHAT_REPLY_FIELD` or `MANYCHAT_TOKEN_FIELD` (012), nor, with the delivery handshake
     /// on, `MANYCHAT_DELIVERED_FIELD` or `MANYCHAT_DELIVERY_ID_FIELD`.
     pub field: String,
-    /// The only values that may be written (no free text, 012); unique ids.
-    #[schemars(length(min = 1), inner(pattern(ID_PATTERN)))]
+    /// The only values that may be written (no free text, 012); unique ids. The offering field
+    /// may leave it out: its values are then the catalog's offering ids.
+    #[serde(default)]
+    #[schemars(inner(pattern(ID_PATTERN)))]
     pub values: Vec<String>,
     pub description: String,
     /// The funnel field (023): values exactly new, qualifying, nurturing, offered, prepared,
@@ -468,7 +515,8 @@ pub struct FieldConfig {
     /// The intent field (034): values exactly not_prospect, prospect.
     #[serde(default)]
     pub intent: bool,
-    /// The offering field (028): values exactly the catalog's offering ids.
+    /// The offering field (028): values exactly the catalog's offering ids, or none listed
+    /// (the catalog's ids, checked by the server against the whole catalog).
     #[serde(default)]
     pub offering: bool,
 }

@@ -68,6 +68,11 @@ pub fn check(
             failures.push(format!("contains forbidden text {banned:?}"));
         }
     }
+    for id in &expect.retrieved {
+        if !obs.retrieved.contains(id) {
+            failures.push(format!("{id} was not retrieved for the turn"));
+        }
+    }
     if let Some(max) = expect.max_lines {
         let lines = obs
             .messages

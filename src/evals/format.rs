@@ -120,6 +120,10 @@ pub struct Expect {
     /// The most non-empty lines the messages may hold together.
     #[serde(default)]
     pub max_lines: Option<usize>,
+    /// Knowledge at scale: offering or passage ids the turn must have been given (above the
+    /// knowledge threshold: retrieved, or returned by `search_catalog`).
+    #[serde(default)]
+    pub retrieved: Vec<String>,
 }
 
 /// What one turn did, as the runner observed it after the guardrails.
@@ -135,6 +139,8 @@ pub struct Observation {
     pub actions: Vec<String>,
     pub latency_ms: u64,
     pub cost_usd: f64,
+    /// Above the knowledge threshold: the offering and passage ids the turn was given.
+    pub retrieved: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

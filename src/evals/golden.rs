@@ -370,6 +370,7 @@ async fn observe(model: &dyn Model, tenant: &Tenant, case: &EvalCase) -> Observa
         actions,
         latency_ms: 1,
         cost_usd: 0.0,
+        retrieved: Vec::new(),
     }
 }
 

@@ -175,11 +175,14 @@ async fn run_prompted(
         .to_owned();
     let probes = super::leak_probes(&probes_source);
     let catalog = config.catalog.clone();
+    // Built once per suite, as the server builds it once per config snapshot.
+    let knowledge = Arc::new(crate::knowledge::Knowledge::build(&config));
     let run = |case: &EvalCase| {
         let case = case.clone();
         let config = config.clone();
         let model = model.clone();
         let prompt = prompt.clone();
+        let knowledge = knowledge.clone();
         let (max_output_tokens, temperature) =
             (env.max_output_tokens, env.temperature_or_default());
         async move {
@@ -188,6 +191,7 @@ async fn run_prompted(
                 config,
                 model.as_ref(),
                 &prompt,
+                knowledge,
                 max_output_tokens,
                 temperature,
             )
@@ -202,6 +206,7 @@ async fn observe(
     config: Arc<TenantConfig>,
     model: &dyn Model,
     prompt: &agent::SnapshotPrompt,
+    knowledge: Arc<crate::knowledge::Knowledge>,
     max_output_tokens: u32,
     temperature: f32,
 ) -> Observation {
@@ -253,7 +258,11 @@ async fn observe(
     };
     let known = crate::sales::known::from_record(&config, &record, request);
     let notices = crate::sales::notices::notices(&config, &known);
-    let mut tools = TurnTools::without_reads_for(config.clone(), known);
+    let retrieved = {
+        let texts: Vec<&str> = history.iter().map(|t| t.text.as_str()).collect();
+        knowledge.for_turn(&case.text, &texts, known.offering.as_deref())
+    };
+    let mut tools = TurnTools::without_reads_with(config.clone(), known, knowledge.clone());
     let thought = agent::think(
         model,
         ThinkInput {
@@ -267,10 +276,17 @@ async fn observe(
             max_messages: 3,
             images: &[],
             budget: None,
+            retrieved: retrieved.as_ref(),
         },
         &mut tools,
     )
     .await;
+    let retrieved = retrieved
+        .map(|r| {
+            let given = crate::knowledge::TurnKnowledge::of(&config, &r, tools.given()).ids;
+            given.offerings.into_iter().chain(given.passages).collect()
+        })
+        .unwrap_or_default();
     // An escalated turn performs nothing: its staged actions would be discarded.
     let actions = if thought.reply.escalate {
         Vec::new()
@@ -293,6 +309,7 @@ async fn observe(
         actions,
         latency_ms: started.elapsed().as_millis() as u64,
         cost_usd: crate::model::pricing::cost_usd(model.id(), &thought.usage),
+        retrieved,
     }
 }
 
@@ -326,7 +343,16 @@ mod tests {
             let prompt = agent::SnapshotPrompt::new(&config);
             let cases = crate::evals::load_suite(&root.join(suite)).unwrap();
             for case in &cases {
-                let obs = observe(case, config.clone(), model.as_ref(), &prompt, 600, 0.0).await;
+                let obs = observe(
+                    case,
+                    config.clone(),
+                    model.as_ref(),
+                    &prompt,
+                    Arc::new(crate::knowledge::Knowledge::build(&config)),
+                    600,
+                    0.0,
+                )
+                .await;
                 assert_ne!(obs.reason.as_deref(), Some("leak"), "{suite} {}", case.id);
                 let history = case.history.iter().filter(|t| t.role == EvalRole::Agent);
                 let replies = obs.messages.iter().chain(history.map(|t| &t.text));

@@ -61,6 +61,7 @@ fn expect(escalate: bool) -> Expect {
         must_contain: vec![],
         must_not_contain: vec![],
         max_lines: None,
+        retrieved: vec![],
     }
 }
 
@@ -533,4 +534,22 @@ async fn slow_cases_run_four_at_a_time_and_are_reported_as_they_finish() {
         "suite order"
     );
     assert_eq!(report.failed(), 0);
+}
+
+/// Knowledge at scale: a case may assert which offerings or passages the turn was given.
+#[test]
+fn knowledge_eval_case_asserts_an_offering_was_retrieved() {
+    let parsed: Expect = serde_json::from_value(
+        serde_json::json!({"escalate": false, "retrieved": ["tent-northwind-lite-slate"]}),
+    )
+    .unwrap();
+    assert_eq!(parsed.retrieved, ["tent-northwind-lite-slate"]);
+    let c = case(parsed);
+    let mut obs = said(&["It is 19.00 USD."]);
+    assert_eq!(
+        check(&c, &obs, &catalog(), &[]),
+        ["tent-northwind-lite-slate was not retrieved for the turn"]
+    );
+    obs.retrieved = vec!["returns#1".into(), "tent-northwind-lite-slate".into()];
+    assert!(check(&c, &obs, &catalog(), &[]).is_empty());
 }

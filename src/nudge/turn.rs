@@ -147,6 +147,7 @@ impl NudgeTurn for AgentNudgeTurn {
             }
         };
         let notices = sales::notices::notices(&config, &known);
+        let known_offering = known.offering.clone();
         // C4: the conversation's fence, so the history reads as on the contact's own turns.
         let texts = history.iter().map(|turn| turn.text.as_str());
         let fence = crate::turn::conversation_fence(self.store.as_ref(), conversation, texts).await;
@@ -159,7 +160,15 @@ impl NudgeTurn for AgentNudgeTurn {
             fence: fence.clone(),
             specs: derived.tools.clone(),
             sales: known,
+            knowledge: derived.knowledge.clone(),
         });
+        // Above the knowledge threshold: the contact's offering and the history's matches.
+        let retrieved = {
+            let texts: Vec<&str> = history.iter().map(|t| t.text.as_str()).collect();
+            derived
+                .knowledge
+                .for_turn("", &texts, known_offering.as_deref())
+        };
         let input = ThinkInput {
             config: &config,
             prompt: &derived.prompt,
@@ -171,6 +180,7 @@ impl NudgeTurn for AgentNudgeTurn {
             max_messages: 3,
             images: &[],
             budget: Some(&turn_budget),
+            retrieved: retrieved.as_ref(),
         };
         let thinking =
             agent::think_follow_up(self.model.as_ref(), input, &note, &fence, &mut tools);

@@ -26,6 +26,8 @@ pub enum TurnJson {
     Actions,
     /// The business's read tools: the plugin reads (`plugin_reads`).
     PluginReads,
+    /// The ids of the offerings and passages the turn was given (`knowledge`).
+    Knowledge,
 }
 
 /// A turn to record. `text` is the contact's message (user) or the reply as delivered (agent).
@@ -296,11 +298,20 @@ pub trait TurnStore: ConversationStore + CounterStore + OutboxStore + SalesStore
             .await
     }
 
+    /// Knowledge at scale (`crate::knowledge`): writes the ids of the offerings and passages a
+    /// turn was given (`{"offerings": [...], "passages": [...]}`) once the turn is recorded.
+    async fn update_turn_knowledge(&self, turn_id: i64, ids: &Value) -> Result<()> {
+        self.set_turn_json(TurnJson::Knowledge, turn_id, ids).await
+    }
+
     /// Writes `value` as one of a turn's JSON columns; a turn that does not exist is an error.
     async fn set_turn_json(&self, column: TurnJson, turn_id: i64, value: &Value) -> Result<()>;
 
     /// A turn's plugin reads; `None` when it made none (or the turn does not exist).
     async fn turn_plugin_reads(&self, turn_id: i64) -> Result<Option<Value>>;
+
+    /// The ids a turn was given above the knowledge threshold; `None` when none were recorded.
+    async fn turn_knowledge(&self, turn_id: i64) -> Result<Option<Value>>;
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>>;
 

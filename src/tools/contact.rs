@@ -35,6 +35,17 @@ pub fn anything_readable(tools: &ToolsConfig) -> bool {
 
 /// The tool result of a successful read.
 pub fn contact_view(tools: &ToolsConfig, record: &ContactRecord, fence: &Fence) -> Value {
+    contact_view_with(tools, &|_| false, record, fence)
+}
+
+/// [`contact_view`] where the offering field's values are the catalog's ids when `tools.json`
+/// leaves them out (`in_catalog` says whether an id is one).
+pub fn contact_view_with(
+    tools: &ToolsConfig,
+    in_catalog: &dyn Fn(&str) -> bool,
+    record: &ContactRecord,
+    fence: &Fence,
+) -> Value {
     let tags: Vec<&str> = tools
         .tags
         .iter()
@@ -47,7 +58,7 @@ pub fn contact_view(tools: &ToolsConfig, record: &ContactRecord, fence: &Fence) 
     for field in tools.fields.iter().chain(&tools.readable.fields) {
         if let Some(value) = record
             .field(&field.field)
-            .and_then(|v| configured_value(field, v))
+            .and_then(|v| configured_value(field, in_catalog, v))
         {
             fields.insert(field.id.clone(), Value::String(value));
         }
@@ -73,7 +84,11 @@ pub fn contact_view(tools: &ToolsConfig, record: &ContactRecord, fence: &Fence) 
 
 /// The configured value id a ManyChat value stands for, `"other"` when it is none of them, or
 /// `None` when the field is unset.
-fn configured_value(field: &FieldConfig, value: &Value) -> Option<String> {
+fn configured_value(
+    field: &FieldConfig,
+    in_catalog: &dyn Fn(&str) -> bool,
+    value: &Value,
+) -> Option<String> {
     let text = match value {
         Value::Null => return None,
         Value::String(s) if s.trim().is_empty() => return None,
@@ -82,9 +97,12 @@ fn configured_value(field: &FieldConfig, value: &Value) -> Option<String> {
         Value::Bool(b) => b.to_string(),
         Value::Array(_) | Value::Object(_) => return Some(OTHER_VALUE.to_owned()),
     };
-    Some(if field.values.contains(&text) {
-        text
-    } else {
-        OTHER_VALUE.to_owned()
-    })
+    let catalog_valued = field.offering && field.values.is_empty();
+    Some(
+        if field.values.contains(&text) || (catalog_valued && in_catalog(&text)) {
+            text
+        } else {
+            OTHER_VALUE.to_owned()
+        },
+    )
 }

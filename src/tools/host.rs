@@ -22,6 +22,14 @@ impl ToolHost for TurnTools {
                 }
             };
         }
+        if call.name == SEARCH_TOOL {
+            return match &call.arguments {
+                ToolArguments::Valid(args) => self.search(args),
+                ToolArguments::Invalid { .. } => {
+                    json!({"available": false, "error": "invalid arguments"})
+                }
+            };
+        }
         if let Some(result) = self.call_plugin(call).await {
             return result;
         }
@@ -46,9 +54,13 @@ impl ToolHost for TurnTools {
                 self.send_flow_now(args, action).await
             }
             Ok((action, args)) => {
+                let named = self.offering_named(&call.name, args);
                 let mut result = self.stage_for_sale(&call.name, args, action);
                 // 032 B: an accepted funnel write sends the flow tied to its stage.
                 self.send_tied_flow(&mut result).await;
+                if let Some(position) = named {
+                    self.give_offering(position, &mut result);
+                }
                 result
             }
             Err(rejected) => {

@@ -32,6 +32,8 @@
 
 mod contact;
 mod host;
+// Knowledge at scale: search_catalog and the offerings a call names.
+mod knowledge;
 mod opening;
 mod specs;
 
@@ -49,6 +51,7 @@ use crate::agent::ToolHost;
 use crate::config::{FlowRole, TenantConfig, ToolsConfig};
 use crate::fence::Fence;
 use crate::ids::{ConversationId, SubscriberId};
+use crate::knowledge::{Knowledge, Retrieved};
 use crate::manychat::ManyChatClient;
 use crate::model::{ToolArguments, ToolCall, ToolSpec};
 use crate::plugins::{self, PluginClient, ToolKind};
@@ -56,7 +59,7 @@ use crate::sales::{Known, SalesCall, TurnSales, Verdict};
 
 pub use contact::{OTHER_VALUE, contact_view};
 pub use sent::FlowSends;
-pub use specs::build_specs;
+pub use specs::{SEARCH_TOOL, build_specs, build_specs_for};
 
 /// 024 § The loop grows: at most eight actions per turn.
 pub const MAX_ACTIONS: usize = 8;
@@ -87,6 +90,8 @@ pub struct ToolContext {
     pub specs: ToolSpecs,
     /// The contact's sales position from the server's records (`sales::known::read`).
     pub sales: Known,
+    /// The snapshot's retrieval: `search_catalog` and the offering checks read it.
+    pub knowledge: Arc<Knowledge>,
 }
 
 /// The contact a turn's requests go to, through the shared client: a read (only on a turn
@@ -112,10 +117,8 @@ pub struct ToolSpecs {
 
 impl ToolSpecs {
     pub fn new(config: &TenantConfig) -> Self {
-        let build = |offer_read| match &config.tools {
-            Some(tools) => with_plugins(build_specs(tools, offer_read), config, offer_read),
-            None => with_plugins(Vec::new(), config, offer_read),
-        };
+        let build =
+            |offer_read| with_plugins(build_specs_for(config, offer_read), config, offer_read);
         Self {
             with_read: build(true),
             without_read: build(false),
@@ -175,6 +178,11 @@ pub struct TurnTools {
     plugins: Option<PluginClient>,
     /// The turn's plugin reads, in call order (`turns.plugin_reads`).
     plugin_reads: Vec<plugins::ReadRecord>,
+    /// The snapshot's retrieval (`search_catalog`, the closest ids of an unknown offering).
+    knowledge: Arc<Knowledge>,
+    /// What the turn's tools gave the model beyond the retrieved block: `search_catalog`'s
+    /// results and an offering a call named (`turns.knowledge`).
+    given: Retrieved,
 }
 
 /// A flow this turn asked ManyChat to send (029), and when ManyChat answered (030).
@@ -212,6 +220,7 @@ impl TurnTools {
         let specs = context.specs.offered(true);
         let mut tools = Self::build(context.config, specs, reader, context.fence);
         tools.sales = TurnSales::new(context.sales);
+        tools.knowledge = context.knowledge;
         tools.contact = Some(contact);
         tools
     }
@@ -257,10 +266,28 @@ impl TurnTools {
     /// [`TurnTools::without_reads`] for a contact at a known sales position (the eval runner:
     /// a case's contact).
     pub fn without_reads_for(config: Arc<TenantConfig>, sales: Known) -> Self {
+        let knowledge = Arc::new(Knowledge::build(&config));
+        Self::without_reads_with(config, sales, knowledge)
+    }
+
+    /// [`TurnTools::without_reads_for`] with the snapshot's retrieval already built (an eval
+    /// suite builds it once).
+    pub fn without_reads_with(
+        config: Arc<TenantConfig>,
+        sales: Known,
+        knowledge: Arc<Knowledge>,
+    ) -> Self {
         let specs = ToolSpecs::new(&config).offered(false);
         let mut tools = Self::build(config, specs, None, Fence::new());
         tools.sales = TurnSales::new(sales);
+        tools.knowledge = knowledge;
         tools
+    }
+
+    /// What the turn's tools gave the model beyond its retrieved block (`search_catalog`'s
+    /// results, an offering a call named), as catalog and passage positions.
+    pub fn given(&self) -> &Retrieved {
+        &self.given
     }
 
     fn build(
@@ -288,6 +315,8 @@ impl TurnTools {
             opening_tried: false,
             plugins: None,
             plugin_reads: Vec::new(),
+            knowledge: Arc::default(),
+            given: Retrieved::default(),
         }
     }
 
@@ -389,7 +418,21 @@ impl TurnTools {
                 let id = arg("field")?;
                 let value = arg("value")?;
                 let field = named!("field", id, tools.fields.iter());
-                if !specs::model_values(field).any(|v| v == value) {
+                if field.offering {
+                    // 028: an offering id, checked against the whole catalog (retrieval only
+                    // chose what the model was shown).
+                    if !self.config.catalog.offerings.iter().any(|o| o.id == value) {
+                        let closest = self.knowledge.closest_offerings(&self.config, value);
+                        let message = match closest.is_empty() {
+                            true => "value is not an offering id in the catalog".to_owned(),
+                            false => format!(
+                                "value is not an offering id in the catalog; closest ids: {}",
+                                closest.join(", ")
+                            ),
+                        };
+                        return Err(Rejected::new("unknown_value", &message).on(&field.id));
+                    }
+                } else if !specs::model_values(field).any(|v| v == value) {
                     // An offering, stage or value the tenant did not configure: the field is
                     // named in the record, the model's value never is.
                     return Err(Rejected::new(
@@ -816,7 +859,9 @@ impl TurnTools {
             .await
         {
             Ok(record) => {
-                let view = contact_view(tools, &record, &self.fence);
+                let catalog = &self.config.catalog;
+                let in_catalog = |id: &str| catalog.offerings.iter().any(|o| o.id == id);
+                let view = contact::contact_view_with(tools, &in_catalog, &record, &self.fence);
                 self.reads += 1;
                 self.last_read = Some(view.clone());
                 view

@@ -42,6 +42,8 @@ pub(super) struct Answer {
     pub(super) reads: u32,
     /// The turn's plugin reads (`turns.plugin_reads`; `None`: none).
     pub(super) plugin_reads: Option<serde_json::Value>,
+    /// Above the knowledge threshold: what the turn was given (`turns.knowledge`, ids only).
+    pub(super) knowledge: Option<crate::knowledge::TurnKnowledge>,
     /// The contact's message, recorded with the answer.
     pub(super) message: Message,
     /// 030: the flows the turn sent, which its reply waits for.
@@ -127,6 +129,13 @@ impl AgentJob {
         }
         let inner = &self.engine.inner;
         let derived = &self.derived;
+        // Above the knowledge threshold: what this turn is given, chosen before the model runs.
+        let retrieved = {
+            let history: Vec<&str> = self.history.iter().map(|t| t.text.as_str()).collect();
+            derived
+                .knowledge
+                .for_turn(&self.contact_text, &history, self.sales.offering.as_deref())
+        };
         let input = ThinkInput {
             config: &derived.config,
             prompt: &derived.prompt,
@@ -141,6 +150,7 @@ impl AgentJob {
                 .budget
                 .as_ref()
                 .map(|b| b as &dyn crate::agent::CallBudget),
+            retrieved: retrieved.as_ref(),
         };
         let fence = self.conversation_fence().await;
         let mut tools = TurnTools::new(ToolContext {
@@ -153,6 +163,7 @@ impl AgentJob {
             fence: fence.clone(),
             specs: derived.tools.clone(),
             sales: std::mem::take(&mut self.sales),
+            knowledge: derived.knowledge.clone(),
         })
         // 030: the request reads the flows it sends at the deadline.
         .recording_sends_in(self.flows.clone())
@@ -175,10 +186,14 @@ impl AgentJob {
                     .await;
                 let reads = tools.reads();
                 let plugin_reads = crate::plugins::reads_record(tools.plugin_reads());
+                let knowledge = retrieved.as_ref().map(|r| {
+                    crate::knowledge::TurnKnowledge::of(&derived.config, r, tools.given())
+                });
                 let result = Answer {
                     thought,
                     reads,
                     plugin_reads,
+                    knowledge,
                     actions: tools.into_actions(),
                     latency: self.arrived_at.elapsed(),
                     guard: self.guard.take(),

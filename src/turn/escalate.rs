@@ -187,6 +187,12 @@ impl TurnEngine {
                 },
             )
             .await?;
+        self.record_knowledge(
+            conversation,
+            recorded.turn_id,
+            answer.and_then(|a| a.knowledge.as_ref()),
+        )
+        .await;
         self.escalated(conversation, outcome, reason);
         actions::count_unattempted(&self.inner.metrics, &record);
         Ok(match mode {

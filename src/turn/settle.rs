@@ -92,6 +92,33 @@ impl TurnEngine {
         Ok(())
     }
 
+    /// Above the knowledge threshold: the ids the turn was given on its record, and `/metrics`'
+    /// counts of them and of a search that found nothing. A failed write is logged; the turn
+    /// stands.
+    pub(super) async fn record_knowledge(
+        &self,
+        conversation: &Conversation,
+        turn_id: i64,
+        knowledge: Option<&crate::knowledge::TurnKnowledge>,
+    ) {
+        let Some(knowledge) = knowledge else {
+            return;
+        };
+        let inner = &self.inner;
+        inner.metrics.knowledge(
+            knowledge.ids.offerings.len(),
+            knowledge.ids.passages.len(),
+            knowledge.miss,
+        );
+        if let Err(error) = inner
+            .store
+            .update_turn_knowledge(turn_id, &knowledge.record())
+            .await
+        {
+            tracing::error!(conversation = %conversation.id, error = %error, "could not record the turn's knowledge ids");
+        }
+    }
+
     /// Records an answered agent turn (inline or deferred) with its usage and staged actions;
     /// deferred, its reply and actions go to the outbox in the same write.
     pub(super) async fn record_answer(
@@ -142,6 +169,8 @@ impl TurnEngine {
         {
             tracing::error!(conversation = %conversation.id, error = %error, "could not record the turn's plugin reads");
         }
+        self.record_knowledge(conversation, recorded.turn_id, answer.knowledge.as_ref())
+            .await;
         inner.metrics.turn(outcome);
         if let Some(duplicate) = duplicate {
             inner.metrics.duplicate(duplicate.kind());

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::agent::SnapshotPrompt;
 use crate::config::TenantConfig;
 use crate::config::rules_match::EscalationKeywords;
+use crate::knowledge::Knowledge;
 use crate::learning::playbook::PlaybookCache;
 use crate::tools::ToolSpecs;
 
@@ -26,6 +27,9 @@ pub struct Derived {
     pub prompt: SnapshotPrompt,
     pub tools: ToolSpecs,
     pub keywords: EscalationKeywords,
+    /// The snapshot's retrieval (`crate::knowledge`): its index when the catalog or documents
+    /// are over the threshold, built once per snapshot (a new playbook version reuses it).
+    pub knowledge: Arc<Knowledge>,
 }
 
 /// The process's share of the turns' state; cheap to clone (all shared). `serve` hands the turn
@@ -45,6 +49,12 @@ impl TurnsShared {
         self
     }
 
+    /// Builds what `config` derives now (after a load or a reload), so the first turn under it
+    /// does not pay for the index and the tool specs.
+    pub fn warm(&self, config: &Arc<TenantConfig>) {
+        self.derived(config);
+    }
+
     /// What `config` derives, built once per snapshot and playbook version: the snapshot in
     /// force is kept with it, so a pointer comparison cannot mistake a new snapshot for the old
     /// one, and the version's hash says whether the prompt carries the current playbook.
@@ -61,11 +71,24 @@ impl TurnsShared {
         {
             return derived.clone();
         }
+        // Only the playbook changed: the snapshot's index and tools are kept.
+        let same = cached
+            .as_ref()
+            .filter(|derived| Arc::ptr_eq(&derived.config, config));
+        let knowledge = match same {
+            Some(derived) => derived.knowledge.clone(),
+            None => Arc::new(Knowledge::build(config)),
+        };
+        let tools = match same {
+            Some(derived) => derived.tools.clone(),
+            None => ToolSpecs::new(config),
+        };
         let derived = Arc::new(Derived {
             config: config.clone(),
             prompt: SnapshotPrompt::with_playbook(config, playbook.as_deref()),
-            tools: ToolSpecs::new(config),
+            tools,
             keywords: EscalationKeywords::new(&config.rules),
+            knowledge,
         });
         *cached = Some(derived.clone());
         derived
@@ -155,5 +178,38 @@ mod tests {
             Some(second.hash.as_str())
         );
         assert!(rebuilt.prompt.prefix.ends_with(&*second.section));
+    }
+
+    /// Knowledge at scale: the index is built once per snapshot (warmed after a load), kept when
+    /// only the playbook version changes, and replaced with the snapshot on a reload; a reload
+    /// that fails never swaps the snapshot, so the turns keep the old pair.
+    #[test]
+    fn knowledge_index_is_built_once_per_snapshot_and_kept_across_playbook_versions() {
+        let mut large = crate::knowledge::fixtures::english_tenant(500);
+        large.rules.learning = tenant(true).rules.learning.clone();
+        let config = Arc::new(large);
+        let cache = PlaybookCache::holding(version(&["Invented tactic: one"]));
+        let shared = TurnsShared::default().with_playbook(cache);
+        shared.warm(&config);
+        let first = shared.derived(&config);
+        assert!(first.knowledge.layout().catalog_retrieved);
+        let shared =
+            shared.with_playbook(PlaybookCache::holding(version(&["Invented tactic: two"])));
+        let second = shared.derived(&config);
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "a new playbook, a new prompt"
+        );
+        assert!(
+            Arc::ptr_eq(&first.knowledge, &second.knowledge),
+            "the same index"
+        );
+
+        let reloaded = Arc::new((*config).clone());
+        let third = shared.derived(&reloaded);
+        assert!(
+            !Arc::ptr_eq(&second.knowledge, &third.knowledge),
+            "a reload rebuilds it"
+        );
     }
 }

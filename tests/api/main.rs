@@ -29,6 +29,7 @@ mod hold;
 mod hostile_media;
 mod http_contract;
 mod insights;
+mod knowledge;
 mod layers;
 mod learning;
 mod logs;

@@ -43,6 +43,8 @@ const COUNTERS: &[&str] = &[
     "store_sample_failures",
     "held_messages",
     "burst_pieces_merged",
+    "knowledge_retrieved",
+    "knowledge_misses",
     "hold_releases",
     "model_tokens",
     "model_cost_usd",

@@ -42,6 +42,11 @@ pub fn rules(file: &str, rules: &Rules, ctx: &ConfigContext) -> Vec<ConfigIssue>
     if rules.burst.window_ms > Burst::MAX_WINDOW_MS {
         r.push("$.burst.windowMs", "must be between 0 and 3000");
     }
+    if let Some(language) = &rules.knowledge.language
+        && !matches!(language.as_str(), "en" | "es" | "pt")
+    {
+        r.push("$.knowledge.language", "must be en, es or pt");
+    }
     if rules.budget.daily_token_cap == 0 {
         r.push("$.budget.dailyTokenCap", "must be greater than zero");
     }

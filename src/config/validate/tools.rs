@@ -175,7 +175,10 @@ pub fn tools(
                 &field.description,
                 MAX_DESCRIPTION_CHARS,
             );
-            check_values(&mut r, &at, &field.values);
+            // 028: the offering field may leave its values to the catalog.
+            if !(field.offering && writable && field.values.is_empty()) {
+                check_values(&mut r, &at, &field.values);
+            }
 
             if !writable {
                 if field.funnel || field.intent || field.offering {
@@ -219,7 +222,7 @@ pub fn tools(
             if field.offering {
                 let rule = "at most one field may be the offering field";
                 at_most_one(&mut r, format!("{at}.offering"), &mut offerings, rule);
-                if let Some(ids) = &offering_ids {
+                if let Some(ids) = offering_ids.as_ref().filter(|_| !field.values.is_empty()) {
                     let values: HashSet<&str> = field.values.iter().map(String::as_str).collect();
                     let catalog_ids: HashSet<&str> = ids.iter().copied().collect();
                     if values != catalog_ids {

@@ -89,7 +89,9 @@ impl Model for DemoModel {
 
 /// The whole decision, synchronous and pure.
 fn respond(request: &ModelRequest) -> ModelResponse {
-    let catalog = CatalogView::parse(&request.system);
+    let mut catalog = CatalogView::parse(&request.system);
+    // Above the knowledge threshold the offerings come in the turn's own message.
+    catalog.add_retrieved(request);
     let turn = TurnView::parse(request);
     let input_tokens = estimate_input_tokens(request);
 

@@ -127,6 +127,50 @@ impl CatalogView {
         view
     }
 
+    /// The offering lines of the turn's `RETRIEVED CATALOG` block (above the knowledge
+    /// threshold the prefix lists none), in the last user message that opens with the notices.
+    pub(super) fn add_retrieved(&mut self, request: &ModelRequest) {
+        let Some(own) = request.messages.iter().rev().find_map(|m| match m {
+            Message::User { text } if text.starts_with("SERVER NOTICES") => Some(text.as_str()),
+            _ => None,
+        }) else {
+            return;
+        };
+        let mut inside = false;
+        let before = self.offerings.len();
+        for line in own.lines() {
+            if line.starts_with("RETRIEVED CATALOG") {
+                inside = true;
+                continue;
+            }
+            if !inside {
+                continue;
+            }
+            if line.starts_with("CONTACT MESSAGE") || line.starts_with("Passages of") {
+                break;
+            }
+            let trimmed = line.trim();
+            if let Some(rest) = line.strip_prefix("- offering ") {
+                if let Some(o) = parse_offering(rest)
+                    && !self.offerings.iter().any(|known| known.id == o.id)
+                {
+                    self.offerings.push(o);
+                }
+            } else if line.starts_with("  ")
+                && !trimmed.is_empty()
+                && let Some(o) = self.offerings.last_mut()
+            {
+                if !o.description.is_empty() {
+                    o.description.push(' ');
+                }
+                o.description.push_str(trimmed);
+            }
+        }
+        if self.offerings.len() > before {
+            self.mark_distinctive_words();
+        }
+    }
+
     pub(super) fn mark_distinctive_words(&mut self) {
         let names: Vec<Vec<String>> = self
             .offerings

@@ -311,6 +311,7 @@ pub async fn run_all(store: &dyn Store) {
     turn_round_trips_every_field(store).await;
     turn_seq_orders_turns_in_the_same_millisecond(store).await;
     turn_actions_null_vs_empty_vs_updated(store).await;
+    turn_knowledge_ids_round_trip_and_default_to_null(store).await;
     history_is_bound_only_oldest_first_within_window_and_limit(store).await;
     turn_cap_times_newest_first(store).await;
     turns_lists_every_turn_oldest_first(store).await;
@@ -443,6 +444,7 @@ mod tests {
         turn_round_trips_every_field,
         turn_seq_orders_turns_in_the_same_millisecond,
         turn_actions_null_vs_empty_vs_updated,
+        turn_knowledge_ids_round_trip_and_default_to_null,
         history_is_bound_only_oldest_first_within_window_and_limit,
         turn_cap_times_newest_first,
         turns_lists_every_turn_oldest_first,

@@ -145,6 +145,45 @@ pub async fn turn_actions_null_vs_empty_vs_updated(store: &dyn Store) {
     assert_eq!(read(none_offered).await, None, "other turns are untouched");
 }
 
+/// Knowledge at scale: a turn's retrieved ids round-trip; a turn given none keeps NULL.
+pub async fn turn_knowledge_ids_round_trip_and_default_to_null(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let given = record(
+        store,
+        NewTurn::agent(conversation.id, "a", "answered_inline", false, at_s(1)),
+    )
+    .await;
+    let plain = record(
+        store,
+        NewTurn::agent(conversation.id, "b", "answered_inline", false, at_s(2)),
+    )
+    .await;
+    let ids =
+        json!({"offerings": ["violin-brisa-estudio-nogal", "tent-2"], "passages": ["returns#1"]});
+    store
+        .update_turn_knowledge(given, &ids)
+        .await
+        .expect("update_turn_knowledge");
+    assert_eq!(store.turn_knowledge(given).await.expect("read"), Some(ids));
+    assert_eq!(
+        store.turn_knowledge(plain).await.expect("read"),
+        None,
+        "NULL by default"
+    );
+    assert_eq!(
+        store.turn_knowledge(i64::MAX).await.expect("read"),
+        None,
+        "no such turn"
+    );
+    assert!(
+        store
+            .update_turn_knowledge(i64::MAX, &json!({}))
+            .await
+            .is_err(),
+        "a turn that does not exist is an error"
+    );
+}
+
 pub async fn history_is_bound_only_oldest_first_within_window_and_limit(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
     let other = fresh_conversation(store).await;

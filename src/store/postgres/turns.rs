@@ -45,6 +45,7 @@ impl TurnStore for PgStore {
         let sql = match column {
             TurnJson::Actions => "UPDATE turns SET actions = $1 WHERE id = $2",
             TurnJson::PluginReads => "UPDATE turns SET plugin_reads = $1 WHERE id = $2",
+            TurnJson::Knowledge => "UPDATE turns SET knowledge = $1 WHERE id = $2",
         };
         let done = sqlx::query(sql)
             .bind(Json(value))
@@ -61,6 +62,15 @@ impl TurnStore for PgStore {
                 .fetch_optional(&self.pool)
                 .await?;
         Ok(reads.flatten().map(|Json(value)| value))
+    }
+
+    async fn turn_knowledge(&self, turn_id: i64) -> Result<Option<Value>> {
+        let ids: Option<Option<Json<Value>>> =
+            sqlx::query_scalar("SELECT knowledge FROM turns WHERE id = $1")
+                .bind(turn_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(ids.flatten().map(|Json(value)| value))
     }
 
     async fn turn(&self, turn_id: i64) -> Result<Option<Turn>> {

@@ -185,6 +185,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turns_cache_writes",
         include_str!("../../../migrations/sqlite/0023_turns_cache_writes.sql"),
     ),
+    (
+        24,
+        "turns_knowledge",
+        include_str!("../../../migrations/sqlite/0024_turns_knowledge.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on

@@ -324,6 +324,7 @@ impl TurnStore for SqliteStore {
         let sql = match column {
             TurnJson::Actions => "UPDATE turns SET actions = ? WHERE id = ?",
             TurnJson::PluginReads => "UPDATE turns SET plugin_reads = ? WHERE id = ?",
+            TurnJson::Knowledge => "UPDATE turns SET knowledge = ? WHERE id = ?",
         };
         let value = json_text(value)?;
         self.write(move |conn| update_one(conn, sql, params![value, turn_id], "turn"))
@@ -335,6 +336,19 @@ impl TurnStore for SqliteStore {
             let raw: Option<Option<String>> = query_one(
                 conn,
                 "SELECT plugin_reads FROM turns WHERE id = ?",
+                [turn_id],
+                |row| Ok(row.get(0)?),
+            )?;
+            raw.flatten().as_deref().map(json).transpose()
+        })
+        .await
+    }
+
+    async fn turn_knowledge(&self, turn_id: i64) -> Result<Option<Value>> {
+        self.read(move |conn| {
+            let raw: Option<Option<String>> = query_one(
+                conn,
+                "SELECT knowledge FROM turns WHERE id = ?",
                 [turn_id],
                 |row| Ok(row.get(0)?),
             )?;
