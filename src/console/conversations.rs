@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use serde::Deserialize;
@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::Console;
 use super::pages::{html, logged_in, not_found, unavailable};
 use super::templates::{Nav, shell};
-use super::turn_view::{self, when};
+use super::turn_view::{self, short, when};
 use crate::handoff::Hold;
 use crate::store::{Conversation, ConversationsPage, Store, StoreError, TurnsPage};
 
@@ -89,7 +89,7 @@ pub(super) async fn list(
 ) -> Response {
     let cookie = match logged_in(&console, &headers) {
         Ok(cookie) => cookie,
-        Err(login) => return login,
+        Err(login) => return login.into_response(),
     };
     let after = match query.after.as_deref().map(cursor::<Uuid>) {
         None => None,
@@ -179,11 +179,6 @@ fn list_page(csrf: &str, rows: &[Row], tests: bool, paged: bool, next: Option<&s
     )
 }
 
-/// The first 8 characters of a conversation's UUID: enough to tell rows apart on a page.
-pub(super) fn short(id: Uuid) -> String {
-    id.to_string()[..8].to_owned()
-}
-
 #[derive(Deserialize, Default)]
 pub(super) struct TurnsQuery {
     /// The cursor: the last turn of the page before, `<unix ms>.<seq>`.
@@ -202,7 +197,7 @@ pub(super) async fn one(
 ) -> Response {
     let cookie = match logged_in(&console, &headers) {
         Ok(cookie) => cookie,
-        Err(login) => return login,
+        Err(login) => return login.into_response(),
     };
     let Ok(id) = Uuid::parse_str(&id) else {
         return not_found(&console, cookie, "No conversation has that id.");

@@ -19,10 +19,9 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::Console;
-use super::conversations::short;
 use super::pages::{checked_post, html, logged_in, redirect, unavailable};
 use super::templates::{Nav, shell};
-use super::turn_view::when;
+use super::turn_view::{short, when};
 use crate::turn::OwnerHold;
 
 /// The `?done=` words, and what the page says of each.
@@ -62,7 +61,7 @@ pub(super) async fn page(
 ) -> Response {
     let cookie = match logged_in(&console, &headers) {
         Ok(cookie) => cookie,
-        Err(login) => return login,
+        Err(login) => return login.into_response(),
     };
     let config = console.config.snapshot();
     let hours = crate::handoff::hold_hours(&config);

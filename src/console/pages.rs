@@ -71,12 +71,21 @@ pub(super) fn session<'a>(console: &Console, headers: &'a HeaderMap) -> Option<&
     cookie(headers, SESSION_COOKIE).filter(|c| console.sessions.check(c, console.clock.now()))
 }
 
-/// A GET's session, or the redirect to the login form (a logged-out or expired session).
+/// A GET without a valid session (logged out, expired): answered with the login form's redirect.
+pub(super) struct LoggedOut;
+
+impl IntoResponse for LoggedOut {
+    fn into_response(self) -> Response {
+        redirect("/console/login")
+    }
+}
+
+/// A GET's session, or [`LoggedOut`].
 pub(super) fn logged_in<'a>(
     console: &Console,
     headers: &'a HeaderMap,
-) -> Result<&'a str, Response> {
-    session(console, headers).ok_or_else(|| redirect("/console/login"))
+) -> Result<&'a str, LoggedOut> {
+    session(console, headers).ok_or(LoggedOut)
 }
 
 /// The 404 page for a logged-in owner: `what` names what was not found (fixed words).
@@ -256,7 +265,7 @@ pub(super) async fn logout(
 pub(super) async fn running(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
     match logged_in(&console, &headers) {
         Ok(cookie) => running_page(&console, cookie, None).await,
-        Err(login) => login,
+        Err(login) => login.into_response(),
     }
 }
 

@@ -64,7 +64,7 @@ pub(super) async fn page(
 ) -> Response {
     let cookie = match logged_in(&console, &headers) {
         Ok(cookie) => cookie,
-        Err(login) => return login,
+        Err(login) => return login.into_response(),
     };
     let contact = match query.contact.as_deref().filter(|c| !c.is_empty()) {
         None => None,

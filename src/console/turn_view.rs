@@ -37,6 +37,11 @@ pub(super) fn when(at: chrono::DateTime<chrono::Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
+/// The first 8 characters of a conversation's UUID: enough to tell rows apart on a page.
+pub(super) fn short(id: uuid::Uuid) -> String {
+    id.to_string()[..8].to_owned()
+}
+
 /// A cost in US dollars, to the hundredth of a cent.
 pub(super) fn usd(cost: f64) -> String {
     format!("${cost:.4}")

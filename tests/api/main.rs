@@ -11,6 +11,8 @@ mod burst_replicas;
 mod cache_cost;
 mod cli;
 mod console;
+mod console_helpers;
+mod console_pages;
 mod contact_turns;
 mod crowd;
 mod deferred_channel;
