@@ -516,3 +516,36 @@ async fn console_every_page_has_the_nav_marked_for_screen_readers() {
     assert!(try_page.contains(r#"<label for="try-message">"#));
     assert!(try_page.contains(r#"id="try-send""#));
 }
+
+#[tokio::test(start_paused = true)]
+async fn console_an_expired_session_goes_to_the_login_and_its_form_is_refused_401() {
+    let app = console_app_with(AppOptions::new(Arc::new(ScriptedModel::from_steps(vec![])))).await;
+    app.send("7004", "I want a refund").await;
+    app.settle().await;
+    let id = app.conversation("7004").await.id.to_string();
+    let client = browser();
+    let session = logged_in(&app, &client).await;
+    let (status, page) = get_page(&app, &client, &session, "/console/held").await;
+    assert_eq!(status, StatusCode::OK);
+    let csrf = csrf_in(&page);
+    let _frozen = FrozenClock::freeze();
+    tokio::time::advance(manychat_agent::console::auth::SESSION_LIFETIME).await;
+    let response = client
+        .get(format!("{}/console/held", app.address))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(location(&response), "/console/login");
+    let refused = post_page(
+        &app,
+        &client,
+        &session,
+        "/console/held/release",
+        &[("csrf", csrf.as_str()), ("conversation", id.as_str())],
+    )
+    .await;
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(app.conversation("7004").await.hold_released_at, None);
+}
