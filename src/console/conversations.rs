@@ -231,8 +231,8 @@ pub(super) async fn one(
     let next = more.then(|| turns.last()).flatten().map(|t| {
         format!(
             "/console/conversations/{id}?after={}.{}",
-            t.created_at.timestamp_millis(),
-            t.seq
+            t.turn.created_at.timestamp_millis(),
+            t.turn.seq
         )
     });
     let csrf = console.sessions.csrf_token(cookie);

@@ -34,7 +34,7 @@ use super::templates::{Nav, shell};
 use super::turn_view;
 use crate::ids::SubscriberId;
 use crate::manychat::SandboxRequest;
-use crate::store::{Turn, TurnsPage};
+use crate::store::{BrowsedTurn, TurnsPage};
 
 /// The most of a try-out's answer read (a Dynamic Block is a few KiB).
 const MAX_ANSWER: usize = 1024 * 1024;
@@ -210,7 +210,7 @@ struct View<'a> {
     csrf: &'a str,
     contact: Option<&'a SubscriberId>,
     conversation: Option<uuid::Uuid>,
-    turns: &'a [Turn],
+    turns: &'a [BrowsedTurn],
     calls: &'a [SandboxRequest],
     answered: Option<u16>,
     live_model: bool,

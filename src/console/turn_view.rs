@@ -6,7 +6,7 @@
 use maud::{Markup, html};
 use serde_json::Value;
 
-use crate::store::{Role, Turn};
+use crate::store::{BrowsedTurn, Role, Turn};
 
 /// Unicode's bidirectional controls: they can reorder what follows them on screen (a name
 /// that reads as another, `…txt.exe` as `…exe.txt`). Shown as visible marks, never applied.
@@ -48,7 +48,8 @@ pub(super) fn usd(cost: f64) -> String {
 }
 
 /// One turn: the message or the reply, and what the agent did.
-pub(super) fn turn(turn: &Turn) -> Markup {
+pub(super) fn turn(browsed: &BrowsedTurn) -> Markup {
+    let turn = &browsed.turn;
     let role = match turn.role {
         Role::User => "contact",
         Role::Agent => "agent",
@@ -65,13 +66,13 @@ pub(super) fn turn(turn: &Turn) -> Markup {
             } @else {
                 p class="text" { (inert(&turn.text)) }
             }
-            @if turn.role == Role::Agent { (agent_details(turn)) }
+            @if turn.role == Role::Agent { (agent_details(turn, browsed.plugin_reads.as_ref())) }
             @if let Some(kind) = &turn.media_kind { p class="hint" { "Media: " (kind) } }
         }
     }
 }
 
-fn agent_details(turn: &Turn) -> Markup {
+fn agent_details(turn: &Turn, plugin_reads: Option<&Value>) -> Markup {
     html! {
         dl class="did" {
             @if let Some(outcome) = &turn.outcome {
@@ -96,6 +97,21 @@ fn agent_details(turn: &Turn) -> Markup {
             }
             @if let Some(version) = &turn.playbook_version {
                 dt { "Playbook" } dd { code { (version) } }
+            }
+            @if let Some(Value::Array(reads)) = plugin_reads {
+                dt { "The business's tools read" }
+                dd data-part="plugin-reads" {
+                    @for read in reads {
+                        code { (field(read, "tool").unwrap_or("?")) } " "
+                        @if read.get("available").and_then(Value::as_bool) == Some(true) {
+                            "answered"
+                        } @else {
+                            "unavailable"
+                        }
+                        @if let Some(ms) = read.get("ms").and_then(Value::as_u64) { " in " (ms) " ms" }
+                        "; "
+                    }
+                }
             }
             dt { "Knowledge given" }
             dd data-part="knowledge" class="hint" { "not recorded on this turn" }

@@ -27,6 +27,15 @@ pub struct TurnsPage {
     pub limit: u32,
 }
 
+/// A turn as the console shows it: its record, and what the record keeps beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrowsedTurn {
+    pub turn: Turn,
+    /// The business's read tools the turn called (`turns.plugin_reads`: tool, available, ms;
+    /// never the arguments or the answer); `None`: none.
+    pub plugin_reads: Option<Value>,
+}
+
 /// A contact held for a person now, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldContact {
@@ -46,7 +55,11 @@ pub trait BrowseStore: Send + Sync + 'static {
 
     /// The conversation's turns, newest first (by time, then `seq`), after `page.after`; at most
     /// `page.limit` (capped at [`MAX_PAGE`]).
-    async fn conversation_turns(&self, id: ConversationId, page: TurnsPage) -> Result<Vec<Turn>>;
+    async fn conversation_turns(
+        &self,
+        id: ConversationId,
+        page: TurnsPage,
+    ) -> Result<Vec<BrowsedTurn>>;
 
     /// Conversations handed over after `since` whose hold is not released (the contacts held
     /// now when `since` is `holdHours` ago, as `held_contacts` counts them), newest handoff

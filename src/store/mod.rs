@@ -284,7 +284,7 @@ pub mod postgres;
 mod report;
 mod sales;
 mod turns;
-pub use browse::{BrowseStore, ConversationsPage, HeldContact, MAX_PAGE, TurnsPage};
+pub use browse::{BrowseStore, BrowsedTurn, ConversationsPage, HeldContact, MAX_PAGE, TurnsPage};
 pub use conversations::{Conversation, ConversationStore, HoldRelease};
 pub use counters::{BudgetCharge, BudgetUsage, CounterStore};
 pub use erasure::{CONTACT_TABLES, ErasureStore, Forgotten};

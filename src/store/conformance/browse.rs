@@ -102,14 +102,23 @@ pub async fn console_recent_conversations_are_paged_newest_first_by_keyset(store
 /// page, every turn once.
 pub async fn console_conversation_turns_are_paged_newest_first_by_keyset(store: &dyn Store) {
     let conversation = fresh_conversation(store).await;
+    let mut ids = Vec::new();
     for (i, at) in [0, 1_000, 1_000, 2_000, 3_000].into_iter().enumerate() {
-        record(
-            store,
-            NewTurn::user(conversation.id, format!("q{i}"), true, at_ms(at)),
-        )
-        .await;
+        ids.push(
+            record(
+                store,
+                NewTurn::user(conversation.id, format!("q{i}"), true, at_ms(at)),
+            )
+            .await,
+        );
     }
+    let reads = json!([{"tool": "stock", "available": true, "ms": 12}]);
+    store
+        .update_turn_plugin_reads(ids[4], &reads)
+        .await
+        .expect("update_turn_plugin_reads");
     let mut seen = Vec::new();
+    let mut plugin_reads = Vec::new();
     let mut after = None;
     loop {
         let turns = store
@@ -118,10 +127,16 @@ pub async fn console_conversation_turns_are_paged_newest_first_by_keyset(store: 
             .expect("conversation_turns");
         assert!(turns.len() <= 2);
         let Some(last) = turns.last() else { break };
-        after = Some((last.created_at, last.seq));
-        seen.extend(turns.iter().map(|t| t.text.clone()));
+        after = Some((last.turn.created_at, last.turn.seq));
+        seen.extend(turns.iter().map(|t| t.turn.text.clone()));
+        plugin_reads.extend(turns.iter().map(|t| t.plugin_reads.clone()));
     }
     assert_eq!(seen, ["q4", "q3", "q2", "q1", "q0"]);
+    assert_eq!(
+        plugin_reads,
+        [Some(reads), None, None, None, None],
+        "each turn with its plugin reads"
+    );
     let other = store
         .conversation_turns(
             fresh_conversation(store).await.id,

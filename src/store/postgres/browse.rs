@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::store::browse::{LAST_UUID, first_page_time, page_limit};
-use crate::store::{BrowseStore, ConversationsPage, HeldContact, TurnsPage};
+use crate::store::{BrowseStore, BrowsedTurn, ConversationsPage, HeldContact, TurnsPage};
 
 #[async_trait]
 impl BrowseStore for PgStore {
@@ -25,10 +25,14 @@ impl BrowseStore for PgStore {
         rows.iter().map(conversations::conversation_from).collect()
     }
 
-    async fn conversation_turns(&self, id: ConversationId, page: TurnsPage) -> Result<Vec<Turn>> {
+    async fn conversation_turns(
+        &self,
+        id: ConversationId,
+        page: TurnsPage,
+    ) -> Result<Vec<BrowsedTurn>> {
         let (at, seq) = page.after.unwrap_or((first_page_time(), i64::MAX));
         let sql = format!(
-            "SELECT {TURN_COLUMNS} FROM turns WHERE conversation_id = $1 \
+            "SELECT {TURN_COLUMNS}, plugin_reads FROM turns WHERE conversation_id = $1 \
              AND (created_at, seq) < ($2, $3) ORDER BY created_at DESC, seq DESC LIMIT $4"
         );
         let rows = sqlx::query(&sql)
@@ -38,7 +42,15 @@ impl BrowseStore for PgStore {
             .bind(page_limit(page.limit))
             .fetch_all(&self.pool)
             .await?;
-        rows.iter().map(turns::turn_from).collect()
+        rows.iter()
+            .map(|row| {
+                let reads: Option<Json<Value>> = row.try_get("plugin_reads")?;
+                Ok(BrowsedTurn {
+                    turn: turns::turn_from(row)?,
+                    plugin_reads: reads.map(|Json(value)| value),
+                })
+            })
+            .collect()
     }
 
     async fn held_now(&self, since: DateTime<Utc>, limit: u32) -> Result<Vec<HeldContact>> {

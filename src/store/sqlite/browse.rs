@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::store::browse::{LAST_UUID, first_page_time, page_limit};
-use crate::store::{BrowseStore, ConversationsPage, HeldContact, TurnsPage};
+use crate::store::{BrowseStore, BrowsedTurn, ConversationsPage, HeldContact, TurnsPage};
 
 /// Newest last message first after the cursor `(?1, ?2)`, through `conversations_recent`;
 /// `?3` = 1 lists the test contacts too.
@@ -21,7 +21,7 @@ pub(super) const RECENT_CONVERSATIONS: &str = concat!(
 pub(super) const CONVERSATION_TURNS: &str = concat!(
     "SELECT ",
     turn_columns!(),
-    " FROM turns WHERE conversation_id = ?1 AND (created_at, seq) < (?2, ?3) \
+    ", plugin_reads FROM turns WHERE conversation_id = ?1 AND (created_at, seq) < (?2, ?3) \
      ORDER BY created_at DESC, seq DESC LIMIT ?4"
 );
 
@@ -59,14 +59,24 @@ impl BrowseStore for SqliteStore {
         .await
     }
 
-    async fn conversation_turns(&self, id: ConversationId, page: TurnsPage) -> Result<Vec<Turn>> {
+    async fn conversation_turns(
+        &self,
+        id: ConversationId,
+        page: TurnsPage,
+    ) -> Result<Vec<BrowsedTurn>> {
         let (at, seq) = page.after.unwrap_or((first_page_time(), i64::MAX));
         self.read(move |conn| {
             query_all(
                 conn,
                 CONVERSATION_TURNS,
                 params![IdText::of(id), ms(at), seq, page_limit(page.limit)],
-                turns::turn_from,
+                |row| {
+                    let reads: Option<String> = row.get(21)?;
+                    Ok(BrowsedTurn {
+                        turn: turns::turn_from(row)?,
+                        plugin_reads: reads.as_deref().map(json).transpose()?,
+                    })
+                },
             )
         })
         .await
