@@ -185,6 +185,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turns_cache_writes",
         include_str!("../../../migrations/sqlite/0023_turns_cache_writes.sql"),
     ),
+    (
+        25,
+        "console_pages",
+        include_str!("../../../migrations/sqlite/0025_console_pages.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -889,6 +894,7 @@ impl Store for SqliteStore {
     }
 }
 
+mod browse;
 mod conversations;
 mod counters;
 mod erasure;
