@@ -66,13 +66,13 @@ pub(super) fn turn(browsed: &BrowsedTurn) -> Markup {
             } @else {
                 p class="text" { (inert(&turn.text)) }
             }
-            @if turn.role == Role::Agent { (agent_details(turn, browsed.plugin_reads.as_ref())) }
+            @if turn.role == Role::Agent { (agent_details(turn, browsed.plugin_reads.as_ref(), browsed.steps)) }
             @if let Some(kind) = &turn.media_kind { p class="hint" { "Media: " (kind) } }
         }
     }
 }
 
-fn agent_details(turn: &Turn, plugin_reads: Option<&Value>) -> Markup {
+fn agent_details(turn: &Turn, plugin_reads: Option<&Value>, steps: Option<i64>) -> Markup {
     html! {
         dl class="did" {
             @if let Some(outcome) = &turn.outcome {
@@ -95,6 +95,7 @@ fn agent_details(turn: &Turn, plugin_reads: Option<&Value>) -> Markup {
                 dt { "Time" } dd { (turn.latency_ms) " ms" }
                 dt { "Contact reads" } dd { (turn.reads) }
             }
+            @if let Some(steps) = steps { dt { "Steps (model calls)" } dd data-part="steps" { (steps) } }
             @if let Some(version) = &turn.playbook_version {
                 dt { "Playbook" } dd { code { (version) } }
             }

@@ -34,6 +34,9 @@ pub struct BrowsedTurn {
     /// The business's read tools the turn called (`turns.plugin_reads`: tool, available, ms;
     /// never the arguments or the answer); `None`: none.
     pub plugin_reads: Option<Value>,
+    /// How many model calls the turn took (`turns.steps`); `None`: no model wrote it, or it was
+    /// recorded before the count was kept.
+    pub steps: Option<i64>,
 }
 
 /// A contact held for a person now, and why.

@@ -60,7 +60,7 @@ pub enum OwnerHold {
 /// How many pieces of an interrupted turn's burst a re-run reads beyond its history.
 const RECOVERED_PIECES: i64 = 20;
 
-/// A model turn's model, tokens, cost and time, and (031) the playbook version its prompt
+/// A model turn's model, tokens, cost, time and steps (its model calls), and (031) the playbook version its prompt
 /// carried, as every model turn records them (an inbound turn adds its contact reads; a nudge
 /// turn has none).
 pub(crate) fn fill_usage(
@@ -78,6 +78,7 @@ pub(crate) fn fill_usage(
     turn.cache_write_tokens = usage.cache_write_tokens as i64;
     turn.cost_usd = crate::model::pricing::cost_usd(model_id, &usage);
     turn.latency_ms = latency.as_millis() as i64;
+    turn.steps = Some(i64::from(thought.steps));
 }
 
 /// What a turn's write holds beside its message.

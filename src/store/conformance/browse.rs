@@ -203,3 +203,56 @@ pub async fn console_held_now_lists_unreleased_handoffs_with_their_reason(store:
          the handoff is not its reason"
     );
 }
+
+/// A model turn's steps (its model calls) are written with its record and read back with the
+/// page's turns; a turn no model wrote, and one recorded without the count, read `None`.
+pub async fn console_turn_steps_are_stored_with_the_record_and_browsed(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    record(
+        store,
+        NewTurn::user(conversation.id, "Invented question", true, at_ms(0)),
+    )
+    .await;
+    let three = NewTurn {
+        steps: Some(3),
+        ..NewTurn::agent(
+            conversation.id,
+            "Invented answer",
+            "replied",
+            true,
+            at_ms(1_000),
+        )
+    };
+    record(store, three).await;
+    let uncounted = NewTurn::agent(
+        conversation.id,
+        "Invented copy",
+        "replied",
+        true,
+        at_ms(2_000),
+    );
+    record(store, uncounted).await;
+    let turns = store
+        .conversation_turns(
+            conversation.id,
+            TurnsPage {
+                after: None,
+                limit: 10,
+            },
+        )
+        .await
+        .expect("conversation_turns");
+    let steps: Vec<(&str, Option<i64>)> = turns
+        .iter()
+        .map(|t| (t.turn.text.as_str(), t.steps))
+        .collect();
+    assert_eq!(
+        steps,
+        vec![
+            ("Invented copy", None),
+            ("Invented answer", Some(3)),
+            ("Invented question", None),
+        ],
+        "each turn with the steps its record holds"
+    );
+}

@@ -300,6 +300,7 @@ pub async fn run_all(store: &dyn Store) {
     handoff_every_release_is_kept_in_the_history(store).await;
     console_recent_conversations_are_paged_newest_first_by_keyset(store).await;
     console_conversation_turns_are_paged_newest_first_by_keyset(store).await;
+    console_turn_steps_are_stored_with_the_record_and_browsed(store).await;
     console_held_now_lists_unreleased_handoffs_with_their_reason(store).await;
     console_report_leaves_test_contacts_out(store).await;
     system_4_the_conversations_fence_nonce_is_stored_and_replaced(store).await;
@@ -444,6 +445,7 @@ mod tests {
         handoff_every_release_is_kept_in_the_history,
         console_recent_conversations_are_paged_newest_first_by_keyset,
         console_conversation_turns_are_paged_newest_first_by_keyset,
+        console_turn_steps_are_stored_with_the_record_and_browsed,
         console_held_now_lists_unreleased_handoffs_with_their_reason,
         console_report_leaves_test_contacts_out,
         system_4_the_conversations_fence_nonce_is_stored_and_replaced,

@@ -21,7 +21,7 @@ pub(super) const RECENT_CONVERSATIONS: &str = concat!(
 pub(super) const CONVERSATION_TURNS: &str = concat!(
     "SELECT ",
     turn_columns!(),
-    ", plugin_reads FROM turns WHERE conversation_id = ?1 AND (created_at, seq) < (?2, ?3) \
+    ", plugin_reads, steps FROM turns WHERE conversation_id = ?1 AND (created_at, seq) < (?2, ?3) \
      ORDER BY created_at DESC, seq DESC LIMIT ?4"
 );
 
@@ -75,6 +75,7 @@ impl BrowseStore for SqliteStore {
                     Ok(BrowsedTurn {
                         turn: turns::turn_from(row)?,
                         plugin_reads: reads.as_deref().map(json).transpose()?,
+                        steps: row.get(22)?,
                     })
                 },
             )

@@ -190,6 +190,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "console_pages",
         include_str!("../../../migrations/sqlite/0025_console_pages.sql"),
     ),
+    (
+        26,
+        "turns_steps",
+        include_str!("../../../migrations/sqlite/0026_turns_steps.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
