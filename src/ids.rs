@@ -24,6 +24,11 @@ pub struct SubscriberId(String);
 /// The digits of `i64::MAX`.
 const MAX_DIGITS: usize = 19;
 
+/// The first test contact id: test contacts are the 19-digit ids from here to `i64::MAX`
+/// (about 2.2e17 of them), compared as text by the store (`store::TEST_CONTACT_SQL`): equal
+/// lengths of digits sort as their numbers.
+pub const TEST_CONTACTS_FIRST: &str = "9000000000000000000";
+
 /// Why a value is not a subscriber id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SubscriberIdError {
@@ -65,6 +70,22 @@ impl SubscriberId {
     /// The digits, for the store and the ManyChat client only. Never log this.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// A test contact of the owner's console: an id in [`TEST_CONTACTS`] (19 digits from
+    /// 9000000000000000000 to 9223372036854775807). ManyChat's ids are far below this range
+    /// (they grow from a few digits), so a real contact never has one; a test contact's
+    /// ManyChat calls go to the in-process recorder (`manychat::recorder`), and `report` leaves
+    /// it out.
+    pub fn is_test_contact(&self) -> bool {
+        self.0.len() == MAX_DIGITS && self.0.as_str() >= TEST_CONTACTS_FIRST
+    }
+
+    /// A fresh random test contact (see [`Self::is_test_contact`]).
+    pub fn new_test_contact() -> Self {
+        let first: i64 = TEST_CONTACTS_FIRST.parse().expect("a number");
+        let id = rand::random_range(first..=i64::MAX);
+        Self(id.to_string())
     }
 
     /// The id as the JSON number ManyChat's API declares (every id in range is one; a string
@@ -154,6 +175,25 @@ mod tests {
         ]);
         let edge = SubscriberId::parse("9223372036854775807").unwrap();
         assert_eq!(edge.to_json(), serde_json::json!(9223372036854775807i64));
+    }
+
+    #[test]
+    fn console_test_contacts_are_the_19_digit_ids_from_9e18_and_new_ones_are_in_range() {
+        for id in [
+            "9000000000000000000",
+            "9223372036854775807",
+            "9100000000000000123",
+        ] {
+            assert!(SubscriberId::parse(id).unwrap().is_test_contact(), "{id}");
+        }
+        for id in ["8999999999999999999", "900000000000000000", "1", "5550001"] {
+            assert!(!SubscriberId::parse(id).unwrap().is_test_contact(), "{id}");
+        }
+        for _ in 0..100 {
+            let id = SubscriberId::new_test_contact();
+            assert!(id.is_test_contact());
+            assert_eq!(SubscriberId::parse(id.as_str()).unwrap(), id);
+        }
     }
 
     #[test]

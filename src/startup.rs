@@ -301,6 +301,7 @@ impl Application {
             manychat_limiter(&store, clock),
         )?
         .with_metrics(metrics.clone());
+        let recorder = manychat.recorder().clone();
         // 031: the active playbook, read once now; `run` refreshes it every minute.
         let playbook = PlaybookCache::load(store.as_ref(), &config.snapshot()).await;
         let tasks = TaskTracker::new();
@@ -376,8 +377,20 @@ impl Application {
             );
         }
         let console = settings.console_password_hash.clone().map(|hash| {
+            let service = crate::console::Service {
+                store: state.store.clone(),
+                webhook: http::router(state.clone()),
+                secret: settings.manychat_shared_secrets.first().cloned(),
+                token_field: settings.manychat_token_field.clone(),
+                recorder,
+                turns: state.turns.clone(),
+                metrics: state.metrics.clone(),
+                // The mocks (`mock:…`) call no provider: nothing is billed.
+                live_model: !model_id.starts_with("mock:"),
+            };
             crate::console::Console::new(
                 hash,
+                service,
                 state.config.clone(),
                 clock,
                 state.trust_proxy.clone(),

@@ -1,11 +1,13 @@
 //! The channel a deployment answers on, and what that channel can show (SYSTEM 3.3).
 //!
 //! Owns the `Channel` enum (picked by the `CHANNEL` variable), each channel's capability limits,
-//! and, in [`render`], the Dynamic Block v2 body that ManyChat expects back.
+//! and, in [`render`], the Dynamic Block v2 body that ManyChat expects back ([`read`]: read back
+//! as ManyChat does, for the console's test contacts).
 //!
 //! Invariants: WhatsApp is the default; quick replies are allowed only on Instagram and
 //! Messenger; every channel takes at most 10 messages and 5 actions per block.
 
+pub mod read;
 pub mod render;
 
 pub use render::{

@@ -1,4 +1,5 @@
-//! The console's handlers: login, logout, the "what is running" page and its reload button.
+//! The console's handlers: login, logout, the "what is running" page and its reload button; and
+//! what every page's handler shares (the session, the CSRF check, the HTML response).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,11 +50,14 @@ fn set_cookie(name: &str, value: &str, max_age: u64, secure: bool) -> HeaderValu
     .expect("cookie values are base64 and digits")
 }
 
-fn redirect(to: &'static str) -> Response {
-    (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response()
+pub(super) fn redirect(to: &str) -> Response {
+    match HeaderValue::from_str(to) {
+        Ok(location) => (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
 }
 
-fn html(status: StatusCode, markup: maud::Markup) -> Response {
+pub(super) fn html(status: StatusCode, markup: maud::Markup) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
@@ -63,12 +67,47 @@ fn html(status: StatusCode, markup: maud::Markup) -> Response {
 }
 
 /// The session cookie when it is valid now.
-fn session<'a>(console: &Console, headers: &'a HeaderMap) -> Option<&'a str> {
+pub(super) fn session<'a>(console: &Console, headers: &'a HeaderMap) -> Option<&'a str> {
     cookie(headers, SESSION_COOKIE).filter(|c| console.sessions.check(c, console.clock.now()))
 }
 
+/// A GET without a valid session (logged out, expired): answered with the login form's redirect.
+pub(super) struct LoggedOut;
+
+impl IntoResponse for LoggedOut {
+    fn into_response(self) -> Response {
+        redirect("/console/login")
+    }
+}
+
+/// A GET's session, or [`LoggedOut`].
+pub(super) fn logged_in<'a>(
+    console: &Console,
+    headers: &'a HeaderMap,
+) -> Result<&'a str, LoggedOut> {
+    session(console, headers).ok_or(LoggedOut)
+}
+
+/// The 404 page for a logged-in owner: `what` names what was not found (fixed words).
+pub(super) fn not_found(console: &Console, cookie: &str, what: &str) -> Response {
+    html(
+        StatusCode::NOT_FOUND,
+        templates::not_found(&console.sessions.csrf_token(cookie), what),
+    )
+}
+
+/// A store failure on a page: logged without data, answered 503 in plain words.
+pub(super) fn unavailable(console: &Console, error: &crate::store::StoreError) -> Response {
+    crate::store_failure!(console.service.store, error, "console: the store failed");
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the database did not answer: try again",
+    )
+        .into_response()
+}
+
 /// Why a POST was refused before it did anything.
-enum Refused {
+pub(super) enum Refused {
     /// No valid session: 401.
     NoSession,
     /// A missing or wrong CSRF token: 403.
@@ -87,7 +126,7 @@ impl IntoResponse for Refused {
 }
 
 /// A POST's session and CSRF check: 401 without a session, 403 with a missing or wrong token.
-fn checked_post<'a>(
+pub(super) fn checked_post<'a>(
     console: &Console,
     headers: &'a HeaderMap,
     token: Option<&str>,
@@ -201,7 +240,7 @@ pub(super) async fn login(
 #[derive(Deserialize)]
 pub(super) struct TokenForm {
     #[serde(default)]
-    csrf: Option<String>,
+    pub(super) csrf: Option<String>,
 }
 
 pub(super) async fn logout(
@@ -224,10 +263,10 @@ pub(super) async fn logout(
 
 /// `GET /console`: what is running.
 pub(super) async fn running(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    let Some(cookie) = session(&console, &headers) else {
-        return redirect("/console/login");
-    };
-    running_page(&console, cookie, None).await
+    match logged_in(&console, &headers) {
+        Ok(cookie) => running_page(&console, cookie, None).await,
+        Err(login) => login.into_response(),
+    }
 }
 
 /// `POST /console/reload`: what SIGHUP does, then the page with its outcome.

@@ -1,5 +1,7 @@
 //! The console's HTML (maud: every interpolated value is escaped). Each page is one `main` with
-//! labelled regions and plain forms; no script.
+//! labelled regions and plain forms; no script. Every logged-in page has the same header: the
+//! nav (Running, Try it, Conversations, Held; the current one marked `aria-current="page"`) and
+//! the logout button ([`shell`]).
 
 use maud::{DOCTYPE, Markup, html};
 
@@ -22,6 +24,75 @@ fn page(title: &str, body: Markup) -> Markup {
             }
         }
     }
+}
+
+/// The logged-in pages, for the nav.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Nav {
+    Running,
+    Try,
+    Conversations,
+    Held,
+    /// A page outside the four (the 404 page).
+    None,
+}
+
+const NAV: [(Nav, &str, &str, &str); 4] = [
+    (Nav::Running, "/console", "Running", "nav-running"),
+    (Nav::Try, "/console/try", "Try it", "nav-try"),
+    (
+        Nav::Conversations,
+        "/console/conversations",
+        "Conversations",
+        "nav-conversations",
+    ),
+    (Nav::Held, "/console/held", "Held", "nav-held"),
+];
+
+/// A logged-in page: the header (brand, nav, logout) and `body` as its `main`.
+pub(super) fn shell(title: &str, current: Nav, csrf: &str, body: Markup) -> Markup {
+    page(
+        title,
+        html! {
+            header {
+                p class="brand" { "manychat-agent console" }
+                nav aria-label="Console" {
+                    ul {
+                        @for (nav, href, label, id) in NAV {
+                            li {
+                                @if nav == current {
+                                    a id=(id) href=(href) aria-current="page" { (label) }
+                                } @else {
+                                    a id=(id) href=(href) { (label) }
+                                }
+                            }
+                        }
+                    }
+                }
+                form method="post" action="/console/logout" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    button type="submit" class="quiet" id="logout" { "Log out" }
+                }
+            }
+            main id="main" {
+                (body)
+            }
+        },
+    )
+}
+
+/// The 404 page of a logged-in owner: `what` was not found.
+pub(super) fn not_found(csrf: &str, what: &str) -> Markup {
+    shell(
+        "Not found",
+        Nav::None,
+        csrf,
+        html! {
+            h1 { "Not found" }
+            p id="not-found" role="alert" { (what) }
+            p { a href="/console/conversations" { "Back to the conversations" } }
+        },
+    )
 }
 
 /// The login form; `error` says why the last attempt was refused.
@@ -84,17 +155,11 @@ fn issues(errors: &ConfigErrors) -> Markup {
 }
 
 pub(super) fn running(view: &RunningView<'_>) -> Markup {
-    page(
+    shell(
         "What is running",
+        Nav::Running,
+        view.csrf,
         html! {
-            header {
-                p class="brand" { "manychat-agent console" }
-                form method="post" action="/console/logout" {
-                    input type="hidden" name="csrf" value=(view.csrf);
-                    button type="submit" class="quiet" { "Log out" }
-                }
-            }
-            main id="main" {
                 h1 { "What is running" }
                 @if let Some(outcome) = view.outcome {
                     section aria-labelledby="reload-title" class=(if matches!(outcome, ReloadOutcome::Applied) { "ok" } else { "error" }) role="status" {
@@ -139,11 +204,10 @@ pub(super) fn running(view: &RunningView<'_>) -> Markup {
                     }
                     form method="post" action="/console/reload" {
                         input type="hidden" name="csrf" value=(view.csrf);
-                        button type="submit" { "Reload the config" }
+                        button type="submit" id="reload" { "Reload the config" }
                     }
                     p class="hint" { "Does what SIGHUP does: the files are checked whole, and a refused set changes nothing." }
                 }
-            }
         },
     )
 }

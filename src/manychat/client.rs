@@ -16,6 +16,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::Method;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::Value;
@@ -25,6 +26,7 @@ use super::account::{Account, parse_fields, parse_flows, parse_tags};
 use super::contact::{ContactRecord, parse_get_info};
 use super::error::ManyChatError;
 use super::limiter::{ManyChatLimiter, Priority};
+use super::recorder::Recorder;
 use crate::ids::{Secret, SubscriberId};
 use crate::metrics::Metrics;
 
@@ -122,6 +124,8 @@ pub struct ManyChatClient {
     retry_after: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
     /// The limiter priority of this handle's requests ([`ManyChatClient::background`]).
     priority: Priority,
+    /// Where a test contact's calls go instead (`SubscriberId::is_test_contact`).
+    test_contacts: Recorder,
 }
 
 impl fmt::Debug for ManyChatClient {
@@ -172,7 +176,13 @@ impl ManyChatClient {
             metrics: None,
             retry_after: Arc::default(),
             priority: Priority::Normal,
+            test_contacts: Recorder::default(),
         })
+    }
+
+    /// Where this client sends a test contact's calls: the console shows them.
+    pub fn recorder(&self) -> &Recorder {
+        &self.test_contacts
     }
 
     /// How long ManyChat's last `Retry-After` (on a 429 or 5xx) still asks to wait; `None` when
@@ -242,6 +252,10 @@ impl ManyChatClient {
     /// Refused without a request ([`ManyChatError::FlowCapReached`]) when the contact already
     /// had ManyChat's per-contact limit of flows in the past hour.
     pub async fn send_flow(&self, sub: &SubscriberId, flow_ns: &str) -> Result<(), ManyChatError> {
+        let body = serde_json::json!({"subscriber_id": sub.to_json(), "flow_ns": flow_ns});
+        if sub.is_test_contact() {
+            return self.post(Endpoint::SendFlow, sub, &body).await;
+        }
         if let Err(error) = self.limiter.admit_flow(sub).await {
             warn!(
                 endpoint = Endpoint::SendFlow.name(),
@@ -250,8 +264,7 @@ impl ManyChatClient {
             );
             return Err(error);
         }
-        let body = serde_json::json!({"subscriber_id": sub.to_json(), "flow_ns": flow_ns});
-        self.post(Endpoint::SendFlow, &body).await
+        self.post(Endpoint::SendFlow, sub, &body).await
     }
 
     /// Adds the tag named `tag_name` to the contact.
@@ -277,7 +290,7 @@ impl ManyChatClient {
         tag_name: &str,
     ) -> Result<(), ManyChatError> {
         let body = serde_json::json!({"subscriber_id": sub.to_json(), "tag_name": tag_name});
-        self.post(endpoint, &body).await
+        self.post(endpoint, sub, &body).await
     }
 
     /// Writes `value` (typed as ManyChat expects: string, number, boolean, date string) into the
@@ -293,7 +306,7 @@ impl ManyChatClient {
             "field_name": field_name,
             "field_value": value,
         });
-        self.post(Endpoint::SetCustomFieldByName, &body).await
+        self.post(Endpoint::SetCustomFieldByName, sub, &body).await
     }
 
     /// Writes several of the contact's custom fields in one request (setCustomFields: each field
@@ -314,7 +327,7 @@ impl ManyChatClient {
             .map(|(name, value)| serde_json::json!({"field_name": name, "field_value": value}))
             .collect();
         let body = serde_json::json!({"subscriber_id": sub.to_json(), "fields": fields});
-        self.post(Endpoint::SetCustomFields, &body).await
+        self.post(Endpoint::SetCustomFields, sub, &body).await
     }
 
     /// Reads the contact's tags and custom fields. `timeout` bounds the whole read, the wait for
@@ -326,13 +339,19 @@ impl ManyChatClient {
     ) -> Result<ContactRecord, ManyChatError> {
         let endpoint = Endpoint::GetInfo;
         let read = async {
-            self.slot().await;
-            let request = self
-                .http
-                .get(self.url(endpoint))
-                .query(&[("subscriber_id", sub.as_str())])
-                .timeout(timeout);
-            let body = self.execute(endpoint, request, 0, timeout).await?;
+            let body = if sub.is_test_contact() {
+                let query = format!("{}?subscriber_id={}", endpoint.path(), sub.as_str());
+                self.recorded(endpoint, Method::GET, &query, Vec::new())
+                    .await?
+            } else {
+                self.slot().await;
+                let request = self
+                    .http
+                    .get(self.url(endpoint))
+                    .query(&[("subscriber_id", sub.as_str())])
+                    .timeout(timeout);
+                self.execute(endpoint, request, 0, timeout).await?
+            };
             parse_get_info(&body).map_err(|e| {
                 let error = ManyChatError::Decode(match e {
                     super::contact::ContactParseError::NotJson => "getInfo body is not JSON",
@@ -391,10 +410,22 @@ impl ManyChatClient {
         format!("{}{}", self.base_url, endpoint.path())
     }
 
-    /// A POST with a JSON body, after the limiter.
-    async fn post(&self, endpoint: Endpoint, body: &Value) -> Result<(), ManyChatError> {
+    /// A POST with a JSON body for the contact `sub`, after the limiter; a test contact's goes
+    /// to the recorder instead.
+    async fn post(
+        &self,
+        endpoint: Endpoint,
+        sub: &SubscriberId,
+        body: &Value,
+    ) -> Result<(), ManyChatError> {
         // `Value`'s Display is its JSON form and cannot fail.
         let bytes = body.to_string().into_bytes();
+        if sub.is_test_contact() {
+            return self
+                .recorded(endpoint, Method::POST, endpoint.path(), bytes)
+                .await
+                .map(drop);
+        }
         let request_bytes = bytes.len();
         self.slot().await;
         let request = self
@@ -405,6 +436,26 @@ impl ManyChatClient {
         self.execute(endpoint, request, request_bytes, REQUEST_TIMEOUT)
             .await
             .map(drop)
+    }
+
+    /// A test contact's call, answered by the recorder and classified as ManyChat's answer would
+    /// be; no limiter slot, no metric (it reaches no ManyChat account).
+    async fn recorded(
+        &self,
+        endpoint: Endpoint,
+        method: Method,
+        path_and_query: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Vec<u8>, ManyChatError> {
+        let (status, body) = self.test_contacts.call(method, path_and_query, bytes).await;
+        let result = classify(endpoint, status, &body).map(|()| body);
+        debug!(
+            endpoint = endpoint.name(),
+            status,
+            ok = result.is_ok(),
+            "a test contact's manychat call went to the recorder"
+        );
+        result
     }
 
     /// Sends the request and classifies the answer; on success returns the body.

@@ -10,11 +10,13 @@
 //!   (getFlows, getTags, getCustomFields).
 //! - [`contact`]: [`ContactRecord`], getInfo reduced to tag names and custom field values.
 //! - [`sandbox`]: the in-process fake ManyChat the demo runs against.
+//! - [`recorder`]: where a test contact's calls go instead of ManyChat (the owner's console).
 //! - [`account`]: the account's flows, tags and custom fields (the page API), and the check of
 //!   a deployment's names against them (`manychat check`).
 //!
 //! Architecture invariants: nothing outside this module builds a ManyChat URL or body or reads a
-//! ManyChat response; every request passes the shared limiter; a subscriber's identifiers (name,
+//! ManyChat response; every request passes the shared limiter, and a test contact's reaches no
+//! ManyChat at all (the recorder); a subscriber's identifiers (name,
 //! phone, email, …) never leave [`contact`]; no log line or error carries a body, an id or the
 //! token.
 
@@ -23,10 +25,12 @@ pub mod client;
 pub mod contact;
 pub mod error;
 pub mod limiter;
+pub mod recorder;
 pub mod sandbox;
 
 pub use client::{ManyChatClient, REQUEST_TIMEOUT};
 pub use contact::ContactRecord;
 pub use error::ManyChatError;
 pub use limiter::ManyChatLimiter;
+pub use recorder::Recorder;
 pub use sandbox::{Sandbox, SandboxRequest};

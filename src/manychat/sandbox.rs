@@ -73,12 +73,19 @@ struct ContactState {
 }
 
 #[derive(Clone)]
-struct AppState {
+pub(super) struct AppState {
     requests: Arc<Mutex<Vec<SandboxRequest>>>,
     contacts: Arc<Mutex<HashMap<String, ContactState>>>,
     /// What the page API answers: the flows, tags and fields the account holds.
     account: Arc<Account>,
+    /// Print each accepted call (the demo's display); the test contacts' recorder does not.
+    print: bool,
 }
+
+/// The most calls kept: past it the oldest tenth is dropped, so a long run stays bounded.
+const MAX_KEPT: usize = 2_000;
+/// The most contacts whose tags and fields are kept: past it they are all forgotten.
+const MAX_CONTACTS: usize = 2_000;
 
 /// A poisoned lock only means another handler panicked mid-update; the demo's data is still
 /// worth showing.
@@ -106,6 +113,7 @@ pub async fn spawn_with_account(
         requests: requests.clone(),
         contacts: Arc::new(Mutex::new(HashMap::new())),
         account: Arc::new(account),
+        print: true,
     };
     let app = router(state);
     tokio::spawn(async move {
@@ -239,12 +247,71 @@ fn json_body(bytes: &[u8]) -> Result<Value, Refusal> {
 }
 
 impl AppState {
+    /// A silent sandbox served in process (`super::recorder`), with an empty account.
+    pub(super) fn quiet() -> Self {
+        Self {
+            requests: Arc::default(),
+            contacts: Arc::default(),
+            account: Arc::new(Account::default()),
+            print: false,
+        }
+    }
+
+    pub(super) fn router(&self) -> Router {
+        router(self.clone())
+    }
+
     fn record(&self, endpoint: &str, body: Value) {
-        lock(&self.requests).push(SandboxRequest {
+        let mut requests = lock(&self.requests);
+        if requests.len() >= MAX_KEPT {
+            requests.drain(..MAX_KEPT / 10);
+        }
+        requests.push(SandboxRequest {
             endpoint: endpoint.to_owned(),
             body,
         });
     }
+
+    fn show(&self, line: std::fmt::Arguments<'_>) {
+        if self.print {
+            println!("{line}");
+        }
+    }
+
+    /// The accepted calls for the contact `key`, oldest first.
+    pub(super) fn calls_for(&self, key: &str) -> Vec<SandboxRequest> {
+        lock(&self.requests)
+            .iter()
+            .filter(|r| match r.body.get("subscriber_id") {
+                Some(Value::Number(n)) => n.to_string() == key,
+                Some(Value::String(s)) => s == key,
+                _ => false,
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The contact's custom field `name`, as getInfo would show it.
+    pub(super) fn field(&self, key: &str, name: &str) -> Option<Value> {
+        lock(&self.contacts)
+            .get(key)
+            .and_then(|c| c.fields.get(name).cloned())
+    }
+
+    /// Sets the contact's custom field `name` as ManyChat does (a block's `set_field_value`).
+    pub(super) fn set_field(&self, key: &str, name: &str, value: Value) {
+        contact(&mut lock(&self.contacts), key)
+            .fields
+            .insert(name.to_owned(), value);
+    }
+}
+
+/// The contact `key`'s state, created when new (all forgotten past [`MAX_CONTACTS`]).
+fn contact<'a>(contacts: &'a mut HashMap<String, ContactState>, key: &str) -> &'a mut ContactState {
+    if contacts.len() >= MAX_CONTACTS && !contacts.contains_key(key) {
+        contacts.clear();
+    }
+    contacts.entry(key.to_owned()).or_default()
 }
 
 /// A value as the demo prints it: text in quotes with its line breaks kept, so a reply reads
@@ -267,7 +334,7 @@ async fn send_flow(State(state): State<AppState>, headers: HeaderMap, bytes: Byt
     });
     match accepted {
         Ok((body, flow_ns)) => {
-            println!("[sandbox] sendFlow {flow_ns}");
+            state.show(format_args!("[sandbox] sendFlow {flow_ns}"));
             state.record("sendFlow", body);
             success()
         }
@@ -299,14 +366,14 @@ fn change_tag(state: &AppState, headers: &HeaderMap, bytes: &[u8], add: bool) ->
     };
     {
         let mut contacts = lock(&state.contacts);
-        let contact = contacts.entry(key).or_default();
+        let contact = contact(&mut contacts, &key);
         if add {
             contact.tags.insert(tag.clone());
         } else {
             contact.tags.remove(&tag);
         }
     }
-    println!("[sandbox] {endpoint} {tag}");
+    state.show(format_args!("[sandbox] {endpoint} {tag}"));
     state.record(endpoint, body);
     success()
 }
@@ -323,13 +390,11 @@ async fn set_field(State(state): State<AppState>, headers: HeaderMap, bytes: Byt
         Ok(accepted) => accepted,
         Err(refused) => return refused.into_response(),
     };
-    println!(
+    state.show(format_args!(
         "[sandbox] setCustomFieldByName {field} = {}",
         display_value(&field, &value)
-    );
-    lock(&state.contacts)
-        .entry(key)
-        .or_default()
+    ));
+    contact(&mut lock(&state.contacts), &key)
         .fields
         .insert(field, value);
     state.record("setCustomFieldByName", body);
@@ -355,10 +420,11 @@ async fn set_fields(State(state): State<AppState>, headers: HeaderMap, bytes: By
         .iter()
         .map(|(field, value)| format!("{field} = {}", display_value(field, value)))
         .collect();
-    println!("[sandbox] setCustomFields {}", shown.join(", "));
-    lock(&state.contacts)
-        .entry(key)
-        .or_default()
+    state.show(format_args!(
+        "[sandbox] setCustomFields {}",
+        shown.join(", ")
+    ));
+    contact(&mut lock(&state.contacts), &key)
         .fields
         .extend(fields);
     state.record("setCustomFields", body);
@@ -434,11 +500,11 @@ async fn get_info(
             None => (Vec::new(), Vec::new()),
         }
     };
-    println!(
+    state.show(format_args!(
         "[sandbox] getInfo ({} tags, {} custom fields)",
         tags.len(),
         fields.len()
-    );
+    ));
     state.record("getInfo", json!({"subscriber_id": key}));
     Json(json!({"status": "success", "data": invented_contact(&key, &tags, &fields)}))
         .into_response()

@@ -30,6 +30,7 @@
 //! | `report` | `ReportStore` | the report's aggregates |
 //! | `erasure` | `ErasureStore` | forgetting a contact, retention |
 //! | `learning` | `LearningStore` | analyst runs, proposals, playbook versions, eval records |
+//! | `browse` | `BrowseStore` | the owner's console: recent conversations, a conversation's turns, held contacts, paged |
 //!
 //! Each concern has a file here (`src/store/<concern>.rs`: the trait and the types its callers
 //! pass, re-exported from `store`), one per backend (`sqlite/<concern>.rs`,
@@ -151,6 +152,7 @@ pub trait Store:
     + ReportStore
     + ErasureStore
     + LearningStore
+    + BrowseStore
     + Send
     + Sync
     + 'static
@@ -251,6 +253,25 @@ pub fn describe_database(url: &str) -> String {
     }
 }
 
+/// SQL, the same on both backends: whether a conversation row is a test contact's (the owner's
+/// console's try-outs, `SubscriberId::is_test_contact`: 19-digit ids from 9000000000000000000,
+/// compared as text, which sorts equal-length digit strings as their numbers). The report's
+/// statements leave these conversations out; `conversations_subscriber_id`'s unique index finds
+/// them by range.
+macro_rules! test_contact {
+    () => {
+        "(subscriber_id >= '9000000000000000000' AND length(subscriber_id) = 19)"
+    };
+}
+
+/// SQL: the ids of the test contacts' conversations ([`test_contact`]).
+macro_rules! test_conversations {
+    () => {
+        concat!("SELECT id FROM conversations WHERE ", test_contact!())
+    };
+}
+
+mod browse;
 mod common;
 mod conversations;
 mod counters;
@@ -263,6 +284,7 @@ pub mod postgres;
 mod report;
 mod sales;
 mod turns;
+pub use browse::{BrowseStore, BrowsedTurn, ConversationsPage, HeldContact, MAX_PAGE, TurnsPage};
 pub use conversations::{Conversation, ConversationStore, HoldRelease};
 pub use counters::{BudgetCharge, BudgetUsage, CounterStore};
 pub use erasure::{CONTACT_TABLES, ErasureStore, Forgotten};

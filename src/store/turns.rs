@@ -67,6 +67,9 @@ pub struct NewTurn {
     /// 031: the content hash of the playbook a model-written turn was prompted with; `None`
     /// without an active playbook and on every turn no model wrote.
     pub playbook_version: Option<String>,
+    /// How many model calls (steps of the bounded tool loop) wrote the turn; `None` on every
+    /// turn no model wrote.
+    pub steps: Option<i64>,
 }
 
 impl NewTurn {
@@ -97,6 +100,7 @@ impl NewTurn {
             media_kind: None,
             duplicate: None,
             playbook_version: None,
+            steps: None,
         }
     }
 

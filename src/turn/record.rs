@@ -44,10 +44,23 @@ const PROMISE_MARGIN: chrono::Duration = chrono::Duration::seconds(5);
 /// as soon as its response is written; the worker takes it only if that did not happen.
 const INLINE_HANDOFF_GRACE: chrono::Duration = chrono::Duration::seconds(10);
 
+/// What [`TurnEngine::hold_for_person`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerHold {
+    /// Held now; the tenant's handoff is queued (when it has one and is due).
+    Held,
+    /// A hold was in force already: nothing changed.
+    AlreadyHeld,
+    /// The store knows no such contact.
+    UnknownContact,
+    /// `handoff.holdHours` is 0: the tenant holds nobody.
+    HoldOff,
+}
+
 /// How many pieces of an interrupted turn's burst a re-run reads beyond its history.
 const RECOVERED_PIECES: i64 = 20;
 
-/// A model turn's model, tokens, cost and time, and (031) the playbook version its prompt
+/// A model turn's model, tokens, cost, time and steps (its model calls), and (031) the playbook version its prompt
 /// carried, as every model turn records them (an inbound turn adds its contact reads; a nudge
 /// turn has none).
 pub(crate) fn fill_usage(
@@ -65,6 +78,7 @@ pub(crate) fn fill_usage(
     turn.cache_write_tokens = usage.cache_write_tokens as i64;
     turn.cost_usd = crate::model::pricing::cost_usd(model_id, &usage);
     turn.latency_ms = latency.as_millis() as i64;
+    turn.steps = Some(i64::from(thought.steps));
 }
 
 /// What a turn's write holds beside its message.
@@ -369,6 +383,72 @@ impl TurnEngine {
             return Vec::new();
         }
         actions::handoff_actions(config.rules.handoff.as_ref())
+    }
+
+    /// The owner hands `subscriber` to a person from the console: the hold a turn's
+    /// escalation makes, without a turn. `escalated_at` is set now (the hold, `crate::handoff`)
+    /// and the tenant's handoff (the tag, the flow: [`Self::handoff_for`], so a contact handed
+    /// over within the idle-reset window and not released since is not tagged again) is queued
+    /// as its own outbox row, performed by the worker as an escalation's is. A hold that ran out
+    /// unrecorded is recorded as expired first. `AlreadyHeld` when a hold is in force: nothing
+    /// written, nothing sent (a double click holds once). The two writes are not one: if the
+    /// second fails the contact is held without its handoff queued, and the error says so.
+    pub async fn hold_for_person(
+        &self,
+        subscriber: &SubscriberId,
+    ) -> Result<OwnerHold, StoreError> {
+        let inner = &self.inner;
+        let config = inner.config.snapshot();
+        let now = inner.clock.now();
+        let Some(conversation) = inner.store.conversation_by_subscriber(subscriber).await? else {
+            return Ok(OwnerHold::UnknownContact);
+        };
+        let hours = crate::handoff::hold_hours(&config);
+        if hours == 0 {
+            return Ok(OwnerHold::HoldOff);
+        }
+        match crate::handoff::hold_at(&conversation, hours, now) {
+            crate::handoff::Hold::Held { .. } => return Ok(OwnerHold::AlreadyHeld),
+            crate::handoff::Hold::Expired { since, at } => {
+                let why = crate::handoff::Release::HoldExpired;
+                crate::handoff::release::record(
+                    inner.store.as_ref(),
+                    &conversation,
+                    since,
+                    at,
+                    why,
+                )
+                .await?;
+            }
+            crate::handoff::Hold::Free => {}
+        }
+        let handoff = self.handoff_for(&config, &conversation, now);
+        inner
+            .store
+            .set_escalated(conversation.id, now)
+            .await
+            .during("holding a contact for a person")?;
+        if !handoff.is_empty() {
+            let payload = HandoffPayload {
+                actions: handoff,
+                turn_id: None,
+                fallback: false,
+            };
+            let row = outbox_row(
+                &conversation,
+                OutboxKind::Handoff,
+                to_value(&payload)?,
+                now,
+                now,
+            );
+            inner
+                .store
+                .enqueue(&row)
+                .await
+                .during("queueing the handoff of a contact held from the console")?;
+        }
+        tracing::info!(conversation = %conversation.id, "contact held for a person from the console");
+        Ok(OwnerHold::Held)
     }
 
     /// Counts and logs an escalation (one line per escalated turn).

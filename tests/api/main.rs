@@ -12,6 +12,8 @@ mod cache_cost;
 mod catalog_import;
 mod cli;
 mod console;
+mod console_helpers;
+mod console_pages;
 mod contact_turns;
 mod crowd;
 mod deferred_channel;

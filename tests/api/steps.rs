@@ -227,3 +227,55 @@ async fn spec_012_the_second_verticals_sale_takes_at_most_eleven_model_calls() {
         sale[2].actions
     );
 }
+
+/// The steps a turn took (its model calls) are recorded with it, as the console shows them:
+/// a tool step and the answer are two, a plain answer one; a turn no model wrote (a keyword
+/// escalation before the model) and the contact's own message record none.
+#[tokio::test]
+async fn a_turn_records_its_steps_the_model_calls_that_wrote_it() {
+    let model = script(vec![
+        tool_calls([prospect()]),
+        answer("The wheel course is 120 EUR."),
+        answer("It starts on Monday."),
+    ]);
+    let app = spawn_app(model.clone()).await;
+    app.send("5820", "How much is the wheel course?").await;
+    app.send("5820", "When does it start?").await;
+    app.send("5820", "I want a refund").await;
+    app.settle().await;
+    assert_eq!(model.calls(), 3);
+
+    let conversation = app.conversation("5820").await;
+    let page = manychat_agent::store::TurnsPage {
+        after: None,
+        limit: 10,
+    };
+    let mut turns = app
+        .store
+        .conversation_turns(conversation.id, page)
+        .await
+        .unwrap();
+    turns.reverse();
+    let steps: Vec<(String, Option<i64>)> = turns
+        .iter()
+        .map(|t| (t.turn.role.as_str().to_owned(), t.steps))
+        .collect();
+    let expected = [
+        ("user", None),
+        ("agent", Some(2)),
+        ("user", None),
+        ("agent", Some(1)),
+        ("user", None),
+        ("agent", None),
+    ];
+    assert_eq!(
+        steps,
+        expected.map(|(role, steps)| (role.to_owned(), steps)),
+        "{turns:?}"
+    );
+    assert_eq!(
+        turns[5].turn.escalation_reason.as_deref(),
+        Some("escalation_keyword"),
+        "the last reply no model wrote"
+    );
+}

@@ -1,7 +1,7 @@
 //! The owner's console as a person uses it, in headless chromium: the login, a wrong password,
 //! a refused reload, a form posted without its CSRF token, a logged-out page, the keyboard, and
 //! the phone's width. Each page is saved at 1280 and 375 px under `target/console-screenshots/`
-//! (`docs/console.png`, shown in the README, is `running-1280.png` from a run, copied by hand).
+//! (the other pages: `pages.rs`).
 
 use std::sync::{Arc, OnceLock};
 
@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::driver::{Browser, PHONE};
 use crate::helpers::*;
 
-const PASSWORD: &str = "the owner's long password";
+pub(crate) const PASSWORD: &str = "the owner's long password";
 /// The reload button on the "what is running" page.
 const RELOAD_BUTTON: &str = r#"form[action="/console/reload"] button[type="submit"]"#;
 /// The reload form's CSRF token.
@@ -25,7 +25,7 @@ const LOGOUT_BUTTON: &str = r#"form[action="/console/logout"] button[type="submi
 const RELOAD_OUTCOME: &str = r#"section[aria-labelledby="reload-title"]"#;
 
 /// One hash for the whole binary: Argon2id is slow by design.
-fn hash() -> &'static str {
+pub(crate) fn hash() -> &'static str {
     static HASH: OnceLock<String> = OnceLock::new();
     HASH.get_or_init(|| PasswordHashSetting::make(PASSWORD).as_str().to_owned())
 }

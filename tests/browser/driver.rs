@@ -145,9 +145,11 @@ impl Browser {
             "--hide-scrollbars".to_owned(),
             "--force-device-scale-factor=1".to_owned(),
         ];
+        // The performance log carries the browser's network events: [`Browser::posts_sent`].
         let capabilities = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": driver.chromium, "args": arguments},
+            "goog:loggingPrefs": {"performance": "ALL"},
         });
         let Value::Object(capabilities) = capabilities else {
             unreachable!()
@@ -261,6 +263,40 @@ impl Browser {
             .unwrap_or_else(|e| panic!("{script}: {e}"))
     }
 
+    /// How many `POST`s to `path` the browser sent since the last call (chromedriver's
+    /// performance log, read and emptied): every request that left, including one a later
+    /// navigation cancelled, which the page itself never learns of.
+    pub async fn posts_sent(&self, path: &str) -> usize {
+        let url = format!(
+            "http://127.0.0.1:{}/session/{}/se/log",
+            self.port, self.session
+        );
+        let log: Value = bounded(
+            "the performance log",
+            reqwest::Client::new()
+                .post(&url)
+                .json(&json!({"type": "performance"}))
+                .send(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"))
+        .json()
+        .await
+        .unwrap();
+        let target = format!("{}{path}", self.base);
+        log["value"]
+            .as_array()
+            .expect("log entries")
+            .iter()
+            .filter_map(|entry| serde_json::from_str::<Value>(entry["message"].as_str()?).ok())
+            .filter(|event| event["message"]["method"] == "Network.requestWillBeSent")
+            .filter(|event| {
+                let request = &event["message"]["params"]["request"];
+                request["method"] == "POST" && request["url"] == target.as_str()
+            })
+            .count()
+    }
+
     /// Presses `key` on whatever has the focus, as a person at a keyboard would.
     pub async fn press(&self, key: Key) {
         let value = char::from(key);
@@ -361,6 +397,14 @@ impl Browser {
             .await
             .as_u64()
             .unwrap()
+    }
+
+    /// Saves what the window shows now as `target/console-screenshots/<name>.png`.
+    pub async fn screenshot(&self, name: &str) {
+        let dir = screenshot_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = self.client.screenshot().await.unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
     }
 
     /// Saves the page shown now at [`WIDE`] and at [`PHONE`] as

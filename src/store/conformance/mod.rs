@@ -264,6 +264,7 @@ async fn row_status(store: &dyn Store, id: i64) -> OutboxStatus {
     row(store, id).await.status
 }
 
+mod browse;
 mod conversations;
 mod counters;
 mod erasure;
@@ -274,6 +275,7 @@ mod report;
 mod sales;
 mod turns;
 
+pub use browse::*;
 pub use conversations::*;
 pub use counters::*;
 pub use erasure::*;
@@ -296,6 +298,11 @@ pub async fn run_all(store: &dyn Store) {
     handoff_release_is_recorded_once_per_hold(store).await;
     handoff_held_contacts_counts_unreleased_recent_handoffs(store).await;
     handoff_every_release_is_kept_in_the_history(store).await;
+    console_recent_conversations_are_paged_newest_first_by_keyset(store).await;
+    console_conversation_turns_are_paged_newest_first_by_keyset(store).await;
+    console_turn_steps_are_stored_with_the_record_and_browsed(store).await;
+    console_held_now_lists_unreleased_handoffs_with_their_reason(store).await;
+    console_report_leaves_test_contacts_out(store).await;
     system_4_the_conversations_fence_nonce_is_stored_and_replaced(store).await;
     sales_record_reads_offering_and_action_records(store).await;
     spec_032_the_opening_is_claimed_once_per_contact(store).await;
@@ -437,6 +444,11 @@ mod tests {
         handoff_release_is_recorded_once_per_hold,
         handoff_held_contacts_counts_unreleased_recent_handoffs,
         handoff_every_release_is_kept_in_the_history,
+        console_recent_conversations_are_paged_newest_first_by_keyset,
+        console_conversation_turns_are_paged_newest_first_by_keyset,
+        console_turn_steps_are_stored_with_the_record_and_browsed,
+        console_held_now_lists_unreleased_handoffs_with_their_reason,
+        console_report_leaves_test_contacts_out,
         system_4_the_conversations_fence_nonce_is_stored_and_replaced,
         token_rotation_keeps_previous,
         conversations_without_token_lists_recent_contacts_only,

@@ -726,3 +726,85 @@ pub async fn report_counts_refused_actions_under_their_own_status(store: &dyn St
         ]
     );
 }
+
+/// The console's test contacts (`SubscriberId::is_test_contact`) are left out of every report
+/// statement: a week with a test contact doing what a real one did reads as the week without it.
+pub async fn console_report_leaves_test_contacts_out(store: &dyn Store) {
+    let from = Utc
+        .with_ymd_and_hms(2033, 5, 2, 0, 0, 0)
+        .single()
+        .expect("a Monday");
+    let until = from + chrono::Duration::weeks(1);
+    let contact = |subscriber: SubscriberId| async move {
+        let at = |s: i64| from + chrono::Duration::seconds(s);
+        let c = store
+            .conversation_for(&subscriber, "whatsapp", at(0))
+            .await
+            .expect("conversation_for");
+        record(
+            store,
+            NewTurn::user(c.id, "Invented question", true, at(10)),
+        )
+        .await;
+        let answer = NewTurn {
+            input_tokens: 1000,
+            output_tokens: 50,
+            cost_usd: 0.25,
+            latency_ms: 1234,
+            model: Some("mock".into()),
+            actions: Some(json!([
+                {"tool": "set_field", "id": "intent", "value": "prospect", "status": "performed"},
+                {"tool": "set_field", "id": "funnel_stage", "value": "link_sent", "status": "performed"}
+            ])),
+            ..NewTurn::agent(c.id, "Invented answer", "answered_inline", true, at(11))
+        };
+        record(store, answer).await;
+        let nudge = NewTurn::agent(
+            c.id,
+            "Invented nudge",
+            crate::store::NUDGE_SENT,
+            true,
+            at(60),
+        );
+        record(store, nudge).await;
+        let handed = NewTurn {
+            escalation_reason: Some("complaint".into()),
+            ..NewTurn::agent(c.id, "Invented copy", "escalated", true, at(100))
+        };
+        record(store, handed).await;
+        store
+            .set_escalated(c.id, at(100))
+            .await
+            .expect("set_escalated");
+        release(store, c.id, (at(100), at(200)), "released").await;
+    };
+    contact(fresh_subscriber()).await;
+    let real_only = report_and_releases(store, from, until).await;
+    assert_eq!(
+        real_only.0.aggregates.new_contacts, 1,
+        "the seeded week is read"
+    );
+    assert_eq!(real_only.1.len(), 1);
+    contact(SubscriberId::new_test_contact()).await;
+    assert_eq!(
+        report_and_releases(store, from, until).await,
+        real_only,
+        "the test contact changes nothing"
+    );
+}
+
+async fn report_and_releases(
+    store: &dyn Store,
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> (crate::store::ReportWeek, Vec<crate::store::HoldRelease>) {
+    let week = store
+        .report_week(from, until, &demo_sales_keys())
+        .await
+        .expect("report_week");
+    let releases = store
+        .hold_releases(from, until)
+        .await
+        .expect("hold_releases");
+    (week, releases)
+}

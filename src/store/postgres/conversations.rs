@@ -121,10 +121,12 @@ impl ConversationStore for PgStore {
         from: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<Vec<HoldRelease>> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(concat!(
             "SELECT held_since, released_at, reason FROM hold_releases \
-             WHERE released_at >= $1 AND released_at < $2 ORDER BY released_at, id",
-        )
+                 WHERE released_at >= $1 AND released_at < $2 AND conversation_id NOT IN (",
+            test_conversations!(),
+            ") ORDER BY released_at, id"
+        ))
         .bind(from)
         .bind(until)
         .fetch_all(&self.pool)

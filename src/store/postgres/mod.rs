@@ -449,6 +449,7 @@ mod tests {
     }
 }
 
+mod browse;
 mod conversations;
 mod counters;
 mod erasure;

@@ -17,7 +17,7 @@ impl ReportStore for PgStore {
         // contactAsked are read.
         if keys.intent_field.is_some() || keys.funnel_field.is_some() || keys.payment_flow.is_some()
         {
-            let row: (i64, i64, i64, i64, i64, i64) = sqlx::query_as(
+            let row: (i64, i64, i64, i64, i64, i64) = sqlx::query_as(concat!(
                 "SELECT COUNT(*) FILTER (WHERE p), COUNT(*) FILTER (WHERE o), \
                  COUNT(*) FILTER (WHERE pr), COUNT(*) FILTER (WHERE l > 0), \
                  COALESCE(SUM(l), 0)::BIGINT, COALESCE(SUM(la), 0)::BIGINT \
@@ -34,9 +34,11 @@ impl ReportStore for PgStore {
                                  jsonb_typeof(t.actions) = 'array' THEN t.actions \
                                  ELSE '[]'::jsonb END) a \
                              WHERE t.created_at >= $1 AND t.created_at < $2 \
-                               AND t.actions IS NOT NULL AND a->>'status' = 'performed') e \
-                       GROUP BY c) w",
-            )
+                               AND t.actions IS NOT NULL AND a->>'status' = 'performed' \
+                               AND t.conversation_id NOT IN (",
+                test_conversations!(),
+                ")) e GROUP BY c) w"
+            ))
             .bind(from)
             .bind(until)
             .bind(keys.intent_field.as_deref())
@@ -67,14 +69,16 @@ impl ReportStore for PgStore {
                 &mut counts.window_closings_replied,
             ),
         ] {
-            (*sent, *replied) = sqlx::query_as(
+            (*sent, *replied) = sqlx::query_as(concat!(
                 "SELECT COUNT(*), COUNT(*) FILTER (WHERE EXISTS (SELECT 1 FROM turns r \
                  WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
                    AND r.created_at > n.created_at \
                    AND r.created_at <= n.created_at + interval '24 hours')) \
                  FROM turns n WHERE n.created_at >= $1 AND n.created_at < $2 \
-                   AND n.outcome = $3",
-            )
+                   AND n.outcome = $3 AND n.conversation_id NOT IN (",
+                test_conversations!(),
+                ")"
+            ))
             .bind(from)
             .bind(until)
             .bind(outcome)
@@ -113,7 +117,7 @@ impl ReportStore for PgStore {
                 i64,
                 i64,
                 f64,
-            ) = sqlx::query_as(
+            ) = sqlx::query_as(concat!(
                 "SELECT COUNT(*), COALESCE(SUM(i), 0)::BIGINT, COALESCE(SUM(c), 0)::BIGINT, \
                  COALESCE(SUM(o), 0)::BIGINT, COALESCE(SUM(usd), 0)::DOUBLE PRECISION, \
                  COUNT(*) FILTER (WHERE sold), \
@@ -137,8 +141,10 @@ impl ReportStore for PgStore {
                            WHERE a->>'tool' = 'set_field' AND a->>'id' = $3 \
                              AND a->>'value' = $4 AND a->>'status' = 'performed')) AS sold \
                        FROM turns t WHERE t.created_at >= $1 AND t.created_at < $2 \
-                       GROUP BY t.conversation_id) w",
-            )
+                       AND t.conversation_id NOT IN (",
+                test_conversations!(),
+                ") GROUP BY t.conversation_id) w"
+            ))
             .bind(from)
             .bind(until)
             .bind(keys.funnel_field.as_deref())
@@ -175,14 +181,16 @@ impl ReportStore for PgStore {
     ) -> Result<crate::store::ReportAggregates> {
         let (from, until) = (to_millis(from), to_millis(until));
         // Contacts whose first turn is in the period (see the SQLite statement).
-        let new_contacts: i64 = sqlx::query_scalar(
+        let new_contacts: i64 = sqlx::query_scalar(concat!(
             "SELECT COUNT(*) FROM \
              (SELECT DISTINCT conversation_id FROM turns \
-              WHERE created_at >= $1 AND created_at < $2) w \
+              WHERE created_at >= $1 AND created_at < $2 AND conversation_id NOT IN (",
+            test_conversations!(),
+            ")) w \
              WHERE NOT EXISTS (SELECT 1 FROM turns e \
                                WHERE e.conversation_id = w.conversation_id \
-                                 AND e.created_at < $1)",
-        )
+                                 AND e.created_at < $1)"
+        ))
         .bind(from)
         .bind(until)
         .fetch_one(&self.pool)
@@ -199,14 +207,15 @@ impl ReportStore for PgStore {
             i64,
             f64,
         );
-        let groups: Vec<GroupRow> = sqlx::query_as(
+        let groups: Vec<GroupRow> = sqlx::query_as(concat!(
             "SELECT (created_at AT TIME ZONE 'UTC')::date AS day, role, outcome, \
              escalation_reason, model IS NOT NULL AS model_written, COUNT(*), \
              SUM(reads)::BIGINT, SUM(input_tokens)::BIGINT, SUM(output_tokens)::BIGINT, \
              SUM(cost_usd)::DOUBLE PRECISION \
-             FROM turns WHERE created_at >= $1 AND created_at < $2 \
-             GROUP BY day, role, outcome, escalation_reason, model_written ORDER BY day",
-        )
+             FROM turns WHERE created_at >= $1 AND created_at < $2 AND conversation_id NOT IN (",
+            test_conversations!(),
+            ") GROUP BY day, role, outcome, escalation_reason, model_written ORDER BY day"
+        ))
         .bind(from)
         .bind(until)
         .fetch_all(&self.pool)
@@ -226,23 +235,27 @@ impl ReportStore for PgStore {
                 cost_usd: g.9,
             })
             .collect();
-        let inline_latencies: Vec<(i64, i64)> = sqlx::query_as(
+        let inline_latencies: Vec<(i64, i64)> = sqlx::query_as(concat!(
             "SELECT latency_ms, COUNT(*) FROM turns \
              WHERE created_at >= $1 AND created_at < $2 AND outcome = 'answered_inline' \
-             GROUP BY latency_ms ORDER BY latency_ms",
-        )
+             AND conversation_id NOT IN (",
+            test_conversations!(),
+            ") GROUP BY latency_ms ORDER BY latency_ms"
+        ))
         .bind(from)
         .bind(until)
         .fetch_all(&self.pool)
         .await?;
         // Only each entry's tool and status are read.
-        let actions: Vec<(Option<String>, Option<String>, i64)> = sqlx::query_as(
+        let actions: Vec<(Option<String>, Option<String>, i64)> = sqlx::query_as(concat!(
             "SELECT a->>'tool' AS tool, a->>'status' AS status, COUNT(*) \
              FROM turns t, jsonb_array_elements( \
                  CASE WHEN jsonb_typeof(t.actions) = 'array' THEN t.actions ELSE '[]'::jsonb END) a \
              WHERE t.created_at >= $1 AND t.created_at < $2 AND t.actions IS NOT NULL \
-             GROUP BY tool, status ORDER BY tool, status",
-        )
+             AND t.conversation_id NOT IN (",
+            test_conversations!(),
+            ") GROUP BY tool, status ORDER BY tool, status"
+        ))
         .bind(from)
         .bind(until)
         .fetch_all(&self.pool)

@@ -276,9 +276,9 @@ pub(super) async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -
              INSERT INTO turns (conversation_id, role, text, outcome, model, bound, actions, \
              reads, input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, \
              created_at, escalation_reason, media_kind, duplicate, playbook_version, \
-             cache_write_tokens) \
+             cache_write_tokens, steps) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18, $19) \
+             $17, $18, $19, $20) \
              RETURNING id), \
          touched AS (\
              UPDATE conversations SET last_message_at = GREATEST(last_message_at, $14), \
@@ -305,6 +305,7 @@ pub(super) async fn insert_turn(db: impl sqlx::PgExecutor<'_>, turn: &NewTurn) -
     .bind(&turn.duplicate)
     .bind(&turn.playbook_version)
     .bind(turn.cache_write_tokens)
+    .bind(turn.steps)
     .fetch_one(db)
     .await?;
     Ok(id)

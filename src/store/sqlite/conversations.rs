@@ -153,8 +153,12 @@ impl ConversationStore for SqliteStore {
         self.read(move |conn| {
             query_all(
                 conn,
-                "SELECT held_since, released_at, reason FROM hold_releases \
-                 WHERE released_at >= ? AND released_at < ? ORDER BY released_at, id",
+                concat!(
+                    "SELECT held_since, released_at, reason FROM hold_releases \
+                     WHERE released_at >= ? AND released_at < ? AND conversation_id NOT IN (",
+                    test_conversations!(),
+                    ") ORDER BY released_at, id"
+                ),
                 [ms(from), ms(until)],
                 |row| {
                     Ok(HoldRelease {

@@ -190,6 +190,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turns_knowledge",
         include_str!("../../../migrations/sqlite/0024_turns_knowledge.sql"),
     ),
+    (
+        25,
+        "console_pages",
+        include_str!("../../../migrations/sqlite/0025_console_pages.sql"),
+    ),
+    (
+        26,
+        "turns_steps",
+        include_str!("../../../migrations/sqlite/0026_turns_steps.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
@@ -894,6 +904,7 @@ impl Store for SqliteStore {
     }
 }
 
+mod browse;
 mod conversations;
 mod counters;
 mod erasure;

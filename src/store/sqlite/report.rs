@@ -53,22 +53,33 @@ impl ReportStore for SqliteStore {
 
 /// Contacts whose first turn is in `[?1, ?2)`: the period's contacts (through
 /// `turns_created`) without an earlier turn (through `turns_conversation_created`).
-pub(super) const REPORT_NEW_CONTACTS: &str = "SELECT COUNT(*) FROM \
-     (SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ?1 AND created_at < ?2) w \
-     WHERE NOT EXISTS (SELECT 1 FROM turns e \
-                       WHERE e.conversation_id = w.conversation_id AND e.created_at < ?1)";
+pub(super) const REPORT_NEW_CONTACTS: &str = concat!(
+    "SELECT COUNT(*) FROM \
+     (SELECT DISTINCT conversation_id FROM turns WHERE created_at >= ?1 AND created_at < ?2 \
+       AND conversation_id NOT IN (",
+    test_conversations!(),
+    ")) w WHERE NOT EXISTS (SELECT 1 FROM turns e \
+                       WHERE e.conversation_id = w.conversation_id AND e.created_at < ?1)"
+);
 
 /// The period's turns by day, role, outcome, escalation reason and authorship.
-pub(super) const REPORT_TURN_GROUPS: &str = "SELECT created_at / 86400000 AS day, role, outcome, \
+pub(super) const REPORT_TURN_GROUPS: &str = concat!(
+    "SELECT created_at / 86400000 AS day, role, outcome, \
      escalation_reason, model IS NOT NULL AS model_written, COUNT(*), SUM(reads), \
      SUM(input_tokens), SUM(output_tokens), SUM(cost_usd) \
-     FROM turns WHERE created_at >= ?1 AND created_at < ?2 \
-     GROUP BY day, role, outcome, escalation_reason, model_written ORDER BY day";
+     FROM turns WHERE created_at >= ?1 AND created_at < ?2 AND conversation_id NOT IN (",
+    test_conversations!(),
+    ") GROUP BY day, role, outcome, escalation_reason, model_written ORDER BY day"
+);
 
 /// Inline answer times, each distinct value with its count.
-pub(super) const REPORT_INLINE_LATENCIES: &str = "SELECT latency_ms, COUNT(*) FROM turns \
+pub(super) const REPORT_INLINE_LATENCIES: &str = concat!(
+    "SELECT latency_ms, COUNT(*) FROM turns \
      WHERE created_at >= ?1 AND created_at < ?2 AND outcome = 'answered_inline' \
-     GROUP BY latency_ms ORDER BY latency_ms";
+     AND conversation_id NOT IN (",
+    test_conversations!(),
+    ") GROUP BY latency_ms ORDER BY latency_ms"
+);
 
 /// The period's action records that hold an entry (through `turns_created`; an empty
 /// record, a turn offered tools that chose none, is skipped unparsed), parsed and tallied in
@@ -77,8 +88,13 @@ pub(super) const REPORT_INLINE_LATENCIES: &str = "SELECT latency_ms, COUNT(*) FR
 /// `json_extract` per key parsed each entry again, and the two measures each made that pass.
 /// A partial index on the turns holding a record was measured and saved nothing (reading the
 /// week's rows is cheap next to parsing), so no write pays for one.
-pub(super) const REPORT_ACTION_RECORDS: &str = "SELECT conversation_id, actions FROM turns \
-     WHERE created_at >= ?1 AND created_at < ?2 AND actions IS NOT NULL AND actions <> '[]'";
+pub(super) const REPORT_ACTION_RECORDS: &str = concat!(
+    "SELECT conversation_id, actions FROM turns \
+     WHERE created_at >= ?1 AND created_at < ?2 AND actions IS NOT NULL AND actions <> '[]' \
+     AND conversation_id NOT IN (",
+    test_conversations!(),
+    ")"
+);
 
 pub(super) fn action_tally_in(
     conn: &Db<'_>,
@@ -148,10 +164,15 @@ pub(super) fn grouped_turns_in(
 
 /// The period's turns of outcome `?3` (`nudge_sent`, `window_closing_sent`), and those the contact answered
 /// within 24 h (a user turn of the conversation after it, through `turns_conversation_created`).
-pub(super) const REPORT_NUDGES: &str = "SELECT COUNT(*), COALESCE(SUM(EXISTS (SELECT 1 FROM turns r \
+pub(super) const REPORT_NUDGES: &str = concat!(
+    "SELECT COUNT(*), COALESCE(SUM(EXISTS (SELECT 1 FROM turns r \
      WHERE r.conversation_id = n.conversation_id AND r.role = 'user' \
        AND r.created_at > n.created_at AND r.created_at <= n.created_at + 86400000)), 0) \
-     FROM turns n WHERE n.created_at >= ?1 AND n.created_at < ?2 AND n.outcome = ?3";
+     FROM turns n WHERE n.created_at >= ?1 AND n.created_at < ?2 AND n.outcome = ?3 \
+     AND n.conversation_id NOT IN (",
+    test_conversations!(),
+    ")"
+);
 
 pub(super) fn sales_aggregates_in(
     conn: &Db<'_>,
@@ -191,9 +212,13 @@ pub(super) fn with_nudges_in(
 /// The period's turns summed per conversation (through `turns_created`), with whether the
 /// conversation was handed to a person; the sales come from the period's [`action_tally_in`].
 /// The conversation ids stay here: only the sums of [`conversation_costs_in`] leave the store.
-pub(super) const REPORT_CONVERSATION_COSTS: &str = "SELECT conversation_id, SUM(input_tokens), \
+pub(super) const REPORT_CONVERSATION_COSTS: &str = concat!(
+    "SELECT conversation_id, SUM(input_tokens), \
      SUM(cached_tokens), SUM(output_tokens), SUM(cost_usd), MAX(escalation_reason IS NOT NULL) \
-     FROM turns WHERE created_at >= ?1 AND created_at < ?2 GROUP BY conversation_id";
+     FROM turns WHERE created_at >= ?1 AND created_at < ?2 AND conversation_id NOT IN (",
+    test_conversations!(),
+    ") GROUP BY conversation_id"
+);
 
 pub(super) fn conversation_costs_in(
     conn: &Db<'_>,

@@ -715,3 +715,29 @@ async fn spec_025_migration_14_keeps_every_nudge_row_and_the_record_grows_beside
     );
     assert_eq!(kept_rows(waiting).await, vec![expected]);
 }
+
+/// The console's pages read by keyset through an index, with no sort of their own: the cost of
+/// a page does not grow with the store (or with how deep the page is).
+#[tokio::test]
+async fn console_pages_read_through_an_index_without_a_sort() {
+    use super::browse::{CONVERSATION_TURNS, HELD_NOW, RECENT_CONVERSATIONS};
+    let store = in_memory().await;
+    let plans: Vec<String> = plans(
+        &store,
+        "EXPLAIN QUERY PLAN",
+        3,
+        &[RECENT_CONVERSATIONS, CONVERSATION_TURNS, HELD_NOW],
+    )
+    .await
+    .iter()
+    .map(|details| details.join("; "))
+    .collect();
+    for (plan, index) in plans.iter().zip([
+        "conversations_recent",
+        "turns_conversation_created",
+        "conversations_escalated_at",
+    ]) {
+        assert!(plan.contains(&format!("USING INDEX {index}")), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    }
+}

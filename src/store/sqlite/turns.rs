@@ -47,9 +47,9 @@ pub(super) const NEXT_TURN_ID: &str = "SELECT COALESCE(MAX(id), 0) + 1 FROM turn
 pub(super) const INSERT_TURN: &str = "INSERT INTO turns \
     (id, seq, conversation_id, role, text, outcome, model, bound, actions, reads, \
     input_tokens, output_tokens, cached_tokens, cost_usd, latency_ms, created_at, \
-    escalation_reason, media_kind, duplicate, playbook_version, cache_write_tokens) \
+    escalation_reason, media_kind, duplicate, playbook_version, cache_write_tokens, steps) \
     VALUES (?1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-    ?20)";
+    ?20, ?21)";
 
 /// A user turn moves its conversation's `last_message_at` and (bound) `turn_count`.
 pub(super) const TOUCH_CONVERSATION: &str = "UPDATE conversations SET \
@@ -242,6 +242,7 @@ pub(super) fn insert_turn(conn: &Db<'_>, turn: &NewTurn, actions: Option<&str>) 
         turn.duplicate,
         turn.playbook_version,
         turn.cache_write_tokens,
+        turn.steps,
     ])?;
     if turn.role == Role::User {
         conn.prepare_cached(TOUCH_CONVERSATION)?.execute(params![

@@ -1,0 +1,303 @@
+//! `GET /console/conversations`: the recent conversations (last message, stage, offering, held
+//! or not), newest first, a page at a time by keyset; `GET /console/conversations/{id}`: one
+//! conversation's turns and what each did, newest first, paged, with the hold or release button.
+//!
+//! A conversation is named by its UUID (`id`), never by the contact's ManyChat id. The stage is
+//! the server's own truth (`sales::known`, the performed writes), as the turns read it.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use maud::{Markup, html};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::Console;
+use super::pages::{html, logged_in, not_found, unavailable};
+use super::templates::{Nav, shell};
+use super::turn_view::{self, short, when};
+use crate::handoff::Hold;
+use crate::store::{Conversation, ConversationsPage, Store, StoreError, TurnsPage};
+
+/// Rows a page shows.
+pub(super) const PAGE: u32 = 25;
+
+#[derive(Deserialize, Default)]
+pub(super) struct ListQuery {
+    /// The cursor: the last row of the page before, `<unix ms>.<uuid>`.
+    #[serde(default)]
+    after: Option<String>,
+    /// `1`: the console's test contacts too.
+    #[serde(default)]
+    tests: Option<String>,
+}
+
+/// `<unix ms>.<rest>`, parsed.
+fn cursor<T: std::str::FromStr>(raw: &str) -> Option<(DateTime<Utc>, T)> {
+    let (ms, rest) = raw.split_once('.')?;
+    let at = DateTime::<Utc>::from_timestamp_millis(ms.parse().ok()?)?;
+    Some((at, rest.parse().ok()?))
+}
+
+/// One row of the list: the conversation and what the page says of it.
+pub(super) struct Row {
+    pub conversation: Conversation,
+    pub stage: Option<&'static str>,
+    pub offering: Option<String>,
+    pub held: Option<DateTime<Utc>>,
+}
+
+/// The stage and offering the server knows of `conversation` (its own records) and its hold.
+pub(super) async fn row(
+    store: &dyn Store,
+    config: &crate::config::TenantConfig,
+    conversation: Conversation,
+    now: DateTime<Utc>,
+) -> Result<Row, StoreError> {
+    let record = store.sales_record(conversation.id).await?;
+    let known = crate::sales::known::from_record(
+        config,
+        &record,
+        crate::sales::known::Request {
+            offering: None,
+            bound: true,
+            now,
+        },
+    );
+    let held = match crate::handoff::hold_at(&conversation, crate::handoff::hold_hours(config), now)
+    {
+        Hold::Held { since, .. } => Some(since),
+        _ => None,
+    };
+    Ok(Row {
+        stage: known
+            .stage
+            .and_then(|s| crate::config::FUNNEL_STAGES.get(s).copied()),
+        offering: known.offering,
+        held,
+        conversation,
+    })
+}
+
+pub(super) async fn list(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let cookie = match logged_in(&console, &headers) {
+        Ok(cookie) => cookie,
+        Err(login) => return login.into_response(),
+    };
+    let after = match query.after.as_deref().map(cursor::<Uuid>) {
+        None => None,
+        Some(Some(after)) => Some(after),
+        Some(None) => return not_found(&console, cookie, "That page link is not valid."),
+    };
+    let tests = query.tests.as_deref() == Some("1");
+    let store = console.service.store.as_ref();
+    let page = ConversationsPage {
+        after,
+        limit: PAGE + 1,
+        test_contacts: tests,
+    };
+    let mut found = match store.recent_conversations(page).await {
+        Ok(found) => found,
+        Err(error) => return unavailable(&console, &error),
+    };
+    let more = found.len() > PAGE as usize;
+    found.truncate(PAGE as usize);
+    let config = console.config.snapshot();
+    let now = console.clock.now();
+    let mut rows = Vec::with_capacity(found.len());
+    for conversation in found {
+        match row(store, &config, conversation, now).await {
+            Ok(row) => rows.push(row),
+            Err(error) => return unavailable(&console, &error),
+        }
+    }
+    let next = more
+        .then(|| rows.last())
+        .flatten()
+        .and_then(|r| Some((r.conversation.last_message_at?, r.conversation.id)))
+        .map(|(at, id)| {
+            let tests = if tests { "&tests=1" } else { "" };
+            format!(
+                "/console/conversations?after={}.{id}{tests}",
+                at.timestamp_millis()
+            )
+        });
+    let csrf = console.sessions.csrf_token(cookie);
+    html(
+        StatusCode::OK,
+        list_page(&csrf, &rows, tests, after.is_some(), next.as_deref()),
+    )
+}
+
+fn list_page(csrf: &str, rows: &[Row], tests: bool, paged: bool, next: Option<&str>) -> Markup {
+    shell(
+        "Conversations",
+        Nav::Conversations,
+        csrf,
+        html! {
+            h1 { "Conversations" }
+            p {
+                @if tests {
+                    a href="/console/conversations" { "Hide test contacts" }
+                } @else {
+                    a href="/console/conversations?tests=1" id="show-tests" { "Show test contacts too" }
+                }
+                @if paged { " · " a href={ "/console/conversations" (if tests { "?tests=1" } else { "" }) } { "Newest" } }
+            }
+            @if rows.is_empty() {
+                p id="no-conversations" { "No conversations here yet." }
+            } @else {
+                ul class="rows" id="conversations" {
+                    @for row in rows {
+                        li data-conversation=(row.conversation.id) {
+                            a href={ "/console/conversations/" (row.conversation.id) } {
+                                "Conversation " code { (short(row.conversation.id)) }
+                            }
+                            @if row.conversation.subscriber_id.is_test_contact() { " " span class="tag" { "test contact" } }
+                            @if row.held.is_some() { " " span class="tag held" { "held for a person" } }
+                            br;
+                            span class="hint" {
+                                "Last message " (row.conversation.last_message_at.map(when).unwrap_or_default())
+                                " · stage " (row.stage.unwrap_or("none"))
+                                " · offering " (row.offering.as_deref().map(turn_view::inert).unwrap_or_else(|| "none".into()))
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(next) = next {
+                p { a href=(next) rel="next" id="older" { "Older conversations" } }
+            }
+        },
+    )
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct TurnsQuery {
+    /// The cursor: the last turn of the page before, `<unix ms>.<seq>`.
+    #[serde(default)]
+    after: Option<String>,
+    /// What the last button did (`held`, `already_held`, …: fixed words).
+    #[serde(default)]
+    done: Option<String>,
+}
+
+pub(super) async fn one(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(query): Query<TurnsQuery>,
+) -> Response {
+    let cookie = match logged_in(&console, &headers) {
+        Ok(cookie) => cookie,
+        Err(login) => return login.into_response(),
+    };
+    let Ok(id) = Uuid::parse_str(&id) else {
+        return not_found(&console, cookie, "No conversation has that id.");
+    };
+    let after = match query.after.as_deref().map(cursor::<i64>) {
+        None => None,
+        Some(Some(after)) => Some(after),
+        Some(None) => return not_found(&console, cookie, "That page link is not valid."),
+    };
+    let store = console.service.store.as_ref();
+    let conversation = match store.conversation(id).await {
+        Ok(Some(conversation)) => conversation,
+        Ok(None) => return not_found(&console, cookie, "No conversation has that id."),
+        Err(error) => return unavailable(&console, &error),
+    };
+    let page = TurnsPage {
+        after,
+        limit: PAGE + 1,
+    };
+    let mut turns = match store.conversation_turns(id, page).await {
+        Ok(turns) => turns,
+        Err(error) => return unavailable(&console, &error),
+    };
+    let more = turns.len() > PAGE as usize;
+    turns.truncate(PAGE as usize);
+    let config = console.config.snapshot();
+    let row = match row(store, &config, conversation, console.clock.now()).await {
+        Ok(row) => row,
+        Err(error) => return unavailable(&console, &error),
+    };
+    let next = more.then(|| turns.last()).flatten().map(|t| {
+        format!(
+            "/console/conversations/{id}?after={}.{}",
+            t.turn.created_at.timestamp_millis(),
+            t.turn.seq
+        )
+    });
+    let csrf = console.sessions.csrf_token(cookie);
+    let done = query.done.as_deref().and_then(super::held::done_message);
+    html(
+        StatusCode::OK,
+        shell(
+            "Conversation",
+            Nav::Conversations,
+            &csrf,
+            html! {
+                h1 { "Conversation " code { (short(id)) } }
+                @if let Some((class, message)) = done {
+                    p class=(class) role="status" id="done" { (message) }
+                }
+                (summary(&row, &csrf))
+                section aria-labelledby="turns-title" {
+                    h2 id="turns-title" { "Turns, newest first" }
+                    @if turns.is_empty() { p { "No turns on this page." } }
+                    @for turn in &turns { (turn_view::turn(turn)) }
+                    @if let Some(next) = next {
+                        p { a href=(next) rel="next" id="older" { "Older turns" } }
+                    }
+                    @if after.is_some() {
+                        p { a href={ "/console/conversations/" (id) } { "Newest turns" } }
+                    }
+                }
+            },
+        ),
+    )
+}
+
+/// What the conversation page says of the contact, and its hold or release button.
+fn summary(row: &Row, csrf: &str) -> Markup {
+    let c = &row.conversation;
+    html! {
+        section aria-labelledby="contact-title" {
+            h2 id="contact-title" { "Contact" }
+            dl {
+                dt { "Channel" } dd { (c.channel) }
+                dt { "First contact" } dd { (when(c.created_at)) }
+                dt { "Last message" } dd { (c.last_message_at.map(when).unwrap_or_else(|| "none".into())) }
+                dt { "Stage" } dd id="stage" { (row.stage.unwrap_or("none")) }
+                dt { "Offering" } dd { (row.offering.as_deref().map(turn_view::inert).unwrap_or_else(|| "none".into())) }
+                dt { "Messages counted" } dd { (c.turn_count) }
+                @if c.subscriber_id.is_test_contact() {
+                    dt { "Test contact" } dd { a href={ "/console/try?contact=" (c.subscriber_id.as_str()) } { "Continue the try-out" } }
+                }
+            }
+            @if let Some(since) = row.held {
+                p class="held" id="hold-state" { "Held for a person since " (when(since)) "." }
+                form method="post" action="/console/held/release" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="conversation" value=(c.id);
+                    input type="hidden" name="back" value="conversation";
+                    button type="submit" id="release" data-action="release" { "Hand back to the assistant" }
+                }
+            } @else {
+                p id="hold-state" { "The assistant answers this contact." }
+                form method="post" action={ "/console/conversations/" (c.id) "/hold" } {
+                    input type="hidden" name="csrf" value=(csrf);
+                    button type="submit" id="hold" data-action="hold" { "Hand to a person" }
+                }
+                p class="hint" { "Does what an escalation does: the contact is held and the business's handoff (its tag, its flow) goes to ManyChat." }
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! `GET /console/held`: the contacts held for a person now, since when and why, each with its
+//! release button; `POST /console/held/release` hands one back (the CLI's and the release
+//! route's own `handoff::release::release_contact`, recorded `released`);
+//! `POST /console/conversations/{id}/hold` hands one to a person (the escalation's hold,
+//! `TurnEngine::hold_for_person`).
+//!
+//! Each POST answers with a redirect to a page that says what happened in fixed words
+//! (`?done=…`): a double click or a second owner finds the contact released (or held) already
+//! and is told so; the store's conditional write makes sure it happens once, and nothing is
+//! sent to ManyChat twice.
+
+use std::sync::Arc;
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::Console;
+use super::pages::{checked_post, html, logged_in, redirect, unavailable};
+use super::templates::{Nav, shell};
+use super::turn_view::{short, when};
+use crate::turn::OwnerHold;
+
+/// The `?done=` words, and what the page says of each.
+pub(super) fn done_message(done: &str) -> Option<(&'static str, &'static str)> {
+    Some(match done {
+        "released" => (
+            "ok",
+            "Handed back: the assistant answers this contact's next message.",
+        ),
+        "already_released" => (
+            "error",
+            "Nothing to do: this contact was not held (released already, by you, another owner, or the end of its hold).",
+        ),
+        "held" => (
+            "ok",
+            "Held for a person: the assistant stays out of this conversation until it is handed back.",
+        ),
+        "already_held" => ("error", "Nothing to do: this contact is held already."),
+        "hold_off" => (
+            "error",
+            "Not held: the business's rules hold nobody (handoff.holdHours is 0).",
+        ),
+        _ => return None,
+    })
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct DoneQuery {
+    #[serde(default)]
+    done: Option<String>,
+}
+
+pub(super) async fn page(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(query): Query<DoneQuery>,
+) -> Response {
+    let cookie = match logged_in(&console, &headers) {
+        Ok(cookie) => cookie,
+        Err(login) => return login.into_response(),
+    };
+    let config = console.config.snapshot();
+    let hours = crate::handoff::hold_hours(&config);
+    let now = console.clock.now();
+    let held = if hours == 0 {
+        Vec::new()
+    } else {
+        let since = now - chrono::Duration::hours(i64::from(hours));
+        match console
+            .service
+            .store
+            .held_now(since, crate::store::MAX_PAGE)
+            .await
+        {
+            Ok(held) => held,
+            Err(error) => return unavailable(&console, &error),
+        }
+    };
+    let csrf = console.sessions.csrf_token(cookie);
+    let done = query.done.as_deref().and_then(done_message);
+    html(
+        StatusCode::OK,
+        shell(
+            "Held for a person",
+            Nav::Held,
+            &csrf,
+            maud::html! {
+                h1 { "Held for a person" }
+                @if let Some((class, message)) = done {
+                    p class=(class) role="status" id="done" { (message) }
+                }
+                @if hours == 0 {
+                    p { "The business's rules hold nobody (handoff.holdHours is 0)." }
+                } @else if held.is_empty() {
+                    p id="none-held" { "Nobody is held now: the assistant answers every contact." }
+                } @else {
+                    p class="hint" { "A hold ends by itself " (hours) " hours after the handoff, when the handoff tag is removed in ManyChat, or here." }
+                    ul class="rows" id="held" {
+                        @for h in &held {
+                            @let c = &h.conversation;
+                            li data-conversation=(c.id) {
+                                a href={ "/console/conversations/" (c.id) } { "Conversation " code { (short(c.id)) } }
+                                @if c.subscriber_id.is_test_contact() { " " span class="tag" { "test contact" } }
+                                br;
+                                span class="hint" {
+                                    "Held since " (c.escalated_at.map(when).unwrap_or_default()) " · why: "
+                                    (h.reason.as_deref().unwrap_or("no turn recorded a reason (held from the console, or handed over while the database did not answer)"))
+                                }
+                                form method="post" action="/console/held/release" {
+                                    input type="hidden" name="csrf" value=(csrf);
+                                    input type="hidden" name="conversation" value=(c.id);
+                                    button type="submit" data-action="release" { "Hand back to the assistant" }
+                                }
+                            }
+                        }
+                    }
+                }
+            },
+        ),
+    )
+}
+
+#[derive(Deserialize)]
+pub(super) struct ReleaseForm {
+    #[serde(default)]
+    csrf: Option<String>,
+    #[serde(default)]
+    conversation: String,
+    /// `conversation`: the button was on the conversation's page (no `Referer` is sent:
+    /// `no-referrer`), so the answer goes back there.
+    #[serde(default)]
+    back: Option<String>,
+}
+
+/// Where a release sends the owner back to: the page the button was on.
+fn back(form: &ReleaseForm, id: Uuid, done: &str) -> Response {
+    if form.back.as_deref() == Some("conversation") {
+        redirect(&format!("/console/conversations/{id}?done={done}"))
+    } else {
+        redirect(&format!("/console/held?done={done}"))
+    }
+}
+
+pub(super) async fn release(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Form(form): Form<ReleaseForm>,
+) -> Response {
+    if let Err(refused) = checked_post(&console, &headers, form.csrf.as_deref()) {
+        return refused.into_response();
+    }
+    let Ok(id) = Uuid::parse_str(form.conversation.trim()) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "conversation: must be a conversation id",
+        )
+            .into_response();
+    };
+    let store = console.service.store.as_ref();
+    let conversation = match store.conversation(id).await {
+        Ok(Some(conversation)) => conversation,
+        Ok(None) => {
+            return (
+                StatusCode::NOT_FOUND,
+                "conversation: no conversation has that id",
+            )
+                .into_response();
+        }
+        Err(error) => return unavailable(&console, &error),
+    };
+    let config = console.config.snapshot();
+    let now = console.clock.now();
+    match crate::handoff::release::release_contact(store, &config, &conversation.subscriber_id, now)
+        .await
+    {
+        Ok(Some(why)) => {
+            console.service.metrics.hold_release(why.as_str());
+            tracing::info!(conversation = %id, "console: contact handed back to the assistant");
+            back(&form, id, "released")
+        }
+        Ok(None) => back(&form, id, "already_released"),
+        Err(error) => unavailable(&console, &error),
+    }
+}
+
+pub(super) async fn hold(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<super::pages::TokenForm>,
+) -> Response {
+    if let Err(refused) = checked_post(&console, &headers, form.csrf.as_deref()) {
+        return refused.into_response();
+    }
+    let Ok(id) = Uuid::parse_str(&id) else {
+        return (
+            StatusCode::NOT_FOUND,
+            "conversation: no conversation has that id",
+        )
+            .into_response();
+    };
+    let store = console.service.store.as_ref();
+    let subscriber = match store.conversation(id).await {
+        Ok(Some(conversation)) => conversation.subscriber_id,
+        Ok(None) => {
+            return (
+                StatusCode::NOT_FOUND,
+                "conversation: no conversation has that id",
+            )
+                .into_response();
+        }
+        Err(error) => return unavailable(&console, &error),
+    };
+    let done = match console.service.turns.hold_for_person(&subscriber).await {
+        Ok(OwnerHold::Held) => "held",
+        Ok(OwnerHold::AlreadyHeld) => "already_held",
+        Ok(OwnerHold::HoldOff) => "hold_off",
+        Ok(OwnerHold::UnknownContact) => {
+            return (
+                StatusCode::NOT_FOUND,
+                "conversation: no conversation has that id",
+            )
+                .into_response();
+        }
+        Err(error) => return unavailable(&console, &error),
+    };
+    redirect(&format!("/console/conversations/{id}?done={done}"))
+}
