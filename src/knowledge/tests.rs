@@ -105,7 +105,9 @@ fn knowledge_threshold_defaults_to_40_offerings_and_3000_document_tokens() {
 
 #[test]
 fn knowledge_small_tenant_builds_no_index_and_its_prefix_has_no_new_section() {
-    let demo = crate::config::examples::demo_tenant();
+    // The demo's example document aside: a small tenant without documents.
+    let mut demo = crate::config::examples::demo_tenant();
+    demo.knowledge.clear();
     let knowledge = Knowledge::build(&demo);
     assert!(knowledge.index.is_none());
     assert_eq!(knowledge.for_turn("price?", &[], None), None);
