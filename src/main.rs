@@ -140,6 +140,9 @@ enum InsightsCommand {
         /// Reject the proposal with this id.
         #[arg(long)]
         reject: Option<i64>,
+        /// With --approve or --reject: why, recorded with the decision.
+        #[arg(long)]
+        reason: Option<String>,
         /// Retire the active playbook's insight at this place (from 1).
         #[arg(long)]
         retire: Option<usize>,
@@ -370,6 +373,7 @@ fn main() -> ExitCode {
                         approve,
                         text,
                         reject,
+                        reason,
                         retire,
                     },
             } => {
@@ -378,6 +382,7 @@ fn main() -> ExitCode {
                     approve,
                     text,
                     reject,
+                    reason,
                     retire,
                 };
                 cli::insights::review(&env, args).await

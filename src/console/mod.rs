@@ -135,6 +135,14 @@ impl Console {
     }
 }
 
+impl Console {
+    /// The owner's words, in the language of the config in force (`rules.json`
+    /// `ownerLanguage`), read per request: a reload switches it.
+    pub(crate) fn words(&self) -> crate::words::Words {
+        crate::words::Words::new(self.config.snapshot().rules.owner_language)
+    }
+}
+
 /// The console's routes, to merge into the service's router.
 pub fn router(console: Console) -> Router {
     Router::new()

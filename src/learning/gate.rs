@@ -60,12 +60,14 @@ fn eval_command(hash: &str) -> String {
     }
 }
 
-/// Activates the version `wanted` names (a hash or a unique prefix of at least 8 characters).
-/// `Err` says why not, naming the eval to run when a record is missing.
+/// Activates the version `wanted` names (a hash or a unique prefix of at least 8 characters),
+/// recorded as decided by `by` (`review::BY_*`) at `at`. `Err` says why not, naming the eval
+/// to run when a record is missing.
 pub async fn activate(
     store: &dyn Store,
     wanted: &str,
     suite: &str,
+    by: &str,
     at: DateTime<Utc>,
 ) -> Result<Activated, String> {
     let read = |e: crate::store::StoreError| e.to_string();
@@ -77,7 +79,7 @@ pub async fn activate(
     }
     if version.activated_at.is_some() {
         store
-            .activate_playbook(version.id, at)
+            .activate_playbook(version.id, by, at)
             .await
             .map_err(read)?;
         return Ok(Activated::RolledBack { hash });
@@ -133,7 +135,7 @@ pub async fn activate(
         ));
     }
     store
-        .activate_playbook(version.id, at)
+        .activate_playbook(version.id, by, at)
         .await
         .map_err(read)?;
     Ok(Activated::Gated { hash })

@@ -10,8 +10,12 @@ fn slots(text: &str) -> usize {
 const SAME_IN_EVERY_LANGUAGE: &[Key] = &[];
 
 /// Words Spanish and Portuguese write alike.
-const SAME_IN_SPANISH_AND_PORTUGUESE: &[Key] =
-    &[Key::Week, Key::ChartWeeklyAlt, Key::SimNoteWritten];
+const SAME_IN_SPANISH_AND_PORTUGUESE: &[Key] = &[
+    Key::Week,
+    Key::ChartWeeklyAlt,
+    Key::SimNoteWritten,
+    Key::ConModel,
+];
 
 #[test]
 fn words_every_key_has_a_non_empty_translation_with_the_english_slots() {

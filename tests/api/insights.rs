@@ -200,7 +200,7 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
     // Retire: the active version's insight at a place, numbered from 1.
     let ids = pending(store.as_ref(), &["Invented tactic four"]).await;
     store
-        .activate_playbook(versions[0].id, Utc::now())
+        .activate_playbook(versions[0].id, "cli", Utc::now())
         .await
         .unwrap();
     let wrong = insights_exits(&["review", "--retire", "2"], &db, 1).await;
@@ -237,6 +237,8 @@ async fn version(store: &dyn Store, text: &str) -> (i64, String) {
             rejected: Vec::new(),
             version: Some((hash.clone(), insights)),
             at: Utc::now(),
+            by: "cli".to_owned(),
+            ..Review::default()
         })
         .await
         .unwrap();

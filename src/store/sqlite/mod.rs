@@ -190,6 +190,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "console_pages",
         include_str!("../../../migrations/sqlite/0025_console_pages.sql"),
     ),
+    (
+        27,
+        "learning_decisions",
+        include_str!("../../../migrations/sqlite/0027_learning_decisions.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
