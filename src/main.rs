@@ -51,7 +51,7 @@ enum Command {
     /// none.
     Eval {
         /// Folder of *.jsonl cases.
-        #[arg(long, default_value = "evals/golden")]
+        #[arg(long, default_value = manychat_agent::learning::gate::DEFAULT_SUITE)]
         suite: PathBuf,
         /// provider:model (default: AGENT_MODEL; with neither, the run is refused: pass
         /// --model mock:demo for the offline demo model).
@@ -151,7 +151,7 @@ enum InsightsCommand {
     Activate {
         version: String,
         /// The golden suite the eval records were made against.
-        #[arg(long, default_value = "evals/golden")]
+        #[arg(long, default_value = manychat_agent::learning::gate::DEFAULT_SUITE)]
         suite: PathBuf,
     },
     /// Link sent per playbook version: a before/after reading from the store, not a

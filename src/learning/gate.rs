@@ -14,6 +14,10 @@ use sha2::{Digest, Sha256};
 use super::playbook::find;
 use crate::store::Store;
 
+/// The golden suite the gate reads unless told otherwise (`insights activate --suite`, the
+/// console), relative to the working directory.
+pub const DEFAULT_SUITE: &str = "evals/golden";
+
 /// What `activate` did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Activated {

@@ -443,7 +443,7 @@ pub(super) fn text(key: Key) -> &'static str {
         ConCost => "Costo",
         ConTime => "Tiempo",
         ConContactReads => "Lecturas del contacto",
-        ConPlaybook => "Guía de ventas",
+        ConPlaybook => "Manual de ventas",
         ConToolsRead => "Herramientas del negocio consultadas",
         ConToolAnswered => "respondió",
         ConToolUnavailable => "no disponible",
@@ -521,12 +521,12 @@ pub(super) fn text(key: Key) -> &'static str {
         ConApprove => "Aprobar",
         ConReject => "Rechazar",
         ConApproveHint => {
-            "Aprobar crea una nueva versión de la guía; solo entra en uso cuando pasa la \
+            "Aprobar crea una nueva versión del manual; solo entra en uso cuando pasa la \
              prueba de evaluación de abajo."
         }
-        ConVersionsTitle => "Versiones de la guía",
+        ConVersionsTitle => "Versiones del manual",
         ConNoVersions => "Todavía no hay versiones.",
-        ConNoneActive => "Ninguna versión está en uso: el asistente no usa guía.",
+        ConNoneActive => "Ninguna versión está en uso: el asistente no usa manual.",
         ConVersionActive => "en uso ahora",
         ConVersionWasActive => "estuvo en uso antes",
         ConVersionNeverActive => "nunca en uso",
@@ -550,10 +550,10 @@ pub(super) fn text(key: Key) -> &'static str {
         ConByConsole => "la consola",
         ConByCli => "la línea de comandos",
         ConDoneApproved => {
-            "Aprobada: se creó la versión {} de la guía. Todavía no está en uso: evalúela y \
+            "Aprobada: se creó la versión {} del manual. Todavía no está en uso: evalúela y \
              póngala en uso abajo."
         }
-        ConDoneUnchanged => "Registrado: la guía no cambió.",
+        ConDoneUnchanged => "Registrado: el manual no cambió.",
         ConDoneRejected => "Rechazada: la propuesta y su motivo quedan registrados.",
         ConDoneActivated => "La versión {} está en uso: el asistente la usa en menos de un minuto.",
         ConDoneRolledBack => {

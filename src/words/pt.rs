@@ -437,7 +437,7 @@ pub(super) fn text(key: Key) -> &'static str {
         ConCost => "Custo",
         ConTime => "Tempo",
         ConContactReads => "Leituras do contato",
-        ConPlaybook => "Guia de vendas",
+        ConPlaybook => "Manual de vendas",
         ConToolsRead => "Ferramentas do negócio consultadas",
         ConToolAnswered => "respondeu",
         ConToolUnavailable => "indisponível",
@@ -515,12 +515,12 @@ pub(super) fn text(key: Key) -> &'static str {
         ConApprove => "Aprovar",
         ConReject => "Rejeitar",
         ConApproveHint => {
-            "Aprovar cria uma nova versão do guia; ela só entra em uso quando passa no teste \
+            "Aprovar cria uma nova versão do manual; ela só entra em uso quando passa no teste \
              de avaliação abaixo."
         }
-        ConVersionsTitle => "Versões do guia",
+        ConVersionsTitle => "Versões do manual",
         ConNoVersions => "Ainda não há versões.",
-        ConNoneActive => "Nenhuma versão está em uso: o assistente não usa guia.",
+        ConNoneActive => "Nenhuma versão está em uso: o assistente não usa manual.",
         ConVersionActive => "em uso agora",
         ConVersionWasActive => "esteve em uso antes",
         ConVersionNeverActive => "nunca em uso",
@@ -544,10 +544,10 @@ pub(super) fn text(key: Key) -> &'static str {
         ConByConsole => "o console",
         ConByCli => "a linha de comando",
         ConDoneApproved => {
-            "Aprovada: a versão {} do guia foi criada. Ainda não está em uso: avalie-a e \
+            "Aprovada: a versão {} do manual foi criada. Ainda não está em uso: avalie-a e \
              coloque-a em uso abaixo."
         }
-        ConDoneUnchanged => "Registrado: o guia não mudou.",
+        ConDoneUnchanged => "Registrado: o manual não mudou.",
         ConDoneRejected => "Rejeitada: a proposta e seu motivo ficam registrados.",
         ConDoneActivated => "A versão {} está em uso: o assistente a usa em menos de um minuto.",
         ConDoneRolledBack => "Voltou para a versão {}: o assistente a usa em menos de um minuto.",
