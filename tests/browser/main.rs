@@ -15,3 +15,4 @@ mod helpers;
 mod driver;
 
 mod console;
+mod review;
