@@ -447,7 +447,7 @@ pub(super) async fn approve(
                 None => redirect("/console/learning?done=unchanged"),
             }
         }
-        Err(why) => refused(&console, cookie, None, why).await,
+        Err(why) => refused(&console, cookie, why).await,
     }
 }
 
@@ -475,7 +475,7 @@ pub(super) async fn reject(
             tracing::info!(proposal = id, "console: learning proposal rejected");
             redirect("/console/learning?done=rejected")
         }
-        Err(why) => refused(&console, cookie, None, why).await,
+        Err(why) => refused(&console, cookie, why).await,
     }
 }
 
@@ -507,7 +507,7 @@ pub(super) async fn activate(
                 "cannot read the golden suite {}: {error}",
                 gate::DEFAULT_SUITE
             );
-            return refused(&console, cookie, None, why).await;
+            return refused(&console, cookie, why).await;
         }
     };
     let store = console.service.store.as_ref();
@@ -526,17 +526,12 @@ pub(super) async fn activate(
             );
             redirect(&format!("/console/learning?done={done}&version={hash}"))
         }
-        Err(why) => refused(&console, cookie, None, why).await,
+        Err(why) => refused(&console, cookie, why).await,
     }
 }
 
-/// The page with a refusal: nothing changed.
-async fn refused(console: &Console, cookie: &str, key: Option<Key>, why: String) -> Response {
-    render(
-        console,
-        cookie,
-        StatusCode::CONFLICT,
-        Some(Outcome::Refused(key, why)),
-    )
-    .await
+/// The page with the review's or the gate's refusal: nothing changed.
+async fn refused(console: &Console, cookie: &str, why: String) -> Response {
+    let outcome = Outcome::Refused(None, why);
+    render(console, cookie, StatusCode::CONFLICT, Some(outcome)).await
 }

@@ -154,7 +154,18 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
         "the review names the eval to run: {printed}"
     );
 
-    let rejected = insights_exits(&["review", "--reject", &ids[1].to_string()], &db, 0).await;
+    let rejected = insights_exits(
+        &[
+            "review",
+            "--reject",
+            &ids[1].to_string(),
+            "--reason",
+            "Invented reason: too pushy",
+        ],
+        &db,
+        0,
+    )
+    .await;
     assert!(
         out(&rejected).contains("0 approved, 1 rejected, 0 retired")
             && out(&rejected).contains("the playbook is unchanged"),
@@ -224,6 +235,22 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
     assert!(
         listed.contains(&format!("{first} 1 insight(s), active")),
         "{listed}"
+    );
+    // Every decision recorded by the CLI, with when and the reason given.
+    let decisions = store.learning_decisions(100).await.unwrap();
+    assert!(decisions.iter().all(|d| d.by == "cli"), "{decisions:?}");
+    let reject = decisions
+        .iter()
+        .find(|d| d.proposal_id == Some(rejected_rows[0].id))
+        .unwrap();
+    assert_eq!(reject.reason.as_deref(), Some("Invented reason: too pushy"));
+    assert!(
+        listed.contains("rejected proposal") && listed.contains("by cli: Invented reason"),
+        "{listed}"
+    );
+    assert!(
+        decisions.iter().any(|d| d.place == Some(1)),
+        "the retirement is a decision: {decisions:?}"
     );
 }
 
