@@ -114,6 +114,8 @@ pub struct Console {
     pub(crate) running: Running,
     /// How long the reload button may read the config folder (SIGHUP's bound).
     pub(crate) reload_bound: Duration,
+    /// The report page's last report (`report::Cache`).
+    pub(crate) report_cache: report::Cache,
 }
 
 impl Console {
@@ -138,6 +140,7 @@ impl Console {
             trust_proxy,
             running,
             reload_bound,
+            report_cache: report::Cache::default(),
         }
     }
 }

@@ -4,8 +4,15 @@
 //! inline SVG (presentation attributes only, so the console's `style-src 'self'` lets them
 //! render), the tables, and what is not measured yet. A week with no data draws an empty chart
 //! with a sentence. Test contacts are left out, as in the command.
+//!
+//! Reading the weeks costs what the command's read costs (about a second for 4 weeks over
+//! 100,000 turns on SQLite, `docs/PERFORMANCE.md`), so the built report is kept for
+//! [`KEPT_FOR`] per number of weeks and config snapshot, and one read at a time is made: a
+//! second request waits for the first's report instead of reading again. The page says when
+//! it was generated.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -16,7 +23,58 @@ use serde::Deserialize;
 use super::Console;
 use super::pages::{html, logged_in, unavailable};
 use super::templates::{Nav, shell};
+use crate::config::TenantConfig;
+use crate::report::Report;
+use crate::store::StoreError;
 use crate::words::Key;
+
+/// How long a built report is shown again before the weeks are read anew.
+pub(super) const KEPT_FOR: Duration = Duration::from_secs(60);
+
+/// The last report built: for how many weeks, from which config snapshot, when.
+struct Kept {
+    weeks: u32,
+    config: Arc<TenantConfig>,
+    at: tokio::time::Instant,
+    report: Arc<Report>,
+}
+
+/// The report kept for [`KEPT_FOR`]; its lock is held while a report is built (one read at a
+/// time).
+#[derive(Default)]
+pub(crate) struct Cache(tokio::sync::Mutex<Option<Kept>>);
+
+impl Cache {
+    /// The report of the last `weeks` weeks under `config`: the kept one when fresh, else read.
+    async fn report(
+        &self,
+        console: &Console,
+        weeks: u32,
+        config: &Arc<TenantConfig>,
+    ) -> Result<Arc<Report>, StoreError> {
+        let mut kept = self.0.lock().await;
+        let now = console.clock.instant();
+        if let Some(k) = kept
+            .as_ref()
+            .filter(|k| k.weeks == weeks && Arc::ptr_eq(&k.config, config) && now - k.at < KEPT_FOR)
+        {
+            return Ok(k.report.clone());
+        }
+        let sales = crate::sales::sales_keys(config);
+        let store = console.service.store.as_ref();
+        let mut report =
+            crate::report::build(store, weeks, console.clock.now(), Some(&sales)).await?;
+        report.business = Some(config.catalog.business_name.clone());
+        let report = Arc::new(report);
+        *kept = Some(Kept {
+            weeks,
+            config: config.clone(),
+            at: now,
+            report: report.clone(),
+        });
+        Ok(report)
+    }
+}
 
 /// The weeks shown unless asked otherwise: the `report` command's default.
 pub(super) const WEEKS: u32 = 4;
@@ -40,14 +98,10 @@ pub(super) async fn page(
     };
     let weeks = query.weeks.unwrap_or(WEEKS).clamp(1, MAX_WEEKS);
     let config = console.config.snapshot();
-    let sales = crate::sales::sales_keys(&config);
-    let store = console.service.store.as_ref();
-    let mut report =
-        match crate::report::build(store, weeks, console.clock.now(), Some(&sales)).await {
-            Ok(report) => report,
-            Err(error) => return unavailable(&console, &error),
-        };
-    report.business = Some(config.catalog.business_name.clone());
+    let report = match console.report_cache.report(&console, weeks, &config).await {
+        Ok(report) => report,
+        Err(error) => return unavailable(&console, &error),
+    };
     let w = console.words();
     let t = |key| w.text(key);
     let content = crate::report::html::content(&report, w.language);

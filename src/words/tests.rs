@@ -141,3 +141,13 @@ fn words_stored_names_read_in_the_owners_language_and_unknown_ones_readably() {
     );
     assert_eq!(reason(Language::Es, "a_new_reason"), "a new reason");
 }
+
+#[test]
+fn words_a_moment_reads_as_the_languages_date_to_the_second_in_utc() {
+    let at = chrono::DateTime::parse_from_rfc3339("2026-12-07T14:05:09Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    assert_eq!(moment(Language::En, at), "7 Dec 2026, 14:05:09 UTC");
+    assert_eq!(moment(Language::Es, at), "7 dic 2026, 14:05:09 UTC");
+    assert_eq!(moment(Language::Pt, at), "7 dez 2026, 14:05:09 UTC");
+}

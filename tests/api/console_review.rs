@@ -517,3 +517,24 @@ async fn console_speaks_the_owners_language_and_a_reload_switches_it() {
     assert!(after.contains(r#"<html lang="es">"#), "{after}");
     assert!(after.contains("Qué está en marcha"));
 }
+
+#[tokio::test]
+async fn console_report_page_keeps_its_report_a_minute_and_reads_anew_for_other_weeks() {
+    let app = review_app(false, None).await;
+    let client = browser();
+    let session = logged_in(&app, &client).await;
+    let (_, first) = get_page(&app, &client, &session, "/console/report").await;
+    assert!(first.contains("No conversations yet"), "{first}");
+    app.send("5550004", "Hi").await;
+    app.settle().await;
+    let (_, kept) = get_page(&app, &client, &session, "/console/report").await;
+    assert!(
+        kept.contains("No conversations yet"),
+        "the same report, kept: {kept}"
+    );
+    let (_, other) = get_page(&app, &client, &session, "/console/report?weeks=1").await;
+    assert!(
+        !other.contains("No conversations yet"),
+        "read anew: {other}"
+    );
+}
