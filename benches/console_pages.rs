@@ -8,7 +8,8 @@
 //! contact in a hundred held for a person; then starts the real app on it with the console on,
 //! logs in over HTTP and times each page as a browser gets it (the whole response): the
 //! conversations' first page and its 20th, one conversation's first and last page of turns,
-//! the held contacts, and the try-out page of a test contact. Each page: its first request,
+//! the held contacts, the try-out page of a test contact, the report (4 and 16 weeks) and the
+//! learning review (without `learning` in the demo tenant: the page that says how). Each page: its first request,
 //! then the median and the worst of `BENCH_ROUNDS` (20).
 //!
 //! Run: `cargo bench --bench console_pages` on SQLite; with
@@ -258,6 +259,12 @@ async fn measure(backend: &str, url: String, store: Arc<dyn Store>) {
             "try it, a test contact",
             format!("/console/try?contact={}", test.as_str()),
         ),
+        ("the report, 4 weeks", "/console/report".to_owned()),
+        (
+            "the report, 16 weeks",
+            "/console/report?weeks=16".to_owned(),
+        ),
+        ("the learning review", "/console/learning".to_owned()),
     ];
     for (name, route) in pages {
         let times = time_page(&client, &base, &session, &route, rounds).await;

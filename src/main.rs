@@ -51,7 +51,7 @@ enum Command {
     /// none.
     Eval {
         /// Folder of *.jsonl cases.
-        #[arg(long, default_value = "evals/golden")]
+        #[arg(long, default_value = manychat_agent::learning::gate::DEFAULT_SUITE)]
         suite: PathBuf,
         /// provider:model (default: AGENT_MODEL; with neither, the run is refused: pass
         /// --model mock:demo for the offline demo model).
@@ -140,6 +140,9 @@ enum InsightsCommand {
         /// Reject the proposal with this id.
         #[arg(long)]
         reject: Option<i64>,
+        /// With --approve or --reject: why, recorded with the decision.
+        #[arg(long)]
+        reason: Option<String>,
         /// Retire the active playbook's insight at this place (from 1).
         #[arg(long)]
         retire: Option<usize>,
@@ -148,7 +151,7 @@ enum InsightsCommand {
     Activate {
         version: String,
         /// The golden suite the eval records were made against.
-        #[arg(long, default_value = "evals/golden")]
+        #[arg(long, default_value = manychat_agent::learning::gate::DEFAULT_SUITE)]
         suite: PathBuf,
     },
     /// Link sent per playbook version: a before/after reading from the store, not a
@@ -370,6 +373,7 @@ fn main() -> ExitCode {
                         approve,
                         text,
                         reject,
+                        reason,
                         retire,
                     },
             } => {
@@ -378,6 +382,7 @@ fn main() -> ExitCode {
                     approve,
                     text,
                     reject,
+                    reason,
                     retire,
                 };
                 cli::insights::review(&env, args).await

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::{CliError, CliResult, existing_store, settings_for};
 use crate::clock::Clock;
 use crate::learning::gate::{Activated, activate, short, suite_hash};
-use crate::learning::review::{Decision, apply};
+use crate::learning::review::{BY_CLI, Decision, apply};
 use crate::learning::run::{Analyst, Outcome};
 use crate::manychat::ManyChatClient;
 use crate::settings::Needs;
@@ -97,6 +97,8 @@ pub struct ReviewArgs {
     pub approve: Option<i64>,
     pub text: Option<String>,
     pub reject: Option<i64>,
+    /// With --approve or --reject: why, recorded with the decision.
+    pub reason: Option<String>,
     pub retire: Option<usize>,
 }
 
@@ -110,15 +112,24 @@ pub async fn review(env: &HashMap<String, String>, args: ReviewArgs) -> CliResul
     if args.text.is_some() && args.approve.is_none() {
         return Err(CliError::new("--text goes with --approve <id>"));
     }
+    if args.reason.is_some() && args.approve.is_none() && args.reject.is_none() {
+        return Err(CliError::new(
+            "--reason goes with --approve <id> or --reject <id>",
+        ));
+    }
     let mut decisions = Vec::new();
     if let Some(id) = args.approve {
         decisions.push(Decision::Approve {
             id,
             text: args.text,
+            reason: args.reason.clone(),
         });
     }
     if let Some(id) = args.reject {
-        decisions.push(Decision::Reject { id });
+        decisions.push(Decision::Reject {
+            id,
+            reason: args.reason,
+        });
     }
     if let Some(place) = args.retire {
         decisions.push(Decision::Retire { place });
@@ -131,7 +142,7 @@ pub async fn review(env: &HashMap<String, String>, args: ReviewArgs) -> CliResul
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let reviewed = apply(store.as_ref(), &decisions, Clock::system().now())
+    let reviewed = apply(store.as_ref(), &decisions, BY_CLI, Clock::system().now())
         .await
         .map_err(CliError::new)?;
     println!(
@@ -187,6 +198,28 @@ async fn print_list(store: &dyn Store) -> Result<(), CliError> {
             println!("    {}. {insight}", i + 1);
         }
     }
+    let decisions = store.learning_decisions(20).await?;
+    if !decisions.is_empty() {
+        println!("the last decisions (newest first):");
+    }
+    for d in &decisions {
+        let on = match (d.proposal_id, &d.version_hash, d.place) {
+            (Some(id), _, _) => format!("proposal {id}"),
+            (None, _, Some(place)) => format!("insight {place}"),
+            (None, Some(hash), None) => format!("version {}", short(hash)),
+            (None, None, None) => String::new(),
+        };
+        println!(
+            "  {} {} {on} by {}{}",
+            d.at.format("%Y-%m-%d %H:%M UTC"),
+            d.kind.as_str(),
+            d.by,
+            d.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+    }
     Ok(())
 }
 
@@ -218,15 +251,20 @@ fn walk(
             Some("a") => decisions.push(Decision::Approve {
                 id: p.id,
                 text: None,
+                reason: None,
             }),
             Some("e") => {
                 let text = ask("the tactic as it should read:").unwrap_or_default();
                 decisions.push(Decision::Approve {
                     id: p.id,
                     text: Some(text),
+                    reason: None,
                 });
             }
-            Some("r") => decisions.push(Decision::Reject { id: p.id }),
+            Some("r") => {
+                let reason = ask("why (optional, recorded with the decision):");
+                decisions.push(Decision::Reject { id: p.id, reason });
+            }
             Some("q") | None => return decisions,
             _ => {}
         }
@@ -255,9 +293,15 @@ pub async fn activate_version(
             suite.display()
         ))
     })?;
-    let activated = activate(store.as_ref(), version, &suite, Clock::system().now())
-        .await
-        .map_err(CliError::new)?;
+    let activated = activate(
+        store.as_ref(),
+        version,
+        &suite,
+        BY_CLI,
+        Clock::system().now(),
+    )
+    .await
+    .map_err(CliError::new)?;
     match activated {
         Activated::Gated { hash } => println!(
             "playbook version {hash} is active; running services pick it up within a minute"

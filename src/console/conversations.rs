@@ -21,6 +21,7 @@ use super::templates::{Nav, shell};
 use super::turn_view::{self, short, when};
 use crate::handoff::Hold;
 use crate::store::{Conversation, ConversationsPage, Store, StoreError, TurnsPage};
+use crate::words::{Key, Words};
 
 /// Rows a page shows.
 pub(super) const PAGE: u32 = 25;
@@ -94,7 +95,7 @@ pub(super) async fn list(
     let after = match query.after.as_deref().map(cursor::<Uuid>) {
         None => None,
         Some(Some(after)) => Some(after),
-        Some(None) => return not_found(&console, cookie, "That page link is not valid."),
+        Some(None) => return not_found(&console, cookie, Key::ConBadPageLink),
     };
     let tests = query.tests.as_deref() == Some("1");
     let store = console.service.store.as_ref();
@@ -132,48 +133,67 @@ pub(super) async fn list(
     let csrf = console.sessions.csrf_token(cookie);
     html(
         StatusCode::OK,
-        list_page(&csrf, &rows, tests, after.is_some(), next.as_deref()),
+        list_page(
+            console.words(),
+            &csrf,
+            &rows,
+            tests,
+            after.is_some(),
+            next.as_deref(),
+        ),
     )
 }
 
-fn list_page(csrf: &str, rows: &[Row], tests: bool, paged: bool, next: Option<&str>) -> Markup {
+fn list_page(
+    w: Words,
+    csrf: &str,
+    rows: &[Row],
+    tests: bool,
+    paged: bool,
+    next: Option<&str>,
+) -> Markup {
+    let t = |key| w.text(key);
+    let none = || t(Key::None_).to_owned();
     shell(
-        "Conversations",
+        w,
+        t(Key::ConNavConversations),
         Nav::Conversations,
         csrf,
         html! {
-            h1 { "Conversations" }
+            h1 { (t(Key::ConNavConversations)) }
             p {
                 @if tests {
-                    a href="/console/conversations" { "Hide test contacts" }
+                    a href="/console/conversations" { (t(Key::ConHideTests)) }
                 } @else {
-                    a href="/console/conversations?tests=1" id="show-tests" { "Show test contacts too" }
+                    a href="/console/conversations?tests=1" id="show-tests" { (t(Key::ConShowTests)) }
                 }
-                @if paged { " · " a href={ "/console/conversations" (if tests { "?tests=1" } else { "" }) } { "Newest" } }
+                @if paged { " · " a href={ "/console/conversations" (if tests { "?tests=1" } else { "" }) } { (t(Key::ConNewest)) } }
             }
             @if rows.is_empty() {
-                p id="no-conversations" { "No conversations here yet." }
+                p id="no-conversations" { (t(Key::ConNoConversations)) }
             } @else {
                 ul class="rows" id="conversations" {
                     @for row in rows {
                         li data-conversation=(row.conversation.id) {
                             a href={ "/console/conversations/" (row.conversation.id) } {
-                                "Conversation " code { (short(row.conversation.id)) }
+                                (t(Key::ConConversation)) " " code { (short(row.conversation.id)) }
                             }
-                            @if row.conversation.subscriber_id.is_test_contact() { " " span class="tag" { "test contact" } }
-                            @if row.held.is_some() { " " span class="tag held" { "held for a person" } }
+                            @if row.conversation.subscriber_id.is_test_contact() { " " span class="tag" { (t(Key::ConTestContactTag)) } }
+                            @if row.held.is_some() { " " span class="tag held" { (t(Key::ConHeldTag)) } }
                             br;
                             span class="hint" {
-                                "Last message " (row.conversation.last_message_at.map(when).unwrap_or_default())
-                                " · stage " (row.stage.unwrap_or("none"))
-                                " · offering " (row.offering.as_deref().map(turn_view::inert).unwrap_or_else(|| "none".into()))
+                                (w.fill(Key::ConRowLine, &[
+                                    &row.conversation.last_message_at.map(|at| when(w, at)).unwrap_or_default(),
+                                    &row.stage.map_or_else(none, str::to_owned),
+                                    &row.offering.as_deref().map_or_else(none, turn_view::inert),
+                                ]))
                             }
                         }
                     }
                 }
             }
             @if let Some(next) = next {
-                p { a href=(next) rel="next" id="older" { "Older conversations" } }
+                p { a href=(next) rel="next" id="older" { (t(Key::ConOlderConversations)) } }
             }
         },
     )
@@ -200,17 +220,17 @@ pub(super) async fn one(
         Err(login) => return login.into_response(),
     };
     let Ok(id) = Uuid::parse_str(&id) else {
-        return not_found(&console, cookie, "No conversation has that id.");
+        return not_found(&console, cookie, Key::ConNoConversation);
     };
     let after = match query.after.as_deref().map(cursor::<i64>) {
         None => None,
         Some(Some(after)) => Some(after),
-        Some(None) => return not_found(&console, cookie, "That page link is not valid."),
+        Some(None) => return not_found(&console, cookie, Key::ConBadPageLink),
     };
     let store = console.service.store.as_ref();
     let conversation = match store.conversation(id).await {
         Ok(Some(conversation)) => conversation,
-        Ok(None) => return not_found(&console, cookie, "No conversation has that id."),
+        Ok(None) => return not_found(&console, cookie, Key::ConNoConversation),
         Err(error) => return unavailable(&console, &error),
     };
     let page = TurnsPage {
@@ -237,27 +257,30 @@ pub(super) async fn one(
     });
     let csrf = console.sessions.csrf_token(cookie);
     let done = query.done.as_deref().and_then(super::held::done_message);
+    let w = console.words();
+    let t = |key| w.text(key);
     html(
         StatusCode::OK,
         shell(
-            "Conversation",
+            w,
+            t(Key::ConConversation),
             Nav::Conversations,
             &csrf,
             html! {
-                h1 { "Conversation " code { (short(id)) } }
+                h1 { (t(Key::ConConversation)) " " code { (short(id)) } }
                 @if let Some((class, message)) = done {
-                    p class=(class) role="status" id="done" { (message) }
+                    p class=(class) role="status" id="done" { (t(message)) }
                 }
-                (summary(&row, &csrf))
+                (summary(w, &row, &csrf))
                 section aria-labelledby="turns-title" {
-                    h2 id="turns-title" { "Turns, newest first" }
-                    @if turns.is_empty() { p { "No turns on this page." } }
-                    @for turn in &turns { (turn_view::turn(turn)) }
+                    h2 id="turns-title" { (t(Key::ConTurnsNewestFirst)) }
+                    @if turns.is_empty() { p { (t(Key::ConNoTurnsOnPage)) } }
+                    @for turn in &turns { (turn_view::turn(w, turn)) }
                     @if let Some(next) = next {
-                        p { a href=(next) rel="next" id="older" { "Older turns" } }
+                        p { a href=(next) rel="next" id="older" { (t(Key::ConOlderTurns)) } }
                     }
                     @if after.is_some() {
-                        p { a href={ "/console/conversations/" (id) } { "Newest turns" } }
+                        p { a href={ "/console/conversations/" (id) } { (t(Key::ConNewestTurns)) } }
                     }
                 }
             },
@@ -266,37 +289,39 @@ pub(super) async fn one(
 }
 
 /// What the conversation page says of the contact, and its hold or release button.
-fn summary(row: &Row, csrf: &str) -> Markup {
+fn summary(w: Words, row: &Row, csrf: &str) -> Markup {
     let c = &row.conversation;
+    let t = |key| w.text(key);
+    let none = || t(Key::None_).to_owned();
     html! {
         section aria-labelledby="contact-title" {
-            h2 id="contact-title" { "Contact" }
+            h2 id="contact-title" { (t(Key::ConContact)) }
             dl {
-                dt { "Channel" } dd { (c.channel) }
-                dt { "First contact" } dd { (when(c.created_at)) }
-                dt { "Last message" } dd { (c.last_message_at.map(when).unwrap_or_else(|| "none".into())) }
-                dt { "Stage" } dd id="stage" { (row.stage.unwrap_or("none")) }
-                dt { "Offering" } dd { (row.offering.as_deref().map(turn_view::inert).unwrap_or_else(|| "none".into())) }
-                dt { "Messages counted" } dd { (c.turn_count) }
+                dt { (t(Key::ConChannel)) } dd { (c.channel) }
+                dt { (t(Key::ConFirstContact)) } dd { (when(w, c.created_at)) }
+                dt { (t(Key::ConLastMessage)) } dd { (c.last_message_at.map_or_else(none, |at| when(w, at))) }
+                dt { (t(Key::ConStage)) } dd id="stage" { (row.stage.map_or_else(none, str::to_owned)) }
+                dt { (t(Key::ConOffering)) } dd { (row.offering.as_deref().map_or_else(none, turn_view::inert)) }
+                dt { (t(Key::ConMessagesCounted)) } dd { (c.turn_count) }
                 @if c.subscriber_id.is_test_contact() {
-                    dt { "Test contact" } dd { a href={ "/console/try?contact=" (c.subscriber_id.as_str()) } { "Continue the try-out" } }
+                    dt { (t(Key::ConTestContact)) } dd { a href={ "/console/try?contact=" (c.subscriber_id.as_str()) } { (t(Key::ConContinueTryout)) } }
                 }
             }
             @if let Some(since) = row.held {
-                p class="held" id="hold-state" { "Held for a person since " (when(since)) "." }
+                p class="held" id="hold-state" { (w.fill(Key::ConHeldSinceDot, &[&when(w, since)])) }
                 form method="post" action="/console/held/release" {
                     input type="hidden" name="csrf" value=(csrf);
                     input type="hidden" name="conversation" value=(c.id);
                     input type="hidden" name="back" value="conversation";
-                    button type="submit" id="release" data-action="release" { "Hand back to the assistant" }
+                    button type="submit" id="release" data-action="release" { (t(Key::ConHandBack)) }
                 }
             } @else {
-                p id="hold-state" { "The assistant answers this contact." }
+                p id="hold-state" { (t(Key::ConAssistantAnswers)) }
                 form method="post" action={ "/console/conversations/" (c.id) "/hold" } {
                     input type="hidden" name="csrf" value=(csrf);
-                    button type="submit" id="hold" data-action="hold" { "Hand to a person" }
+                    button type="submit" id="hold" data-action="hold" { (t(Key::ConHandToPerson)) }
                 }
-                p class="hint" { "Does what an escalation does: the contact is held and the business's handoff (its tag, its flow) goes to ManyChat." }
+                p class="hint" { (t(Key::ConHoldHint)) }
             }
         }
     }

@@ -23,27 +23,16 @@ use super::pages::{checked_post, html, logged_in, redirect, unavailable};
 use super::templates::{Nav, shell};
 use super::turn_view::{short, when};
 use crate::turn::OwnerHold;
+use crate::words::Key;
 
 /// The `?done=` words, and what the page says of each.
-pub(super) fn done_message(done: &str) -> Option<(&'static str, &'static str)> {
+pub(super) fn done_message(done: &str) -> Option<(&'static str, Key)> {
     Some(match done {
-        "released" => (
-            "ok",
-            "Handed back: the assistant answers this contact's next message.",
-        ),
-        "already_released" => (
-            "error",
-            "Nothing to do: this contact was not held (released already, by you, another owner, or the end of its hold).",
-        ),
-        "held" => (
-            "ok",
-            "Held for a person: the assistant stays out of this conversation until it is handed back.",
-        ),
-        "already_held" => ("error", "Nothing to do: this contact is held already."),
-        "hold_off" => (
-            "error",
-            "Not held: the business's rules hold nobody (handoff.holdHours is 0).",
-        ),
+        "released" => ("ok", Key::ConDoneReleased),
+        "already_released" => ("error", Key::ConDoneAlreadyReleased),
+        "held" => ("ok", Key::ConDoneHeld),
+        "already_held" => ("error", Key::ConDoneAlreadyHeld),
+        "hold_off" => ("error", Key::ConDoneHoldOff),
         _ => return None,
     })
 }
@@ -82,38 +71,46 @@ pub(super) async fn page(
     };
     let csrf = console.sessions.csrf_token(cookie);
     let done = query.done.as_deref().and_then(done_message);
+    let w = console.words();
+    let t = |key| w.text(key);
     html(
         StatusCode::OK,
         shell(
-            "Held for a person",
+            w,
+            t(Key::ConHeldTitle),
             Nav::Held,
             &csrf,
             maud::html! {
-                h1 { "Held for a person" }
+                h1 { (t(Key::ConHeldTitle)) }
                 @if let Some((class, message)) = done {
-                    p class=(class) role="status" id="done" { (message) }
+                    p class=(class) role="status" id="done" { (t(message)) }
                 }
                 @if hours == 0 {
-                    p { "The business's rules hold nobody (handoff.holdHours is 0)." }
+                    p { (t(Key::ConHoldsNobody)) }
                 } @else if held.is_empty() {
-                    p id="none-held" { "Nobody is held now: the assistant answers every contact." }
+                    p id="none-held" { (t(Key::ConNoneHeld)) }
                 } @else {
-                    p class="hint" { "A hold ends by itself " (hours) " hours after the handoff, when the handoff tag is removed in ManyChat, or here." }
+                    p class="hint" { (w.fill(Key::ConHoldEnds, &[&hours.to_string()])) }
                     ul class="rows" id="held" {
                         @for h in &held {
                             @let c = &h.conversation;
                             li data-conversation=(c.id) {
-                                a href={ "/console/conversations/" (c.id) } { "Conversation " code { (short(c.id)) } }
-                                @if c.subscriber_id.is_test_contact() { " " span class="tag" { "test contact" } }
+                                a href={ "/console/conversations/" (c.id) } { (t(Key::ConConversation)) " " code { (short(c.id)) } }
+                                @if c.subscriber_id.is_test_contact() { " " span class="tag" { (t(Key::ConTestContactTag)) } }
                                 br;
                                 span class="hint" {
-                                    "Held since " (c.escalated_at.map(when).unwrap_or_default()) " · why: "
-                                    (h.reason.as_deref().unwrap_or("no turn recorded a reason (held from the console, or handed over while the database did not answer)"))
+                                    (w.fill(Key::ConHeldSince, &[
+                                        &c.escalated_at.map(|at| when(w, at)).unwrap_or_default(),
+                                        &h.reason.as_deref().map_or_else(
+                                            || t(Key::ConNoReasonRecorded).to_owned(),
+                                            |r| crate::words::reason(w.language, r),
+                                        ),
+                                    ]))
                                 }
                                 form method="post" action="/console/held/release" {
                                     input type="hidden" name="csrf" value=(csrf);
                                     input type="hidden" name="conversation" value=(c.id);
-                                    button type="submit" data-action="release" { "Hand back to the assistant" }
+                                    button type="submit" data-action="release" { (t(Key::ConHandBack)) }
                                 }
                             }
                         }

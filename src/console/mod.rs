@@ -23,14 +23,21 @@
 //!
 //! Files: `auth` (password, session, CSRF, login limit), `pages` (login, what is running, the
 //! shared helpers), `tryout` (try it as a test contact), `conversations` (the list and one
-//! conversation), `held` (held contacts, the release and hold buttons), `turn_view` (what a
-//! turn did), `templates` (the layout and nav, escaped by maud), `style.css` (the one
-//! stylesheet, built into the binary).
+//! conversation), `held` (held contacts, the release and hold buttons), `report` (the weekly
+//! figures and charts), `learning` (the learning review: approve, reject, the eval gate, the
+//! rollback), `turn_view` (what a turn did), `templates` (the layout and nav, escaped by
+//! maud), `style.css` (the one stylesheet, built into the binary).
+//!
+//! Every word is the owner's (`crate::words`, `rules.json` `ownerLanguage`, read per request);
+//! the plain-text refusals of a POST (401, 403, 400 naming the field) stay English, as the
+//! HTTP routes' errors do.
 
 pub mod auth;
 mod conversations;
 mod held;
+mod learning;
 mod pages;
+mod report;
 mod templates;
 mod tryout;
 mod turn_view;
@@ -107,6 +114,8 @@ pub struct Console {
     pub(crate) running: Running,
     /// How long the reload button may read the config folder (SIGHUP's bound).
     pub(crate) reload_bound: Duration,
+    /// The report page's last report (`report::Cache`).
+    pub(crate) report_cache: report::Cache,
 }
 
 impl Console {
@@ -131,7 +140,16 @@ impl Console {
             trust_proxy,
             running,
             reload_bound,
+            report_cache: report::Cache::default(),
         }
+    }
+}
+
+impl Console {
+    /// The owner's words, in the language of the config in force (`rules.json`
+    /// `ownerLanguage`), read per request: a reload switches it.
+    pub(crate) fn words(&self) -> crate::words::Words {
+        crate::words::Words::new(self.config.snapshot().rules.owner_language)
     }
 }
 
@@ -154,6 +172,11 @@ pub fn router(console: Console) -> Router {
         .route("/console/conversations/{id}/hold", post(held::hold))
         .route("/console/held", get(held::page))
         .route("/console/held/release", post(held::release))
+        .route("/console/report", get(report::page))
+        .route("/console/learning", get(learning::page))
+        .route("/console/learning/approve", post(learning::approve))
+        .route("/console/learning/reject", post(learning::reject))
+        .route("/console/learning/activate", post(learning::activate))
         .route("/console/style.css", get(pages::stylesheet))
         .layer(DefaultBodyLimit::max(FORM_LIMIT))
         .layer(axum::middleware::map_response(security_headers))

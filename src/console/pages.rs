@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::{Console, templates};
 use crate::config::ReloadOutcome;
+use crate::words::Key;
 
 const SESSION_COOKIE: &str = "console_session";
 /// A random value set with the login form: its CSRF token is bound to it.
@@ -89,10 +90,10 @@ pub(super) fn logged_in<'a>(
 }
 
 /// The 404 page for a logged-in owner: `what` names what was not found (fixed words).
-pub(super) fn not_found(console: &Console, cookie: &str, what: &str) -> Response {
+pub(super) fn not_found(console: &Console, cookie: &str, what: Key) -> Response {
     html(
         StatusCode::NOT_FOUND,
-        templates::not_found(&console.sessions.csrf_token(cookie), what),
+        templates::not_found(console.words(), &console.sessions.csrf_token(cookie), what),
     )
 }
 
@@ -154,12 +155,12 @@ fn login_page(
     peer: SocketAddr,
     headers: &HeaderMap,
     status: StatusCode,
-    error: Option<&str>,
+    error: Option<Key>,
 ) -> Response {
     use base64::Engine;
     let nonce = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 24]>());
     let token = console.sessions.csrf_token(&nonce);
-    let mut response = html(status, templates::login(&token, error));
+    let mut response = html(status, templates::login(console.words(), &token, error));
     response.headers_mut().append(
         header::SET_COOKIE,
         set_cookie(
@@ -216,7 +217,7 @@ pub(super) async fn login(
             peer,
             &headers,
             StatusCode::UNAUTHORIZED,
-            Some("That password is not right."),
+            Some(Key::ConWrongPassword),
         );
     }
     tracing::info!(client = %ip, "console login");
@@ -308,6 +309,7 @@ async fn running_page(console: &Console, cookie: &str, outcome: Option<ReloadOut
         on_disk: &on_disk,
         outcome: outcome.as_ref(),
         csrf: &console.sessions.csrf_token(cookie),
+        words: console.words(),
     };
     html(StatusCode::OK, templates::running(&view))
 }

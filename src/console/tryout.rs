@@ -30,11 +30,12 @@ use tower_service::Service;
 
 use super::Console;
 use super::pages::{checked_post, html, logged_in, not_found, redirect, unavailable};
-use super::templates::{Nav, shell};
+use super::templates::{Nav, shell, slots};
 use super::turn_view;
 use crate::ids::SubscriberId;
 use crate::manychat::SandboxRequest;
 use crate::store::{BrowsedTurn, TurnsPage};
+use crate::words::{Key, Words};
 
 /// The most of a try-out's answer read (a Dynamic Block is a few KiB).
 const MAX_ANSWER: usize = 1024 * 1024;
@@ -71,11 +72,7 @@ pub(super) async fn page(
         Some(raw) => match test_contact(raw) {
             Some(contact) => Some(contact),
             None => {
-                return not_found(
-                    &console,
-                    cookie,
-                    "That is not a test contact: the try-out writes only as a test contact.",
-                );
+                return not_found(&console, cookie, Key::ConNotTestContact);
             }
         },
     };
@@ -115,6 +112,7 @@ pub(super) async fn page(
         model: &console.running.model_id,
         ready: console.service.secret.is_some(),
         token_field: &console.service.token_field,
+        words: console.words(),
     };
     html(StatusCode::OK, try_page(&view))
 }
@@ -217,68 +215,75 @@ struct View<'a> {
     model: &'a str,
     ready: bool,
     token_field: &'a str,
+    words: Words,
 }
 
 fn try_page(view: &View<'_>) -> Markup {
+    let w = view.words;
+    let t = |key| w.text(key);
+    let model = html! { code { (view.model) } };
     shell(
-        "Try it",
+        w,
+        t(Key::ConTryTitle),
         Nav::Try,
         view.csrf,
         html! {
-            h1 { "Try it" }
+            h1 { (t(Key::ConTryTitle)) }
             @if view.live_model {
-                p class="warn" id="try-cost" role="note" {
-                    "This uses the live configuration and model (" code { (view.model) } "): each message costs real tokens."
-                }
+                p class="warn" id="try-cost" role="note" { (slots(t(Key::ConTryLive), &[model])) }
             } @else {
-                p class="hint" id="try-cost" { "The model in force (" code { (view.model) } ") calls no provider: nothing is billed." }
+                p class="hint" id="try-cost" { (slots(t(Key::ConTryMock), &[model])) }
             }
-            p class="hint" {
-                "You write as a test contact. Its ManyChat calls are recorded below and never sent; test contacts are left out of the report."
-            }
+            p class="hint" { (t(Key::ConTryHint)) }
             @if !view.ready {
-                p class="error" role="alert" { "The try-out is off: MANYCHAT_SHARED_SECRET is not set, so the route would refuse it." }
+                p class="error" role="alert" { (t(Key::ConTryOff)) }
             }
             @if let Some(status) = view.answered {
-                p class="error" role="alert" id="try-answered" { "The route answered HTTP " (status) (answered_why(status)) }
+                p class="error" role="alert" id="try-answered" {
+                    (w.fill(Key::ConTryAnswered, &[&status.to_string()]))
+                    @match answered_why(status) {
+                        Some(why) => { ": " (t(why)) },
+                        None => ".",
+                    }
+                }
             }
             section aria-labelledby="try-title" {
                 h2 id="try-title" {
                     @match view.contact {
-                        Some(contact) => { "Test contact " code id="try-contact" { (contact.as_str()) } },
-                        None => "A new test contact",
+                        Some(contact) => (slots(t(Key::ConTestContactHeading), &[html! { code id="try-contact" { (contact.as_str()) } }])),
+                        None => (t(Key::ConNewTestContact)),
                     }
                 }
                 @if let Some(id) = view.conversation {
                     p class="hint" {
-                        a href={ "/console/conversations/" (id) } { "See this conversation" }
-                        " · " a href="/console/try" id="try-new" { "Start a new test contact" }
+                        a href={ "/console/conversations/" (id) } { (t(Key::ConSeeConversation)) }
+                        " · " a href="/console/try" id="try-new" { (t(Key::ConStartNew)) }
                     }
                 }
-                div id="try-replies" class="exchange" role="log" aria-live="polite" aria-label="The conversation" {
+                div id="try-replies" class="exchange" role="log" aria-live="polite" aria-label=(t(Key::ConTheConversation)) {
                     @if view.turns.is_empty() {
-                        p class="hint" { "No messages yet: write the first one." }
+                        p class="hint" { (t(Key::ConNoMessagesYet)) }
                     }
-                    @for turn in view.turns { (turn_view::turn(turn)) }
+                    @for turn in view.turns { (turn_view::turn(w, turn)) }
                 }
                 form method="post" action="/console/try" id="try-form" {
                     input type="hidden" name="csrf" value=(view.csrf);
                     input type="hidden" name="contact" value=(view.contact.map(SubscriberId::as_str).unwrap_or(""));
-                    label for="try-message" { "Message, as the contact" }
+                    label for="try-message" { (t(Key::ConMessageAsContact)) }
                     textarea id="try-message" name="text" rows="3" maxlength="4096" required {}
-                    button type="submit" id="try-send" { "Send" }
+                    button type="submit" id="try-send" { (t(Key::ConSend)) }
                 }
             }
             @if view.contact.is_some() {
                 section aria-labelledby="calls-title" id="try-calls" {
-                    h2 id="calls-title" { "ManyChat calls (recorded, not sent)" }
+                    h2 id="calls-title" { (t(Key::ConCallsTitle)) }
                     @if view.calls.is_empty() {
-                        p class="hint" { "None yet. Calls made after the reply (its actions, a deferred reply) appear when you reload." }
+                        p class="hint" { (t(Key::ConNoCallsYet)) }
                     } @else {
                         ol {
                             @for call in view.calls {
                                 li data-call=(call.endpoint) {
-                                    code { (call.endpoint) } " " code class="body" { (shown_body(&call.body, view.token_field)) }
+                                    code { (call.endpoint) } " " code class="body" { (shown_body(w, &call.body, view.token_field)) }
                                 }
                             }
                         }
@@ -290,18 +295,18 @@ fn try_page(view: &View<'_>) -> Markup {
 }
 
 /// Why the route refused the try-out, in plain words.
-fn answered_why(status: u16) -> &'static str {
+fn answered_why(status: u16) -> Option<Key> {
     match status {
-        429 => ": this contact sent too many messages in its window (the contact's rate limit).",
-        400 => ": the message was refused (too long, or not valid).",
-        401 => ": the shared secret was refused.",
-        _ => ".",
+        429 => Some(Key::ConTry429),
+        400 => Some(Key::ConTry400),
+        401 => Some(Key::ConTry401),
+        _ => None,
     }
 }
 
 /// A recorded call's body as the page shows it: a contact token (the token field, or any field
 /// named like one) as its length only, the rest inert.
-fn shown_body(body: &Value, token_field: &str) -> String {
+fn shown_body(w: Words, body: &Value, token_field: &str) -> String {
     let mut body = body.clone();
     let secret = |name: &str| name == token_field || name.to_ascii_lowercase().contains("token");
     let mask = |item: &mut Value| {
@@ -311,7 +316,7 @@ fn shown_body(body: &Value, token_field: &str) -> String {
             .is_some_and(secret);
         if let (true, Some(value)) = (named, item.get_mut("field_value")) {
             let length = value.as_str().map_or(0, |s| s.chars().count());
-            *value = Value::String(format!("[token, {length} characters]"));
+            *value = Value::String(w.fill(Key::ConTokenMasked, &[&length.to_string()]));
         }
     };
     mask(&mut body);

@@ -7,6 +7,7 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use crate::store::{BrowsedTurn, Role, Turn};
+use crate::words::{self, Key, Words};
 
 /// Unicode's bidirectional controls: they can reorder what follows them on screen (a name
 /// that reads as another, `…txt.exe` as `…exe.txt`). Shown as visible marks, never applied.
@@ -32,9 +33,9 @@ pub(super) fn inert(text: &str) -> String {
     shown
 }
 
-/// When, as the console shows times: UTC to the second.
-pub(super) fn when(at: chrono::DateTime<chrono::Utc>) -> String {
-    at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+/// When, as the console shows times: the owner's date, UTC to the second.
+pub(super) fn when(w: Words, at: chrono::DateTime<chrono::Utc>) -> String {
+    words::moment(w.language, at)
 }
 
 /// The first 8 characters of a conversation's UUID: enough to tell rows apart on a page.
@@ -42,85 +43,88 @@ pub(super) fn short(id: uuid::Uuid) -> String {
     id.to_string()[..8].to_owned()
 }
 
-/// A cost in US dollars, to the hundredth of a cent.
-pub(super) fn usd(cost: f64) -> String {
-    format!("${cost:.4}")
-}
-
 /// One turn: the message or the reply, and what the agent did.
-pub(super) fn turn(browsed: &BrowsedTurn) -> Markup {
+pub(super) fn turn(w: Words, browsed: &BrowsedTurn) -> Markup {
     let turn = &browsed.turn;
     let role = match turn.role {
         Role::User => "contact",
         Role::Agent => "agent",
     };
+    let t = |key| w.text(key);
     html! {
         article class={ "turn " (role) } data-role=(role) data-outcome=[turn.outcome.as_deref()] {
             p class="meta" {
-                strong { @if turn.role == Role::User { "Contact" } @else { "Agent" } }
-                " · " (when(turn.created_at))
-                @if !turn.bound { " · " span class="warn" { "unbound (no valid contact token)" } }
+                strong { @if turn.role == Role::User { (t(Key::ConRoleContact)) } @else { (t(Key::ConRoleAgent)) } }
+                " · " (when(w, turn.created_at))
+                @if !turn.bound { " · " span class="warn" { (t(Key::ConUnbound)) } }
             }
             @if turn.text.is_empty() {
-                p class="hint" { "(text removed after the retention period, or none)" }
+                p class="hint" { (t(Key::ConTextRemoved)) }
             } @else {
                 p class="text" { (inert(&turn.text)) }
             }
-            @if turn.role == Role::Agent { (agent_details(turn, browsed.plugin_reads.as_ref(), browsed.steps)) }
-            @if let Some(kind) = &turn.media_kind { p class="hint" { "Media: " (kind) } }
+            @if turn.role == Role::Agent { (agent_details(w, turn, browsed.plugin_reads.as_ref(), browsed.steps)) }
+            @if let Some(kind) = &turn.media_kind { p class="hint" { (w.fill(Key::ConMedia, &[kind])) } }
         }
     }
 }
 
-fn agent_details(turn: &Turn, plugin_reads: Option<&Value>, steps: Option<i64>) -> Markup {
+fn agent_details(w: Words, turn: &Turn, plugin_reads: Option<&Value>, steps: Option<i64>) -> Markup {
+    let t = |key| w.text(key);
+    let lang = w.language;
     html! {
         dl class="did" {
             @if let Some(outcome) = &turn.outcome {
-                dt { "Outcome" } dd data-part="outcome" { code { (outcome) } }
+                dt { (t(Key::ConOutcome)) } dd data-part="outcome" { (words::outcome(lang, outcome)) }
             }
             @if let Some(reason) = &turn.escalation_reason {
-                dt { "Handed to a person" } dd data-part="escalation" { code { (reason) } }
+                dt { (t(Key::ConHandedToPerson)) } dd data-part="escalation" { (words::reason(lang, reason)) }
             }
             @if let Some(duplicate) = &turn.duplicate {
-                dt { "Guardrails" } dd { code { (duplicate) } }
+                dt { (t(Key::ConGuardrails)) } dd { code { (duplicate) } }
             }
             @if let Some(model) = &turn.model {
-                dt { "Model" } dd { code { (model) } }
-                dt { "Tokens" } dd data-part="tokens" {
-                    (turn.input_tokens) " in (" (turn.cached_tokens) " cached, "
-                    (turn.cache_write_tokens) " written to the cache), "
-                    (turn.output_tokens) " out"
+                dt { (t(Key::ConModel)) } dd { code { (model) } }
+                dt { (t(Key::ConTokens)) } dd data-part="tokens" {
+                    (w.fill(Key::ConTokensLine, &[
+                        &turn.input_tokens.to_string(),
+                        &turn.cached_tokens.to_string(),
+                        &turn.cache_write_tokens.to_string(),
+                        &turn.output_tokens.to_string(),
+                    ]))
                 }
-                dt { "Cost" } dd data-part="cost" { (usd(turn.cost_usd)) }
-                dt { "Time" } dd { (turn.latency_ms) " ms" }
-                dt { "Contact reads" } dd { (turn.reads) }
+                dt { (t(Key::ConCost)) } dd data-part="cost" { (words::usd(lang, Some(turn.cost_usd))) }
+                dt { (t(Key::ConTime)) } dd { (words::duration_ms(lang, Some(turn.latency_ms))) }
+                dt { (t(Key::ConContactReads)) } dd { (turn.reads) }
             }
-            @if let Some(steps) = steps { dt { "Steps (model calls)" } dd data-part="steps" { (steps) } }
+            @if let Some(steps) = steps { dt { (t(Key::ConSteps)) } dd data-part="steps" { (steps) } }
             @if let Some(version) = &turn.playbook_version {
-                dt { "Playbook" } dd { code { (version) } }
+                dt { (t(Key::ConPlaybook)) } dd { code { (version) } }
             }
             @if let Some(Value::Array(reads)) = plugin_reads {
-                dt { "The business's tools read" }
+                dt { (t(Key::ConToolsRead)) }
                 dd data-part="plugin-reads" {
                     @for read in reads {
                         code { (field(read, "tool").unwrap_or("?")) } " "
                         @if read.get("available").and_then(Value::as_bool) == Some(true) {
-                            "answered"
+                            (t(Key::ConToolAnswered))
                         } @else {
-                            "unavailable"
+                            (t(Key::ConToolUnavailable))
                         }
-                        @if let Some(ms) = read.get("ms").and_then(Value::as_u64) { " in " (ms) " ms" }
+                        @if let Some(ms) = read.get("ms").and_then(Value::as_u64) {
+                            " " (w.fill(Key::ConInMs, &[&words::duration_ms(lang, Some(ms as i64))]))
+                        }
                         "; "
                     }
                 }
             }
-            dt { "Knowledge given" }
-            dd data-part="knowledge" class="hint" { "not recorded on this turn" }
+            dt { (t(Key::ConKnowledgeGiven)) }
+            dd data-part="knowledge" class="hint" { (t(Key::ConNotRecorded)) }
         }
         @match &turn.actions {
-            None => p class="hint" { "No tool was offered." },
-            Some(Value::Array(entries)) if entries.is_empty() => p class="hint" { "Tools offered; none used." },
-            Some(Value::Array(entries)) => (actions(entries)),
+            None => p class="hint" { (t(Key::ConNoToolOffered)) },
+            Some(Value::Array(entries)) if entries.is_empty() => p class="hint" { (t(Key::ConToolsNoneUsed)) },
+            Some(Value::Array(entries)) => (actions(w, entries)),
             Some(other) => pre { (other.to_string()) },
         }
     }
@@ -134,24 +138,25 @@ fn field<'a>(entry: &'a Value, key: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
-fn actions(entries: &[Value]) -> Markup {
+fn actions(w: Words, entries: &[Value]) -> Markup {
+    let lang = w.language;
     html! {
-        h3 class="small" { "What it did" }
+        h3 class="small" { (w.text(Key::ConWhatItDid)) }
         ul class="actions" {
             @for entry in entries {
                 @let tool = field(entry, "tool").unwrap_or("?");
                 @let status = field(entry, "status").unwrap_or("?");
                 li data-action=(tool) data-status=(status) {
-                    code { (tool) }
+                    (words::tool(lang, tool))
                     @if let Some(id) = field(entry, "id") { " " code { (id) } }
                     @if let Some(value) = field(entry, "value") { " = " code { (value) } }
                     @if let Some(length) = entry.get("length").and_then(Value::as_u64) {
-                        " (" (length) " characters)"
+                        " " (w.fill(Key::ConCharacters, &[&length.to_string()]))
                     }
-                    ": " strong class={ "status " (status) } { (status) }
+                    ": " strong class={ "status " (status) } { (words::status(lang, status)) }
                     @if let Some(reason) = field(entry, "reason") { " (" (reason) ")" }
                     @if let Some(error) = field(entry, "error") { " (" (error) ")" }
-                    @if let Some(origin) = field(entry, "origin") { " · by the server: " (origin) }
+                    @if let Some(origin) = field(entry, "origin") { " · " (w.fill(Key::ConByServer, &[origin])) }
                     @if let Some(arguments) = entry.get("arguments") { " · " code { (arguments.to_string()) } }
                 }
             }

@@ -14,6 +14,10 @@ use sha2::{Digest, Sha256};
 use super::playbook::find;
 use crate::store::Store;
 
+/// The golden suite the gate reads unless told otherwise (`insights activate --suite`, the
+/// console), relative to the working directory.
+pub const DEFAULT_SUITE: &str = "evals/golden";
+
 /// What `activate` did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Activated {
@@ -60,12 +64,14 @@ fn eval_command(hash: &str) -> String {
     }
 }
 
-/// Activates the version `wanted` names (a hash or a unique prefix of at least 8 characters).
-/// `Err` says why not, naming the eval to run when a record is missing.
+/// Activates the version `wanted` names (a hash or a unique prefix of at least 8 characters),
+/// recorded as decided by `by` (`review::BY_*`) at `at`. `Err` says why not, naming the eval
+/// to run when a record is missing.
 pub async fn activate(
     store: &dyn Store,
     wanted: &str,
     suite: &str,
+    by: &str,
     at: DateTime<Utc>,
 ) -> Result<Activated, String> {
     let read = |e: crate::store::StoreError| e.to_string();
@@ -77,7 +83,7 @@ pub async fn activate(
     }
     if version.activated_at.is_some() {
         store
-            .activate_playbook(version.id, at)
+            .activate_playbook(version.id, by, at)
             .await
             .map_err(read)?;
         return Ok(Activated::RolledBack { hash });
@@ -133,7 +139,7 @@ pub async fn activate(
         ));
     }
     store
-        .activate_playbook(version.id, at)
+        .activate_playbook(version.id, by, at)
         .await
         .map_err(read)?;
     Ok(Activated::Gated { hash })

@@ -3,6 +3,11 @@
 //! one new immutable version (the active one's insights, less the retired, plus the approved, in
 //! that order), named by its content hash and not active until `insights activate`. A review
 //! that only rejects makes no version.
+//!
+//! Every decision is recorded with who made it ([`BY_CLI`], [`BY_CONSOLE`]), when, and the
+//! reviewer's reason when one was given (at most [`MAX_REASON`] characters, cleaned as a note
+//! is: links, email addresses and phone numbers removed). The `insights` commands and the
+//! owner's console both call [`apply`]: one implementation.
 
 use chrono::{DateTime, Utc};
 
@@ -11,6 +16,13 @@ use super::proposals::{MAX_TEXT, text_refusal};
 use crate::store::Store;
 use crate::store::learning::{ProposalStatus, Review};
 
+/// Who decided, as the decision is recorded: the `insights` commands…
+pub const BY_CLI: &str = "cli";
+/// …or the owner's console.
+pub const BY_CONSOLE: &str = "console";
+/// A reason's length, in characters.
+pub const MAX_REASON: usize = 500;
+
 /// One decision of a review.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -18,9 +30,11 @@ pub enum Decision {
     Approve {
         id: i64,
         text: Option<String>,
+        reason: Option<String>,
     },
     Reject {
         id: i64,
+        reason: Option<String>,
     },
     /// Retire the active playbook's insight at this place (1 = first).
     Retire {
@@ -43,6 +57,7 @@ pub struct Reviewed {
 pub async fn apply(
     store: &dyn Store,
     decisions: &[Decision],
+    by: &str,
     at: DateTime<Utc>,
 ) -> Result<Reviewed, String> {
     let read = |e: crate::store::StoreError| e.to_string();
@@ -57,16 +72,15 @@ pub async fn apply(
         .map(|v| v.insights)
         .unwrap_or_default();
     let mut review = Review {
-        approved: Vec::new(),
-        rejected: Vec::new(),
-        version: None,
+        by: by.to_owned(),
         at,
+        ..Review::default()
     };
     let mut retired = Vec::new();
     let mut added = Vec::new();
     for decision in decisions {
         match decision {
-            Decision::Approve { id, text } => {
+            Decision::Approve { id, text, reason } => {
                 let proposal = pending
                     .iter()
                     .find(|p| p.id == *id)
@@ -76,14 +90,20 @@ pub async fn apply(
                     None => proposal.text.clone(),
                 };
                 review.approved.push(*id);
+                if let Some(reason) = checked_reason(reason.as_deref())? {
+                    review.reasons.push((*id, reason));
+                }
                 added.push(text);
             }
-            Decision::Reject { id } => {
+            Decision::Reject { id, reason } => {
                 pending
                     .iter()
                     .find(|p| p.id == *id)
                     .ok_or_else(|| not_pending(*id))?;
                 review.rejected.push(*id);
+                if let Some(reason) = checked_reason(reason.as_deref())? {
+                    review.reasons.push((*id, reason));
+                }
             }
             Decision::Retire { place } => {
                 if *place == 0 || *place > active.len() {
@@ -93,6 +113,7 @@ pub async fn apply(
                     ));
                 }
                 retired.push(*place - 1);
+                review.retired.push(*place as i64);
             }
         }
     }
@@ -124,6 +145,18 @@ pub async fn apply(
 
 fn not_pending(id: i64) -> String {
     format!("no pending proposal {id} (`manychat-agent insights review --list` lists them)")
+}
+
+/// A reason, trimmed and cleaned as a note is (links, email addresses and phone numbers
+/// removed); `None` when empty. Over [`MAX_REASON`] characters is refused.
+fn checked_reason(reason: Option<&str>) -> Result<Option<String>, String> {
+    let Some(reason) = reason.map(str::trim).filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    if reason.chars().count() > MAX_REASON {
+        return Err(format!("--reason must be at most {MAX_REASON} characters"));
+    }
+    Ok(crate::actions::NoteText::clean(reason, MAX_REASON).map(|clean| clean.as_str().to_owned()))
 }
 
 /// An edited text keeps the proposals' rules: 1 to 280 characters, no digit, currency symbol,

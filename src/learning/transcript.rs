@@ -7,26 +7,37 @@ use super::cohort::Member;
 use crate::actions::NoteText;
 use crate::fence::Fence;
 use crate::model::Usage;
-use crate::store::Role;
+use crate::store::{Role, Turn};
 
 /// A member's turns as lines inside the fence; a turn whose text is empty (retention emptied
 /// it) is left out. `None` when nothing is left.
 pub fn render(member: &Member, fence: &Fence) -> Option<String> {
     let mut lines = Vec::new();
     // Names said anywhere in the conversation go from every line of it (`names`).
-    let names = super::names::names_in(member.turns.iter().map(|t| t.text.as_str()));
+    let names = names_of(&member.turns);
     for turn in &member.turns {
-        let text = super::names::remove(&turn.text, &names);
-        let Some(clean) = NoteText::clean(&text, usize::MAX) else {
+        let Some(clean) = cleaned(turn, &names) else {
             continue;
         };
         let who = match turn.role {
             Role::User => "contact",
             Role::Agent => "agent",
         };
-        lines.push(format!("[turn {}] {who}: {}", turn.id, clean.as_str()));
+        lines.push(format!("[turn {}] {who}: {clean}", turn.id));
     }
     (!lines.is_empty()).then(|| fence.wrap(&lines.join("\n")))
+}
+
+/// The names said anywhere in a conversation's turns (`names`).
+pub fn names_of(turns: &[Turn]) -> Vec<String> {
+    super::names::names_in(turns.iter().map(|t| t.text.as_str()))
+}
+
+/// One turn's text as the analyst reads it: `names` removed, cleaned as a note is. `None`
+/// when nothing is left. The console's review quotes a proposal's cited turns through it.
+pub fn cleaned(turn: &Turn, names: &[String]) -> Option<String> {
+    let text = super::names::remove(&turn.text, names);
+    NoteText::clean(&text, usize::MAX).map(|clean| clean.as_str().to_owned())
 }
 
 /// The turn ids a member's transcript shows, as the analyst cites them.

@@ -240,9 +240,23 @@ pub fn page(report: &Report, language: Language) -> String {
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"{}\"><head><meta charset=\"utf-8\">\
-         <title>{title}</title><style>{STYLE}</style></head><body>\
-         <h1>{title}</h1><p class=\"muted\">{}</p>",
+         <title>{title}</title><style>{STYLE}</style></head><body>",
         language.code(),
+    );
+    out.push_str(&content(report, language));
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// The page's content, without the document around it or its style (the console embeds it
+/// under its own stylesheet): the title, then every section. Classes: `muted`, `cards`,
+/// `card`, `flag`; charts are inline `<svg>` with presentation attributes only.
+pub fn content(report: &Report, language: Language) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<h1>{}</h1><p class=\"muted\">{}</p>",
+        esc(&title(report, language)),
         esc(&generated_line(report, language)),
     );
     let empty = report.is_empty();
@@ -268,7 +282,6 @@ pub fn page(report: &Report, language: Language) -> String {
         out.push_str(&chart.html());
     }
     if empty {
-        out.push_str("</body></html>\n");
         return out;
     }
     let weeks = &report.weeks;
@@ -314,6 +327,6 @@ pub fn page(report: &Report, language: Language) -> String {
         let (what, why) = pending(language, p.measure, p.why);
         let _ = write!(out, "<li><b>{}</b>: {}</li>", esc(&what), esc(&why));
     }
-    out.push_str("</ul></body></html>\n");
+    out.push_str("</ul>");
     out
 }

@@ -141,13 +141,71 @@ pub struct PlaybookVersion {
     pub created_at: DateTime<Utc>,
 }
 
-/// What one review decided, written at once (`LearningStore::record_review`).
-#[derive(Debug, Clone, PartialEq)]
+/// What one review decided, written at once (`LearningStore::record_review`), with a
+/// [`LearningDecision`] row per decision.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Review {
     pub approved: Vec<i64>,
     pub rejected: Vec<i64>,
+    /// The active insights it retired, by place (1 = first).
+    pub retired: Vec<i64>,
+    /// The reviewer's reason for a decided proposal, already cleaned.
+    pub reasons: Vec<(i64, String)>,
     /// The version the review made (its hash and insights), when it changed the playbook.
     pub version: Option<(String, Vec<String>)>,
+    /// Who decided: `cli` or `console` (`crate::learning::review::BY_*`).
+    pub by: String,
+    pub at: DateTime<Utc>,
+}
+
+/// What a recorded learning decision was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionKind {
+    Approved,
+    Rejected,
+    Retired,
+    /// A version taken live through the eval gate.
+    Activated,
+    /// A version that was live before taken live again, without the gate.
+    RolledBack,
+}
+
+impl DecisionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Retired => "retired",
+            Self::Activated => "activated",
+            Self::RolledBack => "rolled_back",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Result<Self> {
+        Ok(match raw {
+            "approved" => Self::Approved,
+            "rejected" => Self::Rejected,
+            "retired" => Self::Retired,
+            "activated" => Self::Activated,
+            "rolled_back" => Self::RolledBack,
+            _ => return Err(StoreError::Corrupt("unknown learning decision".to_owned())),
+        })
+    }
+}
+
+/// One decision of the review or of activation, as recorded (`learning_decisions`): what, on
+/// which proposal or version, why, who and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearningDecision {
+    pub id: i64,
+    pub kind: DecisionKind,
+    pub proposal_id: Option<i64>,
+    /// The version the review made (approved, retired) or the version taken live.
+    pub version_hash: Option<String>,
+    /// A retired insight's place (1 = first).
+    pub place: Option<i64>,
+    pub reason: Option<String>,
+    pub by: String,
     pub at: DateTime<Utc>,
 }
 
@@ -203,7 +261,8 @@ pub trait LearningStore: Send + Sync + 'static {
     async fn proposals(&self, status: ProposalStatus, limit: i64) -> Result<Vec<Proposal>>;
 
     /// Writes one review: statuses of the proposals it decided and the version it made (an
-    /// existing hash is kept as it is), in one write. Only `pending` proposals change.
+    /// existing hash is kept as it is), with a decision row each (who, when, why), in one
+    /// write. Only `pending` proposals change, and only a change is recorded as a decision.
     async fn record_review(&self, review: &Review) -> Result<()>;
 
     /// Every playbook version, oldest first.
@@ -212,8 +271,12 @@ pub trait LearningStore: Send + Sync + 'static {
     /// The active version, if any.
     async fn active_playbook(&self) -> Result<Option<PlaybookVersion>>;
 
-    /// Makes version `id` the only active one at `at` (its first `activated_at` is kept).
-    async fn activate_playbook(&self, id: i64, at: DateTime<Utc>) -> Result<()>;
+    /// Makes version `id` the only active one at `at` (its first `activated_at` is kept), and
+    /// records the decision by `by`: `activated`, or `rolled_back` when it was live before.
+    async fn activate_playbook(&self, id: i64, by: &str, at: DateTime<Utc>) -> Result<()>;
+
+    /// The newest `limit` learning decisions, newest first.
+    async fn learning_decisions(&self, limit: i64) -> Result<Vec<LearningDecision>>;
 
     async fn record_eval(&self, record: &EvalRecord) -> Result<()>;
 

@@ -282,5 +282,242 @@ pub(super) fn text(key: Key) -> &'static str {
         SimNudgeScheduled => "a follow-up scheduled",
         SimFailed => "failed: {}",
         SimRefused => "refused: {}",
+
+        ConBrand => "manychat-agent console",
+        ConSkip => "Skip to content",
+        ConNavLabel => "Console",
+        ConNavRunning => "Running",
+        ConNavTry => "Try it",
+        ConNavConversations => "Conversations",
+        ConNavHeld => "Held",
+        ConNavReport => "Report",
+        ConNavLearning => "Learning",
+        ConLogout => "Log out",
+        ConNotFound => "Not found",
+        ConBackToConversations => "Back to the conversations",
+        ConBadPageLink => "That page link is not valid.",
+        ConNoConversation => "No conversation has that id.",
+        ConNotTestContact => {
+            "That is not a test contact: the try-out writes only as a test contact."
+        }
+        ConLoginTitle => "Log in",
+        ConLoginHeading => "Owner's console",
+        ConPassword => "Password",
+        ConWrongPassword => "That password is not right.",
+        ConRunningTitle => "What is running",
+        ConReload => "Reload",
+        ConReloaded => "Reloaded: the files on disk are now in force.",
+        ConReloadRefused => "Refused: the config in force stays. What the files on disk break:",
+        ConReloadTimedOut => {
+            "Not reloaded: reading the config folder took too long; the config in force \
+             stays."
+        }
+        ConReloadStillReading => {
+            "Not reloaded: an earlier reload is still reading the folder; the config in force \
+             stays."
+        }
+        ConProcess => "Process",
+        ConVersion => "Version",
+        ConModel => "Model",
+        ConStore => "Store",
+        ConConfigInForce => "Config in force",
+        ConFolder => "Folder",
+        ConFiles => "Files",
+        ConOfferings => "Offerings",
+        ConFlows => "Flows",
+        ConTags => "Tags",
+        ConPluginTools => "Plugin tools",
+        ConOnDisk => "Files on disk now",
+        ConDiskValid => "Valid: a reload would apply them.",
+        ConDiskInvalid => "Invalid: a reload would be refused.",
+        ConReloadButton => "Reload the config",
+        ConReloadHint => {
+            "Does what SIGHUP does: the files are checked whole, and a refused set changes \
+             nothing."
+        }
+        ConIssueAt => "at",
+        ConHeldTitle => "Held for a person",
+        ConDoneReleased => "Handed back: the assistant answers this contact's next message.",
+        ConDoneAlreadyReleased => {
+            "Nothing to do: this contact was not held (released already, by you, another \
+             owner, or the end of its hold)."
+        }
+        ConDoneHeld => {
+            "Held for a person: the assistant stays out of this conversation until it is \
+             handed back."
+        }
+        ConDoneAlreadyHeld => "Nothing to do: this contact is held already.",
+        ConDoneHoldOff => "Not held: the business's rules hold nobody (handoff.holdHours is 0).",
+        ConHoldsNobody => "The business's rules hold nobody (handoff.holdHours is 0).",
+        ConNoneHeld => "Nobody is held now: the assistant answers every contact.",
+        ConHoldEnds => {
+            "A hold ends by itself {} hours after the handoff, when the handoff tag is \
+             removed in ManyChat, or here."
+        }
+        ConConversation => "Conversation",
+        ConTestContactTag => "test contact",
+        ConHeldTag => "held for a person",
+        ConHeldSince => "Held since {} · why: {}",
+        ConNoReasonRecorded => {
+            "no turn recorded a reason (held from the console, or handed over while the \
+             database did not answer)"
+        }
+        ConHandBack => "Hand back to the assistant",
+        ConHideTests => "Hide test contacts",
+        ConShowTests => "Show test contacts too",
+        ConNewest => "Newest",
+        ConNoConversations => "No conversations here yet.",
+        ConRowLine => "Last message {} · stage {} · offering {}",
+        ConOlderConversations => "Older conversations",
+        ConTurnsNewestFirst => "Turns, newest first",
+        ConNoTurnsOnPage => "No turns on this page.",
+        ConOlderTurns => "Older turns",
+        ConNewestTurns => "Newest turns",
+        ConContact => "Contact",
+        ConChannel => "Channel",
+        ConFirstContact => "First contact",
+        ConLastMessage => "Last message",
+        ConStage => "Stage",
+        ConOffering => "Offering",
+        ConMessagesCounted => "Messages counted",
+        ConTestContact => "Test contact",
+        ConContinueTryout => "Continue the try-out",
+        ConHeldSinceDot => "Held for a person since {}.",
+        ConAssistantAnswers => "The assistant answers this contact.",
+        ConHandToPerson => "Hand to a person",
+        ConHoldHint => {
+            "Does what an escalation does: the contact is held and the business's handoff \
+             (its tag, its flow) goes to ManyChat."
+        }
+        ConRoleContact => "Contact",
+        ConRoleAgent => "Assistant",
+        ConUnbound => "unbound (no valid contact token)",
+        ConTextRemoved => "(text removed after the retention period, or none)",
+        ConMedia => "Media: {}",
+        ConOutcome => "Outcome",
+        ConHandedToPerson => "Handed to a person",
+        ConGuardrails => "Guardrails",
+        ConTokens => "Tokens",
+        ConTokensLine => "{} in ({} cached, {} written to the cache), {} out",
+        ConCost => "Cost",
+        ConTime => "Time",
+        ConContactReads => "Contact reads",
+        ConSteps => "Steps (model calls)",
+        ConPlaybook => "Playbook",
+        ConToolsRead => "The business's tools read",
+        ConToolAnswered => "answered",
+        ConToolUnavailable => "unavailable",
+        ConInMs => "in {}",
+        ConKnowledgeGiven => "Knowledge given",
+        ConNotRecorded => "not recorded on this turn",
+        ConNoToolOffered => "No tool was offered.",
+        ConToolsNoneUsed => "Tools offered; none used.",
+        ConWhatItDid => "What it did",
+        ConCharacters => "({} characters)",
+        ConByServer => "by the server: {}",
+        ConTryTitle => "Try it",
+        ConTryLive => {
+            "This uses the live configuration and model ({}): each message costs real tokens."
+        }
+        ConTryMock => "The model in force ({}) calls no provider: nothing is billed.",
+        ConTryHint => {
+            "You write as a test contact. Its ManyChat calls are recorded below and never \
+             sent; test contacts are left out of the report."
+        }
+        ConTryOff => {
+            "The try-out is off: MANYCHAT_SHARED_SECRET is not set, so the route would refuse \
+             it."
+        }
+        ConTryAnswered => "The route answered HTTP {}",
+        ConTry429 => {
+            "this contact sent too many messages in its window (the contact's rate limit)."
+        }
+        ConTry400 => "the message was refused (too long, or not valid).",
+        ConTry401 => "the shared secret was refused.",
+        ConTestContactHeading => "Test contact {}",
+        ConNewTestContact => "A new test contact",
+        ConSeeConversation => "See this conversation",
+        ConStartNew => "Start a new test contact",
+        ConTheConversation => "The conversation",
+        ConNoMessagesYet => "No messages yet: write the first one.",
+        ConMessageAsContact => "Message, as the contact",
+        ConSend => "Send",
+        ConCallsTitle => "ManyChat calls (recorded, not sent)",
+        ConNoCallsYet => {
+            "None yet. Calls made after the reply (its actions, a deferred reply) appear when \
+             you reload."
+        }
+        ConTokenMasked => "[token, {} characters]",
+        ConReportIntro => {
+            "The weeks Monday to Sunday (UTC), as the report command shows them; test \
+             contacts are left out."
+        }
+        ConReportWeeks => "Weeks shown",
+        ConShow => "Show",
+        ConLearningTitle => "Learning from what sold",
+        ConLearningOff => {
+            "Learning is off for this business. To turn it on, add a learning section to \
+             rules.json (convertedTag, maxRunCostUsd) and set INSIGHT_MODEL; docs/LEARNING.md \
+             says how."
+        }
+        ConLearningIntro => {
+            "Once a week an analyst compares the conversations that paid with those that did \
+             not and proposes tactics. Nothing reaches a customer until you approve it and \
+             the new version passes the eval gate."
+        }
+        ConPendingTitle => "Waiting for your review",
+        ConNoPending => "No proposal is waiting: the next weekly run may bring some.",
+        ConProposal => "Proposal {}",
+        ConWhyProposed => "Why the analyst proposes it",
+        ConCohort => "Seen in {} conversations that paid and {} that did not.",
+        ConRunOf => "From the run of {}, which compared {} contacts who paid with {} who did not.",
+        ConQuotes => "The turns it cites, cleaned of personal data as the analyst read them",
+        ConQuoteGone => "turn {}: no longer stored",
+        ConReasonLabel => "Your reason (recorded with the decision)",
+        ConEditLabel => "The tactic as it should read (leave empty to approve it as written)",
+        ConApprove => "Approve",
+        ConReject => "Reject",
+        ConApproveHint => {
+            "Approving makes a new playbook version; it goes live only once it passes the \
+             eval gate below."
+        }
+        ConVersionsTitle => "Playbook versions",
+        ConNoVersions => "No version yet.",
+        ConNoneActive => "No version is live: the assistant uses no playbook.",
+        ConVersionActive => "live now",
+        ConVersionWasActive => "was live before",
+        ConVersionNeverActive => "never live",
+        ConVersionLine => "Version {} · {} tactic(s) · {}",
+        ConActivate => "Take live (eval gate)",
+        ConRollBack => "Roll back to this version",
+        ConGateHint => {
+            "Taking a version live needs an eval record of it against the golden suite ({}), \
+             made with a real model, that fails no case the live version passes: the same \
+             gate as the insights activate command. A version that was live before goes back \
+             without the gate: the rollback."
+        }
+        ConDecisionsTitle => "Decisions, newest first",
+        ConNoDecisions => "No decision yet.",
+        ConDecApproved => "approved proposal {}",
+        ConDecRejected => "rejected proposal {}",
+        ConDecRetired => "retired tactic {}",
+        ConDecActivated => "took version {} live",
+        ConDecRolledBack => "rolled back to version {}",
+        ConDecBy => "{} · {} · by {}",
+        ConByConsole => "the console",
+        ConByCli => "the command line",
+        ConDoneApproved => {
+            "Approved: playbook version {} was made. It is not live yet: evaluate it, then \
+             take it live below."
+        }
+        ConDoneUnchanged => "Recorded: the playbook is unchanged.",
+        ConDoneRejected => "Rejected: the proposal and your reason are recorded.",
+        ConDoneActivated => "Version {} is live: the assistant uses it within a minute.",
+        ConDoneRolledBack => "Rolled back to version {}: the assistant uses it within a minute.",
+        ConDoneAlreadyActive => "Version {} is live already.",
+        ConNotDone => "Not done, nothing changed:",
+        ConReasonNeeded => {
+            "Say why you reject it: the reason is recorded and helps the next review."
+        }
     }
 }

@@ -315,5 +315,256 @@ pub(super) fn text(key: Key) -> &'static str {
         SimNudgeScheduled => "un seguimiento programado",
         SimFailed => "falló: {}",
         SimRefused => "rechazado: {}",
+
+        ConBrand => "consola de manychat-agent",
+        ConSkip => "Ir al contenido",
+        ConNavLabel => "Consola",
+        ConNavRunning => "En marcha",
+        ConNavTry => "Probar",
+        ConNavConversations => "Conversaciones",
+        ConNavHeld => "Con una persona",
+        ConNavReport => "Informe",
+        ConNavLearning => "Aprendizaje",
+        ConLogout => "Salir",
+        ConNotFound => "No encontrado",
+        ConBackToConversations => "Volver a las conversaciones",
+        ConBadPageLink => "Ese enlace de página no es válido.",
+        ConNoConversation => "Ninguna conversación tiene ese identificador.",
+        ConNotTestContact => {
+            "Ese no es un contacto de prueba: la prueba solo escribe como contacto de prueba."
+        }
+        ConLoginTitle => "Entrar",
+        ConLoginHeading => "Consola del dueño",
+        ConPassword => "Contraseña",
+        ConWrongPassword => "Esa contraseña no es correcta.",
+        ConRunningTitle => "Qué está en marcha",
+        ConReload => "Recarga",
+        ConReloaded => "Recargado: los archivos del disco están ahora en vigor.",
+        ConReloadRefused => {
+            "Rechazado: sigue la configuración en vigor. Lo que rompen los archivos del \
+             disco:"
+        }
+        ConReloadTimedOut => {
+            "No recargado: leer la carpeta de configuración tardó demasiado; sigue la \
+             configuración en vigor."
+        }
+        ConReloadStillReading => {
+            "No recargado: una recarga anterior todavía lee la carpeta; sigue la \
+             configuración en vigor."
+        }
+        ConProcess => "Proceso",
+        ConVersion => "Versión",
+        ConModel => "Modelo de IA",
+        ConStore => "Base de datos",
+        ConConfigInForce => "Configuración en vigor",
+        ConFolder => "Carpeta",
+        ConFiles => "Archivos",
+        ConOfferings => "Ofertas",
+        ConFlows => "Flujos",
+        ConTags => "Etiquetas",
+        ConPluginTools => "Herramientas del negocio",
+        ConOnDisk => "Archivos en el disco ahora",
+        ConDiskValid => "Válidos: una recarga los aplicaría.",
+        ConDiskInvalid => "No válidos: una recarga sería rechazada.",
+        ConReloadButton => "Recargar la configuración",
+        ConReloadHint => {
+            "Hace lo mismo que SIGHUP: los archivos se revisan enteros, y un conjunto \
+             rechazado no cambia nada."
+        }
+        ConIssueAt => "en",
+        ConHeldTitle => "Con una persona",
+        ConDoneReleased => "Devuelto: el asistente responde el próximo mensaje de este contacto.",
+        ConDoneAlreadyReleased => {
+            "Nada que hacer: este contacto no estaba con una persona (ya devuelto, por usted, \
+             por otro dueño o por el fin de la espera)."
+        }
+        ConDoneHeld => {
+            "Con una persona: el asistente no interviene en esta conversación hasta que se la \
+             devuelvan."
+        }
+        ConDoneAlreadyHeld => "Nada que hacer: este contacto ya está con una persona.",
+        ConDoneHoldOff => {
+            "No pasado a una persona: las reglas del negocio no retienen a nadie \
+             (handoff.holdHours es 0)."
+        }
+        ConHoldsNobody => "Las reglas del negocio no retienen a nadie (handoff.holdHours es 0).",
+        ConNoneHeld => {
+            "Nadie está con una persona ahora: el asistente responde a todos los contactos."
+        }
+        ConHoldEnds => {
+            "La espera termina sola {} horas después del traspaso, cuando se quita la \
+             etiqueta de traspaso en ManyChat, o aquí."
+        }
+        ConConversation => "Conversación",
+        ConTestContactTag => "contacto de prueba",
+        ConHeldTag => "con una persona",
+        ConHeldSince => "Con una persona desde {} · por qué: {}",
+        ConNoReasonRecorded => {
+            "ningún turno registró un motivo (pasado desde la consola, o traspasado mientras \
+             la base de datos no respondía)"
+        }
+        ConHandBack => "Devolver al asistente",
+        ConHideTests => "Ocultar los contactos de prueba",
+        ConShowTests => "Mostrar también los contactos de prueba",
+        ConNewest => "Las más recientes",
+        ConNoConversations => "Todavía no hay conversaciones aquí.",
+        ConRowLine => "Último mensaje {} · etapa {} · oferta {}",
+        ConOlderConversations => "Conversaciones anteriores",
+        ConTurnsNewestFirst => "Mensajes, los más recientes primero",
+        ConNoTurnsOnPage => "No hay mensajes en esta página.",
+        ConOlderTurns => "Mensajes anteriores",
+        ConNewestTurns => "Mensajes más recientes",
+        ConContact => "Contacto",
+        ConChannel => "Canal de mensajes",
+        ConFirstContact => "Primer contacto",
+        ConLastMessage => "Último mensaje",
+        ConStage => "Etapa de venta",
+        ConOffering => "Oferta elegida",
+        ConMessagesCounted => "Mensajes contados",
+        ConTestContact => "Contacto de prueba",
+        ConContinueTryout => "Seguir la prueba",
+        ConHeldSinceDot => "Con una persona desde {}.",
+        ConAssistantAnswers => "El asistente responde a este contacto.",
+        ConHandToPerson => "Pasar a una persona",
+        ConHoldHint => {
+            "Hace lo mismo que un traspaso del asistente: el contacto queda con una persona y \
+             el traspaso del negocio (su etiqueta, su flujo) va a ManyChat."
+        }
+        ConRoleContact => "Contacto",
+        ConRoleAgent => "Asistente",
+        ConUnbound => "sin vincular (sin token de contacto válido)",
+        ConTextRemoved => "(texto borrado tras el plazo de conservación, o ninguno)",
+        ConMedia => "Archivo adjunto: {}",
+        ConOutcome => "Resultado",
+        ConHandedToPerson => "Pasado a una persona",
+        ConGuardrails => "Controles",
+        ConTokens => "Tokens de IA",
+        ConTokensLine => "{} leídos ({} en caché, {} escritos en la caché), {} escritos",
+        ConCost => "Costo",
+        ConTime => "Tiempo",
+        ConContactReads => "Lecturas del contacto",
+        ConSteps => "Pasos (llamadas al modelo)",
+        ConPlaybook => "Manual de ventas",
+        ConToolsRead => "Herramientas del negocio consultadas",
+        ConToolAnswered => "respondió",
+        ConToolUnavailable => "no disponible",
+        ConInMs => "en {}",
+        ConKnowledgeGiven => "Conocimiento dado",
+        ConNotRecorded => "no registrado en este mensaje",
+        ConNoToolOffered => "No se ofreció ninguna herramienta.",
+        ConToolsNoneUsed => "Herramientas ofrecidas; ninguna usada.",
+        ConWhatItDid => "Lo que hizo",
+        ConCharacters => "({} caracteres)",
+        ConByServer => "por el servidor: {}",
+        ConTryTitle => "Probar el asistente",
+        ConTryLive => {
+            "Esto usa la configuración y el modelo reales ({}): cada mensaje cuesta tokens \
+             reales."
+        }
+        ConTryMock => "El modelo en vigor ({}) no llama a ningún proveedor: no se cobra nada.",
+        ConTryHint => {
+            "Usted escribe como un contacto de prueba. Sus llamadas a ManyChat se registran \
+             abajo y nunca se envían; los contactos de prueba quedan fuera del informe."
+        }
+        ConTryOff => {
+            "La prueba está apagada: MANYCHAT_SHARED_SECRET no está definido, así que la ruta \
+             la rechazaría."
+        }
+        ConTryAnswered => "La ruta respondió HTTP {}",
+        ConTry429 => {
+            "este contacto envió demasiados mensajes en su ventana (el límite por contacto)."
+        }
+        ConTry400 => "el mensaje fue rechazado (demasiado largo, o no válido).",
+        ConTry401 => "el secreto compartido fue rechazado.",
+        ConTestContactHeading => "Contacto de prueba {}",
+        ConNewTestContact => "Un contacto de prueba nuevo",
+        ConSeeConversation => "Ver esta conversación",
+        ConStartNew => "Empezar con un contacto de prueba nuevo",
+        ConTheConversation => "La conversación",
+        ConNoMessagesYet => "Todavía no hay mensajes: escriba el primero.",
+        ConMessageAsContact => "Mensaje, como el contacto",
+        ConSend => "Enviar",
+        ConCallsTitle => "Llamadas a ManyChat (registradas, no enviadas)",
+        ConNoCallsYet => {
+            "Ninguna todavía. Las llamadas hechas después de la respuesta (sus acciones, una \
+             respuesta diferida) aparecen al recargar."
+        }
+        ConTokenMasked => "[token, {} caracteres]",
+        ConReportIntro => {
+            "Las semanas de lunes a domingo (UTC), como las muestra el comando report; los \
+             contactos de prueba quedan fuera."
+        }
+        ConReportWeeks => "Semanas mostradas",
+        ConShow => "Mostrar",
+        ConLearningTitle => "Aprender de lo que vendió",
+        ConLearningOff => {
+            "El aprendizaje está apagado para este negocio. Para encenderlo, agregue una \
+             sección learning a rules.json (convertedTag, maxRunCostUsd) y defina \
+             INSIGHT_MODEL; docs/LEARNING.md explica cómo."
+        }
+        ConLearningIntro => {
+            "Una vez por semana un analista compara las conversaciones que pagaron con las \
+             que no y propone tácticas. Nada llega a un cliente hasta que usted lo aprueba y \
+             la nueva versión pasa la prueba de evaluación."
+        }
+        ConPendingTitle => "Esperando su revisión",
+        ConNoPending => {
+            "No hay propuestas esperando: la próxima ejecución semanal puede traer algunas."
+        }
+        ConProposal => "Propuesta {}",
+        ConWhyProposed => "Por qué la propone el analista",
+        ConCohort => "Vista en {} conversaciones que pagaron y {} que no.",
+        ConRunOf => "De la ejecución de {}, que comparó {} contactos que pagaron con {} que no.",
+        ConQuotes => "Los mensajes que cita, limpios de datos personales como los leyó el analista",
+        ConQuoteGone => "mensaje {}: ya no se guarda",
+        ConReasonLabel => "Su motivo (se registra con la decisión)",
+        ConEditLabel => "La táctica como debe quedar (vacío para aprobarla tal cual)",
+        ConApprove => "Aprobar",
+        ConReject => "Rechazar",
+        ConApproveHint => {
+            "Aprobar crea una nueva versión del manual; solo entra en uso cuando pasa la \
+             prueba de evaluación de abajo."
+        }
+        ConVersionsTitle => "Versiones del manual",
+        ConNoVersions => "Todavía no hay versiones.",
+        ConNoneActive => "Ninguna versión está en uso: el asistente no usa manual.",
+        ConVersionActive => "en uso ahora",
+        ConVersionWasActive => "estuvo en uso antes",
+        ConVersionNeverActive => "nunca en uso",
+        ConVersionLine => "Versión {} · {} táctica(s) · {}",
+        ConActivate => "Poner en uso (prueba de evaluación)",
+        ConRollBack => "Volver a esta versión",
+        ConGateHint => {
+            "Poner una versión en uso necesita un registro de evaluación de ella contra la \
+             batería de casos ({}), hecho con un modelo real, que no falle ningún caso que \
+             pasa la versión en uso: la misma prueba que el comando insights activate. Una \
+             versión que estuvo en uso vuelve sin la prueba: es la vuelta atrás."
+        }
+        ConDecisionsTitle => "Decisiones, las más recientes primero",
+        ConNoDecisions => "Todavía no hay decisiones.",
+        ConDecApproved => "aprobó la propuesta {}",
+        ConDecRejected => "rechazó la propuesta {}",
+        ConDecRetired => "retiró la táctica {}",
+        ConDecActivated => "puso en uso la versión {}",
+        ConDecRolledBack => "volvió a la versión {}",
+        ConDecBy => "{} · {} · por {}",
+        ConByConsole => "la consola",
+        ConByCli => "la línea de comandos",
+        ConDoneApproved => {
+            "Aprobada: se creó la versión {} del manual. Todavía no está en uso: evalúela y \
+             póngala en uso abajo."
+        }
+        ConDoneUnchanged => "Registrado: el manual no cambió.",
+        ConDoneRejected => "Rechazada: la propuesta y su motivo quedan registrados.",
+        ConDoneActivated => "La versión {} está en uso: el asistente la usa en menos de un minuto.",
+        ConDoneRolledBack => {
+            "Se volvió a la versión {}: el asistente la usa en menos de un minuto."
+        }
+        ConDoneAlreadyActive => "La versión {} ya está en uso.",
+        ConNotDone => "No hecho, nada cambió:",
+        ConReasonNeeded => {
+            "Diga por qué la rechaza: el motivo queda registrado y ayuda a la próxima \
+             revisión."
+        }
     }
 }

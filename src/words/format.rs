@@ -2,7 +2,7 @@
 //! point in English, a decimal comma in Spanish and Portuguese; US dollars named in each
 //! language's way ("US$ 0.42", "0,42 US$", "US$ 0,42"); a week as its dates ("7–13 Dec 2026").
 
-use chrono::{Datelike, Duration, NaiveDate};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 
 use crate::config::Language;
 
@@ -94,6 +94,15 @@ pub fn date(language: Language, day: NaiveDate) -> String {
         day.day(),
         month(language, day.month()),
         day.year()
+    )
+}
+
+/// A moment, to the second, in UTC: "7 Dec 2026, 14:05:09 UTC".
+pub fn moment(language: Language, at: DateTime<Utc>) -> String {
+    format!(
+        "{}, {} UTC",
+        date(language, at.date_naive()),
+        at.format("%H:%M:%S")
     )
 }
 

@@ -310,5 +310,252 @@ pub(super) fn text(key: Key) -> &'static str {
         SimNudgeScheduled => "um acompanhamento agendado",
         SimFailed => "falhou: {}",
         SimRefused => "recusado: {}",
+
+        ConBrand => "console do manychat-agent",
+        ConSkip => "Ir para o conteúdo",
+        ConNavLabel => "Menu do console",
+        ConNavRunning => "Em execução",
+        ConNavTry => "Experimentar",
+        ConNavConversations => "Conversas",
+        ConNavHeld => "Com uma pessoa",
+        ConNavReport => "Relatório",
+        ConNavLearning => "Aprendizado",
+        ConLogout => "Sair",
+        ConNotFound => "Não encontrado",
+        ConBackToConversations => "Voltar às conversas",
+        ConBadPageLink => "Esse link de página não é válido.",
+        ConNoConversation => "Nenhuma conversa tem esse identificador.",
+        ConNotTestContact => {
+            "Esse não é um contato de teste: o teste só escreve como contato de teste."
+        }
+        ConLoginTitle => "Entrar na conta",
+        ConLoginHeading => "Console do dono",
+        ConPassword => "Senha",
+        ConWrongPassword => "Essa senha não está certa.",
+        ConRunningTitle => "O que está em execução",
+        ConReload => "Recarregamento",
+        ConReloaded => "Recarregado: os arquivos do disco estão agora em vigor.",
+        ConReloadRefused => {
+            "Recusado: a configuração em vigor continua. O que os arquivos do disco quebram:"
+        }
+        ConReloadTimedOut => {
+            "Não recarregado: ler a pasta de configuração demorou demais; a configuração em \
+             vigor continua."
+        }
+        ConReloadStillReading => {
+            "Não recarregado: um recarregamento anterior ainda lê a pasta; a configuração em \
+             vigor continua."
+        }
+        ConProcess => "Processo",
+        ConVersion => "Versão",
+        ConModel => "Modelo de IA",
+        ConStore => "Banco de dados",
+        ConConfigInForce => "Configuração em vigor",
+        ConFolder => "Pasta",
+        ConFiles => "Arquivos",
+        ConOfferings => "Ofertas do catálogo",
+        ConFlows => "Fluxos",
+        ConTags => "Etiquetas do ManyChat",
+        ConPluginTools => "Ferramentas do negócio",
+        ConOnDisk => "Arquivos no disco agora",
+        ConDiskValid => "Válidos: um recarregamento os aplicaria.",
+        ConDiskInvalid => "Inválidos: um recarregamento seria recusado.",
+        ConReloadButton => "Recarregar a configuração",
+        ConReloadHint => {
+            "Faz o mesmo que SIGHUP: os arquivos são verificados por inteiro, e um conjunto \
+             recusado não muda nada."
+        }
+        ConIssueAt => "no ponto",
+        ConHeldTitle => "Com uma pessoa",
+        ConDoneReleased => "Devolvido: o assistente responde à próxima mensagem deste contato.",
+        ConDoneAlreadyReleased => {
+            "Nada a fazer: este contato não estava com uma pessoa (já devolvido, por você, \
+             por outro dono ou pelo fim da espera)."
+        }
+        ConDoneHeld => {
+            "Com uma pessoa: o assistente fica fora desta conversa até que ela seja \
+             devolvida."
+        }
+        ConDoneAlreadyHeld => "Nada a fazer: este contato já está com uma pessoa.",
+        ConDoneHoldOff => {
+            "Não passado a uma pessoa: as regras do negócio não retêm ninguém \
+             (handoff.holdHours é 0)."
+        }
+        ConHoldsNobody => "As regras do negócio não retêm ninguém (handoff.holdHours é 0).",
+        ConNoneHeld => {
+            "Ninguém está com uma pessoa agora: o assistente responde a todos os contatos."
+        }
+        ConHoldEnds => {
+            "A espera termina sozinha {} horas depois da transferência, quando a etiqueta de \
+             transferência é removida no ManyChat, ou aqui."
+        }
+        ConConversation => "Conversa",
+        ConTestContactTag => "contato de teste",
+        ConHeldTag => "com uma pessoa",
+        ConHeldSince => "Com uma pessoa desde {} · por quê: {}",
+        ConNoReasonRecorded => {
+            "nenhum turno registrou um motivo (passado pelo console, ou transferido enquanto \
+             o banco de dados não respondia)"
+        }
+        ConHandBack => "Devolver ao assistente",
+        ConHideTests => "Ocultar os contatos de teste",
+        ConShowTests => "Mostrar também os contatos de teste",
+        ConNewest => "As mais recentes",
+        ConNoConversations => "Ainda não há conversas aqui.",
+        ConRowLine => "Última mensagem {} · etapa {} · oferta {}",
+        ConOlderConversations => "Conversas anteriores",
+        ConTurnsNewestFirst => "Mensagens, as mais recentes primeiro",
+        ConNoTurnsOnPage => "Não há mensagens nesta página.",
+        ConOlderTurns => "Mensagens anteriores",
+        ConNewestTurns => "Mensagens mais recentes",
+        ConContact => "Contato",
+        ConChannel => "Canal de mensagens",
+        ConFirstContact => "Primeiro contato",
+        ConLastMessage => "Última mensagem",
+        ConStage => "Etapa de venda",
+        ConOffering => "Oferta escolhida",
+        ConMessagesCounted => "Mensagens contadas",
+        ConTestContact => "Contato de teste",
+        ConContinueTryout => "Continuar o teste",
+        ConHeldSinceDot => "Com uma pessoa desde {}.",
+        ConAssistantAnswers => "O assistente responde a este contato.",
+        ConHandToPerson => "Passar a uma pessoa",
+        ConHoldHint => {
+            "Faz o mesmo que uma transferência do assistente: o contato fica com uma pessoa e \
+             a transferência do negócio (sua etiqueta, seu fluxo) vai ao ManyChat."
+        }
+        ConRoleContact => "Contato",
+        ConRoleAgent => "Assistente",
+        ConUnbound => "sem vínculo (sem token de contato válido)",
+        ConTextRemoved => "(texto apagado após o prazo de retenção, ou nenhum)",
+        ConMedia => "Anexo: {}",
+        ConOutcome => "Resultado do turno",
+        ConHandedToPerson => "Passado a uma pessoa",
+        ConGuardrails => "Verificações",
+        ConTokens => "Tokens de IA usados",
+        ConTokensLine => "{} lidos ({} em cache, {} gravados no cache), {} escritos",
+        ConCost => "Custo",
+        ConTime => "Tempo",
+        ConContactReads => "Leituras do contato",
+        ConSteps => "Passos (chamadas ao modelo)",
+        ConPlaybook => "Manual de vendas",
+        ConToolsRead => "Ferramentas do negócio consultadas",
+        ConToolAnswered => "respondeu",
+        ConToolUnavailable => "indisponível",
+        ConInMs => "em {}",
+        ConKnowledgeGiven => "Conhecimento dado",
+        ConNotRecorded => "não registrado nesta mensagem",
+        ConNoToolOffered => "Nenhuma ferramenta foi oferecida.",
+        ConToolsNoneUsed => "Ferramentas oferecidas; nenhuma usada.",
+        ConWhatItDid => "O que fez",
+        ConCharacters => "({} caracteres de texto)",
+        ConByServer => "pelo servidor: {}",
+        ConTryTitle => "Experimentar o assistente",
+        ConTryLive => {
+            "Isto usa a configuração e o modelo reais ({}): cada mensagem custa tokens reais."
+        }
+        ConTryMock => "O modelo em vigor ({}) não chama nenhum provedor: nada é cobrado.",
+        ConTryHint => {
+            "Você escreve como um contato de teste. As chamadas dele ao ManyChat são \
+             registradas abaixo e nunca enviadas; os contatos de teste ficam fora do \
+             relatório."
+        }
+        ConTryOff => {
+            "O teste está desligado: MANYCHAT_SHARED_SECRET não está definido, então a rota o \
+             recusaria."
+        }
+        ConTryAnswered => "A rota respondeu HTTP {}",
+        ConTry429 => "este contato enviou mensagens demais na sua janela (o limite por contato).",
+        ConTry400 => "a mensagem foi recusada (longa demais, ou inválida).",
+        ConTry401 => "o segredo compartilhado foi recusado.",
+        ConTestContactHeading => "Contato de teste {}",
+        ConNewTestContact => "Um novo contato de teste",
+        ConSeeConversation => "Ver esta conversa",
+        ConStartNew => "Começar com um novo contato de teste",
+        ConTheConversation => "A conversa",
+        ConNoMessagesYet => "Ainda não há mensagens: escreva a primeira.",
+        ConMessageAsContact => "Mensagem, como o contato",
+        ConSend => "Mandar",
+        ConCallsTitle => "Chamadas ao ManyChat (registradas, não enviadas)",
+        ConNoCallsYet => {
+            "Nenhuma ainda. As chamadas feitas depois da resposta (suas ações, uma resposta \
+             adiada) aparecem ao recarregar."
+        }
+        ConTokenMasked => "[token, {} caracteres de texto]",
+        ConReportIntro => {
+            "As semanas de segunda a domingo (UTC), como o comando report as mostra; os \
+             contatos de teste ficam de fora."
+        }
+        ConReportWeeks => "Semanas mostradas no relatório",
+        ConShow => "Exibir",
+        ConLearningTitle => "Aprender com o que vendeu",
+        ConLearningOff => {
+            "O aprendizado está desligado para este negócio. Para ligá-lo, adicione uma seção \
+             learning ao rules.json (convertedTag, maxRunCostUsd) e defina INSIGHT_MODEL; \
+             docs/LEARNING.md explica como."
+        }
+        ConLearningIntro => {
+            "Uma vez por semana um analista compara as conversas que pagaram com as que não \
+             pagaram e propõe táticas. Nada chega a um cliente até que você aprove e a nova \
+             versão passe no teste de avaliação."
+        }
+        ConPendingTitle => "Esperando sua revisão",
+        ConNoPending => {
+            "Nenhuma proposta está esperando: a próxima execução semanal pode trazer algumas."
+        }
+        ConProposal => "Proposta {}",
+        ConWhyProposed => "Por que o analista a propõe",
+        ConCohort => "Vista em {} conversas que pagaram e {} que não pagaram.",
+        ConRunOf => {
+            "Da execução de {}, que comparou {} contatos que pagaram com {} que não pagaram."
+        }
+        ConQuotes => "As mensagens que cita, limpas de dados pessoais como o analista as leu",
+        ConQuoteGone => "mensagem {}: não é mais guardada",
+        ConReasonLabel => "Seu motivo (registrado com a decisão)",
+        ConEditLabel => "A tática como deve ficar (vazio para aprová-la como está)",
+        ConApprove => "Aprovar",
+        ConReject => "Rejeitar",
+        ConApproveHint => {
+            "Aprovar cria uma nova versão do manual; ela só entra em uso quando passa no teste \
+             de avaliação abaixo."
+        }
+        ConVersionsTitle => "Versões do manual",
+        ConNoVersions => "Ainda não há versões.",
+        ConNoneActive => "Nenhuma versão está em uso: o assistente não usa manual.",
+        ConVersionActive => "em uso agora",
+        ConVersionWasActive => "esteve em uso antes",
+        ConVersionNeverActive => "nunca em uso",
+        ConVersionLine => "Versão {} · {} tática(s) · {}",
+        ConActivate => "Colocar em uso (teste de avaliação)",
+        ConRollBack => "Voltar para esta versão",
+        ConGateHint => {
+            "Colocar uma versão em uso exige um registro de avaliação dela contra o conjunto \
+             de casos ({}), feito com um modelo real, que não falhe nenhum caso que a versão \
+             em uso passa: o mesmo teste do comando insights activate. Uma versão que esteve \
+             em uso volta sem o teste: é a reversão."
+        }
+        ConDecisionsTitle => "Decisões, as mais recentes primeiro",
+        ConNoDecisions => "Ainda não há decisões.",
+        ConDecApproved => "aprovou a proposta {}",
+        ConDecRejected => "rejeitou a proposta {}",
+        ConDecRetired => "retirou a tática {}",
+        ConDecActivated => "colocou em uso a versão {}",
+        ConDecRolledBack => "voltou para a versão {}",
+        ConDecBy => "{} · {} · feito por {}",
+        ConByConsole => "o console",
+        ConByCli => "a linha de comando",
+        ConDoneApproved => {
+            "Aprovada: a versão {} do manual foi criada. Ainda não está em uso: avalie-a e \
+             coloque-a em uso abaixo."
+        }
+        ConDoneUnchanged => "Registrado: o manual não mudou.",
+        ConDoneRejected => "Rejeitada: a proposta e seu motivo ficam registrados.",
+        ConDoneActivated => "A versão {} está em uso: o assistente a usa em menos de um minuto.",
+        ConDoneRolledBack => "Voltou para a versão {}: o assistente a usa em menos de um minuto.",
+        ConDoneAlreadyActive => "A versão {} já está em uso.",
+        ConNotDone => "Não feito, nada mudou:",
+        ConReasonNeeded => {
+            "Diga por que a rejeita: o motivo fica registrado e ajuda na próxima revisão."
+        }
     }
 }

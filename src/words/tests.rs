@@ -10,8 +10,12 @@ fn slots(text: &str) -> usize {
 const SAME_IN_EVERY_LANGUAGE: &[Key] = &[];
 
 /// Words Spanish and Portuguese write alike.
-const SAME_IN_SPANISH_AND_PORTUGUESE: &[Key] =
-    &[Key::Week, Key::ChartWeeklyAlt, Key::SimNoteWritten];
+const SAME_IN_SPANISH_AND_PORTUGUESE: &[Key] = &[
+    Key::Week,
+    Key::ChartWeeklyAlt,
+    Key::SimNoteWritten,
+    Key::ConModel,
+];
 
 #[test]
 fn words_every_key_has_a_non_empty_translation_with_the_english_slots() {
@@ -136,4 +140,14 @@ fn words_stored_names_read_in_the_owners_language_and_unknown_ones_readably() {
         "your team removed the handoff tag"
     );
     assert_eq!(reason(Language::Es, "a_new_reason"), "a new reason");
+}
+
+#[test]
+fn words_a_moment_reads_as_the_languages_date_to_the_second_in_utc() {
+    let at = chrono::DateTime::parse_from_rfc3339("2026-12-07T14:05:09Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    assert_eq!(moment(Language::En, at), "7 Dec 2026, 14:05:09 UTC");
+    assert_eq!(moment(Language::Es, at), "7 dic 2026, 14:05:09 UTC");
+    assert_eq!(moment(Language::Pt, at), "7 dez 2026, 14:05:09 UTC");
 }

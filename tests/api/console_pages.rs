@@ -231,7 +231,9 @@ async fn console_release_button_is_the_clis_release_once_and_a_second_owner_is_t
         held.contains(&format!(r#"data-conversation="{}""#, conversation.id)),
         "{held}"
     );
-    assert!(held.contains(&reason), "why it is held: {held}");
+    // Why, in the owner's words for the stored reason.
+    let why = manychat_agent::words::reason(manychat_agent::config::Language::En, &reason);
+    assert!(held.contains(&why), "why it is held: {held}");
     assert!(
         !held.contains("7001"),
         "the contact is named by its conversation, not its id"

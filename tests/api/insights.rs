@@ -154,7 +154,18 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
         "the review names the eval to run: {printed}"
     );
 
-    let rejected = insights_exits(&["review", "--reject", &ids[1].to_string()], &db, 0).await;
+    let rejected = insights_exits(
+        &[
+            "review",
+            "--reject",
+            &ids[1].to_string(),
+            "--reason",
+            "Invented reason: too pushy",
+        ],
+        &db,
+        0,
+    )
+    .await;
     assert!(
         out(&rejected).contains("0 approved, 1 rejected, 0 retired")
             && out(&rejected).contains("the playbook is unchanged"),
@@ -200,7 +211,7 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
     // Retire: the active version's insight at a place, numbered from 1.
     let ids = pending(store.as_ref(), &["Invented tactic four"]).await;
     store
-        .activate_playbook(versions[0].id, Utc::now())
+        .activate_playbook(versions[0].id, "cli", Utc::now())
         .await
         .unwrap();
     let wrong = insights_exits(&["review", "--retire", "2"], &db, 1).await;
@@ -225,6 +236,22 @@ async fn spec_031_review_verbs_through_the_cli_list_approve_reject_retire() {
         listed.contains(&format!("{first} 1 insight(s), active")),
         "{listed}"
     );
+    // Every decision recorded by the CLI, with when and the reason given.
+    let decisions = store.learning_decisions(100).await.unwrap();
+    assert!(decisions.iter().all(|d| d.by == "cli"), "{decisions:?}");
+    let reject = decisions
+        .iter()
+        .find(|d| d.proposal_id == Some(rejected_rows[0].id))
+        .unwrap();
+    assert_eq!(reject.reason.as_deref(), Some("Invented reason: too pushy"));
+    assert!(
+        listed.contains("rejected proposal") && listed.contains("by cli: Invented reason"),
+        "{listed}"
+    );
+    assert!(
+        decisions.iter().any(|d| d.place == Some(1)),
+        "the retirement is a decision: {decisions:?}"
+    );
 }
 
 /// A version made by a review of `text`: its id and hash.
@@ -237,6 +264,8 @@ async fn version(store: &dyn Store, text: &str) -> (i64, String) {
             rejected: Vec::new(),
             version: Some((hash.clone(), insights)),
             at: Utc::now(),
+            by: "cli".to_owned(),
+            ..Review::default()
         })
         .await
         .unwrap();

@@ -45,6 +45,8 @@ async fn stored_version(store: &dyn Store, insights: &[&str]) -> String {
         rejected: Vec::new(),
         version: Some((hash.clone(), insights)),
         at: chrono::Utc::now(),
+        by: "cli".to_owned(),
+        ..Review::default()
     };
     store.record_review(&review).await.unwrap();
     hash
@@ -55,7 +57,7 @@ async fn activate(store: &dyn Store, hash: &str) {
     let versions = store.playbook_versions().await.unwrap();
     let version = versions.iter().find(|v| v.content_hash == hash).unwrap();
     store
-        .activate_playbook(version.id, chrono::Utc::now())
+        .activate_playbook(version.id, "cli", chrono::Utc::now())
         .await
         .unwrap();
 }
@@ -291,6 +293,8 @@ async fn spec_031_pending_and_rejected_proposals_are_never_in_the_prompt() {
         rejected: vec![rejected_id],
         version: Some((hash.clone(), vec![TACTIC.to_owned()])),
         at: chrono::Utc::now(),
+        by: "cli".to_owned(),
+        ..Review::default()
     };
     store.record_review(&review).await.unwrap();
 

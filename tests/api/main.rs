@@ -14,6 +14,7 @@ mod cli;
 mod console;
 mod console_helpers;
 mod console_pages;
+mod console_review;
 mod contact_turns;
 mod crowd;
 mod deferred_channel;

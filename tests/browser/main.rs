@@ -16,3 +16,4 @@ mod driver;
 
 mod console;
 mod pages;
+mod review;

@@ -17,6 +17,8 @@ async fn live_version(store: &dyn Store, text: &str, days: i64) -> String {
             rejected: Vec::new(),
             version: Some((hash.clone(), insights)),
             at: days_ago(days + 1),
+            by: "cli".to_owned(),
+            ..Review::default()
         })
         .await
         .expect("review");
@@ -27,7 +29,7 @@ async fn live_version(store: &dyn Store, text: &str, days: i64) -> String {
         .expect("the version")
         .id;
     store
-        .activate_playbook(id, days_ago(days))
+        .activate_playbook(id, "cli", days_ago(days))
         .await
         .expect("activate");
     hash

@@ -63,7 +63,9 @@ pub(super) async fn spec_031_a_review_makes_one_content_hashed_version_not_yet_a
         &[Decision::Approve {
             id: ids[0],
             text: Some("Offer 2 dates".to_owned()),
+            reason: None,
         }],
+        "cli",
         now(),
     )
     .await;
@@ -77,13 +79,19 @@ pub(super) async fn spec_031_a_review_makes_one_content_hashed_version_not_yet_a
             Decision::Approve {
                 id: ids[0],
                 text: None,
+                reason: None,
             },
             Decision::Approve {
                 id: ids[1],
                 text: Some("Invented tactic two, edited".to_owned()),
+                reason: None,
             },
-            Decision::Reject { id: ids[2] },
+            Decision::Reject {
+                id: ids[2],
+                reason: None,
+            },
         ],
+        "cli",
         now(),
     )
     .await
@@ -102,9 +110,17 @@ pub(super) async fn spec_031_a_review_makes_one_content_hashed_version_not_yet_a
     assert!(!versions[0].active, "a reviewed version is not active");
     assert!(store.active_playbook().await.expect("active").is_none());
     assert!(
-        apply(store, &[Decision::Reject { id: ids[2] }], now())
-            .await
-            .is_err(),
+        apply(
+            store,
+            &[Decision::Reject {
+                id: ids[2],
+                reason: None,
+            }],
+            "cli",
+            now()
+        )
+        .await
+        .is_err(),
         "a decided proposal is not pending"
     );
     assert!(
@@ -156,9 +172,13 @@ async fn approve_all(
     let ids = pending_proposals(store, texts).await;
     let decisions: Vec<Decision> = ids
         .iter()
-        .map(|&id| Decision::Approve { id, text: None })
+        .map(|&id| Decision::Approve {
+            id,
+            text: None,
+            reason: None,
+        })
         .collect();
-    apply(store, &decisions, now()).await
+    apply(store, &decisions, "cli", now()).await
 }
 
 /// A version made by one review approving `texts`: answers its hash.
@@ -192,7 +212,7 @@ pub(super) async fn spec_031_the_activation_gate_refuses_and_a_rollback_skips_it
 ) {
     use crate::learning::gate::{Activated, activate};
     const REAL: &str = "openai:gpt-4.1-mini";
-    let gate = async |wanted: &str| activate(store, wanted, "suite-a", now()).await;
+    let gate = async |wanted: &str| activate(store, wanted, "suite-a", "cli", now()).await;
     let refused = async |wanted: &str, why: &str| gate(wanted).await.expect_err(why);
     let active = async || {
         let active = store.active_playbook().await.expect("active");
@@ -221,7 +241,9 @@ pub(super) async fn spec_031_the_activation_gate_refuses_and_a_rollback_skips_it
         "{new_failure}"
     );
     assert!(
-        activate(store, &first, "suite-b", now()).await.is_err(),
+        activate(store, &first, "suite-b", "cli", now())
+            .await
+            .is_err(),
         "a record against another suite does not count"
     );
     // A baseline that passes nothing (an outage while it ran) gates nothing: refused.
@@ -251,7 +273,7 @@ pub(super) async fn spec_031_the_activation_gate_refuses_and_a_rollback_skips_it
     );
     // Rollback: the first was active before; no record is asked for.
     assert_eq!(
-        activate(store, &first, "suite-z", now()).await,
+        activate(store, &first, "suite-z", "cli", now()).await,
         Ok(Activated::RolledBack {
             hash: first.clone()
         })

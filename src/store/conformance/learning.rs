@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::store::learning::{
-    EvalRecord, LearningRun, NewProposal, Proposal, ProposalStatus, Review, RunEnd, RunStatus,
+    DecisionKind, EvalRecord, LearningRun, NewProposal, Proposal, ProposalStatus, Review, RunEnd,
+    RunStatus,
 };
 
 fn fresh_week() -> String {
@@ -174,8 +175,11 @@ pub async fn spec_031_a_review_makes_one_version_not_yet_active(store: &dyn Stor
     let review = Review {
         approved: vec![keep_id],
         rejected: vec![drop_id],
+        reasons: vec![(drop_id, "Too pushy".to_owned())],
         version: Some((hash.clone(), vec![keep.clone()])),
+        by: "console".to_owned(),
         at: at_s(90),
+        ..Review::default()
     };
     store.record_review(&review).await.expect("review");
     // The same review again changes nothing: decided proposals stay, the hash is kept.
@@ -184,7 +188,9 @@ pub async fn spec_031_a_review_makes_one_version_not_yet_active(store: &dyn Stor
             approved: vec![drop_id],
             rejected: vec![keep_id],
             version: Some((hash.clone(), vec!["Other".to_owned()])),
+            by: "cli".to_owned(),
             at: at_s(91),
+            ..Review::default()
         })
         .await
         .expect("review again");
@@ -206,6 +212,24 @@ pub async fn spec_031_a_review_makes_one_version_not_yet_active(store: &dyn Stor
     assert_eq!(version[0].insights, vec![keep], "a version never changes");
     assert!(!version[0].active, "a new version is not active");
     assert_eq!(version[0].activated_at, None);
+
+    // Each decision is recorded once, with who, when and why; the repeat decided nothing.
+    let decisions = store.learning_decisions(1000).await.expect("decisions");
+    let of = |id: i64| {
+        decisions
+            .iter()
+            .filter(|d| d.proposal_id == Some(id))
+            .collect::<Vec<_>>()
+    };
+    let (kept, dropped) = (of(keep_id), of(drop_id));
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert_eq!(kept[0].kind, DecisionKind::Approved);
+    assert_eq!(kept[0].version_hash.as_deref(), Some(hash.as_str()));
+    assert_eq!((kept[0].by.as_str(), kept[0].at), ("console", at_s(90)));
+    assert_eq!(dropped[0].kind, DecisionKind::Rejected);
+    assert_eq!(dropped[0].reason.as_deref(), Some("Too pushy"));
+    assert_eq!(dropped[0].version_hash, None);
 }
 
 /// 031: at most one version is active; activating another retires the first, and a version's
@@ -215,10 +239,10 @@ pub async fn spec_031_one_version_is_active_and_its_first_activation_is_kept(sto
     for hash in [&first, &second] {
         store
             .record_review(&Review {
-                approved: vec![],
-                rejected: vec![],
                 version: Some((hash.clone(), vec![format!("Tactic {hash}")])),
+                by: "cli".to_owned(),
                 at: t0(),
+                ..Review::default()
             })
             .await
             .expect("version");
@@ -235,7 +259,7 @@ pub async fn spec_031_one_version_is_active_and_its_first_activation_is_kept(sto
     let mut active = Vec::new();
     for (hash, at) in [(&first, 10), (&second, 20), (&first, 30)] {
         store
-            .activate_playbook(id(hash), at_s(at))
+            .activate_playbook(id(hash), "console", at_s(at))
             .await
             .unwrap_or_else(|e| panic!("activate at {at}: {e:?}"));
         active.push(store.active_playbook().await.expect("active").expect("one"));
@@ -250,7 +274,37 @@ pub async fn spec_031_one_version_is_active_and_its_first_activation_is_kept(sto
     );
     let all = store.playbook_versions().await.expect("versions");
     assert_eq!(all.iter().filter(|v| v.active).count(), 1, "one active");
-    assert!(store.activate_playbook(i64::MAX, at_s(40)).await.is_err());
+    assert!(
+        store
+            .activate_playbook(i64::MAX, "cli", at_s(40))
+            .await
+            .is_err()
+    );
+    // Each activation is a decision: the first two gated, the third a rollback.
+    let decisions = store.learning_decisions(1000).await.expect("decisions");
+    let mut taken: Vec<_> = decisions
+        .iter()
+        .filter(|d| [&first, &second].contains(&d.version_hash.as_ref().unwrap_or(&String::new())))
+        .filter(|d| d.proposal_id.is_none() && d.place.is_none())
+        .map(|d| {
+            (
+                d.kind,
+                d.version_hash.clone().unwrap_or_default(),
+                d.at,
+                d.by.clone(),
+            )
+        })
+        .collect();
+    taken.reverse();
+    let console = || "console".to_owned();
+    assert_eq!(
+        taken,
+        vec![
+            (DecisionKind::Activated, first.clone(), at_s(10), console()),
+            (DecisionKind::Activated, second.clone(), at_s(20), console()),
+            (DecisionKind::RolledBack, first.clone(), at_s(30), console()),
+        ]
+    );
 }
 
 /// 031: the newest eval record of a playbook against a suite, never a mock model's.

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::store::learning::{
-    EvalRecord, LearningRun, PlaybookTurn, PlaybookVersion, Proposal, ProposalStatus, Review,
-    RunEnd, RunStatus,
+    DecisionKind, EvalRecord, LearningDecision, LearningRun, PlaybookTurn, PlaybookVersion,
+    Proposal, ProposalStatus, Review, RunEnd, RunStatus,
 };
 
 /// `cost_usd` is NUMERIC(12, 6) and read back as a double.
@@ -12,6 +12,48 @@ const RUN_COLUMNS: &str = "id, week, forced, status, converted_count, not_conver
 const PROPOSAL_COLUMNS: &str = "id, run_id, text, rationale, converted_count, \
      not_converted_count, turn_ids, status, reviewed_at, created_at";
 const VERSION_COLUMNS: &str = "id, content_hash, insights, active, activated_at, created_at";
+const DECISION_COLUMNS: &str =
+    "id, decision, proposal_id, version_hash, place, reason, decided_by, decided_at";
+
+const LEARNING_DECISION: Record<LearningDecision> = Record {
+    columns: DECISION_COLUMNS,
+    from: decision_from,
+};
+
+fn decision_from(row: &PgRow) -> Result<LearningDecision> {
+    let kind: String = row.try_get("decision")?;
+    Ok(LearningDecision {
+        id: row.try_get("id")?,
+        kind: DecisionKind::parse(&kind)?,
+        proposal_id: row.try_get("proposal_id")?,
+        version_hash: row.try_get("version_hash")?,
+        place: row.try_get("place")?,
+        reason: row.try_get("reason")?,
+        by: row.try_get("decided_by")?,
+        at: row.try_get("decided_at")?,
+    })
+}
+
+/// Records one decision inside the transaction that made it.
+async fn record_decision(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    decision: &LearningDecision,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO learning_decisions (decision, proposal_id, version_hash, place, reason, \
+         decided_by, decided_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(decision.kind.as_str())
+    .bind(decision.proposal_id)
+    .bind(&decision.version_hash)
+    .bind(decision.place)
+    .bind(&decision.reason)
+    .bind(&decision.by)
+    .bind(to_millis(decision.at))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
 
 const LEARNING_RUN: Record<LearningRun> = Record {
     columns: RUN_COLUMNS,
@@ -163,19 +205,54 @@ impl crate::store::LearningStore for PgStore {
 
     async fn record_review(&self, review: &Review) -> Result<()> {
         let mut tx = self.pool.begin().await?;
+        let made = review.version.as_ref().map(|(hash, _)| hash.clone());
+        let decision = |kind, proposal_id, place, reason: Option<&String>| LearningDecision {
+            id: 0,
+            kind,
+            proposal_id,
+            version_hash: made.clone().filter(|_| kind != DecisionKind::Rejected),
+            place,
+            reason: reason.cloned(),
+            by: review.by.clone(),
+            at: review.at,
+        };
         let decided = [
-            (ProposalStatus::Approved, &review.approved),
-            (ProposalStatus::Rejected, &review.rejected),
+            (
+                ProposalStatus::Approved,
+                DecisionKind::Approved,
+                &review.approved,
+            ),
+            (
+                ProposalStatus::Rejected,
+                DecisionKind::Rejected,
+                &review.rejected,
+            ),
         ];
-        for (status, ids) in decided {
-            sqlx::query(
+        for (status, kind, ids) in decided {
+            // Only a proposal still pending changes, and only a change is a decision.
+            let changed: Vec<i64> = sqlx::query_scalar(
                 "UPDATE insight_proposals SET status = $1, reviewed_at = $2 \
-                 WHERE id = ANY($3) AND status = 'pending'",
+                 WHERE id = ANY($3) AND status = 'pending' RETURNING id",
             )
             .bind(status.as_str())
             .bind(to_millis(review.at))
             .bind(ids)
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
+            .await?;
+            for id in ids.iter().filter(|id| changed.contains(id)) {
+                let reason = review.reasons.iter().find(|(r, _)| r == id);
+                record_decision(
+                    &mut tx,
+                    &decision(kind, Some(*id), None, reason.map(|r| &r.1)),
+                )
+                .await?;
+            }
+        }
+        for place in &review.retired {
+            record_decision(
+                &mut tx,
+                &decision(DecisionKind::Retired, None, Some(*place), None),
+            )
             .await?;
         }
         if let Some((hash, insights)) = &review.version {
@@ -211,8 +288,17 @@ impl crate::store::LearningStore for PgStore {
         row.as_ref().map(version_from).transpose()
     }
 
-    async fn activate_playbook(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
+    async fn activate_playbook(&self, id: i64, by: &str, at: DateTime<Utc>) -> Result<()> {
         let mut tx = self.pool.begin().await?;
+        let before: Option<(String, Option<DateTime<Utc>>)> = sqlx::query_as(
+            "SELECT content_hash, activated_at FROM playbook_versions WHERE id = $1 FOR UPDATE",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((hash, activated_before)) = before else {
+            return Err(not_found("playbook version"));
+        };
         sqlx::query("UPDATE playbook_versions SET active = FALSE WHERE active AND id <> $1")
             .bind(id)
             .execute(&mut *tx)
@@ -226,8 +312,32 @@ impl crate::store::LearningStore for PgStore {
         .execute(&mut *tx)
         .await?;
         changed(done, "playbook version")?;
+        let kind = match activated_before {
+            Some(_) => DecisionKind::RolledBack,
+            None => DecisionKind::Activated,
+        };
+        let decision = LearningDecision {
+            id: 0,
+            kind,
+            proposal_id: None,
+            version_hash: Some(hash),
+            place: None,
+            reason: None,
+            by: by.to_owned(),
+            at,
+        };
+        record_decision(&mut tx, &decision).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn learning_decisions(&self, limit: i64) -> Result<Vec<LearningDecision>> {
+        self.all_by(
+            LEARNING_DECISION,
+            "FROM learning_decisions ORDER BY id DESC LIMIT $1",
+            limit,
+        )
+        .await
     }
 
     async fn record_eval(&self, record: &EvalRecord) -> Result<()> {

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::store::learning::{
-    EvalRecord, LearningRun, PlaybookTurn, PlaybookVersion, Proposal, ProposalStatus, Review,
-    RunEnd, RunStatus,
+    DecisionKind, EvalRecord, LearningDecision, LearningRun, PlaybookTurn, PlaybookVersion,
+    Proposal, ProposalStatus, Review, RunEnd, RunStatus,
 };
 
 macro_rules! run_columns {
@@ -16,6 +16,11 @@ macro_rules! proposal_columns {
     () => {
         "id, run_id, text, rationale, converted_count, not_converted_count, turn_ids, status, \
          reviewed_at, created_at"
+    };
+}
+macro_rules! decision_columns {
+    () => {
+        "id, decision, proposal_id, version_hash, place, reason, decided_by, decided_at"
     };
 }
 macro_rules! version_columns {
@@ -37,6 +42,37 @@ fn run_from(row: &Row<'_>) -> Result<LearningRun> {
         started_at: time(row.get(8)?)?,
         finished_at: opt_time(row.get(9)?)?,
     })
+}
+
+fn decision_from(row: &Row<'_>) -> Result<LearningDecision> {
+    Ok(LearningDecision {
+        id: row.get(0)?,
+        kind: DecisionKind::parse(text(row, 1)?)?,
+        proposal_id: row.get(2)?,
+        version_hash: row.get(3)?,
+        place: row.get(4)?,
+        reason: row.get(5)?,
+        by: row.get(6)?,
+        at: time(row.get(7)?)?,
+    })
+}
+
+/// Records one decision (inside the write that made it).
+fn record_decision(conn: &Db<'_>, decision: &LearningDecision) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO learning_decisions (decision, proposal_id, version_hash, place, reason, \
+         decided_by, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )?
+    .execute(params![
+        decision.kind.as_str(),
+        decision.proposal_id,
+        decision.version_hash,
+        decision.place,
+        decision.reason,
+        decision.by,
+        ms(decision.at)
+    ])?;
+    Ok(())
 }
 
 fn strings(raw: &str) -> Result<Vec<String>> {
@@ -179,18 +215,51 @@ impl crate::store::LearningStore for SqliteStore {
     async fn record_review(&self, review: &Review) -> Result<()> {
         let review = review.clone();
         self.write(move |conn| {
+            let made = review.version.as_ref().map(|(hash, _)| hash.clone());
+            let decision = |kind, proposal_id, place, reason: Option<&String>| LearningDecision {
+                id: 0,
+                kind,
+                proposal_id,
+                version_hash: made.clone().filter(|_| kind != DecisionKind::Rejected),
+                place,
+                reason: reason.cloned(),
+                by: review.by.clone(),
+                at: review.at,
+            };
             let decided = [
-                (ProposalStatus::Approved, &review.approved),
-                (ProposalStatus::Rejected, &review.rejected),
+                (
+                    ProposalStatus::Approved,
+                    DecisionKind::Approved,
+                    &review.approved,
+                ),
+                (
+                    ProposalStatus::Rejected,
+                    DecisionKind::Rejected,
+                    &review.rejected,
+                ),
             ];
-            for (status, ids) in decided {
+            for (status, kind, ids) in decided {
                 for id in ids {
-                    conn.prepare_cached(
-                        "UPDATE insight_proposals SET status = ?, reviewed_at = ? \
-                         WHERE id = ? AND status = 'pending'",
-                    )?
-                    .execute(params![status.as_str(), ms(review.at), id])?;
+                    let changed = conn
+                        .prepare_cached(
+                            "UPDATE insight_proposals SET status = ?, reviewed_at = ? \
+                             WHERE id = ? AND status = 'pending'",
+                        )?
+                        .execute(params![status.as_str(), ms(review.at), id])?;
+                    if changed == 1 {
+                        let reason = review.reasons.iter().find(|(r, _)| r == id);
+                        record_decision(
+                            conn,
+                            &decision(kind, Some(*id), None, reason.map(|r| &r.1)),
+                        )?;
+                    }
                 }
+            }
+            for place in &review.retired {
+                record_decision(
+                    conn,
+                    &decision(DecisionKind::Retired, None, Some(*place), None),
+                )?;
             }
             if let Some((hash, insights)) = &review.version {
                 conn.prepare_cached(
@@ -226,8 +295,19 @@ impl crate::store::LearningStore for SqliteStore {
         .await
     }
 
-    async fn activate_playbook(&self, id: i64, at: DateTime<Utc>) -> Result<()> {
+    async fn activate_playbook(&self, id: i64, by: &str, at: DateTime<Utc>) -> Result<()> {
+        let by = by.to_owned();
         self.write(move |conn| {
+            let before: Option<(String, Option<i64>)> = query_all(
+                conn,
+                "SELECT content_hash, activated_at FROM playbook_versions WHERE id = ?",
+                params![id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )?
+            .pop();
+            let Some((hash, activated_before)) = before else {
+                return Err(not_found("playbook version"));
+            };
             conn.prepare_cached(
                 "UPDATE playbook_versions SET active = 0 WHERE active = 1 AND id <> ?",
             )?
@@ -238,8 +318,39 @@ impl crate::store::LearningStore for SqliteStore {
                  activated_at = COALESCE(activated_at, ?) WHERE id = ?",
                 params![ms(at), id],
                 "playbook version",
+            )?;
+            let kind = match activated_before {
+                Some(_) => DecisionKind::RolledBack,
+                None => DecisionKind::Activated,
+            };
+            record_decision(
+                conn,
+                &LearningDecision {
+                    id: 0,
+                    kind,
+                    proposal_id: None,
+                    version_hash: Some(hash),
+                    place: None,
+                    reason: None,
+                    by: by.clone(),
+                    at,
+                },
             )
         })
+        .await
+    }
+
+    async fn learning_decisions(&self, limit: i64) -> Result<Vec<LearningDecision>> {
+        self.read_query(
+            query_all,
+            concat!(
+                "SELECT ",
+                decision_columns!(),
+                " FROM learning_decisions ORDER BY id DESC LIMIT ?"
+            ),
+            [limit],
+            decision_from,
+        )
         .await
     }
 

@@ -200,6 +200,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "turns_steps",
         include_str!("../../../migrations/sqlite/0026_turns_steps.sql"),
     ),
+    (
+        27,
+        "learning_decisions",
+        include_str!("../../../migrations/sqlite/0027_learning_decisions.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on
