@@ -775,17 +775,17 @@ pub async fn another_replica_holds_the_ticket(
     schema: &str,
     conversation: &Conversation,
     lease: &str,
-) {
+) -> chrono::DateTime<chrono::Utc> {
     let admin = sqlx::PgPool::connect(&test_database_url()).await.unwrap();
-    sqlx::query(&format!(
+    sqlx::query_scalar(&format!(
         "INSERT INTO {schema}.turn_tickets (conversation_id, holder, lease_until) \
-         VALUES ($1, gen_random_uuid(), now() + $2::interval)"
+         VALUES ($1, gen_random_uuid(), now() + $2::interval) RETURNING lease_until"
     ))
     .bind(conversation.id)
     .bind(lease)
-    .execute(&admin)
+    .fetch_one(&admin)
     .await
-    .unwrap();
+    .unwrap()
 }
 
 /// The URL of a fresh schema on `TEST_DATABASE_URL`'s PostgreSQL.
