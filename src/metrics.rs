@@ -118,6 +118,10 @@ pub struct Metrics {
     /// Connections closed at `HTTP_MAX_CONNECTIONS` to make room: the open one longest without a
     /// complete request gave way to a new one.
     pub connections_evicted: Counter,
+    /// Connections accepted past the caps and served (refused ones are not counted).
+    pub connections_accepted: Counter,
+    /// Requests handed to the router whose response is not yet written (or dropped).
+    pub requests_in_flight: Gauge,
     /// Handoffs (tag and/or flow) ManyChat refused for good.
     pub handoff_failed: Counter,
     /// Scrapes whose store read failed or timed out (the store's gauges kept their last values).
@@ -257,6 +261,14 @@ impl Default for Metrics {
             connections_evicted: r.add(
                 "connections_evicted",
                 "Connections closed at the connection cap: the one longest without a complete request gave way to a new one",
+            ),
+            connections_accepted: r.add(
+                "connections_accepted",
+                "Connections accepted past the connection caps and served",
+            ),
+            requests_in_flight: r.add(
+                "requests_in_flight",
+                "Requests being served now: handed to the router, their response not yet written",
             ),
             store_sample_failures: r.add(
                 "store_sample_failures",

@@ -29,6 +29,7 @@ use axum::extract::ConnectInfo;
 use axum::http::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -144,6 +145,7 @@ pub async fn serve(
         // Registered before its task runs, so the next arrival at the cap already sees it.
         let (activity, watchdog) = Activity::new(limits.header_timeout, limits.idle_timeout);
         let registered = registry.register(activity.clone());
+        metrics.connections_accepted.inc();
         connections.spawn(serve_connection(
             Connection {
                 stream,
@@ -198,8 +200,10 @@ async fn serve_connection(
     } = connection;
     let give_way = registered.close.clone();
     let io = TokioIo::new(Watched::new(stream, activity.clone()));
+    let in_flight = metrics.requests_in_flight.clone();
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         activity.request_started();
+        let served = InFlight::start(&in_flight);
         // What `into_make_service_with_connect_info` would insert: the handler reads the peer.
         request.extensions_mut().insert(ConnectInfo(peer));
         let mut router = router.clone();
@@ -214,6 +218,7 @@ async fn serve_connection(
                 Body::new(ResponseEnd {
                     body,
                     activity: Some(activity),
+                    served: Some(served),
                 })
             }))
         }
@@ -274,6 +279,7 @@ fn is_connection_error(error: &io::Error) -> bool {
 struct ResponseEnd {
     body: Body,
     activity: Option<Activity>,
+    served: Option<InFlight>,
 }
 
 impl ResponseEnd {
@@ -281,6 +287,24 @@ impl ResponseEnd {
         if let Some(activity) = self.activity.take() {
             activity.response_finished();
         }
+        self.served = None;
+    }
+}
+
+/// One request counted in `requests_in_flight` from the moment it is handed to the router until
+/// its response is written, or its handling is dropped (the client went away).
+struct InFlight(Gauge);
+
+impl InFlight {
+    fn start(gauge: &Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

@@ -304,12 +304,25 @@ pub fn capture() -> (CapturedLogs, tracing::subscriber::DefaultGuard) {
 /// [`capture`] with a chosen format.
 #[doc(hidden)]
 pub fn capture_with_format(format: LogFormat) -> (CapturedLogs, tracing::subscriber::DefaultGuard) {
+    keep_two_dispatchers();
     let logs = CapturedLogs::default();
     let subscriber = tracing_subscriber::registry()
         .with(EnvFilter::new(CAPTURE_FILTER))
         .with(fmt_layer(format, logs.clone()));
     let guard = tracing::subscriber::set_default(subscriber);
     (logs, guard)
+}
+
+/// Keeps a second dispatcher alive for the life of the process, so a capture's events are never
+/// dropped by another thread's test. While exactly one dispatcher exists, tracing-core caches a
+/// callsite's interest from the default of whichever thread reaches the callsite first
+/// (tokio-rs/tracing#3611): a test thread without a subscriber that logs the same line first
+/// (another app's "turn") caches "never", and the capturing thread's event is then discarded.
+/// With two, the interest is taken from every dispatcher (here "sometimes") and each event asks
+/// its own thread's subscriber.
+pub(crate) fn keep_two_dispatchers() {
+    static SECOND: OnceLock<tracing::Dispatch> = OnceLock::new();
+    SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
 }
 
 /// Test helper: installs the production layer stack (JSON, redacting writer) as the

@@ -33,11 +33,41 @@ async fn replica(model: Arc<ScriptedModel>, url: &str) -> TestApp {
     .await
 }
 
-/// Lets the apps' tasks reach their next wait (the clock is frozen).
+/// Lets the apps' tasks reach their next wait (the clock is frozen) between two moves of it.
 async fn pause() {
     for _ in 0..20 {
         real_pause().await;
     }
+}
+
+/// The replicas are alive while the test holds their clock: each renews its lease (in
+/// PostgreSQL's time) only when its frozen clock is moved, so the test renews both as it waits
+/// in real time. A lease lapsed while the machine was slow would let the other replica take
+/// over a gathering turn's promise and run it a second time.
+async fn keep_alive(apps: [&TestApp; 2]) {
+    for app in apps {
+        app.store.beat().await.unwrap();
+    }
+}
+
+/// A sum of one series over both replicas.
+async fn total(apps: [&TestApp; 2], name: &str) -> f64 {
+    series(apps[0], name).await + series(apps[1], name).await
+}
+
+/// Waits until every piece just sent has reached its replica's burst: a batch's first pieces
+/// have opened `bursts` bursts, and its later pieces so far (`later`) have each joined its
+/// burst (`burst_pieces_merged`, counted from `merged_before`) or wait for their place on the
+/// other replica, behind the gathering turn (`turns_waiting`). Not a moment: a piece processed
+/// late would open the burst, or miss it, after the clock moved.
+async fn pieces_arrived(apps: [&TestApp; 2], bursts: usize, later: usize, merged_before: f64) {
+    until(async || {
+        keep_alive(apps).await;
+        let merged = total(apps, "burst_pieces_merged_total").await - merged_before;
+        total(apps, "bursts_open").await == bursts as f64
+            && merged + total(apps, "turns_waiting").await == later as f64
+    })
+    .await;
 }
 
 /// What one batch of bursts measured.
@@ -76,6 +106,7 @@ async fn measure(
         }
         let mut requests: Vec<Vec<Background<(u16, Value)>>> =
             subscribers.iter().map(|_| Vec::with_capacity(3)).collect();
+        let merged_before = total(apps, "burst_pieces_merged_total").await;
         for (piece, text) in PIECES.iter().enumerate() {
             if piece == 2 {
                 tokio::time::advance(Duration::from_millis(300)).await;
@@ -87,13 +118,14 @@ async fn measure(
                     text,
                 ));
             }
-            pause().await;
+            pieces_arrived(apps, chunk.len(), piece * chunk.len(), merged_before).await;
         }
         for _ in 0..80 {
             if requests.iter().flatten().all(|r| r.is_finished()) {
                 break;
             }
             tokio::time::advance(Duration::from_millis(250)).await;
+            keep_alive(apps).await;
             pause().await;
         }
         let mut expected_calls = 0;

@@ -493,9 +493,10 @@ async fn fault_an_escalation_copy_is_never_followed_by_the_real_answer_when_spac
 
 // --- in-process: SIGTERM drains what is due -----------------------------------------------
 
-/// Queues a reply for `subscriber`, due `after` from now.
+/// Queues a reply for `subscriber`, due `after` from now by the app's (frozen) clock: the wall
+/// has moved on by however long the app took to start, which would eat into the drain.
 async fn queue_reply(app: &TestApp, subscriber: &str, text: &str, after: Duration) -> i64 {
-    queue_reply_at(app, subscriber, text, chrono::Utc::now(), after).await
+    queue_reply_at(app, subscriber, text, app.clock.now(), after).await
 }
 
 /// Stops `app` (SIGTERM: the shutdown token) while the paused clock moves `step` at a time, at

@@ -168,8 +168,9 @@ async fn a_body_that_stops_arriving_is_answered_408_at_the_body_timeout() {
          Content-Length: 100\r\n\r\n{{\"subscriber_id\":\"9301\","
     );
     conn.write_all(head.as_bytes()).await.unwrap();
-    // The handler starts (and its body clock with it) before the clock moves.
-    assert!(open_and_silent(&mut conn).await);
+    // The handler starts (and its body clock with it) before the clock moves: the request is
+    // in flight.
+    until(async || app.metrics.requests_in_flight.get() == 1).await;
     advance(Duration::from_millis(2999)).await;
     assert!(
         open_and_silent(&mut conn).await,
@@ -203,32 +204,36 @@ async fn connections_over_the_per_address_cap_are_closed_and_a_freed_slot_is_reu
     let metrics = metrics_on(&mut second).await;
     assert_metric(&metrics, "manychat_agent_connections_refused_total 1");
 
-    // Once a connection closes its slot is free again.
+    // Once a connection closes its slot is free again: a new connection is served as soon as
+    // the server has seen the close (until then, each try is answered or refused, never both).
     drop(first);
-    let mut served = false;
-    for _ in 0..100 {
+    let deadline = RealDeadline::start();
+    loop {
         let mut next = connect(&app).await;
-        if next.write_all(HEALTH).await.is_ok() && !closed_quickly(&mut next).await {
-            assert_eq!(read_response(&mut next).await.0, 200);
-            served = true;
+        if let Some(status) = bounded("an answer or a close", health_or_closed(&mut next)).await {
+            assert_eq!(status, 200);
             break;
         }
-        real_pause().await;
+        assert!(
+            !deadline.passed(),
+            "the freed slot was never given to a new connection"
+        );
     }
-    assert!(served, "the freed slot was never given to a new connection");
 }
 
-/// Whether the server closed `stream` within a short real-time moment.
-async fn closed_quickly(stream: &mut TcpStream) -> bool {
-    for _ in 0..5 {
-        real_pause().await;
+/// Asks `stream` for `/health`: the answer's status, or `None` when the server closed the
+/// connection instead (refused at a cap).
+async fn health_or_closed(stream: &mut TcpStream) -> Option<u16> {
+    stream.write_all(HEALTH).await.ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
     }
-    let mut byte = [0u8; 1];
-    match stream.peek(&mut byte).await {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(_) => true,
-    }
+    String::from_utf8_lossy(&buf[9..12]).parse().ok()
 }
 
 /// At the cap, a new connection makes the open one longest without a complete request give
@@ -308,13 +313,15 @@ async fn connection_cap_a_slow_header_flood_does_not_delay_a_real_request() {
 
 /// `n` more connections of the flood, each sending the start of a head it never finishes.
 async fn trickle_heads(app: &TestApp, flood: &mut Vec<TcpStream>, n: usize) {
+    let accepted = &app.metrics.connections_accepted;
     for _ in 0..n {
+        let before = accepted.get();
         let mut stream = connect(app).await;
         stream.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
         flood.push(stream);
-        // The server accepts it (and, past the cap, closes an older one) before the next.
-        let_tasks_run().await;
-        real_pause().await;
+        // The server accepts it (past the cap, once an older one gave way) before the next, and
+        // before the clock moves: its header clock starts at the accept.
+        until(async || accepted.get() > before).await;
     }
 }
 

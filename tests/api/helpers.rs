@@ -73,6 +73,8 @@ pub struct TestApp {
     pub clock: manychat_agent::clock::Clock,
     /// The tenant config in force, for a test that waits for a reload to land.
     pub config: Arc<manychat_agent::config::ConfigHandle>,
+    /// The app's metrics, read without a scrape (a scrape is itself a connection and a request).
+    pub metrics: Arc<manychat_agent::metrics::Metrics>,
     pub config_dir: PathBuf,
     pub database_path: PathBuf,
     pub http: reqwest::Client,
@@ -286,6 +288,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     let playbook = app.playbook();
     let tasks = app.tasks();
     let config = app.config();
+    let metrics = app.metrics();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     let server = tokio::spawn(async move {
@@ -301,6 +304,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         tasks,
         clock,
         config,
+        metrics,
         config_dir,
         database_path,
         http: reqwest::Client::new(),
@@ -771,17 +775,17 @@ pub async fn another_replica_holds_the_ticket(
     schema: &str,
     conversation: &Conversation,
     lease: &str,
-) {
+) -> chrono::DateTime<chrono::Utc> {
     let admin = sqlx::PgPool::connect(&test_database_url()).await.unwrap();
-    sqlx::query(&format!(
+    sqlx::query_scalar(&format!(
         "INSERT INTO {schema}.turn_tickets (conversation_id, holder, lease_until) \
-         VALUES ($1, gen_random_uuid(), now() + $2::interval)"
+         VALUES ($1, gen_random_uuid(), now() + $2::interval) RETURNING lease_until"
     ))
     .bind(conversation.id)
     .bind(lease)
-    .execute(&admin)
+    .fetch_one(&admin)
     .await
-    .unwrap();
+    .unwrap()
 }
 
 /// The URL of a fresh schema on `TEST_DATABASE_URL`'s PostgreSQL.
@@ -831,9 +835,11 @@ pub async fn queue_reply_payload(
 }
 
 /// Queues a reply row with `payload` for `subscriber`, due now (by the app's clock). Returns
-/// the row's id.
+/// the row's id. The app's clock, not the wall: on a frozen tokio clock it reads the time the
+/// app started, and a row due a second before the wall's now is not yet due to the app's worker
+/// once the machine took longer than that to get here (0 rows claimed, not 1).
 pub async fn queue_due_reply(app: &TestApp, subscriber: &str, payload: Value) -> i64 {
-    let now = chrono::Utc::now();
+    let now = app.clock.now();
     let due = now - chrono::Duration::seconds(1);
     queue_reply_payload(app, subscriber, payload, now, due).await
 }

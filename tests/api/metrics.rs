@@ -40,6 +40,7 @@ const COUNTERS: &[&str] = &[
     "connections_refused",
     "connections_timed_out",
     "connections_evicted",
+    "connections_accepted",
     "store_sample_failures",
     "held_messages",
     "burst_pieces_merged",
@@ -64,6 +65,7 @@ const GAUGES: &[&str] = &[
     "contacts_held",
     "turns_waiting",
     "bursts_open",
+    "requests_in_flight",
 ];
 
 fn documented() -> Vec<(String, OpenMetricsType)> {
@@ -150,7 +152,12 @@ async fn every_documented_family_has_series_at_zero_before_the_first_message() {
             .collect();
         assert!(!samples.is_empty(), "{family} has no series at start");
         let is_cap = family.ends_with("_cap_usd") || family.ends_with("_cap_tokens");
-        if !is_cap {
+        // The scrape is the first connection accepted and the one request in flight.
+        let is_the_scrape = family == "manychat_agent_connections_accepted"
+            || family == "manychat_agent_requests_in_flight";
+        if is_the_scrape {
+            assert_eq!(samples, vec![1.0], "{family}");
+        } else if !is_cap {
             assert!(samples.iter().all(|v| *v == 0.0), "{family}: {samples:?}");
         }
     }

@@ -78,14 +78,17 @@ async fn system_3_5_delivery_is_field_then_flow_per_message() {
     assert!(row.delivered_at.is_some());
 }
 
-#[tokio::test]
+// On a frozen clock: the backoff is measured from the failed attempt, not from whenever a busy
+// machine let the test read the row (a second later, the wall had eaten half of it).
+#[tokio::test(start_paused = true)]
 async fn system_3_5_retryable_failure_retries_later_and_rewrites_the_field() {
+    let _frozen = FrozenClock::freeze();
     let unavailable = json!({"status": "error", "message": "unavailable"});
     let (app, id, row) = first_attempt(503, unavailable, Some(1), "3002", "Retry me.").await;
     assert_eq!(row.status, OutboxStatus::Pending);
     assert_eq!(row.attempts, 1);
     assert!(row.last_error.is_some());
-    let wait = row.next_attempt_at - chrono::Utc::now();
+    let wait = row.next_attempt_at - app.clock.now();
     assert!(
         wait > chrono::Duration::milliseconds(1000) && wait <= chrono::Duration::seconds(2),
         "backoff after the first attempt is 2 s, was {wait}"
@@ -617,11 +620,13 @@ async fn lapsed_lease_is_taken_again_within_seconds() {
     let _frozen = FrozenClock::freeze();
     let app = app().await;
     let id = queue_overdue(&app, "4005", &["After the crash."]).await;
-    // A worker claims the row with the default lease (10 s) and dies without settling it.
+    // A worker claims the row with the default lease (10 s) and dies without settling it. It
+    // reads the app's clock: the wall is ahead of the frozen clock by however long the app took
+    // to start, which would lengthen the lease as the app's worker sees it.
     let claimed = app
         .store
         .claim_outbox(ClaimRules {
-            now: chrono::Utc::now(),
+            now: app.clock.now(),
             limit: 10,
             lease: manychat_agent::outbox::DEFAULT_LEASE,
             reply_gap: Duration::from_secs(2),
@@ -652,17 +657,19 @@ async fn a_live_workers_row_is_never_taken_while_its_call_hangs() {
             .env("OUTBOX_LEASE_MS", "2000"),
     )
     .await;
-    let (wall, start) = (chrono::Utc::now(), tokio::time::Instant::now());
+    let start = tokio::time::Instant::now();
     hang_flows_of(&app, 4006).await;
     let id = queue_overdue(&app, "4006", &["Slow."]).await;
     let token = CancellationToken::new();
     let running = in_background(app.worker.clone().run(token.clone()));
     until(async || flows_of(&app, 4006).await == 1).await;
 
-    // For 9 s of a 2 s lease, another replica looks for due rows every quarter second.
+    // For 9 s of a 2 s lease, another replica looks for due rows every quarter second, on the
+    // app's clock (the wall, read after the app started, is ahead of it by however long that
+    // took: past 2 s, no renewal would ever look current).
     for _ in 0..36 {
         tokio::time::advance(Duration::from_millis(250)).await;
-        let now = wall + chrono::Duration::from_std(start.elapsed()).unwrap();
+        let now = app.clock.now();
         // The live worker's renewal, due by now, has landed (a lapsed lease never comes back).
         until(async || {
             row_of(&app, id)

@@ -145,9 +145,8 @@ async fn a_dead_replicas_ticket_lapses_within_seconds() {
     let app = spawn_app_with(AppOptions::new(model).env("DATABASE_URL", url)).await;
     let conversation = app.conversation("8240001").await;
     // The dead replica's last renewal left its ticket 2 s to live.
-    another_replica_holds_the_ticket(&schema, &conversation, "2 seconds").await;
+    let lapses = another_replica_holds_the_ticket(&schema, &conversation, "2 seconds").await;
 
-    let started = std::time::Instant::now();
     let (status, body) = app.send("8240001", "Anyone there?").await;
     assert_eq!(status, 200);
     assert_eq!(
@@ -155,9 +154,14 @@ async fn a_dead_replicas_ticket_lapses_within_seconds() {
         vec![ANSWER.to_owned()],
         "answered inline"
     );
-    let waited = started.elapsed();
+    // Measured from the lapse itself (the ticket's lease in the store), not from when the test
+    // got to send: a machine slow between the two shortened the wait it saw (under 1.5 s). The
+    // answer is recorded after the lapse, and seconds after it, not minutes (however slow the
+    // machine).
+    let answered = app.turns("8240001").await.last().unwrap().created_at;
+    let after_lapse = answered - lapses;
     assert!(
-        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(5),
-        "waited for the lapse, then ran: {waited:?}"
+        after_lapse >= chrono::Duration::zero() && after_lapse < chrono::Duration::seconds(30),
+        "waited for the lapse, then ran: {after_lapse:?} after it"
     );
 }

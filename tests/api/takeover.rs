@@ -60,28 +60,33 @@ async fn promise_left_by_a_dead_replica(
 }
 
 /// Gives the contact's promise rows to a process that never renews a lease (a dead replica),
-/// which also still holds the contact's turn ticket for a minute.
+/// which also still holds the contact's turn ticket for a minute. One transaction, as the dead
+/// replica left them: a survivor looking between the two writes would claim the promise (its
+/// claim gives back the dead replica's ticket) before the ticket is written, and its turn would
+/// then wait behind that ticket for its minute, past the promise's window.
 async fn owned_by_a_dead_replica(app: &TestApp, schema: &str, subscriber: &str) {
     let conversation = app.conversation(subscriber).await;
     let admin = sqlx::PgPool::connect(&test_database_url()).await.unwrap();
     let dead = uuid::Uuid::new_v4();
-    sqlx::query(&format!(
-        "UPDATE {schema}.outbox SET owner = $1 WHERE conversation_id = $2"
-    ))
-    .bind(dead)
-    .bind(conversation.id)
-    .execute(&admin)
-    .await
-    .unwrap();
+    let mut left = admin.begin().await.unwrap();
     sqlx::query(&format!(
         "INSERT INTO {schema}.turn_tickets (conversation_id, holder, lease_until) \
          VALUES ($1, $2, now() + interval '1 minute')"
     ))
     .bind(conversation.id)
     .bind(dead)
-    .execute(&admin)
+    .execute(&mut *left)
     .await
     .unwrap();
+    sqlx::query(&format!(
+        "UPDATE {schema}.outbox SET owner = $1 WHERE conversation_id = $2"
+    ))
+    .bind(dead)
+    .bind(conversation.id)
+    .execute(&mut *left)
+    .await
+    .unwrap();
+    left.commit().await.unwrap();
 }
 
 /// What a replica that died mid-turn leaves for the survivors on `schema`: `subscriber`'s
@@ -99,19 +104,33 @@ async fn dead_replicas_promise(
 }
 
 /// Waits (bounded) until every app on `schema` has looked for orphaned promises at least once
-/// more: each look follows a renewal of its lease, about a second apart, so two renewals after
-/// now mean a whole look in between.
+/// since now. Each look follows a renewal of its app's lease (`beat`, then the look, then the
+/// next beat), so two renewals seen after now enclose a whole look that began after now. Counted
+/// renewal by renewal, not by how far the lease moved: on a busy machine one late renewal moves
+/// it as far as two.
 async fn after_a_look(schema: &str) {
     let admin = sqlx::PgPool::connect(&test_database_url()).await.unwrap();
-    let least = format!("SELECT min(lease_until) FROM {schema}.replicas");
-    let start: chrono::DateTime<Utc> = sqlx::query_scalar(&least).fetch_one(&admin).await.unwrap();
-    let wanted = start + chrono::Duration::milliseconds(2100);
-    // Bounded in real time, far past the two renewals waited for.
+    let leases = format!("SELECT holder, lease_until FROM {schema}.replicas");
+    let read = async || -> Vec<(uuid::Uuid, chrono::DateTime<Utc>)> {
+        sqlx::query_as(&leases).fetch_all(&admin).await.unwrap()
+    };
+    // Each app's lease as last seen, and how many renewals were seen since now (an app whose
+    // first beat comes after now has made one).
+    let mut seen: std::collections::HashMap<uuid::Uuid, (chrono::DateTime<Utc>, u32)> = read()
+        .await
+        .into_iter()
+        .map(|(holder, lease)| (holder, (lease, 0)))
+        .collect();
     let deadline = RealDeadline::start();
     while !deadline.passed() {
-        let now: chrono::DateTime<Utc> =
-            sqlx::query_scalar(&least).fetch_one(&admin).await.unwrap();
-        if now >= wanted {
+        for (holder, lease) in read().await {
+            let (last, renewals) = seen.entry(holder).or_insert((lease, 1));
+            if lease > *last {
+                *last = lease;
+                *renewals += 1;
+            }
+        }
+        if !seen.is_empty() && seen.values().all(|(_, renewals)| *renewals >= 2) {
             return;
         }
         real_pause().await;
@@ -412,12 +431,11 @@ async fn a_killed_replicas_acknowledged_contacts_get_the_real_answer_from_a_surv
         }
         by
     };
-    // Bounded: the abort window, the fallback's margin and the deliveries, with room to spare.
+    // Until every acknowledged contact has a reply, bounded in real time (the suite's bound, far
+    // past the abort window, the fallback's margin and the deliveries); what came is counted.
+    let deadline = RealDeadline::start();
     let mut delivered = replies().await;
-    for _ in 0..2400 {
-        if acknowledged.iter().all(|s| delivered.contains_key(s)) {
-            break;
-        }
+    while !acknowledged.iter().all(|s| delivered.contains_key(s)) && !deadline.passed() {
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         delivered = replies().await;
     }

@@ -433,6 +433,7 @@ impl CapturedLogs {
     /// Captures this crate's events (a library's could match an identifier's digits by chance)
     /// until the guard drops.
     fn install(&self) -> tracing::subscriber::DefaultGuard {
+        crate::observability::keep_two_dispatchers();
         let writer = self.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new("manychat_agent=trace"))
