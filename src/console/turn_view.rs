@@ -63,13 +63,19 @@ pub(super) fn turn(w: Words, browsed: &BrowsedTurn) -> Markup {
             } @else {
                 p class="text" { (inert(&turn.text)) }
             }
-            @if turn.role == Role::Agent { (agent_details(w, turn, browsed.plugin_reads.as_ref(), browsed.steps)) }
+            @if turn.role == Role::Agent { (agent_details(w, turn, browsed.plugin_reads.as_ref(), browsed.steps, browsed.knowledge.as_ref())) }
             @if let Some(kind) = &turn.media_kind { p class="hint" { (w.fill(Key::ConMedia, &[kind])) } }
         }
     }
 }
 
-fn agent_details(w: Words, turn: &Turn, plugin_reads: Option<&Value>, steps: Option<i64>) -> Markup {
+fn agent_details(
+    w: Words,
+    turn: &Turn,
+    plugin_reads: Option<&Value>,
+    steps: Option<i64>,
+    knowledge: Option<&Value>,
+) -> Markup {
     let t = |key| w.text(key);
     let lang = w.language;
     html! {
@@ -119,7 +125,13 @@ fn agent_details(w: Words, turn: &Turn, plugin_reads: Option<&Value>, steps: Opt
                 }
             }
             dt { (t(Key::ConKnowledgeGiven)) }
-            dd data-part="knowledge" class="hint" { (t(Key::ConNotRecorded)) }
+            @match knowledge.map(knowledge_ids) {
+                Some(ids) if !ids.is_empty() => dd data-part="knowledge" {
+                    @for id in ids { code { (id) } " " }
+                },
+                Some(_) => dd data-part="knowledge" class="hint" { (t(Key::ConKnowledgeNone)) },
+                None => dd data-part="knowledge" class="hint" { (t(Key::ConNotRecorded)) },
+            }
         }
         @match &turn.actions {
             None => p class="hint" { (t(Key::ConNoToolOffered)) },
@@ -128,6 +140,17 @@ fn agent_details(w: Words, turn: &Turn, plugin_reads: Option<&Value>, steps: Opt
             Some(other) => pre { (other.to_string()) },
         }
     }
+}
+
+/// The offering and passage ids of a turn's `knowledge` record, offerings first (ids only: the
+/// record never holds their text).
+fn knowledge_ids(record: &Value) -> Vec<&str> {
+    ["offerings", "passages"]
+        .iter()
+        .filter_map(|kind| record.get(kind).and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
 }
 
 /// A record entry's string field.

@@ -37,6 +37,9 @@ pub struct BrowsedTurn {
     /// How many model calls the turn took (`turns.steps`); `None`: no model wrote it, or it was
     /// recorded before the count was kept.
     pub steps: Option<i64>,
+    /// The ids of the offerings and passages the turn was given above the knowledge threshold
+    /// (`turns.knowledge`: `offerings`, `passages`, `miss`); `None`: the catalog was in the prompt.
+    pub knowledge: Option<Value>,
 }
 
 /// A contact held for a person now, and why.

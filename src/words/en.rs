@@ -409,6 +409,7 @@ pub(super) fn text(key: Key) -> &'static str {
         ConToolUnavailable => "unavailable",
         ConInMs => "in {}",
         ConKnowledgeGiven => "Knowledge given",
+        ConKnowledgeNone => "nothing matched: none given",
         ConNotRecorded => "not recorded on this turn",
         ConNoToolOffered => "No tool was offered.",
         ConToolsNoneUsed => "Tools offered; none used.",

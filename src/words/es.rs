@@ -450,6 +450,7 @@ pub(super) fn text(key: Key) -> &'static str {
         ConToolUnavailable => "no disponible",
         ConInMs => "en {}",
         ConKnowledgeGiven => "Conocimiento dado",
+        ConKnowledgeNone => "nada coincidió: no se dio ninguno",
         ConNotRecorded => "no registrado en este mensaje",
         ConNoToolOffered => "No se ofreció ninguna herramienta.",
         ConToolsNoneUsed => "Herramientas ofrecidas; ninguna usada.",

@@ -108,7 +108,7 @@ keys! {
     ConHoldHint, ConRoleContact, ConRoleAgent, ConUnbound, ConTextRemoved, ConMedia, ConOutcome,
     ConHandedToPerson, ConGuardrails, ConTokens, ConTokensLine, ConCost, ConTime,
     ConContactReads, ConSteps, ConPlaybook, ConToolsRead, ConToolAnswered, ConToolUnavailable, ConInMs,
-    ConKnowledgeGiven, ConNotRecorded, ConNoToolOffered, ConToolsNoneUsed, ConWhatItDid,
+    ConKnowledgeGiven, ConKnowledgeNone, ConNotRecorded, ConNoToolOffered, ConToolsNoneUsed, ConWhatItDid,
     ConCharacters, ConByServer, ConTryTitle, ConTryLive, ConTryMock, ConTryHint, ConTryOff,
     ConTryAnswered, ConTry429, ConTry400, ConTry401, ConTestContactHeading, ConNewTestContact,
     ConSeeConversation, ConStartNew, ConTheConversation, ConNoMessagesYet, ConMessageAsContact,

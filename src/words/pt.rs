@@ -444,6 +444,7 @@ pub(super) fn text(key: Key) -> &'static str {
         ConToolUnavailable => "indisponível",
         ConInMs => "em {}",
         ConKnowledgeGiven => "Conhecimento dado",
+        ConKnowledgeNone => "nada correspondeu: nenhum dado",
         ConNotRecorded => "não registrado nesta mensagem",
         ConNoToolOffered => "Nenhuma ferramenta foi oferecida.",
         ConToolsNoneUsed => "Ferramentas oferecidas; nenhuma usada.",

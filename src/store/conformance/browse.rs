@@ -256,3 +256,55 @@ pub async fn console_turn_steps_are_stored_with_the_record_and_browsed(store: &d
         "each turn with the steps its record holds"
     );
 }
+
+/// The console shows what a turn was given above the knowledge threshold: a page of turns carries
+/// each turn's `knowledge` ids as recorded, and none for a turn that recorded none.
+pub async fn console_turn_knowledge_ids_are_browsed_with_the_record(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let given = record(
+        store,
+        NewTurn::agent(
+            conversation.id,
+            "Invented answer",
+            "replied",
+            true,
+            at_ms(1_000),
+        ),
+    )
+    .await;
+    record(
+        store,
+        NewTurn::agent(
+            conversation.id,
+            "Invented copy",
+            "replied",
+            true,
+            at_ms(2_000),
+        ),
+    )
+    .await;
+    let ids = json!({"offerings": ["invented-offering"], "passages": ["invented-policy#1"], "miss": false});
+    store
+        .update_turn_knowledge(given, &ids)
+        .await
+        .expect("update_turn_knowledge");
+    let turns = store
+        .conversation_turns(
+            conversation.id,
+            TurnsPage {
+                after: None,
+                limit: 10,
+            },
+        )
+        .await
+        .expect("conversation_turns");
+    let knowledge: Vec<(&str, Option<&serde_json::Value>)> = turns
+        .iter()
+        .map(|t| (t.turn.text.as_str(), t.knowledge.as_ref()))
+        .collect();
+    assert_eq!(
+        knowledge,
+        vec![("Invented copy", None), ("Invented answer", Some(&ids))],
+        "each turn with the ids its record holds"
+    );
+}

@@ -301,6 +301,7 @@ pub async fn run_all(store: &dyn Store) {
     console_recent_conversations_are_paged_newest_first_by_keyset(store).await;
     console_conversation_turns_are_paged_newest_first_by_keyset(store).await;
     console_turn_steps_are_stored_with_the_record_and_browsed(store).await;
+    console_turn_knowledge_ids_are_browsed_with_the_record(store).await;
     console_held_now_lists_unreleased_handoffs_with_their_reason(store).await;
     console_report_leaves_test_contacts_out(store).await;
     system_4_the_conversations_fence_nonce_is_stored_and_replaced(store).await;
@@ -447,6 +448,7 @@ mod tests {
         console_recent_conversations_are_paged_newest_first_by_keyset,
         console_conversation_turns_are_paged_newest_first_by_keyset,
         console_turn_steps_are_stored_with_the_record_and_browsed,
+        console_turn_knowledge_ids_are_browsed_with_the_record,
         console_held_now_lists_unreleased_handoffs_with_their_reason,
         console_report_leaves_test_contacts_out,
         system_4_the_conversations_fence_nonce_is_stored_and_replaced,

@@ -32,7 +32,7 @@ impl BrowseStore for PgStore {
     ) -> Result<Vec<BrowsedTurn>> {
         let (at, seq) = page.after.unwrap_or((first_page_time(), i64::MAX));
         let sql = format!(
-            "SELECT {TURN_COLUMNS}, plugin_reads, steps FROM turns WHERE conversation_id = $1 \
+            "SELECT {TURN_COLUMNS}, plugin_reads, steps, knowledge FROM turns WHERE conversation_id = $1 \
              AND (created_at, seq) < ($2, $3) ORDER BY created_at DESC, seq DESC LIMIT $4"
         );
         let rows = sqlx::query(&sql)
@@ -49,6 +49,9 @@ impl BrowseStore for PgStore {
                     turn: turns::turn_from(row)?,
                     plugin_reads: reads.map(|Json(value)| value),
                     steps: row.try_get("steps")?,
+                    knowledge: row
+                        .try_get::<Option<Json<Value>>, _>("knowledge")?
+                        .map(|Json(value)| value),
                 })
             })
             .collect()

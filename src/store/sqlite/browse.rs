@@ -21,7 +21,7 @@ pub(super) const RECENT_CONVERSATIONS: &str = concat!(
 pub(super) const CONVERSATION_TURNS: &str = concat!(
     "SELECT ",
     turn_columns!(),
-    ", plugin_reads, steps FROM turns WHERE conversation_id = ?1 AND (created_at, seq) < (?2, ?3) \
+    ", plugin_reads, steps, knowledge FROM turns WHERE conversation_id = ?1 AND (created_at, seq) < (?2, ?3) \
      ORDER BY created_at DESC, seq DESC LIMIT ?4"
 );
 
@@ -76,6 +76,11 @@ impl BrowseStore for SqliteStore {
                         turn: turns::turn_from(row)?,
                         plugin_reads: reads.as_deref().map(json).transpose()?,
                         steps: row.get(22)?,
+                        knowledge: row
+                            .get::<_, Option<String>>(23)?
+                            .as_deref()
+                            .map(json)
+                            .transpose()?,
                     })
                 },
             )
