@@ -201,6 +201,7 @@ fn child(n: usize) {
                 message: &message,
                 history: &history,
                 recorded: None,
+                vector: None,
             });
             let took = started.elapsed();
             std::hint::black_box(got);

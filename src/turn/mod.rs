@@ -36,6 +36,7 @@ mod contact_budget;
 mod context;
 mod decided;
 mod detach;
+pub mod embeddings;
 mod escalate;
 mod gates;
 mod held;
@@ -223,6 +224,16 @@ impl TurnEngine {
         match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.shared = inner.shared.clone().with_playbook(playbook),
             None => tracing::error!("the turn engine is shared: its playbook stays"),
+        }
+        self
+    }
+
+    /// `KNOWLEDGE_EMBEDDINGS`: semantic search for the turns (and the nudge turns sharing
+    /// [`TurnEngine::shared`]). Only before the engine is shared, as [`Self::with_plugins`].
+    pub fn with_embeddings(mut self, embeddings: embeddings::Embeddings) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.shared = inner.shared.clone().with_embeddings(embeddings),
+            None => tracing::error!("the turn engine is shared: its embeddings stay"),
         }
         self
     }

@@ -51,8 +51,8 @@ use super::{
     PromiseRows, Result, Role, Store, StoreError, Turn, TurnContext, TurnContextQuery,
 };
 use super::{
-    ConversationStore, CounterStore, ErasureStore, NudgeStore, OrderStore, OutboxStore,
-    ReportStore, SalesStore, TurnStore,
+    ConversationStore, CounterStore, EmbeddingStore, ErasureStore, NudgeStore, OrderStore,
+    OutboxStore, ReportStore, SalesStore, TurnStore,
 };
 use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use crate::ids::{ConversationId, SubscriberId};
@@ -199,6 +199,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         26,
         "turns_steps",
         include_str!("../../../migrations/sqlite/0026_turns_steps.sql"),
+    ),
+    (
+        28,
+        "embeddings",
+        include_str!("../../../migrations/sqlite/0028_embeddings.sql"),
     ),
 ];
 
@@ -907,6 +912,7 @@ impl Store for SqliteStore {
 mod browse;
 mod conversations;
 mod counters;
+mod embeddings;
 mod erasure;
 mod learning;
 mod nudges;
