@@ -45,6 +45,8 @@ const COUNTERS: &[&str] = &[
     "burst_pieces_merged",
     "knowledge_retrieved",
     "knowledge_misses",
+    "knowledge_embedding_failures",
+    "knowledge_embedded",
     "hold_releases",
     "model_tokens",
     "model_cost_usd",
@@ -64,6 +66,7 @@ const GAUGES: &[&str] = &[
     "contacts_held",
     "turns_waiting",
     "bursts_open",
+    "knowledge_embedding_vectors",
 ];
 
 fn documented() -> Vec<(String, OpenMetricsType)> {
