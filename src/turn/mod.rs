@@ -15,7 +15,9 @@
 //! queued for the contact is never overtaken (037): the answer queues behind it.
 //!
 //! Beside the order: `shared` (what the process's turns share per config snapshot: prompt,
-//! tool specs, keywords, the budget ledger; `serve` hands it to its nudge turns), `media` (a
+//! tool specs, keywords, the budget ledger; `serve` hands it to its nudge turns), `embeddings`
+//! (`KNOWLEDGE_EMBEDDINGS`: each snapshot's vectors filled in the background, the message
+//! embedded under a short timeout before retrieval), `media` (a
 //! contact's media read inside the race, and what is decided without the model), `hold` (the
 //! reply held until the flows the turn sent have played, 030), `record` (the one write, the
 //! durable promises and their recovery at start, load-shed records, the handoff's no-repeat
