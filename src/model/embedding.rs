@@ -344,8 +344,8 @@ impl Embedder for OllamaEmbedder {
 pub struct FakeEmbedder {
     pub rules: Vec<(String, Vec<f32>)>,
     pub dimensions: usize,
-    /// Every text it was asked to embed, in order.
-    pub asked: std::sync::Mutex<Vec<String>>,
+    /// Every call's texts, in order.
+    pub asked: std::sync::Mutex<Vec<Vec<String>>>,
     /// Fails every call when set.
     pub down: std::sync::atomic::AtomicBool,
 }
@@ -371,7 +371,13 @@ impl FakeEmbedder {
         pseudo_random(text, self.dimensions)
     }
 
+    /// Every text it was asked to embed, in order.
     pub fn asked(&self) -> Vec<String> {
+        self.calls().concat()
+    }
+
+    /// Each call's texts.
+    pub fn calls(&self) -> Vec<Vec<String>> {
         self.asked.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
@@ -406,7 +412,7 @@ impl Embedder for FakeEmbedder {
             });
         }
         let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
-        asked.extend(texts.iter().map(|t| (*t).to_owned()));
+        asked.push(texts.iter().map(|t| (*t).to_owned()).collect());
         Ok(texts.iter().map(|t| self.vector(t)).collect())
     }
 }

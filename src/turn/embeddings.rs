@@ -244,3 +244,101 @@ impl Embeddings {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::knowledge::fixtures::english_tenant;
+    use crate::model::embedding::FakeEmbedder;
+    use crate::store::sqlite::SqliteStore;
+
+    struct Setup {
+        config: Arc<TenantConfig>,
+        fake: Arc<FakeEmbedder>,
+        metrics: Arc<Metrics>,
+        embeddings: Embeddings,
+        _dir: tempfile::TempDir,
+    }
+
+    /// The English shop of `offerings`, a fake embedder and a real SQLite store.
+    async fn setup(offerings: usize) -> Setup {
+        let dir = tempfile::tempdir().expect("a folder");
+        let url = format!("sqlite://{}/agent.db", dir.path().display());
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("store"));
+        let fake = Arc::new(FakeEmbedder::new(vec![], 16));
+        let metrics = Arc::new(Metrics::default());
+        let embeddings = Embeddings::new(fake.clone(), store, metrics.clone(), Clock::system());
+        Setup {
+            config: Arc::new(english_tenant(offerings)),
+            fake,
+            metrics,
+            embeddings,
+            _dir: dir,
+        }
+    }
+
+    async fn filled(s: &Setup) -> Arc<Knowledge> {
+        let knowledge = Arc::new(Knowledge::build(&s.config));
+        s.embeddings
+            .fill_now(s.config.clone(), Arc::downgrade(&knowledge))
+            .await;
+        knowledge
+    }
+
+    #[tokio::test]
+    async fn knowledge_embeddings_each_text_is_asked_once_in_bounded_batches_and_kept() {
+        let s = setup(150).await;
+        let knowledge = filled(&s).await;
+        let documents = knowledge.embedding_texts(&s.config).len();
+        assert!(documents > 2 * BATCH_SIZE, "{documents}");
+        assert_eq!(knowledge.vectors_ready(), documents);
+        let calls = s.fake.calls();
+        assert!(
+            calls.iter().all(|c| c.len() <= BATCH_SIZE),
+            "batches of at most {BATCH_SIZE}"
+        );
+        assert_eq!(calls.concat().len(), documents, "each text once");
+
+        // The next snapshot of the same files: every vector comes from the store.
+        let again = filled(&s).await;
+        assert_eq!(again.vectors_ready(), documents);
+        assert_eq!(s.fake.calls().len(), calls.len(), "nothing asked again");
+    }
+
+    #[tokio::test]
+    async fn knowledge_embeddings_a_failed_batch_is_counted_and_ends_the_fill() {
+        let s = setup(150).await;
+        s.fake.down.store(true, Ordering::SeqCst);
+        let knowledge = filled(&s).await;
+        assert_eq!(knowledge.vectors_ready(), 0);
+        let (query, catalog) = s.metrics.knowledge_embedding_failures();
+        assert_eq!((query, catalog), (0, 1), "counted once, the fill stops");
+        // The next load asks again, and succeeds.
+        s.fake.down.store(false, Ordering::SeqCst);
+        let knowledge = filled(&s).await;
+        assert_eq!(
+            knowledge.vectors_ready(),
+            knowledge.embedding_texts(&s.config).len()
+        );
+    }
+
+    #[tokio::test]
+    async fn knowledge_embeddings_the_message_is_not_sent_before_the_snapshot_has_a_vector() {
+        let s = setup(60).await;
+        let bare = Knowledge::build(&s.config);
+        assert_eq!(s.embeddings.query(&bare, "a rain jacket?").await, None);
+        assert!(s.fake.calls().is_empty(), "nothing sent");
+        let knowledge = filled(&s).await;
+        let vector = s.embeddings.query(&knowledge, "a rain jacket?").await;
+        assert_eq!(vector, Some(s.fake.vector("a rain jacket?")));
+        assert_eq!(
+            s.fake.calls().last().unwrap(),
+            &vec!["a rain jacket?".to_owned()]
+        );
+        s.fake.down.store(true, Ordering::SeqCst);
+        assert_eq!(s.embeddings.query(&knowledge, "a rain jacket?").await, None);
+        assert_eq!(s.metrics.knowledge_embedding_failures(), (1, 0));
+    }
+}
