@@ -10,11 +10,14 @@
 //! list, the retrieval time per turn (the contact's message and three history lines; p50 and
 //! p99 over `BENCH_QUERIES`), and the agent's half of a turn per second (retrieval, prompt,
 //! tools, an instant model, the guardrails: the part that depends on the catalog's size), as a
-//! ratio to the 10-offering tenant.
+//! ratio to the 10-offering tenant. Semantic search (`KNOWLEDGE_EMBEDDINGS`), last: every
+//! indexed document given a vector of `BENCH_VECTOR_DIMS` floats (text-embedding-3-small's
+//! 1,536), the RSS then, and the retrieval time with the message's vector (the full-text
+//! searches plus the brute-force cosine scans and the fusion).
 //!
 //! Run: `cargo bench --bench knowledge` (options, with their defaults: `BENCH_SIZES=10,500,
-//! 5000,20000 BENCH_QUERIES=2000 BENCH_TURNS=2000 BENCH_RELOADS=5`; the RSS column's last
-//! figure is after the last reload).
+//! 5000,20000 BENCH_QUERIES=2000 BENCH_TURNS=2000 BENCH_RELOADS=5 BENCH_VECTOR_DIMS=1536`; the
+//! RSS column's last figure is after the last reload).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +28,7 @@ use manychat_agent::agent::{self, SnapshotPrompt, ThinkInput};
 use manychat_agent::config::{ConfigContext, MAX_FILE_BYTES, TenantConfig, load_dir};
 use manychat_agent::knowledge::fixtures::{spanish_catalog, spanish_tenant};
 use manychat_agent::knowledge::{Knowledge, Query};
+use manychat_agent::model::embedding::pseudo_random;
 use manychat_agent::model::mock::RecordingModel;
 use manychat_agent::model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, Usage};
 use manychat_agent::tools::{ToolSpecs, TurnTools};
@@ -201,6 +205,7 @@ fn child(n: usize) {
                 message: &message,
                 history: &history,
                 recorded: None,
+                vector: None,
             });
             let took = started.elapsed();
             std::hint::black_box(got);
@@ -219,6 +224,35 @@ fn child(n: usize) {
     });
     let per_second = turns as f64 / started.elapsed().as_secs_f64();
 
+    // Semantic search: a vector per indexed document, then retrieval with the message's.
+    let dims = env_usize("BENCH_VECTOR_DIMS", 1536);
+    let texts = derived.knowledge.embedding_texts(&derived.config);
+    let rss_before_vectors = rss_mb();
+    for (doc, text) in texts.iter().enumerate() {
+        derived
+            .knowledge
+            .set_vector(doc as u32, pseudo_random(text, dims));
+    }
+    let rss_vectors = rss_mb() - rss_before_vectors;
+    let mut semantic: Vec<Duration> = (0..queries)
+        .map(|i| {
+            let o = &catalog.offerings[(i * 7919) % n];
+            let message = format!("¿y la {} cuánto cuesta?", o.name);
+            let vector = pseudo_random(&message, dims);
+            let started = Instant::now();
+            let got = derived.knowledge.retrieve(Query {
+                message: &message,
+                history: &history,
+                recorded: None,
+                vector: Some(&vector),
+            });
+            let took = started.elapsed();
+            std::hint::black_box(got);
+            took
+        })
+        .collect();
+    semantic.sort_unstable();
+
     println!(
         "{}",
         json!({
@@ -227,7 +261,10 @@ fn child(n: usize) {
             "rss_before_mb": rss_before, "rss_load_mb": rss_load, "rss_reloads_mb": rss_reloads,
             "tokens": tokens,
             "p50_us": percentile(&times, 0.5), "p99_us": percentile(&times, 0.99),
-            "turns_per_s": per_second
+            "turns_per_s": per_second,
+            "vectors": texts.len(), "dims": dims, "rss_vectors_mb": rss_vectors,
+            "semantic_p50_us": percentile(&semantic, 0.5),
+            "semantic_p99_us": percentile(&semantic, 0.99)
         })
     );
 }
@@ -285,6 +322,23 @@ fn main() {
             f("p50_us"),
             f("p99_us"),
             f("turns_per_s"),
+        );
+    }
+    println!();
+    println!(
+        "| offerings | vectors × floats | RSS the vectors add | retrieval with the message's vector p50 / p99 |"
+    );
+    println!("|---|---|---|---|");
+    for r in &rows {
+        let f = |k: &str| r[k].as_f64().unwrap_or_default();
+        println!(
+            "| {} | {} × {} | {:.0} MB | {:.0} / {:.0} µs |",
+            r["n"],
+            r["vectors"],
+            r["dims"],
+            f("rss_vectors_mb"),
+            f("semantic_p50_us"),
+            f("semantic_p99_us"),
         );
     }
 }

@@ -135,6 +135,14 @@ pub struct Metrics {
     knowledge_retrieved: Family<Labels<1>, Counter>,
     /// Turns above the threshold whose search found nothing above its floor.
     knowledge_misses: Counter,
+    /// Semantic search (`KNOWLEDGE_EMBEDDINGS`): embedding calls that failed or timed out, by
+    /// stage (`query`: a turn's message, answered by full text alone; `catalog`: a batch of
+    /// offerings and passages, retried on the next load).
+    knowledge_embedding_failures: Family<Labels<1>, Counter>,
+    /// Offerings and passages sent to the embedding provider (each text once per content).
+    knowledge_embedded: Counter,
+    /// The config in force's indexed offerings and passages that have a vector.
+    knowledge_embedding_vectors: Gauge,
     /// Holds released, by reason (`hold_expired`, `tag_removed`, `released`).
     hold_releases: Family<Labels<1>, Counter>,
     /// Contacts held for a person now (read at scrape time).
@@ -290,6 +298,18 @@ impl Default for Metrics {
                 "knowledge_misses",
                 "Turns above the knowledge threshold whose search found no offering or passage",
             ),
+            knowledge_embedding_failures: r.add(
+                "knowledge_embedding_failures",
+                "Embedding calls that failed or timed out, by stage (query: the turn used full text alone; catalog: retried on the next load)",
+            ),
+            knowledge_embedded: r.add(
+                "knowledge_embedded",
+                "Offerings and passages sent to the embedding provider (once per content)",
+            ),
+            knowledge_embedding_vectors: r.add(
+                "knowledge_embedding_vectors",
+                "Indexed offerings and passages of the config in force that have a vector",
+            ),
             hold_releases: r.add(
                 "hold_releases",
                 "Holds for a person released, by reason (a handoff starts one: see escalations)",
@@ -438,6 +458,11 @@ impl Metrics {
         for kind in ["offering", "passage"] {
             let _ = self.knowledge_retrieved.get_or_create(&[("kind", kind)]);
         }
+        for stage in ["query", "catalog"] {
+            let _ = self
+                .knowledge_embedding_failures
+                .get_or_create(&[("stage", stage)]);
+        }
         for field in ["subscriber_id", "user_id", "ai_token"] {
             let _ = self.not_substituted.get_or_create(&[("field", field)]);
         }
@@ -535,6 +560,29 @@ impl Metrics {
         if miss {
             self.knowledge_misses.inc();
         }
+    }
+
+    /// An embedding call that failed or timed out: `query` (a turn's message) or `catalog`.
+    pub fn knowledge_embedding_failed(&self, stage: &'static str) {
+        self.knowledge_embedding_failures
+            .get_or_create(&[("stage", stage)])
+            .inc();
+    }
+
+    /// `texts` offerings and passages embedded, and the config's documents with a vector now.
+    pub fn knowledge_embedded(&self, texts: usize, ready: usize) {
+        self.knowledge_embedded.inc_by(texts as u64);
+        self.knowledge_embedding_vectors.set(ready as i64);
+    }
+
+    /// The embedding failures by stage: `(query, catalog)`.
+    pub fn knowledge_embedding_failures(&self) -> (u64, u64) {
+        let stage = |s: &'static str| {
+            self.knowledge_embedding_failures
+                .get_or_create(&[("stage", s)])
+                .get()
+        };
+        (stage("query"), stage("catalog"))
     }
 
     /// The counts of [`Metrics::knowledge`]: offerings, passages, misses.

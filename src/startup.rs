@@ -175,6 +175,8 @@ pub struct Checked {
     reply_flow_ns: String,
     api_token: crate::ids::Secret,
     pub model: Arc<dyn Model>,
+    /// `KNOWLEDGE_EMBEDDINGS`'s embedder (`None`: unset, full-text retrieval alone).
+    pub embedder: Option<Arc<dyn crate::model::embedding::Embedder>>,
     media: crate::media::MediaSettings,
     /// What the operator should know that does not stop `serve` (one line each): an operator
     /// price that charges cache reads at the full input rate (`pricing::price_note`).
@@ -240,6 +242,12 @@ impl Checked {
         {
             problems.push(e.into());
         }
+        let embedder = match &settings.knowledge_embeddings {
+            None => None,
+            Some(spec) => crate::model::embedding::resolve_embedder(spec, &settings.model)
+                .map_err(|e| problems.push(e.into()))
+                .ok(),
+        };
         let media = media_settings(settings).map_err(|e| problems.push(e)).ok();
         match (reply_flow_ns, api_token, model, media) {
             (Some(reply_flow_ns), Some(api_token), Some(model), Some(media))
@@ -254,6 +262,7 @@ impl Checked {
                     reply_flow_ns,
                     api_token,
                     model,
+                    embedder,
                     media,
                     notes,
                 })
@@ -280,6 +289,7 @@ impl Application {
             reply_flow_ns,
             api_token,
             model,
+            embedder,
             media,
             notes,
         } = Checked::check(&settings, &mut overrides)?;
@@ -327,6 +337,19 @@ impl Application {
         )
         .with_plugins(plugins.clone())
         .with_playbook(playbook.clone());
+        // Semantic search: the catalog's vectors are filled once the config's knowledge is built.
+        let turns = match embedder {
+            Some(embedder) => {
+                tracing::info!(embedder = embedder.id(), "knowledge embeddings on");
+                turns.with_embeddings(crate::turn::embeddings::Embeddings::new(
+                    embedder,
+                    store.clone(),
+                    metrics.clone(),
+                    clock,
+                ))
+            }
+            None => turns,
+        };
         let nudges = nudge_worker(
             &settings,
             store.clone(),

@@ -11,6 +11,9 @@
 //! - [`Knowledge::retrieve`]: a turn's offerings and passages: the contact's recorded offering
 //!   (always), those matching the contact's message, then the last few turns of history.
 //! - [`lines`]: how an offering and a passage are written (prefix, retrieved block, tool result).
+//! - [`semantic`]: optional (`KNOWLEDGE_EMBEDDINGS`): a vector per indexed document, filled in
+//!   the background; the contact's message is then ranked by cosine too, and the two rankings
+//!   are combined by reciprocal rank fusion (`crate::search::vectors`).
 //!
 //! Invariants: retrieval only chooses what the model is shown; every check (an offering id a
 //! tool names, a price or date the guardrails read) stays against the whole catalog. A passage
@@ -20,6 +23,7 @@
 #[doc(hidden)]
 pub mod fixtures;
 pub mod lines;
+pub mod semantic;
 
 use std::collections::HashMap;
 
@@ -28,6 +32,7 @@ use crate::fence::Fence;
 use crate::search::{Field, Index, IndexBuilder, Language};
 
 pub use lines::format_price;
+pub use semantic::content_hash;
 
 /// How many characters count as a token in the threshold's estimate.
 const CHARS_PER_TOKEN: usize = 4;
@@ -111,6 +116,8 @@ pub struct Knowledge {
     offerings: u32,
     /// Offering id → its position in the catalog.
     by_id: HashMap<Box<str>, u32>,
+    /// The indexed documents' vectors, as they become available (semantic search).
+    vectors: semantic::Vectors,
 }
 
 /// What a turn searches with.
@@ -122,6 +129,8 @@ pub struct Query<'a> {
     pub history: &'a [&'a str],
     /// The contact's recorded offering: always given.
     pub recorded: Option<&'a str>,
+    /// The message's vector (semantic search): its ranking is fused with the full-text one.
+    pub vector: Option<&'a [f32]>,
 }
 
 /// The offerings (catalog positions) and passages (positions in `config.knowledge`) a turn was
@@ -255,11 +264,23 @@ impl Knowledge {
         history: &[&str],
         recorded: Option<&str>,
     ) -> Option<Retrieved> {
+        self.for_turn_with(message, history, recorded, None)
+    }
+
+    /// [`Knowledge::for_turn`] with the message's vector, when semantic search has one.
+    pub fn for_turn_with(
+        &self,
+        message: &str,
+        history: &[&str],
+        recorded: Option<&str>,
+        vector: Option<&[f32]>,
+    ) -> Option<Retrieved> {
         self.layout.retrieves().then(|| {
             self.retrieve(Query {
                 message,
                 history,
                 recorded,
+                vector,
             })
         })
     }
@@ -324,9 +345,11 @@ impl Knowledge {
                 ]);
             }
         }
+        let index = builder.build();
         Self {
             layout,
-            index: Some(builder.build()),
+            vectors: semantic::Vectors::new(index.len()),
+            index: Some(index),
             offerings,
             by_id,
         }
@@ -360,7 +383,11 @@ impl Knowledge {
         let start = query.history.len().saturating_sub(HISTORY_TURNS);
         let history = query.history[start..].join("\n");
         let mut found = false;
-        for (text, share) in [(query.message, 1.0), (history.as_str(), 0.5)] {
+        // Only the message has a vector: the history is searched by its words alone.
+        for (text, share, vector) in [
+            (query.message, 1.0, query.vector),
+            (history.as_str(), 0.5, None),
+        ] {
             if text.trim().is_empty() {
                 continue;
             }
@@ -369,7 +396,7 @@ impl Knowledge {
                 let room = (TURN_OFFERINGS + 1)
                     .saturating_sub(out.offerings.len())
                     .min(limit);
-                for hit in self.hits(index, text, room, true) {
+                for hit in self.fused(index, text, vector, room, true) {
                     found = true;
                     out.add_offering(hit);
                 }
@@ -377,7 +404,7 @@ impl Knowledge {
             if self.layout.documents_retrieved {
                 let limit = ((TURN_PASSAGES as f32 * share).ceil()) as usize;
                 let room = TURN_PASSAGES.saturating_sub(out.passages.len()).min(limit);
-                for hit in self.hits(index, text, room, false) {
+                for hit in self.fused(index, text, vector, room, false) {
                     found = true;
                     if !out.passages.contains(&hit) {
                         out.passages.push(hit);
@@ -419,6 +446,26 @@ impl Knowledge {
             .filter_map(|i| config.catalog.offerings.get(i as usize))
             .map(|o| o.id.as_str())
             .collect()
+    }
+
+    /// Up to `limit` hits of `text`, and of `vector` when there is one (the two rankings fused
+    /// by reciprocal rank), among offerings (`true`) or passages.
+    fn fused(
+        &self,
+        index: &Index,
+        text: &str,
+        vector: Option<&[f32]>,
+        limit: usize,
+        offerings: bool,
+    ) -> Vec<u32> {
+        let words = self.hits(index, text, limit, offerings);
+        let Some(vector) = vector.filter(|_| limit > 0 && self.vectors_ready() > 0) else {
+            return words;
+        };
+        let near = self.vector_hits(vector, limit, offerings);
+        let mut fused = crate::search::vectors::fuse(&[&words, &near]);
+        fused.truncate(limit);
+        fused
     }
 
     /// Up to `limit` hits among offerings (`true`) or passages, over the relative floor, as

@@ -261,6 +261,7 @@ fn knowledge_recorded_offering_always_comes_first_and_history_fills_in() {
         message: "ok thanks",
         history: &["hi", "tell me about your hammocks", "We have many."],
         recorded: Some(&recorded),
+        ..Query::default()
     });
     assert_eq!(got.offerings[0], 1999);
     let names: Vec<&str> = got.offerings[1..]

@@ -13,6 +13,7 @@
 //!   [`wire_schema`]: the AgentReply schema as each provider's structured output takes it.
 //! - [`reasoning`]: `AGENT_REASONING_EFFORT`, its levels and the start check.
 //! - [`pricing`]: USD cost of a call's usage, for the daily budget; the operator's price.
+//! - [`embedding`]: `KNOWLEDGE_EMBEDDINGS` → an [`embedding::Embedder`] (OpenAI, Gemini, Ollama).
 //!
 //! Invariant: no error or log line from this module carries prompt, contact or provider text.
 
@@ -28,6 +29,7 @@ pub mod capabilities;
 mod conformance;
 pub mod demo;
 pub mod effort;
+pub mod embedding;
 pub mod google;
 pub mod http;
 pub mod mock;

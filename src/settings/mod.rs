@@ -78,6 +78,10 @@ pub struct Settings {
     /// 020 `MEDIA_MAX_DURATION_SECONDS`, `MEDIA_MAX_AUDIO_SECONDS`, `MEDIA_MAX_DIMENSION`,
     /// `MEDIA_PROCESS_MEMORY_MB`, `MEDIA_PROCESS_TIMEOUT_MS`, `MEDIA_MAX_JOBS`.
     pub media_limits: crate::media::MediaLimits,
+    /// `KNOWLEDGE_EMBEDDINGS`: the embedding model of the knowledge's semantic search
+    /// (`openai:`, `gemini:` or `ollama:` and a model, with that provider's key and base URL);
+    /// `None` (unset): full-text retrieval alone.
+    pub knowledge_embeddings: Option<crate::model::embedding::EmbeddingSpec>,
     /// `INSIGHT_MODEL` (031): the analyst model (`provider:model`, the same registry as
     /// `AGENT_MODEL`); unset, no learning run.
     pub insight_model: Option<String>,
@@ -237,6 +241,8 @@ impl Settings {
             env.model_spec("TRANSCRIPTION_MODEL", "openai:gpt-4o-mini-transcribe");
         let media_limits = env.media_limits();
         let insight_model = env.model_spec("INSIGHT_MODEL", "anthropic:claude-sonnet-4-5");
+        let knowledge_embeddings =
+            env.knowledge_embeddings(openai_api_key.is_some(), google_api_key.is_some());
         let manychat_reply_field = env.or("MANYCHAT_REPLY_FIELD", "ai_message");
         let manychat_reply_flow_ns = env.string("MANYCHAT_REPLY_FLOW_NS");
         if needs.reply_flow && manychat_reply_flow_ns.is_none() {
@@ -385,6 +391,7 @@ impl Settings {
             transcription_model,
             media_limits,
             insight_model,
+            knowledge_embeddings,
             manychat_reply_field,
             manychat_reply_flow_ns,
             manychat_token_field,

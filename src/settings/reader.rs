@@ -37,6 +37,32 @@ impl Reader<'_> {
         Some(spec)
     }
 
+    /// `KNOWLEDGE_EMBEDDINGS`: one of the documented forms, with its provider's key set (the
+    /// value is never echoed: a mistyped spec may hold a pasted key).
+    pub(super) fn knowledge_embeddings(
+        &mut self,
+        openai_key: bool,
+        google_key: bool,
+    ) -> Option<crate::model::embedding::EmbeddingSpec> {
+        const NAME: &str = "KNOWLEDGE_EMBEDDINGS";
+        let raw = self.string(NAME)?;
+        let spec = crate::model::embedding::EmbeddingSpec::parse(&raw)
+            .map_err(|rule| self.problem(NAME, &rule))
+            .ok()?;
+        match spec.provider {
+            "openai" if !openai_key => self.problem(
+                "OPENAI_API_KEY",
+                "required when KNOWLEDGE_EMBEDDINGS's provider is openai",
+            ),
+            "gemini" if !google_key => self.problem(
+                crate::model::google::API_KEY_VAR,
+                "required when KNOWLEDGE_EMBEDDINGS's provider is gemini",
+            ),
+            _ => {}
+        }
+        Some(spec)
+    }
+
     pub(super) fn or(&self, name: &str, default: &str) -> String {
         self.string(name).unwrap_or_else(|| default.to_owned())
     }

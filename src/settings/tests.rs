@@ -532,6 +532,68 @@ fn spec_031_insight_model_is_provider_and_model_and_unset_means_no_run() {
 }
 
 #[test]
+fn knowledge_embeddings_unset_is_off_and_each_provider_form_is_read() {
+    assert_eq!(load(&base()).unwrap().knowledge_embeddings, None);
+    let s = load(&with(&[
+        ("KNOWLEDGE_EMBEDDINGS", "openai:text-embedding-3-small"),
+        ("OPENAI_API_KEY", "sk-fixture"),
+    ]))
+    .unwrap();
+    let spec = s.knowledge_embeddings.expect("a spec");
+    assert_eq!(spec.id(), "openai:text-embedding-3-small");
+    let s = load(&with(&[(
+        "KNOWLEDGE_EMBEDDINGS",
+        "ollama:nomic-embed-text",
+    )]))
+    .unwrap();
+    assert_eq!(s.knowledge_embeddings.unwrap().provider, "ollama");
+    let s = load(&with(&[
+        ("KNOWLEDGE_EMBEDDINGS", "gemini:text-embedding-004"),
+        ("GOOGLE_GENERATIVE_AI_API_KEY", "g-fixture"),
+    ]))
+    .unwrap();
+    assert_eq!(s.knowledge_embeddings.unwrap().model, "text-embedding-004");
+}
+
+#[test]
+fn knowledge_embeddings_a_bad_value_names_the_variable_and_the_allowed_forms() {
+    for bad in [
+        "text-embedding-3-small",
+        "cohere:embed-v3",
+        "openai:",
+        "sk-pasted-key",
+    ] {
+        let refusal = refused("KNOWLEDGE_EMBEDDINGS", bad);
+        assert_eq!(refusal.variable, "KNOWLEDGE_EMBEDDINGS");
+        for form in ["openai:<model>", "gemini:<model>", "ollama:<model>"] {
+            assert!(refusal.rule.contains(form), "{bad}: {}", refusal.rule);
+        }
+    }
+    let pasted = refused("KNOWLEDGE_EMBEDDINGS", "sk-pasted:key here");
+    assert!(
+        !pasted.rule.contains("sk-pasted"),
+        "the value is never echoed"
+    );
+    // The provider's key is required, reported with every other problem at once.
+    let err = load(&with(&[
+        ("KNOWLEDGE_EMBEDDINGS", "gemini:text-embedding-004"),
+        ("PORT", "not-a-port"),
+    ]))
+    .expect_err("refused");
+    assert!(
+        err.problem("GOOGLE_GENERATIVE_AI_API_KEY").is_some(),
+        "{err}"
+    );
+    assert!(err.problem("PORT").is_some(), "{err}");
+    let rule = problem(
+        &[("KNOWLEDGE_EMBEDDINGS", "openai:text-embedding-3-small")],
+        "OPENAI_API_KEY",
+    )
+    .rule;
+    assert!(rule.contains("KNOWLEDGE_EMBEDDINGS"), "{rule}");
+}
+
+#[test]
 fn retention_days_defaults_to_90_and_accepts_off() {
     assert_eq!(load(&base()).unwrap().retention_days, Some(90));
     for (raw, expected) in [

@@ -31,6 +31,7 @@
 //! | `erasure` | `ErasureStore` | forgetting a contact, retention |
 //! | `learning` | `LearningStore` | analyst runs, proposals, playbook versions, eval records |
 //! | `browse` | `BrowseStore` | the owner's console: recent conversations, a conversation's turns, held contacts, paged |
+//! | `embeddings` | `EmbeddingStore` | the knowledge's vectors, one per embedding model and content hash |
 //!
 //! Each concern has a file here (`src/store/<concern>.rs`: the trait and the types its callers
 //! pass, re-exported from `store`), one per backend (`sqlite/<concern>.rs`,
@@ -153,6 +154,7 @@ pub trait Store:
     + ErasureStore
     + LearningStore
     + BrowseStore
+    + EmbeddingStore
     + Send
     + Sync
     + 'static
@@ -275,6 +277,7 @@ mod browse;
 mod common;
 mod conversations;
 mod counters;
+pub mod embeddings;
 mod erasure;
 pub mod learning;
 mod nudges;
@@ -287,6 +290,7 @@ mod turns;
 pub use browse::{BrowseStore, BrowsedTurn, ConversationsPage, HeldContact, MAX_PAGE, TurnsPage};
 pub use conversations::{Conversation, ConversationStore, HoldRelease};
 pub use counters::{BudgetCharge, BudgetUsage, CounterStore};
+pub use embeddings::EmbeddingStore;
 pub use erasure::{CONTACT_TABLES, ErasureStore, Forgotten};
 pub use learning::LearningStore;
 pub use nudges::{

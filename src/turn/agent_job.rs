@@ -129,12 +129,24 @@ impl AgentJob {
         }
         let inner = &self.engine.inner;
         let derived = &self.derived;
-        // Above the knowledge threshold: what this turn is given, chosen before the model runs.
+        // Above the knowledge threshold: what this turn is given, chosen before the model runs;
+        // with semantic search, the message's vector first (bounded: full text alone on failure).
+        let vector = match inner.shared.embeddings() {
+            Some(embeddings) if derived.knowledge.layout().retrieves() => {
+                embeddings
+                    .query(&derived.knowledge, &self.contact_text)
+                    .await
+            }
+            _ => None,
+        };
         let retrieved = {
             let history: Vec<&str> = self.history.iter().map(|t| t.text.as_str()).collect();
-            derived
-                .knowledge
-                .for_turn(&self.contact_text, &history, self.sales.offering.as_deref())
+            derived.knowledge.for_turn_with(
+                &self.contact_text,
+                &history,
+                self.sales.offering.as_deref(),
+                vector.as_deref(),
+            )
         };
         let input = ThinkInput {
             config: &derived.config,

@@ -15,7 +15,9 @@
 //! queued for the contact is never overtaken (037): the answer queues behind it.
 //!
 //! Beside the order: `shared` (what the process's turns share per config snapshot: prompt,
-//! tool specs, keywords, the budget ledger; `serve` hands it to its nudge turns), `media` (a
+//! tool specs, keywords, the budget ledger; `serve` hands it to its nudge turns), `embeddings`
+//! (`KNOWLEDGE_EMBEDDINGS`: each snapshot's vectors filled in the background, the message
+//! embedded under a short timeout before retrieval), `media` (a
 //! contact's media read inside the race, and what is decided without the model), `hold` (the
 //! reply held until the flows the turn sent have played, 030), `record` (the one write, the
 //! durable promises and their recovery at start, load-shed records, the handoff's no-repeat
@@ -36,6 +38,7 @@ mod contact_budget;
 mod context;
 mod decided;
 mod detach;
+pub mod embeddings;
 mod escalate;
 mod gates;
 mod held;
@@ -223,6 +226,16 @@ impl TurnEngine {
         match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.shared = inner.shared.clone().with_playbook(playbook),
             None => tracing::error!("the turn engine is shared: its playbook stays"),
+        }
+        self
+    }
+
+    /// `KNOWLEDGE_EMBEDDINGS`: semantic search for the turns (and the nudge turns sharing
+    /// [`TurnEngine::shared`]). Only before the engine is shared, as [`Self::with_plugins`].
+    pub fn with_embeddings(mut self, embeddings: embeddings::Embeddings) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.shared = inner.shared.clone().with_embeddings(embeddings),
+            None => tracing::error!("the turn engine is shared: its embeddings stay"),
         }
         self
     }

@@ -40,6 +40,8 @@ pub struct TurnsShared {
     pub(crate) budget: Arc<BudgetLedger>,
     /// 031: the active playbook, refreshed off the turns' path (`PlaybookCache::run`).
     playbook: PlaybookCache,
+    /// `KNOWLEDGE_EMBEDDINGS`: fills each new snapshot's vectors, embeds the turns' messages.
+    embeddings: Option<super::embeddings::Embeddings>,
 }
 
 impl TurnsShared {
@@ -47,6 +49,18 @@ impl TurnsShared {
     pub fn with_playbook(mut self, playbook: PlaybookCache) -> Self {
         self.playbook = playbook;
         self
+    }
+
+    /// Semantic search: each snapshot's knowledge built from now on gets its vectors filled
+    /// in the background, and the turns embed their message.
+    pub fn with_embeddings(mut self, embeddings: super::embeddings::Embeddings) -> Self {
+        self.embeddings = Some(embeddings);
+        self
+    }
+
+    /// The semantic search, when `KNOWLEDGE_EMBEDDINGS` is set.
+    pub(crate) fn embeddings(&self) -> Option<&super::embeddings::Embeddings> {
+        self.embeddings.as_ref()
     }
 
     /// Builds what `config` derives now (after a load or a reload), so the first turn under it
@@ -77,7 +91,14 @@ impl TurnsShared {
             .filter(|derived| Arc::ptr_eq(&derived.config, config));
         let knowledge = match same {
             Some(derived) => derived.knowledge.clone(),
-            None => Arc::new(Knowledge::build(config)),
+            None => {
+                let knowledge = Arc::new(Knowledge::build(config));
+                // A new snapshot: its vectors are filled off the turns' path.
+                if let Some(embeddings) = &self.embeddings {
+                    embeddings.fill(config, &knowledge);
+                }
+                knowledge
+            }
         };
         let tools = match same {
             Some(derived) => derived.tools.clone(),

@@ -20,6 +20,7 @@ mod crowd;
 mod deferred_channel;
 mod documents;
 mod durable;
+mod embeddings;
 mod faults;
 mod flows;
 mod gates;

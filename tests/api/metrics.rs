@@ -46,6 +46,8 @@ const COUNTERS: &[&str] = &[
     "burst_pieces_merged",
     "knowledge_retrieved",
     "knowledge_misses",
+    "knowledge_embedding_failures",
+    "knowledge_embedded",
     "hold_releases",
     "model_tokens",
     "model_cost_usd",
@@ -66,6 +68,7 @@ const GAUGES: &[&str] = &[
     "turns_waiting",
     "bursts_open",
     "requests_in_flight",
+    "knowledge_embedding_vectors",
 ];
 
 fn documented() -> Vec<(String, OpenMetricsType)> {

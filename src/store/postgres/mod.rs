@@ -28,8 +28,8 @@ use super::{
     StoreError, Turn,
 };
 use super::{
-    ConversationStore, CounterStore, ErasureStore, NudgeStore, OrderStore, OutboxStore,
-    ReportStore, SalesStore, TurnStore,
+    ConversationStore, CounterStore, EmbeddingStore, ErasureStore, NudgeStore, OrderStore,
+    OutboxStore, ReportStore, SalesStore, TurnStore,
 };
 use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use crate::ids::{ConversationId, SubscriberId};
@@ -452,6 +452,7 @@ mod tests {
 mod browse;
 mod conversations;
 mod counters;
+mod embeddings;
 mod erasure;
 mod learning;
 mod nudges;

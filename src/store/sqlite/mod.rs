@@ -51,8 +51,8 @@ use super::{
     PromiseRows, Result, Role, Store, StoreError, Turn, TurnContext, TurnContextQuery,
 };
 use super::{
-    ConversationStore, CounterStore, ErasureStore, NudgeStore, OrderStore, OutboxStore,
-    ReportStore, SalesStore, TurnStore,
+    ConversationStore, CounterStore, EmbeddingStore, ErasureStore, NudgeStore, OrderStore,
+    OutboxStore, ReportStore, SalesStore, TurnStore,
 };
 use super::{WindowClosing, WindowClosingClaim, WindowClosingStatus};
 use crate::ids::{ConversationId, SubscriberId};
@@ -204,6 +204,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         27,
         "learning_decisions",
         include_str!("../../../migrations/sqlite/0027_learning_decisions.sql"),
+    ),
+    (
+        28,
+        "embeddings",
+        include_str!("../../../migrations/sqlite/0028_embeddings.sql"),
     ),
 ];
 
@@ -912,6 +917,7 @@ impl Store for SqliteStore {
 mod browse;
 mod conversations;
 mod counters;
+mod embeddings;
 mod erasure;
 mod learning;
 mod nudges;

@@ -1,0 +1,11 @@
+-- Semantic search (KNOWLEDGE_EMBEDDINGS): one vector per embedding model and text, keyed by the
+-- SHA-256 of the text the knowledge index holds (an offering's or a passage's), so a text is
+-- embedded once whatever reloads follow. Catalog text only: no contact's row, no message.
+-- `vector` is the model's floats, little-endian f32.
+CREATE TABLE embeddings (
+    model        TEXT        NOT NULL,
+    content_hash TEXT        NOT NULL,
+    vector       BYTEA       NOT NULL,
+    created_at   TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (model, content_hash)
+);
