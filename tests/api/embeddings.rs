@@ -268,6 +268,7 @@ async fn knowledge_embeddings_a_message_sharing_no_word_retrieves_the_offering_n
 
 #[tokio::test]
 async fn knowledge_embeddings_provider_down_the_turn_answers_by_full_text_and_it_is_counted() {
+    let logs = manychat_agent::observability::capture_global();
     let server = embedding_server(None).await;
     let model = replies(1);
     let app =
@@ -283,9 +284,12 @@ async fn knowledge_embeddings_provider_down_the_turn_answers_by_full_text_and_it
         .await;
     let named = app.config.snapshot().catalog.offerings[5].clone();
 
-    let (status, body) = app
-        .send("7403", &format!("How much is the {}?", named.name))
-        .await;
+    // The message carries an invented name, which no log line may hold (C5).
+    let message = format!(
+        "How much is the {}? Ask for Quentin Marlowe-Fairweather",
+        named.name
+    );
+    let (status, body) = app.send("7403", &message).await;
     assert_eq!(status, 200);
     assert_eq!(block_texts(&body), vec!["Here is what we have."]);
     app.settle().await;
@@ -308,6 +312,14 @@ async fn knowledge_embeddings_provider_down_the_turn_answers_by_full_text_and_it
         "manychat_agent_knowledge_embedding_failures_total{stage=\"query\"} 1",
     );
     app.stop().await;
+    let text = logs.text();
+    assert!(
+        text.contains("the message could not be embedded"),
+        "the failure is logged"
+    );
+    for secret in ["Marlowe-Fairweather", MESSAGE] {
+        assert!(!text.contains(secret), "{secret} reached a log line");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -340,4 +352,72 @@ async fn knowledge_embeddings_provider_slow_the_turn_waits_800_ms_then_answers_b
         "manychat_agent_knowledge_embedding_failures_total{stage=\"query\"} 1",
     );
     app.stop().await;
+}
+
+/// `config check --env` with `KNOWLEDGE_EMBEDDINGS` set to `value`, in an environment `serve`
+/// would otherwise accept (no OpenAI key: the model is the demo's).
+fn config_check(value: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    copy_demo_tenant(&config);
+    let env: Vec<(&str, String)> = vec![
+        ("CONFIG_DIR", config.display().to_string()),
+        (
+            "DATABASE_URL",
+            format!("sqlite://{}", dir.path().join("agent.db").display()),
+        ),
+        ("AGENT_MODEL", "mock:demo".into()),
+        ("MANYCHAT_SHARED_SECRET", SECRET.into()),
+        ("PUBLIC_BASE_URL", "https://agent.example.test".into()),
+        ("MANYCHAT_API_TOKEN", "123:test-token".into()),
+        ("MANYCHAT_REPLY_FLOW_NS", "content20250101_reply".into()),
+        ("KNOWLEDGE_EMBEDDINGS", value.into()),
+    ];
+    std::process::Command::new(env!("CARGO_BIN_EXE_manychat-agent"))
+        .args(["config", "check", "--env"])
+        .env_clear()
+        .envs(env.iter().map(|(n, v)| (*n, v.as_str())))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn knowledge_embeddings_a_bad_value_is_refused_naming_the_variable_and_the_allowed_forms() {
+    for bad in [
+        "text-embedding-3-small",
+        "cohere:embed-v3",
+        "sk-pasted:abc def",
+    ] {
+        let output = config_check(bad);
+        assert_eq!(output.status.code(), Some(1), "{bad}: {output:?}");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let line = said
+            .lines()
+            .find(|l| l.contains("KNOWLEDGE_EMBEDDINGS"))
+            .unwrap_or_else(|| panic!("{bad}: the variable is named: {said}"));
+        for form in ["openai:<model>", "gemini:<model>", "ollama:<model>"] {
+            assert!(line.contains(form), "{bad}: {line}");
+        }
+        assert!(
+            !said.contains("sk-pasted"),
+            "the value is never echoed: {said}"
+        );
+    }
+    // A known provider without its key: the key's variable is named.
+    let output = config_check("openai:text-embedding-3-small");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr).into_owned()
+        + &String::from_utf8_lossy(&output.stdout);
+    assert!(
+        said.lines()
+            .any(|l| l.contains("OPENAI_API_KEY") && l.contains("KNOWLEDGE_EMBEDDINGS")),
+        "{said}"
+    );
+    // A valid one passes.
+    let output = config_check("ollama:nomic-embed-text");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
 }
