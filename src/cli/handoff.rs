@@ -11,9 +11,15 @@ use std::path::Path;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 
-use crate::config::{ConfigContext, TenantConfig};
+use crate::config::{ConfigContext, Language, TenantConfig};
 use crate::ids::SubscriberId;
 use crate::store::{Role, Store};
+use crate::words::{Key, fill, text};
+
+/// The owner's language of the tenant config as the demo loads it (English without one).
+fn language(config: Option<&TenantConfig>) -> Language {
+    config.map_or(Language::default(), |c| c.rules.owner_language)
+}
 
 /// One line on why the contact's latest reply handed it to a person, or `None`.
 pub(super) async fn explain(
@@ -28,19 +34,21 @@ pub(super) async fn explain(
     if !outcome.starts_with("escalated") {
         return None;
     }
+    let config = tenant_config(env);
+    let lang = language(config.as_ref());
     if outcome != "escalated_precheck" {
-        return Some(format!(
-            "handed to a person: the turn ended {outcome} (see the service's log line for this \
-             conversation, {})",
-            conversation.id
+        return Some(fill(
+            lang,
+            Key::SimHandoffEnded,
+            &[outcome, &conversation.id.to_string()],
         ));
     }
     let message = turns.iter().rev().find(|turn| turn.role == Role::User)?;
-    let why = match tenant_config(env) {
+    let why = match &config {
         Some(config) => {
             precheck(
                 store.as_ref(),
-                &config,
+                config,
                 &conversation.id,
                 subscriber,
                 &message.text,
@@ -51,12 +59,8 @@ pub(super) async fn explain(
         }
         None => None,
     };
-    Some(format!(
-        "handed to a person before the model ran: {}",
-        why.unwrap_or_else(|| {
-            "a keyword, the turn cap, the hourly rate or the daily budget".to_owned()
-        })
-    ))
+    let why = why.unwrap_or_else(|| text(lang, Key::SimHandoffSomeCheck).to_owned());
+    Some(fill(lang, Key::SimHandoffBeforeModel, &[&why]))
 }
 
 /// When the contact's latest message was held for a person (`crate::handoff`): what happened
@@ -74,6 +78,7 @@ pub(super) async fn held(
     }
     let since = conversation.escalated_at?;
     let config = tenant_config(env);
+    let lang = language(config.as_ref());
     let until = config.as_ref().and_then(|c| {
         match crate::handoff::hold_at(&conversation, crate::handoff::hold_hours(c), Utc::now()) {
             crate::handoff::Hold::Held { until, .. } => Some(until),
@@ -84,28 +89,29 @@ pub(super) async fn held(
         .as_ref()
         .and_then(|c| c.rules.handoff.as_ref())
         .and_then(|h| h.tag.clone());
-    let mut lines = vec![format!(
-        "(held for a person: the contact was handed to a person at {}, so the assistant did not \
-         answer and sent nothing; the message is recorded)",
-        since.format("%Y-%m-%d %H:%M UTC")
-    )];
+    let at = |time: DateTime<Utc>| time.format("%Y-%m-%d %H:%M UTC").to_string();
+    let mut lines = vec![fill(lang, Key::SimHeldSince, &[&at(since)])];
     let mut ends = Vec::new();
     if let Some(until) = until {
-        ends.push(format!("at {}", until.format("%Y-%m-%d %H:%M UTC")));
+        ends.push(fill(lang, Key::SimHoldEndsAt, &[&at(until)]));
     }
     if let Some(tag) = tag {
-        ends.push(format!(
-            "when the tag {tag} is removed from the contact in ManyChat"
-        ));
+        ends.push(fill(lang, Key::SimHoldEndsTag, &[&tag]));
     }
-    ends.push("when someone releases it".to_owned());
-    lines.push(format!("(the hold ends {})", ends.join(", or ")));
-    lines.push(format!(
-        "(to hand the contact back to the assistant now: manychat-agent release {}, or POST \
-         {} with {{\"subscriber_id\": \"{}\"}} and the shared secret)",
-        subscriber.as_str(),
-        crate::http::RELEASE_PATH,
-        subscriber.as_str()
+    ends.push(text(lang, Key::SimHoldEndsRelease).to_owned());
+    lines.push(fill(
+        lang,
+        Key::SimHoldEnds,
+        &[&ends.join(&format!(", {} ", text(lang, Key::SimHoldOr)))],
+    ));
+    lines.push(fill(
+        lang,
+        Key::SimHandBack,
+        &[
+            subscriber.as_str(),
+            crate::http::RELEASE_PATH,
+            subscriber.as_str(),
+        ],
     ));
     Some(lines)
 }
@@ -129,13 +135,14 @@ async fn precheck(
     config: &TenantConfig,
     conversation: &crate::ids::ConversationId,
     subscriber: &SubscriberId,
-    text: &str,
+    message: &str,
     bound: bool,
     at: DateTime<Utc>,
 ) -> Option<String> {
     let rules = &config.rules;
-    if rules.escalation_keyword_hit(text) {
-        return Some("the message holds one of rules.json's escalationKeywords".to_owned());
+    let lang = rules.owner_language;
+    if rules.escalation_keyword_hit(message) {
+        return Some(text(lang, Key::SimWhyKeyword).to_owned());
     }
     let cap = rules.max_turns_per_conversation;
     let idle_hours = rules.idle_reset_hours;
@@ -145,26 +152,27 @@ async fn precheck(
         .ok()?;
     let run = messages_without_pause(&times, TimeDelta::hours(i64::from(idle_hours)));
     if bound && run > u64::from(cap) {
-        return Some(format!(
-            "the turn cap, more than {cap} messages without a {idle_hours}-hour pause \
-             (rules.json maxTurnsPerConversation); write as a new contact (simulate without \
-             --subscriber), or reset the demo's data (README, The two commands)"
+        return Some(fill(
+            lang,
+            Key::SimWhyTurnCap,
+            &[&cap.to_string(), &idle_hours.to_string()],
         ));
     }
     let hour = at.duration_trunc(TimeDelta::hours(1)).ok()?;
     let count = store.rate_count(subscriber, hour).await.ok()?;
     let limit = rules.rate_limit.turns_per_subscriber_per_hour;
     if count > i64::from(limit) {
-        return Some(format!(
-            "the hourly rate, {count} messages this hour \
-             (rules.json rateLimit.turnsPerSubscriberPerHour is {limit})"
+        return Some(fill(
+            lang,
+            Key::SimWhyRate,
+            &[&count.to_string(), &limit.to_string()],
         ));
     }
     let spent = store.budget(at.date_naive()).await.ok()?;
     if spent.tokens >= i64::try_from(rules.budget.daily_token_cap).unwrap_or(i64::MAX)
         || spent.cost_usd >= rules.budget.daily_cost_cap_usd
     {
-        return Some("today's token or cost budget is spent (rules.json budget)".to_owned());
+        return Some(text(lang, Key::SimWhyBudget).to_owned());
     }
     None
 }
@@ -184,6 +192,37 @@ fn messages_without_pause(times: &[DateTime<Utc>], idle: TimeDelta) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `simulate`'s explanation of a handoff speaks the owner's language (`ownerLanguage`).
+    #[tokio::test]
+    async fn simulate_explains_a_keyword_handoff_in_the_owners_language() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("store.db").display());
+        let store = crate::store::sqlite::SqliteStore::connect(&url)
+            .await
+            .unwrap();
+        let mut config = crate::config::examples::demo_tenant();
+        let subscriber = SubscriberId::parse("5550123").unwrap();
+        let conversation = uuid::Uuid::new_v4();
+        let keyword = config.rules.escalation_keywords[0].clone();
+        let mut said = Vec::new();
+        for language in Language::ALL {
+            config.rules.owner_language = language;
+            let why = precheck(
+                &store,
+                &config,
+                &conversation,
+                &subscriber,
+                &keyword,
+                true,
+                Utc::now(),
+            )
+            .await;
+            assert_eq!(why.as_deref(), Some(text(language, Key::SimWhyKeyword)));
+            said.push(why.unwrap());
+        }
+        assert!(said[1].contains("rules.json") && said[1] != said[0] && said[2] != said[0]);
+    }
 
     #[test]
     fn a_pause_of_the_idle_gap_ends_the_run() {

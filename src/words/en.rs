@@ -282,6 +282,30 @@ pub(super) fn text(key: Key) -> &'static str {
         SimNudgeScheduled => "a follow-up scheduled",
         SimFailed => "failed: {}",
         SimRefused => "refused: {}",
+        SimHandoffEnded => {
+            "handed to a person: the turn ended {} (see the service's log line for this conversation, {})"
+        }
+        SimHandoffBeforeModel => "handed to a person before the model ran: {}",
+        SimHandoffSomeCheck => "a keyword, the turn cap, the hourly rate or the daily budget",
+        SimWhyKeyword => "the message holds one of rules.json's escalationKeywords",
+        SimWhyTurnCap => {
+            "the turn cap, more than {} messages without a {}-hour pause (rules.json maxTurnsPerConversation); write as a new contact (simulate without --subscriber), or reset the demo's data (README, The two commands)"
+        }
+        SimWhyRate => {
+            "the hourly rate, {} messages this hour (rules.json rateLimit.turnsPerSubscriberPerHour is {})"
+        }
+        SimWhyBudget => "today's token or cost budget is spent (rules.json budget)",
+        SimHeldSince => {
+            "(held for a person: the contact was handed to a person at {}, so the assistant did not answer and sent nothing; the message is recorded)"
+        }
+        SimHoldEndsAt => "at {}",
+        SimHoldEndsTag => "when the tag {} is removed from the contact in ManyChat",
+        SimHoldEndsRelease => "when someone releases it",
+        SimHoldEnds => "(the hold ends {})",
+        SimHoldOr => "or",
+        SimHandBack => {
+            "(to hand the contact back to the assistant now: manychat-agent release {}, or POST {} with {\"subscriber_id\": \"{}\"} and the shared secret)"
+        }
 
         ConBrand => "manychat-agent console",
         ConSkip => "Skip to content",

@@ -315,6 +315,34 @@ pub(super) fn text(key: Key) -> &'static str {
         SimNudgeScheduled => "un seguimiento programado",
         SimFailed => "falló: {}",
         SimRefused => "rechazado: {}",
+        SimHandoffEnded => {
+            "pasado a una persona: el turno terminó {} (vea la línea del registro del servicio para esta conversación, {})"
+        }
+        SimHandoffBeforeModel => "pasado a una persona antes de que el modelo respondiera: {}",
+        SimHandoffSomeCheck => {
+            "una palabra clave, el límite de turnos, el límite por hora o el presupuesto diario"
+        }
+        SimWhyKeyword => "el mensaje contiene una de las escalationKeywords de rules.json",
+        SimWhyTurnCap => {
+            "el límite de turnos: más de {} mensajes sin una pausa de {} horas (rules.json maxTurnsPerConversation); escriba como un contacto nuevo (simulate sin --subscriber) o borre los datos de la demo (README, The two commands)"
+        }
+        SimWhyRate => {
+            "el límite por hora: {} mensajes en esta hora (rules.json rateLimit.turnsPerSubscriberPerHour es {})"
+        }
+        SimWhyBudget => {
+            "el presupuesto de tokens o de coste de hoy está agotado (rules.json budget)"
+        }
+        SimHeldSince => {
+            "(en espera de una persona: el contacto pasó a una persona el {}, así que el asistente no respondió ni envió nada; el mensaje queda guardado)"
+        }
+        SimHoldEndsAt => "el {}",
+        SimHoldEndsTag => "cuando se quite la etiqueta {} del contacto en ManyChat",
+        SimHoldEndsRelease => "cuando alguien lo libere",
+        SimHoldEnds => "(la espera termina {})",
+        SimHoldOr => "o",
+        SimHandBack => {
+            "(para devolver el contacto al asistente ahora: manychat-agent release {}, o POST {} con {\"subscriber_id\": \"{}\"} y el secreto compartido)"
+        }
 
         ConBrand => "consola de manychat-agent",
         ConSkip => "Ir al contenido",

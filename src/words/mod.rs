@@ -89,7 +89,9 @@ keys! {
     // `simulate`'s explanations.
     SimReadFrom, SimCannotRead, SimNoTurn, SimNoAction, SimHandedOver, SimQueued,
     SimFieldSet, SimFlowSent, SimTagAdded, SimTagRemoved, SimNoteWritten, SimNudgeScheduled,
-    SimFailed, SimRefused,
+    SimFailed, SimRefused, SimHandoffEnded, SimHandoffBeforeModel, SimHandoffSomeCheck, SimWhyKeyword,
+    SimWhyTurnCap, SimWhyRate, SimWhyBudget, SimHeldSince, SimHoldEndsAt,
+    SimHoldEndsTag, SimHoldEndsRelease, SimHoldEnds, SimHoldOr, SimHandBack,
     // The owner's console.
     ConBrand, ConSkip, ConNavLabel, ConNavRunning, ConNavTry, ConNavConversations, ConNavHeld,
     ConNavReport, ConNavLearning, ConLogout, ConNotFound, ConBackToConversations,

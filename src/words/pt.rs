@@ -310,6 +310,34 @@ pub(super) fn text(key: Key) -> &'static str {
         SimNudgeScheduled => "um acompanhamento agendado",
         SimFailed => "falhou: {}",
         SimRefused => "recusado: {}",
+        SimHandoffEnded => {
+            "passado a uma pessoa: o turno terminou {} (veja a linha do registo do serviço para esta conversa, {})"
+        }
+        SimHandoffBeforeModel => "passado a uma pessoa antes de o modelo responder: {}",
+        SimHandoffSomeCheck => {
+            "uma palavra-chave, o limite de turnos, o limite por hora ou o orçamento diário"
+        }
+        SimWhyKeyword => "a mensagem contém uma das escalationKeywords do rules.json",
+        SimWhyTurnCap => {
+            "o limite de turnos: mais de {} mensagens sem uma pausa de {} horas (rules.json maxTurnsPerConversation); escreva como um contacto novo (simulate sem --subscriber) ou apague os dados da demo (README, The two commands)"
+        }
+        SimWhyRate => {
+            "o limite por hora: {} mensagens nesta hora (rules.json rateLimit.turnsPerSubscriberPerHour é {})"
+        }
+        SimWhyBudget => {
+            "o orçamento de tokens ou de custo de hoje está esgotado (rules.json budget)"
+        }
+        SimHeldSince => {
+            "(em espera de uma pessoa: o contacto passou a uma pessoa em {}, por isso o assistente não respondeu nem enviou nada; a mensagem fica guardada)"
+        }
+        SimHoldEndsAt => "em {}",
+        SimHoldEndsTag => "quando a etiqueta {} for retirada do contacto no ManyChat",
+        SimHoldEndsRelease => "quando alguém o libertar",
+        SimHoldEnds => "(a espera termina {})",
+        SimHoldOr => "ou",
+        SimHandBack => {
+            "(para devolver o contacto ao assistente agora: manychat-agent release {}, ou POST {} com {\"subscriber_id\": \"{}\"} e o segredo partilhado)"
+        }
 
         ConBrand => "console do manychat-agent",
         ConSkip => "Ir para o conteúdo",
