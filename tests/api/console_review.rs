@@ -1,4 +1,4 @@
-//! The owner's console: the learning review (031 in the console, issue 46 § 3), the report page
+//! The owner's console: the learning review (031 in the console), the report page
 //! with its charts, and the console in the owner's language. What the store holds after each
 //! button: the CLI's own records (`learning::review::apply`, `learning::gate::activate`),
 //! decided by `console`.

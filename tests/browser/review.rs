@@ -1,4 +1,4 @@
-//! The learning review and the report in the browser (issue 46): approving a proposal with a
+//! The learning review and the report in the browser: approving a proposal with a
 //! reason as the owner does it, the store holding the CLI's record decided by `console`; the
 //! report's charts drawn on the page under the console's Content-Security-Policy; both pages at
 //! 1280 and 375 px (`target/console-screenshots/learning-*.png`, `report-*.png`).
