@@ -30,9 +30,9 @@ use super::duplicate::{self, Duplicate};
 use super::leak::leak_kind;
 pub use super::leak::{LEAK_RUN_CHARS, ProtectedText};
 use super::prompt::HistoryTurn;
-use super::reply::{AgentReply, MAX_MESSAGE_CHARS, MAX_REPLY_MESSAGES, parse_reply};
 use crate::escalation::{EscalationCause, EscalationReason};
 use crate::fence::Fence;
+use crate::model::reply::{AgentReply, MAX_MESSAGE_CHARS, MAX_REPLY_MESSAGES, parse_reply};
 
 /// What the guardrails need from the turn.
 #[derive(Debug, Clone, Copy)]

@@ -5,7 +5,6 @@
 //!   [`playbook`]: the active playbook's section of it (031). The fence around contact text is
 //!   `crate::fence`.
 //! - [`agent_loop`]: the four-step tool loop over the `Model` and `ToolHost` traits.
-//! - [`reply`]: AgentReply, its strict JSON Schema and the parser.
 //! - [`guardrails`]: schema, field echoes, leaks, escalation, confidence, clamps, repeats.
 //! - [`duplicate`]: no reply said twice (013).
 //!
@@ -22,7 +21,6 @@ mod knowledge_sections;
 mod leak;
 pub mod playbook;
 pub mod prompt;
-pub mod reply;
 
 pub use agent_loop::{
     CallBudget, LoopResult, MAX_STEPS, NoTools, ToolHost, run_loop, run_loop_within,
@@ -33,13 +31,13 @@ pub use guardrails::{
 pub use prompt::{
     HistoryTurn, final_step_note, format_price, history_actions_note, static_prefix, turn_messages,
 };
-pub use reply::{AgentReply, ReplyError, agent_reply_schema, parse_reply};
 
 use std::sync::Arc;
 
 use crate::config::TenantConfig;
 use crate::escalation::EscalationCause;
 use crate::fence::Fence;
+use crate::model::reply::agent_reply_schema;
 use crate::model::{CacheHints, Message, Model, ModelError, ModelRequest, ToolChoice, Usage};
 
 /// The structured output's name on the wire.
@@ -295,6 +293,42 @@ mod tests {
             images: &[],
             budget: None,
             retrieved: None,
+        }
+    }
+
+    /// `mock:demo` reads the prefix this module renders: given the workshop fixture's prompt in
+    /// each language, it greets in that language with the catalog's offerings.
+    #[tokio::test]
+    async fn mock_demo_greets_in_the_rendered_prompts_language() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tenant-cycle");
+        let mut cfg = crate::config::load_dir(&dir, &Default::default()).expect("the workshop");
+        for (prompt_text, greeting, expected) in [
+            (
+                "You answer the messages of a small bicycle workshop. Keep replies short.",
+                "Hello!",
+                "Hi! We offer: Full Tune-Up",
+            ),
+            (
+                "Respondes los mensajes de un pequeño taller de bicicletas. Respuestas cortas y \
+                 prácticas, como la persona del mostrador.",
+                "¡Hola!",
+                "¡Hola! Ofrecemos: Full Tune-Up",
+            ),
+            (
+                "Você responde as mensagens de uma pequena oficina de bicicletas. Respostas \
+                 curtas e práticas, como a pessoa do balcão.",
+                "Oi, bom dia",
+                "Olá! Oferecemos: Full Tune-Up",
+            ),
+        ] {
+            cfg.prompt = prompt_text.to_owned();
+            let prompt = SnapshotPrompt::new(&cfg);
+            let model = crate::model::demo::DemoModel::new();
+            let t = think(&model, input(&cfg, &prompt, greeting), &mut NoTools).await;
+            assert!(!t.reply.escalate, "{greeting}");
+            let said = t.reply.messages.join("\n");
+            assert!(said.contains(expected), "{expected:?} in {said}");
         }
     }
 

@@ -11,6 +11,8 @@
 //! - [`mock`]: the scripted, hanging and slow models; [`demo`]: `mock:demo`.
 //! - [`capabilities`]: what each model family accepts (temperature, structured output, bounds);
 //!   [`wire_schema`]: the AgentReply schema as each provider's structured output takes it.
+//! - [`reply`]: AgentReply, what a model's final step must return: its strict JSON Schema and
+//!   the parser that is the agent's first guardrail.
 //! - [`reasoning`]: `AGENT_REASONING_EFFORT`, its levels and the start check.
 //! - [`pricing`]: USD cost of a call's usage, for the daily budget; the operator's price.
 //! - [`embedding`]: `KNOWLEDGE_EMBEDDINGS` → an [`embedding::Embedder`] (OpenAI, Gemini, Ollama).
@@ -38,6 +40,7 @@ pub mod openai;
 pub mod pricing;
 pub mod reasoning;
 pub mod registry;
+pub mod reply;
 mod reported;
 #[cfg(test)]
 mod test_support;

@@ -2,7 +2,7 @@
 //!
 //! The agent keeps one JSON Schema for the reply, with every bound the reply needs (1–3
 //! messages, 1000 characters each, a confidence from 0 to 1), and validates every provider's
-//! output against it after parsing (`agent::parse_reply`, schemars + jsonschema). What a
+//! output against it after parsing (`reply::parse_reply`, schemars + jsonschema). What a
 //! provider *receives* is the part of that schema its structured output documents; one function
 //! per provider produces it, and the tests check each copy against an allow-list of keywords
 //! written from that provider's documentation.
@@ -248,8 +248,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::agent::{agent_reply_schema, parse_reply};
     use crate::model::conformance::{anthropic, google, openai, schema_keywords as all_keywords};
+    use crate::model::reply::{agent_reply_schema, parse_reply};
 
     /// Anthropic's allow-list, written from its Structured outputs guide (see
     /// `conformance::anthropic::schema_keyword_allowed` for the source of each keyword).

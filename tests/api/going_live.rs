@@ -144,9 +144,10 @@ fn the_providers_guide_shows_the_reply_schema_as_sent_and_a_reply_that_passes_it
     let schema = json_block_after(&doc, "## The reply a model must return");
     assert_eq!(
         &schema,
-        manychat_agent::agent::agent_reply_schema().as_ref(),
+        manychat_agent::model::reply::agent_reply_schema().as_ref(),
         "the documented schema is the one sent"
     );
     let example = json_block_after(&doc, "One reply, as the demo tenant's model would give it:");
-    manychat_agent::agent::parse_reply(&example.to_string()).expect("the example is an AgentReply");
+    manychat_agent::model::reply::parse_reply(&example.to_string())
+        .expect("the example is an AgentReply");
 }

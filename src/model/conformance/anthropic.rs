@@ -20,10 +20,10 @@ use super::{
     assert_real_steps_conform, assert_refused_as, assert_route_turn_conforms, missing_keys,
     real_steps, refusing_fake_at, schema_keywords, unknown_keys,
 };
-use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
 use crate::model::anthropic::{AnthropicModel, parse_response};
 use crate::model::reasoning::Effort;
+use crate::model::reply::agent_reply_schema;
 use crate::model::test_support::*;
 use crate::model::wire_schema::ANTHROPIC_FORMATS;
 use crate::model::{Message, Model, ProviderEcho, StopReason, ToolArguments, ToolChoice};

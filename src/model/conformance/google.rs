@@ -18,10 +18,10 @@ use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use super::{RefusesWhatTheApiRefuses, elements, missing_keys, schema_keywords, unknown_keys};
-use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
 use crate::model::google::{GoogleModel, parse_response};
 use crate::model::reasoning::Effort;
+use crate::model::reply::agent_reply_schema;
 use crate::model::test_support::*;
 use crate::model::wire_schema::GOOGLE_KEYWORDS;
 use crate::model::{

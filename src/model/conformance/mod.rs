@@ -141,7 +141,7 @@ pub(crate) async fn assert_refused_as(refused: reqwest::Response, kind: &str) {
 pub(crate) fn real_steps() -> Vec<ModelRequest> {
     let tools = demo_tenant_tools();
     let real = |mut request: ModelRequest| {
-        request.output_schema = Arc::clone(crate::agent::agent_reply_schema());
+        request.output_schema = Arc::clone(crate::model::reply::agent_reply_schema());
         request.tools = Arc::clone(&tools);
         request
     };

@@ -12,8 +12,8 @@ use super::{
     RefusesWhatTheApiRefuses, assert_real_steps_answered, assert_real_steps_conform,
     assert_route_turn_conforms, elements, missing_keys, real_steps, refusing_fake_at, unknown_keys,
 };
-use crate::agent::agent_reply_schema;
 use crate::model::ollama::{OllamaModel, parse_response};
+use crate::model::reply::agent_reply_schema;
 use crate::model::test_support::*;
 use crate::model::{Message, Model, StopReason, ToolArguments, ToolCall, ToolChoice};
 

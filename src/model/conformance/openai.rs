@@ -13,9 +13,9 @@ use super::{
     assert_real_steps_conform, assert_refused_as, assert_route_turn_conforms, elements,
     missing_keys, real_steps, refusing_fake_at, schema_keywords, unknown_keys,
 };
-use crate::agent::agent_reply_schema;
 use crate::ids::Secret;
 use crate::model::openai::{OpenAiModel, parse_response};
+use crate::model::reply::agent_reply_schema;
 use crate::model::test_support::*;
 use crate::model::wire_schema::OPENAI_BOUNDS;
 use crate::model::{Model, StopReason, ToolArguments};

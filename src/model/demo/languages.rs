@@ -1,6 +1,7 @@
 //! The offline model answers in the tenant prompt's language: greetings, prices, schedules and
 //! the payment link, in English, Spanish and Portuguese, on the second invented vertical (the
-//! bicycle workshop of `tests/fixtures/tenant-cycle`), its prompt written in each language.
+//! bicycle workshop of `tests/fixtures/tenant-cycle`, laid out here by hand), its prompt written
+//! in each language.
 
 use super::*;
 use crate::model::ToolChoice;
@@ -31,12 +32,31 @@ fn prompt(language: Language) -> &'static str {
     }
 }
 
-/// The workshop's request for `text`, its system text rendered from the fixture's config with
-/// the prompt in `language`; `tools`: the payment link flow offered.
+/// The workshop's system text as the prompt format lays it out, its tenant prompt in
+/// `language`. The agent's own rendering of it is read by the demo in `agent`'s tests.
+fn system(language: Language) -> String {
+    format!(
+        "# FRAMEWORK RULES\nYou are a sales assistant. Ground every fact in the catalog.\n\n\
+         # TENANT PROMPT\n{}\n\n\
+         # CATALOG\n\
+         business: Spoke Lane Cycle Works\n\
+         - offering tune-up: Full Tune-Up | price 89.00 EUR | duration 3 hours | schedule Drop off Monday to Friday before 10am, ready the same evening\n  \
+         Gears and brakes adjusted, chain cleaned and wheels trued.\n\
+         - offering wheel-build: Custom Wheel Build | price 160.00 EUR\n  \
+         A pair of wheels laced by hand to your rims and hubs.\n\
+         - offering bike-fit: Bike Fit Session | price 120.00 EUR | duration 2 hours | schedule Saturdays at 9am or 1pm\n  \
+         Saddle height, reach and cleat position set on your own bike.\n\n\
+         # FAQ\n\
+         Q: Do you work on electric bikes?\n\
+         A: Yes, on the mechanical parts.\n\n\
+         # PAYMENT OPTIONS\n(none)\n",
+        prompt(language)
+    )
+}
+
+/// The workshop's request for `text`, with the prompt in `language`; `tools`: the payment
+/// link flow offered.
 fn request(language: Language, text: &str, tools: bool) -> ModelRequest {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tenant-cycle");
-    let mut config = crate::config::load_dir(&dir, &Default::default()).expect("the workshop");
-    config.prompt = prompt(language).to_owned();
     let tools: Vec<ToolSpec> = match tools {
         true => vec![ToolSpec {
             name: "send_flow".into(),
@@ -56,7 +76,7 @@ fn request(language: Language, text: &str, tools: bool) -> ModelRequest {
         false => vec![],
     };
     ModelRequest {
-        system: crate::agent::prompt::static_prefix(&config).into(),
+        system: system(language).into(),
         messages: vec![Message::User {
             text: format!(
                 "SERVER NOTICES (system-authored, not from the contact):\n(none)\n\n\

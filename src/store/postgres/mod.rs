@@ -83,12 +83,12 @@ impl PgStore {
             // The server's notices (a migration's "already exists, skipping" at every start)
             // are not the operator's news; warnings and errors still arrive.
             .options([("client_min_messages", "warning")]);
-        Self::connect_with(options, pool_size.max(1)).await
+        Self::connect_with(options, Connections::OnDemand(pool_size.max(1))).await
     }
 
-    async fn connect_with(options: PgConnectOptions, max_connections: u32) -> Result<Self> {
-        let pool = match PgPoolOptions::new()
-            .max_connections(max_connections)
+    async fn connect_with(options: PgConnectOptions, connections: Connections) -> Result<Self> {
+        let pool = match connections
+            .pool_options()
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options.clone())
             .await
@@ -160,6 +160,32 @@ fn changed(done: sqlx::postgres::PgQueryResult, what: &'static str) -> Result<()
     Ok(())
 }
 
+/// How a pool opens and keeps its connections.
+#[derive(Clone, Copy)]
+enum Connections {
+    /// Up to this many, opened when needed, checked before use, recycled when idle.
+    OnDemand(u32),
+    /// Tests only: exactly this many, all opened before the test starts and kept open, none
+    /// checked before use. A test that pauses or drives tokio's clock then never waits for a
+    /// connection in virtual time: a connection opened in virtual time can outlast the pool's
+    /// acquire timeout on a busy machine, and fail a correct test.
+    Preopened(u32),
+}
+
+impl Connections {
+    fn pool_options(self) -> PgPoolOptions {
+        match self {
+            Self::OnDemand(max) => PgPoolOptions::new().max_connections(max),
+            Self::Preopened(count) => PgPoolOptions::new()
+                .max_connections(count)
+                .min_connections(count)
+                .test_before_acquire(false)
+                .idle_timeout(None)
+                .max_lifetime(None),
+        }
+    }
+}
+
 /// Tests only: `TEST_DATABASE_URL`, the PostgreSQL the `#[ignore]`d tests need.
 #[cfg(test)]
 fn test_database_url() -> String {
@@ -223,7 +249,11 @@ fn connect_failure(err: &sqlx::Error) -> String {
 #[doc(hidden)]
 pub async fn connect_isolated(url: &str) -> Result<PgStore> {
     let (options, schema) = fresh_schema(url).await?;
-    PgStore::connect_with(options.options([("search_path", schema.as_str())]), 4).await
+    PgStore::connect_with(
+        options.options([("search_path", schema.as_str())]),
+        Connections::Preopened(4),
+    )
+    .await
 }
 
 /// Tests only: two stores (two pools, as two replicas would have) on one fresh schema.
@@ -231,8 +261,8 @@ pub async fn connect_isolated(url: &str) -> Result<PgStore> {
 pub async fn connect_isolated_pair(url: &str) -> Result<(PgStore, PgStore)> {
     let (options, schema) = fresh_schema(url).await?;
     let options = options.options([("search_path", schema.as_str())]);
-    let first = PgStore::connect_with(options.clone(), 4).await?;
-    let second = PgStore::connect_with(options, 4).await?;
+    let first = PgStore::connect_with(options.clone(), Connections::Preopened(4)).await?;
+    let second = PgStore::connect_with(options, Connections::Preopened(4)).await?;
     Ok((first, second))
 }
 
@@ -311,7 +341,7 @@ mod tests {
     async fn spec_025_migration_13_keeps_every_nudge_row_and_the_record_grows_beside_them() {
         let (options, schema) = fresh_schema(&test_database_url()).await.expect("a schema");
         let options = options.options([("search_path", schema.as_str())]);
-        let store = PgStore::connect_with(options.clone(), 2)
+        let store = PgStore::connect_with(options.clone(), Connections::Preopened(2))
             .await
             .expect("connect");
         let at = |s: i64| DateTime::from_timestamp(1_770_000_000 + s, 0).expect("an instant");
@@ -341,7 +371,7 @@ mod tests {
         .expect("the schema at migration 12");
         let before = store.nudges(replied.id).await.expect("read");
         drop(store);
-        let store = PgStore::connect_with(options, 2)
+        let store = PgStore::connect_with(options, Connections::Preopened(2))
             .await
             .expect("migration 13 applies to a schema holding rows");
         assert_eq!(store.nudges(replied.id).await.expect("read"), before);
