@@ -160,10 +160,11 @@ impl ConversationStore for PgStore {
     }
 
     async fn held_contacts(&self, since: DateTime<Utc>) -> Result<i64> {
-        Ok(sqlx::query_scalar(
+        Ok(sqlx::query_scalar(concat!(
             "SELECT COUNT(*) FROM conversations WHERE escalated_at > $1 \
-             AND (hold_released_at IS NULL OR hold_released_at < escalated_at)",
-        )
+             AND (hold_released_at IS NULL OR hold_released_at < escalated_at) AND NOT ",
+            test_contact!()
+        ))
         .bind(to_millis(since))
         .fetch_one(&self.pool)
         .await?)

@@ -194,10 +194,11 @@ impl ConversationStore for SqliteStore {
     async fn held_contacts(&self, since: DateTime<Utc>) -> Result<i64> {
         self.read(move |conn| {
             Ok(conn
-                .prepare_cached(
+                .prepare_cached(concat!(
                     "SELECT COUNT(*) FROM conversations WHERE escalated_at > ? \
-                     AND (hold_released_at IS NULL OR hold_released_at < escalated_at)",
-                )?
+                     AND (hold_released_at IS NULL OR hold_released_at < escalated_at) AND NOT ",
+                    test_contact!()
+                ))?
                 .query_row([ms(since)], |row| row.get::<_, i64>(0))?)
         })
         .await
