@@ -96,6 +96,19 @@ pub trait ConversationStore: Send + Sync + 'static {
 
     async fn set_escalated(&self, id: ConversationId, at: DateTime<Utc>) -> Result<()>;
 
+    /// A handoff made outside a turn (the owner's console): sets `escalated_at` to `at` only if
+    /// it is still `seen` (what the caller read: `None`, never handed over), and queues
+    /// `handoff` (the handoff's ManyChat actions) in the same write. False, and nothing
+    /// written, when another writer handed the contact over first: two owners pressing Hold at
+    /// once hold once and queue one handoff.
+    async fn hold_with_handoff(
+        &self,
+        id: ConversationId,
+        seen: Option<DateTime<Utc>>,
+        at: DateTime<Utc>,
+        handoff: Option<&NewOutboxRow>,
+    ) -> Result<bool>;
+
     /// The handoff that holds: records the release (at `at`, for `reason`) of the hold that began
     /// at `held_since` (the conversation's `escalated_at`), marks the note due and adds the
     /// release to the history (`hold_releases`), all in one write. False, and

@@ -423,29 +423,37 @@ impl TurnEngine {
             crate::handoff::Hold::Free => {}
         }
         let handoff = self.handoff_for(&config, &conversation, now);
-        inner
+        let row = match handoff.is_empty() {
+            true => None,
+            false => {
+                let payload = HandoffPayload {
+                    actions: handoff,
+                    turn_id: None,
+                    fallback: false,
+                };
+                let payload = to_value(&payload)?;
+                Some(outbox_row(
+                    &conversation,
+                    OutboxKind::Handoff,
+                    payload,
+                    now,
+                    now,
+                ))
+            }
+        };
+        // One write: the hold and its handoff, or nothing when another owner held first.
+        let held = inner
             .store
-            .set_escalated(conversation.id, now)
+            .hold_with_handoff(
+                conversation.id,
+                conversation.escalated_at,
+                now,
+                row.as_ref(),
+            )
             .await
             .during("holding a contact for a person")?;
-        if !handoff.is_empty() {
-            let payload = HandoffPayload {
-                actions: handoff,
-                turn_id: None,
-                fallback: false,
-            };
-            let row = outbox_row(
-                &conversation,
-                OutboxKind::Handoff,
-                to_value(&payload)?,
-                now,
-                now,
-            );
-            inner
-                .store
-                .enqueue(&row)
-                .await
-                .during("queueing the handoff of a contact held from the console")?;
+        if !held {
+            return Ok(OwnerHold::AlreadyHeld);
         }
         tracing::info!(conversation = %conversation.id, "contact held for a person from the console");
         Ok(OwnerHold::Held)

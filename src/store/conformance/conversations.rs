@@ -188,6 +188,43 @@ pub async fn handoff_release_is_recorded_once_per_hold(store: &dyn Store) {
     assert!(release(store, conversation.id, (at_s(60), at_s(70)), "hold_expired").await);
 }
 
+/// A handoff from outside a turn happens once: of two holds that read the same conversation,
+/// one sets the handoff time and queues its handoff row in the same write; the other writes
+/// nothing. A hold that read an older handoff also loses to a newer one.
+pub async fn handoff_a_hold_from_outside_a_turn_happens_once(store: &dyn Store) {
+    let conversation = fresh_conversation(store).await;
+    let handoff = NewOutboxRow {
+        kind: OutboxKind::Handoff,
+        payload: json!({"actions": [], "turnId": null, "fallback": false}),
+        ..reply_row(&conversation, at_s(100), 0)
+    };
+    let first = store.hold_with_handoff(conversation.id, None, at_s(100), Some(&handoff));
+    assert!(first.await.expect("the first hold"));
+    let second = store.hold_with_handoff(conversation.id, None, at_s(101), Some(&handoff));
+    assert!(
+        !second.await.expect("the second hold"),
+        "a second hold on the same read"
+    );
+    let read = store.conversation(conversation.id).await.expect("read");
+    assert_eq!(read.expect("the row").escalated_at, Some(at_s(100)));
+    let queued = |rows: Vec<OutboxRow>| {
+        rows.iter()
+            .filter(|r| r.conversation_id == conversation.id && r.kind == OutboxKind::Handoff)
+            .count()
+    };
+    assert_eq!(queued(store.outbox_rows().await.expect("rows")), 1);
+
+    // Released, then held again on what was read: one hold, then a stale one.
+    release(store, conversation.id, (at_s(100), at_s(200)), "released").await;
+    let again = store.hold_with_handoff(conversation.id, Some(at_s(100)), at_s(300), None);
+    assert!(again.await.expect("a new hold"));
+    let stale = store.hold_with_handoff(conversation.id, Some(at_s(100)), at_s(301), None);
+    assert!(!stale.await.expect("a stale hold"));
+    let read = store.conversation(conversation.id).await.expect("read");
+    assert_eq!(read.expect("the row").escalated_at, Some(at_s(300)));
+    assert_eq!(queued(store.outbox_rows().await.expect("rows")), 1);
+}
+
 /// Contacts held now: handed over after `since` and not released since; the console's test
 /// contacts are not customers waiting for a person, and are not counted.
 pub async fn handoff_held_contacts_counts_unreleased_recent_handoffs(store: &dyn Store) {

@@ -299,6 +299,7 @@ pub async fn run_all(store: &dyn Store) {
     escalation_time_is_recorded(store).await;
     handoff_release_is_recorded_once_per_hold(store).await;
     handoff_held_contacts_counts_unreleased_recent_handoffs(store).await;
+    handoff_a_hold_from_outside_a_turn_happens_once(store).await;
     handoff_every_release_is_kept_in_the_history(store).await;
     console_recent_conversations_are_paged_newest_first_by_keyset(store).await;
     console_conversation_turns_are_paged_newest_first_by_keyset(store).await;
@@ -447,6 +448,7 @@ mod tests {
         escalation_time_is_recorded,
         handoff_release_is_recorded_once_per_hold,
         handoff_held_contacts_counts_unreleased_recent_handoffs,
+        handoff_a_hold_from_outside_a_turn_happens_once,
         handoff_every_release_is_kept_in_the_history,
         console_recent_conversations_are_paged_newest_first_by_keyset,
         console_conversation_turns_are_paged_newest_first_by_keyset,

@@ -89,6 +89,33 @@ impl ConversationStore for PgStore {
         set_escalated_in(&self.pool, id, at).await
     }
 
+    async fn hold_with_handoff(
+        &self,
+        id: ConversationId,
+        seen: Option<DateTime<Utc>>,
+        at: DateTime<Utc>,
+        handoff: Option<&NewOutboxRow>,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE conversations SET escalated_at = $1, updated_at = $1 \
+             WHERE id = $2 AND escalated_at IS NOT DISTINCT FROM $3",
+        )
+        .bind(to_millis(at))
+        .bind(id)
+        .bind(seen)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        if let Some(row) = handoff {
+            super::outbox::insert_outbox(&mut *tx, row, None, self.tickets.holder()).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
     async fn release_hold(
         &self,
         id: ConversationId,

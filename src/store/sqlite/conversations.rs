@@ -109,6 +109,32 @@ impl ConversationStore for SqliteStore {
         self.write(move |conn| set_escalated_in(conn, id, at)).await
     }
 
+    async fn hold_with_handoff(
+        &self,
+        id: ConversationId,
+        seen: Option<DateTime<Utc>>,
+        at: DateTime<Utc>,
+        handoff: Option<&NewOutboxRow>,
+    ) -> Result<bool> {
+        let handoff = handoff.map(super::outbox::OutboxInsert::of).transpose()?;
+        self.write(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE conversations SET escalated_at = ?1, updated_at = ?1 \
+                     WHERE id = ?2 AND escalated_at IS ?3",
+                )?
+                .execute(params![ms(at), IdText::of(id), seen.map(ms)])?;
+            if changed == 0 {
+                return Ok(false);
+            }
+            if let Some(row) = &handoff {
+                row.insert(conn, None)?;
+            }
+            Ok(true)
+        })
+        .await
+    }
+
     async fn release_hold(
         &self,
         id: ConversationId,
