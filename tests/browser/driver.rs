@@ -263,6 +263,33 @@ impl Browser {
             .unwrap_or_else(|e| panic!("{script}: {e}"))
     }
 
+    /// Every response reaches the page `latency` after its request left (Chrome's network
+    /// emulation, through chromedriver's DevTools command); zero turns it off. A test that
+    /// acts while a request is on its way holds the page this way, so it never races the
+    /// response on a busy machine.
+    pub async fn network_latency(&self, latency: Duration) {
+        let url = format!(
+            "http://127.0.0.1:{}/session/{}/goog/cdp/execute",
+            self.port, self.session
+        );
+        let conditions = json!({
+            "offline": false,
+            "latency": latency.as_millis() as u64,
+            "downloadThroughput": -1,
+            "uploadThroughput": -1,
+        });
+        let answer = bounded(
+            "the network emulation",
+            reqwest::Client::new()
+                .post(&url)
+                .json(&json!({"cmd": "Network.emulateNetworkConditions", "params": conditions}))
+                .send(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(answer.status().is_success(), "{url}: {}", answer.status());
+    }
+
     /// How many `POST`s to `path` the browser sent since the last call (chromedriver's
     /// performance log, read and emptied): every request that left, including one a later
     /// navigation cancelled, which the page itself never learns of.

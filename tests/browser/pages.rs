@@ -6,6 +6,7 @@
 //! page at 1280 × 800, scrolled to the exchange), copied by hand. The pages are found by their elements' ids and data attributes, not by their words.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use manychat_agent::ids::SubscriberId;
 use manychat_agent::model::ToolCall;
@@ -313,13 +314,16 @@ async fn console_double_click_on_release_releases_once() {
     assert_eq!(browser.posts_sent(RELEASE).await, 0);
     let sent_before = app.all_manychat_requests().await.len();
 
-    // Two clicks, the second while the first's request is on its way: the browser sends both
-    // and shows the second's answer (the second navigation cancels the first's page load).
+    // Two clicks, the second 200 ms after the first, once the first's request has left: the
+    // emulated latency holds the first's answer back for 3 s, so the second click finds the
+    // page still there however busy the machine is. The browser sends both and shows the
+    // second's answer (the second navigation cancels the first's page load).
+    browser.network_latency(Duration::from_secs(3)).await;
     browser.mark_page().await;
     browser
         .script(&format!(
             "const b = document.querySelector('{button}'); b.click(); \
-             setTimeout(() => b.click(), 5);"
+             setTimeout(() => b.click(), 200);"
         ))
         .await;
     browser.until_new_page().await;
@@ -330,6 +334,7 @@ async fn console_double_click_on_release_releases_once() {
     })
     .await;
     assert_eq!(posts, 2, "the browser sent the form twice");
+    browser.network_latency(Duration::ZERO).await;
     app.settle().await;
     assert_eq!(releases(&app, "7002").await, 1, "released once");
     let released = app.conversation("7002").await;
