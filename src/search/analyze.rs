@@ -3,7 +3,9 @@
 //! twice: the word as written, its stem then folded (NFKD, combining marks dropped), and the
 //! folded word, stemmed. Snowball's suffixes carry accents (Portuguese `-ções`), so the first
 //! joins "devoluções" and "devolução"; a contact typing without accents gets the second, which
-//! matches the same word written with them ("devolucao" finds "devolução").
+//! matches the same word written with them ("devolucao" finds "devolução"). A word typed
+//! without the accent of a common ending (Spanish `-ion`, Portuguese `-cao`, `-coes`) is also
+//! stemmed with it, so "devolucion" finds "devoluciones" too.
 
 use rust_stemmers::{Algorithm, Stemmer};
 use unicode_normalization::UnicodeNormalization;
@@ -29,6 +31,30 @@ impl Language {
             "pt" | "portuguese" => Some(Self::Portuguese),
             _ => None,
         }
+    }
+
+    /// Common endings as a contact types them without accents, and as the language writes
+    /// them (longest first): the stemmer's suffix rules only know the accented form.
+    fn accented_endings(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Self::English => &[],
+            Self::Spanish => &[("ion", "ión")],
+            Self::Portuguese => &[
+                ("coes", "ções"),
+                ("soes", "sões"),
+                ("cao", "ção"),
+                ("sao", "são"),
+            ],
+        }
+    }
+
+    /// `word` (folded) with its ending accented as the language writes it, when it ends in
+    /// one of [`Self::accented_endings`] typed without the accent.
+    fn accented(self, word: &str) -> Option<String> {
+        self.accented_endings().iter().find_map(|(plain, written)| {
+            let stem = word.strip_suffix(plain)?;
+            (!stem.is_empty()).then(|| format!("{stem}{written}"))
+        })
     }
 
     fn algorithm(self) -> Algorithm {
@@ -64,7 +90,7 @@ fn words(text: &str) -> Vec<String> {
 
 /// Turns text into terms with the stemmers of its languages.
 pub struct Analyzer {
-    stemmers: Vec<Stemmer>,
+    stemmers: Vec<(Language, Stemmer)>,
 }
 
 impl Analyzer {
@@ -73,7 +99,7 @@ impl Analyzer {
         Self {
             stemmers: languages
                 .iter()
-                .map(|l| Stemmer::create(l.algorithm()))
+                .map(|l| (*l, Stemmer::create(l.algorithm())))
                 .collect(),
         }
     }
@@ -86,11 +112,14 @@ impl Analyzer {
             .map(|written| {
                 let word = fold(&written);
                 let mut stems: Vec<String> = Vec::with_capacity(2 * self.stemmers.len().max(1));
-                for stemmer in &self.stemmers {
-                    for stem in [
-                        fold(&stemmer.stem(&written)),
-                        stemmer.stem(&word).into_owned(),
-                    ] {
+                for (language, stemmer) in &self.stemmers {
+                    let accented = language.accented(&word);
+                    let forms = [
+                        Some(fold(&stemmer.stem(&written))),
+                        Some(stemmer.stem(&word).into_owned()),
+                        accented.map(|w| fold(&stemmer.stem(&w))),
+                    ];
+                    for stem in forms.into_iter().flatten() {
                         if !stems.contains(&stem) {
                             stems.push(stem);
                         }
@@ -140,6 +169,16 @@ mod tests {
             join(Language::Portuguese, "devolucao", "devolução"),
             "typed without accents"
         );
+        assert!(
+            join(Language::Spanish, "devolucion", "devoluciones"),
+            "a singular typed without accents finds the plural"
+        );
+        assert!(join(Language::Spanish, "cancion", "canciones"));
+        assert!(
+            join(Language::Portuguese, "devolucoes", "devolução"),
+            "a plural typed without accents finds the singular"
+        );
+        assert!(join(Language::Portuguese, "devolucao", "devoluções"));
         assert!(!join(Language::English, "tent", "stove"));
     }
 
