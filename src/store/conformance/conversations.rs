@@ -223,6 +223,7 @@ pub async fn handoff_a_hold_from_outside_a_turn_happens_once(store: &dyn Store) 
     let read = store.conversation(conversation.id).await.expect("read");
     assert_eq!(read.expect("the row").escalated_at, Some(at_s(300)));
     assert_eq!(queued(store.outbox_rows().await.expect("rows")), 1);
+    settle(store, &[conversation.id]).await;
 }
 
 /// Contacts held now: handed over after `since` and not released since; the console's test
