@@ -327,17 +327,23 @@ fn the_database_files_are_private_whatever_the_umask_the_process_started_with() 
 fn config_check_refuses_a_malformed_plugin_secret_and_escapes_what_it_prints() {
     let dir = tempfile::tempdir().unwrap();
     copy_demo_tenant(dir.path());
-    crate::plugins::write_plugins(
+    crate::plugins_helpers::write_plugins(
         dir.path(),
-        &crate::plugins::plugins_json("http://127.0.0.1:9"),
+        &crate::plugins_helpers::plugins_json("http://127.0.0.1:9"),
     );
     let output = config_check(
         dir.path(),
-        &[(crate::plugins::SECRET_ENV, "not-a-whsec-secret-value")],
+        &[(
+            crate::plugins_helpers::SECRET_ENV,
+            "not-a-whsec-secret-value",
+        )],
     );
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let errors = stderr(&output);
-    assert!(errors.contains(crate::plugins::SECRET_ENV), "{errors}");
+    assert!(
+        errors.contains(crate::plugins_helpers::SECRET_ENV),
+        "{errors}"
+    );
     assert!(!errors.contains("not-a-whsec-secret-value"), "{errors}");
 
     let odd = tempfile::tempdir().unwrap();
@@ -1101,13 +1107,13 @@ fn config_check_env_refuses_what_serve_refuses_and_starts_nothing() {
         );
     }
 
-    crate::plugins::write_plugins(
+    crate::plugins_helpers::write_plugins(
         &config,
-        &crate::plugins::plugins_json("https://tools.example.test"),
+        &crate::plugins_helpers::plugins_json("https://tools.example.test"),
     );
     for secret in [None, Some("whsec_not-base64-value!")] {
         let changes: Vec<(&str, &str)> = secret
-            .map(|s| (crate::plugins::SECRET_ENV, s))
+            .map(|s| (crate::plugins_helpers::SECRET_ENV, s))
             .into_iter()
             .collect();
         let (output, mut serve) = check(&changes);
@@ -1121,7 +1127,10 @@ fn config_check_env_refuses_what_serve_refuses_and_starts_nothing() {
             "serve, {secret:?}"
         );
     }
-    let (output, _) = check(&[(crate::plugins::SECRET_ENV, crate::plugins::PLUGIN_SECRET)]);
+    let (output, _) = check(&[(
+        crate::plugins_helpers::SECRET_ENV,
+        crate::plugins_helpers::PLUGIN_SECRET,
+    )]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     assert!(stdout(&output).contains("2 plugin tools"), "{output:?}");
 }
