@@ -14,7 +14,7 @@ use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::helpers::*;
-use crate::plugins::{
+use crate::plugins_helpers::{
     LEAD, PLUGIN_SECRET, SECRET_ENV, plugins_json, signed_requests, write_plugins,
 };
 use crate::selling::*;
@@ -189,7 +189,7 @@ async fn plugin_an_inline_write_under_way_when_its_process_stopped_is_settled_fa
     let server = endpoint_holding("8131").await;
     let plugins = plugins_json(&server.uri());
     let model = script(vec![
-        manychat_agent::model::mock::tool_calls([crate::plugins::lead(
+        manychat_agent::model::mock::tool_calls([crate::plugins_helpers::lead(
             "wheel_basics",
             "Wants the wheel class.",
         )]),

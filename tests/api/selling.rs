@@ -123,7 +123,7 @@ pub fn with_nudge(dir: &Path) {
 
 /// The demo tenant without its sales markers (intent, funnel and offering fields, flows tied to
 /// an offering): 012 and 024 are about staging and performing; the sales rules that refuse
-/// writes (034's gate, 028's scoping) are proved in `sales.rs`.
+/// writes (034's gate, 028's scoping) are proved in `sales_intent.rs` and `sales_offerings.rs`.
 pub fn without_sales(dir: &Path) {
     edit_tools(dir, |tools| {
         for field in tools["fields"].as_array_mut().unwrap() {

@@ -10,7 +10,7 @@ use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, ResponseTemplate};
 
 use crate::helpers::*;
-use crate::nudges::{Rig, hours, mark_link_sent, rig_at};
+use crate::nudges_helpers::{Rig, hours, mark_link_sent, rig_at};
 use crate::selling::*;
 
 const WINDOW_FLOW: &str = "content20260101000000_000955";
