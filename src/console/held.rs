@@ -19,7 +19,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::Console;
-use super::pages::{checked_post, html, logged_in, redirect, unavailable};
+use super::pages::{LoggedIn, checked_post, html, redirect, unavailable};
 use super::templates::{Nav, shell};
 use super::turn_view::{short, when};
 use crate::turn::OwnerHold;
@@ -45,13 +45,9 @@ pub(super) struct DoneQuery {
 
 pub(super) async fn page(
     State(console): State<Arc<Console>>,
-    headers: HeaderMap,
     Query(query): Query<DoneQuery>,
+    LoggedIn(cookie): LoggedIn,
 ) -> Response {
-    let cookie = match logged_in(&console, &headers) {
-        Ok(cookie) => cookie,
-        Err(login) => return login.into_response(),
-    };
     let config = console.config.snapshot();
     let hours = crate::handoff::hold_hours(&config);
     let now = console.clock.now();
@@ -69,7 +65,7 @@ pub(super) async fn page(
             Err(error) => return unavailable(&console, &error),
         }
     };
-    let csrf = console.sessions.csrf_token(cookie);
+    let csrf = console.sessions.csrf_token(&cookie);
     let done = query.done.as_deref().and_then(done_message);
     let w = console.words();
     let t = |key| w.text(key);
