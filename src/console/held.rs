@@ -129,6 +129,15 @@ pub(super) struct ReleaseForm {
     back: Option<String>,
 }
 
+/// A POST's refusal when its conversation id names no stored conversation.
+fn no_such_conversation() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "conversation: no conversation has that id",
+    )
+        .into_response()
+}
+
 /// Where a release sends the owner back to: the page the button was on.
 fn back(form: &ReleaseForm, id: Uuid, done: &str) -> Response {
     if form.back.as_deref() == Some("conversation") {
@@ -156,13 +165,7 @@ pub(super) async fn release(
     let store = console.service.store.as_ref();
     let conversation = match store.conversation(id).await {
         Ok(Some(conversation)) => conversation,
-        Ok(None) => {
-            return (
-                StatusCode::NOT_FOUND,
-                "conversation: no conversation has that id",
-            )
-                .into_response();
-        }
+        Ok(None) => return no_such_conversation(),
         Err(error) => return unavailable(&console, &error),
     };
     let config = console.config.snapshot();
@@ -190,35 +193,19 @@ pub(super) async fn hold(
         return refused.into_response();
     }
     let Ok(id) = Uuid::parse_str(&id) else {
-        return (
-            StatusCode::NOT_FOUND,
-            "conversation: no conversation has that id",
-        )
-            .into_response();
+        return no_such_conversation();
     };
     let store = console.service.store.as_ref();
     let subscriber = match store.conversation(id).await {
         Ok(Some(conversation)) => conversation.subscriber_id,
-        Ok(None) => {
-            return (
-                StatusCode::NOT_FOUND,
-                "conversation: no conversation has that id",
-            )
-                .into_response();
-        }
+        Ok(None) => return no_such_conversation(),
         Err(error) => return unavailable(&console, &error),
     };
     let done = match console.service.turns.hold_for_person(&subscriber).await {
         Ok(OwnerHold::Held) => "held",
         Ok(OwnerHold::AlreadyHeld) => "already_held",
         Ok(OwnerHold::HoldOff) => "hold_off",
-        Ok(OwnerHold::UnknownContact) => {
-            return (
-                StatusCode::NOT_FOUND,
-                "conversation: no conversation has that id",
-            )
-                .into_response();
-        }
+        Ok(OwnerHold::UnknownContact) => return no_such_conversation(),
         Err(error) => return unavailable(&console, &error),
     };
     redirect(&format!("/console/conversations/{id}?done={done}"))
