@@ -8,15 +8,15 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::Console;
-use super::pages::{html, logged_in, not_found, unavailable};
+use super::pages::{LoggedIn, html, not_found, unavailable};
 use super::templates::{Nav, shell};
 use super::turn_view::{self, short, when};
 use crate::handoff::Hold;
@@ -85,17 +85,13 @@ pub(super) async fn row(
 
 pub(super) async fn list(
     State(console): State<Arc<Console>>,
-    headers: HeaderMap,
     Query(query): Query<ListQuery>,
+    LoggedIn(cookie): LoggedIn,
 ) -> Response {
-    let cookie = match logged_in(&console, &headers) {
-        Ok(cookie) => cookie,
-        Err(login) => return login.into_response(),
-    };
     let after = match query.after.as_deref().map(cursor::<Uuid>) {
         None => None,
         Some(Some(after)) => Some(after),
-        Some(None) => return not_found(&console, cookie, Key::ConBadPageLink),
+        Some(None) => return not_found(&console, &cookie, Key::ConBadPageLink),
     };
     let tests = query.tests.as_deref() == Some("1");
     let store = console.service.store.as_ref();
@@ -130,7 +126,7 @@ pub(super) async fn list(
                 at.timestamp_millis()
             )
         });
-    let csrf = console.sessions.csrf_token(cookie);
+    let csrf = console.sessions.csrf_token(&cookie);
     html(
         StatusCode::OK,
         list_page(
@@ -211,26 +207,22 @@ pub(super) struct TurnsQuery {
 
 pub(super) async fn one(
     State(console): State<Arc<Console>>,
-    headers: HeaderMap,
     Path(id): Path<String>,
     Query(query): Query<TurnsQuery>,
+    LoggedIn(cookie): LoggedIn,
 ) -> Response {
-    let cookie = match logged_in(&console, &headers) {
-        Ok(cookie) => cookie,
-        Err(login) => return login.into_response(),
-    };
     let Ok(id) = Uuid::parse_str(&id) else {
-        return not_found(&console, cookie, Key::ConNoConversation);
+        return not_found(&console, &cookie, Key::ConNoConversation);
     };
     let after = match query.after.as_deref().map(cursor::<i64>) {
         None => None,
         Some(Some(after)) => Some(after),
-        Some(None) => return not_found(&console, cookie, Key::ConBadPageLink),
+        Some(None) => return not_found(&console, &cookie, Key::ConBadPageLink),
     };
     let store = console.service.store.as_ref();
     let conversation = match store.conversation(id).await {
         Ok(Some(conversation)) => conversation,
-        Ok(None) => return not_found(&console, cookie, Key::ConNoConversation),
+        Ok(None) => return not_found(&console, &cookie, Key::ConNoConversation),
         Err(error) => return unavailable(&console, &error),
     };
     let page = TurnsPage {
@@ -255,7 +247,7 @@ pub(super) async fn one(
             t.turn.seq
         )
     });
-    let csrf = console.sessions.csrf_token(cookie);
+    let csrf = console.sessions.csrf_token(&cookie);
     let done = query.done.as_deref().and_then(super::held::done_message);
     let w = console.words();
     let t = |key| w.text(key);

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::Console;
-use super::pages::{checked_post, html, logged_in, redirect, unavailable};
+use super::pages::{LoggedIn, checked_post, html, redirect, unavailable};
 use super::templates::{Nav, shell};
 use super::turn_view::{short, when};
 use crate::turn::OwnerHold;
@@ -45,13 +45,9 @@ pub(super) struct DoneQuery {
 
 pub(super) async fn page(
     State(console): State<Arc<Console>>,
-    headers: HeaderMap,
     Query(query): Query<DoneQuery>,
+    LoggedIn(cookie): LoggedIn,
 ) -> Response {
-    let cookie = match logged_in(&console, &headers) {
-        Ok(cookie) => cookie,
-        Err(login) => return login.into_response(),
-    };
     let config = console.config.snapshot();
     let hours = crate::handoff::hold_hours(&config);
     let now = console.clock.now();
@@ -69,7 +65,7 @@ pub(super) async fn page(
             Err(error) => return unavailable(&console, &error),
         }
     };
-    let csrf = console.sessions.csrf_token(cookie);
+    let csrf = console.sessions.csrf_token(&cookie);
     let done = query.done.as_deref().and_then(done_message);
     let w = console.words();
     let t = |key| w.text(key);
@@ -133,6 +129,15 @@ pub(super) struct ReleaseForm {
     back: Option<String>,
 }
 
+/// A POST's refusal when its conversation id names no stored conversation.
+fn no_such_conversation() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "conversation: no conversation has that id",
+    )
+        .into_response()
+}
+
 /// Where a release sends the owner back to: the page the button was on.
 fn back(form: &ReleaseForm, id: Uuid, done: &str) -> Response {
     if form.back.as_deref() == Some("conversation") {
@@ -160,13 +165,7 @@ pub(super) async fn release(
     let store = console.service.store.as_ref();
     let conversation = match store.conversation(id).await {
         Ok(Some(conversation)) => conversation,
-        Ok(None) => {
-            return (
-                StatusCode::NOT_FOUND,
-                "conversation: no conversation has that id",
-            )
-                .into_response();
-        }
+        Ok(None) => return no_such_conversation(),
         Err(error) => return unavailable(&console, &error),
     };
     let config = console.config.snapshot();
@@ -194,35 +193,19 @@ pub(super) async fn hold(
         return refused.into_response();
     }
     let Ok(id) = Uuid::parse_str(&id) else {
-        return (
-            StatusCode::NOT_FOUND,
-            "conversation: no conversation has that id",
-        )
-            .into_response();
+        return no_such_conversation();
     };
     let store = console.service.store.as_ref();
     let subscriber = match store.conversation(id).await {
         Ok(Some(conversation)) => conversation.subscriber_id,
-        Ok(None) => {
-            return (
-                StatusCode::NOT_FOUND,
-                "conversation: no conversation has that id",
-            )
-                .into_response();
-        }
+        Ok(None) => return no_such_conversation(),
         Err(error) => return unavailable(&console, &error),
     };
     let done = match console.service.turns.hold_for_person(&subscriber).await {
         Ok(OwnerHold::Held) => "held",
         Ok(OwnerHold::AlreadyHeld) => "already_held",
         Ok(OwnerHold::HoldOff) => "hold_off",
-        Ok(OwnerHold::UnknownContact) => {
-            return (
-                StatusCode::NOT_FOUND,
-                "conversation: no conversation has that id",
-            )
-                .into_response();
-        }
+        Ok(OwnerHold::UnknownContact) => return no_such_conversation(),
         Err(error) => return unavailable(&console, &error),
     };
     redirect(&format!("/console/conversations/{id}?done={done}"))

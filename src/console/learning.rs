@@ -28,7 +28,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::Console;
-use super::pages::{Refused, checked_post, html, logged_in, redirect, unavailable};
+use super::pages::{LoggedIn, Refused, checked_post, html, redirect, unavailable};
 use super::templates::{Nav, shell, slots};
 use super::turn_view::{inert, when};
 use crate::learning::gate::{self, Activated};
@@ -82,20 +82,16 @@ struct Read {
 
 pub(super) async fn page(
     State(console): State<Arc<Console>>,
-    headers: HeaderMap,
     Query(query): Query<DoneQuery>,
+    LoggedIn(cookie): LoggedIn,
 ) -> Response {
-    let cookie = match logged_in(&console, &headers) {
-        Ok(cookie) => cookie,
-        Err(login) => return login.into_response(),
-    };
     let done = query.done.as_deref().and_then(done_key).map(|key| {
         let version = query
             .version
             .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_hexdigit()));
         Outcome::Done(key, version)
     });
-    render(&console, cookie, StatusCode::OK, done).await
+    render(&console, &cookie, StatusCode::OK, done).await
 }
 
 fn done_key(done: &str) -> Option<Key> {

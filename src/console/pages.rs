@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Form;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -81,12 +82,22 @@ impl IntoResponse for LoggedOut {
     }
 }
 
-/// A GET's session, or [`LoggedOut`].
-pub(super) fn logged_in<'a>(
-    console: &Console,
-    headers: &'a HeaderMap,
-) -> Result<&'a str, LoggedOut> {
-    session(console, headers).ok_or(LoggedOut)
+/// A page's valid session cookie, extracted: a GET without one is answered [`LoggedOut`] before
+/// the page reads anything. It comes last among a page's extractors, so a malformed path or
+/// query is refused (400) before the session is looked at.
+pub(super) struct LoggedIn(pub(super) String);
+
+impl FromRequestParts<Arc<Console>> for LoggedIn {
+    type Rejection = LoggedOut;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        console: &Arc<Console>,
+    ) -> Result<Self, LoggedOut> {
+        session(console, &parts.headers)
+            .map(|cookie| Self(cookie.to_owned()))
+            .ok_or(LoggedOut)
+    }
 }
 
 /// The 404 page for a logged-in owner: `what` names what was not found (fixed words).
@@ -263,11 +274,11 @@ pub(super) async fn logout(
 }
 
 /// `GET /console`: what is running.
-pub(super) async fn running(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    match logged_in(&console, &headers) {
-        Ok(cookie) => running_page(&console, cookie, None).await,
-        Err(login) => login.into_response(),
-    }
+pub(super) async fn running(
+    State(console): State<Arc<Console>>,
+    LoggedIn(cookie): LoggedIn,
+) -> Response {
+    running_page(&console, &cookie, None).await
 }
 
 /// `POST /console/reload`: what SIGHUP does, then the page with its outcome.

@@ -15,13 +15,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use maud::{PreEscaped, html};
 use serde::Deserialize;
 
 use super::Console;
-use super::pages::{html, logged_in, unavailable};
+use super::pages::{LoggedIn, html, unavailable};
 use super::templates::{Nav, shell};
 use crate::config::TenantConfig;
 use crate::report::Report;
@@ -89,13 +89,9 @@ pub(super) struct ReportQuery {
 
 pub(super) async fn page(
     State(console): State<Arc<Console>>,
-    headers: HeaderMap,
     Query(query): Query<ReportQuery>,
+    LoggedIn(cookie): LoggedIn,
 ) -> Response {
-    let cookie = match logged_in(&console, &headers) {
-        Ok(cookie) => cookie,
-        Err(login) => return login.into_response(),
-    };
     let weeks = query.weeks.unwrap_or(WEEKS).clamp(1, MAX_WEEKS);
     let config = console.config.snapshot();
     let report = match console.report_cache.report(&console, weeks, &config).await {
@@ -105,7 +101,7 @@ pub(super) async fn page(
     let w = console.words();
     let t = |key| w.text(key);
     let content = crate::report::html::content(&report, w.language);
-    let csrf = console.sessions.csrf_token(cookie);
+    let csrf = console.sessions.csrf_token(&cookie);
     html(
         StatusCode::OK,
         shell(

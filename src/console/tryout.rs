@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tower_service::Service;
 
 use super::Console;
-use super::pages::{checked_post, html, logged_in, not_found, redirect, unavailable};
+use super::pages::{LoggedIn, checked_post, html, not_found, redirect, unavailable};
 use super::templates::{Nav, shell, slots};
 use super::turn_view;
 use crate::ids::SubscriberId;
@@ -60,19 +60,15 @@ fn test_contact(raw: &str) -> Option<SubscriberId> {
 
 pub(super) async fn page(
     State(console): State<Arc<Console>>,
-    headers: HeaderMap,
     Query(query): Query<TryQuery>,
+    LoggedIn(cookie): LoggedIn,
 ) -> Response {
-    let cookie = match logged_in(&console, &headers) {
-        Ok(cookie) => cookie,
-        Err(login) => return login.into_response(),
-    };
     let contact = match query.contact.as_deref().filter(|c| !c.is_empty()) {
         None => None,
         Some(raw) => match test_contact(raw) {
             Some(contact) => Some(contact),
             None => {
-                return not_found(&console, cookie, Key::ConNotTestContact);
+                return not_found(&console, &cookie, Key::ConNotTestContact);
             }
         },
     };
@@ -102,7 +98,7 @@ pub(super) async fn page(
         .map(|c| console.service.recorder.calls_for(c))
         .unwrap_or_default();
     let view = View {
-        csrf: &console.sessions.csrf_token(cookie),
+        csrf: &console.sessions.csrf_token(&cookie),
         contact: contact.as_ref(),
         conversation,
         turns: &turns,

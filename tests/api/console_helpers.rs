@@ -1,22 +1,15 @@
 //! What the console's API tests share: the owner's password and its hash, an app with the
 //! console on, a cookie-less client, the login, the pages' CSRF token.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use manychat_agent::console::auth::PasswordHashSetting;
 use manychat_agent::model::mock::ScriptedModel;
 use reqwest::redirect::Policy;
 use reqwest::{Response, StatusCode};
 
 use crate::helpers::*;
 
-pub const PASSWORD: &str = "the owner's long password";
-
-/// One hash for the whole file: Argon2id is slow by design.
-pub fn hash() -> &'static str {
-    static HASH: OnceLock<String> = OnceLock::new();
-    HASH.get_or_init(|| PasswordHashSetting::make(PASSWORD).as_str().to_owned())
-}
+pub use crate::helpers::console_login::{PASSWORD, hash};
 
 /// An app with the console on, started with `options`.
 pub async fn console_app_with(options: AppOptions) -> TestApp {

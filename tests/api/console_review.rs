@@ -9,9 +9,7 @@ use manychat_agent::learning::gate::suite_hash;
 use manychat_agent::learning::playbook::content_hash;
 use manychat_agent::model::mock::ScriptedModel;
 use manychat_agent::store::Store;
-use manychat_agent::store::learning::{
-    DecisionKind, EvalRecord, NewProposal, ProposalStatus, Review, RunEnd, RunStatus,
-};
+use manychat_agent::store::learning::{DecisionKind, EvalRecord, ProposalStatus, Review};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -36,39 +34,6 @@ async fn review_app(learning: bool, language: Option<&'static str>) -> TestApp {
         });
     });
     console_app_with(options).await
-}
-
-/// A finished run with one pending proposal per text, citing `turns`: their ids.
-async fn proposals(store: &dyn Store, texts: &[&str], turns: &[i64]) -> Vec<i64> {
-    let run = store
-        .claim_learning_run(&format!("review-{}", uuid::Uuid::new_v4()), true, now())
-        .await
-        .unwrap()
-        .unwrap();
-    let end = RunEnd {
-        status: RunStatus::Completed,
-        converted_count: 24,
-        not_converted_count: 31,
-        cost_usd: 0.2,
-        reason: None,
-        proposals: texts
-            .iter()
-            .map(|text| NewProposal {
-                text: (*text).to_owned(),
-                rationale: "Invented rationale: the paying side heard it first".to_owned(),
-                converted_count: 7,
-                not_converted_count: 2,
-                turn_ids: turns.iter().map(i64::to_string).collect(),
-            })
-            .collect(),
-        at: now(),
-    };
-    store.finish_learning_run(run, &end).await.unwrap();
-    let pending = store.proposals(ProposalStatus::Pending, 100).await.unwrap();
-    texts
-        .iter()
-        .map(|t| pending.iter().find(|p| p.text == *t).unwrap().id)
-        .collect()
 }
 
 fn now() -> chrono::DateTime<chrono::Utc> {
@@ -102,21 +67,55 @@ async fn eval_record(store: &dyn Store, playbook: &str, outcomes: serde_json::Va
     store.record_eval(&record).await.unwrap();
 }
 
-/// The learning page and its first form's token.
-async fn learning_page(app: &TestApp, client: &reqwest::Client, session: &str) -> String {
-    let (status, page) = get_page(app, client, session, "/console/learning").await;
-    assert_eq!(status, StatusCode::OK, "{page}");
-    page
+/// The owner logged in to an app's console, asking for its pages as the owner's browser does.
+struct Owner<'a> {
+    app: &'a TestApp,
+    client: reqwest::Client,
+    session: String,
+}
+
+impl<'a> Owner<'a> {
+    async fn log_in(app: &'a TestApp) -> Self {
+        let client = browser();
+        let session = logged_in(app, &client).await;
+        Self {
+            app,
+            client,
+            session,
+        }
+    }
+
+    /// A GET of `route`: its status and body.
+    async fn get(&self, route: &str) -> (StatusCode, String) {
+        get_page(self.app, &self.client, &self.session, route).await
+    }
+
+    /// A form POST to `route`.
+    async fn post(&self, route: &str, form: &[(&str, &str)]) -> reqwest::Response {
+        post_page(self.app, &self.client, &self.session, route, form).await
+    }
+
+    /// The learning page, answered 200.
+    async fn learning_page(&self) -> String {
+        let (status, page) = self.get("/console/learning").await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        page
+    }
+}
+
+/// Whether proposal `id` still waits for a decision.
+async fn still_pending(store: &dyn Store, id: i64) -> bool {
+    let pending = store.proposals(ProposalStatus::Pending, 10).await.unwrap();
+    pending.iter().any(|p| p.id == id)
 }
 
 #[tokio::test]
 async fn console_review_approve_is_the_clis_decision_recorded_by_console_with_its_reason() {
     let app = review_app(true, None).await;
     let store = app.store.as_ref();
-    let ids = proposals(store, &[TACTIC], &[]).await;
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let page = learning_page(&app, &client, &session).await;
+    let ids = pending_proposals(store, &[TACTIC], &[]).await;
+    let owner = Owner::log_in(&app).await;
+    let page = owner.learning_page().await;
     assert!(page.contains(TACTIC), "{page}");
     assert!(page.contains(r#"data-action="approve""#), "{page}");
 
@@ -128,7 +127,7 @@ async fn console_review_approve_is_the_clis_decision_recorded_by_console_with_it
         ("reason", "It matches what the best sellers say".to_owned()),
     ];
     let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let response = post_page(&app, &client, &session, "/console/learning/approve", &form).await;
+    let response = owner.post("/console/learning/approve", &form).await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     let hash = content_hash(&[TACTIC.to_owned()]);
     assert_eq!(
@@ -159,13 +158,13 @@ async fn console_review_approve_is_the_clis_decision_recorded_by_console_with_it
     );
 
     // A double click finds it decided: refused, nothing recorded twice.
-    let again = post_page(&app, &client, &session, "/console/learning/approve", &form).await;
+    let again = owner.post("/console/learning/approve", &form).await;
     assert_eq!(again.status(), StatusCode::CONFLICT);
     assert!(again.text().await.unwrap().contains("no pending proposal"));
     assert_eq!(store.learning_decisions(10).await.unwrap().len(), 1);
 
     // The page lists the decision with who made it.
-    let (_, shown) = get_page(&app, &client, &session, "/console/learning?done=approved").await;
+    let (_, shown) = owner.get("/console/learning?done=approved").await;
     assert!(
         shown.contains(r#"data-decision="approved" data-by="console""#),
         "{shown}"
@@ -176,35 +175,29 @@ async fn console_review_approve_is_the_clis_decision_recorded_by_console_with_it
 async fn console_review_reject_needs_a_reason_and_records_it_cleaned() {
     let app = review_app(true, None).await;
     let store = app.store.as_ref();
-    let ids = proposals(store, &[TACTIC], &[]).await;
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let page = learning_page(&app, &client, &session).await;
+    let ids = pending_proposals(store, &[TACTIC], &[]).await;
+    let owner = Owner::log_in(&app).await;
+    let page = owner.learning_page().await;
     let csrf = csrf_in(&page);
     let id = ids[0].to_string();
 
-    let without = post_page(
-        &app,
-        &client,
-        &session,
-        "/console/learning/reject",
-        &[("csrf", &csrf), ("proposal", &id), ("reason", "  ")],
-    )
-    .await;
+    let without = owner
+        .post(
+            "/console/learning/reject",
+            &[("csrf", &csrf), ("proposal", &id), ("reason", "  ")],
+        )
+        .await;
     assert_eq!(without.status(), StatusCode::BAD_REQUEST);
-    let pending = store.proposals(ProposalStatus::Pending, 10).await.unwrap();
-    assert!(pending.iter().any(|p| p.id == ids[0]), "still pending");
+    assert!(still_pending(store, ids[0]).await, "still pending");
     assert!(store.learning_decisions(10).await.unwrap().is_empty());
 
     let reason = "Too pushy; ask ana@example.com or call +1 415 555 0100 first";
-    let response = post_page(
-        &app,
-        &client,
-        &session,
-        "/console/learning/reject",
-        &[("csrf", &csrf), ("proposal", &id), ("reason", reason)],
-    )
-    .await;
+    let response = owner
+        .post(
+            "/console/learning/reject",
+            &[("csrf", &csrf), ("proposal", &id), ("reason", reason)],
+        )
+        .await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     assert_eq!(location(&response), "/console/learning?done=rejected");
     let rejected = store.proposals(ProposalStatus::Rejected, 10).await.unwrap();
@@ -230,20 +223,17 @@ async fn console_review_activation_goes_through_the_clis_eval_gate() {
     let app = review_app(true, None).await;
     let store = app.store.as_ref();
     let hash = version(store, &[TACTIC]).await;
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let page = learning_page(&app, &client, &session).await;
+    let owner = Owner::log_in(&app).await;
+    let page = owner.learning_page().await;
     assert!(page.contains(r#"data-action="activate""#), "{page}");
     let csrf = csrf_in(&page);
     let activate = async || {
-        post_page(
-            &app,
-            &client,
-            &session,
-            "/console/learning/activate",
-            &[("csrf", &csrf), ("version", &hash)],
-        )
-        .await
+        owner
+            .post(
+                "/console/learning/activate",
+                &[("csrf", &csrf), ("version", &hash)],
+            )
+            .await
     };
 
     // No eval record: the gate refuses, naming the eval to run; nothing changes.
@@ -296,19 +286,16 @@ async fn console_review_rollback_takes_a_version_live_again_without_the_gate() {
             .id;
         store.activate_playbook(id, "cli", now()).await.unwrap();
     }
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let page = learning_page(&app, &client, &session).await;
+    let owner = Owner::log_in(&app).await;
+    let page = owner.learning_page().await;
     assert!(page.contains(r#"data-action="rollback""#), "{page}");
     // No eval record exists: a rollback needs none.
-    let response = post_page(
-        &app,
-        &client,
-        &session,
-        "/console/learning/activate",
-        &[("csrf", &csrf_in(&page)), ("version", &first)],
-    )
-    .await;
+    let response = owner
+        .post(
+            "/console/learning/activate",
+            &[("csrf", &csrf_in(&page)), ("version", &first)],
+        )
+        .await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     assert_eq!(
         location(&response),
@@ -342,11 +329,10 @@ async fn console_review_shows_the_cli_evidence_and_quotes_cleaned_of_personal_da
     app.settle().await;
     let turn = app.turns(contact).await[0].id;
     let store = app.store.as_ref();
-    proposals(store, &[TACTIC], &[turn]).await;
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let page = learning_page(&app, &client, &session).await;
-    // The counts `insights review --list` prints, and the run's cohort.
+    pending_proposals(store, &[TACTIC], &[turn]).await;
+    let owner = Owner::log_in(&app).await;
+    let page = owner.learning_page().await;
+    // The counts `insights review --list` prints, and the run's cohort (`pending_proposals`').
     assert!(
         page.contains("Seen in 7 conversations that paid and 2 that did not."),
         "{page}"
@@ -375,59 +361,47 @@ async fn console_review_shows_the_cli_evidence_and_quotes_cleaned_of_personal_da
 async fn console_review_without_learning_says_how_to_turn_it_on_and_decides_nothing() {
     let app = review_app(false, None).await;
     let store = app.store.as_ref();
-    let ids = proposals(store, &[TACTIC], &[]).await;
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let page = learning_page(&app, &client, &session).await;
+    let ids = pending_proposals(store, &[TACTIC], &[]).await;
+    let owner = Owner::log_in(&app).await;
+    let page = owner.learning_page().await;
     assert!(page.contains(r#"id="learning-off""#), "{page}");
     assert!(page.contains("rules.json") && page.contains("INSIGHT_MODEL"));
     assert!(!page.contains(TACTIC), "no review without learning");
     let id = ids[0].to_string();
-    let response = post_page(
-        &app,
-        &client,
-        &session,
-        "/console/learning/approve",
-        &[("csrf", &csrf_in(&page)), ("proposal", &id)],
-    )
-    .await;
+    let response = owner
+        .post(
+            "/console/learning/approve",
+            &[("csrf", &csrf_in(&page)), ("proposal", &id)],
+        )
+        .await;
     assert_eq!(response.status(), StatusCode::CONFLICT);
-    let pending = store.proposals(ProposalStatus::Pending, 10).await.unwrap();
-    assert!(pending.iter().any(|p| p.id == ids[0]));
+    assert!(still_pending(store, ids[0]).await);
     assert!(store.learning_decisions(10).await.unwrap().is_empty());
 }
 
 #[tokio::test]
 async fn console_review_posts_need_a_session_and_the_forms_token() {
     let app = review_app(true, None).await;
-    let ids = proposals(app.store.as_ref(), &[TACTIC], &[]).await;
+    let ids = pending_proposals(app.store.as_ref(), &[TACTIC], &[]).await;
     let id = ids[0].to_string();
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let stale = post_page(
-        &app,
-        &client,
-        &session,
-        "/console/learning/reject",
-        &[("csrf", "forged"), ("proposal", &id), ("reason", "no")],
-    )
-    .await;
+    let owner = Owner::log_in(&app).await;
+    let stale = owner
+        .post(
+            "/console/learning/reject",
+            &[("csrf", "forged"), ("proposal", &id), ("reason", "no")],
+        )
+        .await;
     assert_eq!(stale.status(), StatusCode::FORBIDDEN);
     let logged_out = post_page(
         &app,
-        &client,
+        &owner.client,
         "",
         "/console/learning/approve",
         &[("proposal", &id)],
     )
     .await;
     assert_eq!(logged_out.status(), StatusCode::UNAUTHORIZED);
-    let pending = app
-        .store
-        .proposals(ProposalStatus::Pending, 10)
-        .await
-        .unwrap();
-    assert!(pending.iter().any(|p| p.id == ids[0]));
+    assert!(still_pending(app.store.as_ref(), ids[0]).await);
 }
 
 #[tokio::test]
@@ -435,11 +409,11 @@ async fn console_report_page_shows_the_weeks_figures_and_charts_that_render_unde
     let app = review_app(false, None).await;
     app.send("5550002", "Hi").await;
     app.settle().await;
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let response = client
+    let owner = Owner::log_in(&app).await;
+    let response = owner
+        .client
         .get(format!("{}/console/report", app.address))
-        .header("cookie", &session)
+        .header("cookie", &owner.session)
         .send()
         .await
         .unwrap();
@@ -468,9 +442,8 @@ async fn console_report_page_shows_the_weeks_figures_and_charts_that_render_unde
 #[tokio::test]
 async fn console_report_page_of_an_empty_store_draws_empty_charts_with_a_sentence() {
     let app = review_app(false, None).await;
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let (status, page) = get_page(&app, &client, &session, "/console/report?weeks=2").await;
+    let owner = Owner::log_in(&app).await;
+    let (status, page) = owner.get("/console/report?weeks=2").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("No conversations yet"), "{page}");
     assert!(
@@ -483,13 +456,12 @@ async fn console_report_page_of_an_empty_store_draws_empty_charts_with_a_sentenc
 #[tokio::test]
 async fn console_speaks_the_owners_language_and_a_reload_switches_it() {
     let app = review_app(true, Some("pt")).await;
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let (_, running) = page(&app, &client, &session).await;
+    let owner = Owner::log_in(&app).await;
+    let (_, running) = owner.get("/console").await;
     assert!(running.contains(r#"<html lang="pt">"#), "{running}");
     assert!(running.contains("O que está em execução"));
     assert!(running.contains(">Relatório</a>") && running.contains(">Aprendizado</a>"));
-    let (_, report) = get_page(&app, &client, &session, "/console/report").await;
+    let (_, report) = owner.get("/console/report").await;
     assert!(
         report.contains("como o assistente de vendas se saiu"),
         "{report}"
@@ -498,22 +470,17 @@ async fn console_speaks_the_owners_language_and_a_reload_switches_it() {
         report.contains("Da primeira mensagem ao link de pagamento"),
         "{report}"
     );
-    let (_, learning) = get_page(&app, &client, &session, "/console/learning").await;
+    let (_, learning) = owner.get("/console/learning").await;
     assert!(learning.contains("Aprender com o que vendeu"), "{learning}");
 
     edit_rules(&app.config_dir, |rules| {
         rules["ownerLanguage"] = json!("es")
     });
-    let reload = post_page(
-        &app,
-        &client,
-        &session,
-        "/console/reload",
-        &[("csrf", &csrf_in(&running))],
-    )
-    .await;
+    let reload = owner
+        .post("/console/reload", &[("csrf", &csrf_in(&running))])
+        .await;
     assert_eq!(reload.status(), StatusCode::OK);
-    let (_, after) = page(&app, &client, &session).await;
+    let (_, after) = owner.get("/console").await;
     assert!(after.contains(r#"<html lang="es">"#), "{after}");
     assert!(after.contains("Qué está en marcha"));
 }
@@ -521,18 +488,17 @@ async fn console_speaks_the_owners_language_and_a_reload_switches_it() {
 #[tokio::test]
 async fn console_report_page_keeps_its_report_a_minute_and_reads_anew_for_other_weeks() {
     let app = review_app(false, None).await;
-    let client = browser();
-    let session = logged_in(&app, &client).await;
-    let (_, first) = get_page(&app, &client, &session, "/console/report").await;
+    let owner = Owner::log_in(&app).await;
+    let (_, first) = owner.get("/console/report").await;
     assert!(first.contains("No conversations yet"), "{first}");
     app.send("5550004", "Hi").await;
     app.settle().await;
-    let (_, kept) = get_page(&app, &client, &session, "/console/report").await;
+    let (_, kept) = owner.get("/console/report").await;
     assert!(
         kept.contains("No conversations yet"),
         "the same report, kept: {kept}"
     );
-    let (_, other) = get_page(&app, &client, &session, "/console/report?weeks=1").await;
+    let (_, other) = owner.get("/console/report?weeks=1").await;
     assert!(
         !other.contains("No conversations yet"),
         "read anew: {other}"

@@ -881,3 +881,56 @@ pub async fn series(app: &TestApp, name: &str) -> f64 {
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or_else(|| panic!("{name} in /metrics"))
 }
+
+/// The console owner's login every console test uses, API and browser alike.
+pub mod console_login {
+    use std::sync::OnceLock;
+
+    use manychat_agent::console::auth::PasswordHashSetting;
+
+    pub const PASSWORD: &str = "the owner's long password";
+
+    /// `PASSWORD`'s hash, made once per test binary: Argon2id is slow by design.
+    pub fn hash() -> &'static str {
+        static HASH: OnceLock<String> = OnceLock::new();
+        HASH.get_or_init(|| PasswordHashSetting::make(PASSWORD).as_str().to_owned())
+    }
+}
+
+/// A finished learning run that compared 24 contacts who paid with 31 who did not, with one
+/// pending proposal per text, each seen in 7 conversations that paid and 2 that did not and
+/// citing `turns`: their ids, in `texts`' order.
+pub async fn pending_proposals(store: &dyn Store, texts: &[&str], turns: &[i64]) -> Vec<i64> {
+    use manychat_agent::store::learning::{NewProposal, ProposalStatus, RunEnd, RunStatus};
+    let now = chrono::Utc::now();
+    let week = format!("review-{}", uuid::Uuid::new_v4());
+    let run = store
+        .claim_learning_run(&week, true, now)
+        .await
+        .unwrap()
+        .unwrap();
+    let end = RunEnd {
+        status: RunStatus::Completed,
+        converted_count: 24,
+        not_converted_count: 31,
+        cost_usd: 0.2,
+        reason: None,
+        proposals: texts
+            .iter()
+            .map(|text| NewProposal {
+                text: (*text).to_owned(),
+                rationale: "Invented rationale: the paying side heard it first".to_owned(),
+                converted_count: 7,
+                not_converted_count: 2,
+                turn_ids: turns.iter().map(i64::to_string).collect(),
+            })
+            .collect(),
+        at: now,
+    };
+    store.finish_learning_run(run, &end).await.unwrap();
+    let pending = store.proposals(ProposalStatus::Pending, 100).await.unwrap();
+    texts
+        .iter()
+        .map(|t| pending.iter().find(|p| p.text == *t).unwrap().id)
+        .collect()
+}

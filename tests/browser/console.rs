@@ -3,18 +3,17 @@
 //! the phone's width. Each page is saved at 1280 and 375 px under `target/console-screenshots/`
 //! (the other pages: `pages.rs`).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use fantoccini::Locator;
 use fantoccini::key::Key;
-use manychat_agent::console::auth::PasswordHashSetting;
 use manychat_agent::model::mock::ScriptedModel;
 use serde_json::json;
 
 use crate::driver::{Browser, PHONE};
+use crate::helpers::console_login::{PASSWORD, hash};
 use crate::helpers::*;
 
-pub(crate) const PASSWORD: &str = "the owner's long password";
 /// The reload button on the "what is running" page.
 const RELOAD_BUTTON: &str = r#"form[action="/console/reload"] button[type="submit"]"#;
 /// The reload form's CSRF token.
@@ -23,12 +22,6 @@ const RELOAD_CSRF: &str = r#"form[action="/console/reload"] input[name="csrf"]"#
 const LOGOUT_BUTTON: &str = r#"form[action="/console/logout"] button[type="submit"]"#;
 /// The reload's outcome, shown above the rest of the page.
 const RELOAD_OUTCOME: &str = r#"section[aria-labelledby="reload-title"]"#;
-
-/// One hash for the whole binary: Argon2id is slow by design.
-pub(crate) fn hash() -> &'static str {
-    static HASH: OnceLock<String> = OnceLock::new();
-    HASH.get_or_init(|| PasswordHashSetting::make(PASSWORD).as_str().to_owned())
-}
 
 async fn console_app() -> TestApp {
     let model = Arc::new(ScriptedModel::replies(vec![reply_json("Hello!")]));

@@ -14,8 +14,8 @@ use manychat_agent::model::mock::{ScriptStep, ScriptedModel, call, reply, tool_c
 use manychat_agent::store::{BrowsedTurn, OutboxKind, TurnsPage};
 use serde_json::{Value, json};
 
-use crate::console::{PASSWORD, hash};
 use crate::driver::{Browser, PHONE};
+use crate::helpers::console_login::{PASSWORD, hash};
 use crate::helpers::*;
 
 /// The release button's form posts here.

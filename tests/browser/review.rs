@@ -3,25 +3,17 @@
 //! report's charts drawn on the page under the console's Content-Security-Policy; both pages at
 //! 1280 and 375 px (`target/console-screenshots/learning-*.png`, `report-*.png`).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use manychat_agent::console::auth::PasswordHashSetting;
 use manychat_agent::model::mock::ScriptedModel;
-use manychat_agent::store::learning::{
-    DecisionKind, NewProposal, ProposalStatus, RunEnd, RunStatus,
-};
+use manychat_agent::store::learning::{DecisionKind, ProposalStatus};
 use serde_json::json;
 
 use crate::driver::{Browser, PHONE};
+use crate::helpers::console_login::{PASSWORD, hash};
 use crate::helpers::*;
 
-const PASSWORD: &str = "the owner's long password";
 const TACTIC: &str = "Invented tactic: offer the evening class before the weekend one";
-
-fn hash() -> &'static str {
-    static HASH: OnceLock<String> = OnceLock::new();
-    HASH.get_or_init(|| PasswordHashSetting::make(PASSWORD).as_str().to_owned())
-}
 
 /// The console on, the tenant with `learning`, and one proposal waiting: its id.
 async fn app_with_a_proposal() -> (TestApp, i64) {
@@ -34,30 +26,7 @@ async fn app_with_a_proposal() -> (TestApp, i64) {
             });
         });
     let app = spawn_app_with(options).await;
-    let store = app.store.as_ref();
-    let now = chrono::Utc::now();
-    let run = store
-        .claim_learning_run("2026-W49", false, now)
-        .await
-        .unwrap()
-        .unwrap();
-    let end = RunEnd {
-        status: RunStatus::Completed,
-        converted_count: 24,
-        not_converted_count: 31,
-        cost_usd: 0.2,
-        reason: None,
-        proposals: vec![NewProposal {
-            text: TACTIC.to_owned(),
-            rationale: "Invented rationale: the paying side heard it first".to_owned(),
-            converted_count: 7,
-            not_converted_count: 2,
-            turn_ids: Vec::new(),
-        }],
-        at: now,
-    };
-    store.finish_learning_run(run, &end).await.unwrap();
-    let id = store.proposals(ProposalStatus::Pending, 10).await.unwrap()[0].id;
+    let id = pending_proposals(app.store.as_ref(), &[TACTIC], &[]).await[0];
     (app, id)
 }
 

@@ -253,7 +253,41 @@ pub(super) struct Draft {
     pub(super) duration: Option<(String, String)>,
 }
 
+/// The columns a shop layout read an offering from, named in the offering's refusals.
+pub(super) struct ShopColumns {
+    /// The column the id was made from.
+    pub(super) id: usize,
+    pub(super) name: usize,
+    pub(super) price: usize,
+}
+
 impl Draft {
+    /// A shop export's row (`line`, `row`) as a draft: the id, name and description its layout
+    /// made of it, and the price as the row's price cell holds it. A shop export has no url,
+    /// schedule or duration.
+    pub(super) fn from_shop_row(
+        table: &Table,
+        columns: ShopColumns,
+        (line, row): (u64, &csv::StringRecord),
+        id: String,
+        name: String,
+        description: String,
+    ) -> Self {
+        Self {
+            line,
+            id,
+            id_column: table.header(columns.id).to_owned(),
+            name,
+            name_column: table.header(columns.name).to_owned(),
+            description,
+            price: cell(row, Some(columns.price)).to_owned(),
+            price_column: table.header(columns.price).to_owned(),
+            url: None,
+            schedule: None,
+            duration: None,
+        }
+    }
+
     /// The offering, or its refusals pushed to `out`.
     fn finish(
         self,

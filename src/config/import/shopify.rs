@@ -98,19 +98,18 @@ pub(super) fn read(table: &Table, out: &mut Output) {
                 };
                 (id, name)
             };
-            out.drafts.push(Draft {
-                line,
+            out.drafts.push(Draft::from_shop_row(
+                table,
+                ShopColumns {
+                    id: handle,
+                    name: title,
+                    price,
+                },
+                (line, row),
                 id,
-                id_column: table.header(handle).to_owned(),
                 name,
-                name_column: table.header(title).to_owned(),
-                description: description.clone(),
-                price: cell(row, Some(price)).to_owned(),
-                price_column: table.header(price).to_owned(),
-                url: None,
-                schedule: None,
-                duration: None,
-            });
+                description.clone(),
+            ));
         }
     }
     if !skipped.is_empty() {

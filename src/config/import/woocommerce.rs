@@ -100,19 +100,18 @@ pub(super) fn read(table: &Table, out: &mut Output) {
         if !cell(row, sale).is_empty() {
             on_sale.push(*line);
         }
-        out.drafts.push(Draft {
-            line: *line,
-            id: crate::config::slug::slug(&made, MAX_ID_CHARS),
-            id_column: table.header(id_column.unwrap_or(name)).to_owned(),
-            name: offering_name,
-            name_column: table.header(name).to_owned(),
-            description: text,
-            price: cell(row, Some(price)).to_owned(),
-            price_column: table.header(price).to_owned(),
-            url: None,
-            schedule: None,
-            duration: None,
-        });
+        out.drafts.push(Draft::from_shop_row(
+            table,
+            ShopColumns {
+                id: id_column.unwrap_or(name),
+                name,
+                price,
+            },
+            (*line, row),
+            crate::config::slug::slug(&made, MAX_ID_CHARS),
+            offering_name,
+            text,
+        ));
     }
     if !skipped.is_empty() {
         out.notes.push(format!(

@@ -10,6 +10,7 @@
 //! Each function is pure and public, so the console can embed the same pictures.
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -56,6 +57,8 @@ const BAR: RGBColor = RGBColor(59, 110, 190);
 const MUTED: RGBColor = RGBColor(120, 120, 120);
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Drawn = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+/// A chart's plot with value axes across and up.
+type Plot<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 fn font(size: f64) -> TextStyle<'static> {
     ("sans-serif", size).into_font().color(&INK)
@@ -103,14 +106,49 @@ fn empty(area: &Area<'_>, sentence: &str) -> Drawn {
     ))
 }
 
+/// The largest of the items' values; 0 when none has one.
+fn largest(items: &[Item]) -> f64 {
+    items.iter().filter_map(|i| i.value).fold(0.0, f64::max)
+}
+
+/// A weekly chart's plot: one slot a week along x (at least one), 0 to `max` up, `top` pixels
+/// above it, room under it for the weeks' labels, and its baseline drawn.
+fn weekly_plot<'a, 'b>(
+    area: &'a Area<'b>,
+    weeks: usize,
+    max: f64,
+    top: u32,
+) -> Result<Plot<'a, 'b>, DrawingAreaErrorKind<std::io::Error>> {
+    let n = weeks.max(1) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .margin_top(top)
+        .x_label_area_size(30)
+        .build_cartesian_2d(0.0..n, 0.0..max)?;
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(0.0, 0.0), (n, 0.0)],
+        ShapeStyle::from(&INK).stroke_width(1),
+    )))?;
+    Ok(chart)
+}
+
+/// A week's label under the baseline of a [`weekly_plot`], centred on `x`.
+fn week_label(chart: &mut Plot<'_, '_>, x: f64, label: &str) -> Drawn {
+    chart.draw_series(std::iter::once(
+        EmptyElement::at((x, 0.0))
+            + Text::new(
+                label.to_owned(),
+                (0, 6),
+                anchored(12.0, HPos::Center, VPos::Top),
+            ),
+    ))?;
+    Ok(())
+}
+
 /// Horizontal bars, one per item, each labelled on its left and valued on its right; an item
 /// without a value is a dashed outline labelled `missing`.
 fn horizontal(area: &Area<'_>, items: &[Item], missing: &str) -> Drawn {
-    let max = items
-        .iter()
-        .filter_map(|i| i.value)
-        .fold(0.0, f64::max)
-        .max(1.0);
+    let max = largest(items).max(1.0);
     let n = items.len().max(1) as f64;
     let mut chart = ChartBuilder::on(area)
         .margin(12)
@@ -192,26 +230,11 @@ fn weekly_pairs(
         .unwrap_or(0)
         .max(1) as f64
         * 1.2;
-    let n = weeks.len().max(1) as f64;
-    let mut chart = ChartBuilder::on(area)
-        .margin(12)
-        .margin_top(36)
-        .x_label_area_size(30)
-        .build_cartesian_2d(0.0..n, 0.0..max)?;
-    chart.draw_series(std::iter::once(PathElement::new(
-        vec![(0.0, 0.0), (n, 0.0)],
-        ShapeStyle::from(&INK).stroke_width(1),
-    )))?;
+    // Room above the bars for the legend.
+    let mut chart = weekly_plot(area, weeks.len(), max, 36)?;
     for (w, label) in weeks.iter().enumerate() {
         let left = w as f64;
-        chart.draw_series(std::iter::once(
-            EmptyElement::at((left + 0.5, 0.0))
-                + Text::new(
-                    label.clone(),
-                    (0, 6),
-                    anchored(12.0, HPos::Center, VPos::Top),
-                ),
-        ))?;
+        week_label(&mut chart, left + 0.5, label)?;
         for (s, (_, values)) in series.iter().enumerate() {
             let x0 = left + 0.2 + 0.3 * s as f64;
             let x1 = x0 + 0.28;
@@ -262,33 +285,12 @@ fn weekly_pairs(
 /// A line over the weeks with each point's value above it; a week without a value leaves a
 /// gap and says `no_data`.
 fn weekly_line(area: &Area<'_>, items: &[Item], no_data: &str) -> Drawn {
-    let max = items
-        .iter()
-        .filter_map(|i| i.value)
-        .fold(0.0, f64::max)
-        .max(f64::MIN_POSITIVE)
-        * 1.25;
-    let n = items.len().max(1) as f64;
-    let mut chart = ChartBuilder::on(area)
-        .margin(12)
-        .margin_top(24)
-        .x_label_area_size(30)
-        .build_cartesian_2d(0.0..n, 0.0..max)?;
-    chart.draw_series(std::iter::once(PathElement::new(
-        vec![(0.0, 0.0), (n, 0.0)],
-        ShapeStyle::from(&INK).stroke_width(1),
-    )))?;
+    let max = largest(items).max(f64::MIN_POSITIVE) * 1.25;
+    let mut chart = weekly_plot(area, items.len(), max, 24)?;
     let mut run: Vec<(f64, f64)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let x = i as f64 + 0.5;
-        chart.draw_series(std::iter::once(
-            EmptyElement::at((x, 0.0))
-                + Text::new(
-                    item.label.clone(),
-                    (0, 6),
-                    anchored(12.0, HPos::Center, VPos::Top),
-                ),
-        ))?;
+        week_label(&mut chart, x, &item.label)?;
         match item.value {
             Some(v) => {
                 run.push((x, v));
@@ -332,6 +334,15 @@ fn listed(items: impl Iterator<Item = String>) -> String {
     items.collect::<Vec<_>>().join("; ")
 }
 
+/// Each item's label and printed value, `between` them, [`listed`].
+fn listed_items(items: &[Item], between: &str) -> String {
+    listed(
+        items
+            .iter()
+            .map(|i| format!("{}{between}{}", i.label, i.printed)),
+    )
+}
+
 /// The week's funnel: new contacts, interested, shown an offer, ready to pay, sent the payment
 /// link; a stage the tenant does not set up is dashed and says so.
 pub fn funnel(language: Language, week: &WeekMeasures) -> Chart {
@@ -359,10 +370,7 @@ pub fn funnel(language: Language, week: &WeekMeasures) -> Chart {
     let alt = words::fill(
         language,
         Key::ChartFunnelAlt,
-        &[
-            &when,
-            &listed(items.iter().map(|i| format!("{} {}", i.label, i.printed))),
-        ],
+        &[&when, &listed_items(&items, " ")],
     );
     let svg = svg(&alt, |area| horizontal(area, &items, w(Key::NotSetUp)));
     Chart { title, alt, svg }
@@ -447,9 +455,7 @@ pub fn handoffs_by_reason(language: Language, weeks: &[WeekMeasures]) -> Chart {
     let alt = words::fill(
         language,
         Key::ChartHandoffsAlt,
-        &[&listed(
-            items.iter().map(|i| format!("{} {}", i.label, i.printed)),
-        )],
+        &[&listed_items(&items, " ")],
     );
     let svg = svg(&alt, |area| horizontal(area, &items, ""));
     Chart { title, alt, svg }
@@ -476,13 +482,7 @@ pub fn cost_per_conversation(language: Language, weeks: &[WeekMeasures]) -> Char
                 .map_or(no_data.to_owned(), |v| words::usd(language, Some(v))),
         })
         .collect();
-    let alt = words::fill(
-        language,
-        Key::ChartCostAlt,
-        &[&listed(
-            items.iter().map(|i| format!("{}: {}", i.label, i.printed)),
-        )],
-    );
+    let alt = words::fill(language, Key::ChartCostAlt, &[&listed_items(&items, ": ")]);
     let svg = svg(&alt, |area| weekly_line(area, &items, no_data));
     Chart { title, alt, svg }
 }
@@ -517,9 +517,7 @@ pub fn playbooks(language: Language, m: &PlaybookMeasures) -> Chart {
     let alt = words::fill(
         language,
         Key::ChartPlaybooksAlt,
-        &[&listed(
-            items.iter().map(|i| format!("{} {}", i.label, i.printed)),
-        )],
+        &[&listed_items(&items, " ")],
     );
     let svg = svg(&alt, |area| horizontal(area, &items, "-"));
     Chart { title, alt, svg }
