@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::{Console, templates};
 use crate::config::ReloadOutcome;
-use crate::words::Key;
+use crate::words::{Key, Words};
 
 const SESSION_COOKIE: &str = "console_session";
 /// A random value set with the login form: its CSRF token is bound to it.
@@ -108,32 +108,39 @@ pub(super) fn not_found(console: &Console, cookie: &str, what: Key) -> Response 
     )
 }
 
-/// A store failure on a page: logged without data, answered 503 in plain words.
+/// A store failure on a page: logged without data, answered 503 in the owner's words.
 pub(super) fn unavailable(console: &Console, error: &crate::store::StoreError) -> Response {
     crate::store_failure!(console.service.store, error, "console: the store failed");
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        "the database did not answer: try again",
-    )
-        .into_response()
+    let w = console.words();
+    let page = templates::refused(w, Key::ConStoreDown, ("/console", Key::ConBackToConsole));
+    html(StatusCode::SERVICE_UNAVAILABLE, page)
 }
 
-/// Why a POST was refused before it did anything.
+/// Why a POST was refused before it did anything, answered in the owner's words.
 pub(super) enum Refused {
     /// No valid session: 401.
-    NoSession,
+    NoSession(Words),
     /// A missing or wrong CSRF token: 403.
-    StaleForm,
+    StaleForm(Words),
 }
 
 impl IntoResponse for Refused {
     fn into_response(self) -> Response {
-        match self {
-            Self::NoSession => (StatusCode::UNAUTHORIZED, "log in first").into_response(),
-            Self::StaleForm => {
-                (StatusCode::FORBIDDEN, "the form is stale: reload the page").into_response()
-            }
-        }
+        let (status, w, why, link) = match self {
+            Self::NoSession(w) => (
+                StatusCode::UNAUTHORIZED,
+                w,
+                Key::ConLogInFirst,
+                ("/console/login", Key::ConLoginTitle),
+            ),
+            Self::StaleForm(w) => (
+                StatusCode::FORBIDDEN,
+                w,
+                Key::ConStaleForm,
+                ("/console", Key::ConBackToConsole),
+            ),
+        };
+        html(status, templates::refused(w, why, link))
     }
 }
 
@@ -144,10 +151,10 @@ pub(super) fn checked_post<'a>(
     token: Option<&str>,
 ) -> Result<&'a str, Refused> {
     let Some(cookie) = session(console, headers) else {
-        return Err(Refused::NoSession);
+        return Err(Refused::NoSession(console.words()));
     };
     if !token.is_some_and(|t| console.sessions.check_csrf(cookie, t)) {
-        return Err(Refused::StaleForm);
+        return Err(Refused::StaleForm(console.words()));
     }
     Ok(cookie)
 }
@@ -201,16 +208,20 @@ pub(super) async fn login(
     let ip = console.trust_proxy.client_ip(peer.ip(), &headers);
     if let Err(wait) = console.limiter.attempt(ip, console.clock.instant()) {
         let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        return (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(header::RETRY_AFTER, seconds.max(1).to_string())],
-            "too many login attempts: wait, then try again",
-        )
-            .into_response();
+        let page = templates::refused(
+            console.words(),
+            Key::ConTooManyAttempts,
+            ("/console/login", Key::ConLoginTitle),
+        );
+        let mut response = html(StatusCode::TOO_MANY_REQUESTS, page);
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        return response;
     }
     let nonce = cookie(&headers, LOGIN_COOKIE).unwrap_or_default();
     if nonce.is_empty() || !console.sessions.check_csrf(nonce, &form.csrf) {
-        return Refused::StaleForm.into_response();
+        return Refused::StaleForm(console.words()).into_response();
     }
     let right = {
         let Ok(_one_at_a_time) = console.verifying.acquire().await else {

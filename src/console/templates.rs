@@ -130,6 +130,21 @@ pub(super) fn not_found(w: Words, csrf: &str, what: Key) -> Markup {
     )
 }
 
+/// A request refused before it did anything: `why` says so, and a link leads on.
+pub(super) fn refused(w: Words, why: Key, (href, link): (&str, Key)) -> Markup {
+    page(
+        w,
+        w.text(Key::ConRefusedTitle),
+        html! {
+            main id="main" {
+                h1 { (w.text(Key::ConRefusedTitle)) }
+                p id="refused" role="alert" { (w.text(why)) }
+                p { a href=(href) { (w.text(link)) } }
+            }
+        },
+    )
+}
+
 /// The login form; `error` says why the last attempt was refused.
 pub(super) fn login(w: Words, csrf: &str, error: Option<Key>) -> Markup {
     page(

@@ -319,6 +319,14 @@ pub(super) fn text(key: Key) -> &'static str {
         ConLogout => "Log out",
         ConNotFound => "Not found",
         ConBackToConversations => "Back to the conversations",
+        ConRefusedTitle => "Not done",
+        ConLogInFirst => "Your session has ended: log in, then try again.",
+        ConStaleForm => {
+            "This form is out of date: nothing was done. Open the page again and retry."
+        }
+        ConBackToConsole => "Back to the console",
+        ConStoreDown => "The database did not answer: nothing was done. Try again in a moment.",
+        ConTooManyAttempts => "Too many login attempts: wait a minute, then try again.",
         ConBadPageLink => "That page link is not valid.",
         ConNoConversation => "No conversation has that id.",
         ConNotTestContact => {

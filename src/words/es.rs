@@ -356,6 +356,19 @@ pub(super) fn text(key: Key) -> &'static str {
         ConLogout => "Salir",
         ConNotFound => "No encontrado",
         ConBackToConversations => "Volver a las conversaciones",
+        ConRefusedTitle => "No se hizo",
+        ConLogInFirst => "Tu sesión terminó: entra y vuelve a intentarlo.",
+        ConStaleForm => {
+            "Este formulario está desactualizado: no se hizo nada. Abre la página de nuevo y \
+             vuelve a intentarlo."
+        }
+        ConBackToConsole => "Volver a la consola",
+        ConStoreDown => {
+            "La base de datos no respondió: no se hizo nada. Inténtalo de nuevo en un momento."
+        }
+        ConTooManyAttempts => {
+            "Demasiados intentos de entrar: espera un minuto y vuelve a intentarlo."
+        }
         ConBadPageLink => "Ese enlace de página no es válido.",
         ConNoConversation => "Ninguna conversación tiene ese identificador.",
         ConNotTestContact => {

@@ -95,6 +95,8 @@ keys! {
     // The owner's console.
     ConBrand, ConSkip, ConNavLabel, ConNavRunning, ConNavTry, ConNavConversations, ConNavHeld,
     ConNavReport, ConNavLearning, ConLogout, ConNotFound, ConBackToConversations,
+    ConRefusedTitle, ConLogInFirst, ConStaleForm, ConBackToConsole, ConStoreDown,
+    ConTooManyAttempts,
     ConBadPageLink, ConNoConversation, ConNotTestContact, ConLoginTitle, ConLoginHeading,
     ConPassword, ConWrongPassword, ConRunningTitle, ConReload, ConReloaded, ConReloadRefused,
     ConReloadTimedOut, ConReloadStillReading, ConProcess, ConVersion, ConModel, ConStore,

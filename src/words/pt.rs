@@ -351,6 +351,17 @@ pub(super) fn text(key: Key) -> &'static str {
         ConLogout => "Sair",
         ConNotFound => "Não encontrado",
         ConBackToConversations => "Voltar às conversas",
+        ConRefusedTitle => "Não feito",
+        ConLogInFirst => "Sua sessão terminou: entre e tente de novo.",
+        ConStaleForm => {
+            "Este formulário está desatualizado: nada foi feito. Abra a página de novo e tente \
+             outra vez."
+        }
+        ConBackToConsole => "Voltar ao console",
+        ConStoreDown => {
+            "O banco de dados não respondeu: nada foi feito. Tente de novo em um instante."
+        }
+        ConTooManyAttempts => "Tentativas de entrar demais: espere um minuto e tente de novo.",
         ConBadPageLink => "Esse link de página não é válido.",
         ConNoConversation => "Nenhuma conversa tem esse identificador.",
         ConNotTestContact => {

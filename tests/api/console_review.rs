@@ -485,6 +485,35 @@ async fn console_speaks_the_owners_language_and_a_reload_switches_it() {
     assert!(after.contains("Qué está en marcha"));
 }
 
+/// A refused post is a page in the owner's language with a way on: a stale form (403) leads
+/// back to the console, an ended session (401) to the login.
+#[tokio::test]
+async fn console_refusals_are_pages_in_the_owners_language() {
+    let app = review_app(false, Some("es")).await;
+    let owner = Owner::log_in(&app).await;
+    let stale = owner.post("/console/reload", &[("csrf", "forged")]).await;
+    assert_eq!(stale.status(), StatusCode::FORBIDDEN);
+    let page = stale.text().await.unwrap();
+    assert!(page.contains(r#"<html lang="es">"#), "{page}");
+    assert!(
+        page.contains("Este formulario está desactualizado: no se hizo nada."),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"<a href="/console">Volver a la consola</a>"#),
+        "{page}"
+    );
+
+    let logged_out = post_page(&app, &owner.client, "", "/console/reload", &[("csrf", "x")]).await;
+    assert_eq!(logged_out.status(), StatusCode::UNAUTHORIZED);
+    let page = logged_out.text().await.unwrap();
+    assert!(page.contains("Tu sesión terminó"), "{page}");
+    assert!(
+        page.contains(r#"<a href="/console/login">Entrar</a>"#),
+        "{page}"
+    );
+}
+
 #[tokio::test]
 async fn console_report_page_keeps_its_report_a_minute_and_reads_anew_for_other_weeks() {
     let app = review_app(false, None).await;

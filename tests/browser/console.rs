@@ -134,7 +134,7 @@ async fn console_post_without_its_csrf_token_is_refused_403_and_reloads_nothing(
         browser
             .body_text()
             .await
-            .contains("the form is stale: reload the page")
+            .contains("This form is out of date: nothing was done.")
     );
     assert_eq!(app.config.reloads_settled(), settled, "nothing reloaded");
 }
