@@ -3,10 +3,10 @@
 //! applied reload), and a turn's message embedded under a short timeout.
 //!
 //! - [`Embeddings::fill`]: each indexed offering's and passage's text is keyed by its
-//!   `content_hash`; the vectors the database holds for the model are read in one call, the
-//!   missing ones are asked of the provider in batches of [`BATCH_SIZE`], at most
-//!   [`CONCURRENT_BATCHES`] at a time, stored, and set on the snapshot's knowledge as each
-//!   batch lands. A failed batch is logged (provider, status, counts: never a text), counted,
+//!   `content_hash`; the vectors the database holds for the model are read in one call and
+//!   marked used now (`touch_embeddings`, so the hourly prune keeps them), the missing ones are
+//!   asked of the provider in batches of [`BATCH_SIZE`], at most [`CONCURRENT_BATCHES`] at a
+//!   time, stored (used now too), and set on the snapshot's knowledge as each batch lands. A failed batch is logged (provider, status, counts: never a text), counted,
 //!   and ends the fill: the rest is asked on the next load. A snapshot replaced meanwhile ends
 //!   it too (its knowledge is held weakly).
 //! - [`Embeddings::query`]: the contact's message, under [`QUERY_TIMEOUT`]; on a timeout or an
@@ -115,6 +115,20 @@ impl Embeddings {
             }
         };
         let from_store = stored.len();
+        if from_store > 0 {
+            let read: Vec<String> = stored.iter().map(|(h, _)| h.clone()).collect();
+            let touched = self
+                .store
+                .touch_embeddings(&model, &read, self.clock.now())
+                .await;
+            if let Err(error) = touched {
+                crate::store_failure!(
+                    self.store,
+                    error,
+                    "knowledge embeddings: the vectors read could not be marked used; used all the same"
+                );
+            }
+        }
         let mut missing: HashMap<&str, ()> = hashes.iter().map(|h| (h.as_str(), ())).collect();
         for (hash, vector) in stored {
             missing.remove(hash.as_str());

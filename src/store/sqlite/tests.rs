@@ -518,8 +518,9 @@ async fn system_8_the_store_closes_its_connections_when_dropped() {
 }
 
 /// Retention reads only the rows it is about to change, through an index: the turns that
-/// still have text by age, the settled outbox rows by due time. A scan of the whole table
-/// would hold the database thread longer as the history grows.
+/// still have text by age, the settled outbox rows by due time, the vectors by their last use.
+/// A scan of the whole table would hold the database thread longer as the history grows (and
+/// a vector's row runs over several pages).
 #[tokio::test]
 async fn retention_reads_through_an_index() {
     let store = in_memory().await;
@@ -527,7 +528,11 @@ async fn retention_reads_through_an_index() {
         &store,
         "EXPLAIN QUERY PLAN",
         3,
-        &[CLEAR_OLD_TURN_TEXT, DELETE_OLD_SETTLED_OUTBOX],
+        &[
+            CLEAR_OLD_TURN_TEXT,
+            DELETE_OLD_SETTLED_OUTBOX,
+            super::embeddings::PRUNE_EMBEDDINGS,
+        ],
     )
     .await
     .iter()
@@ -542,6 +547,11 @@ async fn retention_reads_through_an_index() {
         plans[1].contains("USING INDEX outbox_status_due (status=? AND next_attempt_at<?)"),
         "{}",
         plans[1]
+    );
+    assert!(
+        plans[2].contains("USING COVERING INDEX embeddings_used_at (used_at<?)"),
+        "{}",
+        plans[2]
     );
 }
 
