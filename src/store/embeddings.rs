@@ -2,8 +2,9 @@
 //! hash, so an offering's or a passage's text is embedded once, whatever loads follow
 //! (`EmbeddingStore`). Catalog text only: no row names a contact.
 //!
-//! Each row keeps when a loaded config last used it (`used_at`): set when it is saved and when a
-//! config snapshot's load reads it. The hourly housekeeping (`crate::retention`) deletes the rows
+//! Each row keeps when a loaded config last used it (`used_at`): set when it is saved, when a
+//! config snapshot's load reads it, and daily while that snapshot stays loaded
+//! (`crate::turn::embeddings`). The hourly housekeeping (`crate::retention`) deletes the rows
 //! unused past a grace, so vectors of texts no longer loaded do not pile up.
 
 use super::*;
@@ -34,8 +35,8 @@ pub trait EmbeddingStore: Send + Sync + 'static {
     ///
     /// A method of its own rather than a side effect of [`embeddings`](Self::embeddings), as
     /// the simpler of the two: the read stays a read on both backends (on SQLite, answered
-    /// outside the write group), its one caller marks what it read right after, and marking
-    /// needs no vector read back.
+    /// outside the write group), and the one marking serves both a load (right after its
+    /// read) and a snapshot that stays loaded (daily), which needs no vector read back.
     async fn touch_embeddings(
         &self,
         model: &str,
