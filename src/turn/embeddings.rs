@@ -3,12 +3,16 @@
 //! applied reload), and a turn's message embedded under a short timeout.
 //!
 //! - [`Embeddings::fill`]: each indexed offering's and passage's text is keyed by its
-//!   `content_hash`; the vectors the database holds for the model are read in one call, the
-//!   missing ones are asked of the provider in batches of [`BATCH_SIZE`], at most
-//!   [`CONCURRENT_BATCHES`] at a time, stored, and set on the snapshot's knowledge as each
-//!   batch lands. A failed batch is logged (provider, status, counts: never a text), counted,
-//!   and ends the fill: the rest is asked on the next load. A snapshot replaced meanwhile ends
-//!   it too (its knowledge is held weakly).
+//!   `content_hash`; the vectors the database holds for the model are read in one call and
+//!   marked used now (`touch_embeddings`, so the hourly prune keeps them), the missing ones are
+//!   asked of the provider in batches of [`BATCH_SIZE`], at most [`CONCURRENT_BATCHES`] at a
+//!   time, stored (used now too), and set on the snapshot's knowledge as each batch lands. A
+//!   failed batch is logged (provider, status, counts: never a text), counted, and ends the
+//!   fill: the rest is asked on the next load. A snapshot replaced meanwhile ends it too (its
+//!   knowledge is held weakly).
+//! - [`Embeddings::keep_in_use`]: while the snapshot stays loaded, its vectors are marked used
+//!   again every [`MARK_IN_USE_EVERY`], so the hourly prune (`crate::retention`) never deletes
+//!   the vectors of the config in force, however long the replica runs.
 //! - [`Embeddings::query`]: the contact's message, under [`QUERY_TIMEOUT`]; on a timeout or an
 //!   error the turn retrieves by full text alone and `/metrics` counts it. Nothing is asked
 //!   while the snapshot has no vector yet.
@@ -38,6 +42,14 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_millis(800);
 /// crowd the provider's rate limit the turns' own query embeddings share.
 pub const CONCURRENT_BATCHES: usize = 2;
 
+/// While a snapshot stays loaded its vectors are marked used again this often: well inside the
+/// prune's grace (`crate::retention::UNUSED_EMBEDDINGS_DAYS`, 30 days).
+pub const MARK_IN_USE_EVERY: Duration = Duration::from_secs(86_400);
+
+/// How often the marking task looks whether its snapshot is still loaded: a replaced snapshot's
+/// task, and the content hashes it holds, are gone within this.
+pub const LOADED_CHECK_EVERY: Duration = Duration::from_secs(3_600);
+
 /// A batch's content hashes and what the provider answered for their texts.
 type Batch = (Vec<String>, Result<Vec<Vec<f32>>, ModelError>);
 
@@ -65,8 +77,9 @@ impl Embeddings {
         }
     }
 
-    /// Starts filling `knowledge`'s vectors in the background, when it retrieves and a runtime
-    /// runs (a build outside one, a unit test's, fills nothing).
+    /// Starts filling `knowledge`'s vectors in the background, then keeping them in use while
+    /// it stays loaded, when it retrieves and a runtime runs (a build outside one, a unit
+    /// test's, fills nothing).
     pub(crate) fn fill(&self, config: &Arc<TenantConfig>, knowledge: &Arc<Knowledge>) {
         if !knowledge.layout().retrieves() {
             return;
@@ -76,18 +89,26 @@ impl Embeddings {
         };
         let this = self.clone();
         let (config, knowledge) = (config.clone(), Arc::downgrade(knowledge));
-        runtime.spawn(async move { this.fill_now(config, knowledge).await });
+        runtime.spawn(async move {
+            let hashes = this.fill_now(config, knowledge.clone()).await;
+            this.keep_in_use(hashes, knowledge).await;
+        });
     }
 
-    /// The fill itself (see the module doc).
-    pub(crate) async fn fill_now(&self, config: Arc<TenantConfig>, knowledge: Weak<Knowledge>) {
+    /// The fill itself (see the module doc); the snapshot's content hashes, each once (none
+    /// when it is gone or has no document), for [`Embeddings::keep_in_use`].
+    pub(crate) async fn fill_now(
+        &self,
+        config: Arc<TenantConfig>,
+        knowledge: Weak<Knowledge>,
+    ) -> Vec<String> {
         let texts = match knowledge.upgrade() {
             Some(k) => k.embedding_texts(&config),
-            None => return,
+            None => return Vec::new(),
         };
         drop(config);
         if texts.is_empty() {
-            return;
+            return Vec::new();
         }
         // Each distinct text once, with the documents that hold it.
         let mut docs: HashMap<String, Vec<u32>> = HashMap::new();
@@ -111,15 +132,29 @@ impl Embeddings {
                     error,
                     "knowledge embeddings: the stored vectors could not be read; retried on the next load"
                 );
-                return;
+                return hashes;
             }
         };
         let from_store = stored.len();
+        if from_store > 0 {
+            let read: Vec<String> = stored.iter().map(|(h, _)| h.clone()).collect();
+            let touched = self
+                .store
+                .touch_embeddings(&model, &read, self.clock.now())
+                .await;
+            if let Err(error) = touched {
+                crate::store_failure!(
+                    self.store,
+                    error,
+                    "knowledge embeddings: the vectors read could not be marked used; used all the same"
+                );
+            }
+        }
         let mut missing: HashMap<&str, ()> = hashes.iter().map(|h| (h.as_str(), ())).collect();
         for (hash, vector) in stored {
             missing.remove(hash.as_str());
             if !self.set(&knowledge, &docs, &hash, vector) {
-                return;
+                return hashes;
             }
         }
         let ready = knowledge.upgrade().map_or(0, |k| k.vectors_ready());
@@ -167,7 +202,7 @@ impl Embeddings {
                         "knowledge embeddings: a batch failed; the rest is asked on the next load"
                     );
                     running.abort_all();
-                    return;
+                    return hashes;
                 }
             };
             let rows: Vec<(String, Vec<f32>)> = batch.into_iter().zip(vectors).collect();
@@ -187,7 +222,7 @@ impl Embeddings {
             for (hash, vector) in rows {
                 if !self.set(&knowledge, &docs, &hash, vector) {
                     running.abort_all();
-                    return;
+                    return hashes;
                 }
             }
             let ready = knowledge.upgrade().map_or(0, |k| k.vectors_ready());
@@ -202,6 +237,37 @@ impl Embeddings {
             ready,
             "knowledge embeddings ready"
         );
+        hashes
+    }
+
+    /// Marks `hashes` (a snapshot's, from [`Embeddings::fill_now`]) used every
+    /// [`MARK_IN_USE_EVERY`] while `knowledge` stays loaded, looked at every
+    /// [`LOADED_CHECK_EVERY`]; ends once it is gone. A marking that fails is logged and tried
+    /// again at the next look.
+    pub(crate) async fn keep_in_use(&self, hashes: Vec<String>, knowledge: Weak<Knowledge>) {
+        if hashes.is_empty() {
+            return;
+        }
+        let model = self.embedder.id();
+        let mut marked = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(LOADED_CHECK_EVERY).await;
+            if knowledge.strong_count() == 0 {
+                return;
+            }
+            if marked.elapsed() < MARK_IN_USE_EVERY {
+                continue;
+            }
+            let now = self.clock.now();
+            match self.store.touch_embeddings(model, &hashes, now).await {
+                Ok(()) => marked = tokio::time::Instant::now(),
+                Err(error) => crate::store_failure!(
+                    self.store,
+                    error,
+                    "knowledge embeddings: the loaded config's vectors could not be marked used; tried again in an hour"
+                ),
+            }
+        }
     }
 
     /// Sets `hash`'s vector on every document holding it; `false` when the snapshot is gone.
@@ -259,6 +325,8 @@ mod tests {
         fake: Arc<FakeEmbedder>,
         metrics: Arc<Metrics>,
         embeddings: Embeddings,
+        store: Arc<dyn Store>,
+        clock: Clock,
         _dir: tempfile::TempDir,
     }
 
@@ -269,12 +337,15 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("store"));
         let fake = Arc::new(FakeEmbedder::new(vec![], 16));
         let metrics = Arc::new(Metrics::default());
-        let embeddings = Embeddings::new(fake.clone(), store, metrics.clone(), Clock::system());
+        let clock = Clock::system();
+        let embeddings = Embeddings::new(fake.clone(), store.clone(), metrics.clone(), clock);
         Setup {
             config: Arc::new(english_tenant(offerings)),
             fake,
             metrics,
             embeddings,
+            store,
+            clock,
             _dir: dir,
         }
     }
@@ -340,5 +411,44 @@ mod tests {
         s.fake.down.store(true, Ordering::SeqCst);
         assert_eq!(s.embeddings.query(&knowledge, "a rain jacket?").await, None);
         assert_eq!(s.metrics.knowledge_embedding_failures(), (1, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn knowledge_embeddings_a_loaded_snapshot_marks_its_vectors_used_daily_until_replaced() {
+        let s = setup(60).await;
+        let loaded_at = s.clock.now();
+        let knowledge = Arc::new(Knowledge::build(&s.config));
+        let hashes = s
+            .embeddings
+            .fill_now(s.config.clone(), Arc::downgrade(&knowledge))
+            .await;
+        let stored = hashes.len() as u64;
+        assert!(stored > 0);
+        let keeping = tokio::spawn({
+            let embeddings = s.embeddings.clone();
+            let knowledge = Arc::downgrade(&knowledge);
+            async move { embeddings.keep_in_use(hashes, knowledge).await }
+        });
+
+        // A day and an hour loaded: marked once, a day after the load; then replaced.
+        tokio::time::sleep(MARK_IN_USE_EVERY + LOADED_CHECK_EVERY).await;
+        drop(knowledge);
+        // No timer of the test's own here: while the task waits for the store's thread, the
+        // paused clock would run to it.
+        let replaced = tokio::time::Instant::now();
+        keeping.await.expect("the task ends");
+        assert!(
+            replaced.elapsed() <= LOADED_CHECK_EVERY,
+            "ended at its next look: {:?}",
+            replaced.elapsed()
+        );
+
+        // Every marking it made has landed (the task awaited each): none before the day's.
+        let day = chrono::Duration::from_std(MARK_IN_USE_EVERY).expect("a day");
+        let minute = chrono::Duration::minutes(1);
+        let unmarked = s.store.prune_embeddings(loaded_at + day - minute).await;
+        assert_eq!(unmarked.expect("prune"), 0, "every vector marked a day on");
+        let marked = s.store.prune_embeddings(loaded_at + day + minute).await;
+        assert_eq!(marked.expect("prune"), stored, "and not since");
     }
 }

@@ -310,6 +310,7 @@ pub async fn run_all(store: &dyn Store) {
     system_4_the_conversations_fence_nonce_is_stored_and_replaced(store).await;
     sales_record_reads_offering_and_action_records(store).await;
     embeddings_are_kept_once_per_model_and_content_hash(store).await;
+    embeddings_unused_since_the_cutoff_are_pruned(store).await;
     spec_032_the_opening_is_claimed_once_per_contact(store).await;
     spec_025_scheduling_twice_leaves_one_pending_row(store).await;
     spec_025_a_settled_nudge_stays_as_the_record_beside_the_next_pending_one(store).await;
@@ -506,6 +507,7 @@ mod tests {
         spec_020_media_kind_round_trips_and_the_transcript_replaces_the_marker,
         sales_record_reads_offering_and_action_records,
         embeddings_are_kept_once_per_model_and_content_hash,
+        embeddings_unused_since_the_cutoff_are_pruned,
         spec_032_the_opening_is_claimed_once_per_contact,
         report_aggregates_group_a_period_by_hand,
         report_counts_refused_actions_under_their_own_status,

@@ -399,6 +399,41 @@ mod tests {
         assert_eq!(waiting_rows[0].due_at, at(150_000));
     }
 
+    /// Migration 0028 gives each vector stored before it a last use: its creation. The schema
+    /// is taken back to migration 27 holding a vector created at 1 s and one created at 5 s,
+    /// then migrated again: both are kept, and a prune before 3 s takes the older one alone.
+    #[tokio::test]
+    #[ignore = "needs TEST_DATABASE_URL (PostgreSQL)"]
+    async fn embeddings_stored_before_migration_28_count_as_used_when_created() {
+        let (options, schema) = fresh_schema(&test_database_url()).await.expect("a schema");
+        let options = options.options([("search_path", schema.as_str())]);
+        let store = PgStore::connect_with(options.clone(), Connections::Preopened(2))
+            .await
+            .expect("connect");
+        sqlx::raw_sql(
+            "DROP INDEX embeddings_used_at; ALTER TABLE embeddings DROP COLUMN used_at; \
+             DELETE FROM _sqlx_migrations WHERE version = 28; \
+             INSERT INTO embeddings (model, content_hash, vector, created_at) VALUES \
+             ('openai:invented', 'old', '\\x0000803f', to_timestamp(1)), \
+             ('openai:invented', 'new', '\\x0000803f', to_timestamp(5));",
+        )
+        .execute(&store.pool)
+        .await
+        .expect("the schema at migration 27 with two vectors");
+        drop(store);
+        let store = PgStore::connect_with(options, Connections::Preopened(2))
+            .await
+            .expect("migration 28 applies to a table holding rows");
+        let hashes = ["old".to_owned(), "new".to_owned()];
+        let stored = store.embeddings("openai:invented", &hashes).await;
+        assert_eq!(stored.expect("read").len(), 2, "both kept");
+        let at = |ms| DateTime::from_timestamp_millis(ms).expect("an instant");
+        let pruned = store.prune_embeddings(at(3000)).await.expect("prune");
+        assert_eq!(pruned, 1);
+        let left = store.embeddings("openai:invented", &hashes).await;
+        assert_eq!(left.expect("read"), vec![("new".to_owned(), vec![1.0f32])]);
+    }
+
     /// Every file in `migrations/postgres` is embedded and applied on connect (a file added
     /// without a rebuild would otherwise be missing from the binary).
     #[tokio::test]

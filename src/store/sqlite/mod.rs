@@ -210,6 +210,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "embeddings",
         include_str!("../../../migrations/sqlite/0028_embeddings.sql"),
     ),
+    (
+        29,
+        "embeddings_used_at",
+        include_str!("../../../migrations/sqlite/0029_embeddings_used_at.sql"),
+    ),
 ];
 
 // Column lists as macros, so every statement is one `concat!`ed literal: no SQL is formatted on

@@ -518,8 +518,9 @@ async fn system_8_the_store_closes_its_connections_when_dropped() {
 }
 
 /// Retention reads only the rows it is about to change, through an index: the turns that
-/// still have text by age, the settled outbox rows by due time. A scan of the whole table
-/// would hold the database thread longer as the history grows.
+/// still have text by age, the settled outbox rows by due time, the vectors by their last use.
+/// A scan of the whole table would hold the database thread longer as the history grows (and
+/// a vector's row runs over several pages).
 #[tokio::test]
 async fn retention_reads_through_an_index() {
     let store = in_memory().await;
@@ -527,7 +528,11 @@ async fn retention_reads_through_an_index() {
         &store,
         "EXPLAIN QUERY PLAN",
         3,
-        &[CLEAR_OLD_TURN_TEXT, DELETE_OLD_SETTLED_OUTBOX],
+        &[
+            CLEAR_OLD_TURN_TEXT,
+            DELETE_OLD_SETTLED_OUTBOX,
+            super::embeddings::PRUNE_EMBEDDINGS,
+        ],
     )
     .await
     .iter()
@@ -542,6 +547,11 @@ async fn retention_reads_through_an_index() {
         plans[1].contains("USING INDEX outbox_status_due (status=? AND next_attempt_at<?)"),
         "{}",
         plans[1]
+    );
+    assert!(
+        plans[2].contains("USING COVERING INDEX embeddings_used_at (used_at<?)"),
+        "{}",
+        plans[2]
     );
 }
 
@@ -740,4 +750,42 @@ async fn console_pages_read_through_an_index_without_a_sort() {
         assert!(plan.contains(&format!("USING INDEX {index}")), "{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     }
+}
+
+/// Migration 0029 gives each vector stored before it a last use: its creation. A file at
+/// migration 28 holding a vector created at 1 s and one created at 5 s keeps both, and a prune
+/// before 3 s takes the older one alone.
+#[tokio::test]
+async fn embeddings_stored_before_migration_29_count_as_used_when_created() {
+    let (_dir, path) = earlier_file(|conn| {
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL, \
+             description TEXT NOT NULL, applied_at INTEGER NOT NULL);",
+        )
+        .expect("bookkeeping");
+        for (version, description, sql) in &MIGRATIONS[..28] {
+            conn.execute_batch(sql).expect("an earlier migration");
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, 0)",
+                params![version, description],
+            )
+            .expect("recorded");
+        }
+        conn.execute(
+            "INSERT INTO embeddings (model, content_hash, vector, created_at) VALUES \
+             ('openai:invented', 'old', X'0000803F', 1000), \
+             ('openai:invented', 'new', X'0000803F', 5000)",
+            [],
+        )
+        .expect("a file at migration 28 with two vectors");
+    });
+    let store = on_file(&path).await;
+    let hashes = ["old".to_owned(), "new".to_owned()];
+    let stored = store.embeddings("openai:invented", &hashes).await;
+    assert_eq!(stored.expect("read").len(), 2, "both kept");
+    let at = |ms| DateTime::from_timestamp_millis(ms).expect("an instant");
+    let pruned = store.prune_embeddings(at(3000)).await.expect("prune");
+    assert_eq!(pruned, 1);
+    let left = store.embeddings("openai:invented", &hashes).await;
+    assert_eq!(left.expect("read"), vec![("new".to_owned(), vec![1.0f32])]);
 }
