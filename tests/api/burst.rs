@@ -603,9 +603,10 @@ async fn burst_a_piece_that_reaches_another_replica_is_its_own_turn_behind_the_b
     assert!(contact_message(&one_model, 0).contains("hi\nI saw your ad"));
     // Its own turn, once the burst's turn settled, after a window of its own.
     // The other replica polls the ticket on the store between its sleeps: the clock moves in
-    // small steps, each with a moment of real time, until its turn has answered.
+    // steps shorter than its first poll (20 ms), each with a moment of real time, until its turn
+    // has answered. Longer steps let a busy machine's slow polls run out the turn's wait.
     advance_by_steps_until(
-        Duration::from_millis(100),
+        Duration::from_millis(10),
         Duration::from_secs(60),
         async || elsewhere.is_finished(),
     )
